@@ -1,0 +1,54 @@
+# ssbench: two commands do everything on a fresh machine (Python 3.11+, make, Java 17+).
+#   make bench   run matrices/bench.yaml on the embedded PostgreSQL target, then the Spark analysis
+#   make test    the test suite (what CI runs)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+MATRIX ?= matrices/bench.yaml
+TARGET ?= embedded
+PYTEST_ARGS ?=
+
+.PHONY: bench test web gate server-stop clean check-python check-java help
+
+help:
+	@echo "make bench   run $(MATRIX) on the embedded target and build the report"
+	@echo "make test    run the test suite"
+	@echo "make web     Locust web UI on the embedded target (127.0.0.1)"
+	@echo "make gate    regression gate: interleaved baseline (HEAD) vs working tree on matrices/gate.yaml"
+	@echo "make clean   stop the embedded server, remove .venv and build debris (results/ is kept)"
+
+check-python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+	  { echo "ssbench needs Python 3.11 or newer ($(PYTHON) is $$($(PYTHON) --version 2>&1)). Set PYTHON=python3.x." >&2; exit 1; }
+
+check-java:
+	@command -v java >/dev/null 2>&1 || { \
+	  echo "Java 17+ is required by Spark (the analysis step) and was not found on PATH." >&2; \
+	  echo "Install it, e.g. 'apt-get install openjdk-17-jre-headless' (Debian/Ubuntu), 'brew install openjdk@17' (macOS)," >&2; \
+	  echo "or set JAVA_HOME to an existing JDK 17+." >&2; exit 1; }
+
+$(STAMP): pyproject.toml | check-python
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+bench: $(STAMP) check-java
+	$(BIN)/ssbench bench --matrix $(MATRIX) --target $(TARGET)
+
+test: $(STAMP) check-java
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+web: $(STAMP)
+	$(BIN)/ssbench web --target $(TARGET)
+
+gate: $(STAMP)
+	$(BIN)/ssbench gate --interleave HEAD matrices/gate.yaml
+
+server-stop:
+	-@test -x $(BIN)/ssbench && $(BIN)/ssbench server stop
+
+clean: server-stop
+	rm -rf $(VENV) build *.egg-info .pytest_cache spark-warehouse metastore_db derby.log test-artifacts
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,67 @@
+"""The ``ssbench`` command line: one module per subcommand under :mod:`harness.commands`.
+
+Each command module defines ``register(subparsers)`` (arguments only: cheap imports) and a
+``cmd_<name>(args) -> int`` function. User errors exit 2 with a one-line message, no traceback;
+target (server) errors exit 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from . import __version__
+from .errors import TargetError, UserError
+
+COMMANDS = ("matrix", "run", "bench", "analyze", "gate", "web", "server", "mssql")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ssbench",
+        description="Load-testing and benchmarking harness for SQL Server Service Broker "
+                    "(embedded default: a PostgreSQL emulation; its numbers are PostgreSQL's).")
+    parser.add_argument("--version", action="version", version=f"ssbench {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"harness.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"harness.commands.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as e:
+        print(f"ssbench: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except TargetError as e:
+        print(f"ssbench: target error: {e}", file=sys.stderr)
+        return TargetError.exit_code
+    except KeyboardInterrupt:
+        print("ssbench: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `ssbench matrix ... | head`
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``ssbench`` subcommand (``register`` + ``cmd_<name>``)."""

@@ -1,0 +1,35 @@
+"""``ssbench matrix FILE [--count] [--json]``: validate and expand a test matrix."""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("matrix", help="validate a matrix file and list its permutations",
+                       description="Validate a matrix YAML file and list its permutations in run order.")
+    p.add_argument("file", help="matrix YAML file, e.g. matrices/paper.yaml")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--count", action="store_true", help="print only the number of permutations")
+    g.add_argument("--json", action="store_true", help="print the permutations as JSON lines")
+    p.set_defaults(func=cmd_matrix)
+
+
+def cmd_matrix(args) -> int:
+    from ..matrix import load_matrix
+
+    m = load_matrix(args.file)
+    if args.count:
+        print(len(m))
+        return 0
+    if args.json:
+        for perm in m.permutations():
+            print(json.dumps(perm.values()))
+        return 0
+    print(f"# {m.name}: {len(m)} permutations x {m.run.repetitions} repetition(s); "
+          f"warm-up {m.run.warmup_seconds:g}s, measured {m.run.measure_seconds:g}s")
+    print(f"{'#':>4}  {'id':<40} {'initiators':>10} {'threads':>7} {'dialogs':>10} {'payload':>8}  server")
+    for perm in m.permutations():
+        print(f"{perm.index:>4}  {perm.id:<40} {perm.initiators:>10} {perm.threads:>7} "
+              f"{perm.dialogs.token:>10} {perm.payload_bytes:>8}  {perm.server}")
+    return 0

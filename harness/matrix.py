@@ -1,0 +1,418 @@
+"""Test matrices: a YAML file of axes and run settings, validated and expanded to permutations.
+
+A matrix names axes (lists of values); the permutations are their cartesian product in a fixed
+order (initiators outermost, then threads stepping up, then dialog strategy, payload, server and
+any optional broker axes), each with a stable, readable id such as
+``i3-t50-trick150-p8192-sql2008``. See ``docs/matrices.md`` for the format.
+
+Every user error names the file, the line and the field, and is raised as
+:class:`harness.errors.UserError` (exit code 2, no traceback).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from .errors import UserError
+
+MAX_PAYLOAD_BYTES = 2 * 1024 ** 3  # SQL Server's varbinary(max) limit: 2 GB - 1
+SERVER_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
+
+
+# --------------------------------------------------------------------------- dialog strategies
+
+@dataclass(frozen=True, order=True)
+class DialogStrategy:
+    """How client threads map onto dialogs (conversations).
+
+    ``every_n`` dialogs are created per usable dialog and every ``every_n``-th one is kept (the
+    paper's "150 trick" is ``every_n=150``; one dialog per thread is ``every_n=1``). ``shared``
+    means all threads of one initiator send on a single dialog.
+    """
+
+    every_n: int = 1
+    shared: bool = False
+
+    @property
+    def token(self) -> str:
+        if self.shared:
+            return "shared"
+        if self.every_n == 1:
+            return "per_thread"
+        if self.every_n == 150:
+            return "trick150"
+        return f"every{self.every_n}"
+
+    def usable_dialogs(self, threads: int) -> int:
+        """Dialogs the client threads of one initiator send on."""
+        return 1 if self.shared else threads
+
+    def dialogs_created(self, threads: int) -> int:
+        """Dialogs BEGUN on one initiator (the 150 trick begins 150 per usable dialog)."""
+        return self.usable_dialogs(threads) * self.every_n
+
+    def __str__(self) -> str:
+        return self.token
+
+    @classmethod
+    def parse(cls, value: Any) -> "DialogStrategy":
+        """Parse ``per_thread`` / ``trick150`` / ``shared`` / ``{every_n: N}``; ValueError if not."""
+        if isinstance(value, str):
+            named = {"per_thread": cls(1), "trick150": cls(150), "shared": cls(1, shared=True)}
+            if value in named:
+                return named[value]
+            m = re.fullmatch(r"every(\d+)", value)
+            if m and int(m.group(1)) >= 1:
+                return cls(int(m.group(1)))
+            raise ValueError(f"unknown dialog strategy {value!r} "
+                             "(use per_thread, trick150, shared or {every_n: N})")
+        if isinstance(value, dict):
+            if set(value) != {"every_n"}:
+                raise ValueError(f"a dialog strategy mapping takes exactly one key, every_n; got {sorted(value)}")
+            n = value["every_n"]
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 100_000:
+                raise ValueError(f"every_n must be an integer from 1 to 100000, got {n!r}")
+            return cls(n)
+        raise ValueError(f"a dialog strategy is a name or {{every_n: N}}, got {type(value).__name__}")
+
+
+# --------------------------------------------------------------------------- settings
+
+@dataclass(frozen=True)
+class RunSettings:
+    warmup_seconds: float = 10.0
+    measure_seconds: float = 60.0
+    repetitions: int = 1
+    drain_timeout_seconds: float = 120.0
+    sample_interval_seconds: float = 1.0
+    spawn_rate: float = 50.0  # Locust users started per second per run
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    max_queue_readers: int = 16          # ALTER QUEUE ... ACTIVATION (MAX_QUEUE_READERS = n)
+    receive_top: int = 10000             # RECEIVE TOP (n) in the activation procedure
+    waitfor_timeout_ms: int = 3000       # WAITFOR (RECEIVE ...), TIMEOUT n
+    monitor_interval_seconds: float = 5.0  # queue monitor period (fixed at 5 s on SQL Server)
+
+
+RUN_FIELDS = {
+    "warmup_seconds": (float, 0, 86_400),
+    "measure_seconds": (float, 0.5, 86_400),
+    "repetitions": (int, 1, 1000),
+    "drain_timeout_seconds": (float, 1, 86_400),
+    "sample_interval_seconds": (float, 0.05, 3600),
+    "spawn_rate": (float, 0.1, 100_000),
+}
+BROKER_FIELDS = {
+    "max_queue_readers": (int, 1, 32_767),
+    "receive_top": (int, 1, 1_000_000),
+    "waitfor_timeout_ms": (int, 0, 3_600_000),
+    "monitor_interval_seconds": (float, 0.05, 3600),
+}
+
+# Axes: required ones first, in expansion order; optional broker axes override BrokerSettings.
+REQUIRED_AXES = ("initiators", "threads", "dialogs", "payload_bytes", "server")
+OPTIONAL_AXES = ("max_queue_readers", "receive_top")
+AXIS_TOKENS = {"initiators": "i", "threads": "t", "payload_bytes": "p",
+               "max_queue_readers": "r", "receive_top": "top"}
+TOP_KEYS = {"name", "description", "axes", "run", "broker", "embedded_profiles"}
+
+
+# --------------------------------------------------------------------------- permutations
+
+@dataclass(frozen=True)
+class Permutation:
+    index: int                 # 1-based position in the matrix's order
+    initiators: int
+    threads: int               # client threads (Locust users) per initiator
+    dialogs: DialogStrategy
+    payload_bytes: int
+    server: str                # server profile name
+    broker: BrokerSettings
+
+    @property
+    def id(self) -> str:
+        parts = [f"i{self.initiators}", f"t{self.threads}", self.dialogs.token,
+                 f"p{self.payload_bytes}", self.server]
+        return "-".join(parts) + self._broker_suffix
+
+    # set by Matrix for permutations whose broker axes were given explicitly
+    _broker_suffix: str = field(default="", compare=False, repr=False)
+
+    @property
+    def total_threads(self) -> int:
+        return self.initiators * self.threads
+
+    def values(self) -> dict[str, Any]:
+        """The permutation as plain data (what summary.json records)."""
+        return {
+            "id": self.id, "index": self.index, "initiators": self.initiators,
+            "threads": self.threads, "total_threads": self.total_threads,
+            "dialogs": self.dialogs.token, "dialogs_every_n": self.dialogs.every_n,
+            "dialogs_shared": self.dialogs.shared, "payload_bytes": self.payload_bytes,
+            "server": self.server, "broker": asdict(self.broker),
+        }
+
+
+@dataclass
+class Matrix:
+    path: Path
+    name: str
+    description: str
+    axes: dict[str, list[Any]]
+    run: RunSettings
+    broker: BrokerSettings
+    embedded_profiles: dict[str, str]
+    sha256: str
+
+    def __len__(self) -> int:
+        n = 1
+        for values in self.axes.values():
+            n *= len(values)
+        return n
+
+    def permutations(self) -> Iterator[Permutation]:
+        names = list(REQUIRED_AXES) + [a for a in OPTIONAL_AXES if a in self.axes]
+        for index, combo in enumerate(itertools.product(*(self.axes[a] for a in names)), start=1):
+            values = dict(zip(names, combo))
+            broker = self.broker
+            suffix = ""
+            for axis in OPTIONAL_AXES:
+                if axis in values:
+                    broker = _replace(broker, **{axis: values[axis]})
+                    suffix += f"-{AXIS_TOKENS[axis]}{values[axis]}"
+            yield Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
+                              dialogs=values["dialogs"], payload_bytes=values["payload_bytes"],
+                              server=values["server"], broker=broker, _broker_suffix=suffix)
+
+    def embedded_profile(self, server: str) -> str:
+        """The embedded target's profile that stands in for ``server``."""
+        return self.embedded_profiles.get(server, server)
+
+    def to_dict(self) -> dict[str, Any]:
+        axes = {k: [v.token if isinstance(v, DialogStrategy) else v for v in vs]
+                for k, vs in self.axes.items()}
+        return {"name": self.name, "description": self.description, "file": str(self.path),
+                "sha256": self.sha256, "axes": axes, "run": asdict(self.run),
+                "broker": asdict(self.broker), "embedded_profiles": dict(self.embedded_profiles),
+                "permutations": len(self)}
+
+
+def _replace(obj, **changes):
+    from dataclasses import replace
+    return replace(obj, **changes)
+
+
+# --------------------------------------------------------------------------- loading
+
+class _Located:
+    """A YAML value with the line it came from (1-based)."""
+
+    __slots__ = ("value", "line")
+
+    def __init__(self, value: Any, line: int):
+        self.value = value
+        self.line = line
+
+
+def _plain(node: yaml.Node, file: str, path: str) -> Any:
+    """Convert a composed YAML node to Python values, wrapping every scalar/collection in
+    _Located so errors can name lines; duplicate mapping keys are errors."""
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, _Located] = {}
+        for key_node, value_node in node.value:
+            key = _construct(key_node)
+            if not isinstance(key, str):
+                raise UserError("mapping keys must be strings", file=file,
+                                line=key_node.start_mark.line + 1, field=path or "<top>")
+            sub = f"{path}.{key}" if path else key
+            if key in out:
+                raise UserError("duplicate key", file=file, line=key_node.start_mark.line + 1, field=sub)
+            out[key] = _plain(value_node, file, sub)
+        return _Located(out, line)
+    if isinstance(node, yaml.SequenceNode):
+        return _Located([_plain(n, file, f"{path}[{i}]") for i, n in enumerate(node.value)], line)
+    return _Located(_construct(node), line)
+
+
+def _construct(node: yaml.Node) -> Any:
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+def _unwrap(loc: _Located) -> Any:
+    v = loc.value
+    if isinstance(v, dict):
+        return {k: _unwrap(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_unwrap(x) for x in v]
+    return v
+
+
+def load_matrix(path: str | Path) -> Matrix:
+    """Load, validate and return a matrix; raises UserError naming file, line and field."""
+    p = Path(path)
+    file = str(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise UserError("no such file", file=file) from None
+    except OSError as e:
+        raise UserError(f"cannot read: {e.strerror}", file=file) from None
+    try:
+        text = raw.decode("utf-8")
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except UnicodeDecodeError:
+        raise UserError("not UTF-8 text", file=file) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise UserError(f"invalid YAML: {getattr(e, 'problem', e)}", file=file,
+                        line=mark.line + 1 if mark else None) from None
+    if node is None:
+        raise UserError("empty matrix file", file=file)
+    top = _plain(node, file, "")
+    if not isinstance(top.value, dict):
+        raise UserError("a matrix is a mapping with 'axes', 'run' and 'broker'", file=file, line=top.line)
+    doc: dict[str, _Located] = top.value
+
+    def err(msg: str, loc: _Located | None, fld: str) -> UserError:
+        return UserError(msg, file=file, line=loc.line if loc else top.line, field=fld)
+
+    for key, loc in doc.items():
+        if key not in TOP_KEYS:
+            raise err(f"unknown key (expected one of {', '.join(sorted(TOP_KEYS))})", loc, key)
+
+    name = _str_field(doc, "name", p.stem, err)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+        raise err("must be 1-64 letters, digits, '_', '-' or '.'", doc.get("name"), "name")
+    description = _str_field(doc, "description", "", err)
+
+    if "axes" not in doc:
+        raise err("missing (the matrix needs axes: initiators, threads, dialogs, payload_bytes, server)",
+                  None, "axes")
+    axes_loc = doc["axes"]
+    if not isinstance(axes_loc.value, dict):
+        raise err("must be a mapping of axis name to a list of values", axes_loc, "axes")
+    axes: dict[str, list[Any]] = {}
+    for key, loc in axes_loc.value.items():
+        if key not in REQUIRED_AXES + OPTIONAL_AXES:
+            raise err(f"unknown axis (expected {', '.join(REQUIRED_AXES + OPTIONAL_AXES)})", loc, f"axes.{key}")
+    for axis in REQUIRED_AXES + OPTIONAL_AXES:
+        fld = f"axes.{axis}"
+        if axis not in axes_loc.value:
+            if axis in REQUIRED_AXES:
+                raise err("missing axis", axes_loc, fld)
+            continue
+        loc = axes_loc.value[axis]
+        if not isinstance(loc.value, list):
+            raise err("must be a list of values", loc, fld)
+        if not loc.value:
+            raise err("empty axis: give at least one value", loc, fld)
+        values = []
+        for i, item in enumerate(loc.value):
+            values.append(_axis_value(axis, item, lambda m, it=item, i=i: err(m, it, f"{fld}[{i}]")))
+        seen: dict[Any, int] = {}
+        for i, v in enumerate(values):
+            if v in seen:
+                raise err(f"duplicate value {_show(v)} (also at index {seen[v]})", loc.value[i], f"{fld}[{i}]")
+            seen[v] = i
+        axes[axis] = values
+
+    run = RunSettings(**_settings(doc, "run", RUN_FIELDS, err))
+    broker = BrokerSettings(**_settings(doc, "broker", BROKER_FIELDS, err))
+
+    profiles: dict[str, str] = {}
+    if "embedded_profiles" in doc:
+        ploc = doc["embedded_profiles"]
+        if not isinstance(ploc.value, dict):
+            raise err("must map server names to embedded profiles (durable, delayed)", ploc, "embedded_profiles")
+        from .targets.profiles import EMBEDDED_PROFILES
+        for key, loc in ploc.value.items():
+            if key not in axes["server"]:
+                raise err("not a value of axes.server", loc, f"embedded_profiles.{key}")
+            if loc.value not in EMBEDDED_PROFILES:
+                raise err(f"unknown embedded profile {loc.value!r} (expected {', '.join(EMBEDDED_PROFILES)})",
+                          loc, f"embedded_profiles.{key}")
+            profiles[key] = loc.value
+
+    return Matrix(path=p, name=name, description=description, axes=axes, run=run, broker=broker,
+                  embedded_profiles=profiles, sha256=hashlib.sha256(raw).hexdigest())
+
+
+def _show(v: Any) -> str:
+    return v.token if isinstance(v, DialogStrategy) else repr(v)
+
+
+def _str_field(doc, key, default, err) -> str:
+    if key not in doc:
+        return default
+    loc = doc[key]
+    if not isinstance(loc.value, str):
+        raise err(f"must be a string, got {type(loc.value).__name__}", loc, key)
+    return loc.value
+
+
+def _axis_value(axis: str, item: _Located, err) -> Any:
+    v = item.value
+    if axis == "dialogs":
+        try:
+            return DialogStrategy.parse(_unwrap(item))
+        except ValueError as e:
+            raise err(str(e)) from None
+    if axis == "server":
+        if not isinstance(v, str):
+            raise err(f"a server profile is a name, got {type(v).__name__} {v!r}")
+        if not SERVER_NAME_RE.match(v):
+            raise err(f"server profile {v!r} must be a letter then up to 39 letters, digits or '_'")
+        return v
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise err(f"must be an integer, got {type(v).__name__} {v!r}")
+    if v <= 0:
+        raise err(f"must be positive, got {v}")
+    if axis == "payload_bytes" and v > MAX_PAYLOAD_BYTES:
+        raise err(f"payload over 2 GB ({v} > {MAX_PAYLOAD_BYTES}): Service Broker messages are varbinary(max)")
+    if axis == "initiators" and v > 64:
+        raise err(f"at most 64 initiators, got {v}")
+    if axis == "threads" and v > 10_000:
+        raise err(f"at most 10000 threads per initiator, got {v}")
+    if axis in BROKER_FIELDS:
+        _, lo, hi = BROKER_FIELDS[axis]
+        if not lo <= v <= hi:
+            raise err(f"must be between {lo} and {hi}, got {v}")
+    return v
+
+
+def _settings(doc, section: str, spec: dict, err) -> dict[str, Any]:
+    if section not in doc:
+        return {}
+    loc = doc[section]
+    if loc.value is None:
+        return {}
+    if not isinstance(loc.value, dict):
+        raise err("must be a mapping", loc, section)
+    out = {}
+    for key, item in loc.value.items():
+        fld = f"{section}.{key}"
+        if key not in spec:
+            raise err(f"unknown key (expected one of {', '.join(spec)})", item, fld)
+        kind, lo, hi = spec[key]
+        v = item.value
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
+            raise err(f"must be {'an integer' if kind is int else 'a number'}, got {type(v).__name__} {v!r}",
+                      item, fld)
+        if not lo <= v <= hi:
+            raise err(f"must be between {lo} and {hi}, got {v}", item, fld)
+        out[key] = kind(v)
+    return out

@@ -1,0 +1,15 @@
+"""Where ssbench finds its data files (workloads, matrices) and writes results.
+
+ssbench is run from a checkout (``make`` installs it editable), so the T-SQL and PL/pgSQL
+under ``workloads/`` are read from the repository. ``SSBENCH_HOME`` overrides the root.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(os.environ.get("SSBENCH_HOME") or Path(__file__).resolve().parent.parent)
+WORKLOADS = REPO_ROOT / "workloads"
+MATRICES = REPO_ROOT / "matrices"
+RESULTS = Path(os.environ.get("SSBENCH_RESULTS") or REPO_ROOT / "results")

@@ -1,0 +1,1 @@
+"""Systems under test. Each target lives behind the small interface in :mod:`harness.targets.base`."""

@@ -1,0 +1,235 @@
+"""The narrow interface every system under test implements.
+
+Two targets implement it: ``embedded`` (a PostgreSQL-hosted emulation of Service Broker's
+send / transmit / receive path, :mod:`harness.targets.embedded`) and ``mssql`` (a real SQL
+Server through pyodbc, :mod:`harness.targets.mssql`). The runner, the Locust users, the
+collectors and the web UI only ever talk to a target through this module.
+
+Shapes follow SQL Server's DMVs so collectors compute the same things on both targets:
+
+* :meth:`Target.wait_stats` is shaped like ``sys.dm_os_wait_stats`` (cumulative).
+* :meth:`Target.perf_counters` is shaped like ``sys.dm_os_performance_counters`` rows.
+* :meth:`Target.queue_depths` gives transmission-queue and target-queue depth.
+
+Load generation runs in other processes (Locust workers), so a target hands out a JSON-able
+:meth:`Target.sender_spec` and :func:`open_sender` turns it into a :class:`Sender` anywhere.
+Specs never contain a password: SQL Server passwords are read from environment variables.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..matrix import BrokerSettings
+
+
+@dataclass(frozen=True)
+class WaitStat:
+    """One row of sys.dm_os_wait_stats (cumulative since the target's counters were reset)."""
+
+    wait_type: str
+    waiting_tasks: int
+    wait_time_ms: float
+
+
+@dataclass(frozen=True)
+class PerfCounter:
+    """One row of sys.dm_os_performance_counters.
+
+    ``kind`` is ``"cumulative"`` (a */sec counter: the raw value only grows; collectors turn
+    deltas into rates) or ``"gauge"`` (a current value such as Tasks Running).
+    ``object_name`` carries no instance prefix ("Broker Activation", "Broker Statistics",
+    "Broker/DBM Transport").
+    """
+
+    object_name: str
+    counter_name: str
+    instance_name: str
+    value: float
+    kind: str = "cumulative"
+
+
+@dataclass
+class InitiatorCounts:
+    initiator: int
+    sent: int        # messages whose SEND committed on this initiator (warm-up excluded)
+    received: int    # of those, messages processed by the target (in the drop table)
+    xmitq: int       # still in this initiator's transmission queue
+
+
+@dataclass
+class Counts:
+    initiators: list[InitiatorCounts]
+    target_queue: int            # messages waiting in the target's service queue
+    errors: int = 0              # rows in the target's error table (poison messages)
+    queue_disabled: bool = False  # five consecutive rollbacks disabled the queue
+
+    @property
+    def sent(self) -> int:
+        return sum(c.sent for c in self.initiators)
+
+    @property
+    def received(self) -> int:
+        return sum(c.received for c in self.initiators)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(c.xmitq for c in self.initiators) + self.target_queue
+
+
+class Sender(abc.ABC):
+    """One client connection to one initiator: what one Locust user (client thread) holds.
+
+    Implementations may block (database drivers do); the Locust user offloads every call to a
+    real thread, so a Sender must be usable from a thread other than the one that opened it
+    (one call at a time).
+    """
+
+    @abc.abstractmethod
+    def dialog(self, slot: int) -> str:
+        """Handle of usable dialog ``slot`` (1-based; the paper's ``dbo.dialogs`` row k)."""
+
+    @abc.abstractmethod
+    def send(self, dialog: str, payload: bytes) -> None:
+        """SEND ON CONVERSATION ``dialog`` one message carrying ``payload``, in its own
+        transaction. The target stamps the send time into the message body."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the connection (callers make sure no call is in flight)."""
+
+
+class Target(abc.ABC):
+    """A system under test: an initiator/target Service Broker topology."""
+
+    kind: ClassVar[str]
+
+    #: Human label used in every report and plot, e.g. "PostgreSQL 18.1 emulation of Service
+    #: Broker" or "SQL Server 16.0.4135.4". Embedded numbers are never labelled SQL Server.
+    label: str = ""
+
+    # ---------------------------------------------------------------- provenance
+    @abc.abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Provenance for run.json: kind, label, server versions, topology (passwords
+        redacted), settings that matter. JSON-able."""
+
+    @abc.abstractmethod
+    def profiles(self) -> list[str]:
+        """Names usable on the matrix's ``server`` axis."""
+
+    # ---------------------------------------------------------------- lifecycle
+    @abc.abstractmethod
+    def provision(self, max_initiators: int) -> None:
+        """Create (idempotently) everything the topology needs for up to ``max_initiators``."""
+
+    @abc.abstractmethod
+    def prepare(self, initiators: int, profile: str, broker: BrokerSettings) -> None:
+        """Start a permutation from a clean state: clear every conversation and message (the
+        analogue of SET NEW_BROKER), reset cumulative counters where the target can, apply the
+        server profile and the queue's broker settings (MAX_QUEUE_READERS, RECEIVE TOP,
+        WAITFOR timeout)."""
+
+    @abc.abstractmethod
+    def create_dialogs(self, initiator: int, usable: int, every_n: int) -> int:
+        """BEGIN DIALOG ``usable * every_n`` times on ``initiator``; keep every ``every_n``-th
+        handle in the dialogs table as slots 1..usable (the paper's 150 trick when every_n is
+        150). Returns the number of dialogs begun."""
+
+    @abc.abstractmethod
+    def warm_up(self, initiator: int) -> int:
+        """Send one short message on every conversation begun on ``initiator`` (the paper's
+        warm-up, so the target's receive-side endpoints exist). Returns messages sent; they do
+        not count in :meth:`counts`' ``sent``."""
+
+    @abc.abstractmethod
+    def start(self) -> None:
+        """Start whatever moves and processes messages (embedded: the transport and the queue
+        monitor; SQL Server: nothing, the server does it)."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stop what :meth:`start` started. Idempotent."""
+
+    @abc.abstractmethod
+    def counts(self) -> Counts:
+        """Exact message accounting since the last :meth:`prepare` (warm-up excluded)."""
+
+    def drain(self, timeout: float, poll: float = 0.25) -> Counts:
+        """Wait until every transmission queue and the target queue are empty, or timeout.
+        Returns the final counts either way."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            c = self.counts()
+            if (c.in_flight == 0 and c.received >= c.sent) or c.queue_disabled \
+                    or time.monotonic() >= deadline:
+                return c
+            time.sleep(poll)
+
+    @abc.abstractmethod
+    def sender_spec(self, initiator: int) -> dict[str, Any]:
+        """JSON-able spec :func:`open_sender` turns into a :class:`Sender` in any process.
+        Must contain ``"kind"`` and no password."""
+
+    # ---------------------------------------------------------------- telemetry
+    @abc.abstractmethod
+    def wait_stats(self) -> list[WaitStat]:
+        """Cumulative wait statistics, SQL Server wait-type names, benign waits excluded."""
+
+    @abc.abstractmethod
+    def perf_counters(self) -> list[PerfCounter]:
+        """Broker Activation, Broker Statistics (and Broker/DBM Transport where it exists)."""
+
+    @abc.abstractmethod
+    def queue_depths(self, exact: bool = False) -> dict[str, int]:
+        """``{"xmitq.i1": n, ..., "queue": n}``: fast approximate counts by default (partition
+        row counts), exact counts (COUNT(*)) when ``exact``."""
+
+    @abc.abstractmethod
+    def messages_processed(self) -> int:
+        """Cumulative messages processed by the target's activation procedure (the tally)."""
+
+    @abc.abstractmethod
+    def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
+        """End-to-end latency (receive time minus the send time stamped in the message), in
+        microseconds, of every message processed within [start, end) (epoch seconds)."""
+
+    def server_pids(self) -> list[int]:
+        """PIDs of the database server's processes on this host, for the host collector
+        (empty for remote servers)."""
+        return []
+
+    def close(self) -> None:
+        """Release connections. Idempotent."""
+
+
+@dataclass
+class TargetRef:
+    """How to build a target: ``embedded`` or a topology file."""
+
+    kind: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def open_sender(spec: dict[str, Any]) -> Sender:
+    """Turn a :meth:`Target.sender_spec` into a connected :class:`Sender` (any process)."""
+    module = {"embedded": "harness.targets.embedded.sender",
+              "mssql": "harness.targets.mssql.sender",
+              "sleep": "harness.load.sleep_sender"}[spec["kind"]]
+    return importlib.import_module(module).open_sender(spec)
+
+
+def make_target(where: str) -> Target:
+    """``embedded`` or a path to a SQL Server topology YAML file."""
+    if where == "embedded":
+        from .embedded.target import EmbeddedTarget
+
+        return EmbeddedTarget.default()
+    from .mssql.target import MssqlTarget
+
+    return MssqlTarget.from_file(where)

