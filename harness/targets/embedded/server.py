@@ -111,7 +111,12 @@ class EmbeddedServer:
     def _run(self, args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
         kwargs = {}
         if self._user:
-            kwargs["user"] = self._user
+            import pwd
+
+            pw = pwd.getpwnam(self._user)
+            # drop root's groups too: with gid 0 left in place, group bits of root-owned
+            # directories would apply instead of "other" bits
+            kwargs.update(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
         try:
             return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=True,
                                   **kwargs)

@@ -1,0 +1,9 @@
+"""Telemetry: one collector per metric family, sampled together by :class:`Sampler`.
+
+Collectors only use the :class:`harness.targets.base.Target` interface, so they work the same
+against the embedded PostgreSQL emulation and a real SQL Server.
+"""
+
+from .base import Collector, Sample, Sampler, default_collectors
+
+__all__ = ["Collector", "Sample", "Sampler", "default_collectors"]

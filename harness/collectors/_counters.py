@@ -1,0 +1,43 @@
+"""Shared delta logic for cumulative performance counters (sys.dm_os_performance_counters)."""
+
+from __future__ import annotations
+
+import re
+
+
+def slug(name: str) -> str:
+    """'Tasks Started/sec' -> 'tasks_started'."""
+    name = re.sub(r"/sec$", "", name.strip(), flags=re.I)
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+class CounterDeltas:
+    """Turns cumulative counters into per-second rates; gauges pass through."""
+
+    def __init__(self):
+        self.prev: dict[tuple[str, str, str], float] = {}
+        self.prev_ts: float | None = None
+        self.first: dict[tuple[str, str, str], float] = {}
+        self.last: dict[tuple[str, str, str], float] = {}
+        self.max_gauge: dict[tuple[str, str, str], float] = {}
+
+    def update(self, counters, now: float):
+        out = []
+        dt = (now - self.prev_ts) if self.prev_ts is not None else None
+        for c in counters:
+            key = (c.object_name, c.counter_name, c.instance_name)
+            self.last[key] = c.value
+            self.first.setdefault(key, c.value)
+            if c.kind == "gauge":
+                out.append((c, slug(c.counter_name), c.value))
+                self.max_gauge[key] = max(self.max_gauge.get(key, c.value), c.value)
+            elif dt and key in self.prev:
+                out.append((c, slug(c.counter_name) + "_per_s", max(0.0, c.value - self.prev[key]) / max(dt, 1e-6)))
+            self.prev[key] = c.value
+        self.prev_ts = now
+        return out
+
+    def total(self, object_name: str, counter_name: str) -> float:
+        """Increase of a cumulative counter since the first sample (all instances)."""
+        return sum(self.last[k] - self.first[k] for k in self.last
+                   if k[0] == object_name and k[1] == counter_name)

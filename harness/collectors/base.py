@@ -1,0 +1,114 @@
+"""The sampling loop and the collector interface."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Sample:
+    ts: float          # epoch seconds
+    family: str
+    metric: str
+    key: str
+    value: float
+
+
+class Collector:
+    """One metric family. ``sample`` returns (metric, key, value) tuples for one tick; rates
+    are computed from cumulative counters' deltas over the elapsed time since the last tick."""
+
+    family: str = ""
+
+    def sample(self, ctx: "SampleContext", now: float) -> Iterable[tuple[str, str, float]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class SampleContext:
+    target: object                     # harness.targets.base.Target
+    lock: threading.Lock               # serializes calls to the target with the runner's
+    client_pids: Callable[[], dict[str, int]] = lambda: {}   # name -> pid (load generators)
+
+    def call(self, fn, *args, **kwargs):
+        with self.lock:
+            return fn(*args, **kwargs)
+
+
+class Sampler:
+    """Samples every collector every ``interval`` seconds on a background thread."""
+
+    def __init__(self, ctx: SampleContext, collectors: list[Collector], interval: float = 1.0,
+                 on_tick: Callable[[list[Sample]], None] | None = None):
+        self.ctx = ctx
+        self.collectors = collectors
+        self.interval = interval
+        self.on_tick = on_tick
+        self.samples: list[Sample] = []
+        self.errors: list[str] = []
+        self.started = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick(self) -> list[Sample]:
+        now = time.time()
+        out: list[Sample] = []
+        for c in self.collectors:
+            try:
+                for metric, key, value in c.sample(self.ctx, now):
+                    out.append(Sample(now, c.family, metric, key, float(value)))
+            except Exception as e:  # a failing collector must not stop the run; it is recorded
+                msg = f"{c.family}: {type(e).__name__}: {e}"
+                if len(self.errors) < 50:
+                    self.errors.append(msg)
+                log.warning("collector %s", msg)
+        self.samples.extend(out)
+        if self.on_tick:
+            self.on_tick(out)
+        return out
+
+    def _loop(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self.tick()
+            next_at += self.interval
+            delay = next_at - time.monotonic()
+            if delay < 0:  # fell behind (slow target): skip missed ticks instead of bursting
+                next_at = time.monotonic()
+                delay = 0
+            self._stop.wait(delay)
+
+    def start(self) -> "Sampler":
+        self.started = time.time()
+        self._thread = threading.Thread(target=self._loop, name="ssbench-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=30)
+        self.tick()  # a final sample at the end
+        for c in self.collectors:
+            c.close()
+
+
+def default_collectors() -> list[Collector]:
+    from .activation import ActivationCollector
+    from .broker import BrokerCollector
+    from .host import HostCollector
+    from .queues import QueueCollector
+    from .throughput import ThroughputCollector
+    from .waits import WaitCollector
+
+    return [WaitCollector(), QueueCollector(), ActivationCollector(), BrokerCollector(),
+            ThroughputCollector(), HostCollector()]

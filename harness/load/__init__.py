@@ -1,0 +1,1 @@
+"""Load generation: Locust users (locustfile), thread offload, exact recording, swarm control."""

@@ -1,0 +1,132 @@
+"""Locust user classes for ssbench: one user per client thread, closed loop, one SEND per task.
+
+Loaded by the Locust master and by every worker (``locust -f harness/load/locustfile.py``).
+A worker is bound to one initiator (``SSBENCH_INITIATOR``), as the paper mapped one client
+machine to one initiator. The swarm's shape comes from a JSON spec (``SSBENCH_SPEC`` or
+``--ssbench-spec``, written by the runner or by ``ssbench web``): the sender spec of each
+initiator, the payload size, the usable dialogs per initiator and the measurement windows.
+
+Database drivers block. A blocking call inside a gevent greenlet would serialize the whole
+worker, so every driver call runs on a real thread of gevent's hub threadpool
+(:class:`harness.load.offload.Offload`); the greenlet only waits for it.
+
+Each SEND is timed with ``time.perf_counter``, reported through Locust's ``events.request``
+(so Locust's own stats and web UI see it) and kept exactly by :mod:`harness.load.recorder`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from locust import User, constant, events, task
+
+from harness.load.offload import Offload
+from harness.load.recorder import Recorder
+from harness.load.spec import SwarmSpec
+
+_state: dict = {}
+
+
+@events.init_command_line_parser.add_listener
+def _add_arguments(parser) -> None:
+    parser.add_argument("--ssbench-spec", type=str, env_var="SSBENCH_SPEC", default="",
+                        help="ssbench swarm spec (JSON file written by ssbench run / ssbench web)",
+                        include_in_web_ui=False)
+    from harness.load import webui
+
+    webui.add_arguments(parser)
+
+
+@events.init.add_listener
+def _on_init(environment, **_kw) -> None:
+    from locust.runners import MasterRunner, WorkerRunner
+
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner) or runner is None or not isinstance(runner, MasterRunner):
+        _state["offload"] = Offload()
+        _state["recorder"] = Recorder(initiator=int(os.environ.get("SSBENCH_INITIATOR", "1")))
+    if isinstance(runner, MasterRunner):
+        from harness.load import master
+
+        master.install(environment)
+    from harness.load import webui
+
+    webui.install(environment)
+
+
+def _spec(environment) -> SwarmSpec:
+    spec = _state.get("spec")
+    if spec is None:
+        path = getattr(environment.parsed_options, "ssbench_spec", "") or os.environ.get("SSBENCH_SPEC", "")
+        spec = SwarmSpec.load(path)
+        _state["spec"] = spec
+    return spec
+
+
+def _reload_spec() -> None:
+    _state.pop("spec", None)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kw) -> None:
+    _reload_spec()  # ssbench web may re-provision between swarms
+    rec = _state.get("recorder")
+    if rec is not None:
+        rec.reset()
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_kw) -> None:
+    rec: Recorder | None = _state.get("recorder")
+    if rec is None:
+        return
+    spec = _spec(environment)
+    if spec.out_dir:
+        rec.write(spec.out_dir)
+
+
+class ServiceBrokerUser(User):
+    """One client thread: its own connection, its own dialog, SEND in a closed loop."""
+
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        spec = _spec(self.environment)
+        self._offload: Offload = _state["offload"]
+        self._recorder: Recorder = _state["recorder"]
+        initiator = self._recorder.initiator
+        self._slot = self._recorder.next_slot(spec.usable_dialogs(initiator))
+        self._payload = spec.payload()
+        self._sender = None
+        self._sender = self._offload.call(self, _open_sender, spec.sender_specs[str(initiator)])
+        self._dialog = self._offload.call(self, self._sender.dialog, self._slot)
+
+    @task
+    def send(self) -> None:
+        start = time.perf_counter()
+        exc = None
+        try:
+            self._offload.call(self, self._sender.send, self._dialog, self._payload)
+        except Exception as e:  # the broker refused the SEND: reported, counted, not raised
+            exc = e
+        elapsed = time.perf_counter() - start
+        self._recorder.record(time.time(), elapsed, exc)
+        self.environment.events.request.fire(
+            request_type="SSB", name="SEND", response_time=elapsed * 1000.0,
+            response_length=len(self._payload), exception=exc, context={"dialog_slot": self._slot})
+
+    def on_stop(self) -> None:
+        # wait for a SEND still running on its thread before closing the connection
+        self._offload.wait_idle(self, timeout=30)
+        if self._sender is not None:
+            try:
+                self._offload.call(self, self._sender.close)
+            finally:
+                self._sender = None
+
+
+def _open_sender(spec: dict):
+    from harness.targets.base import open_sender
+
+    return open_sender(spec)

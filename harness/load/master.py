@@ -1,0 +1,48 @@
+"""Master-side hooks: time the warm-up and measured windows from the end of spawning, and
+stop the swarm when they are over (headless runs driven by ``ssbench run``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import gevent
+from locust import events
+
+
+def install(environment) -> None:
+    state: dict = {}
+
+    @events.spawning_complete.add_listener
+    def _spawned(user_count, **_kw):
+        from harness.load.locustfile import _spec
+
+        if "spawned" in state:
+            return
+        spec = _spec(environment)
+        state["spawned"] = time.time()
+        _write(spec.out_dir, {"spawn_complete": state["spawned"], "user_count": user_count})
+        if spec.measure_seconds > 0:
+            def _finish():
+                state["stopped"] = time.time()
+                _write(spec.out_dir, {"spawn_complete": state["spawned"], "user_count": user_count,
+                                      "stop_requested": state["stopped"]})
+                environment.runner.quit()
+
+            gevent.spawn_later(spec.warmup_seconds + spec.measure_seconds, _finish)
+
+    @events.test_start.add_listener
+    def _started(**_kw):
+        state.clear()
+
+
+def _write(out_dir: str, data: dict) -> None:
+    if not out_dir:
+        return
+    p = Path(out_dir) / "master.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, p)

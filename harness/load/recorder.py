@@ -1,0 +1,61 @@
+"""Exact per-worker recording of SEND completions, in time buckets.
+
+Each SEND's completion time (epoch) and latency (integer microseconds) go into a bucket of
+``bucket_seconds``; the runner later keeps exactly the buckets inside the measured window. The
+data are mergeable (counts per microsecond value), unlike Locust's rounded response-time
+buckets.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import threading
+from collections import Counter, defaultdict
+from pathlib import Path
+
+BUCKET_SECONDS = 0.1
+MAX_ERROR_SAMPLES = 20
+
+
+class Recorder:
+    def __init__(self, initiator: int, bucket_seconds: float = BUCKET_SECONDS):
+        self.initiator = initiator
+        self.bucket_seconds = bucket_seconds
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        self.buckets: dict[int, Counter] = defaultdict(Counter)
+        self.errors: Counter = Counter()
+        self.error_samples: list[str] = []
+        self._slots = itertools.count(0)
+
+    def next_slot(self, usable: int) -> int:
+        """Dialog slot (1-based) for the next user on this worker: user k sends on dialog k."""
+        return next(self._slots) % max(1, usable) + 1
+
+    def record(self, end_epoch: float, elapsed_s: float, exc: BaseException | None) -> None:
+        b = int(end_epoch / self.bucket_seconds)
+        if exc is None:
+            self.buckets[b][max(0, round(elapsed_s * 1e6))] += 1
+        else:
+            self.errors[b] += 1
+            if len(self.error_samples) < MAX_ERROR_SAMPLES:
+                self.error_samples.append(f"{type(exc).__name__}: {exc}"[:500])
+
+    def to_json(self) -> dict:
+        return {"initiator": self.initiator, "pid": os.getpid(), "bucket_seconds": self.bucket_seconds,
+                "buckets": {str(b): {str(k): v for k, v in c.items()} for b, c in self.buckets.items()},
+                "errors": {str(b): n for b, n in self.errors.items()},
+                "error_samples": self.error_samples}
+
+    def write(self, out_dir: str | os.PathLike) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"worker-i{self.initiator}-{os.getpid()}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_json()))
+        os.replace(tmp, path)
+        return path

@@ -1,0 +1,30 @@
+"""A Sender whose SEND is a server-side sleep (``SELECT pg_sleep(s)``) on PostgreSQL.
+
+Used to prove that the Locust workers really run N users concurrently: N users against a
+fixed server-side delay must reach close to N times one user's rate.
+"""
+
+from __future__ import annotations
+
+from harness.targets.base import Sender
+
+
+class SleepSender(Sender):
+    def __init__(self, conninfo: str, seconds: float):
+        import psycopg
+
+        self.conn = psycopg.connect(conninfo, autocommit=True)
+        self.seconds = seconds
+
+    def dialog(self, slot: int) -> str:
+        return f"sleep-{slot}"
+
+    def send(self, dialog: str, payload: bytes) -> None:
+        self.conn.execute("SELECT pg_sleep(%s)", (self.seconds,))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def open_sender(spec: dict) -> SleepSender:
+    return SleepSender(spec["conninfo"], float(spec["seconds"]))

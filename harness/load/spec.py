@@ -1,0 +1,40 @@
+"""The swarm spec: what the Locust master and workers need to know, as a JSON file."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class SwarmSpec:
+    sender_specs: dict[str, dict]         # initiator number (as a string) -> Target.sender_spec()
+    payload_bytes: int = 100
+    usable: dict[str, int] = field(default_factory=dict)  # initiator -> usable dialogs
+    warmup_seconds: float = 0.0           # master: stop after warm-up + measured window
+    measure_seconds: float = 0.0          # 0 = run until stopped (web UI)
+    out_dir: str = ""                     # where workers and the master write their data
+    meta: dict = field(default_factory=dict)
+
+    def usable_dialogs(self, initiator: int) -> int:
+        return int(self.usable.get(str(initiator), 1))
+
+    def payload(self) -> bytes:
+        # deterministic, compressible-proof enough filler; the target prepends its header
+        unit = b"ssbench-payload-"
+        return (unit * (self.payload_bytes // len(unit) + 1))[: self.payload_bytes]
+
+    def dump(self, path: str | os.PathLike) -> Path:
+        p = Path(path)
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        os.replace(tmp, p)
+        return p
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "SwarmSpec":
+        if not path:
+            raise RuntimeError("no ssbench swarm spec: set SSBENCH_SPEC or --ssbench-spec")
+        return cls(**json.loads(Path(path).read_text()))

@@ -1,0 +1,62 @@
+"""Cut the workers' recorded SENDs to the measured window and merge them exactly."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.stats import Histogram
+
+
+@dataclass
+class WindowData:
+    start: float                 # window actually covered (bucket-aligned), epoch seconds
+    end: float
+    latency: Histogram = field(default_factory=Histogram)   # measured-window SENDs
+    sends_total: int = 0         # successful SENDs over the whole swarm (warm-up included)
+    errors_window: int = 0
+    errors_total: int = 0
+    error_samples: list[str] = field(default_factory=list)
+    per_initiator_window: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return max(self.end - self.start, 0.0)
+
+    @property
+    def count(self) -> int:
+        return self.latency.count
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds if self.seconds > 0 else 0.0
+
+
+def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
+    """SENDs completed within [start, end): only whole buckets inside the window count, and the
+    window reported is exactly the span of those buckets."""
+    wd = None
+    for f in files:
+        data = json.loads(Path(f).read_text())
+        bs = float(data["bucket_seconds"])
+        b0, b1 = math.ceil(start / bs - 1e-9), math.floor(end / bs + 1e-9)  # buckets [b0, b1)
+        if wd is None:
+            wd = WindowData(start=b0 * bs, end=b1 * bs)
+        init = int(data["initiator"])
+        for b, counts in data["buckets"].items():
+            n = sum(counts.values())
+            wd.sends_total += n
+            if b0 <= int(b) < b1:
+                for us, c in counts.items():
+                    wd.latency.add(int(us), c)
+                wd.per_initiator_window[init] = wd.per_initiator_window.get(init, 0) + n
+        for b, n in data["errors"].items():
+            wd.errors_total += n
+            if b0 <= int(b) < b1:
+                wd.errors_window += n
+        wd.error_samples.extend(data.get("error_samples", [])[:10])
+    if wd is None:
+        wd = WindowData(start=start, end=end)
+    return wd

@@ -1,0 +1,170 @@
+"""Matrix loading, validation and expansion (harness.matrix, `ssbench matrix`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.errors import UserError
+from harness.matrix import DialogStrategy, load_matrix
+
+REPO = Path(__file__).resolve().parent.parent
+
+GOOD = """\
+name: t
+axes:
+  initiators: [1, 2]
+  threads: [1, 5]
+  dialogs: [per_thread, trick150, shared, {every_n: 10}]
+  payload_bytes: [100, 8192]
+  server: [durable]
+run:
+  warmup_seconds: 1
+  measure_seconds: 2
+broker:
+  max_queue_readers: 4
+"""
+
+
+def write(tmp_path, text, name="m.yaml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_paper_matrix_has_528_permutations():
+    m = load_matrix(REPO / "matrices" / "paper.yaml")
+    perms = list(m.permutations())
+    assert len(m) == len(perms) == 528
+    assert len({p.id for p in perms}) == 528
+    assert perms[0].id == "i1-t1-per_thread-p100-sql2005"
+    assert perms[-1].id == "i3-t50-trick150-p8192-sql2008"
+    assert m.embedded_profile("sql2008") == "delayed"
+
+
+def test_order_initiators_outermost_then_threads_stepping_up():
+    m = load_matrix(REPO / "matrices" / "paper.yaml")
+    keys = [(p.initiators, p.threads) for p in m.permutations()]
+    assert keys == sorted(keys)
+    assert [p.index for p in m.permutations()] == list(range(1, 529))
+
+
+def test_bench_and_gate_matrices_are_valid():
+    assert len(load_matrix(REPO / "matrices" / "bench.yaml")) == 18
+    g = load_matrix(REPO / "matrices" / "gate.yaml")
+    assert g.run.repetitions >= 4
+
+
+def test_ids_are_stable_and_readable(tmp_path):
+    m = load_matrix(write(tmp_path, GOOD))
+    ids = [p.id for p in m.permutations()]
+    assert len(ids) == 2 * 2 * 4 * 2 == len(set(ids))
+    assert ids[:4] == ["i1-t1-per_thread-p100-durable", "i1-t1-per_thread-p8192-durable",
+                       "i1-t1-trick150-p100-durable", "i1-t1-trick150-p8192-durable"]
+    assert "i2-t5-every10-p8192-durable" in ids
+    assert "i1-t5-shared-p100-durable" in ids
+    # the same file loads to the same ids; the hash identifies the file
+    m2 = load_matrix(write(tmp_path, GOOD, "copy.yaml"))
+    assert [p.id for p in m2.permutations()] == ids and m2.sha256 == m.sha256
+
+
+def test_optional_broker_axes_extend_ids(tmp_path):
+    text = GOOD.replace("  server: [durable]\n", "  server: [durable]\n  max_queue_readers: [1, 8]\n")
+    m = load_matrix(write(tmp_path, text))
+    perms = list(m.permutations())
+    assert len(perms) == 64
+    assert perms[0].id.endswith("-r1") and perms[1].id.endswith("-r8")
+    assert perms[1].broker.max_queue_readers == 8
+
+
+def test_dialog_strategies():
+    assert DialogStrategy.parse("trick150").dialogs_created(50) == 7500
+    assert DialogStrategy.parse("per_thread").dialogs_created(50) == 50
+    assert DialogStrategy.parse("shared").usable_dialogs(50) == 1
+    assert DialogStrategy.parse({"every_n": 150}) == DialogStrategy.parse("trick150")
+
+
+def test_settings_are_read(tmp_path):
+    m = load_matrix(write(tmp_path, GOOD))
+    assert m.run.warmup_seconds == 1 and m.run.measure_seconds == 2
+    assert m.broker.max_queue_readers == 4 and m.broker.receive_top == 10000
+
+
+BAD = [
+    ("unknown top key", GOOD + "bogus: 1\n", 13, "bogus", "unknown key"),
+    ("unknown axis", GOOD.replace("  server: [durable]", "  server: [durable]\n  colour: [red]"), 8,
+     "axes.colour", "unknown axis"),
+    ("unknown run key", GOOD.replace("  measure_seconds: 2", "  measure_seconds: 2\n  speed: 3"), 11,
+     "run.speed", "unknown key"),
+    ("wrong type", GOOD.replace("threads: [1, 5]", "threads: [1, five]"), 4, "axes.threads[1]",
+     "must be an integer"),
+    ("float threads", GOOD.replace("threads: [1, 5]", "threads: [1, 2.5]"), 4, "axes.threads[1]",
+     "must be an integer"),
+    ("empty axis", GOOD.replace("payload_bytes: [100, 8192]", "payload_bytes: []"), 6,
+     "axes.payload_bytes", "empty axis"),
+    ("zero threads", GOOD.replace("threads: [1, 5]", "threads: [0, 5]"), 4, "axes.threads[0]",
+     "must be positive"),
+    ("negative initiators", GOOD.replace("initiators: [1, 2]", "initiators: [-1, 2]"), 3,
+     "axes.initiators[0]", "must be positive"),
+    ("payload over 2 GB", GOOD.replace("8192]", "3000000000]"), 6, "axes.payload_bytes[1]", "over 2 GB"),
+    ("unknown strategy", GOOD.replace("shared,", "every_other,"), 5, "axes.dialogs[2]",
+     "unknown dialog strategy"),
+    ("duplicate value", GOOD.replace("threads: [1, 5]", "threads: [5, 5]"), 4, "axes.threads[1]",
+     "duplicate value"),
+    ("duplicate strategy", GOOD.replace("{every_n: 10}", "{every_n: 150}"), 5, "axes.dialogs[3]",
+     "duplicate value"),
+    ("missing axis", GOOD.replace("  server: [durable]\n", ""), 3, "axes.server", "missing axis"),
+    ("bool as int", GOOD.replace("max_queue_readers: 4", "max_queue_readers: true"), 12,
+     "broker.max_queue_readers", "must be an integer"),
+    ("duplicate key", GOOD.replace("  threads: [1, 5]\n", "  threads: [1, 5]\n  threads: [2]\n"), 5,
+     "axes.threads", "duplicate key"),
+    ("axis not a list", GOOD.replace("threads: [1, 5]", "threads: 5"), 4, "axes.threads", "must be a list"),
+    ("bad server name", GOOD.replace("server: [durable]", "server: ['x; drop']"), 7, "axes.server[0]",
+     "server profile"),
+]
+
+
+@pytest.mark.parametrize("label,text,line,field,message", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_names_file_line_field(tmp_path, label, text, line, field, message):
+    p = write(tmp_path, text)
+    with pytest.raises(UserError) as ei:
+        load_matrix(p)
+    e = ei.value
+    assert e.file == str(p) and e.field == field and e.line == line, str(e)
+    assert message in str(e)
+
+
+def test_invalid_yaml_and_missing_file(tmp_path):
+    with pytest.raises(UserError, match="invalid YAML") as ei:
+        load_matrix(write(tmp_path, "axes: [1, 2\n"))
+    assert ei.value.line is not None
+    with pytest.raises(UserError, match="no such file"):
+        load_matrix(tmp_path / "nope.yaml")
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+
+
+def test_cli_count_prints_528():
+    r = _cli("matrix", "matrices/paper.yaml", "--count")
+    assert r.returncode == 0 and r.stdout == "528\n"
+
+
+def test_cli_lists_permutations():
+    r = _cli("matrix", "matrices/bench.yaml")
+    assert r.returncode == 0
+    assert "i1-t32-shared-p8192-durable" in r.stdout
+
+
+def test_cli_user_error_exit_2_no_traceback(tmp_path):
+    p = write(tmp_path, GOOD.replace("threads: [1, 5]", "threads: [0]"))
+    r = _cli("matrix", str(p), "--count")
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert f"{p}:4: axes.threads[0]: must be positive" in r.stderr

@@ -1,0 +1,17 @@
+"""Passwords never reach results: redaction of topology and connection strings."""
+
+from harness.redact import REDACTED, redact
+
+
+def test_redacts_secret_keys_and_connection_strings():
+    topo = {"target": {"host": "db1", "user": "sa", "password": "S3cret!", "password_env": "MSSQL_PW"},
+            "initiators": [{"conn": "DRIVER={ODBC Driver 18 for SQL Server};SERVER=x;UID=sa;PWD={p@ss;w}"},
+                           {"dsn": "host=h user=u password=hunter2 dbname=d"}],
+            "api_token": "abc", "notes": ["PWD=xyz;"]}
+    out = redact(topo)
+    text = repr(out)
+    for secret in ("S3cret!", "p@ss", "hunter2", "abc", "xyz"):
+        assert secret not in text
+    assert out["target"]["password"] == REDACTED
+    assert out["target"]["password_env"] == "MSSQL_PW"   # naming the variable is fine
+    assert out["target"]["host"] == "db1"

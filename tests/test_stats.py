@@ -1,0 +1,47 @@
+"""Exact latency histograms (harness.stats) and window cutting (harness.load.window)."""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+
+from harness.load.recorder import Recorder
+from harness.load.window import merge_workers
+from harness.stats import Histogram
+
+
+def test_percentiles_match_sorted_data():
+    rng = random.Random(7)
+    values = [rng.randint(100, 50_000) for _ in range(5001)]
+    h = Histogram()
+    h.extend_us(values)
+    s = sorted(values)
+    assert h.count == 5001
+    assert h.percentile_us(50) == s[2500]          # nearest rank: ceil(0.5 * 5001) = 2501st
+    assert h.percentile_us(99) == s[4950]          # ceil(0.99 * 5001) = 4951st
+    assert h.percentile_us(100) == s[-1]
+    assert abs(h.mean_us() - statistics.fmean(values)) < 1e-6
+
+
+def test_merge_is_exact_and_roundtrips():
+    a, b = Histogram({10: 2, 20: 1}), Histogram({20: 3, 30: 1})
+    m = Histogram().merge(a).merge(b)
+    assert m.counts == {10: 2, 20: 4, 30: 1}
+    assert Histogram.from_json(json.loads(json.dumps(m.to_json()))).counts == m.counts
+    assert Histogram().summary_ms()["p99"] is None
+
+
+def test_window_keeps_only_whole_buckets_inside(tmp_path):
+    rec = Recorder(initiator=2, bucket_seconds=0.1)
+    for i in range(100):             # one SEND every 0.05 s from t=1000.0 to 1004.95
+        rec.record(1000.0 + i * 0.05, 0.002, None)
+    rec.record(1002.0, 0.5, RuntimeError("boom"))
+    f = rec.write(tmp_path)
+    wd = merge_workers([f], 1001.0, 1003.0)
+    assert (wd.start, wd.end) == (1001.0, 1003.0)
+    assert wd.count == 40 and wd.rate == 20.0
+    assert wd.sends_total == 100 and wd.errors_window == 1 and wd.errors_total == 1
+    assert wd.per_initiator_window == {2: 40}
+    assert wd.latency.percentile_us(50) == 2000
+    assert "boom" in wd.error_samples[0]
