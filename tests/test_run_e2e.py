@@ -1,0 +1,102 @@
+"""`ssbench run` end to end on the embedded target: real PostgreSQL, real Locust master and
+workers in distributed mode on loopback, collectors, drain and verification, atomic results,
+Ctrl-C and --resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = REPO / "tests" / "data" / "tiny.yaml"
+
+pytestmark = pytest.mark.slow
+
+
+def ssbench(*args, env=None, **kw):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600, **kw)
+
+
+def summaries(run: Path) -> dict[str, dict]:
+    return {p.parent.parent.name: json.loads(p.read_text()) for p in run.glob("*/rep-*/summary.json")}
+
+
+def test_tiny_matrix_end_to_end(pg_server, tmp_path):
+    out = tmp_path / "run"
+    env = dict(os.environ, SSBENCH_MSSQL_PASSWORD="not-a-real-password")
+    r = ssbench("run", str(TINY), "--out", str(out), env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "complete" and run["permutations_done"] == 2
+    assert run["target"]["kind"] == "embedded" and "PostgreSQL" in run["target"]["label"]
+    assert run["matrix"]["sha256"] and run["ssbench"]["version"] and run["host"]["cpu_count"]
+    assert run["software"]["locust"]
+    assert "not-a-real-password" not in (out / "run.json").read_text()
+
+    s = summaries(out)
+    assert set(s) == {"i2-t2-per_thread-p100-durable", "i2-t2-trick150-p100-durable"}
+    for pid, d in s.items():
+        assert d["messages_lost"] == 0, d
+        assert d["messages_sent"] > 0 and d["messages_sent"] == d["messages_received"]
+        assert [p["initiator"] for p in d["per_initiator"]] == [1, 2]
+        assert all(p["sent"] > 0 and p["lost"] == 0 for p in d["per_initiator"])
+        assert d["send_rate"] > 0 and d["receive_rate"] > 0
+        assert d["send_latency_ms"]["p50"] > 0 and d["e2e_latency_ms"]["p99"] >= d["e2e_latency_ms"]["p50"]
+        assert d["activation_tasks_started"] >= 1
+        assert d["top_waits"], "no waits sampled"
+        rep = out / pid / "rep-01"
+        samples = [json.loads(line) for line in (rep / "samples.jsonl").read_text().splitlines()]
+        fams = {x["family"] for x in samples}
+        assert {"waits", "queues", "activation", "broker", "throughput", "host"} <= fams
+        assert {x["phase"] for x in samples} >= {"measure"}
+        assert any(x["family"] == "queues" and x["key"].startswith("xmitq") and x["value"] > 0
+                   for x in samples) or d["max_xmitq_depth"] >= 0
+        lat = json.loads((rep / "latency.json").read_text())
+        assert sum(lat["send"].values()) == d["send_latency_ms"]["count"]
+        assert (rep / "locust_stats.csv").exists()
+    assert s["i2-t2-trick150-p100-durable"]["dialogs_created"] == 2 * 2 * 150
+    assert not list(out.glob("*/.rep-*.partial"))
+
+
+def test_interrupt_then_resume_completes_only_missing(pg_server, tmp_path):
+    out = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(TINY), "--out", str(out)],
+                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = out / "i2-t2-per_thread-p100-durable" / "rep-01" / "summary.json"
+    deadline = time.monotonic() + 300
+    while not first.exists() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+    assert first.exists(), p.communicate()[1][-3000:]
+    time.sleep(1.0)  # the second permutation is under way
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=180)
+    assert p.returncode == 130, err[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "interrupted"
+    assert not (out / "i2-t2-trick150-p100-durable" / "rep-01" / "summary.json").exists()
+    before = first.read_text()
+
+    r = ssbench("run", str(TINY), "--out", str(out), "--resume")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert first.read_text() == before  # the complete repetition was not redone
+    s = summaries(out)
+    assert set(s) == {"i2-t2-per_thread-p100-durable", "i2-t2-trick150-p100-durable"}
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    assert not list(out.glob("*/.rep-*.partial"))
+
+
+def test_resume_refuses_a_changed_matrix(pg_server, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"schema": "ssbench.run/1", "status": "interrupted",
+                                              "matrix": {"sha256": "something-else"}}))
+    r = ssbench("run", str(TINY), "--out", str(out), "--resume")
+    assert r.returncode == 2 and "matrix file changed" in r.stderr
