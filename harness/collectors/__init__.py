@@ -4,6 +4,6 @@ Collectors only use the :class:`harness.targets.base.Target` interface, so they 
 against the embedded PostgreSQL emulation and a real SQL Server.
 """
 
-from .base import Collector, Sample, Sampler, default_collectors
+from .base import Collector, Sample, SampleContext, Sampler, default_collectors
 
-__all__ = ["Collector", "Sample", "Sampler", "default_collectors"]
+__all__ = ["Collector", "Sample", "SampleContext", "Sampler", "default_collectors"]

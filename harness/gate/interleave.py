@@ -1,0 +1,474 @@
+"""Interleaved gating: run the baseline revision and the candidate alternately on one machine.
+
+A stored baseline from another day or machine drifts (thermal state, noisy neighbours, kernel
+and package updates), and that drift is indistinguishable from a regression. Interleaving
+runs both sides in the same time window, so slow drift hits both alike:
+
+1. ``git worktree add --detach <tmp>/src <BASELINE_REF>``: the baseline's code, checked out
+   into a temporary directory (removed again at the end, also on errors and Ctrl-C).
+2. The matrix is copied with ``run.repetitions: 1`` (``<out>/matrix-1rep.yaml``).
+3. For each round ``1..N`` (N = the matrix's repetitions unless ``--rounds``): both sides run
+   once, in a random order per round drawn from ``random.Random(seed)`` (the seed and the
+   orders are recorded in ``interleave.json``). One side is one invocation of
+   ``python -m harness.cli run <matrix-1rep.yaml> --target <target> --out <out>/rounds/round-NN-<side>``
+   with ``cwd``, ``PYTHONPATH`` and ``SSBENCH_HOME`` set to that side's checkout, so the
+   baseline imports its own ``harness`` package and reads its own ``workloads/`` (checked
+   before the first round: every ``harness`` module must load from the side's checkout).
+4. The single-repetition runs of each side are combined into one run directory in the
+   documented layout (``<out>/baseline/`` and ``<out>/candidate/``, round i becoming
+   ``rep-i``), and those two are compared (:mod:`harness.gate.compare`); ``gate.json`` is
+   written next to the candidate run, ``<out>/candidate/gate.json``.
+
+The candidate is the checkout this ssbench runs from, working-tree changes included (that is
+what ``make gate`` compares against ``HEAD``). Both sides use the same Python interpreter and
+installed dependencies.
+
+The command that runs one side is injectable (``runner=``): tests pass a fake that writes
+synthetic runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import yaml
+
+from ..errors import TargetError, UserError
+from . import stats
+from .compare import (GateReport, GateSettings, compare_runs, load_run, write_json_atomic,
+                      write_report)
+
+log = logging.getLogger(__name__)
+
+SIDES = ("baseline", "candidate")
+INTERLEAVE_SCHEMA = "ssbench.gate-interleave/1"
+
+
+class GateRunError(UserError):
+    """One side's ``ssbench run`` failed (exit 2, naming its log)."""
+
+
+@dataclass(frozen=True)
+class Side:
+    name: str                 # "baseline" or "candidate"
+    code_root: Path           # the checkout whose harness/ and workloads/ this side uses
+    commit: str | None = None
+    dirty: bool = False
+
+
+class SideRunner(Protocol):
+    """Runs one repetition round of one side and returns the run directory it wrote."""
+
+    def __call__(self, side: Side, matrix: Path, out: Path, round_no: int) -> Path: ...
+
+
+# --------------------------------------------------------------------------- git
+
+def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=check)
+    except FileNotFoundError:
+        raise UserError("git is not installed (the interleaved gate checks the baseline out with git worktree)") from None
+    except subprocess.CalledProcessError as e:
+        raise UserError(f"git {' '.join(args)} failed in {repo}: {(e.stderr or e.stdout).strip()}") from None
+
+
+def repo_root(path: Path) -> Path:
+    res = _git(path, "rev-parse", "--show-toplevel", check=False)
+    if res.returncode != 0:
+        raise UserError(f"{path} is not a git checkout (the interleaved gate needs git to check out the baseline)")
+    return Path(res.stdout.strip())
+
+
+def resolve_revision(repo: Path, ref: str) -> str:
+    res = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    if res.returncode != 0 or not res.stdout.strip():
+        raise UserError(f"unknown git revision {ref!r} in {repo}")
+    return res.stdout.strip()
+
+
+def candidate_state(repo: Path) -> tuple[str | None, bool]:
+    head = _git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False).stdout.strip() or None
+    dirty = bool(_git(repo, "status", "--porcelain", check=False).stdout.strip())
+    return head, dirty
+
+
+class Worktree:
+    """``git worktree add --detach`` into a fresh temporary directory; removed on exit."""
+
+    def __init__(self, repo: Path, commit: str, keep: bool = False):
+        self.repo = repo
+        self.commit = commit
+        self.keep = keep
+        self.tmp: Path | None = None
+        self.path: Path | None = None
+
+    def __enter__(self) -> Path:
+        self.tmp = Path(tempfile.mkdtemp(prefix="ssbench-gate-baseline-"))
+        self.path = self.tmp / "src"
+        _git(self.repo, "worktree", "add", "--detach", str(self.path), self.commit)
+        return self.path
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.keep or self.path is None:
+            return
+        self.remove()
+
+    def remove(self) -> None:
+        assert self.path is not None and self.tmp is not None
+        res = _git(self.repo, "worktree", "remove", "--force", str(self.path), check=False)
+        if res.returncode != 0:
+            log.warning("git worktree remove %s failed: %s", self.path, res.stderr.strip())
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        _git(self.repo, "worktree", "prune", check=False)
+
+
+# --------------------------------------------------------------------------- the real runner
+
+def find_run_dir(out: Path) -> Path | None:
+    """The run directory ``ssbench run --out OUT`` wrote: OUT itself when it holds run.json,
+    else the single sub-directory of OUT that does (``OUT/<run-id>/``)."""
+    if (out / "run.json").is_file():
+        return out
+    if not out.is_dir():
+        return None
+    found = [d for d in sorted(out.iterdir()) if d.is_dir() and (d / "run.json").is_file()]
+    return found[-1] if found else None
+
+
+def _has_complete_rep(run_dir: Path) -> bool:
+    return any(run_dir.glob("*/rep-*/summary.json"))
+
+
+class SubprocessRunner:
+    """Runs ``python -m harness.cli run MATRIX --target T --out OUT`` in a side's checkout.
+
+    The environment gets ``PYTHONPATH=<checkout>`` (ahead of the editable install, which
+    Python consults after ``sys.path``), ``SSBENCH_HOME=<checkout>`` (workloads/), and
+    ``SSBENCH_RESULTS=<OUT's parent>``; everything else (``SSBENCH_PGDATA`` ...) is inherited.
+    Output goes to ``OUT.log``.
+    """
+
+    def __init__(self, target: str = "embedded", python: str | None = None,
+                 extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                 side_env: dict[str, dict[str, str]] | None = None):
+        self.target = target
+        self.python = python or sys.executable
+        self.extra_args = tuple(extra_args)
+        self.env = dict(os.environ if env is None else env)
+        self.side_env = side_env or {}
+
+    def env_for(self, side: Side, out: Path | None = None) -> dict[str, str]:
+        env = dict(self.env)
+        root = str(side.code_root)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["SSBENCH_HOME"] = root
+        if out is not None:
+            env["SSBENCH_RESULTS"] = str(out.parent)
+        env.update(self.side_env.get(side.name, {}))
+        return env
+
+    def command(self, matrix: Path, out: Path) -> list[str]:
+        return [self.python, "-m", "harness.cli", "run", str(matrix), "--target", self.target,
+                "--out", str(out), *self.extra_args]
+
+    def preflight(self, side: Side) -> None:
+        """Check that the side's interpreter imports its own harness package (not the
+        candidate's editable install); UserError if not."""
+        probe = ("import json, sys, harness, harness.cli\n"
+                 "mods = {n: getattr(m, '__file__', None) or list(getattr(m, '__path__', []) or [])"
+                 " for n, m in list(sys.modules.items()) if n == 'harness' or n.startswith('harness.')}\n"
+                 "print(json.dumps(mods))\n")
+        res = subprocess.run([self.python, "-c", probe], cwd=side.code_root, env=self.env_for(side),
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise GateRunError(f"{side.name}: cannot import its harness package from {side.code_root}: "
+                               f"{res.stderr.strip().splitlines()[-1] if res.stderr.strip() else res.returncode}")
+        root = side.code_root.resolve()
+        mods = json.loads(res.stdout.strip().splitlines()[-1])
+        for name, where in mods.items():
+            paths = where if isinstance(where, list) else [where]
+            for p in paths:
+                if p and not Path(p).resolve().is_relative_to(root):
+                    raise GateRunError(f"{side.name}: module {name} loads from {p}, not from its checkout "
+                                       f"{side.code_root}; the comparison would not be of its code")
+
+    def __call__(self, side: Side, matrix: Path, out: Path, round_no: int) -> Path:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        logfile = out.with_name(out.name + ".log")
+        cmd = self.command(matrix, out)
+        with open(logfile, "w", encoding="utf-8") as f:
+            f.write(f"# round {round_no} {side.name} ({side.commit or 'working tree'}): "
+                    f"cwd={side.code_root}\n# {' '.join(cmd)}\n")
+            f.flush()
+            proc = subprocess.Popen(cmd, cwd=side.code_root, env=self.env_for(side, out),
+                                    stdout=f, stderr=subprocess.STDOUT)
+            try:
+                rc = proc.wait()
+            except KeyboardInterrupt:
+                # Ctrl-C reached the child too (same process group): let it stop cleanly
+                try:
+                    proc.wait(timeout=120)
+                except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                    proc.kill()
+                    proc.wait()
+                raise
+        if rc == 130:
+            raise KeyboardInterrupt
+        run_dir = find_run_dir(out)
+        if run_dir is None or not _has_complete_rep(run_dir):
+            tail = "\n".join(logfile.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
+            if rc == TargetError.exit_code:
+                raise TargetError(f"round {round_no}: the {side.name}'s `ssbench run` could not use the "
+                                  f"target; log {logfile}:\n{tail}")
+            raise GateRunError(f"round {round_no}: the {side.name}'s `ssbench run` (exit {rc}) wrote no "
+                               f"complete repetition under {out}; log {logfile}:\n{tail}")
+        if rc != 0:
+            log.warning("round %d: the %s's ssbench run exited %d (results kept; see %s)",
+                        round_no, side.name, rc, logfile)
+        return run_dir
+
+
+# --------------------------------------------------------------------------- combining
+
+def single_rep_matrix(matrix_file: Path, dest: Path) -> tuple[dict[str, Any], int]:
+    """Write a copy of the matrix with ``run.repetitions: 1``; return (document, repetitions)."""
+    try:
+        doc = yaml.safe_load(matrix_file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise UserError(f"cannot read the matrix: {e}", file=str(matrix_file)) from None
+    if not isinstance(doc, dict):
+        raise UserError("a matrix is a mapping", file=str(matrix_file))
+    run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
+    reps = int(run.get("repetitions", 1))
+    doc["run"] = {**run, "repetitions": 1}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("# written by ssbench gate --interleave: one repetition per invocation\n"
+                    + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return doc, reps
+
+
+def combine_runs(run_dirs: list[tuple[int, Path]], dest: Path, *, side: str,
+                 matrix_file: Path | None = None) -> Path:
+    """Combine single-repetition runs into one run directory in the documented layout.
+
+    ``run_dirs`` is ``[(round, run_dir)]`` in round order; each complete repetition of a
+    permutation becomes the next ``rep-NN`` of that permutation in ``dest`` (round i is
+    ``rep-i`` when each round ran one repetition). Each summary.json's ``repetition`` is
+    renumbered and gains ``"interleave": {"round": i, "source": ...}``. run.json is the first
+    round's with a ``gate_interleave`` section listing the rounds.
+    """
+    from .compare import REP_DIR_RE, _read_json
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    counters: dict[str, int] = {}
+    rounds_info = []
+    statuses = []
+    first_run: dict[str, Any] | None = None
+    for round_no, run_dir in run_dirs:
+        run = _read_json(run_dir / "run.json")
+        if not isinstance(run, dict):
+            raise UserError("run.json is a JSON object", file=str(run_dir / "run.json"))
+        first_run = first_run or run
+        statuses.append(run.get("status"))
+        rounds_info.append({"round": round_no, "run_dir": str(run_dir), "run_id": run.get("run_id"),
+                            "status": run.get("status")})
+        for perm_dir in sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            if perm_dir.name == "report":
+                continue
+            for rep_dir in sorted(perm_dir.iterdir()):
+                if not REP_DIR_RE.match(rep_dir.name) or not (rep_dir / "summary.json").is_file():
+                    continue
+                n = counters[perm_dir.name] = counters.get(perm_dir.name, 0) + 1
+                target = dest / perm_dir.name / f"rep-{n:02d}"
+                shutil.copytree(rep_dir, target, copy_function=_link_or_copy)
+                summary = _read_json(rep_dir / "summary.json")
+                if isinstance(summary, dict):
+                    summary["repetition"] = n
+                    summary["interleave"] = {"round": round_no, "side": side, "source": str(rep_dir)}
+                    write_json_atomic(target / "summary.json", summary)
+    assert first_run is not None, "no runs to combine"
+    for perm, n in counters.items():
+        _write_perm_summary(dest / perm, n)
+    combined = dict(first_run)
+    combined["run_id"] = f"{dest.parent.name}-{side}"
+    combined["status"] = "complete" if all(s in (None, "complete") for s in statuses) else next(
+        s for s in statuses if s not in (None, "complete"))
+    combined["gate_interleave"] = {"side": side, "rounds": rounds_info}
+    write_json_atomic(dest / "run.json", combined)
+    if matrix_file is not None:
+        shutil.copyfile(matrix_file, dest / "matrix.yaml")
+    return dest
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard-link (no second copy of samples.jsonl and latency.json) or copy across devices.
+    Files rewritten afterwards are replaced by rename, so the round's original is untouched."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _write_perm_summary(perm_dir: Path, n: int) -> None:
+    from .compare import _read_json
+
+    reps = [_read_json(perm_dir / f"rep-{i:02d}" / "summary.json") for i in range(1, n + 1)]
+
+    def med(*path: str) -> float | None:
+        vals = []
+        for r in reps:
+            cur: Any = r
+            for k in path:
+                cur = cur.get(k) if isinstance(cur, dict) else None
+            if isinstance(cur, (int, float)) and not isinstance(cur, bool):
+                vals.append(float(cur))
+        return stats.median(vals) if vals else None
+
+    perm = reps[0].get("permutation", {}) if isinstance(reps[0], dict) else {}
+    write_json_atomic(perm_dir / "summary.json", {
+        "schema": "ssbench.permutation/1", "permutation": perm, "repetitions": list(range(1, n + 1)),
+        "median": {"send_rate": med("send_rate"), "receive_rate": med("receive_rate"),
+                   "send_p99_ms": med("send_latency_ms", "p99"), "e2e_p99_ms": med("e2e_latency_ms", "p99")},
+        "messages_lost": sum(int(r.get("messages_lost") or 0) for r in reps if isinstance(r, dict)),
+    })
+
+
+# --------------------------------------------------------------------------- the driver
+
+@dataclass
+class InterleaveResult:
+    report: GateReport
+    out_dir: Path
+    baseline_dir: Path
+    candidate_dir: Path
+    gate_json: Path
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+def round_orders(seed: int, rounds: int) -> list[tuple[str, str]]:
+    """The order of the two sides in each round: random per round, reproducible from the seed."""
+    rng = random.Random(seed)
+    orders = []
+    for _ in range(rounds):
+        order = list(SIDES)
+        rng.shuffle(order)
+        orders.append((order[0], order[1]))
+    return orders
+
+
+def default_code_root() -> Path:
+    """The checkout the running ssbench comes from (the candidate)."""
+    return Path(__file__).resolve().parent.parent.parent
+
+
+def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
+                    settings: GateSettings = GateSettings(), rounds: int | None = None,
+                    seed: int | None = None, out_dir: str | os.PathLike[str] | None = None,
+                    repo: str | os.PathLike[str] | None = None, runner: SideRunner | None = None,
+                    target: str = "embedded", keep_worktree: bool = False,
+                    echo: Callable[[str], None] = print) -> InterleaveResult:
+    """Run the baseline revision and the candidate alternately and gate on the result."""
+    from ..matrix import load_matrix
+
+    settings.validate()
+    # the sides run with their own checkout as the working directory: make paths absolute
+    matrix_file = Path(matrix).absolute()
+    if target != "embedded" and os.path.exists(target):
+        target = os.path.abspath(target)
+    m = load_matrix(matrix_file)  # validates (UserError names file, line, field)
+    code_root = Path(repo) if repo is not None else default_code_root()
+    git_root = repo_root(code_root)
+    baseline_commit = resolve_revision(git_root, baseline_ref)
+    cand_commit, cand_dirty = candidate_state(git_root)
+    n_rounds = m.run.repetitions if rounds is None else rounds
+    if n_rounds < 1:
+        raise UserError(f"--rounds must be at least 1, got {n_rounds}")
+    if n_rounds < settings.min_reps:
+        echo(f"note: {n_rounds} round(s) < {settings.min_reps}: the gate cannot judge significance "
+             "and will judge on the effect alone")
+    if seed is None:
+        seed = secrets.randbelow(2 ** 32)
+    if out_dir is None:
+        from ..paths import RESULTS
+        out_dir = RESULTS / f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-gate-{m.name}"
+    out = Path(out_dir).absolute()
+    if out.exists() and any(out.iterdir()):
+        raise UserError("output directory exists and is not empty", file=str(out))
+    out.mkdir(parents=True, exist_ok=True)
+    matrix_copy = out / "matrix-1rep.yaml"
+    single_rep_matrix(matrix_file, matrix_copy)
+    orders = round_orders(seed, n_rounds)
+    record: dict[str, Any] = {
+        "schema": INTERLEAVE_SCHEMA, "baseline_ref": baseline_ref, "baseline_commit": baseline_commit,
+        "candidate_commit": cand_commit, "candidate_dirty": cand_dirty, "candidate_root": str(git_root),
+        "matrix": str(matrix_file), "matrix_sha256": m.sha256, "rounds": n_rounds, "seed": seed,
+        "orders": [list(o) for o in orders], "target": target, "started": _now(), "runs": [],
+        "status": "running"}
+    write_json_atomic(out / "interleave.json", record)
+    if runner is None:
+        runner = SubprocessRunner(target=target)
+    echo(f"gate: interleaving baseline {baseline_ref} ({baseline_commit[:12]}) and candidate "
+         f"({(cand_commit or 'no commit')[:12]}{', working tree changes' if cand_dirty else ''}) "
+         f"on {matrix_file}: {n_rounds} round(s), seed {seed}, out {out}")
+    wt = Worktree(git_root, baseline_commit, keep=keep_worktree)
+    runs: dict[str, list[tuple[int, Path]]] = {s: [] for s in SIDES}
+    try:
+        with wt as wt_path:
+            record["worktree"] = str(wt_path)
+            sides = {"baseline": Side("baseline", wt_path, baseline_commit, False),
+                     "candidate": Side("candidate", git_root, cand_commit, cand_dirty)}
+            preflight = getattr(runner, "preflight", None)
+            if preflight is not None:
+                for s in SIDES:
+                    preflight(sides[s])
+            for i, order in enumerate(orders, start=1):
+                for name in order:
+                    side_out = out / "rounds" / f"round-{i:02d}-{name}"
+                    t0 = time.monotonic()
+                    echo(f"gate: round {i}/{n_rounds}: {name}")
+                    run_dir = Path(runner(sides[name], matrix_copy, side_out, i))
+                    runs[name].append((i, run_dir))
+                    record["runs"].append({"round": i, "side": name, "run_dir": str(run_dir),
+                                           "seconds": round(time.monotonic() - t0, 3)})
+                    write_json_atomic(out / "interleave.json", record)
+    except BaseException as e:
+        record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        record["error"] = str(e)
+        record["ended"] = _now()
+        write_json_atomic(out / "interleave.json", record)
+        raise
+    record["worktree_removed"] = not keep_worktree
+    baseline_dir = combine_runs(runs["baseline"], out / "baseline", side="baseline", matrix_file=matrix_file)
+    candidate_dir = combine_runs(runs["candidate"], out / "candidate", side="candidate", matrix_file=matrix_file)
+    # same machine, same interpreter and packages by construction; the workload versions in
+    # run.json differ exactly when the change under test is in workloads/: no provenance warnings
+    report = compare_runs(load_run(baseline_dir), load_run(candidate_dir), settings, check_provenance=False)
+    report.mode = "interleaved"
+    record["status"] = "complete"
+    record["ended"] = _now()
+    report.interleave = {k: v for k, v in record.items() if k != "schema"}
+    gate_json = write_report(report)
+    record["verdict"] = report.verdict
+    record["gate_json"] = str(gate_json)
+    write_json_atomic(out / "interleave.json", record)
+    return InterleaveResult(report=report, out_dir=out, baseline_dir=baseline_dir,
+                            candidate_dir=candidate_dir, gate_json=gate_json, record=record)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

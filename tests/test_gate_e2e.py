@@ -1,0 +1,391 @@
+"""The gate end to end.
+
+* The interleave plumbing, without the runner: A/B order per round (seeded, recorded), the
+  baseline's git worktree (created, used, removed, also on errors), combining the
+  single-repetition runs, and the real subprocess command line with a stand-in ``harness``
+  package in a scratch git repository (proves each side imports its own code).
+* ``@pytest.mark.slow``: the real ``ssbench run`` on the embedded target, with the SEND delay
+  (``SSBENCH_EMBEDDED_SEND_DELAY_MS``) making a slowed candidate; skipped until the runner
+  exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.errors import TargetError
+from harness.gate import GateSettings, compare_runs, load_run
+from harness.gate.interleave import (GateRunError, Side, SubprocessRunner, find_run_dir, round_orders,
+                                     run_interleaved)
+from test_gate_compare import PERM, make_summary, write_run
+
+REPO = Path(__file__).resolve().parent.parent
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+MATRIX = textwrap.dedent("""\
+    # a tiny matrix for the gate's tests
+    name: gatetest
+    axes:
+      initiators: [1]
+      threads: [4]
+      dialogs: [per_thread]
+      payload_bytes: [100]
+      server: [durable]
+    run:
+      warmup_seconds: 1
+      measure_seconds: 2
+      repetitions: 4
+      drain_timeout_seconds: 30
+      sample_interval_seconds: 0.5
+    broker:
+      max_queue_readers: 2
+      receive_top: 10000
+      waitfor_timeout_ms: 500
+      monitor_interval_seconds: 0.5
+    """)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=ssbench-test", "-c",
+                           "user.email=test@example.invalid", "-c", "commit.gpgsign=false", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def worktrees(repo: Path) -> list[str]:
+    return [line.split(" ", 1)[1] for line in git(repo, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")]
+
+
+@pytest.fixture
+def scratch_repo(tmp_path):
+    """A git repository with a committed VERSION file 'baseline' and a working-tree change
+    to 'candidate' (what `make gate` compares: HEAD against the working tree)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "VERSION").write_text("baseline\n")
+    (repo / "matrix.yaml").write_text(MATRIX)
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "baseline")
+    (repo / "VERSION").write_text("candidate\n")
+    return repo
+
+
+class FakeRunner:
+    """Stands in for `ssbench run`: records each call and writes a one-repetition run whose
+    receive rate depends on the side's checked-out VERSION file."""
+
+    def __init__(self, rates: dict[str, float], fail_on: tuple[int, str] | None = None):
+        self.rates = rates
+        self.calls: list[dict] = []
+        self.fail_on = fail_on
+
+    def __call__(self, side: Side, matrix: Path, out: Path, round_no: int) -> Path:
+        version = (side.code_root / "VERSION").read_text().strip()
+        self.calls.append({"round": round_no, "side": side.name, "root": side.code_root, "version": version,
+                           "commit": side.commit, "matrix": matrix, "matrix_text": matrix.read_text(),
+                           "root_exists": side.code_root.is_dir(),
+                           "worktrees": worktrees(side.code_root)})
+        if self.fail_on == (round_no, side.name):
+            raise GateRunError(f"round {round_no}: the {side.name}'s `ssbench run` failed (fake)")
+        rate = self.rates[version] * (1 + 0.002 * round_no)
+        run_dir = out / f"20260101-00000{round_no}-gatetest"     # `--out` as a results root
+        write_run(run_dir, {PERM: [make_summary(PERM, 1, receive_rate=rate)]})
+        return run_dir
+
+
+def test_round_orders_are_seeded_and_mixed():
+    orders = round_orders(12345, 8)
+    assert orders == round_orders(12345, 8)
+    assert all(sorted(o) == ["baseline", "candidate"] for o in orders)
+    assert {o[0] for o in orders} == {"baseline", "candidate"}     # not always the same side first
+    assert round_orders(1, 8) != round_orders(2, 8)
+
+
+@needs_git
+def test_interleave_plumbing_with_a_fake_runner(scratch_repo, tmp_path):
+    base_commit = git(scratch_repo, "rev-parse", "HEAD")
+    runner = FakeRunner({"baseline": 3000.0, "candidate": 2600.0})
+    out = tmp_path / "out"
+    res = run_interleaved("HEAD", scratch_repo / "matrix.yaml", rounds=6, seed=7, out_dir=out,
+                          repo=scratch_repo, runner=runner, echo=lambda s: None)
+    # A B A B ...: every round runs both sides once, in the seeded order
+    expected = [side for order in round_orders(7, 6) for side in order]
+    assert [c["side"] for c in runner.calls] == expected
+    assert [c["round"] for c in runner.calls] == [r for r in range(1, 7) for _ in (0, 1)]
+    record = json.loads((out / "interleave.json").read_text())
+    assert record["seed"] == 7 and record["orders"] == [list(o) for o in round_orders(7, 6)]
+    assert record["baseline_commit"] == base_commit and record["candidate_dirty"] is True
+    assert record["status"] == "complete" and record["verdict"] == "regression"
+    # the baseline ran from a git worktree of the baseline commit, the candidate from the working tree
+    for c in runner.calls:
+        assert c["root_exists"]
+        assert "repetitions: 1" in c["matrix_text"] and c["matrix"] == out / "matrix-1rep.yaml"
+        if c["side"] == "baseline":
+            assert c["version"] == "baseline" and c["commit"] == base_commit
+            assert c["root"] != scratch_repo and str(c["root"]) in c["worktrees"]
+        else:
+            assert c["version"] == "candidate" and c["root"] == scratch_repo
+    # ... and the worktree is gone afterwards
+    wt = next(c["root"] for c in runner.calls if c["side"] == "baseline")
+    assert not wt.exists() and not wt.parent.exists()
+    assert worktrees(scratch_repo) == [str(scratch_repo)]
+    # the rounds were combined into one run per side in the documented layout
+    for side in ("baseline", "candidate"):
+        combined = out / side
+        reps = sorted(p.name for p in (combined / PERM).iterdir() if p.name.startswith("rep-"))
+        assert reps == [f"rep-{i:02d}" for i in range(1, 7)]
+        for i in range(1, 7):
+            s = json.loads((combined / PERM / f"rep-{i:02d}" / "summary.json").read_text())
+            assert s["repetition"] == i and s["interleave"]["round"] == i and s["interleave"]["side"] == side
+        run = json.loads((combined / "run.json").read_text())
+        assert [r["round"] for r in run["gate_interleave"]["rounds"]] == list(range(1, 7))
+        assert (combined / "matrix.yaml").read_text() == MATRIX
+        perm_summary = json.loads((combined / PERM / "summary.json").read_text())
+        assert perm_summary["repetitions"] == list(range(1, 7))
+    for r in record["runs"]:       # the rounds' own files are untouched by the renumbering
+        original = json.loads((Path(r["run_dir"]) / PERM / "rep-01" / "summary.json").read_text())
+        assert original["repetition"] == 1 and "interleave" not in original
+    assert res.gate_json == out / "candidate" / "gate.json"
+    doc = json.loads(res.gate_json.read_text())
+    assert doc["mode"] == "interleaved" and doc["interleave"]["seed"] == 7
+    assert doc["verdict"] == "regression" and res.report.exit_code == 1
+    # combined runs compare as stored runs too
+    assert compare_runs(load_run(out / "baseline"), load_run(out / "candidate")).exit_code == 1
+
+
+@needs_git
+def test_interleave_same_code_passes(scratch_repo, tmp_path):
+    runner = FakeRunner({"baseline": 3000.0, "candidate": 3000.0})
+    res = run_interleaved("HEAD", scratch_repo / "matrix.yaml", seed=3, out_dir=tmp_path / "out",
+                          repo=scratch_repo, runner=runner, echo=lambda s: None)
+    assert len(runner.calls) == 8                 # rounds default to the matrix's 4 repetitions
+    assert res.report.exit_code == 0 and res.report.verdict == "pass"
+
+
+@needs_git
+def test_interleave_cleans_up_when_a_side_fails(scratch_repo, tmp_path):
+    runner = FakeRunner({"baseline": 3000.0, "candidate": 3000.0}, fail_on=(2, "candidate"))
+    with pytest.raises(GateRunError):
+        run_interleaved("HEAD", scratch_repo / "matrix.yaml", rounds=4, seed=3, out_dir=tmp_path / "out",
+                        repo=scratch_repo, runner=runner, echo=lambda s: None)
+    assert worktrees(scratch_repo) == [str(scratch_repo)]
+    wt = next(c["root"] for c in runner.calls if c["side"] == "baseline")
+    assert not wt.exists()
+    record = json.loads((tmp_path / "out" / "interleave.json").read_text())
+    assert record["status"] == "failed" and "fake" in record["error"]
+
+
+@needs_git
+def test_interleave_input_errors(scratch_repo, tmp_path, capsys):
+    kw = dict(repo=scratch_repo, runner=FakeRunner({}), echo=lambda s: None)
+    from harness.errors import UserError
+
+    with pytest.raises(UserError, match="unknown git revision"):
+        run_interleaved("no-such-ref", scratch_repo / "matrix.yaml", out_dir=tmp_path / "o1", **kw)
+    with pytest.raises(UserError, match="no such file"):
+        run_interleaved("HEAD", tmp_path / "missing.yaml", out_dir=tmp_path / "o2", **kw)
+    (tmp_path / "o3").mkdir()
+    (tmp_path / "o3" / "x").write_text("")
+    with pytest.raises(UserError, match="not empty"):
+        run_interleaved("HEAD", scratch_repo / "matrix.yaml", out_dir=tmp_path / "o3", **kw)
+    with pytest.raises(UserError, match="not a git checkout"):
+        run_interleaved("HEAD", scratch_repo / "matrix.yaml", out_dir=tmp_path / "o4",
+                        repo=tmp_path / "o3", runner=FakeRunner({}), echo=lambda s: None)
+    assert worktrees(scratch_repo) == [str(scratch_repo)]
+    # through the CLI: exit 2 with a message
+    assert main(["gate", "--interleave", "HEAD"]) == 2
+    assert "needs a MATRIX" in capsys.readouterr().err
+    assert main(["gate", "--interleave", "no-such-ref-xyz", str(REPO / "matrices" / "gate.yaml"),
+                 "--out", str(tmp_path / "o5")]) == 2
+    assert "unknown git revision" in capsys.readouterr().err
+    assert main(["gate", "--interleave", "HEAD", "--baseline", "x", "m.yaml"]) == 2
+    assert main(["gate"]) == 2
+
+
+def test_find_run_dir_accepts_both_out_conventions(tmp_path):
+    direct = write_run(tmp_path / "direct", {PERM: [make_summary(PERM, 1)]})
+    assert find_run_dir(direct) == direct
+    nested = write_run(tmp_path / "root" / "20260101-000000-gate", {PERM: [make_summary(PERM, 1)]})
+    assert find_run_dir(tmp_path / "root") == nested
+    assert find_run_dir(tmp_path / "nothing") is None
+
+
+# --------------------------------------------------------------------------- the real subprocess command line
+
+FAKE_CLI = textwrap.dedent('''\
+    """Stand-in for harness.cli: `run MATRIX --target T --out OUT` writes a one-repetition run."""
+    import json, os, sys, zlib
+    from pathlib import Path
+
+    import harness
+
+
+    def main(argv):
+        assert argv[0] == "run", argv
+        matrix, target, out = argv[1], argv[argv.index("--target") + 1], Path(argv[argv.index("--out") + 1])
+        reps = [l for l in open(matrix).read().splitlines() if "repetitions" in l]
+        run = out / "20260101-000000-gatetest"
+        rep = run / "PERM" / "rep-01"
+        rep.mkdir(parents=True)
+        jitter = 1 + (zlib.crc32(str(out).encode()) % 100) / 10000
+        (run / "run.json").write_text(json.dumps({"schema": "ssbench.run/1", "run_id": run.name,
+                                                  "status": "complete", "host": {"hostname": "h"}}))
+        (rep / "summary.json").write_text(json.dumps({
+            "schema": "ssbench.summary/1", "send_rate": harness.RATE * jitter, "receive_rate": harness.RATE * jitter,
+            "messages_lost": 0, "errors": 0,
+            "harness_file": harness.__file__, "ssbench_home": os.environ.get("SSBENCH_HOME"),
+            "target": target, "repetitions_line": reps}))
+        return 0
+
+
+    if __name__ == "__main__":
+        sys.exit(main(sys.argv[1:]))
+    ''').replace("PERM", PERM)
+
+
+@pytest.fixture
+def fake_harness_repo(tmp_path):
+    """A git repository holding a stand-in `harness` package: committed RATE 1000, working tree 700."""
+    repo = tmp_path / "fake"
+    (repo / "harness").mkdir(parents=True)
+    (repo / "harness" / "__init__.py").write_text("RATE = 1000.0\n")
+    (repo / "harness" / "cli.py").write_text(FAKE_CLI)
+    (repo / "matrix.yaml").write_text(MATRIX)
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "baseline")
+    (repo / "harness" / "__init__.py").write_text("RATE = 700.0\n")
+    return repo
+
+
+@needs_git
+def test_subprocess_runner_runs_each_side_with_its_own_code(fake_harness_repo, tmp_path, monkeypatch):
+    """`python -m harness.cli run ...` in each checkout, with PYTHONPATH/SSBENCH_HOME set: the
+    baseline imports the worktree's harness (RATE 1000), not the candidate's nor the editable
+    install of this repository, and the candidate its working tree (RATE 700). Relative paths
+    given by the user still work although each side runs in its own checkout."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    res = run_interleaved("HEAD", Path("fake") / "matrix.yaml", rounds=4, seed=11, out_dir="out",
+                          repo=fake_harness_repo, runner=SubprocessRunner(target="embedded"),
+                          echo=lambda s: None)
+    for side, rate in (("baseline", 1000.0), ("candidate", 700.0)):
+        for i in range(1, 5):
+            s = json.loads((out / side / PERM / f"rep-{i:02d}" / "summary.json").read_text())
+            assert s["receive_rate"] == pytest.approx(rate, rel=0.02)
+            assert s["target"] == "embedded" and s["repetitions_line"] == ["  repetitions: 1"]
+            home = Path(s["ssbench_home"])
+            assert Path(s["harness_file"]).resolve().is_relative_to(home.resolve())
+            if side == "candidate":
+                assert home == fake_harness_repo
+            else:
+                assert home != fake_harness_repo and home.name == "src"
+        assert (out / "rounds" / f"round-01-{side}.log").exists()
+    assert res.report.verdict == "regression" and res.report.exit_code == 1
+    assert worktrees(fake_harness_repo) == [str(fake_harness_repo)]
+
+
+def test_preflight_refuses_a_side_that_imports_foreign_code(tmp_path):
+    empty = tmp_path / "no-harness-here"
+    empty.mkdir()
+    runner = SubprocessRunner()
+    # no harness package in the checkout: Python would fall back to the installed ssbench
+    with pytest.raises(GateRunError, match="not from its checkout|cannot import"):
+        runner.preflight(Side("baseline", empty))
+    runner.preflight(Side("candidate", REPO))    # this checkout imports itself
+
+
+def test_subprocess_runner_reports_a_failed_run(tmp_path):
+    root = tmp_path / "broken"
+    (root / "harness").mkdir(parents=True)
+    (root / "harness" / "__init__.py").write_text("")
+    (root / "harness" / "cli.py").write_text("import sys\nprint('boom: no runner')\nsys.exit(1)\n")
+    runner = SubprocessRunner()
+    with pytest.raises(GateRunError, match="boom: no runner"):
+        runner(Side("candidate", root), tmp_path / "m.yaml", tmp_path / "out" / "round-01-candidate", 1)
+    # exit 3 (the target failed) stays a target error: `ssbench gate` exits 3 too
+    (root / "harness" / "cli.py").write_text("import sys\nprint('no server')\nsys.exit(3)\n")
+    with pytest.raises(TargetError, match="no server"):
+        runner(Side("baseline", root), tmp_path / "m.yaml", tmp_path / "out" / "round-01-baseline", 1)
+
+
+# --------------------------------------------------------------------------- the real runner (slow)
+
+def _runner_available() -> str | None:
+    """None when `ssbench run` can be used, else the reason to skip."""
+    res = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--help"], cwd=REPO,
+                         capture_output=True, text=True)
+    if res.returncode == 0 and "--out" in res.stdout:
+        imp = subprocess.run([sys.executable, "-c", "import harness.runner"], cwd=REPO, capture_output=True,
+                             text=True)
+        if imp.returncode == 0:
+            return None
+        last = (imp.stderr.strip().splitlines() or ["?"])[-1]
+        return f"`ssbench run` is registered but harness.runner does not import yet ({last})"
+    if (REPO / "harness" / "runner.py").exists():
+        return "harness/runner.py exists but `ssbench run --help` fails or has no --out (runner not wired up yet)"
+    return "`ssbench run` is not available yet (no harness/runner.py; `python -m harness.cli run --help` fails)"
+
+
+def _ssbench_run(matrix: Path, out: Path, delay_ms: int | None) -> Path:
+    env = dict(os.environ)
+    env.pop("SSBENCH_EMBEDDED_SEND_DELAY_MS", None)
+    if delay_ms:
+        env["SSBENCH_EMBEDDED_SEND_DELAY_MS"] = str(delay_ms)
+    res = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(matrix), "--target", "embedded",
+                          "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    run_dir = find_run_dir(out)
+    assert run_dir is not None, f"ssbench run exit {res.returncode}:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    return run_dir
+
+
+@pytest.mark.slow
+def test_gate_on_the_embedded_target_catches_a_slowed_send(tmp_path, pg_server, capsys):
+    """Three real runs of a 1-permutation, 4-repetition matrix (2 s measured): A and B at full
+    speed, C with a 20 ms delay inside SEND. The gate fails C against A and passes B against A."""
+    reason = _runner_available()
+    if reason:
+        pytest.skip(reason)
+    matrix = tmp_path / "gatetest.yaml"
+    matrix.write_text(MATRIX)
+    a = _ssbench_run(matrix, tmp_path / "a", None)
+    c = _ssbench_run(matrix, tmp_path / "c", 20)
+    b = _ssbench_run(matrix, tmp_path / "b", None)
+    assert main(["gate", "--baseline", str(a), "--candidate", str(c)]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in out, out
+    doc = json.loads((c / "gate.json").read_text())
+    assert doc["verdict"] == "regression"
+    assert {r["metric"] for r in doc["rows"] if r["verdict"] == "regression"} & {"send_rate", "send_p50_ms"}
+    assert main(["gate", "--baseline", str(a), "--candidate", str(b)]) == 0, capsys.readouterr().out
+    assert main(["gate", "--baseline", str(c), "--candidate", str(a), "--no-report"]) == 0   # faster: fine
+
+
+@pytest.mark.slow
+def test_interleaved_gate_on_the_embedded_target(tmp_path, pg_server):
+    """`--interleave HEAD` with the real runner, the candidate slowed by the SEND delay (set
+    for the candidate side only): the gate fails. Needs the runner committed at HEAD."""
+    reason = _runner_available()
+    if reason:
+        pytest.skip(reason)
+    if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", "HEAD:harness/commands/run.py"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("the runner is not committed at HEAD yet: the baseline worktree could not run")
+    matrix = tmp_path / "gatetest.yaml"
+    matrix.write_text(MATRIX)
+    env = {k: v for k, v in os.environ.items() if k != "SSBENCH_EMBEDDED_SEND_DELAY_MS"}
+    runner = SubprocessRunner(target="embedded", env=env,
+                              side_env={"candidate": {"SSBENCH_EMBEDDED_SEND_DELAY_MS": "20"}})
+    res = run_interleaved("HEAD", matrix, settings=GateSettings(), seed=5, out_dir=tmp_path / "out",
+                          runner=runner, echo=lambda s: None)
+    assert res.report.exit_code == 1, res.report.format_table()
