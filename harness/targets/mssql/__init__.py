@@ -1,0 +1,15 @@
+"""The SQL Server target: the SQLCAT whitepaper's Service Broker topology on real SQL Server.
+
+* :mod:`.topology`: the topology YAML file (instances, layout, server profiles, driver), validated
+  with file/line/field errors.
+* :mod:`.tsql`: identifier validation and quoting, and the renderer for the T-SQL templates
+  under ``workloads/mssql/`` (no value ever reaches T-SQL unquoted or unvalidated).
+* :mod:`.driver`: pyodbc connections (ODBC Driver 18 for SQL Server or FreeTDS): connection
+  strings, explicit autocommit, login and query timeouts, a worker thread per connection and
+  clean error messages. pyodbc is imported lazily so the rest of ssbench works without unixODBC.
+* :mod:`.target`: :class:`~.target.MssqlTarget`, provisioning, the paper's flow and the DMV
+  collectors.
+* :mod:`.sender`: :class:`~.sender.MssqlSender`, one connection per Locust user.
+
+See ``docs/sqlserver.md``.
+"""

@@ -1,0 +1,550 @@
+"""pyodbc plumbing: connection strings, autocommit, timeouts, a worker thread, clean errors.
+
+The generic part (:func:`connect`, :class:`Connection`, :func:`map_error`) works with any ODBC
+driver; the tests exercise it against PostgreSQL through psqlODBC. The SQL Server part builds
+connection strings for Microsoft's "ODBC Driver 18 for SQL Server" (``Encrypt``,
+``TrustServerCertificate``, ``HostNameInCertificate``) and for FreeTDS (``TDS_Version``,
+``Encryption``) from a :class:`ConnSpec`, which is JSON-able and never holds a password: the
+password is read from the environment variable the spec names, at connect time.
+
+* Autocommit is set explicitly on every connection (``pyodbc.connect(autocommit=...)``) and
+  checked after connecting.
+* Login timeout: ``pyodbc.connect(timeout=...)`` (SQL_ATTR_LOGIN_TIMEOUT).
+* Query timeout: a process-wide watchdog thread calls ``Cursor.cancel()`` (SQLCancel, which
+  ODBC allows from another thread) when a call overruns. Drivers that support
+  SQL_ATTR_QUERY_TIMEOUT through ``Connection.timeout`` (Microsoft's) get it as well; psqlODBC
+  refuses that attribute, so the watchdog is what makes timeouts driver-independent.
+* :meth:`Connection.submit` runs a call on the connection's own worker thread (pyodbc releases
+  the GIL while the driver works, so N connections really wait in parallel).
+* Errors become :class:`OdbcError` subclasses of :class:`harness.errors.TargetError` with one
+  readable line: login failure, unreachable host, missing ODBC driver (listing
+  ``pyodbc.drivers()``), certificate validation under ODBC Driver 18, query timeout.
+
+pyodbc is imported lazily (:func:`pyodbc_module`), so ssbench works without unixODBC as long
+as no SQL Server target is used.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+import re
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Callable, Sequence
+
+from ...errors import TargetError, UserError
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- errors
+
+class OdbcError(TargetError):
+    """A database call failed. ``sqlstate`` and ``native`` come from the driver's diagnostics."""
+
+    def __init__(self, message: str, *, sqlstate: str = "", native: int | None = None,
+                 driver_message: str = ""):
+        super().__init__(message)
+        self.sqlstate = sqlstate
+        self.native = native
+        self.driver_message = driver_message
+
+
+class DriverNotFoundError(OdbcError):
+    """unixODBC has no driver of that name."""
+
+
+class LoginError(OdbcError):
+    """The server refused the login (wrong user or password, no access to the database)."""
+
+
+class UnreachableError(OdbcError):
+    """No server answered (wrong host or port, firewall, server down, login timeout)."""
+
+
+class CertificateError(OdbcError):
+    """TLS: the server's certificate was not trusted (ODBC Driver 18 encrypts by default)."""
+
+
+class QueryTimeoutError(OdbcError):
+    """A call overran its query timeout and was cancelled."""
+
+
+class QueryError(OdbcError):
+    """The server raised an error for a statement."""
+
+
+class ConnectError(OdbcError):
+    """Connecting failed for another reason."""
+
+
+_PREFIX_RE = re.compile(r"^(?:\s*\[[^\]]*\])+\s*")
+_TRAILER_RE = re.compile(r"\s*\((-?\d+)\)\s*\((SQL\w+)\)\s*$")
+
+
+def _diag(exc: BaseException) -> tuple[str, str, int | None]:
+    """(sqlstate, cleaned message, native error) from a pyodbc exception."""
+    args = getattr(exc, "args", ())
+    if len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+        state, msg = args[0], args[1]
+    else:
+        state, msg = "", str(exc)
+    native = None
+    parts = []
+    for piece in re.split(r";\s*(?=\[)", msg):
+        m = _TRAILER_RE.search(piece)
+        if m:
+            if native is None:
+                native = int(m.group(1))
+            piece = piece[:m.start()]
+        piece = _PREFIX_RE.sub("", piece).strip()
+        piece = piece.replace("\n", " ").replace("\t", " ")
+        piece = re.sub(r"\s{2,}", " ", piece)
+        if piece and piece not in parts:
+            parts.append(piece)
+    return state, "; ".join(parts) or msg.strip(), native
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+_CERT_PATTERNS = ("certificate verify failed", "ssl provider", "certificate chain",
+                  "self-signed certificate", "self signed certificate", "ssl routines",
+                  "certificate is not trusted", "unable to get local issuer", "hostname mismatch",
+                  "certificate name", "tls handshake")
+_LOGIN_PATTERNS = ("login failed", "password authentication failed", "login incorrect",
+                   "authentication failed", "no pg_hba.conf entry", "cannot open database",
+                   "not able to access the database")
+_UNREACHABLE_PATTERNS = ("connection refused", "tcp provider", "unable to connect",
+                         "login timeout expired", "could not connect", "server was not found",
+                         "name or service not known", "could not translate host name",
+                         "network-related", "no route to host", "connection timed out",
+                         "adaptive server is unavailable", "server is not found",
+                         "temporary failure in name resolution", "is the server running")
+
+
+def map_error(exc: BaseException, *, phase: str, where: str, driver_name: str | None = None,
+              user: str | None = None, password_env: str | None = None, timed_out: bool = False,
+              timeout: float | None = None, secret: str | None = None) -> OdbcError:
+    """Turn a pyodbc exception into an :class:`OdbcError` with one readable message.
+
+    ``phase`` is ``"connect"`` or ``"query"``; ``where`` names the server/database for the
+    message; ``timed_out`` says the watchdog cancelled the call."""
+    state, msg, native = _diag(exc)
+    msg = _scrub(msg, secret)
+    low = msg.lower()
+    kw = dict(sqlstate=state, native=native, driver_message=msg)
+
+    if timed_out or (phase == "query" and (state in ("HYT00", "HYT01") or "query timeout expired" in low)):
+        t = f" of {timeout:g} s" if timeout else ""
+        return QueryTimeoutError(f"{where}: the call exceeded its query timeout{t} and was "
+                                 f"cancelled ({msg})", **kw)
+    if phase == "connect" and (state == "IM002" or "can't open lib" in low
+                               or "data source name not found" in low
+                               or "driver not found" in low or "file not found" in low):
+        available = ", ".join(repr(d) for d in drivers()) or "none"
+        name = f"{driver_name!r}" if driver_name else "the requested driver"
+        return DriverNotFoundError(
+            f"ODBC driver {name} is not installed for unixODBC (installed drivers: {available}). "
+            "Install Microsoft's 'ODBC Driver 18 for SQL Server' (package msodbcsql18) or FreeTDS "
+            "(apt-get install tdsodbc), or set driver.name in the topology to one of the installed "
+            f"drivers ({msg})", **kw)
+    if any(p in low for p in _CERT_PATTERNS):
+        return CertificateError(
+            f"{where}: the server's TLS certificate is not trusted ({msg}). ODBC Driver 18 "
+            "encrypts and validates by default: install the server's CA on this machine, or set "
+            "driver.host_name_in_certificate when the certificate names another host, or (lab "
+            "servers with self-signed certificates only) set driver.trust_server_certificate: "
+            "true, or SSBENCH_MSSQL_TRUST_CERT=1 for the integration tests", **kw)
+    if state == "28000" or native == 18456 or any(p in low for p in _LOGIN_PATTERNS) or (
+            phase == "connect" and "does not exist" in low and ("role" in low or "database" in low)):
+        who = f" as {user}" if user else ""
+        hint = (f" Check the login and the password in ${password_env}." if password_env
+                else " Check the login's permissions.")
+        return LoginError(f"{where}: login{who} failed: {msg}.{hint}", **kw)
+    if phase == "connect" and (state in ("08001", "08S01", "HYT00", "HYT01")
+                               or any(p in low for p in _UNREACHABLE_PATTERNS)):
+        return UnreachableError(f"{where}: cannot reach the server ({msg}). Check the host and the "
+                                "port, that the server listens on TCP and that no firewall is in "
+                                "the way", **kw)
+    if phase == "connect":
+        return ConnectError(f"{where}: cannot connect: {msg} [SQLSTATE {state}]", **kw)
+    return QueryError(f"{where}: {msg} [SQLSTATE {state}{', error ' + str(native) if native else ''}]",
+                      **kw)
+
+
+# --------------------------------------------------------------------------- pyodbc
+
+_pyodbc = None
+
+
+def pyodbc_module():
+    """Import pyodbc on first use, with a clear message when unixODBC is missing."""
+    global _pyodbc
+    if _pyodbc is None:
+        try:
+            import pyodbc  # noqa: PLC0415
+        except ImportError as e:
+            raise TargetError(
+                f"pyodbc cannot be imported ({e}). The SQL Server target needs unixODBC "
+                "(apt-get install unixodbc) and pyodbc (pip install pyodbc)") from None
+        pyodbc.pooling = False  # one real connection per Connection; no hidden sharing
+        _pyodbc = pyodbc
+    return _pyodbc
+
+
+def drivers() -> list[str]:
+    """ODBC drivers unixODBC knows (``pyodbc.drivers()``); empty if pyodbc is unusable."""
+    try:
+        return list(pyodbc_module().drivers())
+    except Exception:  # noqa: BLE001 - only used in messages
+        return []
+
+
+# --------------------------------------------------------------------------- watchdog
+
+class _Watchdog:
+    """One daemon thread running deadline callbacks (query timeouts) for the process.
+
+    Cancelled entries are dropped lazily; the heap is rebuilt when they pile up, so its size
+    stays proportional to the calls actually in flight."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int]] = []
+        self._pending: dict[int, Callable[[], None]] = {}
+        self._cv = threading.Condition()
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, delay: float, callback: Callable[[], None]) -> int:
+        with self._cv:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="odbc-watchdog", daemon=True)
+                self._thread.start()
+            token = next(self._seq)
+            self._pending[token] = callback
+            heapq.heappush(self._heap, (time.monotonic() + delay, token))
+            if len(self._heap) > 2 * len(self._pending) + 1024:
+                self._heap = [e for e in self._heap if e[1] in self._pending]
+                heapq.heapify(self._heap)
+            self._cv.notify()
+            return token
+
+    def cancel(self, token: int) -> None:
+        with self._cv:
+            self._pending.pop(token, None)
+
+    def __len__(self) -> int:
+        with self._cv:
+            return len(self._pending)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while True:
+                    while self._heap and self._heap[0][1] not in self._pending:
+                        heapq.heappop(self._heap)
+                    if not self._heap:
+                        self._cv.wait()
+                        continue
+                    wait = self._heap[0][0] - time.monotonic()
+                    if wait <= 0:
+                        _, token = heapq.heappop(self._heap)
+                        cb = self._pending.pop(token)
+                        break
+                    self._cv.wait(wait)
+            try:
+                cb()
+            except Exception:  # noqa: BLE001 - a failed cancel must not kill the watchdog
+                log.debug("watchdog callback failed", exc_info=True)
+
+
+_WATCHDOG = _Watchdog()
+
+
+# --------------------------------------------------------------------------- connections
+
+class Connection:
+    """One pyodbc connection: one call at a time (a lock), usable from any thread, with a
+    query timeout on every call and errors mapped to :class:`OdbcError`."""
+
+    def __init__(self, raw: Any, *, where: str, query_timeout: float | None,
+                 autocommit: bool, driver_name: str | None = None):
+        self._raw = raw
+        self.where = where
+        self.query_timeout = query_timeout
+        self.autocommit = autocommit
+        self.driver_name = driver_name
+        self._lock = threading.Lock()
+        self._native_timeout: bool | None = None
+        self._native_value = 0
+        self._executor: ThreadPoolExecutor | None = None
+        self._cursor: Any = None
+        self._closed = False
+
+    @property
+    def raw(self) -> Any:
+        return self._raw
+
+    # ------------------------------------------------------------------ timeouts
+    def _set_native_timeout(self, seconds: float | None) -> bool:
+        """SQL_ATTR_QUERY_TIMEOUT where the driver supports it (Microsoft's does; psqlODBC
+        does not). Returns True when the driver itself now enforces ``seconds``; otherwise
+        the watchdog does."""
+        want = int(seconds) if seconds and float(seconds).is_integer() else 0
+        if self._native_timeout is False:
+            return False
+        if want != self._native_value:
+            try:
+                self._raw.timeout = want
+                self._native_timeout = True
+                self._native_value = want
+            except Exception:  # noqa: BLE001 - unsupported attribute: rely on the watchdog
+                self._native_timeout = False
+                return False
+        return bool(seconds) and want > 0 and self._native_timeout is True
+
+    # ------------------------------------------------------------------ calls
+    def call(self, fn: Callable[[Any], Any], *, timeout: float | None = ...,  # type: ignore[assignment]
+             what: str = "") -> Any:
+        """Run ``fn(cursor)`` under the lock with the query timeout; map errors."""
+        if self._closed:
+            raise QueryError(f"{self.where}: connection is closed")
+        t = self.query_timeout if timeout is ... else timeout
+        with self._lock:
+            native = self._set_native_timeout(t)
+            # One cursor for the connection's life: pyodbc keeps the last prepared statement
+            # on it, so a repeated parameterised call (the send path) is not re-prepared.
+            if self._cursor is None:
+                self._cursor = self._raw.cursor()
+            cursor = self._cursor
+            fired = threading.Event()
+            guard = threading.Lock()
+            done = [False]
+            token = None
+            if t and not native:
+                def on_timeout(c=cursor) -> None:
+                    with guard:          # never cancel the next call on this cursor
+                        if done[0]:
+                            return
+                        fired.set()
+                        c.cancel()
+                token = _WATCHDOG.schedule(t, on_timeout)
+            try:
+                return fn(cursor)
+            except Exception as e:  # noqa: BLE001
+                self._cursor = None          # a failed or cancelled cursor is not reused
+                try:
+                    cursor.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                pyodbc = pyodbc_module()
+                if isinstance(e, pyodbc.Error):
+                    where = f"{self.where}{' (' + what + ')' if what else ''}"
+                    raise map_error(e, phase="query", where=where, timed_out=fired.is_set(),
+                                    timeout=t) from None
+                raise
+            finally:
+                if token is not None:
+                    with guard:
+                        done[0] = True
+                    _WATCHDOG.cancel(token)
+
+    def execute(self, sql: str, params: Sequence[Any] = (), *, timeout: float | None = ...,  # type: ignore[assignment]
+                what: str = "") -> list[tuple]:
+        """Execute one batch; return the rows of its first result set ([] if none). Every
+        further result set is read too, so errors raised after the first one surface."""
+
+        def run(cur):
+            cur.execute(sql, *params) if params else cur.execute(sql)
+            return _drain(cur)
+
+        return self.call(run, timeout=timeout, what=what)
+
+    def scalar(self, sql: str, params: Sequence[Any] = (), **kw) -> Any:
+        rows = self.execute(sql, params, **kw)
+        return rows[0][0] if rows else None
+
+    def run_batches(self, batches: Sequence[str], *, timeout: float | None = ..., what: str = "") -> None:  # type: ignore[assignment]
+        for b in batches:
+            self.execute(b, timeout=timeout, what=what)
+
+    # ------------------------------------------------------------------ worker thread
+    def submit(self, method: str, *args: Any, **kwargs: Any) -> Future:
+        """Run ``self.<method>(*args, **kwargs)`` on this connection's worker thread."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odbc-worker")
+        return self._executor.submit(getattr(self, method), *args, **kwargs)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+        with self._lock:
+            for obj in (self._cursor, self._raw):
+                try:
+                    if obj is not None:
+                        obj.close()
+                except Exception:  # noqa: BLE001
+                    pass
+            self._cursor = None
+
+
+def _drain(cur) -> list[tuple]:
+    first: list[tuple] | None = None
+    while True:
+        if cur.description is not None:
+            rows = [tuple(r) for r in cur.fetchall()]
+            if first is None:
+                first = rows
+        if not cur.nextset():
+            break
+    return first or []
+
+
+def connect(conn_str: str, *, autocommit: bool, login_timeout: float | None = 15,
+            query_timeout: float | None = 30, where: str = "database",
+            driver_name: str | None = None, user: str | None = None,
+            password_env: str | None = None, secret: str | None = None) -> Connection:
+    """Open a connection with ``autocommit`` set explicitly; errors become :class:`OdbcError`."""
+    pyodbc = pyodbc_module()
+    if driver_name is None:
+        m = re.search(r"(?i)\bdriver=\{([^}]*)\}", conn_str)
+        driver_name = m.group(1) if m else None
+    try:
+        raw = pyodbc.connect(conn_str, autocommit=bool(autocommit),
+                             timeout=int(login_timeout or 0))
+    except pyodbc.Error as e:
+        raise map_error(e, phase="connect", where=where, driver_name=driver_name, user=user,
+                        password_env=password_env, secret=secret) from None
+    if raw.autocommit != bool(autocommit):
+        raw.autocommit = bool(autocommit)
+    if raw.autocommit != bool(autocommit):  # pragma: no cover - a driver ignoring the attribute
+        raw.close()
+        raise ConnectError(f"{where}: the driver did not accept autocommit={autocommit}")
+    conn = Connection(raw, where=where, query_timeout=query_timeout, autocommit=bool(autocommit),
+                      driver_name=driver_name)
+    conn._set_native_timeout(query_timeout)
+    return conn
+
+
+# --------------------------------------------------------------------------- SQL Server specs
+
+def odbc_value(value: str) -> str:
+    """Quote a connection-string value: ``{...}`` with ``}`` doubled when it needs it."""
+    if "\0" in value:
+        raise UserError("connection-string values cannot contain NUL")
+    if value == "" or any(c in value for c in ";{}=") or value != value.strip():
+        return "{" + value.replace("}", "}}") + "}"
+    return value
+
+
+@dataclass(frozen=True)
+class ConnSpec:
+    """How to reach one SQL Server database: JSON-able, no password (only the name of the
+    environment variable that holds it)."""
+
+    flavor: str                       # msodbc | freetds
+    driver: str                       # unixODBC driver name
+    host: str
+    port: int
+    database: str
+    auth: str = "sql"                 # sql | integrated
+    user: str | None = None
+    password_env: str | None = None
+    encrypt: str = "mandatory"        # msodbc
+    trust_server_certificate: bool = False
+    host_name_in_certificate: str | None = None
+    tds_version: str = "7.4"          # freetds
+    encryption: str | None = None     # freetds
+    login_timeout: float = 15.0
+    query_timeout: float = 60.0
+    app: str = "ssbench"
+    label: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ConnSpec":
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown connection spec keys: {sorted(unknown)}")
+        return cls(**d)
+
+    def with_database(self, database: str, label: str | None = None) -> "ConnSpec":
+        from dataclasses import replace
+
+        return replace(self, database=database, label=label or self.label)
+
+    @property
+    def where(self) -> str:
+        lab = f"{self.label} " if self.label else ""
+        return f"{lab}({self.host}:{self.port}, database {self.database})"
+
+    def password(self) -> str | None:
+        if self.auth != "sql":
+            return None
+        if not self.password_env:
+            raise UserError(f"{self.where}: SQL authentication needs password_env")
+        value = os.environ.get(self.password_env)
+        if value is None:
+            raise UserError(f"{self.where}: environment variable {self.password_env} is not set "
+                            f"(it holds the password of login {self.user})")
+        return value
+
+    def connection_string(self, password: str | None) -> str:
+        parts = [f"Driver={{{self.driver.replace('}', '}}')}}}"]
+        if self.flavor == "freetds":
+            parts += [f"Server={odbc_value(self.host)}", f"Port={self.port}",
+                      f"Database={odbc_value(self.database)}", f"TDS_Version={self.tds_version}",
+                      "ClientCharset=UTF-8"]
+            if self.encryption:
+                parts.append(f"Encryption={self.encryption}")
+        else:
+            parts += [f"Server={odbc_value(f'tcp:{self.host},{self.port}')}",
+                      f"Database={odbc_value(self.database)}",
+                      f"Encrypt={self.encrypt.capitalize()}",
+                      f"TrustServerCertificate={'Yes' if self.trust_server_certificate else 'No'}",
+                      f"APP={odbc_value(self.app)}"]
+            if self.host_name_in_certificate:
+                parts.append(f"HostNameInCertificate={odbc_value(self.host_name_in_certificate)}")
+        if self.auth == "integrated":
+            parts.append("Trusted_Connection=Yes")
+        else:
+            parts.append(f"UID={odbc_value(self.user or '')}")
+            parts.append("PWD={" + (password or "").replace("}", "}}") + "}")
+        return ";".join(parts) + ";"
+
+    def connect(self, *, autocommit: bool = True, query_timeout: float | None = ...) -> Connection:  # type: ignore[assignment]
+        password = self.password()
+        return connect(self.connection_string(password), autocommit=autocommit,
+                       login_timeout=self.login_timeout,
+                       query_timeout=self.query_timeout if query_timeout is ... else query_timeout,
+                       where=self.where, driver_name=self.driver, user=self.user,
+                       password_env=self.password_env, secret=password or None)
+
+
+def spec_for(instance, driver_cfg, *, sender: bool = False, database: str | None = None,
+             label: str | None = None) -> ConnSpec:
+    """A :class:`ConnSpec` for a topology instance (admin login, or the sender login)."""
+    auth = instance.sender_auth if sender else instance.auth
+    return ConnSpec(
+        flavor=driver_cfg.kind, driver=driver_cfg.name, host=instance.host, port=instance.port,
+        database=database or instance.database, auth=auth.kind, user=auth.user,
+        password_env=auth.password_env, encrypt=driver_cfg.encrypt,
+        trust_server_certificate=driver_cfg.trust_server_certificate,
+        host_name_in_certificate=driver_cfg.host_name_in_certificate,
+        tds_version=driver_cfg.tds_version, encryption=driver_cfg.encryption,
+        login_timeout=driver_cfg.login_timeout_seconds,
+        query_timeout=driver_cfg.query_timeout_seconds,
+        label=label or instance.name)

@@ -1,0 +1,57 @@
+"""The SQL Server sender: one pyodbc connection per Locust user (client thread).
+
+A :class:`MssqlSender` is built from :meth:`MssqlTarget.sender_spec` in any process. The spec
+carries host, port, database, driver settings and the *name* of the environment variable that
+holds the password, never the password itself. The connection runs in autocommit mode, so each
+``EXEC dbo.ssbench_send`` (one SEND ON CONVERSATION) is its own transaction, as the paper's test
+clients called their stored procedure.
+
+pyodbc releases the GIL while the driver waits for the server, so the Locust side can offload
+calls to real threads; a sender may be called from a thread other than the one that opened it
+(one call at a time: the connection serialises calls with a lock).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import TargetError
+from ..base import Sender
+from . import driver, tsql
+
+
+class MssqlSender(Sender):
+    def __init__(self, spec: dict[str, Any]):
+        if spec.get("kind") != "mssql":
+            raise ValueError(f"not an mssql sender spec: {spec.get('kind')!r}")
+        self.initiator = int(spec.get("initiator", 0))
+        self.conn_spec = driver.ConnSpec.from_dict(dict(spec["connection"]))
+        self._conn = self.conn_spec.connect(autocommit=True)
+        self._handles: dict[int, str] = {}
+        self._send_sql = tsql.statement("initiator", "call_send")
+        self._dialog_sql = tsql.statement("initiator", "dialog_handle")
+
+    def dialog(self, slot: int) -> str:
+        handle = self._handles.get(slot)
+        if handle is None:
+            handle = self._conn.scalar(self._dialog_sql, (int(slot),), what="dialog lookup")
+            if handle is None:
+                raise TargetError(f"{self.conn_spec.where}: no dialog {slot} in dbo.dialogs "
+                                  "(create_dialogs has not run for this permutation)")
+            handle = str(handle)
+            self._handles[slot] = handle
+        return handle
+
+    def send(self, dialog: str, payload: bytes) -> None:
+        self._conn.execute(self._send_sql, (dialog, bytes(payload)), what="send")
+
+    def submit_send(self, dialog: str, payload: bytes):
+        """:meth:`send` on the connection's own worker thread; returns a Future."""
+        return self._conn.submit("execute", self._send_sql, (dialog, bytes(payload)), what="send")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def open_sender(spec: dict[str, Any]) -> MssqlSender:
+    return MssqlSender(spec)

@@ -1,0 +1,642 @@
+"""SQL Server topology files: which instances, which layout, which server profiles, which driver.
+
+A topology names SQL Server databases ("instances" here: a server plus a database), the target
+and the initiators, and the server profiles the matrix's ``server`` axis picks from::
+
+    name: paper-lab
+    layout: distributed            # distributed: each initiator on its own server, routed over
+                                   # Service Broker endpoints (the paper); single: one server
+    driver:
+      kind: msodbc                 # msodbc (ODBC Driver 18 for SQL Server) | freetds
+      encrypt: mandatory           # mandatory | optional | strict
+      trust_server_certificate: false
+    auth:                          # default login for every instance
+      kind: sql                    # sql | integrated
+      user: ssbench
+      password_env: SSBENCH_MSSQL_PASSWORD   # the password is read from this variable
+    instances:
+      target: {host: sqltgt.lab, port: 1433, database: SSBReceiver, broker_port: 4022}
+      init1:  {host: sqlin1.lab, port: 1433, database: SSBSender, broker_port: 4022}
+    target: target
+    initiators: [init1]
+    profiles:
+      sql2008: {delayed_durability: disabled}
+
+See ``docs/sqlserver.md`` for every key. Literal passwords are refused. Every error names the
+file, the line and the field (:class:`harness.errors.UserError`, exit code 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from ...errors import UserError
+from . import tsql
+
+LAYOUTS = ("distributed", "single")
+DRIVER_KINDS = ("msodbc", "freetds")
+DEFAULT_DRIVER_NAMES = {"msodbc": "ODBC Driver 18 for SQL Server", "freetds": "FreeTDS"}
+ENCRYPT_VALUES = ("mandatory", "optional", "strict")
+FREETDS_ENCRYPTION = ("off", "request", "require")
+AUTH_KINDS = ("sql", "integrated")
+DURABILITY = ("disabled", "allowed", "forced")
+ENDPOINT_ENCRYPTION = ("disabled", "supported", "required")
+RESET_MODES = ("cleanup", "new_broker")
+PROFILE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")   # the matrix's server-axis rule
+INSTANCE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MAX_INITIATORS = 64
+
+# The paper's names (its configuration script): every one may be overridden under `broker:`.
+PAPER_NAMES = {
+    "message_type": "//MySSB.com/Lab/M_Test",
+    "contract": "//MySSB.com/Lab/C_Test",
+    "service": "//MySSB.com/Lab/S_Test",
+    "queue": "MySSBLabTestQueue",
+    "activation_procedure": "SRPerf_Queue_LabTest",
+}
+
+TOP_KEYS = {"name", "description", "layout", "driver", "auth", "sender_auth", "instances",
+            "target", "initiators", "profiles", "broker"}
+DRIVER_KEYS = {"kind", "name", "encrypt", "trust_server_certificate", "host_name_in_certificate",
+               "tds_version", "encryption", "login_timeout_seconds", "query_timeout_seconds",
+               "admin_timeout_seconds"}
+AUTH_KEYS = {"kind", "user", "password_env"}
+INSTANCE_KEYS = {"host", "port", "database", "auth", "sender_auth", "broker_host", "broker_port",
+                 "description"}
+PROFILE_KEYS = {"target", "initiators", "delayed_durability", "description"}
+BROKER_KEYS = set(PAPER_NAMES) | {"dialog_encryption", "endpoint_name", "endpoint_encryption",
+                                  "reset", "create_databases", "certificate_years"}
+
+
+# --------------------------------------------------------------------------- model
+
+@dataclass(frozen=True)
+class Auth:
+    kind: str = "sql"                 # sql | integrated
+    user: str | None = None
+    password_env: str | None = None   # name of the environment variable holding the password
+
+    def describe(self) -> str:
+        if self.kind == "integrated":
+            return "integrated (Kerberos / trusted connection)"
+        return f"SQL login {self.user} (password from ${self.password_env})"
+
+
+@dataclass(frozen=True)
+class DriverConfig:
+    kind: str = "msodbc"
+    name: str = DEFAULT_DRIVER_NAMES["msodbc"]
+    encrypt: str = "mandatory"                  # msodbc: Encrypt=
+    trust_server_certificate: bool = False      # msodbc: TrustServerCertificate=
+    host_name_in_certificate: str | None = None
+    tds_version: str = "7.4"                    # freetds: TDS_Version=
+    encryption: str | None = None               # freetds: Encryption=
+    login_timeout_seconds: float = 15.0
+    query_timeout_seconds: float = 60.0         # telemetry and sender calls
+    admin_timeout_seconds: float = 3600.0       # provisioning, dialog creation, reset
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A database on a SQL Server instance, in one role (target or initiator)."""
+
+    name: str
+    host: str
+    port: int
+    database: str
+    auth: Auth
+    sender_auth: Auth
+    broker_host: str
+    broker_port: int = 4022
+    description: str = ""
+
+    @property
+    def server_key(self) -> str:
+        """Identifies the SQL Server instance (several databases may share one)."""
+        return f"{self.host.lower()}:{self.port}"
+
+    @property
+    def broker_address(self) -> str:
+        return f"TCP://{self.broker_host}:{self.broker_port}"
+
+    def where(self) -> str:
+        return f"{self.name} ({self.host}:{self.port}, database {self.database})"
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    target: str
+    initiators: tuple[str, ...]
+    delayed_durability: str = "disabled"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    message_type: str = PAPER_NAMES["message_type"]
+    contract: str = PAPER_NAMES["contract"]
+    service: str = PAPER_NAMES["service"]
+    queue: str = PAPER_NAMES["queue"]
+    activation_procedure: str = PAPER_NAMES["activation_procedure"]
+    dialog_encryption: bool = True          # BEGIN DIALOG ... WITH ENCRYPTION = ON (the paper)
+    endpoint_name: str = "ssbench_broker_endpoint"
+    endpoint_encryption: str = "disabled"   # the paper: ENCRYPTION = DISABLED
+    reset: str = "cleanup"                  # cleanup: END CONVERSATION WITH CLEANUP; new_broker
+    create_databases: bool = True
+    certificate_years: int = 10
+
+
+@dataclass
+class Topology:
+    path: Path | None
+    name: str
+    description: str
+    layout: str
+    driver: DriverConfig
+    instances: dict[str, Instance]
+    profiles: dict[str, Profile]
+    broker: BrokerConfig
+    sha256: str = ""
+    default_profile: str = ""
+
+    # ------------------------------------------------------------------ queries
+    def profile(self, name: str | None) -> Profile:
+        if name is None:
+            return self.profiles[self.default_profile]
+        try:
+            return self.profiles[name]
+        except KeyError:
+            raise UserError(f"server profile {name!r} is not in the topology (it has: "
+                            f"{', '.join(self.profiles)}); add it under profiles:",
+                            file=str(self.path) if self.path else None, field="profiles") from None
+
+    def active(self, profile: str | None, initiators: int) -> tuple[Instance, list[Instance]]:
+        p = self.profile(profile)
+        if initiators < 1 or initiators > len(p.initiators):
+            raise UserError(f"the permutation needs {initiators} initiator(s) but server profile "
+                            f"{p.name!r} has {len(p.initiators)} ({', '.join(p.initiators)})",
+                            file=str(self.path) if self.path else None,
+                            field=f"profiles.{p.name}.initiators")
+        return self.instances[p.target], [self.instances[n] for n in p.initiators[:initiators]]
+
+    def pairs(self, max_initiators: int | None = None) -> list[tuple[Instance, Instance, int]]:
+        """Every (target, initiator, 1-based index) any profile uses, up to ``max_initiators``
+        initiators per profile, without duplicates."""
+        seen: dict[tuple[str, str], tuple[Instance, Instance, int]] = {}
+        for p in self.profiles.values():
+            names = p.initiators if max_initiators is None else p.initiators[:max_initiators]
+            for idx, n in enumerate(names, start=1):
+                seen.setdefault((p.target, n), (self.instances[p.target], self.instances[n], idx))
+        return list(seen.values())
+
+    def used_instances(self, max_initiators: int | None = None) -> list[Instance]:
+        out: dict[str, Instance] = {}
+        for t, i, _ in self.pairs(max_initiators):
+            out.setdefault(t.name, t)
+            out.setdefault(i.name, i)
+        return list(out.values())
+
+    def role(self, inst: Instance) -> str:
+        targets = {p.target for p in self.profiles.values()}
+        return "target" if inst.name in targets else "initiator"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able description for run.json: no passwords (there are none: only the names
+        of the environment variables that hold them)."""
+        return {
+            "file": str(self.path) if self.path else None, "sha256": self.sha256,
+            "name": self.name, "description": self.description, "layout": self.layout,
+            "driver": asdict(self.driver),
+            "instances": {k: {"host": v.host, "port": v.port, "database": v.database,
+                              "broker_address": v.broker_address if self.layout == "distributed" else None,
+                              "auth": asdict(v.auth), "sender_auth": asdict(v.sender_auth)}
+                          for k, v in self.instances.items()},
+            "profiles": {k: {"target": v.target, "initiators": list(v.initiators),
+                             "delayed_durability": v.delayed_durability}
+                         for k, v in self.profiles.items()},
+            "broker": asdict(self.broker),
+        }
+
+    # ------------------------------------------------------------------ from the environment
+    @classmethod
+    def from_env(cls, prefix: str = "SSBENCH_MSSQL_", initiators: int = 1,
+                 database_prefix: str | None = None) -> "Topology":
+        """A single-instance topology from environment variables (integration tests, quick
+        trials): ``<prefix>HOST`` (required), ``PORT`` (1433), ``USER``, ``PASSWORD`` (read from
+        the environment at connect time, never copied), ``DRIVER`` (an ODBC driver name;
+        ``FreeTDS`` selects the FreeTDS flavour), ``TRUST_CERT`` (1/yes), ``ENCRYPT``
+        (mandatory/optional/strict), ``DATABASE_PREFIX`` (``ssbench_``)."""
+        env = os.environ
+        host = env.get(prefix + "HOST")
+        if not host:
+            raise UserError(f"{prefix}HOST is not set")
+        port = int(env.get(prefix + "PORT") or 1433)
+        user = env.get(prefix + "USER")
+        auth = Auth("sql", user, prefix + "PASSWORD") if user else Auth("integrated")
+        dname = env.get(prefix + "DRIVER") or DEFAULT_DRIVER_NAMES["msodbc"]
+        kind = "freetds" if "freetds" in dname.lower() else "msodbc"
+        trust = (env.get(prefix + "TRUST_CERT") or "").lower() in ("1", "yes", "true", "on")
+        encrypt = (env.get(prefix + "ENCRYPT") or "mandatory").lower()
+        if encrypt not in ENCRYPT_VALUES:
+            raise UserError(f"{prefix}ENCRYPT must be one of {', '.join(ENCRYPT_VALUES)}")
+        dbp = database_prefix or env.get(prefix + "DATABASE_PREFIX") or "ssbench_"
+        tsql.validate_name(dbp + "x", f"{prefix}DATABASE_PREFIX")
+        tsql.validate_host(host, f"{prefix}HOST")
+        instances = {"target": Instance("target", host, port, f"{dbp}target", auth, auth, host)}
+        names = []
+        for i in range(1, initiators + 1):
+            n = f"init{i}"
+            names.append(n)
+            instances[n] = Instance(n, host, port, f"{dbp}init{i}", auth, auth, host)
+        prof = Profile("default", "target", tuple(names))
+        return cls(path=None, name="env", description=f"from {prefix}* environment variables",
+                   layout="single",
+                   driver=DriverConfig(kind=kind, name=dname, encrypt=encrypt,
+                                       trust_server_certificate=trust),
+                   instances=instances, profiles={"default": prof}, broker=BrokerConfig(),
+                   default_profile="default")
+
+
+# --------------------------------------------------------------------------- YAML plumbing
+
+class _Loc:
+    """A YAML value with its 1-based line."""
+
+    __slots__ = ("value", "line")
+
+    def __init__(self, value: Any, line: int):
+        self.value = value
+        self.line = line
+
+
+def _construct(node: yaml.Node) -> Any:
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+def _wrap(node: yaml.Node, file: str, path: str) -> _Loc:
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, _Loc] = {}
+        for key_node, value_node in node.value:
+            key = _construct(key_node)
+            kline = key_node.start_mark.line + 1
+            if not isinstance(key, str):
+                raise UserError("mapping keys must be strings", file=file, line=kline, field=path or "<top>")
+            sub = f"{path}.{key}" if path else key
+            if key in out:
+                raise UserError("duplicate key", file=file, line=kline, field=sub)
+            low = key.lower()
+            if low in ("password", "pwd", "passwd") or low.endswith("_password"):
+                raise UserError("literal passwords are not allowed in a topology file: export the "
+                                "password in an environment variable and name that variable with "
+                                "password_env: (for example password_env: SSBENCH_MSSQL_PASSWORD)",
+                                file=file, line=kline, field=sub)
+            out[key] = _wrap(value_node, file, sub)
+        return _Loc(out, line)
+    if isinstance(node, yaml.SequenceNode):
+        return _Loc([_wrap(n, file, f"{path}[{i}]") for i, n in enumerate(node.value)], line)
+    return _Loc(_construct(node), line)
+
+
+class _Reader:
+    """Typed field access with file/line/field errors."""
+
+    def __init__(self, file: str, top_line: int):
+        self.file = file
+        self.top_line = top_line
+
+    def err(self, msg: str, loc: _Loc | None, fld: str) -> UserError:
+        return UserError(msg, file=self.file, line=loc.line if loc else self.top_line, field=fld)
+
+    def mapping(self, loc: _Loc | None, fld: str, allowed: set[str]) -> dict[str, _Loc]:
+        if loc is None or loc.value is None:
+            return {}
+        if not isinstance(loc.value, dict):
+            raise self.err(f"must be a mapping, got {type(loc.value).__name__}", loc, fld)
+        for k, v in loc.value.items():
+            if k not in allowed:
+                raise self.err(f"unknown key (expected one of {', '.join(sorted(allowed))})", v,
+                               f"{fld}.{k}" if fld else k)
+        return loc.value
+
+    def string(self, m: dict[str, _Loc], key: str, fld: str, default: str | None = None,
+               required: bool = False, check: Callable[[str, str], str] | None = None,
+               parent: _Loc | None = None) -> str | None:
+        if key not in m or m[key].value is None:
+            if required:
+                raise self.err("missing", parent, fld)
+            return default
+        loc = m[key]
+        if not isinstance(loc.value, str):
+            raise self.err(f"must be a string, got {type(loc.value).__name__} {loc.value!r}", loc, fld)
+        if check:
+            try:
+                return check(loc.value, "value")
+            except ValueError as e:
+                raise self.err(str(e), loc, fld) from None
+        return loc.value
+
+    def choice(self, m: dict[str, _Loc], key: str, fld: str, choices: tuple[str, ...],
+               default: str) -> str:
+        v = self.string(m, key, fld, default)
+        if v not in choices:
+            raise self.err(f"must be one of {', '.join(choices)}, got {v!r}", m.get(key), fld)
+        return v
+
+    def boolean(self, m: dict[str, _Loc], key: str, fld: str, default: bool) -> bool:
+        if key not in m or m[key].value is None:
+            return default
+        v = m[key].value
+        if not isinstance(v, bool):
+            raise self.err(f"must be true or false, got {v!r}", m[key], fld)
+        return v
+
+    def number(self, m: dict[str, _Loc], key: str, fld: str, default: float, lo: float, hi: float,
+               integer: bool = False) -> Any:
+        if key not in m or m[key].value is None:
+            return default
+        v = m[key].value
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+            raise self.err(f"must be {'an integer' if integer else 'a number'}, got {v!r}", m[key], fld)
+        if not lo <= v <= hi:
+            raise self.err(f"must be between {lo:g} and {hi:g}, got {v}", m[key], fld)
+        return int(v) if integer else float(v)
+
+
+def _check_env_name(v: str, fld: str) -> str:
+    if not ENV_NAME_RE.match(v):
+        raise ValueError(f"{v!r} is not an environment variable name")
+    return v
+
+
+def _check_tds_version(v: str, fld: str) -> str:
+    if not re.fullmatch(r"\d\.\d", v):
+        raise ValueError(f"{v!r} is not a TDS version such as 7.4")
+    return v
+
+
+def _check_driver_name(v: str, fld: str) -> str:
+    if not v or any(c in v for c in "{};=\0\n\r"):
+        raise ValueError(f"{v!r} is not an ODBC driver name")
+    return v
+
+
+# --------------------------------------------------------------------------- loading
+
+def load_topology(path: str | Path) -> Topology:
+    """Load and validate a topology file; raises UserError naming file, line and field."""
+    p = Path(path)
+    file = str(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise UserError("no such file", file=file) from None
+    except OSError as e:
+        raise UserError(f"cannot read: {e.strerror}", file=file) from None
+    try:
+        node = yaml.compose(raw.decode("utf-8"), Loader=yaml.SafeLoader)
+    except UnicodeDecodeError:
+        raise UserError("not UTF-8 text", file=file) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise UserError(f"invalid YAML: {getattr(e, 'problem', e)}", file=file,
+                        line=mark.line + 1 if mark else None) from None
+    if node is None:
+        raise UserError("empty topology file", file=file)
+    top = _wrap(node, file, "")
+    if not isinstance(top.value, dict):
+        raise UserError("a topology is a mapping (instances, target, initiators, ...)", file=file,
+                        line=top.line)
+    r = _Reader(file, top.line)
+    doc = r.mapping(top, "", TOP_KEYS)
+
+    name = r.string(doc, "name", "name", p.stem)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name or ""):
+        raise r.err("must be 1-64 letters, digits, '_', '-' or '.'", doc.get("name"), "name")
+    description = r.string(doc, "description", "description", "") or ""
+    layout = r.choice(doc, "layout", "layout", LAYOUTS, "distributed")
+
+    # driver
+    d = r.mapping(doc.get("driver"), "driver", DRIVER_KEYS)
+    kind = r.choice(d, "kind", "driver.kind", DRIVER_KINDS, "msodbc")
+    driver = DriverConfig(
+        kind=kind,
+        name=r.string(d, "name", "driver.name", DEFAULT_DRIVER_NAMES[kind], check=_check_driver_name),
+        encrypt=r.choice(d, "encrypt", "driver.encrypt", ENCRYPT_VALUES, "mandatory"),
+        trust_server_certificate=r.boolean(d, "trust_server_certificate",
+                                           "driver.trust_server_certificate", False),
+        host_name_in_certificate=r.string(d, "host_name_in_certificate",
+                                          "driver.host_name_in_certificate", None,
+                                          check=tsql.validate_host),
+        tds_version=r.string(d, "tds_version", "driver.tds_version", "7.4", check=_check_tds_version),
+        encryption=(r.choice(d, "encryption", "driver.encryption", FREETDS_ENCRYPTION, "request")
+                    if "encryption" in d else None),
+        login_timeout_seconds=r.number(d, "login_timeout_seconds", "driver.login_timeout_seconds",
+                                       15.0, 1, 600),
+        query_timeout_seconds=r.number(d, "query_timeout_seconds", "driver.query_timeout_seconds",
+                                       60.0, 1, 86_400),
+        admin_timeout_seconds=r.number(d, "admin_timeout_seconds", "driver.admin_timeout_seconds",
+                                       3600.0, 1, 86_400),
+    )
+    if kind == "msodbc":
+        for k in ("tds_version", "encryption"):
+            if k in d:
+                raise r.err("only for driver.kind: freetds", d[k], f"driver.{k}")
+        if driver.encrypt == "strict" and driver.trust_server_certificate:
+            raise r.err("Encrypt=strict validates the server certificate: it cannot be combined "
+                        "with trust_server_certificate: true", d.get("trust_server_certificate"),
+                        "driver.trust_server_certificate")
+    else:
+        for k in ("encrypt", "trust_server_certificate", "host_name_in_certificate"):
+            if k in d:
+                raise r.err("only for driver.kind: msodbc (FreeTDS takes encryption:)", d[k],
+                            f"driver.{k}")
+
+    def read_auth(loc: _Loc | None, fld: str, default: Auth | None) -> Auth | None:
+        if loc is None:
+            return default
+        a = r.mapping(loc, fld, AUTH_KEYS)
+        akind = r.choice(a, "kind", f"{fld}.kind", AUTH_KINDS, "sql")
+        if akind == "integrated":
+            for k in ("user", "password_env"):
+                if k in a:
+                    raise r.err("integrated authentication takes no user or password_env", a[k],
+                                f"{fld}.{k}")
+            return Auth("integrated")
+        user = r.string(a, "user", f"{fld}.user", required=True, parent=loc)
+        if not user or any(c in user for c in "{};\0\r\n"):
+            raise r.err(f"{user!r} is not a login name", a.get("user"), f"{fld}.user")
+        env = r.string(a, "password_env", f"{fld}.password_env", required=True, parent=loc,
+                       check=_check_env_name)
+        return Auth("sql", user, env)
+
+    default_auth = read_auth(doc.get("auth"), "auth", None)
+    default_sender = read_auth(doc.get("sender_auth"), "sender_auth", None)
+
+    # instances
+    if "instances" not in doc:
+        raise r.err("missing (name the target and initiator databases under instances:)", None,
+                    "instances")
+    iloc = doc["instances"]
+    if not isinstance(iloc.value, dict) or not iloc.value:
+        raise r.err("must map instance names to {host, port, database, ...}", iloc, "instances")
+    inst_map: dict[str, _Loc] = iloc.value
+    instances: dict[str, Instance] = {}
+    for key, loc in inst_map.items():
+        fld = f"instances.{key}"
+        if not INSTANCE_NAME_RE.match(key):
+            raise r.err("instance names are a letter then up to 31 letters, digits or '_'", loc, fld)
+        m = r.mapping(loc, fld, INSTANCE_KEYS)
+        host = r.string(m, "host", f"{fld}.host", required=True, parent=loc, check=tsql.validate_host)
+        port = r.number(m, "port", f"{fld}.port", 1433, 1, 65535, integer=True)
+        database = r.string(m, "database", f"{fld}.database", required=True, parent=loc,
+                            check=tsql.validate_name)
+        auth = read_auth(m.get("auth"), f"{fld}.auth", default_auth)
+        if auth is None:
+            raise r.err("no authentication: give auth: at the top level or for this instance",
+                        loc, f"{fld}.auth")
+        sender = read_auth(m.get("sender_auth"), f"{fld}.sender_auth", default_sender) or auth
+        broker_host = r.string(m, "broker_host", f"{fld}.broker_host", host, check=tsql.validate_host)
+        broker_port = r.number(m, "broker_port", f"{fld}.broker_port", 4022, 1024, 32767, integer=True)
+        instances[key] = Instance(key, host, port, database, auth, sender, broker_host, broker_port,
+                                  r.string(m, "description", f"{fld}.description", "") or "")
+
+    seen_db: dict[tuple[str, str], str] = {}
+    for inst in instances.values():
+        k = (inst.server_key, inst.database.lower())
+        if k in seen_db:
+            raise r.err(f"database {inst.database} on {inst.host}:{inst.port} is also instance "
+                        f"{seen_db[k]}: every role needs its own database", inst_map[inst.name],
+                        f"instances.{inst.name}.database")
+        seen_db[k] = inst.name
+
+    def ref(loc: _Loc, fld: str) -> str:
+        if not isinstance(loc.value, str) or loc.value not in instances:
+            raise r.err(f"{loc.value!r} is not one of instances: ({', '.join(instances)})", loc, fld)
+        return loc.value
+
+    def ref_list(loc: _Loc, fld: str) -> tuple[str, ...]:
+        if not isinstance(loc.value, list) or not loc.value:
+            raise r.err("must be a non-empty list of instance names", loc, fld)
+        out = [ref(x, f"{fld}[{i}]") for i, x in enumerate(loc.value)]
+        for i, n in enumerate(out):
+            if out.index(n) != i:
+                raise r.err(f"{n} is listed twice", loc.value[i], f"{fld}[{i}]")
+        if len(out) > MAX_INITIATORS:
+            raise r.err(f"at most {MAX_INITIATORS} initiators", loc, fld)
+        return tuple(out)
+
+    top_target = ref(doc["target"], "target") if "target" in doc else None
+    top_inits = ref_list(doc["initiators"], "initiators") if "initiators" in doc else None
+
+    # profiles
+    profiles: dict[str, Profile] = {}
+    ploc = doc.get("profiles")
+    if ploc is not None and ploc.value is not None:
+        if not isinstance(ploc.value, dict) or not ploc.value:
+            raise r.err("must map server profile names (the matrix's server axis) to settings", ploc,
+                        "profiles")
+        for pname, loc in ploc.value.items():
+            fld = f"profiles.{pname}"
+            if not PROFILE_NAME_RE.match(pname):
+                raise r.err("a profile name is a letter then up to 39 letters, digits or '_' "
+                            "(the matrix's server-axis rule)", loc, fld)
+            m = r.mapping(loc, fld, PROFILE_KEYS)
+            tgt = ref(m["target"], f"{fld}.target") if "target" in m else top_target
+            ins = ref_list(m["initiators"], f"{fld}.initiators") if "initiators" in m else top_inits
+            if tgt is None:
+                raise r.err("no target: give target: here or at the top level", loc, f"{fld}.target")
+            if ins is None:
+                raise r.err("no initiators: give initiators: here or at the top level", loc,
+                            f"{fld}.initiators")
+            profiles[pname] = Profile(pname, tgt, ins,
+                                      r.choice(m, "delayed_durability", f"{fld}.delayed_durability",
+                                               DURABILITY, "disabled"),
+                                      r.string(m, "description", f"{fld}.description", "") or "")
+    else:
+        if top_target is None:
+            raise r.err("missing (which instance is the target?)", None, "target")
+        if top_inits is None:
+            raise r.err("missing (which instances are the initiators?)", None, "initiators")
+        profiles["default"] = Profile("default", top_target, top_inits)
+
+    # role and layout rules
+    targets = {p.target for p in profiles.values()}
+    partner: dict[str, tuple[str, str]] = {}
+    for p in profiles.values():
+        for i, n in enumerate(p.initiators):
+            fld = f"profiles.{p.name}.initiators[{i}]" if ploc is not None else f"initiators[{i}]"
+            where = (ploc.value[p.name] if ploc is not None else doc.get("initiators"))
+            if n in targets:
+                raise r.err(f"{n} is a target elsewhere: a database is either a target or an "
+                            "initiator", where, fld)
+            if n in partner and partner[n][0] != p.target:
+                raise r.err(f"{n} is paired with target {partner[n][0]} in profile {partner[n][1]}: "
+                            "an initiator database sends to one target (its remote service "
+                            "binding names one certificate); give it another database", where, fld)
+            partner[n] = (p.target, p.name)
+            tgt, ini = instances[p.target], instances[n]
+            same = tgt.server_key == ini.server_key
+            if layout == "single" and not same:
+                raise r.err(f"layout: single puts every database on one server, but {n} is on "
+                            f"{ini.server_key} and target {tgt.name} on {tgt.server_key}", where, fld)
+            if layout == "distributed" and same:
+                raise r.err(f"layout: distributed routes each initiator over Service Broker "
+                            f"endpoints, but {n} is on the target's server {tgt.server_key}; use "
+                            "layout: single for one server", where, fld)
+    if layout == "distributed":
+        ports: dict[str, tuple[int, str]] = {}
+        for inst in instances.values():
+            prev = ports.get(inst.server_key)
+            if prev and prev[0] != inst.broker_port:
+                raise r.err(f"{inst.name} and {prev[1]} share server {inst.server_key} but give "
+                            "different broker_port values (an instance has one Service Broker "
+                            "endpoint)", inst_map[inst.name], f"instances.{inst.name}.broker_port")
+            ports[inst.server_key] = (inst.broker_port, inst.name)
+
+    # broker names and options
+    b = r.mapping(doc.get("broker"), "broker", BROKER_KEYS)
+    broker = BrokerConfig(
+        message_type=r.string(b, "message_type", "broker.message_type", PAPER_NAMES["message_type"],
+                              check=tsql.validate_broker_name),
+        contract=r.string(b, "contract", "broker.contract", PAPER_NAMES["contract"],
+                          check=tsql.validate_broker_name),
+        service=r.string(b, "service", "broker.service", PAPER_NAMES["service"],
+                         check=tsql.validate_broker_name),
+        queue=r.string(b, "queue", "broker.queue", PAPER_NAMES["queue"], check=tsql.validate_name),
+        activation_procedure=r.string(b, "activation_procedure", "broker.activation_procedure",
+                                      PAPER_NAMES["activation_procedure"], check=tsql.validate_name),
+        dialog_encryption=r.boolean(b, "dialog_encryption", "broker.dialog_encryption", True),
+        endpoint_name=r.string(b, "endpoint_name", "broker.endpoint_name", "ssbench_broker_endpoint",
+                               check=tsql.validate_name),
+        endpoint_encryption=r.choice(b, "endpoint_encryption", "broker.endpoint_encryption",
+                                     ENDPOINT_ENCRYPTION, "disabled"),
+        reset=r.choice(b, "reset", "broker.reset", RESET_MODES, "cleanup"),
+        create_databases=r.boolean(b, "create_databases", "broker.create_databases", True),
+        certificate_years=r.number(b, "certificate_years", "broker.certificate_years", 10, 1, 100,
+                                   integer=True),
+    )
+    if broker.queue.lower().startswith("ssbench_") or broker.activation_procedure.lower().startswith("ssbench_"):
+        raise r.err("names starting with ssbench_ are reserved for ssbench's own objects",
+                    b.get("queue") or b.get("activation_procedure"), "broker")
+
+    return Topology(path=p, name=name, description=description, layout=layout, driver=driver,
+                    instances=instances, profiles=profiles, broker=broker,
+                    sha256=hashlib.sha256(raw).hexdigest(), default_profile=next(iter(profiles)))
+
+
+__all__ = ["Auth", "DriverConfig", "Instance", "Profile", "BrokerConfig", "Topology", "load_topology",
+           "PAPER_NAMES"]

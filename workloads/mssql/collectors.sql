@@ -1,0 +1,73 @@
+-- ssbench: DMV collectors for the SQL Server target. All need VIEW SERVER STATE except the
+-- catalog-view queries. Benign waits are filtered in Python (harness/targets/mssql/target.py,
+-- BENIGN_WAITS), so the list lives in one place. Placeholders: see server.sql.
+
+-- @@ wait_stats
+-- Cumulative since the instance started or since DBCC SQLPERF('sys.dm_os_wait_stats', CLEAR).
+SELECT wait_type, waiting_tasks_count, wait_time_ms
+FROM sys.dm_os_wait_stats
+WHERE waiting_tasks_count > 0 OR wait_time_ms > 0;
+
+-- @@ clear_wait_stats
+DBCC SQLPERF (N'sys.dm_os_wait_stats', CLEAR) WITH NO_INFOMSGS;
+
+-- @@ perf_counters
+-- object_name carries the instance prefix ('SQLServer:Broker Statistics',
+-- 'MSSQL$INST:Broker Activation'); Python matches on the part after the colon.
+-- cntr_type 272696576 = per-second counter (cumulative raw value), 65792 = current value.
+SELECT RTRIM(object_name), RTRIM(counter_name), RTRIM(instance_name), cntr_value, cntr_type
+FROM sys.dm_os_performance_counters
+WHERE object_name LIKE N'%:Broker%';
+
+-- @@ activated_tasks
+-- Receive tasks Service Broker activated for a queue of the current database.
+SELECT COUNT(*)
+FROM sys.dm_broker_activated_tasks AS t
+JOIN sys.service_queues AS q ON q.object_id = t.queue_id
+WHERE t.database_id = DB_ID() AND q.name = ? AND q.schema_id = SCHEMA_ID(N'dbo');
+
+-- @@ queue_monitor
+SELECT m.state, m.tasks_waiting, m.last_activated_time, m.last_empty_rowset_time
+FROM sys.dm_broker_queue_monitors AS m
+JOIN sys.service_queues AS q ON q.object_id = m.queue_id
+WHERE m.database_id = DB_ID() AND q.name = ? AND q.schema_id = SCHEMA_ID(N'dbo');
+
+-- @@ queue_state
+SELECT q.is_receive_enabled, q.is_enqueue_enabled, q.is_activation_enabled, q.max_readers,
+       q.activation_procedure
+FROM sys.service_queues AS q
+WHERE q.name = ? AND q.schema_id = SCHEMA_ID(N'dbo');
+
+-- @@ xmitq_fast
+-- The paper's transmission-queue depth: the row count of sys.sysxmitqueue's partition. The
+-- second column is 0 when the system table is not visible to this login (then ssbench counts
+-- sys.transmission_queue instead).
+SELECT ISNULL(SUM(p.rows), 0), COUNT(DISTINCT o.object_id)
+FROM sys.objects AS o
+LEFT JOIN sys.partitions AS p ON p.object_id = o.object_id AND p.index_id IN (0, 1)
+WHERE o.name = N'sysxmitqueue';
+
+-- @@ xmitq_exact
+SELECT COUNT_BIG(*) FROM sys.transmission_queue;
+
+-- @@ queue_fast
+-- A queue's depth from the row count of its internal table (QUEUE_MESSAGES).
+SELECT ISNULL(SUM(p.rows), 0)
+FROM sys.service_queues AS q
+JOIN sys.internal_tables AS it ON it.parent_id = q.object_id AND it.internal_type_desc = N'QUEUE_MESSAGES'
+JOIN sys.partitions AS p ON p.object_id = it.object_id AND p.index_id IN (0, 1)
+WHERE q.name = ? AND q.schema_id = SCHEMA_ID(N'dbo');
+
+-- @@ server_cpu
+-- SQL Server's CPU use (percent of the whole machine) from the most recent scheduler-monitor
+-- record of the ring buffer (one record a minute).
+SELECT TOP (1)
+    x.record.value('(./Record/SchedulerMonitorEvent/SystemHealth/ProcessUtilization)[1]', 'int') AS sql_cpu,
+    x.record.value('(./Record/SchedulerMonitorEvent/SystemHealth/SystemIdle)[1]', 'int') AS system_idle
+FROM (
+    SELECT rb.[timestamp], CONVERT(xml, rb.record) AS record
+    FROM sys.dm_os_ring_buffers AS rb
+    WHERE rb.ring_buffer_type = N'RING_BUFFER_SCHEDULER_MONITOR'
+      AND rb.record LIKE N'%<SystemHealth>%'
+) AS x
+ORDER BY x.[timestamp] DESC;

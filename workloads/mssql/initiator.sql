@@ -1,0 +1,165 @@
+-- ssbench: an initiator database (the paper's "SSB Initiator"): the dialogs table, the send
+-- procedure the load generator's users call, dialog creation (the 150 trick), the warm-up,
+-- the reset. Placeholders: see server.sql. Message body layout: see target.sql.
+
+-- @@ tables
+-- The paper's dbo.dialogs: slot k -> the dialog handle client thread k sends on.
+IF OBJECT_ID(N'[dbo].[dialogs]', N'U') IS NULL
+    CREATE TABLE [dbo].[dialogs] (
+        k int NOT NULL PRIMARY KEY CLUSTERED,
+        handle uniqueidentifier NOT NULL);
+
+-- @@ send_procedure
+-- One SEND on the caller's dialog, in its own transaction (the caller runs in autocommit
+-- mode). The body is the header (initiator number, send time) then the caller's payload
+-- from byte 37 on, so the message is as long as the payload (at least 36 bytes).
+CREATE OR ALTER PROCEDURE [dbo].[ssbench_send]
+    @dh uniqueidentifier,
+    @payload varbinary(max)
+AS
+BEGIN
+    SET NOCOUNT ON;
+    DECLARE @body varbinary(max) =
+        {{hex:data_prefix}}
+        + CAST(CONVERT(char(27), SYSUTCDATETIME(), 121) AS varbinary(27))
+        + 0x3B
+        + ISNULL(SUBSTRING(@payload, 37, DATALENGTH(@payload)), 0x);
+    SEND ON CONVERSATION @dh MESSAGE TYPE {{sbname:message_type}} (@body);
+END;
+
+-- @@ create_dialogs_procedure
+-- The paper's 150 trick: begin usable * every_n dialogs and keep every every_n-th one in
+-- dbo.dialogs (every_n = 150: one usable dialog per 8 KB page of sys.sysdesend; every_n = 1:
+-- one dialog per client thread). Each BEGIN DIALOG commits on its own, as in the paper.
+-- EXECUTE AS OWNER: dialogs are begun by dbo, the owner of the initiating service, whose
+-- certificate dialog security uses, whichever db_owner member calls the procedure.
+CREATE OR ALTER PROCEDURE [dbo].[ssbench_create_dialogs]
+    @usable int,
+    @every_n int
+WITH EXECUTE AS OWNER
+AS
+BEGIN
+    SET NOCOUNT ON;
+    DECLARE @service_broker_guid nvarchar(128) =
+        (SELECT value FROM [dbo].[ssbench_config] WHERE name = N'target_broker_guid');
+    IF @service_broker_guid IS NULL
+    BEGIN
+        RAISERROR(N'ssbench_config has no target_broker_guid: provision the topology first', 16, 1);
+        RETURN;
+    END;
+    DECLARE @i int, @k int, @dh uniqueidentifier, @total int = @usable * @every_n;
+    TRUNCATE TABLE [dbo].[dialogs];
+    SELECT @i = 0, @k = 0;
+    WHILE (@i < @total)
+    BEGIN
+        SET @i = @i + 1;
+        BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
+            TO SERVICE {{lit:service}}, @service_broker_guid
+            ON CONTRACT {{sbname:contract}}
+            WITH ENCRYPTION = {{kw:dialog_encryption}};
+        IF ((@i % @every_n) = 0)
+        BEGIN
+            SET @k = @k + 1;
+            INSERT INTO [dbo].[dialogs] (k, handle) VALUES (@k, @dh);
+        END;
+    END;
+    SELECT @i AS dialogs_begun;
+END;
+
+-- @@ warm_up_procedure
+-- The paper's warm-up: one short message on every conversation begun here, so the target's
+-- receive-side rows (sys.sysdercv) exist before the measurement. The 50-byte body is marked
+-- 'SSBW' so the target does not count it as a measured message.
+CREATE OR ALTER PROCEDURE [dbo].[ssbench_warm_up]
+AS
+BEGIN
+    SET NOCOUNT ON;
+    DECLARE @dh uniqueidentifier, @i bigint = 0;
+    DECLARE @s varbinary(50) =
+        {{hex:warmup_prefix}}
+        + CAST(CONVERT(char(27), SYSUTCDATETIME(), 121) AS varbinary(27))
+        + 0x3B
+        + CAST(REPLICATE('x', 14) AS varbinary(14));
+    DECLARE conv CURSOR LOCAL STATIC READ_ONLY FOR
+        SELECT ce.conversation_handle
+        FROM sys.conversation_endpoints AS ce
+        WHERE ce.is_initiator = 1 AND ce.far_service = {{lit:service}}
+          AND ce.state IN ('SO', 'CO');
+    OPEN conv;
+    FETCH NEXT FROM conv INTO @dh;
+    WHILE @@FETCH_STATUS = 0
+    BEGIN
+        ;SEND ON CONVERSATION @dh MESSAGE TYPE {{sbname:message_type}} (@s);
+        FETCH NEXT FROM conv INTO @dh;
+        SET @i = @i + 1;
+    END;
+    CLOSE conv;
+    DEALLOCATE conv;
+    SELECT @i AS messages_sent;
+END;
+
+-- @@ reset_procedure
+-- Between permutations: end every conversation of the service WITH CLEANUP (this also drops
+-- its messages from sys.transmission_queue) and forget the dialogs.
+CREATE OR ALTER PROCEDURE [dbo].[ssbench_reset]
+AS
+BEGIN
+    SET NOCOUNT ON;
+    DECLARE @dh uniqueidentifier, @n int = 0;
+    DECLARE conv CURSOR LOCAL STATIC READ_ONLY FOR
+        SELECT ce.conversation_handle
+        FROM sys.conversation_endpoints AS ce
+        JOIN sys.services AS s ON s.service_id = ce.service_id
+        WHERE s.name = {{lit:service}};
+    OPEN conv;
+    FETCH NEXT FROM conv INTO @dh;
+    BEGIN TRANSACTION;
+    WHILE @@FETCH_STATUS = 0
+    BEGIN
+        END CONVERSATION @dh WITH CLEANUP;
+        SET @n = @n + 1;
+        IF @n % 1000 = 0
+        BEGIN
+            COMMIT TRANSACTION;
+            BEGIN TRANSACTION;
+        END;
+        FETCH NEXT FROM conv INTO @dh;
+    END;
+    COMMIT TRANSACTION;
+    CLOSE conv;
+    DEALLOCATE conv;
+    TRUNCATE TABLE [dbo].[dialogs];
+    SELECT @n AS conversations_ended;
+END;
+
+-- @@ truncate_dialogs
+TRUNCATE TABLE [dbo].[dialogs];
+
+-- @@ call_create_dialogs
+EXEC [dbo].[ssbench_create_dialogs] @usable = ?, @every_n = ?;
+
+-- @@ call_warm_up
+EXEC [dbo].[ssbench_warm_up];
+
+-- @@ call_send
+EXEC [dbo].[ssbench_send] @dh = ?, @payload = ?;
+
+-- @@ dialog_handle
+SELECT CAST(handle AS nvarchar(36)) FROM [dbo].[dialogs] WHERE k = ?;
+
+-- @@ dialog_count
+SELECT COUNT(*) FROM [dbo].[dialogs];
+
+-- @@ sent_sequence
+-- Messages sent on this database's dialogs to the target service: SEND advances
+-- send_sequence in sys.sysdesend in the sending transaction, so committed sends only.
+-- The caller subtracts the value it read after creating dialogs and warming up.
+SELECT ISNULL(SUM(ce.send_sequence), 0), COUNT_BIG(*)
+FROM sys.conversation_endpoints AS ce
+WHERE ce.is_initiator = 1 AND ce.far_service = ?;
+
+-- @@ dialog_states
+SELECT ce.state_desc, COUNT_BIG(*)
+FROM sys.conversation_endpoints AS ce
+WHERE ce.far_service = ?
+GROUP BY ce.state_desc;

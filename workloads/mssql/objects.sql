@@ -1,0 +1,100 @@
+-- ssbench: the Service Broker objects both sides share, as the paper's configuration script
+-- creates them ("The Initiator and Target servers have the same Service Broker configuration
+-- for the message, contract, queue, and service"), plus dialog security and routing.
+-- Run in the target or initiator database. Placeholders: see server.sql.
+
+-- @@ message_type
+IF NOT EXISTS (SELECT * FROM sys.service_message_types WHERE name = {{lit:message_type}})
+    CREATE MESSAGE TYPE {{sbname:message_type}} AUTHORIZATION [dbo]
+        VALIDATION = NONE;
+
+-- @@ contract
+IF NOT EXISTS (SELECT * FROM sys.service_contracts WHERE name = {{lit:contract}})
+    CREATE CONTRACT {{sbname:contract}} AUTHORIZATION [dbo]
+        ({{sbname:message_type}} SENT BY ANY);
+
+-- @@ queue
+-- Created without activation; the target's activation is added by target.sql once the
+-- activation procedure exists.
+IF NOT EXISTS (SELECT * FROM sys.service_queues
+               WHERE name = {{lit:queue}} AND schema_id = SCHEMA_ID(N'dbo'))
+    CREATE QUEUE [dbo].{{ident:queue}} WITH STATUS = ON, RETENTION = OFF ON [PRIMARY];
+
+-- @@ service
+IF NOT EXISTS (SELECT * FROM sys.services WHERE name = {{lit:service}})
+    CREATE SERVICE {{sbname:service}} AUTHORIZATION [dbo]
+        ON QUEUE [dbo].{{ident:queue}} ({{sbname:contract}});
+
+-- @@ config_table
+-- ssbench's settings in this database (e.g. the target's broker GUID on an initiator).
+IF OBJECT_ID(N'[dbo].[ssbench_config]', N'U') IS NULL
+    CREATE TABLE [dbo].[ssbench_config] (
+        name sysname NOT NULL PRIMARY KEY,
+        value nvarchar(4000) NULL);
+
+-- @@ config_set
+UPDATE [dbo].[ssbench_config] SET value = ? WHERE name = ?;
+IF @@ROWCOUNT = 0
+    INSERT INTO [dbo].[ssbench_config] (name, value) VALUES (?, ?);
+
+-- @@ config_get
+SELECT value FROM [dbo].[ssbench_config] WHERE name = ?;
+
+-- @@ proxy_user
+-- Dialog security: a user without login stands for the other side's service owner.
+IF NOT EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})
+    CREATE USER {{ident:user}} WITHOUT LOGIN;
+
+-- @@ grant_send
+-- The far side's user may connect and send to this database's service (on the target: the
+-- initiator's service owner; on an initiator: the target's, for EndDialog and Error messages).
+GRANT CONNECT TO {{ident:user}};
+GO
+GRANT SEND ON SERVICE::{{sbname:service}} TO {{ident:user}};
+
+-- @@ remote_service_binding
+-- Initiator side, as the paper: the binding names the user owning the target's certificate;
+-- ANONYMOUS = OFF gives full dialog security (both sides authenticated).
+IF EXISTS (SELECT * FROM sys.remote_service_bindings WHERE name = {{lit:binding}})
+    DROP REMOTE SERVICE BINDING {{ident:binding}};
+GO
+CREATE REMOTE SERVICE BINDING {{ident:binding}}
+    AUTHORIZATION [dbo]
+    TO SERVICE {{lit:service}}
+    WITH USER = {{ident:user}}, ANONYMOUS = OFF;
+
+-- @@ route
+-- A route names the far database by its broker GUID (BROKER_INSTANCE): several databases
+-- host a service of the same name. ADDRESS is TCP://host:port of the far instance's Service
+-- Broker endpoint, or LOCAL when both databases are on one instance.
+IF EXISTS (SELECT * FROM sys.routes WHERE name = {{lit:route}})
+    DROP ROUTE {{ident:route}};
+GO
+CREATE ROUTE {{ident:route}}
+    AUTHORIZATION [dbo]
+    WITH SERVICE_NAME = {{lit:service}},
+         BROKER_INSTANCE = {{guid:broker_instance}},
+         ADDRESS = {{lit:address}};
+
+-- @@ call_reset
+EXEC [dbo].[ssbench_reset];
+
+-- @@ routes
+SELECT name, remote_service_name, broker_instance, address FROM sys.routes;
+
+-- @@ objects_present
+SELECT
+    (SELECT COUNT(*) FROM sys.service_message_types WHERE name = ?) AS message_type,
+    (SELECT COUNT(*) FROM sys.service_contracts WHERE name = ?) AS contract,
+    (SELECT COUNT(*) FROM sys.service_queues WHERE name = ? AND schema_id = SCHEMA_ID(N'dbo')) AS queue,
+    (SELECT COUNT(*) FROM sys.services WHERE name = ?) AS service,
+    (SELECT COUNT(*) FROM sys.remote_service_bindings) AS bindings,
+    (SELECT COUNT(*) FROM sys.symmetric_keys WHERE name = N'##MS_DatabaseMasterKey##') AS master_key,
+    IS_MEMBER(N'db_owner') AS db_owner;
+
+-- @@ transmission_status
+-- Messages stuck in the transmission queue and why (the classic Service Broker diagnosis).
+SELECT TOP (10) to_service_name, to_broker_instance, transmission_status, COUNT(*) AS messages
+FROM sys.transmission_queue
+GROUP BY to_service_name, to_broker_instance, transmission_status
+ORDER BY COUNT(*) DESC;

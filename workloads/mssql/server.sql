@@ -1,0 +1,172 @@
+-- ssbench: instance-level T-SQL for the SQL Server target (run connected to master, or msdb
+-- where a section says so). Rendered by harness/targets/mssql/tsql.py: {{ident:x}} is a
+-- validated, bracket-quoted name, {{lit:x}} an N'...' literal, {{int:x}} an integer,
+-- {{hex:x}} a binary constant, {{guid:x}} a GUID literal, {{kw:x}} a keyword from a fixed
+-- list, {{date:x}} an N'YYYYMMDD' literal. "?" marks are ODBC parameters bound by pyodbc.
+-- {{sbname:x}} is a validated, bracket-quoted Service Broker name (//MySSB.com/Lab/S_Test).
+-- Sections start with "-- @@ name"; GO lines separate batches.
+
+-- @@ server_info
+SELECT CAST(SERVERPROPERTY('ProductVersion') AS nvarchar(128)) AS product_version,
+       CAST(SERVERPROPERTY('Edition') AS nvarchar(128)) AS edition,
+       CAST(SERVERPROPERTY('ServerName') AS nvarchar(256)) AS server_name,
+       CAST(SERVERPROPERTY('ProductLevel') AS nvarchar(128)) AS product_level,
+       SUSER_SNAME() AS login_name;
+
+-- @@ permissions
+SELECT HAS_PERMS_BY_NAME(NULL, NULL, 'CONTROL SERVER') AS control_server,
+       HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') AS view_server_state,
+       HAS_PERMS_BY_NAME(NULL, NULL, 'CREATE ENDPOINT') AS create_endpoint,
+       HAS_PERMS_BY_NAME(NULL, NULL, 'ALTER ANY LOGIN') AS alter_any_login,
+       HAS_PERMS_BY_NAME(NULL, NULL, 'CREATE ANY DATABASE') AS create_any_database,
+       HAS_PERMS_BY_NAME(N'master', N'DATABASE', 'CREATE CERTIFICATE') AS create_certificate_master,
+       HAS_PERMS_BY_NAME(N'msdb', N'DATABASE', 'CREATE ROUTE') AS create_route_msdb;
+
+-- @@ utc_now
+SELECT SYSUTCDATETIME();
+
+-- @@ broker_endpoints
+-- An instance has at most one Service Broker endpoint.
+SELECT e.name, t.port, e.state_desc, e.connection_auth_desc, e.encryption_algorithm_desc,
+       c.name AS certificate_name
+FROM sys.service_broker_endpoints AS e
+JOIN sys.tcp_endpoints AS t ON t.endpoint_id = e.endpoint_id
+LEFT JOIN sys.certificates AS c ON c.certificate_id = e.certificate_id;
+
+-- @@ database_info
+SELECT d.name, d.database_id, d.is_broker_enabled, CAST(d.service_broker_guid AS nvarchar(36)),
+       d.delayed_durability_desc, d.state_desc, SUSER_SNAME(d.owner_sid), d.user_access_desc
+FROM sys.databases AS d
+WHERE d.name = ?;
+
+-- @@ broker_guid_owners
+-- Databases on this instance sharing a broker GUID (ENABLE_BROKER refuses duplicates).
+SELECT name FROM sys.databases WHERE service_broker_guid = CAST(? AS uniqueidentifier);
+
+-- @@ create_database
+IF DB_ID({{lit:database}}) IS NULL
+    CREATE DATABASE {{ident:database}};
+
+-- @@ enable_broker
+-- ENABLE_BROKER needs an exclusive database lock: ROLLBACK IMMEDIATE ends other sessions.
+ALTER DATABASE {{ident:database}} SET ENABLE_BROKER WITH ROLLBACK IMMEDIATE;
+
+-- @@ new_broker
+-- A new broker identifier: every conversation is removed without end-dialog messages, and
+-- every route naming the old identifier must be re-created (ssbench does).
+ALTER DATABASE {{ident:database}} SET NEW_BROKER WITH ROLLBACK IMMEDIATE;
+
+-- @@ delayed_durability
+ALTER DATABASE {{ident:database}} SET DELAYED_DURABILITY = {{kw:delayed_durability}};
+
+-- @@ drop_database
+IF DB_ID({{lit:database}}) IS NOT NULL
+BEGIN
+    ALTER DATABASE {{ident:database}} SET SINGLE_USER WITH ROLLBACK IMMEDIATE;
+    DROP DATABASE {{ident:database}};
+END;
+
+-- @@ master_key
+-- A master key in the current database (master for transport certificates, the user
+-- database for dialog certificates). It is also encrypted by the service master key, so
+-- nobody needs the password later: ssbench generates it and never stores it.
+IF NOT EXISTS (SELECT * FROM sys.symmetric_keys WHERE name = N'##MS_DatabaseMasterKey##')
+    CREATE MASTER KEY ENCRYPTION BY PASSWORD = {{lit:password}};
+
+-- @@ own_certificate
+-- A certificate with a private key (encrypted by the master key), owned by dbo.
+IF CERT_ID({{lit:certificate}}) IS NULL
+    CREATE CERTIFICATE {{ident:certificate}}
+        AUTHORIZATION [dbo]
+        WITH SUBJECT = {{lit:subject}},
+             START_DATE = {{date:start_date}},
+             EXPIRY_DATE = {{date:expiry_date}};
+
+-- @@ certificate_public
+-- The public part of a certificate (no private key), to install on the peer with
+-- CREATE CERTIFICATE ... FROM BINARY: no shared file system needed.
+SELECT CERTENCODED(c.certificate_id), c.thumbprint
+FROM sys.certificates AS c
+WHERE c.name = ?;
+
+-- @@ certificate_thumbprint
+SELECT c.thumbprint FROM sys.certificates AS c WHERE c.name = ?;
+
+-- @@ drop_certificate
+IF CERT_ID({{lit:certificate}}) IS NOT NULL
+    DROP CERTIFICATE {{ident:certificate}};
+
+-- @@ peer_certificate
+-- The peer's public certificate, owned by the peer's user (dialog security: a user without
+-- login; transport security: the user of the peer's login in master).
+CREATE CERTIFICATE {{ident:certificate}}
+    AUTHORIZATION {{ident:user}}
+    FROM BINARY = {{hex:certificate_bytes}};
+
+-- @@ endpoint_create
+-- The paper's endpoint: certificate authentication, no transport encryption by default.
+-- (Options in the order Books Online's syntax gives them; ENDPOINT DDL cannot run inside a
+-- user transaction: ssbench's connections are in autocommit mode.)
+CREATE ENDPOINT {{ident:endpoint}}
+    STATE = STARTED
+    AS TCP (LISTENER_PORT = {{int:port}}, LISTENER_IP = ALL)
+    FOR SERVICE_BROKER (
+        AUTHENTICATION = CERTIFICATE {{ident:certificate}},
+        ENCRYPTION = {{kw:encryption}},
+        MESSAGE_FORWARDING = DISABLED);
+
+-- @@ endpoint_alter
+ALTER ENDPOINT {{ident:endpoint}}
+    STATE = STARTED
+    AS TCP (LISTENER_PORT = {{int:port}}, LISTENER_IP = ALL)
+    FOR SERVICE_BROKER (
+        AUTHENTICATION = CERTIFICATE {{ident:certificate}},
+        ENCRYPTION = {{kw:encryption}},
+        MESSAGE_FORWARDING = DISABLED);
+
+-- @@ endpoint_drop
+IF EXISTS (SELECT * FROM sys.service_broker_endpoints WHERE name = {{lit:endpoint}})
+    DROP ENDPOINT {{ident:endpoint}};
+
+-- @@ peer_login
+-- Transport security: a login and a master user for the other instance; its certificate
+-- (peer_certificate) is what the other instance's endpoint authenticates with. The password
+-- is random and never stored: nobody logs in with it.
+IF NOT EXISTS (SELECT * FROM sys.server_principals WHERE name = {{lit:login}})
+    CREATE LOGIN {{ident:login}} WITH PASSWORD = {{lit:password}};
+GO
+IF NOT EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})
+    CREATE USER {{ident:user}} FOR LOGIN {{ident:login}};
+
+-- @@ peer_grant_connect
+GRANT CONNECT ON ENDPOINT::{{ident:endpoint}} TO {{ident:login}};
+
+-- @@ peer_drop
+IF CERT_ID({{lit:certificate}}) IS NOT NULL
+    DROP CERTIFICATE {{ident:certificate}};
+GO
+IF EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})
+    DROP USER {{ident:user}};
+GO
+IF EXISTS (SELECT * FROM sys.server_principals WHERE name = {{lit:login}})
+    DROP LOGIN {{ident:login}};
+
+-- @@ msdb_route
+-- (run in msdb) Incoming messages from other instances are routed by msdb's routing table:
+-- deliver this database's service locally.
+IF EXISTS (SELECT * FROM sys.routes WHERE name = {{lit:route}})
+    DROP ROUTE {{ident:route}};
+GO
+CREATE ROUTE {{ident:route}}
+    WITH SERVICE_NAME = {{lit:service}},
+         BROKER_INSTANCE = {{guid:broker_instance}},
+         ADDRESS = N'LOCAL';
+
+-- @@ msdb_route_drop
+-- (run in msdb)
+IF EXISTS (SELECT * FROM sys.routes WHERE name = {{lit:route}})
+    DROP ROUTE {{ident:route}};
+
+-- @@ msdb_local_route_exists
+-- (run in msdb) AutoCreatedLocal or any LOCAL route that matches every service.
+SELECT COUNT(*) FROM sys.routes WHERE address = N'LOCAL';

@@ -1,0 +1,267 @@
+-- ssbench: the target database (the paper's "SSB Target"): the drop table, the per-RECEIVE
+-- tally, the error table, the receive activation procedure and the queue's activation.
+-- Placeholders: see server.sql.
+--
+-- Message bodies (stamped by the initiator's dbo.ssbench_send, initiator.sql):
+--   bytes 1-4   'SSB1' (a measured message) or 'SSBW' (a warm-up message)
+--   bytes 5-7   initiator number, 3 ASCII digits ('001')
+--   byte  8     ';'
+--   bytes 9-35  send time, SYSUTCDATETIME() on the initiator, CONVERT style 121
+--               ('yyyy-mm-dd hh:mi:ss.fffffff', 27 characters)
+--   byte  36    ';'
+--   bytes 37-   the rest of the client's payload
+
+-- @@ tables
+-- The paper's drop table (first 2,000 bytes of every message), with the initiator, the send
+-- time and the receive time so end-to-end latency and per-initiator receipt can be computed.
+IF OBJECT_ID(N'[dbo].[messageDrop]', N'U') IS NULL
+    CREATE TABLE [dbo].[messageDrop] (
+        id bigint IDENTITY(1, 1) NOT NULL PRIMARY KEY CLUSTERED,
+        initiator smallint NOT NULL,
+        sent_at datetime2(7) NOT NULL,
+        received_at datetime2(7) NOT NULL,
+        warmup bit NOT NULL,
+        messageVal varbinary(2000) NULL);
+GO
+-- The paper's tally: messages processed by each WAITFOR - RECEIVE and when.
+IF OBJECT_ID(N'[dbo].[receiveTally]', N'U') IS NULL
+    CREATE TABLE [dbo].[receiveTally] (
+        id bigint IDENTITY(1, 1) NOT NULL PRIMARY KEY CLUSTERED,
+        received_at datetime2(7) NOT NULL,
+        initiator smallint NOT NULL,
+        messages int NOT NULL,
+        warmup_messages int NOT NULL);
+GO
+-- The paper's user-defined error table for messages the procedure cannot process.
+IF OBJECT_ID(N'[dbo].[messageErrors]', N'U') IS NULL
+    CREATE TABLE [dbo].[messageErrors] (
+        id bigint IDENTITY(1, 1) NOT NULL PRIMARY KEY CLUSTERED,
+        received_at datetime2(7) NOT NULL,
+        [dialog] uniqueidentifier NULL,
+        message_type nvarchar(256) NULL,
+        error nvarchar(4000) NOT NULL,
+        messageVal varbinary(2000) NULL);
+
+-- @@ activation_procedure
+-- The paper's receive activation procedure, set-based: RECEIVE TOP (n) into a table variable
+-- with WAITFOR ... TIMEOUT, one transaction per RECEIVE that always commits. A message that
+-- cannot be parsed goes to the error table (never a rollback: five rollbacks in a row would
+-- disable the queue). EndDialog and Error messages end the conversation.
+CREATE OR ALTER PROCEDURE [dbo].{{ident:activation_procedure}}
+AS
+BEGIN
+    SET NOCOUNT ON;
+    DECLARE @receive TABLE (
+        message_type sysname,
+        message_body varbinary(max),
+        [dialog] uniqueidentifier);
+    DECLARE @rows int, @now datetime2(7), @dh uniqueidentifier, @err nvarchar(4000);
+
+    -- Loop calling RECEIVE; leave after a timeout with no messages.
+    WHILE 1 = 1
+    BEGIN
+        SET @rows = NULL;
+        BEGIN TRY
+            -- The transaction includes the RECEIVE, the processing and the writes.
+            BEGIN TRANSACTION;
+            -- Receive up to receive_top messages, wait up to waitfor_timeout_ms for them.
+            WAITFOR (
+                RECEIVE TOP ({{int:receive_top}})
+                    message_type_name,
+                    message_body,
+                    conversation_handle
+                FROM [dbo].{{ident:queue}}
+                INTO @receive
+            ), TIMEOUT {{int:waitfor_timeout_ms}};
+            SET @rows = @@ROWCOUNT;
+            -- No messages: leave the procedure (the queue monitor starts it again).
+            IF @rows = 0
+            BEGIN
+                ROLLBACK TRANSACTION;
+                BREAK;
+            END;
+            SET @now = SYSUTCDATETIME();
+
+            -- Copy the first 2,000 bytes of every data message to the drop table.
+            INSERT INTO [dbo].[messageDrop] (initiator, sent_at, received_at, warmup, messageVal)
+            SELECT h.initiator, h.sent_at, @now, h.warmup, CAST(r.message_body AS varbinary(2000))
+            FROM @receive AS r
+            CROSS APPLY (SELECT
+                CASE SUBSTRING(r.message_body, 1, 4)
+                    WHEN 0x53534231 THEN CAST(0 AS bit)   -- 'SSB1'
+                    WHEN 0x53534257 THEN CAST(1 AS bit)   -- 'SSBW'
+                END AS warmup,
+                TRY_CONVERT(smallint, CONVERT(varchar(3), SUBSTRING(r.message_body, 5, 3))) AS initiator,
+                TRY_CONVERT(datetime2(7),
+                            RTRIM(CONVERT(varchar(27), SUBSTRING(r.message_body, 9, 27))), 121) AS sent_at
+            ) AS h
+            WHERE r.message_type = {{lit:message_type}}
+              AND h.warmup IS NOT NULL AND h.initiator IS NOT NULL AND h.sent_at IS NOT NULL;
+
+            -- The tally: messages processed by this RECEIVE, per initiator.
+            INSERT INTO [dbo].[receiveTally] (received_at, initiator, messages, warmup_messages)
+            SELECT @now, h.initiator, COUNT(*), SUM(CASE WHEN h.warmup = 1 THEN 1 ELSE 0 END)
+            FROM @receive AS r
+            CROSS APPLY (SELECT
+                CASE SUBSTRING(r.message_body, 1, 4)
+                    WHEN 0x53534231 THEN CAST(0 AS bit)
+                    WHEN 0x53534257 THEN CAST(1 AS bit)
+                END AS warmup,
+                TRY_CONVERT(smallint, CONVERT(varchar(3), SUBSTRING(r.message_body, 5, 3))) AS initiator,
+                TRY_CONVERT(datetime2(7),
+                            RTRIM(CONVERT(varchar(27), SUBSTRING(r.message_body, 9, 27))), 121) AS sent_at
+            ) AS h
+            WHERE r.message_type = {{lit:message_type}}
+              AND h.warmup IS NOT NULL AND h.initiator IS NOT NULL AND h.sent_at IS NOT NULL
+            GROUP BY h.initiator;
+
+            -- Bad messages (no parsable header) and Service Broker Error messages: error table.
+            INSERT INTO [dbo].[messageErrors] (received_at, [dialog], message_type, error, messageVal)
+            SELECT @now, r.[dialog], r.message_type,
+                   CASE WHEN r.message_type = {{lit:message_type}}
+                        THEN N'message without a valid ssbench header'
+                        ELSE N'Service Broker error message' END,
+                   CAST(r.message_body AS varbinary(2000))
+            FROM @receive AS r
+            CROSS APPLY (SELECT
+                CASE SUBSTRING(r.message_body, 1, 4)
+                    WHEN 0x53534231 THEN CAST(0 AS bit)
+                    WHEN 0x53534257 THEN CAST(1 AS bit)
+                END AS warmup,
+                TRY_CONVERT(smallint, CONVERT(varchar(3), SUBSTRING(r.message_body, 5, 3))) AS initiator,
+                TRY_CONVERT(datetime2(7),
+                            RTRIM(CONVERT(varchar(27), SUBSTRING(r.message_body, 9, 27))), 121) AS sent_at
+            ) AS h
+            WHERE (r.message_type = {{lit:message_type}}
+                   AND (h.warmup IS NULL OR h.initiator IS NULL OR h.sent_at IS NULL))
+               OR r.message_type IN (N'http://schemas.microsoft.com/SQL/ServiceBroker/Error',
+                                     N'https://schemas.microsoft.com/SQL/ServiceBroker/Error');
+
+            -- EndDialog and Error messages: end our side of the conversation. (Books Online
+            -- shows these names with https://; the names SQL Server uses begin http://.)
+            WHILE 1 = 1
+            BEGIN
+                SET @dh = NULL;
+                SELECT TOP (1) @dh = [dialog] FROM @receive
+                WHERE message_type IN (N'http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog',
+                                       N'https://schemas.microsoft.com/SQL/ServiceBroker/EndDialog',
+                                       N'http://schemas.microsoft.com/SQL/ServiceBroker/Error',
+                                       N'https://schemas.microsoft.com/SQL/ServiceBroker/Error');
+                IF @dh IS NULL BREAK;
+                END CONVERSATION @dh;
+                DELETE FROM @receive WHERE [dialog] = @dh;
+            END;
+
+            DELETE FROM @receive;
+            COMMIT TRANSACTION;
+        END TRY
+        BEGIN CATCH
+            SET @err = CONCAT(N'error ', ERROR_NUMBER(), N' at line ', ERROR_LINE(), N': ',
+                              ERROR_MESSAGE());
+            IF XACT_STATE() = 1
+            BEGIN
+                -- Never roll back: log what was received and commit (the paper's tech-tip).
+                INSERT INTO [dbo].[messageErrors] (received_at, [dialog], message_type, error, messageVal)
+                SELECT SYSUTCDATETIME(), [dialog], message_type, @err,
+                       CAST(message_body AS varbinary(2000))
+                FROM @receive;
+                IF @@ROWCOUNT = 0
+                    INSERT INTO [dbo].[messageErrors] (received_at, error) VALUES (SYSUTCDATETIME(), @err);
+                COMMIT TRANSACTION;
+            END
+            ELSE
+            BEGIN
+                -- A doomed transaction cannot commit: roll back (the messages go back to the
+                -- queue) and log the error outside it.
+                IF XACT_STATE() <> 0 ROLLBACK TRANSACTION;
+                INSERT INTO [dbo].[messageErrors] (received_at, error) VALUES (SYSUTCDATETIME(), @err);
+            END;
+            DELETE FROM @receive;
+            -- The RECEIVE itself failed (e.g. the queue is disabled): stop.
+            IF @rows IS NULL BREAK;
+        END CATCH;
+    END;
+END;
+
+-- @@ activation_on
+-- The paper: MAX_QUEUE_READERS receive tasks, EXECUTE AS OWNER.
+ALTER QUEUE [dbo].{{ident:queue}}
+    WITH STATUS = ON,
+         ACTIVATION (
+             STATUS = ON,
+             PROCEDURE_NAME = [dbo].{{ident:activation_procedure}},
+             MAX_QUEUE_READERS = {{int:max_queue_readers}},
+             EXECUTE AS OWNER);
+
+-- @@ activation_off
+ALTER QUEUE [dbo].{{ident:queue}} WITH ACTIVATION (STATUS = OFF);
+
+-- @@ queue_enable
+-- Poison-message detection sets STATUS = OFF after five rollbacks in a row.
+ALTER QUEUE [dbo].{{ident:queue}} WITH STATUS = ON;
+
+-- @@ reset_procedure
+-- Between permutations: end every conversation of the service WITH CLEANUP (no EndDialog
+-- messages; both sides are cleaned) and empty ssbench's tables.
+CREATE OR ALTER PROCEDURE [dbo].[ssbench_reset]
+AS
+BEGIN
+    SET NOCOUNT ON;
+    DECLARE @dh uniqueidentifier, @n int = 0;
+    DECLARE conv CURSOR LOCAL STATIC READ_ONLY FOR
+        SELECT ce.conversation_handle
+        FROM sys.conversation_endpoints AS ce
+        JOIN sys.services AS s ON s.service_id = ce.service_id
+        WHERE s.name = {{lit:service}};
+    OPEN conv;
+    FETCH NEXT FROM conv INTO @dh;
+    BEGIN TRANSACTION;
+    WHILE @@FETCH_STATUS = 0
+    BEGIN
+        END CONVERSATION @dh WITH CLEANUP;
+        SET @n = @n + 1;
+        IF @n % 1000 = 0
+        BEGIN
+            COMMIT TRANSACTION;
+            BEGIN TRANSACTION;
+        END;
+        FETCH NEXT FROM conv INTO @dh;
+    END;
+    COMMIT TRANSACTION;
+    CLOSE conv;
+    DEALLOCATE conv;
+    TRUNCATE TABLE [dbo].[messageDrop];
+    TRUNCATE TABLE [dbo].[receiveTally];
+    TRUNCATE TABLE [dbo].[messageErrors];
+    SELECT @n AS conversations_ended;
+END;
+
+-- @@ truncate_tables
+TRUNCATE TABLE [dbo].[messageDrop];
+TRUNCATE TABLE [dbo].[receiveTally];
+TRUNCATE TABLE [dbo].[messageErrors];
+
+-- @@ received_by_initiator
+SELECT initiator, SUM(CAST(messages - warmup_messages AS bigint)), SUM(CAST(warmup_messages AS bigint))
+FROM [dbo].[receiveTally]
+GROUP BY initiator;
+
+-- @@ processed_total
+SELECT ISNULL(SUM(CAST(messages - warmup_messages AS bigint)), 0) FROM [dbo].[receiveTally];
+
+-- @@ error_count
+SELECT COUNT_BIG(*) FROM [dbo].[messageErrors];
+
+-- @@ error_samples
+SELECT TOP (5) received_at, message_type, error FROM [dbo].[messageErrors] ORDER BY id;
+
+-- @@ e2e_latencies
+-- End-to-end latency of every measured message received in [start, end) (UTC), per initiator:
+-- the target's receive time minus the initiator's send time (clock offsets are corrected by
+-- the caller).
+SELECT initiator, DATEDIFF_BIG(microsecond, sent_at, received_at)
+FROM [dbo].[messageDrop]
+WHERE warmup = 0 AND received_at >= ? AND received_at < ?;
+
+-- @@ queue_exact
+SELECT COUNT_BIG(*) FROM [dbo].{{ident:queue}} WITH (NOLOCK);
