@@ -283,6 +283,16 @@ class Runner:
         def mean(v):
             return round(statistics.fmean(v), 2) if v else None
 
+        server_cpu_mean = mean(server_cpu)
+        if not server_cpu and hasattr(t, "server_cpu_percent"):
+            # remote servers (SQL Server): the scheduler-monitor ring buffer, % of the machine
+            try:
+                with self.lock:
+                    per_server = t.server_cpu_percent()
+                server_cpu_mean = mean([v for v in per_server.values() if v is not None])
+            except Exception as e:  # telemetry must not fail the run
+                sampler.errors.append(f"server_cpu_percent: {e}")
+
         return {
             "schema": SUMMARY_SCHEMA, "run_id": self.run_dir.run_id, "permutation_id": perm.id,
             "repetition": rep, "permutation": perm.values(),
@@ -298,7 +308,7 @@ class Runner:
             "top_waits": top_waits,
             "max_xmitq_depth": max(xmitq) if xmitq else 0, "max_queue_depth": max(queue) if queue else 0,
             "activation_tasks_started": act.tasks_started(), "activation_tasks_max_running": act.max_running(),
-            "client_cpu_percent": mean(client_cpu), "server_cpu_percent": mean(server_cpu),
+            "client_cpu_percent": mean(client_cpu), "server_cpu_percent": server_cpu_mean,
             "worker_cpu_percent": {k: round(v, 1) for k, v in worker_mean.items()},
             "client_bound": client_bound,
             "errors": errors, "error_samples": wd.error_samples[:10],
