@@ -252,8 +252,11 @@ class Runner:
             return [s.value for s in samples if s.family == family and s.metric == metric
                     and (key is None or s.key == key)]
 
-        xmitq = series("queues", "xmitq_total", samples=sampler.samples)
-        queue = series("queues", "depth", "queue", samples=sampler.samples)
+        # queue depths from the measured window on (the drain included): the fast counts lag
+        # by up to a few seconds, so warm-up leftovers would otherwise show as the maximum
+        loaded = [s for s in sampler.samples if s.ts >= start]
+        xmitq = series("queues", "xmitq_total", samples=loaded)
+        queue = series("queues", "depth", "queue", samples=loaded)
         client_cpu = series("host", "cpu_percent", "client")
         server_cpu = series("host", "cpu_percent", "server")
         worker_cpu = {}

@@ -11,6 +11,8 @@ from pathlib import Path
 import gevent
 from locust import events
 
+STOP_MARGIN_S = 0.5
+
 
 def install(environment) -> None:
     state: dict = {}
@@ -31,7 +33,8 @@ def install(environment) -> None:
                                       "stop_requested": state["stopped"]})
                 environment.runner.quit()
 
-            gevent.spawn_later(spec.warmup_seconds + spec.measure_seconds, _finish)
+            # a little past the window: it starts at the next recording-bucket boundary
+            gevent.spawn_later(spec.warmup_seconds + spec.measure_seconds + STOP_MARGIN_S, _finish)
 
     @events.test_start.add_listener
     def _started(**_kw):

@@ -151,12 +151,12 @@ def _install_master(environment) -> None:
         if "ssbench_initiator" in data:
             state["workers"][client_id] = int(data["ssbench_initiator"])
 
-    def initiators_in_use() -> int:
-        opts = environment.parsed_options
-        n = int(getattr(opts, "ssbench_initiators", 1) or 1)
+    def clamp_initiators(n: int) -> int:
         known = sorted(set(state["workers"].values()))
-        top = max(known) if known else 1
-        return max(1, min(n, top))
+        return max(1, min(int(n), max(known) if known else 1))
+
+    def initiators_in_use() -> int:
+        return clamp_initiators(int(getattr(environment.parsed_options, "ssbench_initiators", 1) or 1))
 
     def allowed(worker_node) -> bool:
         ini = state["workers"].get(worker_node.id)
@@ -184,19 +184,11 @@ def _install_master(environment) -> None:
     environment.dispatcher_class = InitiatorDispatcher
 
     # ------------------------------------------------------------ session start / stop
-    @environment.events.test_start.add_listener
-    def _test_start(environment, **_kw):
+    def open_session(params: dict) -> str | None:
+        """Ask ssbench web to prepare the target and start a session; None or an error."""
         opts = environment.parsed_options
-        runner = environment.runner
-        params = {"initiators": initiators_in_use(),
-                  "users": int(getattr(runner, "target_user_count", 0) or getattr(opts, "num_users", 1) or 1),
-                  "spawn_rate": float(getattr(runner, "spawn_rate", 0) or getattr(opts, "spawn_rate", 1) or 1),
-                  "payload_bytes": int(getattr(opts, "ssbench_payload_bytes", 100)),
-                  "dialogs": str(getattr(opts, "ssbench_dialogs", "per_thread"))}
-        if getattr(opts, "ssbench_initiators", 1) != params["initiators"]:
-            log.warning("ssbench: %s initiators requested, %s worker(s) connected: using %s",
-                        getattr(opts, "ssbench_initiators", 1), len(state["workers"]), params["initiators"])
-        state.update(spawned=None, stopping=None, dispatched={}, started=time.time())
+        state.update(spawned=None, stopping=None, dispatched={}, started=time.time(), session=None)
+        setattr(opts, WEB_SPEC_OPTION, "")
         log.info("ssbench: preparing the target for %s", params)
         try:
             resp = control.post("/session/start", params, timeout=3600)
@@ -204,15 +196,27 @@ def _install_master(environment) -> None:
             resp = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         if not resp.get("ok"):
             log.error("ssbench: could not start the session: %s", resp.get("error"))
-            state["session"] = None
-            setattr(opts, WEB_SPEC_OPTION, "")
-            gevent.spawn_later(0.1, runner.stop)
-            return
+            return str(resp.get("error") or "unknown error")
         state["session"] = resp
         os.environ["SSBENCH_SPEC"] = resp["spec_path"]   # this master's own view (master.json)
         _reload_specs()
         setattr(opts, WEB_SPEC_OPTION, json.dumps(resp["spec"]))
         log.info("ssbench: session %s: %s", resp["run_id"], resp.get("description", ""))
+        return None
+
+    @environment.events.test_start.add_listener
+    def _test_start(environment, **_kw):
+        if state.pop("opened_by_ui", False) and state.get("session"):
+            return  # prepared by the /swarm request itself (below)
+        opts = environment.parsed_options
+        runner = environment.runner
+        params = {"initiators": initiators_in_use(),
+                  "users": int(getattr(runner, "target_user_count", 0) or getattr(opts, "num_users", 1) or 1),
+                  "spawn_rate": float(getattr(runner, "spawn_rate", 0) or getattr(opts, "spawn_rate", 1) or 1),
+                  "payload_bytes": int(getattr(opts, "ssbench_payload_bytes", 100)),
+                  "dialogs": str(getattr(opts, "ssbench_dialogs", "per_thread"))}
+        if open_session(params) is not None:
+            gevent.spawn_later(0.1, runner.stop)
 
     @environment.events.spawning_complete.add_listener
     def _spawned(user_count, **_kw):
@@ -287,6 +291,44 @@ def _install_master(environment) -> None:
         {"href": "./ssbench/metrics", "title": "Broker metrics (JSON)"}]
 
     app = web_ui.app
+
+    @app.before_request
+    def _prepare_before_swarm():
+        """Prepare the target inside the UI's start request, before Locust starts the swarm:
+        the UI then sees the swarm spawning as soon as its request returns (preparing can take
+        seconds; a swarm still "ready" at the UI's first poll would send it back to the form),
+        and a failure is shown to the user as the start request's error message."""
+        from locust.runners import STATE_CLEANUP, STATE_RUNNING, STATE_SPAWNING, STATE_STOPPING
+
+        if request.method != "POST" or not request.path.rstrip("/").endswith("/swarm"):
+            return None
+        if environment.runner.state in (STATE_SPAWNING, STATE_RUNNING, STATE_CLEANUP, STATE_STOPPING):
+            return None  # a change of user count while running: no new session
+        f, opts = request.form, environment.parsed_options
+
+        def val(key, default):
+            camel = key.split("_")[0] + "".join(w.title() for w in key.split("_")[1:])
+            for k in (key, camel):
+                if f.get(k, "") != "":
+                    return f[k]
+            return default
+
+        try:
+            params = {"initiators": clamp_initiators(int(val("ssbench_initiators", opts.ssbench_initiators))),
+                      "users": int(val("user_count", opts.num_users or 1)),
+                      "spawn_rate": float(val("spawn_rate", opts.spawn_rate or 1)),
+                      "payload_bytes": int(val("ssbench_payload_bytes", opts.ssbench_payload_bytes)),
+                      "dialogs": str(val("ssbench_dialogs", opts.ssbench_dialogs))}
+        except (TypeError, ValueError):
+            return None  # Locust's own route reports the bad value
+        if params["users"] < 1 or params["spawn_rate"] <= 0:
+            return None
+        err = open_session(params)
+        if err is not None:
+            return jsonify({"success": False, "host": environment.host,
+                            "message": f"ssbench could not prepare the target: {err}"})
+        state["opened_by_ui"] = True
+        return None
 
     @app.after_request
     def _extend_stats(response):

@@ -35,13 +35,17 @@ class WindowData:
 
 
 def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
-    """SENDs completed within [start, end): only whole buckets inside the window count, and the
-    window reported is exactly the span of those buckets."""
+    """SENDs completed within the measured window, which starts at the first bucket boundary at
+    or after ``start`` and lasts ``end - start`` (rounded to whole buckets); the window reported
+    is exactly the span of those buckets."""
     wd = None
     for f in files:
         data = json.loads(Path(f).read_text())
         bs = float(data["bucket_seconds"])
-        b0, b1 = math.ceil(start / bs - 1e-9), math.floor(end / bs + 1e-9)  # buckets [b0, b1)
+        # whole buckets [b0, b1): from the first bucket starting at or after `start`, as many
+        # as the window's length holds (the master keeps the load on a little past `end`)
+        b0 = math.ceil(start / bs - 1e-9)
+        b1 = b0 + max(1, round((end - start) / bs))
         if wd is None:
             wd = WindowData(start=b0 * bs, end=b1 * bs)
         init = int(data["initiator"])
