@@ -17,14 +17,12 @@ One repetition, in order:
 from __future__ import annotations
 
 import logging
-import math
 import shutil
 import statistics
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .collectors import SampleContext, Sampler, default_collectors
 from .collectors.activation import ActivationCollector
@@ -155,11 +153,11 @@ class Runner:
         try:
             with self.lock:
                 t.prepare(perm.initiators, profile, perm.broker)
-                t.start()
                 created = 0
                 for i in range(1, perm.initiators + 1):
                     created += t.create_dialogs(i, usable, every_n)
                     t.warm_up(i)
+                t.start()
             warm = self._drain(m.run.drain_timeout_seconds)
             if warm.in_flight:
                 raise TargetError(f"warm-up did not drain within {m.run.drain_timeout_seconds:g}s "
@@ -211,7 +209,7 @@ class Runner:
         while True:
             with self.lock:
                 c = self.target.counts()
-            if (c.in_flight == 0 and c.received >= c.sent) or c.queue_disabled \
+            if c.settled or c.queue_disabled \
                     or time.monotonic() >= deadline or self.stop_event.is_set():
                 return c
             time.sleep(0.25)
@@ -271,7 +269,8 @@ class Runner:
         for c in final.initiators:
             per_init.append({"initiator": c.initiator, "sent": c.sent, "received": c.received,
                              "lost": max(0, c.sent - c.received), "xmitq_left": c.xmitq})
-        lost = sum(p["lost"] for p in per_init)
+        # a poison message is received into the error table, not lost
+        lost = max(0, final.sent - final.received - final.errors)
         errors = wd.errors_total
         status = "ok"
         if lost:

@@ -49,7 +49,7 @@ def _on_init(environment, **_kw) -> None:
     if isinstance(runner, MasterRunner):
         from harness.load import master
 
-        master.install(environment)
+        master.install(environment, _spec)
     from harness.load import webui
 
     webui.install(environment)

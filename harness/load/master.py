@@ -14,16 +14,16 @@ from locust import events
 STOP_MARGIN_S = 0.5
 
 
-def install(environment) -> None:
+def install(environment, load_spec) -> None:
+    """``load_spec(environment)`` returns the SwarmSpec (the locustfile's loader: importing the
+    locustfile again here would load a second copy of it under another module name)."""
     state: dict = {}
 
     @events.spawning_complete.add_listener
     def _spawned(user_count, **_kw):
-        from harness.load.locustfile import _spec
-
         if "spawned" in state:
             return
-        spec = _spec(environment)
+        spec = load_spec(environment)
         state["spawned"] = time.time()
         _write(spec.out_dir, {"spawn_complete": state["spawned"], "user_count": user_count})
         if spec.measure_seconds > 0:

@@ -143,7 +143,6 @@ def _install_master(environment) -> None:
     state: dict = {"workers": {}, "session": None, "metrics": None, "spawned": None,
                    "stopping": None, "dispatched": {}}
     environment.ssbench_web = state  # for tests and debugging
-    _alias_locustfile()
 
     # ------------------------------------------------------------ which worker is which initiator
     @environment.events.worker_report.add_listener
@@ -323,6 +322,10 @@ def _install_master(environment) -> None:
             return None  # Locust's own route reports the bad value
         if params["users"] < 1 or params["spawn_rate"] <= 0:
             return None
+        asked = val("ssbench_initiators", opts.ssbench_initiators)
+        if str(asked) != str(params["initiators"]):
+            log.warning("ssbench: %s initiator(s) asked, workers connected for %s: using %s",
+                        asked, sorted(set(state["workers"].values())), params["initiators"])
         err = open_session(params)
         if err is not None:
             return jsonify({"success": False, "host": environment.host,
@@ -374,16 +377,6 @@ def _locustfile_modules():
         m = sys.modules.get(name)
         if m is not None and hasattr(m, "_reload_spec"):
             yield m
-
-
-def _alias_locustfile() -> None:
-    """Locust imports the locustfile as module ``locustfile``; :mod:`harness.load.master` later
-    imports ``harness.load.locustfile``, which would load a second copy that registers its
-    command-line arguments again (an error each time the web UI rebuilds its parser). Make both
-    names the same module."""
-    m = sys.modules.get("locustfile")
-    if m is not None and Path(getattr(m, "__file__", "")).resolve() == Path(__file__).with_name("locustfile.py").resolve():
-        sys.modules.setdefault("harness.load.locustfile", m)
 
 
 def _reload_specs() -> None:

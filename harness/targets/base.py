@@ -79,6 +79,12 @@ class Counts:
     def in_flight(self) -> int:
         return sum(c.xmitq for c in self.initiators) + self.target_queue
 
+    @property
+    def settled(self) -> bool:
+        """Queues empty and every message sent accounted for: processed, or in the error table
+        (a poison message is received and logged, not lost)."""
+        return self.in_flight == 0 and self.received + self.errors >= self.sent
+
 
 class Sender(abc.ABC):
     """One client connection to one initiator: what one Locust user (client thread) holds.
@@ -166,7 +172,7 @@ class Target(abc.ABC):
         deadline = time.monotonic() + timeout
         while True:
             c = self.counts()
-            if (c.in_flight == 0 and c.received >= c.sent) or c.queue_disabled \
+            if c.settled or c.queue_disabled \
                     or time.monotonic() >= deadline:
                 return c
             time.sleep(poll)

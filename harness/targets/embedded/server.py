@@ -270,6 +270,7 @@ class EmbeddedServer:
         """Stop the server and delete its data directory."""
         self.stop(mode="immediate")
         shutil.rmtree(self.data_dir, ignore_errors=True)
+        shutil.rmtree(self._socket_dir(), ignore_errors=True)
         self.state_file.unlink(missing_ok=True)
 
     def version(self) -> str:
