@@ -1,0 +1,81 @@
+"""``ssbench web [--target embedded|TOPOLOGY.yaml] [--port N] [--initiators N]``: the Locust web
+UI for interactive runs, with live broker metrics (docs/web.md).
+
+``ssbench web --worker --master-host HOST [--master-port 5557] [--initiator N]`` runs one
+worker on another host for a master started by ``ssbench web``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "web", help="Locust web UI for interactive runs, with live broker metrics",
+        description="Provision the target, start a Locust master with the ssbench users and one worker per "
+                    "initiator, and serve Locust's web UI (127.0.0.1 by default; the URL is printed). The start "
+                    "form carries ssbench's parameters (initiators in use, payload bytes, dialog strategy; the "
+                    "user count is the total number of client threads); a 'Broker metrics' tab shows live "
+                    "broker metrics. Every swarm start..stop is saved as a run under results/. Ctrl-C stops "
+                    "everything. See docs/web.md.")
+    p.add_argument("--target", default="embedded",
+                   help="'embedded' (PostgreSQL emulation, default) or a SQL Server topology YAML file")
+    p.add_argument("--port", type=int, default=8089,
+                   help="web UI port (default 8089; another free port if busy; 0 = any free port)")
+    p.add_argument("--initiators", type=int, default=1,
+                   help="initiators to provision, one Locust worker each (default 1); the form picks how many to use")
+    p.add_argument("--web-host", default="127.0.0.1",
+                   help="interface the web UI listens on (default 127.0.0.1; 0.0.0.0 to reach it from other hosts)")
+    p.add_argument("--master-bind-host", default="127.0.0.1",
+                   help="interface the Locust master listens on for workers (default 127.0.0.1; "
+                        "0.0.0.0 when workers run on other hosts)")
+    p.add_argument("--master-port", type=int, default=5557, help="Locust master port for workers (default 5557)")
+    p.add_argument("--local-workers", type=int, default=None,
+                   help="workers to start on this host, for initiators 1..N (default: all); the others "
+                        "are started on other hosts with 'ssbench web --worker'")
+    p.add_argument("--users", type=int, default=8, help="user count pre-filled in the form (default 8)")
+    p.add_argument("--spawn-rate", type=float, default=8.0, help="spawn rate pre-filled in the form (default 8)")
+    p.add_argument("--payload-bytes", type=int, default=100, help="payload pre-filled in the form (default 100)")
+    p.add_argument("--dialogs", default="per_thread", choices=["per_thread", "trick150", "shared"],
+                   help="dialog strategy pre-selected in the form (default per_thread)")
+    p.add_argument("--profile", default=None,
+                   help="server profile (embedded: durable or delayed; default durable)")
+    p.add_argument("--max-queue-readers", type=int, default=None,
+                   help="MAX_QUEUE_READERS of the target queue (default: 2 per core)")
+    p.add_argument("--results", type=Path, default=None, help="results root (default: ./results)")
+    g = p.add_argument_group("worker mode (on another host)")
+    g.add_argument("--worker", action="store_true",
+                   help="run one Locust worker for a master started by 'ssbench web' on another host")
+    g.add_argument("--master-host", default=None, help="the master's host (worker mode)")
+    g.add_argument("--initiator", type=int, default=None,
+                   help="the initiator this worker drives (worker mode; default $SSBENCH_INITIATOR or 1)")
+    p.set_defaults(func=cmd_web)
+
+
+def cmd_web(args) -> int:
+    from ..errors import UserError
+
+    if args.worker:
+        from ..web.launcher import run_worker
+
+        if not args.master_host:
+            raise UserError("--worker needs --master-host (the host running 'ssbench web')", field="--master-host")
+        initiator = args.initiator or int(os.environ.get("SSBENCH_INITIATOR", "1"))
+        return run_worker(args.master_host, args.master_port, initiator)
+
+    if args.initiators < 1:
+        raise UserError("must be at least 1", field="--initiators")
+    if args.users < 1 or args.spawn_rate <= 0:
+        raise UserError("--users must be at least 1 and --spawn-rate above 0")
+
+    from ..targets.base import make_target
+    from ..web.launcher import WebOptions, serve
+
+    target = make_target(args.target)
+    opts = WebOptions(initiators=args.initiators, local_workers=args.local_workers, web_host=args.web_host,
+                      port=args.port, master_bind_host=args.master_bind_host, master_port=args.master_port,
+                      users=args.users, spawn_rate=args.spawn_rate, payload_bytes=args.payload_bytes,
+                      dialogs=args.dialogs, profile=args.profile, max_queue_readers=args.max_queue_readers,
+                      results=args.results)
+    return serve(target, opts)

@@ -1,0 +1,104 @@
+"""The private control API between ``ssbench web`` and its Locust master (loopback HTTP + JSON).
+
+``ssbench web`` owns the target (database connections, the embedded broker, the collectors);
+the Locust master is a gevent process that must never block on a database driver, so it asks
+``ssbench web`` over this API: ``POST /session/start``, ``POST /session/stop``, ``GET /metrics``.
+The URL carries a random token and the server listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict], dict]
+
+
+class ControlServer:
+    """``routes`` maps ``"GET /metrics"`` / ``"POST /session/start"`` to a function of the JSON
+    body (``{}`` for GET) returning a JSON-able dict."""
+
+    def __init__(self, routes: dict[str, Handler], host: str = "127.0.0.1", port: int = 0):
+        self.routes = routes
+        self.token = secrets.token_urlsafe(16)
+        server = self
+
+        class _H(BaseHTTPRequestHandler):
+            def _handle(self, method: str) -> None:
+                prefix = f"/{server.token}"
+                if not self.path.startswith(prefix + "/"):
+                    self._reply(404, {"ok": False, "error": "not found"})
+                    return
+                fn = server.routes.get(f"{method} {self.path[len(prefix):]}")
+                if fn is None:
+                    self._reply(404, {"ok": False, "error": "not found"})
+                    return
+                try:
+                    n = int(self.headers.get("Content-Length") or 0)
+                    body = json.loads(self.rfile.read(n) or b"{}") if n else {}
+                    out = fn(body)
+                except Exception as e:  # reported to the caller, logged here
+                    log.exception("control %s %s", method, self.path[len(prefix):])
+                    out = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+                self._reply(200, out)
+
+            def _reply(self, code: int, obj: Any) -> None:
+                data = json.dumps(obj, default=str).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802
+                self._handle("GET")
+
+            def do_POST(self):  # noqa: N802
+                self._handle("POST")
+
+            def log_message(self, *_a):  # quiet
+                pass
+
+        self.httpd = ThreadingHTTPServer((host, port), _H)
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="ssbench-control", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/{self.token}"
+
+    def start(self) -> "ControlServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class ControlClient:
+    """Used inside the Locust master (urllib is cooperative under gevent's monkey patching)."""
+
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+
+    def _call(self, method: str, path: str, body: dict | None, timeout: float) -> dict:
+        data = json.dumps(body or {}).encode() if method == "POST" else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read() or b"{}")
+
+    def get(self, path: str, timeout: float = 5) -> dict:
+        return self._call("GET", path, None, timeout)
+
+    def post(self, path: str, body: dict, timeout: float = 60) -> dict:
+        return self._call("POST", path, body, timeout)

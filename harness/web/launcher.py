@@ -1,0 +1,347 @@
+"""The ``ssbench web`` process: target, control API, Locust master (web UI) and workers.
+
+Processes (all started here, all stopped on Ctrl-C):
+
+* this process: owns the target (provisioning, dialogs, the embedded broker's transport and
+  queue monitor via ``Target.start``/``stop``), the collectors and the results
+  (:mod:`harness.web.session`), behind a private loopback control API
+  (:mod:`harness.web.control`);
+* a Locust master serving the web UI (``--web-host``/``--port``), with the ssbench hooks of
+  :mod:`harness.load.webui`;
+* one Locust worker per initiator (``SSBENCH_INITIATOR=i``), unless ``--local-workers`` says
+  fewer (the others then run on other hosts: ``ssbench web --worker``, docs/web.md).
+
+Ctrl-C: a session in progress is stopped through the web UI's own Stop (so it is saved like
+any other), then the master quits (taking its workers with it), stragglers are killed, and the
+target's broker side is stopped. The embedded PostgreSQL server is left running: it is shared
+and reused by every ssbench command (``ssbench server stop`` stops it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TargetError, UserError
+from ..load.spec import SwarmSpec
+from ..load.swarm import LOCUSTFILE, free_port, worker_cmd
+from ..matrix import BrokerSettings
+from ..targets.base import Target
+from .control import ControlServer
+from .metrics import LiveMetrics
+from .session import WebSessions
+
+DEFAULT_WEB_PORT = 8089
+DEFAULT_MASTER_PORT = 5557
+
+
+@dataclass
+class WebOptions:
+    initiators: int = 1
+    local_workers: int | None = None      # None: one per initiator
+    web_host: str = "127.0.0.1"
+    port: int | None = DEFAULT_WEB_PORT   # 0: any free port
+    master_bind_host: str = "127.0.0.1"
+    master_port: int | None = DEFAULT_MASTER_PORT
+    users: int = 8
+    spawn_rate: float = 8.0
+    payload_bytes: int = 100
+    dialogs: str = "per_thread"
+    profile: str | None = None
+    max_queue_readers: int | None = None
+    results: Path | None = None
+    ready_timeout: float = 120.0
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host if host not in ("", "*") else "0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def _pick_port(host: str, wanted: int | None, default: int, what: str, may_move: bool) -> int:
+    if not wanted:
+        return free_port() if wanted == 0 else default
+    if _port_free(host, wanted):
+        return wanted
+    if wanted == default and may_move:
+        port = free_port()
+        print(f"ssbench web: {what} port {wanted} is busy, using {port}", file=sys.stderr)
+        return port
+    raise UserError(f"{what} port {wanted} on {host} is already in use")
+
+
+def default_broker(target: Target, max_queue_readers: int | None) -> BrokerSettings:
+    """Interactive defaults: 2 queue readers per core (the paper's rule) and a 1 s queue
+    monitor on the embedded target, so activation reacts within a second in the UI."""
+    readers = max_queue_readers or max(2, 2 * (os.cpu_count() or 1))
+    if target.kind == "embedded":
+        return BrokerSettings(max_queue_readers=readers, receive_top=10000, waitfor_timeout_ms=1000,
+                              monitor_interval_seconds=1.0)
+    return BrokerSettings(max_queue_readers=readers)
+
+
+class WebApp:
+    def __init__(self, target: Target, opts: WebOptions):
+        from ..paths import RESULTS
+
+        self.target = target
+        self.opts = opts
+        self.results = Path(opts.results or RESULTS)
+        self.procs: dict[str, subprocess.Popen] = {}
+        self._logs: list = []
+        self.state_dir = Path(tempfile.mkdtemp(prefix="ssbench-web-"))
+        self.control: ControlServer | None = None
+        self.sessions: WebSessions | None = None
+        self.web_port = 0
+        self.master_port = 0
+
+    # ------------------------------------------------------------------ pieces
+    def _profile(self) -> str:
+        profiles = self.target.profiles()
+        if self.opts.profile:
+            if self.opts.profile not in profiles:
+                raise UserError(f"server profile {self.opts.profile!r} is not defined for the {self.target.kind} "
+                                f"target (known: {', '.join(profiles)})", field="--profile")
+            return self.opts.profile
+        return "durable" if "durable" in profiles else profiles[0]
+
+    def _popen(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
+        log = open(self.state_dir / f"{name}.log", "wb")
+        self._logs.append(log)
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+        self.procs[name] = p
+        return p
+
+    def _base_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        for k in ("SSBENCH_SPEC", "SSBENCH_INITIATOR", "SSBENCH_WEB_CONTROL"):
+            env.pop(k, None)
+        return env
+
+    def worker_pids(self) -> dict[str, int]:
+        return {n: p.pid for n, p in self.procs.items() if n.startswith("worker") and p.poll() is None}
+
+    def start_master(self) -> None:
+        o = self.opts
+        env = self._base_env()
+        env["SSBENCH_WEB_CONTROL"] = self.control.url
+        cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--master",
+               "--master-bind-host", o.master_bind_host, "--master-bind-port", str(self.master_port),
+               "--web-host", o.web_host, "--web-port", str(self.web_port),
+               "--host", f"ssbench:{self.target.kind}", "--users", str(o.users), "--spawn-rate", str(o.spawn_rate),
+               "--ssbench-initiators", str(o.initiators), "--ssbench-payload-bytes", str(o.payload_bytes),
+               "--ssbench-dialogs", o.dialogs, "--loglevel", "INFO"]
+        self._popen("master", cmd, env)
+
+    def start_worker(self, initiator: int) -> None:
+        env = self._base_env()
+        env["SSBENCH_INITIATOR"] = str(initiator)
+        env["SSBENCH_SPEC"] = str(placeholder_spec(self.state_dir, initiator))
+        self._popen(f"worker.i{initiator}", worker_cmd(self.master_port), env)
+
+    def _status(self) -> dict | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.web_port}/ssbench/status", timeout=2) as r:
+                return json.loads(r.read())
+        except Exception:
+            return None
+
+    def log_tail(self, lines: int = 30) -> str:
+        out = []
+        for f in sorted(self.state_dir.glob("*.log")):
+            text = f.read_text(errors="replace").splitlines()[-lines:]
+            if text:
+                out.append(f"--- {f.name}\n" + "\n".join(text))
+        return "\n".join(out)
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> int:
+        o = self.opts
+        local = o.initiators if o.local_workers is None else max(0, min(o.local_workers, o.initiators))
+        self.web_port = _pick_port(o.web_host, o.port, DEFAULT_WEB_PORT, "web UI", may_move=True)
+        self.master_port = _pick_port(o.master_bind_host, o.master_port, DEFAULT_MASTER_PORT, "Locust master",
+                                      may_move=local == o.initiators)
+        profile = self._profile()
+        broker = default_broker(self.target, o.max_queue_readers)
+        print(f"ssbench web: provisioning {self.target.label} for {o.initiators} initiator(s)...",
+              file=sys.stderr, flush=True)
+        self.target.provision(o.initiators)
+        metrics = LiveMetrics(self.target.label)
+        self.sessions = WebSessions(self.target, self.results, o.initiators, profile, broker, metrics,
+                                    client_pids=self.worker_pids)
+        s = self.sessions
+        self.control = ControlServer({
+            "POST /session/start": s.start,
+            "POST /session/stop": s.stop,
+            "GET /metrics": lambda _b: metrics.snapshot(),
+        }).start()
+        self.start_master()
+        for i in range(1, local + 1):
+            self.start_worker(i)
+        deadline = time.monotonic() + o.ready_timeout
+        while True:
+            if self.procs["master"].poll() is not None:
+                raise TargetError("the Locust master exited:\n" + self.log_tail())
+            st = self._status()
+            if st is not None and len(st.get("workers", {})) >= local:
+                break
+            if time.monotonic() > deadline:
+                raise TargetError(f"the Locust web UI and {local} worker(s) were not ready within "
+                                  f"{o.ready_timeout:g}s:\n" + self.log_tail())
+            time.sleep(0.3)
+        host = "127.0.0.1" if o.web_host in ("", "*", "0.0.0.0") else o.web_host
+        remote = o.initiators - local
+        print(f"ssbench web: Locust web UI at http://{host}:{self.web_port}/  (live broker metrics: "
+              f"'Broker metrics' tab, or http://{host}:{self.web_port}/ssbench/)", flush=True)
+        print(f"ssbench web: master port {self.master_port}; {local} local worker(s)"
+              + (f", waiting for {remote} worker(s) from other hosts (ssbench web --worker)" if remote else "")
+              + f"; sessions are saved under {self.results}/", flush=True)
+        print("ssbench web: ready. Ctrl-C stops everything.", flush=True)
+        while self.procs["master"].poll() is None:
+            time.sleep(0.5)
+        print("ssbench web: the Locust master exited:\n" + self.log_tail(10), file=sys.stderr)
+        return 3
+
+    # ------------------------------------------------------------------ shutdown
+    def shutdown(self) -> None:
+        """Graceful: stop a running swarm through the UI (the session is saved), quit the master
+        (it tells its workers to quit), then make sure nothing is left."""
+        master = self.procs.get("master")
+        if self.sessions is not None and self.sessions.current is not None and master and master.poll() is None:
+            print("ssbench web: stopping the swarm and saving the session...", file=sys.stderr, flush=True)
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{self.web_port}/stop", data=b"", method="POST")
+                urllib.request.urlopen(req, timeout=180).read()
+            except Exception as e:
+                print(f"ssbench web: stopping the swarm: {e}", file=sys.stderr)
+        if master and master.poll() is None:
+            master.send_signal(signal.SIGTERM)
+        self._wait_all(15)
+        if self.sessions is not None:
+            path = self.sessions.abandon()
+            if path:
+                print(f"ssbench web: session saved as interrupted: {path}", file=sys.stderr)
+
+    def _wait_all(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while any(p.poll() is None for p in self.procs.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def kill_all(self) -> None:
+        """Whatever is still running: SIGTERM, then SIGKILL, each process group."""
+        for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+            alive = [p for p in self.procs.values() if p.poll() is None]
+            if not alive:
+                break
+            for p in alive:
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+            self._wait_all(grace)
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                pass
+
+    def close(self) -> None:
+        try:
+            self.target.stop()
+        except Exception as e:  # pragma: no cover - best effort
+            print(f"ssbench web: stopping the target: {e}", file=sys.stderr)
+        try:
+            self.target.close()
+        except Exception:  # pragma: no cover
+            pass
+        if self.control is not None:
+            self.control.stop()
+        for log in self._logs:
+            log.close()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def placeholder_spec(state_dir: Path, initiator: int) -> Path:
+    """A worker's spec before its first session (the real one comes inline from the master);
+    it keeps an idle worker's end-of-swarm hook quiet."""
+    out = state_dir / f"worker-i{initiator}"
+    out.mkdir(parents=True, exist_ok=True)
+    return SwarmSpec(sender_specs={}, out_dir=str(out)).dump(state_dir / f"worker-i{initiator}-spec.json")
+
+
+def serve(target: Target, opts: WebOptions) -> int:
+    def _term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _term)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
+    app = WebApp(target, opts)
+    code = 0
+    try:
+        try:
+            code = app.run()
+        except KeyboardInterrupt:
+            print("\nssbench web: stopping...", file=sys.stderr, flush=True)
+            try:
+                app.shutdown()
+            except KeyboardInterrupt:
+                print("ssbench web: aborting", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # finish tidying up whatever happens
+        try:
+            app.kill_all()
+            app.close()
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    saved = app.sessions.saved if app.sessions else []
+    for p in saved:
+        print(f"ssbench web: saved run {p}", file=sys.stderr)
+    if target.kind == "embedded":
+        print("ssbench web: stopped. The embedded PostgreSQL server keeps running (it is shared and reused; "
+              "`ssbench server stop` stops it).", file=sys.stderr)
+    else:
+        print("ssbench web: stopped.", file=sys.stderr)
+    return code
+
+
+def run_worker(master_host: str, master_port: int, initiator: int) -> int:
+    """``ssbench web --worker``: one Locust worker for ``initiator`` on this host, for a master
+    started by ``ssbench web`` on another host. Runs until the master quits or Ctrl-C."""
+    state = Path(tempfile.mkdtemp(prefix="ssbench-web-worker-"))
+    env = dict(os.environ)
+    env.update(PYTHONUNBUFFERED="1", SSBENCH_INITIATOR=str(initiator),
+               SSBENCH_SPEC=str(placeholder_spec(state, initiator)))
+    env.pop("SSBENCH_WEB_CONTROL", None)
+    cmd = worker_cmd(master_port, master_host)
+    cmd[cmd.index("--loglevel") + 1] = "INFO"
+    print(f"ssbench web: worker for initiator {initiator} -> master {master_host}:{master_port}", file=sys.stderr)
+    p = subprocess.Popen(cmd, env=env, start_new_session=True)
+    try:
+        return p.wait()
+    except KeyboardInterrupt:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        return 130
+    finally:
+        shutil.rmtree(state, ignore_errors=True)

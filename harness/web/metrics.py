@@ -1,0 +1,123 @@
+"""Live broker metrics for the web UI, from the collectors' samples (one snapshot per tick).
+
+The snapshot is JSON: what ``/ssbench/metrics`` returns and what the "Broker metrics" tab and
+the ``/ssbench/`` page show. Field names say which metric family they come from
+(``docs/results.md``): ``throughput.received_per_s``, ``queues.depth``, ``activation.tasks_running``,
+``waits.wait_ms_per_s``, ``host.cpu_percent``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+HISTORY = 180          # ticks kept for the page's chart
+TOP_WAITS = 5
+WAIT_TICKS = 5         # top waits are averaged over the last ticks: targets flush their wait
+                       # statistics on their own period (the embedded broker: every second), so
+                       # a single tick can see none
+
+
+class LiveMetrics:
+    def __init__(self, target_label: str = ""):
+        self._lock = threading.Lock()
+        self.target_label = target_label
+        self.state = "idle"             # idle | preparing | running | saving
+        self.session: dict = {}
+        self.last: dict = {}
+        self.history: deque = deque(maxlen=HISTORY)
+        self._waits: deque = deque(maxlen=WAIT_TICKS)
+        self.ticks = 0
+
+    def set_state(self, state: str, **session) -> None:
+        with self._lock:
+            self.state = state
+            if session:
+                self.session = session
+
+    def reset(self) -> None:
+        with self._lock:
+            self.last = {}
+            self.history.clear()
+            self._waits.clear()
+
+    def on_tick(self, samples) -> None:
+        """Sampler callback (one tick's samples)."""
+        snap: dict = {"ts": time.time(), "received_per_s": None, "processed_total": None, "xmitq": {},
+                      "xmitq_total": None, "queue_depth": None, "activation_tasks_running": None,
+                      "top_waits": [], "server_cpu_percent": None, "client_cpu_percent": None}
+        waits: dict[str, float] = {}
+        for s in samples:
+            f, m, k, v = s.family, s.metric, s.key, s.value
+            if f == "throughput" and m == "received_per_s":
+                snap["received_per_s"] = v
+            elif f == "throughput" and m == "processed_total":
+                snap["processed_total"] = v
+            elif f == "queues" and m == "depth":
+                if k == "queue":
+                    snap["queue_depth"] = v
+                elif k.startswith("xmitq."):
+                    snap["xmitq"][k.split(".", 1)[1]] = v
+            elif f == "queues" and m == "xmitq_total":
+                snap["xmitq_total"] = v
+            elif f == "activation" and m == "tasks_running":
+                snap["activation_tasks_running"] = v
+            elif f == "waits" and m == "wait_ms_per_s":
+                waits[k] = v
+            elif f == "host" and m == "cpu_percent" and k in ("server", "client"):
+                snap[f"{k}_cpu_percent"] = v
+        with self._lock:
+            self._waits.append(waits)
+            total: dict[str, float] = {}
+            for w in self._waits:
+                for k, v in w.items():
+                    total[k] = total.get(k, 0.0) + v / len(self._waits)
+            top = sorted(total.items(), key=lambda kv: -kv[1])[:TOP_WAITS]
+            snap["top_waits"] = [{"wait_type": k, "wait_ms_per_s": round(v, 2)} for k, v in top if v > 0]
+            self.ticks += 1
+            snap["tick"] = self.ticks
+            self.last = snap
+            self.history.append({"ts": round(snap["ts"], 3), "received_per_s": snap["received_per_s"],
+                                 "xmitq_total": snap["xmitq_total"], "queue_depth": snap["queue_depth"],
+                                 "activation_tasks_running": snap["activation_tasks_running"]})
+
+    def snapshot(self, history: bool = True) -> dict:
+        with self._lock:
+            out = {"state": self.state, "target": self.target_label, "session": dict(self.session),
+                   "now": time.time(), **self.last}
+            if history:
+                out["history"] = list(self.history)
+            return out
+
+
+def _num(v, fmt: str = "{:,.0f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def table_rows(m: dict) -> list[dict]:
+    """Rows of the "Broker metrics" tab: ``{"metric": ..., "value": ...}`` (strings)."""
+    session = m.get("session") or {}
+    state = m.get("state", "?")
+    if session.get("run_id"):
+        state += f" (run {session['run_id']})"
+    rows = [("State", state), ("Target", m.get("target") or "-")]
+    if session.get("description"):
+        rows.append(("Session", session["description"]))
+    rows += [("Messages received/s at the target", _num(m.get("received_per_s"), "{:,.1f}")),
+             ("Messages processed (session)", _num(m.get("processed_total"))),
+             ("Transmission queue depth (all initiators)", _num(m.get("xmitq_total")))]
+    for ini, v in sorted((m.get("xmitq") or {}).items()):
+        rows.append((f"Transmission queue depth {ini}", _num(v)))
+    rows += [("Target queue depth", _num(m.get("queue_depth"))),
+             ("Activation tasks running", _num(m.get("activation_tasks_running")))]
+    waits = m.get("top_waits") or []
+    if not waits:
+        rows.append(("Top waits", "-"))
+    for i, w in enumerate(waits, 1):
+        rows.append((f"Top wait {i}: {w['wait_type']}", f"{w['wait_ms_per_s']:,.1f} ms/s"))
+    rows += [("Server CPU (% of one core)", _num(m.get("server_cpu_percent"), "{:,.0f}")),
+             ("Sampled at (UTC)", time.strftime("%H:%M:%S", time.gmtime(m["ts"])) if m.get("ts") else "-")]
+    if m.get("error"):
+        rows.append(("Error", m["error"]))
+    return [{"metric": k, "value": str(v)} for k, v in rows]
