@@ -52,7 +52,7 @@ def ssbench_rate(target, clients, payload, seconds, warmup, work) -> float:
 
 
 def pgbench_rate(target, clients, payload, seconds, work) -> float:
-    info = target.info()
+    info = target.info
     body = ("ssbench-payload-" * (payload // 16 + 1))[:payload].encode().hex()
     script = Path(work) / "send.sql"
     script.write_text("\\set k :client_id + 1\n"

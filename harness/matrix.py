@@ -11,16 +11,14 @@ Every user error names the file, the line and the field, and is raised as
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
-
 from .errors import UserError
+from .yamlsrc import Located, load_located, unwrap
 
 MAX_PAYLOAD_BYTES = 2 * 1024 ** 3  # SQL Server's varbinary(max) limit: 2 GB - 1
 SERVER_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
@@ -213,81 +211,14 @@ def _replace(obj, **changes):
 
 # --------------------------------------------------------------------------- loading
 
-class _Located:
-    """A YAML value with the line it came from (1-based)."""
-
-    __slots__ = ("value", "line")
-
-    def __init__(self, value: Any, line: int):
-        self.value = value
-        self.line = line
-
-
-def _plain(node: yaml.Node, file: str, path: str) -> Any:
-    """Convert a composed YAML node to Python values, wrapping every scalar/collection in
-    _Located so errors can name lines; duplicate mapping keys are errors."""
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, _Located] = {}
-        for key_node, value_node in node.value:
-            key = _construct(key_node)
-            if not isinstance(key, str):
-                raise UserError("mapping keys must be strings", file=file,
-                                line=key_node.start_mark.line + 1, field=path or "<top>")
-            sub = f"{path}.{key}" if path else key
-            if key in out:
-                raise UserError("duplicate key", file=file, line=key_node.start_mark.line + 1, field=sub)
-            out[key] = _plain(value_node, file, sub)
-        return _Located(out, line)
-    if isinstance(node, yaml.SequenceNode):
-        return _Located([_plain(n, file, f"{path}[{i}]") for i, n in enumerate(node.value)], line)
-    return _Located(_construct(node), line)
-
-
-def _construct(node: yaml.Node) -> Any:
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(node, deep=True)
-    finally:
-        loader.dispose()
-
-
-def _unwrap(loc: _Located) -> Any:
-    v = loc.value
-    if isinstance(v, dict):
-        return {k: _unwrap(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_unwrap(x) for x in v]
-    return v
-
-
 def load_matrix(path: str | Path) -> Matrix:
     """Load, validate and return a matrix; raises UserError naming file, line and field."""
     p = Path(path)
     file = str(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise UserError("no such file", file=file) from None
-    except OSError as e:
-        raise UserError(f"cannot read: {e.strerror}", file=file) from None
-    try:
-        text = raw.decode("utf-8")
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except UnicodeDecodeError:
-        raise UserError("not UTF-8 text", file=file) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise UserError(f"invalid YAML: {getattr(e, 'problem', e)}", file=file,
-                        line=mark.line + 1 if mark else None) from None
-    if node is None:
-        raise UserError("empty matrix file", file=file)
-    top = _plain(node, file, "")
-    if not isinstance(top.value, dict):
-        raise UserError("a matrix is a mapping with 'axes', 'run' and 'broker'", file=file, line=top.line)
-    doc: dict[str, _Located] = top.value
+    top, sha256 = load_located(p, "matrix")
+    doc: dict[str, Located] = top.value
 
-    def err(msg: str, loc: _Located | None, fld: str) -> UserError:
+    def err(msg: str, loc: Located | None, fld: str) -> UserError:
         return UserError(msg, file=file, line=loc.line if loc else top.line, field=fld)
 
     for key, loc in doc.items():
@@ -348,7 +279,7 @@ def load_matrix(path: str | Path) -> Matrix:
             profiles[key] = loc.value
 
     return Matrix(path=p, name=name, description=description, axes=axes, run=run, broker=broker,
-                  embedded_profiles=profiles, sha256=hashlib.sha256(raw).hexdigest())
+                  embedded_profiles=profiles, sha256=sha256)
 
 
 def _show(v: Any) -> str:
@@ -364,11 +295,11 @@ def _str_field(doc, key, default, err) -> str:
     return loc.value
 
 
-def _axis_value(axis: str, item: _Located, err) -> Any:
+def _axis_value(axis: str, item: Located, err) -> Any:
     v = item.value
     if axis == "dialogs":
         try:
-            return DialogStrategy.parse(_unwrap(item))
+            return DialogStrategy.parse(unwrap(item))
         except ValueError as e:
             raise err(str(e)) from None
     if axis == "server":

@@ -29,12 +29,12 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import UserError
+from ..results import write_json
 from . import stats
 
 GATE_SCHEMA = "ssbench.gate/1"
@@ -605,25 +605,6 @@ def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings =
                       integrity=integrity, provenance_warnings=prov, notes=notes)
 
 
-def write_json_atomic(path: Path, doc: Any) -> None:
-    """Write JSON to a temporary file in the same directory, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def write_report(report: GateReport, path: str | os.PathLike[str] | None = None) -> Path:
     """Write gate.json (default: next to the candidate run, ``<candidate>/gate.json``)."""
     if path is None:
@@ -631,5 +612,5 @@ def write_report(report: GateReport, path: str | os.PathLike[str] | None = None)
             raise ValueError("no candidate run to write gate.json next to")
         path = report.candidate.path / "gate.json"
     p = Path(path)
-    write_json_atomic(p, report.to_json())
+    write_json(p, report.to_json())
     return p

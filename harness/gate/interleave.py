@@ -47,8 +47,8 @@ import yaml
 
 from ..errors import TargetError, UserError
 from . import stats
-from .compare import (GateReport, GateSettings, compare_runs, load_run, write_json_atomic,
-                      write_report)
+from ..results import write_json
+from .compare import GateReport, GateSettings, compare_runs, load_run, write_report
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +300,7 @@ def combine_runs(run_dirs: list[tuple[int, Path]], dest: Path, *, side: str,
                 if isinstance(summary, dict):
                     summary["repetition"] = n
                     summary["interleave"] = {"round": round_no, "side": side, "source": str(rep_dir)}
-                    write_json_atomic(target / "summary.json", summary)
+                    write_json(target / "summary.json", summary)
     assert first_run is not None, "no runs to combine"
     for perm, n in counters.items():
         _write_perm_summary(dest / perm, n)
@@ -309,7 +309,7 @@ def combine_runs(run_dirs: list[tuple[int, Path]], dest: Path, *, side: str,
     combined["status"] = "complete" if all(s in (None, "complete") for s in statuses) else next(
         s for s in statuses if s not in (None, "complete"))
     combined["gate_interleave"] = {"side": side, "rounds": rounds_info}
-    write_json_atomic(dest / "run.json", combined)
+    write_json(dest / "run.json", combined)
     if matrix_file is not None:
         shutil.copyfile(matrix_file, dest / "matrix.yaml")
     return dest
@@ -340,7 +340,7 @@ def _write_perm_summary(perm_dir: Path, n: int) -> None:
         return stats.median(vals) if vals else None
 
     perm = reps[0].get("permutation", {}) if isinstance(reps[0], dict) else {}
-    write_json_atomic(perm_dir / "summary.json", {
+    write_json(perm_dir / "summary.json", {
         "schema": "ssbench.permutation/1", "permutation": perm, "repetitions": list(range(1, n + 1)),
         "median": {"send_rate": med("send_rate"), "receive_rate": med("receive_rate"),
                    "send_p99_ms": med("send_latency_ms", "p99"), "e2e_p99_ms": med("e2e_latency_ms", "p99")},
@@ -419,7 +419,7 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
         "matrix": str(matrix_file), "matrix_sha256": m.sha256, "rounds": n_rounds, "seed": seed,
         "orders": [list(o) for o in orders], "target": target, "started": _now(), "runs": [],
         "status": "running"}
-    write_json_atomic(out / "interleave.json", record)
+    write_json(out / "interleave.json", record)
     if runner is None:
         runner = SubprocessRunner(target=target)
     echo(f"gate: interleaving baseline {baseline_ref} ({baseline_commit[:12]}) and candidate "
@@ -445,12 +445,12 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
                     runs[name].append((i, run_dir))
                     record["runs"].append({"round": i, "side": name, "run_dir": str(run_dir),
                                            "seconds": round(time.monotonic() - t0, 3)})
-                    write_json_atomic(out / "interleave.json", record)
+                    write_json(out / "interleave.json", record)
     except BaseException as e:
         record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         record["error"] = str(e)
         record["ended"] = _now()
-        write_json_atomic(out / "interleave.json", record)
+        write_json(out / "interleave.json", record)
         raise
     record["worktree_removed"] = not keep_worktree
     baseline_dir = combine_runs(runs["baseline"], out / "baseline", side="baseline", matrix_file=matrix_file)
@@ -465,7 +465,7 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     gate_json = write_report(report)
     record["verdict"] = report.verdict
     record["gate_json"] = str(gate_json)
-    write_json_atomic(out / "interleave.json", record)
+    write_json(out / "interleave.json", record)
     return InterleaveResult(report=report, out_dir=out, baseline_dir=baseline_dir,
                             candidate_dir=candidate_dir, gate_json=gate_json, record=record)
 

@@ -28,16 +28,14 @@ file, the line and the field (:class:`harness.errors.UserError`, exit code 2).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
 from ...errors import UserError
+from ...yamlsrc import Located, load_located
 from . import tsql
 
 LAYOUTS = ("distributed", "single")
@@ -268,49 +266,6 @@ class Topology:
 
 # --------------------------------------------------------------------------- YAML plumbing
 
-class _Loc:
-    """A YAML value with its 1-based line."""
-
-    __slots__ = ("value", "line")
-
-    def __init__(self, value: Any, line: int):
-        self.value = value
-        self.line = line
-
-
-def _construct(node: yaml.Node) -> Any:
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(node, deep=True)
-    finally:
-        loader.dispose()
-
-
-def _wrap(node: yaml.Node, file: str, path: str) -> _Loc:
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, _Loc] = {}
-        for key_node, value_node in node.value:
-            key = _construct(key_node)
-            kline = key_node.start_mark.line + 1
-            if not isinstance(key, str):
-                raise UserError("mapping keys must be strings", file=file, line=kline, field=path or "<top>")
-            sub = f"{path}.{key}" if path else key
-            if key in out:
-                raise UserError("duplicate key", file=file, line=kline, field=sub)
-            low = key.lower()
-            if low in ("password", "pwd", "passwd") or low.endswith("_password"):
-                raise UserError("literal passwords are not allowed in a topology file: export the "
-                                "password in an environment variable and name that variable with "
-                                "password_env: (for example password_env: SSBENCH_MSSQL_PASSWORD)",
-                                file=file, line=kline, field=sub)
-            out[key] = _wrap(value_node, file, sub)
-        return _Loc(out, line)
-    if isinstance(node, yaml.SequenceNode):
-        return _Loc([_wrap(n, file, f"{path}[{i}]") for i, n in enumerate(node.value)], line)
-    return _Loc(_construct(node), line)
-
-
 class _Reader:
     """Typed field access with file/line/field errors."""
 
@@ -318,10 +273,10 @@ class _Reader:
         self.file = file
         self.top_line = top_line
 
-    def err(self, msg: str, loc: _Loc | None, fld: str) -> UserError:
+    def err(self, msg: str, loc: Located | None, fld: str) -> UserError:
         return UserError(msg, file=self.file, line=loc.line if loc else self.top_line, field=fld)
 
-    def mapping(self, loc: _Loc | None, fld: str, allowed: set[str]) -> dict[str, _Loc]:
+    def mapping(self, loc: Located | None, fld: str, allowed: set[str]) -> dict[str, Located]:
         if loc is None or loc.value is None:
             return {}
         if not isinstance(loc.value, dict):
@@ -332,9 +287,9 @@ class _Reader:
                                f"{fld}.{k}" if fld else k)
         return loc.value
 
-    def string(self, m: dict[str, _Loc], key: str, fld: str, default: str | None = None,
+    def string(self, m: dict[str, Located], key: str, fld: str, default: str | None = None,
                required: bool = False, check: Callable[[str, str], str] | None = None,
-               parent: _Loc | None = None) -> str | None:
+               parent: Located | None = None) -> str | None:
         if key not in m or m[key].value is None:
             if required:
                 raise self.err("missing", parent, fld)
@@ -349,14 +304,14 @@ class _Reader:
                 raise self.err(str(e), loc, fld) from None
         return loc.value
 
-    def choice(self, m: dict[str, _Loc], key: str, fld: str, choices: tuple[str, ...],
+    def choice(self, m: dict[str, Located], key: str, fld: str, choices: tuple[str, ...],
                default: str) -> str:
         v = self.string(m, key, fld, default)
         if v not in choices:
             raise self.err(f"must be one of {', '.join(choices)}, got {v!r}", m.get(key), fld)
         return v
 
-    def boolean(self, m: dict[str, _Loc], key: str, fld: str, default: bool) -> bool:
+    def boolean(self, m: dict[str, Located], key: str, fld: str, default: bool) -> bool:
         if key not in m or m[key].value is None:
             return default
         v = m[key].value
@@ -364,7 +319,7 @@ class _Reader:
             raise self.err(f"must be true or false, got {v!r}", m[key], fld)
         return v
 
-    def number(self, m: dict[str, _Loc], key: str, fld: str, default: float, lo: float, hi: float,
+    def number(self, m: dict[str, Located], key: str, fld: str, default: float, lo: float, hi: float,
                integer: bool = False) -> Any:
         if key not in m or m[key].value is None:
             return default
@@ -396,30 +351,30 @@ def _check_driver_name(v: str, fld: str) -> str:
 
 # --------------------------------------------------------------------------- loading
 
+def _refuse_literal_passwords(loc: Located, file: str, path: str = "") -> None:
+    """Passwords come only from environment variables: any password-like key is an error."""
+    if isinstance(loc.value, list):
+        for i, item in enumerate(loc.value):
+            _refuse_literal_passwords(item, file, f"{path}[{i}]")
+    if not isinstance(loc.value, dict):
+        return
+    for key, item in loc.value.items():
+        sub = f"{path}.{key}" if path else key
+        low = key.lower()
+        if low in ("password", "pwd", "passwd") or low.endswith("_password"):
+            raise UserError("literal passwords are not allowed in a topology file: export the "
+                            "password in an environment variable and name that variable with "
+                            "password_env: (for example password_env: SSBENCH_MSSQL_PASSWORD)",
+                            file=file, line=item.line, field=sub)
+        _refuse_literal_passwords(item, file, sub)
+
+
 def load_topology(path: str | Path) -> Topology:
     """Load and validate a topology file; raises UserError naming file, line and field."""
     p = Path(path)
     file = str(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise UserError("no such file", file=file) from None
-    except OSError as e:
-        raise UserError(f"cannot read: {e.strerror}", file=file) from None
-    try:
-        node = yaml.compose(raw.decode("utf-8"), Loader=yaml.SafeLoader)
-    except UnicodeDecodeError:
-        raise UserError("not UTF-8 text", file=file) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise UserError(f"invalid YAML: {getattr(e, 'problem', e)}", file=file,
-                        line=mark.line + 1 if mark else None) from None
-    if node is None:
-        raise UserError("empty topology file", file=file)
-    top = _wrap(node, file, "")
-    if not isinstance(top.value, dict):
-        raise UserError("a topology is a mapping (instances, target, initiators, ...)", file=file,
-                        line=top.line)
+    top, sha256 = load_located(p, "topology")
+    _refuse_literal_passwords(top, file)
     r = _Reader(file, top.line)
     doc = r.mapping(top, "", TOP_KEYS)
 
@@ -465,7 +420,7 @@ def load_topology(path: str | Path) -> Topology:
                 raise r.err("only for driver.kind: msodbc (FreeTDS takes encryption:)", d[k],
                             f"driver.{k}")
 
-    def read_auth(loc: _Loc | None, fld: str, default: Auth | None) -> Auth | None:
+    def read_auth(loc: Located | None, fld: str, default: Auth | None) -> Auth | None:
         if loc is None:
             return default
         a = r.mapping(loc, fld, AUTH_KEYS)
@@ -493,7 +448,7 @@ def load_topology(path: str | Path) -> Topology:
     iloc = doc["instances"]
     if not isinstance(iloc.value, dict) or not iloc.value:
         raise r.err("must map instance names to {host, port, database, ...}", iloc, "instances")
-    inst_map: dict[str, _Loc] = iloc.value
+    inst_map: dict[str, Located] = iloc.value
     instances: dict[str, Instance] = {}
     for key, loc in inst_map.items():
         fld = f"instances.{key}"
@@ -523,12 +478,12 @@ def load_topology(path: str | Path) -> Topology:
                         f"instances.{inst.name}.database")
         seen_db[k] = inst.name
 
-    def ref(loc: _Loc, fld: str) -> str:
+    def ref(loc: Located, fld: str) -> str:
         if not isinstance(loc.value, str) or loc.value not in instances:
             raise r.err(f"{loc.value!r} is not one of instances: ({', '.join(instances)})", loc, fld)
         return loc.value
 
-    def ref_list(loc: _Loc, fld: str) -> tuple[str, ...]:
+    def ref_list(loc: Located, fld: str) -> tuple[str, ...]:
         if not isinstance(loc.value, list) or not loc.value:
             raise r.err("must be a non-empty list of instance names", loc, fld)
         out = [ref(x, f"{fld}[{i}]") for i, x in enumerate(loc.value)]
@@ -635,7 +590,7 @@ def load_topology(path: str | Path) -> Topology:
 
     return Topology(path=p, name=name, description=description, layout=layout, driver=driver,
                     instances=instances, profiles=profiles, broker=broker,
-                    sha256=hashlib.sha256(raw).hexdigest(), default_profile=next(iter(profiles)))
+                    sha256=sha256, default_profile=next(iter(profiles)))
 
 
 __all__ = ["Auth", "DriverConfig", "Instance", "Profile", "BrokerConfig", "Topology", "load_topology",
