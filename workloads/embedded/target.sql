@@ -400,6 +400,10 @@ BEGIN
         EXIT WHEN v_left <= 0;
         PERFORM pg_sleep(least(v_sleep, v_left));
         v_sleep := least(v_sleep * 2, 0.02);
+        -- groups skipped in this pass (emptied by another reader under our snapshot) may hold
+        -- new messages by now: without this, a reader that lost one race on the only busy
+        -- group would sit out the whole WAITFOR timeout while messages pile up
+        v_tried := '{}';
     END LOOP;
     RETURN;
 END
