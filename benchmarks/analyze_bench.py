@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Benchmark of ``ssbench analyze`` (not a test): Spark start-up included.
+
+Synthesizes the paper-sized result set (528 permutations x 3 repetitions, 1 s samples over a
+60 s measured window plus 10 s warm-up and 5 s drain: about 45 sample rows per tick -- a
+dozen wait types with their waiting-task rates, queue depths, activation, broker, throughput
+and host metrics -- so ~5.3 M rows, ~0.75 GB of samples.jsonl) and the same with 10 times the
+repetitions (10x the data and the files), then times ``ssbench analyze RUN --master local[2]``
+on each as a fresh process.
+
+Goal: <= 60 s for the paper-sized set on 2 cores; <= 5x that for 10x the data.
+
+    .venv/bin/python benchmarks/analyze_bench.py                 # both sizes, data in /var/tmp
+    .venv/bin/python benchmarks/analyze_bench.py --scales 1 --keep --json bench.json
+
+The machine's load average is printed with each timing: other processes on the same cores
+make the wall time meaningless, so run it at a quiet moment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from harness.analysis import synth  # noqa: E402
+
+GOAL_PAPER_S = 60.0
+GOAL_FACTOR_10X = 5.0
+
+
+def _dir_stats(run: Path) -> tuple[int, int, int]:
+    """(samples files, samples bytes, sample rows) of a synthesized run."""
+    files = nbytes = rows = 0
+    for perm in run.iterdir():
+        if not perm.is_dir() or perm.name == "report":
+            continue
+        reps = sorted(perm.glob("rep-*/samples.jsonl"))
+        if not reps:
+            continue
+        with reps[0].open("rb") as f:
+            per_file = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        files += len(reps)
+        rows += per_file * len(reps)
+        nbytes += sum(r.stat().st_size for r in reps)
+    return files, nbytes, rows
+
+
+def _ssbench() -> list[str]:
+    exe = Path(sys.executable).parent / "ssbench"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "harness.cli"]
+
+
+def make_data(root: Path, scale: int, workers: int, reuse: bool) -> Path:
+    run_id = f"bench-paper-x{scale}"
+    run = root / run_id
+    if reuse and (run / "run.json").is_file():
+        print(f"reusing {run}", flush=True)
+        return run
+    if run.exists():
+        shutil.rmtree(run)
+    spec = synth.paper_spec(name=f"paper-x{scale}", repetitions=3 * scale, warmup_seconds=10,
+                            measure_seconds=60, drain_seconds=5, interval=1.0)
+    t = time.monotonic()
+    print(f"synthesizing {spec.permutations} permutations x {spec.repetitions} repetitions into {run} ...",
+          flush=True)
+    synth.synthesize(root, spec, run_id=run_id, workers=workers)
+    print(f"  done in {time.monotonic() - t:.0f} s", flush=True)
+    return run
+
+
+def time_analyze(run: Path, master: str, out: Path) -> dict:
+    if out.exists():
+        shutil.rmtree(out)
+    cmd = _ssbench() + ["analyze", str(run), "--master", master, "--out", str(out)]
+    load_before = os.getloadavg()
+    ru0 = os.times()
+    t = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.monotonic() - t
+    ru1 = os.times()
+    if proc.returncode != 0:
+        print(proc.stderr[-4000:], file=sys.stderr)
+        raise SystemExit(f"ssbench analyze failed ({proc.returncode})")
+    steps = [ln.split("ssbench analyze: ", 1)[1] for ln in proc.stderr.splitlines() if "ssbench analyze: " in ln]
+    return {"wall_s": round(wall, 1),
+            "child_cpu_s": round((ru1.children_user - ru0.children_user) + (ru1.children_system - ru0.children_system), 1),
+            "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+            "steps": steps, "report": proc.stdout.strip()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", default="/var/tmp/ssbench-analyze-bench",
+                    help="where the synthetic runs go (~0.8 GB for x1, ~8 GB for x10)")
+    ap.add_argument("--scales", default="1,10", help="comma-separated multiples of the paper-sized set")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--workers", type=int, default=2, help="processes synthesizing data")
+    ap.add_argument("--repeat", type=int, default=1, help="timed runs per scale (the best is kept too)")
+    ap.add_argument("--reuse", action="store_true", help="reuse data synthesized by a previous run")
+    ap.add_argument("--keep", action="store_true", help="keep the data afterwards")
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args(argv)
+
+    root = Path(args.data_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    results = []
+    for scale in [int(s) for s in args.scales.split(",") if s.strip()]:
+        run = make_data(root, scale, args.workers, args.reuse)
+        files, nbytes, rows = _dir_stats(run)
+        print(f"x{scale}: {files} samples files, {nbytes / 1e9:.2f} GB, {rows / 1e6:.1f} M sample rows", flush=True)
+        timings = []
+        for k in range(args.repeat):
+            r = time_analyze(run, args.master, root / f"report-x{scale}")
+            timings.append(r)
+            print(f"  run {k + 1}: {r['wall_s']} s wall, {r['child_cpu_s']} s CPU (load before "
+                  f"{r['loadavg_before'][0]})", flush=True)
+            for s in r["steps"]:
+                print(f"    {s}")
+        results.append({"scale": scale, "samples_files": files, "samples_bytes": nbytes, "sample_rows": rows,
+                        "runs": timings, "best_wall_s": min(t["wall_s"] for t in timings)})
+        if not args.keep:
+            shutil.rmtree(run)
+
+    print("\nscale  files    GB   M rows  best wall (s)  goal")
+    base = None
+    for r in results:
+        if r["scale"] == 1:
+            base = r["best_wall_s"]
+            goal = f"<= {GOAL_PAPER_S:.0f} s: {'met' if base <= GOAL_PAPER_S else 'MISSED'}"
+        elif base:
+            lim = GOAL_FACTOR_10X * base * r["scale"] / 10
+            goal = f"<= {lim:.0f} s ({GOAL_FACTOR_10X:g}x paper-sized): {'met' if r['best_wall_s'] <= lim else 'MISSED'}"
+        else:
+            goal = ""
+        print(f"x{r['scale']:<4} {r['samples_files']:>6} {r['samples_bytes'] / 1e9:>5.2f} {r['sample_rows'] / 1e6:>7.1f}"
+              f"  {r['best_wall_s']:>12.1f}  {goal}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"master": args.master, "cpu_count": os.cpu_count(),
+                                               "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,397 @@
+"""The analysis job: run directories in, a report directory out.
+
+    analyze(run_dirs, out=None, master=None) -> Path of index.html
+
+Also runnable on its own, e.g. on a cluster::
+
+    spark-submit harness/analysis/job.py [--out DIR] [--threshold PCT] RUN_DIR [RUN_DIR ...]
+
+Outputs (``RUN_DIR/report/`` by default; with several runs and no ``out``, a
+``report-<UTC time>`` directory beside the first run): ``tables/<name>.parquet`` (Spark) and
+``tables/<name>.csv``, ``plots/*.png`` and ``index.html``.
+
+Design for volume: the samples of every repetition are read by one ``spark.read.json`` with
+an explicit schema and reduced in one aggregation to measured-window statistics per series
+(small); everything after that, the plots included, works on small aggregated frames. Only the
+few plotted permutations' time series are read again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as _dt
+import json
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `harness` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from harness.analysis import load, plots, report  # noqa: E402
+from harness.errors import UserError  # noqa: E402
+
+MARKER = ".ssbench-report"
+DEFAULT_THRESHOLD_PCT = 5.0
+
+
+def default_out(run_dirs: list[str | Path]) -> Path:
+    first = Path(run_dirs[0]).expanduser().resolve()
+    if len(run_dirs) == 1:
+        return first / "report"
+    return first.parent / f"report-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+
+
+def prepare_out(out: Path) -> Path:
+    """Create ``out`` or reuse a previous report there (its plots/ and tables/ are replaced);
+    refuse a non-empty directory that is not an ssbench report."""
+    out = out.expanduser().resolve()
+    if out.exists():
+        if not out.is_dir():
+            raise UserError("the report location exists and is not a directory", file=str(out))
+        ours = (out / MARKER).exists()
+        if not ours and any((out / d).exists() for d in ("plots", "tables", "index.html")):
+            raise UserError("not an ssbench report directory (no .ssbench-report marker) but it has "
+                            "plots/, tables/ or index.html: choose another --out", file=str(out))
+        for d in ("plots", "tables"):
+            if (out / d).exists():
+                shutil.rmtree(out / d)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by ssbench analyze; plots/ and tables/ are replaced on each run\n")
+    return out
+
+
+@dataclass
+class AnalysisResult:
+    """What one analysis produced (the notebook displays these; the CLI prints ``index``)."""
+
+    index: Path                                  # report/index.html
+    permutations: list[dict[str, Any]]           # tables/permutations.csv as dicts
+    gains: list[dict[str, Any]]                  # tables/dialog_gains.csv
+    crossover: list[dict[str, Any]]              # tables/crossover.csv
+    key_rows: list[dict[str, Any]]               # the report's key table (crossover + labels + peak)
+    plots: list[plots.Plot]                      # in report order; skipped ones carry a note
+    issues: list[load.Issue]
+    seconds: float
+
+    @property
+    def out_dir(self) -> Path:
+        return self.index.parent
+
+
+def find_runs(path: str | Path) -> list[Path]:
+    """``path`` itself when it is a run directory (run.json or permutation directories with
+    rep-NN/), else the run directories directly under it (a results directory), sorted."""
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        raise UserError("no such directory", file=str(path))
+
+    def is_run(d: Path) -> bool:
+        return (d / "run.json").is_file() or any(x.is_dir() and load.REP_RE.match(x.name)
+                                                 for sub in d.iterdir() if sub.is_dir() for x in sub.iterdir())
+    if is_run(p):
+        return [p]
+    runs = sorted(d for d in p.iterdir() if d.is_dir() and not d.name.startswith(".") and is_run(d))
+    if not runs:
+        raise UserError("neither a run directory nor a directory of runs", file=str(path))
+    return runs
+
+
+def analyze(run_dirs: list[str | Path], out: str | Path | None = None, master: str | None = None, *,
+            spark=None, threshold_pct: float = DEFAULT_THRESHOLD_PCT, top_waits: int = 5,
+            log: Callable[[str], None] | None = None) -> Path:
+    """Analyze ``run_dirs`` into a report directory and return the path of its index.html.
+
+    ``spark``: an existing SparkSession to use (kept running); otherwise one is started on
+    ``master`` (default local[*]) and stopped at the end. ``threshold_pct``: the gain a dialog
+    strategy must keep to count as paying (crossover). ``log``: progress messages (default: none).
+    """
+    return analyze_result(run_dirs, out, master, spark=spark, threshold_pct=threshold_pct,
+                          top_waits=top_waits, log=log).index
+
+
+def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, master: str | None = None, *,
+                   spark=None, threshold_pct: float = DEFAULT_THRESHOLD_PCT, top_waits: int = 5,
+                   log: Callable[[str], None] | None = None) -> AnalysisResult:
+    """:func:`analyze`, returning everything it produced (:class:`AnalysisResult`)."""
+    if isinstance(run_dirs, (str, Path)):
+        run_dirs = [run_dirs]
+    if not run_dirs:
+        raise UserError("no run directory given")
+    say = log or (lambda _msg: None)
+    t0 = time.monotonic()
+    disc = load.discover(run_dirs)
+    out_dir = prepare_out(Path(out) if out else default_out(run_dirs))
+    say(f"found {len(disc.reps)} repetitions in {len(disc.runs)} run(s); {len(disc.issues)} issue(s)")
+    own = False
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        from harness.analysis.spark import get_spark
+
+        own = SparkSession.getActiveSession() is None  # a session we did not start is left running
+        spark = get_spark(master)
+        say(f"Spark {spark.version} on {spark.sparkContext.master} ready after {time.monotonic() - t0:.1f} s")
+    try:
+        return _run(spark, disc, out_dir, threshold_pct, top_waits, say, t0)
+    finally:
+        if own:
+            spark.stop()
+
+
+def _rows(df) -> list[dict[str, Any]]:
+    return [r.asDict() for r in df.collect()]
+
+
+def _run(spark, disc: load.Discovery, out_dir: Path, threshold_pct: float, n_top: int,
+         say: Callable[[str], None], t0: float) -> AnalysisResult:
+    from pyspark.sql import functions as F
+
+    from harness.analysis import transforms as T
+
+    tables: dict[str, Any] = {}
+    reps = load.read_summaries(spark, disc)
+    samples = load.read_samples(spark, disc)
+    metrics = None
+    if samples is not None:
+        metrics = T.measured_metrics(samples).cache()
+        bad = metrics.where(F.col("_bad")).select("run_id", "perm_id", "rep", "n").collect()
+        load.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.n) for r in bad])
+        metrics = metrics.where(~F.col("_bad"))
+        tables["sample_metrics"] = metrics.drop("_bad")
+    say(f"samples reduced after {time.monotonic() - t0:.1f} s")
+
+    stats = T.permutation_stats(reps).cache()
+    profile = T.wait_profile(T.rep_wait_rates(metrics, reps)).cache()
+    verdicts = T.bottleneck(profile, stats)
+    extras = T.sample_extras(metrics) if metrics is not None else None
+    perms_df = T.permutations_table(stats, extras, verdicts).cache()
+    gains_df = T.dialog_gains(perms_df).cache()
+    cross_df = T.crossover(gains_df, threshold_pct).cache()
+    top_df = T.top_waits(profile, n_top)
+
+    perms = _sorted(_rows(perms_df), "permutations")
+    gains = _sorted(_rows(gains_df), "dialog_gains")
+    cross = _sorted(_rows(cross_df), "crossover")
+    waits_nb = _rows(profile.where(~F.col("benign")).select("run_id", "perm_id", "wait_type", "wait_ms_per_s",
+                                                              "share", "category", "rank"))
+    say(f"aggregated {len(perms)} permutations after {time.monotonic() - t0:.1f} s")
+
+    # time series of the highest-load permutation of each dialog strategy (per run)
+    chosen = choose_timeseries(perms, disc)
+    series: list[dict[str, Any]] = []
+    if chosen:
+        want = {(c["run_id"], c["perm_id"], c["rep"]) for c in chosen}
+        sub = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) in want]
+        ts_samples = load.read_samples(spark, disc, sub)
+        if ts_samples is not None:
+            ts_df = T.queue_timeseries(ts_samples).cache()
+            series = _sorted(_rows(ts_df), "queue_timeseries")
+            tables["queue_timeseries"] = ts_df
+
+    tables.update({
+        "permutations": perms_df, "dialog_gains": gains_df, "crossover": cross_df, "top_waits": top_df,
+        "wait_profile": profile, "repetitions": reps,
+    })
+    # Spark writes the tables in a thread while Python draws the plots: the JVM and the
+    # interpreter work at the same time.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssbench-tables") as pool:
+        writing = pool.submit(write_tables, out_dir / "tables", tables,
+                              {"permutations": perms, "dialog_gains": gains, "crossover": cross,
+                               "queue_timeseries": series}, {"sample_metrics"})
+        all_plots, targets, server_labels = draw_plots(disc, perms, gains, cross, waits_nb, series, chosen,
+                                                       out_dir / "plots", threshold_pct)
+        say(f"{sum(1 for p in all_plots if not p.skipped)} plots after {time.monotonic() - t0:.1f} s")
+        written = writing.result()
+    written["issues"] = [write_issues(out_dir / "tables", disc)]
+    say(f"tables written after {time.monotonic() - t0:.1f} s")
+
+    key_rows = report.key_rows(perms, cross, server_labels)
+    path = report.write_index(out_dir, disc, targets, perms, key_rows, all_plots, threshold_pct, written,
+                              time.monotonic() - t0)
+    say(f"report written after {time.monotonic() - t0:.1f} s")
+    return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,
+                          plots=all_plots, issues=list(disc.issues), seconds=time.monotonic() - t0)
+
+
+def _sorted(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
+    from harness.analysis.transforms import SORT_KEYS
+
+    keys = [k for k in SORT_KEYS.get(table, ()) if rows and k in rows[0]]
+    return sorted(rows, key=lambda r: tuple((r[k] is None, r[k] if r[k] is not None else 0) for k in keys))
+
+
+def draw_plots(disc: load.Discovery, perms, gains, cross, waits_nb, series, chosen, plot_dir: Path,
+               threshold_pct: float):
+    """Every plot of every run, grouped by section. Returns (plots, target text per run,
+    server label per (run, server))."""
+    targets: dict[str, str] = {}
+    server_labels: dict[tuple[str, str], str] = {}
+    by_run = lambda rows, run_id: [r for r in rows if r["run_id"] == run_id]  # noqa: E731
+    sections: dict[str, list[plots.Plot]] = {}
+    for run in disc.runs:
+        prow = by_run(perms, run.run_id)
+        ctx = run_context(run, prow)
+        targets[run.run_id] = ctx.target
+        for s in {p["server"] for p in prow}:
+            server_labels[(run.run_id, s)] = ctx.server_label(s)
+        if not prow:
+            sections.setdefault("Throughput vs client threads (paper Figures 2-4)", []).append(
+                plots.Plot("Throughput vs client threads (paper Figures 2-4)", "All plots", run_id=run.run_id,
+                           note="skipped: no usable repetition in this run"))
+            continue
+        g, c = by_run(gains, run.run_id), by_run(cross, run.run_id)
+        perm_ids = {p["perm_id"] for p in prow}
+        results = [
+            plots.throughput(prow, ctx, plot_dir),
+            plots.strategy_gain(prow, g, c, ctx, plot_dir, "trick150", threshold_pct,
+                                "One dialog per thread vs the 150 trick (paper Figure 5)"),
+            plots.strategy_gain(prow, g, c, ctx, plot_dir, "shared", threshold_pct,
+                                "One dialog per thread vs one shared dialog"),
+            plots.wait_profile(prow, [w for w in waits_nb if w["run_id"] == run.run_id and w["perm_id"] in perm_ids],
+                               ctx, plot_dir),
+            plots.queue_depth(by_run(series, run.run_id), by_run(chosen, run.run_id), ctx, plot_dir),
+            plots.send_vs_receive(prow, ctx, plot_dir),
+            plots.latency(prow, ctx, plot_dir),
+        ]
+        for group in results:
+            for p in group:
+                sections.setdefault(p.section, []).append(p)
+    return [p for group in sections.values() for p in group], targets, server_labels
+
+
+def run_context(run: load.RunInfo, perms: list[dict[str, Any]]) -> plots.RunContext:
+    """Title context of a run: target kind and label from run.json, else from the summaries."""
+    kind, label = run.target_kind, run.target_label
+    if (not kind or not label) and perms:
+        kind = kind or next((p["target_kind"] for p in perms if p.get("target_kind")), None)
+        label = label or next((p["target_label"] for p in perms if p.get("target_label")), None)
+    profiles: dict[str, str] = {}
+    for p in perms:
+        if p.get("target_profile"):
+            profiles.setdefault(p["server"], p["target_profile"])
+    mx = run.meta.get("matrix") if isinstance(run.meta.get("matrix"), dict) else {}
+    for s, prof in (mx.get("embedded_profiles") or {}).items():
+        profiles.setdefault(s, prof)
+    return plots.RunContext(run_id=run.run_id, target=plots.target_text(kind, label), kind=kind,
+                            server_profiles=profiles)
+
+
+def choose_timeseries(perms: list[dict[str, Any]], disc: load.Discovery, per_run: int = 4) -> list[dict[str, Any]]:
+    """The permutations whose queue depths are plotted over time: per run and dialog strategy,
+    the one with the most total threads (then the highest median send rate), at its first
+    repetition that has a samples file."""
+    with_samples: dict[tuple[str, str], int] = {}
+    for r in sorted(disc.reps, key=lambda r: r.rep):
+        if r.samples is not None:
+            with_samples.setdefault((r.run_id, r.perm_id), r.rep)
+    out = []
+    for run in disc.runs:
+        best: dict[str, dict[str, Any]] = {}
+        for p in perms:
+            if p["run_id"] != run.run_id or (run.run_id, p["perm_id"]) not in with_samples:
+                continue
+            key = (p["total_threads"] or 0, p["send_rate_median"] or 0.0)
+            cur = best.get(p["dialogs"])
+            if cur is None or key > (cur["total_threads"] or 0, cur["send_rate_median"] or 0.0):
+                best[p["dialogs"]] = p
+        for s in sorted(best)[:per_run]:
+            p = best[s]
+            out.append({"run_id": run.run_id, "perm_id": p["perm_id"], "dialogs": s,
+                        "rep": with_samples[(run.run_id, p["perm_id"])]})
+    return out
+
+
+def write_tables(tdir: Path, tables: dict[str, Any], csv_rows: dict[str, list[dict[str, Any]]],
+                 parquet_only: set[str]) -> dict[str, list[str]]:
+    """Parquet (a Spark directory) and CSV (one file) of each table; CSV from already collected
+    rows when given, else written by Spark and moved to a single file. Returns the relative
+    paths written per table."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    from harness.analysis.transforms import SORT_KEYS
+
+    tdir.mkdir(parents=True, exist_ok=True)
+    written: dict[str, list[str]] = {}
+    for name, df in tables.items():
+        files = []
+        keys = [k for k in SORT_KEYS.get(name, ()) if k in df.columns]
+        df = df.coalesce(1).sortWithinPartitions(*keys) if keys else df.coalesce(1)
+        df.write.mode("overwrite").parquet(str(tdir / f"{name}.parquet"))
+        files.append(f"tables/{name}.parquet")
+        if name not in parquet_only:
+            if name in csv_rows:
+                _csv_from_rows(tdir / f"{name}.csv", df.columns, csv_rows[name])
+            else:
+                flat = df.select(*[F.to_json(F.col(f.name)).alias(f.name)
+                                   if isinstance(f.dataType, (ArrayType, MapType, StructType)) else F.col(f.name)
+                                   for f in df.schema.fields])
+                tmp = tdir / f".{name}.csv.tmp"
+                flat.write.mode("overwrite").option("header", True).csv(str(tmp))
+                part = next(tmp.glob("part-*.csv"), None)
+                if part is None:  # an empty frame: Spark may write no part file
+                    _csv_from_rows(tdir / f"{name}.csv", df.columns, [])
+                else:
+                    part.replace(tdir / f"{name}.csv")
+                shutil.rmtree(tmp, ignore_errors=True)
+            files.append(f"tables/{name}.csv")
+        written[name] = files
+    return written
+
+
+def _csv_from_rows(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    tmp = path.with_suffix(".csv.tmp")
+    with tmp.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        for r in rows:
+            w.writerow(["" if r.get(c) is None else (json.dumps(r[c]) if isinstance(r.get(c), (list, dict))
+                                                    else r[c]) for c in columns])
+    tmp.replace(path)
+
+
+def write_issues(tdir: Path, disc: load.Discovery) -> str:
+    _csv_from_rows(tdir / "issues.csv", ["path", "problem"],
+                   [{"path": i.path, "problem": i.problem} for i in disc.issues])
+    return "tables/issues.csv"
+
+
+# --------------------------------------------------------------------------- spark-submit entry
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="job.py", description="ssbench analysis job (spark-submit entry point)")
+    ap.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    ap.add_argument("--out", help="report directory (default RUN_DIR/report)")
+    ap.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
+    ap.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
+                    help="gain (%%) a dialog strategy must keep to count as paying (default %(default)s)")
+    args = ap.parse_args(argv)
+    try:
+        path = analyze(args.run_dirs, out=args.out, master=args.master, threshold_pct=args.threshold,
+                       log=lambda m: print(f"ssbench analyze: {m}", file=sys.stderr))
+    except UserError as e:
+        print(f"ssbench: error: {e}", file=sys.stderr)
+        return e.exit_code
+    for issue in load_issues_from(path):
+        print(f"ssbench analyze: warning: {issue}", file=sys.stderr)
+    print(path)
+    return 0
+
+
+def load_issues_from(index: Path) -> list[str]:
+    """The issues recorded next to a report (tables/issues.csv), as 'path: problem' lines."""
+    f = index.parent / "tables" / "issues.csv"
+    if not f.exists():
+        return []
+    with f.open(newline="", encoding="utf-8") as fh:
+        return [f"{r['path']}: {r['problem']}" for r in csv.DictReader(fh)]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

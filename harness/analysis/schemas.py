@@ -1,0 +1,70 @@
+"""Explicit Spark schemas of the result files (``docs/results.md``): nothing is inferred.
+
+Numbers that the runner may write as either integers or floats are read as doubles (a JSON
+``512.0`` does not fit a LongType field and would make the whole record corrupt); the axes of a
+permutation (initiators, threads, payload, ...) are integers by construction and read as longs.
+Each schema carries ``_corrupt_record`` so that a corrupt file or line is seen, reported by
+name and skipped instead of failing the job.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (ArrayType, BooleanType, DoubleType, LongType, StringType,
+                               StructField, StructType)
+
+CORRUPT = "_corrupt_record"
+
+
+def _s(*fields: tuple) -> StructType:
+    return StructType([StructField(name, typ, True) for name, typ in fields])
+
+
+LATENCY_STATS = _s(("count", DoubleType()), ("mean", DoubleType()), ("p50", DoubleType()),
+                   ("p95", DoubleType()), ("p99", DoubleType()), ("max", DoubleType()))
+
+BROKER = _s(("max_queue_readers", LongType()), ("receive_top", LongType()),
+            ("waitfor_timeout_ms", LongType()), ("monitor_interval_seconds", DoubleType()))
+
+PERMUTATION = _s(("id", StringType()), ("index", LongType()), ("initiators", LongType()),
+                 ("threads", LongType()), ("total_threads", LongType()), ("dialogs", StringType()),
+                 ("dialogs_every_n", LongType()), ("dialogs_shared", BooleanType()),
+                 ("payload_bytes", LongType()), ("server", StringType()), ("broker", BROKER))
+
+TARGET = _s(("kind", StringType()), ("label", StringType()), ("profile", StringType()))
+
+WINDOW = _s(("warmup_seconds", DoubleType()), ("measure_seconds", DoubleType()),
+            ("measure_start", DoubleType()), ("measure_end", DoubleType()))
+
+PER_INITIATOR = _s(("initiator", LongType()), ("sent", DoubleType()), ("received", DoubleType()),
+                   ("lost", DoubleType()))
+
+TOP_WAIT = _s(("wait_type", StringType()), ("wait_time_ms", DoubleType()),
+              ("waiting_tasks", DoubleType()), ("share", DoubleType()))
+
+#: ``<perm>/rep-NN/summary.json`` (schema ssbench.summary/1). ``error_samples`` is kept as raw
+#: JSON text: its items are free-form.
+SUMMARY = _s(
+    ("schema", StringType()), ("run_id", StringType()), ("permutation_id", StringType()),
+    ("repetition", LongType()), ("permutation", PERMUTATION), ("target", TARGET),
+    ("window", WINDOW), ("dialogs_created", DoubleType()), ("usable_dialogs", DoubleType()),
+    ("messages_sent", DoubleType()), ("messages_sent_client", DoubleType()),
+    ("messages_received", DoubleType()), ("messages_lost", DoubleType()), ("drained", BooleanType()),
+    ("per_initiator", ArrayType(PER_INITIATOR)), ("send_rate", DoubleType()),
+    ("receive_rate", DoubleType()), ("send_latency_ms", LATENCY_STATS),
+    ("e2e_latency_ms", LATENCY_STATS), ("top_waits", ArrayType(TOP_WAIT)),
+    ("max_xmitq_depth", DoubleType()), ("max_queue_depth", DoubleType()),
+    ("activation_tasks_started", DoubleType()), ("activation_tasks_max_running", DoubleType()),
+    ("client_cpu_percent", DoubleType()), ("client_bound", BooleanType()),
+    ("server_cpu_percent", DoubleType()), ("errors", DoubleType()), ("error_samples", StringType()),
+    ("poison_messages", DoubleType()), ("queue_disabled", BooleanType()), ("status", StringType()),
+)
+
+#: ``<perm>/rep-NN/samples.jsonl``: the collectors' long-format time series.
+SAMPLES = _s(("ts", DoubleType()), ("elapsed_s", DoubleType()), ("phase", StringType()),
+             ("family", StringType()), ("metric", StringType()), ("key", StringType()),
+             ("value", DoubleType()))
+
+
+def with_corrupt(schema: StructType) -> StructType:
+    """``schema`` plus the ``_corrupt_record`` column Spark fills for unparseable records."""
+    return StructType(list(schema.fields) + [StructField(CORRUPT, StringType(), True)])

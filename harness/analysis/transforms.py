@@ -1,0 +1,313 @@
+"""The analysis' transformations: pure functions from DataFrames to DataFrames.
+
+Statistics across repetitions are exact: the median and the quartiles use Spark's
+``percentile`` (linear interpolation between order statistics, the same as Python's
+``statistics.median`` and ``statistics.quantiles(..., method="inclusive")``); IQR = Q3 - Q1.
+
+Wait analysis. A wait type's rate in one repetition is the wait time it accrued per second of
+the measured window: the sum of its ``waits/wait_ms_per_s`` samples over the measured ticks
+divided by the number of measured ticks of that repetition (the most samples any one series has
+in the window; a wait type absent from a tick waited 0 ms then). A permutation's rate is the
+mean over the repetitions that have wait data. Repetitions without samples fall back to their
+summary's ``top_waits`` (``wait_time_ms / measure_seconds``). Idle waits (an activation task
+waiting in WAITFOR (RECEIVE), the transmitter idling, PostgreSQL's Activity:* and Timeout:*
+events...) are kept in the table but marked ``benign``; shares, top waits and the verdict count
+only the others.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+#: How each output table is sorted when written (the transforms themselves do not sort: a
+#: global sort costs Spark an extra sampling job; the tables are small and sorted at the end).
+SORT_KEYS = {
+    "permutations": ("run_id", "perm_index", "perm_id"),
+    "repetitions": ("run_id", "perm_index", "perm_id", "rep"),
+    "dialog_gains": ("run_id", "server", "strategy", "payload_bytes", "initiators", "threads"),
+    "crossover": ("run_id", "server", "strategy", "payload_bytes", "initiators"),
+    "wait_profile": ("run_id", "perm_id", "benign", "rank", "wait_type"),
+    "top_waits": ("run_id", "perm_id", "rank"),
+    "queue_timeseries": ("run_id", "perm_id", "rep", "key", "elapsed_s"),
+    "sample_metrics": ("run_id", "perm_id", "rep", "family", "metric", "key"),
+}
+
+#: Per-repetition summary metrics aggregated across repetitions.
+METRICS = ("send_rate", "receive_rate", "send_p50_ms", "send_p95_ms", "send_p99_ms",
+           "e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms")
+
+AXES = ("initiators", "threads", "total_threads", "dialogs", "dialogs_every_n", "dialogs_shared",
+        "payload_bytes", "server", "perm_index", "target_kind", "target_label", "target_profile")
+
+BASELINE_STRATEGY = "per_thread"
+
+#: Idle waits: not a bottleneck (SQL Server's usual benign list, PostgreSQL's idle events).
+BENIGN_WAITS = (r"(?i)^(BROKER_RECEIVE_WAITFOR|BROKER_TRANSMITTER|BROKER_EVENTHANDLER|BROKER_TASK_STOP"
+                r"|BROKER_TO_FLUSH|BROKER_INIT|SLEEP_.*|LAZYWRITER_SLEEP|SQLTRACE_.*|WAITFOR|XE_.*"
+                r"|REQUEST_FOR_DEADLOCK_SEARCH|LOGMGR_QUEUE|CHECKPOINT_QUEUE|DIRTY_PAGE_POLL"
+                r"|SP_SERVER_DIAGNOSTICS_SLEEP|QDS_.*|HADR_.*|FT_IFTS.*|ONDEMAND_TASK_QUEUE"
+                r"|Activity:.*|Timeout:.*)$")
+
+#: Wait categories (first match wins). SQL Server wait types and their PostgreSQL analogues.
+WAIT_CATEGORIES = (
+    ("page latch", r"(?i)^(PAGELATCH_.*|LWLock:(BufferContent|buffer_content|BufferMapping|buffer_mapping)"
+                   r"|BufferPin.*)$"),
+    ("log flush", r"(?i)^(WRITELOG|LOGBUFFER|IO:WAL.*|LWLock:(WALWrite|WALInsert|WALBufMapping|WALWriteLock)"
+                  r"|WALWrite.*|WALSync.*)$"),
+    ("lock", r"(?i)^(LCK_M_.*|Lock:.*)$"),
+    ("client", r"(?i)^(ASYNC_NETWORK_IO|Client:.*)$"),
+    ("io", r"(?i)^(PAGEIOLATCH_.*|IO_COMPLETION|IO:.*)$"),
+    ("cpu", r"(?i)^(SOS_SCHEDULER_YIELD|CPU.*)$"),
+)
+VERDICT_CATEGORIES = ("page latch", "log flush", "lock")
+#: A category is the verdict when it is the largest of the three and has at least this share.
+VERDICT_MIN_SHARE = 0.25
+
+
+# --------------------------------------------------------------------------- repetitions
+
+def measured_metrics(samples: DataFrame) -> DataFrame:
+    """One pass over the raw samples (:func:`harness.analysis.load.read_samples`): per
+    (run_id, perm_id, rep, family, metric, key) of the measured window (phase == 'measure'):
+    n, sum, mean, max, min of value. Corrupt lines are counted in rows with ``_bad`` true
+    (family, metric, key null). Grouped by the file first; the file is parsed into run_id,
+    perm_id, rep on the (small) result."""
+    from .load import with_rep_keys
+
+    rows = samples.where(F.col("_bad") | (F.col("phase") == "measure"))
+    keep = ~F.col("_bad")
+    agg = (rows.select("file", "_bad",
+                       F.when(keep, F.col("family")).alias("family"),
+                       F.when(keep, F.col("metric")).alias("metric"),
+                       F.when(keep, F.col("key")).alias("key"), "value")
+           .groupBy("file", "_bad", "family", "metric", "key")
+           .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("sum"), F.avg("value").alias("mean"),
+                F.max("value").alias("max"), F.min("value").alias("min")))
+    return with_rep_keys(agg)
+
+
+def rep_ticks(metrics: DataFrame) -> DataFrame:
+    """Measured ticks per repetition: the most samples any one series has in the window."""
+    return (metrics.where(~F.col("_bad")).groupBy("run_id", "perm_id", "rep")
+            .agg(F.max("n").alias("ticks")))
+
+
+# --------------------------------------------------------------------------- permutations
+
+def _quantiles(col: str):
+    return F.percentile(F.col(col), F.array(F.lit(0.25), F.lit(0.5), F.lit(0.75)))
+
+
+def permutation_stats(reps: DataFrame) -> DataFrame:
+    """Per permutation across its repetitions: for each of :data:`METRICS` the median, Q1, Q3,
+    IQR, min and max, and n (repetitions); plus lost messages, errors, client-bound
+    repetitions, the summaries' max transmission-queue and target-queue depths."""
+    aggs = [F.count(F.lit(1)).alias("n")]
+    aggs += [F.first(c, ignorenulls=True).alias(c) for c in AXES]
+    for m in METRICS:
+        aggs += [_quantiles(m).alias(f"_{m}_q"), F.min(m).alias(f"{m}_min"), F.max(m).alias(f"{m}_max"),
+                 F.count(m).alias(f"_{m}_n")]
+    aggs += [F.sum("messages_lost").alias("messages_lost"), F.sum("errors").alias("errors"),
+             F.sum(F.col("client_bound").cast("int")).alias("client_bound_reps"),
+             F.max("max_xmitq_depth").alias("max_xmitq_depth"),
+             F.max("max_queue_depth").alias("max_queue_depth"),
+             F.expr("percentile(client_cpu_percent, 0.5)").alias("client_cpu_percent"),
+             F.expr("percentile(server_cpu_percent, 0.5)").alias("server_cpu_percent"),
+             F.concat_ws(",", F.array_sort(F.collect_set("status"))).alias("statuses"),
+             F.concat_ws(",", F.array_sort(F.collect_list("rep")).cast("array<string>")).alias("reps")]
+    g = reps.groupBy("run_id", "perm_id").agg(*aggs)
+    cols = [F.col("run_id"), F.col("perm_id"), F.col("n")] + [F.col(c) for c in AXES]
+    for m in METRICS:
+        q = F.col(f"_{m}_q")
+        cols += [q[1].alias(f"{m}_median"), q[0].alias(f"{m}_q1"), q[2].alias(f"{m}_q3"),
+                 (q[2] - q[0]).alias(f"{m}_iqr"), F.col(f"{m}_min"), F.col(f"{m}_max")]
+    cols += [F.col(c) for c in ("messages_lost", "errors", "client_bound_reps", "max_xmitq_depth",
+                                "max_queue_depth", "client_cpu_percent", "server_cpu_percent",
+                                "statuses", "reps")]
+    return g.select(*cols)
+
+
+def sample_extras(metrics: DataFrame) -> DataFrame:
+    """Per permutation from the measured samples: max transmission-queue depth (any
+    initiator), max target-queue depth, mean client/server CPU (percent of one core), max
+    running activation tasks, activation task-limit hits per second, samples' repetitions."""
+    m = metrics.where(~F.col("_bad"))
+    is_xq = (F.col("family") == "queues") & (F.col("metric") == "depth") & F.col("key").startswith("xmitq")
+    is_q = (F.col("family") == "queues") & (F.col("metric") == "depth") & (F.col("key") == "queue")
+    cpu = (F.col("family") == "host") & (F.col("metric") == "cpu_percent")
+    act = F.col("family") == "activation"
+    return (m.groupBy("run_id", "perm_id").agg(
+        F.max(F.when(is_xq, F.col("max"))).alias("xmitq_depth_max_measured"),
+        F.max(F.when(is_q, F.col("max"))).alias("queue_depth_max_measured"),
+        F.avg(F.when(cpu & (F.col("key") == "client"), F.col("mean"))).alias("client_cpu_mean"),
+        F.avg(F.when(cpu & (F.col("key") == "server"), F.col("mean"))).alias("server_cpu_mean"),
+        F.max(F.when(act & (F.col("metric") == "tasks_running"), F.col("max"))).alias("activation_tasks_max"),
+        F.avg(F.when(act & (F.col("metric") == "task_limit_reached_per_s"), F.col("mean")))
+         .alias("activation_limit_per_s"),
+        F.countDistinct("rep").alias("sample_reps")))
+
+
+def permutations_table(stats: DataFrame, extras: DataFrame | None, verdicts: DataFrame | None) -> DataFrame:
+    """The permutation table: :func:`permutation_stats` with the samples' extras and the
+    bottleneck verdict joined on."""
+    out = stats
+    if extras is not None:
+        out = out.join(extras, ["run_id", "perm_id"], "left")
+    if verdicts is not None:
+        out = out.join(verdicts, ["run_id", "perm_id"], "left")
+    return out
+
+
+# --------------------------------------------------------------------------- dialog strategies
+
+def dialog_gains(perms: DataFrame, baseline: str = BASELINE_STRATEGY) -> DataFrame:
+    """Gain of every dialog strategy over ``baseline`` (one dialog per thread), in percent, per
+    (run_id, server, initiators, threads, payload_bytes): 100 * (rate / baseline rate - 1) on
+    the median receive rate (``gain_pct``, the paper's Figure 5) and on the median send rate."""
+    keys = ["run_id", "server", "initiators", "threads", "payload_bytes"]
+    base = perms.where(F.col("dialogs") == baseline).select(
+        *keys, F.col("receive_rate_median").alias("baseline_receive_rate"),
+        F.col("send_rate_median").alias("baseline_send_rate"), F.col("perm_id").alias("baseline_perm_id"))
+    other = perms.where(F.col("dialogs") != baseline).select(
+        *keys, "total_threads", F.col("dialogs").alias("strategy"), "perm_id",
+        F.col("receive_rate_median").alias("receive_rate"), F.col("send_rate_median").alias("send_rate"))
+    j = other.join(base, keys, "inner")
+
+    def pct(a, b):
+        return F.when(F.col(b) > 0, (F.col(a) / F.col(b) - 1.0) * 100.0)
+
+    return (j.select("run_id", "server", "strategy", "initiators", "threads", "total_threads", "payload_bytes",
+                     "perm_id", "baseline_perm_id", "baseline_receive_rate", "receive_rate",
+                     pct("receive_rate", "baseline_receive_rate").alias("gain_pct"),
+                     "baseline_send_rate", "send_rate", pct("send_rate", "baseline_send_rate").alias("send_gain_pct"))
+            )
+
+
+def crossover(gains: DataFrame, threshold_pct: float = 5.0) -> DataFrame:
+    """Where a strategy starts to pay, per (run_id, server, strategy, initiators, payload_bytes):
+    the first total thread count from which the gain stays above ``threshold_pct`` at every
+    larger thread count measured (null: never). Also the largest gain and where it is."""
+    keys = ["run_id", "server", "strategy", "initiators", "payload_bytes"]
+    g = F.coalesce(F.col("gain_pct"), F.lit(float("-inf")))
+    w_desc = Window.partitionBy(*keys).orderBy(F.col("total_threads").desc()).rowsBetween(
+        Window.unboundedPreceding, Window.currentRow)
+    w_best = Window.partitionBy(*keys).orderBy(g.desc(), F.col("total_threads").asc())
+    w_last = Window.partitionBy(*keys).orderBy(F.col("total_threads").desc())
+    t = gains.select(*keys, "total_threads", "gain_pct",
+                     F.min(g).over(w_desc).alias("_suffix_min"),
+                     F.row_number().over(w_best).alias("_best"),
+                     F.row_number().over(w_last).alias("_last"))
+    agg = t.groupBy(*keys).agg(
+        F.min(F.when(F.col("_suffix_min") > threshold_pct, F.col("total_threads"))).alias("crossover_total_threads"),
+        F.max(F.when(F.col("_best") == 1, F.col("gain_pct"))).alias("max_gain_pct"),
+        F.max(F.when(F.col("_best") == 1, F.col("total_threads"))).alias("max_gain_total_threads"),
+        F.max(F.when(F.col("_last") == 1, F.col("gain_pct"))).alias("gain_at_max_threads_pct"),
+        F.max("total_threads").alias("max_total_threads"),
+        F.count(F.lit(1)).alias("points"))
+    return agg.withColumn("threshold_pct", F.lit(float(threshold_pct)))
+
+
+# --------------------------------------------------------------------------- waits
+
+def _category(col):
+    expr = F.lit("other")
+    for name, pattern in reversed(WAIT_CATEGORIES):
+        expr = F.when(col.rlike(pattern), F.lit(name)).otherwise(expr)
+    return expr
+
+
+def rep_wait_rates(metrics: DataFrame | None, reps: DataFrame) -> DataFrame:
+    """Per (run_id, perm_id, rep, wait_type): wait_ms_per_s and waiting_tasks_per_s over the
+    measured window, with ``source`` 'samples', or 'summary' for repetitions that have no wait
+    samples (their summary's top_waits)."""
+    parts = []
+    if metrics is not None:
+        ticks = rep_ticks(metrics)
+        w = (metrics.where(~F.col("_bad") & (F.col("family") == "waits")
+                           & F.col("metric").isin("wait_ms_per_s", "waiting_tasks_per_s"))
+             .groupBy("run_id", "perm_id", "rep", F.col("key").alias("wait_type"))
+             .agg(F.sum(F.when(F.col("metric") == "wait_ms_per_s", F.col("sum"))).alias("_ms"),
+                  F.sum(F.when(F.col("metric") == "waiting_tasks_per_s", F.col("sum"))).alias("_tasks"))
+             .join(ticks, ["run_id", "perm_id", "rep"])
+             .select("run_id", "perm_id", "rep", "wait_type",
+                     (F.coalesce(F.col("_ms"), F.lit(0.0)) / F.col("ticks")).alias("wait_ms_per_s"),
+                     (F.coalesce(F.col("_tasks"), F.lit(0.0)) / F.col("ticks")).alias("waiting_tasks_per_s"),
+                     F.lit("samples").alias("source")))
+        parts.append(w)
+    fallback = (reps.select("run_id", "perm_id", "rep", "measure_seconds", F.explode_outer("top_waits").alias("w"))
+                .where(F.col("w").isNotNull() & (F.col("measure_seconds") > 0))
+                .select("run_id", "perm_id", "rep", F.col("w.wait_type").alias("wait_type"),
+                        (F.col("w.wait_time_ms") / F.col("measure_seconds")).alias("wait_ms_per_s"),
+                        (F.col("w.waiting_tasks") / F.col("measure_seconds")).alias("waiting_tasks_per_s"),
+                        F.lit("summary").alias("source")))
+    if parts:
+        have = parts[0].select("run_id", "perm_id", "rep").distinct()
+        fallback = fallback.join(have, ["run_id", "perm_id", "rep"], "left_anti")
+        return parts[0].unionByName(fallback)
+    return fallback
+
+
+def wait_profile(rep_waits: DataFrame) -> DataFrame:
+    """Per (run_id, perm_id, wait_type): mean wait_ms_per_s over the repetitions with wait
+    data, category, benign flag, share of the permutation's non-benign wait time and rank
+    among the non-benign waits (1 = top)."""
+    reps_with = rep_waits.groupBy("run_id", "perm_id").agg(F.countDistinct("rep").alias("_reps"))
+    per = (rep_waits.groupBy("run_id", "perm_id", "wait_type")
+           .agg(F.sum("wait_ms_per_s").alias("_ms"), F.sum("waiting_tasks_per_s").alias("_tasks"),
+                F.concat_ws(",", F.array_sort(F.collect_set("source"))).alias("source"))
+           .join(reps_with, ["run_id", "perm_id"])
+           .select("run_id", "perm_id", "wait_type", (F.col("_ms") / F.col("_reps")).alias("wait_ms_per_s"),
+                   (F.col("_tasks") / F.col("_reps")).alias("waiting_tasks_per_s"), "source",
+                   F.col("_reps").alias("reps"),
+                   _category(F.col("wait_type")).alias("category"),
+                   F.col("wait_type").rlike(BENIGN_WAITS).alias("benign")))
+    w_perm = Window.partitionBy("run_id", "perm_id")
+    total = F.sum(F.when(~F.col("benign"), F.col("wait_ms_per_s"))).over(w_perm)
+    rank_w = Window.partitionBy("run_id", "perm_id", "benign").orderBy(F.col("wait_ms_per_s").desc(),
+                                                                     F.col("wait_type"))
+    return (per.withColumn("share", F.when(~F.col("benign") & (total > 0), F.col("wait_ms_per_s") / total))
+            .withColumn("rank", F.when(~F.col("benign"), F.row_number().over(rank_w))))
+
+
+def top_waits(profile: DataFrame, n: int = 5) -> DataFrame:
+    """The ``n`` largest non-benign waits of each permutation."""
+    return profile.where(~F.col("benign") & (F.col("rank") <= n))
+
+
+def bottleneck(profile: DataFrame, stats: DataFrame) -> DataFrame:
+    """Per permutation: the shares of page-latch, log-flush and lock waits, the top wait and a
+    verdict: 'client-bound' when most repetitions' summaries say client_bound; else the largest
+    of page latch / log flush / lock if its share is at least :data:`VERDICT_MIN_SHARE`; else
+    'other' (waits elsewhere), or 'unknown' (no wait data)."""
+    nb = profile.where(~F.col("benign"))
+    shares = nb.groupBy("run_id", "perm_id").agg(
+        *[F.coalesce(F.sum(F.when(F.col("category") == c, F.col("share"))), F.lit(0.0))
+          .alias(c.replace(" ", "_") + "_share") for c in VERDICT_CATEGORIES],
+        F.max(F.when(F.col("rank") == 1, F.col("wait_type"))).alias("top_wait"),
+        F.max(F.when(F.col("rank") == 1, F.col("share"))).alias("top_wait_share"),
+        F.sum("wait_ms_per_s").alias("wait_ms_per_s_total"))
+    s = stats.select("run_id", "perm_id", "n", "client_bound_reps").join(shares, ["run_id", "perm_id"], "left")
+    pl, lf, lk = (F.coalesce(F.col(c), F.lit(0.0)) for c in ("page_latch_share", "log_flush_share", "lock_share"))
+    biggest = F.greatest(pl, lf, lk)
+    verdict = (F.when(F.coalesce(F.col("client_bound_reps"), F.lit(0)) * 2 > F.col("n"), F.lit("client-bound"))
+               .when(F.col("top_wait").isNull(), F.lit("unknown"))
+               .when(biggest < VERDICT_MIN_SHARE, F.lit("other"))
+               .when(pl == biggest, F.lit("page latch"))
+               .when(lf == biggest, F.lit("log flush"))
+               .otherwise(F.lit("lock")))
+    return s.select("run_id", "perm_id", "page_latch_share", "log_flush_share", "lock_share", "top_wait",
+                    "top_wait_share", "wait_ms_per_s_total", verdict.alias("verdict"))
+
+
+# --------------------------------------------------------------------------- time series
+
+def queue_timeseries(samples: DataFrame) -> DataFrame:
+    """Queue depths over time (all phases) of the given samples: run_id, perm_id, rep,
+    elapsed_s, phase, key (xmitq.iN or queue), depth."""
+    from .load import with_rep_keys
+
+    return with_rep_keys(
+        samples.where(~F.col("_bad") & (F.col("family") == "queues") & (F.col("metric") == "depth"))
+        .groupBy("file", "elapsed_s", "phase", "key")
+        .agg(F.max("value").alias("depth")))

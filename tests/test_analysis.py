@@ -1,0 +1,429 @@
+"""The Spark analysis (harness.analysis) on synthetic runs: aggregates checked against plain
+Python (statistics module) computed from the same raw files, missing/corrupt files reported
+by name, plots written as real PNGs and linked from index.html, labels, the CLI.
+
+One SparkSession (local[2]) for the module; two small analyses (~70 + 1 repetitions)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import zlib
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from harness.analysis import synth
+
+pytestmark = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
+                                reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)")
+
+METRICS = {"send_rate": ("send_rate",), "receive_rate": ("receive_rate",),
+           "send_p50_ms": ("send_latency_ms", "p50"), "send_p95_ms": ("send_latency_ms", "p95"),
+           "send_p99_ms": ("send_latency_ms", "p99"), "e2e_p50_ms": ("e2e_latency_ms", "p50"),
+           "e2e_p95_ms": ("e2e_latency_ms", "p95"), "e2e_p99_ms": ("e2e_latency_ms", "p99")}
+# independent of harness.analysis.transforms on purpose
+BENIGN = {"BROKER_RECEIVE_WAITFOR", "BROKER_TRANSMITTER", "Timeout:PgSleep", "Activity:WalWriterMain"}
+CATEGORY = {"LWLock:BufferContent": "page latch", "LWLock:BufferMapping": "page latch",
+            "PAGELATCH_EX": "page latch", "PAGELATCH_SH": "page latch",
+            "IO:WALSync": "log flush", "LWLock:WALWrite": "log flush", "WRITELOG": "log flush",
+            "LOGBUFFER": "log flush", "Lock:transactionid": "lock", "Lock:tuple": "lock",
+            "LCK_M_X": "lock", "LCK_M_S": "lock"}
+PNG_SIG = b"\x89PNG\r\n\x1a\n"
+THRESHOLD = 5.0
+
+
+# --------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def spark():
+    from harness.analysis.spark import get_spark
+
+    s = get_spark("local[2]", app_name="ssbench-tests", shuffle_partitions=2, driver_memory="1g")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def faulty_run(tmp_path_factory):
+    """A small embedded run (1-2 initiators x 1/5/10/20 threads x 3 strategies, 3 reps) with:
+    one samples.jsonl missing, one summary.json corrupt, two garbage lines in one samples file."""
+    root = tmp_path_factory.mktemp("results")
+    spec = synth.small_spec(name="t", payloads=(100,), repetitions=3, measure_seconds=6, warmup_seconds=2,
+                            drain_seconds=1)
+    run = synth.synthesize(root, spec, run_id="20261121-000000-t")
+    faults = {
+        "missing_samples": run / "i2-t20-trick150-p100-durable" / "rep-02" / "samples.jsonl",
+        "corrupt_summary": run / "i1-t10-per_thread-p100-durable" / "rep-03" / "summary.json",
+        "bad_lines": run / "i2-t5-shared-p100-durable" / "rep-01" / "samples.jsonl",
+    }
+    faults["missing_samples"].unlink()
+    text = faults["corrupt_summary"].read_text()
+    faults["corrupt_summary"].write_text(text[: len(text) // 2])
+    lines = faults["bad_lines"].read_text().splitlines()
+    lines.insert(5, "{this is not json")
+    lines.insert(40, '{"ts": 1.0, "elapsed_s": "soon", "phase": "measure", "family": "waits", '
+                     '"metric": "wait_ms_per_s", "key": "IO:WALSync", "value": 1e9}')
+    faults["bad_lines"].write_text("\n".join(lines) + "\n")
+    # an in-progress repetition must be ignored
+    partial = run / "i1-t1-per_thread-p100-durable" / ".rep-04.partial"
+    partial.mkdir()
+    (partial / "samples.jsonl").write_text("garbage\n")
+    return run, faults
+
+
+@pytest.fixture(scope="module")
+def report(spark, faulty_run):
+    from harness.analysis.job import analyze
+
+    run, _ = faulty_run
+    index = analyze([run], spark=spark, threshold_pct=THRESHOLD)
+    return index
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One permutation, one repetition, one strategy (every axis has one value), mssql kind."""
+    root = tmp_path_factory.mktemp("tiny")
+    spec = synth.SynthSpec(name="tiny", initiators=(1,), threads=(8,), dialogs=("per_thread",), payloads=(100,),
+                           servers=("sql2008",), repetitions=1, warmup_seconds=1, measure_seconds=4,
+                           drain_seconds=1, target_kind="mssql")
+    return synth.synthesize(root, spec, run_id="20261121-000001-tiny")
+
+
+# --------------------------------------------------------------------------- plain-Python reference
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _f(v: str) -> float | None:
+    return None if v in ("", None) else float(v)
+
+
+def _load_reps(run: Path) -> dict[str, list[dict]]:
+    """perm id -> the parseable rep summaries (corrupt ones skipped)."""
+    out: dict[str, list[dict]] = defaultdict(list)
+    for f in sorted(run.glob("*/rep-*/summary.json")):
+        try:
+            out[f.parent.parent.name].append(json.loads(f.read_text()))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def _value(summary: dict, path: tuple[str, ...]) -> float:
+    v = summary
+    for k in path:
+        v = v[k]
+    return float(v)
+
+
+def _quartiles(xs: list[float]) -> tuple[float, float, float]:
+    if len(xs) == 1:
+        return xs[0], xs[0], xs[0]
+    q1, q2, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def _samples(path: Path) -> list[dict]:
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if all(isinstance(r.get(k), (int, float)) for k in ("ts", "elapsed_s", "value")):
+            rows.append(r)
+    return rows
+
+
+def _python_waits(run: Path, reps: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
+    """perm -> wait type -> mean over reps of (sum of measured wait_ms_per_s / measured ticks)."""
+    out = {}
+    for perm, summaries in reps.items():
+        per_rep = []
+        for s in summaries:
+            f = run / perm / f"rep-{s['repetition']:02d}" / "samples.jsonl"
+            if f.exists():
+                meas = [r for r in _samples(f) if r["phase"] == "measure"]
+                counts: dict[tuple, int] = defaultdict(int)
+                for r in meas:
+                    counts[(r["family"], r["metric"], r.get("key", ""))] += 1
+                ticks = max(counts.values())
+                w: dict[str, float] = defaultdict(float)
+                for r in meas:
+                    if r["family"] == "waits" and r["metric"] == "wait_ms_per_s":
+                        w[r["key"]] += r["value"]
+                per_rep.append({k: v / ticks for k, v in w.items()})
+            else:
+                ms = s["window"]["measure_seconds"]
+                per_rep.append({t["wait_type"]: t["wait_time_ms"] / ms for t in s["top_waits"]})
+        types = {k for d in per_rep for k in d}
+        out[perm] = {k: sum(d.get(k, 0.0) for d in per_rep) / len(per_rep) for k in types}
+    return out
+
+
+def _close(a: float | None, b: float | None, rel: float = 1e-9, abs_: float = 1e-9) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+
+
+# --------------------------------------------------------------------------- aggregates
+
+def test_permutation_aggregates_match_python(report, faulty_run):
+    run, _ = faulty_run
+    reps = _load_reps(run)
+    table = {r["perm_id"]: r for r in _read_csv(report.parent / "tables" / "permutations.csv")}
+    assert set(table) == set(reps)
+    for perm, summaries in reps.items():
+        row = table[perm]
+        assert int(row["n"]) == len(summaries), perm
+        for name, path in METRICS.items():
+            xs = [_value(s, path) for s in summaries]
+            q1, med, q3 = _quartiles(xs)
+            assert _close(_f(row[f"{name}_median"]), statistics.median(xs)), (perm, name)
+            assert _close(_f(row[f"{name}_median"]), med), (perm, name)
+            assert _close(_f(row[f"{name}_q1"]), q1), (perm, name)
+            assert _close(_f(row[f"{name}_q3"]), q3), (perm, name)
+            assert _close(_f(row[f"{name}_iqr"]), q3 - q1, abs_=1e-6), (perm, name)
+            assert _close(_f(row[f"{name}_min"]), min(xs)), (perm, name)
+            assert _close(_f(row[f"{name}_max"]), max(xs)), (perm, name)
+        assert _close(_f(row["max_xmitq_depth"]), max(float(s["max_xmitq_depth"]) for s in summaries))
+        p = summaries[0]["permutation"]
+        assert (int(row["initiators"]), int(row["threads"]), row["dialogs"], int(row["payload_bytes"])) == \
+            (p["initiators"], p["threads"], p["dialogs"], p["payload_bytes"])
+
+
+def test_measured_queue_depth_matches_python(report, faulty_run):
+    run, _ = faulty_run
+    table = {r["perm_id"]: r for r in _read_csv(report.parent / "tables" / "permutations.csv")}
+    for perm_dir in sorted(p for p in run.iterdir() if p.is_dir() and p.name.startswith("i")):
+        values = [r["value"] for f in perm_dir.glob("rep-*/samples.jsonl") for r in _samples(f)
+                  if r["phase"] == "measure" and r["family"] == "queues" and r["key"].startswith("xmitq")]
+        assert _close(_f(table[perm_dir.name]["xmitq_depth_max_measured"]), max(values)), perm_dir.name
+
+
+def test_wait_profile_and_verdict_match_python(report, faulty_run):
+    run, _ = faulty_run
+    reps = _load_reps(run)
+    expected = _python_waits(run, reps)
+    profile = defaultdict(dict)
+    for r in _read_csv(report.parent / "tables" / "wait_profile.csv"):
+        profile[r["perm_id"]][r["wait_type"]] = r
+    perms = {r["perm_id"]: r for r in _read_csv(report.parent / "tables" / "permutations.csv")}
+    top = defaultdict(list)
+    for r in _read_csv(report.parent / "tables" / "top_waits.csv"):
+        top[r["perm_id"]].append(r)
+    for perm, waits in expected.items():
+        assert set(profile[perm]) == set(waits), perm
+        real = {k: v for k, v in waits.items() if k not in BENIGN}
+        total = sum(real.values())
+        for k, v in waits.items():
+            row = profile[perm][k]
+            assert _close(_f(row["wait_ms_per_s"]), v, rel=1e-9, abs_=1e-6), (perm, k)
+            assert (row["benign"] == "true") == (k in BENIGN), (perm, k)
+            if k not in BENIGN:
+                assert _close(_f(row["share"]), v / total, rel=1e-9, abs_=1e-9), (perm, k)
+        ranked = sorted(real, key=lambda k: (-real[k], k))[:5]
+        assert [r["wait_type"] for r in sorted(top[perm], key=lambda r: int(r["rank"]))] == ranked, perm
+        # the verdict, recomputed
+        shares = defaultdict(float)
+        for k, v in real.items():
+            shares[CATEGORY.get(k, "other")] += v / total
+        client_bound = sum(bool(s["client_bound"]) for s in reps[perm]) * 2 > len(reps[perm])
+        biggest = max(shares.get(c, 0.0) for c in ("page latch", "log flush", "lock"))
+        if client_bound:
+            verdict = "client-bound"
+        elif biggest < 0.25:
+            verdict = "other"
+        else:
+            verdict = next(c for c in ("page latch", "log flush", "lock") if shares.get(c, 0.0) == biggest)
+        assert perms[perm]["verdict"] == verdict, (perm, dict(shares))
+        assert _close(_f(perms[perm]["page_latch_share"]), shares.get("page latch", 0.0), abs_=1e-9)
+    # the model's story: the 150 trick moves the bottleneck from page latches to the log
+    assert perms["i2-t20-per_thread-p100-durable"]["verdict"] == "page latch"
+    assert perms["i2-t20-trick150-p100-durable"]["verdict"] == "log flush"
+    assert perms["i2-t20-shared-p100-durable"]["verdict"] == "lock"
+    assert perms["i1-t1-trick150-p100-durable"]["verdict"] == "client-bound"
+
+
+def test_gains_and_crossover_match_python(report, faulty_run):
+    run, _ = faulty_run
+    reps = _load_reps(run)
+    med = {p: statistics.median(s["receive_rate"] for s in ss) for p, ss in reps.items()}
+    gains = _read_csv(report.parent / "tables" / "dialog_gains.csv")
+    assert {g["strategy"] for g in gains} == {"trick150", "shared"}
+    by_group = defaultdict(list)
+    for g in gains:
+        i, t, s = int(g["initiators"]), int(g["threads"]), g["strategy"]
+        base = med[f"i{i}-t{t}-per_thread-p100-durable"]
+        other = med[f"i{i}-t{t}-{s}-p100-durable"]
+        assert _close(_f(g["gain_pct"]), (other / base - 1.0) * 100.0, rel=1e-9), g
+        assert int(g["total_threads"]) == i * t
+        by_group[(s, i)].append((i * t, (other / base - 1.0) * 100.0))
+    assert len(gains) == 2 * 2 * 4
+    cross = {(c["strategy"], int(c["initiators"])): c for c in _read_csv(report.parent / "tables" / "crossover.csv")}
+    for key, pts in by_group.items():
+        pts.sort()
+        expected = None
+        for k in range(len(pts)):
+            if all(g > THRESHOLD for _, g in pts[k:]):
+                expected = pts[k][0]
+                break
+        got = cross[key]["crossover_total_threads"]
+        assert (None if got == "" else int(got)) == expected, (key, pts)
+        assert _close(_f(cross[key]["max_gain_pct"]), max(g for _, g in pts)), key
+    # the model's shape: the trick pays at high thread counts, a shared dialog never does
+    assert cross[("trick150", 2)]["crossover_total_threads"] not in ("", None)
+    assert float(cross[("trick150", 2)]["gain_at_max_threads_pct"]) > 50
+    assert cross[("shared", 2)]["crossover_total_threads"] == ""
+
+
+# --------------------------------------------------------------------------- robustness
+
+def test_missing_and_corrupt_files_reported_by_name(report, faulty_run):
+    run, faults = faulty_run
+    issues = _read_csv(report.parent / "tables" / "issues.csv")
+    text = {i["path"]: i["problem"] for i in issues}
+    assert "missing" in text[str(faults["missing_samples"])]
+    assert "corrupt" in text[str(faults["corrupt_summary"])]
+    assert text[str(faults["bad_lines"])].startswith("2 corrupt")
+    assert not any(".partial" in p for p in text)
+    html = (report.parent / "index.html").read_text()
+    for f in faults.values():
+        assert str(f) in html
+    perms = {r["perm_id"]: r for r in _read_csv(report.parent / "tables" / "permutations.csv")}
+    assert perms["i1-t10-per_thread-p100-durable"]["n"] == "2"        # corrupt summary skipped
+    assert perms["i2-t20-trick150-p100-durable"]["n"] == "3"          # summary still counts
+    assert perms["i2-t20-trick150-p100-durable"]["sample_reps"] == "2"
+    sources = {r["source"] for r in _read_csv(report.parent / "tables" / "wait_profile.csv")
+               if r["perm_id"] == "i2-t20-trick150-p100-durable"}
+    assert sources == {"samples", "samples,summary"}  # rep 2's waits come from its summary's top_waits
+
+
+def test_missing_run_json_and_unknown_dir(spark, tmp_path):
+    from harness.analysis.job import analyze
+    from harness.errors import UserError
+
+    with pytest.raises(UserError, match="not a run directory"):
+        analyze([tmp_path / "nope"], spark=spark)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no complete repetition"):
+        analyze([tmp_path / "empty"], spark=spark)
+
+
+# --------------------------------------------------------------------------- plots and HTML
+
+def _png_info(path: Path) -> tuple[int, int, dict[str, str]]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIG, path
+    width, height = struct.unpack(">II", data[16:24])
+    text, pos = {}, 8
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8: pos + 8 + length]
+        if kind == b"tEXt":
+            k, _, v = chunk.partition(b"\0")
+            text[k.decode("latin-1")] = v.decode("latin-1")
+        elif kind == b"iTXt":
+            k, _, rest = chunk.partition(b"\0")
+            v = rest[2:].split(b"\0", 2)[-1]
+            text[k.decode("latin-1")] = v.decode("utf-8")
+        elif kind == b"zTXt":
+            k, _, rest = chunk.partition(b"\0")
+            text[k.decode("latin-1")] = zlib.decompress(rest[1:]).decode("latin-1")
+        pos += 12 + length
+    return width, height, text
+
+
+def test_plots_are_pngs_referenced_by_index(report):
+    html = (report.parent / "index.html").read_text()
+    srcs = re.findall(r"<img src='([^']+)'", html)
+    assert len(srcs) >= 8
+    kinds = {Path(s).name.split("-")[0] for s in srcs}
+    assert {"throughput", "gain", "waits", "queues", "send_vs_receive", "latency"} <= kinds
+    assert sum(1 for s in srcs if Path(s).name.startswith("gain-")) == 2  # 150 trick and shared
+    for src in srcs:
+        assert not src.startswith("/") and "://" not in src  # relative links
+        png = report.parent / src
+        assert png.stat().st_size > 10_000, src
+        w, h, text = _png_info(png)
+        assert w >= 600 and h >= 300, (src, w, h)
+        desc = text.get("Description", "")
+        assert "20261121-000000-t" in desc and "PostgreSQL emulation" in desc, (src, text)
+        assert "SQL Server" not in desc and "SQL Server" not in text.get("Title", "")
+    assert sorted(p.name for p in (report.parent / "plots").glob("*.png")) == sorted(Path(s).name for s in srcs)
+    # the key table and the labels
+    assert "Key results" in html and "pays from" in html
+    assert "PostgreSQL emulation" in html and "SQL Server" not in html
+    assert "<style>" in html and "<script" not in html
+    for t in ("permutations", "dialog_gains", "crossover", "top_waits", "wait_profile", "repetitions"):
+        assert (report.parent / "tables" / f"{t}.csv").is_file(), t
+        assert list((report.parent / "tables" / f"{t}.parquet").glob("part-*.parquet")), t
+
+
+def test_single_value_axes_and_absent_strategies(spark, tiny_run, tmp_path):
+    from harness.analysis.job import analyze
+
+    index = analyze([tiny_run], out=tmp_path / "rep", spark=spark)
+    html = index.read_text()
+    assert index.parent == (tmp_path / "rep").resolve()
+    assert "skipped: the run has no 150 trick" in html
+    assert "skipped: the run has no one shared dialog" in html
+    assert "SQL Server 16.0" in html  # a real SQL Server target is named as such
+    srcs = re.findall(r"<img src='([^']+)'", html)
+    assert any("throughput" in s for s in srcs) and any("latency" in s for s in srcs)
+    for s in srcs:
+        assert (index.parent / s).read_bytes()[:8] == PNG_SIG
+    # analyzing again replaces the previous report
+    again = analyze([tiny_run], out=tmp_path / "rep", spark=spark)
+    assert again == index
+
+
+def test_target_text_never_says_sql_server_for_embedded():
+    from harness.analysis.plots import target_text
+
+    assert "PostgreSQL emulation" in target_text("embedded", "PostgreSQL 18.6 emulation of Service Broker")
+    assert target_text("embedded", "emulation of SQL Server Service Broker") == "PostgreSQL emulation of Service Broker"
+    assert target_text("embedded", None) == "PostgreSQL emulation of Service Broker"
+    assert target_text("mssql", "SQL Server 16.0") == "SQL Server 16.0"
+
+
+# --------------------------------------------------------------------------- CLI
+
+def test_cli_analyze_prints_report_path(spark, tiny_run, tmp_path, capsys):
+    from harness.cli import main
+
+    assert main(["analyze", str(tiny_run), "--out", str(tmp_path / "cli"), "-q"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out == str((tmp_path / "cli" / "index.html").resolve())
+
+
+def test_cli_without_java_says_how_to_get_it(tiny_run, monkeypatch, capsys):
+    from harness.cli import main
+
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["analyze", str(tiny_run)]) == 2
+    err = capsys.readouterr().err
+    assert "Java" in err and "openjdk-17" in err
+
+
+def test_help_does_not_import_pyspark():
+    code = ("import sys, contextlib, io\nfrom harness.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try: main(['--help'])\n    except SystemExit: pass\n"
+            "assert 'pyspark' not in sys.modules and 'matplotlib' not in sys.modules, sorted(sys.modules)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
