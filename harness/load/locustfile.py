@@ -8,7 +8,10 @@ initiator, the payload size, the usable dialogs per initiator and the measuremen
 
 Database drivers block. A blocking call inside a gevent greenlet would serialize the whole
 worker, so every driver call runs on a real thread of gevent's hub threadpool
-(:class:`harness.load.offload.Offload`); the greenlet only waits for it.
+(:class:`harness.load.offload.Offload`); the greenlet only waits for it. A sender whose driver
+can cooperate with gevent (``send_green``: the embedded target's libpq in non-blocking mode)
+sends from the greenlet itself, which costs less client CPU per SEND; ``SSBENCH_SEND_MODE=thread``
+forces the thread path for every SEND (benchmarks/send_vs_pgbench.py compares the two).
 
 Each SEND is timed with ``time.perf_counter``, reported through Locust's ``events.request``
 (so Locust's own stats and web UI see it) and kept exactly by :mod:`harness.load.recorder`.
@@ -26,6 +29,8 @@ from harness.load.recorder import Recorder
 from harness.load.spec import SwarmSpec
 
 _state: dict = {}
+# SSBENCH_SEND_MODE=thread forces every SEND through the thread offload (for comparison)
+_GREEN = os.environ.get("SSBENCH_SEND_MODE", "auto") != "thread"
 
 
 @events.init_command_line_parser.add_listener
@@ -101,13 +106,18 @@ class ServiceBrokerUser(User):
         self._sender = None
         self._sender = self._offload.call(self, _open_sender, spec.sender_specs[str(initiator)])
         self._dialog = self._offload.call(self, self._sender.dialog, self._slot)
+        # a sender whose driver cooperates with gevent sends from the greenlet itself;
+        # any other blocking driver goes through a real thread
+        green = getattr(self._sender, "send_green", None) if _GREEN else None
+        self._send = green if green is not None else \
+            (lambda d, p: self._offload.call(self, self._sender.send, d, p))
 
     @task
     def send(self) -> None:
         start = time.perf_counter()
         exc = None
         try:
-            self._offload.call(self, self._sender.send, self._dialog, self._payload)
+            self._send(self._dialog, self._payload)
         except Exception as e:  # the broker refused the SEND: reported, counted, not raised
             exc = e
         elapsed = time.perf_counter() - start

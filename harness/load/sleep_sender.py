@@ -22,6 +22,14 @@ class SleepSender(Sender):
     def send(self, dialog: str, payload: bytes) -> None:
         self.conn.execute("SELECT pg_sleep(%s)", (self.seconds,))
 
+    def send_green(self, dialog: str, payload: bytes) -> None:
+        from harness.load.green import green_exec
+
+        pg = self.conn.pgconn
+        res = green_exec(pg, lambda: pg.send_query(f"SELECT pg_sleep({self.seconds:f})".encode()))
+        if res is None or res.error_message:
+            raise RuntimeError(f"sleep failed: {pg.error_message.decode(errors='replace')}")
+
     def close(self) -> None:
         self.conn.close()
 

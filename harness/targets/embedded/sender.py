@@ -59,6 +59,24 @@ class EmbeddedSender(Sender):
         if res.status != ExecStatus.TUPLES_OK:
             self._raise(res)
 
+    #: :meth:`send_green` exists: the Locust user may call it directly from a greenlet.
+    cooperative = True
+
+    def send_green(self, dialog: str, payload: bytes) -> None:
+        """:meth:`send` for a gevent greenlet: libpq in non-blocking mode, waiting on the socket
+        through gevent's hub, so other users' greenlets run meanwhile (no thread hop)."""
+        from harness.load.green import green_exec
+
+        with self._lock:
+            res = green_exec(self._pg, lambda: self._pg.send_query_prepared(
+                _STMT, [dialog.encode(), payload], param_formats=[0, 1]))
+        if res is None or res.status != ExecStatus.TUPLES_OK:
+            self._raise(res) if res is not None else self._raise_conn()
+
+    def _raise_conn(self) -> None:
+        msg = self._pg.error_message.decode(errors="replace").strip() or "no result"
+        raise psycopg.OperationalError(f"SEND failed: {msg}")
+
     def send_seq(self, dialog: str, payload: bytes) -> int:
         """Like :meth:`send`, returning the message's sequence number on its dialog."""
         with self._lock:
