@@ -32,12 +32,9 @@ METRICS = {"send_rate": ("send_rate",), "receive_rate": ("receive_rate",),
            "send_p99_ms": ("send_latency_ms", "p99"), "e2e_p50_ms": ("e2e_latency_ms", "p50"),
            "e2e_p95_ms": ("e2e_latency_ms", "p95"), "e2e_p99_ms": ("e2e_latency_ms", "p99")}
 # independent of harness.analysis.transforms on purpose
-BENIGN = {"BROKER_RECEIVE_WAITFOR", "BROKER_TRANSMITTER", "Timeout:PgSleep", "Activity:WalWriterMain"}
-CATEGORY = {"LWLock:BufferContent": "page latch", "LWLock:BufferMapping": "page latch",
-            "PAGELATCH_EX": "page latch", "PAGELATCH_SH": "page latch",
-            "IO:WALSync": "log flush", "LWLock:WALWrite": "log flush", "WRITELOG": "log flush",
-            "LOGBUFFER": "log flush", "Lock:transactionid": "lock", "Lock:tuple": "lock",
-            "LCK_M_X": "lock", "LCK_M_S": "lock"}
+BENIGN = {"BROKER_RECEIVE_WAITFOR", "BROKER_TRANSMITTER", "PG_IDLE_BACKGROUND"}
+CATEGORY = {"PAGELATCH_EX": "page latch", "PAGELATCH_SH": "page latch", "WRITELOG": "log flush",
+            "LOGBUFFER": "log flush", "LCK_M_X": "lock", "LCK_M_S": "lock", "LCK_M_SCH_S": "lock"}
 PNG_SIG = b"\x89PNG\r\n\x1a\n"
 THRESHOLD = 5.0
 
@@ -48,7 +45,7 @@ THRESHOLD = 5.0
 def spark():
     from harness.analysis.spark import get_spark
 
-    s = get_spark("local[2]", app_name="ssbench-tests", shuffle_partitions=2, driver_memory="1g")
+    s = get_spark("local[2]", app_name="ssbench-tests", shuffle_partitions=2, driver_memory="1g", input_bytes=0)
     yield s
     s.stop()
 
@@ -72,7 +69,7 @@ def faulty_run(tmp_path_factory):
     lines = faults["bad_lines"].read_text().splitlines()
     lines.insert(5, "{this is not json")
     lines.insert(40, '{"ts": 1.0, "elapsed_s": "soon", "phase": "measure", "family": "waits", '
-                     '"metric": "wait_ms_per_s", "key": "IO:WALSync", "value": 1e9}')
+                     '"metric": "wait_ms_per_s", "key": "WRITELOG", "value": 1e9}')
     faults["bad_lines"].write_text("\n".join(lines) + "\n")
     # an in-progress repetition must be ignored
     partial = run / "i1-t1-per_thread-p100-durable" / ".rep-04.partial"
@@ -313,7 +310,7 @@ def test_missing_and_corrupt_files_reported_by_name(report, faulty_run):
     assert sources == {"samples", "samples,summary"}  # rep 2's waits come from its summary's top_waits
 
 
-def test_missing_run_json_and_unknown_dir(spark, tmp_path):
+def test_unknown_or_empty_dir_is_a_user_error(spark, tmp_path):
     from harness.analysis.job import analyze
     from harness.errors import UserError
 
@@ -322,6 +319,19 @@ def test_missing_run_json_and_unknown_dir(spark, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="no complete repetition"):
         analyze([tmp_path / "empty"], spark=spark)
+
+
+def test_missing_run_json_takes_the_target_from_the_summaries(spark, tiny_run, tmp_path):
+    from harness.analysis.job import analyze_result
+
+    run = tmp_path / tiny_run.name
+    shutil.copytree(tiny_run, run)
+    (run / "run.json").unlink()
+    result = analyze_result([run], spark=spark)
+    assert [i.problem for i in result.issues if i.path == str(run / "run.json")][0].startswith("missing")
+    html = result.index.read_text()
+    assert "SQL Server 16.0" in html and str(run / "run.json") in html
+    assert result.index == run / "report" / "index.html"
 
 
 # --------------------------------------------------------------------------- plots and HTML
@@ -390,6 +400,29 @@ def test_single_value_axes_and_absent_strategies(spark, tiny_run, tmp_path):
     # analyzing again replaces the previous report
     again = analyze([tiny_run], out=tmp_path / "rep", spark=spark)
     assert again == index
+
+
+def test_wait_categories_and_benign_waits(spark):
+    from pyspark.sql import functions as F
+
+    from harness.analysis import transforms as T
+
+    expected = {  # wait type: (category, benign)
+        "PAGELATCH_EX": ("page latch", False), "PAGELATCH_UP": ("page latch", False),
+        "WRITELOG": ("log flush", False), "LOGBUFFER": ("log flush", False),
+        "LCK_M_X": ("lock", False), "LCK_M_SCH_S": ("lock", False),
+        "ASYNC_NETWORK_IO": ("client", False), "PAGEIOLATCH_SH": ("io", False),
+        "SOS_SCHEDULER_YIELD": ("cpu", False), "LATCH_EX": ("other", False),
+        "WAITFOR": ("other", False),  # the embedded SEND delay knob: not idle
+        "BROKER_RECEIVE_WAITFOR": ("other", True), "PG_CLIENT_READ": ("other", True),
+        "PG_IDLE_BACKGROUND": ("other", True), "CPU_RUNNING": ("cpu", True),
+        "LWLock:BufferContent": ("page latch", False), "IO:WalSync": ("log flush", False),
+        "Lock:transactionid": ("lock", False), "Timeout:PgSleep": ("other", True),
+    }
+    df = spark.createDataFrame([(k,) for k in expected], "w string")
+    got = {r.w: (r.c, r.b) for r in df.select("w", T._category(F.col("w")).alias("c"),
+                                               F.col("w").rlike(T.BENIGN_WAITS).alias("b")).collect()}
+    assert got == expected
 
 
 def test_target_text_never_says_sql_server_for_embedded():

@@ -3,18 +3,25 @@
 
 Entry points:
 
-- :func:`harness.analysis.job.analyze` ``(run_dirs, out=None, master=None) -> Path``: the whole
-  job; returns the path of ``index.html``. ``ssbench analyze`` and ``spark-submit
-  harness/analysis/job.py`` both call it.
+- :func:`harness.analysis.job.analyze` ``(run_dirs, out=None, master=None, *, spark=None,
+  threshold_pct=5.0) -> Path``: the whole job; returns the path of ``index.html``.
+  ``ssbench analyze`` and ``spark-submit harness/analysis/job.py RUN_DIR...`` both call it.
+- :func:`harness.analysis.job.analyze_result`: the same, returning an ``AnalysisResult``
+  (tables as rows, plots, issues) -- what the notebook displays.
+- :func:`harness.analysis.job.find_runs`: a run directory, or the runs in a results directory.
 - :mod:`harness.analysis.synth`: synthetic run directories in the documented layout (tests,
   the benchmark and the notebook's fallback).
+
+Modules: ``spark`` (session), ``schemas`` (explicit StructTypes), ``load`` (discovery and
+reading, problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``plots``
+(matplotlib, Agg), ``report`` (index.html), ``job`` (orchestration).
 
 Importing this package does not import pyspark; its modules that need Spark import it.
 """
 
 from __future__ import annotations
 
-__all__ = ["analyze"]
+__all__ = ["analyze", "analyze_result"]
 
 
 def analyze(*args, **kwargs):
@@ -22,3 +29,10 @@ def analyze(*args, **kwargs):
     from .job import analyze as _analyze
 
     return _analyze(*args, **kwargs)
+
+
+def analyze_result(*args, **kwargs):
+    """See :func:`harness.analysis.job.analyze_result`."""
+    from .job import analyze_result as _analyze_result
+
+    return _analyze_result(*args, **kwargs)

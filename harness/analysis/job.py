@@ -128,28 +128,31 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
     disc = load.discover(run_dirs)
     out_dir = prepare_out(Path(out) if out else default_out(run_dirs))
     say(f"found {len(disc.reps)} repetitions in {len(disc.runs)} run(s); {len(disc.issues)} issue(s)")
+    helper = start_plot_helper()
     own = False
-    if spark is None:
-        from pyspark.sql import SparkSession
-
-        from harness.analysis.spark import get_spark
-
-        own = SparkSession.getActiveSession() is None  # a session we did not start is left running
-        spark = get_spark(master)
-        say(f"Spark {spark.version} on {spark.sparkContext.master} ready after {time.monotonic() - t0:.1f} s")
     try:
-        return _run(spark, disc, out_dir, threshold_pct, top_waits, say, t0)
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            from harness.analysis.spark import get_spark
+
+            own = SparkSession.getActiveSession() is None  # a session we did not start is left running
+            spark = get_spark(master, input_bytes=disc.samples_bytes)
+            say(f"Spark {spark.version} on {spark.sparkContext.master} ready after {time.monotonic() - t0:.1f} s")
+        return _run(spark, disc, out_dir, threshold_pct, top_waits, say, t0, helper)
     finally:
-        if own:
+        if helper is not None:
+            helper.shutdown(wait=True, cancel_futures=True)
+        if own and spark is not None:
             spark.stop()
 
 
 def _rows(df) -> list[dict[str, Any]]:
-    return [r.asDict() for r in df.collect()]
+    return [r.asDict(recursive=True) for r in df.collect()]
 
 
 def _run(spark, disc: load.Discovery, out_dir: Path, threshold_pct: float, n_top: int,
-         say: Callable[[str], None], t0: float) -> AnalysisResult:
+         say: Callable[[str], None], t0: float, helper=None) -> AnalysisResult:
     from pyspark.sql import functions as F
 
     from harness.analysis import transforms as T
@@ -158,28 +161,40 @@ def _run(spark, disc: load.Discovery, out_dir: Path, threshold_pct: float, n_top
     reps = load.read_summaries(spark, disc)
     samples = load.read_samples(spark, disc)
     metrics = None
+    # localCheckpoint (not cache): materialized once, and later queries start from it with a
+    # short plan -- with cache() every query still carries (and matches) the whole lineage,
+    # which costs ~1-2 s of planning per query here.
+    rep_keys = {(r.run_id, r.perm_id, r.rep) for r in disc.reps}
+    with_waits: set[tuple[str, str, int]] = set()
     if samples is not None:
-        metrics = T.measured_metrics(samples).cache()
-        bad = metrics.where(F.col("_bad")).select("run_id", "perm_id", "rep", "n").collect()
-        load.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.n) for r in bad])
+        metrics = T.measured_metrics(samples).localCheckpoint()
+        per_rep = (metrics.groupBy("run_id", "perm_id", "rep")
+                   .agg(F.sum(F.when(F.col("_bad"), F.col("n"))).alias("bad"),
+                        F.max(F.when(~F.col("_bad") & (F.col("family") == "waits"), F.lit(1))).alias("waits"))
+                   .collect())
+        load.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.bad) for r in per_rep if r.bad])
+        with_waits = {(r.run_id, r.perm_id, r.rep) for r in per_rep if r.waits}
         metrics = metrics.where(~F.col("_bad"))
         tables["sample_metrics"] = metrics.drop("_bad")
     say(f"samples reduced after {time.monotonic() - t0:.1f} s")
 
-    stats = T.permutation_stats(reps).cache()
-    profile = T.wait_profile(T.rep_wait_rates(metrics, reps)).cache()
+    stats = T.permutation_stats(reps).localCheckpoint()
+    fallback: list[tuple[str, str, int]] | None = sorted(rep_keys - with_waits)
+    if metrics is None or len(fallback) > 200:  # let Spark find them (an anti-join) instead of a long IN list
+        fallback = None
+    profile = T.wait_profile(T.rep_wait_rates(metrics, reps, fallback)).localCheckpoint()
     verdicts = T.bottleneck(profile, stats)
     extras = T.sample_extras(metrics) if metrics is not None else None
-    perms_df = T.permutations_table(stats, extras, verdicts).cache()
-    gains_df = T.dialog_gains(perms_df).cache()
-    cross_df = T.crossover(gains_df, threshold_pct).cache()
+    perms_df = T.permutations_table(stats, extras, verdicts).localCheckpoint()
+    gains_df = T.dialog_gains(perms_df).localCheckpoint()
+    cross_df = T.crossover(gains_df, threshold_pct).localCheckpoint()
     top_df = T.top_waits(profile, n_top)
 
     perms = _sorted(_rows(perms_df), "permutations")
     gains = _sorted(_rows(gains_df), "dialog_gains")
     cross = _sorted(_rows(cross_df), "crossover")
-    waits_nb = _rows(profile.where(~F.col("benign")).select("run_id", "perm_id", "wait_type", "wait_ms_per_s",
-                                                              "share", "category", "rank"))
+    profile_rows = _sorted(_rows(profile), "wait_profile")
+    waits_nb = [w for w in profile_rows if not w["benign"]]
     say(f"aggregated {len(perms)} permutations after {time.monotonic() - t0:.1f} s")
 
     # time series of the highest-load permutation of each dialog strategy (per run)
@@ -190,7 +205,7 @@ def _run(spark, disc: load.Discovery, out_dir: Path, threshold_pct: float, n_top
         sub = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) in want]
         ts_samples = load.read_samples(spark, disc, sub)
         if ts_samples is not None:
-            ts_df = T.queue_timeseries(ts_samples).cache()
+            ts_df = T.queue_timeseries(ts_samples).localCheckpoint()
             series = _sorted(_rows(ts_df), "queue_timeseries")
             tables["queue_timeseries"] = ts_df
 
@@ -200,12 +215,14 @@ def _run(spark, disc: load.Discovery, out_dir: Path, threshold_pct: float, n_top
     })
     # Spark writes the tables in a thread while Python draws the plots: the JVM and the
     # interpreter work at the same time.
+    csv_rows = {"permutations": perms, "dialog_gains": gains, "crossover": cross, "queue_timeseries": series}
+    csv_rows["wait_profile"] = profile_rows
+    csv_rows["top_waits"] = [w for w in waits_nb if w["rank"] is not None and w["rank"] <= n_top]
+    csv_rows["repetitions"] = _sorted(_rows(reps), "repetitions")
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssbench-tables") as pool:
-        writing = pool.submit(write_tables, out_dir / "tables", tables,
-                              {"permutations": perms, "dialog_gains": gains, "crossover": cross,
-                               "queue_timeseries": series}, {"sample_metrics"})
+        writing = pool.submit(write_tables, out_dir / "tables", tables, csv_rows, {"sample_metrics"}, say)
         all_plots, targets, server_labels = draw_plots(disc, perms, gains, cross, waits_nb, series, chosen,
-                                                       out_dir / "plots", threshold_pct)
+                                                       out_dir / "plots", threshold_pct, helper)
         say(f"{sum(1 for p in all_plots if not p.skipped)} plots after {time.monotonic() - t0:.1f} s")
         written = writing.result()
     written["issues"] = [write_issues(out_dir / "tables", disc)]
@@ -226,14 +243,52 @@ def _sorted(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: tuple((r[k] is None, r[k] if r[k] is not None else 0) for k in keys))
 
 
+#: Plots drawn by the helper process (about half the drawing time); the rest in this process.
+HELPER_PLOTS = ("wait_profile", "latency", "queue_depth")
+
+
+def _plot_call(name: str, args: tuple) -> list[plots.Plot]:
+    """Run one plotting function by name (what the helper process executes)."""
+    from harness.analysis import plots as P
+
+    return getattr(P, name)(*args)
+
+
+def _warm_helper() -> bool:
+    import harness.analysis.plots  # noqa: F401  (matplotlib's import, done while the JVM starts)
+
+    return True
+
+
+def start_plot_helper():
+    """A one-process pool (spawned, so it inherits no JVM, thread or lock) that imports
+    matplotlib right away and later draws :data:`HELPER_PLOTS` while this process draws the
+    others. None when disabled (SSBENCH_PLOT_HELPER=0) or it cannot start."""
+    import os
+
+    if os.environ.get("SSBENCH_PLOT_HELPER", "1").lower() in ("0", "false", "no", "off"):
+        return None
+    try:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        pool.submit(_warm_helper)
+        return pool
+    except Exception:
+        return None
+
+
 def draw_plots(disc: load.Discovery, perms, gains, cross, waits_nb, series, chosen, plot_dir: Path,
-               threshold_pct: float):
+               threshold_pct: float, helper=None):
     """Every plot of every run, grouped by section. Returns (plots, target text per run,
-    server label per (run, server))."""
+    server label per (run, server)). ``helper``: a process pool from :func:`start_plot_helper`
+    (its plots are drawn here instead when it fails)."""
     targets: dict[str, str] = {}
     server_labels: dict[tuple[str, str], str] = {}
     by_run = lambda rows, run_id: [r for r in rows if r["run_id"] == run_id]  # noqa: E731
-    sections: dict[str, list[plots.Plot]] = {}
+    jobs: list[tuple[str, tuple]] = []
+    skipped: list[plots.Plot] = []
     for run in disc.runs:
         prow = by_run(perms, run.run_id)
         ctx = run_context(run, prow)
@@ -241,27 +296,43 @@ def draw_plots(disc: load.Discovery, perms, gains, cross, waits_nb, series, chos
         for s in {p["server"] for p in prow}:
             server_labels[(run.run_id, s)] = ctx.server_label(s)
         if not prow:
-            sections.setdefault("Throughput vs client threads (paper Figures 2-4)", []).append(
-                plots.Plot("Throughput vs client threads (paper Figures 2-4)", "All plots", run_id=run.run_id,
-                           note="skipped: no usable repetition in this run"))
+            skipped.append(plots.Plot("Throughput vs client threads (paper Figures 2-4)", "All plots",
+                                      run_id=run.run_id, note="skipped: no usable repetition in this run"))
             continue
         g, c = by_run(gains, run.run_id), by_run(cross, run.run_id)
         perm_ids = {p["perm_id"] for p in prow}
-        results = [
-            plots.throughput(prow, ctx, plot_dir),
-            plots.strategy_gain(prow, g, c, ctx, plot_dir, "trick150", threshold_pct,
-                                "One dialog per thread vs the 150 trick (paper Figure 5)"),
-            plots.strategy_gain(prow, g, c, ctx, plot_dir, "shared", threshold_pct,
-                                "One dialog per thread vs one shared dialog"),
-            plots.wait_profile(prow, [w for w in waits_nb if w["run_id"] == run.run_id and w["perm_id"] in perm_ids],
-                               ctx, plot_dir),
-            plots.queue_depth(by_run(series, run.run_id), by_run(chosen, run.run_id), ctx, plot_dir),
-            plots.send_vs_receive(prow, ctx, plot_dir),
-            plots.latency(prow, ctx, plot_dir),
+        jobs += [
+            ("throughput", (prow, ctx, plot_dir)),
+            ("strategy_gain", (prow, g, c, ctx, plot_dir, "trick150", threshold_pct,
+                               "One dialog per thread vs the 150 trick (paper Figure 5)")),
+            ("strategy_gain", (prow, g, c, ctx, plot_dir, "shared", threshold_pct,
+                               "One dialog per thread vs one shared dialog")),
+            ("wait_profile", (prow, [w for w in waits_nb if w["run_id"] == run.run_id and w["perm_id"] in perm_ids],
+                              ctx, plot_dir)),
+            ("queue_depth", (by_run(series, run.run_id), by_run(chosen, run.run_id), ctx, plot_dir)),
+            ("send_vs_receive", (prow, ctx, plot_dir)),
+            ("latency", (prow, ctx, plot_dir)),
         ]
-        for group in results:
-            for p in group:
-                sections.setdefault(p.section, []).append(p)
+    futures = {}
+    if helper is not None:
+        for i, (name, args) in enumerate(jobs):
+            if name in HELPER_PLOTS:
+                try:
+                    futures[i] = helper.submit(_plot_call, name, args)
+                except Exception:  # a broken pool: draw here
+                    break
+    results: dict[int, list[plots.Plot]] = {}
+    for i, (name, args) in enumerate(jobs):
+        if i not in futures:
+            results[i] = _plot_call(name, args)
+    for i, fut in futures.items():
+        try:
+            results[i] = fut.result()
+        except Exception:
+            results[i] = _plot_call(*jobs[i])
+    sections: dict[str, list[plots.Plot]] = {}
+    for p in skipped + [p for i in sorted(results) for p in results[i]]:
+        sections.setdefault(p.section, []).append(p)
     return [p for group in sections.values() for p in group], targets, server_labels
 
 
@@ -308,7 +379,7 @@ def choose_timeseries(perms: list[dict[str, Any]], disc: load.Discovery, per_run
 
 
 def write_tables(tdir: Path, tables: dict[str, Any], csv_rows: dict[str, list[dict[str, Any]]],
-                 parquet_only: set[str]) -> dict[str, list[str]]:
+                 parquet_only: set[str], say: Callable[[str], None] | None = None) -> dict[str, list[str]]:
     """Parquet (a Spark directory) and CSV (one file) of each table; CSV from already collected
     rows when given, else written by Spark and moved to a single file. Returns the relative
     paths written per table."""
@@ -317,6 +388,7 @@ def write_tables(tdir: Path, tables: dict[str, Any], csv_rows: dict[str, list[di
 
     from harness.analysis.transforms import SORT_KEYS
 
+    started = time.monotonic()
     tdir.mkdir(parents=True, exist_ok=True)
     written: dict[str, list[str]] = {}
     for name, df in tables.items():
@@ -342,6 +414,8 @@ def write_tables(tdir: Path, tables: dict[str, Any], csv_rows: dict[str, list[di
                 shutil.rmtree(tmp, ignore_errors=True)
             files.append(f"tables/{name}.csv")
         written[name] = files
+        if say:
+            say(f"  table {name} written ({time.monotonic() - started:.1f} s into writing)")
     return written
 
 
@@ -351,9 +425,19 @@ def _csv_from_rows(path: Path, columns: list[str], rows: list[dict[str, Any]]) -
         w = csv.writer(f)
         w.writerow(columns)
         for r in rows:
-            w.writerow(["" if r.get(c) is None else (json.dumps(r[c]) if isinstance(r.get(c), (list, dict))
-                                                    else r[c]) for c in columns])
+            w.writerow([_csv_value(r.get(c)) for c in columns])
     tmp.replace(path)
+
+
+def _csv_value(v: Any) -> Any:
+    """CSV cells as Spark writes them: empty for null, true/false, JSON for nested values."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, dict)):
+        return json.dumps(v)
+    return v
 
 
 def write_issues(tdir: Path, disc: load.Discovery) -> str:

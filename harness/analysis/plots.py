@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 matplotlib.use("Agg")  # no display; figures are built with the object API (no pyplot state)
 
@@ -105,9 +106,17 @@ def _save(fig, out_dir: Path, name: str) -> str:
     return f"{out_dir.name}/{path.name}"
 
 
-def _grid(nrows: int, ncols: int, w: float = 4.6, h: float = 3.6, sharey: bool | str = False):
-    fig = Figure(figsize=(max(6.4, w * ncols), h * nrows + 1.1), layout="constrained")
+def _grid(nrows: int, ncols: int, w: float = 4.6, h: float = 3.6, sharey: bool | str = False,
+          right_in: float = 0.25):
+    """A figure of nrows x ncols panels of about w x h inches, with fixed margins in inches
+    (a layout engine would cost every figure an extra full draw when saved)."""
+    left_in, bottom_in, top_in = 0.85, 0.6, 0.85     # y label, x label, two-line title
+    width = max(6.4, w * ncols) + right_in
+    height = h * nrows + 0.5
+    fig = Figure(figsize=(width, height))
     axes = fig.subplots(nrows, ncols, squeeze=False, sharey=sharey)
+    fig.subplots_adjust(left=left_in / width, right=1 - right_in / width, bottom=bottom_in / height,
+                        top=1 - top_in / height, wspace=0.12 if sharey else 0.28, hspace=0.5)
     return fig, axes
 
 
@@ -168,7 +177,7 @@ def throughput(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
         for ax in axes[0]:
             ax.set_ylim(bottom=0)
         axes[0][0].set_ylabel("messages/s processed by the target")
-        axes[0][-1].legend(title="median of repetitions, IQR bars", fontsize=8, title_fontsize=8)
+        axes[0][0].legend(title="median of repetitions, IQR bars", fontsize=8, title_fontsize=8, loc="upper left")
         title = f"Messages/s processed by one target — {strategy_label(strategy)}, {ctx.server_label(server)}"
         _suptitle(fig, title, ctx)
         f = _save(fig, out_dir, _slug("throughput", ctx.run_id, server, strategy))
@@ -225,8 +234,8 @@ def strategy_gain(perms: list[Row], gains: list[Row], cross: list[Row], ctx: Run
             ax.set_ylim(bottom=0)
         axes[0][0].set_ylabel("messages/s processed by the target")
         axes[1][0].set_ylabel(f"gain of {strategy} over per_thread (%)")
-        axes[0][-1].legend(fontsize=7, ncol=1)
-        axes[1][-1].legend(fontsize=7, title="dotted: crossover", title_fontsize=7)
+        axes[0][0].legend(fontsize=7, ncol=1, loc="upper left")
+        axes[1][0].legend(fontsize=7, title="dotted: crossover", title_fontsize=7, loc="upper left")
         title = f"One dialog per thread vs {name} — {ctx.server_label(server)}"
         _suptitle(fig, title, ctx)
         f = _save(fig, out_dir, _slug("gain", ctx.run_id, strategy, server))
@@ -263,7 +272,7 @@ def wait_profile(perms: list[Row], waits: list[Row], ctx: RunContext, out_dir: P
         wcolor = {w: cmap(i) for i, w in enumerate(kept)}
         strategies = sorted({r["dialogs"] for r in rows}, key=lambda s: (STRATEGY_ORDER.get(s, 9), s))
         inits = sorted({r["initiators"] for r in rows})
-        fig, axes = _grid(len(strategies), len(inits), h=3.0, sharey=True)
+        fig, axes = _grid(len(strategies), len(inits), h=3.0, sharey=True, right_in=2.1)
         for a, s in enumerate(strategies):
             for c, i in enumerate(inits):
                 ax = axes[a][c]
@@ -293,7 +302,7 @@ def wait_profile(perms: list[Row], waits: list[Row], ctx: RunContext, out_dir: P
                 ax.margins(y=0.12)
             axes[a][0].set_ylabel("wait time (ms per second)")
         handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside right center", fontsize=8,
+        fig.legend(handles, labels, loc="center right", fontsize=8,
                    title="wait type\n(verdict above bars:\nPL page latch, LF log flush,\nLK lock, CB client-bound,\nOT other)",
                    title_fontsize=7)
         title = f"Top waits per thread count — {ctx.server_label(server)}, {_payload_label(payload)}"
@@ -338,7 +347,7 @@ def queue_depth(series: list[Row], chosen: list[Row], ctx: RunContext, out_dir: 
         ax.set_ylabel("queue depth (messages)")
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper right")
     for k in range(n, nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
     title = "Queue depth over time — highest-load permutation of each dialog strategy"
@@ -376,7 +385,7 @@ def send_vs_receive(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Pl
     ax.set_xlim(0, top)
     ax.set_ylim(0, top)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left")
     ax2.set_xlabel("total client threads (initiators × threads)")
     ax2.set_ylabel("received / sent in the measured window (%)")
     ax2.grid(alpha=0.3)
@@ -416,6 +425,9 @@ def latency(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
                         ax.plot([r["total_threads"] for r in drows], ys, ls, marker="o", ms=3,
                                 color=STRATEGY_COLOR.get(s), label=f"{s} {pct}")
                 ax.set_yscale("log")
+                ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+                ax.yaxis.set_minor_formatter(NullFormatter())
                 ax.grid(alpha=0.3, which="both")
                 ax.set_title(f"{name} latency, {i} initiator{'s' if i > 1 else ''}", fontsize=9)
                 ax.set_xlabel("total client threads (initiators × threads)")
@@ -426,7 +438,7 @@ def latency(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
             continue
         axes[0][0].set_ylabel("SEND latency (ms, log scale)")
         axes[1][0].set_ylabel("end-to-end latency (ms, log scale)")
-        axes[0][-1].legend(fontsize=7, ncol=1)
+        axes[0][0].legend(fontsize=7, ncol=1, loc="upper left")
         title = f"Latency percentiles vs threads — {ctx.server_label(server)}, {_payload_label(payload)}"
         _suptitle(fig, title, ctx)
         f = _save(fig, out_dir, _slug("latency", ctx.run_id, server))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .load import Discovery
-from .plots import Plot, strategy_label
+from .plots import STRATEGY_ORDER, Plot, strategy_label
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:1.5em auto;max-width:1250px;
@@ -18,7 +18,7 @@ h1{font-size:1.5em;margin-bottom:.2em} h2{border-bottom:2px solid #ddd;padding-b
 h3{font-size:1.05em;margin:1.2em 0 .4em}
 table{border-collapse:collapse;font-size:.82em;margin:.5em 0}
 th,td{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}
-th{background:#f2f2f2;position:sticky;top:0} td.l,th.l{text-align:left}
+th{background:#f2f2f2;position:sticky;top:0;white-space:normal;vertical-align:bottom} td.l,th.l{text-align:left}
 tr:nth-child(even) td{background:#fafafa}
 .meta td{text-align:left;white-space:normal}
 .issues{background:#fff4e5;border-left:5px solid #f0a030;padding:.6em 1em}
@@ -156,6 +156,8 @@ def key_rows(perms: list[dict], cross: list[dict], server_labels: dict[tuple[str
         d["strategy_label"] = strategy_label(c["strategy"])
         d["peak_receive_rate"] = peak.get((c["run_id"], c["server"], c["strategy"], c["initiators"], c["payload_bytes"]))
         rows.append(d)
+    rows.sort(key=lambda d: (d["run_id"], d["server"], STRATEGY_ORDER.get(d["strategy"], 9), d["strategy"],
+                             d["payload_bytes"], d["initiators"]))
     return rows
 
 

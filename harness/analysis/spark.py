@@ -4,6 +4,13 @@ Local by default (``local[*]``), any master when given (``--master spark://host:
 ``local[2]``, ...). Under ``spark-submit`` the master and settings spark-submit was given are
 kept. The UI is off, the driver binds to 127.0.0.1 when local, shuffles use few partitions
 (the aggregated tables are small) and Spark's console chatter is cut to errors.
+
+Local sessions are tuned for 2 cores (see LOCAL_JAVA_OPTS): serial GC, the C1 compiler alone
+for small inputs, no adaptive execution, driver-side file listing, and an AppCDS archive of
+Spark's classes in ~/.cache/ssbench (created by the first analysis, ~190 MB).
+
+Environment: SSBENCH_SPARK_DRIVER_MEMORY (default 2g), SSBENCH_SPARK_JAVA_OPTS (replaces the
+local JVM options, CDS included), SSBENCH_SPARK_CDS=0 (no CDS archive), SSBENCH_CACHE.
 """
 
 from __future__ import annotations
@@ -32,10 +39,17 @@ appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
 """
 
 
-#: JVM options of a local analysis (override with SSBENCH_SPARK_JAVA_OPTS). A short job on a
-#: cold JVM spends most of its CPU compiling: the C1 compiler alone (no C2) and the serial
-#: collector roughly halve the CPU time of a small analysis on 2 cores.
-LOCAL_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: JVM options of a local analysis (SSBENCH_SPARK_JAVA_OPTS replaces them). On 2 cores a cold
+#: JVM spends much of a short job compiling. Measured on this project's analysis:
+#: - the serial collector: no concurrent GC threads competing for the 2 cores;
+#: - small inputs (< SMALL_INPUT_BYTES of samples): the C1 compiler alone roughly halves the
+#:   CPU time (C2's compilations never pay back); large inputs: C2 parses JSON ~3x faster, so
+#:   the default tiered compilation is kept;
+#: - a class-data-sharing archive of Spark's classes (AppCDS, see _cds_options) cuts JVM start
+#:   from ~7 s to ~2.5 s and the first queries' class loading.
+LOCAL_JAVA_OPTS = "-XX:+UseSerialGC"
+SMALL_INPUT_OPTS = "-XX:TieredStopAtLevel=1"
+SMALL_INPUT_BYTES = 200 * 1024 * 1024
 
 
 def java_executable() -> str | None:
@@ -79,14 +93,92 @@ def _log4j_file() -> str:
     return str(path)
 
 
+def cache_dir() -> Path:
+    """ssbench's cache directory: SSBENCH_CACHE, else $XDG_CACHE_HOME/ssbench or ~/.cache/ssbench."""
+    if os.environ.get("SSBENCH_CACHE"):
+        return Path(os.environ["SSBENCH_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ssbench"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _cds_options(gc_opts: str) -> list[str]:
+    """JVM options for an AppCDS archive of the classes Spark loads (JDK 13+ dynamic archive).
+
+    The first local analysis on a machine runs with ``-XX:ArchiveClassesAtExit``: its JVM
+    writes ``<cache>/spark-cds-<key>.<pid>.part`` when it exits (~150 MB, ~10 s, after the
+    command has returned); a later start promotes it and runs with ``-XX:SharedArchiveFile``.
+    The key covers the java binary and version, pyspark's location and version and the GC
+    options, so a changed installation makes a new archive. An unusable archive is ignored by
+    the JVM (-Xshare:auto). SSBENCH_SPARK_CDS=0 turns this off.
+    """
+    if os.environ.get("SSBENCH_SPARK_CDS", "1").lower() in ("0", "false", "no", "off"):
+        return []
+    try:
+        import hashlib
+        import time
+
+        import pyspark
+
+        java = java_executable()
+        if not java:
+            return []
+        real = os.path.realpath(java)
+        st = os.stat(real)
+        ident = f"{real}|{st.st_size}|{st.st_mtime_ns}|{pyspark.__file__}|{pyspark.__version__}|{gc_opts}"
+        key = hashlib.sha256(ident.encode()).hexdigest()[:16]
+        d = cache_dir()
+        final = d / f"spark-cds-{key}.jsa"
+        quiet = "-Xlog:cds*=off"
+        if final.is_file() and final.stat().st_size > 0:
+            return [f"-XX:SharedArchiveFile={final}", quiet]
+        d.mkdir(parents=True, exist_ok=True)
+        for part in d.glob(f"spark-cds-{key}.*.part"):
+            try:
+                pid = int(part.name.split(".")[1])
+            except ValueError:
+                part.unlink(missing_ok=True)
+                continue
+            age = time.time() - part.stat().st_mtime
+            if _alive(pid) or age < 120:   # its JVM may still be running or writing it
+                return []
+            if part.stat().st_size > 0:
+                os.replace(part, final)
+                return [f"-XX:SharedArchiveFile={final}", quiet]
+            part.unlink(missing_ok=True)
+        return [f"-XX:ArchiveClassesAtExit={d / f'spark-cds-{key}.{os.getpid()}.part'}", quiet]
+    except Exception:  # a cache is never a reason to fail
+        return []
+
+
+def local_java_options(input_bytes: int | None = None) -> str:
+    """The JVM options of a local analysis of ``input_bytes`` of samples (see LOCAL_JAVA_OPTS)."""
+    if "SSBENCH_SPARK_JAVA_OPTS" in os.environ:
+        return os.environ["SSBENCH_SPARK_JAVA_OPTS"]
+    opts = [LOCAL_JAVA_OPTS]
+    if input_bytes is not None and input_bytes < SMALL_INPUT_BYTES:
+        opts.append(SMALL_INPUT_OPTS)
+    opts += _cds_options(LOCAL_JAVA_OPTS)
+    return " ".join(opts)
+
+
 def get_spark(master: str | None = None, app_name: str = "ssbench-analyze", *,
               shuffle_partitions: int | None = None, driver_memory: str | None = None,
-              extra_conf: dict[str, str] | None = None):
+              extra_conf: dict[str, str] | None = None, input_bytes: int | None = None):
     """Build (or return the already running) SparkSession.
 
     ``master``: None keeps a master set by spark-submit (or PYSPARK_SUBMIT_ARGS) and otherwise
     uses ``local[*]``. ``driver_memory`` only takes effect when this call starts the JVM
-    (default 2g, or SSBENCH_SPARK_DRIVER_MEMORY).
+    (default 2g, or SSBENCH_SPARK_DRIVER_MEMORY). ``input_bytes``: how much sample data the
+    session will read, to choose the local JVM's compiler (see LOCAL_JAVA_OPTS).
     """
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
@@ -128,7 +220,7 @@ def get_spark(master: str | None = None, app_name: str = "ssbench-analyze", *,
     if not conf.contains("spark.driver.extraJavaOptions"):
         opts = f"-Dlog4j.configurationFile=file:{_log4j_file()}"
         if local:
-            opts += " " + os.environ.get("SSBENCH_SPARK_JAVA_OPTS", LOCAL_JAVA_OPTS)
+            opts += " " + local_java_options(input_bytes)
         settings["spark.driver.extraJavaOptions"] = opts
     settings.update(extra_conf or {})
     for k, v in settings.items():

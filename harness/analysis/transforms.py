@@ -42,14 +42,19 @@ AXES = ("initiators", "threads", "total_threads", "dialogs", "dialogs_every_n", 
 
 BASELINE_STRATEGY = "per_thread"
 
-#: Idle waits: not a bottleneck (SQL Server's usual benign list, PostgreSQL's idle events).
+#: Idle waits: not a bottleneck. SQL Server's usual benign list, the embedded target's idle
+#: types (harness.targets.embedded.waits.BENIGN) and raw PostgreSQL idle events. WAITFOR is
+#: deliberately not benign: on the embedded target it is the SEND delay knob's sleep.
 BENIGN_WAITS = (r"(?i)^(BROKER_RECEIVE_WAITFOR|BROKER_TRANSMITTER|BROKER_EVENTHANDLER|BROKER_TASK_STOP"
-                r"|BROKER_TO_FLUSH|BROKER_INIT|SLEEP_.*|LAZYWRITER_SLEEP|SQLTRACE_.*|WAITFOR|XE_.*"
+                r"|BROKER_TO_FLUSH|BROKER_INIT|SLEEP_.*|LAZYWRITER_SLEEP|SQLTRACE_.*|XE_.*"
                 r"|REQUEST_FOR_DEADLOCK_SEARCH|LOGMGR_QUEUE|CHECKPOINT_QUEUE|DIRTY_PAGE_POLL"
                 r"|SP_SERVER_DIAGNOSTICS_SLEEP|QDS_.*|HADR_.*|FT_IFTS.*|ONDEMAND_TASK_QUEUE"
-                r"|Activity:.*|Timeout:.*)$")
+                r"|PG_CLIENT_READ|PG_VACUUM_DELAY|PG_IDLE_BACKGROUND|CPU_RUNNING"
+                r"|Activity:.*|Timeout:PgSleep|Client:ClientRead)$")
 
-#: Wait categories (first match wins). SQL Server wait types and their PostgreSQL analogues.
+#: Wait categories (first match wins): SQL Server wait types (what both targets report; the
+#: embedded one maps PostgreSQL's wait events to them) and raw PostgreSQL events, should a
+#: collector report those.
 WAIT_CATEGORIES = (
     ("page latch", r"(?i)^(PAGELATCH_.*|LWLock:(BufferContent|buffer_content|BufferMapping|buffer_mapping)"
                    r"|BufferPin.*)$"),
@@ -217,10 +222,12 @@ def _category(col):
     return expr
 
 
-def rep_wait_rates(metrics: DataFrame | None, reps: DataFrame) -> DataFrame:
+def rep_wait_rates(metrics: DataFrame | None, reps: DataFrame,
+                   fallback: list[tuple[str, str, int]] | None = None) -> DataFrame:
     """Per (run_id, perm_id, rep, wait_type): wait_ms_per_s and waiting_tasks_per_s over the
-    measured window, with ``source`` 'samples', or 'summary' for repetitions that have no wait
-    samples (their summary's top_waits)."""
+    measured window, with ``source`` 'samples', or 'summary' for the repetitions listed in
+    ``fallback`` (run_id, perm_id, rep: those without wait samples), from their summary's
+    top_waits. ``fallback`` None: every repetition without wait samples, found by Spark."""
     parts = []
     if metrics is not None:
         ticks = rep_ticks(metrics)
@@ -235,17 +242,25 @@ def rep_wait_rates(metrics: DataFrame | None, reps: DataFrame) -> DataFrame:
                      (F.coalesce(F.col("_tasks"), F.lit(0.0)) / F.col("ticks")).alias("waiting_tasks_per_s"),
                      F.lit("samples").alias("source")))
         parts.append(w)
-    fallback = (reps.select("run_id", "perm_id", "rep", "measure_seconds", F.explode_outer("top_waits").alias("w"))
-                .where(F.col("w").isNotNull() & (F.col("measure_seconds") > 0))
-                .select("run_id", "perm_id", "rep", F.col("w.wait_type").alias("wait_type"),
-                        (F.col("w.wait_time_ms") / F.col("measure_seconds")).alias("wait_ms_per_s"),
-                        (F.col("w.waiting_tasks") / F.col("measure_seconds")).alias("waiting_tasks_per_s"),
-                        F.lit("summary").alias("source")))
-    if parts:
+        if fallback is not None and not fallback:
+            return w
+    summary = reps
+    if fallback:
+        keys = [f"{r}/{p}/{n}" for r, p, n in fallback]
+        summary = reps.where(F.concat_ws("/", "run_id", "perm_id", F.col("rep").cast("string")).isin(keys))
+    from_summary = (summary.select("run_id", "perm_id", "rep", "measure_seconds",
+                                   F.explode_outer("top_waits").alias("w"))
+                    .where(F.col("w").isNotNull() & (F.col("measure_seconds") > 0))
+                    .select("run_id", "perm_id", "rep", F.col("w.wait_type").alias("wait_type"),
+                            (F.col("w.wait_time_ms") / F.col("measure_seconds")).alias("wait_ms_per_s"),
+                            (F.col("w.waiting_tasks") / F.col("measure_seconds")).alias("waiting_tasks_per_s"),
+                            F.lit("summary").alias("source")))
+    if not parts:
+        return from_summary
+    if fallback is None:
         have = parts[0].select("run_id", "perm_id", "rep").distinct()
-        fallback = fallback.join(have, ["run_id", "perm_id", "rep"], "left_anti")
-        return parts[0].unionByName(fallback)
-    return fallback
+        from_summary = from_summary.join(have, ["run_id", "perm_id", "rep"], "left_anti")
+    return parts[0].unionByName(from_summary)
 
 
 def wait_profile(rep_waits: DataFrame) -> DataFrame:
