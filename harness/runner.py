@@ -189,8 +189,8 @@ class Runner:
                 raise Interrupted()
             if res.spawn_complete is None or not res.worker_files:
                 raise TargetError("the Locust swarm did not run:\n" + swarm.log_tail())
-            summary = self._summarize(perm, rep, profile, res, sampler, final, created, usable)
-            self._write(partial, summary, sampler, res)
+            summary = self.summarize(perm, rep, profile, res, sampler, final, created, usable)
+            self.write_repetition(partial, summary, sampler, res)
         except BaseException:
             with self.lock:
                 try:
@@ -226,7 +226,7 @@ class Runner:
         return Sampler(ctx, default_collectors(), interval=self.matrix.run.sample_interval_seconds, on_tick=live)
 
     # ------------------------------------------------------------------ results
-    def _summarize(self, perm, rep, profile, res, sampler, final, created, usable) -> dict:
+    def summarize(self, perm, rep, profile, res, sampler, final, created, usable) -> dict:
         m, t = self.matrix, self.target
         start = res.spawn_complete + m.run.warmup_seconds
         end = start + m.run.measure_seconds
@@ -320,7 +320,7 @@ class Runner:
             "_latency": {"send": wd.latency, "e2e": e2e},
         }
 
-    def _write(self, partial: Path, summary: dict, sampler: Sampler, res) -> None:
+    def write_repetition(self, partial: Path, summary: dict, sampler: Sampler, res) -> None:
         lat = summary.pop("_latency")
         start, end = summary["window"]["measure_start"], summary["window"]["measure_end"]
         t0 = sampler.started

@@ -24,7 +24,6 @@ def register(sub) -> None:
 def cmd_bench(args) -> int:
     from .run import execute
 
-    args.matrix = args.matrix
     code, rd = execute(args)
     if code not in (0, 4):
         return code

@@ -208,7 +208,7 @@ class WebSessions:
             runner = Runner(SimpleNamespace(run=RunSettings(warmup_seconds=0.0, measure_seconds=measure)),
                             t, s.run_dir, progress=Progress(total=1, stream=io.StringIO()))
             runner.lock = self.lock
-            summary = runner._summarize(s.perm, 1, self.profile, res, s.sampler, final, s.created, s.usable)
+            summary = runner.summarize(s.perm, 1, self.profile, res, s.sampler, final, s.created, s.usable)
             summary["permutation"]["total_threads"] = s.users
             summary["web"] = {"users": s.users, "spawn_rate": s.spawn_rate,
                               "spawn_completed": info.get("spawn_complete") is not None,
@@ -219,7 +219,7 @@ class WebSessions:
                                                 f"(its SENDs are missing from send_rate and send latency)")
             if not res.worker_files and not expected:
                 summary["error_samples"].append("no worker recording reached the master")
-            runner._write(s.partial, summary, s.sampler, res)
+            runner.write_repetition(s.partial, summary, s.sampler, res)
             s.run_dir.commit_rep(s.perm.id, 1, s.partial)
             s.run_dir.write_permutation_summary(s.perm.id, s.perm.values())
             self._write_matrix(s.run_dir, s.perm, s.spawn_rate, measure=measure)

@@ -439,6 +439,24 @@ $$;
 
 -- ------------------------------------------------------------------ the activation procedure
 
+-- The paper's processing step, set-based: the first 2,000 bytes of every data message of a
+-- RECEIVE batch into the drop table, with its initiator, dialog, sequence and send/receive
+-- times; the batch positions in p_skip (poison messages already logged) are left out.
+CREATE FUNCTION ssb.drop_batch(p_batch_id bigint, p_batch ssb.received_message[], p_recv_us bigint,
+                               p_skip integer[]) RETURNS void
+LANGUAGE sql VOLATILE
+AS $$
+    INSERT INTO ssb.message_drop (batch_id, pos, initiator, diag_id, msgseqnum, sent_us,
+                                  received_us, warmup, message_val)
+    SELECT p_batch_id, m.pos, m.initiator, m.diag_id, m.message_sequence_number,
+           ssb.process_message(m.message_body), p_recv_us, ssb.is_warmup(m.message_body),
+           substr(m.message_body, 1, 2000)
+      FROM unnest(p_batch) WITH ORDINALITY
+           AS m(status, queuing_order, conversation_group_id, conversation_handle,
+                message_sequence_number, message_type_name, message_body, diag_id, initiator, pos)
+     WHERE m.message_type_name = '//MySSB.com/Lab/M_Test' AND m.pos <> ALL (p_skip);
+$$;
+
 -- One pass of the paper's activation procedure (dbo.SRPerf_Queue_LabTest), in the caller's
 -- transaction: WAITFOR (RECEIVE TOP (p_top) ...) into a batch, TIMEOUT p_timeout_ms; write the
 -- first 2,000 bytes of every message to the drop table; END CONVERSATION on EndDialog messages;
@@ -484,15 +502,7 @@ BEGIN
 
     IF q.try_catch THEN
         BEGIN   -- TRY: the whole batch, set-based
-            INSERT INTO ssb.message_drop (batch_id, pos, initiator, diag_id, msgseqnum, sent_us,
-                                          received_us, warmup, message_val)
-            SELECT v_batch_id, m.pos, m.initiator, m.diag_id, m.message_sequence_number,
-                   ssb.process_message(m.message_body), v_recv_us, ssb.is_warmup(m.message_body),
-                   substr(m.message_body, 1, 2000)
-              FROM unnest(v_batch) WITH ORDINALITY
-                   AS m(status, queuing_order, conversation_group_id, conversation_handle,
-                        message_sequence_number, message_type_name, message_body, diag_id, initiator, pos)
-             WHERE m.message_type_name = '//MySSB.com/Lab/M_Test';
+            PERFORM ssb.drop_batch(v_batch_id, v_batch, v_recv_us, '{}');
         EXCEPTION WHEN OTHERS THEN
             -- CATCH: find the messages that cannot be processed, one by one (read-only
             -- sub-blocks: no subtransaction XIDs), log them, then write the others.
@@ -510,26 +520,10 @@ BEGIN
                     v_bad := v_bad || i;
                 END;
             END LOOP;
-            INSERT INTO ssb.message_drop (batch_id, pos, initiator, diag_id, msgseqnum, sent_us,
-                                          received_us, warmup, message_val)
-            SELECT v_batch_id, m.pos, m.initiator, m.diag_id, m.message_sequence_number,
-                   ssb.process_message(m.message_body), v_recv_us, ssb.is_warmup(m.message_body),
-                   substr(m.message_body, 1, 2000)
-              FROM unnest(v_batch) WITH ORDINALITY
-                   AS m(status, queuing_order, conversation_group_id, conversation_handle,
-                        message_sequence_number, message_type_name, message_body, diag_id, initiator, pos)
-             WHERE m.message_type_name = '//MySSB.com/Lab/M_Test' AND m.pos <> ALL (v_bad);
+            PERFORM ssb.drop_batch(v_batch_id, v_batch, v_recv_us, v_bad);
         END;
     ELSE
-        INSERT INTO ssb.message_drop (batch_id, pos, initiator, diag_id, msgseqnum, sent_us,
-                                      received_us, warmup, message_val)
-        SELECT v_batch_id, m.pos, m.initiator, m.diag_id, m.message_sequence_number,
-               ssb.process_message(m.message_body), v_recv_us, ssb.is_warmup(m.message_body),
-               substr(m.message_body, 1, 2000)
-          FROM unnest(v_batch) WITH ORDINALITY
-                   AS m(status, queuing_order, conversation_group_id, conversation_handle,
-                        message_sequence_number, message_type_name, message_body, diag_id, initiator, pos)
-         WHERE m.message_type_name = '//MySSB.com/Lab/M_Test';
+        PERFORM ssb.drop_batch(v_batch_id, v_batch, v_recv_us, '{}');
     END IF;
 
     SELECT count(*) FILTER (WHERE m.message_type_name = '//MySSB.com/Lab/M_Test' AND m.pos <> ALL (v_bad)),
