@@ -57,8 +57,10 @@ def test_tiny_matrix_end_to_end(pg_server, tmp_path):
         fams = {x["family"] for x in samples}
         assert {"waits", "queues", "activation", "broker", "throughput", "host"} <= fams
         assert {x["phase"] for x in samples} >= {"measure"}
-        assert any(x["family"] == "queues" and x["key"].startswith("xmitq") and x["value"] > 0
-                   for x in samples) or d["max_xmitq_depth"] >= 0
+        queue_keys = {x["key"] for x in samples if x["family"] == "queues" and x["metric"] == "depth"}
+        assert queue_keys == {"xmitq.i1", "xmitq.i2", "queue"}
+        assert any(x["family"] == "activation" and x["metric"] == "tasks_running" and x["value"] > 0
+                   for x in samples)
         lat = json.loads((rep / "latency.json").read_text())
         assert sum(lat["send"].values()) == d["send_latency_ms"]["count"]
         assert (rep / "locust_stats.csv").exists()
