@@ -134,6 +134,9 @@ class Runner:
         flag = ""
         if lost:
             flag = f"  !!! {lost} MESSAGES LOST !!!"
+        elif s["status"] == "users_idle":
+            flag = (f"  !!! only {s['users_active']} of {s['users_expected']} users were sending "
+                    "through the window !!!")
         elif s["status"] != "ok":
             flag = f"  [{s['status']}]"
         p99 = s["send_latency_ms"]["p99"]
@@ -226,7 +229,8 @@ class Runner:
         return Sampler(ctx, default_collectors(), interval=self.matrix.run.sample_interval_seconds, on_tick=live)
 
     # ------------------------------------------------------------------ results
-    def summarize(self, perm, rep, profile, res, sampler, final, created, usable) -> dict:
+    def summarize(self, perm, rep, profile, res, sampler, final, created, usable,
+                  users_expected: int | None = None) -> dict:
         m, t = self.matrix, self.target
         start = res.spawn_complete + m.run.warmup_seconds
         end = start + m.run.measure_seconds
@@ -272,6 +276,11 @@ class Runner:
         # a poison message is received into the error table, not lost
         lost = max(0, final.sent - final.received - final.errors)
         errors = wd.errors_total
+        # every Locust user must have been sending through the window: one that never got going
+        # (stuck connecting) would make the rate a smaller swarm's without saying so
+        users_active = wd.users_active
+        if users_expected is None:
+            users_expected = perm.total_threads
         status = "ok"
         if lost:
             status = "lost"
@@ -279,6 +288,8 @@ class Runner:
             status = "queue_disabled"
         elif errors:
             status = "errors"
+        elif users_active < users_expected:
+            status = "users_idle"
         elif client_bound:
             status = "client_bound"
 
@@ -313,6 +324,8 @@ class Runner:
             "client_cpu_percent": mean(client_cpu), "server_cpu_percent": server_cpu_mean,
             "worker_cpu_percent": {k: round(v, 1) for k, v in worker_mean.items()},
             "client_bound": client_bound,
+            "users_expected": users_expected, "users_spawned": wd.users_spawned,
+            "users_active": users_active,
             "errors": errors, "error_samples": wd.error_samples[:10],
             "collector_errors": sampler.errors[:10],
             "poison_messages": final.errors, "queue_disabled": final.queue_disabled,

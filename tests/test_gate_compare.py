@@ -28,7 +28,7 @@ BASE = {"receive_rate": 3000.0, "send_rate": 3000.0, "send_p50_ms": 2.0, "send_p
 def make_summary(perm: str, rep: int, receive_rate: float = 3000.0, send_rate: float | None = None,
                  send_p50: float | None = 2.0, send_p99: float | None = 8.0, e2e_p99: float | None = 30.0,
                  lost: int = 0, errors: int = 0, queue_disabled: bool = False, client_bound: bool = False,
-                 measure_seconds: float = 3.0) -> dict:
+                 measure_seconds: float = 3.0, status: str | None = None) -> dict:
     """A rep-NN/summary.json in the documented schema (docs/results.md)."""
     send_rate = receive_rate if send_rate is None else send_rate
     return {
@@ -44,7 +44,7 @@ def make_summary(perm: str, rep: int, receive_rate: float = 3000.0, send_rate: f
         "e2e_latency_ms": {"count": 100, "p50": None, "p95": None, "p99": e2e_p99},
         "client_bound": client_bound, "errors": errors, "error_samples": [],
         "poison_messages": 0, "queue_disabled": queue_disabled,
-        "status": "lost" if lost else "errors" if errors else "ok",
+        "status": status or ("lost" if lost else "errors" if errors else "ok"),
     }
 
 
@@ -210,6 +210,13 @@ def test_notes_for_client_bound_and_baseline_losses(tmp_path):
     text = "\n".join(rep.notes)
     assert "baseline lost messages" in text and "client-bound" in text
     assert rep.exit_code == 0
+
+
+def test_note_for_users_that_were_not_sending(tmp_path):
+    base = write_run(tmp_path / "b", {PERM: reps_of([3000] * 4)})
+    cand = write_run(tmp_path / "c", {PERM: reps_of([3000] * 3) + reps_of([3000], status="users_idle")})
+    text = "\n".join(compare_runs(load_run(base), load_run(cand)).notes)
+    assert "candidate repetition(s) 4 had Locust users that were not sending" in text
 
 
 # --------------------------------------------------------------------------- files and provenance

@@ -5,8 +5,13 @@ Real Locust processes (master + worker, distributed mode on loopback), real Post
 
 from __future__ import annotations
 
+import threading
+import time
+
+import gevent
 import pytest
 
+from harness.load.offload import Offload
 from harness.load.spec import SwarmSpec
 from harness.load.swarm import Swarm
 from harness.load.window import merge_workers
@@ -28,6 +33,8 @@ def _rate(pg_server, tmp_path, users: int, mode: str, monkeypatch) -> float:
     start = res.spawn_complete + WARMUP
     wd = merge_workers(res.worker_files, start, start + MEASURE)
     assert wd.errors_total == 0, wd.error_samples
+    # every user got going and kept sending through the window (none stuck in its connect)
+    assert (wd.users_spawned, wd.users_active) == (users, users), swarm.log_tail()
     return wd.rate
 
 
@@ -41,3 +48,36 @@ def test_users_run_concurrently(pg_server, tmp_path, monkeypatch, mode):
     # one user: ~1/SLEEP per second; 20 users must be close to 20x that, not ~1x
     assert one == pytest.approx(1 / SLEEP, rel=0.5)
     assert many >= 0.7 * 20 * one, (one, many)
+
+
+def test_offload_runs_a_first_call_alone_then_concurrently():
+    """Each function's first call runs alone (its lazy imports then cannot race under gevent's
+    patched import locks); once it has completed, calls of it run on many threads at once."""
+    off = Offload(maxsize=16)
+    lock = threading.Lock()
+    running, log = [0], []
+
+    def work(i):
+        with lock:
+            running[0] += 1
+            log.append(("start", i, running[0]))
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+            log.append(("end", i, running[0]))
+        return i
+
+    owners = [object() for _ in range(8)]
+    greenlets = [gevent.spawn(off.call, o, work, i) for i, o in enumerate(owners)]
+    gevent.joinall(greenlets, timeout=10, raise_error=True)
+    assert sorted(g.value for g in greenlets) == list(range(8))
+    # the first call started and ended before any other started
+    assert log[0][0] == "start" and log[1][0] == "end" and log[0][1] == log[1][1]
+    # the other seven then ran together
+    assert max(n for kind, _i, n in log[2:] if kind == "start") == 7
+    # a failing first call does not mark the function warm: the next first call runs alone too
+    def boom(x):
+        raise RuntimeError(x)
+    with pytest.raises(RuntimeError):
+        off.call(owners[0], boom, "x")
+    assert Offload._key(boom) not in off._warm

@@ -49,6 +49,7 @@ def test_tiny_matrix_end_to_end(pg_server, tmp_path):
         assert [p["initiator"] for p in d["per_initiator"]] == [1, 2]
         assert all(p["sent"] > 0 and p["lost"] == 0 for p in d["per_initiator"])
         assert d["send_rate"] > 0 and d["receive_rate"] > 0
+        assert d["users_expected"] == d["users_spawned"] == d["users_active"] == 4, d
         assert d["send_latency_ms"]["p50"] > 0 and d["e2e_latency_ms"]["p99"] >= d["e2e_latency_ms"]["p50"]
         assert d["activation_tasks_started"] >= 1
         assert d["top_waits"], "no waits sampled"

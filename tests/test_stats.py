@@ -45,3 +45,18 @@ def test_window_keeps_only_whole_buckets_inside(tmp_path):
     assert wd.per_initiator_window == {2: 40}
     assert wd.latency.percentile_us(50) == 2000
     assert "boom" in wd.error_samples[0]
+
+
+def test_window_counts_users_that_were_sending(tmp_path):
+    rec = Recorder(initiator=1, bucket_seconds=0.1)
+    users = [rec.add_user(usable=2) for _ in range(4)]
+    assert [slot for _u, slot in users] == [1, 2, 1, 2]   # user k on dialog slot k, wrapping
+    (u0, _), (u1, _), (u2, _), (u3, _) = users
+    for i in range(40):                                   # u0, u1: sending throughout
+        rec.record(1000.0 + i * 0.1, 0.001, None, u0)
+        rec.record(1000.0 + i * 0.1, 0.001, None, u1)
+    rec.record(1000.5, 0.001, None, u2)                   # u2: stopped before the window
+    # u3: registered, never completed a SEND (stuck connecting)
+    wd = merge_workers([rec.write(tmp_path)], 1001.0, 1003.0)
+    assert wd.users_spawned == 4
+    assert wd.users_active == 2

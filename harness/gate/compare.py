@@ -592,6 +592,10 @@ def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings =
             if cb:
                 notes.append(f"{p}: {side} repetition(s) {', '.join(map(str, cb))} were client-bound: "
                              "the load generator, not the broker, limited throughput")
+            idle = [r.repetition for r in data.reps if r.status == "users_idle"]
+            if idle:
+                notes.append(f"{p}: {side} repetition(s) {', '.join(map(str, idle))} had Locust users "
+                             "that were not sending through the window: fewer clients than configured")
         bp = {k: v for k, v in (b.reps[0].permutation or {}).items() if k != "index"}
         cp = {k: v for k, v in (c.reps[0].permutation or {}).items() if k != "index"}
         if bp and cp and bp != cp:

@@ -27,6 +27,7 @@ from locust import User, constant, events, task
 from harness.load.offload import Offload
 from harness.load.recorder import Recorder
 from harness.load.spec import SwarmSpec
+from harness.targets.base import sender_factory
 
 _state: dict = {}
 # SSBENCH_SEND_MODE=thread forces every SEND through the thread offload (for comparison)
@@ -101,10 +102,12 @@ class ServiceBrokerUser(User):
         self._offload: Offload = _state["offload"]
         self._recorder: Recorder = _state["recorder"]
         initiator = self._recorder.initiator
-        self._slot = self._recorder.next_slot(spec.usable_dialogs(initiator))
+        self._user, self._slot = self._recorder.add_user(spec.usable_dialogs(initiator))
         self._payload = spec.payload()
         self._sender = None
-        self._sender = self._offload.call(self, _open_sender, spec.sender_specs[str(initiator)])
+        sender_spec = spec.sender_specs[str(initiator)]
+        # imports happen here, in the greenlet; the pool thread only connects
+        self._sender = self._offload.call(self, sender_factory(sender_spec), sender_spec)
         self._dialog = self._offload.call(self, self._sender.dialog, self._slot)
         # a sender whose driver cooperates with gevent sends from the greenlet itself;
         # any other blocking driver goes through a real thread
@@ -121,7 +124,7 @@ class ServiceBrokerUser(User):
         except Exception as e:  # the broker refused the SEND: reported, counted, not raised
             exc = e
         elapsed = time.perf_counter() - start
-        self._recorder.record(time.time(), elapsed, exc)
+        self._recorder.record(time.time(), elapsed, exc, self._user)
         self.environment.events.request.fire(
             request_type="SSB", name="SEND", response_time=elapsed * 1000.0,
             response_length=len(self._payload), exception=exc, context={"dialog_slot": self._slot})
@@ -134,9 +137,3 @@ class ServiceBrokerUser(User):
                 self._offload.call(self, self._sender.close)
             finally:
                 self._sender = None
-
-
-def _open_sender(spec: dict):
-    from harness.targets.base import open_sender
-
-    return open_sender(spec)

@@ -6,12 +6,19 @@ gevent's hub threadpool (real OS threads; the drivers release the GIL while they
 the calling greenlet yields until the result is ready. The pool is sized for the users
 (``maxsize`` at least the user count); per user, the in-flight call is remembered so a
 connection is never closed under a running call.
+
+The first call of each function runs alone. Under gevent's monkey-patching, Python's import
+locks are gevent locks; two pool threads importing at once (a driver's lazy import on its
+first connect, a codec on its first decode) can deadlock each other for good: observed as
+6 of 20 Locust users stuck forever in their first connect. Once a function has completed one
+call in this process, its lazy imports are done and calls run concurrently.
 """
 
 from __future__ import annotations
 
 import gevent
 from gevent.event import AsyncResult
+from gevent.lock import BoundedSemaphore
 
 DEFAULT_MAXSIZE = 512
 
@@ -21,6 +28,13 @@ class Offload:
         self.pool = gevent.get_hub().threadpool
         self.ensure_capacity(maxsize)
         self._inflight: dict[int, AsyncResult] = {}
+        self._warm: set = set()               # functions that completed a call
+        self._first = BoundedSemaphore(1)     # held (by a greenlet) around a first call
+
+    @staticmethod
+    def _key(fn):
+        f = getattr(fn, "__func__", fn)       # bound methods: the function, not the instance
+        return getattr(f, "__code__", None) or getattr(f, "__qualname__", None) or id(f)
 
     def ensure_capacity(self, n: int) -> None:
         if self.pool.maxsize < n:
@@ -28,6 +42,16 @@ class Offload:
 
     def call(self, owner, fn, *args):
         """Run ``fn(*args)`` on a pool thread; the current greenlet waits (cooperatively)."""
+        key = self._key(fn)
+        if key not in self._warm:
+            with self._first:                 # other first callers wait here, in their greenlets
+                if key not in self._warm:
+                    value = self._run(owner, fn, *args)
+                    self._warm.add(key)
+                    return value
+        return self._run(owner, fn, *args)
+
+    def _run(self, owner, fn, *args):
         result = self.pool.spawn(fn, *args)
         self._inflight[id(owner)] = result
         try:

@@ -4,6 +4,9 @@ Each SEND's completion time (epoch) and latency (integer microseconds) go into a
 ``bucket_seconds``; the runner later keeps exactly the buckets inside the measured window. The
 data are mergeable (counts per microsecond value), unlike Locust's rounded response-time
 buckets.
+
+Per user, the first and last completion time and the number of completions are kept too, so
+a user that never got going (or stopped) is counted and reported, not silently missing.
 """
 
 from __future__ import annotations
@@ -30,13 +33,24 @@ class Recorder:
         self.buckets: dict[int, Counter] = defaultdict(Counter)
         self.errors: Counter = Counter()
         self.error_samples: list[str] = []
-        self._slots = itertools.count(0)
+        self.users: dict[int, list] = {}   # user -> [first completion, last completion, count]
+        self._next_user = itertools.count(0)
 
-    def next_slot(self, usable: int) -> int:
-        """Dialog slot (1-based) for the next user on this worker: user k sends on dialog k."""
-        return next(self._slots) % max(1, usable) + 1
+    def add_user(self, usable: int) -> tuple[int, int]:
+        """Register the next user on this worker: (user index, dialog slot). User k sends on
+        dialog slot k (1-based, wrapping at the usable dialogs)."""
+        user = next(self._next_user)
+        self.users[user] = [None, None, 0]
+        return user, user % max(1, usable) + 1
 
-    def record(self, end_epoch: float, elapsed_s: float, exc: BaseException | None) -> None:
+    def record(self, end_epoch: float, elapsed_s: float, exc: BaseException | None,
+               user: int | None = None) -> None:
+        if user is not None:
+            u = self.users.setdefault(user, [None, None, 0])
+            if u[0] is None:
+                u[0] = end_epoch
+            u[1] = end_epoch
+            u[2] += 1
         b = int(end_epoch / self.bucket_seconds)
         if exc is None:
             self.buckets[b][max(0, round(elapsed_s * 1e6))] += 1
@@ -49,7 +63,8 @@ class Recorder:
         return {"initiator": self.initiator, "pid": os.getpid(), "bucket_seconds": self.bucket_seconds,
                 "buckets": {str(b): {str(k): v for k, v in c.items()} for b, c in self.buckets.items()},
                 "errors": {str(b): n for b, n in self.errors.items()},
-                "error_samples": self.error_samples}
+                "error_samples": self.error_samples,
+                "users": {str(u): v for u, v in self.users.items()}}
 
     def write(self, out_dir: str | os.PathLike) -> Path:
         out = Path(out_dir)

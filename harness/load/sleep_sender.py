@@ -6,13 +6,13 @@ fixed server-side delay must reach close to N times one user's rate.
 
 from __future__ import annotations
 
+import psycopg
+
 from harness.targets.base import Sender
 
 
 class SleepSender(Sender):
     def __init__(self, conninfo: str, seconds: float):
-        import psycopg
-
         self.conn = psycopg.connect(conninfo, autocommit=True)
         self.seconds = seconds
 

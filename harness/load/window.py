@@ -20,6 +20,8 @@ class WindowData:
     errors_total: int = 0
     error_samples: list[str] = field(default_factory=list)
     per_initiator_window: dict[int, int] = field(default_factory=dict)
+    users_spawned: int = 0       # Locust users that registered (ran on_start)
+    users_active: int = 0        # users that completed SENDs before and up to the window's end
 
     @property
     def seconds(self) -> float:
@@ -61,6 +63,12 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
             if b0 <= int(b) < b1:
                 wd.errors_window += n
         wd.error_samples.extend(data.get("error_samples", [])[:10])
+        users = data.get("users", {})
+        wd.users_spawned += len(users)
+        # active: it completed a SEND by the window's end and was still completing them at its
+        # start (a user stuck in its first connect, or one that stopped, is not)
+        wd.users_active += sum(1 for first, last, _n in users.values()
+                               if first is not None and first < wd.end and last >= wd.start)
     if wd is None:
         wd = WindowData(start=start, end=end)
     return wd

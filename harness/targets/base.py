@@ -21,7 +21,7 @@ from __future__ import annotations
 import abc
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from ..matrix import BrokerSettings
 
@@ -222,12 +222,27 @@ class TargetRef:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+SENDER_MODULES = {"embedded": "harness.targets.embedded.sender",
+                  "mssql": "harness.targets.mssql.sender",
+                  "sleep": "harness.load.sleep_sender"}
+
+
+def sender_factory(spec: dict[str, Any]) -> Callable[[dict[str, Any]], Sender]:
+    """Import the sender module of ``spec["kind"]`` and its driver; return its ``open_sender``.
+
+    Does every import up front, so the returned function can run on pool threads: a Locust
+    worker calls this in its main greenlet and opens connections on threads, where concurrent
+    imports under gevent's patched locks can deadlock."""
+    module = importlib.import_module(SENDER_MODULES[spec["kind"]])
+    prepare = getattr(module, "prepare", None)
+    if prepare is not None:
+        prepare()
+    return module.open_sender
+
+
 def open_sender(spec: dict[str, Any]) -> Sender:
     """Turn a :meth:`Target.sender_spec` into a connected :class:`Sender` (any process)."""
-    module = {"embedded": "harness.targets.embedded.sender",
-              "mssql": "harness.targets.mssql.sender",
-              "sleep": "harness.load.sleep_sender"}[spec["kind"]]
-    return importlib.import_module(module).open_sender(spec)
+    return sender_factory(spec)(spec)
 
 
 def make_target(where: str) -> Target:

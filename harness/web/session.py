@@ -208,7 +208,8 @@ class WebSessions:
             runner = Runner(SimpleNamespace(run=RunSettings(warmup_seconds=0.0, measure_seconds=measure)),
                             t, s.run_dir, progress=Progress(total=1, stream=io.StringIO()))
             runner.lock = self.lock
-            summary = runner.summarize(s.perm, 1, self.profile, res, s.sampler, final, s.created, s.usable)
+            summary = runner.summarize(s.perm, 1, self.profile, res, s.sampler, final, s.created, s.usable,
+                                         users_expected=s.users)
             summary["permutation"]["total_threads"] = s.users
             summary["web"] = {"users": s.users, "spawn_rate": s.spawn_rate,
                               "spawn_completed": info.get("spawn_complete") is not None,

@@ -53,5 +53,10 @@ class MssqlSender(Sender):
         self._conn.close()
 
 
+def prepare() -> None:
+    """Import pyodbc now (see :func:`harness.targets.base.sender_factory`)."""
+    driver.pyodbc_module()
+
+
 def open_sender(spec: dict[str, Any]) -> MssqlSender:
     return MssqlSender(spec)
