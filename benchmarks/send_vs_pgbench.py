@@ -52,6 +52,8 @@ def ssbench_rate(target, clients, payload, seconds, warmup, work, mode="auto") -
     wd = merge_workers(res.worker_files, start, start + seconds)
     if wd.errors_total:
         raise SystemExit(f"SEND errors in the swarm: {wd.error_samples[:3]}")
+    if wd.users_active != clients:
+        raise SystemExit(f"only {wd.users_active} of {clients} Locust users were sending through the window")
     return wd.rate
 
 

@@ -207,15 +207,7 @@ class Runner:
         return summary
 
     def _drain(self, timeout: float):
-        """Wait until every queue is empty and everything sent was received (or timeout)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            with self.lock:
-                c = self.target.counts()
-            if c.settled or c.queue_disabled \
-                    or time.monotonic() >= deadline or self.stop_event.is_set():
-                return c
-            time.sleep(0.25)
+        return self.target.drain(timeout, lock=self.lock, stop=self.stop_event)
 
     def _sampler(self) -> Sampler:
         ctx = SampleContext(target=self.target, lock=self.lock)

@@ -381,6 +381,23 @@ def test_drain_returns_when_done(fake):
     assert c.sent == 5 and c.received == 5 and c.in_flight == 0
 
 
+def test_drain_takes_the_lock_per_poll_and_stops_on_request(fake):
+    import threading
+    import time
+
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    t.prepare(1, "durable", BrokerSettings())
+    t.warm_up(1)
+    fake.send_seq[("127.0.0.1:1433", "ssbench_init1")] += 5     # sent, never received
+    lock, stop = threading.Lock(), threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    t0 = time.monotonic()
+    c = t.drain(timeout=30, poll=0.01, lock=lock, stop=stop)
+    assert time.monotonic() - t0 < 5 and not c.settled          # returned on stop, not timeout
+    assert lock.acquire(blocking=False)                          # released after every poll
+
+
 # --------------------------------------------------------------------------- collectors
 
 def test_wait_stats_filtered_and_summed(fake):

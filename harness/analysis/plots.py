@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,8 +93,21 @@ def _colors(values: Iterable[Any]) -> dict[Any, Any]:
     return {v: cmap(i % 10) for i, v in enumerate(sorted(set(values)))}
 
 
+TITLE_FONTSIZE = 11
+TITLE_LINE_IN = 0.2          # height of one title line, inches
+TITLE_TOP_IN = 0.85          # _grid's top margin: room for two title lines
+
+
 def _suptitle(fig, title: str, ctx: RunContext) -> None:
-    fig.suptitle(f"{title}\nrun {ctx.run_id} · {ctx.target}", fontsize=11)
+    """Title, run and target, wrapped to the figure's width (never clipped at its edges); a
+    title longer than two lines gets a taller top margin."""
+    width_chars = max(40, int(fig.get_figwidth() * 72 / (TITLE_FONTSIZE * 0.55)))
+    lines = [piece for line in (title, f"run {ctx.run_id} · {ctx.target}")
+             for piece in textwrap.wrap(line, width_chars)]
+    fig.suptitle("\n".join(lines), fontsize=TITLE_FONTSIZE)
+    if len(lines) > 2:
+        top_in = TITLE_TOP_IN + TITLE_LINE_IN * (len(lines) - 2)
+        fig.subplots_adjust(top=1 - top_in / fig.get_figheight())
     fig._ssbench_meta = {"Title": title, "Description": f"run {ctx.run_id}; target {ctx.target}",
                          "Software": "ssbench analyze (matplotlib)"}
 
@@ -110,7 +124,7 @@ def _grid(nrows: int, ncols: int, w: float = 4.6, h: float = 3.6, sharey: bool |
           right_in: float = 0.25):
     """A figure of nrows x ncols panels of about w x h inches, with fixed margins in inches
     (a layout engine would cost every figure an extra full draw when saved)."""
-    left_in, bottom_in, top_in = 0.85, 0.6, 0.85     # y label, x label, two-line title
+    left_in, bottom_in, top_in = 0.85, 0.6, TITLE_TOP_IN     # y label, x label, two-line title
     width = max(6.4, w * ncols) + right_in
     height = h * nrows + 0.5
     fig = Figure(figsize=(width, height))

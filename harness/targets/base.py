@@ -164,16 +164,20 @@ class Target(abc.ABC):
     def counts(self) -> Counts:
         """Exact message accounting since the last :meth:`prepare` (warm-up excluded)."""
 
-    def drain(self, timeout: float, poll: float = 0.25) -> Counts:
-        """Wait until every transmission queue and the target queue are empty, or timeout.
-        Returns the final counts either way."""
+    def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:
+        """Wait until every transmission queue and the target queue are empty and everything
+        sent was received, the queue is disabled, ``stop`` (an Event) is set, or timeout.
+        ``lock`` (the runner's target lock) is taken per poll only, so collectors sharing the
+        target keep sampling during the drain. Returns the final counts either way."""
+        import contextlib
         import time
 
         deadline = time.monotonic() + timeout
         while True:
-            c = self.counts()
-            if c.settled or c.queue_disabled \
-                    or time.monotonic() >= deadline:
+            with lock if lock is not None else contextlib.nullcontext():
+                c = self.counts()
+            if c.settled or c.queue_disabled or time.monotonic() >= deadline \
+                    or (stop is not None and stop.is_set()):
                 return c
             time.sleep(poll)
 

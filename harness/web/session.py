@@ -252,13 +252,7 @@ class WebSessions:
 
     # ------------------------------------------------------------------ helpers
     def _drain(self):
-        deadline = time.monotonic() + self.drain_timeout
-        while True:
-            with self.lock:
-                c = self.target.counts()
-            if (c.in_flight == 0 and c.received >= c.sent) or c.queue_disabled or time.monotonic() >= deadline:
-                return c
-            time.sleep(0.25)
+        return self.target.drain(self.drain_timeout, lock=self.lock)
 
     def _write_matrix(self, rd: RunDir, perm: Permutation, spawn_rate: float, measure: float | None) -> None:
         """A one-permutation matrix that replays the session with ``ssbench run``."""

@@ -28,6 +28,7 @@ header); warm-up messages are marked and excluded.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import secrets
@@ -654,15 +655,19 @@ class MssqlTarget(Target):
         disabled = bool(state) and not state[0][0]
         return Counts(initiators=per, target_queue=queue, errors=errors, queue_disabled=disabled)
 
-    def drain(self, timeout: float, poll: float = 0.25) -> Counts:
-        """Poll the cheap partition row counts; read exact counts once they reach zero."""
+    def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:
+        """Poll the cheap partition row counts; read exact counts once they reach zero.
+        ``lock`` and ``stop`` as in :meth:`Target.drain`."""
+        guard = lock if lock is not None else contextlib.nullcontext()
         deadline = time.monotonic() + timeout
         while True:
-            depths = self.queue_depths(exact=False)
-            if not any(depths.values()) or time.monotonic() >= deadline:
-                c = self.counts()
-                if (c.in_flight == 0 and c.received >= c.sent) or c.queue_disabled \
-                        or time.monotonic() >= deadline:
+            with guard:
+                depths = self.queue_depths(exact=False)
+            over = time.monotonic() >= deadline or (stop is not None and stop.is_set())
+            if not any(depths.values()) or over:
+                with guard:
+                    c = self.counts()
+                if c.settled or c.queue_disabled or over:
                     return c
             time.sleep(poll)
 
