@@ -81,3 +81,39 @@ def test_offload_runs_a_first_call_alone_then_concurrently():
     with pytest.raises(RuntimeError):
         off.call(owners[0], boom, "x")
     assert Offload._key(boom) not in off._warm
+
+
+def test_green_conn_runs_commands_of_many_connections_at_once(pg_server):
+    """GreenConn: libpq in non-blocking mode, waiting through gevent's hub, so greenlets on
+    separate connections overlap (10 x 0.2 s sleeps take about 0.2 s, not 2 s); results and
+    errors come back as libpq results; the connection stays usable by psycopg afterwards."""
+    import psycopg
+    from psycopg.pq import ExecStatus
+
+    from harness.load.green import GreenConn
+
+    conns = [psycopg.connect(pg_server.info().conninfo(), autocommit=True) for _ in range(10)]
+    try:
+        greens = [GreenConn(c.pgconn) for c in conns]
+
+        def one(g):
+            return g.execute(lambda: g.pg.send_query(b"SELECT pg_sleep(0.2), 42"))
+
+        t0 = time.monotonic()
+        jobs = [gevent.spawn(one, g) for g in greens]
+        gevent.joinall(jobs, timeout=10, raise_error=True)
+        assert time.monotonic() - t0 < 1.0
+        assert all(j.value.status == ExecStatus.TUPLES_OK and j.value.get_value(0, 1) == b"42" for j in jobs)
+
+        g = greens[0]
+        assert g.pg.prepare(b"s1", b"SELECT $1::int + 1").status == ExecStatus.COMMAND_OK
+        res = g.exec_prepared(b"s1", [b"41"], [0])
+        assert res.status == ExecStatus.TUPLES_OK and res.get_value(0, 0) == b"42"
+        bad = g.execute(lambda: g.pg.send_query(b"SELECT 1/0"))
+        assert bad.status == ExecStatus.FATAL_ERROR
+        assert conns[0].execute("SELECT 7").fetchone() == (7,)
+        for g in greens:
+            g.close()
+    finally:
+        for c in conns:
+            c.close()

@@ -22,6 +22,7 @@ from ._db import connect
 
 SEND_SQL = b"SELECT ssb.send($1::uuid, $2::bytea)"
 _STMT = b"ssbench_send"
+_FORMATS = [0, 1]                 # dialog handle as text, body as binary
 
 
 class EmbeddedSender(Sender):
@@ -39,6 +40,7 @@ class EmbeddedSender(Sender):
             raise TargetError(f"cannot prepare SEND on the initiator database: {err} "
                               "(was the target provisioned?)")
         self._dialogs: dict[int, str] = {}
+        self._green = None       # harness.load.green.GreenConn, made on the first send_green
 
     def dialog(self, slot: int) -> str:
         """Handle of usable dialog ``slot`` (row k of ssb.dialogs)."""
@@ -65,11 +67,13 @@ class EmbeddedSender(Sender):
     def send_green(self, dialog: str, payload: bytes) -> None:
         """:meth:`send` for a gevent greenlet: libpq in non-blocking mode, waiting on the socket
         through gevent's hub, so other users' greenlets run meanwhile (no thread hop)."""
-        from harness.load.green import green_exec
-
         with self._lock:
-            res = green_exec(self._pg, lambda: self._pg.send_query_prepared(
-                _STMT, [dialog.encode(), payload], param_formats=[0, 1]))
+            green = self._green
+            if green is None:
+                from harness.load.green import GreenConn
+
+                green = self._green = GreenConn(self._pg)
+            res = green.exec_prepared(_STMT, [dialog.encode(), payload], _FORMATS)
         if res is None or res.status != ExecStatus.TUPLES_OK:
             self._raise(res) if res is not None else self._raise_conn()
 
@@ -92,6 +96,9 @@ class EmbeddedSender(Sender):
         raise psycopg.OperationalError(f"SEND failed: {msg}")
 
     def close(self) -> None:
+        if self._green is not None:
+            self._green.close()
+            self._green = None
         try:
             self._conn.close()
         except Exception:  # pragma: no cover
