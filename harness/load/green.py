@@ -19,10 +19,12 @@ class GreenConn:
 
         self.pg = pgconn
         self._hub = get_hub()
-        self._fd = pgconn.socket
-        loop = self._hub.loop
-        self._read = loop.io(self._fd, 1)
-        self._write = loop.io(self._fd, 2)
+        self._watch()
+
+    def _watch(self) -> None:
+        self._fd = self.pg.socket
+        self._read = self._hub.loop.io(self._fd, 1)
+        self._write = self._hub.loop.io(self._fd, 2)
 
     def execute(self, send: Callable[[], None]):
         """``send()`` queues one command (e.g. ``pg.send_query(...)``); returns the last result
@@ -42,7 +44,7 @@ class GreenConn:
         pg = self.pg
         if pg.socket != self._fd:          # reconnected under us: new socket, new watchers
             self.close()
-            self.__init__(pg)
+            self._watch()
         if not pg.nonblocking:
             pg.nonblocking = 1
 

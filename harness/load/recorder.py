@@ -46,7 +46,7 @@ class Recorder:
     def record(self, end_epoch: float, elapsed_s: float, exc: BaseException | None,
                user: int | None = None) -> None:
         if user is not None:
-            u = self.users.setdefault(user, [None, None, 0])
+            u = self.users[user]                # registered by add_user
             if u[0] is None:
                 u[0] = end_epoch
             u[1] = end_epoch
