@@ -164,15 +164,22 @@ def _number(doc: Mapping[str, Any], path: Sequence[str], file: Path, *, required
     return float(cur)
 
 
+def read_doc(path: Path, schema: str, noun: str) -> dict[str, Any]:
+    """A results JSON file that must be an object whose ``schema`` (when present) is
+    ``<schema>/N``; UserError naming the file otherwise."""
+    doc = _read_json(path)
+    if not isinstance(doc, dict):
+        raise UserError(f"{noun} is a JSON object", file=str(path))
+    found = doc.get("schema")
+    if found is not None and not str(found).startswith(schema + "/"):
+        raise UserError(f"not {noun} (schema {found!r}, expected {schema}/1)", file=str(path))
+    return doc
+
+
 def load_rep(path: Path, repetition: int) -> Rep:
     """Read one ``rep-NN/summary.json``; UserError naming the file when it is malformed."""
     f = path / "summary.json"
-    doc = _read_json(f)
-    if not isinstance(doc, dict):
-        raise UserError("a summary is a JSON object", file=str(f))
-    schema = doc.get("schema")
-    if schema is not None and not str(schema).startswith("ssbench.summary/"):
-        raise UserError(f"not a repetition summary (schema {schema!r}, expected ssbench.summary/1)", file=str(f))
+    doc = read_doc(f, "ssbench.summary", "a repetition summary")
     values: dict[str, float | None] = {}
     for m in METRICS:
         values[m.name] = _number(doc, m.path, f, required=m.name in ("receive_rate", "send_rate"))
@@ -201,12 +208,7 @@ def load_run(path: str | os.PathLike[str]) -> RunData:
     run_file = p / "run.json"
     if not run_file.exists():
         raise UserError("not an ssbench run directory: no run.json", file=str(p))
-    run = _read_json(run_file)
-    if not isinstance(run, dict):
-        raise UserError("run.json is a JSON object", file=str(run_file))
-    schema = run.get("schema")
-    if schema is not None and not str(schema).startswith("ssbench.run/"):
-        raise UserError(f"not a run file (schema {schema!r}, expected ssbench.run/1)", file=str(run_file))
+    run = read_doc(run_file, "ssbench.run", "a run file")
     data = RunData(path=p, run=run, perms={})
     status = run.get("status")
     if status not in (None, "complete"):

@@ -270,7 +270,7 @@ def combine_runs(run_dirs: list[tuple[int, Path]], dest: Path, *, side: str,
     renumbered and gains ``"interleave": {"round": i, "source": ...}``. run.json is the first
     round's with a ``gate_interleave`` section listing the rounds.
     """
-    from .compare import REP_DIR_RE, _read_json
+    from .compare import REP_DIR_RE, _read_json, read_doc
 
     if dest.exists():
         shutil.rmtree(dest)
@@ -280,9 +280,7 @@ def combine_runs(run_dirs: list[tuple[int, Path]], dest: Path, *, side: str,
     statuses = []
     first_run: dict[str, Any] | None = None
     for round_no, run_dir in run_dirs:
-        run = _read_json(run_dir / "run.json")
-        if not isinstance(run, dict):
-            raise UserError("run.json is a JSON object", file=str(run_dir / "run.json"))
+        run = read_doc(run_dir / "run.json", "ssbench.run", "a run file")
         first_run = first_run or run
         statuses.append(run.get("status"))
         rounds_info.append({"round": round_no, "run_dir": str(run_dir), "run_id": run.get("run_id"),

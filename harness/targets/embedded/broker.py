@@ -315,16 +315,22 @@ class QueueMonitor(threading.Thread):
             except Exception as e:
                 if stop.is_set():
                     break
-                log.warning("queue monitor: %s", str(e).strip().splitlines()[0])
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except Exception:  # pragma: no cover
-                        pass
-                conn = None
-                stop.wait(0.5)
+                conn = _connection_lost(conn, "queue monitor", e, stop)
         if conn is not None:
             conn.close()
+
+
+def _connection_lost(conn, who: str, error: Exception, stop: threading.Event) -> None:
+    """A broker thread's database call failed: log it, close the connection quietly and pause
+    before the thread reconnects. Returns the new (absent) connection."""
+    log.warning("%s: %s", who, str(error).strip().splitlines()[0])
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:  # pragma: no cover
+            pass
+    stop.wait(0.5)
+    return None
 
 
 # --------------------------------------------------------------------------- waits
@@ -377,14 +383,7 @@ class WaitSampler(threading.Thread):
             except Exception as e:
                 if stop.is_set():
                     break
-                log.warning("wait sampler: %s", str(e).strip().splitlines()[0])
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except Exception:  # pragma: no cover
-                        pass
-                conn = None
-                stop.wait(0.5)
+                conn = _connection_lost(conn, "wait sampler", e, stop)
         if conn is not None:
             try:
                 self.flush(conn)
