@@ -15,7 +15,7 @@ import itertools
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from .errors import UserError
 from .yamlsrc import Located, load_located, unwrap
@@ -191,9 +191,10 @@ class Matrix:
                               dialogs=values["dialogs"], payload_bytes=values["payload_bytes"],
                               server=values["server"], broker=broker, _broker_suffix=suffix)
 
-    def embedded_profile(self, server: str) -> str:
-        """The embedded target's profile that stands in for ``server``."""
-        return self.embedded_profiles.get(server, server)
+    def profile_aliases(self, target_kind: str) -> dict[str, str]:
+        """Server names mapped to a target kind's own profiles (the matrix's
+        ``embedded_profiles`` for the embedded target; none for others)."""
+        return dict(self.embedded_profiles) if target_kind == "embedded" else {}
 
     def to_dict(self) -> dict[str, Any]:
         axes = {k: [v.token if isinstance(v, DialogStrategy) else v for v in vs]
@@ -211,8 +212,12 @@ def _replace(obj, **changes):
 
 # --------------------------------------------------------------------------- loading
 
-def load_matrix(path: str | Path) -> Matrix:
-    """Load, validate and return a matrix; raises UserError naming file, line and field."""
+def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None) -> Matrix:
+    """Load, validate and return a matrix; raises UserError naming file, line and field.
+
+    ``embedded_profiles`` are the embedded target's profile names, against which the matrix's
+    ``embedded_profiles`` mapping is checked (the commands pass them; this module knows no
+    target)."""
     p = Path(path)
     file = str(path)
     top, sha256 = load_located(p, "matrix")
@@ -269,12 +274,15 @@ def load_matrix(path: str | Path) -> Matrix:
         ploc = doc["embedded_profiles"]
         if not isinstance(ploc.value, dict):
             raise err("must map server names to embedded profiles (durable, delayed)", ploc, "embedded_profiles")
-        from .targets.profiles import EMBEDDED_PROFILES
+        known = list(embedded_profiles) if embedded_profiles is not None else None
         for key, loc in ploc.value.items():
             if key not in axes["server"]:
                 raise err("not a value of axes.server", loc, f"embedded_profiles.{key}")
-            if loc.value not in EMBEDDED_PROFILES:
-                raise err(f"unknown embedded profile {loc.value!r} (expected {', '.join(EMBEDDED_PROFILES)})",
+            if not isinstance(loc.value, str):
+                raise err(f"an embedded profile is a name, got {type(loc.value).__name__}", loc,
+                          f"embedded_profiles.{key}")
+            if known is not None and loc.value not in known:
+                raise err(f"unknown embedded profile {loc.value!r} (expected {', '.join(known)})",
                           loc, f"embedded_profiles.{key}")
             profiles[key] = loc.value
 

@@ -43,7 +43,8 @@ def test_paper_matrix_has_528_permutations():
     assert len({p.id for p in perms}) == 528
     assert perms[0].id == "i1-t1-per_thread-p100-sql2005"
     assert perms[-1].id == "i3-t50-trick150-p8192-sql2008"
-    assert m.embedded_profile("sql2008") == "delayed"
+    assert m.profile_aliases("embedded")["sql2008"] == "delayed"
+    assert m.profile_aliases("mssql") == {}
 
 
 def test_order_initiators_outermost_then_threads_stepping_up():
@@ -168,3 +169,12 @@ def test_cli_user_error_exit_2_no_traceback(tmp_path):
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert f"{p}:4: axes.threads[0]: must be positive" in r.stderr
+
+
+def test_embedded_profiles_checked_against_the_names_given(tmp_path):
+    text = GOOD + "embedded_profiles:\n  durable: nosuch\n"
+    p = write(tmp_path, text)
+    load_matrix(p)  # this module knows no target: any name passes without a list
+    with pytest.raises(UserError, match="unknown embedded profile 'nosuch'") as e:
+        load_matrix(p, embedded_profiles=["durable", "delayed"])
+    assert e.value.field == "embedded_profiles.durable"

@@ -536,7 +536,7 @@ def test_topology_profiles_exposed(fake):
 
 
 def test_make_target_uses_from_file(fake):
-    from harness.targets.base import make_target
+    from harness.targets.factory import make_target
 
     t = make_target(str(SINGLE))
     assert isinstance(t, MssqlTarget) and t.topology.name == "laptop"

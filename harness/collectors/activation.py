@@ -29,3 +29,7 @@ class ActivationCollector(Collector):
     def max_running(self) -> float:
         vals = [v for k, v in self.deltas.max_gauge.items() if k[1].startswith("Tasks Running")]
         return max(vals) if vals else 0.0
+
+    def summary_fields(self, ctx, window):
+        return {"activation_tasks_started": self.tasks_started(),
+                "activation_tasks_max_running": self.max_running()}

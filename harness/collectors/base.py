@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +29,30 @@ class Collector:
     def sample(self, ctx: "SampleContext", now: float) -> Iterable[tuple[str, str, float]]:
         raise NotImplementedError
 
+    def summary_fields(self, ctx: "SampleContext", window: "WindowView") -> dict[str, Any]:
+        """This family's fields of the repetition summary (harness.results.model), computed
+        over the measured window. Most families contribute none."""
+        return {}
+
     def close(self) -> None:
         pass
+
+
+@dataclass(frozen=True)
+class WindowView:
+    """The measured window and every sample taken, for :meth:`Collector.summary_fields`."""
+
+    start: float
+    end: float
+    samples: tuple[Sample, ...]
+
+    def series(self, family: str, metric: str, key: str | None = None, *, from_start_on: bool = False,
+               key_prefix: str | None = None) -> list[float]:
+        """Values of one metric inside [start, end) (or from start on, the drain included)."""
+        return [s.value for s in self.samples
+                if s.family == family and s.metric == metric
+                and (key is None or s.key == key) and (key_prefix is None or s.key.startswith(key_prefix))
+                and s.ts >= self.start and (from_start_on or s.ts < self.end)]
 
 
 @dataclass
@@ -74,6 +96,18 @@ class Sampler:
         self.samples.extend(out)
         if self.on_tick:
             self.on_tick(out)
+        return out
+
+    def summary_fields(self, start: float, end: float) -> dict[str, Any]:
+        """Every collector's summary fields over [start, end); a failing collector is recorded
+        in ``errors`` and contributes nothing."""
+        view = WindowView(start, end, tuple(self.samples))
+        out: dict[str, Any] = {}
+        for c in self.collectors:
+            try:
+                out.update(c.summary_fields(self.ctx, view))
+            except Exception as e:  # telemetry must not fail the run
+                self.errors.append(f"{c.family} summary: {type(e).__name__}: {e}")
         return out
 
     def _loop(self) -> None:

@@ -5,10 +5,14 @@ run: one worker near 100% of a core)."""
 from __future__ import annotations
 
 import os
+import statistics
 
 import psutil
 
 from .base import Collector
+
+#: a Locust worker is one Python process: near a full core, the client is the bottleneck
+CLIENT_BOUND_WORKER_CPU = 90.0
 
 
 class HostCollector(Collector):
@@ -63,3 +67,24 @@ class HostCollector(Collector):
         out.append(("system_cpu_percent", "", psutil.cpu_percent(None)))
         out.append(("system_memory_percent", "", psutil.virtual_memory().percent))
         return out
+
+    def summary_fields(self, ctx, window):
+        def mean(v):
+            return round(statistics.fmean(v), 2) if v else None
+
+        worker_cpu: dict[str, list[float]] = {}
+        for s in window.samples:
+            if s.family == self.family and s.metric == "cpu_percent" and s.key.startswith("worker.") \
+                    and window.start <= s.ts < window.end:
+                worker_cpu.setdefault(s.key, []).append(s.value)
+        worker_mean = {k: statistics.fmean(v) for k, v in worker_cpu.items()}
+        server = window.series(self.family, "cpu_percent", "server")
+        server_mean = mean(server)
+        if not server:
+            # remote servers (SQL Server): the target's own figure (% of the machine), if any
+            per_server = ctx.call(ctx.target.server_cpu_percent)
+            server_mean = mean([v for v in per_server.values() if v is not None])
+        return {"client_cpu_percent": mean(window.series(self.family, "cpu_percent", "client")),
+                "server_cpu_percent": server_mean,
+                "worker_cpu_percent": {k: round(v, 1) for k, v in worker_mean.items()},
+                "client_bound": any(v >= CLIENT_BOUND_WORKER_CPU for v in worker_mean.values())}

@@ -1,11 +1,13 @@
 """Wait statistics (sys.dm_os_wait_stats shape): per-second deltas per wait type.
 
-The collector keeps its cumulative snapshots so the runner can compute exact deltas over the
-measured window (top waits)."""
+The collector keeps its cumulative snapshots so it can compute exact deltas over the measured
+window: the summary's ``top_waits``."""
 
 from __future__ import annotations
 
 from .base import Collector
+
+TOP_WAITS = 5
 
 
 class WaitCollector(Collector):
@@ -28,6 +30,13 @@ class WaitCollector(Collector):
                     out.append(("waiting_tasks_per_s", wt, dtasks / dt))
         self.snapshots.append((now, stats))
         return out
+
+    def summary_fields(self, ctx, window):
+        waits = self.window_delta(window.start, window.end)
+        total = sum(ms for _, ms in waits.values()) or 1.0
+        top = sorted(waits.items(), key=lambda kv: -kv[1][1])[:TOP_WAITS]
+        return {"top_waits": [{"wait_type": k, "wait_time_ms": round(ms, 3), "waiting_tasks": n,
+                               "share": round(ms / total, 4)} for k, (n, ms) in top]}
 
     def window_delta(self, start: float, end: float) -> dict[str, tuple[int, float]]:
         """Cumulative wait deltas between the snapshots nearest the window's edges."""

@@ -17,8 +17,9 @@ def register(sub) -> None:
 
 def cmd_matrix(args) -> int:
     from ..matrix import load_matrix
+    from ..targets.embedded.profiles import EMBEDDED_PROFILES
 
-    m = load_matrix(args.file)
+    m = load_matrix(args.file, embedded_profiles=EMBEDDED_PROFILES)
     if args.count:
         print(len(m))
         return 0

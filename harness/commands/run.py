@@ -47,10 +47,12 @@ def execute(args) -> tuple[int, "object"]:
     from ..errors import TargetError
     from ..matrix import load_matrix
     from ..paths import RESULTS
-    from ..runner import Interrupted, Progress, Runner, finish_run, start_run
-    from ..targets.base import make_target
+    from ..runner import Interrupted, Progress, Runner, start_run
+    from ..targets.factory import make_target
 
-    matrix = load_matrix(args.matrix)
+    from ..targets.embedded.profiles import EMBEDDED_PROFILES
+
+    matrix = load_matrix(args.matrix, embedded_profiles=EMBEDDED_PROFILES)
     target = make_target(args.target)
     results_root = args.results or RESULTS
     stop = threading.Event()
@@ -63,16 +65,16 @@ def execute(args) -> tuple[int, "object"]:
     try:
         lost = runner.run()
     except Interrupted:
-        finish_run(rd, "interrupted", runner.lost_total)
+        rd.finish("interrupted", runner.lost_total)
         print(f"ssbench: interrupted; resume with: ssbench run {args.matrix} --resume --out {rd.path}",
               file=sys.stderr)
         return 130, rd
     except (TargetError, Exception):
-        finish_run(rd, "failed", runner.lost_total)
+        rd.finish("failed", runner.lost_total)
         raise
     finally:
         target.close()
-    finish_run(rd, "complete", lost)
+    rd.finish("complete", lost)
     if lost:
         print(f"ssbench: !!! {lost} MESSAGES LOST in this run: see messages_lost in the summaries !!!",
               file=sys.stderr)

@@ -69,7 +69,7 @@ def cmd_web(args) -> int:
     if args.users < 1 or args.spawn_rate <= 0:
         raise UserError("--users must be at least 1 and --spawn-rate above 0")
 
-    from ..targets.base import make_target
+    from ..targets.factory import make_target
     from ..web.launcher import WebOptions, serve
 
     target = make_target(args.target)

@@ -47,7 +47,7 @@ import yaml
 
 from ..errors import TargetError, UserError
 from . import stats
-from ..results import write_json
+from ..results import RunDir, RunReader, find_runs, write_atomic, write_json
 from .compare import GateReport, GateSettings, compare_runs, load_run, write_report
 
 log = logging.getLogger(__name__)
@@ -140,16 +140,14 @@ class Worktree:
 def find_run_dir(out: Path) -> Path | None:
     """The run directory ``ssbench run --out OUT`` wrote: OUT itself when it holds run.json,
     else the single sub-directory of OUT that does (``OUT/<run-id>/``)."""
-    if (out / "run.json").is_file():
+    if RunReader(out).exists():
         return out
-    if not out.is_dir():
-        return None
-    found = [d for d in sorted(out.iterdir()) if d.is_dir() and (d / "run.json").is_file()]
-    return found[-1] if found else None
+    found = find_runs(out)
+    return found[-1].path if found else None
 
 
 def _has_complete_rep(run_dir: Path) -> bool:
-    return any(run_dir.glob("*/rep-*/summary.json"))
+    return RunReader(run_dir).has_complete_rep()
 
 
 class SubprocessRunner:
@@ -254,9 +252,8 @@ def single_rep_matrix(matrix_file: Path, dest: Path) -> tuple[dict[str, Any], in
     run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
     reps = int(run.get("repetitions", 1))
     doc["run"] = {**run, "repetitions": 1}
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text("# written by ssbench gate --interleave: one repetition per invocation\n"
-                    + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    write_atomic(dest, "# written by ssbench gate --interleave: one repetition per invocation\n"
+                 + yaml.safe_dump(doc, sort_keys=False))
     return doc, reps
 
 
@@ -270,38 +267,34 @@ def combine_runs(run_dirs: list[tuple[int, Path]], dest: Path, *, side: str,
     renumbered and gains ``"interleave": {"round": i, "source": ...}``. run.json is the first
     round's with a ``gate_interleave`` section listing the rounds.
     """
-    from .compare import REP_DIR_RE, _read_json, read_doc
-
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
+    out = RunDir(dest)
     counters: dict[str, int] = {}
+    permutations: dict[str, dict[str, Any]] = {}
     rounds_info = []
     statuses = []
     first_run: dict[str, Any] | None = None
     for round_no, run_dir in run_dirs:
-        run = read_doc(run_dir / "run.json", "ssbench.run", "a run file")
+        src = RunReader(run_dir)
+        run = src.record().to_json()
         first_run = first_run or run
         statuses.append(run.get("status"))
         rounds_info.append({"round": round_no, "run_dir": str(run_dir), "run_id": run.get("run_id"),
                             "status": run.get("status")})
-        for perm_dir in sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            if perm_dir.name == "report":
-                continue
-            for rep_dir in sorted(perm_dir.iterdir()):
-                if not REP_DIR_RE.match(rep_dir.name) or not (rep_dir / "summary.json").is_file():
-                    continue
-                n = counters[perm_dir.name] = counters.get(perm_dir.name, 0) + 1
-                target = dest / perm_dir.name / f"rep-{n:02d}"
-                shutil.copytree(rep_dir, target, copy_function=_link_or_copy)
-                summary = _read_json(rep_dir / "summary.json")
-                if isinstance(summary, dict):
-                    summary["repetition"] = n
-                    summary["interleave"] = {"round": round_no, "side": side, "source": str(rep_dir)}
-                    write_json(target / "summary.json", summary)
+        for ref in src.reps():
+            n = counters[ref.perm_id] = counters.get(ref.perm_id, 0) + 1
+            target = out.rep_dir(ref.perm_id, n)
+            shutil.copytree(ref.dir, target, copy_function=_link_or_copy)
+            summary = ref.summary()
+            summary.repetition = n
+            summary.extra["interleave"] = {"round": round_no, "side": side, "source": str(ref.dir)}
+            permutations[ref.perm_id] = summary.permutation
+            write_json(target / "summary.json", summary)
     assert first_run is not None, "no runs to combine"
-    for perm, n in counters.items():
-        _write_perm_summary(dest / perm, n)
+    for perm_id, permutation in permutations.items():
+        out.write_permutation_summary(perm_id, permutation)
     combined = dict(first_run)
     combined["run_id"] = f"{dest.parent.name}-{side}"
     combined["status"] = "complete" if all(s in (None, "complete") for s in statuses) else next(
@@ -309,7 +302,7 @@ def combine_runs(run_dirs: list[tuple[int, Path]], dest: Path, *, side: str,
     combined["gate_interleave"] = {"side": side, "rounds": rounds_info}
     write_json(dest / "run.json", combined)
     if matrix_file is not None:
-        shutil.copyfile(matrix_file, dest / "matrix.yaml")
+        write_atomic(dest / "matrix.yaml", Path(matrix_file).read_bytes())
     return dest
 
 
@@ -320,30 +313,6 @@ def _link_or_copy(src: str, dst: str) -> None:
         os.link(src, dst)
     except OSError:
         shutil.copy2(src, dst)
-
-
-def _write_perm_summary(perm_dir: Path, n: int) -> None:
-    from .compare import _read_json
-
-    reps = [_read_json(perm_dir / f"rep-{i:02d}" / "summary.json") for i in range(1, n + 1)]
-
-    def med(*path: str) -> float | None:
-        vals = []
-        for r in reps:
-            cur: Any = r
-            for k in path:
-                cur = cur.get(k) if isinstance(cur, dict) else None
-            if isinstance(cur, (int, float)) and not isinstance(cur, bool):
-                vals.append(float(cur))
-        return stats.median(vals) if vals else None
-
-    perm = reps[0].get("permutation", {}) if isinstance(reps[0], dict) else {}
-    write_json(perm_dir / "summary.json", {
-        "schema": "ssbench.permutation/1", "permutation": perm, "repetitions": list(range(1, n + 1)),
-        "median": {"send_rate": med("send_rate"), "receive_rate": med("receive_rate"),
-                   "send_p99_ms": med("send_latency_ms", "p99"), "e2e_p99_ms": med("e2e_latency_ms", "p99")},
-        "messages_lost": sum(int(r.get("messages_lost") or 0) for r in reps if isinstance(r, dict)),
-    })
 
 
 # --------------------------------------------------------------------------- the driver

@@ -39,9 +39,6 @@ def _add_arguments(parser) -> None:
     parser.add_argument("--ssbench-spec", type=str, env_var="SSBENCH_SPEC", default="",
                         help="ssbench swarm spec (JSON file written by ssbench run / ssbench web)",
                         include_in_web_ui=False)
-    from harness.load import webui
-
-    webui.add_arguments(parser)
 
 
 @events.init.add_listener
@@ -56,9 +53,6 @@ def _on_init(environment, **_kw) -> None:
         from harness.load import master
 
         master.install(environment, _spec)
-    from harness.load import webui
-
-    webui.install(environment)
 
 
 def _spec(environment) -> SwarmSpec:

@@ -4,12 +4,13 @@ stop the swarm when they are over (headless runs driven by ``ssbench run``)."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import gevent
 from locust import events
+
+from harness.results.store import write_atomic
 
 STOP_MARGIN_S = 0.5
 
@@ -44,8 +45,4 @@ def install(environment, load_spec) -> None:
 def _write(out_dir: str, data: dict) -> None:
     if not out_dir:
         return
-    p = Path(out_dir) / "master.json"
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, p)
+    write_atomic(Path(out_dir) / "master.json", json.dumps(data))

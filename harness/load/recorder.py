@@ -18,6 +18,8 @@ import threading
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from harness.results.store import write_atomic
+
 BUCKET_SECONDS = 0.1
 MAX_ERROR_SAMPLES = 20
 
@@ -69,8 +71,4 @@ class Recorder:
     def write(self, out_dir: str | os.PathLike) -> Path:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        path = out / f"worker-i{self.initiator}-{os.getpid()}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json()))
-        os.replace(tmp, path)
-        return path
+        return write_atomic(out / f"worker-i{self.initiator}-{os.getpid()}.json", json.dumps(self.to_json()))

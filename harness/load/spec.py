@@ -7,6 +7,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.results.store import write_atomic
+
 
 @dataclass
 class SwarmSpec:
@@ -16,7 +18,6 @@ class SwarmSpec:
     warmup_seconds: float = 0.0           # master: stop after warm-up + measured window
     measure_seconds: float = 0.0          # 0 = run until stopped (web UI)
     out_dir: str = ""                     # where workers and the master write their data
-    meta: dict = field(default_factory=dict)
 
     def usable_dialogs(self, initiator: int) -> int:
         return int(self.usable.get(str(initiator), 1))
@@ -27,11 +28,7 @@ class SwarmSpec:
         return (unit * (self.payload_bytes // len(unit) + 1))[: self.payload_bytes]
 
     def dump(self, path: str | os.PathLike) -> Path:
-        p = Path(path)
-        tmp = p.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        os.replace(tmp, p)
-        return p
+        return write_atomic(path, json.dumps(asdict(self), indent=2))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "SwarmSpec":

@@ -38,8 +38,9 @@ def locust_env(spec_path: Path, initiator: int | None = None) -> dict[str, str]:
     return env
 
 
-def worker_cmd(master_port: int, master_host: str = "127.0.0.1") -> list[str]:
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
+def worker_cmd(master_port: int, master_host: str = "127.0.0.1", locustfiles: str = str(LOCUSTFILE)) -> list[str]:
+    """A Locust worker's command line (``locustfiles``: comma-separated, as ``locust -f``)."""
+    return [sys.executable, "-m", "locust", "-f", locustfiles, "--worker",
             "--master-host", master_host, "--master-port", str(master_port), "--loglevel", "WARNING"]
 
 

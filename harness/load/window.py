@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.stats import Histogram
+from harness.results.histogram import Histogram
 
 
 @dataclass

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 from ..matrix import BrokerSettings
@@ -209,6 +209,11 @@ class Target(abc.ABC):
         """End-to-end latency (receive time minus the send time stamped in the message), in
         microseconds, of every message processed within [start, end) (epoch seconds)."""
 
+    def server_cpu_percent(self) -> dict[str, float | None]:
+        """CPU of remote database servers (percent of each machine), by server name, for
+        servers the host collector cannot see (empty for local servers)."""
+        return {}
+
     def server_pids(self) -> list[int]:
         """PIDs of the database server's processes on this host, for the host collector
         (empty for remote servers)."""
@@ -216,14 +221,6 @@ class Target(abc.ABC):
 
     def close(self) -> None:
         """Release connections. Idempotent."""
-
-
-@dataclass
-class TargetRef:
-    """How to build a target: ``embedded`` or a topology file."""
-
-    kind: str
-    options: dict[str, Any] = field(default_factory=dict)
 
 
 SENDER_MODULES = {"embedded": "harness.targets.embedded.sender",
@@ -247,14 +244,3 @@ def sender_factory(spec: dict[str, Any]) -> Callable[[dict[str, Any]], Sender]:
 def open_sender(spec: dict[str, Any]) -> Sender:
     """Turn a :meth:`Target.sender_spec` into a connected :class:`Sender` (any process)."""
     return sender_factory(spec)(spec)
-
-
-def make_target(where: str) -> Target:
-    """``embedded`` or a path to a SQL Server topology YAML file."""
-    if where == "embedded":
-        from .embedded.target import EmbeddedTarget
-
-        return EmbeddedTarget.default()
-    from .mssql.target import MssqlTarget
-
-    return MssqlTarget.from_file(where)

@@ -4,5 +4,5 @@
 * :mod:`harness.web.session`: one interactive session (swarm start..stop) as a saved run.
 * :mod:`harness.web.control`: the private loopback API the Locust master calls.
 * :mod:`harness.web.metrics`: live broker metrics from the collectors' samples.
-* :mod:`harness.load.webui`: the hooks inside the Locust master and workers.
+* :mod:`harness.web.locust_plugin`: the hooks inside the Locust master and workers.
 """

@@ -7,7 +7,7 @@ Processes (all started here, all stopped on Ctrl-C):
   (:mod:`harness.web.session`), behind a private loopback control API
   (:mod:`harness.web.control`);
 * a Locust master serving the web UI (``--web-host``/``--port``), with the ssbench hooks of
-  :mod:`harness.load.webui`;
+  :mod:`harness.web.locust_plugin`;
 * one Locust worker per initiator (``SSBENCH_INITIATOR=i``), unless ``--local-workers`` says
   fewer (the others then run on other hosts: ``ssbench web --worker``, docs/web.md).
 
@@ -38,6 +38,9 @@ from ..load.swarm import LOCUSTFILE, free_port, worker_cmd
 from ..matrix import BrokerSettings
 from ..targets.base import Target
 from .control import ControlServer
+
+#: the web UI's Locust processes load ssbench's locustfile and the web plugin
+LOCUSTFILES = f"{LOCUSTFILE},{Path(__file__).with_name('locust_plugin.py')}"
 from .metrics import LiveMetrics
 from .session import WebSessions
 
@@ -142,7 +145,7 @@ class WebApp:
         o = self.opts
         env = self._base_env()
         env["SSBENCH_WEB_CONTROL"] = self.control.url
-        cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--master",
+        cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILES, "--master",
                "--master-bind-host", o.master_bind_host, "--master-bind-port", str(self.master_port),
                "--web-host", o.web_host, "--web-port", str(self.web_port),
                "--host", f"ssbench:{self.target.kind}", "--users", str(o.users), "--spawn-rate", str(o.spawn_rate),
@@ -154,7 +157,7 @@ class WebApp:
         env = self._base_env()
         env["SSBENCH_INITIATOR"] = str(initiator)
         env["SSBENCH_SPEC"] = str(placeholder_spec(self.state_dir, initiator))
-        self._popen(f"worker.i{initiator}", worker_cmd(self.master_port), env)
+        self._popen(f"worker.i{initiator}", worker_cmd(self.master_port, locustfiles=LOCUSTFILES), env)
 
     def _status(self) -> dict | None:
         try:
@@ -329,7 +332,7 @@ def run_worker(master_host: str, master_port: int, initiator: int) -> int:
     env.update(PYTHONUNBUFFERED="1", SSBENCH_INITIATOR=str(initiator),
                SSBENCH_SPEC=str(placeholder_spec(state, initiator)))
     env.pop("SSBENCH_WEB_CONTROL", None)
-    cmd = worker_cmd(master_port, master_host)
+    cmd = worker_cmd(master_port, master_host, locustfiles=LOCUSTFILES)
     cmd[cmd.index("--loglevel") + 1] = "INFO"
     print(f"ssbench web: worker for initiator {initiator} -> master {master_host}:{master_port}", file=sys.stderr)
     p = subprocess.Popen(cmd, env=env, start_new_session=True)

@@ -31,7 +31,7 @@ from ... import paths
 from ...errors import TargetError, UserError
 from ...matrix import BrokerSettings
 from ..base import Counts, InitiatorCounts, PerfCounter, Target, WaitStat
-from ..profiles import EMBEDDED_PROFILES
+from .profiles import EMBEDDED_PROFILES
 from . import server as server_mod
 from ._db import PREFIX_RE, connect, database_names
 from .server import EmbeddedServer, ServerInfo

@@ -13,7 +13,7 @@ import pytest
 
 from harness.analysis import synth
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
 pytestmark = [

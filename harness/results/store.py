@@ -1,8 +1,9 @@
-"""The results directory of one run (layout and schemas: docs/results.md).
+"""Writing a run directory: the one atomic writer and :class:`RunDir`.
 
 Everything is written atomically: a file goes to a temporary name in its directory, is
-flushed and fsynced, then renamed; a repetition is assembled in ``.rep-NN.partial/`` and
-renamed to ``rep-NN/`` when complete, so a repetition exists exactly when it is whole.
+flushed and fsynced, renamed, and the directory is fsynced; a repetition is assembled in
+``.rep-NN.partial/`` and renamed to ``rep-NN/`` when complete, so a repetition exists exactly
+when it is whole. Reading goes through :mod:`harness.results.reader`.
 """
 
 from __future__ import annotations
@@ -10,25 +11,26 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from .errors import UserError
+from ..errors import UserError
+from .model import RUN_SCHEMA, RunRecord
+from .reader import RunReader, latest_unfinished, read_json, rep_name
+from .summary import summarize_permutation
 
-RUN_SCHEMA = "ssbench.run/1"
-SUMMARY_SCHEMA = "ssbench.summary/1"
-PERMUTATION_SCHEMA = "ssbench.permutation/1"
+__all__ = ["RunDir", "read_json", "rep_name", "utc_now_iso", "write_atomic", "write_json", "write_jsonl"]
 
 
 def utc_now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def write_atomic(path: Path, data: bytes | str) -> None:
+def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
+    """Write ``data`` to ``path`` all or nothing (temp file, fsync, rename, directory fsync)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -45,6 +47,21 @@ def write_atomic(path: Path, data: bytes | str) -> None:
         except FileNotFoundError:
             pass
         raise
+    fsync_dir(path.parent)
+    return path
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some filesystems refuse directory fsync
+        pass
+    finally:
+        os.close(fd)
 
 
 def _umask() -> int:
@@ -53,32 +70,18 @@ def _umask() -> int:
     return mask
 
 
-def write_json(path: Path, obj: Any) -> None:
-    write_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
+    if hasattr(obj, "to_json"):
+        obj = obj.to_json()
+    return write_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
-    write_atomic(path, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+def write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict]) -> Path:
+    return write_atomic(path, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
 
 
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError("no such file", file=str(path)) from None
-    except ValueError as e:
-        raise UserError(f"not valid JSON ({e})", file=str(path)) from None
-
-
-def rep_name(rep: int) -> str:
-    return f"rep-{rep:02d}"
-
-
-class RunDir:
-    """One run's directory."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
+class RunDir(RunReader):
+    """One run's directory, for writing (reading is :class:`RunReader`'s)."""
 
     # ------------------------------------------------------------------ creation / lookup
     @staticmethod
@@ -89,6 +92,8 @@ class RunDir:
     def create(cls, results_root: Path, matrix_name: str, out: Path | None = None) -> "RunDir":
         if out is not None:
             path = Path(out)
+            if path.exists() and not path.is_dir():
+                raise UserError("exists and is not a directory", file=str(path))
             if path.exists() and any(path.iterdir()):
                 raise UserError("exists and is not empty (use --resume to continue that run)",
                                 file=str(path))
@@ -98,41 +103,34 @@ class RunDir:
             while path.exists():
                 n += 1
                 path = Path(results_root) / f"{cls.new_run_id(matrix_name)}-{n}"
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create the run directory ({e.strerror or e})", file=str(path)) from None
         return cls(path)
 
     @classmethod
     def latest_for(cls, results_root: Path, matrix_name: str) -> "RunDir | None":
         """The newest run of ``matrix_name`` that is not complete (for --resume)."""
-        candidates = []
-        for p in Path(results_root).glob(f"*-{matrix_name}*"):
-            rj = p / "run.json"
-            if rj.is_file():
-                try:
-                    st = json.loads(rj.read_text()).get("status")
-                except ValueError:
-                    continue
-                if st != "complete":
-                    candidates.append(p)
-        return cls(sorted(candidates)[-1]) if candidates else None
+        run = latest_unfinished(results_root, matrix_name)
+        return cls(run.path) if run is not None else None
 
     # ------------------------------------------------------------------ run.json
-    @property
-    def run_json(self) -> Path:
-        return self.path / "run.json"
-
-    @property
-    def run_id(self) -> str:
-        return self.path.name
-
     def read_run(self) -> dict:
-        return read_json(self.run_json)
+        return self.record().to_json()
 
     def update_run(self, **fields: Any) -> dict:
         data = read_json(self.run_json) if self.run_json.exists() else {"schema": RUN_SCHEMA}
         data.update(fields)
+        data.setdefault("run_id", self.run_id)
+        # the record must stay readable: validate before replacing the file
+        RunRecord.from_json(data, file=str(self.run_json))
         write_json(self.run_json, data)
         return data
+
+    def finish(self, status: str, lost: int = 0) -> dict:
+        """Close the run's record: its final status, end time and messages lost."""
+        return self.update_run(status=status, ended=utc_now_iso(), messages_lost=lost)
 
     # ------------------------------------------------------------------ repetitions
     def perm_dir(self, perm_id: str) -> Path:
@@ -157,56 +155,10 @@ class RunDir:
         if final.exists():  # an earlier incomplete directory (no summary.json)
             shutil.rmtree(final)
         os.replace(partial, final)
-        self._fsync_dir(final.parent)
+        fsync_dir(final.parent)
         return final
 
-    @staticmethod
-    def _fsync_dir(path: Path) -> None:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def rep_summaries(self, perm_id: str) -> list[dict]:
-        out = []
-        for d in sorted(self.perm_dir(perm_id).glob("rep-*")):
-            s = d / "summary.json"
-            if s.is_file():
-                out.append(json.loads(s.read_text()))
-        return out
-
     def write_permutation_summary(self, perm_id: str, permutation: dict) -> dict:
-        reps = self.rep_summaries(perm_id)
-
-        def med(key: str, sub: str | None = None):
-            vals = []
-            for r in reps:
-                v = r.get(key)
-                if sub is not None:
-                    v = (v or {}).get(sub)
-                if v is not None:
-                    vals.append(v)
-            return statistics.median(vals) if vals else None
-
-        data = {
-            "schema": PERMUTATION_SCHEMA, "permutation": permutation,
-            "repetitions": [r["repetition"] for r in reps],
-            "median": {"send_rate": med("send_rate"), "receive_rate": med("receive_rate"),
-                       "send_p50_ms": med("send_latency_ms", "p50"),
-                       "send_p99_ms": med("send_latency_ms", "p99"),
-                       "e2e_p99_ms": med("e2e_latency_ms", "p99")},
-            "messages_lost": sum(r.get("messages_lost", 0) for r in reps),
-            "errors": sum(r.get("errors", 0) for r in reps),
-        }
+        data = summarize_permutation(permutation, self.summaries(perm_id)).to_json()
         write_json(self.perm_dir(perm_id) / "summary.json", data)
         return data
-
-    def all_summaries(self) -> list[dict]:
-        out = []
-        for s in sorted(self.path.glob("*/rep-*/summary.json")):
-            out.append(json.loads(s.read_text()))
-        return out

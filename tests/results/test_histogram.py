@@ -1,4 +1,4 @@
-"""Exact latency histograms (harness.stats) and window cutting (harness.load.window)."""
+"""Exact latency histograms (harness.results.histogram) and window cutting (harness.load.window)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import statistics
 
 from harness.load.recorder import Recorder
 from harness.load.window import merge_workers
-from harness.stats import Histogram
+from harness.results.histogram import Histogram
 
 
 def test_percentiles_match_sorted_data():

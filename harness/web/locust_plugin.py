@@ -1,4 +1,6 @@
-"""Hooks for the Locust web UI (``ssbench web``). Inactive in headless runs.
+"""The Locust half of ``ssbench web``: a second locustfile loaded next to
+:mod:`harness.load.locustfile` (``locust -f harness/load/locustfile.py,harness/web/locust_plugin.py``)
+by the web UI's master and workers only; headless runs never load it.
 
 ``ssbench web`` (:mod:`harness.web.launcher`) owns the target, the collectors and the results;
 it starts a Locust master with ``SSBENCH_WEB_CONTROL`` set (a private loopback URL of its
@@ -34,6 +36,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from locust import events
+
+from harness.results.store import write_atomic
+
 log = logging.getLogger("ssbench.web")
 
 CONTROL_ENV = "SSBENCH_WEB_CONTROL"
@@ -43,6 +49,18 @@ DIALOG_CHOICES = ["per_thread", "trick150", "shared"]
 TAB_KEY = "ssbench-broker"
 
 _worker: dict = {}
+
+
+def _on_parser(parser, **_kw) -> None:
+    add_arguments(parser)
+
+
+def _on_init(environment, **_kw) -> None:
+    install(environment)
+
+
+events.init_command_line_parser.add_listener(_on_parser)
+events.init.add_listener(_on_init)
 
 
 def add_arguments(parser) -> None:
@@ -94,10 +112,7 @@ def _install_worker(environment) -> None:
             scratch = _worker["scratch"] = Path(tempfile.mkdtemp(
                 prefix=f"ssbench-worker-{os.getpid()}-", dir=base if base and base.is_dir() else None))
         spec["out_dir"] = str(scratch)   # the session directory lives on the master's host
-        path = scratch / "swarm.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(spec))
-        os.replace(tmp, path)
+        path = write_atomic(scratch / "swarm.json", json.dumps(spec))
         # the locustfile reads --ssbench-spec (empty: the master sends none) or SSBENCH_SPEC
         os.environ["SSBENCH_SPEC"] = str(path)
         for f in scratch.glob("worker-i*.json"):
@@ -260,10 +275,7 @@ def _install_master(environment) -> None:
         name = Path(str(msg.data.get("name", ""))).name
         if not name.startswith("worker-i") or not name.endswith(".json"):
             return
-        out = Path(session["out_dir"]) / name
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(msg.data["data"])
-        os.replace(tmp, out)
+        write_atomic(Path(session["out_dir"]) / name, msg.data["data"])
 
     environment.runner.register_message(WORKER_DATA_MSG, _worker_data)
 
@@ -366,10 +378,7 @@ def _write_stats_csv(environment, path: Path) -> None:
 
     buf = io.StringIO()
     stats.StatsCSV(environment, stats.PERCENTILES_TO_REPORT).requests_csv(csv.writer(buf))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(buf.getvalue())
-    os.replace(tmp, path)
+    write_atomic(path, buf.getvalue())
 
 
 def _locustfile_modules():

@@ -1,4 +1,4 @@
-"""Exact, mergeable latency data.
+"""Exact, mergeable latency data (latency.json).
 
 Locust rounds response times into buckets (2 significant digits above 100 ms); ssbench keeps
 every latency as an integer number of microseconds with its count. Histograms merge by adding
@@ -25,9 +25,6 @@ class Histogram:
 
     def add(self, us: int, n: int = 1) -> None:
         self.counts[int(us)] += n
-
-    def add_seconds(self, seconds: float) -> None:
-        self.counts[max(0, round(seconds * 1e6))] += 1
 
     def extend_us(self, values: Iterable[int]) -> None:
         self.counts.update(int(v) for v in values)

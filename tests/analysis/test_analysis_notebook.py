@@ -22,7 +22,7 @@ nbclient = pytest.importorskip("nbclient")
 
 from harness.analysis import synth  # noqa: E402
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "analysis.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "analysis.ipynb"
 
 pytestmark = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
                                 reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)")

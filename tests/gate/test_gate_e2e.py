@@ -28,7 +28,7 @@ from harness.gate.interleave import (GateRunError, Side, SubprocessRunner, find_
                                      run_interleaved)
 from test_gate_compare import PERM, make_summary, write_run
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 MATRIX = textwrap.dedent("""\

@@ -1,0 +1,243 @@
+"""One repetition, start to finish: the lifecycle both ``ssbench run`` and ``ssbench web`` use.
+
+In order:
+
+1. :meth:`Repetition.setup`: a fresh ``.rep-NN.partial/`` directory; ``prepare`` the target
+   (every conversation and message cleared, the server profile and broker settings applied);
+   begin the permutation's dialogs on every initiator per its strategy; warm up (one message on
+   every dialog begun, as the paper does); start the broker side; wait for the warm-up to
+   drain; start the collectors.
+2. The swarm: :meth:`Repetition.run_swarm` for a headless run (a Locust master and one worker
+   per initiator, one user per client thread, stopped by the master after the warm-up and
+   measured windows), or the Locust web UI's own swarm for ``ssbench web``.
+3. :meth:`Repetition.finish`: drain (transmission and target queues empty, with a timeout),
+   stop the collectors and the broker side, verify (sent = received per initiator), build the
+   summary (:func:`harness.results.build_repetition_summary`), write samples, latency and
+   summary, and commit the directory (renamed to ``rep-NN/``) and the permutation summary.
+
+The caller keeps only its own bookkeeping: the matrix runner its loop, progress and resume;
+the web UI its sessions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .collectors import SampleContext, Sampler, default_collectors
+from .errors import TargetError
+from .load.spec import SwarmSpec
+from .load.swarm import Swarm, SwarmResult
+from .load.window import merge_workers
+from .matrix import Permutation, RunSettings
+from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
+from .results.model import LATENCY_SCHEMA, RepetitionSummary, TargetRef
+from .results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
+from .targets.base import Counts, Target
+
+log = logging.getLogger(__name__)
+
+
+class Interrupted(Exception):
+    """The repetition was stopped (Ctrl-C, SIGTERM, the web UI shutting down): not committed."""
+
+
+@dataclass
+class Repetition:
+    target: Target
+    run_dir: RunDir
+    perm: Permutation
+    rep: int
+    profile: str
+    settings: RunSettings
+    lock: threading.Lock
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    #: progress text ("preparing ...", "draining ...") for the caller to show
+    on_status: Callable[[str], None] = lambda text: None
+    #: every collector tick's samples (live displays)
+    on_tick: Callable[[list], None] | None = None
+    #: extra client processes to sample (the web UI's workers); a headless swarm adds its own
+    client_pids: Callable[[], dict[str, int]] | None = None
+    users_expected: int | None = None
+
+    partial: Path | None = None
+    sampler: Sampler | None = None
+    dialogs_created: int = 0
+    swarm: Swarm | None = None
+
+    @property
+    def usable(self) -> int:
+        return self.perm.dialogs.usable_dialogs(self.perm.threads)
+
+    # ------------------------------------------------------------------ 1. setup
+    def setup(self) -> Path:
+        """Prepare the target and start the collectors; returns the partial directory."""
+        t, p = self.target, self.perm
+        self.partial = self.run_dir.begin_rep(p.id, self.rep)
+        self.on_status(f"preparing ({p.initiators} x {p.dialogs.dialogs_created(p.threads)} dialogs)")
+        try:
+            with self.lock:
+                t.prepare(p.initiators, self.profile, p.broker)
+                self.dialogs_created = 0
+                for i in range(1, p.initiators + 1):
+                    self.dialogs_created += t.create_dialogs(i, self.usable, p.dialogs.every_n)
+                    t.warm_up(i)
+                t.start()
+            warm = self._drain()
+            if self.stop_event.is_set():
+                raise Interrupted()
+            if warm.in_flight:
+                raise TargetError(f"warm-up did not drain within {self.settings.drain_timeout_seconds:g}s "
+                                  f"({warm.in_flight} messages in flight)")
+            ctx = SampleContext(target=t, lock=self.lock, client_pids=self._client_pids)
+            self.sampler = Sampler(ctx, default_collectors(), interval=self.settings.sample_interval_seconds,
+                                   on_tick=self.on_tick)
+            self.sampler.start()
+        except BaseException:
+            self.abort()
+            raise
+        return self.partial
+
+    def _client_pids(self) -> dict[str, int]:
+        pids = dict(self.client_pids()) if self.client_pids else {}
+        if self.swarm is not None:
+            pids.update(self.swarm.worker_pids())
+        return pids
+
+    def swarm_spec(self, *, warmup_seconds: float, measure_seconds: float) -> SwarmSpec:
+        n = self.perm.initiators
+        return SwarmSpec(sender_specs={str(i): self.target.sender_spec(i) for i in range(1, n + 1)},
+                         payload_bytes=self.perm.payload_bytes,
+                         usable={str(i): self.usable for i in range(1, n + 1)},
+                         warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
+                         out_dir=str(self.partial))
+
+    # ------------------------------------------------------------------ 2. the headless swarm
+    def run_swarm(self) -> SwarmResult:
+        s, p = self.settings, self.perm
+        spec = self.swarm_spec(warmup_seconds=s.warmup_seconds, measure_seconds=s.measure_seconds)
+        self.swarm = Swarm(spec, self.partial, p.initiators, p.threads, s.spawn_rate)
+        self.swarm.start()
+        self.on_status("running")
+        deadline = time.monotonic() + p.total_threads / s.spawn_rate + 60 + s.warmup_seconds \
+            + s.measure_seconds + 30
+        while self.swarm.running() and time.monotonic() < deadline:
+            if self.stop_event.wait(0.5):
+                self.swarm.stop()
+                break
+        res = self.swarm.wait(timeout=max(0.0, deadline - time.monotonic()))
+        if self.stop_event.is_set() or res.interrupted:
+            raise Interrupted()
+        if res.spawn_complete is None or not res.worker_files:
+            raise TargetError("the Locust swarm did not run:\n" + self.swarm.log_tail())
+        return res
+
+    # ------------------------------------------------------------------ 3. finish
+    def finish(self, res: SwarmResult, *, warmup_seconds: float | None = None,
+               measure_seconds: float | None = None, web: dict[str, Any] | None = None,
+               error_samples: list[str] | None = None) -> RepetitionSummary:
+        """Drain, stop, verify, summarize, write and commit. ``warmup_seconds`` and
+        ``measure_seconds`` default to the run settings (the web UI passes its session's)."""
+        try:
+            self.on_status("draining: waiting for the queues to empty")
+            final = self._drain()
+            if self.stop_event.is_set():
+                raise Interrupted()
+            self.sampler.stop()
+            with self.lock:
+                self.target.stop()
+            warmup = self.settings.warmup_seconds if warmup_seconds is None else warmup_seconds
+            measure = self.settings.measure_seconds if measure_seconds is None else measure_seconds
+            summary, lat = self._summarize(res, final, warmup, measure, web)
+            summary.error_samples.extend(error_samples or [])
+            if res.stats_csv is None:
+                summary.error_samples.append("Locust wrote no stats CSV")
+            self._write(summary, lat)
+        except BaseException:
+            self.abort()
+            raise
+        self.run_dir.commit_rep(self.perm.id, self.rep, self.partial)
+        self.run_dir.write_permutation_summary(self.perm.id, self.perm.values())
+        return summary
+
+    def run(self) -> RepetitionSummary:
+        """The headless repetition: setup, swarm, finish."""
+        self.setup()
+        try:
+            res = self.run_swarm()
+        except BaseException:
+            self.abort()
+            raise
+        return self.finish(res)
+
+    def abort(self) -> None:
+        """Best effort: stop the swarm, the collectors and the broker side (nothing committed)."""
+        if self.swarm is not None and self.swarm.running():
+            self.swarm.stop()
+        if self.sampler is not None:
+            try:
+                self.sampler.stop()
+            except Exception:  # pragma: no cover - best effort
+                log.exception("stopping the collectors")
+        with self.lock:
+            try:
+                self.target.stop()
+            except Exception:  # pragma: no cover - best effort
+                log.exception("stopping the target")
+
+    # ------------------------------------------------------------------ helpers
+    def _drain(self) -> Counts:
+        return self.target.drain(self.settings.drain_timeout_seconds, lock=self.lock, stop=self.stop_event)
+
+    def _summarize(self, res: SwarmResult, final: Counts, warmup: float, measure: float,
+                   web: dict[str, Any] | None) -> tuple[RepetitionSummary, dict[str, Histogram]]:
+        t, p = self.target, self.perm
+        start = res.spawn_complete + warmup
+        wd = merge_workers(res.worker_files, start, start + measure)
+        with self.lock:
+            e2e_us = t.e2e_latencies_us(wd.start, wd.end)
+        e2e = Histogram()
+        e2e.extend_us(e2e_us)
+        permutation = p.values()
+        users_expected = self.users_expected if self.users_expected is not None else p.total_threads
+        if self.users_expected is not None:
+            permutation["total_threads"] = self.users_expected
+        data = RepetitionData(
+            run_id=self.run_dir.run_id, permutation=permutation, repetition=self.rep,
+            target=TargetRef(kind=t.kind, label=t.label, profile=self.profile),
+            warmup_seconds=warmup, spawn_complete=res.spawn_complete,
+            dialogs_created=self.dialogs_created, usable_dialogs=self.usable * p.initiators,
+            users_expected=users_expected,
+            accounting=Accounting(
+                initiators=[InitiatorAccount(c.initiator, c.sent, c.received, c.xmitq) for c in final.initiators],
+                poison_messages=final.errors, queue_disabled=final.queue_disabled, in_flight=final.in_flight),
+            client=ClientRecord(window_start=wd.start, window_end=wd.end, send_latency=wd.latency,
+                                sends_total=wd.sends_total, errors_total=wd.errors_total,
+                                error_samples=wd.error_samples, users_spawned=wd.users_spawned,
+                                users_active=wd.users_active),
+            e2e_latency=e2e, collected=self.sampler.summary_fields(wd.start, wd.end),
+            collector_errors=self.sampler.errors, web=web)
+        return build_repetition_summary(data), {"send": wd.latency, "e2e": e2e}
+
+    def _write(self, summary: RepetitionSummary, lat: dict[str, Histogram]) -> None:
+        start, end = summary.window.measure_start, summary.window.measure_end
+        t0 = self.sampler.started
+
+        def phase(ts):
+            return "warmup" if ts < start else ("measure" if ts < end else "drain")
+
+        partial = self.partial
+        write_jsonl(partial / "samples.jsonl",
+                    ({"ts": round(s.ts, 4), "elapsed_s": round(s.ts - t0, 4), "phase": phase(s.ts),
+                      "family": s.family, "metric": s.metric, "key": s.key, "value": s.value}
+                     for s in self.sampler.samples))
+        write_json(partial / "latency.json", {"schema": LATENCY_SCHEMA, "unit": "us",
+                                              "send": lat["send"].to_json(), "e2e": lat["e2e"].to_json()})
+        # keep the Locust logs and worker data; drop the swarm's scratch files
+        for name in ("swarm.json", "master.json"):
+            (partial / name).unlink(missing_ok=True)
+        write_json(partial / "summary.json", summary)

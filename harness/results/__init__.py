@@ -1,0 +1,24 @@
+"""The results contract and its one reader and writer (layout: ``docs/results.md``).
+
+* :mod:`.model` — typed documents (run.json, repetition and permutation summaries) with a
+  schema version and to/from JSON;
+* :mod:`.summary` — pure functions that build the summaries from plain data;
+* :mod:`.reader` — the one reader of run directories;
+* :mod:`.store` — the one atomic writer and :class:`RunDir`;
+* :mod:`.histogram` — exact, mergeable latency histograms (latency.json).
+
+This package is the bottom layer: it imports nothing of ssbench but :mod:`harness.errors`.
+"""
+
+from .histogram import Histogram
+from .model import (LATENCY_SCHEMA, PERMUTATION_SCHEMA, RUN_SCHEMA, STATUSES, SUMMARY_SCHEMA,
+                    PermutationSummary, RepetitionSummary, RunRecord, check_schema)
+from .reader import REP_RE, TAIL_RE, RepRef, RunReader, find_runs, latest_unfinished, read_json, rep_name
+from .store import RunDir, utc_now_iso, write_atomic, write_json, write_jsonl
+from .summary import build_repetition_summary, median, repetition_status, summarize_permutation
+
+__all__ = ["Histogram", "LATENCY_SCHEMA", "PERMUTATION_SCHEMA", "RUN_SCHEMA", "STATUSES", "SUMMARY_SCHEMA",
+           "PermutationSummary", "RepetitionSummary", "RunRecord", "check_schema", "REP_RE", "TAIL_RE",
+           "RepRef", "RunReader", "find_runs", "latest_unfinished", "read_json", "rep_name", "RunDir",
+           "utc_now_iso", "write_atomic", "write_json", "write_jsonl", "build_repetition_summary", "median",
+           "repetition_status", "summarize_permutation"]

@@ -1,0 +1,327 @@
+"""The results contract: typed documents with a schema version and to/from JSON.
+
+Every file a run writes that another part of ssbench reads back is one of these classes:
+
+* :class:`RunRecord` — ``run.json`` (provenance and status of a run);
+* :class:`RepetitionSummary` — ``<perm>/rep-NN/summary.json`` (one measured repetition);
+* :class:`PermutationSummary` — ``<perm>/summary.json`` (the repetitions of one permutation).
+
+They are plain dataclasses, not pydantic models: the contract is small, the Locust workers and
+the Spark driver import it, and a stdlib-only module keeps it cheap to import everywhere. The
+validation that matters (a known schema version, the fields being present with the right
+shape) is done in ``from_json``; a document from an unsupported version is refused with one
+line naming the file. Fields a newer minor writer adds are kept in ``extra`` and written back.
+
+``docs/results.md`` documents every field (a test fails when one is not), and the Spark
+schemas of :mod:`harness.analysis.schemas` are checked against these classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import UserError
+
+RUN_SCHEMA = "ssbench.run/1"
+SUMMARY_SCHEMA = "ssbench.summary/1"
+PERMUTATION_SCHEMA = "ssbench.permutation/1"
+LATENCY_SCHEMA = "ssbench.latency/1"
+
+#: repetition statuses, in precedence order: the first that applies is the repetition's status
+STATUSES = ("lost", "queue_disabled", "errors", "users_idle", "client_bound", "ok")
+#: run statuses (run.json)
+RUN_STATUSES = ("running", "complete", "interrupted", "failed")
+
+
+def check_schema(doc: Any, expected: str, file: str | None = None) -> dict[str, Any]:
+    """``doc`` must be a JSON object whose ``schema`` has ``expected``'s family and major version."""
+    if not isinstance(doc, dict):
+        raise UserError(f"not a JSON object (expected {expected})", file=file)
+    got = doc.get("schema")
+    if got is None:
+        raise UserError(f"no 'schema' field (expected {expected})", file=file, field="schema")
+    family, _, version = expected.partition("/")
+    if not isinstance(got, str) or got.partition("/")[0] != family:
+        raise UserError(f"schema is {got!r}, expected {expected}", file=file, field="schema")
+    if got.partition("/")[2].split(".")[0] != version:
+        raise UserError(f"unsupported schema version {got!r} (this ssbench reads {expected})",
+                        file=file, field="schema")
+    return doc
+
+
+# --------------------------------------------------------------------------- generic (de)serialization
+
+class Document:
+    """Mixin: to_json/from_json for a dataclass of JSON-able fields and nested Documents."""
+
+    #: fields added by a newer writer that this version does not know (round-tripped)
+    extra: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "extra":
+                continue
+            v = getattr(self, f.name)
+            if v is None and f.metadata.get("omit_none"):
+                continue
+            out[f.name] = _dump(v)
+        out.update(getattr(self, "extra", {}) or {})
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any, file: str | None = None, where: str = ""):
+        if not isinstance(data, dict):
+            raise UserError(f"{where or cls.__name__}: expected an object, got {type(data).__name__}", file=file,
+                            field=where or None)
+        hints = typing.get_type_hints(cls)
+        kwargs: dict[str, Any] = {}
+        known = set()
+        for f in dataclasses.fields(cls):
+            if f.name == "extra":
+                continue
+            known.add(f.name)
+            name = f"{where}.{f.name}" if where else f.name
+            if f.name not in data:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise UserError("missing field", file=file, field=name)
+                continue
+            kwargs[f.name] = _load(hints[f.name], data[f.name], file, name)
+        obj = cls(**kwargs)
+        if "extra" in {f.name for f in dataclasses.fields(cls)}:
+            obj.extra = {k: v for k, v in data.items() if k not in known}
+        return obj
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
+
+
+def _dump(v: Any) -> Any:
+    if isinstance(v, Document):
+        return v.to_json()
+    if isinstance(v, list):
+        return [_dump(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _dump(x) for k, x in v.items()}
+    return v
+
+
+def _load(tp: Any, v: Any, file: str | None, name: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if v is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _load(inner[0], v, file, name)
+        return v
+    if isinstance(tp, type) and issubclass(tp, Document):
+        return tp.from_json(v, file, name)
+    if origin is list:
+        if not isinstance(v, list):
+            raise UserError(f"expected a list, got {type(v).__name__}", file=file, field=name)
+        (item,) = args or (Any,)
+        return [_load(item, x, file, f"{name}[{i}]") for i, x in enumerate(v)]
+    if origin is dict:
+        if not isinstance(v, dict):
+            raise UserError(f"expected an object, got {type(v).__name__}", file=file, field=name)
+        return dict(v)
+    if tp is bool:
+        if not isinstance(v, bool):
+            raise UserError(f"expected true/false, got {v!r}", file=file, field=name)
+        return v
+    if tp is int:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
+            raise UserError(f"expected an integer, got {v!r}", file=file, field=name)
+        return int(v)
+    if tp is float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise UserError(f"expected a number, got {v!r}", file=file, field=name)
+        return float(v) if isinstance(v, float) else v
+    if tp is str:
+        if not isinstance(v, str):
+            raise UserError(f"expected a string, got {v!r}", file=file, field=name)
+        return v
+    return v
+
+
+# --------------------------------------------------------------------------- repetition summary
+
+@dataclass
+class LatencySummary(Document):
+    """Milliseconds from exact microsecond histograms (latency.json); None when empty."""
+
+    count: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+
+@dataclass
+class TargetRef(Document):
+    kind: str
+    label: str
+    profile: str
+
+
+@dataclass
+class Window(Document):
+    warmup_seconds: float
+    measure_seconds: float
+    measure_start: float
+    measure_end: float
+    spawn_complete: float | None = None
+
+
+@dataclass
+class InitiatorResult(Document):
+    initiator: int
+    sent: int
+    received: int
+    lost: int
+    xmitq_left: int = 0
+
+
+@dataclass
+class TopWait(Document):
+    wait_type: str
+    wait_time_ms: float
+    waiting_tasks: int
+    share: float
+
+
+@dataclass
+class RepetitionSummary(Document):
+    """One repetition of one permutation (``rep-NN/summary.json``)."""
+
+    SCHEMA: ClassVar[str] = SUMMARY_SCHEMA
+
+    run_id: str
+    permutation_id: str
+    repetition: int
+    permutation: dict[str, Any]
+    target: TargetRef
+    window: Window
+    dialogs_created: int
+    usable_dialogs: int
+    messages_sent: int
+    messages_sent_client: int
+    messages_received: int
+    messages_lost: int
+    drained: bool
+    per_initiator: list[InitiatorResult]
+    send_rate: float
+    receive_rate: float
+    send_latency_ms: LatencySummary
+    e2e_latency_ms: LatencySummary
+    top_waits: list[TopWait] = field(default_factory=list)
+    max_xmitq_depth: float = 0
+    max_queue_depth: float = 0
+    activation_tasks_started: float = 0
+    activation_tasks_max_running: float = 0
+    client_cpu_percent: float | None = None
+    server_cpu_percent: float | None = None
+    worker_cpu_percent: dict[str, float] = field(default_factory=dict)
+    client_bound: bool = False
+    users_expected: int = 0
+    users_spawned: int = 0
+    users_active: int = 0
+    errors: int = 0
+    error_samples: list[str] = field(default_factory=list)
+    collector_errors: list[str] = field(default_factory=list)
+    poison_messages: int = 0
+    queue_disabled: bool = False
+    status: str = "ok"
+    web: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": self.SCHEMA, **super().to_json()}
+
+    @classmethod
+    def from_json(cls, data: Any, file: str | None = None, where: str = "") -> "RepetitionSummary":
+        check_schema(data, cls.SCHEMA, file)
+        body = {k: v for k, v in data.items() if k != "schema"}
+        s = super().from_json(body, file, where)
+        if s.status not in STATUSES:
+            raise UserError(f"unknown status {s.status!r} (expected one of {', '.join(STATUSES)})",
+                            file=file, field="status")
+        return s
+
+
+# --------------------------------------------------------------------------- permutation summary
+
+@dataclass
+class Medians(Document):
+    """Medians across a permutation's repetitions (None when no repetition has the value)."""
+
+    send_rate: float | None = None
+    receive_rate: float | None = None
+    send_p50_ms: float | None = None
+    send_p99_ms: float | None = None
+    e2e_p99_ms: float | None = None
+
+
+@dataclass
+class PermutationSummary(Document):
+    """One permutation across its repetitions (``<perm>/summary.json``)."""
+
+    SCHEMA: ClassVar[str] = PERMUTATION_SCHEMA
+
+    permutation: dict[str, Any]
+    repetitions: list[int]
+    median: Medians
+    messages_lost: int = 0
+    errors: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": self.SCHEMA, **super().to_json()}
+
+    @classmethod
+    def from_json(cls, data: Any, file: str | None = None, where: str = "") -> "PermutationSummary":
+        check_schema(data, cls.SCHEMA, file)
+        return super().from_json({k: v for k, v in data.items() if k != "schema"}, file, where)
+
+
+# --------------------------------------------------------------------------- run.json
+
+@dataclass
+class RunRecord(Document):
+    """A run's provenance and status (``run.json``); rewritten as the run progresses."""
+
+    SCHEMA: ClassVar[str] = RUN_SCHEMA
+
+    status: str
+    run_id: str = ""             # the directory's name
+    started: str | None = None
+    ended: str | None = None
+    ssbench: dict[str, Any] = field(default_factory=dict)
+    matrix: dict[str, Any] = field(default_factory=dict)
+    target: dict[str, Any] = field(default_factory=dict)
+    software: dict[str, Any] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)
+    permutations_done: int = 0
+    permutations_total: int = 0
+    messages_lost: int | None = field(default=None, metadata={"omit_none": True})
+    resumed: str | None = field(default=None, metadata={"omit_none": True})
+    error: str | None = field(default=None, metadata={"omit_none": True})
+    web: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": self.SCHEMA, **super().to_json()}
+
+    @classmethod
+    def from_json(cls, data: Any, file: str | None = None, where: str = "") -> "RunRecord":
+        check_schema(data, cls.SCHEMA, file)
+        return super().from_json({k: v for k, v in data.items() if k != "schema"}, file, where)

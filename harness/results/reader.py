@@ -1,0 +1,160 @@
+"""The one reader of run directories (layout: ``docs/results.md``).
+
+Analysis, the gate (compare and interleave), ``ssbench bench``, ``--resume`` and the web
+sessions all list runs, permutations and repetitions through :class:`RunReader`; nothing else
+globs a run directory. A repetition is complete exactly when ``rep-NN/summary.json`` exists
+(``.rep-NN.partial/`` directories are in progress and never listed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import UserError
+from .model import PermutationSummary, RepetitionSummary, RunRecord
+
+REP_RE = re.compile(r"^rep-(\d+)$")
+#: the tail of a file path inside a run: <run dir>/<permutation id>/rep-NN/<file> (for Spark,
+#: which reads the files itself and gets their paths back)
+TAIL_RE = r"([^/]+)/([^/]+)/rep-(\d+)/[^/]+$"
+#: directories of a run that are not permutations
+NOT_PERMUTATIONS = {"report"}
+
+
+def rep_name(rep: int) -> str:
+    return f"rep-{rep:02d}"
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; a missing or corrupt file is a one-line UserError naming it."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError("no such file", file=str(path)) from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise UserError(f"not valid JSON ({e})", file=str(path)) from None
+
+
+@dataclass(frozen=True)
+class RepRef:
+    """One complete repetition's files."""
+
+    run_id: str
+    perm_id: str
+    rep: int
+    dir: Path
+
+    @property
+    def summary_path(self) -> Path:
+        return self.dir / "summary.json"
+
+    @property
+    def samples_path(self) -> Path:
+        return self.dir / "samples.jsonl"
+
+    @property
+    def latency_path(self) -> Path:
+        return self.dir / "latency.json"
+
+    def summary(self) -> RepetitionSummary:
+        return RepetitionSummary.from_json(read_json(self.summary_path), file=str(self.summary_path))
+
+    def summary_doc(self) -> dict[str, Any]:
+        """The raw summary.json (schema-checked) for readers that keep dicts (Spark reads files)."""
+        return self.summary().to_json()
+
+
+class RunReader:
+    """Read-only view of one run directory."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def run_json(self) -> Path:
+        return self.path / "run.json"
+
+    def exists(self) -> bool:
+        return self.run_json.is_file()
+
+    def record(self) -> RunRecord:
+        return RunRecord.from_json(read_json(self.run_json), file=str(self.run_json))
+
+    def permutation_ids(self) -> list[str]:
+        if not self.path.is_dir():
+            return []
+        return sorted(p.name for p in self.path.iterdir()
+                      if p.is_dir() and not p.name.startswith(".") and p.name not in NOT_PERMUTATIONS)
+
+    def rep_dirs(self, perm_id: str) -> list[tuple[int, Path]]:
+        """Every ``rep-NN`` directory of a permutation, complete or not, in repetition order."""
+        d = self.path / perm_id
+        if not d.is_dir():
+            return []
+        out = [(int(m.group(1)), p) for p in d.iterdir() if p.is_dir() and (m := REP_RE.match(p.name))]
+        return sorted(out)
+
+    def reps(self, perm_id: str | None = None) -> list[RepRef]:
+        """Complete repetitions (those with a summary.json), of one permutation or of all."""
+        perms = [perm_id] if perm_id is not None else self.permutation_ids()
+        return [RepRef(self.run_id, p, n, d) for p in perms for n, d in self.rep_dirs(p)
+                if (d / "summary.json").is_file()]
+
+    def incomplete_rep_dirs(self) -> list[Path]:
+        """``rep-NN`` directories without a summary.json (left by an older writer)."""
+        return [d for p in self.permutation_ids() for _, d in self.rep_dirs(p)
+                if not (d / "summary.json").is_file()]
+
+    def has_complete_rep(self) -> bool:
+        return any(True for _ in self._iter_complete())
+
+    def _iter_complete(self) -> Iterator[Path]:
+        for p in self.permutation_ids():
+            for _, d in self.rep_dirs(p):
+                if (d / "summary.json").is_file():
+                    yield d
+
+    def summaries(self, perm_id: str | None = None) -> list[RepetitionSummary]:
+        return [r.summary() for r in self.reps(perm_id)]
+
+    def permutation_summary(self, perm_id: str) -> PermutationSummary | None:
+        p = self.path / perm_id / "summary.json"
+        if not p.is_file():
+            return None
+        return PermutationSummary.from_json(read_json(p), file=str(p))
+
+
+def find_runs(results_root: str | Path, matrix_name: str | None = None) -> list[RunReader]:
+    """Run directories (with a run.json) under ``results_root``, oldest first."""
+    root = Path(results_root)
+    if not root.is_dir():
+        return []
+    runs = []
+    for p in sorted(root.iterdir()):
+        if not p.is_dir() or not (p / "run.json").is_file():
+            continue
+        if matrix_name is not None and not (p.name.endswith(f"-{matrix_name}")
+                                            or re.search(rf"-{re.escape(matrix_name)}-\d+$", p.name)):
+            continue
+        runs.append(RunReader(p))
+    return runs
+
+
+def latest_unfinished(results_root: str | Path, matrix_name: str) -> RunReader | None:
+    """The newest run of ``matrix_name`` whose run.json does not say complete (for --resume)."""
+    for run in reversed(find_runs(results_root, matrix_name)):
+        try:
+            status = read_json(run.run_json).get("status")
+        except (UserError, AttributeError):
+            continue
+        if status != "complete":
+            return run
+    return None

@@ -1,0 +1,151 @@
+"""Build the summaries from plain data: pure functions, no I/O, no target, no Locust.
+
+:func:`build_repetition_summary` turns what a repetition measured (the window, the exact
+accounting, the client's recording, the collectors' contributions) into a
+:class:`~harness.results.model.RepetitionSummary`; :func:`repetition_status` holds the status
+precedence; :func:`summarize_permutation` and :func:`median` aggregate repetitions (the one
+median over repetitions that ssbench's Python code uses).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from .histogram import Histogram
+from .model import (InitiatorResult, LatencySummary, Medians, PermutationSummary, RepetitionSummary,
+                    TargetRef, TopWait, Window)
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    """Median of the values that are not None (None when there are none)."""
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def repetition_status(*, lost: int, queue_disabled: bool, errors: int, users_active: int,
+                      users_expected: int, client_bound: bool) -> str:
+    """The first that applies: lost > queue_disabled > errors > users_idle > client_bound > ok."""
+    if lost:
+        return "lost"
+    if queue_disabled:
+        return "queue_disabled"
+    if errors:
+        return "errors"
+    if users_active < users_expected:
+        return "users_idle"
+    if client_bound:
+        return "client_bound"
+    return "ok"
+
+
+@dataclass
+class InitiatorAccount:
+    """Exact accounting of one initiator after the drain (the target's own counts)."""
+
+    initiator: int
+    sent: int
+    received: int
+    xmitq: int = 0
+
+
+@dataclass
+class Accounting:
+    initiators: list[InitiatorAccount]
+    poison_messages: int = 0      # received into the error table: not lost
+    queue_disabled: bool = False
+    in_flight: int = 0            # still queued (transmission queues + target queue)
+
+    @property
+    def sent(self) -> int:
+        return sum(c.sent for c in self.initiators)
+
+    @property
+    def received(self) -> int:
+        return sum(c.received for c in self.initiators)
+
+
+@dataclass
+class ClientRecord:
+    """What the Locust users recorded, cut to the measured window (harness.load.window)."""
+
+    window_start: float            # bucket-aligned window actually measured, epoch seconds
+    window_end: float
+    send_latency: Histogram        # SENDs completed in the window
+    sends_total: int = 0           # successful SENDs over the whole swarm
+    errors_total: int = 0
+    error_samples: list[str] = field(default_factory=list)
+    users_spawned: int = 0
+    users_active: int = 0
+
+
+@dataclass
+class RepetitionData:
+    run_id: str
+    permutation: dict[str, Any]
+    repetition: int
+    target: TargetRef
+    warmup_seconds: float
+    spawn_complete: float | None
+    dialogs_created: int
+    usable_dialogs: int
+    users_expected: int
+    accounting: Accounting
+    client: ClientRecord
+    e2e_latency: Histogram
+    #: fields the collectors contribute (Collector.summary_fields), merged into the summary
+    collected: dict[str, Any] = field(default_factory=dict)
+    collector_errors: list[str] = field(default_factory=list)
+    web: dict[str, Any] | None = None
+
+
+def latency_summary(h: Histogram) -> LatencySummary:
+    return LatencySummary(**h.summary_ms())
+
+
+def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
+    c, a = d.client, d.accounting
+    seconds = max(c.window_end - c.window_start, 1e-9)
+    per_init = [InitiatorResult(initiator=i.initiator, sent=i.sent, received=i.received,
+                                lost=max(0, i.sent - i.received), xmitq_left=i.xmitq)
+                for i in a.initiators]
+    # a poison message is received into the error table, not lost
+    lost = max(0, a.sent - a.received - a.poison_messages)
+    col = dict(d.collected)
+    top_waits = [w if isinstance(w, TopWait) else TopWait(**w) for w in col.pop("top_waits", [])]
+    client_bound = bool(col.pop("client_bound", False))
+    status = repetition_status(lost=lost, queue_disabled=a.queue_disabled, errors=c.errors_total,
+                               users_active=c.users_active, users_expected=d.users_expected,
+                               client_bound=client_bound)
+    return RepetitionSummary(
+        run_id=d.run_id, permutation_id=d.permutation["id"], repetition=d.repetition,
+        permutation=d.permutation, target=d.target,
+        window=Window(warmup_seconds=d.warmup_seconds, measure_seconds=round(seconds, 3),
+                      measure_start=c.window_start, measure_end=c.window_end,
+                      spawn_complete=d.spawn_complete),
+        dialogs_created=d.dialogs_created, usable_dialogs=d.usable_dialogs,
+        messages_sent=a.sent, messages_sent_client=c.sends_total, messages_received=a.received,
+        messages_lost=lost, drained=a.in_flight == 0, per_initiator=per_init,
+        send_rate=round(c.send_latency.count / seconds, 3),
+        receive_rate=round(d.e2e_latency.count / seconds, 3),
+        send_latency_ms=latency_summary(c.send_latency), e2e_latency_ms=latency_summary(d.e2e_latency),
+        top_waits=top_waits, client_bound=client_bound,
+        users_expected=d.users_expected, users_spawned=c.users_spawned, users_active=c.users_active,
+        errors=c.errors_total, error_samples=list(c.error_samples[:10]),
+        collector_errors=list(d.collector_errors[:10]),
+        poison_messages=a.poison_messages, queue_disabled=a.queue_disabled, status=status,
+        web=d.web, **col)
+
+
+def summarize_permutation(permutation: dict[str, Any],
+                          reps: Sequence[RepetitionSummary]) -> PermutationSummary:
+    reps = sorted(reps, key=lambda r: r.repetition)
+    return PermutationSummary(
+        permutation=permutation, repetitions=[r.repetition for r in reps],
+        median=Medians(send_rate=median(r.send_rate for r in reps),
+                       receive_rate=median(r.receive_rate for r in reps),
+                       send_p50_ms=median(r.send_latency_ms.p50 for r in reps),
+                       send_p99_ms=median(r.send_latency_ms.p99 for r in reps),
+                       e2e_p99_ms=median(r.e2e_latency_ms.p99 for r in reps)),
+        messages_lost=sum(r.messages_lost for r in reps), errors=sum(r.errors for r in reps))

@@ -1,0 +1,80 @@
+"""The one writer and the one reader of run directories (harness.results.store / .reader)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from harness.errors import UserError
+from harness.results import RunDir, RunReader, find_runs, latest_unfinished, write_atomic, write_json
+
+
+def test_write_atomic_leaves_no_temporary_and_keeps_the_old_file_on_failure(tmp_path, monkeypatch):
+    p = tmp_path / "a" / "f.json"
+    write_json(p, {"x": 1})
+    assert json.loads(p.read_text()) == {"x": 1}
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        write_atomic(p, "half")
+    assert json.loads(p.read_text()) == {"x": 1}
+    assert [f.name for f in p.parent.iterdir()] == ["f.json"]
+
+
+def make_run(root, name="20260101-000000-tiny", status="complete", reps=((("p1", 1), True),)):
+    rd = RunDir.create(root, "tiny", root / name)
+    rd.update_run(run_id=name, status=status)
+    for (perm, n), complete in reps:
+        d = rd.rep_dir(perm, n)
+        d.mkdir(parents=True)
+        if complete:
+            (d / "summary.json").write_text("{}")
+    return rd
+
+
+def test_reader_lists_only_complete_repetitions(tmp_path):
+    rd = make_run(tmp_path, reps=((("p1", 2), True), (("p1", 1), True), (("p2", 1), False)))
+    (rd.path / "p1" / ".rep-03.partial").mkdir()
+    (rd.path / "report").mkdir()
+    r = RunReader(rd.path)
+    assert r.permutation_ids() == ["p1", "p2"]
+    assert [(x.perm_id, x.rep) for x in r.reps()] == [("p1", 1), ("p1", 2)]
+    assert [d.name for d in r.incomplete_rep_dirs()] == ["rep-01"]
+    assert r.has_complete_rep()
+
+
+def test_resume_finds_the_newest_unfinished_run_of_a_matrix(tmp_path):
+    make_run(tmp_path, "20260101-000000-tiny", status="interrupted")
+    make_run(tmp_path, "20260102-000000-tiny", status="complete")
+    make_run(tmp_path, "20260103-000000-tiny-2", status="running")
+    make_run(tmp_path, "20260104-000000-tinyer", status="running")
+    assert [r.run_id for r in find_runs(tmp_path, "tiny")] == ["20260101-000000-tiny", "20260102-000000-tiny",
+                                                              "20260103-000000-tiny-2"]
+    assert latest_unfinished(tmp_path, "tiny").run_id == "20260103-000000-tiny-2"
+    assert RunDir.latest_for(tmp_path, "nothing") is None
+
+
+def test_run_record_stays_valid(tmp_path):
+    rd = make_run(tmp_path)
+    with pytest.raises(UserError, match="permutations_done"):
+        rd.update_run(permutations_done="many")
+    assert rd.record().status == "complete"
+    rd.finish("complete", lost=0)
+    assert rd.record().messages_lost == 0 and rd.record().ended
+
+
+def test_create_refuses_a_file_and_a_non_empty_directory(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(UserError, match="not a directory"):
+        RunDir.create(tmp_path, "m", f)
+    with pytest.raises(UserError, match="cannot create"):
+        RunDir.create(tmp_path, "m", f / "sub")
+    make_run(tmp_path, "used")
+    with pytest.raises(UserError, match="not empty"):
+        RunDir.create(tmp_path, "m", tmp_path / "used")

@@ -1,0 +1,87 @@
+"""The summary builder: pure, status precedence, accounting (harness.results.summary)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from harness.results import Histogram, build_repetition_summary, median, repetition_status, summarize_permutation
+from harness.results.model import TargetRef
+from harness.results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
+
+ORDER = ["lost", "queue_disabled", "errors", "users_idle", "client_bound"]
+
+
+def conditions(**on):
+    base = dict(lost=0, queue_disabled=False, errors=0, users_active=4, users_expected=4, client_bound=False)
+    if on.get("lost"):
+        base["lost"] = 3
+    if on.get("queue_disabled"):
+        base["queue_disabled"] = True
+    if on.get("errors"):
+        base["errors"] = 2
+    if on.get("users_idle"):
+        base["users_active"] = 3
+    if on.get("client_bound"):
+        base["client_bound"] = True
+    return base
+
+
+@pytest.mark.parametrize("flags", [c for n in range(len(ORDER) + 1) for c in itertools.combinations(ORDER, n)])
+def test_status_is_the_first_condition_that_applies(flags):
+    expected = next((s for s in ORDER if s in flags), "ok")
+    assert repetition_status(**conditions(**{f: True for f in flags})) == expected
+
+
+def data(**over) -> RepetitionData:
+    lat = Histogram({1000: 8, 2000: 2})
+    d = RepetitionData(
+        run_id="run", permutation={"id": "i2-t2-per_thread-p100-durable"}, repetition=1,
+        target=TargetRef("embedded", "PostgreSQL emulation", "durable"), warmup_seconds=1.0,
+        spawn_complete=99.0, dialogs_created=4, usable_dialogs=4, users_expected=4,
+        accounting=Accounting([InitiatorAccount(1, 6, 6, 0), InitiatorAccount(2, 5, 4, 1)], poison_messages=0,
+                              in_flight=1),
+        client=ClientRecord(window_start=100.0, window_end=102.0, send_latency=lat, sends_total=11,
+                            users_spawned=4, users_active=4),
+        e2e_latency=Histogram({5000: 9}),
+        collected={"top_waits": [{"wait_type": "WRITELOG", "wait_time_ms": 1.0, "waiting_tasks": 1, "share": 1.0}],
+                   "max_xmitq_depth": 7, "client_bound": False, "client_cpu_percent": 12.5})
+    for k, v in over.items():
+        setattr(d, k, v)
+    return d
+
+
+def test_builder_accounts_per_initiator_and_rates():
+    s = build_repetition_summary(data())
+    assert s.messages_sent == 11 and s.messages_received == 10 and s.messages_lost == 1
+    assert [(i.initiator, i.lost, i.xmitq_left) for i in s.per_initiator] == [(1, 0, 0), (2, 1, 1)]
+    assert s.send_rate == 5.0 and s.receive_rate == 4.5 and s.window.measure_seconds == 2.0
+    assert s.send_latency_ms.p50 == 1.0 and s.send_latency_ms.p99 == 2.0 and s.e2e_latency_ms.count == 9
+    assert s.status == "lost" and not s.drained
+    assert s.top_waits[0].wait_type == "WRITELOG" and s.max_xmitq_depth == 7 and s.client_cpu_percent == 12.5
+
+
+def test_poison_messages_are_received_not_lost():
+    d = data(accounting=Accounting([InitiatorAccount(1, 5, 4, 0)], poison_messages=1))
+    s = build_repetition_summary(d)
+    assert s.messages_lost == 0 and s.poison_messages == 1 and s.status == "ok" and s.drained
+
+
+def test_the_summary_is_valid_json_for_its_own_reader():
+    from harness.results.model import RepetitionSummary
+
+    s = build_repetition_summary(data())
+    assert RepetitionSummary.from_json(s.to_json()) == s
+
+
+def test_median_and_permutation_summary():
+    assert median([3, None, 1, 2]) == 2 and median([None]) is None and median([]) is None
+    reps = []
+    for i, rate in enumerate([10.0, 30.0, 20.0], start=1):
+        d = data(repetition=i, accounting=Accounting([InitiatorAccount(1, 5, 5)]))
+        s = build_repetition_summary(d)
+        s.send_rate = rate
+        reps.append(s)
+    p = summarize_permutation({"id": "x"}, reps)
+    assert p.repetitions == [1, 2, 3] and p.median.send_rate == 20.0 and p.messages_lost == 0
