@@ -12,8 +12,8 @@ Entry points:
 - :mod:`harness.analysis.synth`: synthetic run directories in the documented layout (tests,
   the benchmark and the notebook's fallback).
 
-Modules: ``spark`` (session), ``schemas`` (explicit StructTypes), ``load`` (discovery and
-reading, problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``plots``
+Modules: ``spark`` (session), ``schemas`` (explicit StructTypes), ``discovery`` (finding
+and reading runs through harness.results.RunReader, problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``plots``
 (matplotlib, Agg), ``report`` (index.html), ``job`` (orchestration).
 
 Importing this package does not import pyspark; its modules that need Spark import it.

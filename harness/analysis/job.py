@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as _dt
+import io
 import json
 import shutil
 import sys
@@ -33,8 +34,9 @@ from typing import Any, Callable
 if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `harness` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.analysis import load, plots, report  # noqa: E402
+from harness.analysis import discovery, plots, report  # noqa: E402
 from harness.errors import UserError  # noqa: E402
+from harness.results import write_atomic  # noqa: E402
 
 MARKER = ".ssbench-report"
 DEFAULT_THRESHOLD_PCT = 5.0
@@ -62,7 +64,7 @@ def prepare_out(out: Path) -> Path:
             if (out / d).exists():
                 shutil.rmtree(out / d)
     out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text("written by ssbench analyze; plots/ and tables/ are replaced on each run\n")
+    write_atomic(out / MARKER, "written by ssbench analyze; plots/ and tables/ are replaced on each run\n")
     return out
 
 
@@ -76,7 +78,7 @@ class AnalysisResult:
     crossover: list[dict[str, Any]]              # tables/crossover.csv
     key_rows: list[dict[str, Any]]               # the report's key table (crossover + labels + peak)
     plots: list[plots.Plot]                      # in report order; skipped ones carry a note
-    issues: list[load.Issue]
+    issues: list[discovery.Issue]
     seconds: float
 
     @property
@@ -91,12 +93,9 @@ def find_runs(path: str | Path) -> list[Path]:
     if not p.is_dir():
         raise UserError("no such directory", file=str(path))
 
-    def is_run(d: Path) -> bool:
-        return (d / "run.json").is_file() or any(x.is_dir() and load.REP_RE.match(x.name)
-                                                 for sub in d.iterdir() if sub.is_dir() for x in sub.iterdir())
-    if is_run(p):
+    if discovery.is_run_dir(p):
         return [p]
-    runs = sorted(d for d in p.iterdir() if d.is_dir() and not d.name.startswith(".") and is_run(d))
+    runs = sorted(d for d in p.iterdir() if d.is_dir() and not d.name.startswith(".") and discovery.is_run_dir(d))
     if not runs:
         raise UserError("neither a run directory nor a directory of runs", file=str(path))
     return runs
@@ -125,7 +124,7 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
         raise UserError("no run directory given")
     say = log or (lambda _msg: None)
     t0 = time.monotonic()
-    disc = load.discover(run_dirs)
+    disc = discovery.discover(run_dirs)
     out_dir = prepare_out(Path(out) if out else default_out(run_dirs))
     say(f"found {len(disc.reps)} repetitions in {len(disc.runs)} run(s); {len(disc.issues)} issue(s)")
     helper = start_plot_helper()
@@ -151,15 +150,15 @@ def _rows(df) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in df.collect()]
 
 
-def _run(spark, disc: load.Discovery, out_dir: Path, threshold_pct: float, n_top: int,
+def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, n_top: int,
          say: Callable[[str], None], t0: float, helper=None) -> AnalysisResult:
     from pyspark.sql import functions as F
 
     from harness.analysis import transforms as T
 
     tables: dict[str, Any] = {}
-    reps = load.read_summaries(spark, disc)
-    samples = load.read_samples(spark, disc)
+    reps = discovery.read_summaries(spark, disc)
+    samples = discovery.read_samples(spark, disc)
     metrics = None
     # localCheckpoint (not cache): materialized once, and later queries start from it with a
     # short plan -- with cache() every query still carries (and matches) the whole lineage,
@@ -172,7 +171,7 @@ def _run(spark, disc: load.Discovery, out_dir: Path, threshold_pct: float, n_top
                    .agg(F.sum(F.when(F.col("_bad"), F.col("n"))).alias("bad"),
                         F.max(F.when(~F.col("_bad") & (F.col("family") == "waits"), F.lit(1))).alias("waits"))
                    .collect())
-        load.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.bad) for r in per_rep if r.bad])
+        discovery.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.bad) for r in per_rep if r.bad])
         with_waits = {(r.run_id, r.perm_id, r.rep) for r in per_rep if r.waits}
         metrics = metrics.where(~F.col("_bad"))
         tables["sample_metrics"] = metrics.drop("_bad")
@@ -194,7 +193,6 @@ def _run(spark, disc: load.Discovery, out_dir: Path, threshold_pct: float, n_top
     gains = _sorted(_rows(gains_df), "dialog_gains")
     cross = _sorted(_rows(cross_df), "crossover")
     profile_rows = _sorted(_rows(profile), "wait_profile")
-    waits_nb = [w for w in profile_rows if not w["benign"]]
     say(f"aggregated {len(perms)} permutations after {time.monotonic() - t0:.1f} s")
 
     # time series of the highest-load permutation of each dialog strategy (per run)
@@ -203,7 +201,7 @@ def _run(spark, disc: load.Discovery, out_dir: Path, threshold_pct: float, n_top
     if chosen:
         want = {(c["run_id"], c["perm_id"], c["rep"]) for c in chosen}
         sub = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) in want]
-        ts_samples = load.read_samples(spark, disc, sub)
+        ts_samples = discovery.read_samples(spark, disc, sub)
         if ts_samples is not None:
             ts_df = T.queue_timeseries(ts_samples).localCheckpoint()
             series = _sorted(_rows(ts_df), "queue_timeseries")
@@ -217,11 +215,11 @@ def _run(spark, disc: load.Discovery, out_dir: Path, threshold_pct: float, n_top
     # interpreter work at the same time.
     csv_rows = {"permutations": perms, "dialog_gains": gains, "crossover": cross, "queue_timeseries": series}
     csv_rows["wait_profile"] = profile_rows
-    csv_rows["top_waits"] = [w for w in waits_nb if w["rank"] is not None and w["rank"] <= n_top]
+    csv_rows["top_waits"] = [w for w in profile_rows if w["rank"] is not None and w["rank"] <= n_top]
     csv_rows["repetitions"] = _sorted(_rows(reps), "repetitions")
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssbench-tables") as pool:
         writing = pool.submit(write_tables, out_dir / "tables", tables, csv_rows, {"sample_metrics"}, say)
-        all_plots, targets, server_labels = draw_plots(disc, perms, gains, cross, waits_nb, series, chosen,
+        all_plots, targets, server_labels = draw_plots(disc, perms, gains, cross, profile_rows, series, chosen,
                                                        out_dir / "plots", threshold_pct, helper)
         say(f"{sum(1 for p in all_plots if not p.skipped)} plots after {time.monotonic() - t0:.1f} s")
         written = writing.result()
@@ -279,7 +277,7 @@ def start_plot_helper():
         return None
 
 
-def draw_plots(disc: load.Discovery, perms, gains, cross, waits_nb, series, chosen, plot_dir: Path,
+def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, chosen, plot_dir: Path,
                threshold_pct: float, helper=None):
     """Every plot of every run, grouped by section. Returns (plots, target text per run,
     server label per (run, server)). ``helper``: a process pool from :func:`start_plot_helper`
@@ -307,7 +305,7 @@ def draw_plots(disc: load.Discovery, perms, gains, cross, waits_nb, series, chos
                                "One dialog per thread vs the 150 trick (paper Figure 5)")),
             ("strategy_gain", (prow, g, c, ctx, plot_dir, "shared", threshold_pct,
                                "One dialog per thread vs one shared dialog")),
-            ("wait_profile", (prow, [w for w in waits_nb if w["run_id"] == run.run_id and w["perm_id"] in perm_ids],
+            ("wait_profile", (prow, [w for w in waits if w["run_id"] == run.run_id and w["perm_id"] in perm_ids],
                               ctx, plot_dir)),
             ("queue_depth", (by_run(series, run.run_id), by_run(chosen, run.run_id), ctx, plot_dir)),
             ("send_vs_receive", (prow, ctx, plot_dir)),
@@ -336,7 +334,7 @@ def draw_plots(disc: load.Discovery, perms, gains, cross, waits_nb, series, chos
     return [p for group in sections.values() for p in group], targets, server_labels
 
 
-def run_context(run: load.RunInfo, perms: list[dict[str, Any]]) -> plots.RunContext:
+def run_context(run: discovery.RunInfo, perms: list[dict[str, Any]]) -> plots.RunContext:
     """Title context of a run: target kind and label from run.json, else from the summaries."""
     kind, label = run.target_kind, run.target_label
     if (not kind or not label) and perms:
@@ -353,7 +351,7 @@ def run_context(run: load.RunInfo, perms: list[dict[str, Any]]) -> plots.RunCont
                             server_profiles=profiles)
 
 
-def choose_timeseries(perms: list[dict[str, Any]], disc: load.Discovery, per_run: int = 4) -> list[dict[str, Any]]:
+def choose_timeseries(perms: list[dict[str, Any]], disc: discovery.Discovery, per_run: int = 4) -> list[dict[str, Any]]:
     """The permutations whose queue depths are plotted over time: per run and dialog strategy,
     the one with the most total threads (then the highest median send rate), at its first
     repetition that has a samples file."""
@@ -420,13 +418,12 @@ def write_tables(tdir: Path, tables: dict[str, Any], csv_rows: dict[str, list[di
 
 
 def _csv_from_rows(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(columns)
-        for r in rows:
-            w.writerow([_csv_value(r.get(c)) for c in columns])
-    tmp.replace(path)
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([_csv_value(r.get(c)) for c in columns])
+    write_atomic(path, buf.getvalue())
 
 
 def _csv_value(v: Any) -> Any:
@@ -440,7 +437,7 @@ def _csv_value(v: Any) -> Any:
     return v
 
 
-def write_issues(tdir: Path, disc: load.Discovery) -> str:
+def write_issues(tdir: Path, disc: discovery.Discovery) -> str:
     _csv_from_rows(tdir / "issues.csv", ["path", "problem"],
                    [{"path": i.path, "problem": i.problem} for i in disc.issues])
     return "tables/issues.csv"

@@ -9,6 +9,7 @@ runs are labelled "PostgreSQL emulation", never "SQL Server".
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import textwrap
@@ -20,6 +21,8 @@ from typing import Any, Iterable
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from ..results import write_atomic  # noqa: E402
 
 matplotlib.use("Agg")  # no display; figures are built with the object API (no pyplot state)
 
@@ -114,9 +117,10 @@ def _suptitle(fig, title: str, ctx: RunContext) -> None:
 
 def _save(fig, out_dir: Path, name: str) -> str:
     """Write ``out_dir/name.png`` (title, run and target also in the PNG's text chunks)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.png"
-    fig.savefig(path, dpi=DPI, metadata=getattr(fig, "_ssbench_meta", None))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata=getattr(fig, "_ssbench_meta", None))
+    write_atomic(path, buf.getvalue())
     return f"{out_dir.name}/{path.name}"
 
 
@@ -260,7 +264,7 @@ def strategy_gain(perms: list[Row], gains: list[Row], cross: list[Row], ctx: Run
 # --------------------------------------------------------------------------- waits
 
 def wait_profile(perms: list[Row], waits: list[Row], ctx: RunContext, out_dir: Path, top: int = 6) -> list[Plot]:
-    """Stacked bars of the top waits (ms of wait per second, non-benign) per thread count; rows
+    """Stacked bars of the top waits (ms of wait per second) per thread count; rows
     = dialog strategies, columns = initiator counts, at the smallest payload; one figure per
     server. The verdict is written above each bar (PL page latch, LF log flush, LK lock,
     CB client-bound, OT other)."""

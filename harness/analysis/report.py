@@ -8,7 +8,8 @@ import html
 from pathlib import Path
 from typing import Any, Iterable
 
-from .load import Discovery
+from ..results import write_atomic
+from .discovery import Discovery
 from .plots import STRATEGY_ORDER, Plot, strategy_label
 
 CSS = """
@@ -134,8 +135,8 @@ TABLE_FILES = [
     ("repetitions", "one row per repetition (from summary.json)"),
     ("dialog_gains", "gain in % of each dialog strategy over one dialog per thread"),
     ("crossover", "where each strategy starts to pay (gain above the threshold from there on)"),
-    ("top_waits", "top non-benign waits per permutation"),
-    ("wait_profile", "every wait type per permutation (benign ones flagged)"),
+    ("top_waits", "top waits per permutation"),
+    ("wait_profile", "every wait type per permutation (idle waits are left out by the targets)"),
     ("queue_timeseries", "queue depths over time of the plotted permutations"),
     ("sample_metrics", "measured-window aggregates of every sample series per repetition (Parquet only)"),
     ("issues", "missing or corrupt files (CSV only)"),
@@ -209,8 +210,4 @@ def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: 
             parts.append(f"<li><b>{_e(name)}</b> ({links}): {_e(what)}</li>")
     parts.append("</ul><p class='note'>Parquet tables are directories written by Spark; CSVs are single files.</p>")
     parts.append("</body></html>\n")
-    path = out_dir / "index.html"
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text("\n".join(parts), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(out_dir / "index.html", "\n".join(parts))

@@ -9,7 +9,7 @@ name and skipped instead of failing the job.
 
 from __future__ import annotations
 
-from pyspark.sql.types import (ArrayType, BooleanType, DoubleType, LongType, StringType,
+from pyspark.sql.types import (ArrayType, BooleanType, DoubleType, LongType, MapType, StringType,
                                StructField, StructType)
 
 CORRUPT = "_corrupt_record"
@@ -33,16 +33,19 @@ PERMUTATION = _s(("id", StringType()), ("index", LongType()), ("initiators", Lon
 TARGET = _s(("kind", StringType()), ("label", StringType()), ("profile", StringType()))
 
 WINDOW = _s(("warmup_seconds", DoubleType()), ("measure_seconds", DoubleType()),
-            ("measure_start", DoubleType()), ("measure_end", DoubleType()))
+            ("measure_start", DoubleType()), ("measure_end", DoubleType()),
+            ("spawn_complete", DoubleType()))
 
 PER_INITIATOR = _s(("initiator", LongType()), ("sent", DoubleType()), ("received", DoubleType()),
-                   ("lost", DoubleType()))
+                   ("lost", DoubleType()), ("xmitq_left", DoubleType()))
 
 TOP_WAIT = _s(("wait_type", StringType()), ("wait_time_ms", DoubleType()),
               ("waiting_tasks", DoubleType()), ("share", DoubleType()))
 
-#: ``<perm>/rep-NN/summary.json`` (schema ssbench.summary/1). ``error_samples`` is kept as raw
-#: JSON text: its items are free-form.
+#: ``<perm>/rep-NN/summary.json`` (schema ssbench.summary/1): every field of
+#: :class:`harness.results.RepetitionSummary`, in its order (a unit test compares the two).
+#: ``error_samples``, ``collector_errors`` and ``web`` are kept as raw JSON text: their items
+#: are free-form.
 SUMMARY = _s(
     ("schema", StringType()), ("run_id", StringType()), ("permutation_id", StringType()),
     ("repetition", LongType()), ("permutation", PERMUTATION), ("target", TARGET),
@@ -54,9 +57,12 @@ SUMMARY = _s(
     ("e2e_latency_ms", LATENCY_STATS), ("top_waits", ArrayType(TOP_WAIT)),
     ("max_xmitq_depth", DoubleType()), ("max_queue_depth", DoubleType()),
     ("activation_tasks_started", DoubleType()), ("activation_tasks_max_running", DoubleType()),
-    ("client_cpu_percent", DoubleType()), ("client_bound", BooleanType()),
-    ("server_cpu_percent", DoubleType()), ("errors", DoubleType()), ("error_samples", StringType()),
+    ("client_cpu_percent", DoubleType()), ("server_cpu_percent", DoubleType()),
+    ("worker_cpu_percent", MapType(StringType(), DoubleType())), ("client_bound", BooleanType()),
+    ("users_expected", DoubleType()), ("users_spawned", DoubleType()), ("users_active", DoubleType()),
+    ("errors", DoubleType()), ("error_samples", StringType()), ("collector_errors", StringType()),
     ("poison_messages", DoubleType()), ("queue_disabled", BooleanType()), ("status", StringType()),
+    ("web", StringType()),
 )
 
 #: ``<perm>/rep-NN/samples.jsonl``: the collectors' long-format time series.

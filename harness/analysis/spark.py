@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import UserError
+from ..results import write_atomic
 
 JAVA_HELP = ("Java 17 or newer is required by Spark (the analysis step). Install it, e.g. "
              "'apt-get install openjdk-17-jre-headless' (Debian/Ubuntu) or 'brew install openjdk@17' "
@@ -87,9 +88,7 @@ def check_java(min_major: int = 17) -> str:
 def _log4j_file() -> str:
     path = Path(tempfile.gettempdir()) / f"ssbench-log4j2-{os.getuid() if hasattr(os, 'getuid') else 0}.properties"
     if not path.exists() or path.read_text() != _LOG4J:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(_LOG4J)
-        os.replace(tmp, path)
+        write_atomic(path, _LOG4J)
     return str(path)
 
 

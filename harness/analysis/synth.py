@@ -17,10 +17,18 @@ the SQLCAT whitepaper's results so that the plots and derived tables have someth
 
 Every rep-level value in ``summary.json`` is derived from the generated samples (send_rate is
 the mean of the measured ``throughput/sent_per_s`` ticks, and so on), so the files agree with
-each other like the runner's do. Everything is deterministic for a given seed.
+each other like the runner's do. Everything is deterministic for a given seed. The files are
+written through the results contract (:mod:`harness.results`: :class:`RepetitionSummary`,
+:func:`summarize_permutation`, :class:`RunRecord`, the atomic writer), so a synthetic run reads
+back like a measured one.
 
-Run ids in the synthetic ``run.json`` are the directory name; the target is labelled like the
-real one of its kind (embedded: "PostgreSQL ... emulation of Service Broker").
+Synthetic runs say so: run.json has ``"synthetic": true`` (top level and in ``target``) and the
+target label in run.json and every summary starts with :data:`SYNTHETIC_PREFIX`; the analysis
+marks every plot, table and report page of such a run SYNTHETIC.
+
+For the statistics' tests, :class:`SynthSpec` can make one strategy a relabelled copy of another
+(``same_as``), give a strategy a true multiplicative effect (``effect``) and add independent
+uniform noise per repetition (``uniform_noise``, e.g. 0.25 for +-25 %).
 """
 
 from __future__ import annotations
@@ -36,19 +44,22 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..results import RunRecord, RepetitionSummary, summarize_permutation, write_atomic, write_json
+from ..results.model import (InitiatorResult, LatencySummary, TargetRef, TopWait, Window)
+
 PAPER_THREADS = (1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50)
 
-# A dozen wait types per kind of target, aligned by role:
+# Ten wait types per kind of target, aligned by role:
 # page latch EX/SH, log flush, lock X/S, scheduler/spin, client network, data read, log buffer,
-# other latch, idle receive (benign), idle background (benign). The embedded target reports
-# SQL Server wait types too (harness.targets.embedded.waits maps PostgreSQL's events to them).
+# other latch. Idle (benign) waits are not there: the targets' wait_stats() leave them out. The
+# embedded target reports SQL Server wait types too (its collector maps PostgreSQL's events).
 WAITS_MSSQL = ("PAGELATCH_EX", "PAGELATCH_SH", "WRITELOG", "LCK_M_X", "LCK_M_S",
-               "SOS_SCHEDULER_YIELD", "ASYNC_NETWORK_IO", "PAGEIOLATCH_SH", "LOGBUFFER",
-               "CXPACKET", "BROKER_RECEIVE_WAITFOR", "BROKER_TRANSMITTER")
+               "SOS_SCHEDULER_YIELD", "ASYNC_NETWORK_IO", "PAGEIOLATCH_SH", "LOGBUFFER", "CXPACKET")
 WAITS_EMBEDDED = ("PAGELATCH_EX", "PAGELATCH_SH", "WRITELOG", "LCK_M_X", "LCK_M_SCH_S",
-                  "SPINLOCK_BACKOFF", "ASYNC_NETWORK_IO", "PAGEIOLATCH_SH", "LOGBUFFER",
-                  "LATCH_EX", "BROKER_RECEIVE_WAITFOR", "PG_IDLE_BACKGROUND")
+                  "SPINLOCK_BACKOFF", "ASYNC_NETWORK_IO", "PAGEIOLATCH_SH", "LOGBUFFER", "LATCH_EX")
 
+#: the start of every synthetic run's target label (run.json and the summaries)
+SYNTHETIC_PREFIX = "SYNTHETIC data: "
 LABELS = {"embedded": "PostgreSQL 18.6 emulation of Service Broker",
           "mssql": "SQL Server 16.0.4135.4"}
 EMBEDDED_PROFILE = {"sql2005": "durable", "sql2008": "delayed"}
@@ -74,12 +85,15 @@ class SynthSpec:
     max_queue_readers: int = 16
     seed: int = 1
     noise: float = 0.03                    # per-repetition multiplicative noise (sigma)
+    uniform_noise: float = 0.0             # and a uniform factor in [1-u, 1+u] per repetition
+    same_as: tuple[tuple[str, str], ...] = ()   # (strategy, strategy whose model it copies)
+    effect: tuple[tuple[str, float], ...] = ()  # (strategy, true multiplicative effect on rates)
     start_epoch: float = 1_763_739_400.0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def label(self) -> str:
-        return self.target_label or LABELS.get(self.target_kind, self.target_kind)
+        return SYNTHETIC_PREFIX + (self.target_label or LABELS.get(self.target_kind, self.target_kind))
 
     @property
     def permutations(self) -> int:
@@ -153,14 +167,13 @@ def model(initiators: int, threads: int, dialogs: str, payload: int, server: str
 
 
 def _wait_rates(m: dict[str, float], initiators: int, threads: int, send: float) -> list[float]:
-    """ms of wait accrued per second for each of the 12 wait roles."""
+    """ms of wait accrued per second for each of the 10 wait roles."""
     it = initiators * threads
     log = 0.12 * send * (0.35 if m["fast"] else 1.0)
     latch_ex = (35.0 * it * (m["contention"] - 1.0) + 1.5 * it)
     lock_x = (60.0 * it if m["shared"] else 0.4 * it)
     return [latch_ex, 0.35 * latch_ex, log, lock_x, 0.2 * lock_x, 0.015 * send,
-            (200.0 if threads == 1 else 6.0) * initiators, 0.002 * send, 0.08 * log, 0.5,
-            900.0 * initiators, 950.0]
+            (200.0 if threads == 1 else 6.0) * initiators, 0.002 * send, 0.08 * log, 0.5]
 
 
 # --------------------------------------------------------------------------- writing
@@ -194,13 +207,15 @@ def _fmt(v: float) -> str:
 
 
 def write_repetition(perm_dir: Path, perm: dict[str, Any], rep: int, spec: SynthSpec,
-                     run_id: str) -> dict[str, Any]:
+                     run_id: str) -> RepetitionSummary:
     """Write ``perm_dir/rep-NN/`` (summary.json, samples.jsonl, latency.json, locust_stats.csv)
     and return the summary."""
     rng = _rng(spec, perm["id"], rep)
     i, t, payload = perm["initiators"], perm["threads"], perm["payload_bytes"]
-    m = model(i, t, perm["dialogs"], payload, perm["server"])
-    level = math.exp(rng.gauss(0.0, spec.noise))
+    m = model(i, t, dict(spec.same_as).get(perm["dialogs"], perm["dialogs"]), payload, perm["server"])
+    level = math.exp(rng.gauss(0.0, spec.noise)) * dict(spec.effect).get(perm["dialogs"], 1.0)
+    if spec.uniform_noise:
+        level *= rng.uniform(1.0 - spec.uniform_noise, 1.0 + spec.uniform_noise)
     send_mean = m["send"] * level
     recv_mean = min(m["receive"] * level, send_mean)
     per_init = send_mean / i
@@ -305,43 +320,45 @@ def write_repetition(perm_dir: Path, perm: dict[str, Any], rep: int, spec: Synth
     top = sorted(range(len(waits)), key=lambda w: -wait_tot[w])[:5]
     client_bound = t == 1
     received_total = sent_total
-    summary = {
-        "schema": "ssbench.summary/1", "run_id": run_id, "permutation_id": perm["id"], "repetition": rep,
-        "permutation": perm,
-        "target": {"kind": spec.target_kind, "label": spec.label,
-                   "profile": _profile(perm["server"], spec.target_kind)},
-        "window": {"warmup_seconds": spec.warmup_seconds, "measure_seconds": spec.measure_seconds,
-                   "measure_start": measure_start, "measure_end": measure_start + n_meas * dt},
-        "dialogs_created": i * (1 if perm["dialogs_shared"] else t) * perm["dialogs_every_n"],
-        "usable_dialogs": i * (1 if perm["dialogs_shared"] else t),
-        "messages_sent": sent_total, "messages_sent_client": sent_total,
-        "messages_received": received_total, "messages_lost": 0, "drained": True,
-        "per_initiator": [{"initiator": n, "sent": sent_total // i, "received": received_total // i, "lost": 0}
-                          for n in range(1, i + 1)],
-        "send_rate": round(send_rate, 4), "receive_rate": round(receive_rate, 4),
-        "send_latency_ms": send_lat, "e2e_latency_ms": e2e_lat,
-        "top_waits": [{"wait_type": waits[w], "wait_time_ms": round(wait_tot[w], 3),
-                       "waiting_tasks": int(task_tot[w]), "share": round(wait_tot[w] / total_wait, 4)}
-                      for w in top],
-        "max_xmitq_depth": int(max_xq), "max_queue_depth": int(max_q),
-        "activation_tasks_started": min(readers, max(1, math.ceil(receive_rate / 2500.0))),
-        "activation_tasks_max_running": min(readers, max(1, math.ceil(receive_rate / 2500.0))),
-        "client_cpu_percent": round(statistics.fmean(cpu_client), 2) if cpu_client else 0.0,
-        "client_bound": client_bound,
-        "server_cpu_percent": round(statistics.fmean(cpu_server), 2) if cpu_server else 0.0,
-        "errors": 0, "error_samples": [], "poison_messages": 0, "queue_disabled": False,
-        "status": "client_bound" if client_bound else "ok",
-    }
+    users = i * t
+    cpu_client_mean = round(statistics.fmean(cpu_client), 2) if cpu_client else 0.0
+    tasks = min(readers, max(1, math.ceil(receive_rate / 2500.0)))
+    summary = RepetitionSummary(
+        run_id=run_id, permutation_id=perm["id"], repetition=rep, permutation=perm,
+        target=TargetRef(kind=spec.target_kind, label=spec.label,
+                         profile=_profile(perm["server"], spec.target_kind)),
+        window=Window(warmup_seconds=spec.warmup_seconds, measure_seconds=spec.measure_seconds,
+                      measure_start=measure_start, measure_end=measure_start + n_meas * dt,
+                      spawn_complete=t0 + min(n_warm, 1) * dt),
+        dialogs_created=i * (1 if perm["dialogs_shared"] else t) * perm["dialogs_every_n"],
+        usable_dialogs=i * (1 if perm["dialogs_shared"] else t),
+        messages_sent=sent_total, messages_sent_client=sent_total,
+        messages_received=received_total, messages_lost=0, drained=True,
+        per_initiator=[InitiatorResult(initiator=n, sent=sent_total // i, received=received_total // i, lost=0,
+                                       xmitq_left=0) for n in range(1, i + 1)],
+        send_rate=round(send_rate, 4), receive_rate=round(receive_rate, 4),
+        send_latency_ms=LatencySummary(**send_lat), e2e_latency_ms=LatencySummary(**e2e_lat),
+        top_waits=[TopWait(wait_type=waits[w], wait_time_ms=round(wait_tot[w], 3),
+                           waiting_tasks=int(task_tot[w]), share=round(wait_tot[w] / total_wait, 4))
+                   for w in top],
+        max_xmitq_depth=int(max_xq), max_queue_depth=int(max_q),
+        activation_tasks_started=tasks, activation_tasks_max_running=tasks,
+        client_cpu_percent=cpu_client_mean,
+        server_cpu_percent=round(statistics.fmean(cpu_server), 2) if cpu_server else 0.0,
+        worker_cpu_percent={f"worker.i{n}": round(cpu_client_mean / i, 2) for n in range(1, i + 1)},
+        client_bound=client_bound, users_expected=users, users_spawned=users, users_active=users,
+        errors=0, error_samples=[], collector_errors=[], poison_messages=0, queue_disabled=False,
+        status="client_bound" if client_bound else "ok",
+    )
     rep_dir = perm_dir / f"rep-{rep:02d}"
-    rep_dir.mkdir(parents=True, exist_ok=True)
-    (rep_dir / "samples.jsonl").write_text("\n".join(lines) + "\n")
-    (rep_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    (rep_dir / "latency.json").write_text(json.dumps(
-        {"schema": "ssbench.latency/1", "unit": "us", "send": _histogram(rng, send_lat, send_lat["count"]),
-         "e2e": _histogram(rng, e2e_lat, e2e_lat["count"])}))
-    (rep_dir / "locust_stats.csv").write_text(
-        "Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time\n"
-        f"SEND,{perm['id']},{sent_total},0,{round(send_lat['p50'])},{round(send_lat['mean'])}\n")
+    write_atomic(rep_dir / "samples.jsonl", "\n".join(lines) + "\n")
+    write_json(rep_dir / "latency.json",
+               {"schema": "ssbench.latency/1", "unit": "us", "send": _histogram(rng, send_lat, send_lat["count"]),
+                "e2e": _histogram(rng, e2e_lat, e2e_lat["count"])})
+    write_atomic(rep_dir / "locust_stats.csv",
+                 "Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time\n"
+                 f"SEND,{perm['id']},{sent_total},0,{round(send_lat['p50'])},{round(send_lat['mean'])}\n")
+    write_json(rep_dir / "summary.json", summary)   # last: a repetition is complete when it has one
     return summary
 
 
@@ -364,12 +381,7 @@ def _write_permutation(args: tuple) -> dict[str, Any]:
     perm_dir = Path(run_dir) / perm["id"]
     summaries = [write_repetition(perm_dir, perm, rep, spec, run_id)
                  for rep in range(1, spec.repetitions + 1)]
-    med = {k: statistics.median(s[k] for s in summaries) for k in ("send_rate", "receive_rate")}
-    med["send_p99_ms"] = statistics.median(s["send_latency_ms"]["p99"] for s in summaries)
-    med["e2e_p99_ms"] = statistics.median(s["e2e_latency_ms"]["p99"] for s in summaries)
-    (perm_dir / "summary.json").write_text(json.dumps(
-        {"schema": "ssbench.permutation/1", "permutation": perm,
-         "repetitions": list(range(1, spec.repetitions + 1)), "median": med, "messages_lost": 0}, indent=1))
+    write_json(perm_dir / "summary.json", summarize_permutation(perm, summaries))
     return {"id": perm["id"], "reps": len(summaries)}
 
 
@@ -398,24 +410,26 @@ def synthesize(results_dir: str | Path, spec: SynthSpec | None = None, run_id: s
                     "sample_interval_seconds": spec.interval, "spawn_rate": 50.0}
     profiles = ({s: _profile(s, "embedded") for s in spec.servers if _profile(s, "embedded") != s}
                 if spec.target_kind == "embedded" else {})
-    run = {
-        "schema": "ssbench.run/1", "run_id": run_id, "status": "complete",
-        "started": "2026-11-21T15:37:00.000Z", "ended": "2026-11-21T18:37:00.000Z",
-        "ssbench": {"version": "0.1.0", "git_commit": "synthetic", "git_dirty": False},
-        "matrix": {"name": spec.name, "file": f"matrices/{spec.name}.yaml", "sha256": "0" * 64,
-                   "permutations": len(perms), "axes": axes, "run": run_settings,
-                   "broker": {"max_queue_readers": spec.max_queue_readers, "receive_top": 10000,
-                              "waitfor_timeout_ms": 3000, "monitor_interval_seconds": 5.0},
-                   "embedded_profiles": profiles},
-        "target": {"kind": spec.target_kind, "label": spec.label, "versions": {}, "topology": {},
-                   "synthetic": True},
-        "software": {"python": "3.11", "synthetic": True},
-        "host": {"hostname": "synthetic", "platform": "synthetic", "cpu_model": "synthetic",
-                 "cpu_count": os.cpu_count(), "memory_bytes": 0},
-        "permutations_done": len(perms), "permutations_total": len(perms),
-    }
-    (run_dir / "run.json").write_text(json.dumps(run, indent=1))
-    (run_dir / "matrix.yaml").write_text(_matrix_yaml(spec, axes, run_settings))
+    run = RunRecord(
+        status="complete", run_id=run_id,
+        started="2026-11-21T15:37:00.000Z", ended="2026-11-21T18:37:00.000Z",
+        ssbench={"version": "0.1.0", "git_commit": "synthetic", "git_dirty": False},
+        matrix={"name": spec.name, "file": f"matrices/{spec.name}.yaml", "sha256": "0" * 64,
+                "permutations": len(perms), "axes": axes, "run": run_settings,
+                "broker": {"max_queue_readers": spec.max_queue_readers, "receive_top": 10000,
+                           "waitfor_timeout_ms": 3000, "monitor_interval_seconds": 5.0},
+                "embedded_profiles": profiles},
+        target={"kind": spec.target_kind, "label": spec.label, "versions": {}, "topology": {},
+                "synthetic": True},
+        software={"python": "3.11", "synthetic": True},
+        host={"hostname": "synthetic", "platform": "synthetic", "cpu_model": "synthetic",
+              "cpu_count": os.cpu_count(), "memory_bytes": 0},
+        argv=["harness.analysis.synth"],
+        permutations_done=len(perms), permutations_total=len(perms),
+        extra={"synthetic": True},
+    )
+    write_json(run_dir / "run.json", run)
+    write_atomic(run_dir / "matrix.yaml", _matrix_yaml(spec, axes, run_settings))
     return run_dir
 
 

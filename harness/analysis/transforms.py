@@ -9,10 +9,9 @@ the measured window: the sum of its ``waits/wait_ms_per_s`` samples over the mea
 divided by the number of measured ticks of that repetition (the most samples any one series has
 in the window; a wait type absent from a tick waited 0 ms then). A permutation's rate is the
 mean over the repetitions that have wait data. Repetitions without samples fall back to their
-summary's ``top_waits`` (``wait_time_ms / measure_seconds``). Idle waits (an activation task
-waiting in WAITFOR (RECEIVE), the transmitter idling, PostgreSQL's Activity:* and Timeout:*
-events...) are kept in the table but marked ``benign``; shares, top waits and the verdict count
-only the others.
+summary's ``top_waits`` (``wait_time_ms / measure_seconds``). Idle (benign) waits are not
+here: each target's ``wait_stats()`` leaves them out before the collectors sample them, so
+every wait the analysis sees counts (shares, top waits, the verdict).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ SORT_KEYS = {
     "repetitions": ("run_id", "perm_index", "perm_id", "rep"),
     "dialog_gains": ("run_id", "server", "strategy", "payload_bytes", "initiators", "threads"),
     "crossover": ("run_id", "server", "strategy", "payload_bytes", "initiators"),
-    "wait_profile": ("run_id", "perm_id", "benign", "rank", "wait_type"),
+    "wait_profile": ("run_id", "perm_id", "rank", "wait_type"),
     "top_waits": ("run_id", "perm_id", "rank"),
     "queue_timeseries": ("run_id", "perm_id", "rep", "key", "elapsed_s"),
     "sample_metrics": ("run_id", "perm_id", "rep", "family", "metric", "key"),
@@ -41,16 +40,6 @@ AXES = ("initiators", "threads", "total_threads", "dialogs", "dialogs_every_n", 
         "payload_bytes", "server", "perm_index", "target_kind", "target_label", "target_profile")
 
 BASELINE_STRATEGY = "per_thread"
-
-#: Idle waits: not a bottleneck. SQL Server's usual benign list, the embedded target's idle
-#: types (harness.targets.embedded.waits.BENIGN) and raw PostgreSQL idle events. WAITFOR is
-#: deliberately not benign: on the embedded target it is the SEND delay knob's sleep.
-BENIGN_WAITS = (r"(?i)^(BROKER_RECEIVE_WAITFOR|BROKER_TRANSMITTER|BROKER_EVENTHANDLER|BROKER_TASK_STOP"
-                r"|BROKER_TO_FLUSH|BROKER_INIT|SLEEP_.*|LAZYWRITER_SLEEP|SQLTRACE_.*|XE_.*"
-                r"|REQUEST_FOR_DEADLOCK_SEARCH|LOGMGR_QUEUE|CHECKPOINT_QUEUE|DIRTY_PAGE_POLL"
-                r"|SP_SERVER_DIAGNOSTICS_SLEEP|QDS_.*|HADR_.*|FT_IFTS.*|ONDEMAND_TASK_QUEUE"
-                r"|PG_CLIENT_READ|PG_VACUUM_DELAY|PG_IDLE_BACKGROUND|CPU_RUNNING"
-                r"|Activity:.*|Timeout:PgSleep|Client:ClientRead)$")
 
 #: Wait categories (first match wins): SQL Server wait types (what both targets report; the
 #: embedded one maps PostgreSQL's wait events to them) and raw PostgreSQL events, should a
@@ -73,12 +62,12 @@ VERDICT_MIN_SHARE = 0.25
 # --------------------------------------------------------------------------- repetitions
 
 def measured_metrics(samples: DataFrame) -> DataFrame:
-    """One pass over the raw samples (:func:`harness.analysis.load.read_samples`): per
+    """One pass over the raw samples (:func:`harness.analysis.discovery.read_samples`): per
     (run_id, perm_id, rep, family, metric, key) of the measured window (phase == 'measure'):
     n, sum, mean, max, min of value. Corrupt lines are counted in rows with ``_bad`` true
     (family, metric, key null). Grouped by the file first; the file is parsed into run_id,
     perm_id, rep on the (small) result."""
-    from .load import with_rep_keys
+    from .discovery import with_rep_keys
 
     rows = samples.where(F.col("_bad") | (F.col("phase") == "measure"))
     keep = ~F.col("_bad")
@@ -265,8 +254,7 @@ def rep_wait_rates(metrics: DataFrame | None, reps: DataFrame,
 
 def wait_profile(rep_waits: DataFrame) -> DataFrame:
     """Per (run_id, perm_id, wait_type): mean wait_ms_per_s over the repetitions with wait
-    data, category, benign flag, share of the permutation's non-benign wait time and rank
-    among the non-benign waits (1 = top)."""
+    data, category, share of the permutation's wait time and rank (1 = top)."""
     reps_with = rep_waits.groupBy("run_id", "perm_id").agg(F.countDistinct("rep").alias("_reps"))
     per = (rep_waits.groupBy("run_id", "perm_id", "wait_type")
            .agg(F.sum("wait_ms_per_s").alias("_ms"), F.sum("waiting_tasks_per_s").alias("_tasks"),
@@ -275,19 +263,17 @@ def wait_profile(rep_waits: DataFrame) -> DataFrame:
            .select("run_id", "perm_id", "wait_type", (F.col("_ms") / F.col("_reps")).alias("wait_ms_per_s"),
                    (F.col("_tasks") / F.col("_reps")).alias("waiting_tasks_per_s"), "source",
                    F.col("_reps").alias("reps"),
-                   _category(F.col("wait_type")).alias("category"),
-                   F.col("wait_type").rlike(BENIGN_WAITS).alias("benign")))
+                   _category(F.col("wait_type")).alias("category")))
     w_perm = Window.partitionBy("run_id", "perm_id")
-    total = F.sum(F.when(~F.col("benign"), F.col("wait_ms_per_s"))).over(w_perm)
-    rank_w = Window.partitionBy("run_id", "perm_id", "benign").orderBy(F.col("wait_ms_per_s").desc(),
-                                                                     F.col("wait_type"))
-    return (per.withColumn("share", F.when(~F.col("benign") & (total > 0), F.col("wait_ms_per_s") / total))
-            .withColumn("rank", F.when(~F.col("benign"), F.row_number().over(rank_w))))
+    total = F.sum(F.col("wait_ms_per_s")).over(w_perm)
+    rank_w = Window.partitionBy("run_id", "perm_id").orderBy(F.col("wait_ms_per_s").desc(), F.col("wait_type"))
+    return (per.withColumn("share", F.when(total > 0, F.col("wait_ms_per_s") / total))
+            .withColumn("rank", F.row_number().over(rank_w)))
 
 
 def top_waits(profile: DataFrame, n: int = 5) -> DataFrame:
-    """The ``n`` largest non-benign waits of each permutation."""
-    return profile.where(~F.col("benign") & (F.col("rank") <= n))
+    """The ``n`` largest waits of each permutation."""
+    return profile.where(F.col("rank") <= n)
 
 
 def bottleneck(profile: DataFrame, stats: DataFrame) -> DataFrame:
@@ -295,8 +281,7 @@ def bottleneck(profile: DataFrame, stats: DataFrame) -> DataFrame:
     verdict: 'client-bound' when most repetitions' summaries say client_bound; else the largest
     of page latch / log flush / lock if its share is at least :data:`VERDICT_MIN_SHARE`; else
     'other' (waits elsewhere), or 'unknown' (no wait data)."""
-    nb = profile.where(~F.col("benign"))
-    shares = nb.groupBy("run_id", "perm_id").agg(
+    shares = profile.groupBy("run_id", "perm_id").agg(
         *[F.coalesce(F.sum(F.when(F.col("category") == c, F.col("share"))), F.lit(0.0))
           .alias(c.replace(" ", "_") + "_share") for c in VERDICT_CATEGORIES],
         F.max(F.when(F.col("rank") == 1, F.col("wait_type"))).alias("top_wait"),
@@ -320,7 +305,7 @@ def bottleneck(profile: DataFrame, stats: DataFrame) -> DataFrame:
 def queue_timeseries(samples: DataFrame) -> DataFrame:
     """Queue depths over time (all phases) of the given samples: run_id, perm_id, rep,
     elapsed_s, phase, key (xmitq.iN or queue), depth."""
-    from .load import with_rep_keys
+    from .discovery import with_rep_keys
 
     return with_rep_keys(
         samples.where(~F.col("_bad") & (F.col("family") == "queues") & (F.col("metric") == "depth"))

@@ -1,29 +1,25 @@
 """Find and read run directories (layout: ``docs/results.md``).
 
-:func:`discover` walks the run directories in plain Python (no Spark): run.json, the
-permutation directories and their complete repetitions (``rep-NN/`` with a ``summary.json``;
-``.rep-NN.partial/`` directories are in-progress and ignored). Problems are collected as
-:class:`Issue` (the file's path and what is wrong) instead of stopping the analysis.
+:func:`discover` lists the runs, permutations and complete repetitions through
+:class:`harness.results.RunReader` (the one reader of run directories: ``rep-NN/`` with a
+``summary.json``; ``.rep-NN.partial/`` directories are in progress and never listed) and reads
+each run.json as a :class:`harness.results.RunRecord`. Problems are collected as :class:`Issue`
+(the file's path and what is wrong) instead of stopping the analysis.
 
-:func:`read_summaries` and :func:`read_samples` read all repetitions' files with Spark in one
-``spark.read.json`` call each, with the explicit schemas of :mod:`.schemas`. A corrupt summary
-(or a summary that does not fit the schema) is dropped and reported by name; corrupt lines of a
+:func:`read_summaries` and :func:`read_samples` read all repetitions' files with Spark, with the
+explicit schemas of :mod:`.schemas`. A corrupt summary (or a summary that does not fit the
+schema, or of another major schema version) is dropped and reported by name; corrupt lines of a
 samples file are skipped, counted and reported by file.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-
-REP_RE = re.compile(r"^rep-(\d+)$")
-#: the tail of a samples/summary path: <run dir>/<permutation id>/rep-NN/<file>
-TAIL_RE = r"([^/]+)/([^/]+)/rep-(\d+)/[^/]+$"
+from ..results import SUMMARY_SCHEMA, TAIL_RE, RunReader, RunRecord, read_json
 
 
 @dataclass(frozen=True)
@@ -46,6 +42,16 @@ class RunInfo:
     @property
     def status(self) -> str | None:
         return self.meta.get("status")
+
+    @property
+    def target(self) -> dict[str, Any]:
+        t = self.meta.get("target")
+        return t if isinstance(t, dict) else {}
+
+    @property
+    def synthetic(self) -> bool:
+        """A run written by :mod:`harness.analysis.synth` (run.json says ``"synthetic": true``)."""
+        return bool(self.meta.get("synthetic") or self.target.get("synthetic"))
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,12 @@ class Discovery:
         return next(r for r in self.runs if r.run_id == run_id)
 
 
+def is_run_dir(path: Path) -> bool:
+    """A run directory: it has a run.json, or at least one repetition directory."""
+    reader = RunReader(path)
+    return reader.exists() or any(reader.rep_dirs(p) for p in reader.permutation_ids())
+
+
 def discover(run_dirs: list[str | Path]) -> Discovery:
     """Walk ``run_dirs``. Raises UserError when a directory does not exist, two runs share a
     name, or there is no complete repetition at all; everything else becomes an Issue."""
@@ -84,45 +96,38 @@ def discover(run_dirs: list[str | Path]) -> Discovery:
         path = Path(raw).expanduser().resolve()
         if not path.is_dir():
             raise UserError("not a run directory (no such directory)", file=str(raw))
-        run_id = path.name
+        reader = RunReader(path)
+        run_id = reader.run_id
         if run_id in seen:
             raise UserError(f"two runs are named {run_id!r} ({seen[run_id]} and {path}); "
                             "analyze them separately or rename one", file=str(raw))
         seen[run_id] = path
-        meta = _read_run_json(path / "run.json", issues)
+        meta = _read_run_json(reader, issues)
         target = meta.get("target") if isinstance(meta.get("target"), dict) else {}
         info = RunInfo(run_id=run_id, path=path, meta=meta, target_kind=target.get("kind"),
                        target_label=target.get("label"))
         if meta.get("status") not in (None, "complete"):
-            issues.append(Issue(str(path / "run.json"),
+            issues.append(Issue(str(reader.run_json),
                                 f"run status is {meta.get('status')!r}: analyzing the repetitions completed so far"))
         runs.append(info)
+        for d in reader.incomplete_rep_dirs():
+            issues.append(Issue(str(d / "summary.json"), "missing: repetition skipped"))
         found = 0
-        for perm_dir in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            rep_dirs = sorted((d for d in perm_dir.iterdir() if d.is_dir() and REP_RE.match(d.name)),
-                              key=lambda d: int(REP_RE.match(d.name).group(1)))
-            if not rep_dirs:
-                continue  # report/, or a permutation with no complete repetition yet
-            for rep_dir in rep_dirs:
-                summary = rep_dir / "summary.json"
-                if not summary.is_file():
-                    issues.append(Issue(str(summary), "missing: repetition skipped"))
-                    continue
-                samples = rep_dir / "samples.jsonl"
-                if not samples.is_file():
-                    issues.append(Issue(str(samples), "missing: no time series for this repetition "
-                                                      "(waits fall back to the summary's top_waits)"))
+        for ref in reader.reps():
+            samples: Path | None = ref.samples_path
+            size = 0
+            if not samples.is_file():
+                issues.append(Issue(str(samples), "missing: no time series for this repetition "
+                                                  "(waits fall back to the summary's top_waits)"))
+                samples = None
+            else:
+                size = samples.stat().st_size
+                if size == 0:
+                    issues.append(Issue(str(samples), "empty"))
                     samples = None
-                size = 0
-                if samples is not None:
-                    size = samples.stat().st_size
-                    if size == 0:
-                        issues.append(Issue(str(samples), "empty"))
-                        samples = None
-                reps.append(RepFiles(run_id=run_id, perm_id=perm_dir.name,
-                                     rep=int(REP_RE.match(rep_dir.name).group(1)), dir=rep_dir,
-                                     summary=summary, samples=samples, samples_bytes=size))
-                found += 1
+            reps.append(RepFiles(run_id=run_id, perm_id=ref.perm_id, rep=ref.rep, dir=ref.dir,
+                                 summary=ref.summary_path, samples=samples, samples_bytes=size))
+            found += 1
         if not found:
             issues.append(Issue(str(path), "no complete repetition found"))
     if not reps:
@@ -131,19 +136,19 @@ def discover(run_dirs: list[str | Path]) -> Discovery:
     return Discovery(runs=runs, reps=reps, issues=issues)
 
 
-def _read_run_json(path: Path, issues: list[Issue]) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+def _read_run_json(reader: RunReader, issues: list[Issue]) -> dict[str, Any]:
+    """run.json as a dict (through :class:`RunRecord`, so the schema version is checked; fields
+    a newer writer added are kept); {} with an Issue when missing, corrupt or unsupported."""
+    path = reader.run_json
+    if not path.is_file():
         issues.append(Issue(str(path), "missing: run provenance unknown (target taken from the summaries)"))
         return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        issues.append(Issue(str(path), f"corrupt ({e.__class__.__name__}: {e}); target taken from the summaries"))
+    try:
+        return RunRecord.from_json(read_json(path), file=str(path)).to_json()
+    except UserError as e:
+        problem = f"{e.field}: {e.detail}" if e.field else e.detail
+        issues.append(Issue(str(path), f"{problem}; target taken from the summaries"))
         return {}
-    if not isinstance(data, dict):
-        issues.append(Issue(str(path), "corrupt (not a JSON object)"))
-        return {}
-    return data
 
 
 # --------------------------------------------------------------------------- Spark readers
@@ -189,6 +194,7 @@ def read_summaries(spark, disc: Discovery):
     flat = raw.select(
         "run_id", "perm_id", "rep", "file",
         (c(CORRUPT).isNotNull() | (c("schema").isNull() & c("permutation_id").isNull())).alias("_bad"),
+        c("schema").alias("_schema"),
         c("permutation_id").alias("summary_perm_id"),
         p["initiators"].alias("initiators"), p["threads"].alias("threads"),
         F.coalesce(p["total_threads"], p["initiators"] * p["threads"]).alias("total_threads"),
@@ -203,14 +209,19 @@ def read_summaries(spark, disc: Discovery):
         lat_s["p50"].alias("send_p50_ms"), lat_s["p95"].alias("send_p95_ms"), lat_s["p99"].alias("send_p99_ms"),
         lat_e["p50"].alias("e2e_p50_ms"), lat_e["p95"].alias("e2e_p95_ms"), lat_e["p99"].alias("e2e_p99_ms"),
         *[c(n).alias(n) for n in ("top_waits", "max_xmitq_depth", "max_queue_depth", "client_cpu_percent",
-                                  "client_bound", "server_cpu_percent", "errors", "status")],
+                                  "client_bound", "server_cpu_percent", "errors", "status",
+                                  "users_expected", "users_spawned", "users_active")],
     ).localCheckpoint()
     required = ["initiators", "threads", "dialogs", "payload_bytes", "server", "send_rate", "receive_rate"]
-    missing_any = F.lit(False)
+    family, _, major = SUMMARY_SCHEMA.partition("/")
+    version_ok = F.col("_schema").isNull() | F.col("_schema").rlike(
+        "^" + family.replace(".", "[.]") + "/" + major + "([.].*)?$")
+    missing_any = ~version_ok
     for c in required:
         missing_any = missing_any | F.col(c).isNull()
     checks = (flat.where(F.col("_bad") | missing_any)
-              .select("file", "run_id", "perm_id", "rep", "_bad", *[F.col(c).isNull().alias(c) for c in required])
+              .select("file", "run_id", "perm_id", "rep", "_bad", "_schema", version_ok.alias("_version_ok"),
+                      *[F.col(c).isNull().alias(c) for c in required])
               .collect())
     bad_files = set()
     for row in checks:
@@ -219,12 +230,16 @@ def read_summaries(spark, disc: Discovery):
         disc.reps = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) != skipped]
         if row["_bad"]:
             disc.issues.append(Issue(row["file"], "corrupt (not JSON, or does not fit the "
-                                                  "ssbench.summary/1 schema): repetition skipped"))
+                                                  f"{SUMMARY_SCHEMA} schema): repetition skipped"))
+        elif not row["_version_ok"]:
+            disc.issues.append(Issue(row["file"], f"unsupported schema version {row['_schema']!r} (this ssbench "
+                                                  f"reads {SUMMARY_SCHEMA}): repetition skipped"))
         else:
             missing = [c for c in required if row[c]]
             disc.issues.append(Issue(row["file"], f"missing field(s) {', '.join(missing)}: "
                                                   "repetition skipped"))
-    good = flat.where(~(F.col("_bad") | missing_any)).drop("_bad", "file") if bad_files else flat.drop("_bad", "file")
+    drop = ("_bad", "_schema", "file")
+    good = flat.where(~(F.col("_bad") | missing_any)).drop(*drop) if bad_files else flat.drop(*drop)
     return good
 
 
