@@ -80,6 +80,7 @@ class AnalysisResult:
     plots: list[plots.Plot]                      # in report order; skipped ones carry a note
     issues: list[discovery.Issue]
     seconds: float
+    notes_html: str = ""                         # synthetic data, target notes, how to read verdicts
 
     @property
     def out_dir(self) -> Path:
@@ -154,6 +155,7 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
          say: Callable[[str], None], t0: float, helper=None) -> AnalysisResult:
     from pyspark.sql import functions as F
 
+    from harness.analysis import comparisons as C
     from harness.analysis import transforms as T
 
     tables: dict[str, Any] = {}
@@ -185,13 +187,19 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     verdicts = T.bottleneck(profile, stats)
     extras = T.sample_extras(metrics) if metrics is not None else None
     perms_df = T.permutations_table(stats, extras, verdicts).localCheckpoint()
-    gains_df = T.dialog_gains(perms_df).localCheckpoint()
-    cross_df = T.crossover(gains_df, threshold_pct).localCheckpoint()
     top_df = T.top_waits(profile, n_top)
 
+    # intervals, gains, verdicts and crossovers on the driver (harness.analysis.comparisons):
+    # the values per permutation are its few repetitions
     perms = _sorted(_rows(perms_df), "permutations")
-    gains = _sorted(_rows(gains_df), "dialog_gains")
-    cross = _sorted(_rows(cross_df), "crossover")
+    synthetic_runs = {r.run_id for r in disc.runs if is_synthetic(r, perms)}
+    intervals = C.rate_intervals(perms, synthetic_runs)
+    perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(intervals, C.INTERVAL_SCHEMA), C.INTERVAL_SCHEMA),
+                             ["run_id", "perm_id"], "left")
+    gains = _sorted(C.dialog_gains(perms, threshold_pct), "dialog_gains")
+    cross = _sorted(C.crossover(gains, threshold_pct), "crossover")
+    gains_df = spark.createDataFrame(C.as_tuples(gains, C.GAINS_SCHEMA), C.GAINS_SCHEMA)
+    cross_df = spark.createDataFrame(C.as_tuples(cross, C.CROSSOVER_SCHEMA), C.CROSSOVER_SCHEMA)
     profile_rows = _sorted(_rows(profile), "wait_profile")
     say(f"aggregated {len(perms)} permutations after {time.monotonic() - t0:.1f} s")
 
@@ -228,10 +236,12 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
 
     key_rows = report.key_rows(perms, cross, server_labels)
     path = report.write_index(out_dir, disc, targets, perms, key_rows, all_plots, threshold_pct, written,
-                              time.monotonic() - t0)
+                              time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs)
     say(f"report written after {time.monotonic() - t0:.1f} s")
+    notes = report.about_targets(disc, targets, synthetic_runs) + report.verdict_words(gains, threshold_pct)
     return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,
-                          plots=all_plots, issues=list(disc.issues), seconds=time.monotonic() - t0)
+                          plots=all_plots, issues=list(disc.issues), seconds=time.monotonic() - t0,
+                          notes_html=notes)
 
 
 def _sorted(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
@@ -347,8 +357,16 @@ def run_context(run: discovery.RunInfo, perms: list[dict[str, Any]]) -> plots.Ru
     mx = run.meta.get("matrix") if isinstance(run.meta.get("matrix"), dict) else {}
     for s, prof in (mx.get("embedded_profiles") or {}).items():
         profiles.setdefault(s, prof)
-    return plots.RunContext(run_id=run.run_id, target=plots.target_text(kind, label), kind=kind,
-                            server_profiles=profiles)
+    synthetic = is_synthetic(run, perms)
+    return plots.RunContext(run_id=run.run_id, target=plots.target_text(kind, label, synthetic), kind=kind,
+                            server_profiles=profiles, synthetic=synthetic)
+
+
+def is_synthetic(run: discovery.RunInfo, perms: list[dict[str, Any]]) -> bool:
+    """run.json says ``"synthetic": true``, or the summaries' target label starts with SYNTHETIC
+    (a synthetic run without its run.json)."""
+    return run.synthetic or any(plots.is_synthetic_label(p.get("target_label")) for p in perms
+                                if p["run_id"] == run.run_id)
 
 
 def choose_timeseries(perms: list[dict[str, Any]], disc: discovery.Discovery, per_run: int = 4) -> list[dict[str, Any]]:

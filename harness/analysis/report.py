@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 from ..results import write_atomic
 from .discovery import Discovery
+from . import uncertainty as U
 from .plots import STRATEGY_ORDER, Plot, strategy_label
 
 CSS = """
@@ -27,6 +28,11 @@ tr:nth-child(even) td{background:#fafafa}
 .note{color:#666;font-style:italic}
 .plot{margin:1em 0 2em} .plot img{max-width:100%;border:1px solid #e4e4e4}
 .pos{color:#0a7d32} .neg{color:#b3261e}
+td.v-gain{background:#e3f4e8!important;color:#0a5d26;font-weight:bold;text-align:left}
+td.v-loss{background:#fbe3e1!important;color:#8c1d18;font-weight:bold;text-align:left}
+td.v-nodiff{color:#333;text-align:left} td.v-inconclusive{color:#777;font-style:italic;text-align:left}
+.synthetic{background:#fdecea;border:3px solid #d93025;padding:.6em 1em;font-weight:bold;color:#8c1d18}
+.about{background:#f3f6fb;border-left:5px solid #5b7fbf;padding:.4em 1em;margin:.6em 0}
 details summary{cursor:pointer;font-weight:bold;margin:.6em 0}
 code{background:#f4f4f4;padding:0 3px}
 """
@@ -58,8 +64,12 @@ def fmt(v: Any, kind: str = "") -> str:
     return str(v)
 
 
+VERDICT_CLASS = {"gain": "v-gain", "loss": "v-loss", "no difference": "v-nodiff", "inconclusive": "v-inconclusive"}
+
+
 def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], limit: int | None = None) -> str:
-    """``columns``: (key, header, kind); kind 'l' left-aligns text."""
+    """``columns``: (key, header, kind); kind 'l' left-aligns text, 'verdict' colours a
+    verdict (green only for ``gain``)."""
     head = "".join(f'<th class="{"l" if k == "l" else ""}">{_e(h)}</th>' for _, h, k in columns)
     body = []
     for r in rows[:limit] if limit else rows:
@@ -67,8 +77,8 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], limit
         for key, _, kind in columns:
             v = r.get(key)
             cls = "l" if kind == "l" else ""
-            if kind == "pct" and isinstance(v, float):
-                cls = "pos" if v > 0 else "neg"
+            if kind == "verdict":
+                cls = VERDICT_CLASS.get(v, "l")
             cells.append(f'<td class="{cls}">{_e(fmt(v, kind))}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = f'<p class="note">{len(rows) - limit} more rows in the CSV.</p>' if limit and len(rows) > limit else ""
@@ -113,8 +123,9 @@ def _plots_html(plots: Iterable[Plot]) -> str:
 
 
 PERM_COLUMNS = [
-    ("run_id", "run", "l"), ("perm_id", "permutation", "l"), ("n", "reps", ""),
-    ("receive_rate_median", "receive msg/s (median)", "rate"), ("receive_rate_iqr", "IQR", "rate"),
+    ("run_label", "run", "l"), ("perm_id", "permutation", "l"), ("n", "reps", ""),
+    ("receive_rate_median", "receive msg/s (median)", "rate"), ("receive_rate_ci_low", "95 % CI low", "rate"),
+    ("receive_rate_ci_high", "95 % CI high", "rate"), ("receive_rate_iqr", "IQR", "rate"),
     ("receive_rate_min", "min", "rate"), ("receive_rate_max", "max", "rate"),
     ("send_rate_median", "send msg/s (median)", "rate"), ("send_rate_iqr", "IQR", "rate"),
     ("send_p50_ms_median", "SEND p50 ms", "ms"), ("send_p99_ms_median", "SEND p99 ms", "ms"),
@@ -123,18 +134,24 @@ PERM_COLUMNS = [
     ("verdict", "bottleneck", "l"), ("messages_lost", "lost", ""),
 ]
 CROSS_COLUMNS = [
-    ("run_id", "run", "l"), ("server_label", "server", "l"), ("strategy_label", "strategy vs one dialog per thread", "l"),
+    ("run_label", "run", "l"), ("server_label", "server", "l"),
+    ("strategy_label", "strategy vs one dialog per thread", "l"),
     ("initiators", "initiators", ""), ("payload_bytes", "payload (B)", ""),
-    ("crossover_total_threads", "pays from (total threads)", ""), ("max_gain_pct", "max gain", "pct"),
-    ("max_gain_total_threads", "at threads", ""), ("gain_at_max_threads_pct", "gain at most threads", "pct"),
+    ("verdict", "verdict (at the most threads)", "verdict"),
+    ("crossover_total_threads", "pays from (total threads)", ""),
+    ("gain_at_max_text", "gain at the most threads [95 % CI]", "l"),
+    ("max_gain_text", "largest median gain [95 % CI], its verdict", "l"),
+    ("min_reps", "reps (fewest on a side)", ""),
     ("peak_receive_rate", "peak msg/s (strategy)", "rate"),
 ]
 TABLE_FILES = [
     ("permutations", "per permutation across repetitions: median, Q1, Q3, IQR, min, max, n of rates and "
                      "latencies; queue depths; CPU; top wait and bottleneck verdict"),
     ("repetitions", "one row per repetition (from summary.json)"),
-    ("dialog_gains", "gain in % of each dialog strategy over one dialog per thread"),
-    ("crossover", "where each strategy starts to pay (gain above the threshold from there on)"),
+    ("dialog_gains", "gain in % of each dialog strategy over one dialog per thread, with its 95 % interval "
+                     "and verdict"),
+    ("crossover", "where each strategy starts to pay (verdict gain from there on) and the verdict at the most "
+                  "threads"),
     ("top_waits", "top waits per permutation"),
     ("wait_profile", "every wait type per permutation (idle waits are left out by the targets)"),
     ("queue_timeseries", "queue depths over time of the plotted permutations"),
@@ -143,9 +160,20 @@ TABLE_FILES = [
 ]
 
 
+def pct_ci(v: float | None, lo: float | None, hi: float | None) -> str:
+    """``+12.3 % [-4.0, +25.1]``; ``[no interval]`` without one."""
+    if v is None:
+        return "–"
+    return f"{v:+.1f} % " + (f"[{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else "[no interval]")
+
+
+def run_label(run_id: str, synthetic: bool) -> str:
+    return f"{run_id} (SYNTHETIC)" if synthetic else run_id
+
+
 def key_rows(perms: list[dict], cross: list[dict], server_labels: dict[tuple[str, str], str]) -> list[dict]:
-    """The key table: the crossover rows with display labels and the strategy's peak receive
-    rate (median) over the thread counts."""
+    """The key table: the crossover rows with display labels, the gains with their intervals as
+    text, and the strategy's peak receive rate (median) over the thread counts."""
     peak: dict[tuple, float] = {}
     for p in perms:
         k = (p["run_id"], p["server"], p["dialogs"], p["initiators"], p["payload_bytes"])
@@ -153,8 +181,14 @@ def key_rows(perms: list[dict], cross: list[dict], server_labels: dict[tuple[str
     rows = []
     for c in cross:
         d = dict(c)
+        d["run_label"] = run_label(c["run_id"], bool(c.get("synthetic")))
         d["server_label"] = server_labels.get((c["run_id"], c["server"]), c["server"])
         d["strategy_label"] = strategy_label(c["strategy"])
+        d["gain_at_max_text"] = (pct_ci(c["gain_at_max_threads_pct"], c["gain_at_max_threads_ci_low_pct"],
+                                        c["gain_at_max_threads_ci_high_pct"]) + f" at {c['max_total_threads']}")
+        d["max_gain_text"] = ("–" if c["max_gain_pct"] is None else
+                              pct_ci(c["max_gain_pct"], c["max_gain_ci_low_pct"], c["max_gain_ci_high_pct"])
+                              + f" at {c['max_gain_total_threads']}: {c['max_gain_verdict']}")
         d["peak_receive_rate"] = peak.get((c["run_id"], c["server"], c["strategy"], c["initiators"], c["payload_bytes"]))
         rows.append(d)
     rows.sort(key=lambda d: (d["run_id"], d["server"], STRATEGY_ORDER.get(d["strategy"], 9), d["strategy"],
@@ -167,18 +201,92 @@ def key_table(rows: list[dict]) -> str:
     return table(rows, CROSS_COLUMNS)
 
 
+def verdict_words(gains: list[dict], threshold_pct: float) -> str:
+    """How to read the verdicts, and (in words) how many comparisons are inconclusive for
+    lack of repetitions. An HTML fragment (the notebook displays it too)."""
+    parts = [f"<p>Each gain is the ratio of the strategy's median receive rate to that of one dialog per "
+             f"thread, everything else equal, with a 95 % percentile-bootstrap interval over the repetitions "
+             f"(docs/statistics.md). Verdicts: <b>gain</b> only where the whole interval is above "
+             f"+{threshold_pct:g} %, <b>loss</b> only where it is wholly below −{threshold_pct:g} %, "
+             f"<b>no difference</b> where it lies within ±{threshold_pct:g} %, otherwise <b>inconclusive</b>. "
+             f"“Pays from” is the first total thread count from which every verdict is gain (– never).</p>"]
+    few = [g for g in gains if min(g["n"], g["baseline_n"]) < U.MIN_REPS]
+    if few:
+        every = "Every comparison" if len(few) == len(gains) else f"{len(few)} of {len(gains)} comparisons"
+        parts.append(f"<p class='issues'><b>{every} rest on fewer than {U.MIN_REPS} repetitions on a side, so "
+                     f"{'its' if len(few) == 1 else 'their'} verdict is inconclusive</b> whatever the medians say: "
+                     f"one or two repetitions cannot tell an effect from noise. Run the matrix with "
+                     f"<code>repetitions: {U.MIN_REPS}</code> or more (5 recommended).</p>")
+    return "\n".join(parts)
+
+
+def _mapping_rows(mapping: Any) -> list[tuple[str, str]]:
+    """A wait mapping from run.json's target section: {"Type/Event": "WAIT"} or a list of
+    {"postgresql": ..., "wait_type": ...} (or 2-item lists)."""
+    if isinstance(mapping, dict):
+        return [(str(k), str(v)) for k, v in mapping.items()]
+    rows = []
+    for m in mapping if isinstance(mapping, list) else []:
+        if isinstance(m, dict):
+            rows.append((str(m.get("postgresql") or m.get("pg") or m.get("event")), str(m.get("wait_type"))))
+        elif isinstance(m, (list, tuple)) and len(m) == 2:
+            rows.append((str(m[0]), str(m[1])))
+    return rows
+
+
+def about_targets(disc: Discovery, targets: dict[str, str], synthetic_runs: set[str]) -> str:
+    """What the reader must know about the runs' targets before reading any number: synthetic
+    data, the embedded target's mapped waits and missing page latch, the target's own notes.
+    An HTML fragment (the notebook displays it too)."""
+    parts = []
+    if synthetic_runs:
+        parts.append("<div class='synthetic'>SYNTHETIC DATA: " + _e(", ".join(sorted(synthetic_runs)))
+                     + (" was" if len(synthetic_runs) == 1 else " were")
+                     + " generated by harness.analysis.synth from a model. Nothing in "
+                     + ("it" if len(synthetic_runs) == 1 else "them") + " was measured.</div>")
+    for run in disc.runs:
+        t = run.target
+        kind = run.target_kind
+        items = []
+        if kind == "embedded" or "PostgreSQL emulation" in targets.get(run.run_id, ""):
+            rows = _mapping_rows(t.get("wait_mapping"))
+            mapping = ("<details><summary>the mapping used by this run</summary><table><thead><tr>"
+                       "<th class='l'>PostgreSQL wait event</th><th class='l'>reported as</th></tr></thead><tbody>"
+                       + "".join(f"<tr><td class='l'>{_e(a)}</td><td class='l'>{_e(b)}</td></tr>" for a, b in rows)
+                       + "</tbody></table></details>") if rows else (
+                       " The mapping is the one documented in docs/embedded.md (section “Wait statistics”), e.g. "
+                       "IO:WalSync → WRITELOG, LWLock:BufferContent → PAGELATCH_EX, Lock:transactionid → LCK_M_X.")
+            items.append("Its wait types are <b>mapped from PostgreSQL wait events</b> (sampled from "
+                         "pg_stat_activity) to Service Broker's wait-type names; they are estimates, not the "
+                         "server's own wait statistics." + mapping)
+            items.append("The <b>page-latch contention behind the 150 trick does not exist on PostgreSQL</b> "
+                         "(the hot sysdesend pages of the whitepaper): what the 150 trick does here says nothing "
+                         "about that mechanism.")
+        notes = t.get("notes")
+        for n in (notes if isinstance(notes, list) else [notes] if isinstance(notes, str) else []):
+            items.append(_e(n))
+        if isinstance(t.get("note"), str):
+            items.append(_e(t["note"]))
+        if items:
+            parts.append(f"<div class='about'><b>About run {_e(run_label(run.run_id, run.run_id in synthetic_runs))}"
+                         f"</b> ({_e(targets.get(run.run_id))}):<ul>" + "".join(f"<li>{i}</li>" for i in items)
+                         + "</ul></div>")
+    return "\n".join(parts)
+
+
 def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: list[dict], cross_rows: list[dict],
-                plots: list[Plot], threshold_pct: float, written: dict[str, list[str]], elapsed_s: float) -> Path:
+                plots: list[Plot], threshold_pct: float, written: dict[str, list[str]], elapsed_s: float,
+                gains: list[dict] | None = None, synthetic_runs: set[str] | None = None) -> Path:
     runs = ", ".join(r.run_id for r in disc.runs)
     lost = [p for p in perms if (p.get("messages_lost") or 0) > 0]
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
              f"<title>ssbench report — {_e(runs)}</title><style>{CSS}</style></head><body>",
-             f"<h1>ssbench report — {_e(runs)}</h1>",
+             f"<h1>{'SYNTHETIC DATA — ' if synthetic_runs else ''}ssbench report — {_e(runs)}</h1>",
              f"<p>Service Broker load test analysis: {_e('; '.join(sorted(set(targets.values()))))}. "
              f"Generated {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')} "
              f"in {elapsed_s:.1f} s. Rates are messages per second over each repetition's measured window; "
              f"statistics are across repetitions (median, IQR = Q3 − Q1, min, max, n).</p>",
-             _provenance(disc, targets)]
+             _provenance(disc, targets), about_targets(disc, targets, synthetic_runs or set())]
     if lost:
         parts.append(f"<div class='alarm'>MESSAGES LOST in {len(lost)} permutation(s): "
                      + ", ".join(_e(f"{p['perm_id']} ({int(p['messages_lost'])})") for p in lost[:20])
@@ -190,10 +298,9 @@ def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: 
                      + ("<li>… see tables/issues.csv</li>" if len(disc.issues) > 200 else "") + "</ul></div>")
     parts.append("<h2>Key results: where a dialog strategy pays</h2>")
     if cross_rows:
-        parts.append(f"<p>Gain = receive rate of the strategy over one dialog per thread with everything else equal. "
-                     f"“Pays from” is the first total thread count from which the gain stays above "
-                     f"{threshold_pct:g} % at every larger thread count measured (– never). The whitepaper found the "
-                     f"150 trick paying from about 30 concurrent threads (3×10), up to +315 %.</p>")
+        parts.append(verdict_words(gains or [], threshold_pct))
+        parts.append("<p>The whitepaper found the 150 trick paying from about 30 concurrent threads (3×10), up "
+                     "to +315 %.</p>")
         parts.append(key_table(cross_rows))
     else:
         parts.append("<p class='note'>No dialog-strategy comparison: the run(s) do not have one dialog per thread "
@@ -201,7 +308,8 @@ def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: 
     parts.append(_plots_html(plots))
     parts.append("<h2>Permutations</h2>")
     parts.append(f"<details><summary>{len(perms)} permutations (click to expand)</summary>"
-                 + table(perms, PERM_COLUMNS, limit=1000) + "</details>")
+                 + table([dict(p, run_label=run_label(p["run_id"], bool(p.get("synthetic")))) for p in perms],
+                         PERM_COLUMNS, limit=1000) + "</details>")
     parts.append("<h2>Tables</h2><ul>")
     for name, what in TABLE_FILES:
         links = " · ".join(f"<a href='{_e(f)}'>{_e(Path(f).suffix.lstrip('.') or f)}</a>"

@@ -36,10 +36,11 @@ SORT_KEYS = {
 METRICS = ("send_rate", "receive_rate", "send_p50_ms", "send_p95_ms", "send_p99_ms",
            "e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms")
 
+#: Per-repetition values kept as arrays in the permutations table.
+VALUE_METRICS = ("receive_rate", "send_rate")
+
 AXES = ("initiators", "threads", "total_threads", "dialogs", "dialogs_every_n", "dialogs_shared",
         "payload_bytes", "server", "perm_index", "target_kind", "target_label", "target_profile")
-
-BASELINE_STRATEGY = "per_thread"
 
 #: Wait categories (first match wins): SQL Server wait types (what both targets report; the
 #: embedded one maps PostgreSQL's wait events to them) and raw PostgreSQL events, should a
@@ -96,7 +97,8 @@ def _quantiles(col: str):
 def permutation_stats(reps: DataFrame) -> DataFrame:
     """Per permutation across its repetitions: for each of :data:`METRICS` the median, Q1, Q3,
     IQR, min and max, and n (repetitions); plus lost messages, errors, client-bound
-    repetitions, the summaries' max transmission-queue and target-queue depths."""
+    repetitions, the summaries' max transmission-queue and target-queue depths, and the
+    repetitions' values of :data:`VALUE_METRICS` (``<metric>_values``, in repetition order)."""
     aggs = [F.count(F.lit(1)).alias("n")]
     aggs += [F.first(c, ignorenulls=True).alias(c) for c in AXES]
     for m in METRICS:
@@ -110,6 +112,10 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
              F.expr("percentile(server_cpu_percent, 0.5)").alias("server_cpu_percent"),
              F.concat_ws(",", F.array_sort(F.collect_set("status"))).alias("statuses"),
              F.concat_ws(",", F.array_sort(F.collect_list("rep")).cast("array<string>")).alias("reps")]
+    # the repetitions' rates in repetition order: the driver's intervals and verdicts use them
+    # (harness.analysis.comparisons)
+    for m in VALUE_METRICS:
+        aggs.append(F.array_sort(F.collect_list(F.struct("rep", m))).getField(m).alias(f"{m}_values"))
     g = reps.groupBy("run_id", "perm_id").agg(*aggs)
     cols = [F.col("run_id"), F.col("perm_id"), F.col("n")] + [F.col(c) for c in AXES]
     for m in METRICS:
@@ -118,7 +124,7 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
                  (q[2] - q[0]).alias(f"{m}_iqr"), F.col(f"{m}_min"), F.col(f"{m}_max")]
     cols += [F.col(c) for c in ("messages_lost", "errors", "client_bound_reps", "max_xmitq_depth",
                                 "max_queue_depth", "client_cpu_percent", "server_cpu_percent",
-                                "statuses", "reps")]
+                                "statuses", "reps")] + [F.col(f"{m}_values") for m in VALUE_METRICS]
     return g.select(*cols)
 
 
@@ -151,55 +157,6 @@ def permutations_table(stats: DataFrame, extras: DataFrame | None, verdicts: Dat
     if verdicts is not None:
         out = out.join(verdicts, ["run_id", "perm_id"], "left")
     return out
-
-
-# --------------------------------------------------------------------------- dialog strategies
-
-def dialog_gains(perms: DataFrame, baseline: str = BASELINE_STRATEGY) -> DataFrame:
-    """Gain of every dialog strategy over ``baseline`` (one dialog per thread), in percent, per
-    (run_id, server, initiators, threads, payload_bytes): 100 * (rate / baseline rate - 1) on
-    the median receive rate (``gain_pct``, the paper's Figure 5) and on the median send rate."""
-    keys = ["run_id", "server", "initiators", "threads", "payload_bytes"]
-    base = perms.where(F.col("dialogs") == baseline).select(
-        *keys, F.col("receive_rate_median").alias("baseline_receive_rate"),
-        F.col("send_rate_median").alias("baseline_send_rate"), F.col("perm_id").alias("baseline_perm_id"))
-    other = perms.where(F.col("dialogs") != baseline).select(
-        *keys, "total_threads", F.col("dialogs").alias("strategy"), "perm_id",
-        F.col("receive_rate_median").alias("receive_rate"), F.col("send_rate_median").alias("send_rate"))
-    j = other.join(base, keys, "inner")
-
-    def pct(a, b):
-        return F.when(F.col(b) > 0, (F.col(a) / F.col(b) - 1.0) * 100.0)
-
-    return (j.select("run_id", "server", "strategy", "initiators", "threads", "total_threads", "payload_bytes",
-                     "perm_id", "baseline_perm_id", "baseline_receive_rate", "receive_rate",
-                     pct("receive_rate", "baseline_receive_rate").alias("gain_pct"),
-                     "baseline_send_rate", "send_rate", pct("send_rate", "baseline_send_rate").alias("send_gain_pct"))
-            )
-
-
-def crossover(gains: DataFrame, threshold_pct: float = 5.0) -> DataFrame:
-    """Where a strategy starts to pay, per (run_id, server, strategy, initiators, payload_bytes):
-    the first total thread count from which the gain stays above ``threshold_pct`` at every
-    larger thread count measured (null: never). Also the largest gain and where it is."""
-    keys = ["run_id", "server", "strategy", "initiators", "payload_bytes"]
-    g = F.coalesce(F.col("gain_pct"), F.lit(float("-inf")))
-    w_desc = Window.partitionBy(*keys).orderBy(F.col("total_threads").desc()).rowsBetween(
-        Window.unboundedPreceding, Window.currentRow)
-    w_best = Window.partitionBy(*keys).orderBy(g.desc(), F.col("total_threads").asc())
-    w_last = Window.partitionBy(*keys).orderBy(F.col("total_threads").desc())
-    t = gains.select(*keys, "total_threads", "gain_pct",
-                     F.min(g).over(w_desc).alias("_suffix_min"),
-                     F.row_number().over(w_best).alias("_best"),
-                     F.row_number().over(w_last).alias("_last"))
-    agg = t.groupBy(*keys).agg(
-        F.min(F.when(F.col("_suffix_min") > threshold_pct, F.col("total_threads"))).alias("crossover_total_threads"),
-        F.max(F.when(F.col("_best") == 1, F.col("gain_pct"))).alias("max_gain_pct"),
-        F.max(F.when(F.col("_best") == 1, F.col("total_threads"))).alias("max_gain_total_threads"),
-        F.max(F.when(F.col("_last") == 1, F.col("gain_pct"))).alias("gain_at_max_threads_pct"),
-        F.max("total_threads").alias("max_total_threads"),
-        F.count(F.lit(1)).alias("points"))
-    return agg.withColumn("threshold_pct", F.lit(float(threshold_pct)))
 
 
 # --------------------------------------------------------------------------- waits
