@@ -321,6 +321,9 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
             ("send_vs_receive", (prow, ctx, plot_dir)),
             ("latency", (prow, ctx, plot_dir)),
         ]
+    if len(disc.runs) > 1 and perms:
+        contexts = [run_context(run, by_run(perms, run.run_id)) for run in disc.runs]
+        jobs.insert(0, ("runs_comparison", (perms, contexts, plot_dir)))
     futures = {}
     if helper is not None:
         for i, (name, args) in enumerate(jobs):

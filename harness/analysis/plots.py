@@ -32,9 +32,12 @@ STRATEGY_LABEL = {"per_thread": "one dialog per thread", "trick150": "150 trick 
                   "shared": "one shared dialog"}
 STRATEGY_ORDER = {"per_thread": 0, "trick150": 1, "shared": 2}
 STRATEGY_COLOR = {"per_thread": "#d62728", "trick150": "#1f77b4", "shared": "#2ca02c"}
+VERDICT_MARK = {"gain": "G", "loss": "L", "no difference": "=", "inconclusive": "?"}
 VERDICT_ABBREV = {"page latch": "PL", "log flush": "LF", "lock": "LK", "client-bound": "CB",
                   "other": "OT", "unknown": "?"}
 DPI = 100
+#: a point with fewer repetitions has no interval and is drawn hollow (harness.analysis.uncertainty)
+MIN_REPS = 3
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,57 @@ def _grid(nrows: int, ncols: int, w: float = 4.6, h: float = 3.6, sharey: bool |
     return fig, axes
 
 
+LEGEND_IN = 2.6              # width reserved right of the panels for a legend, inches
+
+
+def _legend_right(fig, axes_list, *, title: str | None = None, fontsize: int = 7, extra=()) -> None:
+    """One legend for the figure, right of the panels (in the margin _grid reserved with
+    ``right_in=LEGEND_IN``), so it never covers data; labels seen on several panels once."""
+    seen: dict[str, Any] = {}
+    for ax in axes_list:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab and not lab.startswith("_"):
+                seen.setdefault(lab, h)
+    for h, lab in extra:
+        seen.setdefault(lab, h)
+    if not seen:
+        return
+    width, height = fig.get_figwidth(), fig.get_figheight()
+    fig.legend(list(seen.values()), list(seen.keys()), loc="upper left", fontsize=fontsize,
+               bbox_to_anchor=(1 - (LEGEND_IN - 0.1) / width, 1 - TITLE_TOP_IN / height),
+               title=title, title_fontsize=fontsize, frameon=False, alignment="left")
+
+
+def _hollow_note():
+    """A legend entry explaining hollow markers."""
+    from matplotlib.lines import Line2D
+
+    return (Line2D([], [], ls="none", marker="o", mfc="white", mec="black", ms=5),
+            f"hollow: fewer than {MIN_REPS}\nrepetitions (no interval)")
+
+
+def _points(ax, x, y, n, color, *, lo=None, hi=None, marker="o", ms=4, ls="-", label=None, alpha=1.0) -> None:
+    """A series: a line, interval bars where given, filled markers where the point has at
+    least MIN_REPS repetitions and hollow ones where it has fewer (single repetitions stand out)."""
+    if ls != "none":
+        ax.plot(x, y, ls=ls, color=color, lw=1.3, alpha=alpha)
+    if label:
+        ax.plot([], [], ls=ls, marker=marker, ms=ms, color=color, alpha=alpha, label=label)   # the legend's entry
+    if lo is not None and hi is not None:
+        have = [(xi, yi, li, hi_) for xi, yi, li, hi_ in zip(x, y, lo, hi) if li is not None and hi_ is not None]
+        if have:
+            xs, ys, ls_, hs = zip(*have)
+            ax.errorbar(xs, ys, yerr=[[max(0.0, a - b) for a, b in zip(ys, ls_)],
+                                      [max(0.0, b - a) for a, b in zip(ys, hs)]],
+                        fmt="none", ecolor=color, elinewidth=1, capsize=2, alpha=alpha)
+    full = [(xi, yi) for xi, yi, ni in zip(x, y, n) if (ni or 0) >= MIN_REPS]
+    few = [(xi, yi) for xi, yi, ni in zip(x, y, n) if (ni or 0) < MIN_REPS]
+    if full:
+        ax.plot(*zip(*full), ls="none", marker=marker, ms=ms, color=color, alpha=alpha)
+    if few:
+        ax.plot(*zip(*few), ls="none", marker=marker, ms=ms + 1, mfc="white", mec=color, mew=1.3, alpha=alpha)
+
+
 def _x_ticks(ax, xs: list[int]) -> None:
     xs = sorted(set(xs))
     if len(xs) <= 12:
@@ -183,9 +237,10 @@ def _num(v: Any) -> float:
 # --------------------------------------------------------------------------- Figures 2-4
 
 def throughput(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
-    """The paper's Figures 2-4: messages/s processed by the target (median receive rate,
-    IQR error bars) vs total client threads, one line per payload, one panel per initiator
-    count; one figure per (server, dialog strategy)."""
+    """The paper's Figures 2-4: messages/s processed by the target (median receive rate over
+    repetitions, 95 % bootstrap interval bars, hollow markers below 3 repetitions) vs total
+    client threads, one line per payload, one panel per initiator count; one figure per
+    (server, dialog strategy)."""
     section = "Throughput vs client threads (paper Figures 2-4)"
     if not perms:
         return [Plot(section, "Throughput", note="no permutation data", run_id=ctx.run_id)]
@@ -193,17 +248,14 @@ def throughput(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
     colors = _colors(r["payload_bytes"] for r in perms)
     for (server, strategy), rows in sorted(_by(perms, "server", "dialogs").items()):
         inits = sorted({r["initiators"] for r in rows})
-        fig, axes = _grid(1, len(inits), sharey=True)
+        fig, axes = _grid(1, len(inits), sharey=True, right_in=LEGEND_IN)
         for ax, i in zip(axes[0], inits):
             sub = [r for r in rows if r["initiators"] == i]
             for p, prow in sorted(_by(sub, "payload_bytes").items()):
                 prow.sort(key=lambda r: r["total_threads"])
-                x = [r["total_threads"] for r in prow]
-                y = [_num(r["receive_rate_median"]) for r in prow]
-                lo = [max(0.0, yv - _num(r["receive_rate_q1"])) for yv, r in zip(y, prow)]
-                hi = [max(0.0, _num(r["receive_rate_q3"]) - yv) for yv, r in zip(y, prow)]
-                ax.errorbar(x, y, yerr=[lo, hi], marker="o", ms=4, capsize=2, color=colors[p[0]],
-                            label=_payload_label(p[0]))
+                _points(ax, [r["total_threads"] for r in prow], [_num(r["receive_rate_median"]) for r in prow],
+                        [r["n"] for r in prow], colors[p[0]], lo=[r.get("receive_rate_ci_low") for r in prow],
+                        hi=[r.get("receive_rate_ci_high") for r in prow], label=_payload_label(p[0]))
             ax.set_title(f"{i} initiator{'s' if i > 1 else ''}")
             ax.set_xlabel("total client threads (initiators × threads)")
             ax.grid(alpha=0.3)
@@ -211,7 +263,7 @@ def throughput(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
         for ax in axes[0]:
             ax.set_ylim(bottom=0)
         axes[0][0].set_ylabel("messages/s processed by the target")
-        axes[0][0].legend(title="median of repetitions, IQR bars", fontsize=8, title_fontsize=8, loc="upper left")
+        _legend_right(fig, axes[0], title="median of repetitions,\n95 % interval bars", extra=[_hollow_note()])
         title = f"Messages/s processed by one target — {strategy_label(strategy)}, {ctx.server_label(server)}"
         _suptitle(fig, title, ctx)
         f = _save(fig, out_dir, _slug("throughput", ctx.run_id, server, strategy))
@@ -239,37 +291,49 @@ def strategy_gain(perms: list[Row], gains: list[Row], cross: list[Row], ctx: Run
                      note="skipped: no permutation pairs that differ only in the dialog strategy")]
     out = []
     colors = _colors(r["payload_bytes"] for r in perms)
+    n_of = {r["perm_id"]: r["n"] for r in perms}
     for (server,), grows in sorted(_by(gsel, "server").items()):
         inits = sorted({g["initiators"] for g in grows})
-        fig, axes = _grid(2, len(inits), h=3.3, sharey="row")
+        fig, axes = _grid(2, len(inits), h=3.3, sharey="row", right_in=LEGEND_IN)
         for c, i in enumerate(inits):
             ax, axg = axes[0][c], axes[1][c]
+            axg.axhspan(-threshold_pct, threshold_pct, color="#eeeeee", zorder=0)
             for p, prow in sorted(_by([g for g in grows if g["initiators"] == i], "payload_bytes").items()):
                 prow.sort(key=lambda r: r["total_threads"])
                 x = [r["total_threads"] for r in prow]
                 col = colors[p[0]]
-                ax.plot(x, [_num(r["receive_rate"]) for r in prow], "o-", ms=4, color=col,
+                _points(ax, x, [_num(r["receive_rate"]) for r in prow], [n_of.get(r["perm_id"]) for r in prow], col,
                         label=f"{_payload_label(p[0])}, {strategy}")
-                ax.plot(x, [_num(r["baseline_receive_rate"]) for r in prow], "s--", ms=3, color=col, alpha=0.7,
+                _points(ax, x, [_num(r["baseline_receive_rate"]) for r in prow],
+                        [n_of.get(r["baseline_perm_id"]) for r in prow], col, marker="s", ms=3, ls="--", alpha=0.7,
                         label=f"{_payload_label(p[0])}, per_thread")
-                axg.plot(x, [_num(r["gain_pct"]) for r in prow], "o-", ms=4, color=col, label=_payload_label(p[0]))
+                _points(axg, x, [_num(r["gain_pct"]) for r in prow], [min(r["n"], r["baseline_n"]) for r in prow],
+                        col, lo=[r["gain_ci_low_pct"] for r in prow], hi=[r["gain_ci_high_pct"] for r in prow],
+                        label=_payload_label(p[0]))
+                for r in prow:  # the verdict of each point, under it
+                    axg.annotate(VERDICT_MARK.get(r["verdict"], "?"), (r["total_threads"], _num(r["gain_pct"])),
+                                 textcoords="offset points", xytext=(5, -9), ha="left", fontsize=7, color=col)
                 for cr in cross:
                     if (cr["server"], cr["strategy"], cr["initiators"], cr["payload_bytes"]) == (server, strategy, i, p[0]) \
                             and cr["crossover_total_threads"] is not None:
                         axg.axvline(cr["crossover_total_threads"], color=col, ls=":", lw=1)
-            axg.axhline(threshold_pct, color="grey", ls="--", lw=1, label=f"threshold {threshold_pct:g} %")
             axg.axhline(0, color="black", lw=0.6)
             ax.set_title(f"{i} initiator{'s' if i > 1 else ''}")
             for a in (ax, axg):
                 a.grid(alpha=0.3)
                 _x_ticks(a, [g["total_threads"] for g in grows if g["initiators"] == i])
             axg.set_xlabel("total client threads (initiators × threads)")
+            axg.margins(y=0.15)
         for ax in axes[0]:
             ax.set_ylim(bottom=0)
         axes[0][0].set_ylabel("messages/s processed by the target")
         axes[1][0].set_ylabel(f"gain of {strategy} over per_thread (%)")
-        axes[0][0].legend(fontsize=7, ncol=1, loc="upper left")
-        axes[1][0].legend(fontsize=7, title="dotted: crossover", title_fontsize=7, loc="upper left")
+        from matplotlib.patches import Patch
+
+        _legend_right(fig, list(axes[0]) + list(axes[1]), title="medians of repetitions; gain with\n95 % interval bars",
+                      extra=[_hollow_note(), (Patch(color="#eeeeee"), f"within ±{threshold_pct:g} % (no difference)"),
+                             (Patch(color="white"), "by each gain: G gain, L loss,\n= no difference, ? inconclusive"),
+                             (Patch(color="white"), "dotted line: pays from here on")])
         title = f"One dialog per thread vs {name} — {ctx.server_label(server)}"
         _suptitle(fig, title, ctx)
         f = _save(fig, out_dir, _slug("gain", ctx.run_id, strategy, server))
@@ -363,7 +427,7 @@ def queue_depth(series: list[Row], chosen: list[Row], ctx: RunContext, out_dir: 
                      note="skipped: no queue samples for the chosen permutations")]
     ncols = 2 if n > 1 else 1
     nrows = math.ceil(n / ncols)
-    fig, axes = _grid(nrows, ncols, w=6.0, h=3.2)
+    fig, axes = _grid(nrows, ncols, w=6.0, h=3.2, right_in=LEGEND_IN)
     for k, c in enumerate(chosen):
         ax = axes[k // ncols][k % ncols]
         rows = by_perm[c["perm_id"]]
@@ -381,9 +445,9 @@ def queue_depth(series: list[Row], chosen: list[Row], ctx: RunContext, out_dir: 
         ax.set_ylabel("queue depth (messages)")
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7, loc="upper right")
     for k in range(n, nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
+    _legend_right(fig, [a for row in axes for a in row])
     title = "Queue depth over time — highest-load permutation of each dialog strategy"
     _suptitle(fig, title, ctx)
     f = _save(fig, out_dir, _slug("queues", ctx.run_id))
@@ -399,7 +463,7 @@ def send_vs_receive(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Pl
     rows = [r for r in perms if r["send_rate_median"] is not None and r["receive_rate_median"] is not None]
     if not rows:
         return [Plot(section, "Send vs receive rate", note="skipped: no rates", run_id=ctx.run_id)]
-    fig, axes = _grid(1, 2, w=5.2, h=4.0)
+    fig, axes = _grid(1, 2, w=5.2, h=4.0, right_in=LEGEND_IN)
     ax, ax2 = axes[0]
     markers = {i: m for i, m in zip(sorted({r["initiators"] for r in rows}), "os^Dv<>p*h")}
     top = max(max(r["send_rate_median"], r["receive_rate_median"]) for r in rows) * 1.05 or 1.0
@@ -419,11 +483,10 @@ def send_vs_receive(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Pl
     ax.set_xlim(0, top)
     ax.set_ylim(0, top)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
     ax2.set_xlabel("total client threads (initiators × threads)")
     ax2.set_ylabel("received / sent in the measured window (%)")
     ax2.grid(alpha=0.3)
-    ax2.legend(fontsize=7)
+    _legend_right(fig, [ax, ax2])
     _x_ticks(ax2, [r["total_threads"] for r in rows])
     title = "Does the target keep up? Send vs receive rate (all payloads and servers)"
     _suptitle(fig, title, ctx)
@@ -444,7 +507,7 @@ def latency(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
         payload = min(r["payload_bytes"] for r in srows)
         rows = [r for r in srows if r["payload_bytes"] == payload]
         inits = sorted({r["initiators"] for r in rows})
-        fig, axes = _grid(2, len(inits), h=3.2, sharey="row")
+        fig, axes = _grid(2, len(inits), h=3.2, sharey="row", right_in=LEGEND_IN)
         any_data = False
         for c, i in enumerate(inits):
             for a, (kind, name) in enumerate((("send", "SEND"), ("e2e", "end-to-end"))):
@@ -472,9 +535,59 @@ def latency(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
             continue
         axes[0][0].set_ylabel("SEND latency (ms, log scale)")
         axes[1][0].set_ylabel("end-to-end latency (ms, log scale)")
-        axes[0][0].legend(fontsize=7, ncol=1, loc="upper left")
+        _legend_right(fig, [a for row in axes for a in row], title="strategy, percentile\n(medians of repetitions)")
         title = f"Latency percentiles vs threads — {ctx.server_label(server)}, {_payload_label(payload)}"
         _suptitle(fig, title, ctx)
         f = _save(fig, out_dir, _slug("latency", ctx.run_id, server))
         out.append(Plot(section, title, f, run_id=ctx.run_id))
     return out
+
+
+# --------------------------------------------------------------------------- several runs
+
+def runs_comparison(perms: list[Row], contexts: list[RunContext], out_dir: Path) -> list[Plot]:
+    """Several runs side by side: per permutation, each run's median receive and send rate with
+    its 95 % interval (hollow: fewer than 3 repetitions), one series per run."""
+    section = "Runs compared"
+    run_ids = [c.run_id for c in contexts]
+    rows = [r for r in perms if r["run_id"] in run_ids]
+    if len(run_ids) < 2 or not rows:
+        return []
+    order: dict[str, tuple] = {}
+    for r in rows:
+        order.setdefault(r["perm_id"], (r.get("perm_index") or 0, r["perm_id"]))
+    ids = sorted(order, key=lambda k: order[k])
+    pos = {p: k for k, p in enumerate(ids)}
+    width = min(40.0, max(8.0, 0.24 * len(ids)))
+    fig = Figure(figsize=(width + LEGEND_IN, 8.2))
+    axes = fig.subplots(2, 1, sharex=True)
+    fig.subplots_adjust(left=0.85 / (width + LEGEND_IN), right=1 - LEGEND_IN / (width + LEGEND_IN),
+                        bottom=2.2 / 8.2, top=1 - TITLE_TOP_IN / 8.2, hspace=0.15)
+    cmap = matplotlib.colormaps["tab10"]
+    step = 0.6 / max(1, len(run_ids) - 1)
+    for k, c in enumerate(contexts):
+        runrows = sorted((r for r in rows if r["run_id"] == c.run_id), key=lambda r: pos[r["perm_id"]])
+        if not runrows:
+            continue
+        x = [pos[r["perm_id"]] - 0.3 + k * step if len(run_ids) > 1 else pos[r["perm_id"]] for r in runrows]
+        label = f"{c.run_id}{chr(10) + '(SYNTHETIC)' if c.synthetic else ''}"
+        for ax, m in zip(axes, ("receive_rate", "send_rate")):
+            _points(ax, x, [_num(r[f"{m}_median"]) for r in runrows], [r["n"] for r in runrows], cmap(k % 10),
+                    lo=[r.get(f"{m}_ci_low") for r in runrows], hi=[r.get(f"{m}_ci_high") for r in runrows],
+                    ls="none", label=label)
+    axes[0].set_ylabel("messages/s processed by the target")
+    axes[1].set_ylabel("SENDs/s")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.set_ylim(bottom=0)
+    axes[1].set_xticks(range(len(ids)), ids, rotation=90, fontsize=6 if len(ids) > 40 else 8)
+    axes[1].set_xlim(-0.7, len(ids) - 0.3)
+    axes[1].set_xlabel("permutation")
+    _legend_right(fig, [axes[0]], title="run (median of repetitions,\n95 % interval bars)", extra=[_hollow_note()])
+    targets = "; ".join(dict.fromkeys(c.target for c in contexts))
+    ctx = RunContext(run_id=", ".join(run_ids), target=targets, kind=None, server_profiles={},
+                     synthetic=any(c.synthetic for c in contexts))
+    title = f"{len(run_ids)} runs compared: receive and send rate per permutation"
+    _suptitle(fig, title, ctx)
+    f = _save(fig, out_dir, _slug("runs_compared", *run_ids)[:150])
+    return [Plot(section, title, f)]

@@ -212,9 +212,13 @@ def verdict_words(gains: list[dict], threshold_pct: float) -> str:
              f"“Pays from” is the first total thread count from which every verdict is gain (– never).</p>"]
     few = [g for g in gains if min(g["n"], g["baseline_n"]) < U.MIN_REPS]
     if few:
-        every = "Every comparison" if len(few) == len(gains) else f"{len(few)} of {len(gains)} comparisons"
-        parts.append(f"<p class='issues'><b>{every} rest on fewer than {U.MIN_REPS} repetitions on a side, so "
-                     f"{'its' if len(few) == 1 else 'their'} verdict is inconclusive</b> whatever the medians say: "
+        if len(few) == len(gains):
+            every = ("Every comparison rests" if len(gains) > 1 else "The comparison rests")
+            whose = "its verdict is" if len(gains) == 1 else "every verdict is"
+        else:
+            every, whose = f"{len(few)} of {len(gains)} comparisons rest", "their verdicts are"
+        parts.append(f"<p class='issues'><b>{every} on fewer than {U.MIN_REPS} repetitions on a side, so "
+                     f"{whose} inconclusive</b> whatever the medians say: "
                      f"one or two repetitions cannot tell an effect from noise. Run the matrix with "
                      f"<code>repetitions: {U.MIN_REPS}</code> or more (5 recommended).</p>")
     return "\n".join(parts)

@@ -2,7 +2,7 @@
 Python (statistics module) computed from the same raw files, missing/corrupt files reported
 by name, plots written as real PNGs and linked from index.html, labels, the CLI.
 
-One SparkSession (local[2]) for the module; two small analyses (~70 + 1 repetitions)."""
+One SparkSession (local[2], tests/analysis/conftest.py) for the package's tests."""
 
 from __future__ import annotations
 
@@ -32,7 +32,6 @@ METRICS = {"send_rate": ("send_rate",), "receive_rate": ("receive_rate",),
            "send_p99_ms": ("send_latency_ms", "p99"), "e2e_p50_ms": ("e2e_latency_ms", "p50"),
            "e2e_p95_ms": ("e2e_latency_ms", "p95"), "e2e_p99_ms": ("e2e_latency_ms", "p99")}
 # independent of harness.analysis.transforms on purpose
-BENIGN = {"BROKER_RECEIVE_WAITFOR", "BROKER_TRANSMITTER", "PG_IDLE_BACKGROUND"}
 CATEGORY = {"PAGELATCH_EX": "page latch", "PAGELATCH_SH": "page latch", "WRITELOG": "log flush",
             "LOGBUFFER": "log flush", "LCK_M_X": "lock", "LCK_M_S": "lock", "LCK_M_SCH_S": "lock"}
 PNG_SIG = b"\x89PNG\r\n\x1a\n"
@@ -40,15 +39,6 @@ THRESHOLD = 5.0
 
 
 # --------------------------------------------------------------------------- fixtures
-
-@pytest.fixture(scope="module")
-def spark():
-    from harness.analysis.spark import get_spark
-
-    s = get_spark("local[2]", app_name="ssbench-tests", shuffle_partitions=2, driver_memory="1g", input_bytes=0)
-    yield s
-    s.stop()
-
 
 @pytest.fixture(scope="module")
 def faulty_run(tmp_path_factory):
@@ -225,14 +215,12 @@ def test_wait_profile_and_verdict_match_python(report, faulty_run):
         top[r["perm_id"]].append(r)
     for perm, waits in expected.items():
         assert set(profile[perm]) == set(waits), perm
-        real = {k: v for k, v in waits.items() if k not in BENIGN}
+        real = waits   # idle waits are left out by the targets (and by the synthetic runs)
         total = sum(real.values())
         for k, v in waits.items():
             row = profile[perm][k]
             assert _close(_f(row["wait_ms_per_s"]), v, rel=1e-9, abs_=1e-6), (perm, k)
-            assert (row["benign"] == "true") == (k in BENIGN), (perm, k)
-            if k not in BENIGN:
-                assert _close(_f(row["share"]), v / total, rel=1e-9, abs_=1e-9), (perm, k)
+            assert _close(_f(row["share"]), v / total, rel=1e-9, abs_=1e-9), (perm, k)
         ranked = sorted(real, key=lambda k: (-real[k], k))[:5]
         assert [r["wait_type"] for r in sorted(top[perm], key=lambda r: int(r["rank"]))] == ranked, perm
         # the verdict, recomputed
@@ -256,36 +244,92 @@ def test_wait_profile_and_verdict_match_python(report, faulty_run):
     assert perms["i1-t1-trick150-p100-durable"]["verdict"] == "client-bound"
 
 
+def _scipy_gain_ci(t: list[float], b: list[float]) -> tuple[float, float] | None:
+    """The reference: scipy's percentile bootstrap of the ratio of medians (same seed/resamples)."""
+    import numpy as np
+    from scipy import stats
+
+    from harness.analysis import uncertainty as U
+
+    if len(t) < 3 or len(b) < 3:
+        return None
+    res = stats.bootstrap((np.array(t), np.array(b)),
+                          lambda x, y, axis=-1: np.median(x, axis=axis) / np.median(y, axis=axis),
+                          vectorized=True, paired=False, method="percentile", n_resamples=U.RESAMPLES,
+                          confidence_level=0.95, rng=np.random.default_rng(U.SEED))
+    return 100 * (res.confidence_interval.low - 1), 100 * (res.confidence_interval.high - 1)
+
+
+def _verdict(ci: tuple[float, float] | None) -> str:
+    if ci is None:
+        return "inconclusive"
+    lo, hi = ci
+    if lo > THRESHOLD:
+        return "gain"
+    if hi < -THRESHOLD:
+        return "loss"
+    if -THRESHOLD <= lo and hi <= THRESHOLD:
+        return "no difference"
+    return "inconclusive"
+
+
 def test_gains_and_crossover_match_python(report, faulty_run):
     run, _ = faulty_run
     reps = _load_reps(run)
-    med = {p: statistics.median(s["receive_rate"] for s in ss) for p, ss in reps.items()}
+    values = {p: [s["receive_rate"] for s in sorted(ss, key=lambda s: s["repetition"])] for p, ss in reps.items()}
+    med = {p: statistics.median(v) for p, v in values.items()}
     gains = _read_csv(report.parent / "tables" / "dialog_gains.csv")
     assert {g["strategy"] for g in gains} == {"trick150", "shared"}
     by_group = defaultdict(list)
     for g in gains:
         i, t, s = int(g["initiators"]), int(g["threads"]), g["strategy"]
-        base = med[f"i{i}-t{t}-per_thread-p100-durable"]
-        other = med[f"i{i}-t{t}-{s}-p100-durable"]
-        assert _close(_f(g["gain_pct"]), (other / base - 1.0) * 100.0, rel=1e-9), g
+        bp, op = f"i{i}-t{t}-per_thread-p100-durable", f"i{i}-t{t}-{s}-p100-durable"
+        assert _close(_f(g["gain_pct"]), (med[op] / med[bp] - 1.0) * 100.0, rel=1e-9), g
         assert int(g["total_threads"]) == i * t
-        by_group[(s, i)].append((i * t, (other / base - 1.0) * 100.0))
+        assert (int(g["n"]), int(g["baseline_n"])) == (len(values[op]), len(values[bp]))
+        ci = _scipy_gain_ci(values[op], values[bp])
+        if ci is None:
+            assert g["gain_ci_low_pct"] == g["gain_ci_high_pct"] == "", g
+        else:
+            assert _close(_f(g["gain_ci_low_pct"]), ci[0], rel=1e-9) and _close(_f(g["gain_ci_high_pct"]), ci[1],
+                                                                                 rel=1e-9), g
+        assert g["verdict"] == _verdict(ci), g
+        by_group[(s, i)].append((i * t, (med[op] / med[bp] - 1.0) * 100.0, g["verdict"]))
     assert len(gains) == 2 * 2 * 4
+    # i1-t10-per_thread lost a repetition to its corrupt summary: 2 left, so inconclusive
+    assert {g["verdict"] for g in gains if g["baseline_perm_id"] == "i1-t10-per_thread-p100-durable"} == {"inconclusive"}
     cross = {(c["strategy"], int(c["initiators"])): c for c in _read_csv(report.parent / "tables" / "crossover.csv")}
     for key, pts in by_group.items():
         pts.sort()
         expected = None
         for k in range(len(pts)):
-            if all(g > THRESHOLD for _, g in pts[k:]):
+            if all(v == "gain" for _, _, v in pts[k:]):
                 expected = pts[k][0]
                 break
         got = cross[key]["crossover_total_threads"]
         assert (None if got == "" else int(got)) == expected, (key, pts)
-        assert _close(_f(cross[key]["max_gain_pct"]), max(g for _, g in pts)), key
+        assert cross[key]["verdict"] == pts[-1][2], key
+        assert _close(_f(cross[key]["max_gain_pct"]), max(g for _, g, _ in pts)), key
     # the model's shape: the trick pays at high thread counts, a shared dialog never does
     assert cross[("trick150", 2)]["crossover_total_threads"] not in ("", None)
+    assert cross[("trick150", 2)]["verdict"] == "gain"
     assert float(cross[("trick150", 2)]["gain_at_max_threads_pct"]) > 50
     assert cross[("shared", 2)]["crossover_total_threads"] == ""
+    assert cross[("shared", 2)]["verdict"] == "loss"
+
+
+def test_parquet_tables_carry_intervals_and_verdicts(spark, report):
+    tables = report.parent / "tables"
+    gains = spark.read.parquet(str(tables / "dialog_gains.parquet"))
+    assert {"gain_pct", "gain_ci_low_pct", "gain_ci_high_pct", "verdict", "synthetic"} <= set(gains.columns)
+    assert {r.verdict for r in gains.select("verdict").distinct().collect()} <= \
+        {"gain", "loss", "no difference", "inconclusive"}
+    assert gains.count() == len(_read_csv(tables / "dialog_gains.csv"))
+    cross = spark.read.parquet(str(tables / "crossover.parquet"))
+    assert {"verdict", "crossover_total_threads", "gain_at_max_threads_ci_low_pct"} <= set(cross.columns)
+    perms = spark.read.parquet(str(tables / "permutations.parquet"))
+    assert {"receive_rate_ci_low", "receive_rate_ci_high", "receive_rate_values", "synthetic"} <= set(perms.columns)
+    assert perms.where("synthetic").count() == perms.count()  # every row of a synthetic run says so
 
 
 # --------------------------------------------------------------------------- robustness
@@ -373,11 +417,17 @@ def test_plots_are_pngs_referenced_by_index(report):
         assert w >= 600 and h >= 300, (src, w, h)
         desc = text.get("Description", "")
         assert "20261121-000000-t" in desc and "PostgreSQL emulation" in desc, (src, text)
+        assert "SYNTHETIC" in desc, (src, text)
         assert "SQL Server" not in desc and "SQL Server" not in text.get("Title", "")
     assert sorted(p.name for p in (report.parent / "plots").glob("*.png")) == sorted(Path(s).name for s in srcs)
     # the key table and the labels
     assert "Key results" in html and "pays from" in html
     assert "PostgreSQL emulation" in html and "SQL Server" not in html
+    # synthetic data is labelled as such; the embedded target's caveats are stated
+    assert html.count("SYNTHETIC") >= 3 and "Nothing in it was measured" in html
+    assert "mapped from PostgreSQL wait events" in html and "docs/embedded.md" in html
+    assert "does not exist on PostgreSQL" in html
+    assert "v-gain" in html and "inconclusive" in html
     assert "<style>" in html and "<script" not in html
     for t in ("permutations", "dialog_gains", "crossover", "top_waits", "wait_profile", "repetitions"):
         assert (report.parent / "tables" / f"{t}.csv").is_file(), t
@@ -402,31 +452,28 @@ def test_single_value_axes_and_absent_strategies(spark, tiny_run, tmp_path):
     assert again == index
 
 
-def test_wait_categories_and_benign_waits(spark):
+def test_wait_categories(spark):
     from pyspark.sql import functions as F
 
     from harness.analysis import transforms as T
 
-    expected = {  # wait type: (category, benign)
-        "PAGELATCH_EX": ("page latch", False), "PAGELATCH_UP": ("page latch", False),
-        "WRITELOG": ("log flush", False), "LOGBUFFER": ("log flush", False),
-        "LCK_M_X": ("lock", False), "LCK_M_SCH_S": ("lock", False),
-        "ASYNC_NETWORK_IO": ("client", False), "PAGEIOLATCH_SH": ("io", False),
-        "SOS_SCHEDULER_YIELD": ("cpu", False), "LATCH_EX": ("other", False),
-        "WAITFOR": ("other", False),  # the embedded SEND delay knob: not idle
-        "BROKER_RECEIVE_WAITFOR": ("other", True), "PG_CLIENT_READ": ("other", True),
-        "PG_IDLE_BACKGROUND": ("other", True), "CPU_RUNNING": ("cpu", True),
-        "LWLock:BufferContent": ("page latch", False), "IO:WalSync": ("log flush", False),
-        "Lock:transactionid": ("lock", False), "Timeout:PgSleep": ("other", True),
+    expected = {  # wait type: category
+        "PAGELATCH_EX": "page latch", "PAGELATCH_UP": "page latch", "WRITELOG": "log flush",
+        "LOGBUFFER": "log flush", "LCK_M_X": "lock", "LCK_M_SCH_S": "lock", "ASYNC_NETWORK_IO": "client",
+        "PAGEIOLATCH_SH": "io", "SOS_SCHEDULER_YIELD": "cpu", "LATCH_EX": "other", "WAITFOR": "other",
+        "LWLock:BufferContent": "page latch", "IO:WalSync": "log flush", "Lock:transactionid": "lock",
     }
     df = spark.createDataFrame([(k,) for k in expected], "w string")
-    got = {r.w: (r.c, r.b) for r in df.select("w", T._category(F.col("w")).alias("c"),
-                                               F.col("w").rlike(T.BENIGN_WAITS).alias("b")).collect()}
+    got = {r.w: r.c for r in df.select("w", T._category(F.col("w")).alias("c")).collect()}
     assert got == expected
 
 
 def test_target_text_never_says_sql_server_for_embedded():
     from harness.analysis.plots import target_text
+
+    assert target_text("embedded", "SYNTHETIC data: PostgreSQL 18.6 emulation of Service Broker").startswith(
+        "SYNTHETIC data (not measured)")
+    assert target_text("mssql", "SQL Server 16.0", synthetic=True).startswith("SYNTHETIC")
 
     assert "PostgreSQL emulation" in target_text("embedded", "PostgreSQL 18.6 emulation of Service Broker")
     assert target_text("embedded", "emulation of SQL Server Service Broker") == "PostgreSQL emulation of Service Broker"
