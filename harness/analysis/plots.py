@@ -470,13 +470,16 @@ def send_vs_receive(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Pl
     ax.plot([0, top], [0, top], color="grey", lw=1, ls="--", label="receive = send")
     for (s, i), srows in sorted(_by(rows, "dialogs", "initiators").items()):
         col = STRATEGY_COLOR.get(s)
+        face = [col if (r["n"] or 0) >= MIN_REPS else "white" for r in srows]   # hollow: < 3 repetitions
         ax.scatter([r["send_rate_median"] for r in srows], [r["receive_rate_median"] for r in srows], s=18,
-                   marker=markers[i], color=col, alpha=0.8, label=f"{s}, {i} initiator{'s' if i > 1 else ''}")
+                   marker=markers[i], c=face, edgecolors=col, alpha=0.8,
+                   label=f"{s}, {i} initiator{'s' if i > 1 else ''}")
         srows.sort(key=lambda r: r["total_threads"])
         ratio = [100.0 * r["receive_rate_median"] / r["send_rate_median"] if r["send_rate_median"] else float("nan")
                  for r in srows]
-        ax2.scatter([r["total_threads"] for r in srows], ratio, s=18, marker=markers[i], color=col, alpha=0.8,
-                    label=f"{s}, {i} initiator{'s' if i > 1 else ''}")
+        face = [col if (r["n"] or 0) >= MIN_REPS else "white" for r in srows]
+        ax2.scatter([r["total_threads"] for r in srows], ratio, s=18, marker=markers[i], c=face, edgecolors=col,
+                    alpha=0.8, label=f"{s}, {i} initiator{'s' if i > 1 else ''}")
     ax2.axhline(100, color="grey", lw=1, ls="--")
     ax.set_xlabel("SENDs/s (median)")
     ax.set_ylabel("messages/s processed by the target (median)")
@@ -486,7 +489,7 @@ def send_vs_receive(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Pl
     ax2.set_xlabel("total client threads (initiators × threads)")
     ax2.set_ylabel("received / sent in the measured window (%)")
     ax2.grid(alpha=0.3)
-    _legend_right(fig, [ax, ax2])
+    _legend_right(fig, [ax, ax2], extra=[_hollow_note()])
     _x_ticks(ax2, [r["total_threads"] for r in rows])
     title = "Does the target keep up? Send vs receive rate (all payloads and servers)"
     _suptitle(fig, title, ctx)
@@ -519,8 +522,8 @@ def latency(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
                         if all(math.isnan(y) for y in ys):
                             continue
                         any_data = True
-                        ax.plot([r["total_threads"] for r in drows], ys, ls, marker="o", ms=3,
-                                color=STRATEGY_COLOR.get(s), label=f"{s} {pct}")
+                        _points(ax, [r["total_threads"] for r in drows], ys, [r["n"] for r in drows],
+                                STRATEGY_COLOR.get(s), ls=ls, ms=3, label=f"{s} {pct}")
                 ax.set_yscale("log")
                 ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
                 ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
@@ -535,7 +538,8 @@ def latency(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
             continue
         axes[0][0].set_ylabel("SEND latency (ms, log scale)")
         axes[1][0].set_ylabel("end-to-end latency (ms, log scale)")
-        _legend_right(fig, [a for row in axes for a in row], title="strategy, percentile\n(medians of repetitions)")
+        _legend_right(fig, [a for row in axes for a in row], title="strategy, percentile\n(medians of repetitions)",
+                      extra=[_hollow_note()])
         title = f"Latency percentiles vs threads — {ctx.server_label(server)}, {_payload_label(payload)}"
         _suptitle(fig, title, ctx)
         f = _save(fig, out_dir, _slug("latency", ctx.run_id, server))
