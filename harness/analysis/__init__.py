@@ -12,9 +12,12 @@ Entry points:
 - :mod:`harness.analysis.synth`: synthetic run directories in the documented layout (tests,
   the benchmark and the notebook's fallback).
 
-Modules: ``spark`` (session), ``schemas`` (explicit StructTypes), ``discovery`` (finding
-and reading runs through harness.results.RunReader, problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``plots``
-(matplotlib, Agg), ``report`` (index.html), ``job`` (orchestration).
+Modules: ``spark`` (session), ``schemas`` (explicit StructTypes, checked against the results
+model by a test), ``discovery`` (finding and reading runs through harness.results.RunReader,
+problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``uncertainty``
+(bootstrap intervals and verdicts, numpy), ``comparisons`` (gains, crossovers and intervals on
+the driver), ``plots`` (matplotlib, Agg), ``report`` (index.html), ``job`` (orchestration),
+``synth`` (synthetic runs, written through harness.results and marked SYNTHETIC).
 
 Importing this package does not import pyspark; its modules that need Spark import it.
 """
