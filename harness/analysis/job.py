@@ -108,8 +108,9 @@ def analyze(run_dirs: list[str | Path], out: str | Path | None = None, master: s
     """Analyze ``run_dirs`` into a report directory and return the path of its index.html.
 
     ``spark``: an existing SparkSession to use (kept running); otherwise one is started on
-    ``master`` (default local[*]) and stopped at the end. ``threshold_pct``: the gain a dialog
-    strategy must keep to count as paying (crossover). ``log``: progress messages (default: none).
+    ``master`` (default local[*]) and stopped at the end. ``threshold_pct``: a comparison's
+    verdict is ``gain`` only when its whole 95 % interval is above it, ``loss`` only when wholly
+    below its negative (docs/statistics.md). ``log``: progress messages (default: none).
     """
     return analyze_result(run_dirs, out, master, spark=spark, threshold_pct=threshold_pct,
                           top_waits=top_waits, log=log).index
@@ -472,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="report directory (default RUN_DIR/report)")
     ap.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     ap.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
-                    help="gain (%%) a dialog strategy must keep to count as paying (default %(default)s)")
+                    help="a gain (%%) counts only when its whole 95%% interval is above this, a loss when wholly "
+                         "below minus this (default %(default)s)")
     args = ap.parse_args(argv)
     try:
         path = analyze(args.run_dirs, out=args.out, master=args.master, threshold_pct=args.threshold,

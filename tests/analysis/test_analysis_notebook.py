@@ -70,4 +70,7 @@ def test_notebook_executes_on_a_synthetic_run(tmp_path, monkeypatch):
     assert len(images) >= 6
     html = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "text/html" in o.get("data", {})]
     assert any("pays from" in o["data"]["text/html"] for o in html)
+    # the synthetic run is labelled, and one repetition gives inconclusive verdicts, said in words
+    assert any("SYNTHETIC DATA" in o["data"]["text/html"] for o in html)
+    assert any("so every verdict is inconclusive" in o["data"]["text/html"] for o in html)
     assert (tmp_path / "report" / "index.html").is_file()
