@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -225,23 +226,31 @@ def verdict_words(gains: list[dict], threshold_pct: float) -> str:
 
 
 def _mapping_rows(mapping: Any) -> list[tuple[str, str]]:
-    """A wait mapping from run.json's target section: {"Type/Event": "WAIT"} or a list of
-    {"postgresql": ..., "wait_type": ...} (or 2-item lists)."""
+    """A wait mapping from run.json's target section: a list of {"pg_wait_type", "pg_wait_event"
+    (null: any event of that type), "wait_type"} (what the embedded target writes), or
+    {"Type/Event": "WAIT"}."""
     if isinstance(mapping, dict):
         return [(str(k), str(v)) for k, v in mapping.items()]
     rows = []
     for m in mapping if isinstance(mapping, list) else []:
-        if isinstance(m, dict):
-            rows.append((str(m.get("postgresql") or m.get("pg") or m.get("event")), str(m.get("wait_type"))))
-        elif isinstance(m, (list, tuple)) and len(m) == 2:
-            rows.append((str(m[0]), str(m[1])))
+        if isinstance(m, dict) and m.get("wait_type"):
+            pg = f"{m.get('pg_wait_type') or '?'}:{m.get('pg_wait_event') or '(any other)'}"
+            rows.append((pg, str(m["wait_type"]) + (" (idle, left out)" if m.get("benign") else "")))
     return rows
+
+
+def _notes(target: dict[str, Any]) -> list[str]:
+    notes = target.get("notes")
+    out = [n for n in (notes if isinstance(notes, list) else [notes]) if isinstance(n, str) and n]
+    if isinstance(target.get("note"), str) and target["note"] not in out:
+        out.append(target["note"])
+    return out
 
 
 def about_targets(disc: Discovery, targets: dict[str, str], synthetic_runs: set[str]) -> str:
     """What the reader must know about the runs' targets before reading any number: synthetic
-    data, the embedded target's mapped waits and missing page latch, the target's own notes.
-    An HTML fragment (the notebook displays it too)."""
+    data, the embedded target's mapped waits (with the run's mapping) and missing page latch,
+    the target's own notes (run.json ``target.notes``). An HTML fragment (the notebook shows it)."""
     parts = []
     if synthetic_runs:
         parts.append("<div class='synthetic'>SYNTHETIC DATA: " + _e(", ".join(sorted(synthetic_runs)))
@@ -250,27 +259,23 @@ def about_targets(disc: Discovery, targets: dict[str, str], synthetic_runs: set[
                      + ("it" if len(synthetic_runs) == 1 else "them") + " was measured.</div>")
     for run in disc.runs:
         t = run.target
-        kind = run.target_kind
-        items = []
-        if kind == "embedded" or "PostgreSQL emulation" in targets.get(run.run_id, ""):
+        notes = _notes(t)
+        items = [_e(n) for n in notes]
+        if run.target_kind == "embedded" or "PostgreSQL emulation" in targets.get(run.run_id, ""):
             rows = _mapping_rows(t.get("wait_mapping"))
-            mapping = ("<details><summary>the mapping used by this run</summary><table><thead><tr>"
-                       "<th class='l'>PostgreSQL wait event</th><th class='l'>reported as</th></tr></thead><tbody>"
-                       + "".join(f"<tr><td class='l'>{_e(a)}</td><td class='l'>{_e(b)}</td></tr>" for a, b in rows)
-                       + "</tbody></table></details>") if rows else (
-                       " The mapping is the one documented in docs/embedded.md (section “Wait statistics”), e.g. "
-                       "IO:WalSync → WRITELOG, LWLock:BufferContent → PAGELATCH_EX, Lock:transactionid → LCK_M_X.")
+            table_html = ("<details><summary>the wait mapping used by this run</summary><table><thead><tr>"
+                          "<th class='l'>PostgreSQL wait event</th><th class='l'>reported as</th></tr></thead><tbody>"
+                          + "".join(f"<tr><td class='l'>{_e(a)}</td><td class='l'>{_e(b)}</td></tr>" for a, b in rows)
+                          + "</tbody></table></details>") if rows else (
+                " The mapping is the one documented in docs/embedded.md (section “Wait statistics”), e.g. "
+                "IO:WalSync → WRITELOG, LWLock:BufferContent → PAGELATCH_EX, Lock:transactionid → LCK_M_X.")
             items.append("Its wait types are <b>mapped from PostgreSQL wait events</b> (sampled from "
                          "pg_stat_activity) to Service Broker's wait-type names; they are estimates, not the "
-                         "server's own wait statistics." + mapping)
-            items.append("The <b>page-latch contention behind the 150 trick does not exist on PostgreSQL</b> "
-                         "(the hot sysdesend pages of the whitepaper): what the 150 trick does here says nothing "
-                         "about that mechanism.")
-        notes = t.get("notes")
-        for n in (notes if isinstance(notes, list) else [notes] if isinstance(notes, str) else []):
-            items.append(_e(n))
-        if isinstance(t.get("note"), str):
-            items.append(_e(t["note"]))
+                         "server's own wait statistics." + table_html)
+            if not any(re.search(r"page.latch", n, re.I) for n in notes):
+                items.append("The <b>page-latch contention behind the 150 trick does not exist on PostgreSQL</b> "
+                             "(the hot sysdesend pages of the whitepaper): what the 150 trick does here says "
+                             "nothing about that mechanism.")
         if items:
             parts.append(f"<div class='about'><b>About run {_e(run_label(run.run_id, run.run_id in synthetic_runs))}"
                          f"</b> ({_e(targets.get(run.run_id))}):<ul>" + "".join(f"<li>{i}</li>" for i in items)

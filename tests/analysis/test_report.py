@@ -1,0 +1,56 @@
+"""The report's notes about the targets (harness.analysis.report.about_targets), from run.json
+sections as the targets write them. Fast: no Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.analysis.discovery import Discovery, RunInfo
+from harness.analysis.report import about_targets, verdict_words
+
+EMBEDDED = {"kind": "embedded", "label": "PostgreSQL 18.6 emulation of Service Broker",
+            "notes": ["Wait types are mapped from PostgreSQL wait events (wait_mapping; docs/embedded.md).",
+                      "The page-latch contention that the 150 trick relieves on SQL Server does not exist on "
+                      "PostgreSQL: expect no gain from it here."],
+            "wait_mapping": [{"pg_wait_type": "IO", "pg_wait_event": "WalSync", "wait_type": "WRITELOG"},
+                             {"pg_wait_type": "LWLock", "pg_wait_event": None, "wait_type": "LATCH_EX"},
+                             {"pg_wait_type": "Activity", "pg_wait_event": None, "wait_type": "PG_IDLE_BACKGROUND",
+                              "benign": True}]}
+
+
+def _disc(target: dict, run_id: str = "r1") -> Discovery:
+    run = RunInfo(run_id=run_id, path=Path("/nonexistent") / run_id, meta={"target": target},
+                  target_kind=target.get("kind"), target_label=target.get("label"))
+    return Discovery(runs=[run], reps=[])
+
+
+def test_embedded_notes_and_the_runs_own_mapping():
+    html = about_targets(_disc(EMBEDDED), {"r1": "PostgreSQL emulation"}, set())
+    for note in EMBEDDED["notes"]:
+        assert note.split(":")[0] in html
+    assert "IO:WalSync" in html and "WRITELOG" in html and "LWLock:(any other)" in html
+    assert "PG_IDLE_BACKGROUND (idle, left out)" in html
+    assert html.count("page-latch contention") == 1   # the target's own note, not repeated
+    assert "SYNTHETIC" not in html
+
+
+def test_embedded_without_mapping_or_notes_points_to_the_docs():
+    html = about_targets(_disc({"kind": "embedded", "label": "x"}), {"r1": "PostgreSQL emulation (x)"}, set())
+    assert "mapped from PostgreSQL wait events" in html and "docs/embedded.md" in html
+    assert "does not exist on PostgreSQL" in html
+
+
+def test_sql_server_notes_shown_and_synthetic_banner():
+    target = {"kind": "mssql", "label": "SQL Server 16.0",
+              "notes": ["a single-instance layout bypasses the transmission queue"]}
+    html = about_targets(_disc(target), {"r1": "SQL Server 16.0"}, {"r1"})
+    assert "a single-instance layout bypasses the transmission queue" in html
+    assert "mapped from PostgreSQL" not in html
+    assert "SYNTHETIC DATA: r1 was generated" in html and "r1 (SYNTHETIC)" in html
+
+
+def test_verdict_words_count_the_comparisons_with_too_few_repetitions():
+    gains = [{"n": 5, "baseline_n": 5}, {"n": 2, "baseline_n": 5}, {"n": 5, "baseline_n": 1}]
+    assert "2 of 3 comparisons rest on fewer than 3 repetitions" in verdict_words(gains, 5.0)
+    assert "fewer than 3 repetitions on a side" not in verdict_words(gains[:1], 5.0)
+    assert "Every comparison rests" in verdict_words(gains[1:], 5.0)
