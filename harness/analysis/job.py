@@ -259,8 +259,9 @@ HELPER_PLOTS = ("wait_profile", "latency", "queue_depth")
 def _plot_call(name: str, args: tuple) -> list[plots.Plot]:
     """Run one plotting function by name (what the helper process executes)."""
     from harness.analysis import plots as P
+    from harness.analysis import plots_compare as PC
 
-    return getattr(P, name)(*args)
+    return (getattr(P, name, None) or getattr(PC, name))(*args)
 
 
 def _warm_helper() -> bool:
