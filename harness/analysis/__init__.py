@@ -16,8 +16,9 @@ Modules: ``spark`` (session), ``schemas`` (explicit StructTypes, checked against
 model by a test), ``discovery`` (finding and reading runs through harness.results.RunReader,
 problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``uncertainty``
 (bootstrap intervals and verdicts, numpy), ``comparisons`` (gains, crossovers and intervals on
-the driver), ``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view), ``report`` (index.html), ``job`` (orchestration),
-``synth`` (synthetic runs, written through harness.results and marked SYNTHETIC).
+the driver), ``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view),
+``report`` (index.html), ``job`` (orchestration), ``synth`` (synthetic runs, written through
+harness.results and marked SYNTHETIC).
 
 Importing this package does not import pyspark; its modules that need Spark import it.
 """

@@ -131,7 +131,8 @@ PERM_COLUMNS = [
     ("send_rate_median", "send msg/s (median)", "rate"), ("send_rate_iqr", "IQR", "rate"),
     ("send_p50_ms_median", "SEND p50 ms", "ms"), ("send_p99_ms_median", "SEND p99 ms", "ms"),
     ("e2e_p50_ms_median", "e2e p50 ms", "ms"), ("e2e_p99_ms_median", "e2e p99 ms", "ms"),
-    ("max_xmitq_depth", "max xmitq", ""), ("top_wait", "top wait", "l"), ("top_wait_share", "share", "share"),
+    ("xmitq_depth_max_measured", "max xmitq (measured window)", ""),
+    ("top_wait", "top wait", "l"), ("top_wait_share", "share", "share"),
     ("verdict", "bottleneck", "l"), ("messages_lost", "lost", ""),
 ]
 CROSS_COLUMNS = [
