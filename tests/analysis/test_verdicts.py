@@ -102,3 +102,24 @@ def test_one_repetition_is_inconclusive_in_words(spark, tmp_path):
     html = result.index.read_text()
     assert "Every comparison rests on fewer than 3 repetitions on a side, so every verdict is inconclusive" in html
     assert 'class="v-gain"' not in html
+
+
+def test_unsupported_schema_versions_are_named_and_skipped(spark, tmp_path):
+    from harness.analysis.job import analyze_result
+
+    run = synth.synthesize(tmp_path, synth.small_spec(name="v", repetitions=2, **AXES), run_id="20261122-v")
+    summary = run / "i1-t5-trick150-p100-durable" / "rep-02" / "summary.json"
+    doc = json.loads(summary.read_text())
+    doc["schema"] = "ssbench.summary/2"
+    summary.write_text(json.dumps(doc))
+    record = json.loads((run / "run.json").read_text())
+    record["schema"] = "ssbench.run/9"
+    (run / "run.json").write_text(json.dumps(record))
+    result = analyze_result([run], spark=spark)
+    problems = {i.path: i.problem for i in result.issues}
+    assert "unsupported schema version 'ssbench.summary/2'" in problems[str(summary)]
+    assert "unsupported schema version 'ssbench.run/9'" in problems[str(run / "run.json")]
+    perms = {p["perm_id"]: p for p in result.permutations}
+    assert perms["i1-t5-trick150-p100-durable"]["n"] == 1 and perms["i1-t5-per_thread-p100-durable"]["n"] == 2
+    # without run.json the summaries' SYNTHETIC label still marks the run
+    assert "SYNTHETIC DATA" in result.index.read_text()
