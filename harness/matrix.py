@@ -91,6 +91,12 @@ class RunSettings:
     drain_timeout_seconds: float = 120.0
     sample_interval_seconds: float = 1.0
     spawn_rate: float = 50.0  # Locust users started per second per run
+    #: ``interleaved``: repetition 1 of every permutation, then repetition 2 of every
+    #: permutation, ... (A B A B: drift hits every permutation alike); ``sequential``: every
+    #: repetition of a permutation before the next (A A B B)
+    order: str = "interleaved"
+    #: pin the database server and the load generator to separate CPUs (where the host allows)
+    pin_cpus: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,10 @@ RUN_FIELDS = {
     "drain_timeout_seconds": (float, 1, 86_400),
     "sample_interval_seconds": (float, 0.05, 3600),
     "spawn_rate": (float, 0.1, 100_000),
+    "order": (str, ("interleaved", "sequential"), None),
+    "pin_cpus": (bool, None, None),
 }
+RUN_ORDERS = ("interleaved", "sequential")
 BROKER_FIELDS = {
     "max_queue_readers": (int, 1, 32_767),
     "receive_top": (int, 1, 1_000_000),
@@ -190,6 +199,14 @@ class Matrix:
             yield Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
                               dialogs=values["dialogs"], payload_bytes=values["payload_bytes"],
                               server=values["server"], broker=broker, _broker_suffix=suffix)
+
+    def schedule(self) -> list[tuple[Permutation, int]]:
+        """Every (permutation, repetition) in the order the run executes them (``run.order``)."""
+        perms = list(self.permutations())
+        reps = range(1, self.run.repetitions + 1)
+        if self.run.order == "sequential":
+            return [(p, r) for p in perms for r in reps]
+        return [(p, r) for r in reps for p in perms]
 
     def profile_aliases(self, target_kind: str) -> dict[str, str]:
         """Server names mapped to a target kind's own profiles (the matrix's
@@ -348,6 +365,16 @@ def _settings(doc, section: str, spec: dict, err) -> dict[str, Any]:
             raise err(f"unknown key (expected one of {', '.join(spec)})", item, fld)
         kind, lo, hi = spec[key]
         v = item.value
+        if kind is str:
+            if v not in lo:
+                raise err(f"must be one of {', '.join(lo)}, got {v!r}", item, fld)
+            out[key] = v
+            continue
+        if kind is bool:
+            if not isinstance(v, bool):
+                raise err(f"must be true or false, got {v!r}", item, fld)
+            out[key] = v
+            continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
             raise err(f"must be {'an integer' if kind is int else 'a number'}, got {type(v).__name__} {v!r}",
                       item, fld)

@@ -65,6 +65,7 @@ class Repetition:
     users_expected: int | None = None
 
     partial: Path | None = None
+    pinning: dict[str, list[int]] | None = None
     sampler: Sampler | None = None
     dialogs_created: int = 0
     swarm: Swarm | None = None
@@ -122,6 +123,8 @@ class Repetition:
         spec = self.swarm_spec(warmup_seconds=s.warmup_seconds, measure_seconds=s.measure_seconds)
         self.swarm = Swarm(spec, self.partial, p.initiators, p.threads, s.spawn_rate)
         self.swarm.start()
+        if s.pin_cpus:
+            self.pinning = pin_cpus(self._server_pids(), list(self.swarm.procs[n].pid for n in self.swarm.procs))
         self.on_status("running")
         deadline = time.monotonic() + p.total_threads / s.spawn_rate + 60 + s.warmup_seconds \
             + s.measure_seconds + 30
@@ -150,6 +153,7 @@ class Repetition:
             self.sampler.stop()
             with self.lock:
                 self.target.stop()
+            self._unpin()
             warmup = self.settings.warmup_seconds if warmup_seconds is None else warmup_seconds
             measure = self.settings.measure_seconds if measure_seconds is None else measure_seconds
             summary, lat = self._summarize(res, final, warmup, measure, web)
@@ -178,6 +182,7 @@ class Repetition:
         """Best effort: stop the swarm, the collectors and the broker side (nothing committed)."""
         if self.swarm is not None and self.swarm.running():
             self.swarm.stop()
+        self._unpin()
         if self.sampler is not None:
             try:
                 self.sampler.stop()
@@ -190,6 +195,15 @@ class Repetition:
                 log.exception("stopping the target")
 
     # ------------------------------------------------------------------ helpers
+    def _unpin(self) -> None:
+        """The server is shared and outlives the repetition: give it every CPU back."""
+        if self.pinning:
+            pin_cpus(self._server_pids(), [], restore=True)
+
+    def _server_pids(self) -> list[int]:
+        with self.lock:
+            return self.target.server_pids()
+
     def _drain(self) -> Counts:
         return self.target.drain(self.settings.drain_timeout_seconds, lock=self.lock, stop=self.stop_event)
 
@@ -219,7 +233,8 @@ class Repetition:
                                 sends_total=wd.sends_total, errors_total=wd.errors_total,
                                 error_samples=wd.error_samples, users_spawned=wd.users_spawned,
                                 users_active=wd.users_active),
-            e2e_latency=e2e, collected=self.sampler.summary_fields(wd.start, wd.end),
+            e2e_latency=e2e, collected={**self.sampler.summary_fields(wd.start, wd.end),
+                                        **({"cpu_pinning": self.pinning} if self.pinning else {})},
             collector_errors=self.sampler.errors, web=web)
         return build_repetition_summary(data), {"send": wd.latency, "e2e": e2e}
 
@@ -241,3 +256,30 @@ class Repetition:
         for name in ("swarm.json", "master.json"):
             (partial / name).unlink(missing_ok=True)
         write_json(partial / "summary.json", summary)
+
+
+def pin_cpus(server_pids: list[int], client_pids: list[int], restore: bool = False) -> dict[str, list[int]] | None:
+    """Pin the database server's processes to the first half of this process's CPUs and the
+    load generator's to the other half, so they do not compete for a core. Returns the CPU
+    sets, or None where the host does not allow it (fewer than 2 CPUs, no affinity support, or
+    a remote server)."""
+    import os
+
+    import psutil
+
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    if len(cpus) < 2 or not server_pids:
+        return None
+    half = len(cpus) // 2
+    sets = {"server": cpus if restore else cpus[:half], "client": cpus[half:]}
+    for name, pids in (("server", server_pids), ("client", client_pids)):
+        for pid in pids:
+            try:
+                psutil.Process(pid).cpu_affinity(sets[name])
+            except (psutil.Error, OSError) as e:
+                log.warning("cannot pin pid %s: %s", pid, e)
+                return None
+    return sets

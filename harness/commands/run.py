@@ -65,16 +65,21 @@ def execute(args) -> tuple[int, "object"]:
     try:
         lost = runner.run()
     except Interrupted:
+        progress.close()
         rd.finish("interrupted", runner.lost_total)
         print(f"ssbench: interrupted; resume with: ssbench run {args.matrix} --resume --out {rd.path}",
               file=sys.stderr)
         return 130, rd
     except (TargetError, Exception):
+        progress.close()
         rd.finish("failed", runner.lost_total)
         raise
     finally:
         target.close()
+    progress.close()
     rd.finish("complete", lost)
+    print_run_table(rd.path)
+    print(f"ssbench: analyze with: ssbench analyze {rd.path}", file=sys.stderr)
     if lost:
         print(f"ssbench: !!! {lost} MESSAGES LOST in this run: see messages_lost in the summaries !!!",
               file=sys.stderr)
@@ -85,3 +90,24 @@ def execute(args) -> tuple[int, "object"]:
 def cmd_run(args) -> int:
     code, _ = execute(args)
     return code
+
+
+def print_run_table(run_path: Path, stream=None) -> None:
+    """One line per repetition, in the matrix's order (permutation index, then repetition)."""
+    from ..results import RunReader
+
+    stream = stream or sys.stderr
+    rows = sorted(RunReader(run_path).summaries(),
+                  key=lambda s: (s.permutation.get("index", 0), s.permutation_id, s.repetition))
+    if not rows:
+        return
+    nan = float("nan")
+    print(f"\n{rows[0].target.label}: numbers are this target's, measured on this machine", file=stream)
+    print(f"{'permutation':<36} {'rep':>3} {'send/s':>9} {'recv/s':>9} {'SEND p99 ms':>11} "
+          f"{'e2e p99 ms':>10} {'lost':>5}  {'status':<12} top wait", file=stream)
+    for d in rows:
+        tw = d.top_waits[0].wait_type if d.top_waits else "-"
+        sp99, ep99 = d.send_latency_ms.p99, d.e2e_latency_ms.p99
+        print(f"{d.permutation_id:<36} {d.repetition:>3} {d.send_rate:>9.0f} {d.receive_rate:>9.0f} "
+              f"{sp99 if sp99 is not None else nan:>11.2f} {ep99 if ep99 is not None else nan:>10.2f} "
+              f"{d.messages_lost:>5}  {d.status:<12} {tw}", file=stream)

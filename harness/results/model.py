@@ -32,7 +32,7 @@ PERMUTATION_SCHEMA = "ssbench.permutation/1"
 LATENCY_SCHEMA = "ssbench.latency/1"
 
 #: repetition statuses, in precedence order: the first that applies is the repetition's status
-STATUSES = ("lost", "queue_disabled", "errors", "users_idle", "client_bound", "ok")
+STATUSES = ("lost", "queue_disabled", "errors", "users_idle", "client_bound", "noisy_host", "ok")
 #: run statuses (run.json)
 RUN_STATUSES = ("running", "complete", "interrupted", "failed")
 
@@ -231,6 +231,10 @@ class RepetitionSummary(Document):
     server_cpu_percent: float | None = None
     worker_cpu_percent: dict[str, float] = field(default_factory=dict)
     client_bound: bool = False
+    other_cpu_percent: float | None = None
+    steal_percent: float | None = None
+    noisy_host: bool = False
+    cpu_pinning: dict[str, list[int]] | None = field(default=None, metadata={"omit_none": True})
     users_expected: int = 0
     users_spawned: int = 0
     users_active: int = 0

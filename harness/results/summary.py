@@ -25,8 +25,9 @@ def median(values: Iterable[float | None]) -> float | None:
 
 
 def repetition_status(*, lost: int, queue_disabled: bool, errors: int, users_active: int,
-                      users_expected: int, client_bound: bool) -> str:
-    """The first that applies: lost > queue_disabled > errors > users_idle > client_bound > ok."""
+                      users_expected: int, client_bound: bool, noisy_host: bool = False) -> str:
+    """The first that applies: lost > queue_disabled > errors > users_idle > client_bound >
+    noisy_host > ok."""
     if lost:
         return "lost"
     if queue_disabled:
@@ -37,6 +38,8 @@ def repetition_status(*, lost: int, queue_disabled: bool, errors: int, users_act
         return "users_idle"
     if client_bound:
         return "client_bound"
+    if noisy_host:
+        return "noisy_host"
     return "ok"
 
 
@@ -115,9 +118,10 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     col = dict(d.collected)
     top_waits = [w if isinstance(w, TopWait) else TopWait(**w) for w in col.pop("top_waits", [])]
     client_bound = bool(col.pop("client_bound", False))
+    noisy_host = bool(col.pop("noisy_host", False))
     status = repetition_status(lost=lost, queue_disabled=a.queue_disabled, errors=c.errors_total,
                                users_active=c.users_active, users_expected=d.users_expected,
-                               client_bound=client_bound)
+                               client_bound=client_bound, noisy_host=noisy_host)
     return RepetitionSummary(
         run_id=d.run_id, permutation_id=d.permutation["id"], repetition=d.repetition,
         permutation=d.permutation, target=d.target,
@@ -130,7 +134,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         send_rate=round(c.send_latency.count / seconds, 3),
         receive_rate=round(d.e2e_latency.count / seconds, 3),
         send_latency_ms=latency_summary(c.send_latency), e2e_latency_ms=latency_summary(d.e2e_latency),
-        top_waits=top_waits, client_bound=client_bound,
+        top_waits=top_waits, client_bound=client_bound, noisy_host=noisy_host,
         users_expected=d.users_expected, users_spawned=c.users_spawned, users_active=c.users_active,
         errors=c.errors_total, error_samples=list(c.error_samples[:10]),
         collector_errors=list(d.collector_errors[:10]),

@@ -10,11 +10,12 @@ from harness.results import Histogram, build_repetition_summary, median, repetit
 from harness.results.model import TargetRef
 from harness.results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
 
-ORDER = ["lost", "queue_disabled", "errors", "users_idle", "client_bound"]
+ORDER = ["lost", "queue_disabled", "errors", "users_idle", "client_bound", "noisy_host"]
 
 
 def conditions(**on):
-    base = dict(lost=0, queue_disabled=False, errors=0, users_active=4, users_expected=4, client_bound=False)
+    base = dict(lost=0, queue_disabled=False, errors=0, users_active=4, users_expected=4, client_bound=False,
+                noisy_host=False)
     if on.get("lost"):
         base["lost"] = 3
     if on.get("queue_disabled"):
@@ -25,6 +26,8 @@ def conditions(**on):
         base["users_active"] = 3
     if on.get("client_bound"):
         base["client_bound"] = True
+    if on.get("noisy_host"):
+        base["noisy_host"] = True
     return base
 
 

@@ -271,7 +271,7 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
         assert summary["send_rate"] > 0 and summary["messages_sent"] > 0
         assert summary["messages_lost"] == 0 and summary["drained"], summary
         assert summary["errors"] == 0, summary["error_samples"]
-        assert summary["status"] in ("ok", "client_bound"), summary
+        assert summary["status"] in ("ok", "client_bound", "noisy_host"), summary
         assert summary["window"]["measure_seconds"] > 1
         families = {json.loads(line)["family"] for line in (rep / "samples.jsonl").read_text().splitlines()}
         assert {"queues", "throughput", "waits", "activation"} <= families, families
