@@ -75,13 +75,14 @@ class Progress:
             self.started = time.monotonic()
 
     # ------------------------------------------------------------------ output
-    def status(self, text: str) -> None:
-        """What the current repetition is doing (live; rate-limited on plain output)."""
+    def status(self, text: str, phase_change: bool = False) -> None:
+        """What the current repetition is doing. Live figures are rate-limited on plain output;
+        a phase change (preparing, running, draining) is always shown."""
         if self._bar is not None:
             self._bar.update(self._task, status=text)
             return
         now = time.monotonic()
-        if now - self._last_live < self.PLAIN_LIVE_EVERY_S:
+        if not phase_change and now - self._last_live < self.PLAIN_LIVE_EVERY_S:
             return
         self._last_live = now
         self._write(f"[{self.done + 1}/{self.total}] {text}")

@@ -21,6 +21,7 @@ the web UI its sessions.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -44,6 +45,11 @@ log = logging.getLogger(__name__)
 
 class Interrupted(Exception):
     """The repetition was stopped (Ctrl-C, SIGTERM, the web UI shutting down): not committed."""
+
+
+class RepetitionFailed(TargetError):
+    """The repetition cannot be trusted (a Locust worker died, a recording is missing): not
+    committed, so ``--resume`` redoes it."""
 
 
 @dataclass
@@ -129,14 +135,29 @@ class Repetition:
         deadline = time.monotonic() + p.total_threads / s.spawn_rate + 60 + s.warmup_seconds \
             + s.measure_seconds + 30
         while self.swarm.running() and time.monotonic() < deadline:
+            self.swarm.check_workers()
+            if self.swarm.worker_deaths:   # the window would measure a smaller swarm: stop now
+                self.swarm.stop()
+                break
             if self.stop_event.wait(0.5):
                 self.swarm.stop()
                 break
         res = self.swarm.wait(timeout=max(0.0, deadline - time.monotonic()))
         if self.stop_event.is_set() or res.interrupted:
             raise Interrupted()
-        if res.spawn_complete is None or not res.worker_files:
-            raise TargetError("the Locust swarm did not run:\n" + self.swarm.log_tail())
+        failures = self.swarm.worker_failures()
+        if failures:
+            raise RepetitionFailed("; ".join(failures) + " (the repetition is not kept; --resume redoes it)")
+        if res.spawn_complete is None:
+            raise RepetitionFailed("the Locust swarm never finished spawning its users:\n" + self.swarm.log_tail())
+        recorded = {json.loads(f.read_text())["initiator"] for f in res.worker_files}
+        missing = sorted(set(range(1, p.initiators + 1)) - recorded)
+        if missing:
+            raise RepetitionFailed(f"no recording from the Locust worker of initiator(s) {missing} "
+                                   "(the repetition is not kept; --resume redoes it):\n" + self.swarm.log_tail())
+        if self.swarm.foreign_files:
+            log.warning("set aside %d recording(s) of another swarm: %s", len(self.swarm.foreign_files),
+                        ", ".join(f.name for f in self.swarm.foreign_files))
         return res
 
     # ------------------------------------------------------------------ 3. finish

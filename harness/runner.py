@@ -95,7 +95,7 @@ class Runner:
 
         def status(text: str) -> None:
             phase["now"] = text.split(":")[0].split(" ")[0]
-            self.progress.status(f"{perm.id} rep {rep}: {text}")
+            self.progress.status(f"{perm.id} rep {rep}: {text}", phase_change=True)
 
         def live(samples) -> None:
             rate = next((s.value for s in samples if s.metric == "received_per_s"), None)

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
+
+
+#: exit code of a run stopped by a full disk (resumable); the others: 0 ok, 2 bad input,
+#: 3 target error or failed repetition, 4 messages lost, 130 interrupted
+NO_SPACE_EXIT = 5
 
 
 def register(sub) -> None:
@@ -57,25 +64,39 @@ def execute(args) -> tuple[int, "object"]:
     results_root = args.results or RESULTS
     stop = threading.Event()
     install_sigint(stop)
-    rd = start_run(matrix, target, results_root, args.out, args.resume)
-    print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.repetitions} repetition(s) "
-          f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
-    progress = Progress(total=len(matrix) * matrix.run.repetitions)
-    runner = Runner(matrix, target, rd, progress=progress, stop_event=stop)
-    try:
-        lost = runner.run()
-    except Interrupted:
-        progress.close()
-        rd.finish("interrupted", runner.lost_total)
-        print(f"ssbench: interrupted; resume with: ssbench run {args.matrix} --resume --out {rd.path}",
-              file=sys.stderr)
-        return 130, rd
-    except (TargetError, Exception):
-        progress.close()
-        rd.finish("failed", runner.lost_total)
-        raise
-    finally:
-        target.close()
+    # one run (or web session) at a time per target: a second one would reset its databases
+    with target.run_lock(f"ssbench run {args.matrix} (pid {os.getpid()})"):
+        rd = start_run(matrix, target, results_root, args.out, args.resume)
+        print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.repetitions} repetition(s) "
+              f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
+        progress = Progress(total=len(matrix) * matrix.run.repetitions)
+        runner = Runner(matrix, target, rd, progress=progress, stop_event=stop)
+        resume = f"ssbench run {args.matrix} --resume --out {rd.path}"
+        try:
+            lost = runner.run()
+        except Interrupted:
+            progress.close()
+            rd.finish("interrupted", runner.lost_total)
+            print(f"ssbench: interrupted; resume with: {resume}", file=sys.stderr)
+            return 130, rd
+        except OSError as e:
+            progress.close()
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                rd.finish("failed", runner.lost_total)
+                raise
+            try:
+                rd.finish("interrupted", runner.lost_total)
+            except OSError:
+                pass  # run.json keeps "running": --resume treats it as unfinished all the same
+            print(f"ssbench: error: no space left on the device of {e.filename or rd.path}; the repetition "
+                  f"in progress was not kept. Free some space, then resume with: {resume}", file=sys.stderr)
+            return NO_SPACE_EXIT, rd
+        except (TargetError, Exception):
+            progress.close()
+            rd.finish("failed", runner.lost_total)
+            raise
+        finally:
+            target.close()
     progress.close()
     rd.finish("complete", lost)
     print_run_table(rd.path)

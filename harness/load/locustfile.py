@@ -22,12 +22,19 @@ from __future__ import annotations
 import os
 import time
 
+import gevent
 from locust import User, constant, events, task
+from locust.exception import StopUser
 
 from harness.load.offload import Offload
 from harness.load.recorder import Recorder
 from harness.load.spec import SwarmSpec
 from harness.targets.base import sender_factory
+
+#: consecutive failed SENDs: first back-off, its ceiling, and when a user gives up
+BACKOFF_FIRST_S = 0.01
+BACKOFF_MAX_S = 1.0
+GIVE_UP_AFTER_S = 10.0
 
 _state: dict = {}
 # SSBENCH_SEND_MODE=thread forces every SEND through the thread offload (for comparison)
@@ -83,7 +90,7 @@ def _on_test_stop(environment, **_kw) -> None:
         return
     spec = _spec(environment)
     if spec.out_dir:
-        rec.write(spec.out_dir)
+        rec.write(spec.out_dir, spec.swarm_id)
 
 
 class ServiceBrokerUser(User):
@@ -99,6 +106,8 @@ class ServiceBrokerUser(User):
         self._user, self._slot = self._recorder.add_user(spec.usable_dialogs(initiator))
         self._payload = spec.payload()
         self._sender = None
+        self._failing_since: float | None = None
+        self._backoff = BACKOFF_FIRST_S
         sender_spec = spec.sender_specs[str(initiator)]
         # imports happen here, in the greenlet; the pool thread only connects
         self._sender = self._offload.call(self, sender_factory(sender_spec), sender_spec)
@@ -122,6 +131,18 @@ class ServiceBrokerUser(User):
         self.environment.events.request.fire(
             request_type="SSB", name="SEND", response_time=elapsed * 1000.0,
             response_length=len(self._payload), exception=exc, context={"dialog_slot": self._slot})
+        if exc is None:
+            self._failing_since = None
+            return
+        # a failing server (crashed, restarting, refusing): back off instead of spinning, and
+        # give up after GIVE_UP_AFTER_S of nothing but errors
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since, self._backoff = now, BACKOFF_FIRST_S
+        elif now - self._failing_since > GIVE_UP_AFTER_S:
+            raise StopUser()
+        gevent.sleep(self._backoff)
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
 
     def on_stop(self) -> None:
         # wait for a SEND still running on its thread before closing the connection

@@ -61,14 +61,15 @@ class Recorder:
             if len(self.error_samples) < MAX_ERROR_SAMPLES:
                 self.error_samples.append(f"{type(exc).__name__}: {exc}"[:500])
 
-    def to_json(self) -> dict:
-        return {"initiator": self.initiator, "pid": os.getpid(), "bucket_seconds": self.bucket_seconds,
+    def to_json(self, swarm_id: str = "") -> dict:
+        return {"initiator": self.initiator, "pid": os.getpid(), "swarm_id": swarm_id,
+                "bucket_seconds": self.bucket_seconds,
                 "buckets": {str(b): {str(k): v for k, v in c.items()} for b, c in self.buckets.items()},
                 "errors": {str(b): n for b, n in self.errors.items()},
                 "error_samples": self.error_samples,
                 "users": {str(u): v for u, v in self.users.items()}}
 
-    def write(self, out_dir: str | os.PathLike) -> Path:
+    def write(self, out_dir: str | os.PathLike, swarm_id: str = "") -> Path:
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        return write_atomic(out / f"worker-i{self.initiator}-{os.getpid()}.json", json.dumps(self.to_json()))
+        return write_atomic(out / f"worker-i{self.initiator}-{os.getpid()}.json",
+                            json.dumps(self.to_json(swarm_id)))

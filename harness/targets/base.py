@@ -219,6 +219,13 @@ class Target(abc.ABC):
         (empty for remote servers)."""
         return []
 
+    def run_lock(self, owner: str):
+        """A context manager held for a run's (or web session's) lifetime, so that two runs
+        never reset the same target under each other. The default locks nothing."""
+        import contextlib
+
+        return contextlib.nullcontext()
+
     def close(self) -> None:
         """Release connections. Idempotent."""
 
