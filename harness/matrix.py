@@ -269,7 +269,7 @@ def load_matrix(path: str | Path) -> Matrix:
         ploc = doc["embedded_profiles"]
         if not isinstance(ploc.value, dict):
             raise err("must map server names to embedded profiles (durable, delayed)", ploc, "embedded_profiles")
-        from .targets.profiles import EMBEDDED_PROFILES
+        from .targets.embedded.profiles import EMBEDDED_PROFILES
         for key, loc in ploc.value.items():
             if key not in axes["server"]:
                 raise err("not a value of axes.server", loc, f"embedded_profiles.{key}")

@@ -40,7 +40,7 @@ class EmbeddedSender(Sender):
             raise TargetError(f"cannot prepare SEND on the initiator database: {err} "
                               "(was the target provisioned?)")
         self._dialogs: dict[int, str] = {}
-        self._green = None       # harness.load.green.GreenConn, made on the first send_green
+        self._green = None       # .green.GreenConn, made on the first send_green
 
     def dialog(self, slot: int) -> str:
         """Handle of usable dialog ``slot`` (row k of ssb.dialogs)."""
@@ -61,16 +61,13 @@ class EmbeddedSender(Sender):
         if res.status != ExecStatus.TUPLES_OK:
             self._raise(res)
 
-    #: :meth:`send_green` exists: the Locust user may call it directly from a greenlet.
-    cooperative = True
-
     def send_green(self, dialog: str, payload: bytes) -> None:
         """:meth:`send` for a gevent greenlet: libpq in non-blocking mode, waiting on the socket
         through gevent's hub, so other users' greenlets run meanwhile (no thread hop)."""
         with self._lock:
             green = self._green
             if green is None:
-                from harness.load.green import GreenConn
+                from .green import GreenConn
 
                 green = self._green = GreenConn(self._pg)
             res = green.exec_prepared(_STMT, [dialog.encode(), payload], _FORMATS)

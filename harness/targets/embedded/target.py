@@ -31,7 +31,7 @@ from ... import paths
 from ...errors import TargetError, UserError
 from ...matrix import BrokerSettings
 from ..base import Counts, InitiatorCounts, PerfCounter, Target, WaitStat
-from ..profiles import EMBEDDED_PROFILES
+from .profiles import EMBEDDED_PROFILES
 from . import server as server_mod
 from ._db import PREFIX_RE, connect, database_names
 from .server import EmbeddedServer, ServerInfo
@@ -346,10 +346,6 @@ class EmbeddedTarget(Target):
         return self._proc is not None and self._proc.poll() is None
 
     @property
-    def broker_pid(self) -> int | None:
-        return self._proc.pid if self.broker_running() else None
-
-    @property
     def broker_log(self) -> Path:
         d = self.server.data_dir
         return d.parent / f"{d.name}.{self.prefix}.broker.log"
@@ -498,15 +494,6 @@ class EmbeddedTarget(Target):
                            "SELECT wait_type, sum(waiting_tasks)::bigint, sum(wait_time_ms) FROM ssb.wait_stats "
                            "WHERE NOT benign GROUP BY wait_type ORDER BY 3 DESC, 1")
         return [WaitStat(w, int(n), float(ms)) for w, n, ms in rows]
-
-    def wait_stats_detail(self, include_benign: bool = True) -> list[dict[str, Any]]:
-        """Per database and PostgreSQL wait event, with the mapped SQL Server wait type."""
-        rows = self._query(self.target_db,
-                           "SELECT database, pg_wait_type, pg_wait_event, wait_type, benign, waiting_tasks, "
-                           "wait_time_ms FROM ssb.wait_stats WHERE %s OR NOT benign ORDER BY wait_time_ms DESC",
-                           (include_benign,))
-        keys = ("database", "pg_wait_type", "pg_wait_event", "wait_type", "benign", "waiting_tasks", "wait_time_ms")
-        return [dict(zip(keys, r)) for r in rows]
 
     def perf_counters(self) -> list[PerfCounter]:
         """Broker Activation (instance: the target database) and Broker Statistics, named as in

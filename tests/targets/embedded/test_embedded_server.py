@@ -45,7 +45,7 @@ def test_start_reuse_stop(private_server):
 
 
 def test_settings_are_documented():
-    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "embedded.md")).read()
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "embedded.md")).read()
     missing = [k for k in SETTINGS if k not in doc]
     assert not missing, f"settings not documented in docs/embedded.md: {missing}"
 

@@ -27,7 +27,7 @@ from harness.targets.embedded.waits import BENIGN, MAPPING, map_wait
 pytestmark = pytest.mark.slow
 
 PREFIX = "ssbt"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
