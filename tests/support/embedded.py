@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -9,6 +13,7 @@ import psycopg
 
 from harness.matrix import BrokerSettings
 from harness.targets.base import open_sender
+from harness.targets.embedded.server import EmbeddedServer
 from harness.targets.embedded.target import EmbeddedTarget
 from harness.targets.embedded.transport import TransportLink
 
@@ -66,3 +71,18 @@ def wait_for(cond, timeout: float, what: str, poll: float = 0.05):
 
 def counter(target: EmbeddedTarget, name: str) -> float:
     return {c.counter_name: c.value for c in target.perf_counters()}[name]
+
+
+@contextlib.contextmanager
+def private_server(tag: str):
+    """An embedded server of its own (not started), destroyed afterwards. Not under pytest's
+    tmp_path when root: the server then runs as an unprivileged user, and every pytest session
+    of the machine resets /tmp/pytest-of-root to mode 0700 when it starts, which would lock the
+    server out of its data directory mid-test. Same choice as tests/conftest.py."""
+    base = Path(tempfile.mkdtemp(prefix=f"ssbench-test-{tag}-", dir="/var/tmp" if os.geteuid() == 0 else None))
+    srv = EmbeddedServer(base / "pg")
+    try:
+        yield srv
+    finally:
+        srv.destroy()
+        shutil.rmtree(base, ignore_errors=True)

@@ -26,7 +26,7 @@ from ...errors import TargetError
 log = logging.getLogger(__name__)
 
 POLL_S = 0.2               # how often the supervisor looks at the process
-RESTART_BACKOFF_S = (0.5, 10.0)  # first and longest pause after a failed restart
+RESTART_BACKOFF_S = (0.5, 5.0)   # first and longest pause after a failed restart
 
 
 class BrokerSupervisor:
@@ -138,6 +138,7 @@ class BrokerSupervisor:
 
     def _watch(self) -> None:
         backoff = RESTART_BACKOFF_S[0]
+        failures = 0
         while not self._halt.wait(self.poll_s):
             with self._lock:
                 if self._halt.is_set() or not self._wanted:
@@ -147,18 +148,24 @@ class BrokerSupervisor:
                     continue
                 if proc is not None:
                     log.warning("the broker process %d died (exit %s): restarting it", proc.pid, proc.returncode)
+                    self._proc = None
                 try:
                     self._launch(self.start_timeout)
                 except Exception as e:
                     failed = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 else:
                     self.restarts += 1
-                    log.warning("broker restarted (pid %d; %d restart(s) so far)", self._proc.pid, self.restarts)
-                    backoff = RESTART_BACKOFF_S[0]
+                    log.warning("broker restarted (pid %d; %d restart(s) so far%s)", self._proc.pid, self.restarts,
+                                f"; after {failures} failed attempt(s)" if failures else "")
+                    backoff, failures = RESTART_BACKOFF_S[0], 0
                     continue
             if self._halt.is_set():
                 break
-            log.error("broker restart failed, retrying in %.1f s: %s", backoff, failed)
+            failures += 1
+            # one line per outage, not one per attempt (the database server may be down a while)
+            (log.error if failures == 1 else log.debug)(
+                "broker restart failed, retrying every %.0f s at most until it works: %s",
+                RESTART_BACKOFF_S[1], failed)
             self._halt.wait(backoff)
             backoff = min(backoff * 2, RESTART_BACKOFF_S[1])
 

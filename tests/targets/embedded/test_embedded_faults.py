@@ -13,13 +13,14 @@ import sys
 import threading
 import time
 
+import psycopg
 import pytest
 
 from harness.errors import UserError
 from harness.targets.base import open_sender
 from harness.targets.embedded.runlock import RunLock
 from harness.targets.embedded.target import EmbeddedTarget
-from support.embedded import REPO, db, send_many, settings, wait_for
+from support.embedded import REPO, db, private_server, send_many, settings, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -134,6 +135,85 @@ def test_broker_killed_mid_send_is_restarted_and_delivers_exactly_once(target):
     n = assert_exactly_once(target)
     assert n == c.sent
     print(f"broker SIGKILLed 3x mid-send + 1 crash between commit and ACK: {n} messages, each exactly once")
+
+
+# --------------------------------------------------------------------------- PostgreSQL crashed
+
+@pytest.fixture
+def crash_target():
+    """A target on a private server of its own: this test crashes the server."""
+    with private_server("crash") as srv:
+        t = EmbeddedTarget(srv, prefix="ssbc")
+        try:
+            yield t
+        finally:
+            t.close()
+
+
+def test_postgres_crash_mid_send_senders_back_off_broker_restarts_nothing_lost(crash_target):
+    """``pg_ctl stop -m immediate`` while four senders SEND (durable profile): while the server
+    is down the senders back off instead of spinning (a handful of errors each, not thousands);
+    once it is back they reconnect by themselves, the supervisor restarts the broker, and every
+    SEND that committed - every one acknowledged to a client among them - is delivered exactly
+    once (counted in the databases)."""
+    t = crash_target
+    t.provision(1)
+    t.prepare(1, "durable", settings(max_queue_readers=2, waitfor_timeout_ms=1000))
+    t.create_dialogs(1, 4, 1)
+    t.start()
+    stop, down, back = threading.Event(), threading.Event(), threading.Event()
+    acked: dict[str, list[int]] = {}
+    errors = {"before": 0, "down": 0, "after": 0}
+    resumed = {"sends": 0}
+    lock = threading.Lock()
+
+    def sender(slot: int):
+        s = open_sender(t.sender_spec(1))
+        try:
+            h = s.dialog(slot)
+            mine = acked.setdefault(h, [])
+            while not stop.is_set():
+                try:
+                    mine.append(s.send_seq(h, b"crash " * 8))
+                    if back.is_set():
+                        with lock:
+                            resumed["sends"] += 1
+                except psycopg.Error:
+                    with lock:
+                        errors["after" if back.is_set() else "down" if down.is_set() else "before"] += 1
+        finally:
+            s.close()
+
+    threads = [threading.Thread(target=sender, args=(k,)) for k in (1, 2, 3, 4)]
+    try:
+        for th in threads:
+            th.start()
+        time.sleep(1.0)
+        down.set()
+        t.server.stop(mode="immediate")          # the crash
+        time.sleep(3.0)
+        t.server.start()                          # crash recovery
+        back.set()
+        wait_for(lambda: t.broker_restarts() >= 1, 30, "the broker restarted after the crash")
+        wait_for(lambda: resumed["sends"] >= 100, 30, "the senders resumed")
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(30)
+    assert errors["before"] == 0, errors
+    # backing off: 4 users x (first failure + ~6 reconnect attempts in 3 s) at most, with margin
+    assert 1 <= errors["down"] + errors["after"] <= 60, errors
+    c = t.drain(60)
+    assert c.settled, c
+    n = assert_exactly_once(t, initiators=(1,))
+    assert n == c.sent
+    with db(t, t.initiator_db(1)) as conn:
+        committed = dict(conn.execute("SELECT handle::text, send_seq FROM ssb.sysdesend").fetchall())
+    for h, seqs in acked.items():
+        assert seqs and max(seqs) <= committed[h], "an acknowledged SEND was lost in the crash"
+    t.stop()
+    print(f"PostgreSQL crashed mid-send: {n} messages exactly once, {errors['down'] + errors['after']} "
+          f"SEND errors during the outage, {t.broker_restarts()} broker restart(s)")
 
 
 # --------------------------------------------------------------------------- two runs at once
