@@ -15,13 +15,14 @@ from psycopg import sql
 from ... import paths
 from ...errors import TargetError, UserError
 
-log = logging.getLogger("harness.targets.embedded.target")
+log = logging.getLogger(__name__)
 
 MAX_INITIATORS = 64
 SCHEMA_TABLE = "ssbench_schema"  # public.ssbench_schema: which workload file version is loaded
 
 
-def _sql_file(kind: str) -> tuple[str, str]:
+def sql_file(kind: str) -> tuple[str, str]:
+    """The workload file of ``kind`` (target or initiator) and its version (a short hash)."""
     path = paths.WORKLOADS / "embedded" / f"{kind}.sql"
     try:
         text = path.read_text()
@@ -62,7 +63,7 @@ class Provisioning:
             self._provisioned = max(self._provisioned, max_initiators)
 
     def _load_schema(self, db: str, kind: str, num: int) -> None:
-        text, version = _sql_file(kind)
+        text, version = sql_file(kind)
         c = self._conn(db)
         c.execute(f"CREATE TABLE IF NOT EXISTS public.{SCHEMA_TABLE} "
                   "(singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton), kind text, version text)")

@@ -33,7 +33,7 @@ from ..base import Target
 from . import server as server_mod
 from ._db import PREFIX_RE, QUEUE, connect, database_names
 from .profiles import EMBEDDED_PROFILES
-from .provisioning import MAX_INITIATORS, Provisioning, _sql_file
+from .provisioning import MAX_INITIATORS, Provisioning, sql_file
 from .runlock import RunLock
 from .server import EmbeddedServer, ServerInfo
 from .supervisor import BrokerSupervisor
@@ -142,8 +142,8 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
             "kind": self.kind,
             "label": self.label,
             "versions": {"postgresql": self.version, "psycopg": psycopg.__version__,
-                         "emulation": {"initiator_sql": _sql_file("initiator")[1],
-                                       "target_sql": _sql_file("target")[1]}},
+                         "emulation": {"initiator_sql": sql_file("initiator")[1],
+                                       "target_sql": sql_file("target")[1]}},
             "topology": {"server": "embedded", "data_dir": str(info.data_dir), "host": info.host,
                          "port": info.port, "target_database": self.target_db,
                          "initiator_databases": [self.initiator_db(i) for i in range(1, self._provisioned + 1)],
