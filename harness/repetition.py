@@ -173,11 +173,13 @@ class Repetition:
                 raise Interrupted()
             self.sampler.stop()
             with self.lock:
+                restarts = self.target.broker_restarts()
                 self.target.stop()
             self._unpin()
             warmup = self.settings.warmup_seconds if warmup_seconds is None else warmup_seconds
             measure = self.settings.measure_seconds if measure_seconds is None else measure_seconds
             summary, lat = self._summarize(res, final, warmup, measure, web)
+            summary.broker_restarts = restarts
             summary.error_samples.extend(error_samples or [])
             if res.stats_csv is None:
                 summary.error_samples.append("Locust wrote no stats CSV")

@@ -51,7 +51,7 @@ class Runner:
         for perm in m.permutations():
             resolve_profile(m, self.target, perm.server)  # fail early, before any load
         with self.lock:
-            self.target.provision(max(m.axes["initiators"]))
+            self.target.provision(max(m.axes["initiators"]))  # idempotent: resume and direct use
         todo = []
         for perm, rep in m.schedule():
             if self.run_dir.is_complete(perm.id, rep):
@@ -76,6 +76,9 @@ class Runner:
         flag = ""
         if lost:
             flag = f"  !!! {lost} MESSAGES LOST !!!"
+        elif s.status == "undelivered":
+            flag = (f"  !!! {s.messages_undelivered} messages still queued when the drain timed out "
+                    "(undelivered, not lost) !!!")
         elif s.status == "users_idle":
             flag = (f"  !!! only {s.users_active} of {s.users_expected} users were sending "
                     "through the window !!!")
@@ -127,6 +130,8 @@ def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | No
                             file=str(matrix.path))
         rd.update_run(status="running", resumed=utc_now_iso())
         return rd
+    # provisioned first, so that run.json describes the databases the run uses
+    target.provision(max(matrix.axes["initiators"]))
     rd = RunDir.create(results_root, matrix.name, out)
     write_atomic(rd.path / "matrix.yaml", matrix.path.read_bytes())
     prov = provenance()

@@ -32,7 +32,7 @@ PERMUTATION_SCHEMA = "ssbench.permutation/1"
 LATENCY_SCHEMA = "ssbench.latency/1"
 
 #: repetition statuses, in precedence order: the first that applies is the repetition's status
-STATUSES = ("lost", "queue_disabled", "errors", "users_idle", "client_bound", "noisy_host", "ok")
+STATUSES = ("lost", "undelivered", "queue_disabled", "errors", "users_idle", "client_bound", "noisy_host", "ok")
 #: run statuses (run.json)
 RUN_STATUSES = ("running", "complete", "interrupted", "failed")
 
@@ -243,6 +243,8 @@ class RepetitionSummary(Document):
     collector_errors: list[str] = field(default_factory=list)
     poison_messages: int = 0
     queue_disabled: bool = False
+    messages_undelivered: int = 0
+    broker_restarts: int = 0
     status: str = "ok"
     web: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)

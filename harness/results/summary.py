@@ -25,11 +25,14 @@ def median(values: Iterable[float | None]) -> float | None:
 
 
 def repetition_status(*, lost: int, queue_disabled: bool, errors: int, users_active: int,
-                      users_expected: int, client_bound: bool, noisy_host: bool = False) -> str:
-    """The first that applies: lost > queue_disabled > errors > users_idle > client_bound >
-    noisy_host > ok."""
+                      users_expected: int, client_bound: bool, noisy_host: bool = False,
+                      undelivered: int = 0) -> str:
+    """The first that applies: lost > undelivered > queue_disabled > errors > users_idle >
+    client_bound > noisy_host > ok."""
     if lost:
         return "lost"
+    if undelivered:
+        return "undelivered"
     if queue_disabled:
         return "queue_disabled"
     if errors:
@@ -111,17 +114,19 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     c, a = d.client, d.accounting
     seconds = max(c.window_end - c.window_start, 1e-9)
     per_init = [InitiatorResult(initiator=i.initiator, sent=i.sent, received=i.received,
-                                lost=max(0, i.sent - i.received), xmitq_left=i.xmitq)
+                                lost=max(0, i.sent - i.received - i.xmitq), xmitq_left=i.xmitq)
                 for i in a.initiators]
-    # a poison message is received into the error table, not lost
-    lost = max(0, a.sent - a.received - a.poison_messages)
+    # a poison message is received into the error table, not lost; a message still queued when
+    # the drain timed out is undelivered (it is there, and will be delivered), not lost
+    lost = max(0, a.sent - a.received - a.poison_messages - a.in_flight)
+    undelivered = min(a.in_flight, max(0, a.sent - a.received - a.poison_messages))
     col = dict(d.collected)
     top_waits = [w if isinstance(w, TopWait) else TopWait(**w) for w in col.pop("top_waits", [])]
     client_bound = bool(col.pop("client_bound", False))
     noisy_host = bool(col.pop("noisy_host", False))
     status = repetition_status(lost=lost, queue_disabled=a.queue_disabled, errors=c.errors_total,
                                users_active=c.users_active, users_expected=d.users_expected,
-                               client_bound=client_bound, noisy_host=noisy_host)
+                               client_bound=client_bound, noisy_host=noisy_host, undelivered=undelivered)
     return RepetitionSummary(
         run_id=d.run_id, permutation_id=d.permutation["id"], repetition=d.repetition,
         permutation=d.permutation, target=d.target,
@@ -138,7 +143,8 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         users_expected=d.users_expected, users_spawned=c.users_spawned, users_active=c.users_active,
         errors=c.errors_total, error_samples=list(c.error_samples[:10]),
         collector_errors=list(d.collector_errors[:10]),
-        poison_messages=a.poison_messages, queue_disabled=a.queue_disabled, status=status,
+        poison_messages=a.poison_messages, queue_disabled=a.queue_disabled,
+        messages_undelivered=undelivered, status=status,
         web=d.web, **col)
 
 

@@ -19,7 +19,9 @@ Specs never contain a password: SQL Server passwords are read from environment v
 from __future__ import annotations
 
 import abc
+import contextlib
 import importlib
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -219,29 +221,41 @@ class Target(abc.ABC):
         (empty for remote servers)."""
         return []
 
-    def run_lock(self, owner: str):
-        """A context manager held for a run's (or web session's) lifetime, so that two runs
-        never reset the same target under each other. The default locks nothing."""
-        import contextlib
+    def broker_restarts(self) -> int:
+        """Times the target's own broker side died and was restarted since :meth:`prepare`
+        (0 where the server runs its broker itself, as SQL Server does)."""
+        return 0
 
+    def run_lock(self, owner: str) -> contextlib.AbstractContextManager:
+        """Held for a run's (or a web session's) lifetime so two runs cannot reset the same
+        databases under each other; a second holder gets :class:`~harness.errors.UserError`
+        naming the first. ``owner`` says who holds it (e.g. the run directory). The default
+        locks nothing: a target whose state other runs cannot touch needs no lock."""
         return contextlib.nullcontext()
 
     def close(self) -> None:
         """Release connections. Idempotent."""
 
 
+#: Built-in sender kinds -> their module. A spec may instead name its module itself
+#: (``spec["module"]``, a dotted path importable in the Locust workers): the plugin hook tests
+#: and experiments use for senders that are not targets (e.g. a server-side sleep).
 SENDER_MODULES = {"embedded": "harness.targets.embedded.sender",
-                  "mssql": "harness.targets.mssql.sender",
-                  "sleep": "harness.load.sleep_sender"}
+                  "mssql": "harness.targets.mssql.sender"}
 
 
 def sender_factory(spec: dict[str, Any]) -> Callable[[dict[str, Any]], Sender]:
-    """Import the sender module of ``spec["kind"]`` and its driver; return its ``open_sender``.
+    """Import the sender module of ``spec`` (``spec["module"]``, else the built-in one of
+    ``spec["kind"]``) and its driver; return its ``open_sender``.
 
     Does every import up front, so the returned function can run on pool threads: a Locust
     worker calls this in its main greenlet and opens connections on threads, where concurrent
     imports under gevent's patched locks can deadlock."""
-    module = importlib.import_module(SENDER_MODULES[spec["kind"]])
+    name = spec.get("module") or SENDER_MODULES.get(spec.get("kind"))
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
+        raise ValueError(f"sender spec of kind {spec.get('kind')!r}: no module to load "
+                         f"(built-in kinds: {', '.join(SENDER_MODULES)}; or set \"module\")")
+    module = importlib.import_module(name)
     prepare = getattr(module, "prepare", None)
     if prepare is not None:
         prepare()

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..errors import TargetError, UserError
 from ..load.spec import SwarmSpec
-from ..load.swarm import LOCUSTFILE, free_port, worker_cmd
+from ..load.swarm import LOCUSTFILE, die_with_parent, free_port, worker_cmd
 from ..matrix import BrokerSettings
 from ..targets.base import Target
 from .control import ControlServer
@@ -127,6 +127,7 @@ class WebApp:
         log = open(self.state_dir / f"{name}.log", "wb")
         self._logs.append(log)
         p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             preexec_fn=die_with_parent,
                              start_new_session=True)
         self.procs[name] = p
         return p
@@ -297,6 +298,9 @@ def serve(target: Target, opts: WebOptions) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
     app = WebApp(target, opts)
     code = 0
+    # one run or web session at a time per target, for the web UI's whole lifetime
+    lock = target.run_lock(f"ssbench web (pid {os.getpid()})")
+    lock.__enter__()
     try:
         try:
             code = app.run()
@@ -312,6 +316,7 @@ def serve(target: Target, opts: WebOptions) -> int:
             app.kill_all()
             app.close()
         finally:
+            lock.__exit__(None, None, None)
             signal.signal(signal.SIGINT, signal.default_int_handler)
     saved = app.sessions.saved if app.sessions else []
     for p in saved:

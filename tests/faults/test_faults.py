@@ -177,3 +177,44 @@ def test_a_full_disk_is_one_line_nothing_half_written_and_resumable(pg_server, t
         fault()
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_killed_broker_is_restarted_and_nothing_is_lost(pg_server, tmp_path, fault, figures):
+    """4. The embedded broker process killed mid-window: supervised and restarted (counted in
+    the summary); every message is delivered exactly once and the run says so."""
+    m = write_matrix(tmp_path, measure=8)
+    out = tmp_path / "run"
+    p = ssbench_popen("run", str(m), "--out", str(out))
+    lines: list[str] = []
+    assert wait_for(lines, p, ": running", 120), "".join(lines)
+    time.sleep(2)
+    brokers = broker_pids(p.pid)
+    assert brokers
+    for b in brokers:
+        os.kill(b, signal.SIGKILL)
+    p.wait(timeout=300)
+    err = "".join(lines) + p.stderr.read()
+    assert p.returncode == 0, err[-3000:]
+    s = json.loads(next(out.glob("*/rep-01/summary.json")).read_text())
+    assert s["broker_restarts"] >= 1, s
+    check_account(out, 1, figures)
+    fault()
+
+
+def test_two_runs_on_one_server_the_second_refuses_naming_the_first(pg_server, tmp_path, fault, figures):
+    """6. A second ``ssbench run`` on the same embedded server refuses (exit 2, naming the
+    holder) instead of resetting the databases under the first, which completes intact."""
+    m = write_matrix(tmp_path, measure=6)
+    out = tmp_path / "run"
+    p = ssbench_popen("run", str(m), "--out", str(out))
+    lines: list[str] = []
+    assert wait_for(lines, p, ": running", 120), "".join(lines)
+    second = ssbench("run", str(m), "--out", str(tmp_path / "second"))
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert f"pid {p.pid}" in second.stderr and "Traceback" not in second.stderr, second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+    assert not (tmp_path / "second").exists()
+    p.wait(timeout=300)
+    assert p.returncode == 0, ("".join(lines) + p.stderr.read())[-3000:]
+    check_account(out, 1, figures)
+    fault()

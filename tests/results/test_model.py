@@ -37,7 +37,8 @@ def sample_summary() -> dict:
         "worker_cpu_percent": {"worker.i1": 10.0}, "client_bound": False, "other_cpu_percent": 3.0,
         "steal_percent": 0.0, "noisy_host": False, "users_expected": 1,
         "users_spawned": 1, "users_active": 1, "errors": 0, "error_samples": [], "collector_errors": [],
-        "poison_messages": 0, "queue_disabled": False, "status": "ok",
+        "poison_messages": 0, "queue_disabled": False, "messages_undelivered": 0, "broker_restarts": 0,
+        "status": "ok",
     }
 
 

@@ -10,12 +10,12 @@ from harness.results import Histogram, build_repetition_summary, median, repetit
 from harness.results.model import TargetRef
 from harness.results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
 
-ORDER = ["lost", "queue_disabled", "errors", "users_idle", "client_bound", "noisy_host"]
+ORDER = ["lost", "undelivered", "queue_disabled", "errors", "users_idle", "client_bound", "noisy_host"]
 
 
 def conditions(**on):
     base = dict(lost=0, queue_disabled=False, errors=0, users_active=4, users_expected=4, client_bound=False,
-                noisy_host=False)
+                noisy_host=False, undelivered=0)
     if on.get("lost"):
         base["lost"] = 3
     if on.get("queue_disabled"):
@@ -26,6 +26,8 @@ def conditions(**on):
         base["users_active"] = 3
     if on.get("client_bound"):
         base["client_bound"] = True
+    if on.get("undelivered"):
+        base["undelivered"] = 5
     if on.get("noisy_host"):
         base["noisy_host"] = True
     return base
@@ -57,11 +59,17 @@ def data(**over) -> RepetitionData:
 
 def test_builder_accounts_per_initiator_and_rates():
     s = build_repetition_summary(data())
-    assert s.messages_sent == 11 and s.messages_received == 10 and s.messages_lost == 1
-    assert [(i.initiator, i.lost, i.xmitq_left) for i in s.per_initiator] == [(1, 0, 0), (2, 1, 1)]
+    # the one message not received is still in initiator 2's transmission queue: undelivered
+    assert s.messages_sent == 11 and s.messages_received == 10 and s.messages_lost == 0
+    assert s.messages_undelivered == 1 and s.status == "undelivered" and not s.drained
+    assert [(i.initiator, i.xmitq_left) for i in s.per_initiator] == [(1, 0), (2, 1)]
     assert s.send_rate == 5.0 and s.receive_rate == 4.5 and s.window.measure_seconds == 2.0
     assert s.send_latency_ms.p50 == 1.0 and s.send_latency_ms.p99 == 2.0 and s.e2e_latency_ms.count == 9
-    assert s.status == "lost" and not s.drained
+
+
+def test_a_message_neither_received_nor_queued_is_lost():
+    s = build_repetition_summary(data(accounting=Accounting([InitiatorAccount(1, 6, 4, 1)], in_flight=1)))
+    assert s.messages_lost == 1 and s.messages_undelivered == 1 and s.status == "lost"
     assert s.top_waits[0].wait_type == "WRITELOG" and s.max_xmitq_depth == 7 and s.client_cpu_percent == 12.5
 
 

@@ -481,11 +481,6 @@ class ConnSpec:
             raise ValueError(f"unknown connection spec keys: {sorted(unknown)}")
         return cls(**d)
 
-    def with_database(self, database: str, label: str | None = None) -> "ConnSpec":
-        from dataclasses import replace
-
-        return replace(self, database=database, label=label or self.label)
-
     @property
     def where(self) -> str:
         lab = f"{self.label} " if self.label else ""

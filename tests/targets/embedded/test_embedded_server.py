@@ -9,15 +9,14 @@ import sys
 import psycopg
 import pytest
 
+import support.embedded
 from harness.targets.embedded.server import SETTINGS, EmbeddedServer
 
 
 @pytest.fixture
-def private_server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("srv")
-    srv = EmbeddedServer(base / "pg")
-    yield srv
-    srv.destroy()
+def private_server():
+    with support.embedded.private_server("srv") as srv:
+        yield srv
 
 
 def test_start_reuse_stop(private_server):
@@ -45,7 +44,7 @@ def test_start_reuse_stop(private_server):
 
 
 def test_settings_are_documented():
-    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "embedded.md")).read()
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "embedded.md")).read()
     missing = [k for k in SETTINGS if k not in doc]
     assert not missing, f"settings not documented in docs/embedded.md: {missing}"
 

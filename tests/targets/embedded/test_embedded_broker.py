@@ -8,26 +8,22 @@ a shared 2-core machine.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
 
-from harness.matrix import BrokerSettings
 from harness.targets.base import open_sender
-from harness.targets.embedded.broker import TransportLink
 from harness.targets.embedded.target import EmbeddedTarget
 from harness.targets.embedded.waits import BENIGN, MAPPING, map_wait
+from support.embedded import REPO, counter, db, deliver, send_many, settings, wait_for
 
 pytestmark = pytest.mark.slow
 
 PREFIX = "ssbt"
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -38,59 +34,6 @@ def target(pg_server):
         yield t
     finally:
         t.close()
-
-
-def settings(**kw) -> BrokerSettings:
-    base = dict(max_queue_readers=2, receive_top=10000, waitfor_timeout_ms=400, monitor_interval_seconds=0.1)
-    base.update(kw)
-    return BrokerSettings(**base)
-
-
-def db(target: EmbeddedTarget, name: str) -> psycopg.Connection:
-    return psycopg.connect(target.conninfo(name), autocommit=True)
-
-
-def deliver(target: EmbeddedTarget, initiator: int = 1) -> None:
-    """Run the transport in-line until the initiator's transmission queue is empty."""
-    link = TransportLink(initiator, target.conninfo(target.initiator_db(initiator)),
-                         target.conninfo(target.target_db), batch_size=500)
-    try:
-        while link.forward() > 0:
-            pass
-        while link.backward() > 0:
-            pass
-    finally:
-        link.close()
-
-
-def send_many(target: EmbeddedTarget, initiator: int, per_dialog: int, payload: bytes = b"m" * 40) -> int:
-    """per_dialog messages on every usable dialog, round robin, one SEND transaction each."""
-    s = open_sender(target.sender_spec(initiator))
-    try:
-        with db(target, target.initiator_db(initiator)) as c:
-            slots = [r[0] for r in c.execute("SELECT k FROM ssb.dialogs ORDER BY k")]
-        handles = [s.dialog(k) for k in slots]
-        for _ in range(per_dialog):
-            for h in handles:
-                s.send(h, payload)
-        return per_dialog * len(handles)
-    finally:
-        s.close()
-
-
-def wait_for(cond, timeout: float, what: str, poll: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(poll)
-
-
-def counter(target: EmbeddedTarget, name: str) -> float:
-    return {c.counter_name: c.value for c in target.perf_counters()}[name]
 
 
 # --------------------------------------------------------------------------- unit: the wait mapping
@@ -397,74 +340,6 @@ def test_dialog_order_and_exclusive_groups_under_concurrent_readers(target):
 
 
 # --------------------------------------------------------------------------- crashes
-
-def test_kill_broker_mid_flow_exactly_once(target):
-    target.prepare(2, "durable", settings(max_queue_readers=3, monitor_interval_seconds=0.1,
-                                          waitfor_timeout_ms=1000))
-    for i in (1, 2):
-        target.create_dialogs(i, 3, 1)
-    target.set_queue_options(process_delay_ms=20)   # readers spend their time mid-batch
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def sender(i: int, slot: int):
-        try:
-            s = open_sender(target.sender_spec(i))
-            try:
-                h = s.dialog(slot)
-                while not stop.is_set():
-                    s.send(h, b"payload " * 8)
-            finally:
-                s.close()
-        except BaseException as e:  # pragma: no cover
-            errors.append(e)
-
-    threads = [threading.Thread(target=sender, args=(i, slot)) for i in (1, 2) for slot in (1, 2, 3)]
-    try:
-        target.start()
-        for th in threads:
-            th.start()
-        kills = 0
-        for _ in range(3):
-            time.sleep(0.8)
-            assert target.kill_broker() is not None
-            kills += 1
-            target.start()
-        time.sleep(0.5)
-        stop.set()
-        for th in threads:
-            th.join(10)
-        assert not errors, errors
-        # crash exactly between the target's commit and the ACK: messages are on both sides
-        target.stop()
-        for i in (1, 2):
-            send_many(target, i, 2)
-        crash = subprocess.run(target.broker_command(extra=["--crash-after-enqueue", "1"]), timeout=60,
-                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-        assert crash.returncode == -signal.SIGKILL, crash.stderr
-        c = target.counts()
-        assert sum(x.xmitq for x in c.initiators) > 0 and c.target_queue + c.received > 0
-        target.start()
-        c = target.drain(60)
-        assert c.in_flight == 0 and c.sent > 0
-        for x in c.initiators:
-            assert x.received == x.sent, x
-    finally:
-        stop.set()
-        target.stop()
-    with db(target, target.target_db) as t:
-        dups = t.execute("SELECT diag_id, msgseqnum, count(*) FROM ssb.message_drop "
-                         "GROUP BY 1, 2 HAVING count(*) > 1").fetchall()
-        got = dict(t.execute("SELECT diag_id, max(msgseqnum) FROM ssb.message_drop GROUP BY 1").fetchall())
-        counts = dict(t.execute("SELECT diag_id, count(*) FROM ssb.message_drop GROUP BY 1").fetchall())
-        died = t.execute("SELECT count(*) FROM ssb.activation_tasks WHERE exit_reason = 'broker died'").fetchone()[0]
-    assert died >= 1, "the kills landed while readers were running"
-    assert dups == []
-    for i in (1, 2):
-        with db(target, target.initiator_db(i)) as c:
-            for dlg, seq in c.execute("SELECT diag_id, send_seq FROM ssb.sysdesend"):
-                assert got.get(dlg, 0) == seq and counts.get(dlg, 0) == seq, "every message exactly once"
-
 
 def test_one_broker_per_target(target):
     target.prepare(1, "delayed", settings())
