@@ -33,6 +33,7 @@ def register(sub) -> None:
 
 def cmd_mssql(args) -> int:
     from ..errors import UserError
+    from ..targets.mssql import driver
     from ..targets.mssql.target import MssqlTarget
 
     if args.initiators is not None and args.initiators < 1:
@@ -40,6 +41,8 @@ def cmd_mssql(args) -> int:
     target = MssqlTarget.from_file(args.topology)
     topo = target.topology
     try:
+        if args.action != "teardown":
+            driver.pyodbc_module()   # a missing unixODBC: one line naming the package, exit 2
         if args.action == "check":
             results = target.check(args.initiators)
             width = max((len(w) for _, w, _ in results), default=10)
@@ -65,6 +68,7 @@ def cmd_mssql(args) -> int:
                 if answer.strip().lower() not in ("y", "yes"):
                     print("nothing done")
                     return 1
+            driver.pyodbc_module()
             target.teardown(drop_databases=args.drop_databases)
             print(f"torn down topology {topo.name}"
                   + (" (databases dropped)" if args.drop_databases else ""))

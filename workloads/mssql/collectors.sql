@@ -1,5 +1,5 @@
 -- ssbench: DMV collectors for the SQL Server target. All need VIEW SERVER STATE except the
--- catalog-view queries. Benign waits are filtered in Python (harness/targets/mssql/target.py,
+-- catalog-view queries. Benign waits are filtered in Python (harness/targets/mssql/telemetry.py,
 -- BENIGN_WAITS), so the list lives in one place. Placeholders: see server.sql.
 
 -- @@ wait_stats

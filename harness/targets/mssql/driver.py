@@ -184,16 +184,25 @@ def map_error(exc: BaseException, *, phase: str, where: str, driver_name: str | 
 _pyodbc = None
 
 
+class PyodbcUnavailable(UserError):
+    """pyodbc cannot be imported: a package is missing on this machine (exit code 2)."""
+
+
 def pyodbc_module():
-    """Import pyodbc on first use, with a clear message when unixODBC is missing."""
+    """Import pyodbc on first use; raise :class:`PyodbcUnavailable` naming what to install."""
     global _pyodbc
     if _pyodbc is None:
         try:
             import pyodbc  # noqa: PLC0415
+        except ModuleNotFoundError as e:
+            raise PyodbcUnavailable(
+                f"pyodbc cannot be imported ({e}): the SQL Server target needs pyodbc "
+                "(pip install pyodbc) and unixODBC (apt-get install unixodbc)") from None
         except ImportError as e:
-            raise TargetError(
-                f"pyodbc cannot be imported ({e}). The SQL Server target needs unixODBC "
-                "(apt-get install unixodbc) and pyodbc (pip install pyodbc)") from None
+            # the wheel is there but its driver manager is not: libodbc.so.2 missing
+            raise PyodbcUnavailable(
+                f"pyodbc cannot be imported ({e}): the SQL Server target needs unixODBC's "
+                "driver manager: apt-get install unixodbc") from None
         pyodbc.pooling = False  # one real connection per Connection; no hidden sharing
         _pyodbc = pyodbc
     return _pyodbc

@@ -10,7 +10,7 @@ from harness.errors import UserError
 from harness.targets.mssql.topology import Topology, load_topology
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 BASE = """\
 name: t

@@ -12,15 +12,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from odbc_support import require_odbc_driver
 
 from harness.errors import TargetError, UserError
 from harness.targets.base import open_sender
 from harness.targets.mssql import driver, sender as sender_mod, tsql
 
-pyodbc = pytest.importorskip("pyodbc", reason="pyodbc is not importable (unixODBC missing?)")
-pytestmark = pytest.mark.skipif("PostgreSQL Unicode" not in pyodbc.drivers(),
-                                reason="psqlODBC is not registered with unixODBC "
-                                       "(apt-get install -y unixodbc odbc-postgresql)")
+require_odbc_driver("PostgreSQL Unicode", "odbc-postgresql", module_level=True)
 
 
 @pytest.fixture
