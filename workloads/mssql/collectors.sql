@@ -8,9 +8,6 @@ SELECT wait_type, waiting_tasks_count, wait_time_ms
 FROM sys.dm_os_wait_stats
 WHERE waiting_tasks_count > 0 OR wait_time_ms > 0;
 
--- @@ clear_wait_stats
-DBCC SQLPERF (N'sys.dm_os_wait_stats', CLEAR) WITH NO_INFOMSGS;
-
 -- @@ perf_counters
 -- object_name carries the instance prefix ('SQLServer:Broker Statistics',
 -- 'MSSQL$INST:Broker Activation'); Python matches on the part after the colon.

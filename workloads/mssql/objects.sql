@@ -37,9 +37,6 @@ UPDATE [dbo].[ssbench_config] SET value = ? WHERE name = ?;
 IF @@ROWCOUNT = 0
     INSERT INTO [dbo].[ssbench_config] (name, value) VALUES (?, ?);
 
--- @@ config_get
-SELECT value FROM [dbo].[ssbench_config] WHERE name = ?;
-
 -- @@ proxy_user
 -- Dialog security: a user without login stands for the other side's service owner.
 IF NOT EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})

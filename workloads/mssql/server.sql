@@ -39,10 +39,6 @@ SELECT d.name, d.database_id, d.is_broker_enabled, CAST(d.service_broker_guid AS
 FROM sys.databases AS d
 WHERE d.name = ?;
 
--- @@ broker_guid_owners
--- Databases on this instance sharing a broker GUID (ENABLE_BROKER refuses duplicates).
-SELECT name FROM sys.databases WHERE service_broker_guid = CAST(? AS uniqueidentifier);
-
 -- @@ create_database
 IF DB_ID({{lit:database}}) IS NULL
     CREATE DATABASE {{ident:database}};
@@ -166,7 +162,3 @@ CREATE ROUTE {{ident:route}}
 -- (run in msdb)
 IF EXISTS (SELECT * FROM sys.routes WHERE name = {{lit:route}})
     DROP ROUTE {{ident:route}};
-
--- @@ msdb_local_route_exists
--- (run in msdb) AutoCreatedLocal or any LOCAL route that matches every service.
-SELECT COUNT(*) FROM sys.routes WHERE address = N'LOCAL';

@@ -216,7 +216,8 @@ def routing(s: Session, pairs: list[Pair]) -> None:
 
 def _config_set(s: Session, inst: Instance, name: str, value: str) -> None:
     sql = tsql.statement("objects", "config_set")
-    s._retrying(inst, None, "admin", lambda c: c.execute(sql, (value, name, name, value)))
+    s._retrying(inst, None, "admin", lambda c: c.execute(sql, (value, name, name, value),
+                                        what="objects.sql config_set"))
 
 def provision(s: Session, max_initiators: int | None = None) -> None:
     """Create everything the topology needs, idempotently (safe to run again)."""

@@ -44,6 +44,14 @@ class FakeConn:
     def close(self):
         pass
 
+    def submit(self, method, *args, **kwargs):
+        """MssqlSender.submit_send: run now, return a done Future."""
+        from concurrent.futures import Future
+
+        fut: Future = Future()
+        fut.set_result(getattr(self, method)(*args, **kwargs))
+        return fut
+
     def run_batches(self, batches, timeout=..., what=""):
         for b in batches:
             self.execute(b, (), timeout=timeout, what=what)
@@ -57,6 +65,8 @@ class FakeConn:
         assert "{{" not in sql and "}}" not in sql
         f.log.append((s, d, what, sql, tuple(params)))
         sec = what.replace(".sql ", ".")
+        if what == "dialog lookup":                       # MssqlSender.dialog
+            return [(str(uuid.UUID(int=params[0])),)]
         if sec == "server.server_info":
             return [("16.0.4135.4", "Developer Edition", s, "RTM", "ssbench")]
         if sec == "server.permissions":
@@ -71,6 +81,10 @@ class FakeConn:
         if sec == "server.create_database":
             name = re.search(r"CREATE DATABASE \[([^\]]+)\]", sql).group(1)
             f.dbs[(s, name.lower())] = {"guid": str(uuid.uuid4()).upper(), "broker": True}
+            return []
+        if sec == "server.enable_broker":
+            name = re.search(r"ALTER DATABASE \[([^\]]+)\]", sql).group(1)
+            f.dbs[(s, name.lower())]["broker"] = True
             return []
         if sec == "server.new_broker":
             name = re.search(r"ALTER DATABASE \[([^\]]+)\]", sql).group(1)
@@ -147,6 +161,18 @@ def install(monkeypatch) -> "FakeServer":
 
     monkeypatch.setattr(session_mod.Pool, "get", get)
     return f
+
+
+def install_senders(monkeypatch, f: "FakeServer") -> None:
+    """MssqlSender connections (ConnSpec.connect) go to ``f`` too; pyodbc is not needed."""
+    from harness.targets.mssql import driver
+
+    def connect(spec, *, autocommit=True, query_timeout=...):
+        return FakeConn(f, f"{spec.host.lower()}:{spec.port}", spec.database)
+
+    monkeypatch.setattr(driver.ConnSpec, "connect", connect)
+    monkeypatch.setattr(driver, "pyodbc_module", lambda: None)
+    monkeypatch.setattr(driver, "drivers", lambda: ["ODBC Driver 18 for SQL Server", "FreeTDS"])
 
 
 def whats(fake: FakeServer) -> list[str]:
