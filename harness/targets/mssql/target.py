@@ -64,12 +64,13 @@ class MssqlTarget(Session, Target):
         for inst in self._servers([target, *inits]).values():
             if inst.server_key not in self._versions:
                 self._server_info(inst)
-        tv = self._versions.get(target.server_key, "?")
-        self.label = f"SQL Server {tv}"
+        self.label = self._make_label()
+        prof = self.topology.profile(self._profile)
         return {
-            "kind": self.kind, "label": self.label,
+            "kind": self.kind, "label": self.label, "notes": self.notes(),
             "versions": {self._server_label(k): v for k, v in self._versions.items()},
             "layout": self.topology.layout, "profile": self._profile,
+            "profile_settings": prof.settings(), "profile_description": prof.description,
             "initiators": [i.name for i in inits], "target_instance": target.name,
             "topology": self.topology.to_dict(),
             "settings": {"reset": self.topology.broker.reset,
@@ -85,6 +86,28 @@ class MssqlTarget(Session, Target):
 
     def profiles(self) -> list[str]:
         return list(self.topology.profiles)
+
+    def _make_label(self) -> str:
+        """What the active permutation runs on, exactly: the build, the profile's name and
+        settings, the layout. E.g. "SQL Server 16.0.4135.4, profile delayed
+        (DELAYED_DURABILITY = FORCED), distributed"."""
+        target, _ = self._active()
+        version = self._versions.get(target.server_key) or self._server_info(target)[0]
+        prof = self.topology.profile(self._profile)
+        layout = ("single instance, no transmission queue" if self.topology.layout == "single"
+                  else "distributed")
+        return f"SQL Server {version}, profile {prof.name} ({prof.settings()}), {layout}"
+
+    def notes(self) -> list[str]:
+        """Caveats every report of a run on this topology must carry (run.json target.notes)."""
+        out = []
+        if self.topology.layout == "single":
+            out.append("single-instance layout: a SEND to a service in the same SQL Server "
+                       "instance is put straight into the target queue, bypassing the "
+                       "transmission queue and the Service Broker endpoints, so the paper's "
+                       "initiator-side bottleneck (transmission queue, endpoint transport) "
+                       "cannot appear in these results")
+        return out
 
     # ------------------------------------------------------------------ permutations
     def _wait_activation_idle(self, target: Instance, timeout: float) -> None:
@@ -140,7 +163,7 @@ class MssqlTarget(Session, Target):
         # 5. clocks (end-to-end latency crosses servers) and the accounting baseline
         self._measure_offsets([target, *inits])
         self._baseline = {idx: self._sent_sequence(inst) for idx, inst in enumerate(inits, start=1)}
-        self.label = f"SQL Server {self._versions.get(target.server_key) or self._server_info(target)[0]}"
+        self.label = self._make_label()
 
     def _measure_offsets(self, insts: list[Instance]) -> None:
         for key, inst in self._servers(insts).items():

@@ -157,7 +157,7 @@ def test_prepare_sequence(fake):
     t = MssqlTarget.from_file(str(DIST))
     t.provision()
     fake.log.clear()
-    t.prepare(2, "sql2008", BrokerSettings(max_queue_readers=8, receive_top=500, waitfor_timeout_ms=1000))
+    t.prepare(2, "delayed", BrokerSettings(max_queue_readers=8, receive_top=500, waitfor_timeout_ms=1000))
     w = whats(fake)
     order = [w.index("target.sql activation_off"), w.index("collectors.sql activated_tasks"),
              w.index("objects.sql call_reset"), w.index("server.sql delayed_durability"),
@@ -175,7 +175,9 @@ def test_prepare_sequence(fake):
     # only the active initiators get their numbers stamped
     sp = fake.batches(what="initiator.sql send_procedure")
     assert [s.split(".")[0] for s, *_ in sp] == ["sqlinit1", "sqlinit2"]
-    assert t.describe()["profile"] == "sql2008" and t.label == "SQL Server 16.0.4135.4"
+    assert t.describe()["profile"] == "delayed"
+    assert t.label == ("SQL Server 16.0.4135.4, profile delayed (DELAYED_DURABILITY = FORCED), "
+                       "distributed")
 
 
 def test_prepare_new_broker_recreates_routes(fake, tmp_path):
@@ -200,7 +202,7 @@ def test_prepare_too_many_initiators(fake):
     from harness.errors import UserError
 
     with pytest.raises(UserError, match="needs 4 initiator"):
-        t.prepare(4, "sql2005", BrokerSettings())
+        t.prepare(4, "durable", BrokerSettings())
 
 
 def test_dialogs_warmup_and_counts(fake):
@@ -263,7 +265,7 @@ def test_wait_stats_filtered_and_summed(fake):
                   ("SLEEP_TASK", 1, 1e6), ("XE_TIMER_EVENT", 1, 1e6), ("LAZYWRITER_SLEEP", 1, 1.0),
                   ("SQLTRACE_INCREMENTAL_FLUSH_SLEEP", 1, 2.0)]
     t = MssqlTarget.from_file(str(DIST))
-    t._profile, t._n_initiators = "sql2005", 2
+    t._profile, t._n_initiators = "durable", 2
     waits = t.wait_stats()
     assert [(w.wait_type, w.waiting_tasks, w.wait_time_ms) for w in waits] == \
         [("WRITELOG", 30, 300.0), ("PAGELATCH_EX", 15, 120.0)]      # 3 servers summed
@@ -317,14 +319,14 @@ def test_perf_counters_summed_over_servers(fake, monkeypatch):
 
     monkeypatch.setattr(FakeConn, "execute", counters)
     t = MssqlTarget.from_file(str(DIST))
-    t._profile, t._n_initiators = "sql2005", 3
+    t._profile, t._n_initiators = "durable", 3
     [c] = t.perf_counters()
     assert c.value == 40.0 and c.kind == "cumulative"
 
 
 def test_depths_activation_cpu(fake):
     t = MssqlTarget.from_file(str(DIST))
-    t._profile, t._n_initiators = "sql2005", 3
+    t._profile, t._n_initiators = "durable", 3
     assert t.queue_depths() == {"xmitq.i1": 0, "xmitq.i2": 0, "xmitq.i3": 0, "queue": 0}
     assert t.queue_depths(exact=True) == {"xmitq.i1": 0, "xmitq.i2": 0, "xmitq.i3": 0, "queue": 0}
     assert "xmitq_fast" in " ".join(whats(fake)) and "xmitq_exact" in " ".join(whats(fake))
@@ -338,7 +340,7 @@ def test_e2e_latency_clock_correction(fake):
     t.provision()
     fake.clock["sqltarget.lab.example:1433"] = 0.002      # target's clock 2 ms ahead of ours
     fake.clock["sqlinit1.lab.example:1433"] = -0.001     # initiator 1 a millisecond behind
-    t.prepare(2, "sql2005", BrokerSettings())
+    t.prepare(2, "durable", BrokerSettings())
     lat = t.e2e_latencies_us(1000.0, 2000.0)
     # raw 5000 us from initiator 1 includes +3 ms of skew; initiator 2 +2 ms
     assert abs(lat[0] - 2000) < 1500 and abs(lat[1] - 5000) < 1500
@@ -388,7 +390,7 @@ def test_teardown(fake):
 
 def test_topology_profiles_exposed(fake):
     t = MssqlTarget.from_file(str(DIST))
-    assert t.profiles() == ["sql2005", "sql2008"]
+    assert t.profiles() == ["durable", "delayed"]
     d = t.describe()
     assert d["kind"] == "mssql" and d["versions"]["target"] == "16.0.4135.4"
     assert d["topology"]["layout"] == "distributed"
@@ -400,3 +402,40 @@ def test_make_target_uses_from_file(fake):
     t = make_target(str(SINGLE))
     assert isinstance(t, MssqlTarget) and t.topology.name == "laptop"
     assert load_topology(SINGLE).name == "laptop"
+
+
+# --------------------------------------------------------------------------- issue 15: honest labels
+
+def test_profile_label_says_what_it_is(fake):
+    """A profile is instances and settings; the label every report shows says exactly that."""
+    t = MssqlTarget.from_file(str(DIST))
+    t.provision()
+    for prof, dd in (("durable", "DISABLED"), ("delayed", "FORCED")):
+        t.prepare(1, prof, BrokerSettings())
+        assert t.label == f"SQL Server 16.0.4135.4, profile {prof} (DELAYED_DURABILITY = {dd}), distributed"
+        d = t.describe()
+        assert d["profile_settings"] == f"DELAYED_DURABILITY = {dd}" and d["profile_description"]
+        assert d["notes"] == []
+    # the examples do not borrow the paper's build names for durability settings
+    for path in (DIST, SINGLE):
+        topo = load_topology(path)
+        assert not {"sql2005", "sql2008"} & set(topo.profiles), path
+        for p in topo.profiles.values():
+            assert p.settings() in p.description or "full durability" in p.description
+
+
+def test_single_instance_notes(fake):
+    """SEND within one instance bypasses the transmission queue: run.json's target.notes and
+    the label say so."""
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    t.prepare(2, "durable", BrokerSettings())
+    d = t.describe()
+    assert "single instance, no transmission queue" in t.label == d["label"]
+    [note] = d["notes"]
+    assert "bypassing the transmission queue" in note and "initiator-side bottleneck" in note
+    import json
+
+    from harness.redact import redact
+
+    assert json.loads(json.dumps(redact(d)))["notes"] == [note]
