@@ -439,3 +439,44 @@ def test_single_instance_notes(fake):
     from harness.redact import redact
 
     assert json.loads(json.dumps(redact(d)))["notes"] == [note]
+
+
+def test_message_drop_is_a_heap(fake):
+    """16 readers inserting 10,000-row batches must not queue on one last page (PAGELATCH_EX)."""
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    tables = fake.sql(what="target.sql tables", db="ssbench_target")
+    create = tables[tables.index("CREATE TABLE [dbo].[messageDrop]"):]
+    create = create[:create.index(");") + 2]
+    assert "IDENTITY" not in create and "PRIMARY KEY" not in create and "CLUSTERED" not in create
+    assert "CREATE CLUSTERED INDEX" not in tables and "ON [dbo].[messageDrop]" not in tables
+    # an older clustered messageDrop is replaced
+    assert "index_id = 1)\n    DROP TABLE [dbo].[messageDrop];" in tables
+
+
+def test_tally_has_a_row_for_every_receive(fake):
+    """A RECEIVE of only EndDialog or Error messages is tallied too (initiator NULL), and the
+    accounting reads only the per-initiator rows."""
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    proc = fake.sql(what="target.sql activation_procedure")
+    body = proc[proc.index("WAITFOR ("):]
+    # @data counts the valid data messages (the rows copied to messageDrop) ...
+    drop = body.index("INSERT INTO [dbo].[messageDrop]")
+    assert body.index("SET @data = @@ROWCOUNT;") > drop
+    # ... a RECEIVE with anything else gets a NULL-initiator row carrying its size
+    tail = body[body.index("IF @data < @rows"):]
+    assert tail.index("VALUES (@now, NULL, 0, 0, @rows);") < tail.index("INSERT INTO [dbo].[messageErrors]")
+    # the RECEIVE's size is on every tally row; nothing between RECEIVE and the tally resets it
+    assert "SUM(CASE WHEN h.warmup = 1 THEN 1 ELSE 0 END), @rows" in body
+    assert "SET @rows = @@ROWCOUNT;" in body
+    assert "WHERE initiator IS NOT NULL" in tsql_section("target", "received_by_initiator")
+    t.prepare(1, "durable", BrokerSettings())
+    fake.tally["127.0.0.1:1433"] = [(1, 7, 0)]       # the server filters the NULL rows
+    assert t.counts().received == 7
+
+
+def tsql_section(file, name):
+    from harness.targets.mssql import tsql
+
+    return tsql.statement(file, name, {"queue": "q"})
