@@ -3,7 +3,8 @@
 * ``check``: connect to every instance of the topology and report versions, permissions,
   databases, broker GUIDs, endpoints, provisioned objects, routes and stuck messages.
 * ``provision``: create (idempotently) everything the paper's topology needs.
-* ``teardown``: remove it again (``--drop-databases`` drops the databases too).
+* ``teardown``: remove what ssbench created, and nothing else (``--drop-databases`` drops the
+  databases ssbench created too); prints a KEPT line for each object left in place.
 * ``smoke``: a tiny flow (dialogs, warm-up, a few messages, drain, sent == received).
 
 See docs/sqlserver.md.
@@ -69,9 +70,11 @@ def cmd_mssql(args) -> int:
                     print("nothing done")
                     return 1
             driver.pyodbc_module()
-            target.teardown(drop_databases=args.drop_databases)
-            print(f"torn down topology {topo.name}"
-                  + (" (databases dropped)" if args.drop_databases else ""))
+            kept = target.teardown(drop_databases=args.drop_databases)
+            for line in kept:
+                print(f"KEPT  {line}")
+            print(f"torn down topology {topo.name}: what ssbench created is removed"
+                  + (", with the databases it created" if args.drop_databases else ""))
             return 0
         c = target.smoke(messages=args.messages, profile=args.profile)
         print(f"smoke test passed: sent {c.sent}, received {c.received}, "

@@ -120,6 +120,22 @@ ALTER ENDPOINT {{ident:endpoint}}
         ENCRYPTION = {{kw:encryption}},
         MESSAGE_FORWARDING = DISABLED);
 
+-- @@ endpoint_owner
+-- (master) The endpoint ssbench created on this instance, recorded as a database-level
+-- extended property of master (endpoints take no extended properties of their own).
+SELECT CAST(value AS nvarchar(128)) FROM sys.extended_properties
+WHERE class = 0 AND name = N'ssbench_endpoint';
+
+-- @@ endpoint_owner_set
+IF EXISTS (SELECT * FROM sys.extended_properties WHERE class = 0 AND name = N'ssbench_endpoint')
+    EXEC sys.sp_updateextendedproperty @name = N'ssbench_endpoint', @value = {{lit:endpoint}};
+ELSE
+    EXEC sys.sp_addextendedproperty @name = N'ssbench_endpoint', @value = {{lit:endpoint}};
+
+-- @@ endpoint_owner_drop
+IF EXISTS (SELECT * FROM sys.extended_properties WHERE class = 0 AND name = N'ssbench_endpoint')
+    EXEC sys.sp_dropextendedproperty @name = N'ssbench_endpoint';
+
 -- @@ endpoint_drop
 IF EXISTS (SELECT * FROM sys.service_broker_endpoints WHERE name = {{lit:endpoint}})
     DROP ENDPOINT {{ident:endpoint}};

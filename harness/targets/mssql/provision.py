@@ -34,7 +34,7 @@ def _check_version(s: Session, inst: Instance) -> str:
                           "DATEDIFF_BIG, CERTENCODED)")
     return version
 
-def _ensure_database(s: Session, inst: Instance) -> None:
+def _ensure_database(s: Session, inst: Instance, created: set[str]) -> None:
     info = s._database_info(inst)
     if info is None:
         if not s.topology.broker.create_databases:
@@ -42,7 +42,8 @@ def _ensure_database(s: Session, inst: Instance) -> None:
                               f"{inst.port} (broker.create_databases is false)")
         log.info("creating database %s on %s", inst.database, inst.server_key)
         s._run(inst, "server", "create_database", {"database": inst.database},
-                  database="master")
+               database="master")
+        created.add(inst.name)
         info = s._database_info(inst)
         if info is None:
             raise TargetError(f"database {inst.database} was not created on {inst.server_key}")
@@ -71,7 +72,69 @@ def _dedupe_guids(s: Session, insts: list[Instance]) -> None:
             g = s._guids[inst.name]
         seen[g] = inst
 
-def _create_objects(s: Session, inst: Instance, role: str, index: int = 1) -> None:
+#: Objects provisioning creates under the paper's or configured names, by class. ssbench
+#: refuses to take over an existing one of the STRICT classes (it empties, alters or replaces
+#: them); an existing message type or contract is used as it is and left in place.
+STRICT = ("QUEUE", "SERVICE", "PROCEDURE", "TABLE")
+ROLE_TABLES = {"target": ("messageDrop", "receiveTally", "messageErrors"), "initiator": ("dialogs",)}
+
+
+def _ownership(s: Session, inst: Instance) -> dict[tuple[str, str], tuple[bool, bool]]:
+    """(class, name) -> (present, recorded as ssbench's) for the named objects of ``inst``."""
+    b = s.topology.broker
+    rows = s._query(inst, "objects", "ownership",
+                    [b.message_type, b.contract, b.queue, b.service, b.activation_procedure],
+                    purpose="admin")
+    return {(str(r[0]), str(r[1])): (bool(r[2]), bool(r[3])) for r in rows}
+
+
+def _owned_state(s: Session, inst: Instance) -> dict[tuple[str, str], tuple[bool, bool]]:
+    """Create dbo.ssbench_owned if needed and return :func:`_ownership`. A database an ssbench
+    from before ownership records provisioned (dbo.ssbench_config, no dbo.ssbench_owned) has
+    its objects recorded as ssbench's."""
+    fresh = bool(s._scalar(inst, "objects", "owned_table", purpose="admin"))
+    state = _ownership(s, inst)
+    if fresh and state.get(("TABLE", "ssbench_config"), (False, False))[0]:
+        for key, (present, _) in state.items():
+            if present:
+                _record(s, inst, *key)
+        state = _ownership(s, inst)
+    return state
+
+
+def _record(s: Session, inst: Instance, cls: str, name: str) -> None:
+    sql = tsql.statement("objects", "owned_record")
+    s._retrying(inst, None, "admin", lambda c: c.execute(sql, (cls, name, cls, name),
+                                                        what="objects.sql owned_record"))
+
+
+def _wanted(s: Session, role: str) -> set[tuple[str, str]]:
+    b = s.topology.broker
+    out = {("MESSAGE TYPE", b.message_type), ("CONTRACT", b.contract), ("QUEUE", b.queue),
+           ("SERVICE", b.service)} | {("TABLE", t) for t in ROLE_TABLES[role]}
+    if role == "target":
+        out.add(("PROCEDURE", b.activation_procedure))
+    return out
+
+
+def _refuse_foreign(s: Session, inst: Instance, role: str,
+                    state: dict[tuple[str, str], tuple[bool, bool]]) -> None:
+    """Existing queues, services, the activation procedure and the paper's tables that ssbench
+    did not create are not taken over (it would empty, alter or replace them)."""
+    foreign = sorted(k for k in _wanted(s, role)
+                     if k[0] in STRICT and state.get(k, (False, False)) == (True, False))
+    if foreign:
+        what = ", ".join(f"{c.lower()} {n}" for c, n in foreign)
+        raise TargetError(
+            f"{inst.where()}: {what} already exist(s) and ssbench did not create them (it would "
+            "empty, alter or replace them): drop or rename them, or give ssbench other names "
+            "under broker: in the topology")
+
+
+def _create_objects(s: Session, inst: Instance, role: str, index: int,
+                    before: dict[tuple[str, str], tuple[bool, bool]]) -> None:
+    """Create the database's objects and record in dbo.ssbench_owned what ssbench created
+    (an existing message type or contract is used as it is and not recorded)."""
     names = s._names()
     for sec in ("message_type", "contract", "queue", "service", "config_table"):
         s._run(inst, "objects", sec, names)
@@ -82,6 +145,10 @@ def _create_objects(s: Session, inst: Instance, role: str, index: int = 1) -> No
     else:
         s._run(inst, "initiator", "tables", names)
         s._install_initiator_code(inst, index)
+    for key in sorted(_wanted(s, role)):
+        if not before.get(key, (False, False))[0]:
+            _record(s, inst, *key)
+
 
 def _cert_dates(s: Session) -> dict[str, dt.date]:
     today = dt.datetime.now(dt.timezone.utc).date()
@@ -149,11 +216,73 @@ def _dialog_security(s: Session, pairs: list[Pair]) -> None:
         # messages the target sends back (EndDialog, Error) arrive as that user
         s._run(i, "objects", "grant_send", {**names, "user": iu})
 
-def _transport(s: Session, pairs: list[Pair]) -> None:
-    """Transport security between instances: a certificate per instance in master, the
-    Service Broker endpoint authenticating with it, and for every peer instance a login,
-    a master user owning the peer's public certificate and CONNECT on the endpoint."""
+def _endpoint_owned(s: Session, inst: Instance, name: str) -> bool:
+    """ssbench created this endpoint: master's extended property names it, or (an ssbench from
+    before the record) its name has the reserved ssbench_ prefix."""
+    owner = s._scalar(inst, "server", "endpoint_owner", database="master", purpose="admin")
+    return owner == name or name.lower().startswith("ssbench_")
+
+
+def _foreign_endpoint(s: Session, inst: Instance) -> tuple | None:
+    """The instance's Service Broker endpoint when ssbench did not create it (None when there
+    is none or it is ssbench's). Without ``broker.use_existing_endpoint`` that is an error:
+    ssbench never alters an endpoint it did not create; with it, the endpoint must already
+    do what ssbench needs."""
     b = s.topology.broker
+    rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
+    where = f"{inst.host}:{inst.port}"
+    if rows and not _endpoint_owned(s, inst, rows[0][0]):
+        name, port, state, auth, _, cert = rows[0]
+        if not b.use_existing_endpoint:
+            raise TargetError(
+                f"{where} already has a Service Broker endpoint [{name}] (port {port}, "
+                f"authentication {auth}) that ssbench did not create; an instance has only one. "
+                "ssbench never alters an endpoint it did not create: set "
+                "broker.use_existing_endpoint: true to use it as it is, or drop it")
+        if "CERTIFICATE" not in str(auth).upper() or not cert:
+            raise TargetError(f"{where}: endpoint [{name}] authenticates with {auth}; ssbench's "
+                              "transport security needs certificate authentication")
+        if port != inst.broker_port:
+            raise TargetError(f"{where}: endpoint [{name}] listens on port {port}: set "
+                              f"broker_port: {port} for {inst.name} in the topology")
+        if state != "STARTED":
+            raise TargetError(f"{where}: endpoint [{name}] is {state}; start it (ALTER ENDPOINT "
+                              f"[{name}] STATE = STARTED) or let ssbench create its own")
+        return rows[0]
+    return None
+
+
+def _endpoint(s: Session, inst: Instance, label: str) -> tuple[str, tuple[bytes, bytes]]:
+    """The instance's Service Broker endpoint: created (and recorded) by ssbench, altered only
+    when ssbench created it, or an existing one used exactly as it is with
+    ``broker.use_existing_endpoint``. Returns its name and the public part of the certificate
+    it authenticates with."""
+    b = s.topology.broker
+    foreign = _foreign_endpoint(s, inst)
+    if foreign is not None:
+        name, cert = foreign[0], foreign[5]
+        rows2 = s._query(inst, "server", "certificate_public", [cert], database="master",
+                         purpose="admin")
+        if not rows2 or rows2[0][0] is None:
+            raise TargetError(f"{inst.host}:{inst.port}: certificate {cert} of endpoint [{name}] "
+                              "is not readable")
+        return name, (bytes(rows2[0][0]), bytes(rows2[0][1]))
+    rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
+    cert = f"ssbench_transport_{label}"
+    public = _own_certificate(s, inst, cert, f"ssbench transport {label}"[:64], "master")
+    name = rows[0][0] if rows else b.endpoint_name
+    params = {"endpoint": name, "port": inst.broker_port, "certificate": cert,
+              "encryption": b.endpoint_encryption.upper()}
+    s._run(inst, "server", "endpoint_alter" if rows else "endpoint_create", params,
+           database="master")
+    s._run(inst, "server", "endpoint_owner_set", {"endpoint": name}, database="master")
+    return name, public
+
+
+def _transport(s: Session, pairs: list[Pair]) -> None:
+    """Transport security between instances: the Service Broker endpoint authenticating with
+    a certificate in master, and for every peer instance a login, a master user owning the
+    peer's public certificate and CONNECT on the endpoint."""
     links: set[tuple[str, str]] = set()
     for t, i, _ in pairs:
         if t.server_key != i.server_key:
@@ -163,32 +292,20 @@ def _transport(s: Session, pairs: list[Pair]) -> None:
         return
     servers = s._servers(x for pair in pairs for x in pair[:2])
     publics: dict[str, tuple[bytes, bytes]] = {}
+    endpoints: dict[str, str] = {}
     for key in sorted({k for link in links for k in link}):
-        inst = servers[key]
-        label = s._server_label(key)
-        cert = f"ssbench_transport_{label}"
-        publics[key] = _own_certificate(s, inst, cert, f"ssbench transport {label}"[:64], "master")
-        rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
-        params = {"endpoint": b.endpoint_name, "port": inst.broker_port, "certificate": cert,
-                  "encryption": b.endpoint_encryption.upper()}
-        if rows and rows[0][0] != b.endpoint_name:
-            raise TargetError(
-                f"{inst.host}:{inst.port} already has a Service Broker endpoint [{rows[0][0]}] "
-                f"(port {rows[0][1]}); an instance has only one. Set broker.endpoint_name: "
-                f"{rows[0][0]} in the topology to let ssbench reconfigure it for certificate "
-                "authentication, or drop it")
-        s._run(inst, "server", "endpoint_alter" if rows else "endpoint_create", params,
-                  database="master")
+        endpoints[key], publics[key] = _endpoint(s, servers[key], s._server_label(key))
     for a, peer in sorted(links):
         inst = servers[a]
         plabel = s._server_label(peer)
         login = user = f"ssbench_peer_{plabel}"
         s._run(inst, "server", "peer_login",
-                  {"login": login, "user": user, "password": random_password()}, database="master")
+               {"login": login, "user": user, "password": random_password()}, database="master")
         _install_peer_certificate(s, inst, "master", f"ssbench_transport_{plabel}", user,
-                                       publics[peer])
+                                  publics[peer])
         s._run(inst, "server", "peer_grant_connect",
-                  {"endpoint": b.endpoint_name, "login": login}, database="master")
+               {"endpoint": endpoints[a], "login": login}, database="master")
+
 
 def routing(s: Session, pairs: list[Pair]) -> None:
     """Routes with BROKER_INSTANCE both ways (TCP to the far endpoint, or LOCAL), msdb
@@ -226,12 +343,23 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
     insts = topo.used_instances(max_initiators)
     for inst in s._servers(insts).values():
         _check_version(s, inst)
+    if topo.layout == "distributed":        # refuse a foreign endpoint before changing anything
+        for inst in s._servers(insts).values():
+            _foreign_endpoint(s, inst)
+    created: set[str] = set()
     for inst in insts:
-        _ensure_database(s, inst)
+        _ensure_database(s, inst, created)
+    state = {}
+    for inst in insts:                       # refuse foreign objects before creating any
+        state[inst.name] = _owned_state(s, inst)
+        _refuse_foreign(s, inst, topo.role(inst), state[inst.name])
+    for inst in insts:
+        if inst.name in created:
+            _record(s, inst, "DATABASE", inst.database)
     _dedupe_guids(s, insts)
     index = {i.name: idx for _, i, idx in pairs}
     for inst in insts:
-        _create_objects(s, inst, topo.role(inst), index.get(inst.name, 1))
+        _create_objects(s, inst, topo.role(inst), index.get(inst.name, 1), state[inst.name])
     _dialog_security(s, pairs)
     if topo.layout == "distributed":
         _transport(s, pairs)
@@ -240,8 +368,11 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
              len(s._servers(insts)))
 
 
-def teardown(s: Session, drop_databases: bool = False) -> None:
-    """Remove what provision created (all profiles). Databases stay unless asked."""
+def teardown(s: Session, drop_databases: bool = False) -> list[str]:
+    """Remove what provision created (all profiles), and nothing else: objects under the
+    paper's or configured names only when dbo.ssbench_owned records them, the endpoint only
+    when ssbench created it, databases only when asked and ssbench created them. Returns a
+    line for everything left in place."""
     topo = s.topology
     pairs = topo.pairs()
     insts = topo.used_instances()
@@ -249,43 +380,74 @@ def teardown(s: Session, drop_databases: bool = False) -> None:
     for t, i, _ in pairs:
         partners.setdefault(t.name, []).append(i)
         partners.setdefault(i.name, []).append(t)
+    b = topo.broker
+    names = s._names()
+    kept: list[str] = []
+    owned_dbs: set[str] = set()
     for inst in insts:
         if s._database_info(inst) is None:
             continue
-        names = s._names()
-        s._run(inst, "teardown", "end_conversations", names)
+        state = _owned_state(s, inst)
+        owned = {(str(c), str(n)) for c, n in s._query(inst, "objects", "owned_list",
+                                                       purpose="admin")}
+        if ("DATABASE", inst.database) in owned:
+            owned_dbs.add(inst.name)
+        if ("SERVICE", b.service) in owned:
+            s._run(inst, "teardown", "end_conversations", names)
         for p in partners.get(inst.name, []):
             s._run(inst, "teardown", "route_drop", {"route": f"ssbench_to_{p.name}"})
-        binding = f"ssbench_rsb_{partners[inst.name][0].name}" if topo.role(inst) == "initiator" \
-            else "ssbench_rsb_none"
-        s._run(inst, "teardown", "broker_objects", {**names, "binding": binding})
+        if topo.role(inst) == "initiator":
+            s._run(inst, "teardown", "binding_drop",
+                   {"binding": f"ssbench_rsb_{partners[inst.name][0].name}"})
+        for cls, sec in (("SERVICE", "service_drop"), ("QUEUE", "queue_drop"),
+                         ("CONTRACT", "contract_drop"), ("MESSAGE TYPE", "message_type_drop")):
+            name = names[sec.replace("_drop", "")]
+            if (cls, name) in owned:
+                s._run(inst, "teardown", sec, names)
+            elif cls in ("SERVICE", "QUEUE") and state.get((cls, name), (False, False))[0]:
+                kept.append(f"{inst.where()}: {cls.lower()} {name} (not created by ssbench)")
         for p in partners.get(inst.name, []):
             s._run(inst, "teardown", "proxy_drop",
-                      {"certificate": dialog_cert(p), "user": peer_user(p.name)})
-        s._run(inst, "teardown", "code_and_tables", names)
+                   {"certificate": dialog_cert(p), "user": peer_user(p.name)})
+        s._run(inst, "teardown", "ssbench_code", names)
+        if ("PROCEDURE", b.activation_procedure) in owned:
+            s._run(inst, "teardown", "procedure_drop", {"procedure": b.activation_procedure})
+        for cls, name in sorted(owned):
+            if cls == "TABLE" and not name.lower().startswith("ssbench_"):
+                s._run(inst, "teardown", "table_drop", {"table": name})
         s._run(inst, "teardown", "own_certificate_drop", {"certificate": dialog_cert(inst)})
+        keep = ("DATABASE", inst.database) in owned and not drop_databases
+        s._run(inst, "teardown", "owned_prune" if keep else "owned_drop")
     if topo.layout == "distributed":
         servers = s._servers(insts)
         for key, inst in servers.items():
             for other in insts:
                 if other.server_key == key:
                     s._run(inst, "server", "msdb_route_drop",
-                              {"route": f"ssbench_local_{other.name}"}, database="msdb")
-            s._run(inst, "server", "endpoint_drop", {"endpoint": topo.broker.endpoint_name},
-                      database="master")
+                           {"route": f"ssbench_local_{other.name}"}, database="msdb")
+            rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
+            if rows and _endpoint_owned(s, inst, rows[0][0]):
+                s._run(inst, "server", "endpoint_drop", {"endpoint": rows[0][0]}, database="master")
+                s._run(inst, "server", "endpoint_owner_drop", database="master")
+            elif rows:
+                kept.append(f"{inst.host}:{inst.port}: endpoint {rows[0][0]} (not created by "
+                            "ssbench; its CONNECT grants went with ssbench's peer logins)")
             for peer in servers:
                 if peer != key:
                     pl = s._server_label(peer)
                     s._run(inst, "server", "peer_drop",
-                              {"certificate": f"ssbench_transport_{pl}",
-                               "user": f"ssbench_peer_{pl}", "login": f"ssbench_peer_{pl}"},
-                              database="master")
+                           {"certificate": f"ssbench_transport_{pl}",
+                            "user": f"ssbench_peer_{pl}", "login": f"ssbench_peer_{pl}"},
+                           database="master")
             s._run(inst, "server", "drop_certificate",
-                      {"certificate": f"ssbench_transport_{s._server_label(key)}"},
-                      database="master")
+                   {"certificate": f"ssbench_transport_{s._server_label(key)}"},
+                   database="master")
     if drop_databases:
         for inst in insts:
+            if inst.name not in owned_dbs:
+                kept.append(f"{inst.where()}: database kept (ssbench did not create it)")
+                continue
             s._pool.discard(inst.server_key, inst.database)
             s._run(inst, "server", "drop_database", {"database": inst.database},
-                      database="master")
-
+                   database="master")
+    return kept

@@ -280,9 +280,10 @@ class MssqlTarget(Session, Target):
         """Create everything the topology needs, idempotently (safe to run again)."""
         _provision.provision(self, max_initiators)
 
-    def teardown(self, drop_databases: bool = False) -> None:
-        """Remove what provision created (all profiles). Databases stay unless asked."""
-        _provision.teardown(self, drop_databases)
+    def teardown(self, drop_databases: bool = False) -> list[str]:
+        """Remove what provision created (all profiles) and nothing else; returns a line for
+        each object left in place. See :func:`.provision.teardown`."""
+        return _provision.teardown(self, drop_databases)
 
     def check(self, max_initiators: int | None = None) -> list[tuple[str, str, str]]:
         """Preflight: ``[(status, what, detail)]``; see :func:`.check.check`."""

@@ -74,7 +74,8 @@ INSTANCE_KEYS = {"host", "port", "database", "auth", "sender_auth", "broker_host
                  "description"}
 PROFILE_KEYS = {"target", "initiators", "delayed_durability", "description"}
 BROKER_KEYS = set(PAPER_NAMES) | {"dialog_encryption", "endpoint_name", "endpoint_encryption",
-                                  "reset", "create_databases", "certificate_years"}
+                                  "use_existing_endpoint", "reset", "create_databases",
+                                  "certificate_years"}
 
 
 # --------------------------------------------------------------------------- model
@@ -164,6 +165,7 @@ class BrokerConfig:
     dialog_encryption: bool = True          # BEGIN DIALOG ... WITH ENCRYPTION = ON (the paper)
     endpoint_name: str = "ssbench_broker_endpoint"
     endpoint_encryption: str = "disabled"   # the paper: ENCRYPTION = DISABLED
+    use_existing_endpoint: bool = False     # use an endpoint ssbench did not create, as it is
     reset: str = "cleanup"                  # cleanup: END CONVERSATION WITH CLEANUP; new_broker
     create_databases: bool = True
     certificate_years: int = 10
@@ -496,6 +498,8 @@ def load_topology(path: str | Path) -> Topology:
                                check=tsql.validate_name),
         endpoint_encryption=r.choice(b, "endpoint_encryption", "broker.endpoint_encryption",
                                      ENDPOINT_ENCRYPTION, "disabled"),
+        use_existing_endpoint=r.boolean(b, "use_existing_endpoint", "broker.use_existing_endpoint",
+                                        False),
         reset=r.choice(b, "reset", "broker.reset", RESET_MODES, "cleanup"),
         create_databases=r.boolean(b, "create_databases", "broker.create_databases", True),
         certificate_years=r.number(b, "certificate_years", "broker.certificate_years", 10, 1, 100,

@@ -27,6 +27,11 @@ class FakeServer:
         self.clock: dict[str, float] = {}                         # server -> offset seconds
         self.waits: list[tuple] = []
         self.routes: dict[tuple[str, str], list] = {}
+        # ownership: (server, db) -> {(class, name)}; objects that existed before ssbench
+        self.owned: dict[tuple[str, str], set] = {}
+        self.owned_tables: set[tuple[str, str]] = set()          # dbo.ssbench_owned exists
+        self.preexisting: dict[tuple[str, str], set] = {}
+        self.endpoint_owner: dict[str, str] = {}                  # server -> extended property
 
     def batches(self, what: str | None = None, server: str | None = None, db: str | None = None):
         return [(s, d, w, q) for s, d, w, q, _ in self.log
@@ -67,6 +72,42 @@ class FakeConn:
         sec = what.replace(".sql ", ".")
         if what == "dialog lookup":                       # MssqlSender.dialog
             return [(str(uuid.UUID(int=params[0])),)]
+        k = (s, d.lower())
+        if sec == "objects.owned_table":
+            fresh = k not in f.owned_tables
+            f.owned_tables.add(k)
+            return [(1 if fresh else 0,)]
+        if sec == "objects.owned_record":
+            f.owned.setdefault(k, set()).add((params[0], params[1]))
+            return []
+        if sec == "objects.ownership":
+            assert k in f.owned_tables, "ownership read before dbo.ssbench_owned exists"
+            mt, contract, queue, service, proc = params
+            objs = [("MESSAGE TYPE", mt), ("CONTRACT", contract), ("QUEUE", queue), ("SERVICE", service),
+                    ("PROCEDURE", proc), ("TABLE", "messageDrop"), ("TABLE", "receiveTally"),
+                    ("TABLE", "messageErrors"), ("TABLE", "dialogs"), ("TABLE", "ssbench_config")]
+            mine, old = f.owned.get(k, set()), f.preexisting.get(k, set())
+            return [(c, n, int((c, n) in mine or (c, n) in old), int((c, n) in mine)) for c, n in objs]
+        if sec == "objects.owned_list":
+            return sorted(f.owned.get(k, set())) if k in f.owned_tables else []
+        if sec == "teardown.owned_prune":
+            f.owned[k] = {o for o in f.owned.get(k, set()) if o[0] == "DATABASE"}
+            return []
+        if sec == "teardown.owned_drop":
+            f.owned_tables.discard(k)
+            f.owned.pop(k, None)
+            return []
+        if sec == "server.endpoint_owner":
+            return [(f.endpoint_owner[s],)] if s in f.endpoint_owner else []
+        if sec == "server.endpoint_owner_set":
+            f.endpoint_owner[s] = re.search(r"@value = N'([^']+)'", sql).group(1)
+            return []
+        if sec == "server.endpoint_owner_drop":
+            f.endpoint_owner.pop(s, None)
+            return []
+        if sec == "server.endpoint_drop":
+            f.endpoints.pop(s, None)
+            return []
         if sec == "server.server_info":
             return [("16.0.4135.4", "Developer Edition", s, "RTM", "ssbench")]
         if sec == "server.permissions":

@@ -381,11 +381,11 @@ def test_teardown(fake):
     w = whats(fake)
     assert w.count("server.sql endpoint_drop") == 4
     assert "DROP REMOTE SERVICE BINDING [ssbench_rsb_target]" in fake.sql(
-        what="teardown.sql broker_objects", server="sqlinit1.lab.example:1433")
+        what="teardown.sql binding_drop", server="sqlinit1.lab.example:1433")
     assert "DROP LOGIN [ssbench_peer_init3]" in fake.sql(what="server.sql peer_drop",
                                                           server="sqltarget.lab.example:1433")
     assert w.count("server.sql drop_database") == 4
-    assert w.index("teardown.sql end_conversations") < w.index("teardown.sql broker_objects")
+    assert w.index("teardown.sql end_conversations") < w.index("teardown.sql service_drop")
 
 
 def test_topology_profiles_exposed(fake):

@@ -147,7 +147,7 @@ def params(layout: str, every_n: int, initiator: int = 1) -> dict:
         "receive_top": 10000 if every_n == 150 else 100, "waitfor_timeout_ms": 3000,
         "max_queue_readers": 16, "data_prefix": message_prefix(initiator),
         "warmup_prefix": message_prefix(initiator, warmup=True),
-        "dialog_encryption": "ON",
+        "dialog_encryption": "ON", "procedure": "SRPerf_Queue_LabTest", "table": "messageDrop",
     }
 
 
@@ -188,6 +188,7 @@ EXPECTED_MARKERS = {
     ("server", "database_info"): 1,
     ("server", "certificate_public"): 1, ("server", "certificate_thumbprint"): 1,
     ("objects", "config_set"): 4, ("objects", "objects_present"): 4,
+    ("objects", "owned_record"): 4, ("objects", "ownership"): 5,
     ("target", "e2e_latencies"): 2,
     ("initiator", "call_create_dialogs"): 2, ("initiator", "call_send"): 2,
     ("initiator", "dialog_handle"): 1, ("initiator", "sent_sequence"): 1,
