@@ -134,7 +134,8 @@ SELECT
     (SELECT COUNT(*) FROM sys.services WHERE name = ?) AS service,
     (SELECT COUNT(*) FROM sys.remote_service_bindings) AS bindings,
     (SELECT COUNT(*) FROM sys.symmetric_keys WHERE name = N'##MS_DatabaseMasterKey##') AS master_key,
-    IS_MEMBER(N'db_owner') AS db_owner;
+    IS_MEMBER(N'db_owner') AS db_owner,
+    HAS_PERMS_BY_NAME(DB_NAME(), N'DATABASE', 'ALTER') AS alter_database;
 
 -- @@ transmission_status
 -- Messages stuck in the transmission queue and why (the classic Service Broker diagnosis).

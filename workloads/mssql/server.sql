@@ -14,12 +14,13 @@ SELECT CAST(SERVERPROPERTY('ProductVersion') AS nvarchar(128)) AS product_versio
        SUSER_SNAME() AS login_name;
 
 -- @@ permissions
+-- What each step needs on the instance (ssbench mssql check prints a line for each missing one).
 SELECT HAS_PERMS_BY_NAME(NULL, NULL, 'CONTROL SERVER') AS control_server,
        HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') AS view_server_state,
        HAS_PERMS_BY_NAME(NULL, NULL, 'CREATE ENDPOINT') AS create_endpoint,
        HAS_PERMS_BY_NAME(NULL, NULL, 'ALTER ANY LOGIN') AS alter_any_login,
        HAS_PERMS_BY_NAME(NULL, NULL, 'CREATE ANY DATABASE') AS create_any_database,
-       HAS_PERMS_BY_NAME(N'master', N'DATABASE', 'CREATE CERTIFICATE') AS create_certificate_master,
+       HAS_PERMS_BY_NAME(N'master', N'DATABASE', 'CONTROL') AS control_master,
        HAS_PERMS_BY_NAME(N'msdb', N'DATABASE', 'CREATE ROUTE') AS create_route_msdb;
 
 -- @@ utc_now

@@ -34,6 +34,7 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
         return out
     insts = topo.used_instances(max_initiators)
     pairs = topo.pairs(max_initiators)
+    infos = {inst.name: s._database_info(inst) for inst in insts}
     for key, inst in s._servers(insts).items():
         label = f"server {s._server_label(key)} ({key})"
         row = s._server_info(inst)
@@ -41,31 +42,14 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
         out.append(("ok" if ok else "fail", label,
                     f"SQL Server {row[0]} {row[1]}, logged in as {row[4]}"
                     + ("" if ok else "; needs 2016 SP1 (13.0.4001) or later")))
-        perms = s._query(inst, "server", "permissions", database="master", purpose="admin")[0]
-        control, vss, cep, ala, cad = (bool(x) for x in perms[:5])
-        out.append(("ok" if vss else "fail", label,
-                    "VIEW SERVER STATE (DMV collectors)" + ("" if vss else " missing")))
+        missing = [i.database for i in insts if i.server_key == key and infos[i.name] is None]
+        out += _permission_lines(s, inst, label, missing)
         if topo.layout == "distributed":
-            good = control or (cep and ala)
-            out.append(("ok" if good else "fail", label,
-                        "CREATE ENDPOINT + ALTER ANY LOGIN (endpoint, peer logins)"
-                        + ("" if good else " missing: grant CONTROL SERVER or both")))
-            eps = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
-            if not eps:
-                out.append(("warn", label, "no Service Broker endpoint yet (provision creates "
-                                           f"[{topo.broker.endpoint_name}] on port {inst.broker_port})"))
-            elif eps[0][0] != topo.broker.endpoint_name:
-                out.append(("fail", label, f"another Service Broker endpoint [{eps[0][0]}] exists "
-                                           f"(port {eps[0][1]}); set broker.endpoint_name: {eps[0][0]}"))
-            else:
-                good = eps[0][2] == "STARTED" and eps[0][1] == inst.broker_port
-                out.append(("ok" if good else "warn", label,
-                            f"endpoint [{eps[0][0]}] port {eps[0][1]} {eps[0][2]}, "
-                            f"authentication {eps[0][3]}, certificate {eps[0][5]}"))
+            out += _endpoint_lines(s, inst, label)
     guids: dict[str, str] = {}
     for inst in insts:
         label = f"database {inst.where()}"
-        info = s._database_info(inst)
+        info = infos[inst.name]
         if info is None:
             status = "warn" if topo.broker.create_databases else "fail"
             out.append((status, label, "does not exist"
@@ -75,9 +59,8 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
         s._guids[inst.name] = guid
         dup = [n for n, g in guids.items() if g == guid]
         guids[inst.name] = guid
-        out.append(("ok" if info[2] else "warn", label,
-                    f"{info[5]}, broker {'enabled' if info[2] else 'disabled (provision enables it)'}, "
-                    f"GUID {guid}, DELAYED_DURABILITY {info[4]}, owner {info[6]}"))
+        out.append(("ok" if info[5] == "ONLINE" else "fail", label,
+                    f"{info[5]}, GUID {guid}, DELAYED_DURABILITY {info[4]}, owner {info[6]}"))
         if info[6] is None:
             out.append(("fail", label, "the database owner's login does not exist on this "
                                        "server (a restored database?): EXECUTE AS OWNER fails; "
@@ -88,10 +71,24 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
         b = topo.broker
         rows = s._query(inst, "objects", "objects_present",
                            [b.message_type, b.contract, b.queue, b.service], purpose="admin")
-        pres = rows[0] if rows else (0,) * 7
-        if not pres[6]:
-            out.append(("fail", label, "the login is not db_owner here"))
+        pres = rows[0] if rows else (0,) * 8
         objs = all(pres[:4])
+        if info[2]:
+            out.append(("ok", label, "Service Broker enabled (is_broker_enabled = 1)"))
+        elif objs:
+            out.append(("fail", label, "Service Broker is disabled (is_broker_enabled = 0): "
+                                       "messages to and from this database stay in "
+                                       "sys.transmission_queue; run provision (ENABLE_BROKER)"))
+        else:
+            out.append(("warn", label, "Service Broker is disabled (is_broker_enabled = 0); "
+                                       "provision enables it"))
+        if not pres[6]:
+            out.append(("fail", label, "the login is not db_owner here: provision creates the "
+                                       "queue, service, certificates, users, routes, tables and "
+                                       "procedures in this database"))
+        if not pres[7]:
+            out.append(("fail", label, "no ALTER permission on the database: prepare runs ALTER "
+                                       "DATABASE (DELAYED_DURABILITY, NEW_BROKER)"))
         out.append(("ok" if objs else "warn", label,
                     "Service Broker objects present" if objs else "not provisioned yet"))
         if objs:
@@ -112,6 +109,52 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
                         f"names broker {r[2]} but {t.name} has {guids[t.name]} (run provision)"))
         else:
             out.append(("ok", f"route {i.name} -> {t.name}", f"{r[3]}"))
+    return out
+
+
+def _permission_lines(s: Session, inst, label: str, missing_dbs: list[str]) -> list[tuple]:
+    """One line per permission a step needs on this instance (CONTROL SERVER covers all)."""
+    topo = s.topology
+    cols = ("control_server", "view_server_state", "create_endpoint", "alter_any_login",
+            "create_any_database", "control_master", "create_route_msdb")
+    perms = dict(zip(cols, (bool(x) for x in s._query(inst, "server", "permissions",
+                                                      database="master", purpose="admin")[0])))
+    need = [("view_server_state", "VIEW SERVER STATE", "the collectors read DMVs")]
+    if missing_dbs and topo.broker.create_databases:
+        need.append(("create_any_database", "CREATE ANY DATABASE",
+                     f"provision creates {', '.join(missing_dbs)}"))
+    if topo.layout == "distributed":
+        need += [("create_endpoint", "CREATE ENDPOINT", "provision creates the Service Broker "
+                                                        "endpoint"),
+                 ("alter_any_login", "ALTER ANY LOGIN", "provision creates a login per peer "
+                                                        "instance"),
+                 ("control_master", "CONTROL on master", "provision creates the master key, the "
+                                                         "transport certificate and peer users "
+                                                         "there"),
+                 ("create_route_msdb", "CREATE ROUTE in msdb", "provision creates local delivery "
+                                                               "routes there")]
+    out = []
+    for col, perm, why in need:
+        good = perms[col] or perms["control_server"]
+        out.append(("ok" if good else "fail", label,
+                    f"{perm} ({why})" if good else f"{perm} missing: {why}"))
+    return out
+
+
+def _endpoint_lines(s: Session, inst, label: str) -> list[tuple]:
+    """The Service Broker endpoint: absent, ssbench's, or another one; its state."""
+    from .provision import endpoint_owned, endpoint_problems  # noqa: PLC0415
+
+    eps = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
+    if not eps:
+        return [("warn", label, "no Service Broker endpoint yet (provision creates "
+                                f"[{s.topology.broker.endpoint_name}] on port {inst.broker_port})")]
+    row = eps[0]
+    owned = endpoint_owned(s, inst, row[0])
+    out = [("fail", label, p) for p in endpoint_problems(s, inst, row, owned)]
+    if not out:
+        out.append(("ok", label, f"endpoint [{row[0]}] {'(ssbench) ' if owned else ''}port "
+                                 f"{row[1]} {row[2]}, authentication {row[3]}, certificate {row[5]}"))
     return out
 
 

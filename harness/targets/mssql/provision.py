@@ -216,38 +216,48 @@ def _dialog_security(s: Session, pairs: list[Pair]) -> None:
         # messages the target sends back (EndDialog, Error) arrive as that user
         s._run(i, "objects", "grant_send", {**names, "user": iu})
 
-def _endpoint_owned(s: Session, inst: Instance, name: str) -> bool:
+def endpoint_owned(s: Session, inst: Instance, name: str) -> bool:
     """ssbench created this endpoint: master's extended property names it, or (an ssbench from
     before the record) its name has the reserved ssbench_ prefix."""
     owner = s._scalar(inst, "server", "endpoint_owner", database="master", purpose="admin")
     return owner == name or name.lower().startswith("ssbench_")
 
 
+def endpoint_problems(s: Session, inst: Instance, row: tuple, owned: bool) -> list[str]:
+    """Why an existing Service Broker endpoint (a broker_endpoints row) cannot serve ssbench,
+    one sentence each; [] when it can. ssbench re-creates the settings of its own endpoint at
+    provision, so only its state matters there."""
+    b = s.topology.broker
+    name, port, state, auth, _, cert = row
+    if owned:
+        return [] if state == "STARTED" else [
+            f"endpoint [{name}] is {state}: no message leaves or arrives; run provision"]
+    if not b.use_existing_endpoint:
+        return [f"endpoint [{name}] (port {port}, authentication {auth}) exists and ssbench did "
+                "not create it; an instance has only one, and ssbench never alters an endpoint "
+                "it did not create: set broker.use_existing_endpoint: true to use it as it is, "
+                "or drop it"]
+    out = []
+    if "CERTIFICATE" not in str(auth).upper() or not cert:
+        out.append(f"endpoint [{name}] authenticates with {auth}; ssbench's transport security "
+                   "needs certificate authentication")
+    if port != inst.broker_port:
+        out.append(f"endpoint [{name}] listens on port {port}: set broker_port: {port} for "
+                   f"{inst.name} in the topology")
+    if state != "STARTED":
+        out.append(f"endpoint [{name}] is {state}; start it (ALTER ENDPOINT [{name}] STATE = "
+                   "STARTED) or let ssbench create its own")
+    return out
+
+
 def _foreign_endpoint(s: Session, inst: Instance) -> tuple | None:
     """The instance's Service Broker endpoint when ssbench did not create it (None when there
-    is none or it is ssbench's). Without ``broker.use_existing_endpoint`` that is an error:
-    ssbench never alters an endpoint it did not create; with it, the endpoint must already
-    do what ssbench needs."""
-    b = s.topology.broker
+    is none or it is ssbench's); raises unless it can be used as it is."""
     rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
-    where = f"{inst.host}:{inst.port}"
-    if rows and not _endpoint_owned(s, inst, rows[0][0]):
-        name, port, state, auth, _, cert = rows[0]
-        if not b.use_existing_endpoint:
-            raise TargetError(
-                f"{where} already has a Service Broker endpoint [{name}] (port {port}, "
-                f"authentication {auth}) that ssbench did not create; an instance has only one. "
-                "ssbench never alters an endpoint it did not create: set "
-                "broker.use_existing_endpoint: true to use it as it is, or drop it")
-        if "CERTIFICATE" not in str(auth).upper() or not cert:
-            raise TargetError(f"{where}: endpoint [{name}] authenticates with {auth}; ssbench's "
-                              "transport security needs certificate authentication")
-        if port != inst.broker_port:
-            raise TargetError(f"{where}: endpoint [{name}] listens on port {port}: set "
-                              f"broker_port: {port} for {inst.name} in the topology")
-        if state != "STARTED":
-            raise TargetError(f"{where}: endpoint [{name}] is {state}; start it (ALTER ENDPOINT "
-                              f"[{name}] STATE = STARTED) or let ssbench create its own")
+    if rows and not endpoint_owned(s, inst, rows[0][0]):
+        problems = endpoint_problems(s, inst, rows[0], owned=False)
+        if problems:
+            raise TargetError(f"{inst.host}:{inst.port}: " + "; ".join(problems))
         return rows[0]
     return None
 
@@ -426,7 +436,7 @@ def teardown(s: Session, drop_databases: bool = False) -> list[str]:
                     s._run(inst, "server", "msdb_route_drop",
                            {"route": f"ssbench_local_{other.name}"}, database="msdb")
             rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
-            if rows and _endpoint_owned(s, inst, rows[0][0]):
+            if rows and endpoint_owned(s, inst, rows[0][0]):
                 s._run(inst, "server", "endpoint_drop", {"endpoint": rows[0][0]}, database="master")
                 s._run(inst, "server", "endpoint_owner_drop", database="master")
             elif rows:

@@ -32,6 +32,9 @@ class FakeServer:
         self.owned_tables: set[tuple[str, str]] = set()          # dbo.ssbench_owned exists
         self.preexisting: dict[tuple[str, str], set] = {}
         self.endpoint_owner: dict[str, str] = {}                  # server -> extended property
+        self.perms: dict[str, tuple] = {}      # server -> server.permissions row (default: all)
+        self.db_perms: dict[tuple[str, str], tuple] = {}   # (server, db) -> (db_owner, ALTER)
+        self.provisioned: set[tuple[str, str]] = set()     # (server, db): objects present
 
     def batches(self, what: str | None = None, server: str | None = None, db: str | None = None):
         return [(s, d, w, q) for s, d, w, q, _ in self.log
@@ -111,7 +114,7 @@ class FakeConn:
         if sec == "server.server_info":
             return [("16.0.4135.4", "Developer Edition", s, "RTM", "ssbench")]
         if sec == "server.permissions":
-            return [(1, 1, 1, 1, 1, 1, 1)]
+            return [f.perms.get(s, (1, 1, 1, 1, 1, 1, 1))]
         if sec == "server.utc_now":
             return [(dt.datetime.utcnow() + dt.timedelta(seconds=f.clock.get(s, 0.0)),)]
         if sec == "server.database_info":
@@ -174,7 +177,10 @@ class FakeConn:
         if sec == "collectors.queue_state":
             return [(1, 1, 1, 16, "dbo.SRPerf_Queue_LabTest")]
         if sec == "objects.objects_present":
-            return [(1, 1, 1, 1, 1, 1, 1)]
+            objs = 1 if k in f.provisioned else 0
+            return [(objs, objs, objs, objs, 1, 1, *f.db_perms.get(k, (1, 1)))]
+        if sec == "objects.service":
+            f.provisioned.add(k)
         if sec == "objects.routes":
             return f.routes.get((s, d.lower()), [])
         if sec == "objects.route":

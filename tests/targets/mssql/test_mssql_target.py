@@ -123,7 +123,7 @@ def test_provision_single(fake):
 def test_foreign_endpoint_is_reported(fake):
     fake.endpoints["sqltarget.lab.example:1433"] = [("Mirroring_or_other", 5022, "STARTED", "WINDOWS", "AES", None)]
     t = MssqlTarget.from_file(str(DIST))
-    with pytest.raises(TargetError, match=r"already has a Service Broker endpoint \[Mirroring_or_other\]"):
+    with pytest.raises(TargetError, match=r"endpoint \[Mirroring_or_other\] .* exists and ssbench did not create it"):
         t.provision()
 
 
@@ -480,3 +480,53 @@ def tsql_section(file, name):
     from harness.targets.mssql import tsql
 
     return tsql.statement(file, name, {"queue": "q"})
+
+
+# --------------------------------------------------------------------------- issue 15, item 8
+
+def fails(res):
+    return [(w, d) for s, w, d in res if s == "fail"]
+
+
+def test_check_broker_enabled_endpoint_and_permissions(fake, monkeypatch):
+    """One clear line per failed check: is_broker_enabled, the endpoint's state, and the
+    permissions each step needs."""
+    monkeypatch.setattr("harness.targets.mssql.driver.pyodbc_module", lambda: None)
+    monkeypatch.setattr("harness.targets.mssql.driver.drivers", lambda: ["ODBC Driver 18 for SQL Server"])
+    t = MssqlTarget.from_file(str(DIST))
+    t.provision()
+    assert fails(t.check()) == []
+    tgt, i1 = "sqltarget.lab.example:1433", "sqlinit1.lab.example:1433"
+    # broker disabled in a provisioned database
+    fake.dbs[(i1, "ssbsender")]["broker"] = False
+    # the target's endpoint stopped
+    fake.endpoints[tgt] = [("ssbench_broker_endpoint", 4022, "STOPPED", "CERTIFICATE", "NONE", "c")]
+    # no VIEW SERVER STATE, no CREATE ROUTE in msdb on init1
+    fake.perms[i1] = (0, 0, 1, 1, 1, 1, 0)
+    # not db_owner, no ALTER on the target database
+    fake.db_perms[(tgt, "ssbreceiver")] = (0, 0)
+    got = fails(t.check())
+    lines = [f"{w}: {d}" for w, d in got]
+    assert len(got) == 6, lines
+    assert any("database init1" in w and "Service Broker is disabled (is_broker_enabled = 0)" in d
+               for w, d in got)
+    assert any(w.startswith("server target") and "endpoint [ssbench_broker_endpoint] is STOPPED" in d
+               for w, d in got)
+    assert any(w.startswith("server init1") and d.startswith("VIEW SERVER STATE missing: the collectors")
+               for w, d in got)
+    assert any(w.startswith("server init1") and d.startswith("CREATE ROUTE in msdb missing")
+               for w, d in got)
+    assert any("database target" in w and "not db_owner" in d for w, d in got)
+    assert any("database target" in w and "no ALTER permission" in d for w, d in got)
+    assert all("\n" not in d for _, d in got)
+
+
+def test_check_foreign_endpoint_and_missing_database(fake, monkeypatch):
+    monkeypatch.setattr("harness.targets.mssql.driver.pyodbc_module", lambda: None)
+    monkeypatch.setattr("harness.targets.mssql.driver.drivers", lambda: ["ODBC Driver 18 for SQL Server"])
+    tgt = "sqltarget.lab.example:1433"
+    fake.endpoints[tgt] = [("Mirroring", 5022, "STARTED", "WINDOWS NEGOTIATE", "AES", None)]
+    fake.perms[tgt] = (0, 1, 1, 1, 0, 1, 1)
+    got = fails(MssqlTarget.from_file(str(DIST)).check())
+    assert any("endpoint [Mirroring]" in d and "broker.use_existing_endpoint: true" in d for _, d in got)
+    assert any(d.startswith("CREATE ANY DATABASE missing: provision creates SSBReceiver") for _, d in got)
