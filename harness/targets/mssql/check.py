@@ -70,7 +70,7 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
             out.append(("warn", label, f"same broker GUID as {', '.join(dup)} (provision runs NEW_BROKER)"))
         b = topo.broker
         rows = s._query(inst, "objects", "objects_present",
-                           [b.message_type, b.contract, b.queue, b.service], purpose="admin")
+                        [b.message_type, b.contract, b.queue, b.service], purpose="admin")
         pres = rows[0] if rows else (0,) * 8
         objs = all(pres[:4])
         if info[2]:
@@ -167,7 +167,7 @@ def smoke(s: "MssqlTarget", messages: int = 10, usable: int = 2, every_n: int = 
     prof = s.topology.profile(profile)
     n = len(prof.initiators)
     s.prepare(n, prof.name, BrokerSettings(max_queue_readers=2, receive_top=1000,
-                                              waitfor_timeout_ms=1000))
+                                           waitfor_timeout_ms=1000))
     for i in range(1, n + 1):
         s.create_dialogs(i, usable, every_n)
         s.warm_up(i)

@@ -34,6 +34,7 @@ def _check_version(s: Session, inst: Instance) -> str:
                           "DATEDIFF_BIG, CERTENCODED)")
     return version
 
+
 def _ensure_database(s: Session, inst: Instance, created: set[str]) -> None:
     info = s._database_info(inst)
     if info is None:
@@ -54,11 +55,12 @@ def _ensure_database(s: Session, inst: Instance, created: set[str]) -> None:
         s._pool.discard(inst.server_key, inst.database)
         try:
             s._run(inst, "server", "enable_broker", {"database": inst.database},
-                      database="master")
+                   database="master")
         except driver.QueryError as e:
             log.warning("ENABLE_BROKER failed in %s (%s); using NEW_BROKER", inst.database, e)
             s._run(inst, "server", "new_broker", {"database": inst.database},
-                      database="master")
+                   database="master")
+
 
 def _dedupe_guids(s: Session, insts: list[Instance]) -> None:
     """Every database needs its own broker GUID (copies of a database share one)."""
@@ -71,6 +73,7 @@ def _dedupe_guids(s: Session, insts: list[Instance]) -> None:
             s._new_broker(inst)
             g = s._guids[inst.name]
         seen[g] = inst
+
 
 #: Objects provisioning creates under the paper's or configured names, by class. ssbench
 #: refuses to take over an existing one of the STRICT classes (it empties, alters or replaces
@@ -160,15 +163,17 @@ def _cert_dates(s: Session) -> dict[str, dt.date]:
         expiry = today.replace(year=today.year + years, day=28)
     return {"start_date": today - dt.timedelta(days=1), "expiry_date": expiry}
 
+
 def _own_certificate(s: Session, inst: Instance, cert: str, subject: str, database: str) -> tuple[bytes, bytes]:
     s._run(inst, "server", "master_key", {"password": random_password()}, database=database)
     s._run(inst, "server", "own_certificate",
-              {"certificate": cert, "subject": subject, **_cert_dates(s)}, database=database)
+           {"certificate": cert, "subject": subject, **_cert_dates(s)}, database=database)
     rows = s._query(inst, "server", "certificate_public", [cert], database=database,
-                       purpose="admin")
+                    purpose="admin")
     if not rows or rows[0][0] is None:
         raise TargetError(f"{inst.where()}: certificate {cert} has no public key")
     return bytes(rows[0][0]), bytes(rows[0][1])
+
 
 def _install_peer_certificate(s: Session, inst: Instance, database: str, cert: str, user: str,
                               public: tuple[bytes, bytes]) -> None:
@@ -176,19 +181,22 @@ def _install_peer_certificate(s: Session, inst: Instance, database: str, cert: s
     owned by ``user``."""
     data, thumbprint = public
     rows = s._query(inst, "server", "certificate_thumbprint", [cert], database=database,
-                       purpose="admin")
+                    purpose="admin")
     if rows and rows[0][0] is not None and bytes(rows[0][0]) == thumbprint:
         return
     if rows:
         s._run(inst, "server", "drop_certificate", {"certificate": cert}, database=database)
     s._run(inst, "server", "peer_certificate",
-              {"certificate": cert, "user": user, "certificate_bytes": data}, database=database)
+           {"certificate": cert, "user": user, "certificate_bytes": data}, database=database)
+
 
 def dialog_cert(inst: Instance) -> str:
     return f"ssbench_dialog_{inst.name}"
 
+
 def peer_user(name: str) -> str:
     return f"ssbench_peer_{name}"
+
 
 def _dialog_security(s: Session, pairs: list[Pair]) -> None:
     """Full dialog security, as the paper (BEGIN DIALOG ... WITH ENCRYPTION = ON and a
@@ -197,7 +205,7 @@ def _dialog_security(s: Session, pairs: list[Pair]) -> None:
     publics: dict[str, tuple[bytes, bytes]] = {}
     insts = {i.name: i for pair in pairs for i in pair[:2]}
     for inst in insts.values():
-        publics[inst.name] = _own_certificate(s, 
+        publics[inst.name] = _own_certificate(s,
             inst, dialog_cert(inst), f"ssbench dialog security {inst.name}"[:64],
             inst.database)
     for t, i, _ in pairs:
@@ -212,9 +220,10 @@ def _dialog_security(s: Session, pairs: list[Pair]) -> None:
         s._run(i, "objects", "proxy_user", {"user": iu})
         _install_peer_certificate(s, i, i.database, dialog_cert(t), iu, publics[t.name])
         s._run(i, "objects", "remote_service_binding",
-                  {**names, "binding": f"ssbench_rsb_{t.name}", "user": iu})
+               {**names, "binding": f"ssbench_rsb_{t.name}", "user": iu})
         # messages the target sends back (EndDialog, Error) arrive as that user
         s._run(i, "objects", "grant_send", {**names, "user": iu})
+
 
 def endpoint_owned(s: Session, inst: Instance, name: str) -> bool:
     """ssbench created this endpoint: master's extended property names it, or (an ssbench from
@@ -326,25 +335,27 @@ def routing(s: Session, pairs: list[Pair]) -> None:
         same = t.server_key == i.server_key
         gt, gi = s._broker_guid(t), s._broker_guid(i)
         s._run(i, "objects", "route", {"service": service, "route": f"ssbench_to_{t.name}",
-                                          "broker_instance": gt,
-                                          "address": "LOCAL" if same else t.broker_address})
+                                       "broker_instance": gt,
+                                       "address": "LOCAL" if same else t.broker_address})
         s._run(t, "objects", "route", {"service": service, "route": f"ssbench_to_{i.name}",
-                                          "broker_instance": gi,
-                                          "address": "LOCAL" if same else i.broker_address})
+                                       "broker_instance": gi,
+                                       "address": "LOCAL" if same else i.broker_address})
         _config_set(s, i, "target_broker_guid", gt)
         _config_set(s, i, "target_instance", t.name)
         if not same:
             for inst in (t, i):
                 if inst.name not in local_done:
                     s._run(inst, "server", "msdb_route",
-                              {"service": service, "route": f"ssbench_local_{inst.name}",
-                               "broker_instance": s._broker_guid(inst)}, database="msdb")
+                           {"service": service, "route": f"ssbench_local_{inst.name}",
+                            "broker_instance": s._broker_guid(inst)}, database="msdb")
                     local_done.add(inst.name)
+
 
 def _config_set(s: Session, inst: Instance, name: str, value: str) -> None:
     sql = tsql.statement("objects", "config_set")
     s._retrying(inst, None, "admin", lambda c: c.execute(sql, (value, name, name, value),
                                         what="objects.sql config_set"))
+
 
 def provision(s: Session, max_initiators: int | None = None) -> None:
     """Create everything the topology needs, idempotently (safe to run again)."""
