@@ -64,13 +64,19 @@ class MssqlTarget(Session, Target):
         for inst in self._servers([target, *inits]).values():
             if inst.server_key not in self._versions:
                 self._server_info(inst)
-        self.label = self._make_label()
+        label = self._make_label(with_profile=False)
+        if self.label == "SQL Server":          # before the first prepare
+            self.label = label
         prof = self.topology.profile(self._profile)
         return {
-            "kind": self.kind, "label": self.label, "notes": self.notes(),
+            "kind": self.kind, "label": label, "notes": self.notes(),
             "versions": {self._server_label(k): v for k, v in self._versions.items()},
             "layout": self.topology.layout, "profile": self._profile,
             "profile_settings": prof.settings(), "profile_description": prof.description,
+            "profiles": {p.name: {"settings": p.settings(), "description": p.description,
+                                  "target": p.target, "initiators": list(p.initiators),
+                                  "label": f"profile {p.name} ({p.settings()})"}
+                         for p in self.topology.profiles.values()},
             "initiators": [i.name for i in inits], "target_instance": target.name,
             "topology": self.topology.to_dict(),
             "settings": {"reset": self.topology.broker.reset,
@@ -87,15 +93,18 @@ class MssqlTarget(Session, Target):
     def profiles(self) -> list[str]:
         return list(self.topology.profiles)
 
-    def _make_label(self) -> str:
+    def _make_label(self, with_profile: bool = True) -> str:
         """What the active permutation runs on, exactly: the build, the profile's name and
         settings, the layout. E.g. "SQL Server 16.0.4135.4, profile delayed
-        (DELAYED_DURABILITY = FORCED), distributed"."""
+        (DELAYED_DURABILITY = FORCED), distributed". Without the profile for the run as a
+        whole (run.json: a run may use several profiles; each is in ``profiles``)."""
         target, _ = self._active()
         version = self._versions.get(target.server_key) or self._server_info(target)[0]
         prof = self.topology.profile(self._profile)
         layout = ("single instance, no transmission queue" if self.topology.layout == "single"
                   else "distributed")
+        if not with_profile:
+            return f"SQL Server {version}, {layout}"
         return f"SQL Server {version}, profile {prof.name} ({prof.settings()}), {layout}"
 
     def notes(self) -> list[str]:

@@ -416,6 +416,10 @@ def test_profile_label_says_what_it_is(fake):
         d = t.describe()
         assert d["profile_settings"] == f"DELAYED_DURABILITY = {dd}" and d["profile_description"]
         assert d["notes"] == []
+        # run.json's label names no single profile (a run may use several); each is described
+        assert d["label"] == "SQL Server 16.0.4135.4, distributed"
+        assert d["profiles"][prof]["label"] == f"profile {prof} (DELAYED_DURABILITY = {dd})"
+        assert t.label.startswith(f"SQL Server 16.0.4135.4, profile {prof} ")  # still the permutation's
     # the examples do not borrow the paper's build names for durability settings
     for path in (DIST, SINGLE):
         topo = load_topology(path)
@@ -431,7 +435,8 @@ def test_single_instance_notes(fake):
     t.provision()
     t.prepare(2, "durable", BrokerSettings())
     d = t.describe()
-    assert "single instance, no transmission queue" in t.label == d["label"]
+    assert "single instance, no transmission queue" in t.label
+    assert d["label"] == "SQL Server 16.0.4135.4, single instance, no transmission queue"
     [note] = d["notes"]
     assert "bypassing the transmission queue" in note and "initiator-side bottleneck" in note
     import json
