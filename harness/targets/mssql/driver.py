@@ -1,4 +1,4 @@
-"""pyodbc plumbing: connection strings, autocommit, timeouts, a worker thread, clean errors.
+"""pyodbc plumbing: connection strings, autocommit, per-call timeouts, clean errors.
 
 The generic part (:func:`connect`, :class:`Connection`, :func:`map_error`) works with any ODBC
 driver; the tests exercise it against PostgreSQL through psqlODBC. The SQL Server part builds
@@ -16,8 +16,9 @@ password is read from the environment variable the spec names, at connect time.
   changes SQL_ATTR_CONNECTION_TIMEOUT, and the SQL_ATTR_QUERY_TIMEOUT it stores is applied
   only to cursors created afterwards, so the connection's one reused cursor would keep the
   first call's value.
-* :meth:`Connection.submit` runs a call on the connection's own worker thread (pyodbc releases
-  the GIL while the driver works, so N connections really wait in parallel).
+* A connection may be called from any thread, one call at a time (a lock); pyodbc releases the
+  GIL while the driver works, so N connections called from N threads really wait in parallel
+  (the load generator offloads every call to gevent's thread pool).
 * Errors become :class:`OdbcError` subclasses of :class:`harness.errors.TargetError` with one
   readable line: login failure, unreachable host, missing ODBC driver (listing
   ``pyodbc.drivers()``), certificate validation under ODBC Driver 18 (these four only when
@@ -39,7 +40,6 @@ import os
 import re
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Sequence
 
@@ -298,7 +298,6 @@ class Connection:
         self.autocommit = autocommit
         self.driver_name = driver_name
         self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
         self._cursor: Any = None
         self._closed = False
 
@@ -370,19 +369,10 @@ class Connection:
         for b in batches:
             self.execute(b, timeout=timeout, what=what)
 
-    # ------------------------------------------------------------------ worker thread
-    def submit(self, method: str, *args: Any, **kwargs: Any) -> Future:
-        """Run ``self.<method>(*args, **kwargs)`` on this connection's worker thread."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odbc-worker")
-        return self._executor.submit(getattr(self, method), *args, **kwargs)
-
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
         with self._lock:
             for obj in (self._cursor, self._raw):
                 try:
@@ -473,11 +463,6 @@ class ConnSpec:
         if unknown:
             raise ValueError(f"unknown connection spec keys: {sorted(unknown)}")
         return cls(**d)
-
-    def with_database(self, database: str, label: str | None = None) -> "ConnSpec":
-        from dataclasses import replace
-
-        return replace(self, database=database, label=label or self.label)
 
     @property
     def where(self) -> str:

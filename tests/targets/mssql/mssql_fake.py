@@ -52,14 +52,6 @@ class FakeConn:
     def close(self):
         pass
 
-    def submit(self, method, *args, **kwargs):
-        """MssqlSender.submit_send: run now, return a done Future."""
-        from concurrent.futures import Future
-
-        fut: Future = Future()
-        fut.set_result(getattr(self, method)(*args, **kwargs))
-        return fut
-
     def run_batches(self, batches, timeout=..., what=""):
         for b in batches:
             self.execute(b, (), timeout=timeout, what=what)

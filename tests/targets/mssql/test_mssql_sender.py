@@ -64,7 +64,7 @@ def test_sender_roundtrip_from_other_threads(pg_tables):
         assert s.dialog(2) == h                     # cached
         with pytest.raises(TargetError, match="no dialog 9"):
             s.dialog(9)
-        s.submit_send(handles[0], b"x" * 10).result(timeout=10)
+        s.send(handles[0], b"x" * 10)
     finally:
         s.close()
     rows = admin.execute(f"SELECT CAST(handle AS varchar(36)), payload FROM {sent} ORDER BY at")
