@@ -1,8 +1,10 @@
 """``ssbench mssql check|provision|teardown|smoke TOPOLOGY.yaml``: the SQL Server target.
 
-* ``check``: connect to every instance of the topology and report versions, permissions,
-  databases, broker GUIDs, endpoints, provisioned objects, routes and stuck messages.
-* ``provision``: create (idempotently) everything the paper's topology needs.
+* ``check``: connect to every instance of the topology and report versions, the permissions
+  each step needs, databases (is_broker_enabled, broker GUIDs), endpoints (owner, state),
+  provisioned objects, routes and stuck messages; one line per failed check.
+* ``provision``: create (idempotently) everything the paper's topology needs, recording what
+  it created; it does not take over existing objects or alter an endpoint it did not create.
 * ``teardown``: remove what ssbench created, and nothing else (``--drop-databases`` drops the
   databases ssbench created too); prints a KEPT line for each object left in place.
 * ``smoke``: a tiny flow (dialogs, warm-up, a few messages, drain, sent == received).
@@ -24,7 +26,7 @@ def register(sub) -> None:
     p.add_argument("--initiators", type=int, default=None, metavar="N",
                    help="provision/check only the first N initiators of each profile")
     p.add_argument("--drop-databases", action="store_true",
-                   help="teardown: also drop the target and initiator databases")
+                   help="teardown: also drop the target and initiator databases ssbench created")
     p.add_argument("--yes", action="store_true", help="teardown: do not ask for confirmation")
     p.add_argument("--messages", type=int, default=10, metavar="N",
                    help="smoke: messages to send per initiator (default 10)")
