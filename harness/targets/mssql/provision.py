@@ -164,7 +164,8 @@ def _cert_dates(s: Session) -> dict[str, dt.date]:
     return {"start_date": today - dt.timedelta(days=1), "expiry_date": expiry}
 
 
-def _own_certificate(s: Session, inst: Instance, cert: str, subject: str, database: str) -> tuple[bytes, bytes]:
+def _own_certificate(s: Session, inst: Instance, cert: str, subject: str,
+                     database: str) -> tuple[bytes, bytes]:
     s._run(inst, "server", "master_key", {"password": random_password()}, database=database)
     s._run(inst, "server", "own_certificate",
            {"certificate": cert, "subject": subject, **_cert_dates(s)}, database=database)

@@ -152,7 +152,8 @@ class MssqlTarget(Session, Target):
                 self._new_broker(inst)
             # every route naming one of the new GUIDs, in whatever profile
             renamed = {target.name, *(i.name for i in family)}
-            _provision.routing(self, [p for p in topo.pairs() if p[0].name in renamed or p[1].name in renamed])
+            _provision.routing(self, [p for p in topo.pairs()
+                                      if p[0].name in renamed or p[1].name in renamed])
             self._run(target, "target", "truncate_tables", self._names())
             for inst in family:
                 self._run(inst, "initiator", "truncate_dialogs")

@@ -514,5 +514,5 @@ def load_topology(path: str | Path) -> Topology:
                     sha256=sha256, default_profile=next(iter(profiles)))
 
 
-__all__ = ["msodbc_major", "Auth", "DriverConfig", "Instance", "Profile", "BrokerConfig", "Topology", "load_topology",
-           "PAPER_NAMES"]
+__all__ = ["msodbc_major", "Auth", "DriverConfig", "Instance", "Profile", "BrokerConfig", "Topology",
+           "load_topology", "PAPER_NAMES"]
