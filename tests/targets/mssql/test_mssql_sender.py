@@ -12,15 +12,13 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from odbc_support import require_odbc_driver
 
 from harness.errors import TargetError, UserError
 from harness.targets.base import open_sender
 from harness.targets.mssql import driver, sender as sender_mod, tsql
 
-pyodbc = pytest.importorskip("pyodbc", reason="pyodbc is not importable (unixODBC missing?)")
-pytestmark = pytest.mark.skipif("PostgreSQL Unicode" not in pyodbc.drivers(),
-                                reason="psqlODBC is not registered with unixODBC "
-                                       "(apt-get install -y unixodbc odbc-postgresql)")
+require_odbc_driver("PostgreSQL Unicode", "odbc-postgresql", module_level=True)
 
 
 @pytest.fixture
@@ -66,7 +64,7 @@ def test_sender_roundtrip_from_other_threads(pg_tables):
         assert s.dialog(2) == h                     # cached
         with pytest.raises(TargetError, match="no dialog 9"):
             s.dialog(9)
-        s.submit_send(handles[0], b"x" * 10).result(timeout=10)
+        s.send(handles[0], b"x" * 10)
     finally:
         s.close()
     rows = admin.execute(f"SELECT CAST(handle AS varchar(36)), payload FROM {sent} ORDER BY at")

@@ -10,7 +10,7 @@ from harness.errors import UserError
 from harness.targets.mssql.topology import Topology, load_topology
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 BASE = """\
 name: t
@@ -41,9 +41,9 @@ def err(tmp_path, text: str) -> UserError:
 def test_examples_load():
     d = load_topology(REPO / "topologies" / "example-distributed.yaml")
     assert d.layout == "distributed"
-    assert list(d.profiles) == ["sql2005", "sql2008"]
-    assert d.profiles["sql2008"].delayed_durability == "forced"
-    target, inits = d.active("sql2008", 3)
+    assert list(d.profiles) == ["durable", "delayed"]
+    assert d.profiles["delayed"].delayed_durability == "forced"
+    target, inits = d.active("delayed", 3)
     assert target.name == "target" and [i.name for i in inits] == ["init1", "init2", "init3"]
     assert target.broker_address == "TCP://sqltarget.lab.example:4022"
     assert d.broker.service == "//MySSB.com/Lab/S_Test"
@@ -51,11 +51,11 @@ def test_examples_load():
     s = load_topology(REPO / "topologies" / "example-single.yaml")
     assert s.layout == "single" and s.driver.trust_server_certificate
     assert {i.server_key for i in s.instances.values()} == {"127.0.0.1:1433"}
-    assert {"sql2005", "sql2008"} <= set(s.profiles)
-    # the paper's matrix runs against both examples
+    assert list(s.profiles) == ["durable", "delayed"]
+    # the README's matrix runs against both examples
     from harness.matrix import load_matrix
 
-    m = load_matrix(REPO / "matrices" / "paper.yaml")
+    m = load_matrix(REPO / "matrices" / "bench.yaml")
     for topo in (d, s):
         for server in m.axes["server"]:
             for n in m.axes["initiators"]:

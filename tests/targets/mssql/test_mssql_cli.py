@@ -7,6 +7,7 @@ import socket
 import textwrap
 
 import pytest
+from odbc_support import require_odbc_driver, require_pyodbc
 
 from harness.cli import build_parser, main
 
@@ -57,17 +58,13 @@ def test_bad_topology_exits_2(tmp_path, capsys):
 
 def test_missing_password_variable_exits_2(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("SSBENCH_TEST_MSSQL_PW", raising=False)
-    pyodbc = pytest.importorskip("pyodbc")
-    if "FreeTDS" not in pyodbc.drivers():
-        pytest.skip("FreeTDS is not registered with unixODBC (apt-get install tdsodbc)")
+    require_odbc_driver("FreeTDS", "tdsodbc")
     assert main(["mssql", "provision", topology(tmp_path, closed_port())]) == 2
     assert "environment variable SSBENCH_TEST_MSSQL_PW is not set" in capsys.readouterr().err
 
 
 def test_unreachable_server_exits_3(tmp_path, capsys, monkeypatch):
-    pyodbc = pytest.importorskip("pyodbc")
-    if "FreeTDS" not in pyodbc.drivers():
-        pytest.skip("FreeTDS is not registered with unixODBC (apt-get install tdsodbc)")
+    require_odbc_driver("FreeTDS", "tdsodbc")
     monkeypatch.setenv("SSBENCH_TEST_MSSQL_PW", "not-a-real-password")
     port = closed_port()
     assert main(["mssql", "check", topology(tmp_path, port)]) == 3
@@ -78,7 +75,7 @@ def test_unreachable_server_exits_3(tmp_path, capsys, monkeypatch):
 
 
 def test_missing_driver_reported_by_check(tmp_path, capsys, monkeypatch):
-    pytest.importorskip("pyodbc")
+    require_pyodbc()
     monkeypatch.setenv("SSBENCH_TEST_MSSQL_PW", "x")
     # ODBC Driver 18 is not installed on CI machines: check says so and lists what is
     from harness.targets.mssql import driver

@@ -5,161 +5,19 @@ test_mssql_integration.py.)"""
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import re
-import uuid
 from pathlib import Path
 
 import pytest
+from mssql_fake import FakeConn, whats
 
 from harness.errors import TargetError
 from harness.matrix import BrokerSettings
-from harness.targets.mssql import target as tmod
 from harness.targets.mssql.target import MssqlTarget, is_benign_wait, parse_perf_counters
 from harness.targets.mssql.topology import load_topology
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 DIST = REPO / "topologies" / "example-distributed.yaml"
 SINGLE = REPO / "topologies" / "example-single.yaml"
-
-
-class FakeServer:
-    """The state of every fake SQL Server instance plus a log of what ran where."""
-
-    def __init__(self):
-        self.log: list[tuple[str, str, str, str, tuple]] = []   # (server, db, what, sql, params)
-        self.dbs: dict[tuple[str, str], dict] = {}
-        self.certs: dict[tuple[str, str, str], bytes] = {}      # (server, db, name) -> DER bytes
-        self.endpoints: dict[str, list] = {}
-        self.send_seq: dict[tuple[str, str], int] = {}
-        self.tally: dict[str, list] = {}
-        self.clock: dict[str, float] = {}                         # server -> offset seconds
-        self.waits: list[tuple] = []
-        self.routes: dict[tuple[str, str], list] = {}
-
-    def batches(self, what: str | None = None, server: str | None = None, db: str | None = None):
-        return [(s, d, w, q) for s, d, w, q, _ in self.log
-                if (what is None or w == what) and (server is None or s == server)
-                and (db is None or d.lower() == db.lower())]
-
-    def sql(self, **kw) -> str:
-        return "\n".join(q for *_, q in self.batches(**kw))
-
-
-class FakeConn:
-    def __init__(self, fake: FakeServer, server: str, db: str):
-        self.fake, self.server, self.db = fake, server, db
-
-    def close(self):
-        pass
-
-    def run_batches(self, batches, timeout=..., what=""):
-        for b in batches:
-            self.execute(b, (), timeout=timeout, what=what)
-
-    def scalar(self, sql, params=(), **kw):
-        rows = self.execute(sql, params, **kw)
-        return rows[0][0] if rows else None
-
-    def execute(self, sql, params=(), timeout=..., what=""):
-        f, s, d = self.fake, self.server, self.db
-        assert "{{" not in sql and "}}" not in sql
-        f.log.append((s, d, what, sql, tuple(params)))
-        sec = what.replace(".sql ", ".")
-        if sec == "server.server_info":
-            return [("16.0.4135.4", "Developer Edition", s, "RTM", "ssbench")]
-        if sec == "server.permissions":
-            return [(1, 1, 1, 1, 1, 1, 1)]
-        if sec == "server.utc_now":
-            return [(dt.datetime.utcnow() + dt.timedelta(seconds=f.clock.get(s, 0.0)),)]
-        if sec == "server.database_info":
-            info = f.dbs.get((s, params[0].lower()))
-            if not info:
-                return []
-            return [(params[0], 5, info["broker"], info["guid"], "DISABLED", "ONLINE", "sa", "MULTI_USER")]
-        if sec == "server.create_database":
-            name = re.search(r"CREATE DATABASE \[([^\]]+)\]", sql).group(1)
-            f.dbs[(s, name.lower())] = {"guid": str(uuid.uuid4()).upper(), "broker": True}
-            return []
-        if sec == "server.new_broker":
-            name = re.search(r"ALTER DATABASE \[([^\]]+)\]", sql).group(1)
-            f.dbs[(s, name.lower())]["guid"] = str(uuid.uuid4()).upper()
-            return []
-        if sec == "server.own_certificate":
-            name = re.search(r"CERT_ID\(N'([^']+)'\)", sql).group(1)
-            f.certs.setdefault((s, d.lower(), name), hashlib.sha256(f"{s}/{d}/{name}".encode()).digest())
-            return []
-        if sec in ("server.certificate_public", "server.certificate_thumbprint"):
-            data = f.certs.get((s, d.lower(), params[0]))
-            if data is None:
-                return []
-            thumb = hashlib.sha1(data).digest()
-            return [(data, thumb)] if sec.endswith("public") else [(thumb,)]
-        if sec == "server.drop_certificate":
-            name = re.search(r"CERT_ID\(N'([^']+)'\)", sql).group(1)
-            f.certs.pop((s, d.lower(), name), None)
-            return []
-        if sec == "server.peer_certificate":
-            m = re.search(r"CREATE CERTIFICATE \[([^\]]+)\]\s+AUTHORIZATION \[[^\]]+\]\s+FROM BINARY = 0x([0-9A-F]+);", sql)
-            f.certs[(s, d.lower(), m.group(1))] = bytes.fromhex(m.group(2))
-            return []
-        if sec == "server.broker_endpoints":
-            return f.endpoints.get(s, [])
-        if sec == "server.endpoint_create":
-            name = re.search(r"CREATE ENDPOINT \[([^\]]+)\]", sql).group(1)
-            port = int(re.search(r"LISTENER_PORT = (\d+)", sql).group(1))
-            f.endpoints[s] = [(name, port, "STARTED", "CERTIFICATE", "NONE", "cert")]
-            return []
-        if sec == "initiator.sent_sequence":
-            return [(f.send_seq.get((s, d), 0), 10)]
-        if sec == "initiator.call_create_dialogs":
-            return [(params[0] * params[1],)]
-        if sec == "initiator.call_warm_up":
-            f.send_seq[(s, d)] = f.send_seq.get((s, d), 0) + 4
-            return [(4,)]
-        if sec == "target.received_by_initiator":
-            return f.tally.get(s, [])
-        if sec == "collectors.xmitq_fast":
-            return [(0, 1)]
-        if sec in ("collectors.activated_tasks", "collectors.xmitq_exact",
-                   "collectors.queue_fast", "target.queue_exact", "target.error_count",
-                   "target.processed_total"):
-            return [(0,)]
-        if sec == "collectors.queue_state":
-            return [(1, 1, 1, 16, "dbo.SRPerf_Queue_LabTest")]
-        if sec == "objects.objects_present":
-            return [(1, 1, 1, 1, 1, 1, 1)]
-        if sec == "objects.routes":
-            return f.routes.get((s, d.lower()), [])
-        if sec == "objects.route":
-            m = re.search(r"CREATE ROUTE \[([^\]]+)\].*BROKER_INSTANCE = N'([^']+)',\s+ADDRESS = N'([^']+)'", sql, re.S)
-            if m:
-                rs = [r for r in f.routes.get((s, d.lower()), []) if r[0] != m.group(1)]
-                rs.append((m.group(1), "svc", m.group(2), m.group(3)))
-                f.routes[(s, d.lower())] = rs
-            return []
-        if sec == "collectors.wait_stats":
-            return f.waits
-        if sec == "collectors.server_cpu":
-            return [(45, 50)]
-        if sec == "target.e2e_latencies":
-            return [(1, 5000), (2, 7000)]
-        return []
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    f = FakeServer()
-
-    def get(pool, inst, database=None, purpose="admin"):
-        return FakeConn(f, inst.server_key, database or inst.database)
-
-    monkeypatch.setattr(tmod._Pool, "get", get)
-    return f
-
-
-def whats(fake: FakeServer) -> list[str]:
-    return [w for _, _, w, _, _ in fake.log]
 
 
 # --------------------------------------------------------------------------- provisioning
@@ -265,7 +123,7 @@ def test_provision_single(fake):
 def test_foreign_endpoint_is_reported(fake):
     fake.endpoints["sqltarget.lab.example:1433"] = [("Mirroring_or_other", 5022, "STARTED", "WINDOWS", "AES", None)]
     t = MssqlTarget.from_file(str(DIST))
-    with pytest.raises(TargetError, match=r"already has a Service Broker endpoint \[Mirroring_or_other\]"):
+    with pytest.raises(TargetError, match=r"endpoint \[Mirroring_or_other\] .* exists and ssbench did not create it"):
         t.provision()
 
 
@@ -299,7 +157,7 @@ def test_prepare_sequence(fake):
     t = MssqlTarget.from_file(str(DIST))
     t.provision()
     fake.log.clear()
-    t.prepare(2, "sql2008", BrokerSettings(max_queue_readers=8, receive_top=500, waitfor_timeout_ms=1000))
+    t.prepare(2, "delayed", BrokerSettings(max_queue_readers=8, receive_top=500, waitfor_timeout_ms=1000))
     w = whats(fake)
     order = [w.index("target.sql activation_off"), w.index("collectors.sql activated_tasks"),
              w.index("objects.sql call_reset"), w.index("server.sql delayed_durability"),
@@ -317,7 +175,9 @@ def test_prepare_sequence(fake):
     # only the active initiators get their numbers stamped
     sp = fake.batches(what="initiator.sql send_procedure")
     assert [s.split(".")[0] for s, *_ in sp] == ["sqlinit1", "sqlinit2"]
-    assert t.describe()["profile"] == "sql2008" and t.label == "SQL Server 16.0.4135.4"
+    assert t.describe()["profile"] == "delayed"
+    assert t.label == ("SQL Server 16.0.4135.4, profile delayed (DELAYED_DURABILITY = FORCED), "
+                       "distributed")
 
 
 def test_prepare_new_broker_recreates_routes(fake, tmp_path):
@@ -342,7 +202,7 @@ def test_prepare_too_many_initiators(fake):
     from harness.errors import UserError
 
     with pytest.raises(UserError, match="needs 4 initiator"):
-        t.prepare(4, "sql2005", BrokerSettings())
+        t.prepare(4, "durable", BrokerSettings())
 
 
 def test_dialogs_warmup_and_counts(fake):
@@ -405,7 +265,7 @@ def test_wait_stats_filtered_and_summed(fake):
                   ("SLEEP_TASK", 1, 1e6), ("XE_TIMER_EVENT", 1, 1e6), ("LAZYWRITER_SLEEP", 1, 1.0),
                   ("SQLTRACE_INCREMENTAL_FLUSH_SLEEP", 1, 2.0)]
     t = MssqlTarget.from_file(str(DIST))
-    t._profile, t._n_initiators = "sql2005", 2
+    t._profile, t._n_initiators = "durable", 2
     waits = t.wait_stats()
     assert [(w.wait_type, w.waiting_tasks, w.wait_time_ms) for w in waits] == \
         [("WRITELOG", 30, 300.0), ("PAGELATCH_EX", 15, 120.0)]      # 3 servers summed
@@ -459,14 +319,14 @@ def test_perf_counters_summed_over_servers(fake, monkeypatch):
 
     monkeypatch.setattr(FakeConn, "execute", counters)
     t = MssqlTarget.from_file(str(DIST))
-    t._profile, t._n_initiators = "sql2005", 3
+    t._profile, t._n_initiators = "durable", 3
     [c] = t.perf_counters()
     assert c.value == 40.0 and c.kind == "cumulative"
 
 
 def test_depths_activation_cpu(fake):
     t = MssqlTarget.from_file(str(DIST))
-    t._profile, t._n_initiators = "sql2005", 3
+    t._profile, t._n_initiators = "durable", 3
     assert t.queue_depths() == {"xmitq.i1": 0, "xmitq.i2": 0, "xmitq.i3": 0, "queue": 0}
     assert t.queue_depths(exact=True) == {"xmitq.i1": 0, "xmitq.i2": 0, "xmitq.i3": 0, "queue": 0}
     assert "xmitq_fast" in " ".join(whats(fake)) and "xmitq_exact" in " ".join(whats(fake))
@@ -480,7 +340,7 @@ def test_e2e_latency_clock_correction(fake):
     t.provision()
     fake.clock["sqltarget.lab.example:1433"] = 0.002      # target's clock 2 ms ahead of ours
     fake.clock["sqlinit1.lab.example:1433"] = -0.001     # initiator 1 a millisecond behind
-    t.prepare(2, "sql2005", BrokerSettings())
+    t.prepare(2, "durable", BrokerSettings())
     lat = t.e2e_latencies_us(1000.0, 2000.0)
     # raw 5000 us from initiator 1 includes +3 ms of skew; initiator 2 +2 ms
     assert abs(lat[0] - 2000) < 1500 and abs(lat[1] - 5000) < 1500
@@ -491,8 +351,9 @@ def test_e2e_latency_clock_correction(fake):
 
 # --------------------------------------------------------------------------- check, teardown
 
-def test_check_reports(fake):
+def test_check_reports(fake, monkeypatch):
     t = MssqlTarget.from_file(str(DIST))
+    monkeypatch.setattr("harness.targets.mssql.driver.pyodbc_module", lambda: None)
     import harness.targets.mssql.driver as drv
 
     orig = drv.drivers
@@ -520,16 +381,16 @@ def test_teardown(fake):
     w = whats(fake)
     assert w.count("server.sql endpoint_drop") == 4
     assert "DROP REMOTE SERVICE BINDING [ssbench_rsb_target]" in fake.sql(
-        what="teardown.sql broker_objects", server="sqlinit1.lab.example:1433")
+        what="teardown.sql binding_drop", server="sqlinit1.lab.example:1433")
     assert "DROP LOGIN [ssbench_peer_init3]" in fake.sql(what="server.sql peer_drop",
                                                           server="sqltarget.lab.example:1433")
     assert w.count("server.sql drop_database") == 4
-    assert w.index("teardown.sql end_conversations") < w.index("teardown.sql broker_objects")
+    assert w.index("teardown.sql end_conversations") < w.index("teardown.sql service_drop")
 
 
 def test_topology_profiles_exposed(fake):
     t = MssqlTarget.from_file(str(DIST))
-    assert t.profiles() == ["sql2005", "sql2008"]
+    assert t.profiles() == ["durable", "delayed"]
     d = t.describe()
     assert d["kind"] == "mssql" and d["versions"]["target"] == "16.0.4135.4"
     assert d["topology"]["layout"] == "distributed"
@@ -541,3 +402,136 @@ def test_make_target_uses_from_file(fake):
     t = make_target(str(SINGLE))
     assert isinstance(t, MssqlTarget) and t.topology.name == "laptop"
     assert load_topology(SINGLE).name == "laptop"
+
+
+# --------------------------------------------------------------------------- issue 15: honest labels
+
+def test_profile_label_says_what_it_is(fake):
+    """A profile is instances and settings; the label every report shows says exactly that."""
+    t = MssqlTarget.from_file(str(DIST))
+    t.provision()
+    for prof, dd in (("durable", "DISABLED"), ("delayed", "FORCED")):
+        t.prepare(1, prof, BrokerSettings())
+        assert t.label == f"SQL Server 16.0.4135.4, profile {prof} (DELAYED_DURABILITY = {dd}), distributed"
+        d = t.describe()
+        assert d["profile_settings"] == f"DELAYED_DURABILITY = {dd}" and d["profile_description"]
+        assert d["notes"] == []
+        # run.json's label names no single profile (a run may use several); each is described
+        assert d["label"] == "SQL Server 16.0.4135.4, distributed"
+        assert d["profiles"][prof]["label"] == f"profile {prof} (DELAYED_DURABILITY = {dd})"
+        assert t.label.startswith(f"SQL Server 16.0.4135.4, profile {prof} ")  # still the permutation's
+    # the examples do not borrow the paper's build names for durability settings
+    for path in (DIST, SINGLE):
+        topo = load_topology(path)
+        assert not {"sql2005", "sql2008"} & set(topo.profiles), path
+        for p in topo.profiles.values():
+            assert p.settings() in p.description or "full durability" in p.description
+
+
+def test_single_instance_notes(fake):
+    """SEND within one instance bypasses the transmission queue: run.json's target.notes and
+    the label say so."""
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    t.prepare(2, "durable", BrokerSettings())
+    d = t.describe()
+    assert "single instance, no transmission queue" in t.label
+    assert d["label"] == "SQL Server 16.0.4135.4, single instance, no transmission queue"
+    [note] = d["notes"]
+    assert "bypassing the transmission queue" in note and "initiator-side bottleneck" in note
+    import json
+
+    from harness.redact import redact
+
+    assert json.loads(json.dumps(redact(d)))["notes"] == [note]
+
+
+def test_message_drop_is_a_heap(fake):
+    """16 readers inserting 10,000-row batches must not queue on one last page (PAGELATCH_EX)."""
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    tables = fake.sql(what="target.sql tables", db="ssbench_target")
+    create = tables[tables.index("CREATE TABLE [dbo].[messageDrop]"):]
+    create = create[:create.index(");") + 2]
+    assert "IDENTITY" not in create and "PRIMARY KEY" not in create and "CLUSTERED" not in create
+    assert "CREATE CLUSTERED INDEX" not in tables and "ON [dbo].[messageDrop]" not in tables
+    # an older clustered messageDrop is replaced
+    assert "index_id = 1)\n    DROP TABLE [dbo].[messageDrop];" in tables
+
+
+def test_tally_has_a_row_for_every_receive(fake):
+    """A RECEIVE of only EndDialog or Error messages is tallied too (initiator NULL), and the
+    accounting reads only the per-initiator rows."""
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    proc = fake.sql(what="target.sql activation_procedure")
+    body = proc[proc.index("WAITFOR ("):]
+    # @data counts the valid data messages (the rows copied to messageDrop) ...
+    drop = body.index("INSERT INTO [dbo].[messageDrop]")
+    assert body.index("SET @data = @@ROWCOUNT;") > drop
+    # ... a RECEIVE with anything else gets a NULL-initiator row carrying its size
+    tail = body[body.index("IF @data < @rows"):]
+    assert tail.index("VALUES (@now, NULL, 0, 0, @rows);") < tail.index("INSERT INTO [dbo].[messageErrors]")
+    # the RECEIVE's size is on every tally row; nothing between RECEIVE and the tally resets it
+    assert "SUM(CASE WHEN h.warmup = 1 THEN 1 ELSE 0 END), @rows" in body
+    assert "SET @rows = @@ROWCOUNT;" in body
+    assert "WHERE initiator IS NOT NULL" in tsql_section("target", "received_by_initiator")
+    t.prepare(1, "durable", BrokerSettings())
+    fake.tally["127.0.0.1:1433"] = [(1, 7, 0)]       # the server filters the NULL rows
+    assert t.counts().received == 7
+
+
+def tsql_section(file, name):
+    from harness.targets.mssql import tsql
+
+    return tsql.statement(file, name, {"queue": "q"})
+
+
+# --------------------------------------------------------------------------- issue 15, item 8
+
+def fails(res):
+    return [(w, d) for s, w, d in res if s == "fail"]
+
+
+def test_check_broker_enabled_endpoint_and_permissions(fake, monkeypatch):
+    """One clear line per failed check: is_broker_enabled, the endpoint's state, and the
+    permissions each step needs."""
+    monkeypatch.setattr("harness.targets.mssql.driver.pyodbc_module", lambda: None)
+    monkeypatch.setattr("harness.targets.mssql.driver.drivers", lambda: ["ODBC Driver 18 for SQL Server"])
+    t = MssqlTarget.from_file(str(DIST))
+    t.provision()
+    assert fails(t.check()) == []
+    tgt, i1 = "sqltarget.lab.example:1433", "sqlinit1.lab.example:1433"
+    # broker disabled in a provisioned database
+    fake.dbs[(i1, "ssbsender")]["broker"] = False
+    # the target's endpoint stopped
+    fake.endpoints[tgt] = [("ssbench_broker_endpoint", 4022, "STOPPED", "CERTIFICATE", "NONE", "c")]
+    # no VIEW SERVER STATE, no CREATE ROUTE in msdb on init1
+    fake.perms[i1] = (0, 0, 1, 1, 1, 1, 0)
+    # not db_owner, no ALTER on the target database
+    fake.db_perms[(tgt, "ssbreceiver")] = (0, 0)
+    got = fails(t.check())
+    lines = [f"{w}: {d}" for w, d in got]
+    assert len(got) == 6, lines
+    assert any("database init1" in w and "Service Broker is disabled (is_broker_enabled = 0)" in d
+               for w, d in got)
+    assert any(w.startswith("server target") and "endpoint [ssbench_broker_endpoint] is STOPPED" in d
+               for w, d in got)
+    assert any(w.startswith("server init1") and d.startswith("VIEW SERVER STATE missing: the collectors")
+               for w, d in got)
+    assert any(w.startswith("server init1") and d.startswith("CREATE ROUTE in msdb missing")
+               for w, d in got)
+    assert any("database target" in w and "not db_owner" in d for w, d in got)
+    assert any("database target" in w and "no ALTER permission" in d for w, d in got)
+    assert all("\n" not in d for _, d in got)
+
+
+def test_check_foreign_endpoint_and_missing_database(fake, monkeypatch):
+    monkeypatch.setattr("harness.targets.mssql.driver.pyodbc_module", lambda: None)
+    monkeypatch.setattr("harness.targets.mssql.driver.drivers", lambda: ["ODBC Driver 18 for SQL Server"])
+    tgt = "sqltarget.lab.example:1433"
+    fake.endpoints[tgt] = [("Mirroring", 5022, "STARTED", "WINDOWS NEGOTIATE", "AES", None)]
+    fake.perms[tgt] = (0, 1, 1, 1, 0, 1, 1)
+    got = fails(MssqlTarget.from_file(str(DIST)).check())
+    assert any("endpoint [Mirroring]" in d and "broker.use_existing_endpoint: true" in d for _, d in got)
+    assert any(d.startswith("CREATE ANY DATABASE missing: provision creates SSBReceiver") for _, d in got)

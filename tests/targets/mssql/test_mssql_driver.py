@@ -13,12 +13,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from odbc_support import require_pyodbc
 
 from harness.errors import TargetError, UserError
 from harness.targets.mssql import driver
 from harness.targets.mssql.topology import Auth, DriverConfig, Instance
 
-pyodbc = pytest.importorskip("pyodbc", reason="pyodbc is not importable (unixODBC missing?)")
+pyodbc = require_pyodbc(module_level=True)
 
 PG_DRIVER = "PostgreSQL Unicode"
 needs_psqlodbc = pytest.mark.skipif(
@@ -252,19 +253,13 @@ def test_calls_overlap_in_threads(pg):
     n = 4
     conns = [driver.connect(pg_cs(pg), autocommit=True, where=f"pg{i}") for i in range(n)]
     try:
-        # Connection.submit: each connection's own worker thread
-        t0 = time.monotonic()
-        futures = [c.submit("execute", "SELECT pg_sleep(0.5)") for c in conns]
-        for f in futures:
-            f.result(timeout=10)
-        took = time.monotonic() - t0
-        assert took < 0.5 * n * 0.6, f"{n} x pg_sleep(0.5) took {took:.2f}s: calls did not overlap"
-        # plain threads calling connections opened on this (another) thread
+        # threads (as the load generator's offload pool) calling connections opened on this
+        # (another) thread: pyodbc releases the GIL while the driver waits
         t0 = time.monotonic()
         with ThreadPoolExecutor(n) as pool:
             list(pool.map(lambda c: c.execute("SELECT pg_sleep(0.5)"), conns))
         took = time.monotonic() - t0
-        assert took < 0.5 * n * 0.6, took
+        assert took < 0.5 * n * 0.6, f"{n} x pg_sleep(0.5) took {took:.2f}s: calls did not overlap"
     finally:
         for c in conns:
             c.close()
@@ -327,26 +322,135 @@ def test_watchdog_runs_callbacks():
     assert tok != tok2
 
 
-def test_works_without_pyodbc():
-    """Everything but connecting imports without pyodbc / unixODBC."""
-    import subprocess
-    import sys
+# --------------------------------------------------------------------------- issue 15, item 6
 
-    code = (
-        "import sys; sys.modules['pyodbc'] = None\n"
-        "from harness.targets.mssql.target import MssqlTarget\n"
-        "from harness.targets.mssql import driver\n"
-        "t = MssqlTarget.from_file('topologies/example-single.yaml')\n"
-        "assert t.profiles() and driver.drivers() == []\n"
-        "try:\n"
-        "    driver.connect('Driver={x};', autocommit=True)\n"
-        "except Exception as e:\n"
-        "    print(type(e).__name__, e)\n"
-    )
-    from pathlib import Path
+def test_encrypt_values_per_driver_version():
+    """ODBC Driver 17 takes Encrypt=yes/no; Mandatory/Optional/Strict exist from 18 on."""
+    for name, enc, want in [("ODBC Driver 17 for SQL Server", "mandatory", "Encrypt=yes;"),
+                            ("ODBC Driver 17 for SQL Server", "optional", "Encrypt=no;"),
+                            ("ODBC Driver 13 for SQL Server", "mandatory", "Encrypt=yes;"),
+                            ("ODBC Driver 18 for SQL Server", "mandatory", "Encrypt=Mandatory;"),
+                            ("ODBC Driver 18 for SQL Server", "optional", "Encrypt=Optional;"),
+                            ("ODBC Driver 18 for SQL Server", "strict", "Encrypt=Strict;"),
+                            ("My SQL Server DSN driver", "optional", "Encrypt=Optional;")]:
+        spec = driver.spec_for(inst(), DriverConfig(name=name, encrypt=enc))
+        assert want in spec.connection_string("pw"), (name, enc)
+    spec = driver.spec_for(inst(), DriverConfig(name="ODBC Driver 17 for SQL Server", encrypt="strict"))
+    with pytest.raises(UserError, match="Strict needs ODBC Driver 18"):
+        spec.connection_string("pw")
 
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         cwd=Path(__file__).resolve().parent.parent)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("TargetError pyodbc cannot be imported")
-    assert "apt-get install unixodbc" in out.stdout
+
+def test_encrypt_strict_with_driver_17_refused_at_load(tmp_path):
+    from harness.targets.mssql.topology import load_topology
+
+    p = tmp_path / "t.yaml"
+    p.write_text("layout: single\n"
+                 "driver: {kind: msodbc, name: ODBC Driver 17 for SQL Server, encrypt: strict}\n"
+                 "auth: {kind: sql, user: sa, password_env: PW}\n"
+                 "instances:\n  t: {host: h, database: a}\n  i: {host: h, database: b}\n"
+                 "target: t\ninitiators: [i]\n")
+    with pytest.raises(UserError) as e:
+        load_topology(p)
+    assert e.value.line == 2 and e.value.field == "driver.encrypt"
+    assert "Encrypt=yes" in str(e.value)
+
+
+def test_login_and_certificate_patterns_only_when_connecting():
+    """A statement's error that mentions a login or a certificate is a query error."""
+    for state, msg in [
+        ("42000", "[42000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]Login failed for "
+                  "user 'ssbench_peer_init1'. (18456) (SQLExecDirectW)"),
+        ("42000", "[42000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]Cannot find the "
+                  "certificate 'ssbench_dialog_init1', because it does not exist or you do not have "
+                  "permission. (15151) (SQLExecDirectW)"),
+        ("28000", "[28000] [FreeTDS][SQL Server]The certificate name is wrong (1) (SQLExecDirectW)"),
+    ]:
+        e = driver.map_error(fake(state, msg), phase="query", where="t")
+        assert type(e) is driver.QueryError, msg
+        assert str(e).startswith("t: ") and "[SQLSTATE" in str(e)
+    e = driver.map_error(fake("28000", "[28000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]"
+                                       "Login failed for user 'x'. (18456) (SQLDriverConnect)"),
+                         phase="connect", where="t")
+    assert isinstance(e, driver.LoginError)
+
+
+def test_freetds_refuses_a_password_with_a_brace(monkeypatch):
+    """FreeTDS 1.3 ends a braced value at the first '};' and keeps '}}': refuse, never echo."""
+    spec = driver.spec_for(inst(), DriverConfig(kind="freetds", name="FreeTDS"))
+    for pw in ("pa}ss", "end}", "a};b", "}}"):
+        monkeypatch.setenv("SSBENCH_TEST_PW", pw)
+        with pytest.raises(UserError) as e:
+            spec.connect()
+        msg = str(e.value)
+        assert "contains '}'" in msg and "$SSBENCH_TEST_PW" in msg and "driver.kind: msodbc" in msg
+        assert pw not in msg.replace("'}'", "").replace("'}}'", "").replace("'};'", "")
+    # other characters are braced as usual
+    assert "PWD={p;a=s{s};" in spec.connection_string("p;a=s{s")
+    # Microsoft's driver doubles '}' inside braces, as ODBC specifies
+    ms = driver.spec_for(inst(), DriverConfig())
+    assert ms.connection_string("a};b").endswith("PWD={a}};b};")
+
+
+def test_connection_level_timeout_is_never_set():
+    """pyodbc's Connection.timeout is SQL_ATTR_CONNECTION_TIMEOUT plus a value for cursors
+    created later: ssbench never sets it; the watchdog enforces each call's timeout."""
+
+    class Cursor:
+        def __init__(self):
+            self.description = None
+            self.cancelled = threading.Event()
+
+        def execute(self, sql, *params):
+            if sql == "sleep":
+                if not self.cancelled.wait(5):
+                    raise AssertionError("not cancelled")
+                raise pyodbc.OperationalError("HY008", "[HY008] Operation canceled (0) (SQLExecDirectW)")
+
+        def nextset(self):
+            return False
+
+        def cancel(self):
+            self.cancelled.set()
+
+        def close(self):
+            pass
+
+    class Raw:
+        autocommit = True
+
+        def __setattr__(self, name, value):
+            raise AssertionError(f"Connection.{name} set")
+
+        def cursor(self):
+            return Cursor()
+
+        def close(self):
+            pass
+
+    c = driver.Connection(Raw(), where="x", query_timeout=30, autocommit=True)
+    assert c.execute("quick", timeout=30) == []          # the cursor exists now
+    t0 = time.monotonic()
+    with pytest.raises(driver.QueryTimeoutError, match="0.2 s"):
+        c.execute("sleep", timeout=0.2)
+    assert time.monotonic() - t0 < 2
+
+
+@needs_psqlodbc
+def test_per_call_timeout_on_a_reused_cursor(pg):
+    """The first call creates the connection's cursor with a long timeout; a later call's
+    shorter timeout still cancels it, and a longer one still lets it finish."""
+    c = driver.connect(pg_cs(pg), autocommit=True, query_timeout=30, where="pg")
+    try:
+        assert c.scalar("SELECT 1", timeout=30) == 1
+        t0 = time.monotonic()
+        with pytest.raises(driver.QueryTimeoutError, match="0.4 s"):
+            c.execute("SELECT pg_sleep(5)", timeout=0.4)
+        assert time.monotonic() - t0 < 2.5
+        assert c.scalar("SELECT 2 FROM pg_sleep(0.6)", timeout=5) == 2
+        t0 = time.monotonic()
+        with pytest.raises(driver.QueryTimeoutError):
+            c.execute("SELECT pg_sleep(5)", timeout=0.3)
+        assert time.monotonic() - t0 < 2.5
+        assert c.scalar("SELECT 3") == 3
+    finally:
+        c.close()
