@@ -163,7 +163,7 @@ class Repetition:
     # ------------------------------------------------------------------ 3. finish
     def finish(self, res: SwarmResult, *, warmup_seconds: float | None = None,
                measure_seconds: float | None = None, web: dict[str, Any] | None = None,
-               error_samples: list[str] | None = None) -> RepetitionSummary:
+               error_samples: list[str] | None = None, require_sends: bool = True) -> RepetitionSummary:
         """Drain, stop, verify, summarize, write and commit. ``warmup_seconds`` and
         ``measure_seconds`` default to the run settings (the web UI passes its session's)."""
         try:
@@ -180,6 +180,10 @@ class Repetition:
             measure = self.settings.measure_seconds if measure_seconds is None else measure_seconds
             summary, lat = self._summarize(res, final, warmup, measure, web)
             summary.broker_restarts = restarts
+            if require_sends and summary.send_latency_ms.count == 0:
+                first = f" (first error: {summary.error_samples[0]})" if summary.error_samples else ""
+                raise RepetitionFailed(f"{self.perm.id} rep {self.rep}: no SEND completed in the measured window, "
+                                       f"{summary.errors} failed{first}: the repetition measured nothing")
             summary.error_samples.extend(error_samples or [])
             if res.stats_csv is None:
                 summary.error_samples.append("Locust wrote no stats CSV")

@@ -69,15 +69,20 @@ def test_ssbench_own_children_are_not_other():
     hog = subprocess.Popen([sys.executable, "-c", HOG])
     try:
         time.sleep(0.3)
+        proc = psutil.Process(hog.pid)
+        t0, c0 = time.monotonic(), sum(proc.cpu_times()[:2])
         col = HostCollector()
         ctx, view = sample_for(col, 3.0)
+        hog_pct = (sum(proc.cpu_times()[:2]) - c0) / (time.monotonic() - t0) * 100
         fields = col.summary_fields(ctx, view)
     finally:
         hog.kill()
         hog.wait()
-    # counted as ssbench's own (other = the machine's busy CPU minus ssbench's and the server's,
-    # so it cannot contain it; the machine may be shared, so no absolute bound on "other" here)
-    assert fields["client_cpu_percent"] > 60, fields
+    # the child's CPU (whatever share of a core a shared machine gave it) is counted as
+    # ssbench's own; "other" is the machine's busy CPU minus ssbench's and the server's, so it
+    # cannot contain it
+    assert hog_pct > 10, hog_pct
+    assert fields["client_cpu_percent"] >= 0.7 * hog_pct, (fields, hog_pct)
 
 
 @pytest.mark.parametrize("other, steal, noisy", [(0.0, 0.0, False), (NOISY_OTHER_CPU + 1, 0.0, True),
