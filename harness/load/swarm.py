@@ -61,10 +61,8 @@ def worker_cmd(master_port: int, master_host: str = "127.0.0.1", locustfiles: st
 
 @dataclass
 class SwarmResult:
-    spawn_complete: float | None
-    stop_requested: float | None
-    worker_files: list[Path] = field(default_factory=list)
-    returncodes: dict[str, int | None] = field(default_factory=dict)
+    spawn_complete: float | None                 # epoch seconds: the last user started
+    worker_files: list[Path] = field(default_factory=list)   # this swarm's recordings only
     interrupted: bool = False
     stats_csv: Path | None = None
 
@@ -188,9 +186,7 @@ class Swarm:
             master = json.loads(mj.read_text())
         csv = self.out_dir / "locust_stats.csv"
         return SwarmResult(spawn_complete=master.get("spawn_complete"),
-                           stop_requested=master.get("stop_requested"),
                            worker_files=self._own_worker_files(),
-                           returncodes={n: p.returncode for n, p in self.procs.items()},
                            interrupted=interrupted, stats_csv=csv if csv.exists() else None)
 
     def _own_worker_files(self) -> list[Path]:

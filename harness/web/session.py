@@ -174,8 +174,8 @@ class WebSessions:
             stop_t = info.get("stop_requested") or time.time()
             measure = max(float(stop_t) - float(spawn), 0.0)
             csv = s.partial / "locust_stats.csv"
-            res = SwarmResult(spawn_complete=float(spawn), stop_requested=float(stop_t),
-                              worker_files=sorted(s.partial.glob("worker-i*.json")), returncodes={},
+            res = SwarmResult(spawn_complete=float(spawn),
+                              worker_files=sorted(s.partial.glob("worker-i*.json")),
                               interrupted=status != "complete", stats_csv=csv if csv.exists() else None)
             got = self._initiators_recorded(s.partial)
             notes = [f"the recording of initiator {i}'s worker never reached the master "
