@@ -37,7 +37,7 @@ from .load.window import merge_workers
 from .matrix import Permutation, RunSettings
 from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
 from .results.model import LATENCY_SCHEMA, RepetitionSummary, TargetRef
-from .results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
+from .results.summary import ClientRecord, RepetitionData
 from .targets.base import Counts, Target
 
 log = logging.getLogger(__name__)
@@ -253,9 +253,7 @@ class Repetition:
             warmup_seconds=warmup, spawn_complete=res.spawn_complete,
             dialogs_created=self.dialogs_created, usable_dialogs=self.usable * p.initiators,
             users_expected=users_expected,
-            accounting=Accounting(
-                initiators=[InitiatorAccount(c.initiator, c.sent, c.received, c.xmitq) for c in final.initiators],
-                poison_messages=final.errors, queue_disabled=final.queue_disabled, in_flight=final.in_flight),
+            accounting=final.accounting(),
             client=ClientRecord(window_start=wd.start, window_end=wd.end, send_latency=wd.latency,
                                 sends_total=wd.sends_total, errors_total=wd.errors_total,
                                 error_samples=wd.error_samples, users_spawned=wd.users_spawned,

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 from ..matrix import BrokerSettings
+from ..results.summary import Accounting, InitiatorAccount
 
 
 @dataclass(frozen=True)
@@ -54,28 +55,31 @@ class PerfCounter:
     kind: str = "cumulative"
 
 
-@dataclass
-class InitiatorCounts:
-    initiator: int
-    sent: int        # messages whose SEND committed on this initiator (warm-up excluded)
-    received: int    # of those, messages processed by the target (in the drop table)
-    xmitq: int       # still in this initiator's transmission queue
+#: one initiator's exact counts (sent, received, still in its transmission queue): the results
+#: contract's own type, so the accounting the runner reports is the target's, field for field
+InitiatorCounts = InitiatorAccount
 
 
 @dataclass
 class Counts:
+    """Exact accounting after a drain poll, as the target counts it."""
+
     initiators: list[InitiatorCounts]
     target_queue: int            # messages waiting in the target's service queue
     errors: int = 0              # rows in the target's error table (poison messages)
     queue_disabled: bool = False  # five consecutive rollbacks disabled the queue
 
+    def accounting(self) -> Accounting:
+        return Accounting(initiators=list(self.initiators), poison_messages=self.errors,
+                          queue_disabled=self.queue_disabled, in_flight=self.in_flight)
+
     @property
     def sent(self) -> int:
-        return sum(c.sent for c in self.initiators)
+        return self.accounting().sent
 
     @property
     def received(self) -> int:
-        return sum(c.received for c in self.initiators)
+        return self.accounting().received
 
     @property
     def in_flight(self) -> int:

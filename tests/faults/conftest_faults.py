@@ -5,8 +5,6 @@ themselves, independently of the run's own account, which must match it."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -74,6 +72,22 @@ def wait_for(stream_lines: list[str], proc: subprocess.Popen, needle: str, timeo
                 if needle in line:
                     return True
     return False
+
+
+def start_run(matrix: Path, out: Path, needle: str = ": running", settle: float = 2.0):
+    """Start ``ssbench run`` and return (process, stderr lines so far) once it is ``needle``
+    and ``settle`` seconds more have passed (well inside the measured window)."""
+    p = ssbench_popen("run", str(matrix), "--out", str(out))
+    lines: list[str] = []
+    assert wait_for(lines, p, needle, 120), "".join(lines)
+    time.sleep(settle)
+    return p, lines
+
+
+def finish(p: subprocess.Popen, lines: list[str], timeout: float = 300) -> str:
+    """Wait for the run; its whole stderr."""
+    p.wait(timeout=timeout)
+    return "".join(lines) + p.stderr.read()
 
 
 def locust_processes(marker: str) -> list[psutil.Process]:
@@ -205,5 +219,5 @@ def broker_pids(parent_pid: int) -> list[int]:
     return out
 
 
-__all__ = ["Audit", "audit", "broker_pids", "check_account", "locust_processes", "rep_summary", "ssbench",
-           "ssbench_popen", "wait_for", "write_matrix", "signal", "os"]
+__all__ = ["Audit", "audit", "broker_pids", "check_account", "finish", "locust_processes", "rep_summary",
+           "ssbench", "ssbench_popen", "start_run", "wait_for", "write_matrix"]

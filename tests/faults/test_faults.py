@@ -10,8 +10,8 @@ import subprocess
 import time
 
 import pytest
-from conftest_faults import (audit, broker_pids, check_account, locust_processes, ssbench, ssbench_popen,
-                             wait_for, write_matrix)
+from conftest_faults import (broker_pids, check_account, finish, locust_processes, ssbench, start_run, wait_for,
+                             write_matrix)
 
 pytestmark = pytest.mark.slow
 
@@ -21,10 +21,7 @@ def test_sigkill_of_the_runner_takes_its_swarm_with_it_and_resume_completes(pg_s
     resume started at once completes with every message accounted for exactly once."""
     m = write_matrix(tmp_path, measure=8)
     out = tmp_path / "run"
-    p = ssbench_popen("run", str(m), "--out", str(out))
-    lines: list[str] = []
-    assert wait_for(lines, p, "running", 120), "".join(lines)
-    time.sleep(2)
+    p, lines = start_run(m, out, settle=2)
     assert locust_processes(str(out)), "no swarm found to orphan"
     p.kill()
     p.wait()
@@ -45,10 +42,7 @@ def test_ctrl_c_during_the_drain_leaves_the_repetition_incomplete_never_lost(pg_
     the repetition is redone on resume, and run.json agrees with the summaries."""
     m = write_matrix(tmp_path, measure=4, drain=60)
     out = tmp_path / "run"
-    p = ssbench_popen("run", str(m), "--out", str(out))
-    lines: list[str] = []
-    assert wait_for(lines, p, ": running", 120), "".join(lines)
-    time.sleep(1)
+    p, lines = start_run(m, out, settle=1)
     brokers = broker_pids(p.pid)
     assert brokers, "no broker process found"
     for b in brokers:              # the broker freezes: messages pile up in the transmission queue
@@ -81,16 +75,12 @@ def test_a_killed_worker_fails_the_repetition_and_resume_redoes_it(pg_server, tm
     is not committed, and is redone on resume."""
     m = write_matrix(tmp_path, initiators=2, measure=8)
     out = tmp_path / "run"
-    p = ssbench_popen("run", str(m), "--out", str(out))
-    lines: list[str] = []
-    assert wait_for(lines, p, ": running", 120), "".join(lines)
-    time.sleep(2)
+    p, lines = start_run(m, out, settle=2)
     workers = [w for w in locust_processes(str(out)) if "--worker" in " ".join(w.cmdline())]
     assert len(workers) == 2, workers
     victim = workers[0]
     victim.kill()
-    p.wait(timeout=180)
-    err = "".join(lines) + p.stderr.read()
+    err = finish(p, lines, timeout=180)
     assert p.returncode == 3, err[-3000:]
     assert f"pid {victim.pid}) died at" in err and "resume" in err, err[-2000:]
     assert "Traceback" not in err
@@ -108,13 +98,9 @@ def test_a_postgresql_crash_is_one_clear_line_and_users_stop(pg_server, tmp_path
     lost (durability held)."""
     m = write_matrix(tmp_path, measure=8, drain=20)
     out = tmp_path / "run"
-    p = ssbench_popen("run", str(m), "--out", str(out))
-    lines: list[str] = []
-    assert wait_for(lines, p, ": running", 120), "".join(lines)
-    time.sleep(2)
+    p, lines = start_run(m, out, settle=2)
     _immediate_stop(pg_server)
-    p.wait(timeout=300)
-    err = "".join(lines) + p.stderr.read()
+    err = finish(p, lines)
     assert p.returncode in (3, 130), err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     assert err.count("collector") < 20, "a warning storm"
@@ -184,16 +170,12 @@ def test_a_killed_broker_is_restarted_and_nothing_is_lost(pg_server, tmp_path, f
     the summary); every message is delivered exactly once and the run says so."""
     m = write_matrix(tmp_path, measure=8)
     out = tmp_path / "run"
-    p = ssbench_popen("run", str(m), "--out", str(out))
-    lines: list[str] = []
-    assert wait_for(lines, p, ": running", 120), "".join(lines)
-    time.sleep(2)
+    p, lines = start_run(m, out, settle=2)
     brokers = broker_pids(p.pid)
     assert brokers
     for b in brokers:
         os.kill(b, signal.SIGKILL)
-    p.wait(timeout=300)
-    err = "".join(lines) + p.stderr.read()
+    err = finish(p, lines)
     assert p.returncode == 0, err[-3000:]
     s = json.loads(next(out.glob("*/rep-01/summary.json")).read_text())
     assert s["broker_restarts"] >= 1, s
@@ -206,15 +188,13 @@ def test_two_runs_on_one_server_the_second_refuses_naming_the_first(pg_server, t
     holder) instead of resetting the databases under the first, which completes intact."""
     m = write_matrix(tmp_path, measure=6)
     out = tmp_path / "run"
-    p = ssbench_popen("run", str(m), "--out", str(out))
-    lines: list[str] = []
-    assert wait_for(lines, p, ": running", 120), "".join(lines)
+    p, lines = start_run(m, out, settle=0)
     second = ssbench("run", str(m), "--out", str(tmp_path / "second"))
     assert second.returncode == 2, second.stderr[-2000:]
     assert f"pid {p.pid}" in second.stderr and "Traceback" not in second.stderr, second.stderr
     assert len(second.stderr.strip().splitlines()) == 1, second.stderr
     assert not (tmp_path / "second").exists()
-    p.wait(timeout=300)
-    assert p.returncode == 0, ("".join(lines) + p.stderr.read())[-3000:]
+    err = finish(p, lines)
+    assert p.returncode == 0, err[-3000:]
     check_account(out, 1, figures)
     fault()

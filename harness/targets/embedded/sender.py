@@ -63,13 +63,7 @@ class EmbeddedSender(Sender):
         wait = self._retry_at - time.monotonic()
         if wait > 0:
             time.sleep(wait)     # cooperative in a Locust worker (gevent patches time.sleep)
-        if self._green is not None:
-            self._green.close()
-            self._green = None
-        try:
-            self._conn.close()
-        except Exception:  # pragma: no cover
-            pass
+        self.close()
         try:
             self._open()
         except (TargetError, psycopg.Error) as e:

@@ -20,7 +20,6 @@ import os
 import sys
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from psycopg import sql
 from ...errors import TargetError, UserError
 from ...matrix import BrokerSettings
 from ..base import Target
-from . import server as server_mod
+from . import server as server_mod, waits
 from ._db import PREFIX_RE, QUEUE, connect, database_names
 from .profiles import EMBEDDED_PROFILES
 from .provisioning import MAX_INITIATORS, Provisioning, sql_file
@@ -148,12 +147,21 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
                          "port": info.port, "target_database": self.target_db,
                          "initiator_databases": [self.initiator_db(i) for i in range(1, self._provisioned + 1)],
                          "queue": QUEUE},
+            # the profile and the broker settings (MAX_QUEUE_READERS, RECEIVE TOP, WAITFOR) are
+            # per permutation: run.json's matrix section and every summary's permutation say them
             "settings": {"server": settings, "server_conf": dict(server_mod.SETTINGS),
-                         "profile": self._profile,
-                         "send_delay_ms": os.environ.get(SEND_DELAY_ENV) or None,
-                         "broker": asdict(self._broker_settings)},
+                         "send_delay_ms": os.environ.get(SEND_DELAY_ENV) or None},
             "profiles": {k: dict(v) for k, v in EMBEDDED_PROFILES.items()},
             "note": "PostgreSQL numbers from an emulation of Service Broker; not SQL Server measurements",
+            "notes": [
+                "PostgreSQL emulation: these numbers are PostgreSQL's, not SQL Server's.",
+                "Wait types are mapped from PostgreSQL wait events (wait_mapping; docs/embedded.md): "
+                "the analogy is loose by nature.",
+                "The page-latch contention that the 150 trick relieves on SQL Server does not exist on "
+                "PostgreSQL: expect no gain from it here.",
+            ],
+            "wait_mapping": [{"pg_wait_type": t, "pg_wait_event": e or "*", "wait_type": w}
+                             for (t, e), w in waits.MAPPING.items()],
         }
 
     def profiles(self) -> list[str]:
