@@ -5,19 +5,28 @@ from __future__ import annotations
 
 import json
 import sys
+import re
 from pathlib import Path
+
+from .common import TARGET_HELP
 
 
 def register(sub) -> None:
     p = sub.add_parser("bench", help="run matrices/bench.yaml on the embedded target and build the report",
-                       description="Run a matrix (default matrices/bench.yaml) on the embedded target, "
+                       description="Run a matrix (default matrices/bench.yaml) on a target (default: the embedded one), "
                                    "then the Spark analysis, and print where the results and plots are.")
-    p.add_argument("--matrix", default="matrices/bench.yaml")
-    p.add_argument("--target", default="embedded")
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--results", type=Path, default=None)
-    p.add_argument("--no-analysis", action="store_true", help="skip the Spark analysis")
+    p.add_argument("--matrix", default="matrices/bench.yaml", metavar="FILE",
+                   help="matrix YAML file to run (default matrices/bench.yaml)")
+    p.add_argument("--target", default="embedded", help=TARGET_HELP)
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="run directory (default: results/<UTC time>-<matrix name>)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an unfinished run (--out DIR, or the newest unfinished run of this "
+                        "matrix): complete repetitions are kept, partial ones redone")
+    p.add_argument("--results", type=Path, default=None, metavar="DIR",
+                   help="results root (default: ./results)")
+    p.add_argument("--no-analysis", action="store_true",
+                   help="skip the Spark analysis (print the summaries table only)")
     p.set_defaults(func=cmd_bench)
 
 
@@ -42,13 +51,25 @@ def cmd_bench(args) -> int:
     return code
 
 
+def natural_key(text: str) -> tuple:
+    """'t8' before 't32': digit runs compare as numbers."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", text) if part)
+
+
+def summary_order(d: dict) -> tuple:
+    """The matrix's order (the permutation's index), then the repetition; permutation ids in
+    natural order when a summary has no index."""
+    index = (d.get("permutation") or {}).get("index")
+    return (index is None, index if index is not None else 0, natural_key(str(d.get("permutation_id", ""))),
+            d.get("repetition") or 0)
+
+
 def _print_summaries(run_path: Path) -> None:
-    rows = []
-    for s in sorted(Path(run_path).glob("*/rep-*/summary.json")):
-        d = json.loads(s.read_text())
-        rows.append(d)
+    rows = [json.loads(s.read_text()) for s in Path(run_path).glob("*/rep-*/summary.json")]
     if not rows:
         return
+    rows.sort(key=summary_order)
     label = rows[0]["target"]["label"]
     print(f"\n{label} — numbers are this target's, measured on this machine")
     print(f"{'permutation':<36} {'rep':>3} {'send/s':>9} {'recv/s':>9} {'SEND p99 ms':>11} "

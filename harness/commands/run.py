@@ -7,6 +7,8 @@ import sys
 import threading
 from pathlib import Path
 
+from .common import TARGET_HELP
+
 
 def register(sub) -> None:
     p = sub.add_parser("run", help="run a test matrix against a target and write results/",
@@ -20,8 +22,7 @@ def register(sub) -> None:
 
 def add_run_arguments(p) -> None:
     p.add_argument("matrix", help="matrix YAML file, e.g. matrices/bench.yaml")
-    p.add_argument("--target", default="embedded",
-                   help="'embedded' (PostgreSQL emulation, default) or a SQL Server topology YAML file")
+    p.add_argument("--target", default="embedded", help=TARGET_HELP)
     p.add_argument("--out", type=Path, default=None,
                    help="run directory (default: results/<UTC time>-<matrix name>)")
     p.add_argument("--resume", action="store_true",
@@ -49,7 +50,9 @@ def execute(args) -> tuple[int, "object"]:
     from ..paths import RESULTS
     from ..runner import Interrupted, Progress, Runner, finish_run, start_run
     from ..targets.base import make_target
+    from .common import check_target
 
+    check_target(args.target)
     matrix = load_matrix(args.matrix)
     target = make_target(args.target)
     results_root = args.results or RESULTS
