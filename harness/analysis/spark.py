@@ -1,9 +1,10 @@
 """The SparkSession the analysis runs in.
 
 Local by default (``local[*]``), any master when given (``--master spark://host:7077``,
-``local[2]``, ...), or a Spark Connect server (``--remote sc://host:15002``). Under ``spark-submit`` the master and settings spark-submit was given are
-kept. The UI is off, the driver binds to 127.0.0.1 when local, shuffles use few partitions
-(the aggregated tables are small) and Spark's console chatter is cut to errors.
+``local[2]``, ...), or a Spark Connect server (``--remote sc://host:15002``; see
+docs/analysis-cluster.md). Under ``spark-submit`` the master and settings spark-submit was
+given are kept. The UI is off, the driver binds to 127.0.0.1 when local, shuffles use few
+partitions (the aggregated tables are small) and Spark's console chatter is cut to errors.
 
 Local sessions are tuned for 2 cores (see LOCAL_JAVA_OPTS): serial GC, the C1 compiler alone
 for small inputs, no adaptive execution, driver-side file listing, and an AppCDS archive of
