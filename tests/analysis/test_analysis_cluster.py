@@ -53,9 +53,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: short-lived JVMs on 2 cores: one GC thread, the C1 compiler only (see harness.analysis.spark)
+SMALL_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
 def spark_env(conf_dir: Path) -> dict[str, str]:
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    (conf_dir / "spark-defaults.conf").write_text(f"spark.executor.extraJavaOptions {SMALL_JVM}\n")
     env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_CONF_DIR=str(conf_dir), SPARK_DAEMON_MEMORY="512m",
+               SPARK_CONF_DIR=str(conf_dir), SPARK_DAEMON_MEMORY="512m", SPARK_DAEMON_JAVA_OPTS=SMALL_JVM,
                PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                # no REST submission server (it would take the fixed port 6066)
                SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
@@ -109,10 +115,9 @@ class Cluster:
     def __init__(self, base: Path):
         self.base = base
         self.conf_dir = base / "conf"
-        self.conf_dir.mkdir(parents=True)
+        self.env = spark_env(self.conf_dir)
         self.work_dir = base / "work"
         self.work_dir.mkdir()
-        self.env = spark_env(self.conf_dir)
         self.port = free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
         self.daemons: list[Daemon] = []
@@ -135,7 +140,8 @@ class Cluster:
         server = Daemon("connect", [str(SPARK_SUBMIT), "--class",
                                     "org.apache.spark.sql.connect.service.SparkConnectServer",
                                     "--name", "ssbench-connect-test", "--master", self.url,
-                                    "--driver-memory", "1g", "--conf", "spark.executor.memory=1g",
+                                    "--driver-memory", "1g", "--driver-java-options", SMALL_JVM,
+                                    "--conf", "spark.executor.memory=1g",
                                     "--conf", "spark.cores.max=1", "--conf", "spark.ui.enabled=false",
                                     "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                                     "--conf", f"spark.connect.grpc.binding.port={port}"],
@@ -187,7 +193,7 @@ def cluster(base):
 def local_run(base, run_dir):
     """A local-mode analysis (the reference), run with -q."""
     out = base / "report-local"
-    proc = run_analyze([str(run_dir), "--out", str(out), "-q"], base, spark_env(base))
+    proc = run_analyze([str(run_dir), "--out", str(out), "-q"], base, spark_env(base / "local-conf"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc
 
