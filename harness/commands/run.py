@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import sys
 import threading
 from pathlib import Path
+
+from .common import TARGET_HELP
 
 
 #: exit code of a run stopped by a full disk (resumable); the others: 0 ok, 2 bad input,
@@ -27,8 +30,7 @@ def register(sub) -> None:
 
 def add_run_arguments(p) -> None:
     p.add_argument("matrix", help="matrix YAML file, e.g. matrices/bench.yaml")
-    p.add_argument("--target", default="embedded",
-                   help="'embedded' (PostgreSQL emulation, default) or a SQL Server topology YAML file")
+    p.add_argument("--target", default="embedded", help=TARGET_HELP)
     p.add_argument("--out", type=Path, default=None,
                    help="run directory (default: results/<UTC time>-<matrix name>)")
     p.add_argument("--resume", action="store_true",
@@ -55,10 +57,11 @@ def execute(args) -> tuple[int, "object"]:
     from ..matrix import load_matrix
     from ..paths import RESULTS
     from ..runner import Interrupted, Progress, Runner, start_run
-    from ..targets.factory import make_target
-
     from ..targets.embedded.profiles import EMBEDDED_PROFILES
+    from ..targets.factory import make_target
+    from .common import check_target
 
+    check_target(args.target)
     matrix = load_matrix(args.matrix, embedded_profiles=EMBEDDED_PROFILES)
     target = make_target(args.target)
     results_root = args.results or RESULTS
@@ -113,13 +116,25 @@ def cmd_run(args) -> int:
     return code
 
 
+def natural_key(text: str) -> tuple:
+    """'t8' before 't32': digit runs compare as numbers."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", text) if part)
+
+
+def summary_order(s) -> tuple:
+    """The matrix's order (the permutation's index), then the repetition; permutation ids in
+    natural order when a summary has no index."""
+    index = s.permutation.get("index")
+    return (index is None, index if index is not None else 0, natural_key(s.permutation_id), s.repetition)
+
+
 def print_run_table(run_path: Path, stream=None) -> None:
     """One line per repetition, in the matrix's order (permutation index, then repetition)."""
     from ..results import RunReader
 
-    stream = stream or sys.stderr
-    rows = sorted(RunReader(run_path).summaries(),
-                  key=lambda s: (s.permutation.get("index", 0), s.permutation_id, s.repetition))
+    stream = stream or sys.stdout
+    rows = sorted(RunReader(run_path).summaries(), key=summary_order)
     if not rows:
         return
     nan = float("nan")

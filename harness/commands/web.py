@@ -71,8 +71,9 @@ def cmd_web(args) -> int:
 
     from ..targets.factory import make_target
     from ..web.launcher import WebOptions, serve
+    from .common import check_target
 
-    target = make_target(args.target)
+    target = make_target(check_target(args.target))
     opts = WebOptions(initiators=args.initiators, local_workers=args.local_workers, web_host=args.web_host,
                       port=args.port, master_bind_host=args.master_bind_host, master_port=args.master_port,
                       users=args.users, spawn_rate=args.spawn_rate, payload_bytes=args.payload_bytes,

@@ -70,16 +70,19 @@ def _major_version() -> str:
     return out.strip().split()[-1].split(".")[0]
 
 
+def data_base_dir() -> Path:
+    """Where ``pg<major>`` goes when $SSBENCH_PGDATA is not set (differs for root)."""
+    if os.geteuid() == 0:
+        # root's home is usually not traversable by the unprivileged server user
+        return Path("/var/tmp/ssbench")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ssbench"
+
+
 def default_data_dir() -> Path:
     env = os.environ.get("SSBENCH_PGDATA")
     if env:
         return Path(env).expanduser().resolve()
-    if os.geteuid() == 0:
-        # root's home is usually not traversable by the unprivileged server user
-        base = Path("/var/tmp/ssbench")
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ssbench"
-    return (base / f"pg{_major_version()}").resolve()
+    return (data_base_dir() / f"pg{_major_version()}").resolve()
 
 
 @dataclass
