@@ -82,6 +82,9 @@ class Runner:
         elif s.status == "users_idle":
             flag = (f"  !!! only {s.users_active} of {s.users_expected} users were sending "
                     "through the window !!!")
+        elif s.status == "behind":
+            flag = (f"  [behind: {s.achieved_rate or 0:,.0f} of {s.offered_rate or 0:,.0f} SENDs/s offered, "
+                    f"corrected SEND p99 {(s.send_latency_corrected_ms.p99 if s.send_latency_corrected_ms else None) or float('nan'):.1f} ms]")
         elif s.status == "noisy_host":
             flag = (f"  [noisy host: other processes took {s.other_cpu_percent or 0:.0f}% of a core, "
                     f"steal {s.steal_percent or 0:.1f}%]")
