@@ -98,6 +98,14 @@ def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
     for p in res["probes"]:
         assert (out / p["permutation_id"] / "rep-01" / "summary.json").exists()
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    # the analysis' latency-against-throughput plot reads the probes back (one curve per strategy)
+    from harness.analysis.saturation import main as plot_main, rows_from_runs
+
+    rows = rows_from_runs([out])
+    assert len(rows) == len(res["probes"]) and {r["dialogs"] for r in rows} == {"per_thread"}
+    assert sum(r["sustainable"] for r in rows) == 1
+    png = tmp_path / "lat.png"
+    assert plot_main([str(out), "--out", str(png)]) == 0 and png.stat().st_size > 10_000
 
 
 def test_saturation_judges_a_probe_on_exact_rates_and_the_slo():
@@ -126,11 +134,3 @@ def test_saturation_judges_a_probe_on_exact_rates_and_the_slo():
     assert not growing.sustained and growing.queue_growth_per_s == 20 and "grew 20.0 msg/s" in growing.reasons[0]
     slo = judge(summary(1000, 1000, 100), [], SearchSettings(slo_p99_ms=40), 100)
     assert not slo.sustained and "p99 50.0 ms over the 40 ms limit" in slo.reasons[0]
-    # the analysis' latency-against-throughput plot reads the probes back (one curve per strategy)
-    from harness.analysis.saturation import main as plot_main, rows_from_runs
-
-    rows = rows_from_runs([out])
-    assert len(rows) == len(res["probes"]) and {r["dialogs"] for r in rows} == {"per_thread"}
-    assert sum(r["sustainable"] for r in rows) == 1
-    png = tmp_path / "lat.png"
-    assert plot_main([str(out), "--out", str(png)]) == 0 and png.stat().st_size > 10_000
