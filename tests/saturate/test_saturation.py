@@ -134,3 +134,23 @@ def test_saturation_judges_a_probe_on_exact_rates_and_the_slo():
     assert not growing.sustained and growing.queue_growth_per_s == 20 and "grew 20.0 msg/s" in growing.reasons[0]
     slo = judge(summary(1000, 1000, 100), [], SearchSettings(slo_p99_ms=40), 100)
     assert not slo.sustained and "p99 50.0 ms over the 40 ms limit" in slo.reasons[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--factor", "1"], "--factor must be above 1"),
+    (["--max-probes", "0"], "--max-probes must be at least 1"),
+    (["--slo-p99-ms", "-3"], "must be positive"),
+])
+def test_saturate_bad_input_is_one_line_exit_2(args, message, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(REPO / "matrices" / "saturate.yaml"),
+                        "--out", str(tmp_path / "x"), *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_saturate_refuses_a_backlog_matrix(tmp_path):
+    m = tmp_path / "b.yaml"
+    m.write_text(MATRIX.replace("run:\n", "run:\n  backlog_messages: 100\n"))
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(m)], cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "run.backlog_messages" in r.stderr and "Traceback" not in r.stderr, r.stderr
