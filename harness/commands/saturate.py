@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 import threading
+from dataclasses import asdict
 from pathlib import Path
 
 
@@ -76,7 +77,7 @@ def cmd_saturate(args) -> int:
     install_sigint(stop)
     with target.run_lock(f"ssbench saturate {args.matrix} (pid {os.getpid()})"):
         rd = start_run(matrix, target, args.results or RESULTS, args.out, resume=False)
-        rd.update_run(saturation=settings.__dict__)
+        rd.update_run(saturation=asdict(settings))
         print(f"ssbench: saturate {rd.run_id} on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
         sat = Saturation(matrix, target, rd, settings, stop_event=stop,
                          profile_for=lambda server: resolve_profile(matrix, target, server),
