@@ -142,8 +142,11 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         col.update(offered_rate=round(d.offered_rate, 3), achieved_rate=send_rate)
         if c.send_latency_corrected is not None:
             col["send_latency_corrected_ms"] = latency_summary(c.send_latency_corrected)
+    # open loop: a user has slots in the window only if the schedule reaches it (at a low rate
+    # and many users, some users have none: idle by design, not stuck)
+    users_due = min(d.users_expected, int(d.offered_rate * seconds)) if d.offered_rate else d.users_expected
     status = repetition_status(lost=lost, queue_disabled=a.queue_disabled, errors=c.errors_total,
-                               users_active=c.users_active, users_expected=d.users_expected,
+                               users_active=c.users_active, users_expected=users_due,
                                client_bound=client_bound, noisy_host=noisy_host, undelivered=undelivered,
                                behind=is_behind(d.offered_rate, send_rate, d.rate_tolerance))
     return RepetitionSummary(

@@ -118,3 +118,13 @@ def test_open_loop_offered_and_achieved_rates_and_behind():
                                          offered_rate=5.2)).status == "ok"
     closed = build_repetition_summary(data(accounting=Accounting([InitiatorAccount(1, 10, 10)])))
     assert closed.offered_rate is None and "offered_rate" not in closed.to_json()
+
+
+def test_open_loop_users_without_a_slot_in_the_window_are_not_idle():
+    # 1 SEND/s offered over 2 s to 4 users: only 2 of them have a slot in the window
+    d = data(accounting=Accounting([InitiatorAccount(1, 2, 2)]), offered_rate=1.0,
+             client=ClientRecord(window_start=100.0, window_end=102.0, send_latency=Histogram({1000: 2}),
+                                 users_spawned=4, users_active=2))
+    assert build_repetition_summary(d).status == "ok"
+    d.client.users_active = 1
+    assert build_repetition_summary(d).status == "users_idle"
