@@ -97,4 +97,9 @@ def cmd_saturate(args) -> int:
     print(f"{target.label}: SENDs per second sustained (per initiator and in total), this machine")
     print(format_table(sat.results))
     print(f"ssbench: saturation.json in {rd.path}", file=sys.stderr)
+    from ..analysis.saturation import plot_latency_vs_throughput, rows_from_runs
+
+    png = plot_latency_vs_throughput(rows_from_runs([rd.path]), rd.path / "report" / "latency_vs_throughput.png")
+    if png is not None:
+        print(f"ssbench: latency against throughput: {png}", file=sys.stderr)
     return 0

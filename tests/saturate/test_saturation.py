@@ -106,6 +106,7 @@ def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
     assert sum(r["sustainable"] for r in rows) == 1
     png = tmp_path / "lat.png"
     assert plot_main([str(out), "--out", str(png)]) == 0 and png.stat().st_size > 10_000
+    assert (out / "report" / "latency_vs_throughput.png").stat().st_size > 10_000   # saturate's own
 
 
 def test_saturation_judges_a_probe_on_exact_rates_and_the_slo():
