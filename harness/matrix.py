@@ -97,6 +97,12 @@ class RunSettings:
     order: str = "interleaved"
     #: pin the database server and the load generator to separate CPUs (where the host allows)
     pin_cpus: bool = False
+    #: open loop (a ``rate`` axis): a repetition whose achieved SEND rate falls short of the
+    #: offered one by more than this fraction is flagged ``behind``
+    rate_tolerance: float = 0.05
+    #: backlog drain (docs/matrices.md): > 0 fills the target queue with this many messages
+    #: with activation off, then turns activation on and measures the drain
+    backlog_messages: int = 0
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,8 @@ RUN_FIELDS = {
     "spawn_rate": (float, 0.1, 100_000),
     "order": (str, ("interleaved", "sequential"), None),
     "pin_cpus": (bool, None, None),
+    "rate_tolerance": (float, 0.0, 1.0),
+    "backlog_messages": (int, 0, 100_000_000),
 }
 RUN_ORDERS = ("interleaved", "sequential")
 BROKER_FIELDS = {
@@ -128,6 +136,10 @@ BROKER_FIELDS = {
 # Axes: required ones first, in expansion order; optional broker axes override BrokerSettings.
 REQUIRED_AXES = ("initiators", "threads", "dialogs", "payload_bytes", "server")
 OPTIONAL_AXES = ("max_queue_readers", "receive_top")
+#: optional load axes: ``rate`` is the offered SENDs per second per initiator (open loop,
+#: docs/matrices.md); absent, every user sends as fast as its SEND returns (closed loop)
+LOAD_AXES = ("rate",)
+MAX_RATE = 1_000_000.0
 AXIS_TOKENS = {"initiators": "i", "threads": "t", "payload_bytes": "p",
                "max_queue_readers": "r", "receive_top": "top"}
 TOP_KEYS = {"name", "description", "axes", "run", "broker", "embedded_profiles"}
@@ -149,10 +161,12 @@ class Permutation:
     def id(self) -> str:
         parts = [f"i{self.initiators}", f"t{self.threads}", self.dialogs.token,
                  f"p{self.payload_bytes}", self.server]
-        return "-".join(parts) + self._broker_suffix
+        return "-".join(parts) + self._broker_suffix + (f"-rate{self.rate:g}" if self.rate else "")
 
     # set by Matrix for permutations whose broker axes were given explicitly
     _broker_suffix: str = field(default="", compare=False, repr=False)
+    #: offered SENDs per second per initiator (open loop); None: closed loop
+    rate: float | None = None
 
     @property
     def total_threads(self) -> int:
@@ -166,6 +180,7 @@ class Permutation:
             "dialogs": self.dialogs.token, "dialogs_every_n": self.dialogs.every_n,
             "dialogs_shared": self.dialogs.shared, "payload_bytes": self.payload_bytes,
             "server": self.server, "broker": asdict(self.broker),
+            **({"rate": self.rate, "offered_rate": self.rate * self.initiators} if self.rate else {}),
         }
 
 
@@ -187,7 +202,7 @@ class Matrix:
         return n
 
     def permutations(self) -> Iterator[Permutation]:
-        names = list(REQUIRED_AXES) + [a for a in OPTIONAL_AXES if a in self.axes]
+        names = list(REQUIRED_AXES) + [a for a in OPTIONAL_AXES + LOAD_AXES if a in self.axes]
         for index, combo in enumerate(itertools.product(*(self.axes[a] for a in names)), start=1):
             values = dict(zip(names, combo))
             broker = self.broker
@@ -198,7 +213,8 @@ class Matrix:
                     suffix += f"-{AXIS_TOKENS[axis]}{values[axis]}"
             yield Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
                               dialogs=values["dialogs"], payload_bytes=values["payload_bytes"],
-                              server=values["server"], broker=broker, _broker_suffix=suffix)
+                              server=values["server"], broker=broker, _broker_suffix=suffix,
+                              rate=values.get("rate"))
 
     def schedule(self) -> list[tuple[Permutation, int]]:
         """Every (permutation, repetition) in the order the run executes them (``run.order``)."""
@@ -260,9 +276,10 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
         raise err("must be a mapping of axis name to a list of values", axes_loc, "axes")
     axes: dict[str, list[Any]] = {}
     for key, loc in axes_loc.value.items():
-        if key not in REQUIRED_AXES + OPTIONAL_AXES:
-            raise err(f"unknown axis (expected {', '.join(REQUIRED_AXES + OPTIONAL_AXES)})", loc, f"axes.{key}")
-    for axis in REQUIRED_AXES + OPTIONAL_AXES:
+        if key not in REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES:
+            raise err(f"unknown axis (expected {', '.join(REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES)})",
+                      loc, f"axes.{key}")
+    for axis in REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES:
         fld = f"axes.{axis}"
         if axis not in axes_loc.value:
             if axis in REQUIRED_AXES:
@@ -333,6 +350,12 @@ def _axis_value(axis: str, item: Located, err) -> Any:
         if not SERVER_NAME_RE.match(v):
             raise err(f"server profile {v!r} must be a letter then up to 39 letters, digits or '_'")
         return v
+    if axis == "rate":
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise err(f"must be a number of SENDs per second, got {type(v).__name__} {v!r}")
+        if not 0 < v <= MAX_RATE:
+            raise err(f"must be above 0 and at most {MAX_RATE:g} SENDs per second per initiator, got {v}")
+        return float(v)
     if isinstance(v, bool) or not isinstance(v, int):
         raise err(f"must be an integer, got {type(v).__name__} {v!r}")
     if v <= 0:

@@ -121,7 +121,8 @@ class Repetition:
                          payload_bytes=self.perm.payload_bytes,
                          usable={str(i): self.usable for i in range(1, n + 1)},
                          warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
-                         out_dir=str(self.partial))
+                         out_dir=str(self.partial), rate=self.perm.rate or 0.0,
+                         users_per_initiator=self.perm.threads)
 
     # ------------------------------------------------------------------ 2. the headless swarm
     def run_swarm(self) -> SwarmResult:
@@ -257,11 +258,15 @@ class Repetition:
             client=ClientRecord(window_start=wd.start, window_end=wd.end, send_latency=wd.latency,
                                 sends_total=wd.sends_total, errors_total=wd.errors_total,
                                 error_samples=wd.error_samples, users_spawned=wd.users_spawned,
-                                users_active=wd.users_active),
+                                users_active=wd.users_active, send_latency_corrected=wd.latency_corrected),
             e2e_latency=e2e, collected={**self.sampler.summary_fields(wd.start, wd.end),
                                         **({"cpu_pinning": self.pinning} if self.pinning else {})},
-            collector_errors=self.sampler.errors, web=web)
-        return build_repetition_summary(data), {"send": wd.latency, "e2e": e2e}
+            collector_errors=self.sampler.errors, web=web,
+            offered_rate=p.rate * p.initiators if p.rate else None, rate_tolerance=self.settings.rate_tolerance)
+        lat = {"send": wd.latency, "e2e": e2e}
+        if wd.latency_corrected is not None:
+            lat["send_corrected"] = wd.latency_corrected
+        return build_repetition_summary(data), lat
 
     def _write(self, summary: RepetitionSummary, lat: dict[str, Histogram]) -> None:
         start, end = summary.window.measure_start, summary.window.measure_end
@@ -276,7 +281,9 @@ class Repetition:
                       "family": s.family, "metric": s.metric, "key": s.key, "value": s.value}
                      for s in self.sampler.samples))
         write_json(partial / "latency.json", {"schema": LATENCY_SCHEMA, "unit": "us",
-                                              "send": lat["send"].to_json(), "e2e": lat["e2e"].to_json()})
+                                              "send": lat["send"].to_json(), "e2e": lat["e2e"].to_json(),
+                                              **({"send_corrected": lat["send_corrected"].to_json()}
+                                                 if "send_corrected" in lat else {})})
         # keep the Locust logs and worker data; drop the swarm's scratch files
         for name in ("swarm.json", "master.json"):
             (partial / name).unlink(missing_ok=True)

@@ -16,6 +16,7 @@ from .matrix import Matrix, Permutation
 from .progress import Progress
 from .provenance import provenance
 from .redact import redact
+from .backlog import BacklogRepetition
 from .repetition import Interrupted, Repetition
 from .results import RepetitionSummary, RunDir, utc_now_iso, write_atomic
 from .targets.base import Target
@@ -82,11 +83,17 @@ class Runner:
         elif s.status == "users_idle":
             flag = (f"  !!! only {s.users_active} of {s.users_expected} users were sending "
                     "through the window !!!")
+        elif s.status == "behind":
+            flag = (f"  [behind: {s.achieved_rate or 0:,.0f} of {s.offered_rate or 0:,.0f} SENDs/s offered, "
+                    f"corrected SEND p99 {(s.send_latency_corrected_ms.p99 if s.send_latency_corrected_ms else None) or float('nan'):.1f} ms]")
         elif s.status == "noisy_host":
             flag = (f"  [noisy host: other processes took {s.other_cpu_percent or 0:.0f}% of a core, "
                     f"steal {s.steal_percent or 0:.1f}%]")
         elif s.status != "ok":
             flag = f"  [{s.status}]"
+        if s.backlog_messages is not None:
+            flag += (f"  backlog {s.backlog_messages:,} drained in {s.drain_seconds or float('nan'):.2f} s "
+                     f"({s.drain_rate or 0:,.0f} msg/s)")
         p99 = s.send_latency_ms.p99
         self.progress.line(f"{perm.id} rep {rep}: send {s.send_rate:.0f} msg/s, receive "
                            f"{s.receive_rate:.0f} msg/s, SEND p99 {p99 if p99 is not None else float('nan'):.2f} ms, "
@@ -108,7 +115,9 @@ class Runner:
                 self.progress.status(f"{perm.id} rep {rep}: {what}: {rate:,.0f} msg/s received, "
                                      f"xmitq {xq or 0:,.0f}")
 
-        r = Repetition(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
+        # run.backlog_messages: the backlog drain (harness.backlog), else the load repetition
+        cls = BacklogRepetition if self.matrix.run.backlog_messages else Repetition
+        r = cls(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
                        profile=resolve_profile(self.matrix, self.target, perm.server),
                        settings=self.matrix.run, lock=self.lock, stop_event=self.stop_event,
                        on_status=status, on_tick=live)

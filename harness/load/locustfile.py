@@ -15,6 +15,10 @@ forces the thread path for every SEND (benchmarks/send_vs_pgbench.py compares th
 
 Each SEND is timed with ``time.perf_counter``, reported through Locust's ``events.request``
 (so Locust's own stats and web UI see it) and kept exactly by :mod:`harness.load.recorder`.
+
+With a ``rate`` in the spec the loop is open: each user waits for its next slot of the
+initiator's schedule before it sends (:mod:`harness.load.pacing`), and the recorder keeps the
+latency from the intended time too.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from locust import User, constant, events, task
 from locust.exception import StopUser
 
 from harness.load.offload import Offload
+from harness.load.pacing import Schedule
 from harness.load.recorder import Recorder
 from harness.load.spec import SwarmSpec
 from harness.targets.base import sender_factory
@@ -117,9 +122,15 @@ class ServiceBrokerUser(User):
         green = getattr(self._sender, "send_green", None) if _GREEN else None
         self._send = green if green is not None else \
             (lambda d, p: self._offload.call(self, self._sender.send, d, p))
+        self._pacer = None
+        if spec.rate > 0:   # open loop: the worker's schedule starts with its first paced user
+            if self._recorder.schedule is None:
+                self._recorder.schedule = Schedule(spec.rate, spec.users_per_initiator or 1)
+            self._pacer = self._recorder.schedule.pacer(self._user)
 
     @task
     def send(self) -> None:
+        intended = self._pacer.wait(gevent.sleep) if self._pacer is not None else None
         start = time.perf_counter()
         exc = None
         try:
@@ -127,7 +138,8 @@ class ServiceBrokerUser(User):
         except Exception as e:  # the broker refused the SEND: reported, counted, not raised
             exc = e
         elapsed = time.perf_counter() - start
-        self._recorder.record(time.time(), elapsed, exc, self._user)
+        self._recorder.record(time.time(), elapsed, exc, self._user,
+                              None if intended is None else self._pacer.to_epoch(intended))
         self.environment.events.request.fire(
             request_type="SSB", name="SEND", response_time=elapsed * 1000.0,
             response_length=len(self._payload), exception=exc, context={"dialog_slot": self._slot})

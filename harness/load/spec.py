@@ -22,6 +22,11 @@ class SwarmSpec:
     #: this swarm's identity: a worker's recording is accepted only by the swarm that started
     #: it (an orphaned worker of an earlier, killed run must not leak into a resumed one)
     swarm_id: str = field(default_factory=lambda: secrets.token_hex(8))
+    #: open loop: offered SENDs per second per initiator, spread over its users
+    #: (harness.load.pacing); 0 = closed loop
+    rate: float = 0.0
+    #: users per initiator the schedule is split over (user u of n takes every n-th slot)
+    users_per_initiator: int = 0
 
     def usable_dialogs(self, initiator: int) -> int:
         return int(self.usable.get(str(initiator), 1))

@@ -225,6 +225,14 @@ class Target(abc.ABC):
         (empty for remote servers)."""
         return []
 
+    def set_activation(self, enabled: bool) -> None:
+        """ALTER QUEUE ... WITH ACTIVATION (STATUS = ON | OFF) on the target queue (the backlog
+        drain, docs/matrices.md). Off: no new activation task starts, and this returns once the
+        running ones have finished (their WAITFOR timed out), so nothing is received until it is
+        turned on again; messages accumulate in the queue. On: the queue monitor starts tasks
+        again, up to MAX_QUEUE_READERS. ``prepare`` turns activation on."""
+        raise NotImplementedError(f"the {self.kind} target cannot turn activation off and on")
+
     def broker_restarts(self) -> int:
         """Times the target's own broker side died and was restarted since :meth:`prepare`
         (0 where the server runs its broker itself, as SQL Server does)."""

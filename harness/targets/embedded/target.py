@@ -368,6 +368,20 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
         self._query(self.target_db, sql.SQL("UPDATE ssb.queues SET {} WHERE name = {} RETURNING 1").format(
             sql.SQL(", ").join(sets), sql.Literal(QUEUE)))
 
+    def set_activation(self, enabled: bool, timeout: float | None = None) -> None:
+        """ACTIVATION (STATUS = ON | OFF) through the queue's options (the queue monitor reads
+        them). Off waits until no reader runs (up to the WAITFOR timeout plus 30 s)."""
+        self.set_queue_options(activation=bool(enabled))
+        if enabled:
+            return
+        wait = timeout if timeout is not None else self._broker_settings.waitfor_timeout_ms / 1000 + 30
+        deadline = time.monotonic() + wait
+        while self._one(self.target_db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                        "AND application_name LIKE %s", ("ssbench-reader-%",)):
+            if time.monotonic() > deadline:
+                raise TargetError(f"activation turned off, but readers still run after {wait:g} s")
+            time.sleep(0.05)
+
     def sender_spec(self, initiator: int) -> dict[str, Any]:
         self._require(initiator)
         db = self.initiator_db(initiator)

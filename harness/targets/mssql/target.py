@@ -207,6 +207,18 @@ class MssqlTarget(Session, Target):
         self._baseline[initiator] = self._sent_sequence(inst)
         return sent
 
+    def set_activation(self, enabled: bool) -> None:
+        """ALTER QUEUE ... WITH ACTIVATION (STATUS = OFF), then wait for the running activated
+        tasks to finish; or the queue's activation clause again, STATUS = ON with the
+        permutation's MAX_QUEUE_READERS."""
+        target, _ = self._active()
+        if enabled:
+            self._run(target, "target", "activation_on",
+                      self._names(max_queue_readers=self._broker.max_queue_readers))
+        else:
+            self._run(target, "target", "activation_off", self._names())
+            self._wait_activation_idle(target, self._broker.waitfor_timeout_ms / 1000 + 30)
+
     def start(self) -> None:
         """Nothing to start: SQL Server transmits and activates by itself."""
 

@@ -535,3 +535,22 @@ def test_check_foreign_endpoint_and_missing_database(fake, monkeypatch):
     got = fails(MssqlTarget.from_file(str(DIST)).check())
     assert any("endpoint [Mirroring]" in d and "broker.use_existing_endpoint: true" in d for _, d in got)
     assert any(d.startswith("CREATE ANY DATABASE missing: provision creates SSBReceiver") for _, d in got)
+
+
+def test_backlog_set_activation_renders_alter_queue(fake):
+    """The backlog drain's ACTIVATION (STATUS = OFF / ON), rendered through tsql.py (the fake
+    records the T-SQL: no SQL Server here)."""
+    t = MssqlTarget.from_file(str(DIST))
+    t.provision()
+    t.prepare(1, "delayed", BrokerSettings(max_queue_readers=3))
+    fake.log.clear()
+    t.set_activation(False)
+    off = fake.sql(what="target.sql activation_off")
+    assert "ALTER QUEUE [dbo].[MySSBLabTestQueue] WITH ACTIVATION (STATUS = OFF);" in off
+    # off waits for the running activated tasks to finish before returning
+    w = whats(fake)
+    assert w.index("target.sql activation_off") < w.index("collectors.sql activated_tasks")
+    fake.log.clear()
+    t.set_activation(True)
+    on = fake.sql(what="target.sql activation_on")
+    assert "STATUS = ON" in on and "MAX_QUEUE_READERS = 3" in on and "ALTER QUEUE [dbo].[MySSBLabTestQueue]" in on
