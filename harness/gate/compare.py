@@ -16,17 +16,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import UserError
-from .method import (CORRECTION, FAIL, GATE_SCHEMA, IMPROVED, INCONCLUSIVE, METRIC_BY_NAME, METRICS, NO_DATA,
-                     PASS, REGRESSION, SEVERITY, WARNING, GateSettings, Metric)
-from .report import GateReport, write_report
-from .rundata import PermData, Rep, RunData, load_rep, load_run
-from .verdict import IntegrityResult, MetricResult, check_integrity, compare_samples, effect_ratio
-
-__all__ = ["CORRECTION", "FAIL", "GATE_SCHEMA", "IMPROVED", "INCONCLUSIVE", "METRIC_BY_NAME", "METRICS",
-           "NO_DATA", "PASS", "REGRESSION", "SEVERITY", "WARNING", "GateSettings", "Metric", "GateReport",
-           "write_report", "PermData", "Rep", "RunData", "load_rep", "load_run", "IntegrityResult",
-           "MetricResult", "check_integrity", "compare_samples", "effect_ratio", "compare_runs",
-           "provenance_differences"]
+from .method import METRICS, GateSettings
+from .report import GateReport
+from .rundata import RunData
+from .verdict import check_integrity, compare_samples
 
 
 # --------------------------------------------------------------------------- provenance
