@@ -190,7 +190,7 @@ def install_login(environment, creds: Credentials, session_minutes: float, inter
             log.info("the session of user %r expired", current_user.id)
             logout_user()
             session["auth_info"] = "Your session expired: log in again."
-        if request.method == "GET" and request.accept_mimetypes.accept_html:
+        if request.method == "GET" and "text/html" in request.headers.get("Accept", ""):   # a page, not a poll
             return redirect(url_for("locust.login"))
         return jsonify({"success": False, "message": "login required"}), 401
 

@@ -382,7 +382,7 @@ def _install_master(environment) -> None:
 
     @app.after_request
     def _extend_stats(response):
-        if request.path.rstrip("/").endswith("/stats/requests") and response.is_json:
+        if request.path.rstrip("/").endswith("/stats/requests") and response.is_json and response.status_code == 200:
             from harness.web.metrics import table_rows
 
             data = response.get_json()

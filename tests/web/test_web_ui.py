@@ -36,10 +36,10 @@ USERS, PAYLOAD, DIALOGS = 4, 256, "trick150"
 class WebProcess:
     """``ssbench web`` as a subprocess; its output is collected by a thread."""
 
-    def __init__(self, results: Path, cmd: list[str] | None = None):
+    def __init__(self, results: Path, cmd: list[str] | None = None, env: dict | None = None):
         cmd = cmd or [sys.executable, "-m", "harness.cli", "web", "--target", "embedded", "--port", "0",
                "--master-port", "0", "--initiators", "1", "--results", str(results)]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ if env is None else env, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, text=True, start_new_session=True)
         self.lines: list[str] = []
