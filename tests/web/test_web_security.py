@@ -307,3 +307,39 @@ def test_remote_worker_session_writes_no_secret(pg_server, tmp_path):
         web.kill()
         if relay is not None:
             relay.close()
+
+
+# --------------------------------------------------------------------------- TLS
+
+def test_tls_login(pg_server, tmp_path):
+    """``--tls-cert/--tls-key``: the UI is served over HTTPS (a self-signed certificate made
+    with openssl here), the session cookie is Secure, and ssbench web reaches its own UI."""
+    import shutil
+
+    if not shutil.which("openssl"):
+        pytest.skip("needs openssl to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    key.chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SSBENCH_WEB") and k != "SSBENCH_WORKER_TOKEN"}
+    env.update(SSBENCH_WEB_USER=USER, SSBENCH_WEB_PASSWORD=PASSWORD)
+    web = _web(tmp_path, "--require-login", "--tls-cert", str(cert), "--tls-key", str(key), env=env)
+    try:
+        url = web.wait_ready(120)    # ready: ssbench web polled its own UI over HTTPS
+        assert url.startswith("https://"), url
+        with pytest.raises(requests.exceptions.SSLError):
+            requests.get(url, timeout=5)     # self-signed: a client that checks says so
+        s = requests.Session()   # verify= per request: $REQUESTS_CA_BUNDLE would override a session's
+        r = s.post(url + "ssbench/login", data={"username": USER, "password": PASSWORD}, timeout=10,
+                   allow_redirects=False, verify=str(cert))
+        assert r.status_code == 302 and "secure" in r.headers.get("Set-Cookie", "").lower(), r.headers
+        st = s.get(url + "ssbench/status", timeout=5, verify=str(cert))
+        assert st.status_code == 200 and len(st.json()["workers"]) == 1, st.text
+        with pytest.raises(requests.exceptions.ConnectionError):
+            requests.get(url.replace("https://", "http://") + "ssbench/status", timeout=5)
+    except BaseException:
+        print("---- ssbench web\n" + web.output)
+        raise
+    finally:
+        web.kill()

@@ -61,7 +61,7 @@ class WebProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if "ssbench web: ready" in self.output:
-                m = re.search(r"Locust web UI at (http://\S+/)", self.output)
+                m = re.search(r"Locust web UI at (https?://\S+/)", self.output)
                 assert m, self.output
                 return m.group(1)
             assert self.proc.poll() is None, f"ssbench web exited early:\n{self.output}"
