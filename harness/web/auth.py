@@ -168,6 +168,7 @@ def install_login(environment, creds: Credentials, session_minutes: float, inter
     def _load(user_id):
         return _User(user_id) if hmac.compare_digest(str(user_id).encode(), creds.user.encode()) else None
 
+    own_address = str(getattr(environment.parsed_options, "web_host", "") or "").strip("[]")
     web_ui.auth_args = {"username_password_callback": base + LOGIN_PATH}
     open_paths = {base + "/login", base + LOGIN_PATH}
 
@@ -181,7 +182,9 @@ def install_login(environment, creds: Credentials, session_minutes: float, inter
         if path in open_paths or path.startswith(base + "/assets/"):
             return None
         given = request.headers.get(INTERNAL_HEADER)
-        if given and internal_token and is_loopback(request.remote_addr or "") and \
+        peer = request.remote_addr or ""
+        # from this host only: loopback, or the UI's own address (ssbench web reaches it there)
+        if given and internal_token and (is_loopback(peer) or peer == own_address) and \
                 hmac.compare_digest(given.encode(), internal_token.encode()):
             return None
         if current_user.is_authenticated:

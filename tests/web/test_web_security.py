@@ -320,7 +320,8 @@ def test_tls_login(pg_server, tmp_path):
         pytest.skip("needs openssl to make a certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                    "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+                    "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
     key.chmod(0o600)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SSBENCH_WEB") and k != "SSBENCH_WORKER_TOKEN"}
     env.update(SSBENCH_WEB_USER=USER, SSBENCH_WEB_PASSWORD=PASSWORD)
