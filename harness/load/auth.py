@@ -183,8 +183,11 @@ class MasterGuard:
         import gevent
 
         self.pending.pop(client_id, None)
+        if len(self._refused_ids) > 10_000:   # bounded, whatever knocks at the port
+            self._refused_ids.clear()
         self._refused_ids.add(client_id)
         self.refused.append({"worker": client_id, "reason": reason, "time": time.time()})
+        del self.refused[:-100]
         log.warning("refused worker %s: %s", client_id, reason)
         self._send(REFUSED, {"reason": reason}, client_id)
         self._send("quit", None, client_id)
