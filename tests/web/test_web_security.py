@@ -163,6 +163,25 @@ def test_exposed_ui_without_credentials_is_refused(tmp_path):
     assert p.returncode == 2 and "SSBENCH_WORKER_TOKEN" in p.stderr, p.stderr
 
 
+def test_loopback_stays_login_free(pg_server, tmp_path):
+    """On 127.0.0.1 without --require-login: no login page, even with credentials set, and no
+    token line printed (all workers are local, the master port is on loopback)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SSBENCH_WEB") and k != "SSBENCH_WORKER_TOKEN"}
+    env.update(SSBENCH_WEB_USER=USER, SSBENCH_WEB_PASSWORD=PASSWORD)
+    web = _web(tmp_path, env=env)
+    try:
+        url = web.wait_ready(120)
+        r = requests.get(url + "ssbench/status", timeout=5, allow_redirects=False)
+        assert r.status_code == 200 and len(r.json()["workers"]) == 1, r.text
+        assert requests.get(url, timeout=5, allow_redirects=False).status_code == 200
+        assert "login required" not in web.output and "SSBENCH_WORKER_TOKEN=" not in web.output
+    except BaseException:
+        print("---- ssbench web\n" + web.output)
+        raise
+    finally:
+        web.kill()
+
+
 # --------------------------------------------------------------------------- login, wrong tokens
 
 def test_login_and_wrong_token_workers(pg_server, tmp_path):
