@@ -52,7 +52,8 @@ def register(sub) -> None:
         "security", "A web UI on any interface other than loopback asks for a login; the credentials come "
                     "from $SSBENCH_WEB_USER and $SSBENCH_WEB_PASSWORD, or from a file of mode 0600 named by "
                     "$SSBENCH_WEB_CREDENTIALS_FILE (one line USER:PASSWORD), never from the command line. Workers "
-                    "must prove the run's token ($SSBENCH_WORKER_TOKEN; made and printed by ssbench web when unset).")
+                    "must prove the run's token ($SSBENCH_WORKER_TOKEN; made by ssbench web when unset, and printed "
+                    "when workers from other hosts are expected).")
     a.add_argument("--require-login", action="store_true",
                    help="ask for a login on loopback too (always on for any other interface)")
     a.add_argument("--login-minutes", type=float, default=480,
@@ -61,7 +62,8 @@ def register(sub) -> None:
     a.add_argument("--tls-key", default=None, help="the certificate's private key (PEM; mode 0600)")
     g = p.add_argument_group("worker mode (on another host)")
     g.add_argument("--worker", action="store_true",
-                   help="run one Locust worker for a master started by 'ssbench web' on another host")
+                   help="run one Locust worker for a master started by 'ssbench web' on another host; "
+                        "needs the run's token in $SSBENCH_WORKER_TOKEN")
     g.add_argument("--master-host", default=None, help="the master's host (worker mode)")
     g.add_argument("--initiator", type=int, default=None,
                    help="the initiator this worker drives (worker mode; default $SSBENCH_INITIATOR or 1)")
