@@ -51,7 +51,10 @@ class UserError(Exception):
             if self.line:
                 where += f":{self.line}"
             where += ": "
-        field = f"{self.field}: " if self.field else ""
+        field = str(self.field or "")
+        if len(field) > 120:  # a path into a deeply nested or oddly keyed document
+            field = field[:120] + "..."
+        field = f"{field}: " if field else ""
         return escape_controls(f"{where}{field}{self.detail}")
 
 
