@@ -113,7 +113,8 @@ class _Builder:
             return ld.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, KeyError, TypeError, OverflowError):
             kind = tag.rsplit(":", 1)[-1]
-            raise self.err(f"{show(event.value)} is not a valid {kind}", line, self.path()) from None
+            # the value is not echoed: it may be a secret put in the wrong place
+            raise self.err(f"not a valid {kind}", line, self.path()) from None
 
     def add(self, value: Located) -> Located | None:
         """Put a finished value into the open collection; returns it if it is the top."""

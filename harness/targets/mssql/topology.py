@@ -50,6 +50,7 @@ RESET_MODES = ("cleanup", "new_broker")
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")   # the matrix's server-axis rule
 INSTANCE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+NOT_ENV_NAME = "is not an environment variable name (name the one holding the password, never the password)"
 MAX_INITIATORS = 64
 
 # The paper's names (its configuration script): every one may be overridden under `broker:`.
@@ -333,7 +334,7 @@ class _Reader:
 
 def _check_env_name(v: str, fld: str) -> str:
     if not ENV_NAME_RE.match(v):
-        raise ValueError(f"{v!r} is not an environment variable name")
+        raise ValueError(NOT_ENV_NAME)  # never echoed: it may be the password itself
     return v
 
 
@@ -434,6 +435,8 @@ def load_topology(path: str | Path) -> Topology:
         user = r.string(a, "user", f"{fld}.user", required=True, parent=loc)
         if not user or any(c in user for c in "{};\0\r\n"):
             raise r.err(f"{user!r} is not a login name", a.get("user"), f"{fld}.user")
+        if not isinstance(getattr(a.get("password_env"), "value", ""), (str, type(None))):
+            raise r.err(NOT_ENV_NAME, a["password_env"], f"{fld}.password_env")  # never echoed
         env = r.string(a, "password_env", f"{fld}.password_env", required=True, parent=loc,
                        check=_check_env_name)
         return Auth("sql", user, env)
