@@ -186,6 +186,9 @@ def parse_located(text: str, file: str) -> Located | None:
         line = mark.line + 1 if mark is not None else None
         if line is None and isinstance(getattr(e, "position", None), int):
             line = _line_of(text, e.position)
+        context, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
+        if context and cmark is not None and cmark.line + 1 != line:
+            problem = f"{problem} ({context} at line {cmark.line + 1})"
         raise UserError(f"invalid YAML: {problem}", file=file, line=line) from None
     finally:
         loader.dispose()

@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -121,8 +122,10 @@ def check_dir_arg(path: Path | None, flag: str, resume: bool | None = None) -> N
         anc = anc.parent
     if not anc.is_dir():
         raise UserError(f"cannot create it: {anc} is not a directory", file=str(p), field=flag)
-    if not os.access(anc, os.W_OK | os.X_OK):
-        raise UserError(f"cannot create it: {anc} is not writable", file=str(p), field=flag)
+    try:  # can a directory be made there? (/proc, a read-only mount, no permission)
+        os.rmdir(tempfile.mkdtemp(prefix=".ssbench-probe-", dir=anc))
+    except OSError as e:
+        raise UserError(f"cannot create it in {anc}: {e.strerror or e}", file=str(p), field=flag) from None
     if resume is True and not (p / "run.json").is_file():
         raise UserError("no run.json to resume", file=str(p), field=flag)
     if resume is False and p.is_dir() and any(p.iterdir()):
