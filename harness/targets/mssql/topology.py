@@ -502,7 +502,7 @@ def load_topology(path: str | Path) -> Topology:
 
     # profiles
     profiles: dict[str, Profile] = {}
-    ploc = doc.get("profiles")
+    ploc = doc.get("profiles") if getattr(doc.get("profiles"), "value", None) is not None else None
     if ploc is not None and ploc.value is not None:
         if not isinstance(ploc.value, dict) or not ploc.value:
             raise r.err("must map server profile names (the matrix's server axis) to settings", ploc,
