@@ -55,7 +55,10 @@ class UserError(Exception):
         if len(field) > 120:  # a path into a deeply nested or oddly keyed document
             field = field[:120] + "..."
         field = f"{field}: " if field else ""
-        return escape_controls(f"{where}{field}{self.detail}")
+        detail = str(self.detail)
+        if len(detail) > 300:  # a value echoed whole: the start says enough
+            detail = detail[:300] + "..."
+        return escape_controls(f"{where}{field}{detail}")
 
 
 class TargetError(Exception):

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from harness.errors import UserError
 from harness.matrix import load_matrix
 from harness.targets.embedded.profiles import EMBEDDED_PROFILES
-from harness.targets.mssql.topology import load_topology
+from harness.targets.mssql.topology import ENV_NAME_RE, load_topology
 
 REPO = Path(__file__).resolve().parent.parent.parent
 TIME_BOUND = 2.0
@@ -45,7 +45,7 @@ scalars = st.one_of(
     st.text(max_size=12),
     st.sampled_from([0, -1, 1, 64, 65, 10_000, 10_001, 2 ** 31 - 1, 2 ** 31, 1.5, "", "durable",
                      "delayed", "nosuch", "per_thread", "trick150", "shared", "every0", "every7",
-                     "interleaved", "sequential", "SSBENCH_MSSQL_PASSWORD", "S3cr3t!Pass", "1433",
+                     "interleaved", "sequential", "SSBENCH_MSSQL_PASSWORD", "1433",
                      "127.0.0.1", "a;b", "x" * 70, "sql2005", "sql2008", "msodbc", "freetds",
                      "single", "distributed", "forced", "disabled", "target", "init1"]),
 )
@@ -155,8 +155,7 @@ def outcome(loader, data: bytes, tally) -> str:
         assert msg.startswith(f"{path}:") or msg.startswith(f"{path}: "), msg
         assert not CONTROL.search(msg), msg
         assert "Located" not in msg and " object at 0x" not in msg, msg
-        assert "S3cr3t" not in msg, msg
-        assert len(msg) < 600, msg
+        assert len(msg) < len(str(path)) + 450, msg
         tally.clean()
         return "refused"
     elapsed = time.monotonic() - t0
@@ -195,6 +194,31 @@ def test_raw_text_and_bytes(loader, tally):
         outcome(loader, data, tally)
 
     run()
+
+
+@FUZZ
+@given(secret=st.from_regex(r"[A-Za-z0-9!@#$%^&*()_+=.,;:/?-]{8,40}", fullmatch=True)
+       .filter(lambda s: not ENV_NAME_RE.match(s)) | st.integers(10 ** 7, 10 ** 15),
+       where=st.sampled_from(["auth", "sender_auth", "instance"]))
+def test_a_password_in_password_env_is_never_echoed(secret, where, tally):
+    """Someone writes the password itself where the variable's name goes: refused, and the
+    message does not contain it (in any spelling)."""
+    doc = copy.deepcopy(TOPOLOGY_SEEDS[0])
+    auth = {"kind": "sql", "user": "ssbench", "password_env": secret}
+    if where == "instance":
+        next(iter(doc["instances"].values()))["auth"] = auth
+    else:
+        doc[where] = auth
+    path = Path(_DIR.name) / "input.yaml"
+    path.write_text(render(doc, False))
+    tally.tried()
+    with pytest.raises(UserError) as e:
+        load_topology(path)
+    msg = str(e.value)
+    assert "password_env" in msg
+    for spelling in {str(secret), repr(secret), yaml.safe_dump(secret).split("\n")[0]}:
+        assert spelling not in msg, msg
+    tally.clean()
 
 
 def test_the_seeds_load():
