@@ -70,7 +70,7 @@ class _Builder:
         self.file = file
         self.nodes = 0
         self.scalars: dict[tuple[str, str], Any] = {}
-        # open collections: [Located, field path, pending key (mappings), key line]
+        # open collections: [Located, field path, pending key (mappings only)]
         self.stack: list[list[Any]] = []
 
     def err(self, msg: str, line: int | None, fld: str | None = None) -> UserError:
@@ -80,7 +80,7 @@ class _Builder:
         """The field path of the value being read (for messages)."""
         if not self.stack:
             return None
-        loc, path, key, _ = self.stack[-1]
+        loc, path, key = self.stack[-1]
         if isinstance(loc.value, list):
             return f"{path}[{len(loc.value)}]"
         if key is None:
@@ -126,17 +126,17 @@ class _Builder:
         if not self.stack:
             return value
         top = self.stack[-1]
-        loc, path, key, kline = top
+        loc, path, key = top
         if isinstance(loc.value, list):
             loc.value.append(value)
         elif key is None:  # this value is a key
             k = value.value
             fld = path or "<top>"
-            if isinstance(k, (dict, list)) or not isinstance(k, str):
+            if not isinstance(k, str):
                 raise self.err("mapping keys must be strings", value.line, fld)
             if k in loc.value:
                 raise self.err("duplicate key", value.line, f"{path}.{k}" if path else k)
-            top[2], top[3] = k, value.line
+            top[2] = k
         else:
             loc.value[key] = value
             top[2] = None
@@ -164,7 +164,7 @@ class _Builder:
                     raise self.err(f"nested more than {MAX_DEPTH} deep", line)
                 fld = self.path() or ""
                 value: Any = [] if isinstance(event, yaml.SequenceStartEvent) else {}
-                self.stack.append([Located(value, line), fld, None, None])
+                self.stack.append([Located(value, line), fld, None])
             elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
                 result = self.add(self.stack.pop()[0])
         ld.get_event()  # DocumentEnd
