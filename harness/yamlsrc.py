@@ -116,7 +116,7 @@ class _Builder:
         try:
             value = self.scalars[key] = ld.construct_object(node, deep=True)
             return value
-        except (yaml.YAMLError, ValueError, KeyError, TypeError, OverflowError):
+        except Exception:  # PyYAML's constructors fail in many ways (`!!int ''`: IndexError)
             kind = tag.rsplit(":", 1)[-1]
             # the value is not echoed: it may be a secret put in the wrong place
             raise self.err(f"not a valid {kind}", line, self.path()) from None
