@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .errors import UserError
+from .errors import UserError, show
 from .yamlsrc import Located, load_located, unwrap
 
-MAX_PAYLOAD_BYTES = 2 * 1024 ** 3  # SQL Server's varbinary(max) limit: 2 GB - 1
+MAX_PAYLOAD_BYTES = 2 ** 31 - 1  # SQL Server's varbinary(max) limit: 2 GB - 1
 SERVER_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 
 
@@ -69,14 +69,15 @@ class DialogStrategy:
             m = re.fullmatch(r"every(\d+)", value)
             if m and int(m.group(1)) >= 1:
                 return cls(int(m.group(1)))
-            raise ValueError(f"unknown dialog strategy {value!r} "
+            raise ValueError(f"unknown dialog strategy {show(value)} "
                              "(use per_thread, trick150, shared or {every_n: N})")
         if isinstance(value, dict):
             if set(value) != {"every_n"}:
-                raise ValueError(f"a dialog strategy mapping takes exactly one key, every_n; got {sorted(value)}")
+                raise ValueError("a dialog strategy mapping takes exactly one key, every_n; "
+                                 f"got {show(sorted(value))}")
             n = value["every_n"]
             if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 100_000:
-                raise ValueError(f"every_n must be an integer from 1 to 100000, got {n!r}")
+                raise ValueError(f"every_n must be an integer from 1 to 100000, got {show(n)}")
             return cls(n)
         raise ValueError(f"a dialog strategy is a name or {{every_n: N}}, got {type(value).__name__}")
 
@@ -194,6 +195,8 @@ class Matrix:
     broker: BrokerSettings
     embedded_profiles: dict[str, str]
     sha256: str
+    #: the line of each value (``axes.server[1]``, ``embedded_profiles.x``), for later messages
+    lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         n = 1
@@ -228,6 +231,22 @@ class Matrix:
         """Server names mapped to a target kind's own profiles (the matrix's
         ``embedded_profiles`` for the embedded target; none for others)."""
         return dict(self.embedded_profiles) if target_kind == "embedded" else {}
+
+    def check_servers(self, target_kind: str, profiles: Iterable[str]) -> None:
+        """Every value of ``axes.server`` names one of the target's server profiles (through
+        ``embedded_profiles`` for the embedded target); UserError at that value's line if not.
+        Needs no connection: the commands call it before anything is created."""
+        known = list(profiles)
+        aliases = self.profile_aliases(target_kind)
+        for i, server in enumerate(self.axes["server"]):
+            profile = aliases.get(server, server)
+            if profile in known:
+                continue
+            via = f" (embedded_profiles maps it to {show(profile)})" if profile != server else ""
+            fld = f"axes.server[{i}]"
+            raise UserError(f"server profile {show(server)}{via} is not defined for the {target_kind} "
+                            f"target (it has: {', '.join(known) or 'none'})",
+                            file=str(self.path), line=self.lines.get(fld), field=fld)
 
     def to_dict(self) -> dict[str, Any]:
         axes = {k: [v.token if isinstance(v, DialogStrategy) else v for v in vs]
@@ -275,6 +294,7 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
     if not isinstance(axes_loc.value, dict):
         raise err("must be a mapping of axis name to a list of values", axes_loc, "axes")
     axes: dict[str, list[Any]] = {}
+    lines: dict[str, int] = {}
     for key, loc in axes_loc.value.items():
         if key not in REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES:
             raise err(f"unknown axis (expected {', '.join(REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES)})",
@@ -292,6 +312,7 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
             raise err("empty axis: give at least one value", loc, fld)
         values = []
         for i, item in enumerate(loc.value):
+            lines[f"{fld}[{i}]"] = item.line
             values.append(_axis_value(axis, item, lambda m, it=item, i=i: err(m, it, f"{fld}[{i}]")))
         seen: dict[Any, int] = {}
         for i, v in enumerate(values):
@@ -307,7 +328,8 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
     if "embedded_profiles" in doc:
         ploc = doc["embedded_profiles"]
         if not isinstance(ploc.value, dict):
-            raise err("must map server names to embedded profiles (durable, delayed)", ploc, "embedded_profiles")
+            raise err("must map server names to embedded profiles (durable, delayed), got "
+                      f"{type(ploc.value).__name__}", ploc, "embedded_profiles")
         known = list(embedded_profiles) if embedded_profiles is not None else None
         for key, loc in ploc.value.items():
             if key not in axes["server"]:
@@ -316,16 +338,17 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
                 raise err(f"an embedded profile is a name, got {type(loc.value).__name__}", loc,
                           f"embedded_profiles.{key}")
             if known is not None and loc.value not in known:
-                raise err(f"unknown embedded profile {loc.value!r} (expected {', '.join(known)})",
+                raise err(f"unknown embedded profile {show(loc.value)} (expected {', '.join(known)})",
                           loc, f"embedded_profiles.{key}")
             profiles[key] = loc.value
+            lines[f"embedded_profiles.{key}"] = loc.line
 
     return Matrix(path=p, name=name, description=description, axes=axes, run=run, broker=broker,
-                  embedded_profiles=profiles, sha256=sha256)
+                  embedded_profiles=profiles, sha256=sha256, lines=lines)
 
 
 def _show(v: Any) -> str:
-    return v.token if isinstance(v, DialogStrategy) else repr(v)
+    return v.token if isinstance(v, DialogStrategy) else show(v)
 
 
 def _str_field(doc, key, default, err) -> str:
@@ -346,9 +369,9 @@ def _axis_value(axis: str, item: Located, err) -> Any:
             raise err(str(e)) from None
     if axis == "server":
         if not isinstance(v, str):
-            raise err(f"a server profile is a name, got {type(v).__name__} {v!r}")
+            raise err(f"a server profile is a name, got {type(v).__name__} {show(v)}")
         if not SERVER_NAME_RE.match(v):
-            raise err(f"server profile {v!r} must be a letter then up to 39 letters, digits or '_'")
+            raise err(f"server profile {show(v)} must be a letter then up to 39 letters, digits or '_'")
         return v
     if axis == "rate":
         if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -357,11 +380,12 @@ def _axis_value(axis: str, item: Located, err) -> Any:
             raise err(f"must be above 0 and at most {MAX_RATE:g} SENDs per second per initiator, got {v}")
         return float(v)
     if isinstance(v, bool) or not isinstance(v, int):
-        raise err(f"must be an integer, got {type(v).__name__} {v!r}")
+        raise err(f"must be an integer, got {type(v).__name__} {show(v)}")
     if v <= 0:
         raise err(f"must be positive, got {v}")
     if axis == "payload_bytes" and v > MAX_PAYLOAD_BYTES:
-        raise err(f"payload over 2 GB ({v} > {MAX_PAYLOAD_BYTES}): Service Broker messages are varbinary(max)")
+        raise err(f"payload over 2 GB - 1 ({v} > {MAX_PAYLOAD_BYTES} bytes): Service Broker "
+                  "messages are varbinary(max)")
     if axis == "initiators" and v > 64:
         raise err(f"at most 64 initiators, got {v}")
     if axis == "threads" and v > 10_000:
@@ -390,16 +414,16 @@ def _settings(doc, section: str, spec: dict, err) -> dict[str, Any]:
         v = item.value
         if kind is str:
             if v not in lo:
-                raise err(f"must be one of {', '.join(lo)}, got {v!r}", item, fld)
+                raise err(f"must be one of {', '.join(lo)}, got {show(v)}", item, fld)
             out[key] = v
             continue
         if kind is bool:
             if not isinstance(v, bool):
-                raise err(f"must be true or false, got {v!r}", item, fld)
+                raise err(f"must be true or false, got {show(v)}", item, fld)
             out[key] = v
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
-            raise err(f"must be {'an integer' if kind is int else 'a number'}, got {type(v).__name__} {v!r}",
+            raise err(f"must be {'an integer' if kind is int else 'a number'}, got {type(v).__name__} {show(v)}",
                       item, fld)
         if not lo <= v <= hi:
             raise err(f"must be between {lo} and {hi}, got {v}", item, fld)

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -52,7 +53,12 @@ def install_sigint(stop: threading.Event) -> None:
 
 
 def execute(args) -> tuple[int, "object"]:
-    """Run the matrix; returns (exit code, RunDir)."""
+    """Run the matrix; returns (exit code, RunDir).
+
+    Everything the user gave is checked before anything is created or started: the matrix, the
+    --out/--results directories, the target (a topology file is loaded, nothing connects) and
+    the matrix's server profiles against the target's. A run that fails before its first
+    repetition began leaves nothing behind."""
     from ..errors import TargetError
     from ..matrix import load_matrix
     from ..paths import RESULTS
@@ -60,16 +66,27 @@ def execute(args) -> tuple[int, "object"]:
     from ..targets.embedded.profiles import EMBEDDED_PROFILES
     from ..targets.factory import make_target
     from .common import check_target
+    from .matrix import target_profiles
 
     check_target(args.target)
     matrix = load_matrix(args.matrix, embedded_profiles=EMBEDDED_PROFILES)
+    results_root = Path(args.results or RESULTS)
+    check_dir_arg(args.out, "--out", resume=args.resume)
+    check_dir_arg(results_root, "--results")
+    matrix.check_servers(*target_profiles(args.target))  # without connecting or starting anything
     target = make_target(args.target)
-    results_root = args.results or RESULTS
     stop = threading.Event()
     install_sigint(stop)
+    undo = None if args.resume else _Undo(args.out, results_root, matrix.name)
     # one run (or web session) at a time per target: a second one would reset its databases
     with target.run_lock(f"ssbench run {args.matrix} (pid {os.getpid()})"):
-        rd = start_run(matrix, target, results_root, args.out, args.resume)
+        try:
+            rd = start_run(matrix, target, results_root, args.out, args.resume)
+        except BaseException:
+            target.close()
+            if undo:
+                undo.remove_unstarted(None)
+            raise
         print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.repetitions} repetition(s) "
               f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
         progress = Progress(total=len(matrix) * matrix.run.repetitions)
@@ -96,7 +113,8 @@ def execute(args) -> tuple[int, "object"]:
             return NO_SPACE_EXIT, rd
         except (TargetError, Exception):
             progress.close()
-            rd.finish("failed", runner.lost_total)
+            if not (undo and undo.remove_unstarted(rd.path)):
+                rd.finish("failed", runner.lost_total)
             raise
         finally:
             target.close()
@@ -109,6 +127,85 @@ def execute(args) -> tuple[int, "object"]:
               file=sys.stderr)
         return 4, rd
     return 0, rd
+
+
+def check_dir_arg(path: Path | None, flag: str, resume: bool | None = None) -> None:
+    """A directory argument that is, or can be created as, a directory (checked before
+    anything is created). For --out (``resume`` given): a new run needs it new or empty, a
+    resumed one needs its run.json."""
+    from ..errors import UserError
+
+    if path is None:
+        return
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UserError("exists and is not a directory", file=str(p), field=flag)
+    anc = p
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise UserError(f"cannot create it: {anc} is not a directory", file=str(p), field=flag)
+    try:  # can a directory be made there? (/proc, a read-only mount, no permission)
+        os.rmdir(tempfile.mkdtemp(prefix=".ssbench-probe-", dir=anc))
+    except OSError as e:
+        raise UserError(f"cannot create it in {anc}: {e.strerror or e}", file=str(p), field=flag) from None
+    if resume is True and not (p / "run.json").is_file():
+        raise UserError("no run.json to resume", file=str(p), field=flag)
+    if resume is False and p.is_dir() and any(p.iterdir()):
+        raise UserError("exists and is not empty (use --resume to continue that run)",
+                        file=str(p), field=flag)
+
+
+class _Undo:
+    """What a new run creates, so that a run failing before its first repetition began can
+    leave nothing behind (directories that existed before are kept, emptied of the run's files)."""
+
+    RUN_FILES = ("matrix.yaml", "run.json")
+
+    def __init__(self, out: Path | None, results_root: Path, matrix_name: str):
+        self.out = Path(out) if out is not None else None
+        self.root = results_root
+        self.created: list[Path] = []  # directories this run may create, deepest first
+        d = self.out or results_root
+        while not d.exists() and d != d.parent:
+            self.created.append(d)
+            d = d.parent
+        try:
+            self.before = set(results_root.iterdir()) if results_root.is_dir() else set()
+        except OSError:
+            self.before = set()
+        self.name = matrix_name
+        # --out may name an existing directory only if it is empty; never touch one that is not
+        try:
+            self.out_ok = self.out is None or not self.out.exists() or not any(self.out.iterdir())
+        except OSError:
+            self.out_ok = False
+
+    def remove_unstarted(self, path: Path | None) -> bool:
+        """Remove the new run directory if no repetition began in it; True if removed."""
+        if not self.out_ok:
+            return False
+        if path is None:
+            path = self.out
+            if path is None and self.root.is_dir():
+                new = [p for p in self.root.iterdir() if p not in self.before and p.is_dir()
+                       and re.fullmatch(rf"\d{{8}}-\d{{6}}-{re.escape(self.name)}(-\d+)?", p.name)]
+                path = new[0] if len(new) == 1 else None
+        if path is None or not path.is_dir():
+            return False
+        entries = list(path.iterdir())
+        if any(e.is_dir() or not (e.name in self.RUN_FILES or e.name.endswith(".tmp")) for e in entries):
+            return False  # a repetition began (or someone else's files): keep it
+        for e in entries:
+            e.unlink(missing_ok=True)
+        for d in [path] + [c for c in self.created if c != path]:
+            if d == self.out and d not in self.created:
+                break  # --out named an existing (empty) directory: keep it
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        return True
 
 
 def cmd_run(args) -> int:

@@ -37,7 +37,7 @@ from typing import Any
 from ...errors import UserError
 from ...yamlsrc import Located, load_located
 from . import tsql
-from .topology_reader import (Reader as _Reader, check_driver_name as _check_driver_name,
+from .topology_reader import (NOT_ENV_NAME, Reader as _Reader, check_driver_name as _check_driver_name,
                               check_env_name as _check_env_name,
                               check_tds_version as _check_tds_version,
                               refuse_literal_passwords as _refuse_literal_passwords)
@@ -353,6 +353,8 @@ def load_topology(path: str | Path) -> Topology:
         user = r.string(a, "user", f"{fld}.user", required=True, parent=loc)
         if not user or any(c in user for c in "{};\0\r\n"):
             raise r.err(f"{user!r} is not a login name", a.get("user"), f"{fld}.user")
+        if not isinstance(getattr(a.get("password_env"), "value", ""), (str, type(None))):
+            raise r.err(NOT_ENV_NAME, a["password_env"], f"{fld}.password_env")  # never echoed
         env = r.string(a, "password_env", f"{fld}.password_env", required=True, parent=loc,
                        check=_check_env_name)
         return Auth("sql", user, env)
@@ -418,7 +420,7 @@ def load_topology(path: str | Path) -> Topology:
 
     # profiles
     profiles: dict[str, Profile] = {}
-    ploc = doc.get("profiles")
+    ploc = doc.get("profiles") if getattr(doc.get("profiles"), "value", None) is not None else None
     if ploc is not None and ploc.value is not None:
         if not isinstance(ploc.value, dict) or not ploc.value:
             raise r.err("must map server profile names (the matrix's server axis) to settings", ploc,

@@ -78,9 +78,12 @@ class Reader:
         return int(v) if integer else float(v)
 
 
+NOT_ENV_NAME = "is not an environment variable name (name the one holding the password, never the password)"
+
+
 def check_env_name(v: str, fld: str) -> str:
     if not ENV_NAME_RE.match(v):
-        raise ValueError(f"{v!r} is not an environment variable name")
+        raise ValueError(NOT_ENV_NAME)  # never echoed: it may be the password itself
     return v
 
 
