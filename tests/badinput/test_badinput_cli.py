@@ -243,3 +243,21 @@ def test_a_resumed_run_that_fails_is_kept(failing_target, tmp_path):
     with pytest.raises(TargetError):
         execute(_args(out=out, resume=True))
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
+
+
+def test_pgdata_naming_a_file_is_one_line(tmp_path, tally):
+    """SSBENCH_PGDATA under a file: one line naming the variable, exit 2, no run directory."""
+    import os
+    import subprocess
+    import sys
+
+    f = tmp_path / "afile"
+    f.write_text("x")
+    out = tmp_path / "run"
+    tally.tried()
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(TINY), "--out", str(out)],
+                       cwd=REPO, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, SSBENCH_PGDATA=str(f / "pg")))
+    assert r.returncode == 2 and "SSBENCH_PGDATA" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+    tally.clean()

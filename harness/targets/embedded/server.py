@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import TargetError
+from ...errors import TargetError, UserError
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,16 @@ class EmbeddedServer:
         return (self.data_dir / "PG_VERSION").exists()
 
     def init(self) -> None:
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        for p in (self.data_dir, *self.data_dir.parents):
+            if p.exists() and not p.is_dir():
+                raise UserError(f"the embedded server's data directory {self.data_dir} cannot be created: "
+                                f"{p} is a file (set SSBENCH_PGDATA to a directory)", field="SSBENCH_PGDATA")
+        try:
+            self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create {self.data_dir.parent} for the embedded server's data "
+                            f"({e.strerror or e}); set SSBENCH_PGDATA to a writable directory",
+                            field="SSBENCH_PGDATA") from None
         if self._user:
             self._prepare_root()
         if self.initialized():
