@@ -2,9 +2,37 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+# C0 and C1 controls, DEL and the Unicode line/paragraph separators: never printed raw, so
+# an error is always one line and a value cannot forge terminal output.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\n``, ``\\x00``, ...)."""
+    def esc(m: re.Match) -> str:
+        c = m.group(0)
+        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or (
+            f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+    return _CONTROL_RE.sub(esc, text)
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A value as an error message shows it: repr'd (YAML line wrappers show their plain value),
+    control characters escaped, cut to about ``limit`` characters."""
+    text = escape_controls(repr(value))
+    if len(text) > limit:
+        text = text[:limit] + "...(" + str(len(text)) + " characters)"
+    return text
+
 
 class UserError(Exception):
-    """Bad input from the user (a file, a flag, a setting). Exit code 2, no traceback."""
+    """Bad input from the user (a file, a flag, a setting). Exit code 2, no traceback.
+
+    Printed as one line, ``file:line: field: message``; control characters in any part are
+    escaped."""
 
     exit_code = 2
 
@@ -19,12 +47,18 @@ class UserError(Exception):
     def format(self) -> str:
         where = ""
         if self.file:
-            where = self.file
+            where = str(self.file)
             if self.line:
                 where += f":{self.line}"
             where += ": "
-        field = f"{self.field}: " if self.field else ""
-        return f"{where}{field}{self.detail}"
+        field = str(self.field or "")
+        if len(field) > 120:  # a path into a deeply nested or oddly keyed document
+            field = field[:120] + "..."
+        field = f"{field}: " if field else ""
+        detail = str(self.detail)
+        if len(detail) > 300:  # a value echoed whole: the start says enough
+            detail = detail[:300] + "..."
+        return escape_controls(f"{where}{field}{detail}")
 
 
 class TargetError(Exception):

@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .errors import UserError
+from .errors import UserError, show
 from .yamlsrc import Located, load_located, unwrap
 
-MAX_PAYLOAD_BYTES = 2 * 1024 ** 3  # SQL Server's varbinary(max) limit: 2 GB - 1
+MAX_PAYLOAD_BYTES = 2 ** 31 - 1  # SQL Server's varbinary(max) limit: 2 GB - 1
 SERVER_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 
 
@@ -69,14 +69,15 @@ class DialogStrategy:
             m = re.fullmatch(r"every(\d+)", value)
             if m and int(m.group(1)) >= 1:
                 return cls(int(m.group(1)))
-            raise ValueError(f"unknown dialog strategy {value!r} "
+            raise ValueError(f"unknown dialog strategy {show(value)} "
                              "(use per_thread, trick150, shared or {every_n: N})")
         if isinstance(value, dict):
             if set(value) != {"every_n"}:
-                raise ValueError(f"a dialog strategy mapping takes exactly one key, every_n; got {sorted(value)}")
+                raise ValueError("a dialog strategy mapping takes exactly one key, every_n; "
+                                 f"got {show(sorted(value))}")
             n = value["every_n"]
             if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 100_000:
-                raise ValueError(f"every_n must be an integer from 1 to 100000, got {n!r}")
+                raise ValueError(f"every_n must be an integer from 1 to 100000, got {show(n)}")
             return cls(n)
         raise ValueError(f"a dialog strategy is a name or {{every_n: N}}, got {type(value).__name__}")
 
@@ -91,6 +92,18 @@ class RunSettings:
     drain_timeout_seconds: float = 120.0
     sample_interval_seconds: float = 1.0
     spawn_rate: float = 50.0  # Locust users started per second per run
+    #: ``interleaved``: repetition 1 of every permutation, then repetition 2 of every
+    #: permutation, ... (A B A B: drift hits every permutation alike); ``sequential``: every
+    #: repetition of a permutation before the next (A A B B)
+    order: str = "interleaved"
+    #: pin the database server and the load generator to separate CPUs (where the host allows)
+    pin_cpus: bool = False
+    #: open loop (a ``rate`` axis): a repetition whose achieved SEND rate falls short of the
+    #: offered one by more than this fraction is flagged ``behind``
+    rate_tolerance: float = 0.05
+    #: backlog drain (docs/matrices.md): > 0 fills the target queue with this many messages
+    #: with activation off, then turns activation on and measures the drain
+    backlog_messages: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,7 +121,12 @@ RUN_FIELDS = {
     "drain_timeout_seconds": (float, 1, 86_400),
     "sample_interval_seconds": (float, 0.05, 3600),
     "spawn_rate": (float, 0.1, 100_000),
+    "order": (str, ("interleaved", "sequential"), None),
+    "pin_cpus": (bool, None, None),
+    "rate_tolerance": (float, 0.0, 1.0),
+    "backlog_messages": (int, 0, 100_000_000),
 }
+RUN_ORDERS = ("interleaved", "sequential")
 BROKER_FIELDS = {
     "max_queue_readers": (int, 1, 32_767),
     "receive_top": (int, 1, 1_000_000),
@@ -119,6 +137,10 @@ BROKER_FIELDS = {
 # Axes: required ones first, in expansion order; optional broker axes override BrokerSettings.
 REQUIRED_AXES = ("initiators", "threads", "dialogs", "payload_bytes", "server")
 OPTIONAL_AXES = ("max_queue_readers", "receive_top")
+#: optional load axes: ``rate`` is the offered SENDs per second per initiator (open loop,
+#: docs/matrices.md); absent, every user sends as fast as its SEND returns (closed loop)
+LOAD_AXES = ("rate",)
+MAX_RATE = 1_000_000.0
 AXIS_TOKENS = {"initiators": "i", "threads": "t", "payload_bytes": "p",
                "max_queue_readers": "r", "receive_top": "top"}
 TOP_KEYS = {"name", "description", "axes", "run", "broker", "embedded_profiles"}
@@ -140,10 +162,12 @@ class Permutation:
     def id(self) -> str:
         parts = [f"i{self.initiators}", f"t{self.threads}", self.dialogs.token,
                  f"p{self.payload_bytes}", self.server]
-        return "-".join(parts) + self._broker_suffix
+        return "-".join(parts) + self._broker_suffix + (f"-rate{self.rate:g}" if self.rate else "")
 
     # set by Matrix for permutations whose broker axes were given explicitly
     _broker_suffix: str = field(default="", compare=False, repr=False)
+    #: offered SENDs per second per initiator (open loop); None: closed loop
+    rate: float | None = None
 
     @property
     def total_threads(self) -> int:
@@ -157,6 +181,7 @@ class Permutation:
             "dialogs": self.dialogs.token, "dialogs_every_n": self.dialogs.every_n,
             "dialogs_shared": self.dialogs.shared, "payload_bytes": self.payload_bytes,
             "server": self.server, "broker": asdict(self.broker),
+            **({"rate": self.rate, "offered_rate": self.rate * self.initiators} if self.rate else {}),
         }
 
 
@@ -170,6 +195,8 @@ class Matrix:
     broker: BrokerSettings
     embedded_profiles: dict[str, str]
     sha256: str
+    #: the line of each value (``axes.server[1]``, ``embedded_profiles.x``), for later messages
+    lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         n = 1
@@ -178,7 +205,7 @@ class Matrix:
         return n
 
     def permutations(self) -> Iterator[Permutation]:
-        names = list(REQUIRED_AXES) + [a for a in OPTIONAL_AXES if a in self.axes]
+        names = list(REQUIRED_AXES) + [a for a in OPTIONAL_AXES + LOAD_AXES if a in self.axes]
         for index, combo in enumerate(itertools.product(*(self.axes[a] for a in names)), start=1):
             values = dict(zip(names, combo))
             broker = self.broker
@@ -189,12 +216,37 @@ class Matrix:
                     suffix += f"-{AXIS_TOKENS[axis]}{values[axis]}"
             yield Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
                               dialogs=values["dialogs"], payload_bytes=values["payload_bytes"],
-                              server=values["server"], broker=broker, _broker_suffix=suffix)
+                              server=values["server"], broker=broker, _broker_suffix=suffix,
+                              rate=values.get("rate"))
+
+    def schedule(self) -> list[tuple[Permutation, int]]:
+        """Every (permutation, repetition) in the order the run executes them (``run.order``)."""
+        perms = list(self.permutations())
+        reps = range(1, self.run.repetitions + 1)
+        if self.run.order == "sequential":
+            return [(p, r) for p in perms for r in reps]
+        return [(p, r) for r in reps for p in perms]
 
     def profile_aliases(self, target_kind: str) -> dict[str, str]:
         """Server names mapped to a target kind's own profiles (the matrix's
         ``embedded_profiles`` for the embedded target; none for others)."""
         return dict(self.embedded_profiles) if target_kind == "embedded" else {}
+
+    def check_servers(self, target_kind: str, profiles: Iterable[str]) -> None:
+        """Every value of ``axes.server`` names one of the target's server profiles (through
+        ``embedded_profiles`` for the embedded target); UserError at that value's line if not.
+        Needs no connection: the commands call it before anything is created."""
+        known = list(profiles)
+        aliases = self.profile_aliases(target_kind)
+        for i, server in enumerate(self.axes["server"]):
+            profile = aliases.get(server, server)
+            if profile in known:
+                continue
+            via = f" (embedded_profiles maps it to {show(profile)})" if profile != server else ""
+            fld = f"axes.server[{i}]"
+            raise UserError(f"server profile {show(server)}{via} is not defined for the {target_kind} "
+                            f"target (it has: {', '.join(known) or 'none'})",
+                            file=str(self.path), line=self.lines.get(fld), field=fld)
 
     def to_dict(self) -> dict[str, Any]:
         axes = {k: [v.token if isinstance(v, DialogStrategy) else v for v in vs]
@@ -242,10 +294,12 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
     if not isinstance(axes_loc.value, dict):
         raise err("must be a mapping of axis name to a list of values", axes_loc, "axes")
     axes: dict[str, list[Any]] = {}
+    lines: dict[str, int] = {}
     for key, loc in axes_loc.value.items():
-        if key not in REQUIRED_AXES + OPTIONAL_AXES:
-            raise err(f"unknown axis (expected {', '.join(REQUIRED_AXES + OPTIONAL_AXES)})", loc, f"axes.{key}")
-    for axis in REQUIRED_AXES + OPTIONAL_AXES:
+        if key not in REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES:
+            raise err(f"unknown axis (expected {', '.join(REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES)})",
+                      loc, f"axes.{key}")
+    for axis in REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES:
         fld = f"axes.{axis}"
         if axis not in axes_loc.value:
             if axis in REQUIRED_AXES:
@@ -258,6 +312,7 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
             raise err("empty axis: give at least one value", loc, fld)
         values = []
         for i, item in enumerate(loc.value):
+            lines[f"{fld}[{i}]"] = item.line
             values.append(_axis_value(axis, item, lambda m, it=item, i=i: err(m, it, f"{fld}[{i}]")))
         seen: dict[Any, int] = {}
         for i, v in enumerate(values):
@@ -273,7 +328,8 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
     if "embedded_profiles" in doc:
         ploc = doc["embedded_profiles"]
         if not isinstance(ploc.value, dict):
-            raise err("must map server names to embedded profiles (durable, delayed)", ploc, "embedded_profiles")
+            raise err("must map server names to embedded profiles (durable, delayed), got "
+                      f"{type(ploc.value).__name__}", ploc, "embedded_profiles")
         known = list(embedded_profiles) if embedded_profiles is not None else None
         for key, loc in ploc.value.items():
             if key not in axes["server"]:
@@ -282,16 +338,17 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
                 raise err(f"an embedded profile is a name, got {type(loc.value).__name__}", loc,
                           f"embedded_profiles.{key}")
             if known is not None and loc.value not in known:
-                raise err(f"unknown embedded profile {loc.value!r} (expected {', '.join(known)})",
+                raise err(f"unknown embedded profile {show(loc.value)} (expected {', '.join(known)})",
                           loc, f"embedded_profiles.{key}")
             profiles[key] = loc.value
+            lines[f"embedded_profiles.{key}"] = loc.line
 
     return Matrix(path=p, name=name, description=description, axes=axes, run=run, broker=broker,
-                  embedded_profiles=profiles, sha256=sha256)
+                  embedded_profiles=profiles, sha256=sha256, lines=lines)
 
 
 def _show(v: Any) -> str:
-    return v.token if isinstance(v, DialogStrategy) else repr(v)
+    return v.token if isinstance(v, DialogStrategy) else show(v)
 
 
 def _str_field(doc, key, default, err) -> str:
@@ -312,16 +369,23 @@ def _axis_value(axis: str, item: Located, err) -> Any:
             raise err(str(e)) from None
     if axis == "server":
         if not isinstance(v, str):
-            raise err(f"a server profile is a name, got {type(v).__name__} {v!r}")
+            raise err(f"a server profile is a name, got {type(v).__name__} {show(v)}")
         if not SERVER_NAME_RE.match(v):
-            raise err(f"server profile {v!r} must be a letter then up to 39 letters, digits or '_'")
+            raise err(f"server profile {show(v)} must be a letter then up to 39 letters, digits or '_'")
         return v
+    if axis == "rate":
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise err(f"must be a number of SENDs per second, got {type(v).__name__} {v!r}")
+        if not 0 < v <= MAX_RATE:
+            raise err(f"must be above 0 and at most {MAX_RATE:g} SENDs per second per initiator, got {v}")
+        return float(v)
     if isinstance(v, bool) or not isinstance(v, int):
-        raise err(f"must be an integer, got {type(v).__name__} {v!r}")
+        raise err(f"must be an integer, got {type(v).__name__} {show(v)}")
     if v <= 0:
         raise err(f"must be positive, got {v}")
     if axis == "payload_bytes" and v > MAX_PAYLOAD_BYTES:
-        raise err(f"payload over 2 GB ({v} > {MAX_PAYLOAD_BYTES}): Service Broker messages are varbinary(max)")
+        raise err(f"payload over 2 GB - 1 ({v} > {MAX_PAYLOAD_BYTES} bytes): Service Broker "
+                  "messages are varbinary(max)")
     if axis == "initiators" and v > 64:
         raise err(f"at most 64 initiators, got {v}")
     if axis == "threads" and v > 10_000:
@@ -348,8 +412,18 @@ def _settings(doc, section: str, spec: dict, err) -> dict[str, Any]:
             raise err(f"unknown key (expected one of {', '.join(spec)})", item, fld)
         kind, lo, hi = spec[key]
         v = item.value
+        if kind is str:
+            if v not in lo:
+                raise err(f"must be one of {', '.join(lo)}, got {show(v)}", item, fld)
+            out[key] = v
+            continue
+        if kind is bool:
+            if not isinstance(v, bool):
+                raise err(f"must be true or false, got {show(v)}", item, fld)
+            out[key] = v
+            continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
-            raise err(f"must be {'an integer' if kind is int else 'a number'}, got {type(v).__name__} {v!r}",
+            raise err(f"must be {'an integer' if kind is int else 'a number'}, got {type(v).__name__} {show(v)}",
                       item, fld)
         if not lo <= v <= hi:
             raise err(f"must be between {lo} and {hi}, got {v}", item, fld)

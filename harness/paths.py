@@ -11,5 +11,4 @@ from pathlib import Path
 
 REPO_ROOT = Path(os.environ.get("SSBENCH_HOME") or Path(__file__).resolve().parent.parent)
 WORKLOADS = REPO_ROOT / "workloads"
-MATRICES = REPO_ROOT / "matrices"
 RESULTS = Path(os.environ.get("SSBENCH_RESULTS") or REPO_ROOT / "results")

@@ -21,6 +21,7 @@ the web UI its sessions.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -36,7 +37,7 @@ from .load.window import merge_workers
 from .matrix import Permutation, RunSettings
 from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
 from .results.model import LATENCY_SCHEMA, RepetitionSummary, TargetRef
-from .results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
+from .results.summary import ClientRecord, RepetitionData
 from .targets.base import Counts, Target
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,11 @@ log = logging.getLogger(__name__)
 
 class Interrupted(Exception):
     """The repetition was stopped (Ctrl-C, SIGTERM, the web UI shutting down): not committed."""
+
+
+class RepetitionFailed(TargetError):
+    """The repetition cannot be trusted (a Locust worker died, a recording is missing): not
+    committed, so ``--resume`` redoes it."""
 
 
 @dataclass
@@ -65,6 +71,7 @@ class Repetition:
     users_expected: int | None = None
 
     partial: Path | None = None
+    pinning: dict[str, list[int]] | None = None
     sampler: Sampler | None = None
     dialogs_created: int = 0
     swarm: Swarm | None = None
@@ -114,7 +121,8 @@ class Repetition:
                          payload_bytes=self.perm.payload_bytes,
                          usable={str(i): self.usable for i in range(1, n + 1)},
                          warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
-                         out_dir=str(self.partial))
+                         out_dir=str(self.partial), rate=self.perm.rate or 0.0,
+                         users_per_initiator=self.perm.threads)
 
     # ------------------------------------------------------------------ 2. the headless swarm
     def run_swarm(self) -> SwarmResult:
@@ -122,24 +130,41 @@ class Repetition:
         spec = self.swarm_spec(warmup_seconds=s.warmup_seconds, measure_seconds=s.measure_seconds)
         self.swarm = Swarm(spec, self.partial, p.initiators, p.threads, s.spawn_rate)
         self.swarm.start()
+        if s.pin_cpus:
+            self.pinning = pin_cpus(self._server_pids(), list(self.swarm.procs[n].pid for n in self.swarm.procs))
         self.on_status("running")
         deadline = time.monotonic() + p.total_threads / s.spawn_rate + 60 + s.warmup_seconds \
             + s.measure_seconds + 30
         while self.swarm.running() and time.monotonic() < deadline:
+            self.swarm.check_workers()
+            if self.swarm.worker_deaths:   # the window would measure a smaller swarm: stop now
+                self.swarm.stop()
+                break
             if self.stop_event.wait(0.5):
                 self.swarm.stop()
                 break
         res = self.swarm.wait(timeout=max(0.0, deadline - time.monotonic()))
         if self.stop_event.is_set() or res.interrupted:
             raise Interrupted()
-        if res.spawn_complete is None or not res.worker_files:
-            raise TargetError("the Locust swarm did not run:\n" + self.swarm.log_tail())
+        failures = self.swarm.worker_failures()
+        if failures:
+            raise RepetitionFailed("; ".join(failures) + " (the repetition is not kept; --resume redoes it)")
+        if res.spawn_complete is None:
+            raise RepetitionFailed("the Locust swarm never finished spawning its users:\n" + self.swarm.log_tail())
+        recorded = {json.loads(f.read_text())["initiator"] for f in res.worker_files}
+        missing = sorted(set(range(1, p.initiators + 1)) - recorded)
+        if missing:
+            raise RepetitionFailed(f"no recording from the Locust worker of initiator(s) {missing} "
+                                   "(the repetition is not kept; --resume redoes it):\n" + self.swarm.log_tail())
+        if self.swarm.foreign_files:
+            log.warning("set aside %d recording(s) of another swarm: %s", len(self.swarm.foreign_files),
+                        ", ".join(f.name for f in self.swarm.foreign_files))
         return res
 
     # ------------------------------------------------------------------ 3. finish
     def finish(self, res: SwarmResult, *, warmup_seconds: float | None = None,
                measure_seconds: float | None = None, web: dict[str, Any] | None = None,
-               error_samples: list[str] | None = None) -> RepetitionSummary:
+               error_samples: list[str] | None = None, require_sends: bool = True) -> RepetitionSummary:
         """Drain, stop, verify, summarize, write and commit. ``warmup_seconds`` and
         ``measure_seconds`` default to the run settings (the web UI passes its session's)."""
         try:
@@ -149,10 +174,17 @@ class Repetition:
                 raise Interrupted()
             self.sampler.stop()
             with self.lock:
+                restarts = self.target.broker_restarts()
                 self.target.stop()
+            self._unpin()
             warmup = self.settings.warmup_seconds if warmup_seconds is None else warmup_seconds
             measure = self.settings.measure_seconds if measure_seconds is None else measure_seconds
             summary, lat = self._summarize(res, final, warmup, measure, web)
+            summary.broker_restarts = restarts
+            if require_sends and summary.send_latency_ms.count == 0:
+                first = f" (first error: {summary.error_samples[0]})" if summary.error_samples else ""
+                raise RepetitionFailed(f"{self.perm.id} rep {self.rep}: no SEND completed in the measured window, "
+                                       f"{summary.errors} failed{first}: the repetition measured nothing")
             summary.error_samples.extend(error_samples or [])
             if res.stats_csv is None:
                 summary.error_samples.append("Locust wrote no stats CSV")
@@ -178,6 +210,7 @@ class Repetition:
         """Best effort: stop the swarm, the collectors and the broker side (nothing committed)."""
         if self.swarm is not None and self.swarm.running():
             self.swarm.stop()
+        self._unpin()
         if self.sampler is not None:
             try:
                 self.sampler.stop()
@@ -190,6 +223,15 @@ class Repetition:
                 log.exception("stopping the target")
 
     # ------------------------------------------------------------------ helpers
+    def _unpin(self) -> None:
+        """The server is shared and outlives the repetition: give it every CPU back."""
+        if self.pinning:
+            pin_cpus(self._server_pids(), [], restore=True)
+
+    def _server_pids(self) -> list[int]:
+        with self.lock:
+            return self.target.server_pids()
+
     def _drain(self) -> Counts:
         return self.target.drain(self.settings.drain_timeout_seconds, lock=self.lock, stop=self.stop_event)
 
@@ -212,16 +254,19 @@ class Repetition:
             warmup_seconds=warmup, spawn_complete=res.spawn_complete,
             dialogs_created=self.dialogs_created, usable_dialogs=self.usable * p.initiators,
             users_expected=users_expected,
-            accounting=Accounting(
-                initiators=[InitiatorAccount(c.initiator, c.sent, c.received, c.xmitq) for c in final.initiators],
-                poison_messages=final.errors, queue_disabled=final.queue_disabled, in_flight=final.in_flight),
+            accounting=final.accounting(),
             client=ClientRecord(window_start=wd.start, window_end=wd.end, send_latency=wd.latency,
                                 sends_total=wd.sends_total, errors_total=wd.errors_total,
                                 error_samples=wd.error_samples, users_spawned=wd.users_spawned,
-                                users_active=wd.users_active),
-            e2e_latency=e2e, collected=self.sampler.summary_fields(wd.start, wd.end),
-            collector_errors=self.sampler.errors, web=web)
-        return build_repetition_summary(data), {"send": wd.latency, "e2e": e2e}
+                                users_active=wd.users_active, send_latency_corrected=wd.latency_corrected),
+            e2e_latency=e2e, collected={**self.sampler.summary_fields(wd.start, wd.end),
+                                        **({"cpu_pinning": self.pinning} if self.pinning else {})},
+            collector_errors=self.sampler.errors, web=web,
+            offered_rate=p.rate * p.initiators if p.rate else None, rate_tolerance=self.settings.rate_tolerance)
+        lat = {"send": wd.latency, "e2e": e2e}
+        if wd.latency_corrected is not None:
+            lat["send_corrected"] = wd.latency_corrected
+        return build_repetition_summary(data), lat
 
     def _write(self, summary: RepetitionSummary, lat: dict[str, Histogram]) -> None:
         start, end = summary.window.measure_start, summary.window.measure_end
@@ -236,8 +281,37 @@ class Repetition:
                       "family": s.family, "metric": s.metric, "key": s.key, "value": s.value}
                      for s in self.sampler.samples))
         write_json(partial / "latency.json", {"schema": LATENCY_SCHEMA, "unit": "us",
-                                              "send": lat["send"].to_json(), "e2e": lat["e2e"].to_json()})
+                                              "send": lat["send"].to_json(), "e2e": lat["e2e"].to_json(),
+                                              **({"send_corrected": lat["send_corrected"].to_json()}
+                                                 if "send_corrected" in lat else {})})
         # keep the Locust logs and worker data; drop the swarm's scratch files
         for name in ("swarm.json", "master.json"):
             (partial / name).unlink(missing_ok=True)
         write_json(partial / "summary.json", summary)
+
+
+def pin_cpus(server_pids: list[int], client_pids: list[int], restore: bool = False) -> dict[str, list[int]] | None:
+    """Pin the database server's processes to the first half of this process's CPUs and the
+    load generator's to the other half, so they do not compete for a core. Returns the CPU
+    sets, or None where the host does not allow it (fewer than 2 CPUs, no affinity support, or
+    a remote server)."""
+    import os
+
+    import psutil
+
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    if len(cpus) < 2 or not server_pids:
+        return None
+    half = len(cpus) // 2
+    sets = {"server": cpus if restore else cpus[:half], "client": cpus[half:]}
+    for name, pids in (("server", server_pids), ("client", client_pids)):
+        for pid in pids:
+            try:
+                psutil.Process(pid).cpu_affinity(sets[name])
+            except (psutil.Error, OSError) as e:
+                log.warning("cannot pin pid %s: %s", pid, e)
+                return None
+    return sets

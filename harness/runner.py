@@ -8,16 +8,15 @@ around it: the run directory and run.json, the order, progress lines and resume.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
 from .matrix import Matrix, Permutation
+from .progress import Progress
 from .provenance import provenance
 from .redact import redact
+from .backlog import BacklogRepetition
 from .repetition import Interrupted, Repetition
 from .results import RepetitionSummary, RunDir, utc_now_iso, write_atomic
 from .targets.base import Target
@@ -25,40 +24,6 @@ from .targets.base import Target
 __all__ = ["Interrupted", "Progress", "Runner", "resolve_profile", "start_run"]
 
 log = logging.getLogger(__name__)
-
-@dataclass
-class Progress:
-    """Prints permutation k of n, ETA and live msg/s (one line per update; \\r on a TTY)."""
-
-    total: int
-    stream: object = None
-    done: int = 0
-    started: float = 0.0
-
-    def __post_init__(self):
-        self.stream = self.stream or sys.stderr
-        self.started = time.monotonic()
-        self._tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self._last = 0.0
-
-    def eta(self) -> str:
-        if self.done == 0:
-            return "?"
-        left = (time.monotonic() - self.started) / self.done * (self.total - self.done)
-        return time.strftime("%H:%M:%S", time.gmtime(left))
-
-    def line(self, text: str, live: bool = False) -> None:
-        now = time.monotonic()
-        if live and not self._tty and now - self._last < 5:
-            return  # non-interactive: a live line every 5 s at most
-        self._last = now
-        prefix = f"[{self.done + 1 if live else self.done}/{self.total}] "
-        if self._tty and live:
-            self.stream.write("\r\033[K" + prefix + text)
-        else:
-            self.stream.write(("\r\033[K" if self._tty else "") + prefix + text + "\n")
-        self.stream.flush()
-
 
 def resolve_profile(matrix: Matrix, target: Target, server: str) -> str:
     profile = matrix.profile_aliases(target.kind).get(server, server)
@@ -74,35 +39,37 @@ class Runner:
         self.matrix = matrix
         self.target = target
         self.run_dir = run_dir
-        self.progress = progress or Progress(total=len(matrix) * matrix.run.repetitions)
+        self.progress = progress or Progress(total=len(matrix) * matrix.run.repetitions, force_plain=True)
         self.stop_event = stop_event or threading.Event()
         self.lock = threading.Lock()
         self.lost_total = 0
 
     # ------------------------------------------------------------------ whole run
     def run(self) -> int:
-        """Run every permutation/repetition not yet complete. Returns the count of messages
-        lost across the run (0 is the only good answer)."""
+        """Run every repetition not yet complete, in the matrix's order (``run.order``).
+        Returns the count of messages lost across the run (0 is the only good answer)."""
         m = self.matrix
         for perm in m.permutations():
             resolve_profile(m, self.target, perm.server)  # fail early, before any load
-        max_init = max(m.axes["initiators"])
         with self.lock:
-            self.target.provision(max_init)
-        done = 0
-        for perm in m.permutations():
-            for rep in range(1, m.run.repetitions + 1):
-                if self.run_dir.is_complete(perm.id, rep):
-                    done += 1
-                    self.progress.done = done
-                    continue
-                if self.stop_event.is_set():
-                    raise Interrupted()
-                summary = self.run_repetition(perm, rep)
-                done += 1
-                self.progress.done = done
-                self.run_dir.update_run(permutations_done=done)
-                self._report(perm, rep, summary)
+            self.target.provision(max(m.axes["initiators"]))  # idempotent: resume and direct use
+        todo = []
+        for perm, rep in m.schedule():
+            if self.run_dir.is_complete(perm.id, rep):
+                self.progress.skip()
+            else:
+                todo.append((perm, rep))
+        if self.progress.skipped:
+            self.progress.line(f"resuming: {self.progress.skipped} repetition(s) already complete, "
+                               f"{len(todo)} to run")
+        self.progress.mark_start()
+        for perm, rep in todo:
+            if self.stop_event.is_set():
+                raise Interrupted()
+            summary = self.run_repetition(perm, rep)
+            self.progress.advance()
+            self.run_dir.update_run(permutations_done=self.progress.done)
+            self._report(perm, rep, summary)
         return self.lost_total
 
     def _report(self, perm: Permutation, rep: int, s: RepetitionSummary) -> None:
@@ -110,11 +77,23 @@ class Runner:
         flag = ""
         if lost:
             flag = f"  !!! {lost} MESSAGES LOST !!!"
+        elif s.status == "undelivered":
+            flag = (f"  !!! {s.messages_undelivered} messages still queued when the drain timed out "
+                    "(undelivered, not lost) !!!")
         elif s.status == "users_idle":
             flag = (f"  !!! only {s.users_active} of {s.users_expected} users were sending "
                     "through the window !!!")
+        elif s.status == "behind":
+            flag = (f"  [behind: {s.achieved_rate or 0:,.0f} of {s.offered_rate or 0:,.0f} SENDs/s offered, "
+                    f"corrected SEND p99 {(s.send_latency_corrected_ms.p99 if s.send_latency_corrected_ms else None) or float('nan'):.1f} ms]")
+        elif s.status == "noisy_host":
+            flag = (f"  [noisy host: other processes took {s.other_cpu_percent or 0:.0f}% of a core, "
+                    f"steal {s.steal_percent or 0:.1f}%]")
         elif s.status != "ok":
             flag = f"  [{s.status}]"
+        if s.backlog_messages is not None:
+            flag += (f"  backlog {s.backlog_messages:,} drained in {s.drain_seconds or float('nan'):.2f} s "
+                     f"({s.drain_rate or 0:,.0f} msg/s)")
         p99 = s.send_latency_ms.p99
         self.progress.line(f"{perm.id} rep {rep}: send {s.send_rate:.0f} msg/s, receive "
                            f"{s.receive_rate:.0f} msg/s, SEND p99 {p99 if p99 is not None else float('nan'):.2f} ms, "
@@ -122,16 +101,23 @@ class Runner:
 
     # ------------------------------------------------------------------ one repetition
     def run_repetition(self, perm: Permutation, rep: int) -> RepetitionSummary:
+        phase = {"now": "preparing"}
+
         def status(text: str) -> None:
-            self.progress.line(f"{perm.id} rep {rep}: {text}", live=True)
+            phase["now"] = text.split(":")[0].split(" ")[0]
+            self.progress.status(f"{perm.id} rep {rep}: {text}", phase_change=True)
 
         def live(samples) -> None:
             rate = next((s.value for s in samples if s.metric == "received_per_s"), None)
             xq = next((s.value for s in samples if s.metric == "xmitq_total"), None)
-            if rate is not None:
-                self.progress.line(f"running: {rate:,.0f} msg/s received, xmitq {xq or 0:,.0f}", live=True)
+            if rate is not None and phase["now"] in ("running", "draining"):
+                what = "draining" if phase["now"] == "draining" else "running"
+                self.progress.status(f"{perm.id} rep {rep}: {what}: {rate:,.0f} msg/s received, "
+                                     f"xmitq {xq or 0:,.0f}")
 
-        r = Repetition(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
+        # run.backlog_messages: the backlog drain (harness.backlog), else the load repetition
+        cls = BacklogRepetition if self.matrix.run.backlog_messages else Repetition
+        r = cls(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
                        profile=resolve_profile(self.matrix, self.target, perm.server),
                        settings=self.matrix.run, lock=self.lock, stop_event=self.stop_event,
                        on_status=status, on_tick=live)
@@ -153,6 +139,8 @@ def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | No
                             file=str(matrix.path))
         rd.update_run(status="running", resumed=utc_now_iso())
         return rd
+    # provisioned first, so that run.json describes the databases the run uses
+    target.provision(max(matrix.axes["initiators"]))
     rd = RunDir.create(results_root, matrix.name, out)
     write_atomic(rd.path / "matrix.yaml", matrix.path.read_bytes())
     prov = provenance()

@@ -39,3 +39,27 @@ def pg_server(pg_data_dir):
     srv.start()
     yield srv
     srv.stop()
+
+
+# --------------------------------------------------------------------------- the fault suite's figures
+
+FIGURE_KEYS = ("faults injected", "faults survived", "messages lost", "duplicates",
+               "bad inputs tried", "bad inputs clean")
+
+
+def pytest_configure(config):
+    from collections import Counter
+
+    config._ssbench_figures = Counter()
+
+
+@pytest.fixture
+def figures(request):
+    """Counters the fault-injection and bad-input suites add to; printed as one line at the end."""
+    return request.config._ssbench_figures
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    f = getattr(config, "_ssbench_figures", None)
+    if f:
+        terminalreporter.write_line("fault suite: " + ", ".join(f"{k} {f[k]}" for k in FIGURE_KEYS))

@@ -55,7 +55,8 @@ def test_order_initiators_outermost_then_threads_stepping_up():
 
 
 def test_bench_and_gate_matrices_are_valid():
-    assert len(load_matrix(REPO / "matrices" / "bench.yaml")) == 18
+    bench = load_matrix(REPO / "matrices" / "bench.yaml")
+    assert len(bench) == 9 and bench.run.repetitions >= 3 and bench.run.order == "interleaved"
     g = load_matrix(REPO / "matrices" / "gate.yaml")
     assert g.run.repetitions >= 4
 
@@ -160,7 +161,7 @@ def test_cli_count_prints_528():
 def test_cli_lists_permutations():
     r = _cli("matrix", "matrices/bench.yaml")
     assert r.returncode == 0
-    assert "i1-t32-shared-p8192-durable" in r.stdout
+    assert "i1-t32-shared-p100-durable" in r.stdout
 
 
 def test_cli_user_error_exit_2_no_traceback(tmp_path):
@@ -178,3 +179,33 @@ def test_embedded_profiles_checked_against_the_names_given(tmp_path):
     with pytest.raises(UserError, match="unknown embedded profile 'nosuch'") as e:
         load_matrix(p, embedded_profiles=["durable", "delayed"])
     assert e.value.field == "embedded_profiles.durable"
+
+
+SMALL = """\
+name: s
+axes:
+  initiators: [1]
+  threads: [1]
+  dialogs: [per_thread, shared]
+  payload_bytes: [100]
+  server: [durable]
+"""
+
+
+@pytest.mark.parametrize("order, expected", [
+    ("interleaved", [("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3), ("b", 3)]),
+    ("sequential", [("a", 1), ("a", 2), ("a", 3), ("b", 1), ("b", 2), ("b", 3)]),
+])
+def test_schedule_follows_run_order(tmp_path, order, expected):
+    m = load_matrix(write(tmp_path, SMALL + f"run:\n  repetitions: 3\n  order: {order}\n"))
+    ids = {p.id: n for n, p in zip("ab", m.permutations())}
+    assert [(ids[p.id], r) for p, r in m.schedule()] == expected
+
+
+def test_interleaved_is_the_default_and_bad_orders_are_refused(tmp_path):
+    assert load_matrix(write(tmp_path, SMALL)).run.order == "interleaved"
+    with pytest.raises(UserError, match="must be one of interleaved, sequential") as e:
+        load_matrix(write(tmp_path, SMALL + "run:\n  order: random\n"))
+    assert e.value.field == "run.order"
+    with pytest.raises(UserError, match="true or false"):
+        load_matrix(write(tmp_path, SMALL + "run:\n  pin_cpus: 1\n"))

@@ -103,3 +103,31 @@ def test_resume_refuses_a_changed_matrix(pg_server, tmp_path):
                                               "matrix": {"sha256": "something-else"}}))
     r = ssbench("run", str(TINY), "--out", str(out), "--resume")
     assert r.returncode == 2 and "matrix file changed" in r.stderr
+
+
+def test_repetitions_are_interleaved_and_cpus_pinned(pg_server, tmp_path):
+    """run.order interleaved (the default): rep 1 of both permutations, then rep 2 of both
+    (A B A B), so drift hits both alike; run.pin_cpus puts server and swarm on separate CPUs."""
+    matrix = tmp_path / "tiny2.yaml"
+    text = TINY.read_text().replace("  repetitions: 1\n", "  repetitions: 2\n  pin_cpus: true\n")
+    text = text.replace("initiators: [2]", "initiators: [1]")
+    matrix.write_text(text)
+    out = tmp_path / "run"
+    r = ssbench("run", str(matrix), "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    starts = []
+    for p in sorted(out.glob("*/rep-*/summary.json")):
+        d = json.loads(p.read_text())
+        starts.append((d["window"]["measure_start"], d["permutation"]["dialogs"], d["repetition"]))
+        if len(os.sched_getaffinity(0)) >= 2:
+            assert d["cpu_pinning"]["server"] and d["cpu_pinning"]["client"], d.get("cpu_pinning")
+            assert not set(d["cpu_pinning"]["server"]) & set(d["cpu_pinning"]["client"])
+    order = [(dialogs, rep) for _, dialogs, rep in sorted(starts)]
+    assert order == [("per_thread", 1), ("trick150", 1), ("per_thread", 2), ("trick150", 2)], order
+    assert "analyze with: ssbench analyze" in r.stderr
+    assert "i1-t2-per_thread-p100-durable" in r.stdout.split("measured on this machine")[-1]
+    import psutil
+
+    # the shared server got every CPU back
+    srv = psutil.Process(pg_server.info().pid)
+    assert len(srv.cpu_affinity()) == len(os.sched_getaffinity(0))

@@ -104,21 +104,22 @@ def find_runs(path: str | Path) -> list[Path]:
 
 def analyze(run_dirs: list[str | Path], out: str | Path | None = None, master: str | None = None, *,
             spark=None, threshold_pct: float = DEFAULT_THRESHOLD_PCT, top_waits: int = 5,
-            log: Callable[[str], None] | None = None) -> Path:
+            log: Callable[[str], None] | None = None, remote: str | None = None) -> Path:
     """Analyze ``run_dirs`` into a report directory and return the path of its index.html.
 
     ``spark``: an existing SparkSession to use (kept running); otherwise one is started on
-    ``master`` (default local[*]) and stopped at the end. ``threshold_pct``: a comparison's
-    verdict is ``gain`` only when its whole 95 % interval is above it, ``loss`` only when wholly
-    below its negative (docs/statistics.md). ``log``: progress messages (default: none).
+    ``master`` (default local[*]), or on the Spark Connect server ``remote`` (sc://host:port),
+    and stopped at the end. ``threshold_pct``: a comparison's verdict is ``gain`` only when its
+    whole 95 % interval is above it, ``loss`` only when wholly below its negative
+    (docs/statistics.md). ``log``: progress messages (default: none).
     """
     return analyze_result(run_dirs, out, master, spark=spark, threshold_pct=threshold_pct,
-                          top_waits=top_waits, log=log).index
+                          top_waits=top_waits, log=log, remote=remote).index
 
 
 def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, master: str | None = None, *,
                    spark=None, threshold_pct: float = DEFAULT_THRESHOLD_PCT, top_waits: int = 5,
-                   log: Callable[[str], None] | None = None) -> AnalysisResult:
+                   log: Callable[[str], None] | None = None, remote: str | None = None) -> AnalysisResult:
     """:func:`analyze`, returning everything it produced (:class:`AnalysisResult`)."""
     if isinstance(run_dirs, (str, Path)):
         run_dirs = [run_dirs]
@@ -137,9 +138,11 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
 
             from harness.analysis.spark import get_spark
 
-            own = SparkSession.getActiveSession() is None  # a session we did not start is left running
-            spark = get_spark(master, input_bytes=disc.samples_bytes)
-            say(f"Spark {spark.version} on {spark.sparkContext.master} ready after {time.monotonic() - t0:.1f} s")
+            # a session we did not start is left running
+            own = remote is not None or SparkSession.getActiveSession() is None
+            spark = get_spark(master, input_bytes=disc.samples_bytes, remote=remote)
+            where = remote or spark.conf.get("spark.master", None) or "?"
+            say(f"Spark {spark.version} on {where} ready after {time.monotonic() - t0:.1f} s")
         return _run(spark, disc, out_dir, threshold_pct, top_waits, say, t0, helper)
     finally:
         if helper is not None:

@@ -59,10 +59,16 @@ SUMMARY = _s(
     ("activation_tasks_started", DoubleType()), ("activation_tasks_max_running", DoubleType()),
     ("client_cpu_percent", DoubleType()), ("server_cpu_percent", DoubleType()),
     ("worker_cpu_percent", MapType(StringType(), DoubleType())), ("client_bound", BooleanType()),
+    ("other_cpu_percent", DoubleType()), ("steal_percent", DoubleType()), ("noisy_host", BooleanType()),
+    ("cpu_pinning", MapType(StringType(), ArrayType(LongType()))),
     ("users_expected", DoubleType()), ("users_spawned", DoubleType()), ("users_active", DoubleType()),
     ("errors", DoubleType()), ("error_samples", StringType()), ("collector_errors", StringType()),
-    ("poison_messages", DoubleType()), ("queue_disabled", BooleanType()), ("status", StringType()),
-    ("web", StringType()),
+    ("poison_messages", DoubleType()), ("queue_disabled", BooleanType()),
+    ("messages_undelivered", DoubleType()), ("broker_restarts", DoubleType()),
+    ("offered_rate", DoubleType()), ("achieved_rate", DoubleType()),
+    ("send_latency_corrected_ms", LATENCY_STATS),
+    ("backlog_messages", DoubleType()), ("drain_seconds", DoubleType()), ("drain_rate", DoubleType()),
+    ("status", StringType()), ("web", StringType()),
 )
 
 #: ``<perm>/rep-NN/samples.jsonl``: the collectors' long-format time series.

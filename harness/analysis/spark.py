@@ -1,9 +1,10 @@
 """The SparkSession the analysis runs in.
 
 Local by default (``local[*]``), any master when given (``--master spark://host:7077``,
-``local[2]``, ...). Under ``spark-submit`` the master and settings spark-submit was given are
-kept. The UI is off, the driver binds to 127.0.0.1 when local, shuffles use few partitions
-(the aggregated tables are small) and Spark's console chatter is cut to errors.
+``local[2]``, ...), or a Spark Connect server (``--remote sc://host:15002``; see
+docs/analysis-cluster.md). Under ``spark-submit`` the master and settings spark-submit was
+given are kept. The UI is off, the driver binds to 127.0.0.1 when local, shuffles use few
+partitions (the aggregated tables are small) and Spark's console chatter is cut to errors.
 
 Local sessions are tuned for 2 cores (see LOCAL_JAVA_OPTS): serial GC, the C1 compiler alone
 for small inputs, no adaptive execution, driver-side file listing, and an AppCDS archive of
@@ -169,16 +170,72 @@ def local_java_options(input_bytes: int | None = None) -> str:
     return " ".join(opts)
 
 
+#: SQL settings of every session (classic and Spark Connect)
+SQL_SETTINGS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.sources.partitionOverwriteMode": "static",
+}
+
+
+def connect_missing() -> list[str]:
+    """The Python modules the Spark Connect client needs that are not installed."""
+    import importlib.util
+
+    mods = {"pandas": "pandas", "pyarrow": "pyarrow", "grpc": "grpcio", "grpc_status": "grpcio-status",
+            "google.rpc": "googleapis-common-protos", "zstandard": "zstandard"}
+    missing = []
+    for mod, dist in mods.items():
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            missing.append(dist)
+    return missing
+
+
+def check_remote(remote: str) -> None:
+    """UserError unless ``remote`` is a Spark Connect URL and the client's modules are installed."""
+    if not remote.startswith("sc://") or len(remote) <= len("sc://"):
+        raise UserError(f"{remote!r} is not a Spark Connect URL (sc://HOST:PORT)", field="--remote")
+    missing = connect_missing()
+    if missing:
+        raise UserError(f"the Spark Connect client needs {', '.join(missing)}: "
+                        "pip install 'ssbench[connect]' (or 'pyspark[connect]')", field="--remote")
+
+
+def get_connect(remote: str, *, shuffle_partitions: int = 32, extra_conf: dict[str, str] | None = None):
+    """A Spark Connect session on ``remote`` (``sc://host:port``). The server reads and writes
+    the files: the run directories and the report directory must be at the same paths there."""
+    check_remote(remote)
+    from pyspark.sql import SparkSession
+
+    settings = {**SQL_SETTINGS, "spark.sql.shuffle.partitions": str(shuffle_partitions),
+                **(extra_conf or {})}
+    # only spark.sql.* settings can be changed on a running server (the others are ignored)
+    b = SparkSession.builder.remote(remote)
+    for k, v in settings.items():
+        if k.startswith("spark.sql."):
+            b = b.config(k, v)
+    return b.getOrCreate()
+
+
 def get_spark(master: str | None = None, app_name: str = "ssbench-analyze", *,
               shuffle_partitions: int | None = None, driver_memory: str | None = None,
-              extra_conf: dict[str, str] | None = None, input_bytes: int | None = None):
+              extra_conf: dict[str, str] | None = None, input_bytes: int | None = None,
+              remote: str | None = None):
     """Build (or return the already running) SparkSession.
 
     ``master``: None keeps a master set by spark-submit (or PYSPARK_SUBMIT_ARGS) and otherwise
     uses ``local[*]``. ``driver_memory`` only takes effect when this call starts the JVM
     (default 2g, or SSBENCH_SPARK_DRIVER_MEMORY). ``input_bytes``: how much sample data the
-    session will read, to choose the local JVM's compiler (see LOCAL_JAVA_OPTS).
+    session will read, to choose the local JVM's compiler (see LOCAL_JAVA_OPTS). ``remote``:
+    a Spark Connect URL (``sc://host:port``) instead of a master: see :func:`get_connect`.
     """
+    if remote:
+        if master:
+            raise UserError("give either --master or --remote, not both", field="--remote")
+        return get_connect(remote, shuffle_partitions=shuffle_partitions or 32, extra_conf=extra_conf)
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
@@ -204,8 +261,7 @@ def get_spark(master: str | None = None, app_name: str = "ssbench-analyze", *,
         # adaptive execution re-plans every stage: worth it on a cluster, pure overhead for the
         # small shuffles of a local analysis
         "spark.sql.adaptive.enabled": "false" if local else "true",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.sources.partitionOverwriteMode": "static",
+        **SQL_SETTINGS,
     }
     if local:
         # list input files on the driver: a distributed listing job for thousands of local

@@ -77,6 +77,7 @@ class Sampler:
         self.on_tick = on_tick
         self.samples: list[Sample] = []
         self.errors: list[str] = []
+        self._warned: dict[str, tuple[float | None, int]] = {}
         self.started = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -92,11 +93,25 @@ class Sampler:
                 msg = f"{c.family}: {type(e).__name__}: {e}"
                 if len(self.errors) < 50:
                     self.errors.append(msg)
-                log.warning("collector %s", msg)
+                self._warn(c.family, msg)
         self.samples.extend(out)
         if self.on_tick:
             self.on_tick(out)
         return out
+
+    WARN_EVERY_S = 30.0
+
+    def _warn(self, family: str, msg: str) -> None:
+        """One warning per failing collector, then one every WARN_EVERY_S while it keeps
+        failing (a dead server must not flood the terminal)."""
+        now = time.monotonic()
+        last, n = self._warned.get(family, (None, 0))
+        if last is None or now - last >= self.WARN_EVERY_S:
+            more = f" (and {n} more failures since)" if n else ""
+            log.warning("collector %s%s", msg, more)
+            self._warned[family] = (now, 0)
+        else:
+            self._warned[family] = (last, n + 1)
 
     def summary_fields(self, start: float, end: float) -> dict[str, Any]:
         """Every collector's summary fields over [start, end); a failing collector is recorded

@@ -1,6 +1,10 @@
 """Host CPU and memory (psutil): the load generators (client) and the database server's
 processes on this host (server), plus each Locust worker separately (to spot a client-bound
-run: one worker near 100% of a core)."""
+run: one worker near 100% of a core), and what the rest of the machine takes: CPU used by
+processes that are neither ssbench, its Locust swarm, its broker nor the server
+(``other_cpu_percent``) and CPU steal by the hypervisor (``steal_percent``). A repetition whose
+window saw either above its threshold is flagged ``noisy_host``: its numbers measured a shared
+machine."""
 
 from __future__ import annotations
 
@@ -13,6 +17,10 @@ from .base import Collector
 
 #: a Locust worker is one Python process: near a full core, the client is the bottleneck
 CLIENT_BOUND_WORKER_CPU = 90.0
+#: mean CPU (percent of one core) taken by other processes over the window that flags it noisy
+NOISY_OTHER_CPU = 25.0
+#: mean CPU steal (percent of the machine) over the window that flags it noisy
+NOISY_STEAL = 5.0
 
 
 class HostCollector(Collector):
@@ -20,6 +28,8 @@ class HostCollector(Collector):
 
     def __init__(self):
         self._procs: dict[int, psutil.Process] = {}
+        self._ncpu = psutil.cpu_count() or 1
+        self._prev_times = psutil.cpu_times()
         psutil.cpu_percent(None)  # prime the system-wide counter
 
     def _proc(self, pid: int) -> psutil.Process | None:
@@ -46,6 +56,22 @@ class HostCollector(Collector):
                 self._procs.pop(pid, None)
         return out
 
+    def _machine(self) -> tuple[float | None, float]:
+        """Busy CPU since the last tick in percent of one core, and steal in percent of the
+        machine (from /proc/stat through psutil)."""
+        cur = psutil.cpu_times()
+        prev, self._prev_times = self._prev_times, cur
+
+        def d(name):
+            return max(0.0, getattr(cur, name, 0.0) - getattr(prev, name, 0.0))
+
+        fields = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+        total = sum(d(f) for f in fields)   # guest time is already inside user
+        if total <= 0:
+            return None, 0.0
+        busy = total - d("idle") - d("iowait")
+        return busy / total * 100.0 * self._ncpu, d("steal") / total * 100.0
+
     def sample(self, ctx, now):
         server = set(ctx.call(ctx.target.server_pids))
         workers = ctx.client_pids()
@@ -65,6 +91,11 @@ class HostCollector(Collector):
         for name, pid in sorted(workers.items()):
             out.append(("cpu_percent", name, total([pid], 0)))
         out.append(("system_cpu_percent", "", psutil.cpu_percent(None)))
+        busy, steal = self._machine()
+        if busy is not None:
+            mine = total(client, 0) + total(server, 0)
+            out.append(("other_cpu_percent", "", max(0.0, busy - mine)))
+            out.append(("steal_percent", "", steal))
         out.append(("system_memory_percent", "", psutil.virtual_memory().percent))
         return out
 
@@ -84,7 +115,11 @@ class HostCollector(Collector):
             # remote servers (SQL Server): the target's own figure (% of the machine), if any
             per_server = ctx.call(ctx.target.server_cpu_percent)
             server_mean = mean([v for v in per_server.values() if v is not None])
+        other = mean(window.series(self.family, "other_cpu_percent"))
+        steal = mean(window.series(self.family, "steal_percent"))
         return {"client_cpu_percent": mean(window.series(self.family, "cpu_percent", "client")),
+                "other_cpu_percent": other, "steal_percent": steal,
+                "noisy_host": (other or 0.0) > NOISY_OTHER_CPU or (steal or 0.0) > NOISY_STEAL,
                 "server_cpu_percent": server_mean,
                 "worker_cpu_percent": {k: round(v, 1) for k, v in worker_mean.items()},
                 "client_bound": any(v >= CLIENT_BOUND_WORKER_CPU for v in worker_mean.values())}

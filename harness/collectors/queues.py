@@ -15,8 +15,8 @@ class QueueCollector(Collector):
         return out
 
     def summary_fields(self, ctx, window):
-        # from the measured window on (the drain included): the fast counts lag by up to a few
-        # seconds, so warm-up leftovers would otherwise show as the maximum
-        xmitq = window.series(self.family, "xmitq_total", from_start_on=True)
-        queue = window.series(self.family, "depth", "queue", from_start_on=True)
+        # inside the measured window only: a backlog reached during the drain, after the load
+        # stopped, is not what the window measured
+        xmitq = window.series(self.family, "xmitq_total")
+        queue = window.series(self.family, "depth", "queue")
         return {"max_xmitq_depth": max(xmitq) if xmitq else 0, "max_queue_depth": max(queue) if queue else 0}

@@ -1,42 +1,98 @@
-"""``ssbench analyze RUN_DIR [RUN_DIR ...] [--master URL] [--out DIR]``: the Spark analysis.
+"""``ssbench analyze RUN_DIR [RUN_DIR ...] [--master URL | --remote sc://HOST:PORT] [--out DIR]``:
+the Spark analysis.
 
 Reads the runs' summaries and samples (``docs/results.md``), writes Parquet and CSV tables,
 PNG plots and ``index.html`` under ``RUN_DIR/report/`` (or ``--out``) and prints the report's
 path. pyspark is imported only when the command runs, so ``ssbench --help`` stays fast.
+``-q``: the JVM's own output (its start-up warnings, Spark's log lines) goes to a temporary
+file, shown only when the analysis fails for a reason other than bad input.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import tempfile
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "analyze", help="analyze run directories with Spark: tables, plots and an HTML report",
         description="Analyze one or more run directories with Spark (local by default) into Parquet/CSV "
-                    "tables, PNG plots (the whitepaper's Figures 2-5 and more) and index.html. Needs Java 17+.")
+                    "tables, PNG plots (the whitepaper's Figures 2-5 and more) and index.html. Needs Java 17+. "
+                    "On a cluster the run and report directories must be at the same path on every node "
+                    "(docs/analysis-cluster.md).")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run directory, e.g. results/<run-id>")
-    p.add_argument("--master", metavar="URL",
-                   help="Spark master, e.g. local[2] or spark://host:7077 (default local[*])")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--master", metavar="URL",
+                       help="Spark master, e.g. local[2] or spark://host:7077 (default local[*])")
+    where.add_argument("--remote", metavar="sc://HOST:PORT",
+                       help="a Spark Connect server instead of a master (needs pip install 'ssbench[connect]'; "
+                            "the server reads the runs and writes the report)")
     p.add_argument("--out", metavar="DIR",
                    help="report directory (default RUN_DIR/report; with several runs, report-<time> "
                         "beside the first)")
     p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="gain in %% a dialog strategy must keep to count as paying (crossover; default 5)")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only the report path")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print only the report path (Spark's and the JVM's output is kept out)")
     p.set_defaults(func=cmd_analyze)
 
 
-def cmd_analyze(args) -> int:
-    from ..analysis.spark import check_java
+@contextlib.contextmanager
+def stderr_to_file():
+    """Point file descriptor 2 at a temporary file (the JVM started inside inherits it) and
+    restore it on exit. Yields the file, readable afterwards while the context is open."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b", prefix="ssbench-analyze-", suffix=".log") as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            yield f
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
-    check_java()  # UserError with how to get Java 17 when missing or too old
+
+def _tail(f, lines: int = 40) -> str:
+    f.flush()
+    f.seek(0)
+    text = f.read().decode("utf-8", "replace")
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def cmd_analyze(args) -> int:
+    from ..analysis.spark import check_java, check_remote
+    from ..errors import UserError
+
+    remote = getattr(args, "remote", None)
+    if remote:
+        check_remote(remote)  # before anything is written
+    else:
+        check_java()  # UserError with how to get Java 17 when missing or too old (a Connect client needs none)
     from ..analysis.job import analyze, load_issues_from
 
-    log = None if args.quiet else (lambda m: print(f"ssbench analyze: {m}", file=sys.stderr))
-    path = analyze(args.run_dirs, out=args.out, master=args.master, threshold_pct=args.threshold, log=log)
     if not args.quiet:
+        log = lambda m: print(f"ssbench analyze: {m}", file=sys.stderr)  # noqa: E731
+        path = analyze(args.run_dirs, out=args.out, master=args.master, remote=remote,
+                       threshold_pct=args.threshold, log=log)
         for issue in load_issues_from(path):
             print(f"ssbench analyze: warning: {issue}", file=sys.stderr)
+    else:
+        error: Exception | None = None
+        with stderr_to_file() as captured:
+            try:
+                path = analyze(args.run_dirs, out=args.out, master=args.master, remote=remote,
+                               threshold_pct=args.threshold)
+            except UserError:
+                raise
+            except Exception as e:  # what Spark said goes with the error
+                error, tail = e, _tail(captured)
+        if error is not None:
+            if tail:
+                print(tail, file=sys.stderr)
+            raise error
     print(path)
     return 0

@@ -23,11 +23,14 @@ def register(sub) -> None:
                     "send rate, SEND p50/p99, end-to-end p99).\n"
                     "A metric regresses when its effect is beyond max(--min-effect, --k x the baseline's "
                     "robust spread)\nAND a one-sided exact Mann-Whitney U test (Benjamini-Hochberg across "
-                    "all tests) is significant.\nLost messages, more errors or a disabled queue fail "
-                    "whatever the throughput.\n\n"
+                    "all tests) is significant.\nWith fewer than --min-reps repetitions a side the test "
+                    "cannot be significant: the verdict is\ninconclusive (a warning, exit 0), never a "
+                    "regression on effect size alone.\nLost messages, more errors or a disabled queue fail "
+                    "whatever the throughput and however few the repetitions.\n\n"
                     "  ssbench gate --interleave HEAD matrices/gate.yaml           (recommended)\n"
                     "  ssbench gate --baseline results/A --candidate results/B\n\n"
-                    "exit codes: 0 pass, 1 regression or failure, 2 usage or input error")
+                    "exit codes: 0 pass, warning or inconclusive; 1 regression or failure; "
+                    "2 usage or input error")
     p.add_argument("matrix", nargs="?", metavar="MATRIX",
                    help="matrix file for --interleave, e.g. matrices/gate.yaml")
     mode = p.add_argument_group("mode (one of)")
@@ -41,14 +44,14 @@ def register(sub) -> None:
     st.add_argument("--min-effect", type=float, default=0.05,
                     help="smallest relative effect ever called a regression (default 0.05 = 5%%)")
     st.add_argument("--min-reps", type=int, default=4,
-                    help="repetitions a side needed to judge significance (default 4; fewer: effect only)")
+                    help="repetitions a side needed to judge significance (default 4; fewer: inconclusive)")
     st.add_argument("--alpha", type=float, default=0.05,
                     help="false discovery rate for Benjamini-Hochberg (default 0.05)")
     st.add_argument("--spread", choices=("mad", "iqr"), default="mad",
                     help="robust spread: mad = MAD x 1.4826, iqr = IQR / 1.349 (default mad)")
     st.add_argument("--metrics", default=None,
                     help="comma-separated subset of receive_rate,send_rate,send_p50_ms,send_p99_ms,e2e_p99_ms")
-    st.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    st.add_argument("--strict", action="store_true", help="exit 1 on warnings and inconclusive verdicts too")
     il = p.add_argument_group("interleaved mode")
     il.add_argument("--rounds", type=int, default=None,
                     help="repetition rounds (each runs both sides once; default: the matrix's repetitions)")
@@ -66,7 +69,10 @@ def register(sub) -> None:
 
 def cmd_gate(args) -> int:
     from ..errors import UserError
-    from ..gate.compare import WARNING, GateSettings, compare_runs, load_run, write_report
+    import sys
+
+    from ..gate import INCONCLUSIVE, GateSettings, compare_runs, load_run, write_report
+    from ..gate.method import WARNING
 
     metrics = None
     if args.metrics is not None:
@@ -106,9 +112,15 @@ def cmd_gate(args) -> int:
                 path = write_report(report, args.report)
                 print(f"gate.json: {path}")
             except OSError as e:
-                import sys
-
                 print(f"ssbench: warning: cannot write gate.json: {e}", file=sys.stderr)
-    if args.strict and report.verdict == WARNING:
+    if report.inconclusive_rows:
+        rows = report.inconclusive_rows
+        print(f"ssbench: warning: inconclusive: {len(rows)} of {len(report.rows)} row(s) could not be judged "
+              f"({rows[0].n_baseline}/{rows[0].n_candidate} repetitions"
+              f"{' and others' if len({(r.n_baseline, r.n_candidate) for r in rows}) > 1 else ''}; "
+              f"at least {settings.min_reps} a side are needed for a regression), "
+              f"{sum(r.effect_beyond for r in rows)} look worse without statistical evidence: "
+              "see the table", file=sys.stderr)
+    if args.strict and report.verdict in (WARNING, INCONCLUSIVE):
         return 1
     return report.exit_code

@@ -1,4 +1,5 @@
-"""``ssbench matrix FILE [--count] [--json]``: validate and expand a test matrix."""
+"""``ssbench matrix FILE [--target embedded|TOPOLOGY.yaml] [--count] [--json]``: validate and
+expand a test matrix."""
 
 from __future__ import annotations
 
@@ -9,10 +10,25 @@ def register(sub) -> None:
     p = sub.add_parser("matrix", help="validate a matrix file and list its permutations",
                        description="Validate a matrix YAML file and list its permutations in run order.")
     p.add_argument("file", help="matrix YAML file, e.g. matrices/paper.yaml")
+    p.add_argument("--target", default=None,
+                   help="also check the server axis against this target's server profiles, without "
+                        "connecting: 'embedded' or a SQL Server topology YAML file")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--count", action="store_true", help="print only the number of permutations")
     g.add_argument("--json", action="store_true", help="print the permutations as JSON lines")
     p.set_defaults(func=cmd_matrix)
+
+
+def target_profiles(where: str) -> tuple[str, list[str]]:
+    """The target kind and its server profile names for ``--target``, read without connecting
+    (a topology file is loaded and validated)."""
+    if where == "embedded":
+        from ..targets.embedded.profiles import EMBEDDED_PROFILES
+
+        return "embedded", list(EMBEDDED_PROFILES)
+    from ..targets.mssql.topology import load_topology
+
+    return "mssql", list(load_topology(where).profiles)
 
 
 def cmd_matrix(args) -> int:
@@ -20,6 +36,8 @@ def cmd_matrix(args) -> int:
     from ..targets.embedded.profiles import EMBEDDED_PROFILES
 
     m = load_matrix(args.file, embedded_profiles=EMBEDDED_PROFILES)
+    if args.target is not None:
+        m.check_servers(*target_profiles(args.target))
     if args.count:
         print(len(m))
         return 0

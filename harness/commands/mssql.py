@@ -1,9 +1,12 @@
 """``ssbench mssql check|provision|teardown|smoke TOPOLOGY.yaml``: the SQL Server target.
 
-* ``check``: connect to every instance of the topology and report versions, permissions,
-  databases, broker GUIDs, endpoints, provisioned objects, routes and stuck messages.
-* ``provision``: create (idempotently) everything the paper's topology needs.
-* ``teardown``: remove it again (``--drop-databases`` drops the databases too).
+* ``check``: connect to every instance of the topology and report versions, the permissions
+  each step needs, databases (is_broker_enabled, broker GUIDs), endpoints (owner, state),
+  provisioned objects, routes and stuck messages; one line per failed check.
+* ``provision``: create (idempotently) everything the paper's topology needs, recording what
+  it created; it does not take over existing objects or alter an endpoint it did not create.
+* ``teardown``: remove what ssbench created, and nothing else (``--drop-databases`` drops the
+  databases ssbench created too); prints a KEPT line for each object left in place.
 * ``smoke``: a tiny flow (dialogs, warm-up, a few messages, drain, sent == received).
 
 See docs/sqlserver.md.
@@ -23,7 +26,7 @@ def register(sub) -> None:
     p.add_argument("--initiators", type=int, default=None, metavar="N",
                    help="provision/check only the first N initiators of each profile")
     p.add_argument("--drop-databases", action="store_true",
-                   help="teardown: also drop the target and initiator databases")
+                   help="teardown: also drop the target and initiator databases ssbench created")
     p.add_argument("--yes", action="store_true", help="teardown: do not ask for confirmation")
     p.add_argument("--messages", type=int, default=10, metavar="N",
                    help="smoke: messages to send per initiator (default 10)")
@@ -33,6 +36,7 @@ def register(sub) -> None:
 
 def cmd_mssql(args) -> int:
     from ..errors import UserError
+    from ..targets.mssql import driver
     from ..targets.mssql.target import MssqlTarget
 
     if args.initiators is not None and args.initiators < 1:
@@ -40,6 +44,8 @@ def cmd_mssql(args) -> int:
     target = MssqlTarget.from_file(args.topology)
     topo = target.topology
     try:
+        if args.action != "teardown":
+            driver.pyodbc_module()   # a missing unixODBC: one line naming the package, exit 2
         if args.action == "check":
             results = target.check(args.initiators)
             width = max((len(w) for _, w, _ in results), default=10)
@@ -65,9 +71,12 @@ def cmd_mssql(args) -> int:
                 if answer.strip().lower() not in ("y", "yes"):
                     print("nothing done")
                     return 1
-            target.teardown(drop_databases=args.drop_databases)
-            print(f"torn down topology {topo.name}"
-                  + (" (databases dropped)" if args.drop_databases else ""))
+            driver.pyodbc_module()
+            kept = target.teardown(drop_databases=args.drop_databases)
+            for line in kept:
+                print(f"KEPT  {line}")
+            print(f"torn down topology {topo.name}: what ssbench created is removed"
+                  + (", with the databases it created" if args.drop_databases else ""))
             return 0
         c = target.smoke(messages=args.messages, profile=args.profile)
         print(f"smoke test passed: sent {c.sent}, received {c.received}, "

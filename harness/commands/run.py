@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import re
 import signal
 import sys
+import tempfile
 import threading
 from pathlib import Path
+
+from .common import TARGET_HELP
+
+
+#: exit code of a run stopped by a full disk (resumable); the others: 0 ok, 2 bad input,
+#: 3 target error or failed repetition, 4 messages lost, 130 interrupted
+NO_SPACE_EXIT = 5
 
 
 def register(sub) -> None:
@@ -20,8 +31,7 @@ def register(sub) -> None:
 
 def add_run_arguments(p) -> None:
     p.add_argument("matrix", help="matrix YAML file, e.g. matrices/bench.yaml")
-    p.add_argument("--target", default="embedded",
-                   help="'embedded' (PostgreSQL emulation, default) or a SQL Server topology YAML file")
+    p.add_argument("--target", default="embedded", help=TARGET_HELP)
     p.add_argument("--out", type=Path, default=None,
                    help="run directory (default: results/<UTC time>-<matrix name>)")
     p.add_argument("--resume", action="store_true",
@@ -43,38 +53,75 @@ def install_sigint(stop: threading.Event) -> None:
 
 
 def execute(args) -> tuple[int, "object"]:
-    """Run the matrix; returns (exit code, RunDir)."""
+    """Run the matrix; returns (exit code, RunDir).
+
+    Everything the user gave is checked before anything is created or started: the matrix, the
+    --out/--results directories, the target (a topology file is loaded, nothing connects) and
+    the matrix's server profiles against the target's. A run that fails before its first
+    repetition began leaves nothing behind."""
     from ..errors import TargetError
     from ..matrix import load_matrix
     from ..paths import RESULTS
     from ..runner import Interrupted, Progress, Runner, start_run
-    from ..targets.factory import make_target
-
     from ..targets.embedded.profiles import EMBEDDED_PROFILES
+    from ..targets.factory import make_target
+    from .common import check_target
+    from .matrix import target_profiles
 
+    check_target(args.target)
     matrix = load_matrix(args.matrix, embedded_profiles=EMBEDDED_PROFILES)
+    results_root = Path(args.results or RESULTS)
+    check_dir_arg(args.out, "--out", resume=args.resume)
+    check_dir_arg(results_root, "--results")
+    matrix.check_servers(*target_profiles(args.target))  # without connecting or starting anything
     target = make_target(args.target)
-    results_root = args.results or RESULTS
     stop = threading.Event()
     install_sigint(stop)
-    rd = start_run(matrix, target, results_root, args.out, args.resume)
-    print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.repetitions} repetition(s) "
-          f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
-    progress = Progress(total=len(matrix) * matrix.run.repetitions)
-    runner = Runner(matrix, target, rd, progress=progress, stop_event=stop)
-    try:
-        lost = runner.run()
-    except Interrupted:
-        rd.finish("interrupted", runner.lost_total)
-        print(f"ssbench: interrupted; resume with: ssbench run {args.matrix} --resume --out {rd.path}",
-              file=sys.stderr)
-        return 130, rd
-    except (TargetError, Exception):
-        rd.finish("failed", runner.lost_total)
-        raise
-    finally:
-        target.close()
+    undo = None if args.resume else _Undo(args.out, results_root, matrix.name)
+    # one run (or web session) at a time per target: a second one would reset its databases
+    with target.run_lock(f"ssbench run {args.matrix} (pid {os.getpid()})"):
+        try:
+            rd = start_run(matrix, target, results_root, args.out, args.resume)
+        except BaseException:
+            target.close()
+            if undo:
+                undo.remove_unstarted(None)
+            raise
+        print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.repetitions} repetition(s) "
+              f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
+        progress = Progress(total=len(matrix) * matrix.run.repetitions)
+        runner = Runner(matrix, target, rd, progress=progress, stop_event=stop)
+        resume = f"ssbench run {args.matrix} --resume --out {rd.path}"
+        try:
+            lost = runner.run()
+        except Interrupted:
+            progress.close()
+            rd.finish("interrupted", runner.lost_total)
+            print(f"ssbench: interrupted; resume with: {resume}", file=sys.stderr)
+            return 130, rd
+        except OSError as e:
+            progress.close()
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                rd.finish("failed", runner.lost_total)
+                raise
+            try:
+                rd.finish("interrupted", runner.lost_total)
+            except OSError:
+                pass  # run.json keeps "running": --resume treats it as unfinished all the same
+            print(f"ssbench: error: no space left on the device of {e.filename or rd.path}; the repetition "
+                  f"in progress was not kept. Free some space, then resume with: {resume}", file=sys.stderr)
+            return NO_SPACE_EXIT, rd
+        except (TargetError, Exception):
+            progress.close()
+            if not (undo and undo.remove_unstarted(rd.path)):
+                rd.finish("failed", runner.lost_total)
+            raise
+        finally:
+            target.close()
+    progress.close()
     rd.finish("complete", lost)
+    print_run_table(rd.path)
+    print(f"ssbench: analyze with: ssbench analyze {rd.path}", file=sys.stderr)
     if lost:
         print(f"ssbench: !!! {lost} MESSAGES LOST in this run: see messages_lost in the summaries !!!",
               file=sys.stderr)
@@ -82,6 +129,118 @@ def execute(args) -> tuple[int, "object"]:
     return 0, rd
 
 
+def check_dir_arg(path: Path | None, flag: str, resume: bool | None = None) -> None:
+    """A directory argument that is, or can be created as, a directory (checked before
+    anything is created). For --out (``resume`` given): a new run needs it new or empty, a
+    resumed one needs its run.json."""
+    from ..errors import UserError
+
+    if path is None:
+        return
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UserError("exists and is not a directory", file=str(p), field=flag)
+    anc = p
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise UserError(f"cannot create it: {anc} is not a directory", file=str(p), field=flag)
+    try:  # can a directory be made there? (/proc, a read-only mount, no permission)
+        os.rmdir(tempfile.mkdtemp(prefix=".ssbench-probe-", dir=anc))
+    except OSError as e:
+        raise UserError(f"cannot create it in {anc}: {e.strerror or e}", file=str(p), field=flag) from None
+    if resume is True and not (p / "run.json").is_file():
+        raise UserError("no run.json to resume", file=str(p), field=flag)
+    if resume is False and p.is_dir() and any(p.iterdir()):
+        raise UserError("exists and is not empty (use --resume to continue that run)",
+                        file=str(p), field=flag)
+
+
+class _Undo:
+    """What a new run creates, so that a run failing before its first repetition began can
+    leave nothing behind (directories that existed before are kept, emptied of the run's files)."""
+
+    RUN_FILES = ("matrix.yaml", "run.json")
+
+    def __init__(self, out: Path | None, results_root: Path, matrix_name: str):
+        self.out = Path(out) if out is not None else None
+        self.root = results_root
+        self.created: list[Path] = []  # directories this run may create, deepest first
+        d = self.out or results_root
+        while not d.exists() and d != d.parent:
+            self.created.append(d)
+            d = d.parent
+        try:
+            self.before = set(results_root.iterdir()) if results_root.is_dir() else set()
+        except OSError:
+            self.before = set()
+        self.name = matrix_name
+        # --out may name an existing directory only if it is empty; never touch one that is not
+        try:
+            self.out_ok = self.out is None or not self.out.exists() or not any(self.out.iterdir())
+        except OSError:
+            self.out_ok = False
+
+    def remove_unstarted(self, path: Path | None) -> bool:
+        """Remove the new run directory if no repetition began in it; True if removed."""
+        if not self.out_ok:
+            return False
+        if path is None:
+            path = self.out
+            if path is None and self.root.is_dir():
+                new = [p for p in self.root.iterdir() if p not in self.before and p.is_dir()
+                       and re.fullmatch(rf"\d{{8}}-\d{{6}}-{re.escape(self.name)}(-\d+)?", p.name)]
+                path = new[0] if len(new) == 1 else None
+        if path is None or not path.is_dir():
+            return False
+        entries = list(path.iterdir())
+        if any(e.is_dir() or not (e.name in self.RUN_FILES or e.name.endswith(".tmp")) for e in entries):
+            return False  # a repetition began (or someone else's files): keep it
+        for e in entries:
+            e.unlink(missing_ok=True)
+        for d in [path] + [c for c in self.created if c != path]:
+            if d == self.out and d not in self.created:
+                break  # --out named an existing (empty) directory: keep it
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        return True
+
+
 def cmd_run(args) -> int:
     code, _ = execute(args)
     return code
+
+
+def natural_key(text: str) -> tuple:
+    """'t8' before 't32': digit runs compare as numbers."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", text) if part)
+
+
+def summary_order(s) -> tuple:
+    """The matrix's order (the permutation's index), then the repetition; permutation ids in
+    natural order when a summary has no index."""
+    index = s.permutation.get("index")
+    return (index is None, index if index is not None else 0, natural_key(s.permutation_id), s.repetition)
+
+
+def print_run_table(run_path: Path, stream=None) -> None:
+    """One line per repetition, in the matrix's order (permutation index, then repetition)."""
+    from ..results import RunReader
+
+    stream = stream or sys.stdout
+    rows = sorted(RunReader(run_path).summaries(), key=summary_order)
+    if not rows:
+        return
+    nan = float("nan")
+    print(f"\n{rows[0].target.label}: numbers are this target's, measured on this machine", file=stream)
+    print(f"{'permutation':<36} {'rep':>3} {'send/s':>9} {'recv/s':>9} {'SEND p99 ms':>11} "
+          f"{'e2e p99 ms':>10} {'lost':>5}  {'status':<12} top wait", file=stream)
+    for d in rows:
+        tw = d.top_waits[0].wait_type if d.top_waits else "-"
+        sp99, ep99 = d.send_latency_ms.p99, d.e2e_latency_ms.p99
+        print(f"{d.permutation_id:<36} {d.repetition:>3} {d.send_rate:>9.0f} {d.receive_rate:>9.0f} "
+              f"{sp99 if sp99 is not None else nan:>11.2f} {ep99 if ep99 is not None else nan:>10.2f} "
+              f"{d.messages_lost:>5}  {d.status:<12} {tw}", file=stream)

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import os
+
+
+def data_dir_help() -> str:
+    """Where the data directory is, for the user running ssbench (from the code that picks it)."""
+    from ..targets.embedded.server import data_base_dir
+
+    if os.environ.get("SSBENCH_PGDATA"):
+        return f"Data directory: $SSBENCH_PGDATA ({os.environ['SSBENCH_PGDATA']})."
+    where = f"{data_base_dir()}/pg<major>"
+    if os.geteuid() == 0:
+        return (f"Data directory: $SSBENCH_PGDATA if set, else {where} (as root: the server runs as "
+                "the unprivileged user 'ssbench', which cannot reach root's home; as another user: "
+                "~/.cache/ssbench/pg<major>).")
+    return (f"Data directory: $SSBENCH_PGDATA if set, else {where} "
+            "(as root: /var/tmp/ssbench/pg<major>).")
+
 
 def register(sub) -> None:
     p = sub.add_parser("server", help="start, stop or inspect the embedded PostgreSQL server",
-                       description="Manage the private PostgreSQL server of the embedded target "
-                                   "(data directory: $SSBENCH_PGDATA or ~/.cache/ssbench/pg<major>).")
+                       description="Manage the private PostgreSQL server of the embedded target. "
+                                   + data_dir_help())
     p.add_argument("action", choices=["start", "stop", "status", "destroy"])
     p.set_defaults(func=cmd_server)
 

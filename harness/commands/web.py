@@ -2,7 +2,11 @@
 UI for interactive runs, with live broker metrics (docs/web.md).
 
 ``ssbench web --worker --master-host HOST [--master-port 5557] [--initiator N]`` runs one
-worker on another host for a master started by ``ssbench web``."""
+worker on another host for a master started by ``ssbench web`` (with the run's token in
+``$SSBENCH_WORKER_TOKEN``).
+
+A web UI on any interface but loopback needs a login: credentials in ``$SSBENCH_WEB_USER`` and
+``$SSBENCH_WEB_PASSWORD``, or a 0600 file named by ``$SSBENCH_WEB_CREDENTIALS_FILE``."""
 
 from __future__ import annotations
 
@@ -44,9 +48,22 @@ def register(sub) -> None:
     p.add_argument("--max-queue-readers", type=int, default=None,
                    help="MAX_QUEUE_READERS of the target queue (default: 2 per core)")
     p.add_argument("--results", type=Path, default=None, help="results root (default: ./results)")
+    a = p.add_argument_group(
+        "security", "A web UI on any interface other than loopback asks for a login; the credentials come "
+                    "from $SSBENCH_WEB_USER and $SSBENCH_WEB_PASSWORD, or from a file of mode 0600 named by "
+                    "$SSBENCH_WEB_CREDENTIALS_FILE (one line USER:PASSWORD), never from the command line. Workers "
+                    "must prove the run's token ($SSBENCH_WORKER_TOKEN; made by ssbench web when unset, and printed "
+                    "when workers from other hosts are expected).")
+    a.add_argument("--require-login", action="store_true",
+                   help="ask for a login on loopback too (always on for any other interface)")
+    a.add_argument("--login-minutes", type=float, default=480,
+                   help="a login expires after this many minutes (default 480)")
+    a.add_argument("--tls-cert", default=None, help="serve the web UI over HTTPS with this certificate (PEM)")
+    a.add_argument("--tls-key", default=None, help="the certificate's private key (PEM; mode 0600)")
     g = p.add_argument_group("worker mode (on another host)")
     g.add_argument("--worker", action="store_true",
-                   help="run one Locust worker for a master started by 'ssbench web' on another host")
+                   help="run one Locust worker for a master started by 'ssbench web' on another host; "
+                        "needs the run's token in $SSBENCH_WORKER_TOKEN")
     g.add_argument("--master-host", default=None, help="the master's host (worker mode)")
     g.add_argument("--initiator", type=int, default=None,
                    help="the initiator this worker drives (worker mode; default $SSBENCH_INITIATOR or 1)")
@@ -68,14 +85,49 @@ def cmd_web(args) -> int:
         raise UserError("must be at least 1", field="--initiators")
     if args.users < 1 or args.spawn_rate <= 0:
         raise UserError("--users must be at least 1 and --spawn-rate above 0")
+    creds = _web_credentials(args)
 
     from ..targets.factory import make_target
     from ..web.launcher import WebOptions, serve
+    from .common import check_target
 
-    target = make_target(args.target)
+    target = make_target(check_target(args.target))
     opts = WebOptions(initiators=args.initiators, local_workers=args.local_workers, web_host=args.web_host,
                       port=args.port, master_bind_host=args.master_bind_host, master_port=args.master_port,
                       users=args.users, spawn_rate=args.spawn_rate, payload_bytes=args.payload_bytes,
                       dialogs=args.dialogs, profile=args.profile, max_queue_readers=args.max_queue_readers,
-                      results=args.results)
+                      results=args.results, credentials=creds, session_minutes=args.login_minutes,
+                      tls_cert=args.tls_cert, tls_key=args.tls_key)
     return serve(target, opts)
+
+
+def _web_credentials(args):
+    """The web UI's credentials, when it needs a login (checked before anything starts)."""
+    import sys
+
+    from ..errors import UserError
+    from ..load.auth import TOKEN_ENV, token_from_env, token_problem
+    from ..web.auth import HOW_TO_SET, is_loopback, load_credentials
+
+    token = token_from_env()
+    if token is not None and token_problem(token):
+        raise UserError(token_problem(token), field=TOKEN_ENV)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise UserError("--tls-cert and --tls-key go together", field="--tls-key" if args.tls_cert else "--tls-cert")
+    for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        if path and not Path(path).is_file():
+            raise UserError(f"{path}: no such file", field=flag)
+    if args.login_minutes <= 0:
+        raise UserError("must be above 0", field="--login-minutes")
+    exposed = not is_loopback(args.web_host)
+    creds = load_credentials()
+    if not (exposed or args.require_login):
+        return None
+    if creds is None:
+        why = (f"the web UI on {args.web_host} (not loopback) needs a login" if exposed
+               else "--require-login needs credentials")
+        raise UserError(f"{why}: {HOW_TO_SET}", field="--web-host" if exposed else "--require-login")
+    if exposed and not args.tls_cert:
+        print(f"ssbench web: warning: the web UI on {args.web_host} is plain HTTP: the login crosses the network "
+              "in clear. Use --tls-cert/--tls-key, or keep it on 127.0.0.1 behind an SSH tunnel.", file=sys.stderr)
+    return creds

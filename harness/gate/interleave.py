@@ -46,9 +46,11 @@ from typing import Any, Callable, Protocol
 import yaml
 
 from ..errors import TargetError, UserError
-from . import stats
 from ..results import RunDir, RunReader, find_runs, write_atomic, write_json
-from .compare import GateReport, GateSettings, compare_runs, load_run, write_report
+from .compare import compare_runs
+from .method import GateSettings
+from .report import GateReport, write_report
+from .rundata import load_run
 
 log = logging.getLogger(__name__)
 
@@ -365,9 +367,9 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     n_rounds = m.run.repetitions if rounds is None else rounds
     if n_rounds < 1:
         raise UserError(f"--rounds must be at least 1, got {n_rounds}")
-    if n_rounds < settings.min_reps:
-        echo(f"note: {n_rounds} round(s) < {settings.min_reps}: the gate cannot judge significance "
-             "and will judge on the effect alone")
+    if not settings.can_judge(n_rounds, n_rounds):
+        echo(f"note: {n_rounds} round(s): too few for the significance test (at least {settings.min_reps} "
+             "a side): the verdict will be inconclusive unless an integrity check fails")
     if seed is None:
         seed = secrets.randbelow(2 ** 32)
     if out_dir is None:

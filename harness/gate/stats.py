@@ -3,7 +3,7 @@
 Benchmark repetitions are few (4 to 10) and their noise is not Gaussian (a repetition that
 hit a checkpoint or a noisy neighbour is an outlier), so the gate uses order statistics only:
 
-* :func:`median` for the location of a sample;
+* :func:`median` for the location of a sample (:func:`harness.results.median`);
 * :func:`robust_spread` for its spread: ``MAD x 1.4826`` (default) or ``IQR / 1.349``, both
   consistent estimators of the standard deviation for normal data and insensitive to one
   outlier; :func:`relative_spread` divides by the median;
@@ -20,6 +20,8 @@ from __future__ import annotations
 import functools
 import math
 from typing import Iterable, Sequence
+
+from .. import results
 
 MAD_TO_SIGMA = 1.4826    # 1 / Phi^-1(3/4): MAD x 1.4826 estimates sigma for normal data
 IQR_TO_SIGMA = 1.349     # IQR / 1.349 estimates sigma for normal data
@@ -40,13 +42,10 @@ def _clean(xs: Iterable[float]) -> list[float]:
 
 
 def median(xs: Iterable[float]) -> float:
-    """The median (mean of the two middle values for an even count); NaN for no data."""
-    v = sorted(_clean(xs))
-    n = len(v)
-    if n == 0:
-        return math.nan
-    mid = n // 2
-    return v[mid] if n % 2 else (v[mid - 1] + v[mid]) / 2.0
+    """:func:`harness.results.median` (the one median over repetitions), ignoring NaN, and
+    NaN for no data (the convention of this module's other statistics)."""
+    m = results.median(_clean(xs))
+    return math.nan if m is None else float(m)
 
 
 def mad(xs: Iterable[float]) -> float:

@@ -15,6 +15,10 @@ forces the thread path for every SEND (benchmarks/send_vs_pgbench.py compares th
 
 Each SEND is timed with ``time.perf_counter``, reported through Locust's ``events.request``
 (so Locust's own stats and web UI see it) and kept exactly by :mod:`harness.load.recorder`.
+
+With a ``rate`` in the spec the loop is open: each user waits for its next slot of the
+initiator's schedule before it sends (:mod:`harness.load.pacing`), and the recorder keeps the
+latency from the intended time too.
 """
 
 from __future__ import annotations
@@ -22,12 +26,20 @@ from __future__ import annotations
 import os
 import time
 
+import gevent
 from locust import User, constant, events, task
+from locust.exception import StopUser
 
 from harness.load.offload import Offload
+from harness.load.pacing import Schedule
 from harness.load.recorder import Recorder
 from harness.load.spec import SwarmSpec
 from harness.targets.base import sender_factory
+
+#: consecutive failed SENDs: first back-off, its ceiling, and when a user gives up
+BACKOFF_FIRST_S = 0.01
+BACKOFF_MAX_S = 1.0
+GIVE_UP_AFTER_S = 10.0
 
 _state: dict = {}
 # SSBENCH_SEND_MODE=thread forces every SEND through the thread offload (for comparison)
@@ -83,7 +95,7 @@ def _on_test_stop(environment, **_kw) -> None:
         return
     spec = _spec(environment)
     if spec.out_dir:
-        rec.write(spec.out_dir)
+        rec.write(spec.out_dir, spec.swarm_id)
 
 
 class ServiceBrokerUser(User):
@@ -99,6 +111,8 @@ class ServiceBrokerUser(User):
         self._user, self._slot = self._recorder.add_user(spec.usable_dialogs(initiator))
         self._payload = spec.payload()
         self._sender = None
+        self._failing_since: float | None = None
+        self._backoff = BACKOFF_FIRST_S
         sender_spec = spec.sender_specs[str(initiator)]
         # imports happen here, in the greenlet; the pool thread only connects
         self._sender = self._offload.call(self, sender_factory(sender_spec), sender_spec)
@@ -108,9 +122,15 @@ class ServiceBrokerUser(User):
         green = getattr(self._sender, "send_green", None) if _GREEN else None
         self._send = green if green is not None else \
             (lambda d, p: self._offload.call(self, self._sender.send, d, p))
+        self._pacer = None
+        if spec.rate > 0:   # open loop: the worker's schedule starts with its first paced user
+            if self._recorder.schedule is None:
+                self._recorder.schedule = Schedule(spec.rate, spec.users_per_initiator or 1)
+            self._pacer = self._recorder.schedule.pacer(self._user)
 
     @task
     def send(self) -> None:
+        intended = self._pacer.wait(gevent.sleep) if self._pacer is not None else None
         start = time.perf_counter()
         exc = None
         try:
@@ -118,10 +138,23 @@ class ServiceBrokerUser(User):
         except Exception as e:  # the broker refused the SEND: reported, counted, not raised
             exc = e
         elapsed = time.perf_counter() - start
-        self._recorder.record(time.time(), elapsed, exc, self._user)
+        self._recorder.record(time.time(), elapsed, exc, self._user,
+                              None if intended is None else self._pacer.to_epoch(intended))
         self.environment.events.request.fire(
             request_type="SSB", name="SEND", response_time=elapsed * 1000.0,
             response_length=len(self._payload), exception=exc, context={"dialog_slot": self._slot})
+        if exc is None:
+            self._failing_since = None
+            return
+        # a failing server (crashed, restarting, refusing): back off instead of spinning, and
+        # give up after GIVE_UP_AFTER_S of nothing but errors
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since, self._backoff = now, BACKOFF_FIRST_S
+        elif now - self._failing_since > GIVE_UP_AFTER_S:
+            raise StopUser()
+        gevent.sleep(self._backoff)
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
 
     def on_stop(self) -> None:
         # wait for a SEND still running on its thread before closing the connection

@@ -7,6 +7,10 @@ buckets.
 
 Per user, the first and last completion time and the number of completions are kept too, so
 a user that never got going (or stopped) is counted and reported, not silently missing.
+
+In open loop (:mod:`harness.load.pacing`) each SEND also has an intended time; its latency from
+that time (corrected for coordinated omission) goes into a second exact histogram,
+``corrected``, bucketed by completion time like the first.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class Recorder:
         self.error_samples: list[str] = []
         self.users: dict[int, list] = {}   # user -> [first completion, last completion, count]
         self._next_user = itertools.count(0)
+        self.corrected: dict[int, Counter] = defaultdict(Counter)   # open loop only
+        self.schedule = None      # the worker's harness.load.pacing.Schedule (open loop)
 
     def add_user(self, usable: int) -> tuple[int, int]:
         """Register the next user on this worker: (user index, dialog slot). User k sends on
@@ -46,7 +52,7 @@ class Recorder:
         return user, user % max(1, usable) + 1
 
     def record(self, end_epoch: float, elapsed_s: float, exc: BaseException | None,
-               user: int | None = None) -> None:
+               user: int | None = None, intended_epoch: float | None = None) -> None:
         if user is not None:
             u = self.users[user]                # registered by add_user
             if u[0] is None:
@@ -56,19 +62,24 @@ class Recorder:
         b = int(end_epoch / self.bucket_seconds)
         if exc is None:
             self.buckets[b][max(0, round(elapsed_s * 1e6))] += 1
+            if intended_epoch is not None:
+                self.corrected[b][max(0, round((end_epoch - intended_epoch) * 1e6))] += 1
         else:
             self.errors[b] += 1
             if len(self.error_samples) < MAX_ERROR_SAMPLES:
                 self.error_samples.append(f"{type(exc).__name__}: {exc}"[:500])
 
-    def to_json(self) -> dict:
-        return {"initiator": self.initiator, "pid": os.getpid(), "bucket_seconds": self.bucket_seconds,
+    def to_json(self, swarm_id: str = "") -> dict:
+        return {"initiator": self.initiator, "pid": os.getpid(), "swarm_id": swarm_id,
+                "bucket_seconds": self.bucket_seconds,
                 "buckets": {str(b): {str(k): v for k, v in c.items()} for b, c in self.buckets.items()},
                 "errors": {str(b): n for b, n in self.errors.items()},
                 "error_samples": self.error_samples,
-                "users": {str(u): v for u, v in self.users.items()}}
+                "users": {str(u): v for u, v in self.users.items()},
+                **({"corrected": {str(b): {str(k): v for k, v in c.items()} for b, c in self.corrected.items()}}
+                   if self.corrected else {})}
 
-    def write(self, out_dir: str | os.PathLike) -> Path:
+    def write(self, out_dir: str | os.PathLike, swarm_id: str = "") -> Path:
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        return write_atomic(out / f"worker-i{self.initiator}-{os.getpid()}.json", json.dumps(self.to_json()))
+        return write_atomic(out / f"worker-i{self.initiator}-{os.getpid()}.json",
+                            json.dumps(self.to_json(swarm_id)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,14 @@ class SwarmSpec:
     warmup_seconds: float = 0.0           # master: stop after warm-up + measured window
     measure_seconds: float = 0.0          # 0 = run until stopped (web UI)
     out_dir: str = ""                     # where workers and the master write their data
+    #: this swarm's identity: a worker's recording is accepted only by the swarm that started
+    #: it (an orphaned worker of an earlier, killed run must not leak into a resumed one)
+    swarm_id: str = field(default_factory=lambda: secrets.token_hex(8))
+    #: open loop: offered SENDs per second per initiator, spread over its users
+    #: (harness.load.pacing); 0 = closed loop
+    rate: float = 0.0
+    #: users per initiator the schedule is split over (user u of n takes every n-th slot)
+    users_per_initiator: int = 0
 
     def usable_dialogs(self, initiator: int) -> int:
         return int(self.usable.get(str(initiator), 1))

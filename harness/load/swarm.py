@@ -23,6 +23,21 @@ from .spec import SwarmSpec
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 
 
+def die_with_parent() -> None:
+    """``preexec_fn``: the child gets SIGKILL when the process that started it dies (Linux
+    prctl PR_SET_PDEATHSIG), so a killed ``ssbench run`` leaves no swarm SENDing behind it.
+    A no-op where prctl does not exist."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -46,10 +61,8 @@ def worker_cmd(master_port: int, master_host: str = "127.0.0.1", locustfiles: st
 
 @dataclass
 class SwarmResult:
-    spawn_complete: float | None
-    stop_requested: float | None
-    worker_files: list[Path] = field(default_factory=list)
-    returncodes: dict[str, int | None] = field(default_factory=dict)
+    spawn_complete: float | None                 # epoch seconds: the last user started
+    worker_files: list[Path] = field(default_factory=list)   # this swarm's recordings only
     interrupted: bool = False
     stats_csv: Path | None = None
 
@@ -65,6 +78,8 @@ class Swarm:
         self.threads = threads
         self.spawn_rate = spawn_rate
         self.procs: dict[str, subprocess.Popen] = {}
+        self.worker_deaths: dict[str, tuple[float, int, int | None]] = {}
+        self.foreign_files: list[Path] = []
         self._logs: list = []
 
     def worker_pids(self) -> dict[str, int]:
@@ -91,16 +106,54 @@ class Swarm:
         log = open(self.out_dir / log_name, "wb")
         self._logs.append(log)
         return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
 
     def running(self) -> bool:
         return any(p.poll() is None for p in self.procs.values())
+
+    def check_workers(self) -> None:
+        """Note the time of any worker's exit while the master still runs (a worker killed
+        mid-window: its users stopped sending, so the window measured a smaller swarm)."""
+        master = self.procs.get("master")
+        if master is None or master.poll() is not None:
+            return
+        for name, p in self.procs.items():
+            if name.startswith("worker") and p.poll() is not None and name not in self.worker_deaths:
+                # a worker that quits cleanly once the master has stopped the swarm is the
+                # normal end; any other exit is a death
+                if p.returncode == 0 and self._stop_requested():
+                    continue
+                self.worker_deaths[name] = (time.time(), p.pid, p.returncode)
+
+    def _stop_requested(self) -> bool:
+        try:
+            return "stop_requested" in json.loads((self.out_dir / "master.json").read_text())
+        except (OSError, ValueError):
+            return False
+
+    def worker_failures(self) -> list[str]:
+        """One sentence per worker that died before its master, or exited with an error."""
+        out = []
+        for name, p in self.procs.items():
+            if not name.startswith("worker"):
+                continue
+            if name in self.worker_deaths:
+                at, pid, rc = self.worker_deaths[name]
+                how = f"signal {-rc}" if rc is not None and rc < 0 else f"exit code {rc}"
+                out.append(f"Locust {name} (pid {pid}) died at {time.strftime('%H:%M:%S', time.localtime(at))} "
+                           f"({how}) while the swarm was running")
+            elif p.returncode not in (0, None):
+                rc = p.returncode
+                how = f"signal {-rc}" if rc < 0 else f"exit code {rc}"
+                out.append(f"Locust {name} (pid {p.pid}) ended with {how}")
+        return out
 
     def wait(self, timeout: float) -> SwarmResult:
         deadline = time.monotonic() + timeout
         interrupted = False
         try:
             while self.running() and time.monotonic() < deadline:
+                self.check_workers()
                 time.sleep(0.2)
         except KeyboardInterrupt:
             interrupted = True
@@ -133,10 +186,23 @@ class Swarm:
             master = json.loads(mj.read_text())
         csv = self.out_dir / "locust_stats.csv"
         return SwarmResult(spawn_complete=master.get("spawn_complete"),
-                           stop_requested=master.get("stop_requested"),
-                           worker_files=sorted(self.out_dir.glob("worker-i*.json")),
-                           returncodes={n: p.returncode for n, p in self.procs.items()},
+                           worker_files=self._own_worker_files(),
                            interrupted=interrupted, stats_csv=csv if csv.exists() else None)
+
+    def _own_worker_files(self) -> list[Path]:
+        """Recordings written by this swarm's workers; any other is set aside, not merged."""
+        own = []
+        for f in sorted(self.out_dir.glob("worker-i*.json")):
+            try:
+                sid = json.loads(f.read_text()).get("swarm_id")
+            except (OSError, ValueError):
+                sid = None
+            if sid == self.spec.swarm_id:
+                own.append(f)
+            else:
+                self.foreign_files.append(f)
+                f.rename(f.with_name("foreign-" + f.name))
+        return own
 
     def log_tail(self, lines: int = 20) -> str:
         out = []

@@ -22,6 +22,8 @@ class WindowData:
     per_initiator_window: dict[int, int] = field(default_factory=dict)
     users_spawned: int = 0       # Locust users that registered (ran on_start)
     users_active: int = 0        # users that completed SENDs before and up to the window's end
+    #: open loop: measured-window SENDs' latency from their intended time (None: closed loop)
+    latency_corrected: Histogram | None = None
 
     @property
     def seconds(self) -> float:
@@ -58,6 +60,12 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
                 for us, c in counts.items():
                     wd.latency.add(int(us), c)
                 wd.per_initiator_window[init] = wd.per_initiator_window.get(init, 0) + n
+        for b, counts in data.get("corrected", {}).items():
+            if wd.latency_corrected is None:
+                wd.latency_corrected = Histogram()
+            if b0 <= int(b) < b1:
+                for us, c in counts.items():
+                    wd.latency_corrected.add(int(us), c)
         for b, n in data["errors"].items():
             wd.errors_total += n
             if b0 <= int(b) < b1:

@@ -32,7 +32,8 @@ PERMUTATION_SCHEMA = "ssbench.permutation/1"
 LATENCY_SCHEMA = "ssbench.latency/1"
 
 #: repetition statuses, in precedence order: the first that applies is the repetition's status
-STATUSES = ("lost", "queue_disabled", "errors", "users_idle", "client_bound", "ok")
+STATUSES = ("lost", "undelivered", "queue_disabled", "errors", "users_idle", "behind", "client_bound", "noisy_host",
+            "ok")
 #: run statuses (run.json)
 RUN_STATUSES = ("running", "complete", "interrupted", "failed")
 
@@ -231,6 +232,10 @@ class RepetitionSummary(Document):
     server_cpu_percent: float | None = None
     worker_cpu_percent: dict[str, float] = field(default_factory=dict)
     client_bound: bool = False
+    other_cpu_percent: float | None = None
+    steal_percent: float | None = None
+    noisy_host: bool = False
+    cpu_pinning: dict[str, list[int]] | None = field(default=None, metadata={"omit_none": True})
     users_expected: int = 0
     users_spawned: int = 0
     users_active: int = 0
@@ -239,6 +244,18 @@ class RepetitionSummary(Document):
     collector_errors: list[str] = field(default_factory=list)
     poison_messages: int = 0
     queue_disabled: bool = False
+    messages_undelivered: int = 0
+    broker_restarts: int = 0
+    #: open loop (a ``rate`` axis): offered and achieved SENDs per second (all initiators) and
+    #: the SEND latency from each SEND's intended time (corrected for coordinated omission)
+    offered_rate: float | None = field(default=None, metadata={"omit_none": True})
+    achieved_rate: float | None = field(default=None, metadata={"omit_none": True})
+    send_latency_corrected_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
+    #: backlog drain (``run.backlog_messages``): messages queued with activation off, the time
+    #: from activation on to an empty queue, and messages drained per second
+    backlog_messages: int | None = field(default=None, metadata={"omit_none": True})
+    drain_seconds: float | None = field(default=None, metadata={"omit_none": True})
+    drain_rate: float | None = field(default=None, metadata={"omit_none": True})
     status: str = "ok"
     web: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)

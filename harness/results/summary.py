@@ -25,18 +25,26 @@ def median(values: Iterable[float | None]) -> float | None:
 
 
 def repetition_status(*, lost: int, queue_disabled: bool, errors: int, users_active: int,
-                      users_expected: int, client_bound: bool) -> str:
-    """The first that applies: lost > queue_disabled > errors > users_idle > client_bound > ok."""
+                      users_expected: int, client_bound: bool, noisy_host: bool = False,
+                      undelivered: int = 0, behind: bool = False) -> str:
+    """The first that applies: lost > undelivered > queue_disabled > errors > users_idle >
+    behind > client_bound > noisy_host > ok."""
     if lost:
         return "lost"
+    if undelivered:
+        return "undelivered"
     if queue_disabled:
         return "queue_disabled"
     if errors:
         return "errors"
     if users_active < users_expected:
         return "users_idle"
+    if behind:
+        return "behind"
     if client_bound:
         return "client_bound"
+    if noisy_host:
+        return "noisy_host"
     return "ok"
 
 
@@ -78,6 +86,8 @@ class ClientRecord:
     error_samples: list[str] = field(default_factory=list)
     users_spawned: int = 0
     users_active: int = 0
+    #: open loop: SENDs completed in the window, latency from their intended time
+    send_latency_corrected: Histogram | None = None
 
 
 @dataclass
@@ -98,6 +108,15 @@ class RepetitionData:
     collected: dict[str, Any] = field(default_factory=dict)
     collector_errors: list[str] = field(default_factory=list)
     web: dict[str, Any] | None = None
+    #: open loop: offered SENDs per second over all initiators (None: closed loop), and the
+    #: shortfall of the achieved rate beyond which the repetition is ``behind``
+    offered_rate: float | None = None
+    rate_tolerance: float = 0.05
+
+
+def is_behind(offered_rate: float | None, achieved_rate: float, tolerance: float = 0.05) -> bool:
+    """Open loop: did the achieved rate fall short of the offered one by more than ``tolerance``?"""
+    return bool(offered_rate) and achieved_rate < offered_rate * (1.0 - tolerance)
 
 
 def latency_summary(h: Histogram) -> LatencySummary:
@@ -108,16 +127,28 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     c, a = d.client, d.accounting
     seconds = max(c.window_end - c.window_start, 1e-9)
     per_init = [InitiatorResult(initiator=i.initiator, sent=i.sent, received=i.received,
-                                lost=max(0, i.sent - i.received), xmitq_left=i.xmitq)
+                                lost=max(0, i.sent - i.received - i.xmitq), xmitq_left=i.xmitq)
                 for i in a.initiators]
-    # a poison message is received into the error table, not lost
-    lost = max(0, a.sent - a.received - a.poison_messages)
+    # a poison message is received into the error table, not lost; a message still queued when
+    # the drain timed out is undelivered (it is there, and will be delivered), not lost
+    lost = max(0, a.sent - a.received - a.poison_messages - a.in_flight)
+    undelivered = min(a.in_flight, max(0, a.sent - a.received - a.poison_messages))
     col = dict(d.collected)
     top_waits = [w if isinstance(w, TopWait) else TopWait(**w) for w in col.pop("top_waits", [])]
     client_bound = bool(col.pop("client_bound", False))
+    noisy_host = bool(col.pop("noisy_host", False))
+    send_rate = round(c.send_latency.count / seconds, 3)
+    if d.offered_rate:
+        col.update(offered_rate=round(d.offered_rate, 3), achieved_rate=send_rate)
+        if c.send_latency_corrected is not None:
+            col["send_latency_corrected_ms"] = latency_summary(c.send_latency_corrected)
+    # open loop: a user has slots in the window only if the schedule reaches it (at a low rate
+    # and many users, some users have none: idle by design, not stuck)
+    users_due = min(d.users_expected, int(d.offered_rate * seconds)) if d.offered_rate else d.users_expected
     status = repetition_status(lost=lost, queue_disabled=a.queue_disabled, errors=c.errors_total,
-                               users_active=c.users_active, users_expected=d.users_expected,
-                               client_bound=client_bound)
+                               users_active=c.users_active, users_expected=users_due,
+                               client_bound=client_bound, noisy_host=noisy_host, undelivered=undelivered,
+                               behind=is_behind(d.offered_rate, send_rate, d.rate_tolerance))
     return RepetitionSummary(
         run_id=d.run_id, permutation_id=d.permutation["id"], repetition=d.repetition,
         permutation=d.permutation, target=d.target,
@@ -127,14 +158,15 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         dialogs_created=d.dialogs_created, usable_dialogs=d.usable_dialogs,
         messages_sent=a.sent, messages_sent_client=c.sends_total, messages_received=a.received,
         messages_lost=lost, drained=a.in_flight == 0, per_initiator=per_init,
-        send_rate=round(c.send_latency.count / seconds, 3),
+        send_rate=send_rate,
         receive_rate=round(d.e2e_latency.count / seconds, 3),
         send_latency_ms=latency_summary(c.send_latency), e2e_latency_ms=latency_summary(d.e2e_latency),
-        top_waits=top_waits, client_bound=client_bound,
+        top_waits=top_waits, client_bound=client_bound, noisy_host=noisy_host,
         users_expected=d.users_expected, users_spawned=c.users_spawned, users_active=c.users_active,
         errors=c.errors_total, error_samples=list(c.error_samples[:10]),
         collector_errors=list(d.collector_errors[:10]),
-        poison_messages=a.poison_messages, queue_disabled=a.queue_disabled, status=status,
+        poison_messages=a.poison_messages, queue_disabled=a.queue_disabled,
+        messages_undelivered=undelivered, status=status,
         web=d.web, **col)
 
 

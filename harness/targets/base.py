@@ -19,11 +19,14 @@ Specs never contain a password: SQL Server passwords are read from environment v
 from __future__ import annotations
 
 import abc
+import contextlib
 import importlib
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 from ..matrix import BrokerSettings
+from ..results.summary import Accounting, InitiatorAccount
 
 
 @dataclass(frozen=True)
@@ -52,28 +55,31 @@ class PerfCounter:
     kind: str = "cumulative"
 
 
-@dataclass
-class InitiatorCounts:
-    initiator: int
-    sent: int        # messages whose SEND committed on this initiator (warm-up excluded)
-    received: int    # of those, messages processed by the target (in the drop table)
-    xmitq: int       # still in this initiator's transmission queue
+#: one initiator's exact counts (sent, received, still in its transmission queue): the results
+#: contract's own type, so the accounting the runner reports is the target's, field for field
+InitiatorCounts = InitiatorAccount
 
 
 @dataclass
 class Counts:
+    """Exact accounting after a drain poll, as the target counts it."""
+
     initiators: list[InitiatorCounts]
     target_queue: int            # messages waiting in the target's service queue
     errors: int = 0              # rows in the target's error table (poison messages)
     queue_disabled: bool = False  # five consecutive rollbacks disabled the queue
 
+    def accounting(self) -> Accounting:
+        return Accounting(initiators=list(self.initiators), poison_messages=self.errors,
+                          queue_disabled=self.queue_disabled, in_flight=self.in_flight)
+
     @property
     def sent(self) -> int:
-        return sum(c.sent for c in self.initiators)
+        return self.accounting().sent
 
     @property
     def received(self) -> int:
-        return sum(c.received for c in self.initiators)
+        return self.accounting().received
 
     @property
     def in_flight(self) -> int:
@@ -219,22 +225,49 @@ class Target(abc.ABC):
         (empty for remote servers)."""
         return []
 
+    def set_activation(self, enabled: bool) -> None:
+        """ALTER QUEUE ... WITH ACTIVATION (STATUS = ON | OFF) on the target queue (the backlog
+        drain, docs/matrices.md). Off: no new activation task starts, and this returns once the
+        running ones have finished (their WAITFOR timed out), so nothing is received until it is
+        turned on again; messages accumulate in the queue. On: the queue monitor starts tasks
+        again, up to MAX_QUEUE_READERS. ``prepare`` turns activation on."""
+        raise NotImplementedError(f"the {self.kind} target cannot turn activation off and on")
+
+    def broker_restarts(self) -> int:
+        """Times the target's own broker side died and was restarted since :meth:`prepare`
+        (0 where the server runs its broker itself, as SQL Server does)."""
+        return 0
+
+    def run_lock(self, owner: str) -> contextlib.AbstractContextManager:
+        """Held for a run's (or a web session's) lifetime so two runs cannot reset the same
+        databases under each other; a second holder gets :class:`~harness.errors.UserError`
+        naming the first. ``owner`` says who holds it (e.g. the run directory). The default
+        locks nothing: a target whose state other runs cannot touch needs no lock."""
+        return contextlib.nullcontext()
+
     def close(self) -> None:
         """Release connections. Idempotent."""
 
 
+#: Built-in sender kinds -> their module. A spec may instead name its module itself
+#: (``spec["module"]``, a dotted path importable in the Locust workers): the plugin hook tests
+#: and experiments use for senders that are not targets (e.g. a server-side sleep).
 SENDER_MODULES = {"embedded": "harness.targets.embedded.sender",
-                  "mssql": "harness.targets.mssql.sender",
-                  "sleep": "harness.load.sleep_sender"}
+                  "mssql": "harness.targets.mssql.sender"}
 
 
 def sender_factory(spec: dict[str, Any]) -> Callable[[dict[str, Any]], Sender]:
-    """Import the sender module of ``spec["kind"]`` and its driver; return its ``open_sender``.
+    """Import the sender module of ``spec`` (``spec["module"]``, else the built-in one of
+    ``spec["kind"]``) and its driver; return its ``open_sender``.
 
     Does every import up front, so the returned function can run on pool threads: a Locust
     worker calls this in its main greenlet and opens connections on threads, where concurrent
     imports under gevent's patched locks can deadlock."""
-    module = importlib.import_module(SENDER_MODULES[spec["kind"]])
+    name = spec.get("module") or SENDER_MODULES.get(spec.get("kind"))
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
+        raise ValueError(f"sender spec of kind {spec.get('kind')!r}: no module to load "
+                         f"(built-in kinds: {', '.join(SENDER_MODULES)}; or set \"module\")")
+    module = importlib.import_module(name)
     prepare = getattr(module, "prepare", None)
     if prepare is not None:
         prepare()

@@ -11,6 +11,12 @@ Processes (all started here, all stopped on Ctrl-C):
 * one Locust worker per initiator (``SSBENCH_INITIATOR=i``), unless ``--local-workers`` says
   fewer (the others then run on other hosts: ``ssbench web --worker``, docs/web.md).
 
+Security: the master admits only workers that prove the run's token (``SSBENCH_WORKER_TOKEN``:
+taken from the environment or made here, given to local workers through their environment and
+printed once for remote ones; :mod:`harness.load.auth`). A web UI on any interface but loopback
+(or with ``--require-login``) asks for a login (:mod:`harness.web.auth`): the master gets the
+user name and a password hash, never the password; TLS with ``--tls-cert``/``--tls-key``.
+
 Ctrl-C: a session in progress is stopped through the web UI's own Stop (so it is saved like
 any other), then the master quits (taking its workers with it), stragglers are killed, and the
 target's broker side is stopped. The embedded PostgreSQL server is left running: it is shared
@@ -33,10 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TargetError, UserError
+from ..load.auth import TOKEN_ENV, new_token, token_from_env, token_problem
 from ..load.spec import SwarmSpec
-from ..load.swarm import LOCUSTFILE, free_port, worker_cmd
+from ..load.swarm import LOCUSTFILE, die_with_parent, free_port, worker_cmd
 from ..matrix import BrokerSettings
 from ..targets.base import Target
+from .auth import FILE_ENV, MASTER_ENV, PASSWORD_ENV, USER_ENV, Credentials, is_loopback
 from .control import ControlServer
 
 #: the web UI's Locust processes load ssbench's locustfile and the web plugin
@@ -64,6 +72,14 @@ class WebOptions:
     max_queue_readers: int | None = None
     results: Path | None = None
     ready_timeout: float = 120.0
+    credentials: Credentials | None = None   # the web UI asks for a login when set
+    session_minutes: float = 480.0           # a login lasts this long
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -112,6 +128,10 @@ class WebApp:
         self.sessions: WebSessions | None = None
         self.web_port = 0
         self.master_port = 0
+        token = token_from_env()
+        if token is not None and token_problem(token):
+            raise UserError(token_problem(token), field=TOKEN_ENV)
+        self.token = token or new_token()   # the run token: workers must prove they hold it
 
     # ------------------------------------------------------------------ pieces
     def _profile(self) -> str:
@@ -127,6 +147,7 @@ class WebApp:
         log = open(self.state_dir / f"{name}.log", "wb")
         self._logs.append(log)
         p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             preexec_fn=die_with_parent,
                              start_new_session=True)
         self.procs[name] = p
         return p
@@ -134,8 +155,11 @@ class WebApp:
     def _base_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["PYTHONUNBUFFERED"] = "1"
-        for k in ("SSBENCH_SPEC", "SSBENCH_INITIATOR", "SSBENCH_WEB_CONTROL"):
+        # no Locust process sees the web UI's password (the master gets a hash) or stale settings
+        for k in ("SSBENCH_SPEC", "SSBENCH_INITIATOR", "SSBENCH_WEB_CONTROL", PASSWORD_ENV, USER_ENV, FILE_ENV,
+                  MASTER_ENV, TOKEN_ENV, "SSBENCH_WEB_SESSION_MINUTES"):
             env.pop(k, None)
+        env[TOKEN_ENV] = self.token
         return env
 
     def worker_pids(self) -> dict[str, int]:
@@ -151,6 +175,12 @@ class WebApp:
                "--host", f"ssbench:{self.target.kind}", "--users", str(o.users), "--spawn-rate", str(o.spawn_rate),
                "--ssbench-initiators", str(o.initiators), "--ssbench-payload-bytes", str(o.payload_bytes),
                "--ssbench-dialogs", o.dialogs, "--loglevel", "INFO"]
+        if o.credentials is not None:
+            env[MASTER_ENV] = o.credentials.encoded()
+            env["SSBENCH_WEB_SESSION_MINUTES"] = f"{o.session_minutes:g}"
+            cmd.append("--web-login")
+        if o.tls_cert:
+            cmd += ["--tls-cert", o.tls_cert, "--tls-key", o.tls_key]
         self._popen("master", cmd, env)
 
     def start_worker(self, initiator: int) -> None:
@@ -159,12 +189,35 @@ class WebApp:
         env["SSBENCH_SPEC"] = str(placeholder_spec(self.state_dir, initiator))
         self._popen(f"worker.i{initiator}", worker_cmd(self.master_port, locustfiles=LOCUSTFILES), env)
 
+    def _local_url(self, path: str) -> str:
+        """The master's web UI as reached from this host."""
+        h = self.opts.web_host
+        host = "127.0.0.1" if h in ("", "*", "0.0.0.0") else "[::1]" if h == "::" else \
+            f"[{h}]" if ":" in h else h
+        return f"{self.opts.scheme}://{host}:{self.web_port}{path}"
+
+    def _internal(self, path: str, data: bytes | None = None, timeout: float = 2):
+        """A request of ssbench web itself to its master's UI: it passes the login with the
+        private control token (honoured from loopback only)."""
+        import ssl
+
+        from .auth import INTERNAL_HEADER
+
+        req = urllib.request.Request(self._local_url(path), data=data, method="POST" if data is not None else "GET",
+                                     headers={INTERNAL_HEADER: self.control.token})
+        ctx = ssl._create_unverified_context() if self.opts.tls_cert else None   # our own certificate
+        return urllib.request.urlopen(req, timeout=timeout, context=ctx)
+
     def _status(self) -> dict | None:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.web_port}/ssbench/status", timeout=2) as r:
+            with self._internal("/ssbench/status") as r:
                 return json.loads(r.read())
         except Exception:
             return None
+
+    def _notice(self, body: dict) -> dict:
+        print(f"ssbench web: {body.get('text', '')}", file=sys.stderr, flush=True)
+        return {"ok": True}
 
     def log_tail(self, lines: int = 30) -> str:
         out = []
@@ -194,6 +247,7 @@ class WebApp:
             "POST /session/start": s.start,
             "POST /session/stop": s.stop,
             "GET /metrics": lambda _b: metrics.snapshot(),
+            "POST /notice": self._notice,
         }).start()
         self.start_master()
         for i in range(1, local + 1):
@@ -209,13 +263,21 @@ class WebApp:
                 raise TargetError(f"the Locust web UI and {local} worker(s) were not ready within "
                                   f"{o.ready_timeout:g}s:\n" + self.log_tail())
             time.sleep(0.3)
-        host = "127.0.0.1" if o.web_host in ("", "*", "0.0.0.0") else o.web_host
+        url = self._local_url("/")
         remote = o.initiators - local
-        print(f"ssbench web: Locust web UI at http://{host}:{self.web_port}/  (live broker metrics: "
-              f"'Broker metrics' tab, or http://{host}:{self.web_port}/ssbench/)", flush=True)
+        print(f"ssbench web: Locust web UI at {url}  (live broker metrics: "
+              f"'Broker metrics' tab, or {url}ssbench/)", flush=True)
+        if o.credentials is not None:
+            print(f"ssbench web: login required (user {o.credentials.user!r}; a login lasts "
+                  f"{o.session_minutes:g} min)", flush=True)
         print(f"ssbench web: master port {self.master_port}; {local} local worker(s)"
-              + (f", waiting for {remote} worker(s) from other hosts (ssbench web --worker)" if remote else "")
+              + (f", waiting for {remote} worker(s) from other hosts" if remote else "")
               + f"; sessions are saved under {self.results}/", flush=True)
+        if remote or not is_loopback(o.master_bind_host):
+            mhost = socket.gethostname() if o.master_bind_host in ("", "*", "0.0.0.0", "::") else o.master_bind_host
+            # printed once, here: the only place the token is shown
+            print(f"ssbench web: start remote workers with: {TOKEN_ENV}={self.token} ssbench web --worker "
+                  f"--master-host {mhost} --master-port {self.master_port} --initiator N", flush=True)
         print("ssbench web: ready. Ctrl-C stops everything.", flush=True)
         while self.procs["master"].poll() is None:
             time.sleep(0.5)
@@ -230,8 +292,8 @@ class WebApp:
         if self.sessions is not None and self.sessions.current is not None and master and master.poll() is None:
             print("ssbench web: stopping the swarm and saving the session...", file=sys.stderr, flush=True)
             try:
-                req = urllib.request.Request(f"http://127.0.0.1:{self.web_port}/stop", data=b"", method="POST")
-                urllib.request.urlopen(req, timeout=180).read()
+                with self._internal("/stop", data=b"", timeout=180) as r:
+                    r.read()
             except Exception as e:
                 print(f"ssbench web: stopping the swarm: {e}", file=sys.stderr)
         if master and master.poll() is None:
@@ -297,6 +359,9 @@ def serve(target: Target, opts: WebOptions) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
     app = WebApp(target, opts)
     code = 0
+    # one run or web session at a time per target, for the web UI's whole lifetime
+    lock = target.run_lock(f"ssbench web (pid {os.getpid()})")
+    lock.__enter__()
     try:
         try:
             code = app.run()
@@ -312,6 +377,7 @@ def serve(target: Target, opts: WebOptions) -> int:
             app.kill_all()
             app.close()
         finally:
+            lock.__exit__(None, None, None)
             signal.signal(signal.SIGINT, signal.default_int_handler)
     saved = app.sessions.saved if app.sessions else []
     for p in saved:
@@ -327,15 +393,21 @@ def serve(target: Target, opts: WebOptions) -> int:
 def run_worker(master_host: str, master_port: int, initiator: int) -> int:
     """``ssbench web --worker``: one Locust worker for ``initiator`` on this host, for a master
     started by ``ssbench web`` on another host. Runs until the master quits or Ctrl-C."""
+    problem = token_problem(token_from_env())
+    if problem:
+        raise UserError(f"{problem}: set it to the token 'ssbench web' printed on the master host "
+                        f"(export {TOKEN_ENV}=...; never on the command line)", field=TOKEN_ENV)
     state = Path(tempfile.mkdtemp(prefix="ssbench-web-worker-"))
     env = dict(os.environ)
+    for k in (PASSWORD_ENV, FILE_ENV, MASTER_ENV):   # the web UI's secrets are none of a worker's business
+        env.pop(k, None)
     env.update(PYTHONUNBUFFERED="1", SSBENCH_INITIATOR=str(initiator),
                SSBENCH_SPEC=str(placeholder_spec(state, initiator)))
     env.pop("SSBENCH_WEB_CONTROL", None)
     cmd = worker_cmd(master_port, master_host, locustfiles=LOCUSTFILES)
     cmd[cmd.index("--loglevel") + 1] = "INFO"
     print(f"ssbench web: worker for initiator {initiator} -> master {master_host}:{master_port}", file=sys.stderr)
-    p = subprocess.Popen(cmd, env=env, start_new_session=True)
+    p = subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=die_with_parent)
     try:
         return p.wait()
     except KeyboardInterrupt:

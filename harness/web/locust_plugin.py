@@ -19,11 +19,15 @@ module:
 * receives each worker's exact SEND recording at the end of the swarm (a Locust message, so it
   works across hosts) and writes it into the session's directory, then asks ``ssbench web`` to
   save the session as a run (same layout as ``ssbench run``);
+* guards the master/worker channel (:mod:`harness.load.auth`: only workers that prove the
+  run's token ``SSBENCH_WORKER_TOKEN`` get users; refusals are reported to ``ssbench web``)
+  and, with ``--web-login``, the web UI (:mod:`harness.web.auth`);
 * adds a "Broker metrics" tab (Locust's extended tabs: the table rows ride on the
   ``/stats/requests`` poll the UI makes every 2 s), a ``/ssbench/metrics`` JSON endpoint and a
   standalone page at ``/ssbench/``.
 
-In a worker it only acts when the master pushed an ssbench web spec (see above).
+In a worker it proves the run's token to the master (and takes no spawn message from a master
+that cannot prove it), and otherwise only acts when the master pushed an ssbench web spec.
 """
 
 from __future__ import annotations
@@ -95,7 +99,11 @@ def install(environment) -> None:
 # --------------------------------------------------------------------------- worker side
 
 def _install_worker(environment) -> None:
-    """Pick up the spec pushed inline by an ``ssbench web`` master; send the recording back."""
+    """Prove the run token; pick up the spec pushed inline by an ``ssbench web`` master; send
+    the recording back."""
+    from harness.load.auth import WorkerAuth, token_from_env
+
+    _worker["auth"] = WorkerAuth(environment.runner, token_from_env()).install()
     events = environment.events
     _worker["initial_spec"] = os.environ.get("SSBENCH_SPEC", "")
 
@@ -154,10 +162,37 @@ def _install_master(environment) -> None:
 
     from harness.web.control import ControlClient
 
+    from harness.load.auth import MasterGuard, new_token, token_from_env
+
     control = ControlClient(os.environ[CONTROL_ENV])
     state: dict = {"workers": {}, "session": None, "metrics": None, "spawned": None,
                    "stopping": None, "dispatched": {}}
     environment.ssbench_web = state  # for tests and debugging
+
+    def notice(text: str) -> None:
+        """A line for ssbench web's terminal (refused workers, failed logins)."""
+        try:
+            control.post("/notice", {"text": text}, timeout=5)
+        except Exception as e:  # pragma: no cover - ssbench web is gone
+            log.warning("ssbench: reporting %r: %s", text, e)
+
+    # ------------------------------------------------------------ who may connect
+    token = token_from_env()
+    if token is None:
+        log.error("ssbench: $SSBENCH_WORKER_TOKEN is not set in the master: every worker will be refused")
+        token = new_token()
+    guard = MasterGuard(environment.runner, token,
+                        on_refused=lambda worker, reason: notice(f"refused worker {worker}: {reason}")).install()
+    state["refused"] = guard.refused
+    if environment.web_ui is not None and getattr(environment.parsed_options, "web_login", False):
+        from harness.web.auth import MASTER_ENV, Credentials, install_login
+
+        if not os.environ.get(MASTER_ENV):
+            raise RuntimeError(f"--web-login without ${MASTER_ENV}: start the web UI with ssbench web")
+        install_login(environment, Credentials.decode(os.environ[MASTER_ENV]),
+                      float(os.environ.get("SSBENCH_WEB_SESSION_MINUTES") or 480),
+                      internal_token=control.url.rsplit("/", 1)[-1],
+                      tls=bool(getattr(environment.parsed_options, "tls_cert", None)), on_notice=notice)
 
     # ------------------------------------------------------------ which worker is which initiator
     @environment.events.worker_report.add_listener
@@ -347,7 +382,7 @@ def _install_master(environment) -> None:
 
     @app.after_request
     def _extend_stats(response):
-        if request.path.rstrip("/").endswith("/stats/requests") and response.is_json:
+        if request.path.rstrip("/").endswith("/stats/requests") and response.is_json and response.status_code == 200:
             from harness.web.metrics import table_rows
 
             data = response.get_json()
@@ -362,6 +397,7 @@ def _install_master(environment) -> None:
     @app.route("/ssbench/status")
     def _status():
         return jsonify({"workers": state["workers"], "initiators_in_use": initiators_in_use(),
+                        "refused": [{"worker": r["worker"], "reason": r["reason"]} for r in guard.refused],
                         "session": (state.get("session") or {}).get("run_id"),
                         "state": environment.runner.state})
 

@@ -29,18 +29,29 @@ class LiveMetrics:
         self.history: deque = deque(maxlen=HISTORY)
         self._waits: deque = deque(maxlen=WAIT_TICKS)
         self.ticks = 0
+        self.last_sample_ts: float | None = None   # the last sample of the session that ended
 
     def set_state(self, state: str, **session) -> None:
+        """``idle`` ends a session: its samples are cleared (they describe a load that has
+        stopped) and only the time of the last one is kept (``last_sample_ts``)."""
         with self._lock:
+            if state == "idle" and self.state != "idle":
+                if self.last.get("ts"):
+                    self.last_sample_ts = self.last["ts"]
+                self._clear()
             self.state = state
             if session:
                 self.session = session
 
+    def _clear(self) -> None:
+        self.last = {}
+        self.history.clear()
+        self._waits.clear()
+
     def reset(self) -> None:
         with self._lock:
-            self.last = {}
-            self.history.clear()
-            self._waits.clear()
+            self._clear()
+            self.last_sample_ts = None
 
     def on_tick(self, samples) -> None:
         """Sampler callback (one tick's samples)."""
@@ -86,6 +97,8 @@ class LiveMetrics:
         with self._lock:
             out = {"state": self.state, "target": self.target_label, "session": dict(self.session),
                    "now": time.time(), **self.last}
+            if not self.last and self.last_sample_ts:
+                out["last_sample_ts"] = self.last_sample_ts
             if history:
                 out["history"] = list(self.history)
             return out
@@ -93,6 +106,34 @@ class LiveMetrics:
 
 def _num(v, fmt: str = "{:,.0f}") -> str:
     return "-" if v is None else fmt.format(v)
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s ago"
+    if seconds < 7200:
+        return f"{seconds // 60} min ago"
+    return f"{seconds // 3600} h ago"
+
+
+STALE_SECONDS = 5  # a live sample older than this says its age
+
+
+def sampled_at(m: dict) -> str:
+    """When the values shown were sampled: the time, its age when stale, and after a session
+    ended that there are no live values, with the time of the session's last sample."""
+    now = m.get("now") or time.time()
+    if m.get("ts"):
+        text = time.strftime("%H:%M:%S", time.gmtime(m["ts"]))
+        if now - m["ts"] > STALE_SECONDS:
+            text += f" ({_age(now - m['ts'])})"
+        return text
+    if m.get("last_sample_ts"):
+        t = m["last_sample_ts"]
+        return (f"- (no session running; last sample {time.strftime('%H:%M:%S', time.gmtime(t))}, "
+                f"{_age(now - t)})")
+    return "-"
 
 
 def table_rows(m: dict) -> list[dict]:
@@ -117,7 +158,7 @@ def table_rows(m: dict) -> list[dict]:
     for i, w in enumerate(waits, 1):
         rows.append((f"Top wait {i}: {w['wait_type']}", f"{w['wait_ms_per_s']:,.1f} ms/s"))
     rows += [("Server CPU (% of one core)", _num(m.get("server_cpu_percent"), "{:,.0f}")),
-             ("Sampled at (UTC)", time.strftime("%H:%M:%S", time.gmtime(m["ts"])) if m.get("ts") else "-")]
+             ("Sampled at (UTC)", sampled_at(m))]
     if m.get("error"):
         rows.append(("Error", m["error"]))
     return [{"metric": k, "value": str(v)} for k, v in rows]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,14 +14,15 @@ import pytest
 from harness.cli import main
 from harness.errors import UserError
 from harness.gate import GateSettings, compare_runs, compare_samples, load_run, write_report
-from harness.gate.compare import FAIL, IMPROVED, NO_DATA, PASS, REGRESSION, WARNING
+from harness.gate.method import FAIL, IMPROVED, INCONCLUSIVE, NO_DATA, PASS, REGRESSION, WARNING
+from harness.gate.simulate import BASE, simulate
+from harness.results import RepetitionSummary
 
 PERM = "i1-t4-per_thread-p100-durable"
 PERM2 = "i1-t4-shared-p100-durable"
 HOST = {"hostname": "ci-1", "platform": "Linux-6.1-x86_64", "cpu_model": "Xeon", "cpu_count": 2,
         "memory_bytes": 8 * 2 ** 30}
 SOFTWARE = {"python": "3.11.7", "locust": "2.47.0", "psycopg": "3.3.9"}
-BASE = {"receive_rate": 3000.0, "send_rate": 3000.0, "send_p50_ms": 2.0, "send_p99_ms": 8.0, "e2e_p99_ms": 30.0}
 
 
 # --------------------------------------------------------------------------- synthetic runs
@@ -29,23 +31,32 @@ def make_summary(perm: str, rep: int, receive_rate: float = 3000.0, send_rate: f
                  send_p50: float | None = 2.0, send_p99: float | None = 8.0, e2e_p99: float | None = 30.0,
                  lost: int = 0, errors: int = 0, queue_disabled: bool = False, client_bound: bool = False,
                  measure_seconds: float = 3.0, status: str | None = None) -> dict:
-    """A rep-NN/summary.json in the documented schema (docs/results.md)."""
+    """A complete rep-NN/summary.json in the documented schema (docs/results.md), checked
+    against the results model (:class:`harness.results.RepetitionSummary`)."""
     send_rate = receive_rate if send_rate is None else send_rate
-    return {
+    sent, received = int(send_rate * measure_seconds), int(receive_rate * measure_seconds)
+    doc = {
         "schema": "ssbench.summary/1", "run_id": "synthetic", "permutation_id": perm, "repetition": rep,
         "permutation": {"id": perm, "index": 1, "initiators": 1, "threads": 4, "total_threads": 4,
                         "dialogs": "per_thread", "payload_bytes": 100, "server": "durable"},
-        "target": {"kind": "embedded", "profile": "durable"},
-        "window": {"warmup_seconds": 1, "measure_seconds": measure_seconds},
-        "messages_sent": int(send_rate * measure_seconds), "messages_received": int(receive_rate * measure_seconds),
+        "target": {"kind": "embedded", "label": "PostgreSQL emulation", "profile": "durable"},
+        "window": {"warmup_seconds": 1, "measure_seconds": measure_seconds, "measure_start": 1000.0,
+                   "measure_end": 1000.0 + measure_seconds, "spawn_complete": 999.0},
+        "dialogs_created": 4, "usable_dialogs": 4,
+        "messages_sent": sent, "messages_sent_client": sent, "messages_received": received,
         "messages_lost": lost, "drained": lost == 0,
+        "per_initiator": [{"initiator": 1, "sent": sent, "received": received, "lost": lost, "xmitq_left": 0}],
         "send_rate": send_rate, "receive_rate": receive_rate,
         "send_latency_ms": {"count": 100, "p50": send_p50, "p95": None, "p99": send_p99},
         "e2e_latency_ms": {"count": 100, "p50": None, "p95": None, "p99": e2e_p99},
-        "client_bound": client_bound, "errors": errors, "error_samples": [],
+        "client_bound": client_bound, "users_expected": 4, "users_spawned": 4,
+        "users_active": 3 if status == "users_idle" else 4, "errors": errors, "error_samples": [],
         "poison_messages": 0, "queue_disabled": queue_disabled,
-        "status": status or ("lost" if lost else "errors" if errors else "ok"),
+        "status": status or ("lost" if lost else "queue_disabled" if queue_disabled else
+                             "errors" if errors else "client_bound" if client_bound else "ok"),
     }
+    RepetitionSummary.from_json(doc)        # the fixture itself follows the contract
+    return doc
 
 
 def write_run(path: Path, perms: dict[str, list[dict]], *, host: dict | None = None,
@@ -139,17 +150,78 @@ def test_latency_effect_is_inverted(tmp_path):
     assert rep.exit_code == 0
 
 
-def test_fewer_than_min_reps_judges_effect_only(tmp_path):
+def test_fewer_than_min_reps_is_inconclusive_not_a_regression(tmp_path):
+    """A clean 10 % drop with 3 repetitions a side: the test is not run (fewer than 4), so
+    there is no statistical evidence: inconclusive, exit 0, said in the table."""
     base = write_run(tmp_path / "b", {PERM: reps_of([3000, 3010, 2990])})
     cand = write_run(tmp_path / "c", {PERM: reps_of([2700, 2710, 2690])})
     rep = compare_runs(load_run(base), load_run(cand))
     row = next(r for r in rep.rows if r.metric == "receive_rate")
     assert row.p is None and row.significance_judged is False and row.significant is None
-    assert row.verdict == REGRESSION and "effect-only" in row.reason
+    assert row.effect_beyond and row.verdict == INCONCLUSIVE
+    assert "fewer than 4 a side" in row.reason and "10.0% worse" in row.reason
+    assert row.min_p == pytest.approx(1 / 20)
+    assert rep.verdict == INCONCLUSIVE and rep.exit_code == 0
     table = rep.format_table()
-    assert "REGRESSION (effect-only)" in table and "significance not judged" in table
-    small = write_run(tmp_path / "c2", {PERM: reps_of([2950, 2960, 2940])})
-    assert compare_runs(load_run(base), load_run(small)).exit_code == 0
+    assert "inconclusive (worse, unproven)" in table
+    assert "warning: inconclusive: 5 of 5 permutation x metric row(s) could not be judged" in table
+    assert "gate: INCONCLUSIVE" in table and "-> exit 0" in table
+
+
+def test_one_repetition_never_fails_on_effect_alone(tmp_path, capsys):
+    """bench.yaml's shape: one repetition a side and a 30 % drop: inconclusive, exit 0 with a
+    warning on stderr, stated in gate.json."""
+    base = write_run(tmp_path / "b", {PERM: reps_of([3000]), PERM2: reps_of([3000])})
+    cand = write_run(tmp_path / "c", {PERM: reps_of([2100]), PERM2: reps_of([3050])})
+    assert run_gate("--baseline", str(base), "--candidate", str(cand)) == 0
+    cap = capsys.readouterr()
+    assert "gate: INCONCLUSIVE" in cap.out
+    assert "ssbench: warning: inconclusive: 10 of 10 row(s) could not be judged (1/1 repetitions" in cap.err
+    assert "2 look worse without statistical evidence" in cap.err
+    assert "warning: inconclusive: 10 of 10 permutation x metric row(s)" in cap.out
+    assert "1/1 repetitions, fewer than 4 a side" in cap.out
+    assert f"{PERM} receive_rate r=0.700" in cap.out           # the visible effect is named
+    doc = json.loads((cand / "gate.json").read_text())
+    assert doc["verdict"] == "inconclusive" and doc["exit_code"] == 0
+    assert doc["permutations"] == {PERM: "inconclusive", PERM2: "inconclusive"}
+    assert doc["inconclusive"] == {"rows": 10, "worse_beyond_threshold": 2}   # both rates of PERM
+    assert doc["tests"] == 0 and doc["warnings"] and "inconclusive" in doc["settings"]
+    row = next(r for r in doc["rows"] if r["permutation"] == PERM and r["metric"] == "receive_rate")
+    assert row["verdict"] == "inconclusive" and row["min_p"] == 0.5 and row["p"] is None
+    # --strict wants a decision: an inconclusive gate exits 1 there
+    assert run_gate("--baseline", str(base), "--candidate", str(cand), "--no-report", "--strict") == 1
+
+
+def test_integrity_failure_fails_even_with_one_repetition(tmp_path, capsys):
+    base = write_run(tmp_path / "b", {PERM: reps_of([3000])})
+    lost = write_run(tmp_path / "lost", {PERM: reps_of([3100], lost=2)})
+    disabled = write_run(tmp_path / "dis", {PERM: reps_of([3000], queue_disabled=True)})
+    errors = write_run(tmp_path / "err", {PERM: reps_of([3000], errors=5)})
+    for cand, why in ((lost, "lost 2 message"), (disabled, "queue disabled"), (errors, "errors rose")):
+        rep = compare_runs(load_run(base), load_run(cand))
+        assert rep.verdict == FAIL and rep.exit_code == 1, why
+        assert why in rep.integrity[0].reasons[0]
+        assert {r.verdict for r in rep.rows} == {INCONCLUSIVE}
+    assert run_gate("--baseline", str(base), "--candidate", str(lost), "--no-report") == 1
+    assert "gate: FAIL" in capsys.readouterr().out
+
+
+def test_too_few_reps_for_alpha_is_inconclusive(tmp_path):
+    """--min-reps 2 with 2 repetitions a side: the exact test's smallest p is 1/6 > 0.05, it
+    can never be significant: inconclusive (the rule is the smallest possible p, not only
+    the count)."""
+    base = write_run(tmp_path / "b", {PERM: reps_of([3000, 3010])})
+    cand = write_run(tmp_path / "c", {PERM: reps_of([2000, 2010])})
+    rep = compare_runs(load_run(base), load_run(cand), GateSettings(min_reps=2))
+    row = next(r for r in rep.rows if r.metric == "receive_rate")
+    assert row.verdict == INCONCLUSIVE and "can never be significant" in row.reason
+    assert rep.exit_code == 0
+    # 3 a side reaches 1/20 = alpha: judged (and BH over 5 tests keeps q above alpha: a warning)
+    base3 = write_run(tmp_path / "b3", {PERM: reps_of([3000, 3010, 2990])})
+    cand3 = write_run(tmp_path / "c3", {PERM: reps_of([2000, 2010, 1990])})
+    row3 = next(r for r in compare_runs(load_run(base3), load_run(cand3), GateSettings(min_reps=3)).rows
+                if r.metric == "receive_rate")
+    assert row3.significance_judged and row3.p == pytest.approx(1 / 20) and row3.verdict == WARNING
 
 
 def test_bh_across_permutations_and_metrics(tmp_path):
@@ -286,7 +358,8 @@ def test_cli_strict_and_metric_subset(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["missing_dir", "no_run_json", "bad_run_json", "bad_summary", "missing_field",
-                                  "not_number", "no_common", "no_reps", "usage", "bad_metric", "bad_k"])
+                                  "not_number", "infinite", "schema_version", "run_schema_version",
+                                  "no_common", "no_reps", "usage", "bad_metric", "bad_k"])
 def test_cli_input_errors_exit_2_and_name_the_file(tmp_path, capsys, case):
     base = write_run(tmp_path / "b", {PERM: reps_of([3000] * 4)})
     cand = write_run(tmp_path / "c", {PERM: reps_of([3000] * 4)})
@@ -313,7 +386,21 @@ def test_cli_input_errors_exit_2_and_name_the_file(tmp_path, capsys, case):
         doc = make_summary(PERM, 1)
         doc["send_rate"] = "fast"
         (base / PERM / "rep-01" / "summary.json").write_text(json.dumps(doc))
-        expect = "send_rate: must be a finite number"
+        expect = "rep-01/summary.json: send_rate: expected a number, got 'fast'"
+    elif case == "infinite":
+        doc = make_summary(PERM, 2)
+        doc["send_latency_ms"]["p99"] = float("inf")
+        (base / PERM / "rep-02" / "summary.json").write_text(json.dumps(doc))       # Infinity
+        expect = "rep-02/summary.json: send_latency_ms.p99: must be a finite number"
+    elif case == "schema_version":
+        doc = make_summary(PERM, 4) | {"schema": "ssbench.summary/2"}
+        (cand / PERM / "rep-04" / "summary.json").write_text(json.dumps(doc))
+        expect = ("rep-04/summary.json: schema: unsupported schema version 'ssbench.summary/2' "
+                  "(this ssbench reads ssbench.summary/1)")
+    elif case == "run_schema_version":
+        run = json.loads((base / "run.json").read_text()) | {"schema": "ssbench.run/3"}
+        (base / "run.json").write_text(json.dumps(run))
+        expect = "run.json: schema: unsupported schema version 'ssbench.run/3'"
     elif case == "no_common":
         cand = write_run(tmp_path / "c2", {PERM2: reps_of([3000] * 4)})
         args[3] = str(cand)
@@ -321,7 +408,7 @@ def test_cli_input_errors_exit_2_and_name_the_file(tmp_path, capsys, case):
     elif case == "no_reps":
         empty = tmp_path / "empty"
         empty.mkdir()
-        (empty / "run.json").write_text("{}")
+        (empty / "run.json").write_text(json.dumps({"schema": "ssbench.run/1", "status": "failed"}))
         args[3] = str(empty)
         expect = "no complete repetition"
     elif case == "usage":
@@ -336,6 +423,7 @@ def test_cli_input_errors_exit_2_and_name_the_file(tmp_path, capsys, case):
     assert run_gate(*args) == 2
     err = capsys.readouterr().err
     assert err.startswith("ssbench: error:") and expect in err, err
+    assert len(err.strip().splitlines()) == 1, err          # one line, no traceback
 
 
 def test_status_not_complete_is_noted(tmp_path):
@@ -378,40 +466,9 @@ def test_settings_validation():
 
 
 # --------------------------------------------------------------------------- acceptance: simulations
+# (harness.gate.simulate; benchmarks/gate_rates.py prints the same figures, docs/gate.md has them)
 
 TRIALS = 400
-
-
-def _noise(rng: random.Random, cv: float, kind: str) -> float:
-    if kind == "normal":
-        return 1 + rng.gauss(0, cv)
-    if kind == "lognormal":
-        return math.exp(rng.gauss(0, cv))
-    if kind == "outliers":          # one repetition in ten is four times as noisy
-        return 1 + rng.gauss(0, cv * (4 if rng.random() < 0.1 else 1))
-    raise ValueError(kind)
-
-
-def _side(rng, reps, perms, cv, kind="normal", rate_drop=0.0, latency_rise=0.0):
-    out = {}
-    for p in range(perms):
-        out[f"perm{p}"] = {
-            m: [v * ((1 - rate_drop) if m.endswith("rate") else (1 + latency_rise)) * _noise(rng, cv, kind)
-                for _ in range(reps)]
-            for m, v in BASE.items()}
-    return out
-
-
-def _alarm_rate(seed, reps, perms, cv, kind="normal", rate_drop=0.0, latency_rise=0.0, trials=TRIALS):
-    """Fraction of trials in which the gate exits 1 (some row is a regression)."""
-    rng = random.Random(seed)
-    settings = GateSettings()
-    alarms = 0
-    for _ in range(trials):
-        rows = compare_samples(_side(rng, reps, perms, cv, kind),
-                               _side(rng, reps, perms, cv, kind, rate_drop, latency_rise), settings)
-        alarms += any(r.verdict == REGRESSION for r in rows)
-    return alarms / trials
 
 
 @pytest.mark.parametrize("reps,perms,cv,kind", [
@@ -423,16 +480,71 @@ def _alarm_rate(seed, reps, perms, cv, kind="normal", rate_drop=0.0, latency_ris
     (5, 2, 0.10, "normal"),       # a noisy machine: the threshold grows to ~20 %
 ])
 def test_noise_only_passes_at_least_95_percent(reps, perms, cv, kind):
-    pass_rate = 1 - _alarm_rate(1000 + reps * 7 + perms, reps, perms, cv, kind)
-    assert pass_rate >= 0.95, f"noise-only pass rate {pass_rate:.3f} ({reps} reps, {perms} perms, {cv:.0%} {kind})"
+    rates = simulate(1000 + reps * 7 + perms, reps, perms, cv, kind, trials=TRIALS)
+    assert rates.passed >= 0.95, f"noise-only pass rate {rates.passed:.3f} ({reps} reps, {perms} perms, {cv:.0%} {kind})"
+
+
+@pytest.mark.parametrize("reps,perms", [(1, 18), (1, 2), (3, 2), (3, 18)])
+def test_too_few_repetitions_never_fail_and_say_inconclusive(reps, perms):
+    """bench.yaml (1 repetition, 18 permutations) and 3 repetitions: noise-only comparisons
+    never fail, however large the noise; every one is inconclusive, not a pass."""
+    rates = simulate(3000 + reps + perms, reps, perms, 0.25, trials=100)
+    assert rates.failed == 0.0
+    assert rates.rate(INCONCLUSIVE) == 1.0
+    # nor does a real drop: without the statistical evidence it is inconclusive too
+    assert simulate(4000 + reps, reps, perms, 0.03, rate_drop=0.30, trials=50).failed == 0.0
 
 
 def test_ten_percent_throughput_drop_is_caught_90_percent():
     """The acceptance criterion: 5 repetitions a side, 3 % noise, a 10 % drop of the rates."""
-    caught = _alarm_rate(2024, reps=5, perms=1, cv=0.03, rate_drop=0.10)
+    caught = simulate(2024, reps=5, perms=1, cv=0.03, rate_drop=0.10, trials=TRIALS).failed
+    assert caught >= 0.90, f"detection rate {caught:.3f}"
+
+
+def test_ten_percent_drop_in_the_gate_matrix_is_caught():
+    """The same in matrices/gate.yaml's shape: 2 permutations x 5 repetitions, both slowed."""
+    caught = simulate(2026, reps=5, perms=2, cv=0.03, rate_drop=0.10, trials=TRIALS).failed
     assert caught >= 0.90, f"detection rate {caught:.3f}"
 
 
 def test_twenty_percent_latency_rise_is_caught():
-    caught = _alarm_rate(2025, reps=5, perms=1, cv=0.03, latency_rise=0.20)
+    caught = simulate(2025, reps=5, perms=1, cv=0.03, latency_rise=0.20, trials=TRIALS).failed
     assert caught >= 0.95, f"detection rate {caught:.3f}"
+
+
+# --------------------------------------------------------------------------- a run of the previous main
+
+PREV = Path(__file__).parent / "data" / "run-2aae5f3"
+
+
+def test_a_run_written_by_the_previous_main_gates(tmp_path, capsys):
+    """tests/gate/data/run-2aae5f3: run.json and summaries exactly as `ssbench run
+    tests/data/tiny.yaml` wrote them at commit 2aae5f3 (samples, latency and Locust files
+    left out: the gate does not read them). It loads unchanged through the results model."""
+    run = load_run(PREV)
+    assert sorted(run.perms) == ["i2-t2-per_thread-p100-durable", "i2-t2-trick150-p100-durable"]
+    for perm, data in run.perms.items():
+        doc = json.loads((PREV / perm / "rep-01" / "summary.json").read_text())
+        assert data.reps[0].values["receive_rate"] == doc["receive_rate"]
+        assert data.reps[0].values["send_p99_ms"] == doc["send_latency_ms"]["p99"]
+        assert data.reps[0].messages_lost == doc["messages_lost"] == 0
+    # one repetition each: against itself, inconclusive and exit 0
+    assert run_gate("--baseline", str(PREV), "--candidate", str(PREV), "--no-report") == 0
+    assert "gate: INCONCLUSIVE" in capsys.readouterr().out
+    # five repetitions in the same format (rep-01 copied, its rates scaled): a 10 % drop fails
+    def grow(dest: Path, scale: float) -> Path:
+        shutil.copytree(PREV, dest)
+        for perm in run.perms:
+            src = json.loads((PREV / perm / "rep-01" / "summary.json").read_text())
+            for i, f in enumerate((1.0, 1.004, 0.997, 1.002, 0.999), start=1):
+                doc = dict(src, repetition=i, send_rate=src["send_rate"] * scale * f,
+                           receive_rate=src["receive_rate"] * scale * f)
+                (dest / perm / f"rep-{i:02d}").mkdir(exist_ok=True)
+                (dest / perm / f"rep-{i:02d}" / "summary.json").write_text(json.dumps(doc))
+        return dest
+    base, same, slow = grow(tmp_path / "b", 1.0), grow(tmp_path / "s", 1.0), grow(tmp_path / "c", 0.9)
+    assert run_gate("--baseline", str(base), "--candidate", str(same), "--no-report") == 0
+    assert run_gate("--baseline", str(base), "--candidate", str(slow)) == 1
+    doc = json.loads((slow / "gate.json").read_text())
+    assert doc["verdict"] == "regression"
+    assert {r["metric"] for r in doc["rows"] if r["verdict"] == "regression"} == {"receive_rate", "send_rate"}

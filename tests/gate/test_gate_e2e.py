@@ -240,17 +240,17 @@ FAKE_CLI = textwrap.dedent('''\
         jitter = 1 + (zlib.crc32(str(out).encode()) % 100) / 10000
         (run / "run.json").write_text(json.dumps({"schema": "ssbench.run/1", "run_id": run.name,
                                                   "status": "complete", "host": {"hostname": "h"}}))
-        (rep / "summary.json").write_text(json.dumps({
-            "schema": "ssbench.summary/1", "send_rate": harness.RATE * jitter, "receive_rate": harness.RATE * jitter,
-            "messages_lost": 0, "errors": 0,
-            "harness_file": harness.__file__, "ssbench_home": os.environ.get("SSBENCH_HOME"),
-            "target": target, "repetitions_line": reps}))
+        summary = json.loads(TEMPLATE)      # a complete summary (test_gate_compare.make_summary)
+        summary.update({"send_rate": harness.RATE * jitter, "receive_rate": harness.RATE * jitter,
+                        "harness_file": harness.__file__, "ssbench_home": os.environ.get("SSBENCH_HOME"),
+                        "target_arg": target, "repetitions_line": reps})
+        (rep / "summary.json").write_text(json.dumps(summary))
         return 0
 
 
     if __name__ == "__main__":
         sys.exit(main(sys.argv[1:]))
-    ''').replace("PERM", PERM)
+    ''').replace("PERM", PERM).replace("TEMPLATE", repr(json.dumps(make_summary(PERM, 1))))
 
 
 @pytest.fixture
@@ -283,7 +283,7 @@ def test_subprocess_runner_runs_each_side_with_its_own_code(fake_harness_repo, t
         for i in range(1, 5):
             s = json.loads((out / side / PERM / f"rep-{i:02d}" / "summary.json").read_text())
             assert s["receive_rate"] == pytest.approx(rate, rel=0.02)
-            assert s["target"] == "embedded" and s["repetitions_line"] == ["  repetitions: 1"]
+            assert s["target_arg"] == "embedded" and s["repetitions_line"] == ["  repetitions: 1"]
             home = Path(s["ssbench_home"])
             assert Path(s["harness_file"]).resolve().is_relative_to(home.resolve())
             if side == "candidate":

@@ -15,6 +15,7 @@ from harness.load.offload import Offload
 from harness.load.spec import SwarmSpec
 from harness.load.swarm import Swarm
 from harness.load.window import merge_workers
+from support import pythonpath_env, sleep_sender
 
 SLEEP = 0.05
 WARMUP, MEASURE = 1.0, 3.0
@@ -22,8 +23,10 @@ WARMUP, MEASURE = 1.0, 3.0
 
 def _rate(pg_server, tmp_path, users: int, mode: str, monkeypatch) -> float:
     monkeypatch.setenv("SSBENCH_SEND_MODE", mode)
+    # the Locust workers load the test-only sleep sender from tests/support
+    monkeypatch.setenv("PYTHONPATH", pythonpath_env()["PYTHONPATH"])
     info = pg_server.info()
-    spec = SwarmSpec(sender_specs={"1": {"kind": "sleep", "conninfo": info.conninfo(), "seconds": SLEEP}},
+    spec = SwarmSpec(sender_specs={"1": sleep_sender.spec(info.conninfo(), SLEEP)},
                      payload_bytes=10, usable={"1": users}, warmup_seconds=WARMUP,
                      measure_seconds=MEASURE, out_dir=str(tmp_path / f"{mode}-u{users}"))
     swarm = Swarm(spec, tmp_path / f"{mode}-u{users}", initiators=1, threads=users, spawn_rate=1000).start()
@@ -90,7 +93,7 @@ def test_green_conn_runs_commands_of_many_connections_at_once(pg_server):
     import psycopg
     from psycopg.pq import ExecStatus
 
-    from harness.load.green import GreenConn
+    from harness.targets.embedded.green import GreenConn
 
     conns = [psycopg.connect(pg_server.info().conninfo(), autocommit=True) for _ in range(10)]
     try:

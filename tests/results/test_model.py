@@ -34,9 +34,11 @@ def sample_summary() -> dict:
         "top_waits": [{"wait_type": "WRITELOG", "wait_time_ms": 5.0, "waiting_tasks": 2, "share": 1.0}],
         "max_xmitq_depth": 3, "max_queue_depth": 1, "activation_tasks_started": 1,
         "activation_tasks_max_running": 1, "client_cpu_percent": 10.0, "server_cpu_percent": 20.0,
-        "worker_cpu_percent": {"worker.i1": 10.0}, "client_bound": False, "users_expected": 1,
+        "worker_cpu_percent": {"worker.i1": 10.0}, "client_bound": False, "other_cpu_percent": 3.0,
+        "steal_percent": 0.0, "noisy_host": False, "users_expected": 1,
         "users_spawned": 1, "users_active": 1, "errors": 0, "error_samples": [], "collector_errors": [],
-        "poison_messages": 0, "queue_disabled": False, "status": "ok",
+        "poison_messages": 0, "queue_disabled": False, "messages_undelivered": 0, "broker_restarts": 0,
+        "status": "ok",
     }
 
 

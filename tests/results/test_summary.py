@@ -10,11 +10,12 @@ from harness.results import Histogram, build_repetition_summary, median, repetit
 from harness.results.model import TargetRef
 from harness.results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
 
-ORDER = ["lost", "queue_disabled", "errors", "users_idle", "client_bound"]
+ORDER = ["lost", "undelivered", "queue_disabled", "errors", "users_idle", "behind", "client_bound", "noisy_host"]
 
 
 def conditions(**on):
-    base = dict(lost=0, queue_disabled=False, errors=0, users_active=4, users_expected=4, client_bound=False)
+    base = dict(lost=0, queue_disabled=False, errors=0, users_active=4, users_expected=4, client_bound=False,
+                noisy_host=False, undelivered=0, behind=False)
     if on.get("lost"):
         base["lost"] = 3
     if on.get("queue_disabled"):
@@ -25,6 +26,12 @@ def conditions(**on):
         base["users_active"] = 3
     if on.get("client_bound"):
         base["client_bound"] = True
+    if on.get("undelivered"):
+        base["undelivered"] = 5
+    if on.get("noisy_host"):
+        base["noisy_host"] = True
+    if on.get("behind"):
+        base["behind"] = True
     return base
 
 
@@ -54,11 +61,17 @@ def data(**over) -> RepetitionData:
 
 def test_builder_accounts_per_initiator_and_rates():
     s = build_repetition_summary(data())
-    assert s.messages_sent == 11 and s.messages_received == 10 and s.messages_lost == 1
-    assert [(i.initiator, i.lost, i.xmitq_left) for i in s.per_initiator] == [(1, 0, 0), (2, 1, 1)]
+    # the one message not received is still in initiator 2's transmission queue: undelivered
+    assert s.messages_sent == 11 and s.messages_received == 10 and s.messages_lost == 0
+    assert s.messages_undelivered == 1 and s.status == "undelivered" and not s.drained
+    assert [(i.initiator, i.xmitq_left) for i in s.per_initiator] == [(1, 0), (2, 1)]
     assert s.send_rate == 5.0 and s.receive_rate == 4.5 and s.window.measure_seconds == 2.0
     assert s.send_latency_ms.p50 == 1.0 and s.send_latency_ms.p99 == 2.0 and s.e2e_latency_ms.count == 9
-    assert s.status == "lost" and not s.drained
+
+
+def test_a_message_neither_received_nor_queued_is_lost():
+    s = build_repetition_summary(data(accounting=Accounting([InitiatorAccount(1, 6, 4, 1)], in_flight=1)))
+    assert s.messages_lost == 1 and s.messages_undelivered == 1 and s.status == "lost"
     assert s.top_waits[0].wait_type == "WRITELOG" and s.max_xmitq_depth == 7 and s.client_cpu_percent == 12.5
 
 
@@ -85,3 +98,33 @@ def test_median_and_permutation_summary():
         reps.append(s)
     p = summarize_permutation({"id": "x"}, reps)
     assert p.repetitions == [1, 2, 3] and p.median.send_rate == 20.0 and p.messages_lost == 0
+
+
+def test_open_loop_offered_and_achieved_rates_and_behind():
+    from harness.results.model import RepetitionSummary
+
+    ok = data(accounting=Accounting([InitiatorAccount(1, 10, 10)]), offered_rate=5.0)
+    ok.client.send_latency_corrected = Histogram({1500: 8, 9000: 2})
+    s = build_repetition_summary(ok)
+    # 10 SENDs in 2 s: the offered 5/s achieved; the corrected latency is reported next to it
+    assert s.offered_rate == 5.0 and s.achieved_rate == 5.0 and s.status == "ok"
+    assert s.send_latency_corrected_ms.p50 == 1.5 and s.send_latency_corrected_ms.p99 == 9.0
+    assert RepetitionSummary.from_json(s.to_json()) == s
+    # 10 in 2 s against 5.4/s offered: 7.4% short, beyond the 5% tolerance
+    behind = build_repetition_summary(data(accounting=Accounting([InitiatorAccount(1, 10, 10)]), offered_rate=5.4))
+    assert behind.status == "behind" and behind.achieved_rate == 5.0
+    # within the tolerance, and a closed loop has no rates at all
+    assert build_repetition_summary(data(accounting=Accounting([InitiatorAccount(1, 10, 10)]),
+                                         offered_rate=5.2)).status == "ok"
+    closed = build_repetition_summary(data(accounting=Accounting([InitiatorAccount(1, 10, 10)])))
+    assert closed.offered_rate is None and "offered_rate" not in closed.to_json()
+
+
+def test_open_loop_users_without_a_slot_in_the_window_are_not_idle():
+    # 1 SEND/s offered over 2 s to 4 users: only 2 of them have a slot in the window
+    d = data(accounting=Accounting([InitiatorAccount(1, 2, 2)]), offered_rate=1.0,
+             client=ClientRecord(window_start=100.0, window_end=102.0, send_latency=Histogram({1000: 2}),
+                                 users_spawned=4, users_active=2))
+    assert build_repetition_summary(d).status == "ok"
+    d.client.users_active = 1
+    assert build_repetition_summary(d).status == "users_idle"

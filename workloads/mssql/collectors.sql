@@ -1,5 +1,5 @@
 -- ssbench: DMV collectors for the SQL Server target. All need VIEW SERVER STATE except the
--- catalog-view queries. Benign waits are filtered in Python (harness/targets/mssql/target.py,
+-- catalog-view queries. Benign waits are filtered in Python (harness/targets/mssql/telemetry.py,
 -- BENIGN_WAITS), so the list lives in one place. Placeholders: see server.sql.
 
 -- @@ wait_stats
@@ -7,9 +7,6 @@
 SELECT wait_type, waiting_tasks_count, wait_time_ms
 FROM sys.dm_os_wait_stats
 WHERE waiting_tasks_count > 0 OR wait_time_ms > 0;
-
--- @@ clear_wait_stats
-DBCC SQLPERF (N'sys.dm_os_wait_stats', CLEAR) WITH NO_INFOMSGS;
 
 -- @@ perf_counters
 -- object_name carries the instance prefix ('SQLServer:Broker Statistics',

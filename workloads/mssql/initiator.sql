@@ -147,9 +147,6 @@ EXEC [dbo].[ssbench_send] @dh = ?, @payload = ?;
 -- @@ dialog_handle
 SELECT CAST(handle AS nvarchar(36)) FROM [dbo].[dialogs] WHERE k = ?;
 
--- @@ dialog_count
-SELECT COUNT(*) FROM [dbo].[dialogs];
-
 -- @@ sent_sequence
 -- Messages sent on this database's dialogs to the target service: SEND advances
 -- send_sequence in sys.sysdesend in the sending transaction, so committed sends only.
@@ -157,9 +154,3 @@ SELECT COUNT(*) FROM [dbo].[dialogs];
 SELECT ISNULL(SUM(ce.send_sequence), 0), COUNT_BIG(*)
 FROM sys.conversation_endpoints AS ce
 WHERE ce.is_initiator = 1 AND ce.far_service = ?;
-
--- @@ dialog_states
-SELECT ce.state_desc, COUNT_BIG(*)
-FROM sys.conversation_endpoints AS ce
-WHERE ce.far_service = ?
-GROUP BY ce.state_desc;

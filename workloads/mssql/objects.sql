@@ -3,6 +3,53 @@
 -- for the message, contract, queue, and service"), plus dialog security and routing.
 -- Run in the target or initiator database. Placeholders: see server.sql.
 
+-- @@ owned_table
+-- What ssbench created in this database: teardown drops only these (and the ssbench_* objects,
+-- a reserved prefix). Returns 1 when the table was created now.
+IF OBJECT_ID(N'[dbo].[ssbench_owned]', N'U') IS NULL
+BEGIN
+    CREATE TABLE [dbo].[ssbench_owned] (
+        class nvarchar(60) NOT NULL,
+        name sysname NOT NULL,
+        created_at datetime2(0) NOT NULL DEFAULT SYSUTCDATETIME(),
+        PRIMARY KEY (class, name));
+    SELECT 1;
+END
+ELSE
+    SELECT 0;
+
+-- @@ owned_record
+INSERT INTO [dbo].[ssbench_owned] (class, name)
+SELECT ?, ? WHERE NOT EXISTS (SELECT * FROM [dbo].[ssbench_owned] WHERE class = ? AND name = ?);
+
+-- @@ ownership
+-- The objects provisioning creates under configurable or paper names: present here, and
+-- recorded as ssbench's? (The ssbench_* names are ssbench's by prefix.)
+SELECT v.class, v.name,
+       CASE v.class
+           WHEN N'MESSAGE TYPE' THEN (SELECT COUNT(*) FROM sys.service_message_types WHERE name = v.name)
+           WHEN N'CONTRACT' THEN (SELECT COUNT(*) FROM sys.service_contracts WHERE name = v.name)
+           WHEN N'QUEUE' THEN (SELECT COUNT(*) FROM sys.service_queues
+                               WHERE name = v.name AND schema_id = SCHEMA_ID(N'dbo'))
+           WHEN N'SERVICE' THEN (SELECT COUNT(*) FROM sys.services WHERE name = v.name)
+           WHEN N'PROCEDURE' THEN (SELECT COUNT(*) FROM sys.procedures
+                                   WHERE name = v.name AND schema_id = SCHEMA_ID(N'dbo'))
+           WHEN N'TABLE' THEN (SELECT COUNT(*) FROM sys.tables
+                               WHERE name = v.name AND schema_id = SCHEMA_ID(N'dbo'))
+       END AS present,
+       (SELECT COUNT(*) FROM [dbo].[ssbench_owned] AS o WHERE o.class = v.class AND o.name = v.name) AS owned
+FROM (VALUES (N'MESSAGE TYPE', CAST(? AS sysname)), (N'CONTRACT', ?), (N'QUEUE', ?), (N'SERVICE', ?),
+             (N'PROCEDURE', ?), (N'TABLE', N'messageDrop'), (N'TABLE', N'receiveTally'),
+             (N'TABLE', N'messageErrors'), (N'TABLE', N'dialogs'),
+             (N'TABLE', N'ssbench_config')) AS v (class, name);
+
+-- @@ owned_list
+-- Everything recorded as ssbench's (empty when provisioning never ran here).
+IF OBJECT_ID(N'[dbo].[ssbench_owned]', N'U') IS NULL
+    SELECT CAST(NULL AS nvarchar(60)), CAST(NULL AS sysname) WHERE 1 = 0;
+ELSE
+    SELECT class, name FROM [dbo].[ssbench_owned];
+
 -- @@ message_type
 IF NOT EXISTS (SELECT * FROM sys.service_message_types WHERE name = {{lit:message_type}})
     CREATE MESSAGE TYPE {{sbname:message_type}} AUTHORIZATION [dbo]
@@ -36,9 +83,6 @@ IF OBJECT_ID(N'[dbo].[ssbench_config]', N'U') IS NULL
 UPDATE [dbo].[ssbench_config] SET value = ? WHERE name = ?;
 IF @@ROWCOUNT = 0
     INSERT INTO [dbo].[ssbench_config] (name, value) VALUES (?, ?);
-
--- @@ config_get
-SELECT value FROM [dbo].[ssbench_config] WHERE name = ?;
 
 -- @@ proxy_user
 -- Dialog security: a user without login stands for the other side's service owner.
@@ -90,7 +134,8 @@ SELECT
     (SELECT COUNT(*) FROM sys.services WHERE name = ?) AS service,
     (SELECT COUNT(*) FROM sys.remote_service_bindings) AS bindings,
     (SELECT COUNT(*) FROM sys.symmetric_keys WHERE name = N'##MS_DatabaseMasterKey##') AS master_key,
-    IS_MEMBER(N'db_owner') AS db_owner;
+    IS_MEMBER(N'db_owner') AS db_owner,
+    HAS_PERMS_BY_NAME(DB_NAME(), N'DATABASE', 'ALTER') AS alter_database;
 
 -- @@ transmission_status
 -- Messages stuck in the transmission queue and why (the classic Service Broker diagnosis).

@@ -14,12 +14,13 @@ SELECT CAST(SERVERPROPERTY('ProductVersion') AS nvarchar(128)) AS product_versio
        SUSER_SNAME() AS login_name;
 
 -- @@ permissions
+-- What each step needs on the instance (ssbench mssql check prints a line for each missing one).
 SELECT HAS_PERMS_BY_NAME(NULL, NULL, 'CONTROL SERVER') AS control_server,
        HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') AS view_server_state,
        HAS_PERMS_BY_NAME(NULL, NULL, 'CREATE ENDPOINT') AS create_endpoint,
        HAS_PERMS_BY_NAME(NULL, NULL, 'ALTER ANY LOGIN') AS alter_any_login,
        HAS_PERMS_BY_NAME(NULL, NULL, 'CREATE ANY DATABASE') AS create_any_database,
-       HAS_PERMS_BY_NAME(N'master', N'DATABASE', 'CREATE CERTIFICATE') AS create_certificate_master,
+       HAS_PERMS_BY_NAME(N'master', N'DATABASE', 'CONTROL') AS control_master,
        HAS_PERMS_BY_NAME(N'msdb', N'DATABASE', 'CREATE ROUTE') AS create_route_msdb;
 
 -- @@ utc_now
@@ -38,10 +39,6 @@ SELECT d.name, d.database_id, d.is_broker_enabled, CAST(d.service_broker_guid AS
        d.delayed_durability_desc, d.state_desc, SUSER_SNAME(d.owner_sid), d.user_access_desc
 FROM sys.databases AS d
 WHERE d.name = ?;
-
--- @@ broker_guid_owners
--- Databases on this instance sharing a broker GUID (ENABLE_BROKER refuses duplicates).
-SELECT name FROM sys.databases WHERE service_broker_guid = CAST(? AS uniqueidentifier);
 
 -- @@ create_database
 IF DB_ID({{lit:database}}) IS NULL
@@ -124,6 +121,22 @@ ALTER ENDPOINT {{ident:endpoint}}
         ENCRYPTION = {{kw:encryption}},
         MESSAGE_FORWARDING = DISABLED);
 
+-- @@ endpoint_owner
+-- (master) The endpoint ssbench created on this instance, recorded as a database-level
+-- extended property of master (endpoints take no extended properties of their own).
+SELECT CAST(value AS nvarchar(128)) FROM sys.extended_properties
+WHERE class = 0 AND name = N'ssbench_endpoint';
+
+-- @@ endpoint_owner_set
+IF EXISTS (SELECT * FROM sys.extended_properties WHERE class = 0 AND name = N'ssbench_endpoint')
+    EXEC sys.sp_updateextendedproperty @name = N'ssbench_endpoint', @value = {{lit:endpoint}};
+ELSE
+    EXEC sys.sp_addextendedproperty @name = N'ssbench_endpoint', @value = {{lit:endpoint}};
+
+-- @@ endpoint_owner_drop
+IF EXISTS (SELECT * FROM sys.extended_properties WHERE class = 0 AND name = N'ssbench_endpoint')
+    EXEC sys.sp_dropextendedproperty @name = N'ssbench_endpoint';
+
 -- @@ endpoint_drop
 IF EXISTS (SELECT * FROM sys.service_broker_endpoints WHERE name = {{lit:endpoint}})
     DROP ENDPOINT {{ident:endpoint}};
@@ -166,7 +179,3 @@ CREATE ROUTE {{ident:route}}
 -- (run in msdb)
 IF EXISTS (SELECT * FROM sys.routes WHERE name = {{lit:route}})
     DROP ROUTE {{ident:route}};
-
--- @@ msdb_local_route_exists
--- (run in msdb) AutoCreatedLocal or any LOCAL route that matches every service.
-SELECT COUNT(*) FROM sys.routes WHERE address = N'LOCAL';

@@ -12,25 +12,40 @@
 --   bytes 37-   the rest of the client's payload
 
 -- @@ tables
+-- Tables of an older ssbench (messageDrop with a clustered key, receiveTally without
+-- batch_messages) are dropped and re-created: every permutation empties them anyway.
+IF EXISTS (SELECT * FROM sys.indexes WHERE object_id = OBJECT_ID(N'[dbo].[messageDrop]') AND index_id = 1)
+    DROP TABLE [dbo].[messageDrop];
+IF OBJECT_ID(N'[dbo].[receiveTally]', N'U') IS NOT NULL
+   AND COL_LENGTH(N'dbo.receiveTally', N'batch_messages') IS NULL
+    DROP TABLE [dbo].[receiveTally];
+GO
 -- The paper's drop table (first 2,000 bytes of every message), with the initiator, the send
 -- time and the receive time so end-to-end latency and per-initiator receipt can be computed.
+-- A heap: no IDENTITY clustered key, whose last page 16 receive tasks inserting 10,000-row
+-- batches would all latch (PAGELATCH_EX); heap inserts spread over pages with free space
+-- (PFS), so the target's top wait stays the log flush (WRITELOG), as the paper reports.
 IF OBJECT_ID(N'[dbo].[messageDrop]', N'U') IS NULL
     CREATE TABLE [dbo].[messageDrop] (
-        id bigint IDENTITY(1, 1) NOT NULL PRIMARY KEY CLUSTERED,
         initiator smallint NOT NULL,
         sent_at datetime2(7) NOT NULL,
         received_at datetime2(7) NOT NULL,
         warmup bit NOT NULL,
         messageVal varbinary(2000) NULL);
 GO
--- The paper's tally: messages processed by each WAITFOR - RECEIVE and when.
+-- The paper's tally: messages processed by each WAITFOR - RECEIVE and when. Every RECEIVE
+-- that returned messages writes at least one row: one per initiator whose data messages it
+-- received, and one with initiator NULL for the rest (EndDialog, Error, messages without a
+-- valid header), so a RECEIVE of only EndDialog or Error messages is counted too.
+-- batch_messages is the RECEIVE's whole size (@@ROWCOUNT), on each of its rows.
 IF OBJECT_ID(N'[dbo].[receiveTally]', N'U') IS NULL
     CREATE TABLE [dbo].[receiveTally] (
         id bigint IDENTITY(1, 1) NOT NULL PRIMARY KEY CLUSTERED,
         received_at datetime2(7) NOT NULL,
-        initiator smallint NOT NULL,
+        initiator smallint NULL,
         messages int NOT NULL,
-        warmup_messages int NOT NULL);
+        warmup_messages int NOT NULL,
+        batch_messages int NOT NULL);
 GO
 -- The paper's user-defined error table for messages the procedure cannot process.
 IF OBJECT_ID(N'[dbo].[messageErrors]', N'U') IS NULL
@@ -55,7 +70,7 @@ BEGIN
         message_type sysname,
         message_body varbinary(max),
         [dialog] uniqueidentifier);
-    DECLARE @rows int, @now datetime2(7), @dh uniqueidentifier, @err nvarchar(4000);
+    DECLARE @rows int, @data int, @now datetime2(7), @dh uniqueidentifier, @err nvarchar(4000);
 
     -- Loop calling RECEIVE; leave after a timeout with no messages.
     WHILE 1 = 1
@@ -97,10 +112,14 @@ BEGIN
             ) AS h
             WHERE r.message_type = {{lit:message_type}}
               AND h.warmup IS NOT NULL AND h.initiator IS NOT NULL AND h.sent_at IS NOT NULL;
+            SET @data = @@ROWCOUNT;   -- data messages with a valid header
 
-            -- The tally: messages processed by this RECEIVE, per initiator.
-            INSERT INTO [dbo].[receiveTally] (received_at, initiator, messages, warmup_messages)
-            SELECT @now, h.initiator, COUNT(*), SUM(CASE WHEN h.warmup = 1 THEN 1 ELSE 0 END)
+            -- The tally: this RECEIVE's data messages per initiator, and a row (initiator
+            -- NULL) when it also held others (EndDialog, Error, bad headers), so every
+            -- RECEIVE leaves at least one row.
+            INSERT INTO [dbo].[receiveTally] (received_at, initiator, messages, warmup_messages,
+                                              batch_messages)
+            SELECT @now, h.initiator, COUNT(*), SUM(CASE WHEN h.warmup = 1 THEN 1 ELSE 0 END), @rows
             FROM @receive AS r
             CROSS APPLY (SELECT
                 CASE SUBSTRING(r.message_body, 1, 4)
@@ -114,6 +133,10 @@ BEGIN
             WHERE r.message_type = {{lit:message_type}}
               AND h.warmup IS NOT NULL AND h.initiator IS NOT NULL AND h.sent_at IS NOT NULL
             GROUP BY h.initiator;
+            IF @data < @rows
+                INSERT INTO [dbo].[receiveTally] (received_at, initiator, messages, warmup_messages,
+                                                  batch_messages)
+                VALUES (@now, NULL, 0, 0, @rows);
 
             -- Bad messages (no parsable header) and Service Broker Error messages: error table.
             INSERT INTO [dbo].[messageErrors] (received_at, [dialog], message_type, error, messageVal)
@@ -244,6 +267,7 @@ TRUNCATE TABLE [dbo].[messageErrors];
 -- @@ received_by_initiator
 SELECT initiator, SUM(CAST(messages - warmup_messages AS bigint)), SUM(CAST(warmup_messages AS bigint))
 FROM [dbo].[receiveTally]
+WHERE initiator IS NOT NULL
 GROUP BY initiator;
 
 -- @@ processed_total

@@ -1,25 +1,32 @@
--- ssbench: remove what provisioning created in a target or initiator database (the database
--- itself stays unless `ssbench mssql teardown --drop-databases`; the database master key
--- stays: other things may use it). Order matters: services before queues and contracts,
--- contracts before message types, certificates before their users. Placeholders: see server.sql.
+-- ssbench: remove what provisioning created in a target or initiator database, and nothing
+-- else: objects under the paper's or configured names only when dbo.ssbench_owned records
+-- them, ssbench_* objects always (a reserved prefix). The database itself stays unless
+-- `ssbench mssql teardown --drop-databases` and ssbench created it; the database master key
+-- stays (other things may use it). Python runs the sections in order: services before queues
+-- and contracts, contracts before message types, certificates before their users.
+-- Placeholders: see server.sql.
 
 -- @@ end_conversations
 IF OBJECT_ID(N'[dbo].[ssbench_reset]', N'P') IS NOT NULL
     EXEC [dbo].[ssbench_reset];
 
--- @@ broker_objects
+-- @@ binding_drop
 IF EXISTS (SELECT * FROM sys.remote_service_bindings WHERE name = {{lit:binding}})
     DROP REMOTE SERVICE BINDING {{ident:binding}};
-GO
+
+-- @@ service_drop
 IF EXISTS (SELECT * FROM sys.services WHERE name = {{lit:service}})
     DROP SERVICE {{sbname:service}};
-GO
+
+-- @@ queue_drop
 IF EXISTS (SELECT * FROM sys.service_queues WHERE name = {{lit:queue}} AND schema_id = SCHEMA_ID(N'dbo'))
     DROP QUEUE [dbo].{{ident:queue}};
-GO
+
+-- @@ contract_drop
 IF EXISTS (SELECT * FROM sys.service_contracts WHERE name = {{lit:contract}})
     DROP CONTRACT {{sbname:contract}};
-GO
+
+-- @@ message_type_drop
 IF EXISTS (SELECT * FROM sys.service_message_types WHERE name = {{lit:message_type}})
     DROP MESSAGE TYPE {{sbname:message_type}};
 
@@ -34,17 +41,30 @@ GO
 IF EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})
     DROP USER {{ident:user}};
 
--- @@ code_and_tables
-DROP PROCEDURE IF EXISTS [dbo].{{ident:activation_procedure}};
+-- @@ ssbench_code
+-- ssbench's own procedures and table (the ssbench_ prefix is reserved).
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_send];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_create_dialogs];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_warm_up];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_reset];
-DROP TABLE IF EXISTS [dbo].[messageDrop];
-DROP TABLE IF EXISTS [dbo].[receiveTally];
-DROP TABLE IF EXISTS [dbo].[messageErrors];
-DROP TABLE IF EXISTS [dbo].[dialogs];
 DROP TABLE IF EXISTS [dbo].[ssbench_config];
+
+-- @@ procedure_drop
+-- The activation procedure, when ssbench created it.
+DROP PROCEDURE IF EXISTS [dbo].{{ident:procedure}};
+
+-- @@ table_drop
+-- A paper-named table (messageDrop, receiveTally, messageErrors, dialogs), when ssbench created it.
+DROP TABLE IF EXISTS [dbo].{{ident:table}};
+
+-- @@ owned_drop
+-- Last: the record of what ssbench created here.
+DROP TABLE IF EXISTS [dbo].[ssbench_owned];
+
+-- @@ owned_prune
+-- Last, when ssbench created the database and it stays: only that record is kept, so a later
+-- `teardown --drop-databases` still knows the database is ssbench's.
+DELETE FROM [dbo].[ssbench_owned] WHERE class <> N'DATABASE';
 
 -- @@ own_certificate_drop
 IF CERT_ID({{lit:certificate}}) IS NOT NULL

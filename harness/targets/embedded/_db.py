@@ -7,13 +7,22 @@ to another as the server's own binary representation, never parsed into Python o
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 
 import psycopg
 from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 
 from ...errors import TargetError
+
+#: client_connection_check_interval of the broker's sessions: backends of a killed broker
+#: notice (and roll back, releasing their locks) within this time.
+CHECK_CLIENT_MS = 500
+
+#: The service queue's name (workloads/embedded/target.sql).
+QUEUE = "MySSBLabTestQueue"
 
 #: Database name prefix: letters, digits and underscores, starting with a letter.
 PREFIX_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -50,6 +59,19 @@ def connect(conninfo: str, application_name: str, *, autocommit: bool = True,
     except psycopg.OperationalError as e:
         raise TargetError(f"cannot connect to the embedded PostgreSQL ({_redact(conninfo)}): "
                           f"{str(e).strip()}") from None
+
+
+def connection_lost(conn, who: str, error: Exception, stop: threading.Event) -> None:
+    """A broker thread's database call failed: log it, close the connection quietly and pause
+    before the thread reconnects. Returns the new (absent) connection."""
+    logging.getLogger("ssbench.broker").warning("%s: %s", who, str(error).strip().splitlines()[0])
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:  # pragma: no cover
+            pass
+    stop.wait(0.5)
+    return None
 
 
 def _redact(conninfo: str) -> str:

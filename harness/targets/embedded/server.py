@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import TargetError
+from ...errors import TargetError, UserError
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +70,19 @@ def _major_version() -> str:
     return out.strip().split()[-1].split(".")[0]
 
 
+def data_base_dir() -> Path:
+    """Where ``pg<major>`` goes when $SSBENCH_PGDATA is not set (differs for root)."""
+    if os.geteuid() == 0:
+        # root's home is usually not traversable by the unprivileged server user
+        return Path("/var/tmp/ssbench")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ssbench"
+
+
 def default_data_dir() -> Path:
     env = os.environ.get("SSBENCH_PGDATA")
     if env:
         return Path(env).expanduser().resolve()
-    if os.geteuid() == 0:
-        # root's home is usually not traversable by the unprivileged server user
-        base = Path("/var/tmp/ssbench")
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ssbench"
-    return (base / f"pg{_major_version()}").resolve()
+    return (data_base_dir() / f"pg{_major_version()}").resolve()
 
 
 @dataclass
@@ -214,7 +217,16 @@ class EmbeddedServer:
         return (self.data_dir / "PG_VERSION").exists()
 
     def init(self) -> None:
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        for p in (self.data_dir, *self.data_dir.parents):
+            if p.exists() and not p.is_dir():
+                raise UserError(f"the embedded server's data directory {self.data_dir} cannot be created: "
+                                f"{p} is a file (set SSBENCH_PGDATA to a directory)", field="SSBENCH_PGDATA")
+        try:
+            self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create {self.data_dir.parent} for the embedded server's data "
+                            f"({e.strerror or e}); set SSBENCH_PGDATA to a writable directory",
+                            field="SSBENCH_PGDATA") from None
         if self._user:
             self._prepare_root()
         if self.initialized():

@@ -3,7 +3,9 @@
 Topology on the private embedded PostgreSQL server (:mod:`.server`): one target database
 (``ssb_target``) and one database per initiator (``ssb_init1`` ...), loaded from
 ``workloads/embedded/{target,initiator}.sql``. The broker process (:mod:`.broker`) moves
-messages and runs activation; this class provisions, resets, counts and reports.
+messages and runs activation. This class is the target's lifecycle (reset, dialogs, warm-up,
+the supervised broker, the run lock); provisioning lives in :mod:`.provisioning`, counts and
+telemetry in :mod:`.telemetry`, the broker's supervision in :mod:`.supervisor`.
 
 Its numbers are PostgreSQL's. Every report says so (:attr:`label`); docs/embedded.md explains
 what the emulation reproduces of SQL Server and what it does not.
@@ -12,50 +14,38 @@ what the emulation reproduces of SQL Server and what it does not.
 from __future__ import annotations
 
 import atexit
-import hashlib
+import contextlib
 import logging
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from ... import paths
 from ...errors import TargetError, UserError
 from ...matrix import BrokerSettings
-from ..base import Counts, InitiatorCounts, PerfCounter, Target, WaitStat
+from ..base import Target
+from . import server as server_mod, waits
+from ._db import PREFIX_RE, QUEUE, connect, database_names
 from .profiles import EMBEDDED_PROFILES
-from . import server as server_mod
-from ._db import PREFIX_RE, connect, database_names
+from .provisioning import MAX_INITIATORS, Provisioning, sql_file
+from .runlock import RunLock
 from .server import EmbeddedServer, ServerInfo
+from .supervisor import BrokerSupervisor
+from .telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-QUEUE = "MySSBLabTestQueue"
 SEND_DELAY_ENV = "SSBENCH_EMBEDDED_SEND_DELAY_MS"
 SEND_DELAY_SETTING = ("ssbench", "send_delay_ms")
-MAX_INITIATORS = 64
-SCHEMA_TABLE = "ssbench_schema"  # public.ssbench_schema: which workload file version is loaded
 RESET_LOCK_TIMEOUT = "5s"
 
 
-def _sql_file(kind: str) -> tuple[str, str]:
-    path = paths.WORKLOADS / "embedded" / f"{kind}.sql"
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise TargetError(f"cannot read the embedded workload {path}: {e.strerror}") from None
-    return text, hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-class EmbeddedTarget(Target):
+class EmbeddedTarget(Provisioning, Telemetry, Target):
     """Service Broker emulated on the embedded PostgreSQL server.
 
     ``server``: an :class:`EmbeddedServer`, or its data directory, or None for the default one
@@ -83,7 +73,7 @@ class EmbeddedTarget(Target):
         self._initiators = 0          # initiators of the current permutation (prepare)
         self._profile: str | None = None
         self._broker_settings = BrokerSettings()
-        self._proc: subprocess.Popen | None = None
+        self._broker = BrokerSupervisor(self.broker_log, self._broker_is_up, self._reap)
         self._closed = False
         self._provisioned = self._existing_initiators()
         atexit.register(self._atexit)
@@ -135,15 +125,6 @@ class EmbeddedTarget(Target):
         rows = self._query(dbname, query, params)
         return rows[0][0] if rows else None
 
-    def _existing_initiators(self) -> int:
-        rows = self._query("postgres", "SELECT datname FROM pg_database WHERE datname ~ %s",
-                           (f"^{self.prefix}_init[0-9]+$",))
-        nums = sorted(int(r[0][len(self.prefix) + 5:]) for r in rows)
-        n = 0
-        while n < len(nums) and nums[n] == n + 1:
-            n += 1
-        return n
-
     # ------------------------------------------------------------------ provenance
     def describe(self) -> dict[str, Any]:
         info = self.info
@@ -160,74 +141,33 @@ class EmbeddedTarget(Target):
             "kind": self.kind,
             "label": self.label,
             "versions": {"postgresql": self.version, "psycopg": psycopg.__version__,
-                         "emulation": {"initiator_sql": _sql_file("initiator")[1],
-                                       "target_sql": _sql_file("target")[1]}},
+                         "emulation": {"initiator_sql": sql_file("initiator")[1],
+                                       "target_sql": sql_file("target")[1]}},
             "topology": {"server": "embedded", "data_dir": str(info.data_dir), "host": info.host,
                          "port": info.port, "target_database": self.target_db,
                          "initiator_databases": [self.initiator_db(i) for i in range(1, self._provisioned + 1)],
                          "queue": QUEUE},
+            # the profile and the broker settings (MAX_QUEUE_READERS, RECEIVE TOP, WAITFOR) are
+            # per permutation: run.json's matrix section and every summary's permutation say them
             "settings": {"server": settings, "server_conf": dict(server_mod.SETTINGS),
-                         "profile": self._profile,
-                         "send_delay_ms": os.environ.get(SEND_DELAY_ENV) or None,
-                         "broker": asdict(self._broker_settings)},
+                         "send_delay_ms": os.environ.get(SEND_DELAY_ENV) or None},
             "profiles": {k: dict(v) for k, v in EMBEDDED_PROFILES.items()},
             "note": "PostgreSQL numbers from an emulation of Service Broker; not SQL Server measurements",
+            "notes": [
+                "PostgreSQL emulation: these numbers are PostgreSQL's, not SQL Server's.",
+                "Wait types are mapped from PostgreSQL wait events (wait_mapping; docs/embedded.md): "
+                "the analogy is loose by nature.",
+                "The page-latch contention that the 150 trick relieves on SQL Server does not exist on "
+                "PostgreSQL: expect no gain from it here.",
+            ],
+            "wait_mapping": [{"pg_wait_type": t, "pg_wait_event": e or "*", "wait_type": w}
+                             for (t, e), w in waits.MAPPING.items()],
         }
 
     def profiles(self) -> list[str]:
         return list(EMBEDDED_PROFILES)
 
     # ------------------------------------------------------------------ lifecycle
-    def provision(self, max_initiators: int) -> None:
-        """Create the target database and ``max_initiators`` initiator databases (idempotent) and
-        load the emulation's schema into each (reloaded when the workload file changed)."""
-        if isinstance(max_initiators, bool) or not isinstance(max_initiators, int) \
-                or not 1 <= max_initiators <= MAX_INITIATORS:
-            raise UserError(f"max_initiators must be an integer 1..{MAX_INITIATORS}, got {max_initiators!r}")
-        dbs = [(self.target_db, "target", 0)] + [(self.initiator_db(i), "initiator", i)
-                                                 for i in range(1, max_initiators + 1)]
-        with self._lock:
-            existing = {r[0] for r in self._query("postgres", "SELECT datname FROM pg_database")}
-            for db, kind, num in dbs:
-                if db not in existing:
-                    log.info("creating database %s", db)
-                    self._conn("postgres").execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
-                self._load_schema(db, kind, num)
-            self._provisioned = max(self._provisioned, max_initiators)
-
-    def _load_schema(self, db: str, kind: str, num: int) -> None:
-        text, version = _sql_file(kind)
-        c = self._conn(db)
-        c.execute(f"CREATE TABLE IF NOT EXISTS public.{SCHEMA_TABLE} "
-                  "(singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton), kind text, version text)")
-        row = c.execute(f"SELECT kind, version FROM public.{SCHEMA_TABLE}").fetchone()
-        if row == (kind, version) and c.execute("SELECT to_regnamespace('ssb') IS NOT NULL").fetchone()[0]:
-            if kind == "initiator":
-                c.execute("UPDATE ssb.config SET initiator = %s WHERE initiator <> %s", (num, num))
-            return
-        log.info("loading the embedded %s schema into %s (version %s)", kind, db, version)
-        self._terminate_others(db)
-        with c.transaction():
-            c.execute("DROP SCHEMA IF EXISTS ssb CASCADE")
-            c.execute(text.encode())
-            if kind == "initiator":
-                c.execute("UPDATE ssb.config SET initiator = %s", (num,))
-            c.execute(f"INSERT INTO public.{SCHEMA_TABLE} (kind, version) VALUES (%s, %s) "
-                      "ON CONFLICT (singleton) DO UPDATE SET kind = excluded.kind, version = excluded.version",
-                      (kind, version))
-
-    def _terminate_others(self, db: str) -> int:
-        """Disconnect every other session of ``db`` (WITH ROLLBACK IMMEDIATE), ours excepted."""
-        keep = [c.info.backend_pid for c in self._conns.values() if not c.closed and not c.broken]
-        return len(self._query("postgres",
-                               "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                               "WHERE datname = %s AND pid <> ALL (%s)", (db, keep)))
-
-    def _require(self, initiators: int) -> None:
-        if initiators > self._provisioned:
-            raise UserError(f"{initiators} initiator(s) asked but only {self._provisioned} provisioned "
-                            "(call provision(max_initiators) first)")
-
     def prepare(self, initiators: int, profile: str, broker: BrokerSettings) -> None:
         """Clean state for a permutation: stop the broker, clear every conversation, message,
         counter and wait sample (SET NEW_BROKER), apply the server profile and the send-delay
@@ -240,6 +180,7 @@ class EmbeddedTarget(Target):
             self.provision(initiators)
         delay = _send_delay_from_env()
         self.stop()
+        self._broker.reset_restarts()
         with self._lock:
             all_dbs = [self.target_db] + [self.initiator_db(i) for i in range(1, self._provisioned + 1)]
             pg = self._conn("postgres")
@@ -302,7 +243,7 @@ class EmbeddedTarget(Target):
         self._require(initiator)
         db = self.initiator_db(initiator)
         n = int(self._one(db, "SELECT ssb.warm_up()"))
-        from .broker import TransportLink
+        from .transport import TransportLink
 
         deadline = time.monotonic() + timeout
         link = TransportLink(initiator, self.conninfo(db), self.conninfo(self.target_db),
@@ -343,11 +284,12 @@ class EmbeddedTarget(Target):
 
     # ------------------------------------------------------------------ the broker process
     def broker_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._broker.running()
 
-    @property
-    def broker_pid(self) -> int | None:
-        return self._proc.pid if self.broker_running() else None
+    def broker_restarts(self) -> int:
+        """Times the broker process died and was restarted since the last :meth:`prepare`
+        (0 in a healthy run; the runner reports it in the repetition's summary)."""
+        return self._broker.restarts
 
     @property
     def broker_log(self) -> Path:
@@ -364,62 +306,22 @@ class EmbeddedTarget(Target):
 
     def start(self, extra_args: list[str] | None = None, timeout: float = 30.0) -> None:
         """Start the broker process (transport, queue monitor, wait sampler) for the initiators
-        of the last :meth:`prepare`. Returns once it runs; raises TargetError if it cannot."""
+        of the last :meth:`prepare`, supervised: restarted if it dies (:meth:`broker_restarts`)
+        until :meth:`stop`. Returns once it runs; raises TargetError if it cannot."""
         if self.broker_running():
             return
         if not self._provisioned:
             raise UserError("provision() the embedded target before start()")
-        self._reap()
-        cmd = self.broker_command(extra=extra_args)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.REPO_ROOT), env.get("PYTHONPATH")) if p)
-        logf = open(self.broker_log, "ab")
-        try:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                          env=env, cwd=str(paths.REPO_ROOT), start_new_session=True)
-        finally:
-            logf.close()
-        deadline = time.monotonic() + timeout
-        while True:
-            if self._proc.poll() is not None:
-                code = self._proc.returncode
-                self._proc = None
-                raise TargetError(f"the broker process exited ({code}) at start" + self._broker_log_tail())
-            if self._one(self.target_db, "SELECT pid FROM ssb.broker_state") == self._proc.pid:
-                return
-            if time.monotonic() > deadline:
-                self.stop()
-                raise TargetError("the broker process did not come up in time" + self._broker_log_tail())
-            time.sleep(0.05)
+        self._broker.start(self.broker_command(extra=extra_args), timeout)
 
     def stop(self, timeout: float = 15.0) -> None:
         """Stop the broker process: SIGTERM (readers are cancelled; their batches roll back and
         stay queued), SIGKILL after ``timeout``. Idempotent."""
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            try:
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                log.warning("broker %d did not stop in %.0f s: SIGKILL", proc.pid, timeout)
-                proc.kill()
-                proc.wait(10)
-            except ProcessLookupError:  # pragma: no cover
-                pass
-        self._proc = None
-        self._reap()
+        self._broker.stop(timeout)
 
-    def kill_broker(self) -> int | None:
-        """SIGKILL the broker process (crash tests). Returns its pid."""
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return None
-        proc.kill()
-        proc.wait(10)
-        self._proc = None
-        return proc.pid
+    def _broker_is_up(self, pid: int) -> bool:
+        """Has broker ``pid`` taken its post (it holds the advisory lock and records its pid)?"""
+        return self._one(self.target_db, "SELECT pid FROM ssb.broker_state") == pid
 
     def _reap(self, timeout: float = 10.0) -> None:
         """Wait until no backend of a dead broker is left (they exit within about half a second
@@ -435,12 +337,11 @@ class EmbeddedTarget(Target):
                 break
             time.sleep(0.05)
 
-    def _broker_log_tail(self) -> str:
-        try:
-            lines = self.broker_log.read_text(errors="replace").splitlines()[-15:]
-        except OSError:
-            return ""
-        return f"\nlast lines of {self.broker_log}:\n" + "\n".join(lines)
+    # ------------------------------------------------------------------ one run at a time
+    def run_lock(self, owner: str) -> contextlib.AbstractContextManager:
+        """Hold this server's run lock for a run's (or a web session's) lifetime: a second run on
+        the same data directory gets UserError (exit 2) naming the holder (:mod:`.runlock`)."""
+        return RunLock(self.server.data_dir, owner)
 
     # ------------------------------------------------------------------ test knobs
     def set_queue_options(self, *, try_catch: bool | None = None, process_delay_ms: int | None = None,
@@ -467,130 +368,24 @@ class EmbeddedTarget(Target):
         self._query(self.target_db, sql.SQL("UPDATE ssb.queues SET {} WHERE name = {} RETURNING 1").format(
             sql.SQL(", ").join(sets), sql.Literal(QUEUE)))
 
-    # ------------------------------------------------------------------ accounting
-    def counts(self) -> Counts:
-        """Exact counts since the last prepare, warm-up excluded. Read upstream first (sent, then
-        transmission queues, then the target queue, then the drop table), so a message moving
-        while we count is counted twice rather than missed: a drain never ends early."""
-        n = self._initiators or self._provisioned
-        sent = {i: int(self._one(self.initiator_db(i), "SELECT ssb.sent_count()")) for i in range(1, n + 1)}
-        xmitq = {i: int(self._one(self.initiator_db(i), "SELECT count(*) FROM ssb.sysxmitqueue"))
-                 for i in range(1, n + 1)}
-        queue = int(self._one(self.target_db, "SELECT count(*) FROM ssb.service_queue"))
-        received = dict(self._query(self.target_db,
-                                    "SELECT initiator, count(*) FROM ssb.message_drop WHERE NOT warmup "
-                                    "GROUP BY initiator"))
-        errors, disabled = self._query(self.target_db,
-                                       "SELECT (SELECT count(*) FROM ssb.message_errors), NOT is_receive_enabled "
-                                       "FROM ssb.queues WHERE name = %s", (QUEUE,))[0]
-        return Counts(initiators=[InitiatorCounts(i, sent[i], int(received.get(i, 0)), xmitq[i])
-                                  for i in range(1, n + 1)],
-                      target_queue=queue, errors=int(errors), queue_disabled=bool(disabled))
+    def set_activation(self, enabled: bool, timeout: float | None = None) -> None:
+        """ACTIVATION (STATUS = ON | OFF) through the queue's options (the queue monitor reads
+        them). Off waits until no reader runs (up to the WAITFOR timeout plus 30 s)."""
+        self.set_queue_options(activation=bool(enabled))
+        if enabled:
+            return
+        wait = timeout if timeout is not None else self._broker_settings.waitfor_timeout_ms / 1000 + 30
+        deadline = time.monotonic() + wait
+        while self._one(self.target_db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                        "AND application_name LIKE %s", ("ssbench-reader-%",)):
+            if time.monotonic() > deadline:
+                raise TargetError(f"activation turned off, but readers still run after {wait:g} s")
+            time.sleep(0.05)
 
     def sender_spec(self, initiator: int) -> dict[str, Any]:
         self._require(initiator)
         db = self.initiator_db(initiator)
         return {"kind": "embedded", "conninfo": self.conninfo(db), "initiator": int(initiator), "database": db}
-
-    # ------------------------------------------------------------------ telemetry
-    def wait_stats(self) -> list[WaitStat]:
-        rows = self._query(self.target_db,
-                           "SELECT wait_type, sum(waiting_tasks)::bigint, sum(wait_time_ms) FROM ssb.wait_stats "
-                           "WHERE NOT benign GROUP BY wait_type ORDER BY 3 DESC, 1")
-        return [WaitStat(w, int(n), float(ms)) for w, n, ms in rows]
-
-    def wait_stats_detail(self, include_benign: bool = True) -> list[dict[str, Any]]:
-        """Per database and PostgreSQL wait event, with the mapped SQL Server wait type."""
-        rows = self._query(self.target_db,
-                           "SELECT database, pg_wait_type, pg_wait_event, wait_type, benign, waiting_tasks, "
-                           "wait_time_ms FROM ssb.wait_stats WHERE %s OR NOT benign ORDER BY wait_time_ms DESC",
-                           (include_benign,))
-        keys = ("database", "pg_wait_type", "pg_wait_event", "wait_type", "benign", "waiting_tasks", "wait_time_ms")
-        return [dict(zip(keys, r)) for r in rows]
-
-    def perf_counters(self) -> list[PerfCounter]:
-        """Broker Activation (instance: the target database) and Broker Statistics, named as in
-        SQL Server's sys.dm_os_performance_counters; */sec counters are cumulative raw values."""
-        n = self._initiators or self._provisioned
-        sends = system = dequeued = 0
-        for i in range(1, n + 1):
-            # one statement, one snapshot: sent and still queued are consistent with each other
-            s, sysm, xq = self._query(self.initiator_db(i),
-                                      "SELECT coalesce((SELECT sum(send_seq) FROM ssb.sysdesend), 0), "
-                                      "(SELECT system_sent FROM ssb.config), "
-                                      "(SELECT count(*) FROM ssb.sysxmitqueue)")[0]
-            sends += int(s)
-            system += int(sysm)
-            dequeued += int(s) - int(xq)
-        (started, limit, invoked, aborted, empty, tally_batches, tally_msgs, enqueued, rollbacks,
-         act_errors, running) = self._query(self.target_db, """
-            SELECT a.tasks_started, a.task_limit_reached, a.procs_invoked, a.tasks_aborted, a.receives_empty,
-                   (SELECT count(*) FROM ssb.receive_tally), (SELECT coalesce(sum(messages), 0) FROM ssb.receive_tally),
-                   (SELECT coalesce(sum(rcv_seq), 0) FROM ssb.sysdercv), q.rollbacks_total, q.activation_errors,
-                   (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-                                                            AND application_name LIKE 'ssbench-reader-%%')
-              FROM ssb.activation_counters a, ssb.queues q WHERE q.name = %s""", (QUEUE,))[0]
-        db = self.target_db
-        act = "Broker Activation"
-        st = "Broker Statistics"
-        sql_sends = sends - system
-        receives = int(tally_batches) + int(empty)
-        return [
-            PerfCounter(act, "Tasks Started/sec", db, float(started)),
-            PerfCounter(act, "Tasks Running", db, float(running), "gauge"),
-            PerfCounter(act, "Task Limit Reached", db, float(limit)),
-            PerfCounter(act, "Task Limit Reached/sec", db, float(limit)),
-            PerfCounter(act, "Stored Procedures Invoked/sec", db, float(invoked)),
-            PerfCounter(act, "Tasks Aborted/sec", db, float(aborted)),
-            PerfCounter(st, "SQL SENDs/sec", "", float(sql_sends)),
-            PerfCounter(st, "SQL SEND Total", "", float(sql_sends)),
-            PerfCounter(st, "SQL RECEIVEs/sec", "", float(receives)),
-            PerfCounter(st, "SQL RECEIVE Total", "", float(receives)),
-            PerfCounter(st, "Enqueued Messages/sec", "", float(enqueued)),
-            PerfCounter(st, "Enqueued Messages Total", "", float(enqueued)),
-            PerfCounter(st, "Enqueued Transmission Msgs/sec", "", float(sends)),
-            PerfCounter(st, "Dequeued Transmission Msgs/sec", "", float(dequeued)),
-            PerfCounter(st, "Broker Transaction Rollbacks", "", float(rollbacks)),
-            PerfCounter(st, "Activation Errors Total", "", float(act_errors)),
-            # not a SQL Server counter: messages the activation procedure received (the tally)
-            PerfCounter(st, "Messages Received Total", "", float(tally_msgs)),
-        ]
-
-    def queue_depths(self, exact: bool = False) -> dict[str, int]:
-        """Transmission-queue depth per initiator and target-queue depth. Approximate by default:
-        pg_stat_user_tables.n_live_tup (maintained by the statistics system, up to about a second
-        behind), the analogue of reading sys.partitions.rows; COUNT(*) when ``exact``."""
-        n = self._initiators or self._provisioned
-        if exact:
-            q_x = "SELECT count(*) FROM ssb.sysxmitqueue"
-            q_q = "SELECT count(*) FROM ssb.service_queue"
-        else:
-            q_x = ("SELECT greatest(coalesce(sum(n_live_tup), 0), 0) FROM pg_stat_user_tables "
-                   "WHERE schemaname = 'ssb' AND relname = 'sysxmitqueue'")
-            q_q = ("SELECT greatest(coalesce(sum(n_live_tup), 0), 0) FROM pg_stat_user_tables "
-                   "WHERE schemaname = 'ssb' AND relname = 'service_queue'")
-        out = {f"xmitq.i{i}": int(self._one(self.initiator_db(i), q_x)) for i in range(1, n + 1)}
-        out["queue"] = int(self._one(self.target_db, q_q))
-        return out
-
-    def messages_processed(self) -> int:
-        return int(self._one(self.target_db, "SELECT coalesce(sum(messages), 0) FROM ssb.receive_tally"))
-
-    def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
-        rows = self._query(self.target_db,
-                           "SELECT received_us - sent_us FROM ssb.message_drop WHERE NOT warmup "
-                           "AND received_us >= %s AND received_us < %s",
-                           (int(start_epoch * 1_000_000), int(end_epoch * 1_000_000)))
-        return [int(r[0]) for r in rows]
-
-    def server_pids(self) -> list[int]:
-        try:
-            import psutil
-
-            main = psutil.Process(self.info.pid)
-            return [main.pid] + [p.pid for p in main.children(recursive=True)]
-        except Exception:
-            return [self.info.pid]
 
     # ------------------------------------------------------------------ teardown
     def close(self) -> None:
@@ -606,7 +401,7 @@ class EmbeddedTarget(Target):
 
     def _atexit(self) -> None:
         try:
-            if self._proc is not None:
+            if self._broker.running():
                 self.stop(timeout=5)
         except Exception:  # pragma: no cover
             pass

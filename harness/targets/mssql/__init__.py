@@ -5,10 +5,13 @@
 * :mod:`.tsql`: identifier validation and quoting, and the renderer for the T-SQL templates
   under ``workloads/mssql/`` (no value ever reaches T-SQL unquoted or unvalidated).
 * :mod:`.driver`: pyodbc connections (ODBC Driver 18 for SQL Server or FreeTDS): connection
-  strings, explicit autocommit, login and query timeouts, a worker thread per connection and
+  strings, explicit autocommit, login and per-call query timeouts, calls from any thread and
   clean error messages. pyodbc is imported lazily so the rest of ssbench works without unixODBC.
-* :mod:`.target`: :class:`~.target.MssqlTarget`, provisioning, the paper's flow and the DMV
-  collectors.
+* :mod:`.session`: the connection pool and the state every concern shares.
+* :mod:`.provision`: provisioning and teardown. :mod:`.telemetry`: the DMV collectors.
+  :mod:`.check`: the preflight check and the smoke test.
+* :mod:`.target`: :class:`~.target.MssqlTarget`, the run-time Target (the paper's flow,
+  accounting), delegating to the modules above.
 * :mod:`.sender`: :class:`~.sender.MssqlSender`, one connection per Locust user.
 
 See ``docs/sqlserver.md``.

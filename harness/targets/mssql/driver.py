@@ -1,4 +1,4 @@
-"""pyodbc plumbing: connection strings, autocommit, timeouts, a worker thread, clean errors.
+"""pyodbc plumbing: connection strings, autocommit, per-call timeouts, clean errors.
 
 The generic part (:func:`connect`, :class:`Connection`, :func:`map_error`) works with any ODBC
 driver; the tests exercise it against PostgreSQL through psqlODBC. The SQL Server part builds
@@ -10,15 +10,22 @@ password is read from the environment variable the spec names, at connect time.
 * Autocommit is set explicitly on every connection (``pyodbc.connect(autocommit=...)``) and
   checked after connecting.
 * Login timeout: ``pyodbc.connect(timeout=...)`` (SQL_ATTR_LOGIN_TIMEOUT).
-* Query timeout: a process-wide watchdog thread calls ``Cursor.cancel()`` (SQLCancel, which
-  ODBC allows from another thread) when a call overruns. Drivers that support
-  SQL_ATTR_QUERY_TIMEOUT through ``Connection.timeout`` (Microsoft's) get it as well; psqlODBC
-  refuses that attribute, so the watchdog is what makes timeouts driver-independent.
-* :meth:`Connection.submit` runs a call on the connection's own worker thread (pyodbc releases
-  the GIL while the driver works, so N connections really wait in parallel).
+* Query timeout, per call: a process-wide watchdog thread calls ``Cursor.cancel()``
+  (SQLCancel, which ODBC allows from another thread; Microsoft's driver, FreeTDS and psqlODBC
+  implement it) when a call overruns. pyodbc's ``Connection.timeout`` is not used: its setter
+  changes SQL_ATTR_CONNECTION_TIMEOUT, and the SQL_ATTR_QUERY_TIMEOUT it stores is applied
+  only to cursors created afterwards, so the connection's one reused cursor would keep the
+  first call's value.
+* A connection may be called from any thread, one call at a time (a lock); pyodbc releases the
+  GIL while the driver works, so N connections called from N threads really wait in parallel
+  (the load generator offloads every call to gevent's thread pool).
 * Errors become :class:`OdbcError` subclasses of :class:`harness.errors.TargetError` with one
   readable line: login failure, unreachable host, missing ODBC driver (listing
-  ``pyodbc.drivers()``), certificate validation under ODBC Driver 18, query timeout.
+  ``pyodbc.drivers()``), certificate validation under ODBC Driver 18 (these four only when
+  connecting), query timeout.
+* Encrypt: ``yes``/``no`` for ODBC Driver 17 and older, ``Mandatory``/``Optional``/``Strict``
+  for 18 and later. FreeTDS: a password containing ``}`` is refused (FreeTDS 1.3 reads a
+  braced value up to the first ``};`` without undoubling ``}}``; 1.4 undoubles it).
 
 pyodbc is imported lazily (:func:`pyodbc_module`), so ssbench works without unixODBC as long
 as no SQL Server target is used.
@@ -33,7 +40,6 @@ import os
 import re
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Sequence
 
@@ -155,15 +161,16 @@ def map_error(exc: BaseException, *, phase: str, where: str, driver_name: str | 
             "Install Microsoft's 'ODBC Driver 18 for SQL Server' (package msodbcsql18) or FreeTDS "
             "(apt-get install tdsodbc), or set driver.name in the topology to one of the installed "
             f"drivers ({msg})", **kw)
-    if any(p in low for p in _CERT_PATTERNS):
+    if phase == "connect" and any(p in low for p in _CERT_PATTERNS):
         return CertificateError(
             f"{where}: the server's TLS certificate is not trusted ({msg}). ODBC Driver 18 "
             "encrypts and validates by default: install the server's CA on this machine, or set "
             "driver.host_name_in_certificate when the certificate names another host, or (lab "
             "servers with self-signed certificates only) set driver.trust_server_certificate: "
             "true, or SSBENCH_MSSQL_TRUST_CERT=1 for the integration tests", **kw)
-    if state == "28000" or native == 18456 or any(p in low for p in _LOGIN_PATTERNS) or (
-            phase == "connect" and "does not exist" in low and ("role" in low or "database" in low)):
+    if phase == "connect" and (state == "28000" or native == 18456
+                               or any(p in low for p in _LOGIN_PATTERNS)
+                               or ("does not exist" in low and ("role" in low or "database" in low))):
         who = f" as {user}" if user else ""
         hint = (f" Check the login and the password in ${password_env}." if password_env
                 else " Check the login's permissions.")
@@ -184,16 +191,25 @@ def map_error(exc: BaseException, *, phase: str, where: str, driver_name: str | 
 _pyodbc = None
 
 
+class PyodbcUnavailable(UserError):
+    """pyodbc cannot be imported: a package is missing on this machine (exit code 2)."""
+
+
 def pyodbc_module():
-    """Import pyodbc on first use, with a clear message when unixODBC is missing."""
+    """Import pyodbc on first use; raise :class:`PyodbcUnavailable` naming what to install."""
     global _pyodbc
     if _pyodbc is None:
         try:
             import pyodbc  # noqa: PLC0415
+        except ModuleNotFoundError as e:
+            raise PyodbcUnavailable(
+                f"pyodbc cannot be imported ({e}): the SQL Server target needs pyodbc "
+                "(pip install pyodbc) and unixODBC (apt-get install unixodbc)") from None
         except ImportError as e:
-            raise TargetError(
-                f"pyodbc cannot be imported ({e}). The SQL Server target needs unixODBC "
-                "(apt-get install unixodbc) and pyodbc (pip install pyodbc)") from None
+            # the wheel is there but its driver manager is not: libodbc.so.2 missing
+            raise PyodbcUnavailable(
+                f"pyodbc cannot be imported ({e}): the SQL Server target needs unixODBC's "
+                "driver manager: apt-get install unixodbc") from None
         pyodbc.pooling = False  # one real connection per Connection; no hidden sharing
         _pyodbc = pyodbc
     return _pyodbc
@@ -282,33 +298,12 @@ class Connection:
         self.autocommit = autocommit
         self.driver_name = driver_name
         self._lock = threading.Lock()
-        self._native_timeout: bool | None = None
-        self._native_value = 0
-        self._executor: ThreadPoolExecutor | None = None
         self._cursor: Any = None
         self._closed = False
 
     @property
     def raw(self) -> Any:
         return self._raw
-
-    # ------------------------------------------------------------------ timeouts
-    def _set_native_timeout(self, seconds: float | None) -> bool:
-        """SQL_ATTR_QUERY_TIMEOUT where the driver supports it (Microsoft's does; psqlODBC
-        does not). Returns True when the driver itself now enforces ``seconds``; otherwise
-        the watchdog does."""
-        want = int(seconds) if seconds and float(seconds).is_integer() else 0
-        if self._native_timeout is False:
-            return False
-        if want != self._native_value:
-            try:
-                self._raw.timeout = want
-                self._native_timeout = True
-                self._native_value = want
-            except Exception:  # noqa: BLE001 - unsupported attribute: rely on the watchdog
-                self._native_timeout = False
-                return False
-        return bool(seconds) and want > 0 and self._native_timeout is True
 
     # ------------------------------------------------------------------ calls
     def call(self, fn: Callable[[Any], Any], *, timeout: float | None = ...,  # type: ignore[assignment]
@@ -318,7 +313,6 @@ class Connection:
             raise QueryError(f"{self.where}: connection is closed")
         t = self.query_timeout if timeout is ... else timeout
         with self._lock:
-            native = self._set_native_timeout(t)
             # One cursor for the connection's life: pyodbc keeps the last prepared statement
             # on it, so a repeated parameterised call (the send path) is not re-prepared.
             if self._cursor is None:
@@ -328,7 +322,7 @@ class Connection:
             guard = threading.Lock()
             done = [False]
             token = None
-            if t and not native:
+            if t:
                 def on_timeout(c=cursor) -> None:
                     with guard:          # never cancel the next call on this cursor
                         if done[0]:
@@ -375,19 +369,10 @@ class Connection:
         for b in batches:
             self.execute(b, timeout=timeout, what=what)
 
-    # ------------------------------------------------------------------ worker thread
-    def submit(self, method: str, *args: Any, **kwargs: Any) -> Future:
-        """Run ``self.<method>(*args, **kwargs)`` on this connection's worker thread."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odbc-worker")
-        return self._executor.submit(getattr(self, method), *args, **kwargs)
-
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
         with self._lock:
             for obj in (self._cursor, self._raw):
                 try:
@@ -430,10 +415,8 @@ def connect(conn_str: str, *, autocommit: bool, login_timeout: float | None = 15
     if raw.autocommit != bool(autocommit):  # pragma: no cover - a driver ignoring the attribute
         raw.close()
         raise ConnectError(f"{where}: the driver did not accept autocommit={autocommit}")
-    conn = Connection(raw, where=where, query_timeout=query_timeout, autocommit=bool(autocommit),
+    return Connection(raw, where=where, query_timeout=query_timeout, autocommit=bool(autocommit),
                       driver_name=driver_name)
-    conn._set_native_timeout(query_timeout)
-    return conn
 
 
 # --------------------------------------------------------------------------- SQL Server specs
@@ -481,11 +464,6 @@ class ConnSpec:
             raise ValueError(f"unknown connection spec keys: {sorted(unknown)}")
         return cls(**d)
 
-    def with_database(self, database: str, label: str | None = None) -> "ConnSpec":
-        from dataclasses import replace
-
-        return replace(self, database=database, label=label or self.label)
-
     @property
     def where(self) -> str:
         lab = f"{self.label} " if self.label else ""
@@ -502,6 +480,19 @@ class ConnSpec:
                             f"(it holds the password of login {self.user})")
         return value
 
+    def encrypt_value(self) -> str:
+        """``Encrypt=``: Mandatory / Optional / Strict for ODBC Driver 18 and later; ODBC Driver
+        17 and older take yes / no (Strict does not exist there)."""
+        from .topology import msodbc_major  # noqa: PLC0415 - topology imports nothing from here
+
+        major = msodbc_major(self.driver)
+        if major is not None and major < 18:
+            if self.encrypt == "strict":
+                raise UserError(f"{self.where}: Encrypt=Strict needs ODBC Driver 18 or later "
+                                f"({self.driver} is installed as the driver)")
+            return "yes" if self.encrypt == "mandatory" else "no"
+        return self.encrypt.capitalize()
+
     def connection_string(self, password: str | None) -> str:
         parts = [f"Driver={{{self.driver.replace('}', '}}')}}}"]
         if self.flavor == "freetds":
@@ -510,10 +501,16 @@ class ConnSpec:
                       "ClientCharset=UTF-8"]
             if self.encryption:
                 parts.append(f"Encryption={self.encryption}")
+            if password and "}" in password:
+                raise UserError(
+                    f"{self.where}: the password in ${self.password_env} contains '}}', which "
+                    "FreeTDS cannot take in a connection string (1.3 ends a braced value at the "
+                    "first '};' and keeps '}}' doubled, 1.4 undoubles it): choose a password "
+                    "without '}', or use driver.kind: msodbc")
         else:
             parts += [f"Server={odbc_value(f'tcp:{self.host},{self.port}')}",
                       f"Database={odbc_value(self.database)}",
-                      f"Encrypt={self.encrypt.capitalize()}",
+                      f"Encrypt={self.encrypt_value()}",
                       f"TrustServerCertificate={'Yes' if self.trust_server_certificate else 'No'}",
                       f"APP={odbc_value(self.app)}"]
             if self.host_name_in_certificate:

@@ -45,10 +45,6 @@ class MssqlSender(Sender):
     def send(self, dialog: str, payload: bytes) -> None:
         self._conn.execute(self._send_sql, (dialog, bytes(payload)), what="send")
 
-    def submit_send(self, dialog: str, payload: bytes):
-        """:meth:`send` on the connection's own worker thread; returns a Future."""
-        return self._conn.submit("execute", self._send_sql, (dialog, bytes(payload)), what="send")
-
     def close(self) -> None:
         self._conn.close()
 

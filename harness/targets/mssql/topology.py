@@ -20,7 +20,7 @@ and the initiators, and the server profiles the matrix's ``server`` axis picks f
     target: target
     initiators: [init1]
     profiles:
-      sql2008: {delayed_durability: disabled}
+      durable: {delayed_durability: disabled}
 
 See ``docs/sqlserver.md`` for every key. Literal passwords are refused. Every error names the
 file, the line and the field (:class:`harness.errors.UserError`, exit code 2).
@@ -32,11 +32,15 @@ import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import UserError
 from ...yamlsrc import Located, load_located
 from . import tsql
+from .topology_reader import (NOT_ENV_NAME, Reader as _Reader, check_driver_name as _check_driver_name,
+                              check_env_name as _check_env_name,
+                              check_tds_version as _check_tds_version,
+                              refuse_literal_passwords as _refuse_literal_passwords)
 
 LAYOUTS = ("distributed", "single")
 DRIVER_KINDS = ("msodbc", "freetds")
@@ -49,7 +53,6 @@ ENDPOINT_ENCRYPTION = ("disabled", "supported", "required")
 RESET_MODES = ("cleanup", "new_broker")
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")   # the matrix's server-axis rule
 INSTANCE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 MAX_INITIATORS = 64
 
 # The paper's names (its configuration script): every one may be overridden under `broker:`.
@@ -71,10 +74,17 @@ INSTANCE_KEYS = {"host", "port", "database", "auth", "sender_auth", "broker_host
                  "description"}
 PROFILE_KEYS = {"target", "initiators", "delayed_durability", "description"}
 BROKER_KEYS = set(PAPER_NAMES) | {"dialog_encryption", "endpoint_name", "endpoint_encryption",
-                                  "reset", "create_databases", "certificate_years"}
+                                  "use_existing_endpoint", "reset", "create_databases",
+                                  "certificate_years"}
 
 
 # --------------------------------------------------------------------------- model
+
+def msodbc_major(driver_name: str) -> int | None:
+    """17 for 'ODBC Driver 17 for SQL Server'; None for a name that does not say."""
+    m = re.search(r"ODBC Driver (\d+) for SQL Server", driver_name, re.IGNORECASE)
+    return int(m.group(1)) if m else None
+
 
 @dataclass(frozen=True)
 class Auth:
@@ -131,11 +141,18 @@ class Instance:
 
 @dataclass(frozen=True)
 class Profile:
+    """A value of the matrix's ``server`` axis: which instances, which settings. Nothing
+    else: a profile is not a SQL Server build unless its instances run that build."""
+
     name: str
     target: str
     initiators: tuple[str, ...]
     delayed_durability: str = "disabled"
     description: str = ""
+
+    def settings(self) -> str:
+        """What the profile changes on the servers, as reports show it."""
+        return f"DELAYED_DURABILITY = {self.delayed_durability.upper()}"
 
 
 @dataclass(frozen=True)
@@ -148,6 +165,7 @@ class BrokerConfig:
     dialog_encryption: bool = True          # BEGIN DIALOG ... WITH ENCRYPTION = ON (the paper)
     endpoint_name: str = "ssbench_broker_endpoint"
     endpoint_encryption: str = "disabled"   # the paper: ENCRYPTION = DISABLED
+    use_existing_endpoint: bool = False     # use an endpoint ssbench did not create, as it is
     reset: str = "cleanup"                  # cleanup: END CONVERSATION WITH CLEANUP; new_broker
     create_databases: bool = True
     certificate_years: int = 10
@@ -219,7 +237,8 @@ class Topology:
                               "auth": asdict(v.auth), "sender_auth": asdict(v.sender_auth)}
                           for k, v in self.instances.items()},
             "profiles": {k: {"target": v.target, "initiators": list(v.initiators),
-                             "delayed_durability": v.delayed_durability}
+                             "delayed_durability": v.delayed_durability,
+                             "settings": v.settings(), "description": v.description}
                          for k, v in self.profiles.items()},
             "broker": asdict(self.broker),
         }
@@ -264,111 +283,6 @@ class Topology:
                    default_profile="default")
 
 
-# --------------------------------------------------------------------------- YAML plumbing
-
-class _Reader:
-    """Typed field access with file/line/field errors."""
-
-    def __init__(self, file: str, top_line: int):
-        self.file = file
-        self.top_line = top_line
-
-    def err(self, msg: str, loc: Located | None, fld: str) -> UserError:
-        return UserError(msg, file=self.file, line=loc.line if loc else self.top_line, field=fld)
-
-    def mapping(self, loc: Located | None, fld: str, allowed: set[str]) -> dict[str, Located]:
-        if loc is None or loc.value is None:
-            return {}
-        if not isinstance(loc.value, dict):
-            raise self.err(f"must be a mapping, got {type(loc.value).__name__}", loc, fld)
-        for k, v in loc.value.items():
-            if k not in allowed:
-                raise self.err(f"unknown key (expected one of {', '.join(sorted(allowed))})", v,
-                               f"{fld}.{k}" if fld else k)
-        return loc.value
-
-    def string(self, m: dict[str, Located], key: str, fld: str, default: str | None = None,
-               required: bool = False, check: Callable[[str, str], str] | None = None,
-               parent: Located | None = None) -> str | None:
-        if key not in m or m[key].value is None:
-            if required:
-                raise self.err("missing", parent, fld)
-            return default
-        loc = m[key]
-        if not isinstance(loc.value, str):
-            raise self.err(f"must be a string, got {type(loc.value).__name__} {loc.value!r}", loc, fld)
-        if check:
-            try:
-                return check(loc.value, "value")
-            except ValueError as e:
-                raise self.err(str(e), loc, fld) from None
-        return loc.value
-
-    def choice(self, m: dict[str, Located], key: str, fld: str, choices: tuple[str, ...],
-               default: str) -> str:
-        v = self.string(m, key, fld, default)
-        if v not in choices:
-            raise self.err(f"must be one of {', '.join(choices)}, got {v!r}", m.get(key), fld)
-        return v
-
-    def boolean(self, m: dict[str, Located], key: str, fld: str, default: bool) -> bool:
-        if key not in m or m[key].value is None:
-            return default
-        v = m[key].value
-        if not isinstance(v, bool):
-            raise self.err(f"must be true or false, got {v!r}", m[key], fld)
-        return v
-
-    def number(self, m: dict[str, Located], key: str, fld: str, default: float, lo: float, hi: float,
-               integer: bool = False) -> Any:
-        if key not in m or m[key].value is None:
-            return default
-        v = m[key].value
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-            raise self.err(f"must be {'an integer' if integer else 'a number'}, got {v!r}", m[key], fld)
-        if not lo <= v <= hi:
-            raise self.err(f"must be between {lo:g} and {hi:g}, got {v}", m[key], fld)
-        return int(v) if integer else float(v)
-
-
-def _check_env_name(v: str, fld: str) -> str:
-    if not ENV_NAME_RE.match(v):
-        raise ValueError(f"{v!r} is not an environment variable name")
-    return v
-
-
-def _check_tds_version(v: str, fld: str) -> str:
-    if not re.fullmatch(r"\d\.\d", v):
-        raise ValueError(f"{v!r} is not a TDS version such as 7.4")
-    return v
-
-
-def _check_driver_name(v: str, fld: str) -> str:
-    if not v or any(c in v for c in "{};=\0\n\r"):
-        raise ValueError(f"{v!r} is not an ODBC driver name")
-    return v
-
-
-# --------------------------------------------------------------------------- loading
-
-def _refuse_literal_passwords(loc: Located, file: str, path: str = "") -> None:
-    """Passwords come only from environment variables: any password-like key is an error."""
-    if isinstance(loc.value, list):
-        for i, item in enumerate(loc.value):
-            _refuse_literal_passwords(item, file, f"{path}[{i}]")
-    if not isinstance(loc.value, dict):
-        return
-    for key, item in loc.value.items():
-        sub = f"{path}.{key}" if path else key
-        low = key.lower()
-        if low in ("password", "pwd", "passwd") or low.endswith("_password"):
-            raise UserError("literal passwords are not allowed in a topology file: export the "
-                            "password in an environment variable and name that variable with "
-                            "password_env: (for example password_env: SSBENCH_MSSQL_PASSWORD)",
-                            file=file, line=item.line, field=sub)
-        _refuse_literal_passwords(item, file, sub)
-
-
 def load_topology(path: str | Path) -> Topology:
     """Load and validate a topology file; raises UserError naming file, line and field."""
     p = Path(path)
@@ -410,6 +324,11 @@ def load_topology(path: str | Path) -> Topology:
         for k in ("tds_version", "encryption"):
             if k in d:
                 raise r.err("only for driver.kind: freetds", d[k], f"driver.{k}")
+        major = msodbc_major(driver.name)
+        if major is not None and major < 18 and driver.encrypt == "strict":
+            raise r.err(f"Encrypt=Strict needs ODBC Driver 18 or later; {driver.name} takes "
+                        "encrypt: mandatory (Encrypt=yes) or optional (Encrypt=no)",
+                        d.get("encrypt") or d.get("name"), "driver.encrypt")
         if driver.encrypt == "strict" and driver.trust_server_certificate:
             raise r.err("Encrypt=strict validates the server certificate: it cannot be combined "
                         "with trust_server_certificate: true", d.get("trust_server_certificate"),
@@ -434,6 +353,8 @@ def load_topology(path: str | Path) -> Topology:
         user = r.string(a, "user", f"{fld}.user", required=True, parent=loc)
         if not user or any(c in user for c in "{};\0\r\n"):
             raise r.err(f"{user!r} is not a login name", a.get("user"), f"{fld}.user")
+        if not isinstance(getattr(a.get("password_env"), "value", ""), (str, type(None))):
+            raise r.err(NOT_ENV_NAME, a["password_env"], f"{fld}.password_env")  # never echoed
         env = r.string(a, "password_env", f"{fld}.password_env", required=True, parent=loc,
                        check=_check_env_name)
         return Auth("sql", user, env)
@@ -499,7 +420,7 @@ def load_topology(path: str | Path) -> Topology:
 
     # profiles
     profiles: dict[str, Profile] = {}
-    ploc = doc.get("profiles")
+    ploc = doc.get("profiles") if getattr(doc.get("profiles"), "value", None) is not None else None
     if ploc is not None and ploc.value is not None:
         if not isinstance(ploc.value, dict) or not ploc.value:
             raise r.err("must map server profile names (the matrix's server axis) to settings", ploc,
@@ -579,6 +500,8 @@ def load_topology(path: str | Path) -> Topology:
                                check=tsql.validate_name),
         endpoint_encryption=r.choice(b, "endpoint_encryption", "broker.endpoint_encryption",
                                      ENDPOINT_ENCRYPTION, "disabled"),
+        use_existing_endpoint=r.boolean(b, "use_existing_endpoint", "broker.use_existing_endpoint",
+                                        False),
         reset=r.choice(b, "reset", "broker.reset", RESET_MODES, "cleanup"),
         create_databases=r.boolean(b, "create_databases", "broker.create_databases", True),
         certificate_years=r.number(b, "certificate_years", "broker.certificate_years", 10, 1, 100,
@@ -593,5 +516,5 @@ def load_topology(path: str | Path) -> Topology:
                     sha256=sha256, default_profile=next(iter(profiles)))
 
 
-__all__ = ["Auth", "DriverConfig", "Instance", "Profile", "BrokerConfig", "Topology", "load_topology",
-           "PAPER_NAMES"]
+__all__ = ["msodbc_major", "Auth", "DriverConfig", "Instance", "Profile", "BrokerConfig", "Topology",
+           "load_topology", "PAPER_NAMES"]

@@ -294,9 +294,9 @@ def statement(file: str, name: str, params: Mapping[str, Any] | None = None) -> 
     return "\n".join(line for line in out[0].splitlines() if not line.lstrip().startswith("--"))
 
 
-def parameter_markers(sql: str) -> int:
-    """ODBC ``?`` markers outside string literals and comments."""
-    n = 0
+def _marker_positions(sql: str) -> list[int]:
+    """Offsets of the ODBC ``?`` markers outside string literals and ``--`` comments."""
+    out: list[int] = []
     in_str = False
     i = 0
     while i < len(sql):
@@ -314,6 +314,21 @@ def parameter_markers(sql: str) -> int:
             i = len(sql) if j < 0 else j
             continue
         elif c == "?":
-            n += 1
+            out.append(i)
         i += 1
-    return n
+    return out
+
+
+def parameter_markers(sql: str) -> int:
+    """ODBC ``?`` markers outside string literals and comments."""
+    return len(_marker_positions(sql))
+
+
+def named_markers(sql: str) -> str:
+    """The statement as SQL Server receives it from its ODBC driver: ``?`` markers become
+    ``@P1``, ``@P2``, ... (the driver sends them with sp_prepexec / sp_executesql)."""
+    out, last = [], 0
+    for n, pos in enumerate(_marker_positions(sql), start=1):
+        out.append(sql[last:pos] + f"@P{n}")
+        last = pos + 1
+    return "".join(out) + sql[last:]

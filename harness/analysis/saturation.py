@@ -1,0 +1,149 @@
+"""Latency against throughput from repetition summaries: one curve per dialog strategy.
+
+The view of open-loop runs and of ``ssbench saturate`` (whose probes are ordinary
+repetitions): each repetition is a point at its achieved SEND rate (``achieved_rate``, or
+``send_rate`` for a closed-loop repetition) and its p99 latency, end to end (left) and SEND
+(right: corrected for coordinated omission where the repetition was paced, service time
+otherwise). Points of one dialog strategy (and the same other axes) form a curve, sorted by
+offered rate; a repetition that fell behind (or was not sustained) is drawn hollow. With a
+``saturation.json`` in the run, the highest sustained rate of each curve is marked.
+
+Standalone, reading run directories through :mod:`harness.results` only (no Spark)::
+
+    python -m harness.analysis.saturation RUN_DIR [RUN_DIR ...] [--out latency_vs_throughput.png]
+
+:func:`plot_latency_vs_throughput` is the function a report can call: rows in, a PNG out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable
+
+import matplotlib
+from matplotlib.figure import Figure
+
+from ..results import RunReader
+
+matplotlib.use("Agg")
+
+STRATEGY_COLOR = {"per_thread": "#d62728", "trick150": "#1f77b4", "shared": "#2ca02c"}
+#: permutation fields that do not make a new curve (the rate is the curve's x)
+NOT_A_CURVE = {"id", "index", "rate", "offered_rate", "dialogs", "dialogs_every_n", "dialogs_shared"}
+
+
+def rows_from_runs(run_dirs: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """One plain row per complete repetition of the runs (what the plot needs)."""
+    rows = []
+    for run in run_dirs:
+        reader = RunReader(run)
+        sat_path = Path(run) / "saturation.json"
+        best = {}
+        if sat_path.is_file():
+            for p in json.loads(sat_path.read_text()).get("permutations", []):
+                best[p["permutation"]["id"]] = p.get("sustainable_rate")
+        for s in reader.summaries():
+            perm = dict(s.permutation)
+            corrected = s.send_latency_corrected_ms
+            base_id = perm["id"].rsplit("-rate", 1)[0] if perm.get("rate") else perm["id"]
+            rows.append({
+                "run_id": s.run_id, "label": s.target.label, "permutation_id": s.permutation_id,
+                "dialogs": perm.get("dialogs", "?"),
+                "curve": tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in perm.items()
+                                      if k not in NOT_A_CURVE)),
+                "rate": perm.get("rate"), "offered_rate": s.offered_rate,
+                "throughput": s.achieved_rate if s.achieved_rate is not None else s.send_rate,
+                "e2e_p99_ms": s.e2e_latency_ms.p99,
+                "send_p99_ms": corrected.p99 if corrected is not None else s.send_latency_ms.p99,
+                "corrected": corrected is not None,
+                "behind": s.status == "behind",
+                "sustainable": best.get(base_id) is not None and perm.get("rate") == best.get(base_id),
+                "threads": perm.get("total_threads"),
+            })
+    return rows
+
+
+def _curve_label(dialogs: str, curve: tuple, varying: set[str]) -> str:
+    extra = [f"{k}={json.loads(v)}" for k, v in curve if k in varying]
+    return dialogs + (f" ({', '.join(extra)})" if extra else "")
+
+
+def plot_latency_vs_throughput(rows: list[dict[str, Any]], out: str | Path, title: str | None = None) -> Path | None:
+    """Write the PNG; None (nothing written) when there is no row with a throughput."""
+    rows = [r for r in rows if r["throughput"]]
+    if not rows:
+        return None
+    values: dict[str, set] = defaultdict(set)
+    for r in rows:
+        for k, v in r["curve"]:
+            values[k].add(v)
+    varying = {k for k, vs in values.items() if len(vs) > 1}
+    curves: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        curves[(r["dialogs"], r["curve"])].append(r)
+    fig = Figure(figsize=(12, 5), dpi=100)
+    axes = fig.subplots(1, 2)
+    corrected = any(r["corrected"] for r in rows)
+    for (dialogs, curve), pts in sorted(curves.items(), key=lambda kv: kv[0][0]):
+        pts.sort(key=lambda r: (r["offered_rate"] or 0, r["threads"] or 0, r["throughput"]))
+        color = STRATEGY_COLOR.get(dialogs)
+        label = _curve_label(dialogs, curve, varying)
+        for ax, key in zip(axes, ("e2e_p99_ms", "send_p99_ms")):
+            xs = [r["throughput"] for r in pts if r[key] is not None]
+            ys = [r[key] for r in pts if r[key] is not None]
+            if not xs:
+                continue
+            line, = ax.plot(xs, ys, "-", color=color, label=label, alpha=0.8)
+            c = line.get_color()
+            for r in pts:
+                if r[key] is None:
+                    continue
+                ax.plot([r["throughput"]], [r[key]], "o", color=c,
+                        markerfacecolor="none" if r["behind"] else c, markersize=6)
+                if r["sustainable"]:
+                    ax.annotate(f"max sustained\n{r['offered_rate'] or r['throughput']:g}/s",
+                                (r["throughput"], r[key]), textcoords="offset points", xytext=(6, 8),
+                                fontsize=8, color=c)
+    axes[0].set_title("end-to-end p99")
+    axes[1].set_title("SEND p99, from the intended send time" if corrected else "SEND p99 (service time)")
+    for ax in axes:
+        ax.set_xlabel("achieved SENDs per second (all initiators)")
+        ax.set_ylabel("ms")
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, title="dialog strategy", title_fontsize=8)
+    runs = sorted({r["run_id"] for r in rows})
+    labels = sorted({r["label"] for r in rows})
+    fig.suptitle(title or f"Latency against throughput: {', '.join(runs)}\n{'; '.join(labels)} "
+                          "(hollow: fell behind the offered rate)", fontsize=10)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.analysis.saturation",
+                                 description="Plot p99 latency against achieved throughput, one curve per "
+                                             "dialog strategy, from run directories (open-loop runs, "
+                                             "ssbench saturate).")
+    ap.add_argument("runs", nargs="+", type=Path, help="run directories")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="PNG file (default: RUN_DIR/report/latency_vs_throughput.png of the first run)")
+    args = ap.parse_args(argv)
+    out = args.out or args.runs[0] / "report" / "latency_vs_throughput.png"
+    path = plot_latency_vs_throughput(rows_from_runs(args.runs), out)
+    if path is None:
+        print("no complete repetition with a throughput in these runs", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Backlog drain: the paper's batch-processing scenario (``run.backlog_messages``).
+
+A repetition in this mode, after the usual setup (prepare, dialogs, warm-up, broker side,
+collectors):
+
+1. turns activation off on the target queue (:meth:`Target.set_activation`; returns once no
+   activation task runs);
+2. fills: the permutation's swarm SENDs (closed loop, or paced with a ``rate`` axis) until
+   ``backlog_messages`` SENDs have committed, or ``measure_seconds`` have passed since the
+   users were all started, whichever comes first; the fill is the repetition's measured
+   window (its SEND rate and latency are the fill's);
+3. waits until every transmission queue is empty, so the whole backlog sits in the target
+   queue (``backlog_messages`` in the summary is that exact count, at least the setting: the
+   swarm stops a little after the count is reached);
+4. turns activation on and polls the messages processed since, every
+   :data:`POLL_SECONDS`, until the backlog is processed (or ``drain_timeout_seconds``):
+   ``drain_seconds`` is activation on to the first poll that saw every backlog message
+   processed, ``drain_rate`` the backlog over it. The drain over time goes to samples.jsonl
+   (family ``drain``), the end-to-end latency of the drained messages (their time in the
+   backlog included) to ``e2e_latency_ms``.
+
+Then the usual finish: drain check, verify (sent = received), summary, commit. The drain rate
+is what MAX_QUEUE_READERS and RECEIVE TOP(N) (matrix axes) govern.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .collectors.base import Sample
+from .errors import TargetError
+from .load.swarm import Swarm, SwarmResult
+from .repetition import Interrupted, Repetition, RepetitionFailed
+from .results import Histogram
+from .results.model import RepetitionSummary
+from .results.summary import latency_summary
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.05
+
+
+@dataclass
+class DrainRecord:
+    backlog: int = 0                  # messages in the target queue when activation went on
+    t_on: float = 0.0                 # epoch seconds: activation on
+    t_done: float | None = None       # epoch seconds: first poll with the backlog processed
+    series: list[tuple[float, int]] = field(default_factory=list)   # (epoch, processed since t_on)
+
+    @property
+    def seconds(self) -> float | None:
+        return None if self.t_done is None else max(self.t_done - self.t_on, 1e-6)
+
+    @property
+    def rate(self) -> float | None:
+        s = self.seconds
+        return None if s is None else self.backlog / s
+
+
+class BacklogRepetition(Repetition):
+    """One repetition of the backlog drain (the lifecycle of :class:`Repetition` around it)."""
+
+    drain: DrainRecord | None = None
+
+    def run(self) -> RepetitionSummary:
+        self.setup()
+        try:
+            with self.lock:
+                self.on_status("activation off")
+                self.target.set_activation(False)
+            res, fill_seconds = self._fill()
+            self.drain = self._measure_drain(self._wait_delivered())
+        except BaseException:
+            self.abort()
+            raise
+        self._add_drain_samples()
+        return self.finish(res, warmup_seconds=0.0, measure_seconds=fill_seconds)
+
+    # ------------------------------------------------------------------ 2. the fill
+    def _fill(self) -> tuple[SwarmResult, float]:
+        s, p = self.settings, self.perm
+        want = s.backlog_messages
+        spec = self.swarm_spec(warmup_seconds=0.0, measure_seconds=s.measure_seconds)
+        self.swarm = Swarm(spec, self.partial, p.initiators, p.threads, s.spawn_rate)
+        t0 = time.time()
+        self.swarm.start()
+        self.on_status(f"filling the backlog: {want:,} messages, activation off")
+        deadline = time.monotonic() + p.total_threads / s.spawn_rate + 60 + s.measure_seconds + 30
+        while self.swarm.running() and time.monotonic() < deadline:
+            self.swarm.check_workers()
+            if self.swarm.worker_deaths or self.stop_event.is_set():
+                break
+            with self.lock:
+                if self.target.counts().sent >= want:
+                    break
+            time.sleep(0.1)
+        stopped = time.time()
+        self.swarm.stop()
+        res = self.swarm.wait(timeout=30)
+        if self.stop_event.is_set() or res.interrupted:
+            raise Interrupted()
+        failures = self.swarm.worker_failures()
+        if failures:
+            raise RepetitionFailed("; ".join(failures) + " (the repetition is not kept; --resume redoes it)")
+        recorded = {json.loads(f.read_text())["initiator"] for f in res.worker_files}
+        missing = sorted(set(range(1, p.initiators + 1)) - recorded)
+        if missing:
+            raise RepetitionFailed(f"no recording from the Locust worker of initiator(s) {missing} "
+                                   "(the repetition is not kept; --resume redoes it):\n" + self.swarm.log_tail())
+        if res.spawn_complete is None:   # the count was reached before every user had started
+            res.spawn_complete = t0
+        return res, max(stopped - res.spawn_complete, 0.1)
+
+    # ------------------------------------------------------------------ 3. the backlog in place
+    def _wait_delivered(self) -> int:
+        """Wait until every transmission queue is empty; the target queue's count."""
+        deadline = time.monotonic() + self.settings.drain_timeout_seconds
+        self.on_status("waiting for the transmission queues to deliver the backlog")
+        while True:
+            with self.lock:
+                c = self.target.counts()
+            if not any(i.xmitq for i in c.initiators):
+                return c.target_queue
+            if time.monotonic() > deadline:
+                raise TargetError(f"the backlog was not delivered to the target queue within "
+                                  f"{self.settings.drain_timeout_seconds:g} s "
+                                  f"({sum(i.xmitq for i in c.initiators)} still in transmission queues)")
+            if self.stop_event.wait(0.1):
+                raise Interrupted()
+
+    # ------------------------------------------------------------------ 4. the drain
+    def _measure_drain(self, backlog: int) -> DrainRecord:
+        t = self.target
+        with self.lock:
+            base = t.messages_processed()
+        d = DrainRecord(backlog=backlog)
+        self.on_status(f"draining a backlog of {backlog:,} messages, activation on")
+        with self.lock:
+            d.t_on = time.time()
+            t.set_activation(True)
+        deadline = time.monotonic() + self.settings.drain_timeout_seconds
+        last_queue_check = time.monotonic()
+        while True:
+            with self.lock:
+                done = t.messages_processed() - base
+            now = time.time()
+            d.series.append((now, done))
+            if done >= backlog:
+                d.t_done = now
+                return d
+            if time.monotonic() - last_queue_check > 1.0:   # poison messages are not processed
+                last_queue_check = time.monotonic()
+                with self.lock:
+                    if t.counts().target_queue == 0:
+                        d.t_done = time.time()
+                        return d
+            if time.monotonic() > deadline:
+                log.warning("backlog drain: %d of %d processed when the drain timed out", done, backlog)
+                return d
+            if self.stop_event.wait(POLL_SECONDS):
+                raise Interrupted()
+
+    def _add_drain_samples(self) -> None:
+        """The drain over time, in samples.jsonl (family ``drain``): messages processed since
+        activation on, the backlog left, and the drain rate over each sample interval."""
+        d, step = self.drain, self.settings.sample_interval_seconds
+        out = []
+        next_ts, prev_ts, prev_n = d.t_on, d.t_on, 0
+        for ts, n in d.series:
+            out.append(Sample(ts, "drain", "processed", "", float(n)))
+            out.append(Sample(ts, "drain", "backlog_left", "", float(max(d.backlog - n, 0))))
+            if ts >= next_ts + step or (ts, n) == d.series[-1]:
+                if ts > prev_ts:
+                    out.append(Sample(ts, "drain", "rate_per_s", "", (n - prev_n) / (ts - prev_ts)))
+                prev_ts, prev_n, next_ts = ts, n, ts
+        self.sampler.samples.extend(out)
+
+    # ------------------------------------------------------------------ the summary
+    def _summarize(self, res, final, warmup, measure, web) -> tuple[RepetitionSummary, dict[str, Histogram]]:
+        summary, lat = super()._summarize(res, final, warmup, measure, web)
+        d = self.drain
+        with self.lock:
+            e2e_us = self.target.e2e_latencies_us(d.t_on, time.time() + 1.0)
+        e2e = Histogram()
+        e2e.extend_us(e2e_us)
+        lat["e2e"] = e2e
+        summary.e2e_latency_ms = latency_summary(e2e)
+        summary.backlog_messages = d.backlog
+        summary.drain_seconds = None if d.seconds is None else round(d.seconds, 4)
+        summary.drain_rate = None if d.rate is None else round(d.rate, 3)
+        return summary, lat
+
+
+def backlog_fields(summary: RepetitionSummary) -> dict[str, Any]:
+    """The drain's figures of a summary (for tables and reports)."""
+    return {"backlog_messages": summary.backlog_messages, "drain_seconds": summary.drain_seconds,
+            "drain_rate": summary.drain_rate}

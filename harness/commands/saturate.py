@@ -1,0 +1,105 @@
+"""``ssbench saturate MATRIX [--slo-p99-ms X] [--target ...] [--out DIR]``: the highest offered
+rate each permutation sustains (open-loop probes, steps then bisection; :mod:`harness.saturate`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+from dataclasses import asdict
+from pathlib import Path
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return v
+
+
+def register(sub) -> None:
+    p = sub.add_parser("saturate", help="find the highest offered rate each permutation sustains",
+                       description="For every permutation of the matrix (its rate axis aside), run open-loop "
+                                   "probes at rising offered rates (steps, then bisection) until the system "
+                                   "falls behind: achieved rate below the offered one, a queue growing "
+                                   "through the window, or the end-to-end p99 over --slo-p99-ms. Prints the "
+                                   "highest sustained rate per permutation and writes saturation.json and "
+                                   "every probe's repetition to the run directory. Rates are SENDs per "
+                                   "second per initiator.")
+    p.add_argument("matrix", help="matrix YAML file, e.g. matrices/saturate.yaml")
+    p.add_argument("--target", default="embedded",
+                   help="'embedded' (PostgreSQL emulation, default) or a SQL Server topology YAML file")
+    p.add_argument("--out", type=Path, default=None,
+                   help="run directory (default: results/<UTC time>-<matrix name>)")
+    p.add_argument("--results", type=Path, default=None, help="results root (default: ./results)")
+    p.add_argument("--slo-p99-ms", type=_positive, default=None,
+                   help="end-to-end p99 limit in ms: a probe over it is not sustained")
+    p.add_argument("--start-rate", type=_positive, default=None,
+                   help="first probe's rate per initiator (default: the smallest value of the matrix's "
+                        "rate axis, else 50)")
+    p.add_argument("--factor", type=_positive, default=2.0, help="step-up factor (default 2)")
+    p.add_argument("--precision", type=_positive, default=0.1,
+                   help="stop bisecting when the bounds are within this fraction (default 0.1)")
+    p.add_argument("--max-probes", type=int, default=12, help="probes per permutation at most (default 12)")
+    p.set_defaults(func=cmd_saturate)
+
+
+def cmd_saturate(args) -> int:
+    from ..errors import UserError
+    from ..matrix import load_matrix
+    from ..paths import RESULTS
+    from ..repetition import Interrupted
+    from ..runner import resolve_profile, start_run
+    from ..saturate import Saturation, SearchSettings, format_table
+    from ..targets.embedded.profiles import EMBEDDED_PROFILES
+    from ..targets.factory import make_target
+    from .run import install_sigint
+
+    matrix = load_matrix(args.matrix, embedded_profiles=EMBEDDED_PROFILES)
+    if args.factor <= 1:
+        raise UserError(f"--factor must be above 1, got {args.factor:g}")
+    if args.max_probes < 1:
+        raise UserError(f"--max-probes must be at least 1, got {args.max_probes}")
+    if matrix.run.backlog_messages:
+        raise UserError("saturate measures offered rates: a backlog matrix cannot be saturated",
+                        file=str(matrix.path), field="run.backlog_messages")
+    start = args.start_rate or min(matrix.axes.get("rate", [50.0]))
+    settings = SearchSettings(start_rate=start, factor=args.factor, precision=args.precision,
+                              max_probes=args.max_probes, slo_p99_ms=args.slo_p99_ms)
+    target = make_target(args.target)
+    for perm in matrix.permutations():
+        resolve_profile(matrix, target, perm.server)  # fail early, before any load
+    stop = threading.Event()
+    install_sigint(stop)
+    with target.run_lock(f"ssbench saturate {args.matrix} (pid {os.getpid()})"):
+        rd = start_run(matrix, target, args.results or RESULTS, args.out, resume=False)
+        rd.update_run(saturation=asdict(settings))
+        print(f"ssbench: saturate {rd.run_id} on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
+        sat = Saturation(matrix, target, rd, settings, stop_event=stop,
+                         profile_for=lambda server: resolve_profile(matrix, target, server),
+                         say=lambda text: print(f"ssbench: {text}", file=sys.stderr, flush=True))
+        try:
+            sat.run()
+        except Interrupted:
+            rd.finish("interrupted")
+            print("ssbench: interrupted (saturation.json holds the permutations finished)", file=sys.stderr)
+            return 130
+        except Exception:
+            rd.finish("failed")
+            raise
+        finally:
+            target.close()
+        rd.finish("complete")
+    print(f"{target.label}: SENDs per second sustained (per initiator and in total), this machine")
+    print(format_table(sat.results))
+    print(f"ssbench: saturation.json in {rd.path}", file=sys.stderr)
+    from ..analysis.saturation import plot_latency_vs_throughput, rows_from_runs
+
+    png = plot_latency_vs_throughput(rows_from_runs([rd.path]), rd.path / "report" / "latency_vs_throughput.png")
+    if png is not None:
+        print(f"ssbench: latency against throughput: {png}", file=sys.stderr)
+    return 0

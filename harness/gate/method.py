@@ -1,0 +1,92 @@
+"""The gate's vocabulary: the metrics it compares, its settings and its verdicts.
+
+docs/gate.md has the method in full; :mod:`.verdict` applies it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import UserError
+from . import stats
+
+GATE_SCHEMA = "ssbench.gate/1"
+CORRECTION = "benjamini-hochberg"
+
+# verdicts of a row (permutation x metric), of a permutation and of the whole comparison
+PASS, IMPROVED, NO_DATA = "pass", "improved", "no-data"
+INCONCLUSIVE = "inconclusive"   # too few repetitions for the test to ever reach significance
+WARNING = "warning"             # an effect without significance, or significance without effect
+REGRESSION = "regression"       # effect beyond the threshold AND significant
+FAIL = "fail"                   # integrity: messages lost, errors rose, queue disabled
+SEVERITY = {NO_DATA: 0, PASS: 0, IMPROVED: 0, INCONCLUSIVE: 1, WARNING: 2, REGRESSION: 3, FAIL: 4}
+#: the verdicts that exit 1
+FAILING = (FAIL, REGRESSION)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    path: tuple[str, ...]        # where it is in rep-NN/summary.json
+    higher_is_better: bool
+    unit: str
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("receive_rate", ("receive_rate",), True, "msg/s"),
+    Metric("send_rate", ("send_rate",), True, "msg/s"),
+    Metric("send_p50_ms", ("send_latency_ms", "p50"), False, "ms"),
+    Metric("send_p99_ms", ("send_latency_ms", "p99"), False, "ms"),
+    Metric("e2e_p99_ms", ("e2e_latency_ms", "p99"), False, "ms"),
+)
+METRIC_BY_NAME = {m.name: m for m in METRICS}
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The gate's knobs; the defaults are documented in docs/gate.md."""
+
+    k: float = 2.0                # threshold = max(min_effect, k x relative baseline spread)
+    min_effect: float = 0.05      # never call anything under 5 % a regression
+    min_reps: int = 4             # repetitions a side needed to judge significance
+    alpha: float = 0.05           # false discovery rate for Benjamini-Hochberg
+    spread: str = "mad"           # mad (MAD x 1.4826) or iqr (IQR / 1.349)
+    metrics: tuple[str, ...] = tuple(m.name for m in METRICS)
+
+    def validate(self) -> "GateSettings":
+        if not (self.k >= 0 and math.isfinite(self.k)):
+            raise UserError(f"--k must be a finite number >= 0, got {self.k}")
+        if not 0 <= self.min_effect < 1:
+            raise UserError(f"--min-effect must be a fraction in [0, 1), got {self.min_effect}")
+        if self.min_reps < 2:
+            raise UserError(f"--min-reps must be at least 2, got {self.min_reps}")
+        if not 0 < self.alpha < 1:
+            raise UserError(f"--alpha must be in (0, 1), got {self.alpha}")
+        if self.spread not in stats.SPREAD_METHODS:
+            raise UserError(f"--spread must be one of {', '.join(stats.SPREAD_METHODS)}, got {self.spread!r}")
+        unknown = [m for m in self.metrics if m not in METRIC_BY_NAME]
+        if unknown or not self.metrics:
+            raise UserError(f"unknown metric(s) {', '.join(unknown) or '(none given)'} "
+                            f"(expected some of {', '.join(METRIC_BY_NAME)})")
+        return self
+
+    def can_judge(self, n_baseline: int, n_candidate: int) -> bool:
+        """Whether significance can be judged with these repetition counts: at least
+        ``min_reps`` a side, and enough that the exact test's smallest possible p-value
+        (``1 / C(n + m, n)``, also the smallest possible Benjamini-Hochberg q-value) reaches
+        ``alpha``. Otherwise a row can never be a regression: its verdict is inconclusive."""
+        if n_baseline < self.min_reps or n_candidate < self.min_reps:
+            return False
+        return stats.min_p_value(n_baseline, n_candidate) <= self.alpha
+
+    def describe(self) -> str:
+        spread = "MAD x 1.4826" if self.spread == "mad" else "IQR / 1.349"
+        return (f"threshold = max({self.min_effect:.0%}, k={self.k:g} x baseline spread ({spread}) / median); "
+                f"significance = one-sided exact Mann-Whitney U (>= {self.min_reps} reps a side), "
+                f"Benjamini-Hochberg over all permutation x metric tests at FDR {self.alpha:g}; "
+                f"regression = beyond the threshold AND significant; fewer reps: inconclusive")
+
+
+def worst(a: str, b: str) -> str:
+    return a if SEVERITY[a] >= SEVERITY[b] else b

@@ -1,0 +1,167 @@
+"""The embedded broker's activation: the queue monitor and its activation tasks (readers).
+
+* **Queue monitor**: while messages wait in the queue, starts one activation task (a reader)
+  per monitor interval at most (5 s on SQL Server), up to MAX_QUEUE_READERS, and counts Task
+  Limit Reached when it would start one but the limit is reached.
+* **Readers** (activation tasks, one thread and one connection each): call the activation
+  procedure ``ssb.activation_procedure()`` in a loop, one transaction per batch; exit when a
+  WAITFOR times out with no message. A failed batch is rolled back and recorded
+  (``ssb.record_rollback``): five in a row disable the queue, as SQL Server does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import psycopg
+
+from ._db import CHECK_CLIENT_MS, connect, connection_lost
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger("ssbench.broker")
+
+MONITOR_TICK_S = 0.05
+
+
+class Reader(threading.Thread):
+    """One activation task: runs the activation procedure until its WAITFOR times out."""
+
+    def __init__(self, broker: "Broker", task_id: int):
+        super().__init__(name=f"reader-{task_id}", daemon=True)
+        self.broker = broker
+        self.task_id = task_id
+        self.app = f"ssbench-reader-{task_id}"
+        self.conn: psycopg.Connection | None = None
+        self.batches = 0
+        self.messages = 0
+        self.exit_reason = ""
+
+    def cancel(self) -> None:
+        conn = self.conn
+        if conn is not None:
+            try:
+                conn.cancel_safe(timeout=2)
+            except Exception:
+                pass
+
+    def run(self) -> None:
+        stop = self.broker.stopping
+        try:
+            self.conn = connect(self.broker.opts.target, self.app, check_client_ms=CHECK_CLIENT_MS)
+        except Exception as e:
+            log.error("reader %d cannot connect: %s", self.task_id, e)
+            self.broker.task_aborted(self.task_id, "connect failed")
+            with self.broker.lock:
+                self.broker.readers.pop(self.task_id, None)
+            return
+        conn = self.conn
+        try:
+            conn.execute("UPDATE ssb.activation_tasks SET backend_pid = pg_backend_pid() WHERE task_id = %s",
+                         (self.task_id,))
+            while True:
+                if stop.is_set():
+                    self.exit_reason = "broker stopping"
+                    break
+                try:
+                    n = conn.execute("SELECT ssb.activation_procedure()").fetchone()[0]
+                except psycopg.OperationalError as e:
+                    if stop.is_set() or conn.closed:
+                        self.exit_reason = "broker stopping" if stop.is_set() else "connection lost"
+                        break
+                    self._rolled_back(e)
+                    if self.exit_reason:
+                        break
+                    continue
+                except psycopg.Error as e:
+                    if stop.is_set():
+                        self.exit_reason = "broker stopping"
+                        break
+                    self._rolled_back(e)
+                    if self.exit_reason:
+                        break
+                    continue
+                if n < 0:
+                    self.exit_reason = "queue disabled"
+                    break
+                if n == 0:
+                    self.exit_reason = "waitfor timeout"
+                    conn.execute("UPDATE ssb.activation_counters SET receives_empty = receives_empty + 1")
+                    break
+                self.batches += 1
+                self.messages += n
+        except Exception as e:
+            self.exit_reason = self.exit_reason or ("broker stopping" if stop.is_set() else f"error: {e}")
+        finally:
+            self.broker.task_ended(self)
+            try:
+                conn.close()
+            except Exception:  # pragma: no cover
+                pass
+            self.conn = None
+
+    def _rolled_back(self, e: Exception) -> None:
+        """The batch's transaction rolled back (autocommit: the failed statement was the whole
+        transaction). Record it; the fifth in a row disables the queue."""
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        log.warning("reader %d: activation procedure failed, rolled back: %s", self.task_id, msg)
+        try:
+            disabled = self.conn.execute("SELECT ssb.record_rollback(%s)", (msg[:1000],)).fetchone()[0]
+        except Exception as e2:
+            self.exit_reason = f"error: {e2}"
+            return
+        if disabled:
+            log.error("queue disabled after five consecutive rollbacks (last error: %s)", msg)
+            self.exit_reason = "queue disabled"
+
+
+class QueueMonitor(threading.Thread):
+    """Starts readers while messages wait: at most one per monitor interval, up to the queue's
+    MAX_QUEUE_READERS."""
+
+    def __init__(self, broker: "Broker"):
+        super().__init__(name="queue-monitor", daemon=True)
+        self.broker = broker
+
+    def run(self) -> None:
+        b = self.broker
+        stop = b.stopping
+        conn = None
+        last_start = last_limit = float("-inf")
+        while not stop.is_set():
+            try:
+                if conn is None:
+                    conn = connect(b.opts.target, "ssbench-queue-monitor", check_client_ms=CHECK_CLIENT_MS)
+                    next_id = conn.execute("SELECT coalesce(max(task_id), 0) FROM ssb.activation_tasks").fetchone()[0]
+                    b.next_task_id = max(b.next_task_id, next_id)
+                enabled, activation, max_readers, interval = conn.execute(
+                    "SELECT is_receive_enabled, is_activation_enabled, max_readers, monitor_interval_s "
+                    "FROM ssb.queues WHERE name = 'MySSBLabTestQueue'").fetchone()
+                tick = min(MONITOR_TICK_S, interval / 4)
+                if enabled and activation:
+                    now = time.monotonic()
+                    if now - last_start >= interval and now - last_limit >= interval:
+                        waiting = conn.execute(
+                            "SELECT EXISTS (SELECT 1 FROM ssb.service_queue ORDER BY queuing_order LIMIT 1)"
+                        ).fetchone()[0]
+                        if waiting:
+                            if b.running_readers() < max_readers:
+                                # the start instant, after the check: a reader seen as ended has
+                                # recorded its end before this
+                                last_start, wall = time.monotonic(), time.time()
+                                b.start_reader(conn, wall)
+                            else:
+                                conn.execute("UPDATE ssb.activation_counters "
+                                             "SET task_limit_reached = task_limit_reached + 1")
+                                last_limit = now
+                stop.wait(tick)
+            except Exception as e:
+                if stop.is_set():
+                    break
+                conn = connection_lost(conn, "queue monitor", e, stop)
+        if conn is not None:
+            conn.close()

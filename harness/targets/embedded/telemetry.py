@@ -1,0 +1,128 @@
+"""Accounting and telemetry of the embedded target: exact counts, DMV-shaped waits and
+counters, queue depths, end-to-end latencies.
+
+Mixed into :class:`~harness.targets.embedded.target.EmbeddedTarget` (uses ``_query``, ``_one``,
+``initiator_db``, ``target_db``, ``_initiators``, ``_provisioned`` and ``info``).
+"""
+
+from __future__ import annotations
+
+from ..base import Counts, InitiatorCounts, PerfCounter, WaitStat
+from ._db import QUEUE
+
+
+class Telemetry:
+    """What the runner and the collectors read from the embedded target."""
+
+    _initiators: int
+    _provisioned: int
+
+    def counts(self) -> Counts:
+        """Exact counts since the last prepare, warm-up excluded. Read upstream first (sent, then
+        transmission queues, then the target queue, then the drop table), so a message moving
+        while we count is counted twice rather than missed: a drain never ends early."""
+        n = self._initiators or self._provisioned
+        sent = {i: int(self._one(self.initiator_db(i), "SELECT ssb.sent_count()")) for i in range(1, n + 1)}
+        xmitq = {i: int(self._one(self.initiator_db(i), "SELECT count(*) FROM ssb.sysxmitqueue"))
+                 for i in range(1, n + 1)}
+        queue = int(self._one(self.target_db, "SELECT count(*) FROM ssb.service_queue"))
+        received = dict(self._query(self.target_db,
+                                    "SELECT initiator, count(*) FROM ssb.message_drop WHERE NOT warmup "
+                                    "GROUP BY initiator"))
+        errors, disabled = self._query(self.target_db,
+                                       "SELECT (SELECT count(*) FROM ssb.message_errors), NOT is_receive_enabled "
+                                       "FROM ssb.queues WHERE name = %s", (QUEUE,))[0]
+        return Counts(initiators=[InitiatorCounts(i, sent[i], int(received.get(i, 0)), xmitq[i])
+                                  for i in range(1, n + 1)],
+                      target_queue=queue, errors=int(errors), queue_disabled=bool(disabled))
+
+    # ------------------------------------------------------------------ telemetry
+    def wait_stats(self) -> list[WaitStat]:
+        rows = self._query(self.target_db,
+                           "SELECT wait_type, sum(waiting_tasks)::bigint, sum(wait_time_ms) FROM ssb.wait_stats "
+                           "WHERE NOT benign GROUP BY wait_type ORDER BY 3 DESC, 1")
+        return [WaitStat(w, int(n), float(ms)) for w, n, ms in rows]
+
+    def perf_counters(self) -> list[PerfCounter]:
+        """Broker Activation (instance: the target database) and Broker Statistics, named as in
+        SQL Server's sys.dm_os_performance_counters; */sec counters are cumulative raw values."""
+        n = self._initiators or self._provisioned
+        sends = system = dequeued = 0
+        for i in range(1, n + 1):
+            # one statement, one snapshot: sent and still queued are consistent with each other
+            s, sysm, xq = self._query(self.initiator_db(i),
+                                      "SELECT coalesce((SELECT sum(send_seq) FROM ssb.sysdesend), 0), "
+                                      "(SELECT system_sent FROM ssb.config), "
+                                      "(SELECT count(*) FROM ssb.sysxmitqueue)")[0]
+            sends += int(s)
+            system += int(sysm)
+            dequeued += int(s) - int(xq)
+        (started, limit, invoked, aborted, empty, tally_batches, tally_msgs, enqueued, rollbacks,
+         act_errors, running) = self._query(self.target_db, """
+            SELECT a.tasks_started, a.task_limit_reached, a.procs_invoked, a.tasks_aborted, a.receives_empty,
+                   (SELECT count(*) FROM ssb.receive_tally), (SELECT coalesce(sum(messages), 0) FROM ssb.receive_tally),
+                   (SELECT coalesce(sum(rcv_seq), 0) FROM ssb.sysdercv), q.rollbacks_total, q.activation_errors,
+                   (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+                                                            AND application_name LIKE 'ssbench-reader-%%')
+              FROM ssb.activation_counters a, ssb.queues q WHERE q.name = %s""", (QUEUE,))[0]
+        db = self.target_db
+        act = "Broker Activation"
+        st = "Broker Statistics"
+        sql_sends = sends - system
+        receives = int(tally_batches) + int(empty)
+        return [
+            PerfCounter(act, "Tasks Started/sec", db, float(started)),
+            PerfCounter(act, "Tasks Running", db, float(running), "gauge"),
+            PerfCounter(act, "Task Limit Reached", db, float(limit)),
+            PerfCounter(act, "Task Limit Reached/sec", db, float(limit)),
+            PerfCounter(act, "Stored Procedures Invoked/sec", db, float(invoked)),
+            PerfCounter(act, "Tasks Aborted/sec", db, float(aborted)),
+            PerfCounter(st, "SQL SENDs/sec", "", float(sql_sends)),
+            PerfCounter(st, "SQL SEND Total", "", float(sql_sends)),
+            PerfCounter(st, "SQL RECEIVEs/sec", "", float(receives)),
+            PerfCounter(st, "SQL RECEIVE Total", "", float(receives)),
+            PerfCounter(st, "Enqueued Messages/sec", "", float(enqueued)),
+            PerfCounter(st, "Enqueued Messages Total", "", float(enqueued)),
+            PerfCounter(st, "Enqueued Transmission Msgs/sec", "", float(sends)),
+            PerfCounter(st, "Dequeued Transmission Msgs/sec", "", float(dequeued)),
+            PerfCounter(st, "Broker Transaction Rollbacks", "", float(rollbacks)),
+            PerfCounter(st, "Activation Errors Total", "", float(act_errors)),
+            # not a SQL Server counter: messages the activation procedure received (the tally)
+            PerfCounter(st, "Messages Received Total", "", float(tally_msgs)),
+        ]
+
+    def queue_depths(self, exact: bool = False) -> dict[str, int]:
+        """Transmission-queue depth per initiator and target-queue depth. Approximate by default:
+        pg_stat_user_tables.n_live_tup (maintained by the statistics system, up to about a second
+        behind), the analogue of reading sys.partitions.rows; COUNT(*) when ``exact``."""
+        n = self._initiators or self._provisioned
+        if exact:
+            q_x = "SELECT count(*) FROM ssb.sysxmitqueue"
+            q_q = "SELECT count(*) FROM ssb.service_queue"
+        else:
+            q_x = ("SELECT greatest(coalesce(sum(n_live_tup), 0), 0) FROM pg_stat_user_tables "
+                   "WHERE schemaname = 'ssb' AND relname = 'sysxmitqueue'")
+            q_q = ("SELECT greatest(coalesce(sum(n_live_tup), 0), 0) FROM pg_stat_user_tables "
+                   "WHERE schemaname = 'ssb' AND relname = 'service_queue'")
+        out = {f"xmitq.i{i}": int(self._one(self.initiator_db(i), q_x)) for i in range(1, n + 1)}
+        out["queue"] = int(self._one(self.target_db, q_q))
+        return out
+
+    def messages_processed(self) -> int:
+        return int(self._one(self.target_db, "SELECT coalesce(sum(messages), 0) FROM ssb.receive_tally"))
+
+    def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
+        rows = self._query(self.target_db,
+                           "SELECT received_us - sent_us FROM ssb.message_drop WHERE NOT warmup "
+                           "AND received_us >= %s AND received_us < %s",
+                           (int(start_epoch * 1_000_000), int(end_epoch * 1_000_000)))
+        return [int(r[0]) for r in rows]
+
+    def server_pids(self) -> list[int]:
+        try:
+            import psutil
+
+            main = psutil.Process(self.info.pid)
+            return [main.pid] + [p.pid for p in main.children(recursive=True)]
+        except Exception:
+            return [self.info.pid]

@@ -1,0 +1,141 @@
+"""The embedded broker's transport: moves messages between an initiator and the target.
+
+A :class:`TransportLink` moves committed messages from the initiator's transmission queue
+(``ssb.sysxmitqueue``) to the target's service queue in batches, and removes them from the
+transmission queue only after the target committed them (the ACK). The target de-duplicates by
+dialog and sequence number (a receive high-water mark per dialog in ``ssb.sysdercv``), so a
+crash at any point neither loses nor duplicates a message. The way back (EndDialog messages
+from the target) uses the same protocol. :class:`Transport` is the broker's thread per
+initiator running a link in a loop; ``EmbeddedTarget.warm_up`` runs a link in-line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from ._db import CHECK_CLIENT_MS, connect, use_raw_arrays
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger("ssbench.broker")
+
+
+class TransportLink:
+    """One initiator <-> target link: a step moves one batch each way. Not a thread; the
+    broker's :class:`Transport` runs steps in a loop, ``EmbeddedTarget.warm_up`` runs them
+    in-line."""
+
+    def __init__(self, initiator: int, init_conninfo: str, target_conninfo: str, *,
+                 batch_size: int = 1000, application_name: str | None = None,
+                 check_client_ms: int | None = CHECK_CLIENT_MS, **settings: str):
+        self.initiator = initiator
+        self.batch_size = batch_size
+        app = application_name or f"ssbench-transport-i{initiator}"
+        self.init = connect(init_conninfo, app, check_client_ms=check_client_ms, **settings)
+        try:
+            self.tgt = connect(target_conninfo, app, check_client_ms=check_client_ms, **settings)
+        except Exception:
+            self.init.close()
+            raise
+        for c in (self.init, self.tgt):
+            use_raw_arrays(c)
+        self.init_cur = self.init.cursor(binary=True)
+        self.tgt_cur = self.tgt.cursor(binary=True)
+        self.enqueues = 0
+        self.on_enqueued = None  # testing hook, called after the target committed, before the ACK
+
+    def close(self) -> None:
+        for c in (self.init, self.tgt):
+            try:
+                c.close()
+            except Exception:  # pragma: no cover
+                pass
+
+    def forward(self) -> int:
+        """Move one batch initiator -> target. Returns messages accepted (0: nothing to move;
+        -1: the target queue is disabled and keeps them out)."""
+        n, dlgids, seqs, types, bodies = self.init_cur.execute(
+            "SELECT * FROM ssb.transmit_batch(%s)", (self.batch_size,)).fetchone()
+        if not n:
+            return 0
+        accepted, ack_dlgids, ack_seqs = self.tgt_cur.execute(
+            "SELECT * FROM ssb.enqueue(%s::int2, %s::uuid[], %s::int8[], %s::int2[], %s::bytea[])",
+            (self.initiator, dlgids, seqs, types, bodies)).fetchone()
+        if accepted < 0:
+            return -1
+        self.enqueues += 1
+        if self.on_enqueued:
+            self.on_enqueued(self)
+        self.init_cur.execute("SELECT ssb.ack(%s::uuid[], %s::int8[])", (ack_dlgids, ack_seqs))
+        # messages that were all duplicates still count as moved (they left the xmitq)
+        return max(accepted, 1)
+
+    def backward(self) -> int:
+        """Move one batch target -> initiator (EndDialog messages). Returns messages moved."""
+        n, dlgids, seqs, types, bodies = self.tgt_cur.execute(
+            "SELECT * FROM ssb.transmit_batch(%s::int2, %s)", (self.initiator, self.batch_size)).fetchone()
+        if not n:
+            return 0
+        accepted, ack_dlgids, ack_seqs = self.init_cur.execute(
+            "SELECT * FROM ssb.accept_replies(%s::uuid[], %s::int8[], %s::int2[], %s::bytea[])",
+            (dlgids, seqs, types, bodies)).fetchone()
+        self.tgt_cur.execute("SELECT ssb.ack_outbound(%s::uuid[], %s::int8[])", (ack_dlgids, ack_seqs))
+        return max(accepted, 1)
+
+
+class Transport(threading.Thread):
+    def __init__(self, broker: "Broker", initiator: int, conninfo: str):
+        super().__init__(name=f"transport-i{initiator}", daemon=True)
+        self.broker = broker
+        self.initiator = initiator
+        self.conninfo = conninfo
+        self.link: TransportLink | None = None
+        self.moved = 0
+
+    def run(self) -> None:
+        stop = self.broker.stopping
+        idle = 0.001
+        last_back = 0.0
+        while not stop.is_set():
+            try:
+                if self.link is None:
+                    self.link = TransportLink(self.initiator, self.conninfo, self.broker.opts.target,
+                                              batch_size=self.broker.opts.batch_size)
+                    crash_at = self.broker.opts.crash_after_enqueue
+                    if crash_at:
+                        def hook(link, crash_at=crash_at):
+                            if link.enqueues >= crash_at:
+                                log.warning("crash-after-enqueue %d reached: SIGKILL", crash_at)
+                                os.kill(os.getpid(), signal.SIGKILL)
+                        self.link.on_enqueued = hook
+                moved = self.link.forward()
+                now = time.monotonic()
+                if moved or now - last_back >= 0.05:
+                    last_back = now
+                    back = self.link.backward()
+                else:
+                    back = 0
+                if moved > 0:
+                    self.moved += moved
+                if moved > 0 or back > 0:
+                    idle = 0.001
+                    continue
+                # nothing to move (or the target queue is disabled): back off up to 10 ms
+                stop.wait(0.2 if moved < 0 else idle)
+                idle = min(idle * 2, 0.01)
+            except Exception as e:  # connection lost, server restart, ...
+                if stop.is_set():
+                    break
+                log.warning("transport i%d: %s", self.initiator, str(e).strip().splitlines()[0])
+                if self.link:
+                    self.link.close()
+                    self.link = None
+                stop.wait(0.5)
+        if self.link:
+            self.link.close()

@@ -1,0 +1,93 @@
+"""The embedded broker's wait sampler: PostgreSQL wait events as SQL Server wait statistics.
+
+Samples ``pg_stat_activity`` every few tens of milliseconds and accumulates wait time and
+waiting tasks per PostgreSQL wait event and mapped SQL Server wait type in ``ssb.wait_stats``
+(the mapping and the one list of benign waits: :mod:`harness.targets.embedded.waits`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import psycopg
+
+from ._db import connect, connection_lost
+from .waits import map_wait
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+
+class WaitSampler(threading.Thread):
+    """Samples pg_stat_activity and accumulates wait time per wait event into ssb.wait_stats."""
+
+    QUERY = ("SELECT pid, datname, wait_event_type, wait_event, application_name "
+             "FROM pg_stat_activity "
+             "WHERE backend_type = 'client backend' AND datname = ANY (%s) "
+             "AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'")
+
+    def __init__(self, broker: "Broker"):
+        super().__init__(name="wait-sampler", daemon=True)
+        self.broker = broker
+        self.pending: dict[tuple, list[float]] = {}
+        self.samples = 0
+
+    def run(self) -> None:
+        b = self.broker
+        stop = b.stopping
+        interval = b.opts.sample_interval_s
+        conn = None
+        prev: dict[int, tuple] = {}
+        last = time.monotonic()
+        last_flush = last
+        while not stop.is_set():
+            try:
+                if conn is None:
+                    conn = connect(b.opts.target, "ssbench-wait-sampler")
+                rows = conn.execute(self.QUERY, (b.opts.databases,)).fetchall()
+                now = time.monotonic()
+                dt_ms = min(now - last, 4 * interval) * 1000.0
+                last = now
+                cur: dict[int, tuple] = {}
+                for pid, db, wtype, wevent, app in rows:
+                    pg_type, pg_event, wait_type, benign = map_wait(wtype, wevent, app)
+                    key = (db, pg_type, pg_event, wait_type, benign)
+                    acc = self.pending.setdefault(key, [0, 0.0])
+                    acc[1] += dt_ms
+                    if prev.get(pid) != key:
+                        acc[0] += 1
+                    cur[pid] = key
+                prev = cur
+                self.samples += 1
+                if now - last_flush >= b.opts.flush_interval_s:
+                    self.flush(conn)
+                    last_flush = now
+                stop.wait(max(0.0, interval - (time.monotonic() - now)))
+            except Exception as e:
+                if stop.is_set():
+                    break
+                conn = connection_lost(conn, "wait sampler", e, stop)
+        if conn is not None:
+            try:
+                self.flush(conn)
+            except Exception:  # pragma: no cover
+                pass
+            conn.close()
+
+    def flush(self, conn: psycopg.Connection) -> None:
+        if not self.pending:
+            return
+        items = list(self.pending.items())
+        self.pending = {}
+        cols = list(zip(*[(k[0], k[1], k[2], k[3], k[4], int(v[0]), float(v[1])) for k, v in items]))
+        conn.execute(
+            "INSERT INTO ssb.wait_stats AS w (database, pg_wait_type, pg_wait_event, wait_type, benign, "
+            "waiting_tasks, wait_time_ms) "
+            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bool[], %s::int8[], "
+            "%s::float8[]) "
+            "ON CONFLICT (database, pg_wait_type, pg_wait_event, wait_type) DO UPDATE "
+            "SET waiting_tasks = w.waiting_tasks + excluded.waiting_tasks, "
+            "wait_time_ms = w.wait_time_ms + excluded.wait_time_ms",
+            [list(c) for c in cols])

@@ -1,0 +1,475 @@
+"""Provisioning and teardown of the SQL Server topology.
+
+:func:`provision` creates (idempotently) the databases, the paper's message type, contract,
+queues and services, the tables and procedures, dialog security (a certificate per database,
+exchanged with CERTENCODED / CREATE CERTIFICATE FROM BINARY, users without login, GRANT SEND,
+remote service bindings with ANONYMOUS = OFF), and for the distributed layout transport
+security (a certificate per instance in master, a certificate-authenticated Service Broker
+endpoint, a login per peer instance with CONNECT on the endpoint), then the routes with
+BROKER_INSTANCE both ways (and msdb routes for local delivery). :func:`teardown` removes it.
+Every function takes the :class:`~.session.Session` of the target.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from ...errors import TargetError
+from . import driver, tsql
+from .session import MIN_VERSION, Session, random_password, version_tuple
+from .topology import Instance
+
+log = logging.getLogger(__name__)
+
+Pair = tuple[Instance, Instance, int]
+
+
+def _check_version(s: Session, inst: Instance) -> str:
+    row = s._server_info(inst)
+    version = row[0]
+    if version_tuple(version) < MIN_VERSION:
+        raise TargetError(f"{inst.host}:{inst.port} runs SQL Server {version}; ssbench needs "
+                          "SQL Server 2016 SP1 (13.0.4001) or later (CREATE OR ALTER, "
+                          "DATEDIFF_BIG, CERTENCODED)")
+    return version
+
+
+def _ensure_database(s: Session, inst: Instance, created: set[str]) -> None:
+    info = s._database_info(inst)
+    if info is None:
+        if not s.topology.broker.create_databases:
+            raise TargetError(f"database {inst.database} does not exist on {inst.host}:"
+                              f"{inst.port} (broker.create_databases is false)")
+        log.info("creating database %s on %s", inst.database, inst.server_key)
+        s._run(inst, "server", "create_database", {"database": inst.database},
+               database="master")
+        created.add(inst.name)
+        info = s._database_info(inst)
+        if info is None:
+            raise TargetError(f"database {inst.database} was not created on {inst.server_key}")
+    if info[5] != "ONLINE":
+        raise TargetError(f"database {inst.database} on {inst.server_key} is {info[5]}")
+    if not info[2]:
+        log.info("enabling Service Broker in %s", inst.database)
+        s._pool.discard(inst.server_key, inst.database)
+        try:
+            s._run(inst, "server", "enable_broker", {"database": inst.database},
+                   database="master")
+        except driver.QueryError as e:
+            log.warning("ENABLE_BROKER failed in %s (%s); using NEW_BROKER", inst.database, e)
+            s._run(inst, "server", "new_broker", {"database": inst.database},
+                   database="master")
+
+
+def _dedupe_guids(s: Session, insts: list[Instance]) -> None:
+    """Every database needs its own broker GUID (copies of a database share one)."""
+    seen: dict[str, Instance] = {}
+    for inst in sorted(insts, key=lambda i: s.topology.role(i) != "target"):
+        g = s._broker_guid(inst, refresh=True)
+        if g in seen:
+            log.warning("%s shares broker GUID %s with %s; giving it a new one (NEW_BROKER)",
+                        inst.where(), g, seen[g].where())
+            s._new_broker(inst)
+            g = s._guids[inst.name]
+        seen[g] = inst
+
+
+#: Objects provisioning creates under the paper's or configured names, by class. ssbench
+#: refuses to take over an existing one of the STRICT classes (it empties, alters or replaces
+#: them); an existing message type or contract is used as it is and left in place.
+STRICT = ("QUEUE", "SERVICE", "PROCEDURE", "TABLE")
+ROLE_TABLES = {"target": ("messageDrop", "receiveTally", "messageErrors"), "initiator": ("dialogs",)}
+
+
+def _ownership(s: Session, inst: Instance) -> dict[tuple[str, str], tuple[bool, bool]]:
+    """(class, name) -> (present, recorded as ssbench's) for the named objects of ``inst``."""
+    b = s.topology.broker
+    rows = s._query(inst, "objects", "ownership",
+                    [b.message_type, b.contract, b.queue, b.service, b.activation_procedure],
+                    purpose="admin")
+    return {(str(r[0]), str(r[1])): (bool(r[2]), bool(r[3])) for r in rows}
+
+
+def _owned_state(s: Session, inst: Instance) -> dict[tuple[str, str], tuple[bool, bool]]:
+    """Create dbo.ssbench_owned if needed and return :func:`_ownership`. A database an ssbench
+    from before ownership records provisioned (dbo.ssbench_config, no dbo.ssbench_owned) has
+    its objects recorded as ssbench's."""
+    fresh = bool(s._scalar(inst, "objects", "owned_table", purpose="admin"))
+    state = _ownership(s, inst)
+    if fresh and state.get(("TABLE", "ssbench_config"), (False, False))[0]:
+        for key, (present, _) in state.items():
+            if present:
+                _record(s, inst, *key)
+        state = _ownership(s, inst)
+    return state
+
+
+def _record(s: Session, inst: Instance, cls: str, name: str) -> None:
+    sql = tsql.statement("objects", "owned_record")
+    s._retrying(inst, None, "admin", lambda c: c.execute(sql, (cls, name, cls, name),
+                                                        what="objects.sql owned_record"))
+
+
+def _wanted(s: Session, role: str) -> set[tuple[str, str]]:
+    b = s.topology.broker
+    out = {("MESSAGE TYPE", b.message_type), ("CONTRACT", b.contract), ("QUEUE", b.queue),
+           ("SERVICE", b.service)} | {("TABLE", t) for t in ROLE_TABLES[role]}
+    if role == "target":
+        out.add(("PROCEDURE", b.activation_procedure))
+    return out
+
+
+def _refuse_foreign(s: Session, inst: Instance, role: str,
+                    state: dict[tuple[str, str], tuple[bool, bool]]) -> None:
+    """Existing queues, services, the activation procedure and the paper's tables that ssbench
+    did not create are not taken over (it would empty, alter or replace them)."""
+    foreign = sorted(k for k in _wanted(s, role)
+                     if k[0] in STRICT and state.get(k, (False, False)) == (True, False))
+    if foreign:
+        what = ", ".join(f"{c.lower()} {n}" for c, n in foreign)
+        raise TargetError(
+            f"{inst.where()}: {what} already exist(s) and ssbench did not create them (it would "
+            "empty, alter or replace them): drop or rename them, or give ssbench other names "
+            "under broker: in the topology")
+
+
+def _create_objects(s: Session, inst: Instance, role: str, index: int,
+                    before: dict[tuple[str, str], tuple[bool, bool]]) -> None:
+    """Create the database's objects and record in dbo.ssbench_owned what ssbench created
+    (an existing message type or contract is used as it is and not recorded)."""
+    names = s._names()
+    for sec in ("message_type", "contract", "queue", "service", "config_table"):
+        s._run(inst, "objects", sec, names)
+    if role == "target":
+        s._run(inst, "target", "tables", names)
+        s._run(inst, "target", "reset_procedure", names)
+        s._install_activation(inst, s._broker)
+    else:
+        s._run(inst, "initiator", "tables", names)
+        s._install_initiator_code(inst, index)
+    for key in sorted(_wanted(s, role)):
+        if not before.get(key, (False, False))[0]:
+            _record(s, inst, *key)
+
+
+def _cert_dates(s: Session) -> dict[str, dt.date]:
+    today = dt.datetime.now(dt.timezone.utc).date()
+    # a day back, so a peer whose clock runs behind does not see a not-yet-valid certificate
+    years = s.topology.broker.certificate_years
+    try:
+        expiry = today.replace(year=today.year + years)
+    except ValueError:  # 29 February
+        expiry = today.replace(year=today.year + years, day=28)
+    return {"start_date": today - dt.timedelta(days=1), "expiry_date": expiry}
+
+
+def _own_certificate(s: Session, inst: Instance, cert: str, subject: str,
+                     database: str) -> tuple[bytes, bytes]:
+    s._run(inst, "server", "master_key", {"password": random_password()}, database=database)
+    s._run(inst, "server", "own_certificate",
+           {"certificate": cert, "subject": subject, **_cert_dates(s)}, database=database)
+    rows = s._query(inst, "server", "certificate_public", [cert], database=database,
+                    purpose="admin")
+    if not rows or rows[0][0] is None:
+        raise TargetError(f"{inst.where()}: certificate {cert} has no public key")
+    return bytes(rows[0][0]), bytes(rows[0][1])
+
+
+def _install_peer_certificate(s: Session, inst: Instance, database: str, cert: str, user: str,
+                              public: tuple[bytes, bytes]) -> None:
+    """Install (or replace, if the peer's certificate changed) a peer's public certificate
+    owned by ``user``."""
+    data, thumbprint = public
+    rows = s._query(inst, "server", "certificate_thumbprint", [cert], database=database,
+                    purpose="admin")
+    if rows and rows[0][0] is not None and bytes(rows[0][0]) == thumbprint:
+        return
+    if rows:
+        s._run(inst, "server", "drop_certificate", {"certificate": cert}, database=database)
+    s._run(inst, "server", "peer_certificate",
+           {"certificate": cert, "user": user, "certificate_bytes": data}, database=database)
+
+
+def dialog_cert(inst: Instance) -> str:
+    return f"ssbench_dialog_{inst.name}"
+
+
+def peer_user(name: str) -> str:
+    return f"ssbench_peer_{name}"
+
+
+def _dialog_security(s: Session, pairs: list[Pair]) -> None:
+    """Full dialog security, as the paper (BEGIN DIALOG ... WITH ENCRYPTION = ON and a
+    remote service binding with ANONYMOUS = OFF): each database's dbo owns a certificate;
+    each side installs the other's public certificate for a user without login."""
+    publics: dict[str, tuple[bytes, bytes]] = {}
+    insts = {i.name: i for pair in pairs for i in pair[:2]}
+    for inst in insts.values():
+        publics[inst.name] = _own_certificate(s,
+            inst, dialog_cert(inst), f"ssbench dialog security {inst.name}"[:64],
+            inst.database)
+    for t, i, _ in pairs:
+        names = s._names()
+        # target: the initiator's service owner, allowed to connect and send
+        tu = peer_user(i.name)
+        s._run(t, "objects", "proxy_user", {"user": tu})
+        _install_peer_certificate(s, t, t.database, dialog_cert(i), tu, publics[i.name])
+        s._run(t, "objects", "grant_send", {**names, "user": tu})
+        # initiator: the target's service owner, named by the remote service binding
+        iu = peer_user(t.name)
+        s._run(i, "objects", "proxy_user", {"user": iu})
+        _install_peer_certificate(s, i, i.database, dialog_cert(t), iu, publics[t.name])
+        s._run(i, "objects", "remote_service_binding",
+               {**names, "binding": f"ssbench_rsb_{t.name}", "user": iu})
+        # messages the target sends back (EndDialog, Error) arrive as that user
+        s._run(i, "objects", "grant_send", {**names, "user": iu})
+
+
+def endpoint_owned(s: Session, inst: Instance, name: str) -> bool:
+    """ssbench created this endpoint: master's extended property names it, or (an ssbench from
+    before the record) its name has the reserved ssbench_ prefix."""
+    owner = s._scalar(inst, "server", "endpoint_owner", database="master", purpose="admin")
+    return owner == name or name.lower().startswith("ssbench_")
+
+
+def endpoint_problems(s: Session, inst: Instance, row: tuple, owned: bool) -> list[str]:
+    """Why an existing Service Broker endpoint (a broker_endpoints row) cannot serve ssbench,
+    one sentence each; [] when it can. ssbench re-creates the settings of its own endpoint at
+    provision, so only its state matters there."""
+    b = s.topology.broker
+    name, port, state, auth, _, cert = row
+    if owned:
+        return [] if state == "STARTED" else [
+            f"endpoint [{name}] is {state}: no message leaves or arrives; run provision"]
+    if not b.use_existing_endpoint:
+        return [f"endpoint [{name}] (port {port}, authentication {auth}) exists and ssbench did "
+                "not create it; an instance has only one, and ssbench never alters an endpoint "
+                "it did not create: set broker.use_existing_endpoint: true to use it as it is, "
+                "or drop it"]
+    out = []
+    if "CERTIFICATE" not in str(auth).upper() or not cert:
+        out.append(f"endpoint [{name}] authenticates with {auth}; ssbench's transport security "
+                   "needs certificate authentication")
+    if port != inst.broker_port:
+        out.append(f"endpoint [{name}] listens on port {port}: set broker_port: {port} for "
+                   f"{inst.name} in the topology")
+    if state != "STARTED":
+        out.append(f"endpoint [{name}] is {state}; start it (ALTER ENDPOINT [{name}] STATE = "
+                   "STARTED) or let ssbench create its own")
+    return out
+
+
+def _foreign_endpoint(s: Session, inst: Instance) -> tuple | None:
+    """The instance's Service Broker endpoint when ssbench did not create it (None when there
+    is none or it is ssbench's); raises unless it can be used as it is."""
+    rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
+    if rows and not endpoint_owned(s, inst, rows[0][0]):
+        problems = endpoint_problems(s, inst, rows[0], owned=False)
+        if problems:
+            raise TargetError(f"{inst.host}:{inst.port}: " + "; ".join(problems))
+        return rows[0]
+    return None
+
+
+def _endpoint(s: Session, inst: Instance, label: str) -> tuple[str, tuple[bytes, bytes]]:
+    """The instance's Service Broker endpoint: created (and recorded) by ssbench, altered only
+    when ssbench created it, or an existing one used exactly as it is with
+    ``broker.use_existing_endpoint``. Returns its name and the public part of the certificate
+    it authenticates with."""
+    b = s.topology.broker
+    foreign = _foreign_endpoint(s, inst)
+    if foreign is not None:
+        name, cert = foreign[0], foreign[5]
+        rows2 = s._query(inst, "server", "certificate_public", [cert], database="master",
+                         purpose="admin")
+        if not rows2 or rows2[0][0] is None:
+            raise TargetError(f"{inst.host}:{inst.port}: certificate {cert} of endpoint [{name}] "
+                              "is not readable")
+        return name, (bytes(rows2[0][0]), bytes(rows2[0][1]))
+    rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
+    cert = f"ssbench_transport_{label}"
+    public = _own_certificate(s, inst, cert, f"ssbench transport {label}"[:64], "master")
+    name = rows[0][0] if rows else b.endpoint_name
+    params = {"endpoint": name, "port": inst.broker_port, "certificate": cert,
+              "encryption": b.endpoint_encryption.upper()}
+    s._run(inst, "server", "endpoint_alter" if rows else "endpoint_create", params,
+           database="master")
+    s._run(inst, "server", "endpoint_owner_set", {"endpoint": name}, database="master")
+    return name, public
+
+
+def _transport(s: Session, pairs: list[Pair]) -> None:
+    """Transport security between instances: the Service Broker endpoint authenticating with
+    a certificate in master, and for every peer instance a login, a master user owning the
+    peer's public certificate and CONNECT on the endpoint."""
+    links: set[tuple[str, str]] = set()
+    for t, i, _ in pairs:
+        if t.server_key != i.server_key:
+            links.add((t.server_key, i.server_key))
+            links.add((i.server_key, t.server_key))
+    if not links:
+        return
+    servers = s._servers(x for pair in pairs for x in pair[:2])
+    publics: dict[str, tuple[bytes, bytes]] = {}
+    endpoints: dict[str, str] = {}
+    for key in sorted({k for link in links for k in link}):
+        endpoints[key], publics[key] = _endpoint(s, servers[key], s._server_label(key))
+    for a, peer in sorted(links):
+        inst = servers[a]
+        plabel = s._server_label(peer)
+        login = user = f"ssbench_peer_{plabel}"
+        s._run(inst, "server", "peer_login",
+               {"login": login, "user": user, "password": random_password()}, database="master")
+        _install_peer_certificate(s, inst, "master", f"ssbench_transport_{plabel}", user,
+                                  publics[peer])
+        s._run(inst, "server", "peer_grant_connect",
+               {"endpoint": endpoints[a], "login": login}, database="master")
+
+
+def routing(s: Session, pairs: list[Pair]) -> None:
+    """Routes with BROKER_INSTANCE both ways (TCP to the far endpoint, or LOCAL), msdb
+    routes for local delivery (distributed layout), and the target's GUID for BEGIN DIALOG."""
+    service = s.topology.broker.service
+    local_done: set[str] = set()
+    for t, i, _ in pairs:
+        same = t.server_key == i.server_key
+        gt, gi = s._broker_guid(t), s._broker_guid(i)
+        s._run(i, "objects", "route", {"service": service, "route": f"ssbench_to_{t.name}",
+                                       "broker_instance": gt,
+                                       "address": "LOCAL" if same else t.broker_address})
+        s._run(t, "objects", "route", {"service": service, "route": f"ssbench_to_{i.name}",
+                                       "broker_instance": gi,
+                                       "address": "LOCAL" if same else i.broker_address})
+        _config_set(s, i, "target_broker_guid", gt)
+        _config_set(s, i, "target_instance", t.name)
+        if not same:
+            for inst in (t, i):
+                if inst.name not in local_done:
+                    s._run(inst, "server", "msdb_route",
+                           {"service": service, "route": f"ssbench_local_{inst.name}",
+                            "broker_instance": s._broker_guid(inst)}, database="msdb")
+                    local_done.add(inst.name)
+
+
+def _config_set(s: Session, inst: Instance, name: str, value: str) -> None:
+    sql = tsql.statement("objects", "config_set")
+    s._retrying(inst, None, "admin", lambda c: c.execute(sql, (value, name, name, value),
+                                        what="objects.sql config_set"))
+
+
+def provision(s: Session, max_initiators: int | None = None) -> None:
+    """Create everything the topology needs, idempotently (safe to run again)."""
+    topo = s.topology
+    pairs = topo.pairs(max_initiators)
+    insts = topo.used_instances(max_initiators)
+    for inst in s._servers(insts).values():
+        _check_version(s, inst)
+    if topo.layout == "distributed":        # refuse a foreign endpoint before changing anything
+        for inst in s._servers(insts).values():
+            _foreign_endpoint(s, inst)
+    created: set[str] = set()
+    for inst in insts:
+        _ensure_database(s, inst, created)
+    state = {}
+    for inst in insts:                       # refuse foreign objects before creating any
+        state[inst.name] = _owned_state(s, inst)
+        _refuse_foreign(s, inst, topo.role(inst), state[inst.name])
+    for inst in insts:
+        if inst.name in created:
+            _record(s, inst, "DATABASE", inst.database)
+    _dedupe_guids(s, insts)
+    index = {i.name: idx for _, i, idx in pairs}
+    for inst in insts:
+        _create_objects(s, inst, topo.role(inst), index.get(inst.name, 1), state[inst.name])
+    _dialog_security(s, pairs)
+    if topo.layout == "distributed":
+        _transport(s, pairs)
+    routing(s, pairs)
+    log.info("provisioned %d database(s) on %d server(s)", len(insts),
+             len(s._servers(insts)))
+
+
+def teardown(s: Session, drop_databases: bool = False) -> list[str]:
+    """Remove what provision created (all profiles), and nothing else: objects under the
+    paper's or configured names only when dbo.ssbench_owned records them, the endpoint only
+    when ssbench created it, databases only when asked and ssbench created them. Returns a
+    line for everything left in place."""
+    topo = s.topology
+    pairs = topo.pairs()
+    insts = topo.used_instances()
+    partners: dict[str, list[Instance]] = {}
+    for t, i, _ in pairs:
+        partners.setdefault(t.name, []).append(i)
+        partners.setdefault(i.name, []).append(t)
+    b = topo.broker
+    names = s._names()
+    kept: list[str] = []
+    owned_dbs: set[str] = set()
+    for inst in insts:
+        if s._database_info(inst) is None:
+            continue
+        state = _owned_state(s, inst)
+        owned = {(str(c), str(n)) for c, n in s._query(inst, "objects", "owned_list",
+                                                       purpose="admin")}
+        if ("DATABASE", inst.database) in owned:
+            owned_dbs.add(inst.name)
+        if ("SERVICE", b.service) in owned:
+            s._run(inst, "teardown", "end_conversations", names)
+        for p in partners.get(inst.name, []):
+            s._run(inst, "teardown", "route_drop", {"route": f"ssbench_to_{p.name}"})
+        if topo.role(inst) == "initiator":
+            s._run(inst, "teardown", "binding_drop",
+                   {"binding": f"ssbench_rsb_{partners[inst.name][0].name}"})
+        for cls, sec in (("SERVICE", "service_drop"), ("QUEUE", "queue_drop"),
+                         ("CONTRACT", "contract_drop"), ("MESSAGE TYPE", "message_type_drop")):
+            name = names[sec.replace("_drop", "")]
+            if (cls, name) in owned:
+                s._run(inst, "teardown", sec, names)
+            elif cls in ("SERVICE", "QUEUE") and state.get((cls, name), (False, False))[0]:
+                kept.append(f"{inst.where()}: {cls.lower()} {name} (not created by ssbench)")
+        for p in partners.get(inst.name, []):
+            s._run(inst, "teardown", "proxy_drop",
+                   {"certificate": dialog_cert(p), "user": peer_user(p.name)})
+        s._run(inst, "teardown", "ssbench_code", names)
+        if ("PROCEDURE", b.activation_procedure) in owned:
+            s._run(inst, "teardown", "procedure_drop", {"procedure": b.activation_procedure})
+        for cls, name in sorted(owned):
+            if cls == "TABLE" and not name.lower().startswith("ssbench_"):
+                s._run(inst, "teardown", "table_drop", {"table": name})
+        s._run(inst, "teardown", "own_certificate_drop", {"certificate": dialog_cert(inst)})
+        keep = ("DATABASE", inst.database) in owned and not drop_databases
+        s._run(inst, "teardown", "owned_prune" if keep else "owned_drop")
+    if topo.layout == "distributed":
+        servers = s._servers(insts)
+        for key, inst in servers.items():
+            for other in insts:
+                if other.server_key == key:
+                    s._run(inst, "server", "msdb_route_drop",
+                           {"route": f"ssbench_local_{other.name}"}, database="msdb")
+            rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
+            if rows and endpoint_owned(s, inst, rows[0][0]):
+                s._run(inst, "server", "endpoint_drop", {"endpoint": rows[0][0]}, database="master")
+                s._run(inst, "server", "endpoint_owner_drop", database="master")
+            elif rows:
+                kept.append(f"{inst.host}:{inst.port}: endpoint {rows[0][0]} (not created by "
+                            "ssbench; its CONNECT grants went with ssbench's peer logins)")
+            for peer in servers:
+                if peer != key:
+                    pl = s._server_label(peer)
+                    s._run(inst, "server", "peer_drop",
+                           {"certificate": f"ssbench_transport_{pl}",
+                            "user": f"ssbench_peer_{pl}", "login": f"ssbench_peer_{pl}"},
+                           database="master")
+            s._run(inst, "server", "drop_certificate",
+                   {"certificate": f"ssbench_transport_{s._server_label(key)}"},
+                   database="master")
+    if drop_databases:
+        for inst in insts:
+            if inst.name not in owned_dbs:
+                kept.append(f"{inst.where()}: database kept (ssbench did not create it)")
+                continue
+            s._pool.discard(inst.server_key, inst.database)
+            s._run(inst, "server", "drop_database", {"database": inst.database},
+                   database="master")
+    return kept

@@ -1,0 +1,184 @@
+"""The SQL Server target's collectors: DMVs read while a permutation runs.
+
+sys.dm_os_wait_stats (benign waits filtered here, the one list), sys.dm_os_performance_counters
+(the Broker objects), transmission and service queue depths (partition row counts, or exact
+counts), sys.dm_broker_activated_tasks / sys.dm_broker_queue_monitors / sys.service_queues,
+the scheduler-monitor ring buffer (CPU), and the target's drop table for end-to-end latency.
+Every function takes the :class:`~.session.Session` of the running target; the SQL is in
+``workloads/mssql/collectors.sql`` and ``target.sql``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Iterable
+
+from ..base import PerfCounter, WaitStat
+from .session import EPOCH, Session
+
+#: Waits that say nothing about the workload (idle background tasks, timers, sleeping
+#: receivers). The one list the collectors use; the rest of sys.dm_os_wait_stats is reported.
+BENIGN_WAITS = frozenset({
+    "BROKER_EVENTHANDLER", "BROKER_RECEIVE_WAITFOR", "BROKER_TASK_STOP", "BROKER_TO_FLUSH",
+    "BROKER_TRANSMITTER", "CHECKPOINT_QUEUE", "CHKPT", "CLR_AUTO_EVENT", "CLR_MANUAL_EVENT",
+    "CLR_SEMAPHORE", "CXCONSUMER", "DBMIRROR_DBM_EVENT", "DBMIRROR_EVENTS_QUEUE",
+    "DBMIRROR_WORKER_QUEUE", "DBMIRRORING_CMD", "DIRTY_PAGE_POLL", "DISPATCHER_QUEUE_SEMAPHORE",
+    "EXECSYNC", "FSAGENT", "FT_IFTS_SCHEDULER_IDLE_WAIT", "FT_IFTSHC_MUTEX",
+    "HADR_CLUSAPI_CALL", "HADR_FILESTREAM_IOMGR_IOCOMPLETION", "HADR_LOGCAPTURE_WAIT",
+    "HADR_NOTIFICATION_DEQUEUE", "HADR_TIMER_TASK", "HADR_WORK_QUEUE", "KSOURCE_WAKEUP",
+    "LAZYWRITER_SLEEP", "LOGMGR_QUEUE", "MEMORY_ALLOCATION_EXT", "ONDEMAND_TASK_QUEUE",
+    "PARALLEL_REDO_DRAIN_WORKER", "PARALLEL_REDO_LOG_CACHE", "PARALLEL_REDO_TRAN_LIST",
+    "PARALLEL_REDO_WORKER_SYNC", "PARALLEL_REDO_WORKER_WAIT_WORK",
+    "PREEMPTIVE_XE_GETTARGETSTATE", "PWAIT_ALL_COMPONENTS_INITIALIZED",
+    "PWAIT_DIRECTLOGCONSUMER_GETNEXT", "PWAIT_EXTENSIBILITY_CLEANUP_TASK",
+    "QDS_PERSIST_TASK_MAIN_LOOP_SLEEP", "QDS_ASYNC_QUEUE",
+    "QDS_CLEANUP_STALE_QUERIES_TASK_MAIN_LOOP_SLEEP", "QDS_SHUTDOWN_QUEUE",
+    "REDO_THREAD_PENDING_WORK", "REQUEST_FOR_DEADLOCK_SEARCH", "RESOURCE_QUEUE",
+    "SERVER_IDLE_CHECK", "SLEEP_BPOOL_FLUSH", "SLEEP_DBSTARTUP", "SLEEP_DCOMSTARTUP",
+    "SLEEP_MASTERDBREADY", "SLEEP_MASTERMDREADY", "SLEEP_MASTERUPGRADED", "SLEEP_MSDBSTARTUP",
+    "SLEEP_SYSTEMTASK", "SLEEP_TASK", "SLEEP_TEMPDBSTARTUP", "SNI_HTTP_ACCEPT",
+    "SOS_WORK_DISPATCHER", "SP_SERVER_DIAGNOSTICS_SLEEP", "SQLTRACE_BUFFER_FLUSH",
+    "SQLTRACE_INCREMENTAL_FLUSH_SLEEP", "SQLTRACE_WAIT_ENTRIES", "VDI_CLIENT_OTHER",
+    "WAIT_FOR_RESULTS", "WAITFOR", "WAITFOR_TASKSHUTDOWN", "WAIT_XTP_RECOVERY",
+    "WAIT_XTP_HOST_WAIT", "WAIT_XTP_OFFLINE_CKPT_NEW_LOG", "WAIT_XTP_CKPT_CLOSE",
+    "XE_DISPATCHER_JOIN", "XE_DISPATCHER_WAIT", "XE_TIMER_EVENT", "XE_LIVE_TARGET_TVF",
+})
+BENIGN_WAIT_PREFIXES = ("SQLTRACE_", "XE_", "SLEEP_", "QDS_", "HADR_", "PWAIT_")
+
+
+def is_benign_wait(wait_type: str) -> bool:
+    return wait_type in BENIGN_WAITS or wait_type.startswith(BENIGN_WAIT_PREFIXES)
+
+
+#: Performance objects the collectors keep (matched on the part after the instance prefix).
+BROKER_OBJECTS = ("Broker Activation", "Broker Statistics", "Broker/DBM Transport",
+                  "Broker TO Statistics")
+#: cntr_type -> PerfCounter.kind (per-second counters are cumulative raw values).
+COUNTER_KINDS = {272696576: "cumulative", 65792: "gauge"}
+
+
+def counter_object(object_name: str) -> str | None:
+    """'SQLServer:Broker Statistics' / 'MSSQL$INST:Broker Activation' -> the known suffix."""
+    suffix = object_name.split(":", 1)[1] if ":" in object_name else object_name
+    suffix = suffix.strip()
+    return suffix if suffix in BROKER_OBJECTS else None
+
+
+def parse_perf_counters(rows: Iterable[tuple]) -> list[PerfCounter]:
+    """Rows of (object_name, counter_name, instance_name, cntr_value, cntr_type) ->
+    PerfCounters for the Broker objects, object names without the instance prefix."""
+    out = []
+    for obj, counter, instance, value, ctype in rows:
+        name = counter_object(str(obj))
+        kind = COUNTER_KINDS.get(int(ctype))
+        if name is None or kind is None:
+            continue
+        out.append(PerfCounter(name, str(counter).strip(), str(instance or "").strip(),
+                               float(value), kind))
+    return out
+
+
+def wait_stats_by_server(s: Session) -> dict[str, list[WaitStat]]:
+    out: dict[str, list[WaitStat]] = {}
+    for key, inst in s._active_servers().items():
+        rows = s._query(inst, "collectors", "wait_stats", database="master")
+        out[s._server_label(key)] = sorted(
+            (WaitStat(str(r[0]), int(r[1]), float(r[2])) for r in rows
+             if not is_benign_wait(str(r[0]))),
+            key=lambda w: -w.wait_time_ms)
+    return out
+
+
+def wait_stats(s: Session) -> list[WaitStat]:
+    """Summed over the active permutation's SQL Server instances."""
+    acc: dict[str, list[float]] = {}
+    for stats in wait_stats_by_server(s).values():
+        for w in stats:
+            a = acc.setdefault(w.wait_type, [0, 0.0])
+            a[0] += w.waiting_tasks
+            a[1] += w.wait_time_ms
+    return sorted((WaitStat(k, int(v[0]), v[1]) for k, v in acc.items()),
+                  key=lambda w: -w.wait_time_ms)
+
+
+def perf_counters_by_server(s: Session) -> dict[str, list[PerfCounter]]:
+    out: dict[str, list[PerfCounter]] = {}
+    for key, inst in s._active_servers().items():
+        rows = s._query(inst, "collectors", "perf_counters", database="master")
+        out[s._server_label(key)] = parse_perf_counters(rows)
+    return out
+
+
+def perf_counters(s: Session) -> list[PerfCounter]:
+    """Summed over instances (per-second counters and gauges both add up)."""
+    acc: dict[tuple[str, str, str], PerfCounter] = {}
+    for counters in perf_counters_by_server(s).values():
+        for c in counters:
+            k = (c.object_name, c.counter_name, c.instance_name)
+            prev = acc.get(k)
+            acc[k] = c if prev is None else PerfCounter(c.object_name, c.counter_name,
+                                                        c.instance_name, prev.value + c.value,
+                                                        c.kind)
+    return list(acc.values())
+
+
+def queue_depths(s: Session, exact: bool = False) -> dict[str, int]:
+    target, inits = s._active()
+    out: dict[str, int] = {}
+    for idx, inst in enumerate(inits, start=1):
+        rows = [] if exact else s._query(inst, "collectors", "xmitq_fast")
+        if rows and rows[0][1]:
+            out[f"xmitq.i{idx}"] = int(rows[0][0] or 0)
+        else:
+            out[f"xmitq.i{idx}"] = int(s._scalar(inst, "collectors", "xmitq_exact") or 0)
+    if exact:
+        out["queue"] = int(s._scalar(target, "target", "queue_exact", params=s._names()) or 0)
+    else:
+        out["queue"] = int(s._scalar(target, "collectors", "queue_fast",
+                                     [s.topology.broker.queue]) or 0)
+    return out
+
+
+def activation(s: Session) -> dict[str, Any]:
+    """sys.dm_broker_activated_tasks, sys.dm_broker_queue_monitors and sys.service_queues
+    for the target queue."""
+    target, _ = s._active()
+    q = s.topology.broker.queue
+    tasks = int(s._scalar(target, "collectors", "activated_tasks", [q]) or 0)
+    mon = s._query(target, "collectors", "queue_monitor", [q])
+    state = s._query(target, "collectors", "queue_state", [q])
+    out: dict[str, Any] = {"tasks_running": tasks}
+    if mon:
+        out.update(monitor_state=mon[0][0], tasks_waiting=mon[0][1],
+                   last_activated_time=mon[0][2], last_empty_rowset_time=mon[0][3])
+    if state:
+        out.update(is_receive_enabled=bool(state[0][0]), is_enqueue_enabled=bool(state[0][1]),
+                   is_activation_enabled=bool(state[0][2]), max_readers=state[0][3])
+    return out
+
+
+def server_cpu_percent(s: Session) -> dict[str, float | None]:
+    """Per SQL Server instance of the permutation: SQL Server's CPU use in percent of the
+    whole machine, from the latest RING_BUFFER_SCHEDULER_MONITOR record (one a minute)."""
+    out: dict[str, float | None] = {}
+    for key, inst in s._active_servers().items():
+        rows = s._query(inst, "collectors", "server_cpu", database="master")
+        out[s._server_label(key)] = float(rows[0][0]) if rows and rows[0][0] is not None else None
+    return out
+
+
+def e2e_latencies_us(s: Session, start_epoch: float, end_epoch: float) -> list[int]:
+    target, inits = s._active()
+    off_t = s._offsets_s.get(target.server_key, 0.0)
+    # the window in the target's clock (received_at is SYSUTCDATETIME() there)
+    start = EPOCH + dt.timedelta(seconds=start_epoch + off_t)
+    end = EPOCH + dt.timedelta(seconds=end_epoch + off_t)
+    skew_us = {idx: round((off_t - s._offsets_s.get(inst.server_key, off_t)) * 1e6)
+               for idx, inst in enumerate(inits, start=1)}
+    rows = s._query(target, "target", "e2e_latencies", [start, end], purpose="admin")
+    return [max(0, int(us) - skew_us.get(int(i), 0)) for i, us in rows]
+
+
+__all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "parse_perf_counters",
+           "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
+           "queue_depths", "activation", "server_cpu_percent", "e2e_latencies_us"]

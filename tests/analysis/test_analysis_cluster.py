@@ -1,0 +1,272 @@
+"""The analysis beyond one machine: a real Spark standalone cluster (a Master and a Worker
+started from pyspark's own ``bin/spark-class`` on 127.0.0.1) and a real Spark Connect server
+(``spark-submit --class ...SparkConnectServer`` on that cluster). ``ssbench analyze --master
+spark://...`` and ``--remote sc://...`` must give the same tables and plots as local mode.
+``ssbench analyze -q`` prints the report path and nothing else (no Spark start-up lines).
+
+Sized for a 2-core machine: the worker offers 1 core and 1 GB, every daemon is stopped at the
+end of the module, also when a test fails."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.analysis import synth
+
+REPO = Path(__file__).resolve().parents[2]
+
+try:
+    import pyspark
+
+    SPARK_HOME = Path(pyspark.__file__).resolve().parent
+except ImportError:  # pragma: no cover
+    SPARK_HOME = Path("/nonexistent")
+SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
+SPARK_SUBMIT = SPARK_HOME / "bin" / "spark-submit"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
+                       reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)"),
+    pytest.mark.skipif(not SPARK_CLASS.exists(), reason="pyspark's bin/spark-class is missing"),
+]
+
+TABLES = ("permutations", "dialog_gains", "crossover", "top_waits", "wait_profile", "repetitions",
+          "queue_timeseries", "issues")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+#: short-lived JVMs on 2 cores: one GC thread, the C1 compiler only (see harness.analysis.spark)
+SMALL_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
+def spark_env(conf_dir: Path) -> dict[str, str]:
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    (conf_dir / "spark-defaults.conf").write_text(f"spark.executor.extraJavaOptions {SMALL_JVM}\n")
+    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
+               SPARK_CONF_DIR=str(conf_dir), SPARK_DAEMON_MEMORY="512m", SPARK_DAEMON_JAVA_OPTS=SMALL_JVM,
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               # no REST submission server (it would take the fixed port 6066)
+               SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
+    for k in ("PYSPARK_SUBMIT_ARGS", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
+        env.pop(k, None)
+    return env
+
+
+class Daemon:
+    """A JVM started by this test, in its own process group (the worker's executors join the
+    worker's group), logging to a file."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str], log_dir: Path):
+        self.name = name
+        self.log = log_dir / f"{name}.log"
+        self._fh = self.log.open("wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._fh, stderr=subprocess.STDOUT, env=env,
+                                     cwd=log_dir, start_new_session=True)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.text()):
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} exited ({self.proc.returncode}):\n{self.text()[-3000:]}")
+            time.sleep(0.3)
+        raise AssertionError(f"{self.name}: no {pattern!r} after {timeout} s:\n{self.text()[-3000:]}")
+
+    def stop(self) -> None:
+        try:
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGTERM)  # the group this test created
+                    self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait(timeout=10)
+            try:  # executors and other children left in the group
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        finally:
+            self._fh.close()
+
+
+class Cluster:
+    def __init__(self, base: Path):
+        self.base = base
+        self.conf_dir = base / "conf"
+        self.env = spark_env(self.conf_dir)
+        self.work_dir = base / "work"
+        self.work_dir.mkdir()
+        self.port = free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.daemons: list[Daemon] = []
+
+    def start(self) -> None:
+        master = Daemon("master", [str(SPARK_CLASS), "org.apache.spark.deploy.master.Master",
+                                   "--host", "127.0.0.1", "--port", str(self.port),
+                                   "--webui-port", str(free_port())], self.env, self.base)
+        self.daemons.append(master)
+        master.wait_for(r"I have been elected leader")
+        worker = Daemon("worker", [str(SPARK_CLASS), "org.apache.spark.deploy.worker.Worker",
+                                   "--host", "127.0.0.1", "--port", str(free_port()),
+                                   "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g",
+                                   "--work-dir", str(self.work_dir), self.url], self.env, self.base)
+        self.daemons.append(worker)
+        worker.wait_for(r"Successfully registered with master")
+
+    def start_connect(self) -> str:
+        port = free_port()
+        server = Daemon("connect", [str(SPARK_SUBMIT), "--class",
+                                    "org.apache.spark.sql.connect.service.SparkConnectServer",
+                                    "--name", "ssbench-connect-test", "--master", self.url,
+                                    "--driver-memory", "1g", "--driver-java-options", SMALL_JVM,
+                                    "--conf", "spark.executor.memory=1g",
+                                    "--conf", "spark.cores.max=1", "--conf", "spark.ui.enabled=false",
+                                    "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                                    "--conf", f"spark.connect.grpc.binding.port={port}"],
+                        self.env, self.base)
+        self.daemons.append(server)
+        server.wait_for(r"Spark Connect server started at", timeout=120)
+        return f"sc://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        for d in reversed(self.daemons):  # connect server, worker (and its executors), master
+            d.stop()
+
+    def executor_logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in self.work_dir.glob("app-*/*/stderr"))
+
+
+def run_analyze(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    env = dict(env, PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "harness.cli", "analyze", *args], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=cwd)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cluster")
+
+
+@pytest.fixture(scope="module")
+def run_dir(base) -> Path:
+    spec = synth.SynthSpec(name="cluster", initiators=(1,), threads=(1, 10), dialogs=("per_thread", "trick150"),
+                           payloads=(100,), servers=("durable",), repetitions=1, warmup_seconds=1,
+                           measure_seconds=3, drain_seconds=1)
+    return synth.synthesize(base / "results", spec, run_id="20261122-000000-cluster")
+
+
+@pytest.fixture(scope="module")
+def cluster(base):
+    c = Cluster(base / "spark")
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def local_run(base, run_dir):
+    """A local-mode analysis (the reference), run with -q."""
+    out = base / "report-local"
+    proc = run_analyze([str(run_dir), "--out", str(out), "-q"], base, spark_env(base / "local-conf"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _cells_equal(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    except ValueError:
+        return False
+
+
+def assert_same_report(ref: Path, other: Path) -> None:
+    """The same CSV tables (cell by cell, floats to 1e-9), Parquet tables and plots."""
+    for name in TABLES:
+        with (ref / "tables" / f"{name}.csv").open(newline="") as f:
+            want = list(csv.reader(f))
+        with (other / "tables" / f"{name}.csv").open(newline="") as f:
+            got = list(csv.reader(f))
+        assert got[0] == want[0], f"{name}.csv: columns differ"
+        assert len(got) == len(want), f"{name}.csv: {len(got)} rows, local mode has {len(want)}"
+        for i, (gr, wr) in enumerate(zip(got, want)):
+            bad = [(c, g, w) for c, g, w in zip(want[0], gr, wr) if not _cells_equal(g, w)]
+            assert not bad, f"{name}.csv row {i}: (column, got, local) {bad[:5]}"
+    assert len(list((ref / "tables" / "permutations.csv").open())) > 1  # not comparing empty tables
+    parquet = sorted(p.name for p in (ref / "tables").glob("*.parquet"))
+    assert parquet and sorted(p.name for p in (other / "tables").glob("*.parquet")) == parquet
+    for p in parquet:
+        assert list((other / "tables" / p).glob("part-*.parquet")), f"{p}: no data file"
+    plots = sorted(p.name for p in (ref / "plots").glob("*.png"))
+    assert len(plots) >= 5
+    assert sorted(p.name for p in (other / "plots").glob("*.png")) == plots
+    for p in plots:
+        assert (other / "plots" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (other / "index.html").read_text()
+    for p in plots:
+        assert f"plots/{p}" in html
+
+
+# --------------------------------------------------------------------------- tests
+
+def test_quiet_prints_only_the_report_path(local_run):
+    out, proc = local_run
+    assert proc.stdout.splitlines() == [str((out / "index.html").resolve())]
+    # nothing from Spark or the JVM: "WARNING: Using incubator modules", "Setting default log
+    # level", log4j lines, Python warnings
+    assert proc.stderr == "", proc.stderr[-2000:]
+
+
+def test_standalone_cluster_gives_the_local_report(cluster, run_dir, local_run, base):
+    out = base / "report-cluster"
+    proc = run_analyze([str(run_dir), "--master", cluster.url, "--out", str(out)], base, cluster.env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == str((out / "index.html").resolve())
+    assert f"on {cluster.url} ready" in proc.stderr
+    # the work was done by the worker's executor, not in the driver
+    assert re.search(r"Registering app ssbench-analyze", cluster.daemons[0].text())
+    assert re.search(r"Asked to launch executor", cluster.daemons[1].text())
+    assert re.search(r"Running task|Finished task", cluster.executor_logs())
+    assert_same_report(local_run[0], out)
+
+
+def test_spark_connect_gives_the_local_report(cluster, run_dir, local_run, base):
+    pytest.importorskip("pyarrow", reason="the Spark Connect client needs pip install 'ssbench[connect]'")
+    pytest.importorskip("grpc", reason="the Spark Connect client needs pip install 'ssbench[connect]'")
+    remote = cluster.start_connect()
+    out = base / "report-connect"
+    proc = run_analyze([str(run_dir), "--remote", remote, "--out", str(out)], base, cluster.env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == str((out / "index.html").resolve())
+    assert f"on {remote} ready" in proc.stderr
+    assert re.search(r"Registering app ssbench-connect-test", cluster.daemons[0].text())
+    assert_same_report(local_run[0], out)

@@ -1,0 +1,95 @@
+"""The host collector's noisy-host detector: a real CPU hog outside ssbench's process tree is
+seen as other processes' CPU and flags the window; ssbench's own children are not."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from harness.collectors.base import Sample, SampleContext, WindowView
+from harness.collectors.host import NOISY_OTHER_CPU, HostCollector
+
+HOG = "import time\nend = time.time() + 60\nwhile time.time() < end: pass\n"
+
+
+class LocalTarget:
+    """Only what the host collector asks of a target: no server processes on this host."""
+
+    def server_pids(self):
+        return []
+
+    def server_cpu_percent(self):
+        return {}
+
+
+def sample_for(collector, seconds, client_pids=dict):
+    ctx = SampleContext(target=LocalTarget(), lock=threading.Lock(), client_pids=client_pids)
+    samples = []
+    t0 = time.time()
+    collector.sample(ctx, t0)  # primes per-process counters
+    end = t0 + seconds
+    while time.time() < end:
+        time.sleep(0.5)
+        now = time.time()
+        samples += [Sample(now, "host", m, k, v) for m, k, v in collector.sample(ctx, now)]
+    return ctx, WindowView(t0, time.time() + 1, tuple(samples))
+
+
+def orphan_hog() -> int:
+    """A busy process that is not a descendant of this one (its parent shell exits at once)."""
+    out = subprocess.run(["sh", "-c", f"{sys.executable} -c '{HOG}' >/dev/null 2>&1 & echo $!"],
+                         capture_output=True, text=True, check=True)
+    pid = int(out.stdout.strip())
+    assert pid not in {c.pid for c in psutil.Process().children(recursive=True)}
+    return pid
+
+
+def test_a_cpu_hog_outside_ssbench_flags_the_window():
+    pid = orphan_hog()
+    try:
+        time.sleep(0.3)
+        col = HostCollector()
+        ctx, view = sample_for(col, 3.0)
+        fields = col.summary_fields(ctx, view)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    assert fields["other_cpu_percent"] > 60, fields   # the hog takes most of one core
+    assert fields["noisy_host"] is True
+
+
+def test_ssbench_own_children_are_not_other():
+    """A busy child (as the Locust workers and the broker are) counts as client, not other."""
+    hog = subprocess.Popen([sys.executable, "-c", HOG])
+    try:
+        time.sleep(0.3)
+        proc = psutil.Process(hog.pid)
+        t0, c0 = time.monotonic(), sum(proc.cpu_times()[:2])
+        col = HostCollector()
+        ctx, view = sample_for(col, 3.0)
+        hog_pct = (sum(proc.cpu_times()[:2]) - c0) / (time.monotonic() - t0) * 100
+        fields = col.summary_fields(ctx, view)
+    finally:
+        hog.kill()
+        hog.wait()
+    # the child's CPU (whatever share of a core a shared machine gave it) is counted as
+    # ssbench's own; "other" is the machine's busy CPU minus ssbench's and the server's, so it
+    # cannot contain it
+    assert hog_pct > 10, hog_pct
+    assert fields["client_cpu_percent"] >= 0.7 * hog_pct, (fields, hog_pct)
+
+
+@pytest.mark.parametrize("other, steal, noisy", [(0.0, 0.0, False), (NOISY_OTHER_CPU + 1, 0.0, True),
+                                                 (0.0, 6.0, True), (NOISY_OTHER_CPU - 1, 4.9, False)])
+def test_noisy_thresholds(other, steal, noisy):
+    samples = tuple(Sample(t, "host", m, "", v) for t in (1.0, 2.0)
+                    for m, v in (("other_cpu_percent", other), ("steal_percent", steal)))
+    fields = HostCollector().summary_fields(SampleContext(LocalTarget(), threading.Lock()),
+                                            WindowView(0.0, 3.0, samples))
+    assert fields["noisy_host"] is noisy

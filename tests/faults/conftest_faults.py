@@ -1,0 +1,223 @@
+"""Fault injection on the embedded target: real processes, real signals, a real PostgreSQL
+crash, a real full filesystem. Every message a SEND committed is counted in the databases
+themselves, independently of the run's own account, which must match it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def ssbench_popen(*args, env=None, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def ssbench(*args, timeout=600, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def write_matrix(tmp_path: Path, name="fault", initiators=1, threads=2, measure=6, warmup=1,
+                 drain=30, extra_run="") -> Path:
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(f"""\
+name: {name}
+axes:
+  initiators: [{initiators}]
+  threads: [{threads}]
+  dialogs: [per_thread]
+  payload_bytes: [100]
+  server: [durable]
+run:
+  warmup_seconds: {warmup}
+  measure_seconds: {measure}
+  repetitions: 1
+  drain_timeout_seconds: {drain}
+  sample_interval_seconds: 0.25
+{extra_run}broker:
+  max_queue_readers: 2
+  receive_top: 10000
+  waitfor_timeout_ms: 300
+  monitor_interval_seconds: 0.2
+""")
+    return p
+
+
+def wait_for(stream_lines: list[str], proc: subprocess.Popen, needle: str, timeout: float) -> bool:
+    """Read proc's stderr line by line into stream_lines until a line contains needle."""
+    import selectors
+
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            stream_lines.extend(proc.stderr.readlines())
+            return any(needle in line for line in stream_lines)
+        for _ in sel.select(timeout=0.2):
+            line = proc.stderr.readline()
+            if line:
+                stream_lines.append(line)
+                if needle in line:
+                    return True
+    return False
+
+
+def start_run(matrix: Path, out: Path, needle: str = ": running", settle: float = 2.0):
+    """Start ``ssbench run`` and return (process, stderr lines so far) once it is ``needle``
+    and ``settle`` seconds more have passed (well inside the measured window)."""
+    p = ssbench_popen("run", str(matrix), "--out", str(out))
+    lines: list[str] = []
+    assert wait_for(lines, p, needle, 120), "".join(lines)
+    time.sleep(settle)
+    return p, lines
+
+
+def finish(p: subprocess.Popen, lines: list[str], timeout: float = 300) -> str:
+    """Wait for the run; its whole stderr."""
+    p.wait(timeout=timeout)
+    return "".join(lines) + p.stderr.read()
+
+
+def locust_processes(marker: str) -> list[psutil.Process]:
+    """Locust processes whose environment or command line mention marker (a run directory)."""
+    out = []
+    for p in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+            env = p.info["environ"] or {}
+        except psutil.Error:
+            continue
+        if "locust" in cmd and marker in (env.get("SSBENCH_SPEC", "") + cmd):
+            out.append(p)
+    return out
+
+
+@dataclass
+class Audit:
+    """What the databases hold, counted without ssbench's accounting code."""
+
+    expected: int = 0          # user messages whose SEND committed (sequence numbers per dialog)
+    warmup: int = 0
+    delivered: int = 0         # in the drop table exactly once
+    queued: int = 0            # still in a transmission queue or the target queue
+    poison: int = 0
+    missing: int = 0
+    duplicates: int = 0
+    per_initiator: dict = field(default_factory=dict)
+
+    @property
+    def delivered_not_warmup(self) -> int:
+        return self.delivered - self.warmup
+
+
+def audit(initiators: int) -> Audit:
+    """Every (dialog, sequence number) a SEND committed on each initiator must be found exactly
+    once: processed (drop table), poison (error table) or still queued."""
+    import psycopg
+
+    from harness.targets.embedded.target import EmbeddedTarget
+
+    t = EmbeddedTarget.default()
+    a = Audit()
+    try:
+        with psycopg.connect(t.conninfo(t.target_db), autocommit=True) as tc:
+            drop = Counter()
+            warm = set()
+            for diag, seq, n, w in tc.execute("SELECT diag_id, msgseqnum, count(*), bool_or(warmup) "
+                                              "FROM ssb.message_drop GROUP BY 1, 2"):
+                drop[(diag, seq)] = n
+                if w:
+                    warm.add((diag, seq))
+            queued = Counter((d, s) for d, s in tc.execute(
+                "SELECT diag_id, msgseqnum FROM ssb.service_queue WHERE msgtype = 1"))
+            poison = Counter()
+            try:
+                for d, s in tc.execute("SELECT diag_id, msgseqnum FROM ssb.message_errors"):
+                    poison[(d, s)] += 1
+            except psycopg.Error:
+                pass
+        for i in range(1, initiators + 1):
+            with psycopg.connect(t.conninfo(t.initiator_db(i)), autocommit=True) as ic:
+                dialogs = ic.execute("SELECT diag_id, send_seq FROM ssb.sysdesend").fetchall()
+                for d, s in ic.execute("SELECT dlgid, msgseqnum FROM ssb.sysxmitqueue WHERE msgtype = 1"):
+                    queued[(d, s)] += 1
+            n_i = 0
+            for diag, last in dialogs:
+                for seq in range(1, last + 1):
+                    key = (diag, seq)
+                    n_i += 1
+                    found = drop.get(key, 0) + queued.get(key, 0) + poison.get(key, 0)
+                    if found == 0:
+                        a.missing += 1
+                    elif found > 1:
+                        a.duplicates += 1
+                    if drop.get(key, 0) == 1:
+                        a.delivered += 1
+                        a.warmup += key in warm
+                    a.queued += queued.get(key, 0)
+                    a.poison += poison.get(key, 0)
+            a.expected += n_i
+            a.per_initiator[i] = n_i
+    finally:
+        t.close()
+    return a
+
+
+def rep_summary(run: Path) -> dict:
+    files = sorted(run.glob("*/rep-*/summary.json"))
+    assert len(files) == 1, files
+    return json.loads(files[0].read_text())
+
+
+def check_account(run: Path, initiators: int, figures) -> Audit:
+    """The committed repetition's account equals the databases' (no loss, no duplicate)."""
+    a = audit(initiators)
+    s = rep_summary(run)
+    figures["messages lost"] += a.missing
+    figures["duplicates"] += a.duplicates
+    assert a.missing == 0 and a.duplicates == 0, a
+    assert a.queued == 0, f"the drain ended with {a.queued} messages still queued"
+    assert s["messages_sent"] == a.expected - a.warmup, (s["messages_sent"], a)
+    assert s["messages_received"] == a.delivered_not_warmup, (s["messages_received"], a)
+    assert s["messages_lost"] == 0 and s["status"] in ("ok", "noisy_host", "client_bound"), s
+    perm = json.loads((run / s["permutation_id"] / "summary.json").read_text())
+    record = json.loads((run / "run.json").read_text())
+    assert perm["messages_lost"] == record["messages_lost"] == 0
+    return a
+
+
+@pytest.fixture
+def fault(figures):
+    """Count a fault injected; the test marks it survived by calling the returned function."""
+    figures["faults injected"] += 1
+
+    def survived():
+        figures["faults survived"] += 1
+
+    return survived
+
+
+def broker_pids(parent_pid: int) -> list[int]:
+    """The embedded broker process(es) started by the ssbench process ``parent_pid``."""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "harness.targets.embedded.broker" in cmd and f"--parent-pid {parent_pid}" in cmd:
+            out.append(p.pid)
+    return out
+
+
+__all__ = ["Audit", "audit", "broker_pids", "check_account", "finish", "locust_processes", "rep_summary",
+           "ssbench", "ssbench_popen", "start_run", "wait_for", "write_matrix"]

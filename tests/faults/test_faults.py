@@ -1,0 +1,200 @@
+"""Faults survived on the embedded target, counted in the databases (see conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+from conftest_faults import (broker_pids, check_account, finish, locust_processes, ssbench, start_run, wait_for,
+                             write_matrix)
+
+pytestmark = pytest.mark.slow
+
+
+def test_sigkill_of_the_runner_takes_its_swarm_with_it_and_resume_completes(pg_server, tmp_path, fault, figures):
+    """1. ``ssbench run`` killed (SIGKILL) mid-window: no Locust process lives on SENDing, and a
+    resume started at once completes with every message accounted for exactly once."""
+    m = write_matrix(tmp_path, measure=8)
+    out = tmp_path / "run"
+    p, lines = start_run(m, out, settle=2)
+    assert locust_processes(str(out)), "no swarm found to orphan"
+    p.kill()
+    p.wait()
+    deadline = time.monotonic() + 10
+    while locust_processes(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not locust_processes(str(out)), "the swarm outlived its runner"
+    r = ssbench("run", str(m), "--out", str(out), "--resume")
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads(next(out.glob("*/rep-01/summary.json")).read_text())
+    assert s["users_spawned"] == s["users_expected"] == 2, s
+    check_account(out, 1, figures)
+    fault()
+
+
+def test_ctrl_c_during_the_drain_leaves_the_repetition_incomplete_never_lost(pg_server, tmp_path, fault, figures):
+    """2. Ctrl-C while draining: nothing is reported lost (the messages are queued, not lost),
+    the repetition is redone on resume, and run.json agrees with the summaries."""
+    m = write_matrix(tmp_path, measure=4, drain=60)
+    out = tmp_path / "run"
+    p, lines = start_run(m, out, settle=1)
+    brokers = broker_pids(p.pid)
+    assert brokers, "no broker process found"
+    for b in brokers:              # the broker freezes: messages pile up in the transmission queue
+        os.kill(b, signal.SIGSTOP)
+    try:
+        assert wait_for(lines, p, "draining", 60), "".join(lines)
+        time.sleep(1)
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=120)
+    finally:
+        for b in brokers:
+            try:
+                os.kill(b, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    err = "".join(lines) + p.stderr.read()
+    assert p.returncode == 130, err[-3000:]
+    assert "LOST" not in err
+    assert not list(out.glob("*/rep-*/summary.json")), "an interrupted drain was committed"
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "interrupted" and record["messages_lost"] == 0
+    r = ssbench("run", str(m), "--out", str(out), "--resume")
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_account(out, 1, figures)
+    fault()
+
+
+def test_a_killed_worker_fails_the_repetition_and_resume_redoes_it(pg_server, tmp_path, fault, figures):
+    """3. A Locust worker killed mid-window: the repetition fails naming the worker and when,
+    is not committed, and is redone on resume."""
+    m = write_matrix(tmp_path, initiators=2, measure=8)
+    out = tmp_path / "run"
+    p, lines = start_run(m, out, settle=2)
+    workers = [w for w in locust_processes(str(out)) if "--worker" in " ".join(w.cmdline())]
+    assert len(workers) == 2, workers
+    victim = workers[0]
+    victim.kill()
+    err = finish(p, lines, timeout=180)
+    assert p.returncode == 3, err[-3000:]
+    assert f"pid {victim.pid}) died at" in err and "resume" in err, err[-2000:]
+    assert "Traceback" not in err
+    assert not list(out.glob("*/rep-*/summary.json"))
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+    r = ssbench("run", str(m), "--out", str(out), "--resume")
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_account(out, 2, figures)
+    fault()
+
+
+def test_a_postgresql_crash_is_one_clear_line_and_users_stop(pg_server, tmp_path, fault, figures):
+    """5. The server crashes (pg_ctl stop -m immediate) mid-window: one clear line, no traceback,
+    no storm of warnings, the users back off; after a restart, resume completes with nothing
+    lost (durability held)."""
+    m = write_matrix(tmp_path, measure=8, drain=20)
+    out = tmp_path / "run"
+    p, lines = start_run(m, out, settle=2)
+    _immediate_stop(pg_server)
+    err = finish(p, lines)
+    assert p.returncode in (3, 130), err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.count("collector") < 20, "a warning storm"
+    assert not list(out.glob("*/rep-*/summary.json"))
+    pg_server.start()
+    r = ssbench("run", str(m), "--out", str(out), "--resume")
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_account(out, 1, figures)
+    fault()
+
+
+def _immediate_stop(srv) -> None:
+    """What ``pg_ctl stop -m immediate`` does: SIGQUIT to the postmaster (no checkpoint; the
+    next start replays the WAL)."""
+    pid = srv.info().pid
+    os.kill(pid, signal.SIGQUIT)
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+
+
+def _can_mount_tmpfs(path) -> bool:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "ssbench-probe", str(path)],
+                       capture_output=True)
+    if r.returncode != 0:
+        return False
+    subprocess.run(["umount", str(path)], check=False)
+    return True
+
+
+def test_a_full_disk_is_one_line_nothing_half_written_and_resumable(pg_server, tmp_path, fault, figures):
+    """7. The results directory on a full filesystem (a small tmpfs): one clear line and exit 5,
+    no half-written file, and the run resumes once there is room."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if not _can_mount_tmpfs(mnt):
+        pytest.skip("needs root and tmpfs mounts to fill a filesystem for real (mount -t tmpfs)")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "ssbench-full", str(mnt)], check=True)
+    try:
+        m = write_matrix(tmp_path, measure=3)
+        out = mnt / "run"
+        r = ssbench("run", str(m), "--out", str(out))
+        err = r.stderr
+        assert r.returncode == 5, err[-3000:]
+        assert "no space left" in err and "--resume" in err and "Traceback" not in err, err[-3000:]
+        tmp_files = [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+        assert not tmp_files, tmp_files
+        for f in out.rglob("*.json"):
+            json.loads(f.read_text())   # every JSON file that exists is whole
+        assert not list(out.glob("*/rep-*/summary.json"))
+        subprocess.run(["mount", "-o", "remount,size=64m", str(mnt)], check=True)
+        r = ssbench("run", str(m), "--out", str(out), "--resume")
+        assert r.returncode == 0, r.stderr[-3000:]
+        check_account(out, 1, figures)
+        fault()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_killed_broker_is_restarted_and_nothing_is_lost(pg_server, tmp_path, fault, figures):
+    """4. The embedded broker process killed mid-window: supervised and restarted (counted in
+    the summary); every message is delivered exactly once and the run says so."""
+    m = write_matrix(tmp_path, measure=8)
+    out = tmp_path / "run"
+    p, lines = start_run(m, out, settle=2)
+    brokers = broker_pids(p.pid)
+    assert brokers
+    for b in brokers:
+        os.kill(b, signal.SIGKILL)
+    err = finish(p, lines)
+    assert p.returncode == 0, err[-3000:]
+    s = json.loads(next(out.glob("*/rep-01/summary.json")).read_text())
+    assert s["broker_restarts"] >= 1, s
+    check_account(out, 1, figures)
+    fault()
+
+
+def test_two_runs_on_one_server_the_second_refuses_naming_the_first(pg_server, tmp_path, fault, figures):
+    """6. A second ``ssbench run`` on the same embedded server refuses (exit 2, naming the
+    holder) instead of resetting the databases under the first, which completes intact."""
+    m = write_matrix(tmp_path, measure=6)
+    out = tmp_path / "run"
+    p, lines = start_run(m, out, settle=0)
+    second = ssbench("run", str(m), "--out", str(tmp_path / "second"))
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert f"pid {p.pid}" in second.stderr and "Traceback" not in second.stderr, second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+    assert not (tmp_path / "second").exists()
+    err = finish(p, lines)
+    assert p.returncode == 0, err[-3000:]
+    check_account(out, 1, figures)
+    fault()

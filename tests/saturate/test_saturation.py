@@ -1,0 +1,157 @@
+"""Saturation search (``ssbench saturate``): the search on its own (a probe that is a formula),
+the judging of a probe, and the whole command for real on the embedded target."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.saturate import Probe, SearchSettings, depth_slope_per_s, search
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def ceiling(limit: float, seen: list[float]):
+    def probe(rate: float) -> Probe:
+        seen.append(rate)
+        return Probe(rate=rate, offered_rate=rate, sustained=rate <= limit,
+                     reasons=[] if rate <= limit else ["behind"])
+    return probe
+
+
+@pytest.mark.parametrize("limit", [137.0, 50.0, 1000.0, 12.0])
+def test_saturation_search_steps_then_bisects_to_the_limit(limit):
+    seen: list[float] = []
+    r = search(ceiling(limit, seen), SearchSettings(start_rate=50, factor=2, precision=0.05, max_probes=20))
+    assert r.converged and r.sustainable_rate <= limit < r.first_unsustained_rate
+    assert r.first_unsustained_rate - r.sustainable_rate <= 0.05 * r.sustainable_rate + 1
+    assert len(seen) == len(set(seen)) == len(r.probes)   # no rate probed twice
+
+
+def test_saturation_search_gives_up_within_its_budget():
+    seen: list[float] = []
+    r = search(ceiling(0.5, seen), SearchSettings(start_rate=8, factor=2, max_probes=20, min_rate=1))
+    assert r.sustainable_rate is None and not r.converged and seen == [8, 4, 2, 1]
+    seen.clear()
+    r = search(ceiling(1e9, seen), SearchSettings(start_rate=10, factor=10, max_probes=3))
+    assert r.sustainable_rate == 1000 and r.first_unsustained_rate is None and not r.converged
+
+
+def test_saturation_queue_growth_is_the_slope_of_the_total_depth():
+    samples = []
+    for k in range(8):
+        for key, v in (("xmitq.i1", 10 * k), ("queue", 5 * k)):
+            samples.append({"ts": 100 + k * 0.5, "phase": "measure", "family": "queues", "metric": "depth",
+                            "key": key, "value": v})
+    samples.append({"ts": 99, "phase": "warmup", "family": "queues", "metric": "depth", "key": "queue", "value": 1e6})
+    assert depth_slope_per_s(samples) == pytest.approx(30.0)
+    assert depth_slope_per_s(samples[:4]) is None
+
+
+MATRIX = """name: sat
+axes:
+  initiators: [1]
+  threads: [2]
+  dialogs: [per_thread]
+  payload_bytes: [100]
+  server: [durable]
+run:
+  warmup_seconds: 1
+  measure_seconds: 2
+  drain_timeout_seconds: 30
+  sample_interval_seconds: 0.25
+broker:
+  max_queue_readers: 2
+  waitfor_timeout_ms: 300
+  monitor_interval_seconds: 0.2
+"""
+
+
+@pytest.mark.slow
+def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
+    """Every SEND takes 20 ms (the embedded target's send-delay knob): 2 users top out near
+    2 / 0.022 = 90 SENDs/s. The search must land below that and above half of it."""
+    m = tmp_path / "sat.yaml"
+    m.write_text(MATRIX)
+    out = tmp_path / "run"
+    env = dict(os.environ, SSBENCH_EMBEDDED_SEND_DELAY_MS="20")
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(m), "--out", str(out),
+                        "--start-rate", "25", "--precision", "0.2", "--max-probes", "5"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads((out / "saturation.json").read_text())
+    assert doc["schema"] == "ssbench.saturation/1"
+    [res] = doc["permutations"]
+    rate = res["sustainable_rate"]
+    assert 40 <= rate <= 95, res
+    assert res["first_unsustained_rate"] > rate and 2 <= len(res["probes"]) <= 5
+    ev = res["evidence"]
+    assert ev["sustained"] and abs(ev["achieved_rate"] - rate) <= 0.05 * rate, ev
+    assert res["limit"]["reasons"], res["limit"]
+    # the table on stdout names the permutation and its rate; every probe is a repetition
+    assert "i1-t2-per_thread-p100-durable" in r.stdout and f"{rate:g}" in r.stdout
+    for p in res["probes"]:
+        assert (out / p["permutation_id"] / "rep-01" / "summary.json").exists()
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    # the analysis' latency-against-throughput plot reads the probes back (one curve per strategy)
+    from harness.analysis.saturation import main as plot_main, rows_from_runs
+
+    rows = rows_from_runs([out])
+    assert len(rows) == len(res["probes"]) and {r["dialogs"] for r in rows} == {"per_thread"}
+    assert sum(r["sustainable"] for r in rows) == 1
+    png = tmp_path / "lat.png"
+    assert plot_main([str(out), "--out", str(png)]) == 0 and png.stat().st_size > 10_000
+    assert (out / "report" / "latency_vs_throughput.png").stat().st_size > 10_000   # saturate's own
+
+
+def test_saturation_judges_a_probe_on_exact_rates_and_the_slo():
+    from harness.results import Histogram, build_repetition_summary
+    from harness.results.model import TargetRef
+    from harness.results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
+    from harness.saturate import judge
+
+    def summary(sends, received, offered):
+        d = RepetitionData(
+            run_id="r", permutation={"id": "p", "initiators": 1}, repetition=1,
+            target=TargetRef("embedded", "x", "durable"), warmup_seconds=1, spawn_complete=1,
+            dialogs_created=1, usable_dialogs=1, users_expected=1,
+            accounting=Accounting([InitiatorAccount(1, sends, sends)]),
+            client=ClientRecord(window_start=0, window_end=10, send_latency=Histogram({1000: sends}),
+                                users_spawned=1, users_active=1),
+            e2e_latency=Histogram({50_000: received}), offered_rate=offered)
+        return build_repetition_summary(d)
+
+    s = SearchSettings()
+    assert judge(summary(1000, 1000, 100), [], s, 100).sustained
+    behind = judge(summary(900, 900, 100), [], s, 100)
+    assert not behind.sustained and "achieved 90 of 100" in behind.reasons[0]
+    # the SENDs keep up but the target processes 80 of the 100 per second: a queue grows
+    growing = judge(summary(1000, 800, 100), [], s, 100)
+    assert not growing.sustained and growing.queue_growth_per_s == 20 and "grew 20.0 msg/s" in growing.reasons[0]
+    slo = judge(summary(1000, 1000, 100), [], SearchSettings(slo_p99_ms=40), 100)
+    assert not slo.sustained and "p99 50.0 ms over the 40 ms limit" in slo.reasons[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--factor", "1"], "--factor must be above 1"),
+    (["--max-probes", "0"], "--max-probes must be at least 1"),
+    (["--slo-p99-ms", "-3"], "must be positive"),
+])
+def test_saturate_bad_input_is_one_line_exit_2(args, message, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(REPO / "matrices" / "saturate.yaml"),
+                        "--out", str(tmp_path / "x"), *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_saturate_refuses_a_backlog_matrix(tmp_path):
+    m = tmp_path / "b.yaml"
+    m.write_text(MATRIX.replace("run:\n", "run:\n  backlog_messages: 100\n"))
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(m)], cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "run.backlog_messages" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -1,0 +1,60 @@
+"""The embedded PostgreSQL server: start, reuse, stop, for real (no system PostgreSQL)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+import support.embedded
+from harness.targets.embedded.server import SETTINGS, EmbeddedServer
+
+
+@pytest.fixture
+def private_server():
+    with support.embedded.private_server("srv") as srv:
+        yield srv
+
+
+def test_start_reuse_stop(private_server):
+    srv = private_server
+    assert srv.info() is None
+    info = srv.start()
+    assert info.pid > 0 and srv.initialized()
+    # a second handle (as another ssbench process would make) reuses the running server
+    again = EmbeddedServer(srv.data_dir).start()
+    assert again.pid == info.pid and again.port == info.port
+    with psycopg.connect(info.conninfo()) as conn:
+        assert conn.execute("SHOW max_connections").fetchone()[0] == "400"
+        assert conn.execute("SHOW listen_addresses").fetchone()[0] == "127.0.0.1"
+        assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+        assert conn.execute("SHOW fsync").fetchone()[0] == "on"
+    # TCP on loopback works too
+    with psycopg.connect(info.tcp_conninfo()) as conn:
+        assert conn.execute("SELECT 1").fetchone()[0] == 1
+    assert srv.stop() is True
+    assert srv.info() is None
+    assert srv.stop() is False  # idempotent
+    # restart on the same data directory keeps its port
+    info2 = srv.start()
+    assert info2.port == info.port and info2.pid != info.pid
+
+
+def test_settings_are_documented():
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "embedded.md")).read()
+    missing = [k for k in SETTINGS if k not in doc]
+    assert not missing, f"settings not documented in docs/embedded.md: {missing}"
+
+
+def test_server_cli(private_server):
+    env = dict(os.environ, SSBENCH_PGDATA=str(private_server.data_dir))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "harness.cli", "server", *a], env=env,
+                                    capture_output=True, text=True, timeout=120)
+    assert run("status").returncode == 1
+    r = run("start")
+    assert r.returncode == 0 and "running" in r.stdout, r.stderr
+    assert run("status").returncode == 0
+    assert run("stop").stdout.strip() == "stopped"

@@ -1,0 +1,97 @@
+"""End to end against a real SQL Server (2016 SP1 or later), single-instance layout.
+
+Runs only when SSBENCH_MSSQL_HOST is set; otherwise every test is skipped with the reason.
+
+    SSBENCH_MSSQL_HOST=127.0.0.1          # required
+    SSBENCH_MSSQL_PORT=1433               # default 1433
+    SSBENCH_MSSQL_USER=sa                 # a login with sysadmin, or see docs/sqlserver.md
+    SSBENCH_MSSQL_PASSWORD=...            # read from the environment, never written anywhere
+    SSBENCH_MSSQL_DRIVER="ODBC Driver 18 for SQL Server"   # or FreeTDS
+    SSBENCH_MSSQL_TRUST_CERT=1            # self-signed certificate of a development server
+    SSBENCH_MSSQL_ENCRYPT=mandatory       # mandatory | optional | strict
+    SSBENCH_MSSQL_DATABASE_PREFIX=ssbench_it_   # databases created and dropped by the test
+
+The test creates <prefix>target, <prefix>init1 and <prefix>init2, provisions them, runs a tiny
+flow (dialogs, warm-up, a few messages through real senders, drain, sent == received), reads
+every collector, and drops the databases.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from harness.matrix import BrokerSettings
+
+pytestmark = [
+    pytest.mark.mssql,
+    pytest.mark.skipif(not os.environ.get("SSBENCH_MSSQL_HOST"),
+                       reason="no SQL Server: set SSBENCH_MSSQL_HOST (and _PORT, _USER, _PASSWORD, "
+                              "_DRIVER, _TRUST_CERT) to run the SQL Server integration tests"),
+]
+
+
+@pytest.fixture(scope="module")
+def target():
+    from harness.targets.mssql.target import MssqlTarget
+    from harness.targets.mssql.topology import Topology
+
+    prefix = os.environ.get("SSBENCH_MSSQL_DATABASE_PREFIX") or "ssbench_it_"
+    t = MssqlTarget(Topology.from_env(initiators=2, database_prefix=prefix))
+    t.provision()
+    yield t
+    try:
+        # ssbench created every object and database here: nothing is kept
+        assert t.teardown(drop_databases=True) == []
+    finally:
+        t.close()
+
+
+def test_check_after_provision(target):
+    results = target.check()
+    assert not [r for r in results if r[0] == "fail"], results
+
+
+def test_tiny_flow(target):
+    from harness.targets.mssql.sender import open_sender
+
+    target.prepare(2, "default", BrokerSettings(max_queue_readers=2, receive_top=100,
+                                                waitfor_timeout_ms=500))
+    t_start = time.time()
+    assert target.create_dialogs(1, 2, 3) == 6          # the 150 trick with every_n = 3
+    assert target.create_dialogs(2, 1, 1) == 1
+    assert target.warm_up(1) == 6 and target.warm_up(2) == 1
+    for i, n in ((1, 7), (2, 5)):
+        sender = open_sender(target.sender_spec(i))
+        try:
+            handles = {sender.dialog(k) for k in range(1, (2 if i == 1 else 1) + 1)}
+            assert len(handles) == (2 if i == 1 else 1)
+            for m in range(n):
+                sender.send(sorted(handles)[m % len(handles)], bytes([m % 256]) * (100 + m))
+        finally:
+            sender.close()
+    c = target.drain(60)
+    assert [(x.initiator, x.sent, x.received) for x in c.initiators] == [(1, 7, 7), (2, 5, 5)]
+    assert c.in_flight == 0 and c.errors == 0 and not c.queue_disabled
+    assert target.messages_processed() == 12
+    lat = target.e2e_latencies_us(t_start - 60, time.time() + 60)
+    assert len(lat) == 12 and all(0 <= us < 60_000_000 for us in lat)
+    # collectors answer
+    assert isinstance(target.wait_stats(), list)
+    names = {(p.object_name, p.counter_name) for p in target.perf_counters()}
+    assert any(o == "Broker Statistics" for o, _ in names)
+    assert set(target.queue_depths()) == {"xmitq.i1", "xmitq.i2", "queue"}
+    assert target.queue_depths(exact=True)["queue"] == 0
+    assert "tasks_running" in target.activation()
+    assert set(target.server_cpu_percent()) == {"target"}
+    # a second permutation starts clean
+    target.prepare(1, "default", BrokerSettings())
+    c = target.counts()
+    assert c.sent == 0 and c.received == 0 and c.in_flight == 0
+
+
+def test_smoke(target):
+    c = target.smoke(messages=5)
+    assert c.sent == 10 and c.received == 10
