@@ -118,10 +118,17 @@ def _cds_options(gc_opts: str) -> list[str]:
     command has returned); a later start promotes it and runs with ``-XX:SharedArchiveFile``.
     The key covers the java binary and version, pyspark's location and version and the GC
     options, so a changed installation makes a new archive. An unusable archive is ignored by
-    the JVM (-Xshare:auto). SSBENCH_SPARK_CDS=0 turns this off.
+    the JVM (-Xshare:auto). SSBENCH_SPARK_CDS=0 turns this off; so does a Spark or Hadoop
+    configuration directory in the environment (the JDK refuses an archive with directories on
+    the class path).
     """
     if os.environ.get("SSBENCH_SPARK_CDS", "1").lower() in ("0", "false", "no", "off"):
         return []
+    # a non-empty directory on the JVM's class path (Spark puts these configuration directories
+    # there) makes the JDK refuse a dynamic archive, printing an error when the JVM exits
+    for var in ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH"):
+        if os.environ.get(var):
+            return []
     try:
         import hashlib
         import time

@@ -229,12 +229,15 @@ class SubprocessRunner:
             raise KeyboardInterrupt
         run_dir = find_run_dir(out)
         if run_dir is None or not _has_complete_rep(run_dir):
-            tail = "\n".join(logfile.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
+            # one line: the log's last words (the run's own error line), and where the rest is
+            said = [ln.strip() for ln in logfile.read_text(encoding="utf-8", errors="replace").splitlines()
+                    if ln.strip() and not ln.startswith("# ")]
+            tail = said[-1][:200] if said else "(no output)"
             if rc == TargetError.exit_code:
                 raise TargetError(f"round {round_no}: the {side.name}'s `ssbench run` could not use the "
-                                  f"target; log {logfile}:\n{tail}")
+                                  f"target ({tail}); full log {logfile}")
             raise GateRunError(f"round {round_no}: the {side.name}'s `ssbench run` (exit {rc}) wrote no "
-                               f"complete repetition under {out}; log {logfile}:\n{tail}")
+                               f"complete repetition under {out} ({tail}); full log {logfile}")
         if rc != 0:
             log.warning("round %d: the %s's ssbench run exited %d (results kept; see %s)",
                         round_no, side.name, rc, logfile)

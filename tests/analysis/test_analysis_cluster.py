@@ -270,3 +270,17 @@ def test_spark_connect_gives_the_local_report(cluster, run_dir, local_run, base)
     assert f"on {remote} ready" in proc.stderr
     assert re.search(r"Registering app ssbench-connect-test", cluster.daemons[0].text())
     assert_same_report(local_run[0], out)
+
+
+def test_no_class_data_archive_with_a_configuration_directory_on_the_class_path(monkeypatch, tmp_path):
+    """SPARK_CONF_DIR goes on the JVM's class path; the JDK then refuses a dynamic CDS archive
+    (printing 'Cannot have non-empty directory in paths' when the JVM exits), so none is used."""
+    from harness.analysis import spark
+
+    monkeypatch.setenv("SSBENCH_CACHE", str(tmp_path))
+    monkeypatch.delenv("SSBENCH_SPARK_CDS", raising=False)
+    for var in ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH"):
+        monkeypatch.delenv(var, raising=False)
+    assert any("SharedArchive" in o or "ArchiveClasses" in o for o in spark._cds_options("-XX:+UseSerialGC"))
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert spark._cds_options("-XX:+UseSerialGC") == []

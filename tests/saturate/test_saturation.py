@@ -74,8 +74,9 @@ broker:
 
 @pytest.mark.slow
 def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
-    """Every SEND takes 20 ms (the embedded target's send-delay knob): 2 users top out near
-    2 / 0.022 = 90 SENDs/s. The search must land below that and above half of it."""
+    """Every SEND takes at least 20 ms (the embedded target's send-delay knob): 2 users cannot
+    exceed 2 / 0.020 = 100 SENDs/s. The search must land at or below that ceiling (an offered
+    rate up to 5 % above what was achieved counts as kept up) and above 40 % of it."""
     m = tmp_path / "sat.yaml"
     m.write_text(MATRIX)
     out = tmp_path / "run"
@@ -88,7 +89,8 @@ def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
     assert doc["schema"] == "ssbench.saturation/1"
     [res] = doc["permutations"]
     rate = res["sustainable_rate"]
-    assert 40 <= rate <= 95, res
+    assert 40 <= rate <= 105, res
+    assert res["evidence"]["achieved_rate"] <= 101, res
     assert res["first_unsustained_rate"] > rate and 2 <= len(res["probes"]) <= 5
     ev = res["evidence"]
     assert ev["sustained"] and abs(ev["achieved_rate"] - rate) <= 0.05 * rate, ev
