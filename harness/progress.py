@@ -51,7 +51,6 @@ class Progress:
         self.done += n
         if self._bar is not None:
             # skipped repetitions move the bar but not its speed: reset the rate estimate
-            self._bar.update(self._task, completed=self.done)
             self._bar.reset(self._task, total=self.total, completed=self.done, status="")
 
     def advance(self) -> None:

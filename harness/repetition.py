@@ -21,7 +21,6 @@ the web UI its sessions.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -151,8 +150,7 @@ class Repetition:
             raise RepetitionFailed("; ".join(failures) + " (the repetition is not kept; --resume redoes it)")
         if res.spawn_complete is None:
             raise RepetitionFailed("the Locust swarm never finished spawning its users:\n" + self.swarm.log_tail())
-        recorded = {json.loads(f.read_text())["initiator"] for f in res.worker_files}
-        missing = sorted(set(range(1, p.initiators + 1)) - recorded)
+        missing = sorted(set(range(1, p.initiators + 1)) - self.swarm.recorded_initiators)
         if missing:
             raise RepetitionFailed(f"no recording from the Locust worker of initiator(s) {missing} "
                                    "(the repetition is not kept; --resume redoes it):\n" + self.swarm.log_tail())

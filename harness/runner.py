@@ -51,8 +51,6 @@ class Runner:
         m = self.matrix
         for perm in m.permutations():
             resolve_profile(m, self.target, perm.server)  # fail early, before any load
-        with self.lock:
-            self.target.provision(max(m.axes["initiators"]))  # idempotent: resume and direct use
         todo = []
         for perm, rep in m.schedule():
             if self.run_dir.is_complete(perm.id, rep):
@@ -127,7 +125,9 @@ class Runner:
 
 
 def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | None, resume: bool) -> RunDir:
-    """Create (or find, for --resume) the run directory and write its run.json."""
+    """Provision the target, then create (or find, for --resume) the run directory and write
+    its run.json (after provisioning, so it describes the databases the run uses)."""
+    target.provision(max(matrix.axes["initiators"]))
     if resume:
         rd = RunDir(out) if out else RunDir.latest_for(results_root, matrix.name)
         if rd is None or not rd.run_json.exists():
@@ -139,8 +139,6 @@ def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | No
                             file=str(matrix.path))
         rd.update_run(status="running", resumed=utc_now_iso())
         return rd
-    # provisioned first, so that run.json describes the databases the run uses
-    target.provision(max(matrix.axes["initiators"]))
     rd = RunDir.create(results_root, matrix.name, out)
     write_atomic(rd.path / "matrix.yaml", matrix.path.read_bytes())
     prov = provenance()

@@ -80,6 +80,7 @@ class Swarm:
         self.procs: dict[str, subprocess.Popen] = {}
         self.worker_deaths: dict[str, tuple[float, int, int | None]] = {}
         self.foreign_files: list[Path] = []
+        self.recorded_initiators: set[int] = set()   # initiators whose worker's recording arrived
         self._logs: list = []
 
     def worker_pids(self) -> dict[str, int]:
@@ -194,11 +195,12 @@ class Swarm:
         own = []
         for f in sorted(self.out_dir.glob("worker-i*.json")):
             try:
-                sid = json.loads(f.read_text()).get("swarm_id")
+                doc = json.loads(f.read_text())
             except (OSError, ValueError):
-                sid = None
-            if sid == self.spec.swarm_id:
+                doc = {}
+            if doc.get("swarm_id") == self.spec.swarm_id:
                 own.append(f)
+                self.recorded_initiators.add(int(doc["initiator"]))
             else:
                 self.foreign_files.append(f)
                 f.rename(f.with_name("foreign-" + f.name))
