@@ -127,7 +127,6 @@ class Runner:
 def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | None, resume: bool) -> RunDir:
     """Provision the target, then create (or find, for --resume) the run directory and write
     its run.json (after provisioning, so it describes the databases the run uses)."""
-    target.provision(max(matrix.axes["initiators"]))
     if resume:
         rd = RunDir(out) if out else RunDir.latest_for(results_root, matrix.name)
         if rd is None or not rd.run_json.exists():
@@ -137,8 +136,17 @@ def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | No
         if old.get("matrix", {}).get("sha256") != matrix.sha256:
             raise UserError("the matrix file changed since this run started; resume needs the same matrix",
                             file=str(matrix.path))
+        try:
+            target.provision(max(matrix.axes["initiators"]))
+        except BaseException as e:
+            # the run exists and stays resumable; its record says how this attempt ended
+            # (messages_lost is left as the earlier attempts counted it)
+            stopped = isinstance(e, (KeyboardInterrupt, Interrupted))
+            rd.update_run(status="interrupted" if stopped else "failed", ended=utc_now_iso())
+            raise
         rd.update_run(status="running", resumed=utc_now_iso())
         return rd
+    target.provision(max(matrix.axes["initiators"]))
     rd = RunDir.create(results_root, matrix.name, out)
     write_atomic(rd.path / "matrix.yaml", matrix.path.read_bytes())
     prov = provenance()
