@@ -57,14 +57,20 @@ def _add_arguments(parser) -> None:
 def _on_init(environment, **_kw) -> None:
     from locust.runners import MasterRunner, WorkerRunner
 
+    from harness.load import channel
+
     runner = environment.runner
     if isinstance(runner, WorkerRunner) or runner is None or not isinstance(runner, MasterRunner):
         _state["offload"] = Offload()
-        _state["recorder"] = Recorder(initiator=int(os.environ.get("SSBENCH_INITIATOR", "1")))
+        _state["recorder"] = Recorder(initiator=int(os.environ.get(channel.INITIATOR_ENV, "1")))
+        if isinstance(runner, WorkerRunner) and channel.in_swarm():
+            # a headless swarm's worker (local or on a client host): token, claim, spec pushed by
+            # the master, recording sent back over Locust's messages (harness.load.channel)
+            _state["channel"] = channel.WorkerChannel(environment, _state["recorder"], _state)
     if isinstance(runner, MasterRunner):
         from harness.load import master
 
-        master.install(environment, _spec)
+        master.install(environment, _spec, scale_out=channel.in_swarm())
 
 
 def _spec(environment) -> SwarmSpec:
@@ -93,8 +99,11 @@ def _on_test_stop(environment, **_kw) -> None:
     rec: Recorder | None = _state.get("recorder")
     if rec is None:
         return
-    spec = _spec(environment)
-    if spec.out_dir:
+    try:
+        spec = _spec(environment)
+    except (RuntimeError, OSError, ValueError):   # a swarm worker that never got its spec
+        return
+    if spec.out_dir and spec.recording_via == "file":   # "message": harness.load.channel sends it
         rec.write(spec.out_dir, spec.swarm_id)
 
 

@@ -29,8 +29,9 @@ MAX_ERROR_SAMPLES = 20
 
 
 class Recorder:
-    def __init__(self, initiator: int, bucket_seconds: float = BUCKET_SECONDS):
+    def __init__(self, initiator: int, bucket_seconds: float = BUCKET_SECONDS, worker: int = 1):
         self.initiator = initiator
+        self.worker = worker          # this process's index among its initiator's workers (1..N)
         self.bucket_seconds = bucket_seconds
         self._lock = threading.Lock()
         self.reset()
@@ -70,7 +71,7 @@ class Recorder:
                 self.error_samples.append(f"{type(exc).__name__}: {exc}"[:500])
 
     def to_json(self, swarm_id: str = "") -> dict:
-        return {"initiator": self.initiator, "pid": os.getpid(), "swarm_id": swarm_id,
+        return {"initiator": self.initiator, "worker": self.worker, "pid": os.getpid(), "swarm_id": swarm_id,
                 "bucket_seconds": self.bucket_seconds,
                 "buckets": {str(b): {str(k): v for k, v in c.items()} for b, c in self.buckets.items()},
                 "errors": {str(b): n for b, n in self.errors.items()},
