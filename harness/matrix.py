@@ -343,7 +343,7 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
         for i, t in enumerate(axes["threads"]):
             if t % run.workers_per_initiator:
                 raise err(f"{t} threads do not split evenly over run.workers_per_initiator = "
-                          f"{run.workers_per_initiator} worker processes (use a multiple of it)",
+                          f"{run.workers_per_initiator} worker processes (every threads value must be a multiple of it)",
                           axes_loc.value["threads"].value[i], f"axes.threads[{i}]")
     broker = BrokerSettings(**_settings(doc, "broker", BROKER_FIELDS, err))
 
