@@ -124,7 +124,8 @@ class Repetition:
                          usable={str(i): self.usable for i in range(1, n + 1)},
                          warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
                          out_dir=str(self.partial), rate=self.perm.rate or 0.0,
-                         users_per_initiator=self.perm.threads)
+                         users_per_initiator=self.perm.threads,
+                         sample_interval_seconds=self.settings.sample_interval_seconds)
 
     # ------------------------------------------------------------------ 2. the headless swarm
     def run_swarm(self) -> SwarmResult:
@@ -150,10 +151,11 @@ class Repetition:
         if self.stop_event.is_set() or res.interrupted:
             raise Interrupted()
         failures = self.swarm.worker_failures()
+        if self.swarm.missing_workers:
+            raise RepetitionFailed("; ".join([self.swarm.missing_workers] + failures)
+                                   + " (the repetition is not kept; --resume redoes it)")
         if failures:
             raise RepetitionFailed("; ".join(failures) + " (the repetition is not kept; --resume redoes it)")
-        if self.swarm.missing_workers:
-            raise RepetitionFailed(self.swarm.missing_workers + " (the repetition is not kept; --resume redoes it)")
         if res.spawn_complete is None:
             raise RepetitionFailed("the Locust swarm never finished spawning its users:\n" + self.swarm.log_tail())
         missing = sorted(set(self.swarm.expected_workers) - self.swarm.recorded_workers)

@@ -120,6 +120,8 @@ class WorkerChannel:
             log.error("the master gave this worker (%s) no initiator", self.runner.client_id)
         else:
             self.recorder.initiator, self.recorder.worker = int(assign[0]), int(assign[1])
+            per_worker = self.spec.users_per_initiator // max(1, self.spec.workers_per_initiator)
+            self.recorder.number_users_from((self.recorder.worker - 1) * per_worker)
         self.state["spec"] = self.spec
         self.probe.interval = self.spec.sample_interval_seconds
         self.probe.start()

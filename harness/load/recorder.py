@@ -45,6 +45,11 @@ class Recorder:
         self.corrected: dict[int, Counter] = defaultdict(Counter)   # open loop only
         self.schedule = None      # the worker's harness.load.pacing.Schedule (open loop)
 
+    def number_users_from(self, first: int) -> None:
+        """Worker W of an initiator's N numbers its users from (W-1) x threads/N: each user of
+        the initiator keeps its own dialog slot and its own slots of the open-loop schedule."""
+        self._next_user = itertools.count(max(0, int(first)))
+
     def add_user(self, usable: int) -> tuple[int, int]:
         """Register the next user on this worker: (user index, dialog slot). User k sends on
         dialog slot k (1-based, wrapping at the usable dialogs)."""

@@ -164,6 +164,14 @@ class Swarm:
         master = self.procs.get("master")
         if master is None or master.poll() is not None:
             return
+        if self.missing_workers is None:
+            try:
+                self.missing_workers = json.loads((self.out_dir / "master.json").read_text()).get("missing_workers")
+            except (OSError, ValueError):
+                pass
+            if self.missing_workers:   # the master gave up waiting for its workers: no point waiting more
+                self.stop()
+                return
         for name, p in self.procs.items():
             if name.startswith("worker") and p.poll() is not None and name not in self.worker_deaths:
                 # a worker that quits cleanly once the master has stopped the swarm is the
@@ -231,7 +239,7 @@ class Swarm:
         mj = self.out_dir / "master.json"
         if mj.exists():
             master = json.loads(mj.read_text())
-        self.missing_workers = master.get("missing_workers")
+        self.missing_workers = master.get("missing_workers") or self.missing_workers
         self.master_record = master
         csv = self.out_dir / "locust_stats.csv"
         return SwarmResult(spawn_complete=master.get("spawn_complete"),

@@ -70,6 +70,8 @@ class Document:
             v = getattr(self, f.name)
             if v is None and f.metadata.get("omit_none"):
                 continue
+            if v == [] and f.metadata.get("omit_empty"):   # fields older documents do not have
+                continue
             out[f.name] = _dump(v)
         out.update(getattr(self, "extra", {}) or {})
         return out
@@ -263,8 +265,8 @@ class RepetitionSummary(Document):
     noisy_host: bool = False
     cpu_pinning: dict[str, list[int]] | None = field(default=None, metadata={"omit_none": True})
     #: per Locust worker process and per client host (absent in summaries older than them)
-    workers: list[WorkerResult] = field(default_factory=list)
-    client_hosts: list[ClientHost] = field(default_factory=list)
+    workers: list[WorkerResult] = field(default_factory=list, metadata={"omit_empty": True})
+    client_hosts: list[ClientHost] = field(default_factory=list, metadata={"omit_empty": True})
     users_expected: int = 0
     users_spawned: int = 0
     users_active: int = 0

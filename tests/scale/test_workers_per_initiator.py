@@ -60,6 +60,10 @@ def test_workers_per_initiator_two_processes_every_user_active(pg_server, tmp_pa
     assert sorted(p.name for p in rep.glob("worker-i*.json")) == [
         "worker-i1-w1.json", "worker-i1-w2.json", "worker-i2-w1.json", "worker-i2-w2.json"]
     assert d["users_expected"] == d["users_spawned"] == d["users_active"] == 8, d
+    # worker W numbers its users from (W-1) x 2: each user of an initiator has its own dialog slot
+    users = {p.name: sorted(json.loads(p.read_text())["users"]) for p in rep.glob("worker-i*.json")}
+    assert users == {"worker-i1-w1.json": ["0", "1"], "worker-i1-w2.json": ["2", "3"],
+                     "worker-i2-w1.json": ["0", "1"], "worker-i2-w2.json": ["2", "3"]}, users
     assert d["messages_lost"] == 0 and d["messages_sent"] > 0
     assert d["messages_sent"] == d["messages_received"], d
     assert all(p["sent"] > 0 and p["sent"] == p["received"] for p in d["per_initiator"]), d["per_initiator"]
