@@ -7,9 +7,10 @@ In order:
    begin the permutation's dialogs on every initiator per its strategy; warm up (one message on
    every dialog begun, as the paper does); start the broker side; wait for the warm-up to
    drain; start the collectors.
-2. The swarm: :meth:`Repetition.run_swarm` for a headless run (a Locust master and one worker
-   per initiator, one user per client thread, stopped by the master after the warm-up and
-   measured windows), or the Locust web UI's own swarm for ``ssbench web``.
+2. The swarm: :meth:`Repetition.run_swarm` for a headless run (a Locust master and
+   ``run.workers_per_initiator`` workers per initiator, local or on client hosts (``remote``),
+   one user per client thread, stopped by the master after the warm-up and measured windows),
+   or the Locust web UI's own swarm for ``ssbench web``.
 3. :meth:`Repetition.finish`: drain (transmission and target queues empty, with a timeout),
    stop the collectors and the broker side, verify (sent = received per initiator), build the
    summary (:func:`harness.results.build_repetition_summary`), write samples, latency and

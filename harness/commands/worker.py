@@ -27,7 +27,7 @@ def register(sub) -> None:
                     "recording goes back to it over Locust's messages. The SEND connections go from this host "
                     "to the target's initiators: the target must be reachable from here. See docs/scale-out.md.")
     p.add_argument("--master", required=True, metavar="HOST[:PORT]",
-                   help="the controller's address as given to --master-bind (port default 5557)")
+                   help="the controller's address, and the port of its --master-bind (default 5557)")
     p.add_argument("--initiator", type=int, default=None, metavar="K",
                    help="the initiator this worker drives (default: the master picks one that is short of workers)")
     p.add_argument("--worker", type=int, default=None, metavar="W",

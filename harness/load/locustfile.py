@@ -1,10 +1,14 @@
 """Locust user classes for ssbench: one user per client thread, closed loop, one SEND per task.
 
 Loaded by the Locust master and by every worker (``locust -f harness/load/locustfile.py``).
-A worker is bound to one initiator (``SSBENCH_INITIATOR``), as the paper mapped one client
-machine to one initiator. The swarm's shape comes from a JSON spec (``SSBENCH_SPEC`` or
-``--ssbench-spec``, written by the runner or by ``ssbench web``): the sender spec of each
-initiator, the payload size, the usable dialogs per initiator and the measurement windows.
+A worker is bound to one initiator, as the paper mapped one client machine to one initiator;
+an initiator may have several worker processes (``run.workers_per_initiator``). The swarm's
+shape comes from a JSON spec: the sender spec of each initiator, the payload size, the usable
+dialogs per initiator and the measurement windows. In a headless swarm (``ssbench run``, local
+workers or ``ssbench worker`` on client hosts) the master pushes the spec and each worker's
+initiator and index over Locust's messages and the worker sends its recording back the same way
+(:mod:`harness.load.channel`); under ``ssbench web`` the worker is bound by ``SSBENCH_INITIATOR``,
+reads ``SSBENCH_SPEC`` / ``--ssbench-spec`` and writes its recording for the web plugin to forward.
 
 Database drivers block. A blocking call inside a gevent greenlet would serialize the whole
 worker, so every driver call runs on a real thread of gevent's hub threadpool

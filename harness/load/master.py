@@ -98,9 +98,8 @@ class MasterChannel:
         orig = runner.handle_message
 
         def handle(client_id, msg):   # under the token guard: admitted workers only
-            if msg.type == "client_ready" and client_id not in runner.clients \
-                    and len(runner.clients) >= len(self.expected):
-                log.warning("worker %s: every expected worker is connected already; told to quit", client_id)
+            if msg.type == "client_ready" and self.ready and client_id not in self.assignment:
+                log.warning("worker %s: every expected worker is placed already; told to quit", client_id)
                 runner.send_message("quit", None, client_id)
                 return
             orig(client_id, msg)
@@ -194,6 +193,16 @@ class MasterChannel:
             gevent.sleep(0.1)
         if self.failed is not None:
             return
+        # a worker that fits no slot (an initiator this permutation does not use, one too many)
+        # gets no users: out of the dispatcher Locust built before test_start, and told to quit
+        for cid in [c for c in self.runner.clients.keys() if c not in self.assignment]:
+            node = self.runner.clients.pop(cid)
+            if self.runner._users_dispatcher is not None:
+                self.runner._users_dispatcher.remove_worker(node)
+            claim = self.claims.get(cid, {})
+            log.warning("worker %s (%s, initiator %s) fits no slot of this swarm: told to quit", cid,
+                        claim.get("host"), claim.get("initiator"))
+            self.runner.send_message("quit", None, client_id=cid)
         opts = self.environment.parsed_options
         setattr(opts, channel.SPEC_OPTION, json.dumps(self.spec.to_dict()))
         setattr(opts, channel.ASSIGN_OPTION, json.dumps({c: list(s) for c, s in self.assignment.items()}))

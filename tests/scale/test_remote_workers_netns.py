@@ -229,3 +229,35 @@ def test_remote_workers_missing_are_named(pg_server, tmp_path):
     line = [x for x in stderr.splitlines() if "Locust worker(s) missing" in x]
     assert line and "1 of 2 Locust worker(s) missing after 5s: initiator 2: worker(s) 1 of 1; connected: " \
         in line[0] and "(initiator 1, worker 1)" in line[0], stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_remote_workers_extra_worker_gets_no_users(pg_server, tmp_path):
+    """A worker for an initiator the permutation does not use (initiator 3 of a 2-initiator
+    matrix) connects too: it is told to quit and gets no users; the run is exact."""
+    m = tmp_path / "netns.yaml"
+    m.write_text(MATRIX.format(wpi=1))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    master = f"127.0.0.1:{port}"
+    out = tmp_path / "run"
+    # the stray worker first, so that it is among the first connected
+    workers = [subprocess.Popen([sys.executable, "-m", "harness.cli", "worker", "--master", master, "--initiator",
+                                 str(k), "--swarms", "1", "--retry-seconds", "30"], cwd=REPO, env=_env(),
+                                stdout=(tmp_path / f"w{k}.log").open("wb"), stderr=subprocess.STDOUT,
+                                start_new_session=True) for k in (3, 1, 2)]
+    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(m), "--out", str(out),
+                            "--remote-workers", "--master-bind", master, "--worker-wait", "60"],
+                           cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _stdout, stderr = run.communicate(timeout=300)
+    finally:
+        _stop([run, *workers])
+    assert run.returncode == 0, stderr[-3000:]
+    [sp] = list(out.glob("*/rep-01/summary.json"))
+    d = json.loads(sp.read_text())
+    assert d["users_expected"] == d["users_spawned"] == d["users_active"] == 8, d
+    assert d["messages_lost"] == 0 and d["messages_sent"] == d["messages_received"] > 0, d
+    assert sorted(w["initiator"] for w in d["workers"]) == [1, 2]
+    assert "fits no slot" in (sp.parent / "locust-master.log").read_text()
