@@ -79,6 +79,8 @@ def _on_init(environment, **_kw) -> None:
 
 def _spec(environment) -> SwarmSpec:
     spec = _state.get("spec")
+    if spec is None and "channel" in _state:   # a swarm worker reads no file: the master pushes it
+        raise RuntimeError("the master pushed no swarm spec to this worker")
     if spec is None:
         path = getattr(environment.parsed_options, "ssbench_spec", "") or os.environ.get("SSBENCH_SPEC", "")
         spec = SwarmSpec.load(path)

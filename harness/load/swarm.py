@@ -144,8 +144,9 @@ class Swarm:
         self.procs["master"] = self._popen(master_cmd, locust_env(spec_path, token=token), "locust-master.log")
         if self.remote is None:
             for i, w in self.expected_workers:
-                # workers read no spec file: the master pushes it (harness.load.channel)
-                self.procs[f"worker.i{i}.w{w}"] = self._popen(worker_cmd(port), locust_env("", i, w, token),
+                # workers read no spec file: the master pushes it (harness.load.channel); the
+                # path in their environment only says which run they belong to (ps, tests)
+                self.procs[f"worker.i{i}.w{w}"] = self._popen(worker_cmd(port), locust_env(spec_path, i, w, token),
                                                               f"locust-worker-i{i}-w{w}.log")
         return self
 

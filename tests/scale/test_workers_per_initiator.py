@@ -105,3 +105,28 @@ def test_workers_per_initiator_bad_values_are_one_line_errors(tmp_path, extra, a
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert where in lines[0], lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_workers_per_initiator_figures_per_process_and_host():
+    """Per-process CPU is the window mean of the process's own samples; client_bound is judged
+    per process (one process at >= 90% of a core, whatever the others do); a host's figures
+    count each tick once however many workers it has."""
+    from harness.results.summary import worker_results
+
+    def samples(cpu):   # [ts, process CPU, host CPU, host memory %, host memory used]
+        return [[t, cpu, 50.0 + t, 40.0, 1e9 + t] for t in range(10)]
+
+    workers = [{"initiator": 1, "worker": 2, "host": "a", "users": 2, "users_active": 2, "sends": 5, "errors": 0,
+                "samples": samples(95.0)},
+               {"initiator": 1, "worker": 1, "host": "a", "users": 2, "users_active": 1, "sends": 7, "errors": 1,
+                "samples": samples(10.0)},
+               {"initiator": 2, "worker": 1, "host": "b", "users": 2, "users_active": 2, "sends": 6, "errors": 0,
+                "samples": []}]
+    per, hosts = worker_results(workers, 2.0, 6.0, 90.0)
+    assert [(w.initiator, w.worker) for w in per] == [(1, 1), (1, 2), (2, 1)]
+    assert [w.cpu_percent for w in per] == [10.0, 95.0, None]
+    assert [w.client_bound for w in per] == [False, True, False]
+    assert per[0].users_active == 1 and per[0].errors == 1
+    a, b = hosts
+    assert (a.host, a.workers, a.cpu_percent, a.memory_used_bytes) == ("a", 2, 53.5, 1e9 + 5)
+    assert (b.host, b.workers, b.cpu_percent) == ("b", 1, None)
