@@ -9,6 +9,7 @@ messages: nothing is shared on disk."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -33,16 +34,20 @@ def register(sub) -> None:
     p.add_argument("--worker", type=int, default=None, metavar="W",
                    help="this worker's index among its initiator's workers, 1..N (default: the master picks)")
     p.add_argument("--swarms", type=int, default=0, metavar="N",
-                   help="stop after N swarms (repetitions) have run (default 0: until Ctrl-C)")
+                   help="stop after N swarms ended (one per repetition; a swarm that had no place for this worker, e.g. a permutation with fewer initiators, counts too; default 0: until Ctrl-C)")
     p.add_argument("--retry-seconds", type=float, default=2.0, metavar="S",
                    help="pause before reconnecting after a swarm ended or the master was unreachable (default 2)")
     p.set_defaults(func=cmd_worker)
 
 
+def _sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_worker(args) -> int:
     from ..errors import UserError
     from ..load.auth import TOKEN_ENV, token_from_env, token_problem
-    from ..load.swarm import locust_env, worker_cmd
+    from ..load.swarm import die_with_parent, locust_env, worker_cmd
     from .run import parse_host_port
 
     host, port = parse_host_port(args.master, "--master")
@@ -58,11 +63,13 @@ def cmd_worker(args) -> int:
     if problem:
         raise UserError(f"{problem} (use the controller's token)", field=f"${TOKEN_ENV}")
     env = locust_env("", args.initiator, args.worker, token)
+    signal.signal(signal.SIGTERM, _sigterm)   # stop as on Ctrl-C (systemd, ssh, kill)
     who = f"initiator {args.initiator}" if args.initiator else "an initiator the master picks"
     done = 0
     print(f"ssbench worker: {who}; master {host}:{port}; Ctrl-C to stop", file=sys.stderr)
     while True:
-        proc = subprocess.Popen(worker_cmd(port, host), env=env, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(worker_cmd(port, host), env=env, stdin=subprocess.DEVNULL,
+                                preexec_fn=die_with_parent)
         try:
             rc = proc.wait()
         except KeyboardInterrupt:
