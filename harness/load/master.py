@@ -229,9 +229,17 @@ class MasterChannel:
     def collect_and_quit(self, write) -> None:
         """Stop every user (each worker then sends its recording), wait for the recordings,
         then quit the swarm."""
+        from locust.runners import STATE_MISSING
+
         self.runner.stop()
         deadline = time.monotonic() + RECORDING_WAIT_S
-        while len(self.recorded) < len(self.assignment) and time.monotonic() < deadline:
+
+        def awaited() -> bool:   # a recording still due from a worker that is still there
+            return any(slot not in self.recorded and cid in self.runner.clients
+                       and self.runner.clients[cid].state != STATE_MISSING
+                       for cid, slot in self.assignment.items())
+
+        while awaited() and time.monotonic() < deadline:
             gevent.sleep(0.1)
         missing = sorted(set(self.assignment.values()) - self.recorded)
         write(recordings=[f"i{i}.w{w}" for i, w in sorted(self.recorded)],

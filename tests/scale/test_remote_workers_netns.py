@@ -261,3 +261,47 @@ def test_remote_workers_extra_worker_gets_no_users(pg_server, tmp_path):
     assert d["messages_lost"] == 0 and d["messages_sent"] == d["messages_received"] > 0, d
     assert sorted(w["initiator"] for w in d["workers"]) == [1, 2]
     assert "fits no slot" in (sp.parent / "locust-master.log").read_text()
+
+
+@pytest.mark.slow
+def test_remote_workers_killed_mid_window_fails_the_repetition(pg_server, tmp_path):
+    """A client host's Locust worker killed mid-window: the repetition fails (exit 3) naming the
+    worker whose recording is missing, without waiting out the recording timeout; nothing is kept."""
+    import psutil
+
+    m = tmp_path / "netns.yaml"
+    m.write_text(MATRIX.format(wpi=1).replace("measure_seconds: 2", "measure_seconds: 8"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    master = f"127.0.0.1:{port}"
+    out = tmp_path / "run"
+    workers = {k: subprocess.Popen([sys.executable, "-m", "harness.cli", "worker", "--master", master, "--initiator",
+                                    str(k), "--swarms", "1"], cwd=REPO, env=_env(),
+                                   stdout=(tmp_path / f"w{k}.log").open("wb"), stderr=subprocess.STDOUT,
+                                   start_new_session=True) for k in (1, 2)}
+    run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(m), "--out", str(out),
+                            "--remote-workers", "--master-bind", master, "--worker-wait", "60"],
+                           cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:   # the swarm has spawned: master.json has spawn_complete
+            mj = list(out.glob("*/.rep-01.partial/master.json"))
+            if mj and "spawn_complete" in mj[0].read_text():
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the swarm never spawned")
+        time.sleep(3)
+        [victim] = psutil.Process(workers[2].pid).children()
+        victim.kill()
+        killed = time.monotonic()
+        _stdout, stderr = run.communicate(timeout=300)
+        took = time.monotonic() - killed
+    finally:
+        _stop([run, *workers.values()])
+    assert run.returncode == 3, stderr[-3000:]
+    assert "no recording from the Locust worker(s) initiator 2 worker 1" in stderr, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert not list(out.glob("*/rep-*/summary.json"))
+    assert took < 45, took   # not the 60 s recording timeout on top of the window
