@@ -15,7 +15,7 @@ import sys
 from . import __version__
 from .errors import TargetError, UserError
 
-COMMANDS = ("matrix", "run", "bench", "analyze", "gate", "web", "server", "mssql", "saturate")
+COMMANDS = ("matrix", "run", "bench", "worker", "analyze", "gate", "web", "server", "mssql", "saturate")
 
 
 def build_parser() -> argparse.ArgumentParser:

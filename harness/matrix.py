@@ -104,6 +104,9 @@ class RunSettings:
     #: backlog drain (docs/matrices.md): > 0 fills the target queue with this many messages
     #: with activation off, then turns activation on and measures the drain
     backlog_messages: int = 0
+    #: Locust worker processes per initiator; each takes threads / N of its initiator's users
+    #: (every value of axes.threads must be a multiple of it)
+    workers_per_initiator: int = 1
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,7 @@ RUN_FIELDS = {
     "pin_cpus": (bool, None, None),
     "rate_tolerance": (float, 0.0, 1.0),
     "backlog_messages": (int, 0, 100_000_000),
+    "workers_per_initiator": (int, 1, 64),
 }
 RUN_ORDERS = ("interleaved", "sequential")
 BROKER_FIELDS = {
@@ -248,6 +252,19 @@ class Matrix:
                             f"target (it has: {', '.join(known) or 'none'})",
                             file=str(self.path), line=self.lines.get(fld), field=fld)
 
+    def set_workers_per_initiator(self, n: int, flag: str = "--workers-per-initiator") -> None:
+        """Override ``run.workers_per_initiator`` (a command-line flag); every threads value
+        must split evenly over the ``n`` worker processes."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= RUN_FIELDS["workers_per_initiator"][2]:
+            raise UserError(f"must be an integer between 1 and {RUN_FIELDS['workers_per_initiator'][2]}, got {n!r}",
+                            field=flag)
+        for i, t in enumerate(self.axes["threads"]):
+            if t % n:
+                raise UserError(f"{t} threads do not split evenly over {flag} {n} worker processes "
+                                "(use a divisor of every threads value)", file=str(self.path),
+                                line=self.lines.get(f"axes.threads[{i}]"), field=f"axes.threads[{i}]")
+        self.run = _replace(self.run, workers_per_initiator=n)
+
     def to_dict(self) -> dict[str, Any]:
         axes = {k: [v.token if isinstance(v, DialogStrategy) else v for v in vs]
                 for k, vs in self.axes.items()}
@@ -322,6 +339,12 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
         axes[axis] = values
 
     run = RunSettings(**_settings(doc, "run", RUN_FIELDS, err))
+    if run.workers_per_initiator > 1:
+        for i, t in enumerate(axes["threads"]):
+            if t % run.workers_per_initiator:
+                raise err(f"{t} threads do not split evenly over run.workers_per_initiator = "
+                          f"{run.workers_per_initiator} worker processes (every threads value must be a multiple of it)",
+                          axes_loc.value["threads"].value[i], f"axes.threads[{i}]")
     broker = BrokerSettings(**_settings(doc, "broker", BROKER_FIELDS, err))
 
     profiles: dict[str, str] = {}

@@ -7,9 +7,10 @@ In order:
    begin the permutation's dialogs on every initiator per its strategy; warm up (one message on
    every dialog begun, as the paper does); start the broker side; wait for the warm-up to
    drain; start the collectors.
-2. The swarm: :meth:`Repetition.run_swarm` for a headless run (a Locust master and one worker
-   per initiator, one user per client thread, stopped by the master after the warm-up and
-   measured windows), or the Locust web UI's own swarm for ``ssbench web``.
+2. The swarm: :meth:`Repetition.run_swarm` for a headless run (a Locust master and
+   ``run.workers_per_initiator`` workers per initiator, local or on client hosts (``remote``),
+   one user per client thread, stopped by the master after the warm-up and measured windows),
+   or the Locust web UI's own swarm for ``ssbench web``.
 3. :meth:`Repetition.finish`: drain (transmission and target queues empty, with a timeout),
    stop the collectors and the broker side, verify (sent = received per initiator), build the
    summary (:func:`harness.results.build_repetition_summary`), write samples, latency and
@@ -29,9 +30,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .collectors import SampleContext, Sampler, default_collectors
+from .collectors.host import CLIENT_BOUND_WORKER_CPU
 from .errors import TargetError
 from .load.spec import SwarmSpec
-from .load.swarm import Swarm, SwarmResult
+from .load.swarm import RemoteWorkers, Swarm, SwarmResult
 from .load.window import merge_workers
 from .matrix import Permutation, RunSettings
 from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
@@ -68,6 +70,8 @@ class Repetition:
     #: extra client processes to sample (the web UI's workers); a headless swarm adds its own
     client_pids: Callable[[], dict[str, int]] | None = None
     users_expected: int | None = None
+    #: workers on client hosts (ssbench run --remote-workers); None: local workers
+    remote: RemoteWorkers | None = None
 
     partial: Path | None = None
     pinning: dict[str, list[int]] | None = None
@@ -121,19 +125,21 @@ class Repetition:
                          usable={str(i): self.usable for i in range(1, n + 1)},
                          warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
                          out_dir=str(self.partial), rate=self.perm.rate or 0.0,
-                         users_per_initiator=self.perm.threads)
+                         users_per_initiator=self.perm.threads,
+                         sample_interval_seconds=self.settings.sample_interval_seconds)
 
     # ------------------------------------------------------------------ 2. the headless swarm
     def run_swarm(self) -> SwarmResult:
         s, p = self.settings, self.perm
         spec = self.swarm_spec(warmup_seconds=s.warmup_seconds, measure_seconds=s.measure_seconds)
-        self.swarm = Swarm(spec, self.partial, p.initiators, p.threads, s.spawn_rate)
+        self.swarm = Swarm(spec, self.partial, p.initiators, p.threads, s.spawn_rate,
+                           workers_per_initiator=s.workers_per_initiator, remote=self.remote)
         self.swarm.start()
         if s.pin_cpus:
             self.pinning = pin_cpus(self._server_pids(), list(self.swarm.procs[n].pid for n in self.swarm.procs))
         self.on_status("running")
         deadline = time.monotonic() + p.total_threads / s.spawn_rate + 60 + s.warmup_seconds \
-            + s.measure_seconds + 30
+            + s.measure_seconds + 30 + spec.worker_wait_seconds
         while self.swarm.running() and time.monotonic() < deadline:
             self.swarm.check_workers()
             if self.swarm.worker_deaths:   # the window would measure a smaller swarm: stop now
@@ -146,13 +152,17 @@ class Repetition:
         if self.stop_event.is_set() or res.interrupted:
             raise Interrupted()
         failures = self.swarm.worker_failures()
+        if self.swarm.missing_workers:
+            raise RepetitionFailed("; ".join([self.swarm.missing_workers] + failures)
+                                   + " (the repetition is not kept; --resume redoes it)")
         if failures:
             raise RepetitionFailed("; ".join(failures) + " (the repetition is not kept; --resume redoes it)")
         if res.spawn_complete is None:
             raise RepetitionFailed("the Locust swarm never finished spawning its users:\n" + self.swarm.log_tail())
-        missing = sorted(set(range(1, p.initiators + 1)) - self.swarm.recorded_initiators)
+        missing = sorted(set(self.swarm.expected_workers) - self.swarm.recorded_workers)
         if missing:
-            raise RepetitionFailed(f"no recording from the Locust worker of initiator(s) {missing} "
+            names = ", ".join(f"initiator {i} worker {w}" for i, w in missing)
+            raise RepetitionFailed(f"no recording from the Locust worker(s) {names} "
                                    "(the repetition is not kept; --resume redoes it):\n" + self.swarm.log_tail())
         if self.swarm.foreign_files:
             log.warning("set aside %d recording(s) of another swarm: %s", len(self.swarm.foreign_files),
@@ -256,11 +266,14 @@ class Repetition:
             client=ClientRecord(window_start=wd.start, window_end=wd.end, send_latency=wd.latency,
                                 sends_total=wd.sends_total, errors_total=wd.errors_total,
                                 error_samples=wd.error_samples, users_spawned=wd.users_spawned,
-                                users_active=wd.users_active, send_latency_corrected=wd.latency_corrected),
+                                users_active=wd.users_active, send_latency_corrected=wd.latency_corrected,
+                                workers=wd.workers),
             e2e_latency=e2e, collected={**self.sampler.summary_fields(wd.start, wd.end),
                                         **({"cpu_pinning": self.pinning} if self.pinning else {})},
             collector_errors=self.sampler.errors, web=web,
-            offered_rate=p.rate * p.initiators if p.rate else None, rate_tolerance=self.settings.rate_tolerance)
+            offered_rate=p.rate * p.initiators if p.rate else None, rate_tolerance=self.settings.rate_tolerance,
+            client_bound_cpu=CLIENT_BOUND_WORKER_CPU)
+        self._workers = wd.workers
         lat = {"send": wd.latency, "e2e": e2e}
         if wd.latency_corrected is not None:
             lat["send_corrected"] = wd.latency_corrected
@@ -274,10 +287,13 @@ class Repetition:
             return "warmup" if ts < start else ("measure" if ts < end else "drain")
 
         partial = self.partial
+        rows = [(s.ts, s.family, s.metric, s.key, s.value) for s in self.sampler.samples]
+        rows += worker_samples(getattr(self, "_workers", []))
+        rows.sort(key=lambda r: r[0])
         write_jsonl(partial / "samples.jsonl",
-                    ({"ts": round(s.ts, 4), "elapsed_s": round(s.ts - t0, 4), "phase": phase(s.ts),
-                      "family": s.family, "metric": s.metric, "key": s.key, "value": s.value}
-                     for s in self.sampler.samples))
+                    ({"ts": round(ts, 4), "elapsed_s": round(ts - t0, 4), "phase": phase(ts),
+                      "family": fam, "metric": met, "key": key, "value": val}
+                     for ts, fam, met, key, val in rows))
         write_json(partial / "latency.json", {"schema": LATENCY_SCHEMA, "unit": "us",
                                               "send": lat["send"].to_json(), "e2e": lat["e2e"].to_json(),
                                               **({"send_corrected": lat["send_corrected"].to_json()}
@@ -286,6 +302,22 @@ class Repetition:
         for name in ("swarm.json", "master.json"):
             (partial / name).unlink(missing_ok=True)
         write_json(partial / "summary.json", summary)
+
+
+def worker_samples(workers: list[dict]) -> list[tuple[float, str, str, str, float]]:
+    """The workers' own probes as samples: family ``worker`` (``cpu_percent`` of the process,
+    key ``i<K>.w<W>``) and family ``client_host`` (``cpu_percent`` of the machine,
+    ``memory_percent``, ``memory_used_bytes``, key the host name; one row per host and tick)."""
+    rows, seen = [], set()
+    for w in workers:
+        key, host = f"i{w['initiator']}.w{w['worker']}", w.get("host", "")
+        for ts, proc, cpu, mem, used in w.get("samples", []):
+            rows.append((ts, "worker", "cpu_percent", key, proc))
+            if (host, round(ts)) not in seen:
+                seen.add((host, round(ts)))
+                rows += [(ts, "client_host", "cpu_percent", host, cpu), (ts, "client_host", "memory_percent", host, mem),
+                         (ts, "client_host", "memory_used_bytes", host, used)]
+    return rows
 
 
 def pin_cpus(server_pids: list[int], client_pids: list[int], restore: bool = False) -> dict[str, list[int]] | None:

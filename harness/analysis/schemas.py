@@ -39,6 +39,13 @@ WINDOW = _s(("warmup_seconds", DoubleType()), ("measure_seconds", DoubleType()),
 PER_INITIATOR = _s(("initiator", LongType()), ("sent", DoubleType()), ("received", DoubleType()),
                    ("lost", DoubleType()), ("xmitq_left", DoubleType()))
 
+WORKER = _s(("initiator", LongType()), ("worker", LongType()), ("host", StringType()),
+            ("users", DoubleType()), ("users_active", DoubleType()), ("sends", DoubleType()),
+            ("errors", DoubleType()), ("cpu_percent", DoubleType()), ("client_bound", BooleanType()))
+
+CLIENT_HOST = _s(("host", StringType()), ("workers", DoubleType()), ("cpu_percent", DoubleType()),
+                 ("memory_percent", DoubleType()), ("memory_used_bytes", DoubleType()))
+
 TOP_WAIT = _s(("wait_type", StringType()), ("wait_time_ms", DoubleType()),
               ("waiting_tasks", DoubleType()), ("share", DoubleType()))
 
@@ -61,6 +68,7 @@ SUMMARY = _s(
     ("worker_cpu_percent", MapType(StringType(), DoubleType())), ("client_bound", BooleanType()),
     ("other_cpu_percent", DoubleType()), ("steal_percent", DoubleType()), ("noisy_host", BooleanType()),
     ("cpu_pinning", MapType(StringType(), ArrayType(LongType()))),
+    ("workers", ArrayType(WORKER)), ("client_hosts", ArrayType(CLIENT_HOST)),
     ("users_expected", DoubleType()), ("users_spawned", DoubleType()), ("users_active", DoubleType()),
     ("errors", DoubleType()), ("error_samples", StringType()), ("collector_errors", StringType()),
     ("poison_messages", DoubleType()), ("queue_disabled", BooleanType()),

@@ -25,6 +25,9 @@ def register(sub) -> None:
                    help="results root (default: ./results)")
     p.add_argument("--no-analysis", action="store_true",
                    help="skip the Spark analysis (print the summaries table only)")
+    from .run import add_scale_arguments
+
+    add_scale_arguments(p)
     p.set_defaults(func=cmd_bench)
 
 

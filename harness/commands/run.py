@@ -22,10 +22,13 @@ NO_SPACE_EXIT = 5
 def register(sub) -> None:
     p = sub.add_parser("run", help="run a test matrix against a target and write results/",
                        description="Run every permutation of a matrix: provision, Locust load (one "
-                                   "worker per initiator, one user per client thread), collectors, "
+                                   "worker process per initiator by default, --workers-per-initiator N for "
+                                   "more, --remote-workers for workers on client hosts; one user per client "
+                                   "thread), collectors, "
                                    "drain and verify, results written atomically under results/<run-id>/. "
                                    "Ctrl-C stops cleanly and leaves the run resumable.")
     add_run_arguments(p)
+    add_scale_arguments(p)
     p.set_defaults(func=cmd_run)
 
 
@@ -38,6 +41,76 @@ def add_run_arguments(p) -> None:
                    help="continue an unfinished run (--out DIR, or the newest unfinished run of this "
                         "matrix): complete repetitions are kept, partial ones redone")
     p.add_argument("--results", type=Path, default=None, help="results root (default: ./results)")
+
+
+def add_scale_arguments(p) -> None:
+    g = p.add_argument_group("scale-out", "Several Locust worker processes per initiator, and workers on client "
+                                          "hosts of their own (docs/scale-out.md).")
+    g.add_argument("--workers-per-initiator", type=int, default=None, metavar="N",
+                   help="Locust worker processes per initiator (default: the matrix's run.workers_per_initiator, "
+                        "else 1); each takes threads/N of its initiator's users, so every threads value must be a "
+                        "multiple of N")
+    g.add_argument("--remote-workers", action="store_true",
+                   help="start no Locust worker on this host: the master listens on --master-bind and waits for "
+                        "'ssbench worker' on the client hosts (initiators x workers-per-initiator of them, for "
+                        "every repetition); needs the same $SSBENCH_WORKER_TOKEN on every host")
+    g.add_argument("--master-bind", default=None, metavar="HOST[:PORT]",
+                   help="with --remote-workers: the address the master listens on (default 0.0.0.0:5557)")
+    g.add_argument("--worker-wait", type=float, default=None, metavar="SECONDS",
+                   help="with --remote-workers: how long each repetition's master waits for every expected "
+                        "worker before it fails naming the missing ones (default 120)")
+
+
+def parse_host_port(value: str, flag: str, default_port: int = 5557) -> tuple[str, int]:
+    """``HOST``, ``HOST:PORT`` or ``[V6]:PORT``; a one-line UserError naming ``flag`` otherwise."""
+    from ..errors import UserError
+
+    host, port = value.strip(), default_port
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0:
+            raise UserError(f"{value!r}: unclosed '['", field=flag)
+        rest, host = host[end + 1:], host[1:end]
+        if rest:
+            if not rest.startswith(":"):
+                raise UserError(f"{value!r}: expected [HOST]:PORT", field=flag)
+            port = rest[1:]
+    elif host.count(":") == 1:
+        host, port = host.split(":")
+    try:
+        port = int(port)
+    except ValueError:
+        raise UserError(f"{value!r}: the port must be a number", field=flag) from None
+    if not host or not 1 <= port <= 65535:
+        raise UserError(f"{value!r}: expected HOST or HOST:PORT with a port in 1..65535", field=flag)
+    return host, port
+
+
+def scale_settings(args, matrix):
+    """Apply --workers-per-initiator to the matrix; return the RemoteWorkers (or None). Checked
+    before anything starts."""
+    from ..errors import UserError
+    from ..load.auth import TOKEN_ENV, token_from_env, token_problem
+    from ..load.swarm import RemoteWorkers
+
+    wpi = getattr(args, "workers_per_initiator", None)
+    if wpi is not None:
+        matrix.set_workers_per_initiator(wpi)
+    wait = getattr(args, "worker_wait", None)
+    if wait is not None and not 1 <= wait <= 86_400:
+        raise UserError(f"must be between 1 and 86400 seconds, got {wait:g}", field="--worker-wait")
+    if not getattr(args, "remote_workers", False):
+        for flag, value in (("--master-bind", getattr(args, "master_bind", None)), ("--worker-wait", wait)):
+            if value is not None:
+                raise UserError("only with --remote-workers (local workers use a free loopback port)", field=flag)
+        return None
+    problem = token_problem(token_from_env())
+    if problem:
+        raise UserError(f"{problem}; set the same token on this host and on every client host, e.g. "
+                        f"export {TOKEN_ENV}=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')",
+                        field=f"${TOKEN_ENV}")
+    host, port = parse_host_port(args.master_bind or "0.0.0.0:5557", "--master-bind")
+    return RemoteWorkers(bind_host=host, port=port, wait_seconds=wait if wait is not None else 120.0)
 
 
 def install_sigint(stop: threading.Event) -> None:
@@ -74,6 +147,7 @@ def execute(args) -> tuple[int, "object"]:
     check_dir_arg(args.out, "--out", resume=args.resume)
     check_dir_arg(results_root, "--results")
     matrix.check_servers(*target_profiles(args.target))  # without connecting or starting anything
+    remote = scale_settings(args, matrix)
     target = make_target(args.target)
     stop = threading.Event()
     install_sigint(stop)
@@ -90,7 +164,10 @@ def execute(args) -> tuple[int, "object"]:
         print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.repetitions} repetition(s) "
               f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
         progress = Progress(total=len(matrix) * matrix.run.repetitions)
-        runner = Runner(matrix, target, rd, progress=progress, stop_event=stop)
+        if remote is not None:
+            print(f"ssbench: waiting for {matrix.run.workers_per_initiator} 'ssbench worker' per initiator at "
+                  f"{remote.bind_host}:{remote.port} (up to {remote.wait_seconds:g}s per repetition)", file=sys.stderr)
+        runner = Runner(matrix, target, rd, progress=progress, stop_event=stop, remote=remote)
         resume = f"ssbench run {args.matrix} --resume --out {rd.path}"
         try:
             lost = runner.run()

@@ -1,10 +1,14 @@
 """Locust user classes for ssbench: one user per client thread, closed loop, one SEND per task.
 
 Loaded by the Locust master and by every worker (``locust -f harness/load/locustfile.py``).
-A worker is bound to one initiator (``SSBENCH_INITIATOR``), as the paper mapped one client
-machine to one initiator. The swarm's shape comes from a JSON spec (``SSBENCH_SPEC`` or
-``--ssbench-spec``, written by the runner or by ``ssbench web``): the sender spec of each
-initiator, the payload size, the usable dialogs per initiator and the measurement windows.
+A worker is bound to one initiator, as the paper mapped one client machine to one initiator;
+an initiator may have several worker processes (``run.workers_per_initiator``). The swarm's
+shape comes from a JSON spec: the sender spec of each initiator, the payload size, the usable
+dialogs per initiator and the measurement windows. In a headless swarm (``ssbench run``, local
+workers or ``ssbench worker`` on client hosts) the master pushes the spec and each worker's
+initiator and index over Locust's messages and the worker sends its recording back the same way
+(:mod:`harness.load.channel`); under ``ssbench web`` the worker is bound by ``SSBENCH_INITIATOR``,
+reads ``SSBENCH_SPEC`` / ``--ssbench-spec`` and writes its recording for the web plugin to forward.
 
 Database drivers block. A blocking call inside a gevent greenlet would serialize the whole
 worker, so every driver call runs on a real thread of gevent's hub threadpool
@@ -57,18 +61,26 @@ def _add_arguments(parser) -> None:
 def _on_init(environment, **_kw) -> None:
     from locust.runners import MasterRunner, WorkerRunner
 
+    from harness.load import channel
+
     runner = environment.runner
     if isinstance(runner, WorkerRunner) or runner is None or not isinstance(runner, MasterRunner):
         _state["offload"] = Offload()
-        _state["recorder"] = Recorder(initiator=int(os.environ.get("SSBENCH_INITIATOR", "1")))
+        _state["recorder"] = Recorder(initiator=int(os.environ.get(channel.INITIATOR_ENV, "1")))
+        if isinstance(runner, WorkerRunner) and channel.in_swarm():
+            # a headless swarm's worker (local or on a client host): token, claim, spec pushed by
+            # the master, recording sent back over Locust's messages (harness.load.channel)
+            _state["channel"] = channel.WorkerChannel(environment, _state["recorder"], _state)
     if isinstance(runner, MasterRunner):
         from harness.load import master
 
-        master.install(environment, _spec)
+        master.install(environment, _spec, scale_out=channel.in_swarm())
 
 
 def _spec(environment) -> SwarmSpec:
     spec = _state.get("spec")
+    if spec is None and "channel" in _state:   # a swarm worker reads no file: the master pushes it
+        raise RuntimeError("the master pushed no swarm spec to this worker")
     if spec is None:
         path = getattr(environment.parsed_options, "ssbench_spec", "") or os.environ.get("SSBENCH_SPEC", "")
         spec = SwarmSpec.load(path)
@@ -93,8 +105,11 @@ def _on_test_stop(environment, **_kw) -> None:
     rec: Recorder | None = _state.get("recorder")
     if rec is None:
         return
-    spec = _spec(environment)
-    if spec.out_dir:
+    try:
+        spec = _spec(environment)
+    except (RuntimeError, OSError, ValueError):   # a swarm worker that never got its spec
+        return
+    if spec.out_dir and spec.recording_via == "file":   # "message": harness.load.channel sends it
         rec.write(spec.out_dir, spec.swarm_id)
 
 

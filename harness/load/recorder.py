@@ -29,8 +29,9 @@ MAX_ERROR_SAMPLES = 20
 
 
 class Recorder:
-    def __init__(self, initiator: int, bucket_seconds: float = BUCKET_SECONDS):
+    def __init__(self, initiator: int, bucket_seconds: float = BUCKET_SECONDS, worker: int = 1):
         self.initiator = initiator
+        self.worker = worker          # this process's index among its initiator's workers (1..N)
         self.bucket_seconds = bucket_seconds
         self._lock = threading.Lock()
         self.reset()
@@ -43,6 +44,11 @@ class Recorder:
         self._next_user = itertools.count(0)
         self.corrected: dict[int, Counter] = defaultdict(Counter)   # open loop only
         self.schedule = None      # the worker's harness.load.pacing.Schedule (open loop)
+
+    def number_users_from(self, first: int) -> None:
+        """Worker W of an initiator's N numbers its users from (W-1) x threads/N: each user of
+        the initiator keeps its own dialog slot and its own slots of the open-loop schedule."""
+        self._next_user = itertools.count(max(0, int(first)))
 
     def add_user(self, usable: int) -> tuple[int, int]:
         """Register the next user on this worker: (user index, dialog slot). User k sends on
@@ -70,7 +76,7 @@ class Recorder:
                 self.error_samples.append(f"{type(exc).__name__}: {exc}"[:500])
 
     def to_json(self, swarm_id: str = "") -> dict:
-        return {"initiator": self.initiator, "pid": os.getpid(), "swarm_id": swarm_id,
+        return {"initiator": self.initiator, "worker": self.worker, "pid": os.getpid(), "swarm_id": swarm_id,
                 "bucket_seconds": self.bucket_seconds,
                 "buckets": {str(b): {str(k): v for k, v in c.items()} for b, c in self.buckets.items()},
                 "errors": {str(b): n for b, n in self.errors.items()},

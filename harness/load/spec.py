@@ -27,6 +27,18 @@ class SwarmSpec:
     rate: float = 0.0
     #: users per initiator the schedule is split over (user u of n takes every n-th slot)
     users_per_initiator: int = 0
+    #: initiators in use and Locust worker processes per initiator (a headless swarm's shape:
+    #: the master waits for initiators x workers_per_initiator workers)
+    initiators: int = 0
+    workers_per_initiator: int = 1
+    #: "message": each worker sends its recording to the master over Locust's messages and the
+    #: master writes it (ssbench run, local or remote workers); "file": the worker writes it
+    #: into out_dir itself (ssbench web, whose plugin forwards it)
+    recording_via: str = "file"
+    #: seconds the master waits for every expected worker before it gives up naming the missing
+    worker_wait_seconds: float = 60.0
+    #: a worker samples its process and its host (CPU, memory) this often
+    sample_interval_seconds: float = 1.0
 
     def usable_dialogs(self, initiator: int) -> int:
         return int(self.usable.get(str(initiator), 1))
@@ -43,4 +55,14 @@ class SwarmSpec:
     def load(cls, path: str | os.PathLike) -> "SwarmSpec":
         if not path:
             raise RuntimeError("no ssbench swarm spec: set SSBENCH_SPEC or --ssbench-spec")
-        return cls(**json.loads(Path(path).read_text()))
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SwarmSpec":
+        """A spec from its JSON form; keys this version does not know are ignored (a newer
+        master's spec pushed to an older worker)."""
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_dict(self) -> dict:
+        return asdict(self)

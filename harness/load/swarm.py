@@ -1,9 +1,14 @@
-"""Start a real Locust swarm: a master and one worker per initiator, on loopback.
+"""Start a real Locust swarm: a master and ``workers_per_initiator`` workers per initiator.
 
 The master runs headless with ``--expect-workers`` and stops itself when the warm-up and
-measured windows are over (see :mod:`harness.load.master`); each worker is bound to one
-initiator through ``SSBENCH_INITIATOR``. Locust distributes users evenly over workers, so each
-initiator gets exactly ``threads`` users.
+measured windows are over (see :mod:`harness.load.master`). Local workers (the default) run on
+this host, on loopback, each bound to its initiator and worker index through
+``SSBENCH_INITIATOR`` / ``SSBENCH_WORKER``; with :class:`RemoteWorkers` the master listens on
+the given address and starts no worker: ``ssbench worker`` on the client hosts connects to it.
+Either way every worker proves the run's token and talks to the master over Locust's messages
+only (:mod:`harness.load.channel`): the spec comes in the spawn message and the recordings go
+back as messages, which the master writes here. Locust spreads users evenly over workers, so
+each worker gets ``threads / workers_per_initiator`` users and each initiator ``threads``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import channel
+from .auth import TOKEN_ENV, new_token
 from .spec import SwarmSpec
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -44,13 +51,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def locust_env(spec_path: Path, initiator: int | None = None) -> dict[str, str]:
+def locust_env(spec_path: Path | str, initiator: int | None = None, worker: int | None = None,
+               token: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["SSBENCH_SPEC"] = str(spec_path)
     env["PYTHONUNBUFFERED"] = "1"
-    if initiator is not None:
-        env["SSBENCH_INITIATOR"] = str(initiator)
+    for name, value in ((channel.INITIATOR_ENV, initiator), (channel.WORKER_ENV, worker)):
+        env.pop(name, None)
+        if value is not None:
+            env[name] = str(value)
+    if token is not None:   # a headless swarm: the channel of harness.load.channel
+        env[channel.SWARM_ENV] = "1"
+        env[TOKEN_ENV] = token
     return env
+
+
+@dataclass
+class RemoteWorkers:
+    """Workers on client hosts (``ssbench worker``): the master listens on ``bind_host:port``,
+    waits up to ``wait_seconds`` for them; the token comes from ``$SSBENCH_WORKER_TOKEN``."""
+
+    bind_host: str = "0.0.0.0"
+    port: int = 5557
+    wait_seconds: float = 120.0
 
 
 def worker_cmd(master_port: int, master_host: str = "127.0.0.1", locustfiles: str = str(LOCUSTFILE)) -> list[str]:
@@ -71,36 +94,60 @@ class Swarm:
     """One headless swarm. ``start()``, then ``wait()``; ``stop()`` on interruption."""
 
     def __init__(self, spec: SwarmSpec, out_dir: Path, initiators: int, threads: int,
-                 spawn_rate: float):
+                 spawn_rate: float, workers_per_initiator: int = 1, remote: RemoteWorkers | None = None,
+                 worker_wait_seconds: float = 60.0):
         self.spec = spec
         self.out_dir = Path(out_dir)
         self.initiators = initiators
         self.threads = threads
         self.spawn_rate = spawn_rate
+        self.workers_per_initiator = workers_per_initiator
+        self.remote = remote
+        spec.initiators, spec.workers_per_initiator = initiators, workers_per_initiator
+        spec.recording_via = "message"
+        spec.worker_wait_seconds = remote.wait_seconds if remote else worker_wait_seconds
         self.procs: dict[str, subprocess.Popen] = {}
         self.worker_deaths: dict[str, tuple[float, int, int | None]] = {}
         self.foreign_files: list[Path] = []
-        self.recorded_initiators: set[int] = set()   # initiators whose worker's recording arrived
+        self.recorded_initiators: set[int] = set()   # initiators whose workers' recordings arrived
+        self.recorded_workers: set[tuple[int, int]] = set()   # (initiator, worker) recorded
+        self.missing_workers: str | None = None   # the master gave up waiting for these
+        self.master_record: dict = {}
         self._logs: list = []
 
     def worker_pids(self) -> dict[str, int]:
         return {name: p.pid for name, p in self.procs.items() if name.startswith("worker")}
 
+    @property
+    def expected_workers(self) -> list[tuple[int, int]]:
+        return [(i, w) for i in range(1, self.initiators + 1) for w in range(1, self.workers_per_initiator + 1)]
+
     def start(self) -> "Swarm":
         self.out_dir.mkdir(parents=True, exist_ok=True)
         spec_path = self.spec.dump(self.out_dir / "swarm.json")
-        port = free_port()
+        if self.remote is not None:
+            from .auth import token_from_env
+
+            token = token_from_env() or ""
+            host, port = self.remote.bind_host, self.remote.port
+        else:
+            token, host, port = new_token(), "127.0.0.1", free_port()
         users = self.initiators * self.threads
         master_cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--master", "--headless",
-                      "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                      "--expect-workers", str(self.initiators), "--expect-workers-max-wait", "60",
+                      "--master-bind-host", host, "--master-bind-port", str(port),
+                      "--expect-workers", str(len(self.expected_workers)),
+                      # the master's own wait (harness.load.master) names the missing workers first
+                      "--expect-workers-max-wait", str(int(self.spec.worker_wait_seconds + 30)),
                       "--users", str(users), "--spawn-rate", str(self.spawn_rate),
                       "--csv", str(self.out_dir / "locust"), "--only-summary",
                       "--exit-code-on-error", "0", "--loglevel", "WARNING"]
-        self.procs["master"] = self._popen(master_cmd, locust_env(spec_path), "locust-master.log")
-        for i in range(1, self.initiators + 1):
-            self.procs[f"worker.i{i}"] = self._popen(worker_cmd(port), locust_env(spec_path, i),
-                                                     f"locust-worker-i{i}.log")
+        self.procs["master"] = self._popen(master_cmd, locust_env(spec_path, token=token), "locust-master.log")
+        if self.remote is None:
+            for i, w in self.expected_workers:
+                # workers read no spec file: the master pushes it (harness.load.channel); the
+                # path in their environment only says which run they belong to (ps, tests)
+                self.procs[f"worker.i{i}.w{w}"] = self._popen(worker_cmd(port), locust_env(spec_path, i, w, token),
+                                                              f"locust-worker-i{i}-w{w}.log")
         return self
 
     def _popen(self, cmd, env, log_name) -> subprocess.Popen:
@@ -118,6 +165,14 @@ class Swarm:
         master = self.procs.get("master")
         if master is None or master.poll() is not None:
             return
+        if self.missing_workers is None:
+            try:
+                self.missing_workers = json.loads((self.out_dir / "master.json").read_text()).get("missing_workers")
+            except (OSError, ValueError):
+                pass
+            if self.missing_workers:   # the master gave up waiting for its workers: no point waiting more
+                self.stop()
+                return
         for name, p in self.procs.items():
             if name.startswith("worker") and p.poll() is not None and name not in self.worker_deaths:
                 # a worker that quits cleanly once the master has stopped the swarm is the
@@ -185,6 +240,8 @@ class Swarm:
         mj = self.out_dir / "master.json"
         if mj.exists():
             master = json.loads(mj.read_text())
+        self.missing_workers = master.get("missing_workers") or self.missing_workers
+        self.master_record = master
         csv = self.out_dir / "locust_stats.csv"
         return SwarmResult(spawn_complete=master.get("spawn_complete"),
                            worker_files=self._own_worker_files(),
@@ -201,6 +258,7 @@ class Swarm:
             if doc.get("swarm_id") == self.spec.swarm_id:
                 own.append(f)
                 self.recorded_initiators.add(int(doc["initiator"]))
+                self.recorded_workers.add((int(doc["initiator"]), int(doc.get("worker", 1))))
             else:
                 self.foreign_files.append(f)
                 f.rename(f.with_name("foreign-" + f.name))

@@ -24,6 +24,10 @@ class WindowData:
     users_active: int = 0        # users that completed SENDs before and up to the window's end
     #: open loop: measured-window SENDs' latency from their intended time (None: closed loop)
     latency_corrected: Histogram | None = None
+    #: one entry per worker process: initiator, worker, host, users, users_active, sends and
+    #: errors in the window, and its probe's samples [ts, process CPU, host CPU, host memory
+    #: percent, host memory used] (harness.load.channel)
+    workers: list[dict] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -53,6 +57,8 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
         if wd is None:
             wd = WindowData(start=b0 * bs, end=b1 * bs)
         init = int(data["initiator"])
+        mine = {"initiator": init, "worker": int(data.get("worker", 1)), "host": str(data.get("host", "")),
+                "sends": 0, "errors": 0, "samples": data.get("samples", [])}
         for b, counts in data["buckets"].items():
             n = sum(counts.values())
             wd.sends_total += n
@@ -60,6 +66,7 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
                 for us, c in counts.items():
                     wd.latency.add(int(us), c)
                 wd.per_initiator_window[init] = wd.per_initiator_window.get(init, 0) + n
+                mine["sends"] += n
         for b, counts in data.get("corrected", {}).items():
             if wd.latency_corrected is None:
                 wd.latency_corrected = Histogram()
@@ -70,13 +77,17 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
             wd.errors_total += n
             if b0 <= int(b) < b1:
                 wd.errors_window += n
+                mine["errors"] += n
         wd.error_samples.extend(data.get("error_samples", [])[:10])
         users = data.get("users", {})
         wd.users_spawned += len(users)
         # active: it completed a SEND by the window's end and was still completing them at its
         # start (a user stuck in its first connect, or one that stopped, is not)
-        wd.users_active += sum(1 for first, last, _n in users.values()
-                               if first is not None and first < wd.end and last >= wd.start)
+        active = sum(1 for first, last, _n in users.values()
+                     if first is not None and first < wd.end and last >= wd.start)
+        wd.users_active += active
+        mine.update(users=len(users), users_active=active)
+        wd.workers.append(mine)
     if wd is None:
         wd = WindowData(start=start, end=end)
     return wd

@@ -70,6 +70,8 @@ class Document:
             v = getattr(self, f.name)
             if v is None and f.metadata.get("omit_none"):
                 continue
+            if v == [] and f.metadata.get("omit_empty"):   # fields older documents do not have
+                continue
             out[f.name] = _dump(v)
         out.update(getattr(self, "extra", {}) or {})
         return out
@@ -192,6 +194,32 @@ class InitiatorResult(Document):
 
 
 @dataclass
+class WorkerResult(Document):
+    """One Locust worker process over the measured window (its own recording and probe)."""
+
+    initiator: int
+    worker: int                      # 1..workers_per_initiator
+    host: str = ""
+    users: int = 0                   # users that ran on this process
+    users_active: int = 0
+    sends: int = 0                   # SENDs completed in the window
+    errors: int = 0                  # failed SENDs in the window
+    cpu_percent: float | None = None  # this process, percent of one core (window mean)
+    client_bound: bool = False        # cpu_percent at or above the client-bound threshold
+
+
+@dataclass
+class ClientHost(Document):
+    """A client host's CPU and memory over the measured window (its workers' probes)."""
+
+    host: str
+    workers: int = 0
+    cpu_percent: float | None = None          # percent of the whole machine (window mean)
+    memory_percent: float | None = None       # window mean
+    memory_used_bytes: float | None = None    # window maximum
+
+
+@dataclass
 class TopWait(Document):
     wait_type: str
     wait_time_ms: float
@@ -236,6 +264,9 @@ class RepetitionSummary(Document):
     steal_percent: float | None = None
     noisy_host: bool = False
     cpu_pinning: dict[str, list[int]] | None = field(default=None, metadata={"omit_none": True})
+    #: per Locust worker process and per client host (absent in summaries older than them)
+    workers: list[WorkerResult] = field(default_factory=list, metadata={"omit_empty": True})
+    client_hosts: list[ClientHost] = field(default_factory=list, metadata={"omit_empty": True})
     users_expected: int = 0
     users_spawned: int = 0
     users_active: int = 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from .histogram import Histogram
-from .model import (InitiatorResult, LatencySummary, Medians, PermutationSummary, RepetitionSummary,
+from .model import (ClientHost, InitiatorResult, WorkerResult, LatencySummary, Medians, PermutationSummary, RepetitionSummary,
                     TargetRef, TopWait, Window)
 
 
@@ -88,6 +88,8 @@ class ClientRecord:
     users_active: int = 0
     #: open loop: SENDs completed in the window, latency from their intended time
     send_latency_corrected: Histogram | None = None
+    #: per worker process (harness.load.window.WindowData.workers)
+    workers: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -112,6 +114,35 @@ class RepetitionData:
     #: shortfall of the achieved rate beyond which the repetition is ``behind``
     offered_rate: float | None = None
     rate_tolerance: float = 0.05
+    #: a worker process at or above this CPU (percent of one core) is client-bound
+    client_bound_cpu: float = 90.0
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(statistics.fmean(values), 2) if values else None
+
+
+def worker_results(workers: list[dict], start: float, end: float,
+                   bound_cpu: float) -> tuple[list[WorkerResult], list[ClientHost]]:
+    """Per worker process and per client host, over [start, end), from the workers' own
+    probes (samples [ts, process CPU, host CPU, host memory percent, host memory used])."""
+    out, hosts = [], {}
+    for w in sorted(workers, key=lambda w: (w["initiator"], w["worker"])):
+        inside = [s for s in w.get("samples", []) if start <= s[0] < end]
+        cpu = _mean([s[1] for s in inside])
+        out.append(WorkerResult(initiator=w["initiator"], worker=w["worker"], host=w.get("host", ""),
+                                users=w.get("users", 0), users_active=w.get("users_active", 0),
+                                sends=w.get("sends", 0), errors=w.get("errors", 0), cpu_percent=cpu,
+                                client_bound=cpu is not None and cpu >= bound_cpu))
+        h = hosts.setdefault(w.get("host", ""), {"n": 0, "ts": {}})
+        h["n"] += 1
+        for s in inside:   # one host, several workers: each tick once per worker, same figures
+            h["ts"].setdefault(round(s[0]), s)
+    client_hosts = [ClientHost(host=name, workers=h["n"], cpu_percent=_mean([s[2] for s in h["ts"].values()]),
+                               memory_percent=_mean([s[3] for s in h["ts"].values()]),
+                               memory_used_bytes=max((s[4] for s in h["ts"].values()), default=None))
+                    for name, h in sorted(hosts.items())]
+    return out, client_hosts
 
 
 def is_behind(offered_rate: float | None, achieved_rate: float, tolerance: float = 0.05) -> bool:
@@ -135,7 +166,9 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     undelivered = min(a.in_flight, max(0, a.sent - a.received - a.poison_messages))
     col = dict(d.collected)
     top_waits = [w if isinstance(w, TopWait) else TopWait(**w) for w in col.pop("top_waits", [])]
-    client_bound = bool(col.pop("client_bound", False))
+    workers, client_hosts = worker_results(c.workers, c.window_start, c.window_end, d.client_bound_cpu)
+    # judged per process: the host collector's view of local workers, or a worker's own probe
+    client_bound = bool(col.pop("client_bound", False)) or any(w.client_bound for w in workers)
     noisy_host = bool(col.pop("noisy_host", False))
     send_rate = round(c.send_latency.count / seconds, 3)
     if d.offered_rate:
@@ -162,6 +195,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         receive_rate=round(d.e2e_latency.count / seconds, 3),
         send_latency_ms=latency_summary(c.send_latency), e2e_latency_ms=latency_summary(d.e2e_latency),
         top_waits=top_waits, client_bound=client_bound, noisy_host=noisy_host,
+        workers=workers, client_hosts=client_hosts,
         users_expected=d.users_expected, users_spawned=c.users_spawned, users_active=c.users_active,
         errors=c.errors_total, error_samples=list(c.error_samples[:10]),
         collector_errors=list(d.collector_errors[:10]),

@@ -1,0 +1,97 @@
+"""``ssbench worker --master HOST[:PORT] [--initiator K] [--worker W]``: a Locust worker on a
+client host, for ``ssbench run --remote-workers`` on the controller (docs/scale-out.md).
+
+Each repetition of the run starts a fresh Locust master; this command keeps a worker connected
+to the master's address, one Locust worker process per swarm, until ``--swarms`` swarms have run
+or Ctrl-C. The worker proves the run's token (``$SSBENCH_WORKER_TOKEN``, the same as the
+controller's), gets the swarm spec from the master and sends its recording back over Locust's
+messages: nothing is shared on disk."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+#: a worker refused by the master (wrong token) or that refused the master exits with this
+REFUSED_EXIT = 2
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "worker", help="run Locust workers on a client host for 'ssbench run --remote-workers'",
+        description="Connect Locust workers to the master of 'ssbench run --remote-workers' on the controller, "
+                    "one per swarm (each repetition starts a new master at the same address), until --swarms "
+                    "swarms have run or Ctrl-C. Needs the run's token in $SSBENCH_WORKER_TOKEN (the same value "
+                    "on the controller and every client host); the swarm spec comes from the master and the "
+                    "recording goes back to it over Locust's messages. The SEND connections go from this host "
+                    "to the target's initiators: the target must be reachable from here. See docs/scale-out.md.")
+    p.add_argument("--master", required=True, metavar="HOST[:PORT]",
+                   help="the controller's address, and the port of its --master-bind (default 5557)")
+    p.add_argument("--initiator", type=int, default=None, metavar="K",
+                   help="the initiator this worker drives (default: the master picks one that is short of workers)")
+    p.add_argument("--worker", type=int, default=None, metavar="W",
+                   help="this worker's index among its initiator's workers, 1..N (default: the master picks)")
+    p.add_argument("--swarms", type=int, default=0, metavar="N",
+                   help="stop after N swarms ended (one per repetition; a swarm that had no place for this worker, e.g. a permutation with fewer initiators, counts too; default 0: until Ctrl-C)")
+    p.add_argument("--retry-seconds", type=float, default=2.0, metavar="S",
+                   help="pause before reconnecting after a swarm ended or the master was unreachable (default 2)")
+    p.set_defaults(func=cmd_worker)
+
+
+def _sigterm(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_worker(args) -> int:
+    from ..errors import UserError
+    from ..load.auth import TOKEN_ENV, token_from_env, token_problem
+    from ..load.swarm import die_with_parent, locust_env, worker_cmd
+    from .run import parse_host_port
+
+    host, port = parse_host_port(args.master, "--master")
+    for flag, value in (("--initiator", args.initiator), ("--worker", args.worker)):
+        if value is not None and value < 1:
+            raise UserError(f"must be 1 or more, got {value}", field=flag)
+    if args.worker is not None and args.initiator is None:
+        raise UserError("--worker needs --initiator", field="--worker")
+    if args.swarms < 0 or args.retry_seconds < 0:
+        raise UserError("must not be negative", field="--swarms" if args.swarms < 0 else "--retry-seconds")
+    token = token_from_env()
+    problem = token_problem(token)
+    if problem:
+        raise UserError(f"{problem} (use the controller's token)", field=f"${TOKEN_ENV}")
+    env = locust_env("", args.initiator, args.worker, token)
+    signal.signal(signal.SIGTERM, _sigterm)   # stop as on Ctrl-C (systemd, ssh, kill)
+    who = f"initiator {args.initiator}" if args.initiator else "an initiator the master picks"
+    done = 0
+    print(f"ssbench worker: {who}; master {host}:{port}; Ctrl-C to stop", file=sys.stderr)
+    while True:
+        proc = subprocess.Popen(worker_cmd(port, host), env=env, stdin=subprocess.DEVNULL,
+                                preexec_fn=die_with_parent)
+        try:
+            rc = proc.wait()
+        except KeyboardInterrupt:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            print("ssbench worker: stopped", file=sys.stderr)
+            return 130
+        if rc == REFUSED_EXIT:
+            print("ssbench worker: error: the master and this worker do not share the run token "
+                  f"(${TOKEN_ENV}); stopping", file=sys.stderr)
+            return REFUSED_EXIT
+        if rc == 0:
+            done += 1
+            print(f"ssbench worker: swarm {done} ended", file=sys.stderr)
+            if args.swarms and done >= args.swarms:
+                return 0
+        else:
+            print(f"ssbench worker: the Locust worker exited with code {rc}; reconnecting", file=sys.stderr)
+        try:
+            time.sleep(args.retry_seconds)
+        except KeyboardInterrupt:
+            return 130
