@@ -228,6 +228,9 @@ class RepetitionSummary(Document):
     max_queue_depth: float = 0
     activation_tasks_started: float = 0
     activation_tasks_max_running: float = 0
+    #: activation tasks started during the measured window per second (the queue monitor
+    #: starts at most one per monitor period; a WAITFOR timeout too short churns tasks)
+    activation_tasks_started_per_s: float | None = field(default=None, metadata={"omit_none": True})
     client_cpu_percent: float | None = None
     server_cpu_percent: float | None = None
     worker_cpu_percent: dict[str, float] = field(default_factory=dict)
