@@ -157,6 +157,19 @@ AXIS_TOKENS = {"initiators": "i", "threads": "t", "payload_bytes": "p",
 TOP_KEYS = {"name", "description", "axes", "run", "broker", "embedded_profiles"}
 
 
+def high_priority_permille(share: float) -> int:
+    """The share of dialogs at high priority in thousandths (what the SQL Server target's
+    ssbench_create_dialogs takes, so both sides agree in integer arithmetic)."""
+    return max(0, min(1000, round(share * 1000)))
+
+
+def high_priority_slot(slot: int, share: float) -> bool:
+    """Is dialog slot ``slot`` (1-based) begun at high priority? ``share`` of the slots are,
+    spread evenly (0.5: slots 2, 4, 6, ...); the same rule as workloads/mssql/initiator.sql."""
+    p = high_priority_permille(share)
+    return slot * p // 1000 > (slot - 1) * p // 1000
+
+
 # --------------------------------------------------------------------------- permutations
 
 @dataclass(frozen=True)

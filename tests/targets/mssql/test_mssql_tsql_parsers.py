@@ -85,7 +85,8 @@ def _drive(path: Path, fake) -> None:
     for i, prof in enumerate(t.profiles()):
         n = len(t.topology.profile(prof).initiators)
         t.prepare(n, prof, BrokerSettings(max_queue_readers=16 - i, receive_top=10000,
-                                          waitfor_timeout_ms=3000))
+                                          waitfor_timeout_ms=3000 if i else 50,
+                                          high_priority_share=0.0 if i else 0.5))
         for k in range(1, n + 1):
             t.create_dialogs(k, 5, 150)
             t.warm_up(k)
