@@ -121,7 +121,8 @@ class Repetition:
                          usable={str(i): self.usable for i in range(1, n + 1)},
                          warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
                          out_dir=str(self.partial), rate=self.perm.rate or 0.0,
-                         users_per_initiator=self.perm.threads)
+                         users_per_initiator=self.perm.threads,
+                         high_priority_share=self.perm.broker.high_priority_share)
 
     # ------------------------------------------------------------------ 2. the headless swarm
     def run_swarm(self) -> SwarmResult:
@@ -256,7 +257,8 @@ class Repetition:
             client=ClientRecord(window_start=wd.start, window_end=wd.end, send_latency=wd.latency,
                                 sends_total=wd.sends_total, errors_total=wd.errors_total,
                                 error_samples=wd.error_samples, users_spawned=wd.users_spawned,
-                                users_active=wd.users_active, send_latency_corrected=wd.latency_corrected),
+                                users_active=wd.users_active, send_latency_corrected=wd.latency_corrected,
+                                send_latency_by_priority=wd.latency_by_priority),
             e2e_latency=e2e, collected={**self.sampler.summary_fields(wd.start, wd.end),
                                         **({"cpu_pinning": self.pinning} if self.pinning else {})},
             collector_errors=self.sampler.errors, web=web,

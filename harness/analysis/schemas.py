@@ -69,6 +69,7 @@ SUMMARY = _s(
     ("messages_undelivered", DoubleType()), ("broker_restarts", DoubleType()),
     ("offered_rate", DoubleType()), ("achieved_rate", DoubleType()),
     ("send_latency_corrected_ms", LATENCY_STATS),
+    ("send_latency_high_ms", LATENCY_STATS), ("send_latency_normal_ms", LATENCY_STATS),
     ("backlog_messages", DoubleType()), ("drain_seconds", DoubleType()), ("drain_rate", DoubleType()),
     ("status", StringType()), ("web", StringType()),
 )

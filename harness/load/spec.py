@@ -27,6 +27,9 @@ class SwarmSpec:
     rate: float = 0.0
     #: users per initiator the schedule is split over (user u of n takes every n-th slot)
     users_per_initiator: int = 0
+    #: a ``priority`` axis: the share of dialog slots begun at high priority
+    #: (harness.matrix.high_priority_slot); the recorder keeps their SEND latency apart
+    high_priority_share: float = 0.0
 
     def usable_dialogs(self, initiator: int) -> int:
         return int(self.usable.get(str(initiator), 1))

@@ -24,6 +24,8 @@ class WindowData:
     users_active: int = 0        # users that completed SENDs before and up to the window's end
     #: open loop: measured-window SENDs' latency from their intended time (None: closed loop)
     latency_corrected: Histogram | None = None
+    #: a ``priority`` axis: measured-window SENDs' latency per dialog priority
+    latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -66,6 +68,12 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
             if b0 <= int(b) < b1:
                 for us, c in counts.items():
                     wd.latency_corrected.add(int(us), c)
+        for prio, buckets in data.get("priority", {}).items():
+            h = wd.latency_by_priority.setdefault(prio, Histogram())
+            for b, counts in buckets.items():
+                if b0 <= int(b) < b1:
+                    for us, c in counts.items():
+                        h.add(int(us), c)
         for b, n in data["errors"].items():
             wd.errors_total += n
             if b0 <= int(b) < b1:

@@ -254,6 +254,10 @@ class RepetitionSummary(Document):
     offered_rate: float | None = field(default=None, metadata={"omit_none": True})
     achieved_rate: float | None = field(default=None, metadata={"omit_none": True})
     send_latency_corrected_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
+    #: a ``priority`` axis (SQL Server target): SEND latency of the dialogs begun at high
+    #: priority and of the others (permutation.broker.high_priority_share of them are high)
+    send_latency_high_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
+    send_latency_normal_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
     #: backlog drain (``run.backlog_messages``): messages queued with activation off, the time
     #: from activation on to an empty queue, and messages drained per second
     backlog_messages: int | None = field(default=None, metadata={"omit_none": True})

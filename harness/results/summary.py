@@ -88,6 +88,8 @@ class ClientRecord:
     users_active: int = 0
     #: open loop: SENDs completed in the window, latency from their intended time
     send_latency_corrected: Histogram | None = None
+    #: a ``priority`` axis: SENDs completed in the window per dialog priority (high, normal)
+    send_latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
 
 
 @dataclass
@@ -142,6 +144,9 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         col.update(offered_rate=round(d.offered_rate, 3), achieved_rate=send_rate)
         if c.send_latency_corrected is not None:
             col["send_latency_corrected_ms"] = latency_summary(c.send_latency_corrected)
+    for prio in ("high", "normal"):
+        if prio in c.send_latency_by_priority:
+            col[f"send_latency_{prio}_ms"] = latency_summary(c.send_latency_by_priority[prio])
     # open loop: a user has slots in the window only if the schedule reaches it (at a low rate
     # and many users, some users have none: idle by design, not stuck)
     users_due = min(d.users_expected, int(d.offered_rate * seconds)) if d.offered_rate else d.users_expected
