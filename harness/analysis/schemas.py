@@ -70,6 +70,7 @@ SUMMARY = _s(
     ("offered_rate", DoubleType()), ("achieved_rate", DoubleType()),
     ("send_latency_corrected_ms", LATENCY_STATS),
     ("send_latency_high_ms", LATENCY_STATS), ("send_latency_normal_ms", LATENCY_STATS),
+    ("e2e_latency_high_ms", LATENCY_STATS), ("e2e_latency_normal_ms", LATENCY_STATS),
     ("backlog_messages", DoubleType()), ("drain_seconds", DoubleType()), ("drain_rate", DoubleType()),
     ("status", StringType()), ("web", StringType()),
 )

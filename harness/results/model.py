@@ -258,6 +258,9 @@ class RepetitionSummary(Document):
     #: priority and of the others (permutation.broker.high_priority_share of them are high)
     send_latency_high_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
     send_latency_normal_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
+    #: end-to-end latency of the same two groups, where the target records it (SQL Server)
+    e2e_latency_high_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
+    e2e_latency_normal_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
     #: backlog drain (``run.backlog_messages``): messages queued with activation off, the time
     #: from activation on to an empty queue, and messages drained per second
     backlog_messages: int | None = field(default=None, metadata={"omit_none": True})

@@ -56,5 +56,9 @@ def test_summary_carries_per_priority_send_latency(tmp_path):
     assert s.send_latency_high_ms.count == 3 and s.send_latency_normal_ms.count == 5
     assert s.send_latency_high_ms.p50 < s.send_latency_normal_ms.p50
     assert RepetitionSummary.from_json(s.to_json()) == s
+    d.e2e_latency_by_priority = {"high": Histogram({4000: 3}), "normal": Histogram()}
+    s = build_repetition_summary(d)
+    assert s.e2e_latency_high_ms.p50 == 4.0 and s.e2e_latency_normal_ms.count == 0
+    assert RepetitionSummary.from_json(s.to_json()) == s
     plain = build_repetition_summary(data())
     assert plain.send_latency_high_ms is None and "send_latency_high_ms" not in plain.to_json()

@@ -296,6 +296,9 @@ class MssqlTarget(Session, Target):
     def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
         return telemetry.e2e_latencies_us(self, start_epoch, end_epoch)
 
+    def e2e_latencies_by_priority_us(self, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
+        return telemetry.e2e_latencies_by_priority_us(self, start_epoch, end_epoch)
+
     def messages_processed(self) -> int:
         target, _ = self._active()
         return int(self._scalar(target, "target", "processed_total") or 0)

@@ -386,6 +386,10 @@ def test_e2e_latency_clock_correction(fake):
     [(_, _, _, _, params)] = [e for e in fake.log if e[2] == "target.sql e2e_latencies"]
     assert abs((params[0] - dt.datetime(1970, 1, 1)).total_seconds() - 1000.002) < 0.01
     assert t.describe()["clock_offsets_ms"]["target"] == pytest.approx(2.0, abs=1.5)
+    # a `priority` axis: the same latencies split by messageDrop.high, clock-corrected alike
+    by = t.e2e_latencies_by_priority_us(1000.0, 2000.0)
+    assert len(by["high"]) == 1 and len(by["normal"]) == 2
+    assert abs(by["high"][0] - 2000) < 1500 and abs(by["normal"][0] - 5000) < 1500
 
 
 # --------------------------------------------------------------------------- check, teardown

@@ -190,7 +190,7 @@ EXPECTED_MARKERS = {
     ("server", "certificate_public"): 1, ("server", "certificate_thumbprint"): 1,
     ("objects", "config_set"): 4, ("objects", "objects_present"): 4,
     ("objects", "owned_record"): 4, ("objects", "ownership"): 5,
-    ("target", "e2e_latencies"): 2,
+    ("target", "e2e_latencies"): 2, ("target", "e2e_latencies_by_priority"): 2,
     ("initiator", "call_create_dialogs"): 3, ("initiator", "call_send"): 2,
     ("initiator", "dialog_handle"): 1, ("initiator", "sent_sequence"): 1,
     ("collectors", "activated_tasks"): 1, ("collectors", "queue_monitor"): 1,
@@ -254,6 +254,12 @@ def test_priority_sections():
     assert "ALTER DATABASE [SSBReceiver] SET HONOR_BROKER_PRIORITY ON;" in honor
     [off] = tsql.batches("objects", "honor_priority", {**p, "honor": 0, "honor_kw": "OFF"})
     assert "<> 0" in off and "SET HONOR_BROKER_PRIORITY OFF;" in off
+    # the target records which messages came on high-priority dialogs, for e2e latency per priority
+    [proc] = tsql.batches("target", "activation_procedure", p)
+    assert "service_contract_name" in proc
+    assert "CASE WHEN r.contract = N'ssbench_high_priority' THEN 1 ELSE 0 END" in proc
+    tables = "\n".join(tsql.batches("target", "tables", p))
+    assert "ALTER TABLE [dbo].[messageDrop] ADD high bit NOT NULL DEFAULT 0;" in tables
 
 
 def test_send_procedure_header():

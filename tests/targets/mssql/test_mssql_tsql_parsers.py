@@ -104,6 +104,7 @@ def _drive(path: Path, fake) -> None:
         t.server_cpu_percent()
         t.messages_processed()
         t.e2e_latencies_us(0.0, 1e9)
+        t.e2e_latencies_by_priority_us(0.0, 1e9)
         t.errors()
         t.describe()
     t.teardown()
