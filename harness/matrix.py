@@ -263,11 +263,12 @@ class Matrix:
         Needs no connection: the commands call it before anything is created. An axis the
         target kind does not implement (:data:`TARGET_AXES`) is refused the same way."""
         for axis, kinds in TARGET_AXES.items():
-            if target_kind not in kinds and any(self.axes.get(axis, [])):
-                fld = f"axes.{axis}"
+            used = [i for i, v in enumerate(self.axes.get(axis, [])) if v]
+            if target_kind not in kinds and used:
+                fld = f"axes.{axis}[{used[0]}]"
                 raise UserError(f"the {target_kind} target does not emulate {axis} (only "
                                 f"{', '.join(kinds)} does; docs/matrices.md): drop the axis or use 0",
-                                file=str(self.path), line=self.lines.get(f"{fld}[0]"), field=fld)
+                                file=str(self.path), line=self.lines.get(fld), field=fld)
         if target_kind not in TARGET_AXES["priority"] and self.broker.high_priority_share:
             raise UserError(f"the {target_kind} target does not emulate priority (docs/matrices.md)",
                             file=str(self.path), line=self.lines.get("broker.high_priority_share"),

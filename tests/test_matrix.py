@@ -230,7 +230,7 @@ def test_waitfor_and_priority_axes(tmp_path):
     assert perms[3].values()["broker"]["waitfor_timeout_ms"] == 3000
     assert perms[3].values()["broker"]["high_priority_share"] == 0.25
     m.check_servers("mssql", ["sql"])
-    with pytest.raises(UserError, match=r"m.yaml:9: axes.priority: the embedded target does not emulate priority"):
+    with pytest.raises(UserError, match=r"m.yaml:9: axes.priority\[1\]: the embedded target does not emulate priority"):
         m.check_servers("embedded", ["sql"])
     assert [k for k in range(1, 9) if high_priority_slot(k, 0.25)] == [4, 8]
     assert all(high_priority_slot(k, 1.0) for k in range(1, 9))
