@@ -115,6 +115,10 @@ class BrokerSettings:
     receive_top: int = 10000             # RECEIVE TOP (n) in the activation procedure
     waitfor_timeout_ms: int = 3000       # WAITFOR (RECEIVE ...), TIMEOUT n
     monitor_interval_seconds: float = 5.0  # queue monitor period (fixed at 5 s on SQL Server)
+    #: share of dialogs begun at high priority (a ``priority`` axis, SQL Server target only):
+    #: 0 = none; 0.5 = every other dialog on the high-priority contract/service pair that
+    #: CREATE BROKER PRIORITY ... PRIORITY_LEVEL = 10 matches (docs/matrices.md)
+    high_priority_share: float = 0.0
 
 
 RUN_FIELDS = {
@@ -136,18 +140,38 @@ BROKER_FIELDS = {
     "receive_top": (int, 1, 1_000_000),
     "waitfor_timeout_ms": (int, 0, 3_600_000),
     "monitor_interval_seconds": (float, 0.05, 3600),
+    "high_priority_share": (float, 0.0, 1.0),
 }
 
 # Axes: required ones first, in expansion order; optional broker axes override BrokerSettings.
 REQUIRED_AXES = ("initiators", "threads", "dialogs", "payload_bytes", "server")
-OPTIONAL_AXES = ("max_queue_readers", "receive_top")
+OPTIONAL_AXES = ("max_queue_readers", "receive_top", "waitfor_timeout_ms", "priority")
+#: optional axes named differently from the BrokerSettings field they set
+AXIS_FIELDS = {"priority": "high_priority_share"}
+#: axes only some target kinds implement (the embedded target does not emulate priority)
+TARGET_AXES = {"priority": ("mssql",)}
+
 #: optional load axes: ``rate`` is the offered SENDs per second per initiator (open loop,
 #: docs/matrices.md); absent, every user sends as fast as its SEND returns (closed loop)
 LOAD_AXES = ("rate",)
 MAX_RATE = 1_000_000.0
 AXIS_TOKENS = {"initiators": "i", "threads": "t", "payload_bytes": "p",
-               "max_queue_readers": "r", "receive_top": "top"}
+               "max_queue_readers": "r", "receive_top": "top", "waitfor_timeout_ms": "wf",
+               "priority": "hp"}
 TOP_KEYS = {"name", "description", "axes", "run", "broker", "embedded_profiles"}
+
+
+def high_priority_permille(share: float) -> int:
+    """The share of dialogs at high priority in thousandths (what the SQL Server target's
+    ssbench_create_dialogs takes, so both sides agree in integer arithmetic)."""
+    return max(0, min(1000, round(share * 1000)))
+
+
+def high_priority_slot(slot: int, share: float) -> bool:
+    """Is dialog slot ``slot`` (1-based) begun at high priority? ``share`` of the slots are,
+    spread evenly (0.5: slots 2, 4, 6, ...); the same rule as workloads/mssql/initiator.sql."""
+    p = high_priority_permille(share)
+    return slot * p // 1000 > (slot - 1) * p // 1000
 
 
 # --------------------------------------------------------------------------- permutations
@@ -216,8 +240,9 @@ class Matrix:
             suffix = ""
             for axis in OPTIONAL_AXES:
                 if axis in values:
-                    broker = _replace(broker, **{axis: values[axis]})
-                    suffix += f"-{AXIS_TOKENS[axis]}{values[axis]}"
+                    broker = _replace(broker, **{AXIS_FIELDS.get(axis, axis): values[axis]})
+                    v = values[axis]
+                    suffix += f"-{AXIS_TOKENS[axis]}{v:g}" if isinstance(v, float) else f"-{AXIS_TOKENS[axis]}{v}"
             yield Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
                               dialogs=values["dialogs"], payload_bytes=values["payload_bytes"],
                               server=values["server"], broker=broker, _broker_suffix=suffix,
@@ -239,7 +264,19 @@ class Matrix:
     def check_servers(self, target_kind: str, profiles: Iterable[str]) -> None:
         """Every value of ``axes.server`` names one of the target's server profiles (through
         ``embedded_profiles`` for the embedded target); UserError at that value's line if not.
-        Needs no connection: the commands call it before anything is created."""
+        Needs no connection: the commands call it before anything is created. An axis the
+        target kind does not implement (:data:`TARGET_AXES`) is refused the same way."""
+        for axis, kinds in TARGET_AXES.items():
+            used = [i for i, v in enumerate(self.axes.get(axis, [])) if v]
+            if target_kind not in kinds and used:
+                fld = f"axes.{axis}[{used[0]}]"
+                raise UserError(f"the {target_kind} target does not emulate {axis} (only "
+                                f"{', '.join(kinds)} does; docs/matrices.md): drop the axis or use 0",
+                                file=str(self.path), line=self.lines.get(fld), field=fld)
+        if target_kind not in TARGET_AXES["priority"] and self.broker.high_priority_share:
+            raise UserError(f"the {target_kind} target does not emulate priority (docs/matrices.md)",
+                            file=str(self.path), line=self.lines.get("broker.high_priority_share"),
+                            field="broker.high_priority_share")
         known = list(profiles)
         aliases = self.profile_aliases(target_kind)
         for i, server in enumerate(self.axes["server"]):
@@ -346,6 +383,8 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
                           f"{run.workers_per_initiator} worker processes (every threads value must be a multiple of it)",
                           axes_loc.value["threads"].value[i], f"axes.threads[{i}]")
     broker = BrokerSettings(**_settings(doc, "broker", BROKER_FIELDS, err))
+    if "broker" in doc and isinstance(doc["broker"].value, dict):
+        lines.update({f"broker.{k}": item.line for k, item in doc["broker"].value.items()})
 
     profiles: dict[str, str] = {}
     if "embedded_profiles" in doc:
@@ -402,8 +441,21 @@ def _axis_value(axis: str, item: Located, err) -> Any:
         if not 0 < v <= MAX_RATE:
             raise err(f"must be above 0 and at most {MAX_RATE:g} SENDs per second per initiator, got {v}")
         return float(v)
+    if axis == "priority":
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise err(f"must be the share of dialogs at high priority, a number from 0 to 1, got "
+                      f"{type(v).__name__} {show(v)}")
+        if not 0 <= v <= 1:
+            raise err(f"must be a share of dialogs from 0 to 1 (0.5: half at high priority), got {v}")
+        return float(v)
     if isinstance(v, bool) or not isinstance(v, int):
         raise err(f"must be an integer, got {type(v).__name__} {show(v)}")
+    if axis == "waitfor_timeout_ms":
+        # 0 is allowed: RECEIVE returns at once when the queue is empty (the task ends)
+        lo, hi = BROKER_FIELDS[axis][1:]
+        if not lo <= v <= hi:
+            raise err(f"must be a WAITFOR timeout in milliseconds from {lo} to {hi}, got {v}")
+        return v
     if v <= 0:
         raise err(f"must be positive, got {v}")
     if axis == "payload_bytes" and v > MAX_PAYLOAD_BYTES:

@@ -126,7 +126,8 @@ class Repetition:
                          warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
                          out_dir=str(self.partial), rate=self.perm.rate or 0.0,
                          users_per_initiator=self.perm.threads,
-                         sample_interval_seconds=self.settings.sample_interval_seconds)
+                         sample_interval_seconds=self.settings.sample_interval_seconds,
+                         high_priority_share=self.perm.broker.high_priority_share)
 
     # ------------------------------------------------------------------ 2. the headless swarm
     def run_swarm(self) -> SwarmResult:
@@ -250,6 +251,8 @@ class Repetition:
         wd = merge_workers(res.worker_files, start, start + measure)
         with self.lock:
             e2e_us = t.e2e_latencies_us(wd.start, wd.end)
+            by_prio = (t.e2e_latencies_by_priority_us(wd.start, wd.end)
+                       if p.broker.high_priority_share else {})
         e2e = Histogram()
         e2e.extend_us(e2e_us)
         permutation = p.values()
@@ -267,8 +270,9 @@ class Repetition:
                                 sends_total=wd.sends_total, errors_total=wd.errors_total,
                                 error_samples=wd.error_samples, users_spawned=wd.users_spawned,
                                 users_active=wd.users_active, send_latency_corrected=wd.latency_corrected,
-                                workers=wd.workers),
-            e2e_latency=e2e, collected={**self.sampler.summary_fields(wd.start, wd.end),
+                                workers=wd.workers, send_latency_by_priority=wd.latency_by_priority),
+            e2e_latency=e2e, e2e_latency_by_priority={k: _histogram(v) for k, v in by_prio.items()},
+            collected={**self.sampler.summary_fields(wd.start, wd.end),
                                         **({"cpu_pinning": self.pinning} if self.pinning else {})},
             collector_errors=self.sampler.errors, web=web,
             offered_rate=p.rate * p.initiators if p.rate else None, rate_tolerance=self.settings.rate_tolerance,
@@ -345,3 +349,9 @@ def pin_cpus(server_pids: list[int], client_pids: list[int], restore: bool = Fal
                 log.warning("cannot pin pid %s: %s", pid, e)
                 return None
     return sets
+
+
+def _histogram(values_us: list[int]) -> Histogram:
+    h = Histogram()
+    h.extend_us(values_us)
+    return h

@@ -209,3 +209,28 @@ def test_interleaved_is_the_default_and_bad_orders_are_refused(tmp_path):
     assert e.value.field == "run.order"
     with pytest.raises(UserError, match="true or false"):
         load_matrix(write(tmp_path, SMALL + "run:\n  pin_cpus: 1\n"))
+
+
+def test_waitfor_and_priority_axes(tmp_path):
+    """waitfor_timeout_ms and priority are optional axes: they set the broker settings, name
+    the permutation (-wf<ms>, -hp<share>) and reach summary.json through values()."""
+    from harness.errors import UserError
+    from harness.matrix import high_priority_slot
+
+    p = tmp_path / "m.yaml"
+    p.write_text("name: t\naxes:\n  initiators: [1]\n  threads: [2]\n  dialogs: [per_thread]\n"
+                 "  payload_bytes: [100]\n  server: [sql]\n  waitfor_timeout_ms: [0, 3000]\n"
+                 "  priority: [0, 0.25]\n")
+    m = load_matrix(p)
+    perms = list(m.permutations())
+    assert [x.id for x in perms] == ["i1-t2-per_thread-p100-sql-wf0-hp0", "i1-t2-per_thread-p100-sql-wf0-hp0.25",
+                                     "i1-t2-per_thread-p100-sql-wf3000-hp0",
+                                     "i1-t2-per_thread-p100-sql-wf3000-hp0.25"]
+    assert perms[1].broker.waitfor_timeout_ms == 0 and perms[1].broker.high_priority_share == 0.25
+    assert perms[3].values()["broker"]["waitfor_timeout_ms"] == 3000
+    assert perms[3].values()["broker"]["high_priority_share"] == 0.25
+    m.check_servers("mssql", ["sql"])
+    with pytest.raises(UserError, match=r"m.yaml:9: axes.priority\[1\]: the embedded target does not emulate priority"):
+        m.check_servers("embedded", ["sql"])
+    assert [k for k in range(1, 9) if high_priority_slot(k, 0.25)] == [4, 8]
+    assert all(high_priority_slot(k, 1.0) for k in range(1, 9))

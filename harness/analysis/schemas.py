@@ -23,7 +23,8 @@ LATENCY_STATS = _s(("count", DoubleType()), ("mean", DoubleType()), ("p50", Doub
                    ("p95", DoubleType()), ("p99", DoubleType()), ("max", DoubleType()))
 
 BROKER = _s(("max_queue_readers", LongType()), ("receive_top", LongType()),
-            ("waitfor_timeout_ms", LongType()), ("monitor_interval_seconds", DoubleType()))
+            ("waitfor_timeout_ms", LongType()), ("monitor_interval_seconds", DoubleType()),
+            ("high_priority_share", DoubleType()))
 
 PERMUTATION = _s(("id", StringType()), ("index", LongType()), ("initiators", LongType()),
                  ("threads", LongType()), ("total_threads", LongType()), ("dialogs", StringType()),
@@ -64,6 +65,7 @@ SUMMARY = _s(
     ("e2e_latency_ms", LATENCY_STATS), ("top_waits", ArrayType(TOP_WAIT)),
     ("max_xmitq_depth", DoubleType()), ("max_queue_depth", DoubleType()),
     ("activation_tasks_started", DoubleType()), ("activation_tasks_max_running", DoubleType()),
+    ("activation_tasks_started_per_s", DoubleType()),
     ("client_cpu_percent", DoubleType()), ("server_cpu_percent", DoubleType()),
     ("worker_cpu_percent", MapType(StringType(), DoubleType())), ("client_bound", BooleanType()),
     ("other_cpu_percent", DoubleType()), ("steal_percent", DoubleType()), ("noisy_host", BooleanType()),
@@ -75,6 +77,8 @@ SUMMARY = _s(
     ("messages_undelivered", DoubleType()), ("broker_restarts", DoubleType()),
     ("offered_rate", DoubleType()), ("achieved_rate", DoubleType()),
     ("send_latency_corrected_ms", LATENCY_STATS),
+    ("send_latency_high_ms", LATENCY_STATS), ("send_latency_normal_ms", LATENCY_STATS),
+    ("e2e_latency_high_ms", LATENCY_STATS), ("e2e_latency_normal_ms", LATENCY_STATS),
     ("backlog_messages", DoubleType()), ("drain_seconds", DoubleType()), ("drain_rate", DoubleType()),
     ("status", StringType()), ("web", StringType()),
 )

@@ -37,6 +37,7 @@ from locust.exception import StopUser
 from harness.load.offload import Offload
 from harness.load.pacing import Schedule
 from harness.load.recorder import Recorder
+from harness.matrix import high_priority_slot
 from harness.load.spec import SwarmSpec
 from harness.targets.base import sender_factory
 
@@ -125,6 +126,9 @@ class ServiceBrokerUser(User):
         initiator = self._recorder.initiator
         self._user, self._slot = self._recorder.add_user(spec.usable_dialogs(initiator))
         self._payload = spec.payload()
+        # a ``priority`` axis: is this user's dialog one of the high-priority ones?
+        self._priority = (("high" if high_priority_slot(self._slot, spec.high_priority_share) else "normal")
+                          if spec.high_priority_share else None)
         self._sender = None
         self._failing_since: float | None = None
         self._backoff = BACKOFF_FIRST_S
@@ -154,7 +158,8 @@ class ServiceBrokerUser(User):
             exc = e
         elapsed = time.perf_counter() - start
         self._recorder.record(time.time(), elapsed, exc, self._user,
-                              None if intended is None else self._pacer.to_epoch(intended))
+                              None if intended is None else self._pacer.to_epoch(intended),
+                              priority=self._priority)
         self.environment.events.request.fire(
             request_type="SSB", name="SEND", response_time=elapsed * 1000.0,
             response_length=len(self._payload), exception=exc, context={"dialog_slot": self._slot})

@@ -44,6 +44,8 @@ class Recorder:
         self._next_user = itertools.count(0)
         self.corrected: dict[int, Counter] = defaultdict(Counter)   # open loop only
         self.schedule = None      # the worker's harness.load.pacing.Schedule (open loop)
+        #: a ``priority`` axis: SEND latency per dialog priority ("high", "normal"), bucketed
+        self.by_priority: dict[str, dict[int, Counter]] = {}
 
     def number_users_from(self, first: int) -> None:
         """Worker W of an initiator's N numbers its users from (W-1) x threads/N: each user of
@@ -58,7 +60,8 @@ class Recorder:
         return user, user % max(1, usable) + 1
 
     def record(self, end_epoch: float, elapsed_s: float, exc: BaseException | None,
-               user: int | None = None, intended_epoch: float | None = None) -> None:
+               user: int | None = None, intended_epoch: float | None = None,
+               priority: str | None = None) -> None:
         if user is not None:
             u = self.users[user]                # registered by add_user
             if u[0] is None:
@@ -68,6 +71,8 @@ class Recorder:
         b = int(end_epoch / self.bucket_seconds)
         if exc is None:
             self.buckets[b][max(0, round(elapsed_s * 1e6))] += 1
+            if priority is not None:
+                self.by_priority.setdefault(priority, defaultdict(Counter))[b][max(0, round(elapsed_s * 1e6))] += 1
             if intended_epoch is not None:
                 self.corrected[b][max(0, round((end_epoch - intended_epoch) * 1e6))] += 1
         else:
@@ -83,7 +88,9 @@ class Recorder:
                 "error_samples": self.error_samples,
                 "users": {str(u): v for u, v in self.users.items()},
                 **({"corrected": {str(b): {str(k): v for k, v in c.items()} for b, c in self.corrected.items()}}
-                   if self.corrected else {})}
+                   if self.corrected else {}),
+                **({"priority": {p: {str(b): {str(k): v for k, v in c.items()} for b, c in bs.items()}
+                                 for p, bs in self.by_priority.items()}} if self.by_priority else {})}
 
     def write(self, out_dir: str | os.PathLike, swarm_id: str = "") -> Path:
         out = Path(out_dir)

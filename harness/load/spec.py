@@ -39,6 +39,9 @@ class SwarmSpec:
     worker_wait_seconds: float = 60.0
     #: a worker samples its process and its host (CPU, memory) this often
     sample_interval_seconds: float = 1.0
+    #: a ``priority`` axis: the share of dialog slots begun at high priority
+    #: (harness.matrix.high_priority_slot); the recorder keeps their SEND latency apart
+    high_priority_share: float = 0.0
 
     def usable_dialogs(self, initiator: int) -> int:
         return int(self.usable.get(str(initiator), 1))

@@ -28,6 +28,8 @@ class WindowData:
     #: errors in the window, and its probe's samples [ts, process CPU, host CPU, host memory
     #: percent, host memory used] (harness.load.channel)
     workers: list[dict] = field(default_factory=list)
+    #: a ``priority`` axis: measured-window SENDs' latency per dialog priority
+    latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -73,6 +75,12 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
             if b0 <= int(b) < b1:
                 for us, c in counts.items():
                     wd.latency_corrected.add(int(us), c)
+        for prio, buckets in data.get("priority", {}).items():
+            h = wd.latency_by_priority.setdefault(prio, Histogram())
+            for b, counts in buckets.items():
+                if b0 <= int(b) < b1:
+                    for us, c in counts.items():
+                        h.add(int(us), c)
         for b, n in data["errors"].items():
             wd.errors_total += n
             if b0 <= int(b) < b1:

@@ -256,6 +256,9 @@ class RepetitionSummary(Document):
     max_queue_depth: float = 0
     activation_tasks_started: float = 0
     activation_tasks_max_running: float = 0
+    #: activation tasks started during the measured window per second (the queue monitor
+    #: starts at most one per monitor period; a WAITFOR timeout too short churns tasks)
+    activation_tasks_started_per_s: float | None = field(default=None, metadata={"omit_none": True})
     client_cpu_percent: float | None = None
     server_cpu_percent: float | None = None
     worker_cpu_percent: dict[str, float] = field(default_factory=dict)
@@ -282,6 +285,13 @@ class RepetitionSummary(Document):
     offered_rate: float | None = field(default=None, metadata={"omit_none": True})
     achieved_rate: float | None = field(default=None, metadata={"omit_none": True})
     send_latency_corrected_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
+    #: a ``priority`` axis (SQL Server target): SEND latency of the dialogs begun at high
+    #: priority and of the others (permutation.broker.high_priority_share of them are high)
+    send_latency_high_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
+    send_latency_normal_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
+    #: end-to-end latency of the same two groups, where the target records it (SQL Server)
+    e2e_latency_high_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
+    e2e_latency_normal_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
     #: backlog drain (``run.backlog_messages``): messages queued with activation off, the time
     #: from activation on to an empty queue, and messages drained per second
     backlog_messages: int | None = field(default=None, metadata={"omit_none": True})

@@ -90,6 +90,8 @@ class ClientRecord:
     send_latency_corrected: Histogram | None = None
     #: per worker process (harness.load.window.WindowData.workers)
     workers: list[dict] = field(default_factory=list)
+    #: a ``priority`` axis: SENDs completed in the window per dialog priority (high, normal)
+    send_latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
 
 
 @dataclass
@@ -106,6 +108,9 @@ class RepetitionData:
     accounting: Accounting
     client: ClientRecord
     e2e_latency: Histogram
+    #: a ``priority`` axis: end-to-end latency per dialog priority (high, normal) where the
+    #: target records it (the SQL Server target)
+    e2e_latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
     #: fields the collectors contribute (Collector.summary_fields), merged into the summary
     collected: dict[str, Any] = field(default_factory=dict)
     collector_errors: list[str] = field(default_factory=list)
@@ -175,6 +180,11 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         col.update(offered_rate=round(d.offered_rate, 3), achieved_rate=send_rate)
         if c.send_latency_corrected is not None:
             col["send_latency_corrected_ms"] = latency_summary(c.send_latency_corrected)
+    for prio in ("high", "normal"):
+        if prio in c.send_latency_by_priority:
+            col[f"send_latency_{prio}_ms"] = latency_summary(c.send_latency_by_priority[prio])
+        if prio in d.e2e_latency_by_priority:
+            col[f"e2e_latency_{prio}_ms"] = latency_summary(d.e2e_latency_by_priority[prio])
     # open loop: a user has slots in the window only if the schedule reaches it (at a low rate
     # and many users, some users have none: idle by design, not stuck)
     users_due = min(d.users_expected, int(d.offered_rate * seconds)) if d.offered_rate else d.users_expected

@@ -215,6 +215,11 @@ class Target(abc.ABC):
         """End-to-end latency (receive time minus the send time stamped in the message), in
         microseconds, of every message processed within [start, end) (epoch seconds)."""
 
+    def e2e_latencies_by_priority_us(self, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
+        """:meth:`e2e_latencies_us` split by dialog priority (``high``, ``normal``) for a
+        ``priority`` axis; empty where the target does not implement priority."""
+        return {}
+
     def server_cpu_percent(self) -> dict[str, float | None]:
         """CPU of remote database servers (percent of each machine), by server name, for
         servers the host collector cannot see (empty for local servers)."""

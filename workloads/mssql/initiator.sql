@@ -8,6 +8,10 @@ IF OBJECT_ID(N'[dbo].[dialogs]', N'U') IS NULL
     CREATE TABLE [dbo].[dialogs] (
         k int NOT NULL PRIMARY KEY CLUSTERED,
         handle uniqueidentifier NOT NULL);
+GO
+-- whether slot k's dialog was begun at high priority (a `priority` axis)
+IF COL_LENGTH(N'[dbo].[dialogs]', N'high') IS NULL
+    ALTER TABLE [dbo].[dialogs] ADD high bit NOT NULL DEFAULT 0;
 
 -- @@ send_procedure
 -- One SEND on the caller's dialog, in its own transaction (the caller runs in autocommit
@@ -33,9 +37,15 @@ END;
 -- one dialog per client thread). Each BEGIN DIALOG commits on its own, as in the paper.
 -- EXECUTE AS OWNER: dialogs are begun by dbo, the owner of the initiating service, whose
 -- certificate dialog security uses, whichever db_owner member calls the procedure.
+-- Priority: @high_permille / 1000 of the usable slots, spread evenly (slot k is high when
+-- k * p / 1000 > (k - 1) * p / 1000 in integer arithmetic, as harness.matrix.high_priority_slot
+-- computes it for the load generator), are begun on [ssbench_high_priority], which the broker
+-- priority [ssbench_high] raises to PRIORITY_LEVEL = 10 (objects.sql priority_objects); the
+-- 150 trick's dialogs begun for slot k share its priority.
 CREATE OR ALTER PROCEDURE [dbo].[ssbench_create_dialogs]
     @usable int,
-    @every_n int
+    @every_n int,
+    @high_permille int = 0
 WITH EXECUTE AS OWNER
 AS
 BEGIN
@@ -47,20 +57,30 @@ BEGIN
         RAISERROR(N'ssbench_config has no target_broker_guid: provision the topology first', 16, 1);
         RETURN;
     END;
-    DECLARE @i int, @k int, @dh uniqueidentifier, @total int = @usable * @every_n;
+    DECLARE @i int, @k int, @slot int, @high bit, @dh uniqueidentifier,
+            @total int = @usable * @every_n;
     TRUNCATE TABLE [dbo].[dialogs];
     SELECT @i = 0, @k = 0;
     WHILE (@i < @total)
     BEGIN
         SET @i = @i + 1;
-        BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
-            TO SERVICE {{lit:service}}, @service_broker_guid
-            ON CONTRACT {{sbname:contract}}
-            WITH ENCRYPTION = {{kw:dialog_encryption}};
+        SET @slot = (@i + @every_n - 1) / @every_n;
+        SET @high = CASE WHEN @slot * @high_permille / 1000 > (@slot - 1) * @high_permille / 1000
+                         THEN 1 ELSE 0 END;
+        IF @high = 1
+            BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
+                TO SERVICE {{lit:service}}, @service_broker_guid
+                ON CONTRACT [ssbench_high_priority]
+                WITH ENCRYPTION = {{kw:dialog_encryption}};
+        ELSE
+            BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
+                TO SERVICE {{lit:service}}, @service_broker_guid
+                ON CONTRACT {{sbname:contract}}
+                WITH ENCRYPTION = {{kw:dialog_encryption}};
         IF ((@i % @every_n) = 0)
         BEGIN
             SET @k = @k + 1;
-            INSERT INTO [dbo].[dialogs] (k, handle) VALUES (@k, @dh);
+            INSERT INTO [dbo].[dialogs] (k, handle, high) VALUES (@k, @dh, @high);
         END;
     END;
     SELECT @i AS dialogs_begun;
@@ -136,7 +156,7 @@ END;
 TRUNCATE TABLE [dbo].[dialogs];
 
 -- @@ call_create_dialogs
-EXEC [dbo].[ssbench_create_dialogs] @usable = ?, @every_n = ?;
+EXEC [dbo].[ssbench_create_dialogs] @usable = ?, @every_n = ?, @high_permille = ?;
 
 -- @@ call_warm_up
 EXEC [dbo].[ssbench_warm_up];

@@ -143,3 +143,32 @@ SELECT TOP (10) to_service_name, to_broker_instance, transmission_status, COUNT(
 FROM sys.transmission_queue
 GROUP BY to_service_name, to_broker_instance, transmission_status
 ORDER BY COUNT(*) DESC;
+
+-- @@ priority_objects
+-- Conversation priority (a `priority` axis; seed 003, SQL Server 2008+): a second contract,
+-- [ssbench_high_priority], for the same message type, accepted by the service, and a broker
+-- priority giving its conversations PRIORITY_LEVEL = 10 (the default is 5). Both ends of a
+-- conversation look up their own database's priorities, so every database gets them. Honoured
+-- only where HONOR_BROKER_PRIORITY is ON (section honor_priority, set per permutation).
+IF NOT EXISTS (SELECT * FROM sys.service_contracts WHERE name = N'ssbench_high_priority')
+    CREATE CONTRACT [ssbench_high_priority] AUTHORIZATION [dbo]
+        ({{sbname:message_type}} SENT BY ANY);
+GO
+IF NOT EXISTS (SELECT * FROM sys.service_contract_usages AS u
+               JOIN sys.services AS s ON s.service_id = u.service_id
+               JOIN sys.service_contracts AS c ON c.service_contract_id = u.service_contract_id
+               WHERE s.name = {{lit:service}} AND c.name = N'ssbench_high_priority')
+    ALTER SERVICE {{sbname:service}} (ADD CONTRACT [ssbench_high_priority]);
+GO
+IF NOT EXISTS (SELECT * FROM sys.conversation_priorities WHERE name = N'ssbench_high')
+    CREATE BROKER PRIORITY [ssbench_high] FOR CONVERSATION
+        SET (CONTRACT_NAME = [ssbench_high_priority],
+             LOCAL_SERVICE_NAME = ANY,
+             REMOTE_SERVICE_NAME = ANY,
+             PRIORITY_LEVEL = 10);
+
+-- @@ honor_priority
+-- Per permutation: ON when some dialogs are begun at high priority, OFF (SQL Server's
+-- default, the baseline) when none are; changed only when it differs.
+IF (SELECT is_broker_priority_honored FROM sys.databases WHERE name = DB_NAME()) <> {{int:honor}}
+    ALTER DATABASE {{ident:database}} SET HONOR_BROKER_PRIORITY {{kw:honor_kw}};

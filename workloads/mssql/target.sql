@@ -33,6 +33,11 @@ IF OBJECT_ID(N'[dbo].[messageDrop]', N'U') IS NULL
         warmup bit NOT NULL,
         messageVal varbinary(2000) NULL);
 GO
+-- high: the message came on a dialog begun at high priority (a `priority` axis: the contract
+-- [ssbench_high_priority]), so end-to-end latency can be split by priority
+IF COL_LENGTH(N'[dbo].[messageDrop]', N'high') IS NULL
+    ALTER TABLE [dbo].[messageDrop] ADD high bit NOT NULL DEFAULT 0;
+GO
 -- The paper's tally: messages processed by each WAITFOR - RECEIVE and when. Every RECEIVE
 -- that returned messages writes at least one row: one per initiator whose data messages it
 -- received, and one with initiator NULL for the rest (EndDialog, Error, messages without a
@@ -69,7 +74,8 @@ BEGIN
     DECLARE @receive TABLE (
         message_type sysname,
         message_body varbinary(max),
-        [dialog] uniqueidentifier);
+        [dialog] uniqueidentifier,
+        contract sysname);
     DECLARE @rows int, @data int, @now datetime2(7), @dh uniqueidentifier, @err nvarchar(4000);
 
     -- Loop calling RECEIVE; leave after a timeout with no messages.
@@ -84,7 +90,8 @@ BEGIN
                 RECEIVE TOP ({{int:receive_top}})
                     message_type_name,
                     message_body,
-                    conversation_handle
+                    conversation_handle,
+                    service_contract_name
                 FROM [dbo].{{ident:queue}}
                 INTO @receive
             ), TIMEOUT {{int:waitfor_timeout_ms}};
@@ -98,8 +105,9 @@ BEGIN
             SET @now = SYSUTCDATETIME();
 
             -- Copy the first 2,000 bytes of every data message to the drop table.
-            INSERT INTO [dbo].[messageDrop] (initiator, sent_at, received_at, warmup, messageVal)
-            SELECT h.initiator, h.sent_at, @now, h.warmup, CAST(r.message_body AS varbinary(2000))
+            INSERT INTO [dbo].[messageDrop] (initiator, sent_at, received_at, warmup, messageVal, high)
+            SELECT h.initiator, h.sent_at, @now, h.warmup, CAST(r.message_body AS varbinary(2000)),
+                   CASE WHEN r.contract = N'ssbench_high_priority' THEN 1 ELSE 0 END
             FROM @receive AS r
             CROSS APPLY (SELECT
                 CASE SUBSTRING(r.message_body, 1, 4)
@@ -284,6 +292,12 @@ SELECT TOP (5) received_at, message_type, error FROM [dbo].[messageErrors] ORDER
 -- the target's receive time minus the initiator's send time (clock offsets are corrected by
 -- the caller).
 SELECT initiator, DATEDIFF_BIG(microsecond, sent_at, received_at)
+FROM [dbo].[messageDrop]
+WHERE warmup = 0 AND received_at >= ? AND received_at < ?;
+
+-- @@ e2e_latencies_by_priority
+-- The same, with whether each message came on a high-priority dialog (a `priority` axis).
+SELECT initiator, DATEDIFF_BIG(microsecond, sent_at, received_at), high
 FROM [dbo].[messageDrop]
 WHERE warmup = 0 AND received_at >= ? AND received_at < ?;
 

@@ -14,6 +14,26 @@ IF OBJECT_ID(N'[dbo].[ssbench_reset]', N'P') IS NOT NULL
 IF EXISTS (SELECT * FROM sys.remote_service_bindings WHERE name = {{lit:binding}})
     DROP REMOTE SERVICE BINDING {{ident:binding}};
 
+-- @@ priority_drop
+-- ssbench's broker priority and high-priority contract (the ssbench_ prefix is reserved),
+-- before the service they are attached to; HONOR_BROKER_PRIORITY back to its default, OFF,
+-- when ssbench's priority was there (ssbench turned it on for a `priority` axis).
+IF EXISTS (SELECT * FROM sys.conversation_priorities WHERE name = N'ssbench_high')
+BEGIN
+    DROP BROKER PRIORITY [ssbench_high];
+    IF (SELECT is_broker_priority_honored FROM sys.databases WHERE name = DB_NAME()) = 1
+        ALTER DATABASE {{ident:database}} SET HONOR_BROKER_PRIORITY OFF;
+END;
+GO
+IF EXISTS (SELECT * FROM sys.service_contract_usages AS u
+           JOIN sys.services AS s ON s.service_id = u.service_id
+           JOIN sys.service_contracts AS c ON c.service_contract_id = u.service_contract_id
+           WHERE s.name = {{lit:service}} AND c.name = N'ssbench_high_priority')
+    ALTER SERVICE {{sbname:service}} (DROP CONTRACT [ssbench_high_priority]);
+GO
+IF EXISTS (SELECT * FROM sys.service_contracts WHERE name = N'ssbench_high_priority')
+    DROP CONTRACT [ssbench_high_priority];
+
 -- @@ service_drop
 IF EXISTS (SELECT * FROM sys.services WHERE name = {{lit:service}})
     DROP SERVICE {{sbname:service}};

@@ -139,7 +139,7 @@ def _create_objects(s: Session, inst: Instance, role: str, index: int,
     """Create the database's objects and record in dbo.ssbench_owned what ssbench created
     (an existing message type or contract is used as it is and not recorded)."""
     names = s._names()
-    for sec in ("message_type", "contract", "queue", "service", "config_table"):
+    for sec in ("message_type", "contract", "queue", "service", "config_table", "priority_objects"):
         s._run(inst, "objects", sec, names)
     if role == "target":
         s._run(inst, "target", "tables", names)
@@ -421,6 +421,7 @@ def teardown(s: Session, drop_databases: bool = False) -> list[str]:
         if topo.role(inst) == "initiator":
             s._run(inst, "teardown", "binding_drop",
                    {"binding": f"ssbench_rsb_{partners[inst.name][0].name}"})
+        s._run(inst, "teardown", "priority_drop", {**names, "database": inst.database})
         for cls, sec in (("SERVICE", "service_drop"), ("QUEUE", "queue_drop"),
                          ("CONTRACT", "contract_drop"), ("MESSAGE TYPE", "message_type_drop")):
             name = names[sec.replace("_drop", "")]

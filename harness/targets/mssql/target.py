@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from ...errors import TargetError
-from ...matrix import BrokerSettings
+from ...matrix import BrokerSettings, high_priority_permille
 from ..base import Counts, InitiatorCounts, PerfCounter, Target, WaitStat
 from . import check as _check, driver, provision as _provision, telemetry
 from .session import EPOCH, Session, as_datetime, message_prefix
@@ -85,7 +85,8 @@ class MssqlTarget(Session, Target):
                          "queue_monitor_interval_seconds": 5,
                          "broker": {"max_queue_readers": self._broker.max_queue_readers,
                                     "receive_top": self._broker.receive_top,
-                                    "waitfor_timeout_ms": self._broker.waitfor_timeout_ms}},
+                                    "waitfor_timeout_ms": self._broker.waitfor_timeout_ms,
+                                    "high_priority_share": self._broker.high_priority_share}},
             "clock_offsets_ms": {self._server_label(k): round(v * 1000, 3)
                                  for k, v in self._offsets_s.items()},
         }
@@ -170,6 +171,11 @@ class MssqlTarget(Session, Target):
             self._install_initiator_code(inst, idx)
         self._run(target, "target", "queue_enable", self._names())
         self._install_activation(target, broker)
+        # conversation priority honoured only when the permutation begins high-priority dialogs
+        honor = 1 if high_priority_permille(broker.high_priority_share) else 0
+        for inst in [target, *inits]:
+            self._run(inst, "objects", "honor_priority",
+                      {"database": inst.database, "honor": honor, "honor_kw": "ON" if honor else "OFF"})
         # 5. clocks (end-to-end latency crosses servers) and the accounting baseline
         self._measure_offsets([target, *inits])
         self._baseline = {idx: self._sent_sequence(inst) for idx, inst in enumerate(inits, start=1)}
@@ -194,8 +200,9 @@ class MssqlTarget(Session, Target):
 
     def create_dialogs(self, initiator: int, usable: int, every_n: int) -> int:
         inst = self._initiator(initiator)
-        rows = self._query(inst, "initiator", "call_create_dialogs", [int(usable), int(every_n)],
-                           purpose="admin")
+        share = self._broker.high_priority_share if self._broker else 0.0
+        rows = self._query(inst, "initiator", "call_create_dialogs",
+                           [int(usable), int(every_n), high_priority_permille(share)], purpose="admin")
         begun = int(rows[0][0]) if rows else 0
         self._baseline[initiator] = self._sent_sequence(inst)
         return begun
@@ -288,6 +295,9 @@ class MssqlTarget(Session, Target):
 
     def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
         return telemetry.e2e_latencies_us(self, start_epoch, end_epoch)
+
+    def e2e_latencies_by_priority_us(self, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
+        return telemetry.e2e_latencies_by_priority_us(self, start_epoch, end_epoch)
 
     def messages_processed(self) -> int:
         target, _ = self._active()

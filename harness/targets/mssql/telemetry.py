@@ -168,6 +168,19 @@ def server_cpu_percent(s: Session) -> dict[str, float | None]:
 
 
 def e2e_latencies_us(s: Session, start_epoch: float, end_epoch: float) -> list[int]:
+    return [us for _, us in _e2e_rows(s, start_epoch, end_epoch, by_priority=False)]
+
+
+def e2e_latencies_by_priority_us(s: Session, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
+    """End-to-end latencies split by the dialog's priority (``high``: begun on the
+    high-priority contract; ``normal``: the others), for a ``priority`` axis."""
+    out: dict[str, list[int]] = {"high": [], "normal": []}
+    for high, us in _e2e_rows(s, start_epoch, end_epoch, by_priority=True):
+        out["high" if high else "normal"].append(us)
+    return out
+
+
+def _e2e_rows(s: Session, start_epoch: float, end_epoch: float, by_priority: bool) -> list[tuple[bool, int]]:
     target, inits = s._active()
     off_t = s._offsets_s.get(target.server_key, 0.0)
     # the window in the target's clock (received_at is SYSUTCDATETIME() there)
@@ -175,10 +188,13 @@ def e2e_latencies_us(s: Session, start_epoch: float, end_epoch: float) -> list[i
     end = EPOCH + dt.timedelta(seconds=end_epoch + off_t)
     skew_us = {idx: round((off_t - s._offsets_s.get(inst.server_key, off_t)) * 1e6)
                for idx, inst in enumerate(inits, start=1)}
-    rows = s._query(target, "target", "e2e_latencies", [start, end], purpose="admin")
-    return [max(0, int(us) - skew_us.get(int(i), 0)) for i, us in rows]
+    section = "e2e_latencies_by_priority" if by_priority else "e2e_latencies"
+    rows = s._query(target, "target", section, [start, end], purpose="admin")
+    return [(bool(r[2]) if by_priority else False, max(0, int(r[1]) - skew_us.get(int(r[0]), 0)))
+            for r in rows]
 
 
 __all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "parse_perf_counters",
            "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
-           "queue_depths", "activation", "server_cpu_percent", "e2e_latencies_us"]
+           "queue_depths", "activation", "server_cpu_percent", "e2e_latencies_us",
+           "e2e_latencies_by_priority_us"]

@@ -188,6 +188,8 @@ class FakeConn:
             return [(45, 50)]
         if sec == "target.e2e_latencies":
             return [(1, 5000), (2, 7000)]
+        if sec == "target.e2e_latencies_by_priority":
+            return [(1, 5000, 1), (2, 7000, 0), (1, 9000, 0)]
         return []
 
 

@@ -212,7 +212,7 @@ def test_dialogs_warmup_and_counts(fake):
     assert t.create_dialogs(1, 50, 150) == 7500
     call = fake.batches(what="initiator.sql call_create_dialogs")[-1]
     assert call[1] == "ssbench_init1"
-    assert [p for *_, w, q, p in fake.log if w == "initiator.sql call_create_dialogs"][-1] == (50, 150)
+    assert [p for *_, w, q, p in fake.log if w == "initiator.sql call_create_dialogs"][-1] == (50, 150, 0)
     assert t.warm_up(1) == 4 and t.warm_up(2) == 4
     s = "127.0.0.1:1433"
     fake.send_seq[(s, "ssbench_init1")] += 100      # 100 measured sends committed
@@ -228,6 +228,45 @@ def test_dialogs_warmup_and_counts(fake):
     assert "password" not in spec["connection"]
     with pytest.raises(TargetError, match="not active"):
         t.sender_spec(3)
+
+
+def test_priority_objects_honor_and_high_dialogs(fake):
+    """A `priority` axis on the SQL Server target (against the recording fake: no SQL Server
+    exists here): provisioning creates the high-priority contract, adds it to the service and
+    creates the broker priority at level 10 in every database; a permutation with a share of
+    high dialogs turns HONOR_BROKER_PRIORITY on in the target and its initiators and tells
+    ssbench_create_dialogs the share in thousandths; the baseline turns it off; teardown
+    removes all of it."""
+    from harness.matrix import high_priority_slot
+
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    prio = fake.batches(what="objects.sql priority_objects")
+    assert {d.lower() for _, d, _, _ in prio} == {"ssbench_target", "ssbench_init1", "ssbench_init2", "ssbench_init3"}
+    q = fake.sql(what="objects.sql priority_objects", db="ssbench_target")
+    assert "CREATE CONTRACT [ssbench_high_priority]" in q
+    assert "ALTER SERVICE [//MySSB.com/Lab/S_Test] (ADD CONTRACT [ssbench_high_priority])" in q
+    assert "CREATE BROKER PRIORITY [ssbench_high] FOR CONVERSATION" in q and "PRIORITY_LEVEL = 10" in q
+
+    t.prepare(2, "durable", BrokerSettings(high_priority_share=0.5))
+    honor = fake.batches(what="objects.sql honor_priority")
+    assert {d.lower() for _, d, _, _ in honor} == {"ssbench_target", "ssbench_init1", "ssbench_init2"}
+    assert all("SET HONOR_BROKER_PRIORITY ON" in q and "<> 1" in q for *_, q in honor)
+    t.create_dialogs(1, 10, 1)
+    assert [p for *_, w, q, p in fake.log if w == "initiator.sql call_create_dialogs"][-1] == (10, 1, 500)
+    assert [k for k in range(1, 11) if high_priority_slot(k, 0.5)] == [2, 4, 6, 8, 10]
+    assert sum(high_priority_slot(k, 0.25) for k in range(1, 101)) == 25
+    assert not any(high_priority_slot(k, 0.0) for k in range(1, 101))
+
+    n = len(fake.log)
+    t.prepare(2, "durable", BrokerSettings())
+    assert all("SET HONOR_BROKER_PRIORITY OFF" in q and "<> 0" in q
+               for _, _, w, q, _ in fake.log[n:] if w == "objects.sql honor_priority")
+    t.teardown()
+    drop = fake.sql(what="teardown.sql priority_drop")
+    assert "DROP BROKER PRIORITY [ssbench_high]" in drop and "DROP CONTRACT [ssbench_high_priority]" in drop
+    order = whats(fake)
+    assert order.index("teardown.sql priority_drop") < order.index("teardown.sql service_drop")
 
 
 def test_drain_returns_when_done(fake):
@@ -347,6 +386,10 @@ def test_e2e_latency_clock_correction(fake):
     [(_, _, _, _, params)] = [e for e in fake.log if e[2] == "target.sql e2e_latencies"]
     assert abs((params[0] - dt.datetime(1970, 1, 1)).total_seconds() - 1000.002) < 0.01
     assert t.describe()["clock_offsets_ms"]["target"] == pytest.approx(2.0, abs=1.5)
+    # a `priority` axis: the same latencies split by messageDrop.high, clock-corrected alike
+    by = t.e2e_latencies_by_priority_us(1000.0, 2000.0)
+    assert len(by["high"]) == 1 and len(by["normal"]) == 2
+    assert abs(by["high"][0] - 2000) < 1500 and abs(by["normal"][0] - 5000) < 1500
 
 
 # --------------------------------------------------------------------------- check, teardown

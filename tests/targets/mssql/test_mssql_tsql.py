@@ -148,6 +148,7 @@ def params(layout: str, every_n: int, initiator: int = 1) -> dict:
         "max_queue_readers": 16, "data_prefix": message_prefix(initiator),
         "warmup_prefix": message_prefix(initiator, warmup=True),
         "dialog_encryption": "ON", "procedure": "SRPerf_Queue_LabTest", "table": "messageDrop",
+        "honor": 1, "honor_kw": "ON",
     }
 
 
@@ -189,8 +190,8 @@ EXPECTED_MARKERS = {
     ("server", "certificate_public"): 1, ("server", "certificate_thumbprint"): 1,
     ("objects", "config_set"): 4, ("objects", "objects_present"): 4,
     ("objects", "owned_record"): 4, ("objects", "ownership"): 5,
-    ("target", "e2e_latencies"): 2,
-    ("initiator", "call_create_dialogs"): 2, ("initiator", "call_send"): 2,
+    ("target", "e2e_latencies"): 2, ("target", "e2e_latencies_by_priority"): 2,
+    ("initiator", "call_create_dialogs"): 3, ("initiator", "call_send"): 2,
     ("initiator", "dialog_handle"): 1, ("initiator", "sent_sequence"): 1,
     ("collectors", "activated_tasks"): 1, ("collectors", "queue_monitor"): 1,
     ("collectors", "queue_state"): 1, ("collectors", "queue_fast"): 1,
@@ -231,9 +232,34 @@ def test_150_trick_script():
     assert "ON CONTRACT [//MySSB.com/Lab/C_Test]" in proc
     assert "WITH ENCRYPTION = ON;" in proc
     assert "IF ((@i % @every_n) = 0)" in proc
-    assert "INSERT INTO [dbo].[dialogs] (k, handle) VALUES (@k, @dh);" in proc
+    assert "INSERT INTO [dbo].[dialogs] (k, handle, high) VALUES (@k, @dh, @high);" in proc
+    # a `priority` axis: the slot's dialogs begun on the high-priority contract
+    assert "ON CONTRACT [ssbench_high_priority]" in proc and "@high_permille int = 0" in proc
     # dialog security uses the certificate of the user who begins the dialog: dbo, always
     assert "WITH EXECUTE AS OWNER" in proc
+
+
+def test_priority_sections():
+    """CREATE BROKER PRIORITY matching the high-priority contract at level 10, and
+    HONOR_BROKER_PRIORITY set per permutation (seed 003)."""
+    p = params("distributed", 1)
+    objs = "\n".join(tsql.batches("objects", "priority_objects", p))
+    assert "CREATE CONTRACT [ssbench_high_priority] AUTHORIZATION [dbo]" in objs
+    assert "([//MySSB.com/Lab/M_Test] SENT BY ANY)" in objs
+    assert "ALTER SERVICE [//MySSB.com/Lab/S_Test] (ADD CONTRACT [ssbench_high_priority])" in objs
+    assert re.search(r"CREATE BROKER PRIORITY \[ssbench_high\] FOR CONVERSATION\s+SET \(CONTRACT_NAME = "
+                     r"\[ssbench_high_priority\],\s+LOCAL_SERVICE_NAME = ANY,\s+REMOTE_SERVICE_NAME = ANY,"
+                     r"\s+PRIORITY_LEVEL = 10\);", objs)
+    [honor] = tsql.batches("objects", "honor_priority", p)
+    assert "ALTER DATABASE [SSBReceiver] SET HONOR_BROKER_PRIORITY ON;" in honor
+    [off] = tsql.batches("objects", "honor_priority", {**p, "honor": 0, "honor_kw": "OFF"})
+    assert "<> 0" in off and "SET HONOR_BROKER_PRIORITY OFF;" in off
+    # the target records which messages came on high-priority dialogs, for e2e latency per priority
+    [proc] = tsql.batches("target", "activation_procedure", p)
+    assert "service_contract_name" in proc
+    assert "CASE WHEN r.contract = N'ssbench_high_priority' THEN 1 ELSE 0 END" in proc
+    tables = "\n".join(tsql.batches("target", "tables", p))
+    assert "ALTER TABLE [dbo].[messageDrop] ADD high bit NOT NULL DEFAULT 0;" in tables
 
 
 def test_send_procedure_header():

@@ -85,7 +85,8 @@ def _drive(path: Path, fake) -> None:
     for i, prof in enumerate(t.profiles()):
         n = len(t.topology.profile(prof).initiators)
         t.prepare(n, prof, BrokerSettings(max_queue_readers=16 - i, receive_top=10000,
-                                          waitfor_timeout_ms=3000))
+                                          waitfor_timeout_ms=3000 if i else 50,
+                                          high_priority_share=0.0 if i else 0.5))
         for k in range(1, n + 1):
             t.create_dialogs(k, 5, 150)
             t.warm_up(k)
@@ -103,6 +104,7 @@ def _drive(path: Path, fake) -> None:
         t.server_cpu_percent()
         t.messages_processed()
         t.e2e_latencies_us(0.0, 1e9)
+        t.e2e_latencies_by_priority_us(0.0, 1e9)
         t.errors()
         t.describe()
     t.teardown()
