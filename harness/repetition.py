@@ -121,7 +121,9 @@ class Repetition:
                          usable={str(i): self.usable for i in range(1, n + 1)},
                          warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
                          out_dir=str(self.partial), rate=self.perm.rate or 0.0,
-                         users_per_initiator=self.perm.threads)
+                         users_per_initiator=self.perm.threads,
+                         messages_per_dialog=self.perm.messages_per_dialog or 0,
+                         fire_and_forget=self.perm.fire_and_forget)
 
     # ------------------------------------------------------------------ 2. the headless swarm
     def run_swarm(self) -> SwarmResult:

@@ -27,6 +27,10 @@ class SwarmSpec:
     rate: float = 0.0
     #: users per initiator the schedule is split over (user u of n takes every n-th slot)
     users_per_initiator: int = 0
+    #: dialog lifetime (docs/matrices.md): messages per dialog before the sender begins a new
+    #: one (0: unlimited, the slot's dialog for the whole run) and fire and forget
+    messages_per_dialog: int = 0
+    fire_and_forget: bool = False
 
     def usable_dialogs(self, initiator: int) -> int:
         return int(self.usable.get(str(initiator), 1))
