@@ -198,10 +198,11 @@ class Permutation:
             "dialogs_shared": self.dialogs.shared, "payload_bytes": self.payload_bytes,
             "server": self.server, "broker": asdict(self.broker),
             **({"rate": self.rate, "offered_rate": self.rate * self.initiators} if self.rate else {}),
-            # null: unlimited (a dialog reused for the whole run; summaries older than the axis
-            # lack the key, which means the same)
-            "messages_per_dialog": self.messages_per_dialog,
-            "fire_and_forget": self.fire_and_forget,
+            # dialog lifetime, only when not the default (unlimited reuse, not fire and forget),
+            # so the values of every other permutation stay what they were (a gate comparing
+            # with an older baseline sees the same settings): absent / null = the default
+            **({"messages_per_dialog": self.messages_per_dialog, "fire_and_forget": self.fire_and_forget}
+               if self.messages_per_dialog or self.fire_and_forget else {}),
         }
 
 
