@@ -155,9 +155,18 @@ TARGET_AXES = {"priority": ("mssql",)}
 #: docs/matrices.md); absent, every user sends as fast as its SEND returns (closed loop)
 LOAD_AXES = ("rate",)
 MAX_RATE = 1_000_000.0
+#: optional dialog-lifetime axes (docs/matrices.md, "Conversation lifetime"):
+#: ``messages_per_dialog`` (1, N or ``unlimited``: messages a dialog carries before the sender
+#: retires it and begins a new one) and ``fire_and_forget`` (true: the initiator ENDs a retired
+#: dialog right after its last SEND instead of waiting for the target's EndDialog). Absent, a
+#: dialog is reused for the whole run (``unlimited``) and ids are unchanged.
+DIALOG_AXES = ("messages_per_dialog", "fire_and_forget")
+MAX_MESSAGES_PER_DIALOG = 1_000_000_000
+# (the activation helper's waitfor_timeout_ms / priority axes go beside OPTIONAL_AXES)
 AXIS_TOKENS = {"initiators": "i", "threads": "t", "payload_bytes": "p",
                "max_queue_readers": "r", "receive_top": "top", "waitfor_timeout_ms": "wf",
                "priority": "hp"}
+ALL_AXES = REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES
 TOP_KEYS = {"name", "description", "axes", "run", "broker", "embedded_profiles"}
 
 
@@ -190,12 +199,19 @@ class Permutation:
     def id(self) -> str:
         parts = [f"i{self.initiators}", f"t{self.threads}", self.dialogs.token,
                  f"p{self.payload_bytes}", self.server]
-        return "-".join(parts) + self._broker_suffix + (f"-rate{self.rate:g}" if self.rate else "")
+        return ("-".join(parts) + self._broker_suffix + (f"-rate{self.rate:g}" if self.rate else "")
+                + self._dialog_suffix + ("-ff" if self.fire_and_forget else ""))
 
     # set by Matrix for permutations whose broker axes were given explicitly
     _broker_suffix: str = field(default="", compare=False, repr=False)
+    #: set by Matrix when a messages_per_dialog axis is given (``-mpd1``, ``-mpdunlimited``)
+    _dialog_suffix: str = field(default="", compare=False, repr=False)
     #: offered SENDs per second per initiator (open loop); None: closed loop
     rate: float | None = None
+    #: messages per dialog before the sender ends it and begins a new one; None: unlimited (reuse)
+    messages_per_dialog: int | None = None
+    #: the initiator ENDs a retired dialog right after its last SEND (fire and forget)
+    fire_and_forget: bool = False
 
     @property
     def total_threads(self) -> int:
@@ -210,6 +226,11 @@ class Permutation:
             "dialogs_shared": self.dialogs.shared, "payload_bytes": self.payload_bytes,
             "server": self.server, "broker": asdict(self.broker),
             **({"rate": self.rate, "offered_rate": self.rate * self.initiators} if self.rate else {}),
+            # dialog lifetime, only when not the default (unlimited reuse, not fire and forget),
+            # so the values of every other permutation stay what they were (a gate comparing
+            # with an older baseline sees the same settings): absent / null = the default
+            **({"messages_per_dialog": self.messages_per_dialog, "fire_and_forget": self.fire_and_forget}
+               if self.messages_per_dialog or self.fire_and_forget else {}),
         }
 
 
@@ -227,15 +248,15 @@ class Matrix:
     lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
-        n = 1
-        for values in self.axes.values():
-            n *= len(values)
-        return n
+        return sum(1 for _ in self.permutations())
 
     def permutations(self) -> Iterator[Permutation]:
-        names = list(REQUIRED_AXES) + [a for a in OPTIONAL_AXES + LOAD_AXES if a in self.axes]
-        for index, combo in enumerate(itertools.product(*(self.axes[a] for a in names)), start=1):
-            values = dict(zip(names, combo))
+        names = list(REQUIRED_AXES) + [a for a in OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES if a in self.axes]
+        combos = (dict(zip(names, combo)) for combo in itertools.product(*(self.axes[a] for a in names)))
+        # fire and forget ends retired dialogs: with unlimited reuse no dialog is retired, so
+        # that combination would repeat its fire_and_forget=false twin; it is left out
+        combos = (v for v in combos if not (v.get("fire_and_forget") and v.get("messages_per_dialog") is None))
+        for index, values in enumerate(combos, start=1):
             broker = self.broker
             suffix = ""
             for axis in OPTIONAL_AXES:
@@ -246,7 +267,10 @@ class Matrix:
             yield Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
                               dialogs=values["dialogs"], payload_bytes=values["payload_bytes"],
                               server=values["server"], broker=broker, _broker_suffix=suffix,
-                              rate=values.get("rate"))
+                              rate=values.get("rate"), messages_per_dialog=values.get("messages_per_dialog"),
+                              fire_and_forget=bool(values.get("fire_and_forget", False)),
+                              _dialog_suffix=_mpd_token(values["messages_per_dialog"])
+                              if "messages_per_dialog" in values else "")
 
     def schedule(self) -> list[tuple[Permutation, int]]:
         """Every (permutation, repetition) in the order the run executes them (``run.order``)."""
@@ -303,12 +327,17 @@ class Matrix:
         self.run = _replace(self.run, workers_per_initiator=n)
 
     def to_dict(self) -> dict[str, Any]:
-        axes = {k: [v.token if isinstance(v, DialogStrategy) else v for v in vs]
+        axes = {k: [v.token if isinstance(v, DialogStrategy) else
+                    ("unlimited" if k == "messages_per_dialog" and v is None else v) for v in vs]
                 for k, vs in self.axes.items()}
         return {"name": self.name, "description": self.description, "file": str(self.path),
                 "sha256": self.sha256, "axes": axes, "run": asdict(self.run),
                 "broker": asdict(self.broker), "embedded_profiles": dict(self.embedded_profiles),
                 "permutations": len(self)}
+
+
+def _mpd_token(n: int | None) -> str:
+    return f"-mpd{n}" if n else "-mpdunlimited"
 
 
 def _replace(obj, **changes):
@@ -350,10 +379,9 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
     axes: dict[str, list[Any]] = {}
     lines: dict[str, int] = {}
     for key, loc in axes_loc.value.items():
-        if key not in REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES:
-            raise err(f"unknown axis (expected {', '.join(REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES)})",
-                      loc, f"axes.{key}")
-    for axis in REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES:
+        if key not in ALL_AXES:
+            raise err(f"unknown axis (expected {', '.join(ALL_AXES)})", loc, f"axes.{key}")
+    for axis in ALL_AXES:
         fld = f"axes.{axis}"
         if axis not in axes_loc.value:
             if axis in REQUIRED_AXES:
@@ -410,7 +438,7 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
 
 
 def _show(v: Any) -> str:
-    return v.token if isinstance(v, DialogStrategy) else show(v)
+    return v.token if isinstance(v, DialogStrategy) else "unlimited" if v is None else show(v)
 
 
 def _str_field(doc, key, default, err) -> str:
@@ -434,6 +462,16 @@ def _axis_value(axis: str, item: Located, err) -> Any:
             raise err(f"a server profile is a name, got {type(v).__name__} {show(v)}")
         if not SERVER_NAME_RE.match(v):
             raise err(f"server profile {show(v)} must be a letter then up to 39 letters, digits or '_'")
+        return v
+    if axis == "messages_per_dialog":
+        if v == "unlimited":
+            return None
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_MESSAGES_PER_DIALOG:
+            raise err(f"must be unlimited or an integer from 1 to {MAX_MESSAGES_PER_DIALOG}, got {show(v)}")
+        return v
+    if axis == "fire_and_forget":
+        if not isinstance(v, bool):
+            raise err(f"must be true or false, got {show(v)}")
         return v
     if axis == "rate":
         if isinstance(v, bool) or not isinstance(v, (int, float)):

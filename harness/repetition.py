@@ -127,7 +127,9 @@ class Repetition:
                          out_dir=str(self.partial), rate=self.perm.rate or 0.0,
                          users_per_initiator=self.perm.threads,
                          sample_interval_seconds=self.settings.sample_interval_seconds,
-                         high_priority_share=self.perm.broker.high_priority_share)
+                         high_priority_share=self.perm.broker.high_priority_share,
+                         messages_per_dialog=self.perm.messages_per_dialog or 0,
+                         fire_and_forget=self.perm.fire_and_forget)
 
     # ------------------------------------------------------------------ 2. the headless swarm
     def run_swarm(self) -> SwarmResult:

@@ -29,7 +29,9 @@ BROKER = _s(("max_queue_readers", LongType()), ("receive_top", LongType()),
 PERMUTATION = _s(("id", StringType()), ("index", LongType()), ("initiators", LongType()),
                  ("threads", LongType()), ("total_threads", LongType()), ("dialogs", StringType()),
                  ("dialogs_every_n", LongType()), ("dialogs_shared", BooleanType()),
-                 ("payload_bytes", LongType()), ("server", StringType()), ("broker", BROKER))
+                 ("payload_bytes", LongType()), ("server", StringType()), ("broker", BROKER),
+                 # dialog lifetime (null: unlimited reuse / not fire and forget)
+                 ("messages_per_dialog", LongType()), ("fire_and_forget", BooleanType()))
 
 TARGET = _s(("kind", StringType()), ("label", StringType()), ("profile", StringType()))
 
@@ -80,6 +82,9 @@ SUMMARY = _s(
     ("send_latency_high_ms", LATENCY_STATS), ("send_latency_normal_ms", LATENCY_STATS),
     ("e2e_latency_high_ms", LATENCY_STATS), ("e2e_latency_normal_ms", LATENCY_STATS),
     ("backlog_messages", DoubleType()), ("drain_seconds", DoubleType()), ("drain_rate", DoubleType()),
+    ("dialogs_begun", DoubleType()), ("dialogs_ended", DoubleType()),
+    ("dialog_errors_received", DoubleType()), ("dialog_errors_lost", DoubleType()),
+    ("endpoints", MapType(StringType(), DoubleType())),
     ("status", StringType()), ("web", StringType()),
 )
 

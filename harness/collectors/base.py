@@ -154,10 +154,11 @@ class Sampler:
 def default_collectors() -> list[Collector]:
     from .activation import ActivationCollector
     from .broker import BrokerCollector
+    from .dialogs import DialogCollector
     from .host import HostCollector
     from .queues import QueueCollector
     from .throughput import ThroughputCollector
     from .waits import WaitCollector
 
     return [WaitCollector(), QueueCollector(), ActivationCollector(), BrokerCollector(),
-            ThroughputCollector(), HostCollector()]
+            ThroughputCollector(), HostCollector(), DialogCollector()]

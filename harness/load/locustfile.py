@@ -136,6 +136,9 @@ class ServiceBrokerUser(User):
         # imports happen here, in the greenlet; the pool thread only connects
         self._sender = self._offload.call(self, sender_factory(sender_spec), sender_spec)
         self._dialog = self._offload.call(self, self._sender.dialog, self._slot)
+        if spec.messages_per_dialog:    # a finite dialog lifetime (docs/matrices.md)
+            self._offload.call(self, self._sender.set_dialog_lifetime, spec.messages_per_dialog,
+                               spec.fire_and_forget)
         # a sender whose driver cooperates with gevent sends from the greenlet itself;
         # any other blocking driver goes through a real thread
         green = getattr(self._sender, "send_green", None) if _GREEN else None

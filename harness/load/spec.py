@@ -42,6 +42,10 @@ class SwarmSpec:
     #: a ``priority`` axis: the share of dialog slots begun at high priority
     #: (harness.matrix.high_priority_slot); the recorder keeps their SEND latency apart
     high_priority_share: float = 0.0
+    #: dialog lifetime (docs/matrices.md): messages per dialog before the sender begins a new
+    #: one (0: unlimited, the slot's dialog for the whole run) and fire and forget
+    messages_per_dialog: int = 0
+    fire_and_forget: bool = False
 
     def usable_dialogs(self, initiator: int) -> int:
         return int(self.usable.get(str(initiator), 1))

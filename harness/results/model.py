@@ -297,6 +297,16 @@ class RepetitionSummary(Document):
     backlog_messages: int | None = field(default=None, metadata={"omit_none": True})
     drain_seconds: float | None = field(default=None, metadata={"omit_none": True})
     drain_rate: float | None = field(default=None, metadata={"omit_none": True})
+    #: dialog lifetime (docs/matrices.md), since the repetition's prepare, read after the
+    #: drain: dialogs begun and ended by the initiators' SEND path (the initiator's END, on the
+    #: target's EndDialog or, fire and forget, right after the SEND), Error messages that reached
+    #: a listening initiator endpoint or were lost (its side had ended), and the conversation
+    #: endpoints left behind by side and state (``initiator.CD``, ``target.DO``, ...)
+    dialogs_begun: int | None = field(default=None, metadata={"omit_none": True})
+    dialogs_ended: int | None = field(default=None, metadata={"omit_none": True})
+    dialog_errors_received: int | None = field(default=None, metadata={"omit_none": True})
+    dialog_errors_lost: int | None = field(default=None, metadata={"omit_none": True})
+    endpoints: dict[str, int] | None = field(default=None, metadata={"omit_none": True})
     status: str = "ok"
     web: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -27,6 +27,7 @@ from typing import Any, Callable, ClassVar
 
 from ..matrix import BrokerSettings
 from ..results.summary import Accounting, InitiatorAccount
+from ..errors import TargetError
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,12 @@ class Sender(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Close the connection (callers make sure no call is in flight)."""
+
+    def set_dialog_lifetime(self, messages_per_dialog: int | None, fire_and_forget: bool = False) -> None:
+        """Retire each dialog after ``messages_per_dialog`` messages and begin a new one (None:
+        reuse for ever); ``fire_and_forget``: END it right after its last SEND (docs/matrices.md)."""
+        if messages_per_dialog:
+            raise TargetError(f"{type(self).__name__} does not support messages_per_dialog")
 
 
 class Target(abc.ABC):
@@ -219,6 +226,14 @@ class Target(abc.ABC):
         """:meth:`e2e_latencies_us` split by dialog priority (``high``, ``normal``) for a
         ``priority`` axis; empty where the target does not implement priority."""
         return {}
+
+    def dialog_stats(self) -> dict[str, Any] | None:
+        """Dialog lifetime accounting since the last prepare (docs/matrices.md): ``dialogs_begun``
+        and ``dialogs_ended`` by the initiators' SEND path, Error messages ``errors_received`` and
+        ``errors_lost`` (reached an endpoint its side had ended), and ``endpoints``: conversation
+        endpoints left behind by side and state (``initiator.CD``, ``target.DO``, ...). None when
+        the target cannot tell."""
+        return None
 
     def server_cpu_percent(self) -> dict[str, float | None]:
         """CPU of remote database servers (percent of each machine), by server name, for

@@ -25,7 +25,13 @@ CREATE TABLE ssb.config (
     singleton    boolean  PRIMARY KEY DEFAULT true CHECK (singleton),
     initiator    smallint NOT NULL DEFAULT 0,   -- this initiator's number (1..n), set by provision()
     warmup_sent  bigint   NOT NULL DEFAULT 0,   -- warm-up messages sent since the last reset
-    system_sent  bigint   NOT NULL DEFAULT 0    -- EndDialog messages sent since the last reset
+    system_sent  bigint   NOT NULL DEFAULT 0,   -- EndDialog messages sent since the last reset
+    -- dialog lifetime (messages_per_dialog, fire_and_forget; docs/matrices.md), since the last reset:
+    dialogs_begun    bigint NOT NULL DEFAULT 0, -- BEGIN DIALOGs of the SEND path (ssb.send_retiring)
+    dialogs_ended    bigint NOT NULL DEFAULT 0, -- END CONVERSATIONs of retired dialogs by this side
+    errors_received  bigint NOT NULL DEFAULT 0, -- Error messages that reached a listening endpoint
+    errors_lost      bigint NOT NULL DEFAULT 0  -- Error messages for an endpoint this side had ended:
+                                                -- nobody RECEIVEs them (fire and forget)
 );
 INSERT INTO ssb.config DEFAULT VALUES;
 
@@ -40,7 +46,8 @@ CREATE TABLE ssb.sysdesend (
     send_seq  bigint  NOT NULL DEFAULT 0,      -- sequence number of the last message sent
     ack_seq   bigint  NOT NULL DEFAULT 0,      -- acknowledged by the target (informational, may lag)
     rcv_seq   bigint  NOT NULL DEFAULT 0,      -- highest sequence number received from the target
-    state     char(2) NOT NULL DEFAULT 'CO',   -- CO conversing, DI/DO disconnected in/out, CD closed
+    state     char(2) NOT NULL DEFAULT 'CO',   -- CO conversing, DI/DO disconnected in/out, ER error, CD closed
+    retired   boolean NOT NULL DEFAULT false,  -- its last message was sent (messages_per_dialog)
     CONSTRAINT sysdesend_pkey PRIMARY KEY (handle),
     CONSTRAINT sysdesend_diag_id_key UNIQUE (diag_id)
 ) WITH (fillfactor = 90);
@@ -50,7 +57,7 @@ CREATE TABLE ssb.sysdesend (
 CREATE TABLE ssb.sysxmitqueue (
     dlgid      uuid        NOT NULL,
     msgseqnum  bigint      NOT NULL,
-    msgtype    smallint    NOT NULL,           -- 1 = //MySSB.com/Lab/M_Test, 2 = EndDialog
+    msgtype    smallint    NOT NULL,           -- 1 = //MySSB.com/Lab/M_Test, 2 = EndDialog, 3 = Error
     enqtime    timestamptz NOT NULL,
     msgbody    bytea       NOT NULL,
     CONSTRAINT sysxmitqueue_pkey PRIMARY KEY (dlgid, msgseqnum)
@@ -83,12 +90,14 @@ CREATE FUNCTION ssb.message_type_name(p_type smallint) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT CASE p_type WHEN 1 THEN '//MySSB.com/Lab/M_Test'
                          WHEN 2 THEN 'http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog'
+                         WHEN 3 THEN 'http://schemas.microsoft.com/SQL/ServiceBroker/Error'
                          ELSE 'unknown' END $$;
 
 -- The 16-byte header ssbench puts in front of every message body:
 --   bytes 1-4   'SSB1'
 --   bytes 5-12  send time, microseconds since the Unix epoch, big-endian int8 (clock_timestamp())
---   bytes 13-16 flags, big-endian int4 (bit 0: warm-up message)
+--   bytes 13-16 flags, big-endian int4 (bit 0: warm-up message; bit 1: the last message of its
+--               dialog, which the target answers by ending the conversation)
 -- The target's activation procedure reads the send time back to compute end-to-end latency on
 -- one clock (both sides run on the same server).
 CREATE FUNCTION ssb.message_header(p_time_us bigint, p_flags integer) RETURNS bytea
@@ -177,6 +186,61 @@ BEGIN
 END
 $$;
 
+-- SEND with a dialog lifetime (the messages_per_dialog axis): one round trip that
+--   * begins a dialog first when p_handle is NULL (BEGIN DIALOG; counted in dialogs_begun),
+--   * SENDs one message on it (flag bit 1 when p_last: the dialog's last message),
+--   * when p_last: retires the dialog, and with p_fire_and_forget ENDs it at once (the
+--     initiator ends first: CO -> DO; counted in dialogs_ended); without, the target ends it on
+--     the last message and the initiator ends its side when that EndDialog arrives
+--     (ssb.accept_replies), the pattern the seeds recommend.
+-- Returns the handle to send on next: the dialog's, or NULL once it is retired (the next call
+-- begins a new one). messages_per_dialog = 1 is BEGIN DIALOG + SEND (+ END) per message.
+-- ssb.send stays the statement of the unlimited (reuse) case: its hot path is unchanged.
+CREATE FUNCTION ssb.send_retiring(p_handle uuid, p_body bytea, p_last boolean, p_fire_and_forget boolean)
+RETURNS uuid
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_handle uuid := p_handle;
+    v_diag   uuid;
+    v_seq    bigint;
+    v_now    timestamptz;
+    v_state  text;
+BEGIN
+    IF v_handle IS NULL THEN
+        INSERT INTO ssb.sysdesend (handle, diag_id) VALUES (gen_random_uuid(), gen_random_uuid())
+        RETURNING handle INTO v_handle;
+        UPDATE ssb.config SET dialogs_begun = dialogs_begun + 1;
+    END IF;
+    UPDATE ssb.sysdesend SET send_seq = send_seq + 1, retired = p_last
+     WHERE handle = v_handle AND state = 'CO'
+    RETURNING diag_id, send_seq INTO v_diag, v_seq;
+    IF NOT FOUND THEN
+        SELECT state INTO v_state FROM ssb.sysdesend WHERE handle = v_handle;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'Cannot find the remote service or conversation handle "%" (no such conversation).', v_handle
+                USING ERRCODE = '42704';
+        END IF;
+        RAISE EXCEPTION 'The conversation endpoint is not in a valid state for SEND. The current endpoint state is ''%''.', v_state
+            USING ERRCODE = '55000';
+    END IF;
+    v_now := clock_timestamp();
+    INSERT INTO ssb.sysxmitqueue (dlgid, msgseqnum, msgtype, enqtime, msgbody)
+    VALUES (v_diag, v_seq, 1, v_now,
+            ssb.message_header((extract(epoch FROM v_now) * 1000000)::bigint,
+                               CASE WHEN p_last AND NOT p_fire_and_forget THEN 2 ELSE 0 END)
+            || coalesce(p_body, ''::bytea));
+    IF NOT p_last THEN
+        RETURN v_handle;
+    END IF;
+    IF p_fire_and_forget THEN
+        PERFORM ssb.end_conversation(v_handle);
+        UPDATE ssb.config SET dialogs_ended = dialogs_ended + 1;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 -- The paper's warm-up: one short message on every open conversation, set-based in one
 -- transaction. Warm-up messages carry flag bit 0 and are excluded from the harness's counts.
 -- Returns the number of messages sent.
@@ -205,7 +269,8 @@ $$;
 
 -- END CONVERSATION on the initiator side. CO -> DO (an EndDialog message goes to the target);
 -- DI (the target ended first) -> CD (an EndDialog goes back as the acknowledgement).
--- Ending an already closed or disconnected-outbound conversation does nothing.
+-- ER (an Error arrived) -> CD, with an EndDialog back. Ending an already closed or
+-- disconnected-outbound conversation does nothing.
 CREATE FUNCTION ssb.end_conversation(p_handle uuid) RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
@@ -216,7 +281,7 @@ DECLARE
 BEGIN
     UPDATE ssb.sysdesend
        SET state = CASE state WHEN 'CO' THEN 'DO' ELSE 'CD' END, send_seq = send_seq + 1
-     WHERE handle = p_handle AND state IN ('CO', 'DI')
+     WHERE handle = p_handle AND state IN ('CO', 'DI', 'ER')
     RETURNING diag_id, send_seq INTO v_diag, v_seq;
     IF NOT FOUND THEN
         PERFORM 1 FROM ssb.sysdesend WHERE handle = p_handle;
@@ -298,12 +363,25 @@ END
 $$;
 
 -- Messages from the target (the way back): accept those that extend each dialog's receive
--- sequence without a gap, drop duplicates, apply EndDialog state changes (CO -> DI, DO -> CD),
--- and return the receive high-water mark of every dialog in the batch (the ACK to send back).
+-- sequence without a gap, drop duplicates, apply EndDialog and Error state changes (EndDialog:
+-- CO -> DI, DO -> CD; Error: CO/DI -> ER, DO -> CD), and return the receive high-water mark of
+-- every dialog in the batch (the ACK to send back).
+-- A retired dialog (ssb.send_retiring) is ended here when the target's EndDialog or Error
+-- arrives: the emulation of the initiator's activated procedure that RECEIVEs it and ENDs its
+-- side (those messages do not stay in ssb.initiator_queue). An Error for an endpoint this side
+-- had already ended (DO: fire and forget) reaches nobody: it is counted in errors_lost; one that
+-- reaches a listening endpoint in errors_received.
 CREATE FUNCTION ssb.accept_replies(p_dlgids uuid[], p_seqs bigint[], p_types smallint[], p_bodies bytea[],
     OUT accepted integer, OUT ack_dlgids uuid[], OUT ack_seqs bigint[])
 LANGUAGE plpgsql VOLATILE
 AS $$
+DECLARE
+    v_lost     integer;
+    v_received integer;
+    v_handle   uuid;
+    v_ended    integer := 0;
+    v_ends     uuid[];
+    v_lost_on  uuid[];
 BEGIN
     PERFORM 1 FROM ssb.sysdesend WHERE diag_id = ANY (p_dlgids) ORDER BY diag_id FOR UPDATE;
     WITH b AS (
@@ -316,23 +394,67 @@ BEGIN
         INSERT INTO ssb.initiator_queue (handle, diag_id, msgseqnum, msgtype, msgbody)
         SELECT handle, dlg, seq, typ, body FROM b WHERE gap = rcv_seq ORDER BY ord
         RETURNING diag_id, msgseqnum, msgtype
+    ), a AS (
+        SELECT diag_id, max(msgseqnum) AS hwm, bool_or(msgtype = 2) AS got_end, bool_or(msgtype = 3) AS got_error
+          FROM ins GROUP BY diag_id
+    ), old AS (            -- the endpoints' states before this batch (one snapshot for the WITH)
+        SELECT d.diag_id, d.state FROM ssb.sysdesend d JOIN a ON a.diag_id = d.diag_id
     ), upd AS (
         UPDATE ssb.sysdesend d
            SET rcv_seq = a.hwm,
-               state = CASE WHEN NOT a.got_end THEN d.state
-                            WHEN d.state = 'CO' THEN 'DI'
+               state = CASE WHEN NOT (a.got_end OR a.got_error) THEN d.state
                             WHEN d.state = 'DO' THEN 'CD'
+                            WHEN a.got_error AND d.state IN ('CO', 'DI') THEN 'ER'
+                            WHEN d.state = 'CO' THEN 'DI'
                             ELSE d.state END
-          FROM (SELECT diag_id, max(msgseqnum) AS hwm, bool_or(msgtype = 2) AS got_end
-                  FROM ins GROUP BY diag_id) a
+          FROM a
          WHERE d.diag_id = a.diag_id
         RETURNING 1
+    ), sys AS (
+        SELECT ins.diag_id, ins.msgtype, old.state AS prior FROM ins JOIN old ON old.diag_id = ins.diag_id
+         WHERE ins.msgtype IN (2, 3)
     )
-    SELECT count(*) INTO accepted FROM ins;
+    SELECT (SELECT count(*) FROM ins),
+           (SELECT count(*) FROM sys WHERE msgtype = 3 AND prior = 'DO'),
+           (SELECT count(*) FROM sys WHERE msgtype = 3 AND prior <> 'DO'),
+           (SELECT array_agg(DISTINCT diag_id) FROM sys),
+           (SELECT array_agg(DISTINCT diag_id) FROM sys WHERE msgtype = 3 AND prior = 'DO')
+      INTO accepted, v_lost, v_received, v_ends, v_lost_on;
+    IF v_ends IS NOT NULL THEN
+        -- the initiator's activated procedure: RECEIVE the EndDialog / Error of retired dialogs, END
+        FOR v_handle IN SELECT d.handle FROM ssb.sysdesend d
+                         WHERE d.diag_id = ANY (v_ends) AND d.retired AND d.state IN ('DI', 'ER')
+                         ORDER BY d.diag_id
+        LOOP
+            PERFORM ssb.end_conversation(v_handle);
+            v_ended := v_ended + 1;
+        END LOOP;
+        DELETE FROM ssb.initiator_queue q USING ssb.sysdesend d
+         WHERE q.diag_id = ANY (v_ends) AND q.diag_id = d.diag_id AND d.retired AND q.msgtype IN (2, 3);
+        -- an Error for an endpoint already ended is discarded, not queued: nobody would RECEIVE it
+        DELETE FROM ssb.initiator_queue q WHERE q.diag_id = ANY (coalesce(v_lost_on, '{}')) AND q.msgtype = 3;
+    END IF;
+    IF v_lost + v_received + v_ended > 0 THEN
+        UPDATE ssb.config SET errors_lost = errors_lost + v_lost, errors_received = errors_received + v_received,
+                              dialogs_ended = dialogs_ended + v_ended;
+    END IF;
     SELECT coalesce(array_agg(diag_id), '{}'), coalesce(array_agg(rcv_seq), '{}')
       INTO ack_dlgids, ack_seqs
       FROM ssb.sysdesend WHERE diag_id = ANY (p_dlgids);
 END
+$$;
+
+-- Dialog lifetime accounting since the last reset: dialogs begun and ended by this side,
+-- Error messages received and lost, and the conversation endpoints left behind by state
+-- (the emulation's sys.conversation_endpoints: closed endpoints linger, as on SQL Server).
+CREATE FUNCTION ssb.dialog_stats(OUT dialogs_begun bigint, OUT dialogs_ended bigint,
+    OUT errors_received bigint, OUT errors_lost bigint, OUT states text[], OUT endpoints bigint[])
+LANGUAGE sql STABLE
+AS $$
+    SELECT c.dialogs_begun, c.dialogs_ended, c.errors_received, c.errors_lost,
+           coalesce((SELECT array_agg(state ORDER BY state) FROM (SELECT state, count(*) n FROM ssb.sysdesend GROUP BY state) s), '{}'),
+           coalesce((SELECT array_agg(n ORDER BY state) FROM (SELECT state, count(*) n FROM ssb.sysdesend GROUP BY state) s), '{}')
+      FROM ssb.config c
 $$;
 
 -- ------------------------------------------------------------------ accounting and reset
@@ -352,6 +474,7 @@ LANGUAGE plpgsql VOLATILE
 AS $$
 BEGIN
     TRUNCATE ssb.sysdesend, ssb.sysxmitqueue, ssb.dialogs, ssb.initiator_queue RESTART IDENTITY;
-    UPDATE ssb.config SET warmup_sent = 0, system_sent = 0;
+    UPDATE ssb.config SET warmup_sent = 0, system_sent = 0, dialogs_begun = 0, dialogs_ended = 0,
+                          errors_received = 0, errors_lost = 0;
 END
 $$;

@@ -80,7 +80,7 @@ CREATE TABLE ssb.sysxmitqueue (
     to_initiator  smallint    NOT NULL,
     dlgid         uuid        NOT NULL,
     msgseqnum     bigint      NOT NULL,
-    msgtype       smallint    NOT NULL,
+    msgtype       smallint    NOT NULL,        -- 2 = EndDialog, 3 = Error (END CONVERSATION WITH ERROR)
     enqtime       timestamptz NOT NULL DEFAULT clock_timestamp(),
     msgbody       bytea       NOT NULL,
     CONSTRAINT sysxmitqueue_pkey PRIMARY KEY (dlgid, msgseqnum)
@@ -190,6 +190,7 @@ CREATE FUNCTION ssb.message_type_name(p_type smallint) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT CASE p_type WHEN 1 THEN '//MySSB.com/Lab/M_Test'
                          WHEN 2 THEN 'http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog'
+                         WHEN 3 THEN 'http://schemas.microsoft.com/SQL/ServiceBroker/Error'
                          ELSE 'unknown' END $$;
 
 CREATE FUNCTION ssb.fail(p_message text) RETURNS bigint
@@ -215,6 +216,11 @@ $$;
 CREATE FUNCTION ssb.is_warmup(p_body bytea) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT length(p_body) >= 16 AND (get_byte(p_body, 15) & 1) = 1 $$;
+
+-- Flag bit 1: the last message of its dialog (messages_per_dialog): the target ends the dialog.
+CREATE FUNCTION ssb.is_last(p_body bytea) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT length(p_body) >= 16 AND (get_byte(p_body, 15) & 2) = 2 $$;
 
 -- ------------------------------------------------------------------ transport
 
@@ -437,6 +443,27 @@ BEGIN
 END
 $$;
 
+-- END CONVERSATION ... WITH ERROR on the target side: an Error message (type 3, the error text
+-- as body) goes back instead of an EndDialog. CO -> DO, DI -> CD.
+CREATE FUNCTION ssb.end_conversation_with_error(p_handle uuid, p_description text) RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_diag uuid;
+    v_init smallint;
+    v_seq  bigint;
+BEGIN
+    UPDATE ssb.sysdercv
+       SET state = CASE state WHEN 'CO' THEN 'DO' ELSE 'CD' END, send_seq = send_seq + 1
+     WHERE handle = p_handle AND state IN ('CO', 'DI')
+    RETURNING diag_id, initiator, send_seq INTO v_diag, v_init, v_seq;
+    IF FOUND THEN
+        INSERT INTO ssb.sysxmitqueue (to_initiator, dlgid, msgseqnum, msgtype, msgbody)
+        VALUES (v_init, v_diag, v_seq, 3, convert_to(coalesce(p_description, ''), 'UTF8'));
+    END IF;
+END
+$$;
+
 -- ------------------------------------------------------------------ the activation procedure
 
 -- The paper's processing step, set-based: the first 2,000 bytes of every data message of a
@@ -535,6 +562,35 @@ BEGIN
                    AS m(status, queuing_order, conversation_group_id, conversation_handle,
                         message_sequence_number, message_type_name, message_body, diag_id, initiator, pos);
 
+    -- a message that could not be processed, on a dialog that is finishing (its last message,
+    -- or the initiator already ended: DI), ends the dialog WITH ERROR so the initiator learns
+    -- of it (if it still listens: fire and forget does not)
+    IF cardinality(v_bad) > 0 THEN
+        FOR v_handle, v_msg IN
+            SELECT DISTINCT ON (m.conversation_handle) m.conversation_handle, e.error_message
+              FROM unnest(v_batch) WITH ORDINALITY
+                   AS m(status, queuing_order, conversation_group_id, conversation_handle,
+                        message_sequence_number, message_type_name, message_body, diag_id, initiator, pos)
+              JOIN ssb.sysdercv r ON r.handle = m.conversation_handle
+              JOIN ssb.message_errors e ON e.batch_id = v_batch_id AND e.diag_id = m.diag_id
+                                       AND e.msgseqnum = m.message_sequence_number
+             WHERE m.pos = ANY (v_bad) AND (ssb.is_last(m.message_body) OR r.state = 'DI')
+        LOOP
+            PERFORM ssb.end_conversation_with_error(v_handle, v_msg);
+        END LOOP;
+    END IF;
+
+    -- the last message of its dialog (messages_per_dialog): the target ends the conversation
+    FOR v_handle IN SELECT DISTINCT m.conversation_handle
+                      FROM unnest(v_batch) WITH ORDINALITY
+                           AS m(status, queuing_order, conversation_group_id, conversation_handle,
+                                message_sequence_number, message_type_name, message_body, diag_id, initiator, pos)
+                     WHERE m.message_type_name = '//MySSB.com/Lab/M_Test' AND m.pos <> ALL (v_bad)
+                       AND ssb.is_last(m.message_body)
+    LOOP
+        PERFORM ssb.end_conversation(v_handle);
+    END LOOP;
+
     -- the other side ended the conversation: end ours (the EndDialog goes back)
     IF v_end > 0 THEN
         FOR v_handle IN SELECT DISTINCT m.conversation_handle FROM unnest(v_batch) AS m
@@ -597,6 +653,12 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- The receive-side conversation endpoints left behind, by state (sys.conversation_endpoints).
+CREATE FUNCTION ssb.endpoint_states(OUT state text, OUT endpoints bigint)
+RETURNS SETOF record
+LANGUAGE sql STABLE
+AS $$ SELECT state::text, count(*) FROM ssb.sysdercv GROUP BY state ORDER BY state $$;
 
 -- ------------------------------------------------------------------ reset
 

@@ -68,3 +68,13 @@ FROM (
       AND rb.record LIKE N'%<SystemHealth>%'
 ) AS x
 ORDER BY x.[timestamp] DESC;
+
+-- @@ endpoint_states
+-- The conversation endpoints of the test's service by state (sys.conversation_endpoints:
+-- CLOSED endpoints linger there for about 30 minutes on SQL Server), and how many this
+-- database began.
+SELECT ce.state, COUNT_BIG(*), SUM(CAST(ce.is_initiator AS bigint))
+FROM sys.conversation_endpoints AS ce
+JOIN sys.services AS s ON s.service_id = ce.service_id
+WHERE s.name = ?
+GROUP BY ce.state;

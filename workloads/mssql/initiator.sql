@@ -31,6 +31,93 @@ BEGIN
     SEND ON CONVERSATION @dh MESSAGE TYPE {{sbname:message_type}} (@body);
 END;
 
+-- @@ send_retiring_procedure
+-- A finite dialog lifetime (the messages_per_dialog axis, docs/matrices.md), still one call
+-- per SEND: BEGIN DIALOG first when @dh is NULL, SEND, and on the dialog's last message
+-- (@last = 1) either END CONVERSATION at once (@fire_and_forget = 1: the initiator ends first,
+-- so an Error the target sends back reaches an endpoint nobody RECEIVEs on) or mark the body
+-- 'SSBL' so the target ends the dialog after processing it and the initiator ends its side
+-- when that EndDialog arrives (ssbench_initiator_end), the pattern the seeds recommend.
+-- Returns the handle to send on next, NULL once the dialog is retired. dbo.ssbench_send stays
+-- the call of the unlimited (reuse) case, unchanged. EXECUTE AS OWNER: as for create_dialogs.
+CREATE OR ALTER PROCEDURE [dbo].[ssbench_send_retiring]
+    @dh uniqueidentifier,
+    @payload varbinary(max),
+    @last bit,
+    @fire_and_forget bit
+WITH EXECUTE AS OWNER
+AS
+BEGIN
+    SET NOCOUNT ON;
+    BEGIN TRANSACTION;
+    IF @dh IS NULL
+    BEGIN
+        DECLARE @service_broker_guid nvarchar(128) =
+            (SELECT value FROM [dbo].[ssbench_config] WHERE name = N'target_broker_guid');
+        BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
+            TO SERVICE {{lit:service}}, @service_broker_guid
+            ON CONTRACT {{sbname:contract}}
+            WITH ENCRYPTION = {{kw:dialog_encryption}};
+    END;
+    DECLARE @prefix varbinary(8) = {{hex:data_prefix}};
+    IF @last = 1 AND @fire_and_forget = 0
+        SET @prefix = 0x5353424C + SUBSTRING(@prefix, 5, 4);   -- 'SSBL': the dialog's last message
+    DECLARE @body varbinary(max) =
+        @prefix
+        + CAST(CONVERT(char(27), SYSUTCDATETIME(), 121) AS varbinary(27))
+        + 0x3B
+        + ISNULL(SUBSTRING(@payload, 37, DATALENGTH(@payload)), 0x);
+    SEND ON CONVERSATION @dh MESSAGE TYPE {{sbname:message_type}} (@body);
+    IF @last = 1 AND @fire_and_forget = 1
+        END CONVERSATION @dh;
+    COMMIT TRANSACTION;
+    SELECT CASE WHEN @last = 1 THEN NULL ELSE CAST(@dh AS nvarchar(36)) END AS next_handle;
+END;
+
+-- @@ initiator_end_procedure
+-- The initiator service's queue reader: RECEIVE the EndDialog and Error messages the target
+-- sends back and END our side (an endpoint nobody ends stays DISCONNECTED_INBOUND and its
+-- messages pile up in the initiator queue). Activated on the initiator queue when a dialog
+-- lifetime is finite; one transaction per RECEIVE.
+CREATE OR ALTER PROCEDURE [dbo].[ssbench_initiator_end]
+AS
+BEGIN
+    SET NOCOUNT ON;
+    DECLARE @ends TABLE (message_type sysname, [dialog] uniqueidentifier);
+    DECLARE @dh uniqueidentifier;
+    WHILE 1 = 1
+    BEGIN
+        BEGIN TRANSACTION;
+        WAITFOR (
+            RECEIVE TOP (1000) message_type_name, conversation_handle
+            FROM [dbo].{{ident:queue}}
+            INTO @ends
+        ), TIMEOUT 1000;
+        IF @@ROWCOUNT = 0
+        BEGIN
+            ROLLBACK TRANSACTION;
+            BREAK;
+        END;
+        WHILE 1 = 1
+        BEGIN
+            SET @dh = NULL;
+            SELECT TOP (1) @dh = [dialog] FROM @ends;
+            IF @dh IS NULL BREAK;
+            END CONVERSATION @dh;
+            DELETE FROM @ends WHERE [dialog] = @dh;
+        END;
+        COMMIT TRANSACTION;
+    END;
+END;
+
+-- @@ initiator_end_on
+ALTER QUEUE [dbo].{{ident:queue}}
+    WITH ACTIVATION (
+        STATUS = ON,
+        PROCEDURE_NAME = [dbo].[ssbench_initiator_end],
+        MAX_QUEUE_READERS = 1,
+        EXECUTE AS OWNER);
+
 -- @@ create_dialogs_procedure
 -- The paper's 150 trick: begin usable * every_n dialogs and keep every every_n-th one in
 -- dbo.dialogs (every_n = 150: one usable dialog per 8 KB page of sys.sysdesend; every_n = 1:
@@ -163,6 +250,9 @@ EXEC [dbo].[ssbench_warm_up];
 
 -- @@ call_send
 EXEC [dbo].[ssbench_send] @dh = ?, @payload = ?;
+
+-- @@ call_send_retiring
+EXEC [dbo].[ssbench_send_retiring] @dh = ?, @payload = ?, @last = ?, @fire_and_forget = ?;
 
 -- @@ dialog_handle
 SELECT CAST(handle AS nvarchar(36)) FROM [dbo].[dialogs] WHERE k = ?;

@@ -3,7 +3,8 @@
 -- Placeholders: see server.sql.
 --
 -- Message bodies (stamped by the initiator's dbo.ssbench_send, initiator.sql):
---   bytes 1-4   'SSB1' (a measured message) or 'SSBW' (a warm-up message)
+--   bytes 1-4   'SSB1' (a measured message), 'SSBL' (a measured message, the last of its
+--               dialog: the target ends the dialog) or 'SSBW' (a warm-up message)
 --   bytes 5-7   initiator number, 3 ASCII digits ('001')
 --   byte  8     ';'
 --   bytes 9-35  send time, SYSUTCDATETIME() on the initiator, CONVERT style 121
@@ -112,6 +113,7 @@ BEGIN
             CROSS APPLY (SELECT
                 CASE SUBSTRING(r.message_body, 1, 4)
                     WHEN 0x53534231 THEN CAST(0 AS bit)   -- 'SSB1'
+                    WHEN 0x5353424C THEN CAST(0 AS bit)   -- 'SSBL': the last of its dialog
                     WHEN 0x53534257 THEN CAST(1 AS bit)   -- 'SSBW'
                 END AS warmup,
                 TRY_CONVERT(smallint, CONVERT(varchar(3), SUBSTRING(r.message_body, 5, 3))) AS initiator,
@@ -132,6 +134,7 @@ BEGIN
             CROSS APPLY (SELECT
                 CASE SUBSTRING(r.message_body, 1, 4)
                     WHEN 0x53534231 THEN CAST(0 AS bit)
+                    WHEN 0x5353424C THEN CAST(0 AS bit)
                     WHEN 0x53534257 THEN CAST(1 AS bit)
                 END AS warmup,
                 TRY_CONVERT(smallint, CONVERT(varchar(3), SUBSTRING(r.message_body, 5, 3))) AS initiator,
@@ -157,6 +160,7 @@ BEGIN
             CROSS APPLY (SELECT
                 CASE SUBSTRING(r.message_body, 1, 4)
                     WHEN 0x53534231 THEN CAST(0 AS bit)
+                    WHEN 0x5353424C THEN CAST(0 AS bit)
                     WHEN 0x53534257 THEN CAST(1 AS bit)
                 END AS warmup,
                 TRY_CONVERT(smallint, CONVERT(varchar(3), SUBSTRING(r.message_body, 5, 3))) AS initiator,
@@ -167,6 +171,18 @@ BEGIN
                    AND (h.warmup IS NULL OR h.initiator IS NULL OR h.sent_at IS NULL))
                OR r.message_type IN (N'http://schemas.microsoft.com/SQL/ServiceBroker/Error',
                                      N'https://schemas.microsoft.com/SQL/ServiceBroker/Error');
+
+            -- The last message of its dialog ('SSBL', messages_per_dialog): the target ends
+            -- the dialog (its EndDialog tells the initiator, which ends its side).
+            WHILE 1 = 1
+            BEGIN
+                SET @dh = NULL;
+                SELECT TOP (1) @dh = [dialog] FROM @receive
+                WHERE message_type = {{lit:message_type}} AND SUBSTRING(message_body, 1, 4) = 0x5353424C;
+                IF @dh IS NULL BREAK;
+                END CONVERSATION @dh;
+                DELETE FROM @receive WHERE [dialog] = @dh;
+            END;
 
             -- EndDialog and Error messages: end our side of the conversation. (Books Online
             -- shows these names with https://; the names SQL Server uses begin http://.)

@@ -64,6 +64,8 @@ IF EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})
 -- @@ ssbench_code
 -- ssbench's own procedures and table (the ssbench_ prefix is reserved).
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_send];
+DROP PROCEDURE IF EXISTS [dbo].[ssbench_send_retiring];
+DROP PROCEDURE IF EXISTS [dbo].[ssbench_initiator_end];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_create_dialogs];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_warm_up];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_reset];

@@ -24,6 +24,11 @@ from ._db import connect
 SEND_SQL = b"SELECT ssb.send($1::uuid, $2::bytea)"
 _STMT = b"ssbench_send"
 _FORMATS = [0, 1]                 # dialog handle as text, body as binary
+#: a finite messages_per_dialog: BEGIN DIALOG when the handle is NULL, SEND, retire (and END,
+#: fire and forget) on the last message, still one round trip per SEND
+RETIRING_SQL = b"SELECT ssb.send_retiring($1::uuid, $2::bytea, $3::bool, $4::bool)"
+_STMT_RETIRING = b"ssbench_send_retiring"
+_FORMATS_RETIRING = [0, 1, 0, 0]
 #: A lost connection (the server crashed or restarted) is reopened by the next call; while the
 #: server stays down, reconnects back off from the first to the second figure (seconds), so a
 #: user waits instead of spinning on a dead connection.
@@ -46,6 +51,13 @@ class EmbeddedSender(Sender):
         self._lost = False       # the connection broke: the next call reconnects
         self._backoff = RECONNECT_BACKOFF_S[0]
         self._retry_at = 0.0
+        #: dialog lifetime (set_dialog_lifetime): messages per dialog (0: unlimited) and fire and forget
+        self._per_dialog = 0
+        self._ff = b"false"
+        self._live: dict[str, list] = {}    # slot handle -> [current handle or None, messages sent on it]
+        #: counted by this sender: dialogs begun and ended by its SENDs (the database counts too)
+        self.dialogs_begun = 0
+        self.dialogs_ended = 0
         self._open()
 
     def _open(self) -> None:
@@ -56,7 +68,27 @@ class EmbeddedSender(Sender):
             conn.close()
             raise TargetError(f"cannot prepare SEND on the initiator database: {err} "
                               "(was the target provisioned?)")
+        if self._per_dialog:
+            res = conn.pgconn.prepare(_STMT_RETIRING, RETIRING_SQL)
+            if res.status != ExecStatus.COMMAND_OK:
+                err = pg_errors.error_from_result(res, encoding=conn.info.encoding)
+                conn.close()
+                raise TargetError(f"cannot prepare SEND on the initiator database: {err}")
         self._conn, self._pg = conn, conn.pgconn
+
+    def set_dialog_lifetime(self, messages_per_dialog: int | None, fire_and_forget: bool = False) -> None:
+        """Retire every dialog after ``messages_per_dialog`` messages and begin a new one (None or
+        0: reuse the slot's dialog for ever, the default); with ``fire_and_forget`` the SEND of a
+        dialog's last message also ENDs it. The first SEND on a slot then begins its own dialog."""
+        with self._lock:
+            self._per_dialog = int(messages_per_dialog or 0)
+            self._ff = b"true" if fire_and_forget else b"false"
+            self._live.clear()
+            if self._per_dialog and not self._lost:
+                res = self._pg.prepare(_STMT_RETIRING, RETIRING_SQL)
+                if res.status != ExecStatus.COMMAND_OK:
+                    raise TargetError("cannot prepare SEND: "
+                                      f"{pg_errors.error_from_result(res, encoding=self._conn.info.encoding)}")
 
     def _reconnect(self) -> None:
         """Reopen a lost connection (callers hold the lock); wait out the back-off first."""
@@ -115,10 +147,30 @@ class EmbeddedSender(Sender):
         if self._lost:
             self._reconnect()
         try:
+            if self._per_dialog:
+                return self._exec_retiring(dialog, payload, self._pg.exec_prepared)
             return self._pg.exec_prepared(_STMT, [dialog.encode(), payload], param_formats=_FORMATS)
         except psycopg.OperationalError as e:   # libpq could not even run it: the connection is gone
             self._lost = self._pg.status != ConnStatus.OK
             raise psycopg.OperationalError(f"SEND failed: {_first_line(e)}") from None
+
+    def _exec_retiring(self, dialog: str, payload: bytes, execute):
+        """One SEND with a finite dialog lifetime (callers hold the lock): on the slot's current
+        dialog (a new one when None), the last of ``messages_per_dialog`` retiring it."""
+        live = self._live.setdefault(dialog, [None, 0])
+        last = live[1] + 1 >= self._per_dialog
+        params = [live[0].encode() if live[0] else None, payload, b"true" if last else b"false", self._ff]
+        res = execute(_STMT_RETIRING, params, param_formats=_FORMATS_RETIRING)
+        if res is not None and res.status == ExecStatus.TUPLES_OK:
+            if live[0] is None:
+                self.dialogs_begun += 1
+            if last:
+                live[0], live[1] = None, 0
+                self.dialogs_ended += self._ff == b"true"
+            else:
+                got = res.get_value(0, 0)
+                live[0], live[1] = got.decode() if got else None, live[1] + 1
+        return res
 
     def send_green(self, dialog: str, payload: bytes) -> None:
         """:meth:`send` for a gevent greenlet: libpq in non-blocking mode, waiting on the socket
@@ -132,7 +184,11 @@ class EmbeddedSender(Sender):
 
                 green = self._green = GreenConn(self._pg)
             try:
-                res = green.exec_prepared(_STMT, [dialog.encode(), payload], _FORMATS)
+                if self._per_dialog:
+                    res = self._exec_retiring(dialog, payload,
+                                              lambda st, p, param_formats: green.exec_prepared(st, p, param_formats))
+                else:
+                    res = green.exec_prepared(_STMT, [dialog.encode(), payload], _FORMATS)
             except psycopg.OperationalError as e:
                 self._lost = self._pg.status != ConnStatus.OK
                 raise psycopg.OperationalError(f"SEND failed: {_first_line(e)}") from None

@@ -36,6 +36,24 @@ class Telemetry:
                                   for i in range(1, n + 1)],
                       target_queue=queue, errors=int(errors), queue_disabled=bool(disabled))
 
+    def dialog_stats(self) -> dict:
+        """Dialog lifetime accounting since the last prepare, summed over the initiators, and
+        the conversation endpoints left behind per side and state (sys.conversation_endpoints)."""
+        n = self._initiators or self._provisioned
+        out = {"dialogs_begun": 0, "dialogs_ended": 0, "errors_received": 0, "errors_lost": 0}
+        endpoints: dict[str, int] = {}
+        for i in range(1, n + 1):
+            begun, ended, received, lost, states, counts = self._query(
+                self.initiator_db(i), "SELECT * FROM ssb.dialog_stats()")[0]
+            for k, v in zip(out, (begun, ended, received, lost)):
+                out[k] += int(v)
+            for state, count in zip(states, counts):
+                endpoints[f"initiator.{state}"] = endpoints.get(f"initiator.{state}", 0) + int(count)
+        for state, count in self._query(self.target_db, "SELECT * FROM ssb.endpoint_states()"):
+            endpoints[f"target.{state}"] = int(count)
+        out["endpoints"] = endpoints
+        return out
+
     # ------------------------------------------------------------------ telemetry
     def wait_stats(self) -> list[WaitStat]:
         rows = self._query(self.target_db,

@@ -30,6 +30,10 @@ class MssqlSender(Sender):
         self._handles: dict[int, str] = {}
         self._send_sql = tsql.statement("initiator", "call_send")
         self._dialog_sql = tsql.statement("initiator", "dialog_handle")
+        self._retiring_sql = tsql.statement("initiator", "call_send_retiring")
+        self._per_dialog, self._ff = 0, False
+        self._live: dict[str, list] = {}     # slot handle -> [current handle or None, messages on it]
+        self.dialogs_begun = self.dialogs_ended = 0   # counted by this sender
 
     def dialog(self, slot: int) -> str:
         handle = self._handles.get(slot)
@@ -43,7 +47,31 @@ class MssqlSender(Sender):
         return handle
 
     def send(self, dialog: str, payload: bytes) -> None:
+        if self._per_dialog:
+            self._send_retiring(dialog, payload)
+            return
         self._conn.execute(self._send_sql, (dialog, bytes(payload)), what="send")
+
+    def set_dialog_lifetime(self, messages_per_dialog: int | None, fire_and_forget: bool = False) -> None:
+        """Retire each dialog after ``messages_per_dialog`` messages (None: reuse the slot's for
+        ever); one ``EXEC dbo.ssbench_send_retiring`` per SEND, which begins a dialog when the
+        slot has none and ENDs it (fire and forget) or marks its last message for the target."""
+        self._per_dialog = int(messages_per_dialog or 0)
+        self._ff = bool(fire_and_forget)
+        self._live.clear()
+
+    def _send_retiring(self, dialog: str, payload: bytes) -> None:
+        live = self._live.setdefault(dialog, [None, 0])
+        last = live[1] + 1 >= self._per_dialog
+        nxt = self._conn.scalar(self._retiring_sql, (live[0], bytes(payload), int(last), int(self._ff)),
+                                what="send retiring")
+        if live[0] is None:
+            self.dialogs_begun += 1
+        if last:
+            live[0], live[1] = None, 0
+            self.dialogs_ended += self._ff
+        else:
+            live[0], live[1] = str(nxt), live[1] + 1
 
     def close(self) -> None:
         self._conn.close()

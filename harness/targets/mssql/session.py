@@ -217,8 +217,8 @@ class Session:
     def _install_initiator_code(self, inst: Instance, index: int) -> None:
         p = self._names(data_prefix=message_prefix(index), warmup_prefix=message_prefix(index, True),
                         dialog_encryption="ON" if self.topology.broker.dialog_encryption else "OFF")
-        for sec in ("send_procedure", "create_dialogs_procedure", "warm_up_procedure",
-                    "reset_procedure"):
+        for sec in ("send_procedure", "send_retiring_procedure", "create_dialogs_procedure",
+                    "warm_up_procedure", "reset_procedure", "initiator_end_procedure", "initiator_end_on"):
             self._run(inst, "initiator", sec, p)
 
     def _install_activation(self, target: Instance, broker: BrokerSettings) -> None:

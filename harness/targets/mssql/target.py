@@ -179,6 +179,7 @@ class MssqlTarget(Session, Target):
         # 5. clocks (end-to-end latency crosses servers) and the accounting baseline
         self._measure_offsets([target, *inits])
         self._baseline = {idx: self._sent_sequence(inst) for idx, inst in enumerate(inits, start=1)}
+        self.dialogs_created_total = 0
         self.label = self._make_label()
 
     def _measure_offsets(self, insts: list[Instance]) -> None:
@@ -205,6 +206,7 @@ class MssqlTarget(Session, Target):
                            [int(usable), int(every_n), high_priority_permille(share)], purpose="admin")
         begun = int(rows[0][0]) if rows else 0
         self._baseline[initiator] = self._sent_sequence(inst)
+        self.dialogs_created_total = getattr(self, "dialogs_created_total", 0) + begun
         return begun
 
     def warm_up(self, initiator: int) -> int:
@@ -289,6 +291,9 @@ class MssqlTarget(Session, Target):
 
     def activation(self) -> dict[str, Any]:
         return telemetry.activation(self)
+
+    def dialog_stats(self) -> dict[str, Any]:
+        return telemetry.dialog_stats(self)
 
     def server_cpu_percent(self) -> dict[str, float | None]:
         return telemetry.server_cpu_percent(self)

@@ -157,6 +157,29 @@ def activation(s: Session) -> dict[str, Any]:
     return out
 
 
+def dialog_stats(s: Session) -> dict[str, Any]:
+    """Conversation endpoints of the test's service by side and state (sys.conversation_endpoints,
+    CLOSED ones linger about 30 minutes) and the dialogs the initiators began beyond those the
+    permutation created (the SEND path's BEGIN DIALOGs). SQL Server discards an Error that
+    reaches an endpoint its side had ended (fire and forget) without a trace a query can count:
+    ``errors_lost`` is None; ``errors_received`` likewise (the initiator's reader ends them)."""
+    target, inits = s._active()
+    svc = s.topology.broker.service
+    endpoints: dict[str, int] = {}
+    begun = 0
+    for side, insts in (("target", [target]), ("initiator", inits)):
+        for inst in insts:
+            for state, n, initiated in s._query(inst, "collectors", "endpoint_states", [svc]):
+                key = f"{side}.{str(state).strip()}"   # SO, SI, CO, DI, DO, ER, CD as on SQL Server
+                endpoints[key] = endpoints.get(key, 0) + int(n)
+                if side == "initiator":
+                    begun += int(initiated or 0)
+    created = int(getattr(s, "dialogs_created_total", 0) or 0)
+    closed = endpoints.get("initiator.CD", 0)
+    return {"dialogs_begun": max(0, begun - created), "dialogs_ended": closed,
+            "errors_received": None, "errors_lost": None, "endpoints": endpoints}
+
+
 def server_cpu_percent(s: Session) -> dict[str, float | None]:
     """Per SQL Server instance of the permutation: SQL Server's CPU use in percent of the
     whole machine, from the latest RING_BUFFER_SCHEDULER_MONITOR record (one a minute)."""
@@ -197,4 +220,4 @@ def _e2e_rows(s: Session, start_epoch: float, end_epoch: float, by_priority: boo
 __all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "parse_perf_counters",
            "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
            "queue_depths", "activation", "server_cpu_percent", "e2e_latencies_us",
-           "e2e_latencies_by_priority_us"]
+           "e2e_latencies_by_priority_us", "dialog_stats"]

@@ -67,6 +67,10 @@ class FakeConn:
         sec = what.replace(".sql ", ".")
         if what == "dialog lookup":                       # MssqlSender.dialog
             return [(str(uuid.UUID(int=params[0])),)]
+        if what == "send retiring":                       # MssqlSender, a finite dialog lifetime
+            return [(None if params[2] else str(params[0] or uuid.uuid4()),)]
+        if sec == "collectors.endpoint_states":
+            return [("CD", 3, 3), ("CO", 5, 5)] if "init" in d.lower() else [("CD", 3, 0)]
         k = (s, d.lower())
         if sec == "objects.owned_table":
             fresh = k not in f.owned_tables

@@ -186,6 +186,7 @@ def test_every_section_renders(layout, every_n, file, section):
 
 # ODBC parameters each query binds (the target passes exactly these).
 EXPECTED_MARKERS = {
+    ("initiator", "call_send_retiring"): 4, ("collectors", "endpoint_states"): 1,
     ("server", "database_info"): 1,
     ("server", "certificate_public"): 1, ("server", "certificate_thumbprint"): 1,
     ("objects", "config_set"): 4, ("objects", "objects_present"): 4,

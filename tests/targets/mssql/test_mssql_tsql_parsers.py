@@ -69,7 +69,8 @@ def _variants(tmp_path: Path) -> list[Path]:
 
 
 #: MssqlSender names its calls for its error messages; these are their template sections.
-SENDER_CALLS = {"send": "initiator.sql call_send", "dialog lookup": "initiator.sql dialog_handle"}
+SENDER_CALLS = {"send": "initiator.sql call_send", "dialog lookup": "initiator.sql dialog_handle",
+                "send retiring": "initiator.sql call_send_retiring"}
 
 
 def _drive(path: Path, fake) -> None:
@@ -93,6 +94,10 @@ def _drive(path: Path, fake) -> None:
             s = MssqlSender(t.sender_spec(k))
             s.send(s.dialog(1), bytes(100))
             s.send(s.dialog(2), bytes(8192))
+            for ff in (False, True):      # dialog lifetime: begin, send, retire (and END)
+                s.set_dialog_lifetime(2, ff)
+                for _ in range(3):
+                    s.send(s.dialog(1), bytes(100))
             s.close()
         t.counts()
         t.drain(0.05, poll=0.01)
@@ -101,6 +106,7 @@ def _drive(path: Path, fake) -> None:
         t.wait_stats()
         t.perf_counters()
         t.activation()
+        t.dialog_stats()
         t.server_cpu_percent()
         t.messages_processed()
         t.e2e_latencies_us(0.0, 1e9)

@@ -1,0 +1,32 @@
+"""Dialog lifetime (docs/matrices.md, ``messages_per_dialog`` and ``fire_and_forget``): dialogs
+begun and ended by the initiators' SEND path, Error messages received or lost, and the
+conversation endpoints by side and state (sys.conversation_endpoints), every tick; the totals
+after the drain go into the summary."""
+
+from __future__ import annotations
+
+from .base import Collector
+
+COUNTS = ("dialogs_begun", "dialogs_ended", "errors_received", "errors_lost")
+
+
+class DialogCollector(Collector):
+    family = "dialogs"
+
+    def sample(self, ctx, now):
+        stats = ctx.call(ctx.target.dialog_stats)
+        if stats is None:
+            return []
+        out = [(k, "", float(stats[k])) for k in COUNTS if stats.get(k) is not None]
+        out += [("endpoints", key, float(n)) for key, n in sorted(stats.get("endpoints", {}).items())]
+        return out
+
+    def summary_fields(self, ctx, window):
+        # totals since the repetition's prepare, read after the drain: the endpoints left behind
+        stats = ctx.call(ctx.target.dialog_stats)
+        if stats is None:
+            return {}
+        return {"dialogs_begun": int(stats["dialogs_begun"]), "dialogs_ended": int(stats["dialogs_ended"]),
+                "dialog_errors_received": int(stats["errors_received"]),
+                "dialog_errors_lost": int(stats["errors_lost"]),
+                "endpoints": {k: int(v) for k, v in sorted(stats.get("endpoints", {}).items())}}
