@@ -29,12 +29,13 @@ broker: {max_queue_readers: 2, waitfor_timeout_ms: 500, monitor_interval_seconds
 def test_techniques_matrix_is_small_and_shows_each_technique_against_its_baseline():
     m = load_matrix(REPO / "matrices" / "techniques.yaml")
     ids = [p.id for p in m.permutations()]
-    assert len(m) == len(ids) == 5 and m.run.repetitions >= 3 and m.run.order == "interleaved"
+    assert len(m) == len(ids) == 10 and m.run.repetitions >= 3 and m.run.order == "interleaved"
+    # every dialog-lifetime technique and its baseline, at a short and at the default WAITFOR
     assert {p.id.split("-", 5)[-1] for p in m.permutations()} == {
-        "mpd1", "mpd1-ff", "mpd100", "mpd100-ff", "mpdunlimited"}
+        f"wf{w}-{t}" for w in (50, 3000) for t in ("mpd1", "mpd1-ff", "mpd100", "mpd100-ff", "mpdunlimited")}
     assert all(p.initiators == 1 and p.threads <= 4 for p in m.permutations())
-    # a few minutes: 15 repetitions of (warm-up + window) plus setup and drain
-    assert len(m) * m.run.repetitions * (m.run.warmup_seconds + m.run.measure_seconds) <= 180
+    # a few minutes: 30 repetitions of (warm-up + window) plus setup and drain
+    assert len(m) * m.run.repetitions * (m.run.warmup_seconds + m.run.measure_seconds) <= 240
 
 
 def test_run_accounts_for_every_message_and_dialog(pg_server, tmp_path):
