@@ -12,7 +12,10 @@ and the real SEND (``ssb.send``):
 * ``offload``: one worker, every SEND a hop to gevent's hub threadpool (the former thread path);
 * ``green2``: two Locust worker processes for one initiator, each with half the users on its
   own half of the initiator's dialogs (green path), started by this benchmark;
-* ``pgbench``: pgbench (C) with the same clients, ``-M prepared``.
+* ``pgbench``: pgbench (C) with the same clients, ``-M prepared``;
+* ``odbc_thread`` and ``odbc_offload`` (when psqlODBC is installed): the SQL Server sender's
+  driver layer (pyodbc through harness.targets.mssql.driver) on the thread loop and on the
+  former per-SEND offload, against the same server (benchmarks/ceiling_sender.py).
 
 Client CPU per SEND is the worker processes' CPU time over the measured window (/proc) divided
 by the SENDs in it; pgbench's is its own CPU time over its run. Medians and the spread
@@ -36,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ceiling_sender  # noqa: E402
 import loadbench  # noqa: E402
 
-VARIANTS = ("green", "thread", "offload", "green2", "pgbench")
+VARIANTS = ("green", "thread", "offload", "green2", "pgbench", "odbc_thread", "odbc_offload")
+DEFAULT_VARIANTS = VARIANTS[:5]
 SENDS = ("null", "real")
 
 
@@ -52,8 +56,14 @@ def run_variant(target, variant: str, send: str, args, work: Path) -> loadbench.
         specs = {"1": ceiling_sender.spec(base, null=null),
                  "2": ceiling_sender.spec(base, null=null, slot_offset=half)}
         return loadbench.ssbench(target, specs, half, args.payload, args.seconds, args.warmup, work, "auto")
-    mode = {"green": "auto", "thread": "thread", "offload": "offload"}[variant]
-    return loadbench.ssbench(target, {"1": ceiling_sender.spec(base, null=null)}, args.clients,
+    odbc = None
+    if variant.startswith("odbc_"):
+        info = target.info
+        odbc = {"host": str(info.socket_dir), "port": info.port, "database": target.initiator_db(1),
+                "user": "postgres"}
+    mode = {"green": "auto", "thread": "thread", "offload": "offload",
+            "odbc_thread": "auto", "odbc_offload": "offload"}[variant]
+    return loadbench.ssbench(target, {"1": ceiling_sender.spec(base, null=null, odbc=odbc)}, args.clients,
                              args.payload, args.seconds, args.warmup, work, mode)
 
 
@@ -71,7 +81,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--warmup", type=float, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--variants", default=",".join(VARIANTS),
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                     help=f"comma-separated subset of {', '.join(VARIANTS)}")
     ap.add_argument("--sends", default=",".join(SENDS), help="null, real or both")
     args = ap.parse_args()
@@ -80,6 +90,8 @@ def main() -> int:
     bad = [v for v in variants if v not in VARIANTS] + [s for s in sends if s not in SENDS]
     if bad or args.clients < 2 or args.rounds < 1:
         ap.error(f"bad --variants/--sends/--clients/--rounds: {bad or (args.clients, args.rounds)}")
+    if any(v.startswith("odbc_") for v in variants) and not ceiling_sender.odbc_available():
+        ap.error(f"the odbc variants need pyodbc and the {ceiling_sender.ODBC_DRIVER!r} ODBC driver (psqlODBC)")
     if "green2" in variants and args.clients % 2:
         ap.error("--clients must be even for green2 (two processes, half the users each)")
 
