@@ -15,7 +15,9 @@ and the real SEND (``ssb.send``):
 * ``pgbench``: pgbench (C) with the same clients, ``-M prepared``;
 * ``odbc_thread`` and ``odbc_offload`` (when psqlODBC is installed): the SQL Server sender's
   driver layer (pyodbc through harness.targets.mssql.driver) on the thread loop and on the
-  former per-SEND offload, against the same server (benchmarks/ceiling_sender.py).
+  former per-SEND offload, against the same server (benchmarks/ceiling_sender.py);
+* ``thread@S`` (any S): the thread loop with its greenlet taking results every S seconds
+  (SSBENCH_THREAD_BATCH_S; default 0.05), to compare batch sizes.
 
 Client CPU per SEND is the worker processes' CPU time over the measured window (/proc) divided
 by the SENDs in it; pgbench's is its own CPU time over its run. Medians and the spread
@@ -61,10 +63,22 @@ def run_variant(target, variant: str, send: str, args, work: Path) -> loadbench.
         info = target.info
         odbc = {"host": str(info.socket_dir), "port": info.port, "database": target.initiator_db(1),
                 "user": "postgres"}
+    if variant.startswith("thread@"):
+        return loadbench.ssbench(target, {"1": ceiling_sender.spec(base, null=null)}, args.clients,
+                                 args.payload, args.seconds, args.warmup, work, "thread",
+                                 env={"SSBENCH_THREAD_BATCH_S": variant.split("@", 1)[1]})
     mode = {"green": "auto", "thread": "thread", "offload": "offload",
             "odbc_thread": "auto", "odbc_offload": "offload"}[variant]
     return loadbench.ssbench(target, {"1": ceiling_sender.spec(base, null=null, odbc=odbc)}, args.clients,
                              args.payload, args.seconds, args.warmup, work, mode)
+
+
+def _batch_variant(v: str) -> bool:
+    head, _, tail = v.partition("@")
+    try:
+        return head == "thread" and float(tail) > 0
+    except ValueError:
+        return False
 
 
 def _stat(values):
@@ -87,7 +101,8 @@ def main() -> int:
     args = ap.parse_args()
     variants = [v for v in args.variants.split(",") if v]
     sends = [s for s in args.sends.split(",") if s]
-    bad = [v for v in variants if v not in VARIANTS] + [s for s in sends if s not in SENDS]
+    bad = [v for v in variants if v not in VARIANTS and not _batch_variant(v)] + \
+        [s for s in sends if s not in SENDS]
     if bad or args.clients < 2 or args.rounds < 1:
         ap.error(f"bad --variants/--sends/--clients/--rounds: {bad or (args.clients, args.rounds)}")
     if any(v.startswith("odbc_") for v in variants) and not ceiling_sender.odbc_available():
