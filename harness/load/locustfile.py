@@ -11,11 +11,17 @@ initiator and index over Locust's messages and the worker sends its recording ba
 reads ``SSBENCH_SPEC`` / ``--ssbench-spec`` and writes its recording for the web plugin to forward.
 
 Database drivers block. A blocking call inside a gevent greenlet would serialize the whole
-worker, so every driver call runs on a real thread of gevent's hub threadpool
-(:class:`harness.load.offload.Offload`); the greenlet only waits for it. A sender whose driver
-can cooperate with gevent (``send_green``: the embedded target's libpq in non-blocking mode)
-sends from the greenlet itself, which costs less client CPU per SEND; ``SSBENCH_SEND_MODE=thread``
-forces the thread path for every SEND (benchmarks/send_vs_pgbench.py compares the two).
+worker. A sender whose driver can cooperate with gevent (``send_green``: the embedded target's
+libpq in non-blocking mode) sends from the greenlet itself, the cheapest path. Any other
+sender (pyodbc for SQL Server) sends from its own real OS thread for the whole window
+(:class:`harness.load.offload.SendLoop`): the thread loops over SENDs and the user's greenlet
+takes the timed results in batches (every ``THREAD_BATCH_S``) and reports each one, so no SEND
+pays a greenlet-to-thread hop. Connecting, the dialog lookup, the user's first SEND and the
+close run on gevent's hub threadpool (:class:`harness.load.offload.Offload`; each function's
+first call alone). ``SSBENCH_SEND_MODE`` selects the path: ``auto`` (default: green where the
+sender has it, else the thread loop), ``thread`` (the thread loop for every sender: how the
+SQL Server path is exercised on the embedded target) or ``offload`` (the former path: one
+threadpool hop per SEND, kept for comparison). benchmarks/harness_ceiling.py measures them.
 
 Each SEND is timed with ``time.perf_counter``, reported through Locust's ``events.request``
 (so Locust's own stats and web UI see it) and kept exactly by :mod:`harness.load.recorder`.
@@ -34,11 +40,11 @@ import gevent
 from locust import User, constant, events, task
 from locust.exception import StopUser
 
-from harness.load.offload import Offload
+from harness.load.offload import Offload, SendLoop
 from harness.load.pacing import Schedule
 from harness.load.recorder import Recorder
-from harness.matrix import high_priority_slot
 from harness.load.spec import SwarmSpec
+from harness.matrix import high_priority_slot
 from harness.targets.base import sender_factory
 
 #: consecutive failed SENDs: first back-off, its ceiling, and when a user gives up
@@ -46,9 +52,15 @@ BACKOFF_FIRST_S = 0.01
 BACKOFF_MAX_S = 1.0
 GIVE_UP_AFTER_S = 10.0
 
+#: thread loop: how often a user's greenlet takes its thread's finished SENDs and reports them
+THREAD_BATCH_S = float(os.environ.get("SSBENCH_THREAD_BATCH_S", "0.05"))
+#: green and offload paths: how long one task call keeps SENDing before it yields to Locust
+SEND_BATCH_S = float(os.environ.get("SSBENCH_SEND_BATCH_S", "0.05"))
+
 _state: dict = {}
-# SSBENCH_SEND_MODE=thread forces every SEND through the thread offload (for comparison)
-_GREEN = os.environ.get("SSBENCH_SEND_MODE", "auto") != "thread"
+_SEND_MODE = os.environ.get("SSBENCH_SEND_MODE", "auto")   # auto | thread | offload
+if _SEND_MODE not in ("auto", "thread", "offload"):
+    raise SystemExit(f"SSBENCH_SEND_MODE={_SEND_MODE!r}: expected auto, thread or offload")
 
 
 @events.init_command_line_parser.add_listener
@@ -140,35 +152,53 @@ class ServiceBrokerUser(User):
             self._offload.call(self, self._sender.set_dialog_lifetime, spec.messages_per_dialog,
                                spec.fire_and_forget)
         # a sender whose driver cooperates with gevent sends from the greenlet itself;
-        # any other blocking driver goes through a real thread
-        green = getattr(self._sender, "send_green", None) if _GREEN else None
-        self._send = green if green is not None else \
-            (lambda d, p: self._offload.call(self, self._sender.send, d, p))
+        # any other blocking driver sends from its own OS thread (SendLoop)
+        green = getattr(self._sender, "send_green", None) if _SEND_MODE == "auto" else None
+        offload = lambda d, p: self._offload.call(self, self._sender.send, d, p)  # noqa: E731
+        self._send = green or offload
         self._pacer = None
         if spec.rate > 0:   # open loop: the worker's schedule starts with its first paced user
             if self._recorder.schedule is None:
                 self._recorder.schedule = Schedule(spec.rate, spec.users_per_initiator or 1)
             self._pacer = self._recorder.schedule.pacer(self._user)
+        self._loop = None
+        if green is None and _SEND_MODE != "offload":
+            # the first SEND goes through the offload (so the driver's lazy imports on its
+            # first call run alone); the loop's thread takes over from the second
+            self._loop = SendLoop(self._sender.send, self._dialog, self._payload, self._pacer,
+                                  backoff=(BACKOFF_FIRST_S, BACKOFF_MAX_S), give_up_after=GIVE_UP_AFTER_S)
 
     @task
     def send(self) -> None:
-        intended = self._pacer.wait(gevent.sleep) if self._pacer is not None else None
-        start = time.perf_counter()
-        exc = None
-        try:
-            self._send(self._dialog, self._payload)
-        except Exception as e:  # the broker refused the SEND: reported, counted, not raised
-            exc = e
-        elapsed = time.perf_counter() - start
-        self._recorder.record(time.time(), elapsed, exc, self._user,
-                              None if intended is None else self._pacer.to_epoch(intended),
-                              priority=self._priority)
-        self.environment.events.request.fire(
-            request_type="SSB", name="SEND", response_time=elapsed * 1000.0,
-            response_length=len(self._payload), exception=exc, context={"dialog_slot": self._slot})
-        if exc is None:
-            self._failing_since = None
+        loop = self._loop
+        if loop is not None and loop.started:
+            gevent.sleep(THREAD_BATCH_S)
+            self._report(loop.take())
+            if loop.gave_up or loop.crashed is not None:
+                raise StopUser()
             return
+        # several SENDs per task call (for up to SEND_BATCH_S): Locust's per-task bookkeeping
+        # and its yield to the hub between tasks are paid once per batch, not per SEND
+        until = time.perf_counter() + SEND_BATCH_S
+        while True:
+            intended = self._pacer.wait(gevent.sleep) if self._pacer is not None else None
+            start = time.perf_counter()
+            exc = None
+            try:
+                self._send(self._dialog, self._payload)
+            except Exception as e:  # the broker refused the SEND: reported, counted, not raised
+                exc = e
+            end = time.perf_counter()
+            self._report([(time.time(), end - start, exc,
+                           None if intended is None else self._pacer.to_epoch(intended))])
+            if exc is not None:
+                break
+            self._failing_since = None
+            if loop is not None:
+                loop.start()
+                return
+            if end >= until:
+                return
         # a failing server (crashed, restarting, refusing): back off instead of spinning, and
         # give up after GIVE_UP_AFTER_S of nothing but errors
         now = time.monotonic()
@@ -179,10 +209,24 @@ class ServiceBrokerUser(User):
         gevent.sleep(self._backoff)
         self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
 
+    def _report(self, results) -> None:
+        """Record and report finished SENDs: (end epoch, elapsed s, exception, intended epoch)."""
+        record, fire = self._recorder.record, self.environment.events.request.fire
+        user, size, ctx, prio = self._user, len(self._payload), {"dialog_slot": self._slot}, self._priority
+        for end, elapsed, exc, intended in results:
+            record(end, elapsed, exc, user, intended, priority=prio)
+            fire(request_type="SSB", name="SEND", response_time=elapsed * 1000.0,
+                 response_length=size, exception=exc, context=ctx)
+
     def on_stop(self) -> None:
         # wait for a SEND still running on its thread before closing the connection
-        self._offload.wait_idle(self, timeout=30)
-        if self._sender is not None:
+        loop = getattr(self, "_loop", None)
+        idle = self._offload.wait_idle(self, timeout=30)
+        if loop is not None:
+            loop.stop()
+            idle = loop.wait_done(timeout=30) and idle
+            self._report(loop.take())
+        if self._sender is not None and idle:
             try:
                 self._offload.call(self, self._sender.close)
             finally:

@@ -42,9 +42,10 @@ def _rate(pg_server, tmp_path, users: int, mode: str, monkeypatch) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["thread", "auto"])
+@pytest.mark.parametrize("mode", ["thread", "offload", "auto"])
 def test_users_run_concurrently(pg_server, tmp_path, monkeypatch, mode):
-    """mode thread: every call offloaded to a real thread (any blocking driver, pyodbc);
+    """mode thread: each user SENDs from its own OS thread (any blocking driver, pyodbc); mode
+    offload: every SEND offloaded to the hub threadpool (the former path);
     mode auto: the greenlet drives libpq in non-blocking mode itself (the embedded sender)."""
     one = _rate(pg_server, tmp_path, 1, mode, monkeypatch)
     many = _rate(pg_server, tmp_path, 20, mode, monkeypatch)

@@ -41,6 +41,10 @@ class EmbeddedSender(Sender):
     A SEND that fails because the connection is lost raises; the next call reconnects (the SEND
     statement prepared again), backing off while the server is unreachable."""
 
+    #: the SEND statement, prepared once per connection ($1 dialog handle, $2 body); a
+    #: benchmark may subclass with another two-parameter statement (benchmarks/ceiling_sender.py)
+    send_sql: bytes = SEND_SQL
+
     def __init__(self, conninfo: str, initiator: int | None = None, *, application_name: str | None = None):
         self.initiator = initiator
         self._conninfo = conninfo
@@ -62,7 +66,7 @@ class EmbeddedSender(Sender):
 
     def _open(self) -> None:
         conn = connect(self._conninfo, self._app)
-        res = conn.pgconn.prepare(_STMT, SEND_SQL)
+        res = conn.pgconn.prepare(_STMT, self.send_sql)
         if res.status != ExecStatus.COMMAND_OK:
             err = pg_errors.error_from_result(res, encoding=conn.info.encoding)
             conn.close()

@@ -1,0 +1,167 @@
+"""Shared pieces of the load benchmarks (send_vs_pgbench.py, harness_ceiling.py): the embedded
+target set up for N clients, one real Locust swarm measured over its window (SEND rate and the
+worker processes' CPU per SEND, from /proc), and pgbench on the same server (rate and its CPU).
+
+These are PostgreSQL numbers from an emulation, never SQL Server's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(REPO))
+
+from harness.load.spec import SwarmSpec  # noqa: E402
+from harness.load.swarm import Swarm  # noqa: E402
+from harness.load.window import merge_workers  # noqa: E402
+from harness.matrix import BrokerSettings  # noqa: E402
+from harness.targets.embedded.server import bin_dir  # noqa: E402
+from harness.targets.embedded.target import EmbeddedTarget  # noqa: E402
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Measured:
+    rate: float                    # SEND/s over the measured window
+    cpu_us_per_send: float | None  # client CPU (worker processes, or pgbench) per SEND
+    cpu_cores: float | None = None  # that CPU in cores (CPU seconds per second)
+
+
+@contextlib.contextmanager
+def embedded_target(clients: int, profile: str = "durable", initiators: int = 1):
+    """The default embedded target ($SSBENCH_PGDATA picks its server), its run lock held,
+    provisioned, prepared, ``clients`` dialogs per initiator, warmed up, broker running."""
+    target = EmbeddedTarget.default()
+    lock = target.run_lock(f"benchmark {Path(sys.argv[0]).name}")
+    lock.__enter__()
+    target.provision(initiators)
+    target.prepare(initiators, profile, BrokerSettings(max_queue_readers=2, waitfor_timeout_ms=1000,
+                                                       monitor_interval_seconds=1))
+    target.start()
+    try:
+        for i in range(1, initiators + 1):
+            target.create_dialogs(i, clients, 1)
+            target.warm_up(i)
+        target.drain(60)
+        yield target
+    finally:
+        target.stop()
+        target.close()
+        lock.__exit__(None, None, None)
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (and its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class _CpuWindow(threading.Thread):
+    """Samples the workers' CPU at the measured window's start and end (known once the master
+    has written spawn_complete)."""
+
+    def __init__(self, swarm: Swarm, warmup: float, seconds: float):
+        super().__init__(daemon=True)
+        self.swarm, self.warmup, self.seconds = swarm, warmup, seconds
+        self.result: tuple[float, float] | None = None    # (cpu seconds, wall seconds)
+
+    def run(self) -> None:
+        mj = self.swarm.out_dir / "master.json"
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                spawned = json.loads(mj.read_text())["spawn_complete"]
+                break
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.05)
+        else:
+            return
+        pids = list(self.swarm.worker_pids().values())
+        start, end = spawned + self.warmup, spawned + self.warmup + self.seconds
+        time.sleep(max(0.0, start - time.time()))
+        try:
+            t0, c0 = time.time(), sum(proc_cpu_seconds(p) for p in pids)
+            time.sleep(max(0.0, end - time.time()))
+            t1, c1 = time.time(), sum(proc_cpu_seconds(p) for p in pids)
+        except (OSError, IndexError):
+            return
+        self.result = (c1 - c0, t1 - t0)
+
+
+def ssbench(target, sender_specs: dict[str, dict], threads: int, payload: int, seconds: float,
+            warmup: float, work: Path, mode: str = "auto", env: dict[str, str] | None = None) -> Measured:
+    """One real swarm (master + one Locust worker per entry of ``sender_specs``, ``threads``
+    users each) in SSBENCH_SEND_MODE ``mode``; every user must be sending through the window
+    and no SEND may fail."""
+    old = dict(os.environ)
+    os.environ.update({"SSBENCH_SEND_MODE": mode, **(env or {})})
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(BENCH_DIR)])
+    try:
+        n = len(sender_specs)
+        spec = SwarmSpec(sender_specs=sender_specs, payload_bytes=payload,
+                         usable={k: threads for k in sender_specs}, warmup_seconds=warmup,
+                         measure_seconds=seconds, out_dir=str(work))
+        swarm = Swarm(spec, work, initiators=n, threads=threads, spawn_rate=1000).start()
+        cpu = _CpuWindow(swarm, warmup, seconds)
+        cpu.start()
+        res = swarm.wait(timeout=warmup + seconds + 120)
+        cpu.join(5)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    if not res.spawn_complete or not res.worker_files:
+        raise SystemExit("the Locust swarm did not run:\n" + swarm.log_tail())
+    start = res.spawn_complete + warmup
+    wd = merge_workers(res.worker_files, start, start + seconds)
+    if wd.errors_total:
+        raise SystemExit(f"SEND errors in the swarm: {wd.error_samples[:3]}")
+    if wd.users_active != n * threads:
+        raise SystemExit(f"only {wd.users_active} of {n * threads} Locust users were sending through the window")
+    per = cores = None
+    if cpu.result and cpu.result[1] > 0 and wd.rate > 0:
+        cores = cpu.result[0] / cpu.result[1]
+        per = cores / wd.rate * 1e6
+    return Measured(wd.rate, per, cores)
+
+
+def pgbench(target, clients: int, payload: int, seconds: float, work: Path, sql: str | None = None) -> Measured:
+    """pgbench (-M prepared, ``clients`` clients, 2 threads) running the embedded SEND on each
+    client's own dialog, or ``sql``; its rate and its own CPU per transaction."""
+    info = target.info
+    if sql is None:
+        body = ("ssbench-payload-" * (payload // 16 + 1))[:payload].encode().hex()
+        sql = ("\\set k :client_id + 1\n"
+               f"SELECT ssb.send((SELECT handle FROM ssb.dialogs WHERE k = :k), '\\x{body}'::bytea);\n")
+    Path(work).mkdir(parents=True, exist_ok=True)
+    script = Path(work) / "pgbench.sql"
+    script.write_text(sql if sql.endswith("\n") else sql + "\n")
+    script.chmod(0o644)
+    Path(work).chmod(0o755)
+    cmd = [str(bin_dir() / "pgbench"), "-n", "-M", "prepared", "-c", str(clients), "-j", "2",
+           "-T", str(int(seconds)), "-f", str(script), "-h", str(info.socket_dir), "-p", str(info.port),
+           "-U", "postgres", target.initiator_db(1)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode != 0:
+        raise SystemExit(f"pgbench failed: {out.stderr.strip()}")
+    m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out.stdout)
+    n = re.search(r"number of transactions actually processed: (\d+)", out.stdout)
+    if not m or not n:
+        raise SystemExit(f"cannot read pgbench's tps:\n{out.stdout}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    count = int(n.group(1))
+    return Measured(float(m.group(1)), cpu / count * 1e6 if count else None, cpu / seconds)
