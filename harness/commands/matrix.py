@@ -47,8 +47,10 @@ def cmd_matrix(args) -> int:
         return 0
     print(f"# {m.name}: {len(m)} permutations x {m.run.repetitions} repetition(s); "
           f"warm-up {m.run.warmup_seconds:g}s, measured {m.run.measure_seconds:g}s")
-    print(f"{'#':>4}  {'id':<40} {'initiators':>10} {'threads':>7} {'dialogs':>10} {'payload':>8}  server")
-    for perm in m.permutations():
-        print(f"{perm.index:>4}  {perm.id:<40} {perm.initiators:>10} {perm.threads:>7} "
+    perms = list(m.permutations())
+    w = max(40, *(len(p.id) for p in perms))
+    print(f"{'#':>4}  {'id':<{w}} {'initiators':>10} {'threads':>7} {'dialogs':>10} {'payload':>8}  server")
+    for perm in perms:
+        print(f"{perm.index:>4}  {perm.id:<{w}} {perm.initiators:>10} {perm.threads:>7} "
               f"{perm.dialogs.token:>10} {perm.payload_bytes:>8}  {perm.server}")
     return 0

@@ -313,11 +313,12 @@ def print_run_table(run_path: Path, stream=None) -> None:
         return
     nan = float("nan")
     print(f"\n{rows[0].target.label}: numbers are this target's, measured on this machine", file=stream)
-    print(f"{'permutation':<36} {'rep':>3} {'send/s':>9} {'recv/s':>9} {'SEND p99 ms':>11} "
+    w = max(36, *(len(d.permutation_id) for d in rows))
+    print(f"{'permutation':<{w}} {'rep':>3} {'send/s':>9} {'recv/s':>9} {'SEND p99 ms':>11} "
           f"{'e2e p99 ms':>10} {'lost':>5}  {'status':<12} top wait", file=stream)
     for d in rows:
         tw = d.top_waits[0].wait_type if d.top_waits else "-"
         sp99, ep99 = d.send_latency_ms.p99, d.e2e_latency_ms.p99
-        print(f"{d.permutation_id:<36} {d.repetition:>3} {d.send_rate:>9.0f} {d.receive_rate:>9.0f} "
+        print(f"{d.permutation_id:<{w}} {d.repetition:>3} {d.send_rate:>9.0f} {d.receive_rate:>9.0f} "
               f"{sp99 if sp99 is not None else nan:>11.2f} {ep99 if ep99 is not None else nan:>10.2f} "
               f"{d.messages_lost:>5}  {d.status:<12} {tw}", file=stream)
