@@ -22,7 +22,11 @@ from typing import Any
 from . import uncertainty as U
 
 BASELINE_STRATEGY = "per_thread"
-GAIN_KEYS = ("run_id", "server", "initiators", "threads", "payload_bytes")
+#: the technique axes and the offered rate are part of "everything else equal" (a matrix that
+#: crosses dialog strategies with, say, receive_top compares strategies at each receive_top)
+OTHER_AXES = ("rate", "messages_per_dialog", "fire_and_forget", "waitfor_timeout_ms", "high_priority_share",
+              "max_queue_readers", "receive_top")
+GAIN_KEYS = ("run_id", "server", "initiators", "threads", "payload_bytes") + OTHER_AXES
 CROSS_KEYS = ("run_id", "server", "strategy", "initiators", "payload_bytes")
 
 INTERVAL_SCHEMA = ("run_id string, perm_id string, synthetic boolean, receive_rate_ci_low double, "
@@ -67,12 +71,12 @@ def dialog_gains(perms: list[dict[str, Any]], threshold_pct: float,
                  baseline: str = BASELINE_STRATEGY) -> list[dict[str, Any]]:
     """Every strategy other than ``baseline`` against ``baseline`` at the same (run, server,
     initiators, threads, payload): rows of :data:`GAINS_SCHEMA`."""
-    base = {tuple(p[k] for k in GAIN_KEYS): p for p in perms if p["dialogs"] == baseline}
+    base = {tuple(p.get(k) for k in GAIN_KEYS): p for p in perms if p["dialogs"] == baseline}
     rows = []
     for p in perms:
         if p["dialogs"] == baseline:
             continue
-        b = base.get(tuple(p[k] for k in GAIN_KEYS))
+        b = base.get(tuple(p.get(k) for k in GAIN_KEYS))
         if b is None:
             continue
         c = U.compare(_values(p, "receive_rate_values"), _values(b, "receive_rate_values"), threshold_pct)
@@ -86,6 +90,7 @@ def dialog_gains(perms: list[dict[str, Any]], threshold_pct: float,
             "gain_pct": c.gain_pct, "gain_ci_low_pct": c.ci_low_pct, "gain_ci_high_pct": c.ci_high_pct,
             "verdict": c.verdict, "baseline_send_rate": bs, "send_rate": s,
             "send_gain_pct": 100.0 * (s / bs - 1.0) if s is not None and bs else None,
+            **{k: p.get(k) for k in OTHER_AXES},
         })
     return rows
 
@@ -99,7 +104,7 @@ def crossover(gains: list[dict[str, Any]], threshold_pct: float) -> list[dict[st
     interval and verdict (a large median gain can still be inconclusive)."""
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for g in gains:
-        groups[tuple(g[k] for k in CROSS_KEYS)].append(g)
+        groups[tuple(g[k] for k in CROSS_KEYS) + tuple(g.get(k) for k in OTHER_AXES)].append(g)
     out = []
     for key, pts in groups.items():
         pts.sort(key=lambda g: g["total_threads"])
@@ -115,7 +120,7 @@ def crossover(gains: list[dict[str, Any]], threshold_pct: float) -> list[dict[st
         for g in pts:
             counts[g["verdict"]] += 1
         out.append({
-            **dict(zip(CROSS_KEYS, key)), "synthetic": last["synthetic"], "verdict": last["verdict"],
+            **dict(zip(CROSS_KEYS + OTHER_AXES, key)), "synthetic": last["synthetic"], "verdict": last["verdict"],
             "crossover_total_threads": cross, "gain_at_max_threads_pct": last["gain_pct"],
             "gain_at_max_threads_ci_low_pct": last["gain_ci_low_pct"],
             "gain_at_max_threads_ci_high_pct": last["gain_ci_high_pct"], "max_total_threads": last["total_threads"],

@@ -203,6 +203,11 @@ def read_summaries(spark, disc: Discovery):
         p["server"].alias("server"), p["index"].alias("perm_index"),
         tgt["kind"].alias("target_kind"), tgt["label"].alias("target_label"),
         tgt["profile"].alias("target_profile"),
+        # technique axes (harness.analysis.techniques; null: the axis' default)
+        p["messages_per_dialog"].alias("messages_per_dialog"), p["fire_and_forget"].alias("fire_and_forget"),
+        *[p["broker"][n].alias(n) for n in ("waitfor_timeout_ms", "high_priority_share", "max_queue_readers",
+                                             "receive_top")],
+        p["rate"].alias("rate"),
         w["measure_seconds"].alias("measure_seconds"),
         *[c(n).alias(n) for n in ("messages_sent", "messages_received", "messages_lost", "drained",
                                   "send_rate", "receive_rate")],
@@ -210,7 +215,8 @@ def read_summaries(spark, disc: Discovery):
         lat_e["p50"].alias("e2e_p50_ms"), lat_e["p95"].alias("e2e_p95_ms"), lat_e["p99"].alias("e2e_p99_ms"),
         *[c(n).alias(n) for n in ("top_waits", "max_xmitq_depth", "max_queue_depth", "client_cpu_percent",
                                   "client_bound", "server_cpu_percent", "errors", "status",
-                                  "users_expected", "users_spawned", "users_active")],
+                                  "users_expected", "users_spawned", "users_active",
+                                  "activation_tasks_started_per_s", "dialog_errors_lost")],
     ).localCheckpoint()
     required = ["initiators", "threads", "dialogs", "payload_bytes", "server", "send_rate", "receive_rate"]
     family, _, major = SUMMARY_SCHEMA.partition("/")

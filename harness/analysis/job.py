@@ -34,7 +34,7 @@ from typing import Any, Callable
 if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `harness` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.analysis import discovery, plots, report  # noqa: E402
+from harness.analysis import discovery, plots, report, techniques  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.results import write_atomic  # noqa: E402
 
@@ -202,6 +202,8 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
                              ["run_id", "perm_id"], "left")
     gains = _sorted(C.dialog_gains(perms, threshold_pct), "dialog_gains")
     cross = _sorted(C.crossover(gains, threshold_pct), "crossover")
+    tech = techniques.technique_gains(perms, threshold_pct)
+    tech_df = spark.createDataFrame(C.as_tuples(tech, techniques.TECHNIQUE_SCHEMA), techniques.TECHNIQUE_SCHEMA)
     gains_df = spark.createDataFrame(C.as_tuples(gains, C.GAINS_SCHEMA), C.GAINS_SCHEMA)
     cross_df = spark.createDataFrame(C.as_tuples(cross, C.CROSSOVER_SCHEMA), C.CROSSOVER_SCHEMA)
     profile_rows = _sorted(_rows(profile), "wait_profile")
@@ -221,18 +223,20 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
 
     tables.update({
         "permutations": perms_df, "dialog_gains": gains_df, "crossover": cross_df, "top_waits": top_df,
+        "technique_gains": tech_df,
         "wait_profile": profile, "repetitions": reps,
     })
     # Spark writes the tables in a thread while Python draws the plots: the JVM and the
     # interpreter work at the same time.
-    csv_rows = {"permutations": perms, "dialog_gains": gains, "crossover": cross, "queue_timeseries": series}
+    csv_rows = {"permutations": perms, "dialog_gains": gains, "crossover": cross, "queue_timeseries": series,
+                "technique_gains": tech}
     csv_rows["wait_profile"] = profile_rows
     csv_rows["top_waits"] = [w for w in profile_rows if w["rank"] is not None and w["rank"] <= n_top]
     csv_rows["repetitions"] = _sorted(_rows(reps), "repetitions")
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssbench-tables") as pool:
         writing = pool.submit(write_tables, out_dir / "tables", tables, csv_rows, {"sample_metrics"}, say)
         all_plots, targets, server_labels = draw_plots(disc, perms, gains, cross, profile_rows, series, chosen,
-                                                       out_dir / "plots", threshold_pct, helper)
+                                                       out_dir / "plots", threshold_pct, helper, tech)
         say(f"{sum(1 for p in all_plots if not p.skipped)} plots after {time.monotonic() - t0:.1f} s")
         written = writing.result()
     written["issues"] = [write_issues(out_dir / "tables", disc)]
@@ -240,7 +244,7 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
 
     key_rows = report.key_rows(perms, cross, server_labels)
     path = report.write_index(out_dir, disc, targets, perms, key_rows, all_plots, threshold_pct, written,
-                              time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs)
+                              time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs, techniques=tech)
     say(f"report written after {time.monotonic() - t0:.1f} s")
     notes = report.about_targets(disc, targets, synthetic_runs) + report.verdict_words(gains, threshold_pct)
     return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,
@@ -293,7 +297,7 @@ def start_plot_helper():
 
 
 def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, chosen, plot_dir: Path,
-               threshold_pct: float, helper=None):
+               threshold_pct: float, helper=None, tech=()):
     """Every plot of every run, grouped by section. Returns (plots, target text per run,
     server label per (run, server)). ``helper``: a process pool from :func:`start_plot_helper`
     (its plots are drawn here instead when it fails)."""
@@ -326,6 +330,9 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
             ("send_vs_receive", (prow, ctx, plot_dir)),
             ("latency", (prow, ctx, plot_dir)),
         ]
+        jobs += [("open_loop", (run.path, ctx, plot_dir)), ("backlog_drain", (run.path, ctx, plot_dir))]
+        if any(t["run_id"] == run.run_id for t in tech):
+            jobs.append(("technique_gains", (by_run(list(tech), run.run_id), ctx, plot_dir, threshold_pct)))
     if len(disc.runs) > 1 and perms:
         contexts = [run_context(run, by_run(perms, run.run_id)) for run in disc.runs]
         jobs.insert(0, ("runs_comparison", (perms, contexts, plot_dir)))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from .plots import (LEGEND_IN, TITLE_TOP_IN, Plot, Row, RunContext, _hollow_note, _legend_right, _num, _points,
                     _save, _slug, _suptitle)
@@ -59,3 +60,127 @@ def runs_comparison(perms: list[Row], contexts: list[RunContext], out_dir: Path)
     _suptitle(fig, title, ctx)
     f = _save(fig, out_dir, _slug("runs_compared", *run_ids)[:150])
     return [Plot(section, title, f)]
+
+
+VERDICT_COLOURS = {"gain": "#2ca02c", "loss": "#d62728", "no difference": "#7f7f7f", "inconclusive": "#ff7f0e"}
+
+
+def technique_gains(rows: list[Row], ctx: RunContext, out_dir: Path, threshold_pct: float) -> list[Plot]:
+    """One figure per technique axis of the run (harness.analysis.techniques): each technique
+    value's gain in receive rate over the axis' baseline, everything else equal, with its 95 %
+    interval; coloured by verdict (green only for a gain the interval supports); none when the
+    run has no technique axis."""
+    from .techniques import axis_note
+
+    section = "Techniques against their baselines: figures"
+    out = []
+    for axis in dict.fromkeys(r["axis"] for r in rows if r["run_id"] == ctx.run_id):
+        pts = [r for r in rows if r["run_id"] == ctx.run_id and r["axis"] == axis]
+        labels = [f"{axis} = {r['value']} vs {r['baseline_value']}\n{r['threads']} thr, {r['dialogs']}, "
+                  f"{r['payload_bytes']} B" + (f", {r['context']}" if r["context"] else "") for r in pts]
+        height = max(2.8, 0.55 * len(pts) + 1.8)
+        fig = Figure(figsize=(11.0, height))
+        ax = fig.subplots()
+        fig.subplots_adjust(left=0.42, right=0.97, bottom=0.9 / height, top=1 - TITLE_TOP_IN / height)
+        ax.axvspan(-threshold_pct, threshold_pct, color="#eeeeee", zorder=0)
+        ax.axvline(0, color="black", lw=0.6)
+        for k, r in enumerate(pts):
+            g = _num(r["gain_pct"])
+            colour = VERDICT_COLOURS.get(r["verdict"], "#7f7f7f")
+            lo, hi = r.get("gain_ci_low_pct"), r.get("gain_ci_high_pct")
+            if lo is not None and hi is not None and g == g:
+                ax.errorbar([g], [k], xerr=[[g - lo], [hi - g]], fmt="o", color=colour, capsize=4)
+            else:   # fewer than 3 repetitions on a side: no interval, hollow point
+                ax.plot([g], [k], "o", mfc="none", color=colour)
+            right = hi if hi is not None and g == g else g
+            ax.annotate(f"  {r['verdict']}", (right, k), fontsize=8, color=colour, va="center")
+        ax.set_yticks(range(len(pts)), labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"gain in receive rate over the baseline, % (median, 95 % interval; grey: within "
+                      f"±{threshold_pct:g} %)")
+        ax.grid(axis="x", alpha=0.3)
+        title = f"Technique: {axis} against its baseline ({axis_note(axis)})"
+        _suptitle(fig, title, ctx)
+        f = _save(fig, out_dir, _slug("technique", axis, ctx.run_id)[:150])
+        out.append(Plot(section, title, f, run_id=ctx.run_id))
+    return out
+
+
+def open_loop(run_path: Path, ctx: RunContext, out_dir: Path) -> list[Plot]:
+    """Open-loop repetitions of a run (a ``rate`` axis): latency against achieved throughput, one
+    curve per dialog strategy (:mod:`.saturation`, the figure ``ssbench saturate`` writes), and
+    the achieved rate against the offered one. None when the run has no paced repetition."""
+    from .saturation import latency_vs_throughput_figure, rows_from_runs
+
+    section = "Open loop: offered rate, achieved rate and latency"
+    rows = [r for r in rows_from_runs([run_path]) if r["offered_rate"]]
+    if not rows:
+        return []
+    out = []
+    fig = latency_vs_throughput_figure(rows)
+    if fig is not None:
+        fig.set_size_inches(12, 5.6)
+        fig.subplots_adjust(top=1 - TITLE_TOP_IN / 5.6)
+        title = "Latency against achieved throughput, one curve per dialog strategy (hollow: fell behind)"
+        _suptitle(fig, title, ctx)
+        out.append(Plot(section, title, _save(fig, out_dir, _slug("open_loop_latency", ctx.run_id)[:150]),
+                        run_id=ctx.run_id))
+    fig = Figure(figsize=(7.5, 5.6))
+    ax = fig.subplots()
+    fig.subplots_adjust(top=1 - TITLE_TOP_IN / 5.6, left=0.12, right=0.97, bottom=0.11)
+    top = max(max(r["offered_rate"], r["throughput"] or 0) for r in rows) * 1.08
+    ax.plot([0, top], [0, top], color="black", lw=0.6, label="achieved = offered")
+    cmap = matplotlib.colormaps["tab10"]
+    for k, dialogs in enumerate(sorted({r["dialogs"] for r in rows})):
+        pts = sorted((r for r in rows if r["dialogs"] == dialogs), key=lambda r: r["offered_rate"])
+        for r in pts:
+            ax.plot([r["offered_rate"]], [r["throughput"]], "o", color=cmap(k % 10),
+                    markerfacecolor="none" if r["behind"] else cmap(k % 10))
+        ax.plot([], [], "o", color=cmap(k % 10), label=dialogs)
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("offered SENDs per second (all initiators)")
+    ax.set_ylabel("achieved SENDs per second")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, title="dialog strategy (hollow: behind)", title_fontsize=8)
+    title = "Achieved against offered rate, one point per repetition"
+    _suptitle(fig, title, ctx)
+    out.append(Plot(section, title, _save(fig, out_dir, _slug("open_loop_rates", ctx.run_id)[:150]),
+                    run_id=ctx.run_id))
+    return out
+
+
+def backlog_drain(run_path: Path, ctx: RunContext, out_dir: Path) -> list[Plot]:
+    """Backlog drain (``run.backlog_messages``): the drain rate of each repetition against
+    MAX_QUEUE_READERS, one line per RECEIVE TOP (n) (medians, repetitions as points). None
+    when the run has no drain."""
+    from ..results import RunReader, median
+
+    section = "Backlog drain"
+    rows = [(s.permutation.get("broker") or {}, s.permutation.get("dialogs"), s.drain_rate)
+            for s in RunReader(run_path).summaries() if s.drain_rate]
+    if not rows:
+        return []
+    fig = Figure(figsize=(8.5, 5.4))
+    ax = fig.subplots()
+    fig.subplots_adjust(top=1 - TITLE_TOP_IN / 5.4, left=0.12, right=0.97, bottom=0.11)
+    cmap = matplotlib.colormaps["tab10"]
+    series: dict[tuple, dict[int, list[float]]] = {}
+    for broker, dialogs, rate in rows:
+        key = (broker.get("receive_top"), dialogs)
+        series.setdefault(key, {}).setdefault(broker.get("max_queue_readers") or 0, []).append(rate)
+    for k, ((top, dialogs), by_readers) in enumerate(sorted(series.items(), key=lambda kv: str(kv[0]))):
+        xs = sorted(by_readers)
+        c = cmap(k % 10)
+        for x in xs:
+            ax.plot([x] * len(by_readers[x]), by_readers[x], "o", color=c, alpha=0.45, markersize=4)
+        ax.plot(xs, [median(by_readers[x]) for x in xs], "-", color=c, label=f"RECEIVE TOP ({top}), {dialogs}")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("MAX_QUEUE_READERS")
+    ax.set_ylabel("messages drained per second")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, title="line: median; points: repetitions", title_fontsize=8)
+    title = "Backlog drain rate against queue readers (the paper's batch scenario)"
+    _suptitle(fig, title, ctx)
+    return [Plot(section, title, _save(fig, out_dir, _slug("backlog_drain", ctx.run_id)[:150]), run_id=ctx.run_id)]

@@ -154,6 +154,8 @@ TABLE_FILES = [
                      "and verdict"),
     ("crossover", "where each strategy starts to pay (verdict gain from there on) and the verdict at the most "
                   "threads"),
+    ("technique_gains", "each technique axis value against its baseline, everything else equal: gain in % "
+                        "with its 95 % interval and verdict, e2e p99 and the axis' own metric"),
     ("top_waits", "top waits per permutation"),
     ("wait_profile", "every wait type per permutation (idle waits are left out by the targets)"),
     ("queue_timeseries", "queue depths over time of the plotted permutations"),
@@ -201,6 +203,35 @@ def key_rows(perms: list[dict], cross: list[dict], server_labels: dict[tuple[str
 def key_table(rows: list[dict]) -> str:
     """The key table as an HTML fragment (the notebook displays it too)."""
     return table(rows, CROSS_COLUMNS)
+
+
+TECHNIQUE_COLUMNS = [("run_label", "run", "l"), ("axis", "technique axis", "l"), ("value", "value", "l"),
+                     ("baseline_value", "baseline", "l"), ("server", "server", "l"), ("threads", "threads", ""),
+                     ("dialogs", "dialogs", "l"), ("context", "other axes", "l"), ("n", "n", ""),
+                     ("baseline_n", "n base", ""), ("baseline_receive_rate", "base msg/s", ""),
+                     ("receive_rate", "msg/s", ""), ("gain_pct", "gain %", ""), ("gain_ci_low_pct", "95 % low", ""),
+                     ("gain_ci_high_pct", "95 % high", ""), ("verdict", "verdict", "verdict"),
+                     ("baseline_e2e_p99_ms", "base e2e p99 ms", ""), ("e2e_p99_ms", "e2e p99 ms", ""),
+                     ("secondary_metric", "also", "l"), ("baseline_secondary", "base", ""), ("secondary", "value", "")]
+
+
+def technique_section(rows: list[dict], threshold_pct: float) -> str:
+    """The techniques-against-baselines section (harness.analysis.techniques); empty when the
+    runs have no technique axis with two values."""
+    if not rows:
+        return ""
+    from .techniques import TECHNIQUE_AXES
+
+    axes = list(dict.fromkeys(r["axis"] for r in rows))
+    notes = "".join(f"<li><b>{_e(a)}</b>: {_e(TECHNIQUE_AXES[a][2])}</li>" for a in axes)
+    return ("<h2>Techniques against their baselines</h2>"
+            "<p>Each technique value against its axis' baseline with everything else equal: the gain of the "
+            "median receive rate, its 95 % percentile-bootstrap interval and verdict, read exactly as the "
+            f"dialog strategies' (gain only where the whole interval is above +{threshold_pct:g} %; fewer than "
+            f"{U.MIN_REPS} repetitions on a side is inconclusive). The end-to-end p99 and the axis' own "
+            "metric are medians, shown without a verdict.</p><ul>" + notes + "</ul>"
+            + table([dict(r, run_label=run_label(r["run_id"], bool(r.get("synthetic")))) for r in rows],
+                    TECHNIQUE_COLUMNS))
 
 
 def verdict_words(gains: list[dict], threshold_pct: float) -> str:
@@ -286,7 +317,8 @@ def about_targets(disc: Discovery, targets: dict[str, str], synthetic_runs: set[
 
 def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: list[dict], cross_rows: list[dict],
                 plots: list[Plot], threshold_pct: float, written: dict[str, list[str]], elapsed_s: float,
-                gains: list[dict] | None = None, synthetic_runs: set[str] | None = None) -> Path:
+                gains: list[dict] | None = None, synthetic_runs: set[str] | None = None,
+                techniques: list[dict] | None = None) -> Path:
     runs = ", ".join(r.run_id for r in disc.runs)
     lost = [p for p in perms if (p.get("messages_lost") or 0) > 0]
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -315,6 +347,7 @@ def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: 
     else:
         parts.append("<p class='note'>No dialog-strategy comparison: the run(s) do not have one dialog per thread "
                      "and another strategy at the same settings.</p>")
+    parts.append(technique_section(techniques or [], threshold_pct))
     parts.append(_plots_html(plots))
     parts.append("<h2>Permutations</h2>")
     parts.append(f"<details><summary>{len(perms)} permutations (click to expand)</summary>"

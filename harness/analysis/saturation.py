@@ -74,6 +74,18 @@ def _curve_label(dialogs: str, curve: tuple, varying: set[str]) -> str:
 
 def plot_latency_vs_throughput(rows: list[dict[str, Any]], out: str | Path, title: str | None = None) -> Path | None:
     """Write the PNG; None (nothing written) when there is no row with a throughput."""
+    fig = latency_vs_throughput_figure(rows, title)
+    if fig is None:
+        return None
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    return out
+
+
+def latency_vs_throughput_figure(rows: list[dict[str, Any]], title: str | None = None) -> Figure | None:
+    """The figure (what the report of ``ssbench analyze`` draws too); None without a row that
+    has a throughput."""
     rows = [r for r in rows if r["throughput"]]
     if not rows:
         return None
@@ -121,10 +133,7 @@ def plot_latency_vs_throughput(rows: list[dict[str, Any]], out: str | Path, titl
     fig.suptitle(title or f"Latency against throughput: {', '.join(runs)}\n{'; '.join(labels)} "
                           "(hollow: fell behind the offered rate)", fontsize=10)
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    return out
+    return fig
 
 
 def main(argv: list[str] | None = None) -> int:

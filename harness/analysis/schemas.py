@@ -31,7 +31,9 @@ PERMUTATION = _s(("id", StringType()), ("index", LongType()), ("initiators", Lon
                  ("dialogs_every_n", LongType()), ("dialogs_shared", BooleanType()),
                  ("payload_bytes", LongType()), ("server", StringType()), ("broker", BROKER),
                  # dialog lifetime (null: unlimited reuse / not fire and forget)
-                 ("messages_per_dialog", LongType()), ("fire_and_forget", BooleanType()))
+                 ("messages_per_dialog", LongType()), ("fire_and_forget", BooleanType()),
+                 # open loop: offered SENDs per second per initiator (null: closed loop)
+                 ("rate", DoubleType()))
 
 TARGET = _s(("kind", StringType()), ("label", StringType()), ("profile", StringType()))
 

@@ -40,7 +40,10 @@ METRICS = ("send_rate", "receive_rate", "send_p50_ms", "send_p95_ms", "send_p99_
 VALUE_METRICS = ("receive_rate", "send_rate")
 
 AXES = ("initiators", "threads", "total_threads", "dialogs", "dialogs_every_n", "dialogs_shared",
-        "payload_bytes", "server", "perm_index", "target_kind", "target_label", "target_profile")
+        "payload_bytes", "server", "perm_index", "target_kind", "target_label", "target_profile",
+        # technique axes and the offered rate (harness.analysis.techniques)
+        "messages_per_dialog", "fire_and_forget", "waitfor_timeout_ms", "high_priority_share",
+        "max_queue_readers", "receive_top", "rate")
 
 #: Wait categories (first match wins): SQL Server wait types (what both targets report; the
 #: embedded one maps PostgreSQL's wait events to them) and raw PostgreSQL events, should a
@@ -110,6 +113,8 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
              F.max("max_queue_depth").alias("max_queue_depth"),
              F.expr("percentile(client_cpu_percent, 0.5)").alias("client_cpu_percent"),
              F.expr("percentile(server_cpu_percent, 0.5)").alias("server_cpu_percent"),
+             F.expr("percentile(activation_tasks_started_per_s, 0.5)").alias("activation_tasks_started_per_s"),
+             F.sum("dialog_errors_lost").alias("dialog_errors_lost"),
              F.concat_ws(",", F.array_sort(F.collect_set("status"))).alias("statuses"),
              F.concat_ws(",", F.array_sort(F.collect_list("rep")).cast("array<string>")).alias("reps")]
     # the repetitions' rates in repetition order: the driver's intervals and verdicts use them
@@ -124,6 +129,7 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
                  (q[2] - q[0]).alias(f"{m}_iqr"), F.col(f"{m}_min"), F.col(f"{m}_max")]
     cols += [F.col(c) for c in ("messages_lost", "errors", "client_bound_reps", "max_xmitq_depth",
                                 "max_queue_depth", "client_cpu_percent", "server_cpu_percent",
+                                "activation_tasks_started_per_s", "dialog_errors_lost",
                                 "statuses", "reps")] + [F.col(f"{m}_values") for m in VALUE_METRICS]
     return g.select(*cols)
 

@@ -336,6 +336,15 @@ class Medians(Document):
     send_p50_ms: float | None = None
     send_p99_ms: float | None = None
     e2e_p99_ms: float | None = None
+    #: open loop (a ``rate`` axis): offered and achieved SENDs/s, SEND latency from the intended
+    #: time (corrected for coordinated omission); absent for closed-loop permutations
+    offered_rate: float | None = field(default=None, metadata={"omit_none": True})
+    achieved_rate: float | None = field(default=None, metadata={"omit_none": True})
+    send_corrected_p50_ms: float | None = field(default=None, metadata={"omit_none": True})
+    send_corrected_p99_ms: float | None = field(default=None, metadata={"omit_none": True})
+    #: backlog drain (``run.backlog_messages``): seconds to drain and messages per second
+    drain_seconds: float | None = field(default=None, metadata={"omit_none": True})
+    drain_rate: float | None = field(default=None, metadata={"omit_none": True})
 
 
 @dataclass
@@ -349,6 +358,8 @@ class PermutationSummary(Document):
     median: Medians
     messages_lost: int = 0
     errors: int = 0
+    #: open loop: repetitions whose achieved rate fell short of the offered one (status behind)
+    behind: int | None = field(default=None, metadata={"omit_none": True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:

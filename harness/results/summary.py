@@ -223,5 +223,14 @@ def summarize_permutation(permutation: dict[str, Any],
                        receive_rate=median(r.receive_rate for r in reps),
                        send_p50_ms=median(r.send_latency_ms.p50 for r in reps),
                        send_p99_ms=median(r.send_latency_ms.p99 for r in reps),
-                       e2e_p99_ms=median(r.e2e_latency_ms.p99 for r in reps)),
-        messages_lost=sum(r.messages_lost for r in reps), errors=sum(r.errors for r in reps))
+                       e2e_p99_ms=median(r.e2e_latency_ms.p99 for r in reps),
+                       offered_rate=median(r.offered_rate for r in reps),
+                       achieved_rate=median(r.achieved_rate for r in reps),
+                       send_corrected_p50_ms=median(r.send_latency_corrected_ms.p50 for r in reps
+                                                    if r.send_latency_corrected_ms is not None),
+                       send_corrected_p99_ms=median(r.send_latency_corrected_ms.p99 for r in reps
+                                                    if r.send_latency_corrected_ms is not None),
+                       drain_seconds=median(r.drain_seconds for r in reps),
+                       drain_rate=median(r.drain_rate for r in reps)),
+        messages_lost=sum(r.messages_lost for r in reps), errors=sum(r.errors for r in reps),
+        behind=sum(r.status == "behind" for r in reps) if any(r.offered_rate for r in reps) else None)
