@@ -417,9 +417,12 @@ $$;
 
 -- ------------------------------------------------------------------ END CONVERSATION
 
--- END CONVERSATION on the target side. CO -> DO and DI -> CD; either way an EndDialog message
--- goes back to the initiator through the target's transmission queue.
-CREATE FUNCTION ssb.end_conversation(p_handle uuid) RETURNS void
+-- END CONVERSATION on the target side, with or without an error: the conversation's state moves
+-- (CO -> DO, DI -> CD) and one message goes back to the initiator through the target's
+-- transmission queue: an EndDialog (type 2, empty body) or an Error (type 3, the error text as
+-- body). p_strict: an unknown handle raises SQL Server's error (a closed one does nothing).
+CREATE FUNCTION ssb.end_conversation_as(p_handle uuid, p_type smallint, p_body bytea, p_strict boolean)
+RETURNS void
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
@@ -432,37 +435,29 @@ BEGIN
      WHERE handle = p_handle AND state IN ('CO', 'DI')
     RETURNING diag_id, initiator, send_seq INTO v_diag, v_init, v_seq;
     IF NOT FOUND THEN
-        PERFORM 1 FROM ssb.sysdercv WHERE handle = p_handle;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'Cannot find the conversation handle "%".', p_handle USING ERRCODE = '42704';
+        IF p_strict THEN
+            PERFORM 1 FROM ssb.sysdercv WHERE handle = p_handle;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'Cannot find the conversation handle "%".', p_handle USING ERRCODE = '42704';
+            END IF;
         END IF;
         RETURN;
     END IF;
     INSERT INTO ssb.sysxmitqueue (to_initiator, dlgid, msgseqnum, msgtype, msgbody)
-    VALUES (v_init, v_diag, v_seq, 2, ''::bytea);
+    VALUES (v_init, v_diag, v_seq, p_type, p_body);
 END
 $$;
 
--- END CONVERSATION ... WITH ERROR on the target side: an Error message (type 3, the error text
--- as body) goes back instead of an EndDialog. CO -> DO, DI -> CD.
+-- END CONVERSATION on the target side: an EndDialog goes back to the initiator.
+CREATE FUNCTION ssb.end_conversation(p_handle uuid) RETURNS void
+LANGUAGE sql VOLATILE
+AS $$ SELECT ssb.end_conversation_as(p_handle, 2::smallint, ''::bytea, true) $$;
+
+-- END CONVERSATION ... WITH ERROR on the target side: an Error message goes back instead.
 CREATE FUNCTION ssb.end_conversation_with_error(p_handle uuid, p_description text) RETURNS void
-LANGUAGE plpgsql VOLATILE
-AS $$
-DECLARE
-    v_diag uuid;
-    v_init smallint;
-    v_seq  bigint;
-BEGIN
-    UPDATE ssb.sysdercv
-       SET state = CASE state WHEN 'CO' THEN 'DO' ELSE 'CD' END, send_seq = send_seq + 1
-     WHERE handle = p_handle AND state IN ('CO', 'DI')
-    RETURNING diag_id, initiator, send_seq INTO v_diag, v_init, v_seq;
-    IF FOUND THEN
-        INSERT INTO ssb.sysxmitqueue (to_initiator, dlgid, msgseqnum, msgtype, msgbody)
-        VALUES (v_init, v_diag, v_seq, 3, convert_to(coalesce(p_description, ''), 'UTF8'));
-    END IF;
-END
-$$;
+LANGUAGE sql VOLATILE
+AS $$ SELECT ssb.end_conversation_as(p_handle, 3::smallint,
+                                     convert_to(coalesce(p_description, ''), 'UTF8'), false) $$;
 
 -- ------------------------------------------------------------------ the activation procedure
 
