@@ -330,7 +330,10 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
             ("send_vs_receive", (prow, ctx, plot_dir)),
             ("latency", (prow, ctx, plot_dir)),
         ]
-        jobs += [("open_loop", (run.path, ctx, plot_dir)), ("backlog_drain", (run.path, ctx, plot_dir))]
+        if any(p.get("rate") for p in prow):     # a rate axis: open-loop figures
+            jobs.append(("open_loop", (run.path, ctx, plot_dir)))
+        if ((run.meta.get("matrix") or {}).get("run") or {}).get("backlog_messages"):
+            jobs.append(("backlog_drain", (run.path, ctx, plot_dir)))
         if any(t["run_id"] == run.run_id for t in tech):
             jobs.append(("technique_gains", (by_run(list(tech), run.run_id), ctx, plot_dir, threshold_pct)))
     if len(disc.runs) > 1 and perms:

@@ -113,7 +113,7 @@ def open_loop(run_path: Path, ctx: RunContext, out_dir: Path) -> list[Plot]:
     from .saturation import latency_vs_throughput_figure, rows_from_runs
 
     section = "Open loop: offered rate, achieved rate and latency"
-    rows = [r for r in rows_from_runs([run_path]) if r["offered_rate"]]
+    rows = [r for r in rows_from_runs([run_path], skip_unreadable=True) if r["offered_rate"]]
     if not rows:
         return []
     out = []
@@ -158,7 +158,7 @@ def backlog_drain(run_path: Path, ctx: RunContext, out_dir: Path) -> list[Plot]:
 
     section = "Backlog drain"
     rows = [(s.permutation.get("broker") or {}, s.permutation.get("dialogs"), s.drain_rate)
-            for s in RunReader(run_path).summaries() if s.drain_rate]
+            for s in RunReader(run_path).readable_summaries() if s.drain_rate]
     if not rows:
         return []
     fig = Figure(figsize=(8.5, 5.4))

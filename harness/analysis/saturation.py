@@ -36,8 +36,9 @@ STRATEGY_COLOR = {"per_thread": "#d62728", "trick150": "#1f77b4", "shared": "#2c
 NOT_A_CURVE = {"id", "index", "rate", "offered_rate", "dialogs", "dialogs_every_n", "dialogs_shared"}
 
 
-def rows_from_runs(run_dirs: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """One plain row per complete repetition of the runs (what the plot needs)."""
+def rows_from_runs(run_dirs: Iterable[str | Path], skip_unreadable: bool = False) -> list[dict[str, Any]]:
+    """One plain row per complete repetition of the runs (what the plot needs); with
+    ``skip_unreadable`` a corrupt summary is left out instead of raising."""
     rows = []
     for run in run_dirs:
         reader = RunReader(run)
@@ -46,7 +47,7 @@ def rows_from_runs(run_dirs: Iterable[str | Path]) -> list[dict[str, Any]]:
         if sat_path.is_file():
             for p in json.loads(sat_path.read_text()).get("permutations", []):
                 best[p["permutation"]["id"]] = p.get("sustainable_rate")
-        for s in reader.summaries():
+        for s in (reader.readable_summaries() if skip_unreadable else reader.summaries()):
             perm = dict(s.permutation)
             corrected = s.send_latency_corrected_ms
             base_id = perm["id"].rsplit("-rate", 1)[0] if perm.get("rate") else perm["id"]

@@ -125,6 +125,17 @@ class RunReader:
     def summaries(self, perm_id: str | None = None) -> list[RepetitionSummary]:
         return [r.summary() for r in self.reps(perm_id)]
 
+    def readable_summaries(self, perm_id: str | None = None) -> list[RepetitionSummary]:
+        """The summaries that read and fit the schema; the others are left out (for views that
+        come after a reader which reports them, such as the Spark analysis' issues)."""
+        out = []
+        for r in self.reps(perm_id):
+            try:
+                out.append(r.summary())
+            except UserError:
+                continue
+        return out
+
     def permutation_summary(self, perm_id: str) -> PermutationSummary | None:
         p = self.path / perm_id / "summary.json"
         if not p.is_file():
