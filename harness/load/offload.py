@@ -80,16 +80,9 @@ class Offload:
 
 # --------------------------------------------------------------------------- per-user send loop
 
-def _originals():
-    """The unpatched ``_thread`` and ``time`` functions: Locust monkey-patches threading and
-    time.sleep, so ``threading.Thread`` would be a greenlet and ``time.sleep`` a hub wait."""
-    from gevent.monkey import get_original
-
-    start, lock = get_original("_thread", ["start_new_thread", "allocate_lock"])
-    return start, lock
-
-
-_start_new_thread, _allocate_lock = _originals()
+# Locust monkey-patches threading, so ``threading.Thread`` would be a greenlet: the loop's
+# thread and its locks are the OS's own (harness.native)
+from harness.native import allocate_lock as _allocate_lock, start_new_thread as _start_new_thread  # noqa: E402
 
 
 class SendLoop:

@@ -224,28 +224,16 @@ def drivers() -> list[str]:
 
 # --------------------------------------------------------------------------- watchdog
 
-def _native():
-    """``(allocate_lock, start_new_thread)`` of the OS, even in a gevent-patched process (a
-    Locust worker): SENDs run on real OS threads there, and a gevent lock or condition used
-    from such a thread is a cross-thread wait (pyodbc through psqlODBC, 4 users, null
-    statement, one noisy 1 s window each: 389 SENDs/s before, 4,086 after)."""
-    try:
-        from gevent.monkey import get_original
-    except ImportError:  # pragma: no cover - gevent comes with Locust
-        import _thread
-
-        return _thread.allocate_lock, _thread.start_new_thread
-    lock, start = get_original("_thread", ["allocate_lock", "start_new_thread"])
-    return lock, start
-
-
-_allocate_lock, _start_new_thread = _native()
+# Native locks and threads (harness.native): SENDs run on real OS threads in a Locust worker, and
+# a gevent lock or condition used from such a thread is a cross-thread wait (pyodbc through
+# psqlODBC, 4 users, null statement, one noisy 1 s window each: 389 SENDs/s before, 4,086 after).
+from ...native import allocate_lock as _allocate_lock, start_new_thread as _start_new_thread  # noqa: E402
 
 
 class _Watchdog:
     """One OS thread running deadline callbacks (query timeouts) for the process.
 
-    Native locks only (:func:`_native`). The thread is woken only when a new deadline comes
+    Native locks only (:mod:`harness.native`). The thread is woken only when a new deadline comes
     before its own wake-up: with one query timeout for every call (the SEND path) that is
     almost never, so a call costs a lock and a heap push, no cross-thread wake-up. Cancelled
     entries are dropped lazily; the heap is rebuilt when they pile up, so its size stays
@@ -333,7 +321,7 @@ class Connection:
         self.query_timeout = query_timeout
         self.autocommit = autocommit
         self.driver_name = driver_name
-        self._lock = _allocate_lock()     # native (see _native): callers are OS threads
+        self._lock = _allocate_lock()     # native (harness.native): callers are OS threads
         self._guard = _allocate_lock()    # a call's end vs its timeout's cancel
         self._cursor: Any = None
         self._closed = False
