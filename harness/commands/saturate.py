@@ -21,6 +21,9 @@ def _positive(text: str) -> float:
     return v
 
 
+from .run import add_scale_arguments
+
+
 def register(sub) -> None:
     p = sub.add_parser("saturate", help="find the highest offered rate each permutation sustains",
                        description="For every permutation of the matrix (its rate axis aside), run open-loop "
@@ -45,6 +48,7 @@ def register(sub) -> None:
     p.add_argument("--precision", type=_positive, default=0.1,
                    help="stop bisecting when the bounds are within this fraction (default 0.1)")
     p.add_argument("--max-probes", type=int, default=12, help="probes per permutation at most (default 12)")
+    add_scale_arguments(p)
     p.set_defaults(func=cmd_saturate)
 
 
@@ -57,7 +61,7 @@ def cmd_saturate(args) -> int:
     from ..saturate import Saturation, SearchSettings, format_table
     from ..targets.embedded.profiles import EMBEDDED_PROFILES
     from ..targets.factory import make_target
-    from .run import install_sigint
+    from .run import install_sigint, scale_settings
 
     matrix = load_matrix(args.matrix, embedded_profiles=EMBEDDED_PROFILES)
     if args.factor <= 1:
@@ -67,6 +71,7 @@ def cmd_saturate(args) -> int:
     if matrix.run.backlog_messages:
         raise UserError("saturate measures offered rates: a backlog matrix cannot be saturated",
                         file=str(matrix.path), field="run.backlog_messages")
+    remote = scale_settings(args, matrix)      # --workers-per-initiator, --remote-workers (docs/scale-out.md)
     start = args.start_rate or min(matrix.axes.get("rate", [50.0]))
     settings = SearchSettings(start_rate=start, factor=args.factor, precision=args.precision,
                               max_probes=args.max_probes, slo_p99_ms=args.slo_p99_ms)
@@ -81,7 +86,7 @@ def cmd_saturate(args) -> int:
         print(f"ssbench: saturate {rd.run_id} on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
         sat = Saturation(matrix, target, rd, settings, stop_event=stop,
                          profile_for=lambda server: resolve_profile(matrix, target, server),
-                         say=lambda text: print(f"ssbench: {text}", file=sys.stderr, flush=True))
+                         say=lambda text: print(f"ssbench: {text}", file=sys.stderr, flush=True), remote=remote)
         try:
             sat.run()
         except Interrupted:

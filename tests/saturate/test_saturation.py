@@ -157,3 +157,35 @@ def test_saturate_refuses_a_backlog_matrix(tmp_path):
     r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(m)], cwd=REPO, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "run.backlog_messages" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+def test_saturate_drives_several_processes_per_initiator(pg_server, tmp_path):
+    """--workers-per-initiator reaches the probes: each is a repetition with two Locust worker
+    processes for the initiator, one user each, both sending."""
+    m = tmp_path / "sat.yaml"
+    m.write_text(MATRIX)
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(m), "--out", str(out),
+                        "--start-rate", "50", "--max-probes", "2", "--workers-per-initiator", "2"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    [res] = json.loads((out / "saturation.json").read_text())["permutations"]
+    assert 1 <= len(res["probes"]) <= 2
+    for p in res["probes"]:
+        s = json.loads((out / p["permutation_id"] / "rep-01" / "summary.json").read_text())
+        assert len(s["workers"]) == 2 and s["users_active"] == 2, (s["workers"], s["users_active"])
+        assert s["messages_lost"] == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workers-per-initiator", "3"], "--workers-per-initiator"),
+    (["--master-bind", "0.0.0.0:6000"], "only with --remote-workers"),
+])
+def test_saturate_scale_flags_are_checked_before_anything_starts(args, message, tmp_path):
+    m = tmp_path / "sat.yaml"
+    m.write_text(MATRIX)
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(m), "--out", str(tmp_path / "x"), *args],
+                       cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
