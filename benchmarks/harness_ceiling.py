@@ -6,12 +6,15 @@ alternating rounds (the order rotates each round, so drifts of a shared machine 
 variant alike), for a null SEND (``SELECT pg_sleep(0)``: the client's cost, not the broker's)
 and the real SEND (``ssb.send``):
 
-* ``green``: one Locust worker, libpq non-blocking on gevent (the embedded sender's path);
+* ``hub``: one Locust worker, each user's connection driven by gevent's hub (a socket callback
+  finishes a SEND and begins the next: harness.load.hubloop; the embedded target's default);
+* ``green``: one worker, libpq non-blocking from each user's greenlet, one hub wait per SEND
+  (SSBENCH_SEND_MODE=green; the embedded path of finite dialog lifetimes);
 * ``thread``: one worker, each user's SENDs on its own OS thread (SSBENCH_SEND_MODE=thread:
   the path of blocking drivers, pyodbc for SQL Server);
 * ``offload``: one worker, every SEND a hop to gevent's hub threadpool (the former thread path);
-* ``green2``: two Locust worker processes for one initiator, each with half the users on its
-  own half of the initiator's dialogs (green path), started by this benchmark;
+* ``two``: two Locust worker processes for one initiator, each with half the users on its
+  own half of the initiator's dialogs (the default path, as ``hub``), started by this benchmark;
 * ``pgbench``: pgbench (C) with the same clients, ``-M prepared``;
 * ``odbc_thread`` and ``odbc_offload`` (when psqlODBC is installed): the SQL Server sender's
   driver layer (pyodbc through harness.targets.mssql.driver) on the thread loop and on the
@@ -41,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ceiling_sender  # noqa: E402
 import loadbench  # noqa: E402
 
-VARIANTS = ("green", "thread", "offload", "green2", "pgbench", "odbc_thread", "odbc_offload")
-DEFAULT_VARIANTS = VARIANTS[:5]
+VARIANTS = ("hub", "green", "thread", "offload", "two", "pgbench", "odbc_thread", "odbc_offload")
+DEFAULT_VARIANTS = VARIANTS[:6]
 SENDS = ("null", "real")
 
 
@@ -52,7 +55,7 @@ def run_variant(target, variant: str, send: str, args, work: Path) -> loadbench.
         return loadbench.pgbench(target, args.clients, args.payload, args.seconds, work,
                                  sql=ceiling_sender.PGBENCH_NULL_SQL if null else None)
     base = target.sender_spec(1)
-    if variant == "green2":
+    if variant == "two":
         half = args.clients // 2
         # worker "2" sends to initiator 1 too, on dialogs half+1 .. 2*half
         specs = {"1": ceiling_sender.spec(base, null=null),
@@ -67,7 +70,7 @@ def run_variant(target, variant: str, send: str, args, work: Path) -> loadbench.
         return loadbench.ssbench(target, {"1": ceiling_sender.spec(base, null=null)}, args.clients,
                                  args.payload, args.seconds, args.warmup, work, "thread",
                                  env={"SSBENCH_THREAD_BATCH_S": variant.split("@", 1)[1]})
-    mode = {"green": "auto", "thread": "thread", "offload": "offload",
+    mode = {"hub": "auto", "green": "green", "thread": "thread", "offload": "offload",
             "odbc_thread": "auto", "odbc_offload": "offload"}[variant]
     return loadbench.ssbench(target, {"1": ceiling_sender.spec(base, null=null, odbc=odbc)}, args.clients,
                              args.payload, args.seconds, args.warmup, work, mode)
@@ -107,8 +110,8 @@ def main() -> int:
         ap.error(f"bad --variants/--sends/--clients/--rounds: {bad or (args.clients, args.rounds)}")
     if any(v.startswith("odbc_") for v in variants) and not ceiling_sender.odbc_available():
         ap.error(f"the odbc variants need pyodbc and the {ceiling_sender.ODBC_DRIVER!r} ODBC driver (psqlODBC)")
-    if "green2" in variants and args.clients % 2:
-        ap.error("--clients must be even for green2 (two processes, half the users each)")
+    if "two" in variants and args.clients % 2:
+        ap.error("--clients must be even for 'two' (two processes, half the users each)")
 
     results: dict[tuple[str, str], list[loadbench.Measured]] = {}
     with loadbench.embedded_target(args.clients) as target, \
@@ -139,14 +142,15 @@ def main() -> int:
             prefix = "" if s == "null" else "real_"
             summary[f"{prefix}{v}_send_per_s"] = round(rate[0], 1)
             summary[f"{prefix}{v}_cpu_us_per_send"] = None if cpu[0] is None else round(cpu[0], 2)
-        if "green2" in variants and "green" in variants:
-            ratios = [b.rate / a.rate for a, b in zip(results[("green", s)], results[("green2", s)])]
+        if "two" in variants and "hub" in variants:
+            ratios = [b.rate / a.rate for a, b in zip(results[("hub", s)], results[("two", s)])]
             key = "two_process_ratio" if s == "null" else "real_two_process_ratio"
             summary[key] = round(statistics.median(ratios), 3)
-            print(f"{s:5} two processes / one (green, per round): " + ", ".join(f"{x:.2f}" for x in ratios))
-        if "pgbench" in variants and "green" in variants:
-            ratios = [a.rate / b.rate for a, b in zip(results[("green", s)], results[("pgbench", s)])]
-            summary[("" if s == "null" else "real_") + "green_vs_pgbench"] = round(statistics.median(ratios), 3)
+            print(f"{s:5} two processes / one (default path, per round): " + ", ".join(f"{x:.2f}" for x in ratios))
+        for v in ("hub", "green"):
+            if "pgbench" in variants and v in variants:
+                ratios = [a.rate / b.rate for a, b in zip(results[(v, s)], results[("pgbench", s)])]
+                summary[("" if s == "null" else "real_") + f"{v}_vs_pgbench"] = round(statistics.median(ratios), 3)
     summary.update(clients=args.clients, rounds=args.rounds, seconds=args.seconds)
     print(json.dumps(summary))
     return 0

@@ -87,6 +87,7 @@ SUMMARY = _s(
     ("dialogs_begun", DoubleType()), ("dialogs_ended", DoubleType()),
     ("dialog_errors_received", DoubleType()), ("dialog_errors_lost", DoubleType()),
     ("endpoints", MapType(StringType(), DoubleType())),
+    ("messages_sent_client_cut", DoubleType()),
     ("status", StringType()), ("web", StringType()),
 )
 

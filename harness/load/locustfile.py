@@ -11,20 +11,26 @@ initiator and index over Locust's messages and the worker sends its recording ba
 reads ``SSBENCH_SPEC`` / ``--ssbench-spec`` and writes its recording for the web plugin to forward.
 
 Database drivers block. A blocking call inside a gevent greenlet would serialize the whole
-worker. A sender whose driver can cooperate with gevent (``send_green``: the embedded target's
-libpq in non-blocking mode) sends from the greenlet itself, the cheapest path. Any other
+worker. A sender that can SEND in non-blocking steps (``pump``: the embedded target's libpq)
+is driven by gevent's hub itself (:class:`harness.load.hubloop.HubLoop`: a socket callback
+finishes one SEND and begins the next, no greenlet switch per SEND), the cheapest path. A
+sender whose driver cooperates with gevent (``send_green``) can also send from the user's
+greenlet, one hub wait per SEND (the ``green`` mode; also the path of finite dialog
+lifetimes, where each SEND depends on the previous one's result). Any other
 sender (pyodbc for SQL Server) sends from its own real OS thread for the whole window
 (:class:`harness.load.offload.SendLoop`): the thread loops over SENDs and the user's greenlet
 takes the timed results in batches (every ``THREAD_BATCH_S``) and reports each one, so no SEND
 pays a greenlet-to-thread hop. Connecting, the dialog lookup, the user's first SEND and the
 close run on gevent's hub threadpool (:class:`harness.load.offload.Offload`; each function's
-first call alone). ``SSBENCH_SEND_MODE`` selects the path: ``auto`` (default: green where the
-sender has it, else the thread loop), ``thread`` (the thread loop for every sender: how the
+first call alone). ``SSBENCH_SEND_MODE`` selects the path: ``auto`` (default: the hub loop
+where the sender has a pump, else green where it has ``send_green``, else the thread loop),
+``green`` (the greenlet path even where a pump exists), ``thread`` (the thread loop for every sender: how the
 SQL Server path is exercised on the embedded target) or ``offload`` (the former path: one
 threadpool hop per SEND, kept for comparison). benchmarks/harness_ceiling.py measures them.
 
-Each SEND is timed with ``time.perf_counter``, reported through Locust's ``events.request``
-(so Locust's own stats and web UI see it) and kept exactly by :mod:`harness.load.recorder`.
+Each SEND is timed with ``time.perf_counter`` and kept exactly by :mod:`harness.load.recorder`;
+Locust's own statistics (its table, its web UI) get the successful SENDs in batches
+(:mod:`harness.load.locust_stats`) and each failed one through ``events.request``.
 
 With a ``rate`` in the spec the loop is open: each user waits for its next slot of the
 initiator's schedule before it sends (:mod:`harness.load.pacing`), and the recorder keeps the
@@ -40,6 +46,8 @@ import gevent
 from locust import User, constant, events, task
 from locust.exception import StopUser
 
+from harness.load.hubloop import HubLoop
+from harness.load.locust_stats import log_batch
 from harness.load.offload import Offload, SendLoop
 from harness.load.pacing import Schedule
 from harness.load.recorder import Recorder
@@ -54,13 +62,22 @@ GIVE_UP_AFTER_S = 10.0
 
 #: thread loop: how often a user's greenlet takes its thread's finished SENDs and reports them
 THREAD_BATCH_S = float(os.environ.get("SSBENCH_THREAD_BATCH_S", "0.05"))
+#: hub loop: the same; each wake-up of a user costs about as much as a dozen SENDs, and the
+#: recording is exact whenever it is taken (50 users, null SEND: 0.05 s -> 20.9 us of client
+#: CPU per SEND, 0.25 s -> 17.6 us; benchmarks/harness_ceiling.py)
+HUB_BATCH_S = float(os.environ.get("SSBENCH_HUB_BATCH_S", "0.2"))
 #: green and offload paths: how long one task call keeps SENDing before it yields to Locust
 SEND_BATCH_S = float(os.environ.get("SSBENCH_SEND_BATCH_S", "0.05"))
+#: at the end of a swarm: how long the worker waits for the SENDs in flight before Locust kills
+#: its users (a SEND still running then may reach the database uncounted: said in the recording)
+QUIESCE_S = 30.0
 
-_state: dict = {}
-_SEND_MODE = os.environ.get("SSBENCH_SEND_MODE", "auto")   # auto | thread | offload
-if _SEND_MODE not in ("auto", "thread", "offload"):
-    raise SystemExit(f"SSBENCH_SEND_MODE={_SEND_MODE!r}: expected auto, thread or offload")
+#: the worker's state: offload, recorder, spec, channel; ``quiescing`` (the worker is stopping:
+#: no new SEND), ``sending`` (users inside a batch of SENDs), ``loops`` (thread SEND loops)
+_state: dict = {"quiescing": False, "sending": 0, "loops": []}
+_SEND_MODE = os.environ.get("SSBENCH_SEND_MODE", "auto")   # auto | green | thread | offload
+if _SEND_MODE not in ("auto", "green", "thread", "offload"):
+    raise SystemExit(f"SSBENCH_SEND_MODE={_SEND_MODE!r}: expected auto, green, thread or offload")
 
 
 @events.init_command_line_parser.add_listener
@@ -80,6 +97,8 @@ def _on_init(environment, **_kw) -> None:
     if isinstance(runner, WorkerRunner) or runner is None or not isinstance(runner, MasterRunner):
         _state["offload"] = Offload()
         _state["recorder"] = Recorder(initiator=int(os.environ.get(channel.INITIATOR_ENV, "1")))
+        if runner is not None:
+            _quiesce_before_stop(runner)
         if isinstance(runner, WorkerRunner) and channel.in_swarm():
             # a headless swarm's worker (local or on a client host): token, claim, spec pushed by
             # the master, recording sent back over Locust's messages (harness.load.channel)
@@ -88,6 +107,44 @@ def _on_init(environment, **_kw) -> None:
         from harness.load import master
 
         master.install(environment, _spec, scale_out=channel.in_swarm())
+
+
+def _quiesce_before_stop(runner) -> None:
+    """Locust stops users by killing their greenlets; a green SEND killed while it waits for the
+    server is committed by the database and never counted. So before Locust's stop the worker
+    quiesces: no user starts a SEND, the SENDs in flight finish and are reported, the thread
+    loops end; only then are the users stopped (a swarm's end, the web UI's stop, a quit)."""
+    locust_stop = runner.stop
+
+    def stop(*args, **kwargs):
+        _quiesce(QUIESCE_S)
+        return locust_stop(*args, **kwargs)
+
+    runner.stop = stop
+
+
+def _busy() -> int:
+    return _state["sending"] + sum(1 for lp in _state["loops"] if not lp.done())
+
+
+def _quiesce(timeout: float) -> None:
+    if _state["quiescing"]:
+        return
+    _state["quiescing"] = True
+    for lp in _state["loops"]:
+        lp.stop()
+    deadline = time.monotonic() + timeout
+    while _busy() and time.monotonic() < deadline:
+        gevent.sleep(0.005)
+    left = _busy()
+    rec = _state.get("recorder")
+    if left and rec is not None:
+        rec.cut_at_stop += left
+        import logging
+
+        logging.getLogger("ssbench").warning(
+            "%d SEND(s) still running %.0f s after the stop: their users are stopped now, and such a "
+            "SEND may reach the database uncounted by this worker", left, timeout)
 
 
 def _spec(environment) -> SwarmSpec:
@@ -108,6 +165,7 @@ def _reload_spec() -> None:
 @events.test_start.add_listener
 def _on_test_start(environment, **_kw) -> None:
     _reload_spec()  # ssbench web may re-provision between swarms
+    _state.update(quiescing=False, sending=0, loops=[])
     rec = _state.get("recorder")
     if rec is not None:
         rec.reset()
@@ -151,9 +209,10 @@ class ServiceBrokerUser(User):
         if spec.messages_per_dialog:    # a finite dialog lifetime (docs/matrices.md)
             self._offload.call(self, self._sender.set_dialog_lifetime, spec.messages_per_dialog,
                                spec.fire_and_forget)
-        # a sender whose driver cooperates with gevent sends from the greenlet itself;
-        # any other blocking driver sends from its own OS thread (SendLoop)
-        green = getattr(self._sender, "send_green", None) if _SEND_MODE == "auto" else None
+        # a sender that can SEND without blocking is driven by the hub (HubLoop); one whose
+        # driver cooperates with gevent sends from the greenlet itself; any other blocking
+        # driver sends from its own OS thread (SendLoop)
+        green = getattr(self._sender, "send_green", None) if _SEND_MODE in ("auto", "green") else None
         offload = lambda d, p: self._offload.call(self, self._sender.send, d, p)  # noqa: E731
         self._send = green or offload
         self._pacer = None
@@ -162,7 +221,11 @@ class ServiceBrokerUser(User):
                 self._recorder.schedule = Schedule(spec.rate, spec.users_per_initiator or 1)
             self._pacer = self._recorder.schedule.pacer(self._user)
         self._loop = None
-        if green is None and _SEND_MODE != "offload":
+        if green is not None and _SEND_MODE == "auto" and self._sender.pump(self._dialog, self._payload) is not None:
+            # the first SEND from the greenlet (send_green); the hub drives the connection from the second
+            self._loop = HubLoop(self._sender, self._dialog, self._payload, self._pacer,
+                                 backoff=(BACKOFF_FIRST_S, BACKOFF_MAX_S), give_up_after=GIVE_UP_AFTER_S)
+        elif green is None and _SEND_MODE != "offload":
             # the first SEND goes through the offload (so the driver's lazy imports on its
             # first call run alone); the loop's thread takes over from the second
             self._loop = SendLoop(self._sender.send, self._dialog, self._payload, self._pacer,
@@ -171,34 +234,57 @@ class ServiceBrokerUser(User):
     @task
     def send(self) -> None:
         loop = self._loop
+        if _state["quiescing"]:          # the worker is stopping: no new SEND
+            if loop is not None:
+                self._report(loop.take())
+            gevent.sleep(0.05)
+            return
         if loop is not None and loop.started:
-            gevent.sleep(THREAD_BATCH_S)
+            gevent.sleep(HUB_BATCH_S if isinstance(loop, HubLoop) else THREAD_BATCH_S)
             self._report(loop.take())
             if loop.gave_up or loop.crashed is not None:
                 raise StopUser()
             return
-        # several SENDs per task call (for up to SEND_BATCH_S): Locust's per-task bookkeeping
-        # and its yield to the hub between tasks are paid once per batch, not per SEND
-        until = time.perf_counter() + SEND_BATCH_S
-        while True:
-            intended = self._pacer.wait(gevent.sleep) if self._pacer is not None else None
-            start = time.perf_counter()
-            exc = None
-            try:
-                self._send(self._dialog, self._payload)
-            except Exception as e:  # the broker refused the SEND: reported, counted, not raised
-                exc = e
-            end = time.perf_counter()
-            self._report([(time.time(), end - start, exc,
-                           None if intended is None else self._pacer.to_epoch(intended))])
-            if exc is not None:
-                break
+        # several SENDs per task call (for up to SEND_BATCH_S), reported together at its end:
+        # Locust's per-task bookkeeping, its yield to the hub between tasks and the reporting
+        # are paid once per batch, not per SEND
+        send, dialog, payload, pacer = self._send, self._dialog, self._payload, self._pacer
+        clock, wall = time.perf_counter, time.time
+        until = clock() + SEND_BATCH_S
+        done: list = []
+        exc = None
+        st = _state
+        st["sending"] += 1
+        try:
+            while True:
+                intended = None
+                if pacer is not None:     # waiting for a slot is not a SEND in flight
+                    st["sending"] -= 1
+                    try:
+                        intended = pacer.wait(gevent.sleep)
+                    finally:
+                        st["sending"] += 1
+                    if st["quiescing"]:
+                        break
+                start = clock()
+                try:
+                    send(dialog, payload)
+                except Exception as e:  # the broker refused the SEND: reported, counted, not raised
+                    exc = e
+                end = clock()
+                done.append((wall(), end - start, exc, None if intended is None else pacer.to_epoch(intended)))
+                if exc is not None or loop is not None or end >= until or st["quiescing"]:
+                    break
+        finally:   # a user stopped mid-batch still reports the SENDs it completed
+            st["sending"] -= 1
+            self._report(done)
+        if exc is None or len(done) > 1:     # a SEND went through: no failing streak
             self._failing_since = None
-            if loop is not None:
+        if exc is None:
+            if loop is not None and not st["quiescing"]:
                 loop.start()
-                return
-            if end >= until:
-                return
+                st["loops"].append(loop)
+            return
         # a failing server (crashed, restarting, refusing): back off instead of spinning, and
         # give up after GIVE_UP_AFTER_S of nothing but errors
         now = time.monotonic()
@@ -210,13 +296,20 @@ class ServiceBrokerUser(User):
         self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
 
     def _report(self, results) -> None:
-        """Record and report finished SENDs: (end epoch, elapsed s, exception, intended epoch)."""
-        record, fire = self._recorder.record, self.environment.events.request.fire
-        user, size, ctx, prio = self._user, len(self._payload), {"dialog_slot": self._slot}, self._priority
-        for end, elapsed, exc, intended in results:
-            record(end, elapsed, exc, user, intended, priority=prio)
-            fire(request_type="SSB", name="SEND", response_time=elapsed * 1000.0,
-                 response_length=size, exception=exc, context=ctx)
+        """Record and report finished SENDs: (end epoch, elapsed s, exception, intended epoch).
+        The recorder keeps them exactly; Locust's statistics get the successful ones as one
+        batch (:func:`harness.load.locust_stats.log_batch`) and each failure as an event."""
+        if not results:
+            return
+        self._recorder.record_many(results, self._user, self._priority)
+        size = len(self._payload)
+        log_batch(self.environment.stats, "SSB", "SEND",
+                  [(end, elapsed * 1000.0) for end, elapsed, exc, _ in results if exc is None], size)
+        for end, elapsed, exc, _ in results:
+            if exc is not None:
+                self.environment.events.request.fire(
+                    request_type="SSB", name="SEND", response_time=elapsed * 1000.0, response_length=size,
+                    exception=exc, context={"dialog_slot": self._slot})
 
     def on_stop(self) -> None:
         # wait for a SEND still running on its thread before closing the connection

@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import threading
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -33,7 +32,6 @@ class Recorder:
         self.initiator = initiator
         self.worker = worker          # this process's index among its initiator's workers (1..N)
         self.bucket_seconds = bucket_seconds
-        self._lock = threading.Lock()
         self.reset()
 
     def reset(self) -> None:
@@ -46,6 +44,9 @@ class Recorder:
         self.schedule = None      # the worker's harness.load.pacing.Schedule (open loop)
         #: a ``priority`` axis: SEND latency per dialog priority ("high", "normal"), bucketed
         self.by_priority: dict[str, dict[int, Counter]] = {}
+        #: SENDs still running when the worker's users were stopped after waiting for them: each
+        #: may have reached the database uncounted here (0 unless a SEND hung at the end)
+        self.cut_at_stop = 0
 
     def number_users_from(self, first: int) -> None:
         """Worker W of an initiator's N numbers its users from (W-1) x threads/N: each user of
@@ -62,23 +63,41 @@ class Recorder:
     def record(self, end_epoch: float, elapsed_s: float, exc: BaseException | None,
                user: int | None = None, intended_epoch: float | None = None,
                priority: str | None = None) -> None:
+        """One finished SEND (see :meth:`record_many`)."""
+        self.record_many(((end_epoch, elapsed_s, exc, intended_epoch),), user, priority)
+
+    def record_many(self, results, user: int | None = None, priority: str | None = None) -> None:
+        """Finished SENDs of one user, in completion order: ``(completion epoch, elapsed s,
+        exception or None, intended epoch or None)`` each. Called from the worker's greenlets
+        only (one thread), so no lock."""
+        if not results:
+            return
         if user is not None:
             u = self.users[user]                # registered by add_user
             if u[0] is None:
-                u[0] = end_epoch
-            u[1] = end_epoch
-            u[2] += 1
-        b = int(end_epoch / self.bucket_seconds)
-        if exc is None:
-            self.buckets[b][max(0, round(elapsed_s * 1e6))] += 1
-            if priority is not None:
-                self.by_priority.setdefault(priority, defaultdict(Counter))[b][max(0, round(elapsed_s * 1e6))] += 1
-            if intended_epoch is not None:
-                self.corrected[b][max(0, round((end_epoch - intended_epoch) * 1e6))] += 1
-        else:
-            self.errors[b] += 1
-            if len(self.error_samples) < MAX_ERROR_SAMPLES:
-                self.error_samples.append(f"{type(exc).__name__}: {exc}"[:500])
+                u[0] = results[0][0]
+            u[1] = results[-1][0]
+            u[2] += len(results)
+        bs, buckets, corrected = self.bucket_seconds, self.buckets, self.corrected
+        by_prio = self.by_priority.setdefault(priority, defaultdict(Counter)) if priority is not None else None
+        b_prev = c = None
+        for end_epoch, elapsed_s, exc, intended_epoch in results:
+            b = int(end_epoch / bs)
+            if exc is None:
+                if b != b_prev:            # a batch spans one or two buckets
+                    b_prev, c = b, buckets[b]
+                us = round(elapsed_s * 1e6)
+                if us < 0:                 # pragma: no cover - perf_counter is monotonic
+                    us = 0
+                c[us] = c.get(us, 0) + 1   # (not c[us] += 1: Counter's __missing__ is Python)
+                if by_prio is not None:
+                    by_prio[b][us] += 1
+                if intended_epoch is not None:
+                    corrected[b][max(0, round((end_epoch - intended_epoch) * 1e6))] += 1
+            else:
+                self.errors[b] += 1
+                if len(self.error_samples) < MAX_ERROR_SAMPLES:
+                    self.error_samples.append(f"{type(exc).__name__}: {exc}"[:500])
 
     def to_json(self, swarm_id: str = "") -> dict:
         return {"initiator": self.initiator, "worker": self.worker, "pid": os.getpid(), "swarm_id": swarm_id,
@@ -87,6 +106,7 @@ class Recorder:
                 "errors": {str(b): n for b, n in self.errors.items()},
                 "error_samples": self.error_samples,
                 "users": {str(u): v for u, v in self.users.items()},
+                **({"sends_cut_at_stop": self.cut_at_stop} if self.cut_at_stop else {}),
                 **({"corrected": {str(b): {str(k): v for k, v in c.items()} for b, c in self.corrected.items()}}
                    if self.corrected else {}),
                 **({"priority": {p: {str(b): {str(k): v for k, v in c.items()} for b, c in bs.items()}

@@ -30,6 +30,8 @@ class WindowData:
     workers: list[dict] = field(default_factory=list)
     #: a ``priority`` axis: measured-window SENDs' latency per dialog priority
     latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
+    #: SENDs still running when a worker stopped its users (harness.load.recorder.cut_at_stop)
+    sends_cut_at_stop: int = 0
 
     @property
     def seconds(self) -> float:
@@ -87,6 +89,7 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
                 wd.errors_window += n
                 mine["errors"] += n
         wd.error_samples.extend(data.get("error_samples", [])[:10])
+        wd.sends_cut_at_stop += int(data.get("sends_cut_at_stop", 0))
         users = data.get("users", {})
         wd.users_spawned += len(users)
         # active: it completed a SEND by the window's end and was still completing them at its

@@ -307,6 +307,10 @@ class RepetitionSummary(Document):
     dialog_errors_received: int | None = field(default=None, metadata={"omit_none": True})
     dialog_errors_lost: int | None = field(default=None, metadata={"omit_none": True})
     endpoints: dict[str, int] | None = field(default=None, metadata={"omit_none": True})
+    #: SENDs still running when the workers stopped their users after waiting for them
+    #: (harness.load.locustfile QUIESCE_S): each may have reached the database without the client
+    #: counting it, so messages_sent_client may be short by up to this many (absent: none)
+    messages_sent_client_cut: int | None = field(default=None, metadata={"omit_none": True})
     status: str = "ok"
     web: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -92,6 +92,8 @@ class ClientRecord:
     workers: list[dict] = field(default_factory=list)
     #: a ``priority`` axis: SENDs completed in the window per dialog priority (high, normal)
     send_latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
+    #: SENDs still running when the users were stopped (see RepetitionSummary)
+    sends_cut_at_stop: int = 0
 
 
 @dataclass
@@ -201,6 +203,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         dialogs_created=d.dialogs_created, usable_dialogs=d.usable_dialogs,
         messages_sent=a.sent, messages_sent_client=c.sends_total, messages_received=a.received,
         messages_lost=lost, drained=a.in_flight == 0, per_initiator=per_init,
+        messages_sent_client_cut=c.sends_cut_at_stop or None,
         send_rate=send_rate,
         receive_rate=round(d.e2e_latency.count / seconds, 3),
         send_latency_ms=latency_summary(c.send_latency), e2e_latency_ms=latency_summary(d.e2e_latency),

@@ -120,6 +120,36 @@ class Sender(abc.ABC):
         if messages_per_dialog:
             raise TargetError(f"{type(self).__name__} does not support messages_per_dialog")
 
+    def pump(self, dialog: str, payload: bytes) -> "SendPump | None":
+        """The cheapest SEND path, for drivers that can SEND without blocking: a :class:`SendPump`
+        for SENDs of ``payload`` on ``dialog`` that an event loop drives (harness.load.hubloop),
+        or None (the default) when this sender cannot (then a blocking path is used)."""
+        return None
+
+
+class SendPump(abc.ABC):
+    """One connection's SEND as non-blocking steps, driven by an event loop that watches
+    :attr:`fileno`. The loop owns the connection while it drives it: nothing else uses it.
+
+    ``begin()`` queues one SEND; ``flush()`` writes what is left when the socket is writable;
+    ``read()``, when it is readable, takes what arrived: ``(False, None)`` the SEND is not
+    complete yet, ``(True, None)`` it committed, ``(True, exc)`` it failed with ``exc`` (a lost
+    connection included: the sender's blocking ``send`` reconnects afterwards)."""
+
+    fileno: int
+
+    @abc.abstractmethod
+    def begin(self) -> bool:
+        """Queue one SEND; True when output is still to be flushed (wait until writable)."""
+
+    @abc.abstractmethod
+    def flush(self) -> bool:
+        """Write queued output; True when some is still left."""
+
+    @abc.abstractmethod
+    def read(self) -> tuple[bool, BaseException | None]:
+        """Consume input: (complete, error)."""
+
 
 class Target(abc.ABC):
     """A system under test: an initiator/target Service Broker topology."""

@@ -17,6 +17,7 @@ class SleepSender(Sender):
     def __init__(self, conninfo: str, seconds: float):
         self.conn = psycopg.connect(conninfo, autocommit=True)
         self.seconds = seconds
+        self._green = None
 
     def dialog(self, slot: int) -> str:
         return f"sleep-{slot}"
@@ -25,14 +26,18 @@ class SleepSender(Sender):
         self.conn.execute("SELECT pg_sleep(%s)", (self.seconds,))
 
     def send_green(self, dialog: str, payload: bytes) -> None:
-        from harness.targets.embedded.green import green_exec
+        if self._green is None:
+            from harness.targets.embedded.green import GreenConn
 
-        pg = self.conn.pgconn
-        res = green_exec(pg, lambda: pg.send_query(f"SELECT pg_sleep({self.seconds:f})".encode()))
+            self._green = GreenConn(self.conn.pgconn)
+        pg = self._green.pg
+        res = self._green.execute(lambda: pg.send_query(f"SELECT pg_sleep({self.seconds:f})".encode()))
         if res is None or res.error_message:
             raise RuntimeError(f"sleep failed: {pg.error_message.decode(errors='replace')}")
 
     def close(self) -> None:
+        if self._green is not None:
+            self._green.close()
         self.conn.close()
 
 

@@ -9,7 +9,6 @@ same statement.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ from psycopg import errors as pg_errors
 from psycopg.pq import ConnStatus, ExecStatus
 
 from ...errors import TargetError
+from ...native import allocate_lock
 from ..base import Sender
 from ._db import connect
 
@@ -39,7 +39,11 @@ class EmbeddedSender(Sender):
     """A Locust user's connection to initiator ``initiator``. One call at a time, from any thread.
 
     A SEND that fails because the connection is lost raises; the next call reconnects (the SEND
-    statement prepared again), backing off while the server is unreachable."""
+    statement prepared again), backing off while the server is unreachable.
+
+    The lock that makes calls one at a time is the OS's own (:mod:`harness.native`): OS threads
+    (the thread SEND loop, the hub's threadpool) block on it; a greenlet (:meth:`send_green`)
+    never blocks on it, it yields until the lock is free."""
 
     #: the SEND statement, prepared once per connection ($1 dialog handle, $2 body); a
     #: benchmark may subclass with another two-parameter statement (benchmarks/ceiling_sender.py)
@@ -49,7 +53,7 @@ class EmbeddedSender(Sender):
         self.initiator = initiator
         self._conninfo = conninfo
         self._app = application_name or f"ssbench-sender-i{initiator or 0}"
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
         self._dialogs: dict[int, str] = {}
         self._green = None       # .green.GreenConn, made on the first send_green
         self._lost = False       # the connection broke: the next call reconnects
@@ -178,8 +182,12 @@ class EmbeddedSender(Sender):
 
     def send_green(self, dialog: str, payload: bytes) -> None:
         """:meth:`send` for a gevent greenlet: libpq in non-blocking mode, waiting on the socket
-        through gevent's hub, so other users' greenlets run meanwhile (no thread hop)."""
-        with self._lock:
+        through gevent's hub, so other users' greenlets run meanwhile (no thread hop). The hot
+        path of the embedded target: one lock test, one prepared statement, one hub wait."""
+        lock = self._lock
+        if not lock.acquire(False):          # another caller holds it: yield, never block the hub
+            _acquire_cooperatively(lock)
+        try:
             if self._lost:
                 self._reconnect()
             green = self._green
@@ -189,27 +197,43 @@ class EmbeddedSender(Sender):
                 green = self._green = GreenConn(self._pg)
             try:
                 if self._per_dialog:
-                    res = self._exec_retiring(dialog, payload,
-                                              lambda st, p, param_formats: green.exec_prepared(st, p, param_formats))
+                    res = self._exec_retiring(dialog, payload, green.exec_prepared)
                 else:
                     res = green.exec_prepared(_STMT, [dialog.encode(), payload], _FORMATS)
             except psycopg.OperationalError as e:
                 self._lost = self._pg.status != ConnStatus.OK
                 raise psycopg.OperationalError(f"SEND failed: {_first_line(e)}") from None
+        finally:
+            lock.release()
         if res is None or res.status != ExecStatus.TUPLES_OK:
             self._raise(res) if res is not None else self._raise_conn()
 
+    def pump(self, dialog: str, payload: bytes):
+        """SENDs of ``payload`` on ``dialog`` as non-blocking libpq steps for an event loop
+        (:class:`.green.LibpqPump`); None with a finite dialog lifetime (each SEND then depends on
+        the previous one's result: the green path) or a lost connection (the next blocking
+        SEND reconnects first)."""
+        if self._per_dialog or self._lost:
+            return None
+        from .green import LibpqPump
+
+        return LibpqPump(self._pg, _STMT, [dialog.encode(), payload], _FORMATS, self._error)
+
     def _raise_conn(self) -> None:
-        self._lost = self._pg.status != ConnStatus.OK
-        msg = self._pg.error_message.decode(errors="replace").strip() or "no result"
-        raise psycopg.OperationalError(f"SEND failed: {msg}")
+        raise self._error(None)
 
     def _raise(self, res) -> None:
-        if res.status == ExecStatus.FATAL_ERROR and self._pg.status == ConnStatus.OK:
-            raise pg_errors.error_from_result(res, encoding=self._conn.info.encoding)
+        raise self._error(res)
+
+    def _error(self, res) -> BaseException:
+        """The exception of a SEND whose last result is ``res`` (None: no result at all); a
+        lost connection is remembered, so the next blocking call reconnects."""
+        if res is not None and res.status == ExecStatus.FATAL_ERROR and self._pg.status == ConnStatus.OK:
+            return pg_errors.error_from_result(res, encoding=self._conn.info.encoding)
         self._lost = self._pg.status != ConnStatus.OK
-        msg = self._pg.error_message.decode(errors="replace").strip() or res.status.name
-        raise psycopg.OperationalError(f"SEND failed: {msg}")
+        msg = self._pg.error_message.decode(errors="replace").strip() or (res.status.name if res is not None
+                                                                         else "no result")
+        return psycopg.OperationalError(f"SEND failed: {msg}")
 
     def close(self) -> None:
         if self._green is not None:
@@ -225,6 +249,16 @@ class EmbeddedSender(Sender):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _acquire_cooperatively(lock) -> None:
+    """Take a native lock from a greenlet: poll it, yielding to the hub in between."""
+    import gevent
+
+    delay = 0.0005
+    while not lock.acquire(False):
+        gevent.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 def _first_line(e: BaseException) -> str:

@@ -1,0 +1,232 @@
+"""One user's SEND loop driven by gevent's hub: the cheapest path, for senders that can SEND
+without blocking (:meth:`harness.targets.base.Sender.pump`: the embedded target's libpq).
+
+On the green path each SEND costs the user's greenlet two switches (to the hub while the
+server works, back when the answer is in) and a hub iteration; on the thread path, a GIL
+hand-over. Here the user's connection is watched by the hub itself and the socket-readable
+callback finishes the SEND, times it and begins the next one (or arms a timer for the next
+slot, open loop): per SEND, one callback and the driver's own calls, as pgbench does with its
+``select`` loop over its clients. Each user is still one connection in a closed loop (or on its
+own slots of the schedule); the user's greenlet takes the finished SENDs in batches
+(:meth:`take`) and reports them, exactly like :class:`harness.load.offload.SendLoop`, whose
+interface this class shares (``start``, ``stop``, ``take``, ``done``, ``wait_done``,
+``started``, ``gave_up``, ``crashed``).
+
+A failed SEND is recorded; then a greenlet takes over: it backs off (``backoff``: first and
+maximum seconds, doubling) and SENDs through the sender's blocking-style green path, which
+reconnects a lost connection; after a success the hub drives the (new) connection again. After
+``give_up_after`` seconds of nothing but errors the loop gives up (:attr:`gave_up`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+
+_perf, _time = time.perf_counter, time.time
+
+
+class HubLoop:
+    def __init__(self, sender, dialog, payload, pacer=None, *, backoff=(0.01, 1.0), give_up_after: float = 10.0):
+        self._sender, self._dialog, self._payload, self._pacer = sender, dialog, payload, pacer
+        self._backoff, self._give_up_after = backoff, give_up_after
+        self.results: list = []
+        self.started = False
+        self.gave_up = False
+        self.crashed: BaseException | None = None
+        self._stopping = False
+        self._inflight = False        # a SEND begun and not complete
+        self._recovering = None       # the greenlet that backs off and retries after an error
+        self._timer = None            # open loop: waiting for the next slot
+        self._pump = None
+        self._read = self._write = None
+        self._loop = gevent.get_hub().loop
+
+    # ------------------------------------------------------------------ the interface of SendLoop
+    def start(self) -> "HubLoop":
+        self.started = True
+        if self._attach():
+            self._next()
+        else:                          # the sender cannot pump now (a lost connection): recover
+            self._recover_later(None)
+        return self
+
+    def take(self) -> list:
+        """The results completed since the last call, oldest first (call from one greenlet)."""
+        out, self.results = self.results, []
+        return out
+
+    def stop(self) -> None:
+        """End the loop after the SEND in flight; a slot or back-off wait ends now."""
+        self._stopping = True
+        self.stop_waiting()
+        if not self._inflight:         # nothing in flight: let go of the connection now
+            self._detach()
+
+    def stop_waiting(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+
+    def done(self) -> bool:
+        """Has the loop stopped driving the connection (so it may be closed)?"""
+        if not self.started:
+            return True
+        return not self._inflight and self._timer is None and (
+            self._recovering is None or self._recovering.dead) and (self._stopping or self.gave_up
+                                                                    or self.crashed is not None)
+
+    def wait_done(self, timeout: float, poll: float = 0.005) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.done():
+            if time.monotonic() > deadline:
+                return False
+            gevent.sleep(poll)
+        return True
+
+    # ------------------------------------------------------------------ driven by the hub
+    def _attach(self) -> bool:
+        self._detach()
+        pump = self._sender.pump(self._dialog, self._payload)
+        if pump is None:
+            return False
+        self._pump = pump
+        self._read = self._loop.io(pump.fileno, 1)
+        self._write = self._loop.io(pump.fileno, 2)
+        self._read.start(self._on_readable)       # stays armed while the hub drives the connection
+        return True
+
+    def _detach(self) -> None:
+        for w in (self._read, self._write):
+            if w is not None:
+                w.stop()
+                w.close()
+        self._read = self._write = self._pump = None
+
+    def _next(self) -> None:
+        """Begin the next SEND, or arm a timer for its slot (open loop)."""
+        if self._stopping:
+            self._detach()
+            return
+        self._intended = None
+        pacer = self._pacer
+        if pacer is not None:
+            t = pacer.next_slot()
+            self._intended = t
+            delay = t - time.perf_counter()
+            if delay > 0:
+                self._timer = self._loop.timer(delay)
+                self._timer.start(self._on_slot)
+                return
+            pacer.late += 1
+        self._begin()
+
+    def _on_slot(self) -> None:
+        self._timer = None
+        if self._stopping:
+            self._detach()
+            return
+        self._begin()
+
+    def _begin(self) -> None:
+        self._inflight = True
+        self._start = time.perf_counter()
+        try:
+            if self._pump.begin():
+                self._write.start(self._on_writable)
+        except Exception as e:
+            self._complete(e)
+        except BaseException as e:  # pragma: no cover - a bug: surfaced by the user's greenlet
+            self._crash(e)
+
+    def _on_writable(self) -> None:
+        try:
+            if not self._pump.flush():
+                self._write.stop()
+        except Exception as e:
+            self._write.stop()
+            self._complete(e)
+        except BaseException as e:  # pragma: no cover
+            self._crash(e)
+
+    def _on_readable(self) -> None:
+        try:
+            complete, exc = self._pump.read()
+            if not self._inflight:     # nothing asked: a notice, or the connection closing
+                if exc is not None:
+                    self.stop_waiting()
+                    self._detach()
+                    self._recover_later(time.monotonic())
+                return
+            if not complete:
+                return
+            if exc is None and self._pacer is None and not self._stopping:
+                # the usual case, closed loop: record this SEND and begin the next one at once
+                end = _perf()
+                self.results.append((_time(), end - self._start, None, None))
+                self._start = _perf()
+                if self._pump.begin():
+                    self._write.start(self._on_writable)
+                return
+            self._complete(exc)
+        except Exception as e:         # pump.begin() failed: the connection is gone
+            self._complete(e)
+        except BaseException as e:  # pragma: no cover
+            self._crash(e)
+
+    def _complete(self, exc) -> None:
+        end = time.perf_counter()
+        self._inflight = False
+        intended = self._intended
+        self.results.append((time.time(), end - self._start, exc,
+                             None if intended is None else self._pacer.to_epoch(intended)))
+        if exc is None:
+            self._next()
+            return
+        self._detach()
+        self._recover_later(time.monotonic())
+
+    def _crash(self, e: BaseException) -> None:
+        self.crashed = e
+        self._inflight = False
+        self._detach()
+
+    # ------------------------------------------------------------------ after an error
+    def _recover_later(self, failing_since: float | None) -> None:
+        self._recovering = gevent.spawn(self._recover, failing_since)
+
+    def _recover(self, failing_since: float | None) -> None:
+        """Back off, then SEND through the sender's green path (it reconnects a lost connection)
+        until one succeeds (the hub takes over again) or only errors came for give_up_after."""
+        backoff = self._backoff[0]
+        send = self._sender.send_green
+        pacer = self._pacer
+        while not self._stopping:
+            if failing_since is not None:
+                if time.monotonic() - failing_since > self._give_up_after:
+                    self.gave_up = True
+                    return
+                gevent.sleep(backoff)
+                backoff = min(backoff * 2, self._backoff[1])
+                if self._stopping:
+                    return
+            intended = pacer.wait(gevent.sleep) if pacer is not None else None
+            start = time.perf_counter()
+            try:
+                send(self._dialog, self._payload)
+                exc = None
+            except Exception as e:
+                exc = e
+            end = time.perf_counter()
+            self.results.append((time.time(), end - start, exc, None if intended is None else pacer.to_epoch(intended)))
+            if exc is None:
+                if self._stopping:
+                    return
+                if self._attach():     # the hub drives the connection again
+                    self._next()
+                    return
+                failing_since = None   # it cannot pump now: go on SENDing from here
+                continue
+            if failing_since is None:
+                failing_since = time.monotonic()

@@ -1,0 +1,61 @@
+"""The embedded SEND paths at the end of a swarm: Locust stops its users by killing their
+greenlets, and a greenlet killed while its SEND waits for the server (green path) or a hub loop
+cut off with a SEND in flight leaves a SEND that the database commits and the client never
+counts. The worker quiesces first (no new SEND, the ones in
+flight finished and reported), so the client's count equals the database's, counted
+independently, swarm after swarm."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.load.spec import SwarmSpec
+from harness.load.swarm import Swarm
+from harness.load.window import merge_workers
+from harness.targets.embedded.target import EmbeddedTarget
+from support.embedded import settings
+
+pytestmark = pytest.mark.slow
+
+USERS, WARMUP, MEASURE, SWARMS = 20, 0.5, 1.5, 3
+
+
+@pytest.fixture(scope="module")
+def target(pg_server):
+    t = EmbeddedTarget(pg_server, prefix="ssbgstop")
+    t.provision(1)
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("mode", ["auto", "green"])   # the hub loop (the default), the greenlet path
+def test_every_send_the_database_committed_is_counted_by_the_client(target, tmp_path, monkeypatch, mode):
+    monkeypatch.setenv("SSBENCH_SEND_MODE", mode)
+    target.prepare(1, "durable", settings())
+    target.create_dialogs(1, USERS, 1)
+    target.start()
+    try:
+        for k in range(SWARMS):
+            out = tmp_path / f"s{k}"
+            out.mkdir()
+            spec = SwarmSpec(sender_specs={"1": target.sender_spec(1)}, payload_bytes=100,
+                             usable={"1": USERS}, warmup_seconds=WARMUP, measure_seconds=MEASURE,
+                             out_dir=str(out), users_per_initiator=USERS)
+            swarm = Swarm(spec, out, initiators=1, threads=USERS, spawn_rate=1000).start()
+            res = swarm.wait(timeout=90)
+            assert res.spawn_complete and res.worker_files, swarm.log_tail()
+            start = res.spawn_complete + WARMUP
+            wd = merge_workers(res.worker_files, start, start + MEASURE)
+            counts = target.drain(60)
+            assert wd.users_active == USERS and wd.errors_total == 0, (wd.users_active, wd.error_samples)
+            assert wd.sends_total > 50 * USERS, wd.sends_total     # every user was busy sending
+            # the database's own count of this swarm's SENDs against the client's
+            assert counts.settled and counts.sent == counts.received == wd.sends_total, \
+                (k, counts, wd.sends_total)
+            target.prepare(1, "durable", settings())   # counters back to zero (stops the broker)
+            target.create_dialogs(1, USERS, 1)
+            target.start()
+    finally:
+        target.stop()
