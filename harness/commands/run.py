@@ -53,64 +53,75 @@ def add_scale_arguments(p) -> None:
     g.add_argument("--remote-workers", action="store_true",
                    help="start no Locust worker on this host: the master listens on --master-bind and waits for "
                         "'ssbench worker' on the client hosts (initiators x workers-per-initiator of them, for "
-                        "every repetition); needs the same $SSBENCH_WORKER_TOKEN on every host")
+                        "every repetition); needs the same $SSBENCH_WORKER_TOKEN on every host. Implied by a "
+                        "topology file with a client_hosts: section, whose values these flags override")
     g.add_argument("--master-bind", default=None, metavar="HOST[:PORT]",
-                   help="with --remote-workers: the address the master listens on (default 0.0.0.0:5557)")
+                   help="with remote workers: the address the master listens on (default: the topology's "
+                        "client_hosts.master_bind, else 0.0.0.0:5557)")
     g.add_argument("--worker-wait", type=float, default=None, metavar="SECONDS",
-                   help="with --remote-workers: how long each repetition's master waits for every expected "
-                        "worker before it fails naming the missing ones (default 120)")
+                   help="with remote workers: how long each repetition's master waits for every expected "
+                        "worker before it fails naming the missing ones (default: the topology's "
+                        "client_hosts.worker_wait_seconds, else 120)")
 
 
-def parse_host_port(value: str, flag: str, default_port: int = 5557) -> tuple[str, int]:
+def parse_host_port(value: str, flag: str) -> tuple[str, int]:
     """``HOST``, ``HOST:PORT`` or ``[V6]:PORT``; a one-line UserError naming ``flag`` otherwise."""
     from ..errors import UserError
+    from ..targets.mssql.client_hosts import parse_bind
 
-    host, port = value.strip(), default_port
-    if host.startswith("["):
-        end = host.find("]")
-        if end < 0:
-            raise UserError(f"{value!r}: unclosed '['", field=flag)
-        rest, host = host[end + 1:], host[1:end]
-        if rest:
-            if not rest.startswith(":"):
-                raise UserError(f"{value!r}: expected [HOST]:PORT", field=flag)
-            port = rest[1:]
-    elif host.count(":") == 1:
-        host, port = host.split(":")
     try:
-        port = int(port)
-    except ValueError:
-        raise UserError(f"{value!r}: the port must be a number", field=flag) from None
-    if not host or not 1 <= port <= 65535:
-        raise UserError(f"{value!r}: expected HOST or HOST:PORT with a port in 1..65535", field=flag)
-    return host, port
+        return parse_bind(value)
+    except ValueError as e:
+        raise UserError(str(e), field=flag) from None
+
+
+def client_hosts_of(where: str):
+    """The ``client_hosts:`` section of ``--target``'s topology file (None: embedded, or absent)."""
+    if where == "embedded":
+        return None
+    from ..targets.mssql.topology import load_topology
+
+    return load_topology(where).client_hosts
 
 
 def scale_settings(args, matrix):
-    """Apply --workers-per-initiator to the matrix; return the RemoteWorkers (or None). Checked
-    before anything starts."""
+    """Apply --workers-per-initiator (else the topology's client_hosts.workers_per_initiator) to
+    the matrix; return the RemoteWorkers (or None): from --remote-workers and its flags, or from
+    the topology's ``client_hosts:`` section, the flags overriding the file. Checked before
+    anything starts."""
     from ..errors import UserError
     from ..load.auth import TOKEN_ENV, token_from_env, token_problem
     from ..load.swarm import RemoteWorkers
 
+    hosts = client_hosts_of(getattr(args, "target", "embedded") or "embedded")
     wpi = getattr(args, "workers_per_initiator", None)
+    if wpi is None and hosts is not None and hosts.workers_per_initiator is not None:
+        wpi = hosts.workers_per_initiator
     if wpi is not None:
         matrix.set_workers_per_initiator(wpi)
     wait = getattr(args, "worker_wait", None)
     if wait is not None and not 1 <= wait <= 86_400:
         raise UserError(f"must be between 1 and 86400 seconds, got {wait:g}", field="--worker-wait")
-    if not getattr(args, "remote_workers", False):
+    if not getattr(args, "remote_workers", False) and hosts is None:
         for flag, value in (("--master-bind", getattr(args, "master_bind", None)), ("--worker-wait", wait)):
             if value is not None:
-                raise UserError("only with --remote-workers (local workers use a free loopback port)", field=flag)
+                raise UserError("only with --remote-workers or a topology with client_hosts: (local workers "
+                                "use a free loopback port)", field=flag)
         return None
     problem = token_problem(token_from_env())
     if problem:
         raise UserError(f"{problem}; set the same token on this host and on every client host, e.g. "
                         f"export {TOKEN_ENV}=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')",
                         field=f"${TOKEN_ENV}")
-    host, port = parse_host_port(args.master_bind or "0.0.0.0:5557", "--master-bind")
-    return RemoteWorkers(bind_host=host, port=port, wait_seconds=wait if wait is not None else 120.0)
+    if getattr(args, "master_bind", None):
+        host, port = parse_host_port(args.master_bind, "--master-bind")
+    elif hosts is not None:
+        host, port = hosts.bind_host, hosts.port
+    else:
+        host, port = parse_host_port("0.0.0.0:5557", "--master-bind")
+    if wait is None:
+        wait = hosts.worker_wait_seconds if hosts is not None else 120.0
+    return RemoteWorkers(bind_host=host, port=port, wait_seconds=wait)
 
 
 def install_sigint(stop: threading.Event) -> None:
@@ -167,6 +178,10 @@ def execute(args) -> tuple[int, "object"]:
         if remote is not None:
             print(f"ssbench: waiting for {matrix.run.workers_per_initiator} 'ssbench worker' per initiator at "
                   f"{remote.bind_host}:{remote.port} (up to {remote.wait_seconds:g}s per repetition)", file=sys.stderr)
+            hosts = client_hosts_of(args.target)
+            if hosts is not None and hosts.hosts:
+                print("ssbench: client hosts (topology): " + "; ".join(
+                    f"{h} drives {', '.join(i)}" for h, i in hosts.hosts.items()), file=sys.stderr)
         runner = Runner(matrix, target, rd, progress=progress, stop_event=stop, remote=remote)
         resume = f"ssbench run {args.matrix} --resume --out {rd.path}"
         try:

@@ -37,6 +37,7 @@ from typing import Any
 from ...errors import UserError
 from ...yamlsrc import Located, load_located
 from . import tsql
+from .client_hosts import ClientHosts, read_client_hosts
 from .topology_reader import (NOT_ENV_NAME, Reader as _Reader, check_driver_name as _check_driver_name,
                               check_env_name as _check_env_name,
                               check_tds_version as _check_tds_version,
@@ -65,7 +66,7 @@ PAPER_NAMES = {
 }
 
 TOP_KEYS = {"name", "description", "layout", "driver", "auth", "sender_auth", "instances",
-            "target", "initiators", "profiles", "broker"}
+            "target", "initiators", "profiles", "broker", "client_hosts"}
 DRIVER_KEYS = {"kind", "name", "encrypt", "trust_server_certificate", "host_name_in_certificate",
                "tds_version", "encryption", "login_timeout_seconds", "query_timeout_seconds",
                "admin_timeout_seconds"}
@@ -183,6 +184,9 @@ class Topology:
     broker: BrokerConfig
     sha256: str = ""
     default_profile: str = ""
+    #: Locust workers on client hosts of their own (harness.targets.mssql.client_hosts); None: the
+    #: section is absent (local workers unless --remote-workers)
+    client_hosts: ClientHosts | None = None
 
     # ------------------------------------------------------------------ queries
     def profile(self, name: str | None) -> Profile:
@@ -241,6 +245,9 @@ class Topology:
                              "settings": v.settings(), "description": v.description}
                          for k, v in self.profiles.items()},
             "broker": asdict(self.broker),
+            **({"client_hosts": {**asdict(self.client_hosts),
+                                 "hosts": {h: list(i) for h, i in self.client_hosts.hosts.items()}}}
+               if self.client_hosts else {}),
         }
 
     # ------------------------------------------------------------------ from the environment
@@ -511,9 +518,11 @@ def load_topology(path: str | Path) -> Topology:
         raise r.err("names starting with ssbench_ are reserved for ssbench's own objects",
                     b.get("queue") or b.get("activation_procedure"), "broker")
 
+    client_hosts = read_client_hosts(r, doc.get("client_hosts"),
+                                     {n for p_ in profiles.values() for n in p_.initiators})
     return Topology(path=p, name=name, description=description, layout=layout, driver=driver,
                     instances=instances, profiles=profiles, broker=broker,
-                    sha256=sha256, default_profile=next(iter(profiles)))
+                    sha256=sha256, default_profile=next(iter(profiles)), client_hosts=client_hosts)
 
 
 __all__ = ["msodbc_major", "Auth", "DriverConfig", "Instance", "Profile", "BrokerConfig", "Topology",
