@@ -24,6 +24,8 @@ import time
 
 import gevent
 
+from harness.load.offload import wait_until
+
 _perf, _time = time.perf_counter, time.time
 
 
@@ -39,6 +41,8 @@ class HubLoop:
         self._inflight = False        # a SEND begun and not complete
         self._recovering = None       # the greenlet that backs off and retries after an error
         self._timer = None            # open loop: waiting for the next slot
+        self._intended = None         # open loop: the slot (perf_counter) of the SEND in flight
+        self._start = 0.0             # when the SEND in flight began (perf_counter)
         self._pump = None
         self._read = self._write = None
         self._loop = gevent.get_hub().loop
@@ -78,12 +82,8 @@ class HubLoop:
                                                                     or self.crashed is not None)
 
     def wait_done(self, timeout: float, poll: float = 0.005) -> bool:
-        deadline = time.monotonic() + timeout
-        while not self.done():
-            if time.monotonic() > deadline:
-                return False
-            gevent.sleep(poll)
-        return True
+        """Wait (cooperatively, from a greenlet) until :meth:`done`."""
+        return wait_until(self.done, timeout, poll)
 
     # ------------------------------------------------------------------ driven by the hub
     def _attach(self) -> bool:

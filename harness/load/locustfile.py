@@ -63,8 +63,8 @@ GIVE_UP_AFTER_S = 10.0
 #: thread loop: how often a user's greenlet takes its thread's finished SENDs and reports them
 THREAD_BATCH_S = float(os.environ.get("SSBENCH_THREAD_BATCH_S", "0.05"))
 #: hub loop: the same; each wake-up of a user costs about as much as a dozen SENDs, and the
-#: recording is exact whenever it is taken (50 users, null SEND: 0.05 s -> 20.9 us of client
-#: CPU per SEND, 0.25 s -> 17.6 us; benchmarks/harness_ceiling.py)
+#: recording is exact whenever it is taken (50 users, null SEND, two consecutive runs of
+#: benchmarks/harness_ceiling.py: every 0.05 s 20.9 us of client CPU per SEND, every 0.25 s 17.6)
 HUB_BATCH_S = float(os.environ.get("SSBENCH_HUB_BATCH_S", "0.2"))
 #: green and offload paths: how long one task call keeps SENDing before it yields to Locust
 SEND_BATCH_S = float(os.environ.get("SSBENCH_SEND_BATCH_S", "0.05"))
@@ -73,7 +73,8 @@ SEND_BATCH_S = float(os.environ.get("SSBENCH_SEND_BATCH_S", "0.05"))
 QUIESCE_S = 30.0
 
 #: the worker's state: offload, recorder, spec, channel; ``quiescing`` (the worker is stopping:
-#: no new SEND), ``sending`` (users inside a batch of SENDs), ``loops`` (thread SEND loops)
+#: no new SEND), ``sending`` (users inside a batch of SENDs), ``loops`` (the started thread and
+#: hub SEND loops)
 _state: dict = {"quiescing": False, "sending": 0, "loops": []}
 _SEND_MODE = os.environ.get("SSBENCH_SEND_MODE", "auto")   # auto | green | thread | offload
 if _SEND_MODE not in ("auto", "green", "thread", "offload"):
@@ -221,7 +222,8 @@ class ServiceBrokerUser(User):
                 self._recorder.schedule = Schedule(spec.rate, spec.users_per_initiator or 1)
             self._pacer = self._recorder.schedule.pacer(self._user)
         self._loop = None
-        if green is not None and _SEND_MODE == "auto" and self._sender.pump(self._dialog, self._payload) is not None:
+        pump = getattr(self._sender, "pump", None) if green is not None and _SEND_MODE == "auto" else None
+        if pump is not None and pump(self._dialog, self._payload) is not None:
             # the first SEND from the greenlet (send_green); the hub drives the connection from the second
             self._loop = HubLoop(self._sender, self._dialog, self._payload, self._pacer,
                                  backoff=(BACKOFF_FIRST_S, BACKOFF_MAX_S), give_up_after=GIVE_UP_AFTER_S)

@@ -183,9 +183,15 @@ class SendLoop:
 
     def wait_done(self, timeout: float, poll: float = 0.005) -> bool:
         """Wait (cooperatively, from a greenlet) for the thread to leave its loop."""
-        deadline = time.monotonic() + timeout
-        while not self.done():
-            if time.monotonic() > deadline:
-                return False
-            gevent.sleep(poll)
-        return True
+        return wait_until(self.done, timeout, poll)
+
+
+def wait_until(done, timeout: float, poll: float = 0.005) -> bool:
+    """Poll ``done()`` from a greenlet, yielding to the hub in between, for up to ``timeout``
+    seconds; its last answer."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        gevent.sleep(poll)
+    return True
