@@ -63,3 +63,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     f = getattr(config, "_ssbench_figures", None)
     if f:
         terminalreporter.write_line("fault suite: " + ", ".join(f"{k} {f[k]}" for k in FIGURE_KEYS))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """No test may leave this process monkey-patched by gevent (``import locust`` does it): the
+    tests after it would run their threads as greenlets, where one blocking call stalls them all
+    (a run of the suite hung that way, and Spark's gateway threads failed). Locust runs in
+    processes of its own."""
+    yield
+    import sys
+
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("threading") and not os.environ.get("SSBENCH_TEST_GEVENT_PROCESS"):
+        pytest.fail(f"the test process is monkey-patched by gevent after {item.nodeid}: this test, or a test "
+                    "module at collection, imported locust; run such code in a subprocess", pytrace=False)
