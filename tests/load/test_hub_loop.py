@@ -27,6 +27,9 @@ def target(pg_server):
         yield t
     finally:
         t.close()
+        # these tests run gevent's hub in the test process's main thread; later tests that use
+        # gevent (its thread pool) get a hub of their own, as each Locust worker has
+        gevent.get_hub().destroy(destroy_loop=True)
 
 
 @pytest.fixture
