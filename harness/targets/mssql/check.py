@@ -66,6 +66,8 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
                                        "server (a restored database?): EXECUTE AS OWNER fails; "
                                        f"run ALTER AUTHORIZATION ON DATABASE::[{inst.database}] "
                                        "TO [sa]"))
+        else:
+            out += _impersonation_lines(s, inst, label)
         if dup:
             out.append(("warn", label, f"same broker GUID as {', '.join(dup)} (provision runs NEW_BROKER)"))
         b = topo.broker
@@ -110,6 +112,19 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
         else:
             out.append(("ok", f"route {i.name} -> {t.name}", f"{r[3]}"))
     return out
+
+
+def _impersonation_lines(s: Session, inst, label: str) -> list[tuple]:
+    """Activation runs its procedures EXECUTE AS OWNER, which fails (with a line in the
+    ERRORLOG only) when the database owner cannot be impersonated, e.g. a login the server
+    cannot resolve although sys.databases names one: EXECUTE AS USER = 'dbo'; REVERT; tells."""
+    err = s._scalar(inst, "objects", "impersonate_owner", purpose="admin")
+    if not err:
+        return []
+    return [("fail", label, f"EXECUTE AS USER = 'dbo' fails here ({err}): the activation "
+                            "procedures (EXECUTE AS OWNER) would fail too, saying so only in the "
+                            f"ERRORLOG; run ALTER AUTHORIZATION ON DATABASE::[{inst.database}] TO "
+                            "a login this server has")]
 
 
 def _permission_lines(s: Session, inst, label: str, missing_dbs: list[str]) -> list[tuple]:

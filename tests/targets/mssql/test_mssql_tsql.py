@@ -145,7 +145,7 @@ def params(layout: str, every_n: int, initiator: int = 1) -> dict:
         "address": "LOCAL" if layout == "single" else "TCP://sqltarget.lab.example:4022",
         "binding": "ssbench_rsb_target",
         "receive_top": 10000 if every_n == 150 else 100, "waitfor_timeout_ms": 3000,
-        "max_queue_readers": 16, "data_prefix": message_prefix(initiator),
+        "max_queue_readers": 16, "initiator_readers": 16, "data_prefix": message_prefix(initiator),
         "warmup_prefix": message_prefix(initiator, warmup=True),
         "dialog_encryption": "ON", "procedure": "SRPerf_Queue_LabTest", "table": "messageDrop",
         "honor": 1, "honor_kw": "ON",
@@ -186,14 +186,15 @@ def test_every_section_renders(layout, every_n, file, section):
 
 # ODBC parameters each query binds (the target passes exactly these).
 EXPECTED_MARKERS = {
-    ("initiator", "call_send_retiring"): 4, ("collectors", "endpoint_states"): 1,
+    ("initiator", "call_send_retiring"): 5, ("collectors", "endpoint_states"): 1,
+    ("objects", "contract_check"): 4, ("objects", "config_keep"): 3,
     ("server", "database_info"): 1,
     ("server", "certificate_public"): 1, ("server", "certificate_thumbprint"): 1,
     ("objects", "config_set"): 4, ("objects", "objects_present"): 4,
     ("objects", "owned_record"): 4, ("objects", "ownership"): 5,
     ("target", "e2e_latencies"): 2, ("target", "e2e_latencies_by_priority"): 2,
     ("initiator", "call_create_dialogs"): 3, ("initiator", "call_send"): 2,
-    ("initiator", "dialog_handle"): 1, ("initiator", "sent_sequence"): 1,
+    ("initiator", "dialog_handle"): 1,
     ("collectors", "activated_tasks"): 1, ("collectors", "queue_monitor"): 1,
     ("collectors", "queue_state"): 1, ("collectors", "queue_fast"): 1,
 }
