@@ -5,6 +5,7 @@ does. Against the recording fake (no SQL Server runs here)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from harness.matrix import BrokerSettings
@@ -83,3 +84,20 @@ def test_comments_and_docs_say_what_sql_server_does():
     matrices = " ".join((REPO / "docs" / "matrices.md").read_text().split())
     assert "honoured when the database's `HONOR_BROKER_PRIORITY` is ON" not in matrices
     assert "RECEIVE always takes the higher-priority conversations first" in matrices
+
+
+# --------------------------------------------------------------------------- items 1 and 7, in the summary
+
+def test_the_dialog_counts_reach_the_summary(fake):
+    """SQL Server cannot count the Errors it discards (errors_lost is None): the dialogs
+    family's summary fields still carry what it can count (int(None) dropped them all)."""
+    from harness.collectors.base import SampleContext
+    from harness.collectors.dialogs import DialogCollector
+
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    t.prepare(1, "durable", BrokerSettings())
+    ctx = SampleContext(target=t, lock=threading.Lock())
+    out = DialogCollector().summary_fields(ctx, None)
+    assert out["dialogs_begun"] == out["dialogs_ended"] == out["dialog_errors_received"] == 0
+    assert "dialog_errors_lost" not in out and isinstance(out["endpoints"], dict)
