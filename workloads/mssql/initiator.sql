@@ -26,17 +26,8 @@ IF OBJECT_ID(N'[dbo].[ssbench_counts]', N'U') IS NULL
         begun bigint NOT NULL DEFAULT 0,
         ended bigint NOT NULL DEFAULT 0,
         filler char(5000) NOT NULL DEFAULT '');
-GO
--- The Error messages the target sent back on a dialog (ssbench_initiator_end records their
--- bodies), and what went wrong in that procedure itself.
-IF OBJECT_ID(N'[dbo].[ssbench_dialog_errors]', N'U') IS NULL
-    CREATE TABLE [dbo].[ssbench_dialog_errors] (
-        id bigint IDENTITY(1, 1) NOT NULL PRIMARY KEY CLUSTERED,
-        received_at datetime2(7) NOT NULL,
-        [dialog] uniqueidentifier NULL,
-        message_type nvarchar(256) NULL,
-        error nvarchar(4000) NOT NULL,
-        messageVal varbinary(2000) NULL);
+-- (dbo.ssbench_dialog_errors, the Error messages the target sent back on a dialog, recorded by
+-- ssbench_initiator_end with what went wrong in it: objects.sql error_table.)
 
 -- @@ send_procedure
 -- One SEND on the caller's dialog and its count, in one transaction. XACT_ABORT ON: an error
@@ -92,18 +83,7 @@ BEGIN
     BEGIN TRANSACTION;
     IF @dh IS NULL
     BEGIN
-        DECLARE @service_broker_guid nvarchar(128) =
-            (SELECT value FROM [dbo].[ssbench_config] WHERE name = N'target_broker_guid');
-        IF @high = 1
-            BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
-                TO SERVICE {{lit:service}}, @service_broker_guid
-                ON CONTRACT [ssbench_high_priority]
-                WITH ENCRYPTION = {{kw:dialog_encryption}};
-        ELSE
-            BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
-                TO SERVICE {{lit:service}}, @service_broker_guid
-                ON CONTRACT {{sbname:contract}}
-                WITH ENCRYPTION = {{kw:dialog_encryption}};
+        EXEC [dbo].[ssbench_begin_dialog] @high, @dh OUTPUT;
         SET @begun = 1;
     END;
     DECLARE @prefix varbinary(8) = {{hex:data_prefix}};
@@ -195,22 +175,17 @@ BEGIN
             COMMIT TRANSACTION;
         END TRY
         BEGIN CATCH
+            -- a doomed transaction is rolled back (its messages go back to the queue); otherwise
+            -- what was received is kept with the error, one row per message not yet ended (or
+            -- one row for the error alone), and committed
             SET @err = CONCAT(N'error ', ERROR_NUMBER(), N' at line ', ERROR_LINE(), N': ',
                               ERROR_MESSAGE());
-            IF XACT_STATE() = 1
-            BEGIN
-                INSERT INTO [dbo].[ssbench_dialog_errors] (received_at, [dialog], message_type, error, messageVal)
-                SELECT SYSUTCDATETIME(), [dialog], message_type, @err, CAST(message_body AS varbinary(2000))
-                FROM @msgs;
-                IF @@ROWCOUNT = 0
-                    INSERT INTO [dbo].[ssbench_dialog_errors] (received_at, error) VALUES (SYSUTCDATETIME(), @err);
-                COMMIT TRANSACTION;
-            END
-            ELSE
-            BEGIN
-                IF XACT_STATE() <> 0 ROLLBACK TRANSACTION;
-                INSERT INTO [dbo].[ssbench_dialog_errors] (received_at, error) VALUES (SYSUTCDATETIME(), @err);
-            END;
+            IF XACT_STATE() = -1 ROLLBACK TRANSACTION;
+            INSERT INTO [dbo].[ssbench_dialog_errors] (received_at, [dialog], message_type, error, messageVal)
+            SELECT SYSUTCDATETIME(), m.[dialog], m.message_type, @err, CAST(m.message_body AS varbinary(2000))
+            FROM (VALUES (1)) AS one (x)
+            LEFT JOIN @msgs AS m ON XACT_STATE() = 1;
+            IF XACT_STATE() = 1 COMMIT TRANSACTION;
             DELETE FROM @msgs;
             IF @rows IS NULL BREAK;
         END CATCH;
@@ -243,6 +218,32 @@ END;
 IF EXISTS (SELECT * FROM sys.service_queues
            WHERE name = {{lit:queue}} AND schema_id = SCHEMA_ID(N'dbo') AND is_activation_enabled = 1)
     ALTER QUEUE [dbo].{{ident:queue}} WITH ACTIVATION (STATUS = OFF);
+
+-- @@ begin_dialog_procedure
+-- BEGIN DIALOG from this database's service to the target's (its broker GUID is in
+-- ssbench_config), on the high-priority contract when @high = 1 (a `priority` axis: the broker
+-- priority [ssbench_high] raises it to PRIORITY_LEVEL = 10, objects.sql priority_objects),
+-- else on the paper's. The one place ssbench_create_dialogs and ssbench_send_retiring begin
+-- their dialogs; it runs in their security context (dbo: both are EXECUTE AS OWNER).
+CREATE OR ALTER PROCEDURE [dbo].[ssbench_begin_dialog]
+    @high bit,
+    @dh uniqueidentifier OUTPUT
+AS
+BEGIN
+    SET NOCOUNT ON;
+    DECLARE @service_broker_guid nvarchar(128) =
+        (SELECT value FROM [dbo].[ssbench_config] WHERE name = N'target_broker_guid');
+    IF @high = 1
+        BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
+            TO SERVICE {{lit:service}}, @service_broker_guid
+            ON CONTRACT [ssbench_high_priority]
+            WITH ENCRYPTION = {{kw:dialog_encryption}};
+    ELSE
+        BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
+            TO SERVICE {{lit:service}}, @service_broker_guid
+            ON CONTRACT {{sbname:contract}}
+            WITH ENCRYPTION = {{kw:dialog_encryption}};
+END;
 
 -- @@ create_dialogs_procedure
 -- The paper's 150 trick: begin usable * every_n dialogs and keep every every_n-th one in
@@ -280,16 +281,7 @@ BEGIN
         SET @slot = (@i + @every_n - 1) / @every_n;
         SET @high = CASE WHEN @slot * @high_permille / 1000 > (@slot - 1) * @high_permille / 1000
                          THEN 1 ELSE 0 END;
-        IF @high = 1
-            BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
-                TO SERVICE {{lit:service}}, @service_broker_guid
-                ON CONTRACT [ssbench_high_priority]
-                WITH ENCRYPTION = {{kw:dialog_encryption}};
-        ELSE
-            BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
-                TO SERVICE {{lit:service}}, @service_broker_guid
-                ON CONTRACT {{sbname:contract}}
-                WITH ENCRYPTION = {{kw:dialog_encryption}};
+        EXEC [dbo].[ssbench_begin_dialog] @high, @dh OUTPUT;
         IF ((@i % @every_n) = 0)
         BEGIN
             SET @k = @k + 1;

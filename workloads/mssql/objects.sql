@@ -92,6 +92,19 @@ IF NOT EXISTS (SELECT * FROM sys.services WHERE name = {{lit:service}})
     CREATE SERVICE {{sbname:service}} AUTHORIZATION [dbo]
         ON QUEUE [dbo].{{ident:queue}} ({{sbname:contract}});
 
+-- @@ error_table
+-- The messages a receiving procedure could not process and why: on the target the paper's
+-- user-defined error table (dbo.messageErrors, the activation procedure's), on an initiator
+-- dbo.ssbench_dialog_errors (ssbench_initiator_end's: the Error messages that came back).
+IF OBJECT_ID(N'dbo.' + {{lit:table}}, N'U') IS NULL
+    CREATE TABLE [dbo].{{ident:table}} (
+        id bigint IDENTITY(1, 1) NOT NULL PRIMARY KEY CLUSTERED,
+        received_at datetime2(7) NOT NULL,
+        [dialog] uniqueidentifier NULL,
+        message_type nvarchar(256) NULL,
+        error nvarchar(4000) NOT NULL,
+        messageVal varbinary(2000) NULL);
+
 -- @@ config_table
 -- ssbench's settings in this database (e.g. the target's broker GUID on an initiator).
 IF OBJECT_ID(N'[dbo].[ssbench_config]', N'U') IS NULL

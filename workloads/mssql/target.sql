@@ -52,16 +52,7 @@ IF OBJECT_ID(N'[dbo].[receiveTally]', N'U') IS NULL
         messages int NOT NULL,
         warmup_messages int NOT NULL,
         batch_messages int NOT NULL);
-GO
--- The paper's user-defined error table for messages the procedure cannot process.
-IF OBJECT_ID(N'[dbo].[messageErrors]', N'U') IS NULL
-    CREATE TABLE [dbo].[messageErrors] (
-        id bigint IDENTITY(1, 1) NOT NULL PRIMARY KEY CLUSTERED,
-        received_at datetime2(7) NOT NULL,
-        [dialog] uniqueidentifier NULL,
-        message_type nvarchar(256) NULL,
-        error nvarchar(4000) NOT NULL,
-        messageVal varbinary(2000) NULL);
+-- (The paper's user-defined error table, dbo.messageErrors: objects.sql error_table.)
 
 -- @@ activation_procedure
 -- The paper's receive activation procedure, set-based: RECEIVE TOP (n) into a table variable

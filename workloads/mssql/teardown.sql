@@ -65,6 +65,7 @@ DROP PROCEDURE IF EXISTS [dbo].[ssbench_initiator_end];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_initiator_reader_on];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_end_conversations];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_create_dialogs];
+DROP PROCEDURE IF EXISTS [dbo].[ssbench_begin_dialog];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_warm_up];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_reset];
 DROP TABLE IF EXISTS [dbo].[ssbench_config];

@@ -70,35 +70,7 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
             out += _impersonation_lines(s, inst, label)
         if dup:
             out.append(("warn", label, f"same broker GUID as {', '.join(dup)} (provision runs NEW_BROKER)"))
-        b = topo.broker
-        rows = s._query(inst, "objects", "objects_present",
-                        [b.message_type, b.contract, b.queue, b.service], purpose="admin")
-        pres = rows[0] if rows else (0,) * 8
-        objs = all(pres[:4])
-        if info[2]:
-            out.append(("ok", label, "Service Broker enabled (is_broker_enabled = 1)"))
-        elif objs:
-            out.append(("fail", label, "Service Broker is disabled (is_broker_enabled = 0): "
-                                       "messages to and from this database stay in "
-                                       "sys.transmission_queue; run provision (ENABLE_BROKER)"))
-        else:
-            out.append(("warn", label, "Service Broker is disabled (is_broker_enabled = 0); "
-                                       "provision enables it"))
-        if not pres[6]:
-            out.append(("fail", label, "the login is not db_owner here: provision creates the "
-                                       "queue, service, certificates, users, routes, tables and "
-                                       "procedures in this database"))
-        if not pres[7]:
-            out.append(("fail", label, "no ALTER permission on the database: prepare runs ALTER "
-                                       "DATABASE (DELAYED_DURABILITY, NEW_BROKER)"))
-        out.append(("ok" if objs else "warn", label,
-                    "Service Broker objects present" if objs else "not provisioned yet"))
-        if objs:
-            stuck = s._query(inst, "objects", "transmission_status", purpose="admin")
-            for to_service, to_broker, status, n in stuck:
-                if status:
-                    out.append(("warn", label, f"{n} message(s) to {to_service} ({to_broker}) "
-                                               f"stuck in sys.transmission_queue: {status}"))
+        out += _database_lines(s, inst, label, info)
     for t, i, _ in pairs:
         if t.name not in guids or i.name not in guids:
             continue
@@ -111,6 +83,41 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
                         f"names broker {r[2]} but {t.name} has {guids[t.name]} (run provision)"))
         else:
             out.append(("ok", f"route {i.name} -> {t.name}", f"{r[3]}"))
+    return out
+
+
+def _database_lines(s: Session, inst, label: str, info: tuple) -> list[tuple]:
+    """Message delivery, the login's rights, ssbench's objects and stuck messages in a database."""
+    b = s.topology.broker
+    out = []
+    rows = s._query(inst, "objects", "objects_present",
+                    [b.message_type, b.contract, b.queue, b.service], purpose="admin")
+    pres = rows[0] if rows else (0,) * 8
+    objs = all(pres[:4])
+    if info[2]:
+        out.append(("ok", label, "Service Broker enabled (is_broker_enabled = 1)"))
+    elif objs:
+        out.append(("fail", label, "Service Broker is disabled (is_broker_enabled = 0): "
+                                   "messages to and from this database stay in "
+                                   "sys.transmission_queue; run provision (ENABLE_BROKER)"))
+    else:
+        out.append(("warn", label, "Service Broker is disabled (is_broker_enabled = 0); "
+                                   "provision enables it"))
+    if not pres[6]:
+        out.append(("fail", label, "the login is not db_owner here: provision creates the "
+                                   "queue, service, certificates, users, routes, tables and "
+                                   "procedures in this database"))
+    if not pres[7]:
+        out.append(("fail", label, "no ALTER permission on the database: prepare runs ALTER "
+                                   "DATABASE (DELAYED_DURABILITY, NEW_BROKER)"))
+    out.append(("ok" if objs else "warn", label,
+                "Service Broker objects present" if objs else "not provisioned yet"))
+    if objs:
+        stuck = s._query(inst, "objects", "transmission_status", purpose="admin")
+        for to_service, to_broker, status, n in stuck:
+            if status:
+                out.append(("warn", label, f"{n} message(s) to {to_service} ({to_broker}) "
+                                           f"stuck in sys.transmission_queue: {status}"))
     return out
 
 

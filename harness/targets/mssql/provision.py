@@ -100,6 +100,8 @@ def _create_objects(s: Session, inst: Instance, role: str, index: int,
     for sec in ("message_type", "contract", "queue", "service", "config_table", "priority_objects",
                 "end_conversations_procedure"):
         s._run(inst, "objects", sec, names)
+    s._run(inst, "objects", "error_table",
+           {"table": "messageErrors" if role == "target" else "ssbench_dialog_errors"})
     if role == "target":
         s._run(inst, "target", "tables", names)
         s._run(inst, "target", "reset_procedure", names)

@@ -225,7 +225,7 @@ class Session:
         p = self._names(data_prefix=message_prefix(index), warmup_prefix=message_prefix(index, True),
                         dialog_encryption="ON" if self.topology.broker.dialog_encryption else "OFF",
                         initiator_readers=self._broker.max_queue_readers)
-        for sec in ("send_procedure", "send_retiring_procedure", "create_dialogs_procedure",
+        for sec in ("begin_dialog_procedure", "send_procedure", "send_retiring_procedure", "create_dialogs_procedure",
                     "warm_up_procedure", "reset_procedure", "initiator_end_procedure",
                     "initiator_reader_procedure", "initiator_end_off"):
             self._run(inst, "initiator", sec, p)

@@ -141,7 +141,8 @@ def test_retiring_dialogs_keep_their_slots_priority(fake, monkeypatch):
     calls = [p for _, _, w, _, p in fake.log if w == "send retiring"]
     assert [c[4] for c in calls] == [0, 1]                 # slot 2 of 2 is high at share 0.5
     proc = last(fake, "initiator.sql send_retiring_procedure")
-    assert "@high bit = 0" in proc and "ON CONTRACT [ssbench_high_priority]" in proc
+    assert "@high bit = 0" in proc and "EXEC [dbo].[ssbench_begin_dialog] @high, @dh OUTPUT;" in proc
+    assert "ON CONTRACT [ssbench_high_priority]" in last(fake, "initiator.sql begin_dialog_procedure")
 
 
 # --------------------------------------------------------------------------- item 7

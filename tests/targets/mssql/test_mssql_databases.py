@@ -77,7 +77,7 @@ def test_dialog_encryption_off_creates_no_binding(fake, tmp_path):
     t.prepare(1, "durable", BrokerSettings())
     assert t.label.endswith("dialog security: none (ENCRYPTION = OFF, no remote service binding)")
     assert any("no dialog security" in n for n in t.describe()["notes"])
-    assert "WITH ENCRYPTION = OFF;" in fake.sql(what="initiator.sql send_retiring_procedure")
+    assert "WITH ENCRYPTION = OFF;" in fake.sql(what="initiator.sql begin_dialog_procedure")
     t = MssqlTarget.from_file(str(DIST))                      # and back on: the binding, no public
     t.provision()
     assert init.bindings == {"ssbench_rsb_target"} and not init.public_send and not tgt.public_send

@@ -229,14 +229,16 @@ def test_activation_procedure_is_the_papers():
 def test_150_trick_script():
     p = params("distributed", 150)
     [proc] = tsql.batches("initiator", "create_dialogs_procedure", p)
-    assert "BEGIN DIALOG @dh FROM SERVICE [//MySSB.com/Lab/S_Test]" in proc
-    assert "TO SERVICE N'//MySSB.com/Lab/S_Test', @service_broker_guid" in proc
-    assert "ON CONTRACT [//MySSB.com/Lab/C_Test]" in proc
-    assert "WITH ENCRYPTION = ON;" in proc
+    [begin] = tsql.batches("initiator", "begin_dialog_procedure", p)
+    assert "EXEC [dbo].[ssbench_begin_dialog] @high, @dh OUTPUT;" in proc
+    assert "BEGIN DIALOG @dh FROM SERVICE [//MySSB.com/Lab/S_Test]" in begin
+    assert "TO SERVICE N'//MySSB.com/Lab/S_Test', @service_broker_guid" in begin
+    assert "ON CONTRACT [//MySSB.com/Lab/C_Test]" in begin
+    assert "WITH ENCRYPTION = ON;" in begin
     assert "IF ((@i % @every_n) = 0)" in proc
     assert "INSERT INTO [dbo].[dialogs] (k, handle, high) VALUES (@k, @dh, @high);" in proc
     # a `priority` axis: the slot's dialogs begun on the high-priority contract
-    assert "ON CONTRACT [ssbench_high_priority]" in proc and "@high_permille int = 0" in proc
+    assert "ON CONTRACT [ssbench_high_priority]" in begin and "@high_permille int = 0" in proc
     # dialog security uses the certificate of the user who begins the dialog: dbo, always
     assert "WITH EXECUTE AS OWNER" in proc
 
