@@ -251,3 +251,11 @@ def test_a_bad_value_is_never_echoed_with_a_secret_in_it(tmp_path):
         assert e.field == field
         assert "hunter2" not in str(e) and "p;w" not in str(e), str(e)
         assert "***" in str(e), str(e)
+
+
+def test_the_topology_knows_its_file():
+    """load_topology's path variable was shadowed by a loop over the profiles: run.json's
+    topology.file and the "run provision" hints named the last profile instead of the file."""
+    for path in (REPO / "topologies" / "example-distributed.yaml", REPO / "topologies" / "example-single.yaml"):
+        topo = load_topology(path)
+        assert topo.path == path and topo.to_dict()["file"] == str(path)
