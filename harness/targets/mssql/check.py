@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ...errors import TargetError
 from ...matrix import BrokerSettings
 from ..base import Counts
-from . import driver
+from . import db_options, driver
 from .session import MIN_VERSION, Session, version_tuple
 
 if TYPE_CHECKING:
@@ -109,7 +109,13 @@ def _database_lines(s: Session, inst, label: str, info: tuple) -> list[tuple]:
                                    "procedures in this database"))
     if not pres[7]:
         out.append(("fail", label, "no ALTER permission on the database: prepare runs ALTER "
-                                   "DATABASE (DELAYED_DURABILITY, NEW_BROKER)"))
+                                   "DATABASE (DELAYED_DURABILITY, HONOR_BROKER_PRIORITY, NEW_BROKER)"))
+    opts = db_options.current(s, inst)
+    if opts["master_key"] and not opts["master_key_by_server"]:
+        out.append(("warn", label, "the master key is not encrypted by this instance's service "
+                                   "master key (is_master_key_encrypted_by_server = 0: restored "
+                                   "or attached from another instance?): dialogs stall on session "
+                                   "keys; provision creates ssbench's again"))
     out.append(("ok" if objs else "warn", label,
                 "Service Broker objects present" if objs else "not provisioned yet"))
     if objs:

@@ -171,8 +171,11 @@ class MssqlTarget(Session, Target):
         prof = topo.profile(profile)
         family = [topo.instances[n] for n in prof.initiators]
         self._profile, self._n_initiators, self._broker = prof.name, initiators, broker
-        # 1. no new receive tasks; let the running ones finish their WAITFOR
+        # 1. no new receive tasks (the initiators' readers neither); let the running ones finish
+        # their WAITFOR
         self._run(target, "target", "activation_off", self._names())
+        for inst in family:
+            self._run(inst, "initiator", "initiator_end_off", self._names())
         self._wait_activation_idle(target, self._broker.waitfor_timeout_ms / 1000 + 30)
         # 2. every conversation and message gone
         if topo.broker.reset == "new_broker":

@@ -85,11 +85,15 @@ def test_dialog_encryption_off_creates_no_binding(fake, tmp_path):
 
 # --------------------------------------------------------------------------- item 8
 
-def test_a_restored_database_gets_ssbenchs_master_key_again(fake, caplog):
+def test_a_restored_database_gets_ssbenchs_master_key_again(fake, caplog, monkeypatch):
+    monkeypatch.setattr("harness.targets.mssql.driver.pyodbc_module", lambda: None)
+    monkeypatch.setattr("harness.targets.mssql.driver.drivers", lambda: ["ODBC Driver 18 for SQL Server"])
     t = MssqlTarget.from_file(str(DIST))
     t.provision()
     tgt = fake.db("sqltarget.lab.example:1433", "SSBReceiver")
     tgt.key_by_server = 0                  # restored on another instance: nobody can open its key
+    [warn] = [d for s, w, d in t.check() if s == "warn"]
+    assert "is_master_key_encrypted_by_server = 0" in warn and "provision creates ssbench's again" in warn
     before = fake.certs[("sqltarget.lab.example:1433", "ssbreceiver", "ssbench_dialog_target")]
     fake.log.clear()
     with caplog.at_level(logging.WARNING):
