@@ -7,11 +7,17 @@ from typing import Any
 
 REDACTED = "***"
 SECRET_KEY = re.compile(r"(pass(word)?|pwd|secret|token|credential|api[_-]?key)", re.I)
-# key=value pairs inside connection strings (ODBC "PWD=...;" and libpq "password=...")
-SECRET_IN_STRING = re.compile(r"(?i)\b(pwd|password|passwd)\s*=\s*(\{[^}]*\}|'[^']*'|[^;\s]*)")
+# key=value pairs inside connection strings (ODBC "PWD=...;", libpq "password=...", Azure
+# "AccountKey=..." / "SharedAccessKey=...", "secret=...", "token=...")
+SECRET_IN_STRING = re.compile(
+    r"(?i)\b(pwd|password|passwd|secret|client_secret|token|accountkey|sharedaccesskey|api[_-]?key)"
+    r"\s*=\s*(\{[^}]*\}|'[^']*'|\"[^\"]*\"|[^;\s]*)")
 
 
 def redact_string(s: str) -> str:
+    """``s`` with every connection-string secret (``PWD=...``, ``password=...``, ...) replaced:
+    for anything that may echo a value a user gave, logs and error messages alike (a topology
+    value ``host: db1;PWD=...`` is reported as ``db1;PWD=***``)."""
     return SECRET_IN_STRING.sub(lambda m: f"{m.group(1)}={REDACTED}", s)
 
 

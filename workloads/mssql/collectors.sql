@@ -10,8 +10,9 @@ WHERE waiting_tasks_count > 0 OR wait_time_ms > 0;
 
 -- @@ perf_counters
 -- object_name carries the instance prefix ('SQLServer:Broker Statistics',
--- 'MSSQL$INST:Broker Activation'); Python matches on the part after the colon.
--- cntr_type 272696576 = per-second counter (cumulative raw value), 65792 = current value.
+-- 'MSSQL$INST:Broker Activation'); Python matches on the part after the colon and classifies
+-- each counter by its name (telemetry.py counter_kind): cntr_type 65792 is "the last observed
+-- value" for a current value and for a running total ("SQL SEND Total") alike.
 SELECT RTRIM(object_name), RTRIM(counter_name), RTRIM(instance_name), cntr_value, cntr_type
 FROM sys.dm_os_performance_counters
 WHERE object_name LIKE N'%:Broker%';
@@ -70,9 +71,10 @@ FROM (
 ORDER BY x.[timestamp] DESC;
 
 -- @@ endpoint_states
--- The conversation endpoints of the test's service by state (sys.conversation_endpoints:
--- CLOSED endpoints linger there for about 30 minutes on SQL Server), and how many this
--- database began.
+-- The conversation endpoints of the test's service by state (sys.conversation_endpoints), and
+-- how many this database began. Once both sides have ended a dialog its initiator endpoint
+-- is deleted; only the target's CLOSED endpoint lingers (about 30 minutes), so these are the
+-- endpoints left behind, not a count of dialogs (ssbench_counts counts those).
 SELECT ce.state, COUNT_BIG(*), SUM(CAST(ce.is_initiator AS bigint))
 FROM sys.conversation_endpoints AS ce
 JOIN sys.services AS s ON s.service_id = ce.service_id

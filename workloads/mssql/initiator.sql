@@ -12,52 +12,79 @@ GO
 -- whether slot k's dialog was begun at high priority (a `priority` axis)
 IF COL_LENGTH(N'[dbo].[dialogs]', N'high') IS NULL
     ALTER TABLE [dbo].[dialogs] ADD high bit NOT NULL DEFAULT 0;
+GO
+-- ssbench's own accounting of the SEND path: committed SENDs, and the dialogs it began and
+-- ended, counted inside the sending transaction, so a row holds exactly what committed. (An
+-- initiator's conversation endpoint is deleted once both sides have ended its dialog, so
+-- sys.conversation_endpoints.send_sequence cannot count the messages of retired dialogs.)
+-- One row per session (@@SPID): concurrent senders never update the same row, and the
+-- fixed-length filler keeps one row per 8 KB page, so they never latch the same page either.
+IF OBJECT_ID(N'[dbo].[ssbench_counts]', N'U') IS NULL
+    CREATE TABLE [dbo].[ssbench_counts] (
+        spid int NOT NULL PRIMARY KEY CLUSTERED,
+        sent bigint NOT NULL DEFAULT 0,
+        begun bigint NOT NULL DEFAULT 0,
+        ended bigint NOT NULL DEFAULT 0,
+        filler char(5000) NOT NULL DEFAULT '');
+-- (dbo.ssbench_dialog_errors, the Error messages the target sent back on a dialog, recorded by
+-- ssbench_initiator_end with what went wrong in it: objects.sql error_table.)
 
 -- @@ send_procedure
--- One SEND on the caller's dialog, in its own transaction (the caller runs in autocommit
--- mode). The body is the header (initiator number, send time) then the caller's payload
--- from byte 37 on, so the message is as long as the payload (at least 36 bytes).
+-- One SEND on the caller's dialog and its count, in one transaction. XACT_ABORT ON: an error
+-- or an attention (the client's query timeout cancels the call) rolls the whole transaction
+-- back; without it an attention leaves the transaction open on the connection (@@TRANCOUNT
+-- stays 1) and every later call nests inside it. The body is the header (initiator number,
+-- send time) then the caller's payload from byte 37 on, so the message is as long as the
+-- payload (at least 36 bytes). The counter update is reached through the procedure's
+-- ownership chain (dbo owns both): the sender needs EXECUTE only.
 CREATE OR ALTER PROCEDURE [dbo].[ssbench_send]
     @dh uniqueidentifier,
     @payload varbinary(max)
 AS
 BEGIN
     SET NOCOUNT ON;
+    SET XACT_ABORT ON;
     DECLARE @body varbinary(max) =
         {{hex:data_prefix}}
         + CAST(CONVERT(char(27), SYSUTCDATETIME(), 121) AS varbinary(27))
         + 0x3B
         + ISNULL(SUBSTRING(@payload, 37, DATALENGTH(@payload)), 0x);
+    BEGIN TRANSACTION;
     SEND ON CONVERSATION @dh MESSAGE TYPE {{sbname:message_type}} (@body);
+    UPDATE [dbo].[ssbench_counts] SET sent = sent + 1 WHERE spid = @@SPID;
+    IF @@ROWCOUNT = 0
+        INSERT INTO [dbo].[ssbench_counts] (spid, sent) VALUES (@@SPID, 1);
+    COMMIT TRANSACTION;
 END;
 
 -- @@ send_retiring_procedure
 -- A finite dialog lifetime (the messages_per_dialog axis, docs/matrices.md), still one call
--- per SEND: BEGIN DIALOG first when @dh is NULL, SEND, and on the dialog's last message
--- (@last = 1) either END CONVERSATION at once (@fire_and_forget = 1: the initiator ends first,
--- so an Error the target sends back reaches an endpoint nobody RECEIVEs on) or mark the body
--- 'SSBL' so the target ends the dialog after processing it and the initiator ends its side
--- when that EndDialog arrives (ssbench_initiator_end), the pattern the seeds recommend.
--- Returns the handle to send on next, NULL once the dialog is retired. dbo.ssbench_send stays
--- the call of the unlimited (reuse) case, unchanged. EXECUTE AS OWNER: as for create_dialogs.
+-- per SEND: BEGIN DIALOG first when @dh is NULL (on the high-priority contract when @high = 1:
+-- the slot's dialogs were begun there, a `priority` axis), SEND, and on the dialog's last
+-- message (@last = 1) either END CONVERSATION at once (@fire_and_forget = 1: the initiator ends
+-- first, so an Error the target sends back reaches an endpoint nobody RECEIVEs on) or mark the
+-- body 'SSBL' so the target ends the dialog after processing it and the initiator ends its
+-- side when that EndDialog arrives (ssbench_initiator_end), the pattern the seeds recommend.
+-- The SEND, the dialog begun and the dialog ended are counted in the same transaction
+-- (XACT_ABORT ON, as in ssbench_send). Returns the handle to send on next, NULL once the
+-- dialog is retired. EXECUTE AS OWNER: as for create_dialogs.
 CREATE OR ALTER PROCEDURE [dbo].[ssbench_send_retiring]
     @dh uniqueidentifier,
     @payload varbinary(max),
     @last bit,
-    @fire_and_forget bit
+    @fire_and_forget bit,
+    @high bit = 0
 WITH EXECUTE AS OWNER
 AS
 BEGIN
     SET NOCOUNT ON;
+    SET XACT_ABORT ON;
+    DECLARE @begun int = 0, @ended int = 0;
     BEGIN TRANSACTION;
     IF @dh IS NULL
     BEGIN
-        DECLARE @service_broker_guid nvarchar(128) =
-            (SELECT value FROM [dbo].[ssbench_config] WHERE name = N'target_broker_guid');
-        BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
-            TO SERVICE {{lit:service}}, @service_broker_guid
-            ON CONTRACT {{sbname:contract}}
-            WITH ENCRYPTION = {{kw:dialog_encryption}};
+        EXEC [dbo].[ssbench_begin_dialog] @high, @dh OUTPUT;
+        SET @begun = 1;
     END;
     DECLARE @prefix varbinary(8) = {{hex:data_prefix}};
     IF @last = 1 AND @fire_and_forget = 0
@@ -69,54 +96,154 @@ BEGIN
         + ISNULL(SUBSTRING(@payload, 37, DATALENGTH(@payload)), 0x);
     SEND ON CONVERSATION @dh MESSAGE TYPE {{sbname:message_type}} (@body);
     IF @last = 1 AND @fire_and_forget = 1
+    BEGIN
         END CONVERSATION @dh;
+        SET @ended = 1;
+    END;
+    UPDATE [dbo].[ssbench_counts]
+        SET sent = sent + 1, begun = begun + @begun, ended = ended + @ended
+        WHERE spid = @@SPID;
+    IF @@ROWCOUNT = 0
+        INSERT INTO [dbo].[ssbench_counts] (spid, sent, begun, ended) VALUES (@@SPID, 1, @begun, @ended);
     COMMIT TRANSACTION;
     SELECT CASE WHEN @last = 1 THEN NULL ELSE CAST(@dh AS nvarchar(36)) END AS next_handle;
 END;
 
 -- @@ initiator_end_procedure
 -- The initiator service's queue reader: RECEIVE the EndDialog and Error messages the target
--- sends back and END our side (an endpoint nobody ends stays DISCONNECTED_INBOUND and its
--- messages pile up in the initiator queue). Activated on the initiator queue when a dialog
--- lifetime is finite; one transaction per RECEIVE.
+-- sends back, record each Error's body, and END our side (an endpoint nobody ends stays
+-- DISCONNECTED_INBOUND and its messages pile up in the initiator queue); the dialogs it ends
+-- are counted in ssbench_counts. RECEIVE returns the messages of one conversation group per
+-- call (each dialog begun by ssbench_send_retiring is a group of its own), so one transaction
+-- takes up to 100 groups, waiting only for the first. Activated on the initiator queue only
+-- while a finite dialog lifetime is in use (ssbench_initiator_reader_on). An activated
+-- procedure, like the target's: a TRY/CATCH records what failed and still commits what was
+-- received (never a rollback: five in a row would disable the queue), so XACT_ABORT stays OFF;
+-- no client can cancel it.
 CREATE OR ALTER PROCEDURE [dbo].[ssbench_initiator_end]
 AS
 BEGIN
     SET NOCOUNT ON;
-    DECLARE @ends TABLE (message_type sysname, [dialog] uniqueidentifier);
-    DECLARE @dh uniqueidentifier;
+    DECLARE @msgs TABLE (message_type sysname, [dialog] uniqueidentifier, message_body varbinary(max));
+    DECLARE @dh uniqueidentifier, @rows int, @groups int, @ended int, @err nvarchar(4000);
     WHILE 1 = 1
     BEGIN
-        BEGIN TRANSACTION;
-        WAITFOR (
-            RECEIVE TOP (1000) message_type_name, conversation_handle
-            FROM [dbo].{{ident:queue}}
-            INTO @ends
-        ), TIMEOUT 1000;
-        IF @@ROWCOUNT = 0
-        BEGIN
-            ROLLBACK TRANSACTION;
-            BREAK;
-        END;
-        WHILE 1 = 1
-        BEGIN
-            SET @dh = NULL;
-            SELECT TOP (1) @dh = [dialog] FROM @ends;
-            IF @dh IS NULL BREAK;
-            END CONVERSATION @dh;
-            DELETE FROM @ends WHERE [dialog] = @dh;
-        END;
-        COMMIT TRANSACTION;
+        SET @rows = NULL;
+        BEGIN TRY
+            BEGIN TRANSACTION;
+            WAITFOR (
+                RECEIVE message_type_name, conversation_handle, message_body
+                FROM [dbo].{{ident:queue}}
+                INTO @msgs
+            ), TIMEOUT 1000;
+            SET @rows = @@ROWCOUNT;
+            IF @rows = 0
+            BEGIN
+                ROLLBACK TRANSACTION;
+                BREAK;
+            END;
+            SET @groups = 1;
+            WHILE @groups < 100
+            BEGIN
+                -- (the ';' ends the statement before RECEIVE, which RECEIVE requires: after a bare
+                -- BEGIN it would read as BEGIN RECEIVE)
+                ;RECEIVE message_type_name, conversation_handle, message_body
+                    FROM [dbo].{{ident:queue}}
+                    INTO @msgs;
+                IF @@ROWCOUNT = 0 BREAK;
+                SET @groups = @groups + 1;
+            END;
+            INSERT INTO [dbo].[ssbench_dialog_errors] (received_at, [dialog], message_type, error, messageVal)
+            SELECT SYSUTCDATETIME(), [dialog], message_type, N'Service Broker error message',
+                   CAST(message_body AS varbinary(2000))
+            FROM @msgs
+            WHERE message_type IN (N'http://schemas.microsoft.com/SQL/ServiceBroker/Error',
+                                   N'https://schemas.microsoft.com/SQL/ServiceBroker/Error');
+            SET @ended = 0;
+            WHILE 1 = 1
+            BEGIN
+                SET @dh = NULL;
+                SELECT TOP (1) @dh = [dialog] FROM @msgs;
+                IF @dh IS NULL BREAK;
+                END CONVERSATION @dh;
+                SET @ended = @ended + 1;
+                DELETE FROM @msgs WHERE [dialog] = @dh;
+            END;
+            UPDATE [dbo].[ssbench_counts] SET ended = ended + @ended WHERE spid = @@SPID;
+            IF @@ROWCOUNT = 0
+                INSERT INTO [dbo].[ssbench_counts] (spid, ended) VALUES (@@SPID, @ended);
+            COMMIT TRANSACTION;
+        END TRY
+        BEGIN CATCH
+            -- a doomed transaction is rolled back (its messages go back to the queue); otherwise
+            -- what was received is kept with the error, one row per message not yet ended (or
+            -- one row for the error alone), and committed
+            SET @err = CONCAT(N'error ', ERROR_NUMBER(), N' at line ', ERROR_LINE(), N': ',
+                              ERROR_MESSAGE());
+            IF XACT_STATE() = -1 ROLLBACK TRANSACTION;
+            INSERT INTO [dbo].[ssbench_dialog_errors] (received_at, [dialog], message_type, error, messageVal)
+            SELECT SYSUTCDATETIME(), m.[dialog], m.message_type, @err, CAST(m.message_body AS varbinary(2000))
+            FROM (VALUES (1)) AS one (x)
+            LEFT JOIN @msgs AS m ON XACT_STATE() = 1;
+            IF XACT_STATE() = 1 COMMIT TRANSACTION;
+            DELETE FROM @msgs;
+            IF @rows IS NULL BREAK;
+        END CATCH;
     END;
 END;
 
--- @@ initiator_end_on
-ALTER QUEUE [dbo].{{ident:queue}}
-    WITH ACTIVATION (
-        STATUS = ON,
-        PROCEDURE_NAME = [dbo].[ssbench_initiator_end],
-        MAX_QUEUE_READERS = 1,
-        EXECUTE AS OWNER);
+-- @@ initiator_reader_procedure
+-- Turns the initiator queue's reader (ssbench_initiator_end) on when it is off: a sender calls
+-- it before its first SEND with a finite dialog lifetime, the only case in which EndDialog
+-- messages come back. prepare turns the reader off (initiator_end_off) and renders this
+-- procedure with the permutation's MAX_QUEUE_READERS. EXECUTE AS OWNER: the sender needs
+-- EXECUTE only.
+CREATE OR ALTER PROCEDURE [dbo].[ssbench_initiator_reader_on]
+WITH EXECUTE AS OWNER
+AS
+BEGIN
+    SET NOCOUNT ON;
+    IF NOT EXISTS (SELECT * FROM sys.service_queues
+                   WHERE name = {{lit:queue}} AND schema_id = SCHEMA_ID(N'dbo')
+                     AND is_activation_enabled = 1)
+        ALTER QUEUE [dbo].{{ident:queue}}
+            WITH ACTIVATION (
+                STATUS = ON,
+                PROCEDURE_NAME = [dbo].[ssbench_initiator_end],
+                MAX_QUEUE_READERS = {{int:initiator_readers}},
+                EXECUTE AS OWNER);
+END;
+
+-- @@ initiator_end_off
+IF EXISTS (SELECT * FROM sys.service_queues
+           WHERE name = {{lit:queue}} AND schema_id = SCHEMA_ID(N'dbo') AND is_activation_enabled = 1)
+    ALTER QUEUE [dbo].{{ident:queue}} WITH ACTIVATION (STATUS = OFF);
+
+-- @@ begin_dialog_procedure
+-- BEGIN DIALOG from this database's service to the target's (its broker GUID is in
+-- ssbench_config), on the high-priority contract when @high = 1 (a `priority` axis: the broker
+-- priority [ssbench_high] raises it to PRIORITY_LEVEL = 10, objects.sql priority_objects),
+-- else on the paper's. The one place ssbench_create_dialogs and ssbench_send_retiring begin
+-- their dialogs; it runs in their security context (dbo: both are EXECUTE AS OWNER).
+CREATE OR ALTER PROCEDURE [dbo].[ssbench_begin_dialog]
+    @high bit,
+    @dh uniqueidentifier OUTPUT
+AS
+BEGIN
+    SET NOCOUNT ON;
+    DECLARE @service_broker_guid nvarchar(128) =
+        (SELECT value FROM [dbo].[ssbench_config] WHERE name = N'target_broker_guid');
+    IF @high = 1
+        BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
+            TO SERVICE {{lit:service}}, @service_broker_guid
+            ON CONTRACT [ssbench_high_priority]
+            WITH ENCRYPTION = {{kw:dialog_encryption}};
+    ELSE
+        BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
+            TO SERVICE {{lit:service}}, @service_broker_guid
+            ON CONTRACT {{sbname:contract}}
+            WITH ENCRYPTION = {{kw:dialog_encryption}};
+END;
 
 -- @@ create_dialogs_procedure
 -- The paper's 150 trick: begin usable * every_n dialogs and keep every every_n-th one in
@@ -154,16 +281,7 @@ BEGIN
         SET @slot = (@i + @every_n - 1) / @every_n;
         SET @high = CASE WHEN @slot * @high_permille / 1000 > (@slot - 1) * @high_permille / 1000
                          THEN 1 ELSE 0 END;
-        IF @high = 1
-            BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
-                TO SERVICE {{lit:service}}, @service_broker_guid
-                ON CONTRACT [ssbench_high_priority]
-                WITH ENCRYPTION = {{kw:dialog_encryption}};
-        ELSE
-            BEGIN DIALOG @dh FROM SERVICE {{sbname:service}}
-                TO SERVICE {{lit:service}}, @service_broker_guid
-                ON CONTRACT {{sbname:contract}}
-                WITH ENCRYPTION = {{kw:dialog_encryption}};
+        EXEC [dbo].[ssbench_begin_dialog] @high, @dh OUTPUT;
         IF ((@i % @every_n) = 0)
         BEGIN
             SET @k = @k + 1;
@@ -206,41 +324,24 @@ BEGIN
 END;
 
 -- @@ reset_procedure
--- Between permutations: end every conversation of the service WITH CLEANUP (this also drops
--- its messages from sys.transmission_queue) and forget the dialogs.
+-- Between permutations: end every conversation of the service (ssbench_end_conversations,
+-- objects.sql; this also drops its messages from sys.transmission_queue), forget the
+-- dialogs and empty the counts.
 CREATE OR ALTER PROCEDURE [dbo].[ssbench_reset]
 AS
 BEGIN
     SET NOCOUNT ON;
-    DECLARE @dh uniqueidentifier, @n int = 0;
-    DECLARE conv CURSOR LOCAL STATIC READ_ONLY FOR
-        SELECT ce.conversation_handle
-        FROM sys.conversation_endpoints AS ce
-        JOIN sys.services AS s ON s.service_id = ce.service_id
-        WHERE s.name = {{lit:service}};
-    OPEN conv;
-    FETCH NEXT FROM conv INTO @dh;
-    BEGIN TRANSACTION;
-    WHILE @@FETCH_STATUS = 0
-    BEGIN
-        END CONVERSATION @dh WITH CLEANUP;
-        SET @n = @n + 1;
-        IF @n % 1000 = 0
-        BEGIN
-            COMMIT TRANSACTION;
-            BEGIN TRANSACTION;
-        END;
-        FETCH NEXT FROM conv INTO @dh;
-    END;
-    COMMIT TRANSACTION;
-    CLOSE conv;
-    DEALLOCATE conv;
+    EXEC [dbo].[ssbench_end_conversations];
     TRUNCATE TABLE [dbo].[dialogs];
-    SELECT @n AS conversations_ended;
+    TRUNCATE TABLE [dbo].[ssbench_counts];
+    TRUNCATE TABLE [dbo].[ssbench_dialog_errors];
 END;
 
--- @@ truncate_dialogs
+-- @@ truncate_tables
+-- reset: new_broker (NEW_BROKER removed every conversation already)
 TRUNCATE TABLE [dbo].[dialogs];
+TRUNCATE TABLE [dbo].[ssbench_counts];
+TRUNCATE TABLE [dbo].[ssbench_dialog_errors];
 
 -- @@ call_create_dialogs
 EXEC [dbo].[ssbench_create_dialogs] @usable = ?, @every_n = ?, @high_permille = ?;
@@ -252,15 +353,22 @@ EXEC [dbo].[ssbench_warm_up];
 EXEC [dbo].[ssbench_send] @dh = ?, @payload = ?;
 
 -- @@ call_send_retiring
-EXEC [dbo].[ssbench_send_retiring] @dh = ?, @payload = ?, @last = ?, @fire_and_forget = ?;
+EXEC [dbo].[ssbench_send_retiring] @dh = ?, @payload = ?, @last = ?, @fire_and_forget = ?, @high = ?;
+
+-- @@ call_initiator_reader_on
+EXEC [dbo].[ssbench_initiator_reader_on];
 
 -- @@ dialog_handle
-SELECT CAST(handle AS nvarchar(36)) FROM [dbo].[dialogs] WHERE k = ?;
+-- slot k's dialog and whether it was begun at high priority
+SELECT CAST(handle AS nvarchar(36)), high FROM [dbo].[dialogs] WHERE k = ?;
 
--- @@ sent_sequence
--- Messages sent on this database's dialogs to the target service: SEND advances
--- send_sequence in sys.sysdesend in the sending transaction, so committed sends only.
--- The caller subtracts the value it read after creating dialogs and warming up.
-SELECT ISNULL(SUM(ce.send_sequence), 0), COUNT_BIG(*)
-FROM sys.conversation_endpoints AS ce
-WHERE ce.is_initiator = 1 AND ce.far_service = ?;
+-- @@ sent_counts
+-- The SEND path's own accounting (ssbench_counts): committed SENDs, dialogs begun and ended.
+-- The caller subtracts what it read after creating dialogs and warming up.
+SELECT ISNULL(SUM(sent), 0), ISNULL(SUM(begun), 0), ISNULL(SUM(ended), 0)
+FROM [dbo].[ssbench_counts];
+
+-- @@ dialog_errors_received
+-- Error messages the target sent back that ssbench_initiator_end received and recorded.
+SELECT COUNT_BIG(*) FROM [dbo].[ssbench_dialog_errors]
+WHERE error = N'Service Broker error message';

@@ -49,9 +49,16 @@ IF DB_ID({{lit:database}}) IS NULL
 ALTER DATABASE {{ident:database}} SET ENABLE_BROKER WITH ROLLBACK IMMEDIATE;
 
 -- @@ new_broker
--- A new broker identifier: every conversation is removed without end-dialog messages, and
--- every route naming the old identifier must be re-created (ssbench does).
+-- A new broker identifier: every existing conversation of the database is ended with an
+-- error, and every route naming the old identifier must be re-created (ssbench does). Run by
+-- prepare with broker.reset: new_broker, for duplicate GUIDs within the topology, and by
+-- provision only when ENABLE_BROKER failed with error 9772 (another database of the instance
+-- has the same identifier enabled).
 ALTER DATABASE {{ident:database}} SET NEW_BROKER WITH ROLLBACK IMMEDIATE;
+
+-- @@ disable_broker
+-- teardown: the database had message delivery off before ssbench enabled it
+ALTER DATABASE {{ident:database}} SET DISABLE_BROKER WITH ROLLBACK IMMEDIATE;
 
 -- @@ delayed_durability
 ALTER DATABASE {{ident:database}} SET DELAYED_DURABILITY = {{kw:delayed_durability}};
@@ -66,9 +73,22 @@ END;
 -- @@ master_key
 -- A master key in the current database (master for transport certificates, the user
 -- database for dialog certificates). It is also encrypted by the service master key, so
--- nobody needs the password later: ssbench generates it and never stores it.
+-- nobody needs the password later: ssbench generates it and never stores it. Returns 1 when
+-- it was created now (ssbench records it as its own).
 IF NOT EXISTS (SELECT * FROM sys.symmetric_keys WHERE name = N'##MS_DatabaseMasterKey##')
+BEGIN
     CREATE MASTER KEY ENCRYPTION BY PASSWORD = {{lit:password}};
+    SELECT 1;
+END
+ELSE
+    SELECT 0;
+
+-- @@ master_key_drop
+-- A master key ssbench created that this instance cannot open (the database was restored or
+-- attached from another instance: is_master_key_encrypted_by_server = 0 and the password was
+-- never stored): dropped after ssbench's certificates it protects, then created again.
+IF EXISTS (SELECT * FROM sys.symmetric_keys WHERE name = N'##MS_DatabaseMasterKey##')
+    DROP MASTER KEY;
 
 -- @@ own_certificate
 -- A certificate with a private key (encrypted by the master key), owned by dbo.

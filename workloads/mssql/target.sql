@@ -52,16 +52,7 @@ IF OBJECT_ID(N'[dbo].[receiveTally]', N'U') IS NULL
         messages int NOT NULL,
         warmup_messages int NOT NULL,
         batch_messages int NOT NULL);
-GO
--- The paper's user-defined error table for messages the procedure cannot process.
-IF OBJECT_ID(N'[dbo].[messageErrors]', N'U') IS NULL
-    CREATE TABLE [dbo].[messageErrors] (
-        id bigint IDENTITY(1, 1) NOT NULL PRIMARY KEY CLUSTERED,
-        received_at datetime2(7) NOT NULL,
-        [dialog] uniqueidentifier NULL,
-        message_type nvarchar(256) NULL,
-        error nvarchar(4000) NOT NULL,
-        messageVal varbinary(2000) NULL);
+-- (The paper's user-defined error table, dbo.messageErrors: objects.sql error_table.)
 
 -- @@ activation_procedure
 -- The paper's receive activation procedure, set-based: RECEIVE TOP (n) into a table variable
@@ -248,39 +239,16 @@ ALTER QUEUE [dbo].{{ident:queue}} WITH ACTIVATION (STATUS = OFF);
 ALTER QUEUE [dbo].{{ident:queue}} WITH STATUS = ON;
 
 -- @@ reset_procedure
--- Between permutations: end every conversation of the service WITH CLEANUP (no EndDialog
--- messages; both sides are cleaned) and empty ssbench's tables.
+-- Between permutations: end every conversation of the service (ssbench_end_conversations,
+-- objects.sql) and empty ssbench's tables.
 CREATE OR ALTER PROCEDURE [dbo].[ssbench_reset]
 AS
 BEGIN
     SET NOCOUNT ON;
-    DECLARE @dh uniqueidentifier, @n int = 0;
-    DECLARE conv CURSOR LOCAL STATIC READ_ONLY FOR
-        SELECT ce.conversation_handle
-        FROM sys.conversation_endpoints AS ce
-        JOIN sys.services AS s ON s.service_id = ce.service_id
-        WHERE s.name = {{lit:service}};
-    OPEN conv;
-    FETCH NEXT FROM conv INTO @dh;
-    BEGIN TRANSACTION;
-    WHILE @@FETCH_STATUS = 0
-    BEGIN
-        END CONVERSATION @dh WITH CLEANUP;
-        SET @n = @n + 1;
-        IF @n % 1000 = 0
-        BEGIN
-            COMMIT TRANSACTION;
-            BEGIN TRANSACTION;
-        END;
-        FETCH NEXT FROM conv INTO @dh;
-    END;
-    COMMIT TRANSACTION;
-    CLOSE conv;
-    DEALLOCATE conv;
+    EXEC [dbo].[ssbench_end_conversations];
     TRUNCATE TABLE [dbo].[messageDrop];
     TRUNCATE TABLE [dbo].[receiveTally];
     TRUNCATE TABLE [dbo].[messageErrors];
-    SELECT @n AS conversations_ended;
 END;
 
 -- @@ truncate_tables

@@ -16,14 +16,10 @@ IF EXISTS (SELECT * FROM sys.remote_service_bindings WHERE name = {{lit:binding}
 
 -- @@ priority_drop
 -- ssbench's broker priority and high-priority contract (the ssbench_ prefix is reserved),
--- before the service they are attached to; HONOR_BROKER_PRIORITY back to its default, OFF,
--- when ssbench's priority was there (ssbench turned it on for a `priority` axis).
+-- before the service they are attached to. (HONOR_BROKER_PRIORITY goes back to the value the
+-- database had before ssbench, recorded in ssbench_config: database_options, objects.sql.)
 IF EXISTS (SELECT * FROM sys.conversation_priorities WHERE name = N'ssbench_high')
-BEGIN
     DROP BROKER PRIORITY [ssbench_high];
-    IF (SELECT is_broker_priority_honored FROM sys.databases WHERE name = DB_NAME()) = 1
-        ALTER DATABASE {{ident:database}} SET HONOR_BROKER_PRIORITY OFF;
-END;
 GO
 IF EXISTS (SELECT * FROM sys.service_contract_usages AS u
            JOIN sys.services AS s ON s.service_id = u.service_id
@@ -66,10 +62,15 @@ IF EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_send];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_send_retiring];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_initiator_end];
+DROP PROCEDURE IF EXISTS [dbo].[ssbench_initiator_reader_on];
+DROP PROCEDURE IF EXISTS [dbo].[ssbench_end_conversations];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_create_dialogs];
+DROP PROCEDURE IF EXISTS [dbo].[ssbench_begin_dialog];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_warm_up];
 DROP PROCEDURE IF EXISTS [dbo].[ssbench_reset];
 DROP TABLE IF EXISTS [dbo].[ssbench_config];
+DROP TABLE IF EXISTS [dbo].[ssbench_counts];
+DROP TABLE IF EXISTS [dbo].[ssbench_dialog_errors];
 
 -- @@ procedure_drop
 -- The activation procedure, when ssbench created it.

@@ -8,8 +8,11 @@
   strings, explicit autocommit, login and per-call query timeouts, calls from any thread and
   clean error messages. pyodbc is imported lazily so the rest of ssbench works without unixODBC.
 * :mod:`.session`: the connection pool and the state every concern shares.
-* :mod:`.provision`: provisioning and teardown. :mod:`.telemetry`: the DMV collectors.
-  :mod:`.check`: the preflight check and the smoke test.
+* :mod:`.provision`: provisioning and teardown, with :mod:`.ownership` (what ssbench created,
+  what it refuses to take over), :mod:`.dialog_security` (certificates, master keys, the remote
+  service binding or none) and :mod:`.db_options` (the database options ssbench changes,
+  recorded first and put back). :mod:`.telemetry`: the DMV collectors. :mod:`.check`: the
+  preflight check and the smoke test.
 * :mod:`.target`: :class:`~.target.MssqlTarget`, the run-time Target (the paper's flow,
   accounting), delegating to the modules above.
 * :mod:`.sender`: :class:`~.sender.MssqlSender`, one connection per Locust user.

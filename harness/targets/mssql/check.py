@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ...errors import TargetError
 from ...matrix import BrokerSettings
 from ..base import Counts
-from . import driver
+from . import db_options, driver
 from .session import MIN_VERSION, Session, version_tuple
 
 if TYPE_CHECKING:
@@ -66,37 +66,11 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
                                        "server (a restored database?): EXECUTE AS OWNER fails; "
                                        f"run ALTER AUTHORIZATION ON DATABASE::[{inst.database}] "
                                        "TO [sa]"))
+        else:
+            out += _impersonation_lines(s, inst, label)
         if dup:
             out.append(("warn", label, f"same broker GUID as {', '.join(dup)} (provision runs NEW_BROKER)"))
-        b = topo.broker
-        rows = s._query(inst, "objects", "objects_present",
-                        [b.message_type, b.contract, b.queue, b.service], purpose="admin")
-        pres = rows[0] if rows else (0,) * 8
-        objs = all(pres[:4])
-        if info[2]:
-            out.append(("ok", label, "Service Broker enabled (is_broker_enabled = 1)"))
-        elif objs:
-            out.append(("fail", label, "Service Broker is disabled (is_broker_enabled = 0): "
-                                       "messages to and from this database stay in "
-                                       "sys.transmission_queue; run provision (ENABLE_BROKER)"))
-        else:
-            out.append(("warn", label, "Service Broker is disabled (is_broker_enabled = 0); "
-                                       "provision enables it"))
-        if not pres[6]:
-            out.append(("fail", label, "the login is not db_owner here: provision creates the "
-                                       "queue, service, certificates, users, routes, tables and "
-                                       "procedures in this database"))
-        if not pres[7]:
-            out.append(("fail", label, "no ALTER permission on the database: prepare runs ALTER "
-                                       "DATABASE (DELAYED_DURABILITY, NEW_BROKER)"))
-        out.append(("ok" if objs else "warn", label,
-                    "Service Broker objects present" if objs else "not provisioned yet"))
-        if objs:
-            stuck = s._query(inst, "objects", "transmission_status", purpose="admin")
-            for to_service, to_broker, status, n in stuck:
-                if status:
-                    out.append(("warn", label, f"{n} message(s) to {to_service} ({to_broker}) "
-                                               f"stuck in sys.transmission_queue: {status}"))
+        out += _database_lines(s, inst, label, info)
     for t, i, _ in pairs:
         if t.name not in guids or i.name not in guids:
             continue
@@ -110,6 +84,60 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
         else:
             out.append(("ok", f"route {i.name} -> {t.name}", f"{r[3]}"))
     return out
+
+
+def _database_lines(s: Session, inst, label: str, info: tuple) -> list[tuple]:
+    """Message delivery, the login's rights, ssbench's objects and stuck messages in a database."""
+    b = s.topology.broker
+    out = []
+    rows = s._query(inst, "objects", "objects_present",
+                    [b.message_type, b.contract, b.queue, b.service], purpose="admin")
+    pres = rows[0] if rows else (0,) * 8
+    objs = all(pres[:4])
+    if info[2]:
+        out.append(("ok", label, "Service Broker enabled (is_broker_enabled = 1)"))
+    elif objs:
+        out.append(("fail", label, "Service Broker is disabled (is_broker_enabled = 0): "
+                                   "messages to and from this database stay in "
+                                   "sys.transmission_queue; run provision (ENABLE_BROKER)"))
+    else:
+        out.append(("warn", label, "Service Broker is disabled (is_broker_enabled = 0); "
+                                   "provision enables it"))
+    if not pres[6]:
+        out.append(("fail", label, "the login is not db_owner here: provision creates the "
+                                   "queue, service, certificates, users, routes, tables and "
+                                   "procedures in this database"))
+    if not pres[7]:
+        out.append(("fail", label, "no ALTER permission on the database: prepare runs ALTER "
+                                   "DATABASE (DELAYED_DURABILITY, HONOR_BROKER_PRIORITY, NEW_BROKER)"))
+    opts = db_options.current(s, inst)
+    if opts["master_key"] and not opts["master_key_by_server"]:
+        out.append(("warn", label, "the master key is not encrypted by this instance's service "
+                                   "master key (is_master_key_encrypted_by_server = 0: restored "
+                                   "or attached from another instance?): dialogs stall on session "
+                                   "keys; provision creates ssbench's again"))
+    out.append(("ok" if objs else "warn", label,
+                "Service Broker objects present" if objs else "not provisioned yet"))
+    if objs:
+        stuck = s._query(inst, "objects", "transmission_status", purpose="admin")
+        for to_service, to_broker, status, n in stuck:
+            if status:
+                out.append(("warn", label, f"{n} message(s) to {to_service} ({to_broker}) "
+                                           f"stuck in sys.transmission_queue: {status}"))
+    return out
+
+
+def _impersonation_lines(s: Session, inst, label: str) -> list[tuple]:
+    """Activation runs its procedures EXECUTE AS OWNER, which fails (with a line in the
+    ERRORLOG only) when the database owner cannot be impersonated, e.g. a login the server
+    cannot resolve although sys.databases names one: EXECUTE AS USER = 'dbo'; REVERT; tells."""
+    err = s._scalar(inst, "objects", "impersonate_owner", purpose="admin")
+    if not err:
+        return []
+    return [("fail", label, f"EXECUTE AS USER = 'dbo' fails here ({err}): the activation "
+                            "procedures (EXECUTE AS OWNER) would fail too, saying so only in the "
+                            f"ERRORLOG; run ALTER AUTHORIZATION ON DATABASE::[{inst.database}] TO "
+                            "a login this server has")]
 
 
 def _permission_lines(s: Session, inst, label: str, missing_dbs: list[str]) -> list[tuple]:

@@ -16,6 +16,9 @@ password is read from the environment variable the spec names, at connect time.
   changes SQL_ATTR_CONNECTION_TIMEOUT, and the SQL_ATTR_QUERY_TIMEOUT it stores is applied
   only to cursors created afterwards, so the connection's one reused cursor would keep the
   first call's value.
+* A cancelled call discards its connection: SQL Server's attention does not roll back a
+  transaction the call opened (unless XACT_ABORT is ON); later calls would nest inside it until
+  the close rolled all back. Closing rolls it back now; the next call opens a new connection.
 * A connection may be called from any thread, one call at a time (a lock); pyodbc releases the
   GIL while the driver works, so N connections called from N threads really wait in parallel
   (the load generator runs each user's SENDs on its own OS thread, harness.load.offload.SendLoop).
@@ -315,8 +318,10 @@ class Connection:
     query timeout on every call and errors mapped to :class:`OdbcError`."""
 
     def __init__(self, raw: Any, *, where: str, query_timeout: float | None,
-                 autocommit: bool, driver_name: str | None = None):
+                 autocommit: bool, driver_name: str | None = None,
+                 reopen: Callable[[], Any] | None = None):
         self._raw = raw
+        self._reopen = reopen             # a new raw connection, after a cancel discarded one
         self.where = where
         self.query_timeout = query_timeout
         self.autocommit = autocommit
@@ -338,6 +343,8 @@ class Connection:
             raise QueryError(f"{self.where}: connection is closed")
         t = self.query_timeout if timeout is ... else timeout
         with self._lock:
+            if self._raw is None:
+                self._raw = self._reopen()   # errors are OdbcErrors already (connect)
             # One cursor for the connection's life: pyodbc keeps the last prepared statement
             # on it, so a repeated parameterised call (the send path) is not re-prepared.
             if self._cursor is None:
@@ -362,6 +369,8 @@ class Connection:
                     cursor.close()
                 except Exception:  # noqa: BLE001
                     pass
+                if state[1]:
+                    self._discard()          # cancelled: roll back whatever it left open
                 pyodbc = pyodbc_module()
                 if isinstance(e, pyodbc.Error):
                     where = f"{self.where}{' (' + what + ')' if what else ''}"
@@ -373,6 +382,18 @@ class Connection:
                     with guard:
                         state[0] = True
                     _WATCHDOG.cancel(token)
+
+    def _discard(self) -> None:
+        """Close the raw connection after a cancel (the server rolls back a transaction the
+        cancelled call left open); the next call opens a new one."""
+        raw, self._raw = self._raw, None
+        try:
+            raw.close()
+        except Exception:  # noqa: BLE001
+            pass
+        if self._reopen is None:
+            self._closed = True
+        log.info("%s: connection closed after a cancelled call (rolls back what it left open)", self.where)
 
     def execute(self, sql: str, params: Sequence[Any] = (), *, timeout: float | None = ...,  # type: ignore[assignment]
                 what: str = "") -> list[tuple]:
@@ -428,19 +449,25 @@ def connect(conn_str: str, *, autocommit: bool, login_timeout: float | None = 15
     if driver_name is None:
         m = re.search(r"(?i)\bdriver=\{([^}]*)\}", conn_str)
         driver_name = m.group(1) if m else None
-    try:
-        raw = pyodbc.connect(conn_str, autocommit=bool(autocommit),
-                             timeout=int(login_timeout or 0))
-    except pyodbc.Error as e:
-        raise map_error(e, phase="connect", where=where, driver_name=driver_name, user=user,
-                        password_env=password_env, secret=secret) from None
-    if raw.autocommit != bool(autocommit):
-        raw.autocommit = bool(autocommit)
-    if raw.autocommit != bool(autocommit):  # pragma: no cover - a driver ignoring the attribute
-        raw.close()
-        raise ConnectError(f"{where}: the driver did not accept autocommit={autocommit}")
-    return Connection(raw, where=where, query_timeout=query_timeout, autocommit=bool(autocommit),
-                      driver_name=driver_name)
+
+    def open_raw() -> Any:
+        raw = pyodbc.connect(conn_str, autocommit=bool(autocommit), timeout=int(login_timeout or 0))
+        if raw.autocommit != bool(autocommit):
+            raw.autocommit = bool(autocommit)
+        if raw.autocommit != bool(autocommit):  # pragma: no cover - a driver ignoring the attribute
+            raw.close()
+            raise ConnectError(f"{where}: the driver did not accept autocommit={autocommit}")
+        return raw
+
+    def opened() -> Any:
+        try:
+            return open_raw()
+        except pyodbc.Error as e:
+            raise map_error(e, phase="connect", where=where, driver_name=driver_name, user=user,
+                            password_env=password_env, secret=secret) from None
+
+    return Connection(opened(), where=where, query_timeout=query_timeout, autocommit=bool(autocommit),
+                      driver_name=driver_name, reopen=opened)
 
 
 # --------------------------------------------------------------------------- SQL Server specs

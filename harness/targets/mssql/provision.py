@@ -1,28 +1,34 @@
 """Provisioning and teardown of the SQL Server topology.
 
 :func:`provision` creates (idempotently) the databases, the paper's message type, contract,
-queues and services, the tables and procedures, dialog security (a certificate per database,
-exchanged with CERTENCODED / CREATE CERTIFICATE FROM BINARY, users without login, GRANT SEND,
-remote service bindings with ANONYMOUS = OFF), and for the distributed layout transport
-security (a certificate per instance in master, a certificate-authenticated Service Broker
-endpoint, a login per peer instance with CONNECT on the endpoint), then the routes with
-BROKER_INSTANCE both ways (and msdb routes for local delivery). :func:`teardown` removes it.
-Every function takes the :class:`~.session.Session` of the target.
+queues and services, the tables and procedures, dialog security (:mod:`.dialog_security`:
+certificates exchanged with CERTENCODED / CREATE CERTIFICATE FROM BINARY, users without login,
+GRANT SEND, remote service bindings with ANONYMOUS = OFF), and for the distributed layout
+transport security (a certificate per instance in master, a certificate-authenticated Service
+Broker endpoint, a login per peer instance with CONNECT on the endpoint), then the routes with
+BROKER_INSTANCE both ways (and msdb routes for local delivery). It records what it creates
+(:mod:`.ownership`) and the database options before it changes them (:mod:`.db_options`);
+:func:`teardown` removes what it created and puts the options back. Every function takes the
+:class:`~.session.Session` of the target.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 
 from ...errors import TargetError
-from . import driver, tsql
+from . import db_options, driver, ownership, tsql
+from .dialog_security import (dialog_cert, dialog_security, install_peer_certificate, own_certificate,
+                              peer_user)
 from .session import MIN_VERSION, Session, random_password, version_tuple
 from .topology import Instance
 
 log = logging.getLogger(__name__)
 
 Pair = tuple[Instance, Instance, int]
+
+#: ENABLE_BROKER's error when another database of the instance has the same broker GUID enabled
+DUPLICATE_BROKER_ID = 9772
 
 
 def _check_version(s: Session, inst: Instance) -> str:
@@ -35,7 +41,9 @@ def _check_version(s: Session, inst: Instance) -> str:
     return version
 
 
-def _ensure_database(s: Session, inst: Instance, created: set[str]) -> None:
+def _ensure_database(s: Session, inst: Instance, created: set[str]) -> dict[str, object]:
+    """The database exists, is online and has message delivery on; returns its broker state
+    before provision changed it (for :func:`.db_options.remember`)."""
     info = s._database_info(inst)
     if info is None:
         if not s.topology.broker.create_databases:
@@ -50,6 +58,7 @@ def _ensure_database(s: Session, inst: Instance, created: set[str]) -> None:
             raise TargetError(f"database {inst.database} was not created on {inst.server_key}")
     if info[5] != "ONLINE":
         raise TargetError(f"database {inst.database} on {inst.server_key} is {info[5]}")
+    before = {db_options.BROKER_ENABLED: int(bool(info[2])), db_options.BROKER_GUID: str(info[3]).lower()}
     if not info[2]:
         log.info("enabling Service Broker in %s", inst.database)
         s._pool.discard(inst.server_key, inst.database)
@@ -57,9 +66,17 @@ def _ensure_database(s: Session, inst: Instance, created: set[str]) -> None:
             s._run(inst, "server", "enable_broker", {"database": inst.database},
                    database="master")
         except driver.QueryError as e:
-            log.warning("ENABLE_BROKER failed in %s (%s); using NEW_BROKER", inst.database, e)
+            if e.native != DUPLICATE_BROKER_ID:
+                raise
+            # another database of this instance has the same broker identifier enabled (a copy):
+            # only a new identifier lets this one deliver. NEW_BROKER ends every conversation
+            # this database had, with an error: say so.
+            log.warning("%s: ENABLE_BROKER failed with error 9772 (another database of this "
+                        "instance has the same broker identifier): giving it a new one (SET "
+                        "NEW_BROKER), which ends every conversation it had", inst.where())
             s._run(inst, "server", "new_broker", {"database": inst.database},
                    database="master")
+    return before
 
 
 def _dedupe_guids(s: Session, insts: list[Instance]) -> None:
@@ -75,72 +92,16 @@ def _dedupe_guids(s: Session, insts: list[Instance]) -> None:
         seen[g] = inst
 
 
-#: Objects provisioning creates under the paper's or configured names, by class. ssbench
-#: refuses to take over an existing one of the STRICT classes (it empties, alters or replaces
-#: them); an existing message type or contract is used as it is and left in place.
-STRICT = ("QUEUE", "SERVICE", "PROCEDURE", "TABLE")
-ROLE_TABLES = {"target": ("messageDrop", "receiveTally", "messageErrors"), "initiator": ("dialogs",)}
-
-
-def _ownership(s: Session, inst: Instance) -> dict[tuple[str, str], tuple[bool, bool]]:
-    """(class, name) -> (present, recorded as ssbench's) for the named objects of ``inst``."""
-    b = s.topology.broker
-    rows = s._query(inst, "objects", "ownership",
-                    [b.message_type, b.contract, b.queue, b.service, b.activation_procedure],
-                    purpose="admin")
-    return {(str(r[0]), str(r[1])): (bool(r[2]), bool(r[3])) for r in rows}
-
-
-def _owned_state(s: Session, inst: Instance) -> dict[tuple[str, str], tuple[bool, bool]]:
-    """Create dbo.ssbench_owned if needed and return :func:`_ownership`. A database an ssbench
-    from before ownership records provisioned (dbo.ssbench_config, no dbo.ssbench_owned) has
-    its objects recorded as ssbench's."""
-    fresh = bool(s._scalar(inst, "objects", "owned_table", purpose="admin"))
-    state = _ownership(s, inst)
-    if fresh and state.get(("TABLE", "ssbench_config"), (False, False))[0]:
-        for key, (present, _) in state.items():
-            if present:
-                _record(s, inst, *key)
-        state = _ownership(s, inst)
-    return state
-
-
-def _record(s: Session, inst: Instance, cls: str, name: str) -> None:
-    sql = tsql.statement("objects", "owned_record")
-    s._retrying(inst, None, "admin", lambda c: c.execute(sql, (cls, name, cls, name),
-                                                        what="objects.sql owned_record"))
-
-
-def _wanted(s: Session, role: str) -> set[tuple[str, str]]:
-    b = s.topology.broker
-    out = {("MESSAGE TYPE", b.message_type), ("CONTRACT", b.contract), ("QUEUE", b.queue),
-           ("SERVICE", b.service)} | {("TABLE", t) for t in ROLE_TABLES[role]}
-    if role == "target":
-        out.add(("PROCEDURE", b.activation_procedure))
-    return out
-
-
-def _refuse_foreign(s: Session, inst: Instance, role: str,
-                    state: dict[tuple[str, str], tuple[bool, bool]]) -> None:
-    """Existing queues, services, the activation procedure and the paper's tables that ssbench
-    did not create are not taken over (it would empty, alter or replace them)."""
-    foreign = sorted(k for k in _wanted(s, role)
-                     if k[0] in STRICT and state.get(k, (False, False)) == (True, False))
-    if foreign:
-        what = ", ".join(f"{c.lower()} {n}" for c, n in foreign)
-        raise TargetError(
-            f"{inst.where()}: {what} already exist(s) and ssbench did not create them (it would "
-            "empty, alter or replace them): drop or rename them, or give ssbench other names "
-            "under broker: in the topology")
-
-
 def _create_objects(s: Session, inst: Instance, role: str, index: int,
-                    before: dict[tuple[str, str], tuple[bool, bool]]) -> None:
+                    before: ownership.State) -> None:
     """Create the database's objects and record in dbo.ssbench_owned what ssbench created
     (an existing message type or contract is used as it is and not recorded)."""
     names = s._names()
-    for sec in ("message_type", "contract", "queue", "service", "config_table", "priority_objects"):
+    for sec in ("message_type", "contract", "queue", "service", "config_table", "priority_objects",
+                "end_conversations_procedure"):
         s._run(inst, "objects", sec, names)
+    s._run(inst, "objects", "error_table",
+           {"table": "messageErrors" if role == "target" else "ssbench_dialog_errors"})
     if role == "target":
         s._run(inst, "target", "tables", names)
         s._run(inst, "target", "reset_procedure", names)
@@ -148,82 +109,9 @@ def _create_objects(s: Session, inst: Instance, role: str, index: int,
     else:
         s._run(inst, "initiator", "tables", names)
         s._install_initiator_code(inst, index)
-    for key in sorted(_wanted(s, role)):
+    for key in sorted(ownership.wanted(s, role)):
         if not before.get(key, (False, False))[0]:
-            _record(s, inst, *key)
-
-
-def _cert_dates(s: Session) -> dict[str, dt.date]:
-    today = dt.datetime.now(dt.timezone.utc).date()
-    # a day back, so a peer whose clock runs behind does not see a not-yet-valid certificate
-    years = s.topology.broker.certificate_years
-    try:
-        expiry = today.replace(year=today.year + years)
-    except ValueError:  # 29 February
-        expiry = today.replace(year=today.year + years, day=28)
-    return {"start_date": today - dt.timedelta(days=1), "expiry_date": expiry}
-
-
-def _own_certificate(s: Session, inst: Instance, cert: str, subject: str,
-                     database: str) -> tuple[bytes, bytes]:
-    s._run(inst, "server", "master_key", {"password": random_password()}, database=database)
-    s._run(inst, "server", "own_certificate",
-           {"certificate": cert, "subject": subject, **_cert_dates(s)}, database=database)
-    rows = s._query(inst, "server", "certificate_public", [cert], database=database,
-                    purpose="admin")
-    if not rows or rows[0][0] is None:
-        raise TargetError(f"{inst.where()}: certificate {cert} has no public key")
-    return bytes(rows[0][0]), bytes(rows[0][1])
-
-
-def _install_peer_certificate(s: Session, inst: Instance, database: str, cert: str, user: str,
-                              public: tuple[bytes, bytes]) -> None:
-    """Install (or replace, if the peer's certificate changed) a peer's public certificate
-    owned by ``user``."""
-    data, thumbprint = public
-    rows = s._query(inst, "server", "certificate_thumbprint", [cert], database=database,
-                    purpose="admin")
-    if rows and rows[0][0] is not None and bytes(rows[0][0]) == thumbprint:
-        return
-    if rows:
-        s._run(inst, "server", "drop_certificate", {"certificate": cert}, database=database)
-    s._run(inst, "server", "peer_certificate",
-           {"certificate": cert, "user": user, "certificate_bytes": data}, database=database)
-
-
-def dialog_cert(inst: Instance) -> str:
-    return f"ssbench_dialog_{inst.name}"
-
-
-def peer_user(name: str) -> str:
-    return f"ssbench_peer_{name}"
-
-
-def _dialog_security(s: Session, pairs: list[Pair]) -> None:
-    """Full dialog security, as the paper (BEGIN DIALOG ... WITH ENCRYPTION = ON and a
-    remote service binding with ANONYMOUS = OFF): each database's dbo owns a certificate;
-    each side installs the other's public certificate for a user without login."""
-    publics: dict[str, tuple[bytes, bytes]] = {}
-    insts = {i.name: i for pair in pairs for i in pair[:2]}
-    for inst in insts.values():
-        publics[inst.name] = _own_certificate(s,
-            inst, dialog_cert(inst), f"ssbench dialog security {inst.name}"[:64],
-            inst.database)
-    for t, i, _ in pairs:
-        names = s._names()
-        # target: the initiator's service owner, allowed to connect and send
-        tu = peer_user(i.name)
-        s._run(t, "objects", "proxy_user", {"user": tu})
-        _install_peer_certificate(s, t, t.database, dialog_cert(i), tu, publics[i.name])
-        s._run(t, "objects", "grant_send", {**names, "user": tu})
-        # initiator: the target's service owner, named by the remote service binding
-        iu = peer_user(t.name)
-        s._run(i, "objects", "proxy_user", {"user": iu})
-        _install_peer_certificate(s, i, i.database, dialog_cert(t), iu, publics[t.name])
-        s._run(i, "objects", "remote_service_binding",
-               {**names, "binding": f"ssbench_rsb_{t.name}", "user": iu})
-        # messages the target sends back (EndDialog, Error) arrive as that user
-        s._run(i, "objects", "grant_send", {**names, "user": iu})
+            ownership.record(s, inst, *key)
 
 
 def endpoint_owned(s: Session, inst: Instance, name: str) -> bool:
@@ -289,7 +177,7 @@ def _endpoint(s: Session, inst: Instance, label: str) -> tuple[str, tuple[bytes,
         return name, (bytes(rows2[0][0]), bytes(rows2[0][1]))
     rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
     cert = f"ssbench_transport_{label}"
-    public = _own_certificate(s, inst, cert, f"ssbench transport {label}"[:64], "master")
+    public = own_certificate(s, inst, cert, f"ssbench transport {label}"[:64], "master")
     name = rows[0][0] if rows else b.endpoint_name
     params = {"endpoint": name, "port": inst.broker_port, "certificate": cert,
               "encryption": b.endpoint_encryption.upper()}
@@ -321,7 +209,7 @@ def _transport(s: Session, pairs: list[Pair]) -> None:
         login = user = f"ssbench_peer_{plabel}"
         s._run(inst, "server", "peer_login",
                {"login": login, "user": user, "password": random_password()}, database="master")
-        _install_peer_certificate(s, inst, "master", f"ssbench_transport_{plabel}", user,
+        install_peer_certificate(s, inst, "master", f"ssbench_transport_{plabel}", user,
                                   publics[peer])
         s._run(inst, "server", "peer_grant_connect",
                {"endpoint": endpoints[a], "login": login}, database="master")
@@ -369,20 +257,21 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
         for inst in s._servers(insts).values():
             _foreign_endpoint(s, inst)
     created: set[str] = set()
-    for inst in insts:
-        _ensure_database(s, inst, created)
+    before = {inst.name: _ensure_database(s, inst, created) for inst in insts}
     state = {}
     for inst in insts:                       # refuse foreign objects before creating any
-        state[inst.name] = _owned_state(s, inst)
-        _refuse_foreign(s, inst, topo.role(inst), state[inst.name])
+        state[inst.name] = ownership.owned_state(s, inst)
+        ownership.refuse_foreign(s, inst, topo.role(inst), state[inst.name])
+        ownership.refuse_unusable(s, inst)
     for inst in insts:
         if inst.name in created:
-            _record(s, inst, "DATABASE", inst.database)
+            ownership.record(s, inst, "DATABASE", inst.database)
     _dedupe_guids(s, insts)
     index = {i.name: idx for _, i, idx in pairs}
     for inst in insts:
         _create_objects(s, inst, topo.role(inst), index.get(inst.name, 1), state[inst.name])
-    _dialog_security(s, pairs)
+        db_options.remember(s, inst, before[inst.name])
+    dialog_security(s, pairs)
     if topo.layout == "distributed":
         _transport(s, pairs)
     routing(s, pairs)
@@ -390,11 +279,54 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
              len(s._servers(insts)))
 
 
+def _teardown_database(s: Session, inst: Instance, partners: list[Instance], kept: list[str],
+                       drop_databases: bool) -> bool:
+    """Remove what ssbench created in one database and put its options back; returns whether
+    ssbench created the database."""
+    b, names = s.topology.broker, s._names()
+    state = ownership.owned_state(s, inst)
+    owned = ownership.owned(s, inst)
+    mine = ("DATABASE", inst.database) in owned
+    db_options.restore(s, inst)
+    s._changed.pop(inst.name, None)
+    disable, unrestorable = db_options.broker_changes(s, inst)
+    kept += unrestorable
+    if ("SERVICE", b.service) in owned:
+        s._run(inst, "teardown", "end_conversations", names)
+    for p in partners:
+        s._run(inst, "teardown", "route_drop", {"route": f"ssbench_to_{p.name}"})
+    if s.topology.role(inst) == "initiator":
+        s._run(inst, "teardown", "binding_drop", {"binding": f"ssbench_rsb_{partners[0].name}"})
+    s._run(inst, "teardown", "priority_drop", {**names, "database": inst.database})
+    for cls, sec in (("SERVICE", "service_drop"), ("QUEUE", "queue_drop"),
+                     ("CONTRACT", "contract_drop"), ("MESSAGE TYPE", "message_type_drop")):
+        name = names[sec.replace("_drop", "")]
+        if (cls, name) in owned:
+            s._run(inst, "teardown", sec, names)
+        elif cls in ("SERVICE", "QUEUE") and state.get((cls, name), (False, False))[0]:
+            kept.append(f"{inst.where()}: {cls.lower()} {name} (not created by ssbench)")
+    for p in partners:
+        s._run(inst, "teardown", "proxy_drop",
+               {"certificate": dialog_cert(p), "user": peer_user(p.name)})
+    s._run(inst, "teardown", "ssbench_code", names)
+    if ("PROCEDURE", b.activation_procedure) in owned:
+        s._run(inst, "teardown", "procedure_drop", {"procedure": b.activation_procedure})
+    for cls, name in sorted(owned):
+        if cls == "TABLE" and not name.lower().startswith("ssbench_"):
+            s._run(inst, "teardown", "table_drop", {"table": name})
+    s._run(inst, "teardown", "own_certificate_drop", {"certificate": dialog_cert(inst)})
+    keep = mine and not drop_databases
+    s._run(inst, "teardown", "owned_prune" if keep else "owned_drop")
+    if disable and not (mine and drop_databases):
+        db_options.disable_broker(s, inst)   # last: it ends every session in the database
+    return mine
+
+
 def teardown(s: Session, drop_databases: bool = False) -> list[str]:
     """Remove what provision created (all profiles), and nothing else: objects under the
     paper's or configured names only when dbo.ssbench_owned records them, the endpoint only
-    when ssbench created it, databases only when asked and ssbench created them. Returns a
-    line for everything left in place."""
+    when ssbench created it, databases only when asked and ssbench created them; database
+    options back as they were before ssbench. Returns a line for everything left in place."""
     topo = s.topology
     pairs = topo.pairs()
     insts = topo.used_instances()
@@ -402,45 +334,12 @@ def teardown(s: Session, drop_databases: bool = False) -> list[str]:
     for t, i, _ in pairs:
         partners.setdefault(t.name, []).append(i)
         partners.setdefault(i.name, []).append(t)
-    b = topo.broker
-    names = s._names()
     kept: list[str] = []
     owned_dbs: set[str] = set()
     for inst in insts:
-        if s._database_info(inst) is None:
-            continue
-        state = _owned_state(s, inst)
-        owned = {(str(c), str(n)) for c, n in s._query(inst, "objects", "owned_list",
-                                                       purpose="admin")}
-        if ("DATABASE", inst.database) in owned:
+        if s._database_info(inst) is not None and \
+                _teardown_database(s, inst, partners.get(inst.name, []), kept, drop_databases):
             owned_dbs.add(inst.name)
-        if ("SERVICE", b.service) in owned:
-            s._run(inst, "teardown", "end_conversations", names)
-        for p in partners.get(inst.name, []):
-            s._run(inst, "teardown", "route_drop", {"route": f"ssbench_to_{p.name}"})
-        if topo.role(inst) == "initiator":
-            s._run(inst, "teardown", "binding_drop",
-                   {"binding": f"ssbench_rsb_{partners[inst.name][0].name}"})
-        s._run(inst, "teardown", "priority_drop", {**names, "database": inst.database})
-        for cls, sec in (("SERVICE", "service_drop"), ("QUEUE", "queue_drop"),
-                         ("CONTRACT", "contract_drop"), ("MESSAGE TYPE", "message_type_drop")):
-            name = names[sec.replace("_drop", "")]
-            if (cls, name) in owned:
-                s._run(inst, "teardown", sec, names)
-            elif cls in ("SERVICE", "QUEUE") and state.get((cls, name), (False, False))[0]:
-                kept.append(f"{inst.where()}: {cls.lower()} {name} (not created by ssbench)")
-        for p in partners.get(inst.name, []):
-            s._run(inst, "teardown", "proxy_drop",
-                   {"certificate": dialog_cert(p), "user": peer_user(p.name)})
-        s._run(inst, "teardown", "ssbench_code", names)
-        if ("PROCEDURE", b.activation_procedure) in owned:
-            s._run(inst, "teardown", "procedure_drop", {"procedure": b.activation_procedure})
-        for cls, name in sorted(owned):
-            if cls == "TABLE" and not name.lower().startswith("ssbench_"):
-                s._run(inst, "teardown", "table_drop", {"table": name})
-        s._run(inst, "teardown", "own_certificate_drop", {"certificate": dialog_cert(inst)})
-        keep = ("DATABASE", inst.database) in owned and not drop_databases
-        s._run(inst, "teardown", "owned_prune" if keep else "owned_drop")
     if topo.layout == "distributed":
         servers = s._servers(insts)
         for key, inst in servers.items():

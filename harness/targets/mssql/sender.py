@@ -3,8 +3,10 @@
 A :class:`MssqlSender` is built from :meth:`MssqlTarget.sender_spec` in any process. The spec
 carries host, port, database, driver settings and the *name* of the environment variable that
 holds the password, never the password itself. The connection runs in autocommit mode, so each
-``EXEC dbo.ssbench_send`` (one SEND ON CONVERSATION) is its own transaction, as the paper's test
-clients called their stored procedure.
+``EXEC dbo.ssbench_send`` (one SEND ON CONVERSATION, and its count) is its own transaction, as the
+paper's test clients called their stored procedure. A call its query timeout cancels takes its
+connection with it (driver.Connection: the server rolls back what it left open); the next call
+opens a new one.
 
 pyodbc releases the GIL while the driver waits for the server, so the Locust side can offload
 calls to real threads; a sender may be called from a thread other than the one that opened it
@@ -31,19 +33,22 @@ class MssqlSender(Sender):
         self._send_sql = tsql.statement("initiator", "call_send")
         self._dialog_sql = tsql.statement("initiator", "dialog_handle")
         self._retiring_sql = tsql.statement("initiator", "call_send_retiring")
+        self._reader_sql = tsql.statement("initiator", "call_initiator_reader_on")
         self._per_dialog, self._ff = 0, False
         self._live: dict[str, list] = {}     # slot handle -> [current handle or None, messages on it]
+        self._high: dict[str, bool] = {}     # slot handle -> begun at high priority (dbo.dialogs.high)
         self.dialogs_begun = self.dialogs_ended = 0   # counted by this sender
 
     def dialog(self, slot: int) -> str:
         handle = self._handles.get(slot)
         if handle is None:
-            handle = self._conn.scalar(self._dialog_sql, (int(slot),), what="dialog lookup")
-            if handle is None:
+            rows = self._conn.execute(self._dialog_sql, (int(slot),), what="dialog lookup")
+            if not rows or rows[0][0] is None:
                 raise TargetError(f"{self.conn_spec.where}: no dialog {slot} in dbo.dialogs "
                                   "(create_dialogs has not run for this permutation)")
-            handle = str(handle)
+            handle = str(rows[0][0])
             self._handles[slot] = handle
+            self._high[handle] = bool(rows[0][1])
         return handle
 
     def send(self, dialog: str, payload: bytes) -> None:
@@ -55,15 +60,21 @@ class MssqlSender(Sender):
     def set_dialog_lifetime(self, messages_per_dialog: int | None, fire_and_forget: bool = False) -> None:
         """Retire each dialog after ``messages_per_dialog`` messages (None: reuse the slot's for
         ever); one ``EXEC dbo.ssbench_send_retiring`` per SEND, which begins a dialog when the
-        slot has none and ENDs it (fire and forget) or marks its last message for the target."""
+        slot has none (on the high-priority contract when the slot's dialog was begun there)
+        and ENDs it (fire and forget) or marks its last message for the target. A finite
+        lifetime first turns on the initiator queue's reader, which ends the initiator's side
+        of each dialog the target ends (ssbench_initiator_reader_on)."""
         self._per_dialog = int(messages_per_dialog or 0)
         self._ff = bool(fire_and_forget)
         self._live.clear()
+        if self._per_dialog:
+            self._conn.execute(self._reader_sql, what="initiator reader on")
 
     def _send_retiring(self, dialog: str, payload: bytes) -> None:
         live = self._live.setdefault(dialog, [None, 0])
         last = live[1] + 1 >= self._per_dialog
-        nxt = self._conn.scalar(self._retiring_sql, (live[0], bytes(payload), int(last), int(self._ff)),
+        nxt = self._conn.scalar(self._retiring_sql, (live[0], bytes(payload), int(last), int(self._ff),
+                                                     int(self._high.get(dialog, False))),
                                 what="send retiring")
         if live[0] is None:
             self.dialogs_begun += 1

@@ -114,6 +114,8 @@ class Session:
         self._offsets_s: dict[str, float] = {}      # server_key -> server clock - local clock
         self._versions: dict[str, str] = {}
         self._guids: dict[str, str] = {}            # instance name -> broker GUID
+        #: databases whose options a prepare changed (name -> instance): close() puts them back
+        self._changed: dict[str, Instance] = {}
 
     # ------------------------------------------------------------------ running templates
     def _names(self, **extra: Any) -> dict[str, Any]:
@@ -209,16 +211,23 @@ class Session:
         self._run(inst, "server", "new_broker", {"database": inst.database}, database="master")
         self._broker_guid(inst, refresh=True)
 
-    def _sent_sequence(self, inst: Instance) -> int:
-        rows = self._query(inst, "initiator", "sent_sequence", [self.topology.broker.service])
-        return int(rows[0][0] or 0) if rows else 0
+    def _sent_counts(self, inst: Instance) -> tuple[int, int, int]:
+        """(SENDs committed, dialogs begun, dialogs ended) by the SEND path of an initiator
+        database (its ssbench_counts, updated inside each sending transaction)."""
+        rows = self._query(inst, "initiator", "sent_counts")
+        return (int(rows[0][0] or 0), int(rows[0][1] or 0), int(rows[0][2] or 0)) if rows else (0, 0, 0)
 
     # ------------------------------------------------------------------ code the permutation sets
     def _install_initiator_code(self, inst: Instance, index: int) -> None:
+        """The initiator's procedures with its number in the message header, and its queue's
+        reader (ssbench_initiator_end) off until a sender with a finite dialog lifetime turns it
+        on (ssbench_initiator_reader_on, up to the permutation's MAX_QUEUE_READERS)."""
         p = self._names(data_prefix=message_prefix(index), warmup_prefix=message_prefix(index, True),
-                        dialog_encryption="ON" if self.topology.broker.dialog_encryption else "OFF")
-        for sec in ("send_procedure", "send_retiring_procedure", "create_dialogs_procedure",
-                    "warm_up_procedure", "reset_procedure", "initiator_end_procedure", "initiator_end_on"):
+                        dialog_encryption="ON" if self.topology.broker.dialog_encryption else "OFF",
+                        initiator_readers=self._broker.max_queue_readers)
+        for sec in ("begin_dialog_procedure", "send_procedure", "send_retiring_procedure", "create_dialogs_procedure",
+                    "warm_up_procedure", "reset_procedure", "initiator_end_procedure",
+                    "initiator_reader_procedure", "initiator_end_off"):
             self._run(inst, "initiator", sec, p)
 
     def _install_activation(self, target: Instance, broker: BrokerSettings) -> None:

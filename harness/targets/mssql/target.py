@@ -14,11 +14,13 @@
 * :mod:`.telemetry`: the DMV collectors.
 * :mod:`.check`: :meth:`check` (preflight) and :meth:`smoke` (a tiny end-to-end flow).
 
-Message accounting: ``sent`` is the growth of ``SUM(send_sequence)`` over the initiator's
-conversation endpoints since dialogs were created and warmed up (SEND advances it in the
-sending transaction, so only committed sends count, at no cost to the send path); ``received``
-is the activation procedure's tally per initiator (the initiator number travels in the message
-header); warm-up messages are marked and excluded.
+Message accounting: ``sent`` is the growth of the initiator's ``dbo.ssbench_counts`` since
+dialogs were created and warmed up: the send procedures count each SEND inside its own
+transaction, so exactly the committed ones count, retired dialogs included (an initiator's
+conversation endpoint, and its send_sequence, is deleted once both sides have ended the
+dialog); ``received`` is the activation procedure's tally per initiator (the initiator number
+travels in the message header); warm-up messages are marked and excluded. The database options
+a permutation changes are put back by :meth:`MssqlTarget.close` (:mod:`.db_options`).
 """
 
 from __future__ import annotations
@@ -31,12 +33,16 @@ from typing import Any
 from ...errors import TargetError
 from ...matrix import BrokerSettings, high_priority_permille
 from ..base import Counts, InitiatorCounts, PerfCounter, Target, WaitStat
-from . import check as _check, driver, provision as _provision, telemetry
+from . import check as _check, db_options, driver, provision as _provision, telemetry
 from .session import EPOCH, Session, as_datetime, message_prefix
 from .telemetry import BENIGN_WAITS, counter_object, is_benign_wait, parse_perf_counters
 from .topology import Instance, Topology, load_topology
 
 log = logging.getLogger(__name__)
+
+#: "Invalid object name" and "Could not find stored procedure": the topology is not (or not
+#: fully) provisioned by this version of ssbench
+MISSING_OBJECT_ERRORS = (208, 2812)
 
 
 class MssqlTarget(Session, Target):
@@ -47,7 +53,7 @@ class MssqlTarget(Session, Target):
     def __init__(self, topology: Topology):
         Session.__init__(self, topology)
         self.label = "SQL Server"
-        self._baseline: dict[int, int] = {}
+        self._baseline: dict[int, tuple[int, int, int]] = {}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -96,27 +102,46 @@ class MssqlTarget(Session, Target):
 
     def _make_label(self, with_profile: bool = True) -> str:
         """What the active permutation runs on, exactly: the build, the profile's name and
-        settings, the layout. E.g. "SQL Server 16.0.4135.4, profile delayed
-        (DELAYED_DURABILITY = FORCED), distributed". Without the profile for the run as a
-        whole (run.json: a run may use several profiles; each is in ``profiles``)."""
+        settings, the layout, the dialog security. E.g. "SQL Server 16.0.4135.4, profile delayed
+        (DELAYED_DURABILITY = FORCED), distributed, dialog security: full (encrypted)". Without
+        the profile for the run as a whole (run.json: a run may use several profiles; each is in
+        ``profiles``). :meth:`notes` says the same in sentences."""
         target, _ = self._active()
         version = self._versions.get(target.server_key) or self._server_info(target)[0]
         prof = self.topology.profile(self._profile)
-        layout = ("single instance, no transmission queue" if self.topology.layout == "single"
-                  else "distributed")
+        single = self.topology.layout == "single"
+        layout = ("single instance (no transmission queue; SENDs cross databases: fully durable; "
+                  "priority orders RECEIVE only)" if single else "distributed")
+        if not self.topology.broker.dialog_encryption:
+            security = "dialog security: none (ENCRYPTION = OFF, no remote service binding)"
+        else:
+            security = ("dialog security: full (never encrypted within one instance)" if single
+                        else "dialog security: full (encrypted)")
         if not with_profile:
-            return f"SQL Server {version}, {layout}"
-        return f"SQL Server {version}, profile {prof.name} ({prof.settings()}), {layout}"
+            return f"SQL Server {version}, {layout}, {security}"
+        return f"SQL Server {version}, profile {prof.name} ({prof.settings()}), {layout}, {security}"
 
     def notes(self) -> list[str]:
         """Caveats every report of a run on this topology must carry (run.json target.notes)."""
         out = []
         if self.topology.layout == "single":
-            out.append("single-instance layout: a SEND to a service in the same SQL Server "
-                       "instance is put straight into the target queue, bypassing the "
-                       "transmission queue and the Service Broker endpoints, so the paper's "
-                       "initiator-side bottleneck (transmission queue, endpoint transport) "
-                       "cannot appear in these results")
+            out += ["single-instance layout: a SEND to a service in the same SQL Server "
+                    "instance is put straight into the target queue, bypassing the "
+                    "transmission queue and the Service Broker endpoints, so the paper's "
+                    "initiator-side bottleneck (transmission queue, endpoint transport) "
+                    "cannot appear in these results",
+                    "single-instance layout: each SEND's transaction writes to two databases "
+                    "(the initiator's and the target queue's), and a cross-database transaction "
+                    "is fully durable whatever DELAYED_DURABILITY says (Control Transaction "
+                    "Durability): a profile's delayed durability applies to the target's "
+                    "RECEIVE transactions only",
+                    "single-instance layout: broker priorities are not used when messages pass "
+                    "between services of one instance (CREATE BROKER PRIORITY): a priority axis "
+                    "orders only RECEIVE (which takes higher-priority conversations first)"]
+        if not self.topology.broker.dialog_encryption:
+            out.append("broker.dialog_encryption: false: no dialog security (BEGIN DIALOG ... WITH "
+                       "ENCRYPTION = OFF and no remote service binding, which would encrypt "
+                       "anyway); the paper measured full dialog security")
         return out
 
     # ------------------------------------------------------------------ permutations
@@ -135,8 +160,10 @@ class MssqlTarget(Session, Target):
         try:
             self._prepare(initiators, profile, broker)
         except driver.QueryError as e:
-            raise TargetError(f"{e}. Is the topology provisioned? Run: ssbench mssql provision "
-                              f"{self.topology.path or 'TOPOLOGY.yaml'}") from None
+            if e.native not in MISSING_OBJECT_ERRORS:
+                raise
+            raise TargetError(f"{e}. Is the topology provisioned (with this version of ssbench)? "
+                              f"Run: ssbench mssql provision {self.topology.path or 'TOPOLOGY.yaml'}") from None
 
     def _prepare(self, initiators: int, profile: str, broker: BrokerSettings) -> None:
         topo = self.topology
@@ -144,8 +171,11 @@ class MssqlTarget(Session, Target):
         prof = topo.profile(profile)
         family = [topo.instances[n] for n in prof.initiators]
         self._profile, self._n_initiators, self._broker = prof.name, initiators, broker
-        # 1. no new receive tasks; let the running ones finish their WAITFOR
+        # 1. no new receive tasks (the initiators' readers neither); let the running ones finish
+        # their WAITFOR
         self._run(target, "target", "activation_off", self._names())
+        for inst in family:
+            self._run(inst, "initiator", "initiator_end_off", self._names())
         self._wait_activation_idle(target, self._broker.waitfor_timeout_ms / 1000 + 30)
         # 2. every conversation and message gone
         if topo.broker.reset == "new_broker":
@@ -157,12 +187,16 @@ class MssqlTarget(Session, Target):
                                       if p[0].name in renamed or p[1].name in renamed])
             self._run(target, "target", "truncate_tables", self._names())
             for inst in family:
-                self._run(inst, "initiator", "truncate_dialogs")
+                self._run(inst, "initiator", "truncate_tables")
         else:
             for inst in [*family, target]:
                 self._run(inst, "objects", "call_reset")
-        # 3. the server profile
+        # 3. the server profile, once the options as the DBA had them are recorded (restored by
+        # close() after the run and by teardown)
         for inst in [target, *family]:
+            if inst.name not in self._changed:
+                db_options.remember(self, inst)
+                self._changed[inst.name] = inst
             self._run(inst, "server", "delayed_durability",
                       {"database": inst.database, "delayed_durability": prof.delayed_durability.upper()},
                       database="master")
@@ -178,8 +212,7 @@ class MssqlTarget(Session, Target):
                       {"database": inst.database, "honor": honor, "honor_kw": "ON" if honor else "OFF"})
         # 5. clocks (end-to-end latency crosses servers) and the accounting baseline
         self._measure_offsets([target, *inits])
-        self._baseline = {idx: self._sent_sequence(inst) for idx, inst in enumerate(inits, start=1)}
-        self.dialogs_created_total = 0
+        self._baseline = {idx: self._sent_counts(inst) for idx, inst in enumerate(inits, start=1)}
         self.label = self._make_label()
 
     def _measure_offsets(self, insts: list[Instance]) -> None:
@@ -195,25 +228,20 @@ class MssqlTarget(Session, Target):
                     best = sample
             self._offsets_s[key] = best[1]
 
-    def _sent_sequence(self, inst: Instance) -> int:
-        rows = self._query(inst, "initiator", "sent_sequence", [self.topology.broker.service])
-        return int(rows[0][0] or 0) if rows else 0
-
     def create_dialogs(self, initiator: int, usable: int, every_n: int) -> int:
         inst = self._initiator(initiator)
         share = self._broker.high_priority_share if self._broker else 0.0
         rows = self._query(inst, "initiator", "call_create_dialogs",
                            [int(usable), int(every_n), high_priority_permille(share)], purpose="admin")
         begun = int(rows[0][0]) if rows else 0
-        self._baseline[initiator] = self._sent_sequence(inst)
-        self.dialogs_created_total = getattr(self, "dialogs_created_total", 0) + begun
+        self._baseline[initiator] = self._sent_counts(inst)
         return begun
 
     def warm_up(self, initiator: int) -> int:
         inst = self._initiator(initiator)
         rows = self._query(inst, "initiator", "call_warm_up", purpose="admin")
         sent = int(rows[0][0]) if rows else 0
-        self._baseline[initiator] = self._sent_sequence(inst)
+        self._baseline[initiator] = self._sent_counts(inst)
         return sent
 
     def set_activation(self, enabled: bool) -> None:
@@ -241,7 +269,7 @@ class MssqlTarget(Session, Target):
                     for r in self._query(target, "target", "received_by_initiator")}
         per = []
         for idx, inst in enumerate(inits, start=1):
-            sent = max(0, self._sent_sequence(inst) - self._baseline.get(idx, 0))
+            sent = max(0, self._sent_counts(inst)[0] - self._baseline.get(idx, (0, 0, 0))[0])
             xmitq = int(self._scalar(inst, "collectors", "xmitq_exact") or 0)
             per.append(InitiatorCounts(initiator=idx, sent=sent, received=received.get(idx, 0),
                                        xmitq=xmitq))
@@ -325,6 +353,20 @@ class MssqlTarget(Session, Target):
     def check(self, max_initiators: int | None = None) -> list[tuple[str, str, str]]:
         """Preflight: ``[(status, what, detail)]``; see :func:`.check.check`."""
         return _check.check(self, max_initiators)
+
+    def close(self) -> None:
+        """Put back the database options the permutations changed (DELAYED_DURABILITY,
+        HONOR_BROKER_PRIORITY: :func:`.db_options.restore`), then close the connections. A
+        failure is logged with what to do, never raised: close runs on every way out of a run."""
+        changed, self._changed = list(self._changed.values()), {}
+        for inst in changed:
+            try:
+                db_options.restore(self, inst)
+            except TargetError as e:
+                log.warning("%s: could not put its database options back (%s); run: ssbench mssql "
+                            "teardown %s, or set them by hand", inst.where(), e,
+                            self.topology.path or "TOPOLOGY.yaml")
+        Session.close(self)
 
     def smoke(self, messages: int = 10, usable: int = 2, every_n: int = 1, timeout: float = 60.0,
               profile: str | None = None) -> Counts:

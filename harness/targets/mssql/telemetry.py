@@ -43,7 +43,9 @@ BENIGN_WAITS = frozenset({
     "WAIT_XTP_HOST_WAIT", "WAIT_XTP_OFFLINE_CKPT_NEW_LOG", "WAIT_XTP_CKPT_CLOSE",
     "XE_DISPATCHER_JOIN", "XE_DISPATCHER_WAIT", "XE_TIMER_EVENT", "XE_LIVE_TARGET_TVF",
 })
-BENIGN_WAIT_PREFIXES = ("SQLTRACE_", "XE_", "SLEEP_", "QDS_", "HADR_", "PWAIT_")
+#: (No HADR_ prefix: HADR_SYNC_COMMIT is the commit's wait for synchronous Availability Group
+#: secondaries, a cost of the workload; only the idle HADR_ waits are in the list above.)
+BENIGN_WAIT_PREFIXES = ("SQLTRACE_", "XE_", "SLEEP_", "QDS_", "PWAIT_")
 
 
 def is_benign_wait(wait_type: str) -> bool:
@@ -53,8 +55,25 @@ def is_benign_wait(wait_type: str) -> bool:
 #: Performance objects the collectors keep (matched on the part after the instance prefix).
 BROKER_OBJECTS = ("Broker Activation", "Broker Statistics", "Broker/DBM Transport",
                   "Broker TO Statistics")
-#: cntr_type -> PerfCounter.kind (per-second counters are cumulative raw values).
-COUNTER_KINDS = {272696576: "cumulative", 65792: "gauge"}
+#: Counters that only grow although their names do not say "/sec" or "Total" (their cntr_type,
+#: 65792, is the "last observed value" type of current values too: Broker Statistics' "SQL SEND
+#: Total" is reported like Activation's "Tasks Running").
+CUMULATIVE_COUNTERS = frozenset({"Broker Transaction Rollbacks", "Task Limit Reached",
+                                 "Recv I/O Buffer Copies Count"})
+
+
+def counter_kind(counter_name: str) -> str | None:
+    """PerfCounter.kind of a Broker counter, by its name (sys.dm_os_performance_counters'
+    cntr_type cannot tell a running total from a current value): ``cumulative`` for the
+    per-second counters (their raw value is a running total) and the totals, ``gauge`` for
+    current values, None for averages and their bases (a ratio of two raw values)."""
+    name = counter_name.strip()
+    if " Avg" in name or name.startswith("Avg.") or name.endswith(" Base"):
+        return None
+    if (name.lower().endswith("/sec") or name.endswith((" Total", " Tot"))
+            or name in CUMULATIVE_COUNTERS):
+        return "cumulative"
+    return "gauge"
 
 
 def counter_object(object_name: str) -> str | None:
@@ -68,9 +87,9 @@ def parse_perf_counters(rows: Iterable[tuple]) -> list[PerfCounter]:
     """Rows of (object_name, counter_name, instance_name, cntr_value, cntr_type) ->
     PerfCounters for the Broker objects, object names without the instance prefix."""
     out = []
-    for obj, counter, instance, value, ctype in rows:
+    for obj, counter, instance, value, _ in rows:
         name = counter_object(str(obj))
-        kind = COUNTER_KINDS.get(int(ctype))
+        kind = counter_kind(str(counter))
         if name is None or kind is None:
             continue
         out.append(PerfCounter(name, str(counter).strip(), str(instance or "").strip(),
@@ -158,26 +177,31 @@ def activation(s: Session) -> dict[str, Any]:
 
 
 def dialog_stats(s: Session) -> dict[str, Any]:
-    """Conversation endpoints of the test's service by side and state (sys.conversation_endpoints,
-    CLOSED ones linger about 30 minutes) and the dialogs the initiators began beyond those the
-    permutation created (the SEND path's BEGIN DIALOGs). SQL Server discards an Error that
+    """Dialog lifetime accounting since the permutation's prepare: the dialogs the initiators'
+    SEND path began and ended and the Error messages their reader received, counted by ssbench
+    itself (dbo.ssbench_counts, dbo.ssbench_dialog_errors: once both sides have ended a dialog
+    its initiator endpoint is deleted, so sys.conversation_endpoints cannot count them), and
+    the conversation endpoints left behind, by side and state. SQL Server discards an Error that
     reaches an endpoint its side had ended (fire and forget) without a trace a query can count:
-    ``errors_lost`` is None; ``errors_received`` likewise (the initiator's reader ends them)."""
+    ``errors_lost`` is None."""
     target, inits = s._active()
     svc = s.topology.broker.service
     endpoints: dict[str, int] = {}
-    begun = 0
     for side, insts in (("target", [target]), ("initiator", inits)):
         for inst in insts:
-            for state, n, initiated in s._query(inst, "collectors", "endpoint_states", [svc]):
+            for state, n, _ in s._query(inst, "collectors", "endpoint_states", [svc]):
                 key = f"{side}.{str(state).strip()}"   # SO, SI, CO, DI, DO, ER, CD as on SQL Server
                 endpoints[key] = endpoints.get(key, 0) + int(n)
-                if side == "initiator":
-                    begun += int(initiated or 0)
-    created = int(getattr(s, "dialogs_created_total", 0) or 0)
-    closed = endpoints.get("initiator.CD", 0)
-    return {"dialogs_begun": max(0, begun - created), "dialogs_ended": closed,
-            "errors_received": None, "errors_lost": None, "endpoints": endpoints}
+    begun = ended = errors = 0
+    baseline = getattr(s, "_baseline", {})
+    for idx, inst in enumerate(inits, start=1):
+        _, b, e = s._sent_counts(inst)
+        base = baseline.get(idx, (0, 0, 0))
+        begun += max(0, b - base[1])
+        ended += max(0, e - base[2])
+        errors += int(s._scalar(inst, "initiator", "dialog_errors_received") or 0)
+    return {"dialogs_begun": begun, "dialogs_ended": ended, "errors_received": errors,
+            "errors_lost": None, "endpoints": endpoints}
 
 
 def server_cpu_percent(s: Session) -> dict[str, float | None]:
@@ -217,7 +241,7 @@ def _e2e_rows(s: Session, start_epoch: float, end_epoch: float, by_priority: boo
             for r in rows]
 
 
-__all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "parse_perf_counters",
+__all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "counter_kind", "parse_perf_counters",
            "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
            "queue_depths", "activation", "server_cpu_percent", "e2e_latencies_us",
            "e2e_latencies_by_priority_us", "dialog_stats"]

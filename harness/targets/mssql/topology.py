@@ -459,19 +459,19 @@ def load_topology(path: str | Path) -> Topology:
     # role and layout rules
     targets = {p.target for p in profiles.values()}
     partner: dict[str, tuple[str, str]] = {}
-    for p in profiles.values():
-        for i, n in enumerate(p.initiators):
-            fld = f"profiles.{p.name}.initiators[{i}]" if ploc is not None else f"initiators[{i}]"
-            where = (ploc.value[p.name] if ploc is not None else doc.get("initiators"))
+    for prof in profiles.values():        # (not ``p``: that is the file's path, the Topology's)
+        for i, n in enumerate(prof.initiators):
+            fld = f"profiles.{prof.name}.initiators[{i}]" if ploc is not None else f"initiators[{i}]"
+            where = (ploc.value[prof.name] if ploc is not None else doc.get("initiators"))
             if n in targets:
                 raise r.err(f"{n} is a target elsewhere: a database is either a target or an "
                             "initiator", where, fld)
-            if n in partner and partner[n][0] != p.target:
+            if n in partner and partner[n][0] != prof.target:
                 raise r.err(f"{n} is paired with target {partner[n][0]} in profile {partner[n][1]}: "
                             "an initiator database sends to one target (its remote service "
                             "binding names one certificate); give it another database", where, fld)
-            partner[n] = (p.target, p.name)
-            tgt, ini = instances[p.target], instances[n]
+            partner[n] = (prof.target, prof.name)
+            tgt, ini = instances[prof.target], instances[n]
             same = tgt.server_key == ini.server_key
             if layout == "single" and not same:
                 raise r.err(f"layout: single puts every database on one server, but {n} is on "

@@ -8,6 +8,7 @@ import re
 from typing import Any, Callable
 
 from ...errors import UserError
+from ...redact import redact_string
 from ...yamlsrc import Located
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -21,7 +22,10 @@ class Reader:
         self.top_line = top_line
 
     def err(self, msg: str, loc: Located | None, fld: str) -> UserError:
-        return UserError(msg, file=self.file, line=loc.line if loc else self.top_line, field=fld)
+        """Every topology error. Messages echo the bad value: never a connection-string
+        secret inside it (a host given as ``db1;PWD=...``)."""
+        return UserError(redact_string(msg), file=self.file, line=loc.line if loc else self.top_line,
+                         field=fld)
 
     def mapping(self, loc: Located | None, fld: str, allowed: set[str]) -> dict[str, Located]:
         if loc is None or loc.value is None:

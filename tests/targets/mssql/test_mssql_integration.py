@@ -90,6 +90,27 @@ def test_tiny_flow(target):
     target.prepare(1, "default", BrokerSettings())
     c = target.counts()
     assert c.sent == 0 and c.received == 0 and c.in_flight == 0
+    # retired dialogs (issue 31): their initiator endpoints are deleted once both sides end them;
+    # sent, dialogs begun and ended still count them (ssbench_counts)
+    target.create_dialogs(1, 2, 1)
+    target.warm_up(1)
+    sender = open_sender(target.sender_spec(1))
+    try:
+        sender.set_dialog_lifetime(2, False)
+        for _ in range(6):
+            sender.send(sender.dialog(1), bytes(100))
+        sender.set_dialog_lifetime(2, True)
+        for _ in range(4):
+            sender.send(sender.dialog(2), bytes(100))
+    finally:
+        sender.close()
+    c = target.drain(60)
+    assert (c.sent, c.received) == (10, 10), c
+    deadline = time.time() + 30                 # the initiator's reader ends its side
+    while target.dialog_stats()["dialogs_ended"] < 5 and time.time() < deadline:
+        time.sleep(0.5)
+    stats = target.dialog_stats()
+    assert stats["dialogs_begun"] == stats["dialogs_ended"] == 5, stats
 
 
 def test_smoke(target):

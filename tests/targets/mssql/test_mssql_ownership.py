@@ -33,7 +33,8 @@ def test_provision_records_what_it_creates_and_teardown_drops_it(fake):
     assert {("DATABASE", "ssbench_target"), ("QUEUE", "MySSBLabTestQueue"),
             ("SERVICE", "//MySSB.com/Lab/S_Test"), ("PROCEDURE", "SRPerf_Queue_LabTest"),
             ("TABLE", "messageDrop"), ("TABLE", "receiveTally"), ("TABLE", "messageErrors"),
-            ("MESSAGE TYPE", "//MySSB.com/Lab/M_Test"), ("CONTRACT", "//MySSB.com/Lab/C_Test")} == owned
+            ("MESSAGE TYPE", "//MySSB.com/Lab/M_Test"), ("CONTRACT", "//MySSB.com/Lab/C_Test"),
+            ("MASTER KEY", "##MS_DatabaseMasterKey##")} == owned
     assert ("TABLE", "dialogs") in fake.owned[(S, "ssbench_init1")]
     t.provision()                                        # idempotent: nothing new recorded
     assert fake.owned[(S, "ssbench_target")] == owned

@@ -35,7 +35,7 @@ def pg_tables(pg_server, monkeypatch):
     for k, h in enumerate(handles, start=1):
         admin.execute(f"INSERT INTO {dialogs} VALUES (?, CAST(? AS uuid))", (k, h))
     real = tsql.statement
-    fake = {("initiator", "dialog_handle"): f"SELECT CAST(handle AS varchar(36)) FROM {dialogs} WHERE k = ?",
+    fake = {("initiator", "dialog_handle"): f"SELECT CAST(handle AS varchar(36)), 0 FROM {dialogs} WHERE k = ?",
             ("initiator", "call_send"): f"INSERT INTO {sent} (handle, payload) "
                                         "SELECT CAST(? AS uuid), ? FROM pg_sleep(0.5)"}
     monkeypatch.setattr(tsql, "statement", lambda f, s, p=None: fake.get((f, s)) or real(f, s, p))

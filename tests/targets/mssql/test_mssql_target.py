@@ -177,7 +177,7 @@ def test_prepare_sequence(fake):
     assert [s.split(".")[0] for s, *_ in sp] == ["sqlinit1", "sqlinit2"]
     assert t.describe()["profile"] == "delayed"
     assert t.label == ("SQL Server 16.0.4135.4, profile delayed (DELAYED_DURABILITY = FORCED), "
-                       "distributed")
+                       "distributed, dialog security: full (encrypted)")
 
 
 def test_prepare_new_broker_recreates_routes(fake, tmp_path):
@@ -213,10 +213,10 @@ def test_dialogs_warmup_and_counts(fake):
     call = fake.batches(what="initiator.sql call_create_dialogs")[-1]
     assert call[1] == "ssbench_init1"
     assert [p for *_, w, q, p in fake.log if w == "initiator.sql call_create_dialogs"][-1] == (50, 150, 0)
-    assert t.warm_up(1) == 4 and t.warm_up(2) == 4
+    assert t.warm_up(1) == 7500 and t.warm_up(2) == 0    # one message on every dialog begun
     s = "127.0.0.1:1433"
-    fake.send_seq[(s, "ssbench_init1")] += 100      # 100 measured sends committed
-    fake.send_seq[(s, "ssbench_init2")] += 30
+    fake.add_sent(s, "ssbench_init1", 100)          # 100 measured sends committed
+    fake.add_sent(s, "ssbench_init2", 30)
     fake.tally[s] = [(1, 100, 4), (2, 29, 4)]
     c = t.counts()
     assert [(x.initiator, x.sent, x.received) for x in c.initiators] == [(1, 100, 100), (2, 30, 29)]
@@ -274,7 +274,7 @@ def test_drain_returns_when_done(fake):
     t.provision()
     t.prepare(1, "durable", BrokerSettings())
     t.warm_up(1)
-    fake.send_seq[("127.0.0.1:1433", "ssbench_init1")] += 5
+    fake.add_sent("127.0.0.1:1433", "ssbench_init1", 5)
     fake.tally["127.0.0.1:1433"] = [(1, 5, 0)]
     c = t.drain(timeout=5, poll=0.01)
     assert c.sent == 5 and c.received == 5 and c.in_flight == 0
@@ -288,7 +288,7 @@ def test_drain_takes_the_lock_per_poll_and_stops_on_request(fake):
     t.provision()
     t.prepare(1, "durable", BrokerSettings())
     t.warm_up(1)
-    fake.send_seq[("127.0.0.1:1433", "ssbench_init1")] += 5     # sent, never received
+    fake.add_sent("127.0.0.1:1433", "ssbench_init1", 5)          # sent, never received
     lock, stop = threading.Lock(), threading.Event()
     threading.Timer(0.3, stop.set).start()
     t0 = time.monotonic()
@@ -455,12 +455,13 @@ def test_profile_label_says_what_it_is(fake):
     t.provision()
     for prof, dd in (("durable", "DISABLED"), ("delayed", "FORCED")):
         t.prepare(1, prof, BrokerSettings())
-        assert t.label == f"SQL Server 16.0.4135.4, profile {prof} (DELAYED_DURABILITY = {dd}), distributed"
+        assert t.label == (f"SQL Server 16.0.4135.4, profile {prof} (DELAYED_DURABILITY = {dd}), distributed, "
+                           "dialog security: full (encrypted)")
         d = t.describe()
         assert d["profile_settings"] == f"DELAYED_DURABILITY = {dd}" and d["profile_description"]
         assert d["notes"] == []
         # run.json's label names no single profile (a run may use several); each is described
-        assert d["label"] == "SQL Server 16.0.4135.4, distributed"
+        assert d["label"] == "SQL Server 16.0.4135.4, distributed, dialog security: full (encrypted)"
         assert d["profiles"][prof]["label"] == f"profile {prof} (DELAYED_DURABILITY = {dd})"
         assert t.label.startswith(f"SQL Server 16.0.4135.4, profile {prof} ")  # still the permutation's
     # the examples do not borrow the paper's build names for durability settings
@@ -469,24 +470,6 @@ def test_profile_label_says_what_it_is(fake):
         assert not {"sql2005", "sql2008"} & set(topo.profiles), path
         for p in topo.profiles.values():
             assert p.settings() in p.description or "full durability" in p.description
-
-
-def test_single_instance_notes(fake):
-    """SEND within one instance bypasses the transmission queue: run.json's target.notes and
-    the label say so."""
-    t = MssqlTarget.from_file(str(SINGLE))
-    t.provision()
-    t.prepare(2, "durable", BrokerSettings())
-    d = t.describe()
-    assert "single instance, no transmission queue" in t.label
-    assert d["label"] == "SQL Server 16.0.4135.4, single instance, no transmission queue"
-    [note] = d["notes"]
-    assert "bypassing the transmission queue" in note and "initiator-side bottleneck" in note
-    import json
-
-    from harness.redact import redact
-
-    assert json.loads(json.dumps(redact(d)))["notes"] == [note]
 
 
 def test_message_drop_is_a_heap(fake):

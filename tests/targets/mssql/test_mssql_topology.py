@@ -238,3 +238,24 @@ def test_from_env(monkeypatch):
     monkeypatch.setenv("SSBENCH_MSSQL_DATABASE_PREFIX", "x]; DROP--")
     with pytest.raises(ValueError):
         Topology.from_env()
+
+
+def test_a_bad_value_is_never_echoed_with_a_secret_in_it(tmp_path):
+    """Issue 26, item 8: a host given as "sqltarget.lab.example;PWD=..." was printed verbatim."""
+    for text, field in ((BASE.format(layout="distributed", h0="sqltarget.lab.example;PWD=hunter2", h1="b"),
+                         "instances.target.host"),
+                        (BASE.format(layout="distributed", h0="a", h1="b") + "driver: {name: 'x;Password={p;w}'}\n",
+                         "driver.name"),
+                        (BASE.format(layout="distributed", h0="a", h1="b") + "target: ' PWD=hunter2'\n", "target")):
+        e = err(tmp_path, text.replace("\ntarget: target\n", "\n", 1) if field == "target" else text)
+        assert e.field == field
+        assert "hunter2" not in str(e) and "p;w" not in str(e), str(e)
+        assert "***" in str(e), str(e)
+
+
+def test_the_topology_knows_its_file():
+    """load_topology's path variable was shadowed by a loop over the profiles: run.json's
+    topology.file and the "run provision" hints named the last profile instead of the file."""
+    for path in (REPO / "topologies" / "example-distributed.yaml", REPO / "topologies" / "example-single.yaml"):
+        topo = load_topology(path)
+        assert topo.path == path and topo.to_dict()["file"] == str(path)

@@ -145,7 +145,7 @@ def params(layout: str, every_n: int, initiator: int = 1) -> dict:
         "address": "LOCAL" if layout == "single" else "TCP://sqltarget.lab.example:4022",
         "binding": "ssbench_rsb_target",
         "receive_top": 10000 if every_n == 150 else 100, "waitfor_timeout_ms": 3000,
-        "max_queue_readers": 16, "data_prefix": message_prefix(initiator),
+        "max_queue_readers": 16, "initiator_readers": 16, "data_prefix": message_prefix(initiator),
         "warmup_prefix": message_prefix(initiator, warmup=True),
         "dialog_encryption": "ON", "procedure": "SRPerf_Queue_LabTest", "table": "messageDrop",
         "honor": 1, "honor_kw": "ON",
@@ -186,14 +186,15 @@ def test_every_section_renders(layout, every_n, file, section):
 
 # ODBC parameters each query binds (the target passes exactly these).
 EXPECTED_MARKERS = {
-    ("initiator", "call_send_retiring"): 4, ("collectors", "endpoint_states"): 1,
+    ("initiator", "call_send_retiring"): 5, ("collectors", "endpoint_states"): 1,
+    ("objects", "contract_check"): 4, ("objects", "config_keep"): 3,
     ("server", "database_info"): 1,
     ("server", "certificate_public"): 1, ("server", "certificate_thumbprint"): 1,
     ("objects", "config_set"): 4, ("objects", "objects_present"): 4,
     ("objects", "owned_record"): 4, ("objects", "ownership"): 5,
     ("target", "e2e_latencies"): 2, ("target", "e2e_latencies_by_priority"): 2,
     ("initiator", "call_create_dialogs"): 3, ("initiator", "call_send"): 2,
-    ("initiator", "dialog_handle"): 1, ("initiator", "sent_sequence"): 1,
+    ("initiator", "dialog_handle"): 1,
     ("collectors", "activated_tasks"): 1, ("collectors", "queue_monitor"): 1,
     ("collectors", "queue_state"): 1, ("collectors", "queue_fast"): 1,
 }
@@ -228,14 +229,16 @@ def test_activation_procedure_is_the_papers():
 def test_150_trick_script():
     p = params("distributed", 150)
     [proc] = tsql.batches("initiator", "create_dialogs_procedure", p)
-    assert "BEGIN DIALOG @dh FROM SERVICE [//MySSB.com/Lab/S_Test]" in proc
-    assert "TO SERVICE N'//MySSB.com/Lab/S_Test', @service_broker_guid" in proc
-    assert "ON CONTRACT [//MySSB.com/Lab/C_Test]" in proc
-    assert "WITH ENCRYPTION = ON;" in proc
+    [begin] = tsql.batches("initiator", "begin_dialog_procedure", p)
+    assert "EXEC [dbo].[ssbench_begin_dialog] @high, @dh OUTPUT;" in proc
+    assert "BEGIN DIALOG @dh FROM SERVICE [//MySSB.com/Lab/S_Test]" in begin
+    assert "TO SERVICE N'//MySSB.com/Lab/S_Test', @service_broker_guid" in begin
+    assert "ON CONTRACT [//MySSB.com/Lab/C_Test]" in begin
+    assert "WITH ENCRYPTION = ON;" in begin
     assert "IF ((@i % @every_n) = 0)" in proc
     assert "INSERT INTO [dbo].[dialogs] (k, handle, high) VALUES (@k, @dh, @high);" in proc
     # a `priority` axis: the slot's dialogs begun on the high-priority contract
-    assert "ON CONTRACT [ssbench_high_priority]" in proc and "@high_permille int = 0" in proc
+    assert "ON CONTRACT [ssbench_high_priority]" in begin and "@high_permille int = 0" in proc
     # dialog security uses the certificate of the user who begins the dialog: dbo, always
     assert "WITH EXECUTE AS OWNER" in proc
 

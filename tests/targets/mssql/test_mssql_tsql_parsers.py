@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mssql_fake import install, install_senders
+from mssql_fake import SENDER_CALLS, install, install_senders
 
 from harness.matrix import BrokerSettings
 from harness.targets.mssql import tsql
@@ -68,19 +68,18 @@ def _variants(tmp_path: Path) -> list[Path]:
     return out
 
 
-#: MssqlSender names its calls for its error messages; these are their template sections.
-SENDER_CALLS = {"send": "initiator.sql call_send", "dialog lookup": "initiator.sql dialog_handle",
-                "send retiring": "initiator.sql call_send_retiring"}
-
-
 def _drive(path: Path, fake) -> None:
     """Every operation of the target and the sender, as the CLI, the runner and the web UI
     call them."""
     t = MssqlTarget.from_file(str(path))
     t.check()
+    first = t.topology.instances[t.topology.profile(None).initiators[0]]
+    fake.db(first.server_key, first.database)["broker"] = False   # the DBA's: DISABLE_BROKER at teardown
     t.provision()
     for db in fake.dbs.values():         # a database with the broker disabled: ENABLE_BROKER
         db["broker"] = False
+    tgt = t.topology.instances[t.topology.profile(None).target]
+    fake.db(tgt.server_key, tgt.database).key_by_server = 0        # restored elsewhere: a new master key
     t.provision()                        # idempotent: the second run sends its own batches
     t.check()
     for i, prof in enumerate(t.profiles()):

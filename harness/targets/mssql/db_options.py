@@ -1,0 +1,92 @@
+"""The database options ssbench changes: recorded before the first change, put back after.
+
+A database ssbench did not create must come back as it was. ssbench changes
+DELAYED_DURABILITY (the profile's, at every prepare), HONOR_BROKER_PRIORITY (per permutation:
+ON with a ``priority`` axis, OFF otherwise) and message delivery (ENABLE_BROKER at provision;
+NEW_BROKER gives the database a new broker GUID, which cannot be given back). The value each
+had before ssbench first changed it is kept in the database's ``dbo.ssbench_config``
+(objects.sql ``config_keep`` records a name only once, so neither a later provision nor a run
+interrupted halfway records ssbench's own value). :func:`restore` puts DELAYED_DURABILITY and
+HONOR_BROKER_PRIORITY back after every run (``MssqlTarget.close``) and at teardown;
+:func:`broker_changes` says, at teardown, whether message delivery must be turned off again
+and whether the broker GUID changed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from . import tsql
+from .session import Session
+from .topology import Instance
+
+log = logging.getLogger(__name__)
+
+#: ssbench_config names of the recorded values
+DURABILITY, HONOR = "original.delayed_durability", "original.honor_broker_priority"
+BROKER_ENABLED, BROKER_GUID = "original.broker_enabled", "original.broker_guid"
+
+
+def current(s: Session, inst: Instance) -> dict[str, object]:
+    """The database's options now (objects.sql database_options), and its master key's state."""
+    rows = s._query(inst, "objects", "database_options", purpose="admin")
+    dd, honor, enabled, guid, key, by_server = rows[0]
+    return {DURABILITY: str(dd).upper(), HONOR: int(honor or 0), BROKER_ENABLED: int(enabled or 0),
+            BROKER_GUID: str(guid).lower(), "master_key": int(key or 0),
+            "master_key_by_server": int(by_server or 0)}
+
+
+def remember(s: Session, inst: Instance, before: dict[str, object] | None = None) -> None:
+    """Record the options as they are now (``before``: values read before provision changed
+    the broker's) unless a value is recorded already. Needs dbo.ssbench_config."""
+    values = {**current(s, inst), **(before or {})}
+    sql = tsql.statement("objects", "config_keep")
+    for name in (DURABILITY, HONOR, BROKER_ENABLED, BROKER_GUID):
+        value = str(values[name])
+        s._retrying(inst, None, "admin", lambda c, n=name, v=value: c.execute(
+            sql, (n, v, n), what="objects.sql config_keep"))
+
+
+def recorded(s: Session, inst: Instance) -> dict[str, str]:
+    return {str(n): str(v) for n, v in s._query(inst, "objects", "config_list", purpose="admin")
+            if str(n).startswith("original.")}
+
+
+def restore(s: Session, inst: Instance) -> list[str]:
+    """DELAYED_DURABILITY and HONOR_BROKER_PRIORITY back to their recorded values (each only
+    when it differs); returns what was changed, for the log."""
+    rec, cur = recorded(s, inst), current(s, inst)
+    done = []
+    dd = rec.get(DURABILITY)
+    if dd and dd.upper() != cur[DURABILITY]:
+        s._run(inst, "server", "delayed_durability",
+               {"database": inst.database, "delayed_durability": dd.upper()}, database="master")
+        done.append(f"DELAYED_DURABILITY = {dd.upper()}")
+    honor = rec.get(HONOR)
+    if honor in ("0", "1") and int(honor) != cur[HONOR]:
+        s._run(inst, "objects", "honor_priority",
+               {"database": inst.database, "honor": int(honor), "honor_kw": "ON" if honor == "1" else "OFF"})
+        done.append(f"HONOR_BROKER_PRIORITY {'ON' if honor == '1' else 'OFF'}")
+    if done:
+        log.info("%s: restored %s", inst.where(), ", ".join(done))
+    return done
+
+
+def broker_changes(s: Session, inst: Instance) -> tuple[bool, list[str]]:
+    """At teardown: (turn message delivery off again, lines for what cannot be given back)."""
+    rec, cur = recorded(s, inst), current(s, inst)
+    kept = []
+    guid = rec.get(BROKER_GUID)
+    if guid and guid.lower() != cur[BROKER_GUID]:
+        kept.append(f"{inst.where()}: broker GUID {cur[BROKER_GUID]} (NEW_BROKER replaced {guid.lower()}; "
+                    "a broker identifier cannot be given back)")
+    return rec.get(BROKER_ENABLED) == "0" and cur[BROKER_ENABLED] == 1, kept
+
+
+def disable_broker(s: Session, inst: Instance) -> None:
+    """Message delivery off again (DISABLE_BROKER needs the database to itself, as ENABLE_BROKER)."""
+    s._pool.discard(inst.server_key, inst.database)
+    s._run(inst, "server", "disable_broker", {"database": inst.database}, database="master")
+
+
+__all__ = ["current", "remember", "recorded", "restore", "broker_changes", "disable_broker"]

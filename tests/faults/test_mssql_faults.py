@@ -1,0 +1,94 @@
+"""Faults on the SQL Server code path, counted independently (issue 31). No SQL Server runs
+here: MssqlTarget, MssqlSender, their T-SQL and the real pyodbc layer (driver.Connection: per-call
+query timeouts, the watchdog's cancel) run against the recording fake, whose model of Service
+Broker (tests/targets/mssql/broker_model.py) deletes an initiator endpoint once both sides have
+ended its dialog and keeps a transaction an attention left open unless XACT_ABORT is ON. The
+model logs every SEND, BEGIN DIALOG and END CONVERSATION that committed and every message the
+target processed: the run's account must equal that log."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "targets" / "mssql"))
+from mssql_fake import install, install_raw_senders  # noqa: E402
+
+from harness.errors import TargetError  # noqa: E402
+from harness.matrix import BrokerSettings  # noqa: E402
+from harness.targets.mssql.sender import MssqlSender  # noqa: E402
+from harness.targets.mssql.target import MssqlTarget  # noqa: E402
+
+USERS, SENDS = 4, 25     # per initiator; each user SENDs 25 messages
+
+
+def _user(t: MssqlTarget, initiator: int, slot: int, tally: Counter, lock: threading.Lock) -> None:
+    """One Locust user's life on its own OS thread: its dialog slot, a finite lifetime (1 or 3
+    messages per dialog, fire and forget on even slots), SENDs counted as the client sees them."""
+    s = MssqlSender(t.sender_spec(initiator))
+    ok = failed = 0
+    try:
+        handle = s.dialog(slot)
+        s.set_dialog_lifetime(1 if slot % 2 else 3, fire_and_forget=slot % 2 == 0)
+        for _ in range(SENDS):
+            try:
+                s.send(handle, bytes(100))
+                ok += 1
+            except TargetError:
+                failed += 1
+    finally:
+        s.close()
+        with lock:
+            tally["ok"] += ok
+            tally["failed"] += failed
+
+
+def test_finite_dialog_lifetimes_on_sql_server_account_for_every_send(monkeypatch, tmp_path, fault, figures):
+    """Two initiators, four users each on OS threads, dialogs retired after 1 or 3 messages (the
+    target ends them, or the initiator first: fire and forget), one SEND cancelled by its query
+    timeout halfway: nothing lost, nothing duplicated, sent = what the clients counted = what
+    committed, and every dialog begun by the SEND path ended by it."""
+    fake = install(monkeypatch)
+    odbc = install_raw_senders(monkeypatch, fake)
+    topo = tmp_path / "single.yaml"
+    topo.write_text((REPO / "topologies" / "example-single.yaml").read_text()
+                    .replace("\ndriver:\n", "\ndriver:\n  query_timeout_seconds: 1\n", 1))
+    t = MssqlTarget.from_file(str(topo))
+    t.provision(max_initiators=2)
+    t.prepare(2, "durable", BrokerSettings(max_queue_readers=2))
+    for i in (1, 2):
+        t.create_dialogs(i, USERS, 1)
+        t.warm_up(i)
+    odbc.hang_next["call_send_retiring"] = 1          # the fault: one SEND overruns its timeout
+    tally, lock = Counter(), threading.Lock()
+    threads = [threading.Thread(target=_user, args=(t, i, k, tally, lock))
+               for i in (1, 2) for k in range(1, USERS + 1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    c = t.drain(10, poll=0.01)
+    stats = t.dialog_stats()
+    t.close()
+
+    log = fake.model.committed
+    committed = [(e[2], e[3]) for e in log if e[0] == "send" and not e[4]]
+    delivered = Counter((conv, seq) for conv, seq, warm in fake.model.delivered if not warm)
+    missing = set(committed) - set(delivered)
+    duplicates = sum(n - 1 for n in delivered.values() if n > 1)
+    figures["messages lost"] += len(missing)
+    figures["duplicates"] += duplicates
+    assert not missing and not duplicates, (len(missing), duplicates)
+    assert tally["failed"] == 1 and tally["ok"] == 2 * USERS * SENDS - 1, tally
+    assert c.sent == len(committed) == tally["ok"], (c.sent, len(committed), tally)   # no hidden loss
+    assert c.received == sum(delivered.values()) == c.sent and c.settled
+    begun, ended = sum(e[0] == "begin" for e in log), sum(e[0] == "end" for e in log)
+    assert stats["dialogs_begun"] == begun and stats["dialogs_ended"] == ended, (stats, begun, ended)
+    # every dialog retired is ended, on both sides: the initiator endpoints left are the dialogs
+    # created before the load and each user's last one, if it had not reached its limit
+    assert set(stats["endpoints"]) <= {"initiator.CO", "target.CO", "target.CD"}, stats
+    assert begun - ended == stats["endpoints"]["initiator.CO"] - 2 * USERS > 0, stats
+    fault()

@@ -1,0 +1,395 @@
+"""The Service Broker behaviour the SQL Server target's fixes depend on, modelled for the
+recording fake (mssql_fake.py): no SQL Server runs here, so each documented behaviour a test
+relies on is modelled, with the document it comes from, and nothing more.
+
+* Conversation endpoints (sys.conversation_endpoints): BEGIN DIALOG creates the initiator's
+  (state SO), the first message the target's; END CONVERSATION by one side sends EndDialog to
+  the other (its endpoint DI). Once both sides have ended, the initiator's endpoint is deleted
+  and only the target's CLOSED (CD) endpoint lingers (END CONVERSATION; observed behaviour, as
+  Dave Wentzel's "Service Broker Demystified - CLOSED conversations" shows). Its send_sequence
+  goes with it.
+* Transactions: a procedure's BEGIN TRANSACTION nests (@@TRANCOUNT); effects are visible at
+  once and undone on rollback, messages are delivered at the outermost COMMIT. An attention
+  (the client's query timeout cancels the call) does not roll back an open transaction unless
+  XACT_ABORT is ON (ISSAbort::Abort, "if there is an open transaction and XACT_ABORT is ON, the
+  transaction will be rolled back"); closing the connection rolls it back.
+* Database options (sys.databases): DELAYED_DURABILITY, HONOR_BROKER_PRIORITY, is_broker_enabled,
+  service_broker_guid, the master key and is_master_key_encrypted_by_server, as ALTER DATABASE
+  and CREATE / DROP MASTER KEY change them.
+* Message types (CREATE MESSAGE TYPE): with VALIDATION = WELL_FORMED_XML the target discards a
+  binary body and answers with an Error.
+* Activation: the target's procedure processes the queue when its activation is on; the
+  initiator's reader (ssbench_initiator_end) ends the initiator's side when it is on.
+
+What an installed procedure does is read from its text (the T-SQL the target rendered): e.g. a
+send procedure without ``SET XACT_ABORT ON`` leaves its transaction open after an attention, one
+without ``ssbench_counts`` counts nothing. The model keeps an independent log of every committed
+SEND, BEGIN DIALOG and END CONVERSATION (``committed``) for the tests' own accounting.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+ERROR_TYPE = "http://schemas.microsoft.com/SQL/ServiceBroker/Error"
+END_TYPE = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
+_SPIDS = itertools.count(51)
+
+
+class BrokerError(Exception):
+    """A T-SQL error the model raises (the fake turns it into the driver's QueryError)."""
+
+    def __init__(self, native: int, message: str):
+        super().__init__(message)
+        self.native = native
+
+
+@dataclass
+class Endpoint:
+    handle: str
+    conv: str
+    initiator: bool
+    state: str = "SO"
+    send_seq: int = 0
+    high: bool = False
+
+
+@dataclass
+class Msg:
+    conv: str
+    kind: str                  # data | end | error
+    initiator_no: int = 0
+    seq: int = 0
+    warmup: bool = False
+    last: bool = False
+    high: bool = False
+
+
+@dataclass
+class Db:
+    server: str
+    name: str
+    guid: str = field(default_factory=lambda: str(uuid.uuid4()))
+    broker_enabled: bool = True
+    delayed_durability: str = "DISABLED"
+    honor: int = 0
+    master_key: int = 0
+    key_by_server: int = 1
+    owner: str | None = "sa"
+    impersonation_error: str | None = None
+    message_types: dict = field(default_factory=dict)     # name -> validation_desc
+    contracts: dict = field(default_factory=dict)         # name -> {message type: (by init, by target)}
+    bindings: set = field(default_factory=set)
+    public_send: bool = False
+    config: dict = field(default_factory=dict)
+    procs: dict = field(default_factory=dict)             # template section -> installed text
+    endpoints: dict = field(default_factory=dict)         # handle -> Endpoint
+    counts: dict = field(default_factory=dict)            # spid -> [sent, begun, ended]
+    dialogs: dict = field(default_factory=dict)           # k -> (handle, high)
+    dialog_errors: list = field(default_factory=list)
+    queue: list = field(default_factory=list)
+    activation: bool = False
+    received: dict = field(default_factory=dict)          # initiator -> [measured, warm-up]
+    errors: list = field(default_factory=list)            # the target's messageErrors
+    vanishing_endpoint: bool = False                      # one is deleted while a reset walks
+
+    def proc(self, section: str) -> str:
+        return self.procs.get(section, "")
+
+    # the recording fake's older tests read and set these as a mapping
+    _KEYS = {"guid": "guid", "broker": "broker_enabled"}
+
+    def __getitem__(self, key: str):
+        return getattr(self, self._KEYS[key])
+
+    def __setitem__(self, key: str, value) -> None:
+        setattr(self, self._KEYS[key], value)
+
+
+class Session:
+    """One connection: its @@SPID and its transaction (nesting, undo, deliveries at COMMIT)."""
+
+    def __init__(self, model: "BrokerModel"):
+        self.model = model
+        self.spid = next(_SPIDS)
+        self.trancount = 0
+        self.undo: list = []
+        self.deferred: list = []
+
+    def begin(self) -> None:
+        self.trancount += 1
+
+    def commit(self) -> None:
+        self.trancount -= 1
+        if self.trancount == 0:
+            deferred, self.deferred, self.undo = self.deferred, [], []
+            for fn in deferred:
+                fn()
+
+    def rollback(self) -> None:
+        for fn in reversed(self.undo):
+            fn()
+        self.undo, self.deferred, self.trancount = [], [], 0
+
+    def change(self, do, undo) -> None:
+        do()
+        self.undo.append(undo)
+
+    def attention(self, proc_text: str) -> None:
+        """The client cancelled the call inside the procedure's transaction."""
+        if "SET XACT_ABORT ON" in proc_text:
+            self.rollback()
+
+
+class BrokerModel:
+    """Every database of every fake server, and the procedures' semantics."""
+
+    def __init__(self):
+        self.dbs: dict[tuple[str, str], Db] = {}
+        self.system: dict[tuple[str, str], Db] = {}
+        self.lock = threading.RLock()
+        self.committed: list[tuple] = []     # ("send", db, conv, seq, warmup) / ("begin"|"end", db, conv)
+        self.delivered: list[tuple] = []     # (conv, seq, warmup): data messages the target processed
+        self.activation_spid = -1
+
+    # ------------------------------------------------------------------ databases
+    SYSTEM = ("master", "msdb")
+
+    def db(self, server: str, name: str, create: bool = True) -> Db | None:
+        """A user database (``dbs``, keyed (server, lower-case name); a test may put a plain
+        {"guid", "broker"} dict there: it becomes a Db), or master / msdb (kept apart)."""
+        key = (server, name.lower())
+        where = self.system if name.lower() in self.SYSTEM else self.dbs
+        value = where.get(key)
+        if isinstance(value, dict):
+            value = where[key] = Db(server, name, guid=str(value["guid"]), broker_enabled=bool(value["broker"]))
+        if value is None and (create or where is self.system):
+            value = where[key] = Db(server, name)
+        return value
+
+    def all(self) -> list[Db]:
+        return [self.db(s, n) for s, n in list(self.dbs)]
+
+    def by_guid(self, guid: str) -> Db | None:
+        return next((d for d in self.all() if d.guid.lower() == str(guid).lower()), None)
+
+    def target_of(self, init: Db) -> Db:
+        t = self.by_guid(init.config.get("target_broker_guid", ""))
+        if t is None:
+            raise BrokerError(8489, "the dialog's target service cannot be found (no route)")
+        return t
+
+    # ------------------------------------------------------------------ the send procedures
+    def _count(self, sess: Session, db: Db, sent: int = 0, begun: int = 0, ended: int = 0) -> None:
+        row = db.counts.setdefault(sess.spid, [0, 0, 0])
+
+        def add(sign=1):
+            row[0] += sign * sent
+            row[1] += sign * begun
+            row[2] += sign * ended
+        sess.change(add, lambda: add(-1))
+
+    def _send(self, sess: Session, db: Db, ep: Endpoint, *, last=False, warmup=False) -> None:
+        if ep.handle not in db.endpoints or ep.state not in ("SO", "CO"):
+            raise BrokerError(8426, f"The conversation handle \"{ep.handle}\" is not found or not open")
+        seq = ep.send_seq + 1
+        old_state = ep.state
+
+        def do():
+            ep.send_seq, ep.state = seq, "CO"
+
+        def undo():
+            ep.send_seq, ep.state = seq - 1, old_state
+        sess.change(do, undo)
+        target = self.target_of(db)
+        msg = Msg(ep.conv, "data", self.initiator_no(db), seq=seq, warmup=warmup, last=last, high=ep.high)
+        sess.deferred.append(lambda: (target.queue.append(msg),
+                                      self.committed.append(("send", db.name, ep.conv, seq, warmup))))
+
+    def initiator_no(self, db: Db) -> int:
+        m = re.search(r"0x53534231((?:3\d){3})3B", db.proc("send_procedure"))
+        return int(bytes.fromhex(m.group(1)).decode()) if m else 0
+
+    def _begin_dialog(self, sess: Session, db: Db, high: bool) -> Endpoint:
+        ep = Endpoint(str(uuid.uuid4()), str(uuid.uuid4()), True, high=high)
+        sess.change(lambda: db.endpoints.__setitem__(ep.handle, ep), lambda: db.endpoints.pop(ep.handle, None))
+        sess.deferred.append(lambda: self.committed.append(("begin", db.name, ep.conv)))
+        return ep
+
+    def _end(self, sess: Session, db: Db, ep: Endpoint) -> None:
+        old = ep.state
+        sess.change(lambda: setattr(ep, "state", "DO"), lambda: setattr(ep, "state", old))
+        target = self.target_of(db)
+        sess.deferred.append(lambda: (target.queue.append(Msg(ep.conv, "end")),
+                                      self.committed.append(("end", db.name, ep.conv))))
+
+    def _in_procedure(self, sess: Session, text: str, body, cancel):
+        """Run a send procedure's body inside its BEGIN TRANSACTION ... COMMIT. A failing
+        statement: with XACT_ABORT ON the transaction rolls back, without it only the statement
+        fails (it changed nothing here) and the procedure goes on to its COMMIT. ``cancel``
+        injects an attention after the SEND, before the COMMIT (see :meth:`Session.attention`)."""
+        sess.begin()
+        try:
+            out = body()
+        except BrokerError:
+            sess.rollback() if "SET XACT_ABORT ON" in text else sess.commit()
+            raise
+        if cancel is not None:
+            cancel(lambda: sess.attention(text))
+        sess.commit()
+        return out
+
+    def send(self, sess: Session, db: Db, handle: str, cancel=None) -> list:
+        """EXEC dbo.ssbench_send @dh, @payload, as the installed procedure does it."""
+        text = db.proc("send_procedure")
+        ep = db.endpoints.get(str(handle).lower()) or Endpoint(str(handle), "", True, state="gone")
+
+        def body():
+            self._send(sess, db, ep)
+            if "ssbench_counts" in text:
+                self._count(sess, db, sent=1)
+            return []
+        return self._in_procedure(sess, text, body, cancel)
+
+    def send_retiring(self, sess: Session, db: Db, params: tuple, cancel=None) -> list:
+        """EXEC dbo.ssbench_send_retiring @dh, @payload, @last, @fire_and_forget[, @high]."""
+        text = db.proc("send_retiring_procedure")
+        dh, _, last, ff = params[:4]
+        high = bool(params[4]) if len(params) > 4 and "@high" in text else False
+
+        def body():
+            if dh is None:
+                ep = self._begin_dialog(sess, db, high)
+            else:
+                ep = db.endpoints.get(str(dh).lower()) or Endpoint(str(dh), "", True, state="gone")
+            self._send(sess, db, ep, last=bool(last) and not ff)
+            if last and ff:
+                self._end(sess, db, ep)
+            if "ssbench_counts" in text:
+                self._count(sess, db, sent=1, begun=int(dh is None), ended=int(bool(last and ff)))
+            return [(None if last else ep.handle,)]
+        return self._in_procedure(sess, text, body, cancel)
+
+    # ------------------------------------------------------------------ dialogs, warm-up, reset
+    def create_dialogs(self, db: Db, usable: int, every_n: int, permille: int) -> int:
+        db.dialogs.clear()
+        k = 0
+        for i in range(1, usable * every_n + 1):
+            slot = (i + every_n - 1) // every_n
+            high = slot * permille // 1000 > (slot - 1) * permille // 1000
+            ep = Endpoint(str(uuid.uuid4()), str(uuid.uuid4()), True, high=high)
+            db.endpoints[ep.handle] = ep
+            if i % every_n == 0:
+                k += 1
+                db.dialogs[k] = (ep.handle, high)
+        return usable * every_n
+
+    def warm_up(self, sess: Session, db: Db) -> int:
+        n = 0
+        for ep in [e for e in db.endpoints.values() if e.initiator and e.state in ("SO", "CO")]:
+            sess.begin()
+            self._send(sess, db, ep, warmup=True)
+            sess.commit()
+            n += 1
+        return n
+
+    def reset(self, db: Db) -> None:
+        """EXEC dbo.ssbench_reset: every conversation ended WITH CLEANUP, the tables emptied.
+        With ``vanishing_endpoint`` one endpoint is deleted by the broker while the procedure
+        walks its static list: an END CONVERSATION without TRY/CATCH around it fails."""
+        walker = db.proc("reset_procedure")
+        if "ssbench_end_conversations" in walker:
+            walker = db.proc("end_conversations_procedure")
+        if db.vanishing_endpoint and db.endpoints and "BEGIN TRY" not in walker:
+            raise BrokerError(8426, "The conversation handle is not found.")
+        db.vanishing_endpoint = False
+        db.endpoints.clear()
+        db.queue.clear()
+        for part in (db.dialogs, db.counts, db.received):
+            part.clear()
+        db.dialog_errors.clear()
+        db.errors.clear()
+
+    # ------------------------------------------------------------------ the broker at work
+    def pump(self) -> None:
+        """Deliver and process until nothing moves: the target's activation, then the
+        initiators' readers (only where activation is on)."""
+        with self.lock:
+            for _ in range(10_000):
+                moved = False
+                for db in self.all():
+                    if db.queue and db.activation:
+                        self._process(db)
+                        moved = True
+                if not moved:
+                    return
+
+    def _initiator_db(self, conv: str) -> tuple[Db, Endpoint] | tuple[None, None]:
+        for db in self.all():
+            for ep in db.endpoints.values():
+                if ep.initiator and ep.conv == conv:
+                    return db, ep
+        return None, None
+
+    def _process(self, db: Db) -> None:
+        msgs, db.queue = db.queue, []
+        if db.proc("initiator_end_procedure"):
+            self._initiator_end(db, msgs)
+        else:
+            self._target_receive(db, msgs)
+
+    def _target_receive(self, db: Db, msgs: list) -> None:
+        xml = db.message_types.get(self._message_type(db), "NONE") != "NONE"
+        for m in msgs:
+            ep = next((e for e in db.endpoints.values() if e.conv == m.conv), None)
+            if ep is None:
+                ep = Endpoint(str(uuid.uuid4()), m.conv, False, state="CO")
+                db.endpoints[ep.handle] = ep
+            idb, iep = self._initiator_db(m.conv)
+            if m.kind == "data" and xml:       # the body is not XML: discarded, an Error back
+                db.errors.append(("validation", m.conv))
+                ep.state = "CD"
+                if idb is not None:
+                    idb.queue.append(Msg(m.conv, "error"))
+                    iep.state = "DI" if iep.state != "DO" else iep.state
+                continue
+            if m.kind == "data":
+                row = db.received.setdefault(m.initiator_no, [0, 0])
+                row[1 if m.warmup else 0] += 1
+                self.delivered.append((m.conv, m.seq, m.warmup))
+                if m.last:                      # 'SSBL': the target ends the dialog
+                    ep.state = "CD"
+                    if idb is not None:
+                        idb.queue.append(Msg(m.conv, "end"))
+                        iep.state = "DI"
+            elif m.kind == "end":               # the initiator ended first (fire and forget)
+                ep.state = "CD"
+                if idb is not None:
+                    idb.endpoints.pop(iep.handle, None)     # both sides ended: deleted
+
+    def _initiator_end(self, db: Db, msgs: list) -> None:
+        text = db.proc("initiator_end_procedure")
+        ended = 0
+        for m in msgs:
+            ep = next((e for e in db.endpoints.values() if e.conv == m.conv), None)
+            if m.kind == "error" and "ssbench_dialog_errors" in text:
+                db.dialog_errors.append(("Service Broker error message", m.conv))
+            if ep is not None:
+                db.endpoints.pop(ep.handle)          # both sides ended: deleted
+                self.committed.append(("end", db.name, m.conv))
+                ended += 1
+        if "ssbench_counts" in text:
+            row = db.counts.setdefault(self.activation_spid, [0, 0, 0])
+            row[2] += ended
+
+    @staticmethod
+    def _message_type(db: Db) -> str:
+        m = re.search(r"WHERE r\.message_type = N'([^']+)'", db.proc("activation_procedure"))
+        return m.group(1) if m else "//MySSB.com/Lab/M_Test"
+
+
+__all__ = ["BrokerModel", "BrokerError", "Db", "Endpoint", "Msg", "Session", "ERROR_TYPE", "END_TYPE"]

@@ -1,0 +1,162 @@
+"""A DBA's databases come back as they were, and provisioning refuses what it cannot use
+(issue 31, items 3, 4, 8, 10, 12), against the recording fake and its model of the database
+options, master keys, bindings and message types (broker_model.py). No SQL Server runs here."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from mssql_fake import whats
+
+from harness.errors import TargetError
+from harness.matrix import BrokerSettings
+from harness.targets.mssql.target import MssqlTarget
+
+REPO = Path(__file__).resolve().parents[3]
+DIST = REPO / "topologies" / "example-distributed.yaml"
+SINGLE = REPO / "topologies" / "example-single.yaml"
+S = "127.0.0.1:1433"
+DBS = ("ssbench_target", "ssbench_init1", "ssbench_init2", "ssbench_init3")
+
+
+def dba_databases(fake, **options) -> None:
+    """The four databases exist already: a DBA's, with their own settings."""
+    for name in DBS:
+        db = fake.db(S, name)
+        for k, v in options.items():
+            setattr(db, k, v)
+
+
+# --------------------------------------------------------------------------- item 3
+
+def test_database_options_come_back_after_a_run_and_at_teardown(fake):
+    dba_databases(fake, delayed_durability="ALLOWED", honor=1, broker_enabled=False)
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    assert all(fake.db(S, n).broker_enabled for n in DBS)
+    t.prepare(2, "delayed", BrokerSettings())                 # FORCED, and priority off
+    assert fake.db(S, "ssbench_init1").delayed_durability == "FORCED"
+    assert fake.db(S, "ssbench_target").honor == 0
+    t.close()                                                  # the end of a run
+    for name in DBS:
+        db = fake.db(S, name)
+        assert (db.delayed_durability, db.honor) == ("ALLOWED", 1), name
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()                                              # records nothing new: still ALLOWED
+    t.prepare(1, "delayed", BrokerSettings(high_priority_share=0.5))
+    t.teardown()
+    for name in DBS:
+        db = fake.db(S, name)
+        assert (db.delayed_durability, db.honor, db.broker_enabled) == ("ALLOWED", 1, False), name
+    assert "ALTER DATABASE [ssbench_target] SET HONOR_BROKER_PRIORITY OFF" not in fake.sql(
+        what="teardown.sql priority_drop")
+
+
+def test_a_changed_broker_guid_is_reported_at_teardown(fake):
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision(max_initiators=1)
+    fake.db(S, "ssbench_init1").guid = fake.db(S, "ssbench_target").guid     # a copy: NEW_BROKER
+    t.provision(max_initiators=1)
+    kept = t.teardown()
+    assert any("ssbench_init1" in k and "NEW_BROKER" in k for k in kept), kept
+
+
+# --------------------------------------------------------------------------- item 4
+
+def test_dialog_encryption_off_creates_no_binding(fake, tmp_path):
+    """BEGIN DIALOG ... ENCRYPTION = OFF still encrypts when a remote service binding exists:
+    without one, public may SEND on both services, and the label says no dialog security."""
+    off = tmp_path / "off.yaml"
+    off.write_text(DIST.read_text().replace("dialog_encryption: true", "dialog_encryption: false"))
+    t = MssqlTarget.from_file(str(off))
+    t.provision()
+    init, tgt = fake.db("sqlinit1.lab.example:1433", "SSBSender"), fake.db("sqltarget.lab.example:1433", "SSBReceiver")
+    assert not init.bindings and init.public_send and tgt.public_send
+    t.prepare(1, "durable", BrokerSettings())
+    assert t.label.endswith("dialog security: none (ENCRYPTION = OFF, no remote service binding)")
+    assert any("no dialog security" in n for n in t.describe()["notes"])
+    assert "WITH ENCRYPTION = OFF;" in fake.sql(what="initiator.sql begin_dialog_procedure")
+    t = MssqlTarget.from_file(str(DIST))                      # and back on: the binding, no public
+    t.provision()
+    assert init.bindings == {"ssbench_rsb_target"} and not init.public_send and not tgt.public_send
+
+
+# --------------------------------------------------------------------------- item 8
+
+def test_a_restored_database_gets_ssbenchs_master_key_again(fake, caplog, monkeypatch):
+    monkeypatch.setattr("harness.targets.mssql.driver.pyodbc_module", lambda: None)
+    monkeypatch.setattr("harness.targets.mssql.driver.drivers", lambda: ["ODBC Driver 18 for SQL Server"])
+    t = MssqlTarget.from_file(str(DIST))
+    t.provision()
+    tgt = fake.db("sqltarget.lab.example:1433", "SSBReceiver")
+    tgt.key_by_server = 0                  # restored on another instance: nobody can open its key
+    [warn] = [d for s, w, d in t.check() if s == "warn"]
+    assert "is_master_key_encrypted_by_server = 0" in warn and "provision creates ssbench's again" in warn
+    before = fake.certs[("sqltarget.lab.example:1433", "ssbreceiver", "ssbench_dialog_target")]
+    fake.log.clear()
+    with caplog.at_level(logging.WARNING):
+        t.provision()
+    assert "server.sql master_key_drop" in whats(fake) and tgt.key_by_server == 1
+    after = fake.certs[("sqltarget.lab.example:1433", "ssbreceiver", "ssbench_dialog_target")]
+    assert after != before
+    installed = fake.sql(what="server.sql peer_certificate", server="sqlinit2.lab.example:1433")
+    assert f"FROM BINARY = 0x{after.hex().upper()};" in installed       # exchanged again
+    assert "restored or attached" in caplog.text
+
+
+def test_a_foreign_master_key_that_cannot_be_opened_is_refused(fake):
+    dba_databases(fake, master_key=1, key_by_server=0)
+    with pytest.raises(TargetError, match="is_master_key_encrypted_by_server = 0.*ssbench did not "
+                                          "create it.*ALTER MASTER KEY ADD ENCRYPTION BY SERVICE MASTER KEY"):
+        MssqlTarget.from_file(str(SINGLE)).provision()
+    assert "server.sql master_key_drop" not in whats(fake)
+
+
+# --------------------------------------------------------------------------- item 10
+
+@pytest.mark.parametrize("problem", ["xml", "contract"])
+def test_an_unusable_message_type_or_contract_is_refused(fake, problem):
+    dba_databases(fake)
+    db = fake.db(S, "ssbench_init2")
+    if problem == "xml":
+        db.message_types["//MySSB.com/Lab/M_Test"] = "XML"
+    else:
+        db.message_types["//MySSB.com/Lab/M_Test"] = "NONE"
+        db.contracts["//MySSB.com/Lab/C_Test"] = {"//MySSB.com/Lab/M_Test": (1, 0)}
+    with pytest.raises(TargetError) as e:
+        MssqlTarget.from_file(str(SINGLE)).provision()
+    msg = str(e.value)
+    assert "init2" in msg and "\n" not in msg
+    assert ("VALIDATION = XML" in msg) if problem == "xml" else ("does not carry //MySSB.com/Lab/M_Test SENT BY ANY" in msg)
+    assert "objects.sql queue" not in whats(fake)            # refused before creating anything
+
+
+# --------------------------------------------------------------------------- item 12
+
+def test_check_tries_the_owners_impersonation(fake, monkeypatch):
+    monkeypatch.setattr("harness.targets.mssql.driver.pyodbc_module", lambda: None)
+    monkeypatch.setattr("harness.targets.mssql.driver.drivers", lambda: ["ODBC Driver 18 for SQL Server"])
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    fake.db(S, "ssbench_target").impersonation_error = (
+        "error 15517: Cannot execute as the database principal because the principal \"dbo\" does not "
+        "exist, this type of principal cannot be impersonated, or you do not have permission.")
+    fails = [(w, d) for s, w, d in t.check() if s == "fail"]
+    assert len(fails) == 1 and "ssbench_target" in fails[0][0]
+    assert "EXECUTE AS USER = 'dbo' fails here (error 15517" in fails[0][1] and "ERRORLOG" in fails[0][1]
+
+
+def test_new_broker_only_for_a_duplicate_broker_id(fake, caplog):
+    dba_databases(fake, broker_enabled=False)
+    fake.enable_broker_error[(S, "ssbench_init1")] = 9772
+    with caplog.at_level(logging.WARNING):
+        MssqlTarget.from_file(str(SINGLE)).provision(max_initiators=1)
+    assert len(fake.batches(what="server.sql new_broker")) == 1 and "9772" in caplog.text
+    fake.log.clear()
+    fake.db(S, "ssbench_init1").broker_enabled = False
+    fake.enable_broker_error[(S, "ssbench_init1")] = 5070     # another session uses the database
+    with pytest.raises(TargetError, match="error 5070"):
+        MssqlTarget.from_file(str(SINGLE)).provision(max_initiators=1)
+    assert not fake.batches(what="server.sql new_broker")
