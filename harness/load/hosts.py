@@ -24,10 +24,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..yamlsrc import Located, Reader, load_located
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:   # (the defaults above are read at the CLI's start-up: no YAML import then)
     from ..targets.base import TargetConfig
+    from ..yamlsrc import Located, Reader
 
 #: where a master for remote workers listens, and the port ``ssbench worker --master HOST``
 #: and ``ssbench web``'s workers connect to, unless told otherwise
@@ -76,9 +75,11 @@ def parse_bind(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def client_hosts(config: "TargetConfig") -> ClientHosts | None:
+def client_hosts(config: TargetConfig) -> ClientHosts | None:
     """The ``client_hosts:`` section of the target's configuration file (None: the target has
     no file, or the file no section)."""
+    from ..yamlsrc import Reader, load_located
+
     if config.file is None:
         return None
     top, _ = load_located(config.file, "topology")
