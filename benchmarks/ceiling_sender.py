@@ -1,5 +1,6 @@
-"""Benchmark-only senders for the embedded target (loaded by Locust workers through the sender
-spec's ``module``, with benchmarks/ on their PYTHONPATH: :func:`spec`).
+"""Benchmark-only senders for the embedded target, registered as the sender ``ceiling`` by the
+entry points of ``benchmarks/ssbench_benchmarks-1.0.dist-info`` (found by Locust workers with
+benchmarks/ on their PYTHONPATH: :func:`spec`).
 
 * ``null``: the SEND statement replaced by a near-null one, ``SELECT pg_sleep(0)`` taking the
   same two parameters, so the client's cost per call is what is measured, not the broker's;
@@ -14,6 +15,7 @@ spec's ``module``, with benchmarks/ on their PYTHONPATH: :func:`spec`).
 
 from __future__ import annotations
 
+from harness.targets.base import SendPaths
 from harness.targets.embedded.sender import EmbeddedSender
 
 NULL_SQL = b"SELECT pg_sleep(0) FROM (SELECT $1::uuid, $2::bytea) AS p"
@@ -25,6 +27,14 @@ class CeilingSender(EmbeddedSender):
         self.send_sql = NULL_SQL if null else EmbeddedSender.send_sql
         self._slot_offset = slot_offset
         super().__init__(conninfo, initiator)
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "CeilingSender":
+        if spec.get("odbc"):
+            return OdbcSender(spec["conninfo"], spec.get("initiator"), null=bool(spec.get("null")),
+                              slot_offset=int(spec.get("slot_offset", 0)), odbc=spec["odbc"])
+        return cls(spec["conninfo"], spec.get("initiator"), null=bool(spec.get("null")),
+                   slot_offset=int(spec.get("slot_offset", 0)))
 
     def dialog(self, slot: int) -> str:
         return super().dialog(slot + self._slot_offset)
@@ -47,7 +57,7 @@ class OdbcSender(CeilingSender):
         self._odbc = driver.connect(cs, autocommit=True, query_timeout=60, where="psqlodbc")
         self._odbc_sql = ODBC_NULL_SQL if null else ODBC_SEND_SQL
 
-    send_green = None       # a blocking driver: the thread path
+    paths = SendPaths()     # a blocking driver: the thread path
 
     def send(self, dialog: str, payload: bytes) -> None:
         self._odbc.execute(self._odbc_sql, (dialog, bytes(payload)), what="send")
@@ -65,14 +75,6 @@ def odbc_available() -> bool:
     return ODBC_DRIVER in pyodbc.drivers()
 
 
-def open_sender(spec: dict) -> CeilingSender:
-    if spec.get("odbc"):
-        return OdbcSender(spec["conninfo"], spec.get("initiator"), null=bool(spec.get("null")),
-                          slot_offset=int(spec.get("slot_offset", 0)), odbc=spec["odbc"])
-    return CeilingSender(spec["conninfo"], spec.get("initiator"), null=bool(spec.get("null")),
-                         slot_offset=int(spec.get("slot_offset", 0)))
-
-
 def spec(embedded_spec: dict, *, null: bool = False, slot_offset: int = 0, odbc: dict | None = None) -> dict:
-    return {**embedded_spec, "module": "ceiling_sender", "null": null, "slot_offset": slot_offset,
+    return {**embedded_spec, "sender": "ceiling", "null": null, "slot_offset": slot_offset,
             **({"odbc": odbc} if odbc else {})}

@@ -136,7 +136,7 @@ class BacklogRepetition(Repetition):
     def _measure_drain(self, backlog: int) -> DrainRecord:
         t = self.target
         with self.lock:
-            base = t.messages_processed()
+            base = t.telemetry.messages_processed()
         d = DrainRecord(backlog=backlog)
         self.on_status(f"draining a backlog of {backlog:,} messages, activation on")
         with self.lock:
@@ -146,7 +146,7 @@ class BacklogRepetition(Repetition):
         last_queue_check = time.monotonic()
         while True:
             with self.lock:
-                done = t.messages_processed() - base
+                done = t.telemetry.messages_processed() - base
             now = time.time()
             d.series.append((now, done))
             if done >= backlog:
@@ -184,7 +184,7 @@ class BacklogRepetition(Repetition):
         summary, lat = super()._summarize(res, final, warmup, measure, web)
         d = self.drain
         with self.lock:
-            e2e_us = self.target.e2e_latencies_us(d.t_on, time.time() + 1.0)
+            e2e_us = self.target.telemetry.e2e_latencies_us(d.t_on, time.time() + 1.0)
         e2e = Histogram()
         e2e.extend_us(e2e_us)
         lat["e2e"] = e2e

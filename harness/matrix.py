@@ -148,8 +148,11 @@ REQUIRED_AXES = ("initiators", "threads", "dialogs", "payload_bytes", "server")
 OPTIONAL_AXES = ("max_queue_readers", "receive_top", "waitfor_timeout_ms", "priority")
 #: optional axes named differently from the BrokerSettings field they set
 AXIS_FIELDS = {"priority": "high_priority_share"}
-#: axes only some target kinds implement (the embedded target does not emulate priority)
-TARGET_AXES = {"priority": ("mssql",)}
+#: features only some targets implement (each target declares its own,
+#: harness.targets.base.Capabilities), and what messages say a target lacking one cannot do
+#: (Matrix.feature_uses: the matrix fields that use each)
+TARGET_FEATURES = {"priority": "emulate priority", "backlog": "turn activation off for a backlog drain",
+                   "dialog_lifetime": "retire dialogs after messages_per_dialog"}
 
 #: optional load axes: ``rate`` is the offered SENDs per second per initiator (open loop,
 #: docs/matrices.md); absent, every user sends as fast as its SEND returns (closed loop)
@@ -280,36 +283,44 @@ class Matrix:
             return [(p, r) for p in perms for r in reps]
         return [(p, r) for r in reps for p in perms]
 
-    def profile_aliases(self, target_kind: str) -> dict[str, str]:
-        """Server names mapped to a target kind's own profiles (the matrix's
-        ``embedded_profiles`` for the embedded target; none for others)."""
-        return dict(self.embedded_profiles) if target_kind == "embedded" else {}
+    def profile_aliases(self, *, applies: bool) -> dict[str, str]:
+        """Server names mapped to a target's own profiles: the matrix's ``embedded_profiles``,
+        for a target that reads that section (``applies``: its ``profile_aliases`` capability)."""
+        return dict(self.embedded_profiles) if applies else {}
 
-    def check_servers(self, target_kind: str, profiles: Iterable[str]) -> None:
+    def feature_uses(self) -> dict[str, list[str]]:
+        """The fields that use each of :data:`TARGET_FEATURES`, in file order."""
+        def nonzero(axis: str) -> list[str]:
+            return [f"axes.{axis}[{i}]" for i, v in enumerate(self.axes.get(axis, [])) if v]
+
+        return {"priority": nonzero("priority") + (["broker.high_priority_share"] if self.broker.high_priority_share else []),
+                "backlog": ["run.backlog_messages"] if self.run.backlog_messages else [],
+                "dialog_lifetime": [f"axes.messages_per_dialog[{i}]"
+                                    for i, v in enumerate(self.axes.get("messages_per_dialog", [])) if v is not None]}
+
+    def check_servers(self, target: str, profiles: Iterable[str], *, supports: Iterable[str] = (),
+                      aliases: bool = False) -> None:
         """Every value of ``axes.server`` names one of the target's server profiles (through
-        ``embedded_profiles`` for the embedded target); UserError at that value's line if not.
-        Needs no connection: the commands call it before anything is created. An axis the
-        target kind does not implement (:data:`TARGET_AXES`) is refused the same way."""
-        for axis, kinds in TARGET_AXES.items():
-            used = [i for i, v in enumerate(self.axes.get(axis, [])) if v]
-            if target_kind not in kinds and used:
-                fld = f"axes.{axis}[{used[0]}]"
-                raise UserError(f"the {target_kind} target does not emulate {axis} (only "
-                                f"{', '.join(kinds)} does; docs/matrices.md): drop the axis or use 0",
+        ``embedded_profiles`` when ``aliases``: the target reads that section), and the matrix uses
+        no feature the target does not ``supports`` (:data:`TARGET_FEATURES`); UserError at the
+        offending value's line if not. Needs no connection: the commands call it (through
+        harness.targets.base.TargetConfig.check_matrix) before anything is created."""
+        supports = set(supports)
+        for feature, fields in self.feature_uses().items():
+            if fields and feature not in supports:
+                fld = fields[0]
+                raise UserError(f"the {target} target does not {TARGET_FEATURES[feature]} (docs/matrices.md)"
+                                + (": drop the axis or use 0" if feature == "priority" and fld.startswith("axes.") else ""),
                                 file=str(self.path), line=self.lines.get(fld), field=fld)
-        if target_kind not in TARGET_AXES["priority"] and self.broker.high_priority_share:
-            raise UserError(f"the {target_kind} target does not emulate priority (docs/matrices.md)",
-                            file=str(self.path), line=self.lines.get("broker.high_priority_share"),
-                            field="broker.high_priority_share")
         known = list(profiles)
-        aliases = self.profile_aliases(target_kind)
+        mapped = self.profile_aliases(applies=aliases)
         for i, server in enumerate(self.axes["server"]):
-            profile = aliases.get(server, server)
+            profile = mapped.get(server, server)
             if profile in known:
                 continue
             via = f" (embedded_profiles maps it to {show(profile)})" if profile != server else ""
             fld = f"axes.server[{i}]"
-            raise UserError(f"server profile {show(server)}{via} is not defined for the {target_kind} "
+            raise UserError(f"server profile {show(server)}{via} is not defined for the {target} "
                             f"target (it has: {', '.join(known) or 'none'})",
                             file=str(self.path), line=self.lines.get(fld), field=fld)
 
@@ -411,8 +422,9 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
                           f"{run.workers_per_initiator} worker processes (every threads value must be a multiple of it)",
                           axes_loc.value["threads"].value[i], f"axes.threads[{i}]")
     broker = BrokerSettings(**_settings(doc, "broker", BROKER_FIELDS, err))
-    if "broker" in doc and isinstance(doc["broker"].value, dict):
-        lines.update({f"broker.{k}": item.line for k, item in doc["broker"].value.items()})
+    for section in ("run", "broker"):
+        if section in doc and isinstance(doc[section].value, dict):
+            lines.update({f"{section}.{k}": item.line for k, item in doc[section].value.items()})
 
     profiles: dict[str, str] = {}
     if "embedded_profiles" in doc:

@@ -104,7 +104,7 @@ class Repetition:
                 raise TargetError(f"warm-up did not drain within {self.settings.drain_timeout_seconds:g}s "
                                   f"({warm.in_flight} messages in flight)")
             ctx = SampleContext(target=t, lock=self.lock, client_pids=self._client_pids)
-            self.sampler = Sampler(ctx, default_collectors(), interval=self.settings.sample_interval_seconds,
+            self.sampler = Sampler(ctx, default_collectors(t.telemetry), interval=self.settings.sample_interval_seconds,
                                    on_tick=self.on_tick)
             self.sampler.start()
         except BaseException:
@@ -241,7 +241,7 @@ class Repetition:
 
     def _server_pids(self) -> list[int]:
         with self.lock:
-            return self.target.server_pids()
+            return self.target.telemetry.server_pids()
 
     def _drain(self) -> Counts:
         return self.target.drain(self.settings.drain_timeout_seconds, lock=self.lock, stop=self.stop_event)
@@ -252,8 +252,8 @@ class Repetition:
         start = res.spawn_complete + warmup
         wd = merge_workers(res.worker_files, start, start + measure)
         with self.lock:
-            e2e_us = t.e2e_latencies_us(wd.start, wd.end)
-            by_prio = (t.e2e_latencies_by_priority_us(wd.start, wd.end)
+            e2e_us = t.telemetry.e2e_latencies_us(wd.start, wd.end)
+            by_prio = (t.telemetry.e2e_latencies_by_priority_us(wd.start, wd.end)
                        if p.broker.high_priority_share else {})
         e2e = Histogram()
         e2e.extend_us(e2e_us)

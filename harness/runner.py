@@ -26,7 +26,7 @@ __all__ = ["Interrupted", "Progress", "Runner", "resolve_profile", "start_run"]
 log = logging.getLogger(__name__)
 
 def resolve_profile(matrix: Matrix, target: Target, server: str) -> str:
-    profile = matrix.profile_aliases(target.kind).get(server, server)
+    profile = matrix.profile_aliases(applies=target.capabilities.profile_aliases).get(server, server)
     if profile not in target.profiles():
         raise UserError(f"server profile {server!r} is not defined for the {target.kind} target "
                         f"(known: {', '.join(target.profiles())})", file=str(matrix.path), field="axes.server")

@@ -18,11 +18,12 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
 from .errors import UserError, show
+from .redact import redact_string
 
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 50
@@ -223,3 +224,71 @@ def load_located(path: str | Path, what: str) -> tuple[Located, str]:
     if not isinstance(top.value, dict):
         raise UserError(f"a {what} file is a mapping of keys to values", file=file, line=top.line)
     return top, hashlib.sha256(raw).hexdigest()
+
+
+class Reader:
+    """Typed field access to a located YAML document, with file/line/field errors (topology
+    files, the load layer's ``client_hosts:`` section)."""
+
+    def __init__(self, file: str, top_line: int):
+        self.file = file
+        self.top_line = top_line
+
+    def err(self, msg: str, loc: Located | None, fld: str) -> UserError:
+        """Every error of a typed read. Messages echo the bad value: never a connection-string
+        secret inside it (a host given as ``db1;PWD=...``)."""
+        return UserError(redact_string(msg), file=self.file, line=loc.line if loc else self.top_line, field=fld)
+
+    def mapping(self, loc: Located | None, fld: str, allowed: set[str]) -> dict[str, Located]:
+        if loc is None or loc.value is None:
+            return {}
+        if not isinstance(loc.value, dict):
+            raise self.err(f"must be a mapping, got {type(loc.value).__name__}", loc, fld)
+        for k, v in loc.value.items():
+            if k not in allowed:
+                raise self.err(f"unknown key (expected one of {', '.join(sorted(allowed))})", v,
+                               f"{fld}.{k}" if fld else k)
+        return loc.value
+
+    def string(self, m: dict[str, Located], key: str, fld: str, default: str | None = None,
+               required: bool = False, check: Callable[[str, str], str] | None = None,
+               parent: Located | None = None) -> str | None:
+        if key not in m or m[key].value is None:
+            if required:
+                raise self.err("missing", parent, fld)
+            return default
+        loc = m[key]
+        if not isinstance(loc.value, str):
+            raise self.err(f"must be a string, got {type(loc.value).__name__} {loc.value!r}", loc, fld)
+        if check:
+            try:
+                return check(loc.value, "value")
+            except ValueError as e:
+                raise self.err(str(e), loc, fld) from None
+        return loc.value
+
+    def choice(self, m: dict[str, Located], key: str, fld: str, choices: tuple[str, ...],
+               default: str) -> str:
+        v = self.string(m, key, fld, default)
+        if v not in choices:
+            raise self.err(f"must be one of {', '.join(choices)}, got {v!r}", m.get(key), fld)
+        return v
+
+    def boolean(self, m: dict[str, Located], key: str, fld: str, default: bool) -> bool:
+        if key not in m or m[key].value is None:
+            return default
+        v = m[key].value
+        if not isinstance(v, bool):
+            raise self.err(f"must be true or false, got {v!r}", m[key], fld)
+        return v
+
+    def number(self, m: dict[str, Located], key: str, fld: str, default: float, lo: float, hi: float,
+               integer: bool = False) -> Any:
+        if key not in m or m[key].value is None:
+            return default
+        v = m[key].value
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+            raise self.err(f"must be {'an integer' if integer else 'a number'}, got {v!r}", m[key], fld)
+        if not lo <= v <= hi:
+            raise self.err(f"must be between {lo:g} and {hi:g}, got {v}", m[key], fld)
+        return int(v) if integer else float(v)

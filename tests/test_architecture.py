@@ -1,8 +1,10 @@
-"""The package's shape: layers that point one way (import-linter, contracts in pyproject.toml)
-and modules small enough to read."""
+"""The package's shape: layers that point one way (import-linter, contracts in pyproject.toml),
+modules small enough to read, and no code outside harness/targets/ that asks which target runs."""
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,102 @@ def test_a_broken_layer_is_caught(tmp_path, monkeypatch):
 def test_module_size(path):
     n = len((REPO / path).read_text().splitlines())
     assert n <= MAX_MODULE_LINES, f"{path} has {n} lines (split it by concern: at most {MAX_MODULE_LINES})"
+
+
+# --------------------------------------------------------------------------- no tests of a target's kind or label
+
+#: attributes and keys that name a target (or a recorded one): comparing them is testing which
+#: target runs
+TARGET_NAMES = {"kind", "label", "target_kind", "target_label"}
+#: words of a target's label: a substring test of them is a label test in disguise
+LABEL_WORDS = re.compile(r"emulation|postgres|sql\s*server", re.I)
+
+
+def _registered_targets() -> set[str]:
+    import tomllib
+
+    doc = tomllib.loads((REPO / "pyproject.toml").read_text())
+    return set(doc["project"]["entry-points"]["ssbench.targets"])
+
+
+def _names_a_target(node: ast.AST, targets: set[str]) -> str | None:
+    """What in ``node`` names a target: ``x.kind``, ``x["label"]``, ``x.get("kind")``,
+    ``target_kind``, or a registered target's name as a string."""
+    if isinstance(node, ast.Attribute) and node.attr in TARGET_NAMES:
+        return f".{node.attr}"
+    if isinstance(node, ast.Name) and node.id in TARGET_NAMES - {"kind", "label"}:
+        return node.id
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in TARGET_NAMES:
+        return f"[{node.slice.value!r}]"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+            and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in TARGET_NAMES:
+        return f".get({node.args[0].value!r})"
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in targets:
+        return repr(node.value)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return next((w for e in node.elts if (w := _names_a_target(e, targets))), None)
+    return None
+
+
+def kind_tests(source: str, targets: set[str]) -> list[tuple[int, str]]:
+    """Every place in ``source`` that tests a target's kind or label: a comparison (``==``,
+    ``!=``, ``in``, ``is``) or a ``match`` on something naming a target, or a substring test of
+    a label's words (``"PostgreSQL emulation" in text``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for op in operands:
+                what = _names_a_target(op, targets)
+                if what:
+                    found.append((node.lineno, f"compares {what}"))
+                    break
+            else:
+                if isinstance(node.left, ast.Constant) and isinstance(node.left.value, str) \
+                        and any(isinstance(o, (ast.In, ast.NotIn)) for o in node.ops) \
+                        and LABEL_WORDS.search(node.left.value):
+                    found.append((node.lineno, f"looks for {node.left.value!r} in a text"))
+        elif isinstance(node, ast.Match) and _names_a_target(node.subject, targets):
+            found.append((node.lineno, f"matches {_names_a_target(node.subject, targets)}"))
+    return found
+
+
+def test_nothing_outside_targets_tests_a_targets_kind_or_label():
+    """Code outside harness/targets/ reads a capability or a value the target provides
+    (harness.targets.base: Capabilities, TargetConfig, interactive_broker, closing_note, ...);
+    it never asks which target runs. (Which module may import a particular target is the import
+    contract's business, pyproject.toml.)"""
+    targets = _registered_targets()
+    assert {"embedded", "mssql"} <= targets
+    offences = []
+    for path in sorted((REPO / "harness").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith("harness/targets/"):
+            continue
+        offences += [f"{rel}:{line}: {what}" for line, what in kind_tests(path.read_text(), targets)]
+    assert not offences, "tests of a target's kind or label outside harness/targets/:\n" + "\n".join(offences)
+
+
+@pytest.mark.parametrize("source", [
+    'if target.kind == "embedded": pass',
+    'x = t.label != other',
+    'ok = run.target_kind in ("mssql",)',
+    'if where == "embedded": pass',
+    'if "PostgreSQL emulation" in targets.get(run_id, ""): pass',
+    'if d["kind"] == k: pass',
+    'if d.get("label") is None: pass',
+    'match target.kind:\n    case "mssql": pass',
+])
+def test_the_kind_check_catches(source):
+    assert kind_tests(source, {"embedded", "mssql"}), source
+
+
+@pytest.mark.parametrize("source", [
+    'if target.capabilities.priority: pass',
+    'print(f"on {target.label}")',
+    'if kind == "pct": pass',            # a local name of another meaning
+    'ref = TargetRef(kind=t.kind, label=t.label, profile=p)',
+    'if c.is_gauge: pass',
+])
+def test_the_kind_check_lets_values_through(source):
+    assert not kind_tests(source, {"embedded", "mssql"}), source

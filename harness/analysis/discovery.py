@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..results import SUMMARY_SCHEMA, TAIL_RE, RunReader, RunRecord, read_json
+from ..results.model import target_capabilities
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,13 @@ class RunInfo:
     def target(self) -> dict[str, Any]:
         t = self.meta.get("target")
         return t if isinstance(t, dict) else {}
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """What the run's target declared (run.json ``target.capabilities``,
+        :func:`harness.results.model.target_capabilities`); from the summaries' kind when the run
+        has no run.json."""
+        return target_capabilities(self.target or {"kind": self.target_kind})
 
     @property
     def synthetic(self) -> bool:

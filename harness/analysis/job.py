@@ -37,6 +37,7 @@ if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `har
 from harness.analysis import discovery, plots, report, techniques  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.results import write_atomic  # noqa: E402
+from harness.results.model import target_capabilities  # noqa: E402
 
 MARKER = ".ssbench-report"
 DEFAULT_THRESHOLD_PCT = 5.0
@@ -363,7 +364,8 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
 
 
 def run_context(run: discovery.RunInfo, perms: list[dict[str, Any]]) -> plots.RunContext:
-    """Title context of a run: target kind and label from run.json, else from the summaries."""
+    """Title context of a run: the target's label and capabilities from run.json, else from the
+    summaries (their label, and the capabilities of their kind's target)."""
     kind, label = run.target_kind, run.target_label
     if (not kind or not label) and perms:
         kind = kind or next((p["target_kind"] for p in perms if p.get("target_kind")), None)
@@ -376,8 +378,11 @@ def run_context(run: discovery.RunInfo, perms: list[dict[str, Any]]) -> plots.Ru
     for s, prof in (mx.get("embedded_profiles") or {}).items():
         profiles.setdefault(s, prof)
     synthetic = is_synthetic(run, perms)
-    return plots.RunContext(run_id=run.run_id, target=plots.target_text(kind, label, synthetic), kind=kind,
-                            server_profiles=profiles, synthetic=synthetic)
+    caps = run.capabilities or target_capabilities({"kind": kind})
+    return plots.RunContext(run_id=run.run_id, synthetic=synthetic,
+                            target=plots.target_text(label, emulation=caps.get("emulation"),
+                                                     synthetic=synthetic, kind=kind),
+                            profile_aliases=bool(caps.get("profile_aliases")), server_profiles=profiles)
 
 
 def is_synthetic(run: discovery.RunInfo, perms: list[dict[str, Any]]) -> bool:

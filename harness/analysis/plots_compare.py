@@ -54,7 +54,7 @@ def runs_comparison(perms: list[Row], contexts: list[RunContext], out_dir: Path)
     axes[1].set_xlabel("permutation")
     _legend_right(fig, [axes[0]], title="run (median of repetitions,\n95 % interval bars)", extra=[_hollow_note()])
     targets = "; ".join(dict.fromkeys(c.target for c in contexts))
-    ctx = RunContext(run_id=", ".join(run_ids), target=targets, kind=None, server_profiles={},
+    ctx = RunContext(run_id=", ".join(run_ids), target=targets, profile_aliases=False, server_profiles={},
                      synthetic=any(c.synthetic for c in contexts))
     title = f"{len(run_ids)} runs compared: receive and send rate per permutation"
     _suptitle(fig, title, ctx)

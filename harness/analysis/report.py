@@ -281,8 +281,9 @@ def _notes(target: dict[str, Any]) -> list[str]:
 
 def about_targets(disc: Discovery, targets: dict[str, str], synthetic_runs: set[str]) -> str:
     """What the reader must know about the runs' targets before reading any number: synthetic
-    data, the embedded target's mapped waits (with the run's mapping) and missing page latch,
-    the target's own notes (run.json ``target.notes``). An HTML fragment (the notebook shows it)."""
+    data, an emulation's mapped waits (with the run's mapping) and missing page latch (from the
+    capabilities the target declared, run.json ``target.capabilities``), the target's own notes
+    (run.json ``target.notes``). An HTML fragment (the notebook shows it)."""
     parts = []
     if synthetic_runs:
         parts.append("<div class='synthetic'>SYNTHETIC DATA: " + _e(", ".join(sorted(synthetic_runs)))
@@ -293,26 +294,30 @@ def about_targets(disc: Discovery, targets: dict[str, str], synthetic_runs: set[
         t = run.target
         notes = _notes(t)
         items = [_e(n) for n in notes]
-        if run.target_kind == "embedded" or "PostgreSQL emulation" in targets.get(run.run_id, ""):
-            rows = _mapping_rows(t.get("wait_mapping"))
-            table_html = ("<details><summary>the wait mapping used by this run</summary><table><thead><tr>"
-                          "<th class='l'>PostgreSQL wait event</th><th class='l'>reported as</th></tr></thead><tbody>"
-                          + "".join(f"<tr><td class='l'>{_e(a)}</td><td class='l'>{_e(b)}</td></tr>" for a, b in rows)
-                          + "</tbody></table></details>") if rows else (
-                " The mapping is the one documented in docs/embedded.md (section “Wait statistics”), e.g. "
-                "IO:WalSync → WRITELOG, LWLock:BufferContent → PAGELATCH_EX, Lock:transactionid → LCK_M_X.")
-            items.append("Its wait types are <b>mapped from PostgreSQL wait events</b> (sampled from "
-                         "pg_stat_activity) to Service Broker's wait-type names; they are estimates, not the "
-                         "server's own wait statistics." + table_html)
-            if not any(re.search(r"page.latch", n, re.I) for n in notes):
-                items.append("The <b>page-latch contention behind the 150 trick does not exist on PostgreSQL</b> "
-                             "(the hot sysdesend pages of the whitepaper): what the 150 trick does here says "
-                             "nothing about that mechanism.")
+        engine = run.capabilities.get("emulation")
+        if engine:
+            items += _emulation_items(str(engine), _mapping_rows(t.get("wait_mapping")), notes)
         if items:
             parts.append(f"<div class='about'><b>About run {_e(run_label(run.run_id, run.run_id in synthetic_runs))}"
                          f"</b> ({_e(targets.get(run.run_id))}):<ul>" + "".join(f"<li>{i}</li>" for i in items)
                          + "</ul></div>")
     return "\n".join(parts)
+
+
+def _emulation_items(engine: str, rows: list[tuple[str, str]], notes: list[str]) -> list[str]:
+    """The caveats of a run on a target that emulates Service Broker on ``engine``."""
+    table_html = ("<details><summary>the wait mapping used by this run</summary><table><thead><tr>"
+                  f"<th class='l'>{_e(engine)} wait event</th><th class='l'>reported as</th></tr></thead><tbody>"
+                  + "".join(f"<tr><td class='l'>{_e(a)}</td><td class='l'>{_e(b)}</td></tr>" for a, b in rows)
+                  + "</tbody></table></details>") if rows else (
+        " The mapping is documented with the target (docs/targets.md lists each target's page).")
+    items = [f"Its wait types are <b>mapped from {_e(engine)} wait events</b> to Service Broker's wait-type "
+             "names; they are estimates, not the server's own wait statistics." + table_html]
+    if not any(re.search(r"page.latch", n, re.I) for n in notes):
+        items.append(f"The <b>page-latch contention behind the 150 trick does not exist on {_e(engine)}</b> "
+                     "(the hot sysdesend pages of the whitepaper): what the 150 trick does here says nothing "
+                     "about that mechanism.")
+    return items
 
 
 def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: list[dict], cross_rows: list[dict],

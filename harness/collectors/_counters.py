@@ -28,7 +28,7 @@ class CounterDeltas:
             key = (c.object_name, c.counter_name, c.instance_name)
             self.last[key] = c.value
             self.first.setdefault(key, c.value)
-            if c.kind == "gauge":
+            if c.is_gauge:
                 out.append((c, slug(c.counter_name), c.value))
                 self.max_gauge[key] = max(self.max_gauge.get(key, c.value), c.value)
             elif dt and key in self.prev:

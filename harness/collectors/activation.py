@@ -20,7 +20,7 @@ class ActivationCollector(Collector):
         self.started_at: list[tuple[float, float]] = []
 
     def sample(self, ctx, now):
-        counters = [c for c in ctx.call(ctx.target.perf_counters) if c.object_name == OBJECT]
+        counters = [c for c in ctx.call(ctx.telemetry.perf_counters) if c.object_name == OBJECT]
         rows = self.deltas.update(counters, now)
         started = [c for c in counters if c.counter_name.startswith("Tasks Started")]
         if started:

@@ -1,4 +1,8 @@
-"""The sampling loop and the collector interface."""
+"""The sampling loop and the collector interface.
+
+Collectors are registered by name in the entry-point group ``ssbench.collectors``
+(harness.targets.registry; ssbench's own in pyproject.toml): every repetition samples a fresh
+instance of each one whose ``reads`` the target's telemetry implements."""
 
 from __future__ import annotations
 
@@ -6,7 +10,10 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable
+
+from ..targets.base import Telemetry
+from ..targets.registry import COLLECTORS, load_all
 
 log = logging.getLogger(__name__)
 
@@ -22,9 +29,13 @@ class Sample:
 
 class Collector:
     """One metric family. ``sample`` returns (metric, key, value) tuples for one tick; rates
-    are computed from cumulative counters' deltas over the elapsed time since the last tick."""
+    are computed from cumulative counters' deltas over the elapsed time since the last tick.
+    It reads ``ctx.telemetry``, which implements :attr:`reads` (a collector needing more than
+    :class:`~harness.targets.telemetry.Telemetry` names an interface derived from it, and runs
+    only against targets whose telemetry implements that)."""
 
     family: str = ""
+    reads: ClassVar[type] = Telemetry
 
     def sample(self, ctx: "SampleContext", now: float) -> Iterable[tuple[str, str, float]]:
         raise NotImplementedError
@@ -60,6 +71,11 @@ class SampleContext:
     target: object                     # harness.targets.base.Target
     lock: threading.Lock               # serializes calls to the target with the runner's
     client_pids: Callable[[], dict[str, int]] = lambda: {}   # name -> pid (load generators)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """What the collectors read (the target's :attr:`~harness.targets.base.Target.telemetry`)."""
+        return self.target.telemetry
 
     def call(self, fn, *args, **kwargs):
         with self.lock:
@@ -151,14 +167,13 @@ class Sampler:
             c.close()
 
 
-def default_collectors() -> list[Collector]:
-    from .activation import ActivationCollector
-    from .broker import BrokerCollector
-    from .dialogs import DialogCollector
-    from .host import HostCollector
-    from .queues import QueueCollector
-    from .throughput import ThroughputCollector
-    from .waits import WaitCollector
-
-    return [WaitCollector(), QueueCollector(), ActivationCollector(), BrokerCollector(),
-            ThroughputCollector(), HostCollector(), DialogCollector()]
+def default_collectors(telemetry: Telemetry | None = None) -> list[Collector]:
+    """A fresh instance of every registered collector, by name; with ``telemetry``, only those
+    whose :attr:`Collector.reads` it implements."""
+    out = []
+    for name, cls in load_all(COLLECTORS):
+        if not (isinstance(cls, type) and issubclass(cls, Collector)):
+            raise TypeError(f"the collector registered as {name!r} is not a Collector subclass: {cls!r}")
+        if telemetry is None or isinstance(telemetry, cls.reads):
+            out.append(cls())
+    return out

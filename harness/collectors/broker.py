@@ -15,5 +15,5 @@ class BrokerCollector(Collector):
         self.deltas = CounterDeltas()
 
     def sample(self, ctx, now):
-        counters = [c for c in ctx.call(ctx.target.perf_counters) if c.object_name in OBJECTS]
+        counters = [c for c in ctx.call(ctx.telemetry.perf_counters) if c.object_name in OBJECTS]
         return [(metric, c.object_name, value) for c, metric, value in self.deltas.update(counters, now)]

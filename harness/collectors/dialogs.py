@@ -14,7 +14,7 @@ class DialogCollector(Collector):
     family = "dialogs"
 
     def sample(self, ctx, now):
-        stats = ctx.call(ctx.target.dialog_stats)
+        stats = ctx.call(ctx.telemetry.dialog_stats)
         if stats is None:
             return []
         out = [(k, "", float(stats[k])) for k in COUNTS if stats.get(k) is not None]
@@ -23,7 +23,7 @@ class DialogCollector(Collector):
 
     def summary_fields(self, ctx, window):
         # totals since the repetition's prepare, read after the drain: the endpoints left behind
-        stats = ctx.call(ctx.target.dialog_stats)
+        stats = ctx.call(ctx.telemetry.dialog_stats)
         if stats is None:
             return {}
         # a count the target cannot tell is None and stays out of the summary (SQL Server keeps

@@ -73,7 +73,7 @@ class HostCollector(Collector):
         return busy / total * 100.0 * self._ncpu, d("steal") / total * 100.0
 
     def sample(self, ctx, now):
-        server = set(ctx.call(ctx.target.server_pids))
+        server = set(ctx.call(ctx.telemetry.server_pids))
         workers = ctx.client_pids()
         me = psutil.Process(os.getpid())
         try:
@@ -113,7 +113,7 @@ class HostCollector(Collector):
         server_mean = mean(server)
         if not server:
             # remote servers (SQL Server): the target's own figure (% of the machine), if any
-            per_server = ctx.call(ctx.target.server_cpu_percent)
+            per_server = ctx.call(ctx.telemetry.server_cpu_percent)
             server_mean = mean([v for v in per_server.values() if v is not None])
         other = mean(window.series(self.family, "other_cpu_percent"))
         steal = mean(window.series(self.family, "steal_percent"))

@@ -9,7 +9,7 @@ class QueueCollector(Collector):
     family = "queues"
 
     def sample(self, ctx, now):
-        depths = ctx.call(ctx.target.queue_depths, False)
+        depths = ctx.call(ctx.telemetry.queue_depths, False)
         out = [("depth", k, v) for k, v in sorted(depths.items())]
         out.append(("xmitq_total", "", sum(v for k, v in depths.items() if k.startswith("xmitq"))))
         return out

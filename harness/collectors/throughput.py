@@ -13,7 +13,7 @@ class ThroughputCollector(Collector):
         self.last_rate = 0.0
 
     def sample(self, ctx, now):
-        n = ctx.call(ctx.target.messages_processed)
+        n = ctx.call(ctx.telemetry.messages_processed)
         out = [("processed_total", "", n)]
         if self.prev is not None:
             t0, n0 = self.prev

@@ -17,7 +17,7 @@ class WaitCollector(Collector):
         self.snapshots: list[tuple[float, dict[str, tuple[int, float]]]] = []
 
     def sample(self, ctx, now):
-        stats = {w.wait_type: (w.waiting_tasks, w.wait_time_ms) for w in ctx.call(ctx.target.wait_stats)}
+        stats = {w.wait_type: (w.waiting_tasks, w.wait_time_ms) for w in ctx.call(ctx.telemetry.wait_stats)}
         out = []
         if self.snapshots:
             t0, prev = self.snapshots[-1]

@@ -1,9 +1,10 @@
-"""``ssbench matrix FILE [--target embedded|TOPOLOGY.yaml] [--count] [--json]``: validate and
-expand a test matrix."""
+"""``ssbench matrix FILE [--target TARGET] [--count] [--json]``: validate and expand a test matrix."""
 
 from __future__ import annotations
 
 import json
+
+from .common import TARGET_HELP
 
 
 def register(sub) -> None:
@@ -11,33 +12,22 @@ def register(sub) -> None:
                        description="Validate a matrix YAML file and list its permutations in run order.")
     p.add_argument("file", help="matrix YAML file, e.g. matrices/paper.yaml")
     p.add_argument("--target", default=None,
-                   help="also check the server axis against this target's server profiles, without "
-                        "connecting: 'embedded' or a SQL Server topology YAML file")
+                   help="also check the server axis (and the axes only some targets implement) against "
+                        "this target, without connecting: " + TARGET_HELP)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--count", action="store_true", help="print only the number of permutations")
     g.add_argument("--json", action="store_true", help="print the permutations as JSON lines")
     p.set_defaults(func=cmd_matrix)
 
 
-def target_profiles(where: str) -> tuple[str, list[str]]:
-    """The target kind and its server profile names for ``--target``, read without connecting
-    (a topology file is loaded and validated)."""
-    if where == "embedded":
-        from ..targets.embedded.profiles import EMBEDDED_PROFILES
-
-        return "embedded", list(EMBEDDED_PROFILES)
-    from ..targets.mssql.topology import load_topology
-
-    return "mssql", list(load_topology(where).profiles)
-
-
 def cmd_matrix(args) -> int:
     from ..matrix import load_matrix
-    from ..targets.embedded.profiles import EMBEDDED_PROFILES
+    from ..targets.factory import target_config
 
-    m = load_matrix(args.file, embedded_profiles=EMBEDDED_PROFILES)
-    if args.target is not None:
-        m.check_servers(*target_profiles(args.target))
+    config = target_config(args.target) if args.target is not None else None
+    m = load_matrix(args.file, embedded_profiles=config.alias_profiles() if config else None)
+    if config is not None:
+        config.check_matrix(m)
     if args.count:
         print(len(m))
         return 0

@@ -67,7 +67,7 @@ def add_scale_arguments(p) -> None:
 def parse_host_port(value: str, flag: str) -> tuple[str, int]:
     """``HOST``, ``HOST:PORT`` or ``[V6]:PORT``; a one-line UserError naming ``flag`` otherwise."""
     from ..errors import UserError
-    from ..targets.mssql.client_hosts import parse_bind
+    from ..load.hosts import parse_bind
 
     try:
         return parse_bind(value)
@@ -75,25 +75,19 @@ def parse_host_port(value: str, flag: str) -> tuple[str, int]:
         raise UserError(str(e), field=flag) from None
 
 
-def client_hosts_of(where: str):
-    """The ``client_hosts:`` section of ``--target``'s topology file (None: embedded, or absent)."""
-    if where == "embedded":
-        return None
-    from ..targets.mssql.topology import load_topology
-
-    return load_topology(where).client_hosts
-
-
-def scale_settings(args, matrix):
+def scale_settings(args, matrix, config=None):
     """Apply --workers-per-initiator (else the topology's client_hosts.workers_per_initiator) to
     the matrix; return the RemoteWorkers (or None): from --remote-workers and its flags, or from
-    the topology's ``client_hosts:`` section, the flags overriding the file. Checked before
-    anything starts."""
+    the ``client_hosts:`` section of the target's file (``config``: the target's TargetConfig,
+    read from --target when not given), the flags overriding the file. Checked before anything
+    starts."""
     from ..errors import UserError
     from ..load.auth import TOKEN_ENV, token_from_env, token_problem
+    from ..load.hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS, client_hosts
     from ..load.swarm import RemoteWorkers
+    from ..targets.factory import target_config
 
-    hosts = client_hosts_of(getattr(args, "target", "embedded") or "embedded")
+    hosts = client_hosts(config or target_config(getattr(args, "target", None) or "embedded"))
     wpi = getattr(args, "workers_per_initiator", None)
     if wpi is None and hosts is not None and hosts.workers_per_initiator is not None:
         wpi = hosts.workers_per_initiator
@@ -118,9 +112,9 @@ def scale_settings(args, matrix):
     elif hosts is not None:
         host, port = hosts.bind_host, hosts.port
     else:
-        host, port = parse_host_port("0.0.0.0:5557", "--master-bind")
+        host, port = MASTER_HOST, MASTER_PORT
     if wait is None:
-        wait = hosts.worker_wait_seconds if hosts is not None else 120.0
+        wait = hosts.worker_wait_seconds if hosts is not None else WORKER_WAIT_SECONDS
     return RemoteWorkers(bind_host=host, port=port, wait_seconds=wait)
 
 
@@ -147,19 +141,16 @@ def execute(args) -> tuple[int, "object"]:
     from ..matrix import load_matrix
     from ..paths import RESULTS
     from ..runner import Interrupted, Progress, Runner, start_run
-    from ..targets.embedded.profiles import EMBEDDED_PROFILES
-    from ..targets.factory import make_target
-    from .common import check_target
-    from .matrix import target_profiles
+    from ..targets.factory import make_target, target_config
 
-    check_target(args.target)
-    matrix = load_matrix(args.matrix, embedded_profiles=EMBEDDED_PROFILES)
+    config = target_config(args.target)   # a topology file is loaded, nothing connects
+    matrix = load_matrix(args.matrix, embedded_profiles=config.alias_profiles())
     results_root = Path(args.results or RESULTS)
     check_dir_arg(args.out, "--out", resume=args.resume)
     check_dir_arg(results_root, "--results")
-    matrix.check_servers(*target_profiles(args.target))  # without connecting or starting anything
-    remote = scale_settings(args, matrix)
-    target = make_target(args.target)
+    config.check_matrix(matrix)  # without connecting or starting anything
+    remote = scale_settings(args, matrix, config)
+    target = make_target(config)
     stop = threading.Event()
     install_sigint(stop)
     undo = None if args.resume else _Undo(args.out, results_root, matrix.name)
@@ -178,7 +169,9 @@ def execute(args) -> tuple[int, "object"]:
         if remote is not None:
             print(f"ssbench: waiting for {matrix.run.workers_per_initiator} 'ssbench worker' per initiator at "
                   f"{remote.bind_host}:{remote.port} (up to {remote.wait_seconds:g}s per repetition)", file=sys.stderr)
-            hosts = client_hosts_of(args.target)
+            from ..load.hosts import client_hosts
+
+            hosts = client_hosts(config)
             if hosts is not None and hosts.hosts:
                 print("ssbench: client hosts (topology): " + "; ".join(
                     f"{h} drives {', '.join(i)}" for h, i in hosts.hosts.items()), file=sys.stderr)

@@ -21,6 +21,7 @@ def _positive(text: str) -> float:
     return v
 
 
+from .common import TARGET_HELP
 from .run import add_scale_arguments
 
 
@@ -35,7 +36,7 @@ def register(sub) -> None:
                                    "second per initiator.")
     p.add_argument("matrix", help="matrix YAML file, e.g. matrices/saturate.yaml")
     p.add_argument("--target", default="embedded",
-                   help="'embedded' (PostgreSQL emulation, default) or a SQL Server topology YAML file")
+                   help=TARGET_HELP)
     p.add_argument("--out", type=Path, default=None,
                    help="run directory (default: results/<UTC time>-<matrix name>)")
     p.add_argument("--results", type=Path, default=None, help="results root (default: ./results)")
@@ -59,11 +60,11 @@ def cmd_saturate(args) -> int:
     from ..repetition import Interrupted
     from ..runner import resolve_profile, start_run
     from ..saturate import Saturation, SearchSettings, format_table
-    from ..targets.embedded.profiles import EMBEDDED_PROFILES
-    from ..targets.factory import make_target
+    from ..targets.factory import make_target, target_config
     from .run import install_sigint, scale_settings
 
-    matrix = load_matrix(args.matrix, embedded_profiles=EMBEDDED_PROFILES)
+    config = target_config(args.target)   # a topology file is loaded, nothing connects
+    matrix = load_matrix(args.matrix, embedded_profiles=config.alias_profiles())
     if args.factor <= 1:
         raise UserError(f"--factor must be above 1, got {args.factor:g}")
     if args.max_probes < 1:
@@ -71,11 +72,12 @@ def cmd_saturate(args) -> int:
     if matrix.run.backlog_messages:
         raise UserError("saturate measures offered rates: a backlog matrix cannot be saturated",
                         file=str(matrix.path), field="run.backlog_messages")
-    remote = scale_settings(args, matrix)      # --workers-per-initiator, --remote-workers (docs/scale-out.md)
+    config.check_matrix(matrix)
+    remote = scale_settings(args, matrix, config)   # --workers-per-initiator, --remote-workers (docs/scale-out.md)
     start = args.start_rate or min(matrix.axes.get("rate", [50.0]))
     settings = SearchSettings(start_rate=start, factor=args.factor, precision=args.precision,
                               max_probes=args.max_probes, slo_p99_ms=args.slo_p99_ms)
-    target = make_target(args.target)
+    target = make_target(config)
     for perm in matrix.permutations():
         resolve_profile(matrix, target, perm.server)  # fail early, before any load
     stop = threading.Event()

@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..load.hosts import MASTER_PORT
+from .common import TARGET_HELP
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -24,7 +27,7 @@ def register(sub) -> None:
                     "broker metrics. Every swarm start..stop is saved as a run under results/. Ctrl-C stops "
                     "everything. See docs/web.md.")
     p.add_argument("--target", default="embedded",
-                   help="'embedded' (PostgreSQL emulation, default) or a SQL Server topology YAML file")
+                   help=TARGET_HELP)
     p.add_argument("--port", type=int, default=8089,
                    help="web UI port (default 8089; another free port if busy; 0 = any free port)")
     p.add_argument("--initiators", type=int, default=1,
@@ -34,7 +37,8 @@ def register(sub) -> None:
     p.add_argument("--master-bind-host", default="127.0.0.1",
                    help="interface the Locust master listens on for workers (default 127.0.0.1; "
                         "0.0.0.0 when workers run on other hosts)")
-    p.add_argument("--master-port", type=int, default=5557, help="Locust master port for workers (default 5557)")
+    p.add_argument("--master-port", type=int, default=MASTER_PORT,
+                   help=f"Locust master port for workers (default {MASTER_PORT})")
     p.add_argument("--local-workers", type=int, default=None,
                    help="workers to start on this host, for initiators 1..N (default: all); the others "
                         "are started on other hosts with 'ssbench web --worker'")

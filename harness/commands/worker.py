@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+from ..load.hosts import MASTER_PORT
+
 #: a worker refused by the master (wrong token) or that refused the master exits with this
 REFUSED_EXIT = 2
 
@@ -28,7 +30,7 @@ def register(sub) -> None:
                     "recording goes back to it over Locust's messages. The SEND connections go from this host "
                     "to the target's initiators: the target must be reachable from here. See docs/scale-out.md.")
     p.add_argument("--master", required=True, metavar="HOST[:PORT]",
-                   help="the controller's address, and the port of its --master-bind (default 5557)")
+                   help=f"the controller's address, and the port of its --master-bind (default {MASTER_PORT})")
     p.add_argument("--initiator", type=int, default=None, metavar="K",
                    help="the initiator this worker drives (default: the master picks one that is short of workers)")
     p.add_argument("--worker", type=int, default=None, metavar="W",

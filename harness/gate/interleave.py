@@ -348,6 +348,15 @@ def default_code_root() -> Path:
     return Path(__file__).resolve().parent.parent.parent
 
 
+def _absolute_target(target: str) -> str:
+    """``--target`` with its file (a topology file, or NAME:FILE) made absolute: each side runs
+    in its own checkout."""
+    name, sep, arg = target.partition(":")
+    if os.path.isfile(target):
+        return os.path.abspath(target)
+    return f"{name}:{os.path.abspath(arg)}" if sep and os.path.isfile(arg) else target
+
+
 def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
                     settings: GateSettings = GateSettings(), rounds: int | None = None,
                     seed: int | None = None, out_dir: str | os.PathLike[str] | None = None,
@@ -360,8 +369,7 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     settings.validate()
     # the sides run with their own checkout as the working directory: make paths absolute
     matrix_file = Path(matrix).absolute()
-    if target != "embedded" and os.path.exists(target):
-        target = os.path.abspath(target)
+    target = _absolute_target(target)
     m = load_matrix(matrix_file)  # validates (UserError names file, line, field)
     code_root = Path(repo) if repo is not None else default_code_root()
     git_root = repo_root(code_root)

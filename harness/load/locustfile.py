@@ -213,7 +213,8 @@ class ServiceBrokerUser(User):
         # a sender that can SEND without blocking is driven by the hub (HubLoop); one whose
         # driver cooperates with gevent sends from the greenlet itself; any other blocking
         # driver sends from its own OS thread (SendLoop)
-        green = getattr(self._sender, "send_green", None) if _SEND_MODE in ("auto", "green") else None
+        paths = self._sender.paths      # declared by the sender's class (harness.targets.sender)
+        green = self._sender.send_green if paths.green and _SEND_MODE in ("auto", "green") else None
         offload = lambda d, p: self._offload.call(self, self._sender.send, d, p)  # noqa: E731
         self._send = green or offload
         self._pacer = None
@@ -222,9 +223,9 @@ class ServiceBrokerUser(User):
                 self._recorder.schedule = Schedule(spec.rate, spec.users_per_initiator or 1)
             self._pacer = self._recorder.schedule.pacer(self._user)
         self._loop = None
-        pump = getattr(self._sender, "pump", None) if green is not None and _SEND_MODE == "auto" else None
-        if pump is not None and pump(self._dialog, self._payload) is not None:
-            # the first SEND from the greenlet (send_green); the hub drives the connection from the second
+        if paths.pump and green is not None and _SEND_MODE == "auto" and not spec.messages_per_dialog:
+            # the first SEND from the greenlet (send_green); the hub drives the connection from the
+            # second (a pump repeats one SEND: a finite dialog lifetime takes the green path)
             self._loop = HubLoop(self._sender, self._dialog, self._payload, self._pacer,
                                  backoff=(BACKOFF_FIRST_S, BACKOFF_MAX_S), give_up_after=GIVE_UP_AFTER_S)
         elif green is None and _SEND_MODE != "offload":

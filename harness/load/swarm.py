@@ -25,6 +25,7 @@ from pathlib import Path
 
 from . import channel
 from .auth import TOKEN_ENV, new_token
+from .hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS
 from .spec import SwarmSpec
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -71,9 +72,9 @@ class RemoteWorkers:
     """Workers on client hosts (``ssbench worker``): the master listens on ``bind_host:port``,
     waits up to ``wait_seconds`` for them; the token comes from ``$SSBENCH_WORKER_TOKEN``."""
 
-    bind_host: str = "0.0.0.0"
-    port: int = 5557
-    wait_seconds: float = 120.0
+    bind_host: str = MASTER_HOST
+    port: int = MASTER_PORT
+    wait_seconds: float = WORKER_WAIT_SECONDS
 
 
 def worker_cmd(master_port: int, master_host: str = "127.0.0.1", locustfiles: str = str(LOCUSTFILE)) -> list[str]:

@@ -175,6 +175,27 @@ class TargetRef(Document):
     profile: str
 
 
+#: run.json's ``target.capabilities`` (harness.targets.base.Capabilities) as ssbench's targets
+#: declared them before run.json recorded it: a run recorded earlier is read by its kind
+CAPABILITIES_BEFORE_RECORDED: dict[str, dict[str, Any]] = {
+    "embedded": {"priority": False, "backlog": True, "dialog_lifetime": True, "profile_aliases": True,
+                 "emulation": "PostgreSQL"},
+    "mssql": {"priority": True, "backlog": True, "dialog_lifetime": True, "profile_aliases": False,
+              "emulation": None},
+}
+
+
+def target_capabilities(target: dict[str, Any] | None) -> dict[str, Any]:
+    """What a run's target declared it can do: run.json's ``target.capabilities``, or for a run
+    recorded before run.json carried it, what the target of its recorded kind declared then
+    (empty when unknown)."""
+    target = target if isinstance(target, dict) else {}
+    caps = target.get("capabilities")
+    if isinstance(caps, dict):
+        return caps
+    return dict(CAPABILITIES_BEFORE_RECORDED.get(target.get("kind"), {}))
+
+
 @dataclass
 class Window(Document):
     warmup_seconds: float

@@ -1,170 +1,141 @@
-"""The narrow interface every system under test implements.
+"""The driver interface every system under test implements, in three small parts:
 
-Two targets implement it: ``embedded`` (a PostgreSQL-hosted emulation of Service Broker's
-send / transmit / receive path, :mod:`harness.targets.embedded`) and ``mssql`` (a real SQL
-Server through pyodbc, :mod:`harness.targets.mssql`). The runner, the Locust users, the
-collectors and the web UI only ever talk to a target through this module.
+* :class:`Target` (this module): the lifecycle and the exact accounting of one
+  initiator/target topology, what its class declares it can do (:class:`Capabilities`), and
+  how it is configured from ``--target`` without connecting (:class:`TargetConfig`);
+* :class:`~harness.targets.sender.Sender`: one client connection's SEND, in the Locust
+  workers, with the SEND paths it declares (:mod:`harness.targets.sender`);
+* :class:`~harness.targets.telemetry.Telemetry`: what the collectors read
+  (:mod:`harness.targets.telemetry`).
 
-Shapes follow SQL Server's DMVs so collectors compute the same things on both targets:
+Targets, senders and collectors are registered by name through entry points
+(:mod:`harness.targets.registry`); :mod:`harness.targets.factory` builds the target
+``--target`` names. Everything outside ``harness/targets/`` talks to a target through these
+interfaces only: it never tests a target's kind or label (tests/test_architecture.py), it
+reads a capability or a value the target provides. docs/targets.md is the guide to writing one.
 
-* :meth:`Target.wait_stats` is shaped like ``sys.dm_os_wait_stats`` (cumulative).
-* :meth:`Target.perf_counters` is shaped like ``sys.dm_os_performance_counters`` rows.
-* :meth:`Target.queue_depths` gives transmission-queue and target-queue depth.
-
-Load generation runs in other processes (Locust workers), so a target hands out a JSON-able
-:meth:`Target.sender_spec` and :func:`open_sender` turns it into a :class:`Sender` anywhere.
-Specs never contain a password: SQL Server passwords are read from environment variables.
+This module re-exports the interface's types, so ``from harness.targets.base import ...`` is
+the one import a caller needs.
 """
 
 from __future__ import annotations
 
 import abc
 import contextlib
-import importlib
-import re
-from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
 
 from ..matrix import BrokerSettings
-from ..results.summary import Accounting, InitiatorAccount
-from ..errors import TargetError
+from .accounting import Counts, InitiatorCounts
+from .sender import SendPaths, SendPump, Sender, open_sender, sender_factory
+from .telemetry import PerfCounter, Telemetry, WaitStat
 
 
 @dataclass(frozen=True)
-class WaitStat:
-    """One row of sys.dm_os_wait_stats (cumulative since the target's counters were reset)."""
+class Capabilities:
+    """What a target class implements beyond the required lifecycle. The matrix is checked
+    against it before anything starts; run.json records it (``target.capabilities``), so the
+    analysis reads it instead of the target's kind."""
 
-    wait_type: str
-    waiting_tasks: int
-    wait_time_ms: float
+    #: conversation priority: a ``priority`` axis and ``broker.high_priority_share``
+    #: (:meth:`Telemetry.e2e_latencies_by_priority_us`)
+    priority: bool = False
+    #: the backlog drain (``run.backlog_messages``): :meth:`Target.set_activation`
+    backlog: bool = False
+    #: finite dialog lifetimes (``messages_per_dialog``): its senders' ``set_dialog_lifetime``
+    dialog_lifetime: bool = False
+    #: the matrix's ``embedded_profiles:`` section maps ``axes.server`` values to its profiles
+    profile_aliases: bool = False
+    #: the engine whose numbers these are when the target emulates Service Broker on another
+    #: one (e.g. "PostgreSQL"): reports then call it "<engine> emulation", never SQL Server
+    emulation: str | None = None
+
+    #: the matrix features among the capabilities (harness.matrix.Matrix.check_servers)
+    FEATURES: ClassVar[tuple[str, ...]] = ("priority", "backlog", "dialog_lifetime")
+
+    def features(self) -> frozenset[str]:
+        return frozenset(f for f in self.FEATURES if getattr(self, f))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
-class PerfCounter:
-    """One row of sys.dm_os_performance_counters.
+class TargetConfig:
+    """What ``--target`` says about a target, read without connecting or starting anything
+    (:meth:`Target.read_config`): the commands check the matrix and the load settings with it
+    before they build the target (:meth:`Target.from_config`)."""
 
-    ``kind`` is ``"cumulative"`` (a */sec counter: the raw value only grows; collectors turn
-    deltas into rates) or ``"gauge"`` (a current value such as Tasks Running).
-    ``object_name`` carries no instance prefix ("Broker Activation", "Broker Statistics",
-    "Broker/DBM Transport").
-    """
+    name: str                                   # the target's registered name
+    profiles: tuple[str, ...]                   # names usable on the matrix's server axis
+    capabilities: Capabilities
+    #: the target's configuration file, if it has one; its ``client_hosts:`` section belongs to
+    #: the load layer (harness.load.hosts)
+    file: Path | None = None
+    #: the initiators' names a ``client_hosts:`` section may use
+    initiator_names: tuple[str, ...] = ()
+    #: what the target's class read (e.g. a parsed topology), handed back to from_config
+    detail: Any = field(default=None, compare=False, repr=False)
 
-    object_name: str
-    counter_name: str
-    instance_name: str
-    value: float
-    kind: str = "cumulative"
+    def alias_profiles(self) -> list[str] | None:
+        """The profiles the matrix's ``embedded_profiles:`` values must name, when this target
+        reads that section (None: it does not)."""
+        return list(self.profiles) if self.capabilities.profile_aliases else None
 
-
-#: one initiator's exact counts (sent, received, still in its transmission queue): the results
-#: contract's own type, so the accounting the runner reports is the target's, field for field
-InitiatorCounts = InitiatorAccount
-
-
-@dataclass
-class Counts:
-    """Exact accounting after a drain poll, as the target counts it."""
-
-    initiators: list[InitiatorCounts]
-    target_queue: int            # messages waiting in the target's service queue
-    errors: int = 0              # rows in the target's error table (poison messages)
-    queue_disabled: bool = False  # five consecutive rollbacks disabled the queue
-
-    def accounting(self) -> Accounting:
-        return Accounting(initiators=list(self.initiators), poison_messages=self.errors,
-                          queue_disabled=self.queue_disabled, in_flight=self.in_flight)
-
-    @property
-    def sent(self) -> int:
-        return self.accounting().sent
-
-    @property
-    def received(self) -> int:
-        return self.accounting().received
-
-    @property
-    def in_flight(self) -> int:
-        return sum(c.xmitq for c in self.initiators) + self.target_queue
-
-    @property
-    def settled(self) -> bool:
-        """Queues empty and every message sent accounted for: processed, or in the error table
-        (a poison message is received and logged, not lost)."""
-        return self.in_flight == 0 and self.received + self.errors >= self.sent
-
-
-class Sender(abc.ABC):
-    """One client connection to one initiator: what one Locust user (client thread) holds.
-
-    Implementations may block (database drivers do); the Locust user offloads every call to a
-    real thread, so a Sender must be usable from a thread other than the one that opened it
-    (one call at a time).
-    """
-
-    @abc.abstractmethod
-    def dialog(self, slot: int) -> str:
-        """Handle of usable dialog ``slot`` (1-based; the paper's ``dbo.dialogs`` row k)."""
-
-    @abc.abstractmethod
-    def send(self, dialog: str, payload: bytes) -> None:
-        """SEND ON CONVERSATION ``dialog`` one message carrying ``payload``, in its own
-        transaction. The target stamps the send time into the message body."""
-
-    @abc.abstractmethod
-    def close(self) -> None:
-        """Close the connection (callers make sure no call is in flight)."""
-
-    def set_dialog_lifetime(self, messages_per_dialog: int | None, fire_and_forget: bool = False) -> None:
-        """Retire each dialog after ``messages_per_dialog`` messages and begin a new one (None:
-        reuse for ever); ``fire_and_forget``: END it right after its last SEND (docs/matrices.md)."""
-        if messages_per_dialog:
-            raise TargetError(f"{type(self).__name__} does not support messages_per_dialog")
-
-    def pump(self, dialog: str, payload: bytes) -> "SendPump | None":
-        """The cheapest SEND path, for drivers that can SEND without blocking: a :class:`SendPump`
-        for SENDs of ``payload`` on ``dialog`` that an event loop drives (harness.load.hubloop),
-        or None (the default) when this sender cannot (then a blocking path is used)."""
-        return None
-
-
-class SendPump(abc.ABC):
-    """One connection's SEND as non-blocking steps, driven by an event loop that watches
-    :attr:`fileno`. The loop owns the connection while it drives it: nothing else uses it.
-
-    ``begin()`` queues one SEND; ``flush()`` writes what is left when the socket is writable;
-    ``read()``, when it is readable, takes what arrived: ``(False, None)`` the SEND is not
-    complete yet, ``(True, None)`` it committed, ``(True, exc)`` it failed with ``exc`` (a lost
-    connection included: the sender's blocking ``send`` reconnects afterwards)."""
-
-    fileno: int
-
-    @abc.abstractmethod
-    def begin(self) -> bool:
-        """Queue one SEND; True when output is still to be flushed (wait until writable)."""
-
-    @abc.abstractmethod
-    def flush(self) -> bool:
-        """Write queued output; True when some is still left."""
-
-    @abc.abstractmethod
-    def read(self) -> tuple[bool, BaseException | None]:
-        """Consume input: (complete, error)."""
+    def check_matrix(self, matrix) -> None:
+        """The matrix's server axis and the features it uses, against this target
+        (:meth:`harness.matrix.Matrix.check_servers`; UserError at the offending line)."""
+        matrix.check_servers(self.name, self.profiles, supports=self.capabilities.features(),
+                             aliases=self.capabilities.profile_aliases)
 
 
 class Target(abc.ABC):
-    """A system under test: an initiator/target Service Broker topology."""
+    """A system under test: an initiator/target Service Broker topology, its lifecycle and its
+    exact accounting."""
 
+    #: the name results record (run.json and every summary's ``target.kind``)
     kind: ClassVar[str]
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    #: ``--target NAME:ARG``: what ARG is, for help and errors (None: the target takes none)
+    option: ClassVar[str | None] = None
+    #: a bare path given as ``--target`` (an existing file) means this target
+    opens_files: ClassVar[bool] = False
 
     #: Human label used in every report and plot, e.g. "PostgreSQL 18.1 emulation of Service
     #: Broker" or "SQL Server 16.0.4135.4". Embedded numbers are never labelled SQL Server.
     label: str = ""
 
+    # ---------------------------------------------------------------- configuration
+    @classmethod
+    @abc.abstractmethod
+    def read_config(cls, arg: str | None) -> TargetConfig:
+        """Read and check ``--target``'s argument (None: the name alone) without connecting;
+        a bad one is a UserError naming the file, line and field."""
+
+    @classmethod
+    @abc.abstractmethod
+    def from_config(cls, config: TargetConfig) -> "Target":
+        """Build the target (this may connect, or start a server the target owns)."""
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """What the collectors read: by default the target itself, when its class implements
+        :class:`Telemetry`; a target may hand out another object instead."""
+        if isinstance(self, Telemetry):
+            return self
+        raise TypeError(f"{type(self).__name__} implements no Telemetry: derive from it, or override telemetry")
+
     # ---------------------------------------------------------------- provenance
     @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
-        """Provenance for run.json: kind, label, server versions, topology (passwords
-        redacted), settings that matter. JSON-able."""
+        """Provenance for run.json: kind, label, capabilities (:meth:`declared`), server
+        versions, topology (passwords redacted), settings that matter. JSON-able."""
+
+    def declared(self) -> dict[str, Any]:
+        """The part of :meth:`describe` every target has: kind, label, capabilities."""
+        return {"kind": self.kind, "label": self.label, "capabilities": self.capabilities.to_dict()}
 
     @abc.abstractmethod
     def profiles(self) -> list[str]:
@@ -204,89 +175,18 @@ class Target(abc.ABC):
         """Stop what :meth:`start` started. Idempotent."""
 
     @abc.abstractmethod
-    def counts(self) -> Counts:
-        """Exact message accounting since the last :meth:`prepare` (warm-up excluded)."""
-
-    def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:
-        """Wait until every transmission queue and the target queue are empty and everything
-        sent was received, the queue is disabled, ``stop`` (an Event) is set, or timeout.
-        ``lock`` (the runner's target lock) is taken per poll only, so collectors sharing the
-        target keep sampling during the drain. Returns the final counts either way."""
-        import contextlib
-        import time
-
-        deadline = time.monotonic() + timeout
-        while True:
-            with lock if lock is not None else contextlib.nullcontext():
-                c = self.counts()
-            if c.settled or c.queue_disabled or time.monotonic() >= deadline \
-                    or (stop is not None and stop.is_set()):
-                return c
-            time.sleep(poll)
-
-    @abc.abstractmethod
     def sender_spec(self, initiator: int) -> dict[str, Any]:
         """JSON-able spec :func:`open_sender` turns into a :class:`Sender` in any process.
-        Must contain ``"kind"`` and no password."""
-
-    # ---------------------------------------------------------------- telemetry
-    @abc.abstractmethod
-    def wait_stats(self) -> list[WaitStat]:
-        """Cumulative wait statistics, SQL Server wait-type names, benign waits excluded."""
-
-    @abc.abstractmethod
-    def perf_counters(self) -> list[PerfCounter]:
-        """Broker Activation, Broker Statistics (and Broker/DBM Transport where it exists)."""
-
-    @abc.abstractmethod
-    def queue_depths(self, exact: bool = False) -> dict[str, int]:
-        """``{"xmitq.i1": n, ..., "queue": n}``: fast approximate counts by default (partition
-        row counts), exact counts (COUNT(*)) when ``exact``."""
-
-    @abc.abstractmethod
-    def messages_processed(self) -> int:
-        """Cumulative messages processed by the target's activation procedure (the tally)."""
-
-    @abc.abstractmethod
-    def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
-        """End-to-end latency (receive time minus the send time stamped in the message), in
-        microseconds, of every message processed within [start, end) (epoch seconds)."""
-
-    def e2e_latencies_by_priority_us(self, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
-        """:meth:`e2e_latencies_us` split by dialog priority (``high``, ``normal``) for a
-        ``priority`` axis; empty where the target does not implement priority."""
-        return {}
-
-    def dialog_stats(self) -> dict[str, Any] | None:
-        """Dialog lifetime accounting since the last prepare (docs/matrices.md): ``dialogs_begun``
-        and ``dialogs_ended`` by the initiators' SEND path, Error messages ``errors_received`` and
-        ``errors_lost`` (reached an endpoint its side had ended), and ``endpoints``: conversation
-        endpoints left behind by side and state (``initiator.CD``, ``target.DO``, ...). None when
-        the target cannot tell."""
-        return None
-
-    def server_cpu_percent(self) -> dict[str, float | None]:
-        """CPU of remote database servers (percent of each machine), by server name, for
-        servers the host collector cannot see (empty for local servers)."""
-        return {}
-
-    def server_pids(self) -> list[int]:
-        """PIDs of the database server's processes on this host, for the host collector
-        (empty for remote servers)."""
-        return []
+        Must contain ``"sender"`` (a name registered in ``ssbench.senders``) and no password."""
 
     def set_activation(self, enabled: bool) -> None:
         """ALTER QUEUE ... WITH ACTIVATION (STATUS = ON | OFF) on the target queue (the backlog
-        drain, docs/matrices.md). Off: no new activation task starts, and this returns once the
-        running ones have finished (their WAITFOR timed out), so nothing is received until it is
-        turned on again; messages accumulate in the queue. On: the queue monitor starts tasks
-        again, up to MAX_QUEUE_READERS. ``prepare`` turns activation on."""
+        drain, docs/matrices.md; the ``backlog`` capability). Off: no new activation task
+        starts, and this returns once the running ones have finished (their WAITFOR timed out),
+        so nothing is received until it is turned on again; messages accumulate in the queue.
+        On: the queue monitor starts tasks again, up to MAX_QUEUE_READERS. ``prepare`` turns
+        activation on."""
         raise NotImplementedError(f"the {self.kind} target cannot turn activation off and on")
-
-    def broker_restarts(self) -> int:
-        """Times the target's own broker side died and was restarted since :meth:`prepare`
-        (0 where the server runs its broker itself, as SQL Server does)."""
-        return 0
 
     def run_lock(self, owner: str) -> contextlib.AbstractContextManager:
         """Held for a run's (or a web session's) lifetime so two runs cannot reset the same
@@ -298,32 +198,39 @@ class Target(abc.ABC):
     def close(self) -> None:
         """Release connections. Idempotent."""
 
+    def closing_note(self) -> str:
+        """What a user should know once ssbench let go of the target (e.g. a server it leaves
+        running); empty by default."""
+        return ""
 
-#: Built-in sender kinds -> their module. A spec may instead name its module itself
-#: (``spec["module"]``, a dotted path importable in the Locust workers): the plugin hook tests
-#: and experiments use for senders that are not targets (e.g. a server-side sleep).
-SENDER_MODULES = {"embedded": "harness.targets.embedded.sender",
-                  "mssql": "harness.targets.mssql.sender"}
+    def interactive_broker(self, max_queue_readers: int) -> BrokerSettings:
+        """Broker settings for interactive use (the web UI), with ``max_queue_readers``."""
+        return BrokerSettings(max_queue_readers=max_queue_readers)
+
+    # ---------------------------------------------------------------- accounting
+    @abc.abstractmethod
+    def counts(self) -> Counts:
+        """Exact message accounting since the last :meth:`prepare` (warm-up excluded)."""
+
+    def broker_restarts(self) -> int:
+        """Times the target's own broker side died and was restarted since :meth:`prepare`
+        (0 where the server runs its broker itself, as SQL Server does)."""
+        return 0
+
+    def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:
+        """Wait until every transmission queue and the target queue are empty and everything
+        sent was received, the queue is disabled, ``stop`` (an Event) is set, or timeout.
+        ``lock`` (the runner's target lock) is taken per poll only, so collectors sharing the
+        target keep sampling during the drain. Returns the final counts either way."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with lock if lock is not None else contextlib.nullcontext():
+                c = self.counts()
+            if c.settled or c.queue_disabled or time.monotonic() >= deadline \
+                    or (stop is not None and stop.is_set()):
+                return c
+            time.sleep(poll)
 
 
-def sender_factory(spec: dict[str, Any]) -> Callable[[dict[str, Any]], Sender]:
-    """Import the sender module of ``spec`` (``spec["module"]``, else the built-in one of
-    ``spec["kind"]``) and its driver; return its ``open_sender``.
-
-    Does every import up front, so the returned function can run on pool threads: a Locust
-    worker calls this in its main greenlet and opens connections on threads, where concurrent
-    imports under gevent's patched locks can deadlock."""
-    name = spec.get("module") or SENDER_MODULES.get(spec.get("kind"))
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
-        raise ValueError(f"sender spec of kind {spec.get('kind')!r}: no module to load "
-                         f"(built-in kinds: {', '.join(SENDER_MODULES)}; or set \"module\")")
-    module = importlib.import_module(name)
-    prepare = getattr(module, "prepare", None)
-    if prepare is not None:
-        prepare()
-    return module.open_sender
-
-
-def open_sender(spec: dict[str, Any]) -> Sender:
-    """Turn a :meth:`Target.sender_spec` into a connected :class:`Sender` (any process)."""
-    return sender_factory(spec)(spec)
+__all__ = ["Capabilities", "Counts", "InitiatorCounts", "PerfCounter", "SendPaths", "SendPump", "Sender",
+           "Target", "TargetConfig", "Telemetry", "WaitStat", "open_sender", "sender_factory"]

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from ..errors import TargetError, UserError
 from ..load.auth import TOKEN_ENV, new_token, token_from_env, token_problem
+from ..load.hosts import MASTER_PORT
 from ..load.spec import SwarmSpec
 from ..load.swarm import LOCUSTFILE, die_with_parent, free_port, worker_cmd
 from ..matrix import BrokerSettings
@@ -53,7 +54,7 @@ from .metrics import LiveMetrics
 from .session import WebSessions
 
 DEFAULT_WEB_PORT = 8089
-DEFAULT_MASTER_PORT = 5557
+DEFAULT_MASTER_PORT = MASTER_PORT
 
 
 @dataclass
@@ -105,13 +106,10 @@ def _pick_port(host: str, wanted: int | None, default: int, what: str, may_move:
 
 
 def default_broker(target: Target, max_queue_readers: int | None) -> BrokerSettings:
-    """Interactive defaults: 2 queue readers per core (the paper's rule) and a 1 s queue
-    monitor on the embedded target, so activation reacts within a second in the UI."""
-    readers = max_queue_readers or max(2, 2 * (os.cpu_count() or 1))
-    if target.kind == "embedded":
-        return BrokerSettings(max_queue_readers=readers, receive_top=10000, waitfor_timeout_ms=1000,
-                              monitor_interval_seconds=1.0)
-    return BrokerSettings(max_queue_readers=readers)
+    """Interactive defaults: 2 queue readers per core (the paper's rule), and the target's own
+    interactive settings (the embedded target: a 1 s queue monitor, so activation reacts within
+    a second in the UI)."""
+    return target.interactive_broker(max_queue_readers or max(2, 2 * (os.cpu_count() or 1)))
 
 
 class WebApp:
@@ -382,11 +380,7 @@ def serve(target: Target, opts: WebOptions) -> int:
     saved = app.sessions.saved if app.sessions else []
     for p in saved:
         print(f"ssbench web: saved run {p}", file=sys.stderr)
-    if target.kind == "embedded":
-        print("ssbench web: stopped. The embedded PostgreSQL server keeps running (it is shared and reused; "
-              "`ssbench server stop` stops it).", file=sys.stderr)
-    else:
-        print("ssbench web: stopped.", file=sys.stderr)
+    print(" ".join(["ssbench web: stopped.", target.closing_note()]).strip(), file=sys.stderr)
     return code
 
 

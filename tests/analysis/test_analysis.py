@@ -425,7 +425,7 @@ def test_plots_are_pngs_referenced_by_index(report):
     assert "PostgreSQL emulation" in html and "SQL Server" not in html
     # synthetic data is labelled as such; the embedded target's caveats are stated
     assert html.count("SYNTHETIC") >= 3 and "Nothing in it was measured" in html
-    assert "mapped from PostgreSQL wait events" in html and "docs/embedded.md" in html
+    assert "mapped from PostgreSQL wait events" in html and "docs/targets.md" in html
     assert "does not exist on PostgreSQL" in html
     assert "v-gain" in html and "inconclusive" in html
     assert "<style>" in html and "<script" not in html
@@ -468,17 +468,19 @@ def test_wait_categories(spark):
     assert got == expected
 
 
-def test_target_text_never_says_sql_server_for_embedded():
+def test_target_text_never_says_sql_server_for_an_emulation():
     from harness.analysis.plots import target_text
 
-    assert target_text("embedded", "SYNTHETIC data: PostgreSQL 18.6 emulation of Service Broker").startswith(
-        "SYNTHETIC data (not measured)")
-    assert target_text("mssql", "SQL Server 16.0", synthetic=True).startswith("SYNTHETIC")
+    assert target_text("SYNTHETIC data: PostgreSQL 18.6 emulation of Service Broker",
+                       emulation="PostgreSQL").startswith("SYNTHETIC data (not measured)")
+    assert target_text("SQL Server 16.0", synthetic=True).startswith("SYNTHETIC")
 
-    assert "PostgreSQL emulation" in target_text("embedded", "PostgreSQL 18.6 emulation of Service Broker")
-    assert target_text("embedded", "emulation of SQL Server Service Broker") == "PostgreSQL emulation of Service Broker"
-    assert target_text("embedded", None) == "PostgreSQL emulation of Service Broker"
-    assert target_text("mssql", "SQL Server 16.0") == "SQL Server 16.0"
+    assert "PostgreSQL emulation" in target_text("PostgreSQL 18.6 emulation of Service Broker", emulation="PostgreSQL")
+    assert target_text("emulation of SQL Server Service Broker", emulation="PostgreSQL") == \
+        "PostgreSQL emulation of Service Broker"
+    assert target_text(None, emulation="PostgreSQL") == "PostgreSQL emulation of Service Broker"
+    assert target_text("SQL Server 16.0") == "SQL Server 16.0"
+    assert target_text(None, kind="memory") == "target kind memory"
 
 
 # --------------------------------------------------------------------------- CLI

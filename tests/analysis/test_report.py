@@ -35,9 +35,20 @@ def test_embedded_notes_and_the_runs_own_mapping():
 
 
 def test_embedded_without_mapping_or_notes_points_to_the_docs():
+    """A run recorded before run.json carried the target's capabilities: read by its kind."""
     html = about_targets(_disc({"kind": "embedded", "label": "x"}), {"r1": "PostgreSQL emulation (x)"}, set())
-    assert "mapped from PostgreSQL wait events" in html and "docs/embedded.md" in html
+    assert "mapped from PostgreSQL wait events" in html and "docs/targets.md" in html
     assert "does not exist on PostgreSQL" in html
+
+
+def test_the_caveats_follow_the_declared_capabilities_not_the_kind():
+    """A plugin's emulation gets the same caveats, named after its engine; a target that
+    declares none gets none, whatever its kind says."""
+    other = {"kind": "someplugin", "label": "y", "capabilities": {"emulation": "SQLite"}}
+    html = about_targets(_disc(other), {"r1": "SQLite emulation (y)"}, set())
+    assert "mapped from SQLite wait events" in html and "does not exist on SQLite" in html
+    plain = {"kind": "embedded", "label": "z", "capabilities": {"emulation": None}}
+    assert about_targets(_disc(plain), {"r1": "z"}, set()) == ""
 
 
 def test_sql_server_notes_shown_and_synthetic_banner():

@@ -8,8 +8,9 @@ Two sources, both meant to grow:
   contains>``; the line the message must name carries the comment ``#<`` (a file without it
   expects no line; ``# line: N`` on the second line names one no comment can mark, such as the
   end of the file). ``matrix-*`` files go through the matrix loader, ``matrix_embedded-*`` also
-  through the server-axis check against the embedded target, ``topology-*`` through the
-  topology loader.
+  through the server-axis check against the embedded target, ``topology-*`` through what
+  ``--target FILE`` reads: the SQL Server target's topology, and the load layer's
+  ``client_hosts:`` section (harness.load.hosts).
 - :data:`GENERATED`: inputs a text file cannot hold (NUL and other control characters,
   non-UTF-8 bytes, files over the size bound, documents deeper or larger than the bounds).
 """
@@ -24,8 +25,8 @@ import pytest
 
 from harness.errors import UserError
 from harness.matrix import load_matrix
-from harness.targets.embedded.profiles import EMBEDDED_PROFILES
-from harness.targets.mssql.topology import load_topology
+from harness.load.hosts import client_hosts
+from harness.targets.factory import target_class, target_config
 from harness.yamlsrc import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES
 
 HERE = Path(__file__).resolve().parent
@@ -46,12 +47,21 @@ GOOD = (
 )
 
 
+def load_topology(path: Path):
+    """A topology file as ``--target FILE`` reads it: the SQL Server target's topology, then
+    the load layer's ``client_hosts:`` section."""
+    config = target_class("mssql").read_config(str(path))
+    client_hosts(config)
+    return config
+
+
 def load(kind: str, path: Path):
     if kind == "topology":
         return load_topology(path)
-    m = load_matrix(path, embedded_profiles=EMBEDDED_PROFILES)
+    embedded = target_config("embedded")
+    m = load_matrix(path, embedded_profiles=embedded.alias_profiles())
     if kind == "matrix_embedded":
-        m.check_servers("embedded", EMBEDDED_PROFILES)
+        embedded.check_matrix(m)
     return m
 
 
@@ -164,8 +174,7 @@ def test_the_hardened_loader_still_reads_the_projects_files():
     for path in sorted((REPO / "matrices").glob("*.yaml")):
         load("matrix_embedded", path)
     for path in sorted((REPO / "topologies").glob("*.yaml")):
-        topo = load_topology(path)
-        load_matrix(REPO / "matrices" / "bench.yaml").check_servers("mssql", topo.profiles)
+        load_topology(path).check_matrix(load_matrix(REPO / "matrices" / "bench.yaml"))
 
 
 def test_core_tags_and_quoting_are_still_allowed(tmp_path):

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from harness.errors import UserError
 from harness.matrix import load_matrix
-from harness.targets.embedded.profiles import EMBEDDED_PROFILES
-from harness.targets.mssql.topology import load_topology
+from harness.load.hosts import client_hosts
+from harness.targets.factory import target_class, target_config
 from harness.targets.mssql.topology_reader import ENV_NAME_RE
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -132,9 +132,17 @@ _DIR = tempfile.TemporaryDirectory(prefix="ssbench-fuzz-")
 
 
 def _load_matrix(path: Path) -> None:
-    m = load_matrix(path, embedded_profiles=EMBEDDED_PROFILES)
+    embedded = target_config("embedded")
+    m = load_matrix(path, embedded_profiles=embedded.alias_profiles())
     assert len(m) == len(list(m.permutations()))
-    m.check_servers("embedded", EMBEDDED_PROFILES)
+    embedded.check_matrix(m)
+
+
+def load_topology(path: Path):
+    """A topology file as ``--target FILE`` reads it (the topology, then its client_hosts:)."""
+    config = target_class("mssql").read_config(str(path))
+    client_hosts(config)
+    return config
 
 
 def _load_topology(path: Path) -> None:

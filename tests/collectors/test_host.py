@@ -20,7 +20,11 @@ HOG = "import time\nend = time.time() + 60\nwhile time.time() < end: pass\n"
 
 
 class LocalTarget:
-    """Only what the host collector asks of a target: no server processes on this host."""
+    """Only what the host collector asks of a target's telemetry: no server processes on this host."""
+
+    @property
+    def telemetry(self):
+        return self
 
     def server_pids(self):
         return []

@@ -1,5 +1,6 @@
-"""The topology file's ``client_hosts:`` section: loaded and checked with the topology (every
-error one line naming file, line and field, exit 2), and turned into the same RemoteWorkers as
+"""The topology file's ``client_hosts:`` section: the load layer's (harness.load.hosts), read
+from the file the target names and checked against its initiators (every error one line
+naming file, line and field, exit 2), and turned into the same RemoteWorkers as
 ``--remote-workers --master-bind ... --worker-wait ...``, the flags overriding the file."""
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import pytest
 
 from harness.commands.run import add_scale_arguments, scale_settings
 from harness.errors import UserError
+from harness.load.hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS, client_hosts
 from harness.load.swarm import RemoteWorkers
 from harness.matrix import load_matrix
-from harness.targets.mssql.topology import load_topology
+from harness.targets.factory import target_config
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "x" * 40
@@ -69,15 +71,24 @@ def _args(*argv):
     return p.parse_args(list(argv))
 
 
-def test_the_section_loads_with_the_topology(tmp_path):
+def test_the_section_loads_from_the_targets_file(tmp_path):
     topo, _ = _files(tmp_path)
-    ch = load_topology(topo).client_hosts
+    config = target_config(str(topo))
+    assert config.file == topo and config.initiator_names == ("init1", "init2")
+    ch = client_hosts(config)
     assert (ch.bind_host, ch.port, ch.worker_wait_seconds, ch.workers_per_initiator) == ("10.0.0.5", 6000, 45.0, 2)
     assert ch.hosts == {"client1": ("init1",), "client2": ("init2",)} and ch.host_of("init2") == "client2"
-    assert load_topology(topo).to_dict()["client_hosts"]["hosts"] == {"client1": ["init1"], "client2": ["init2"]}
     plain = tmp_path / "plain.yaml"
     plain.write_text(TOPOLOGY)
-    assert load_topology(plain).client_hosts is None
+    assert client_hosts(target_config(str(plain))) is None
+    assert client_hosts(target_config("embedded")) is None     # a target without a file
+
+
+def test_the_defaults_are_declared_once():
+    """The defaults of remote workers are harness.load.hosts's: the RemoteWorkers of the swarm
+    and a section without values take them."""
+    assert RemoteWorkers() == RemoteWorkers(bind_host=MASTER_HOST, port=MASTER_PORT, wait_seconds=WORKER_WAIT_SECONDS)
+    assert (MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS) == ("0.0.0.0", 5557, 120.0)
 
 
 def test_a_topology_with_client_hosts_means_remote_workers_as_the_flags_would(tmp_path, monkeypatch):
@@ -118,8 +129,8 @@ def test_defaults_and_the_token_requirement(tmp_path, monkeypatch):
 def test_bad_sections_are_one_line_naming_the_field_exit_2(tmp_path, section, field):
     topo, m = _files(tmp_path, section)
     with pytest.raises(UserError) as e:
-        load_topology(topo)
-    assert e.value.field == field and e.value.line is not None
+        client_hosts(target_config(str(topo)))
+    assert e.value.field == field and e.value.line is not None and e.value.file == str(topo)
     r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(m), "--target", str(topo),
                         "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr, r.stderr
@@ -132,6 +143,6 @@ def test_the_example_topologys_commented_section_loads_when_uncommented(tmp_path
     section = "client_hosts:\n" + "\n".join(line[2:] for line in tail.splitlines() if line.startswith("#   "))
     p = tmp_path / "example.yaml"
     p.write_text(head + section + "\n")
-    ch = load_topology(p).client_hosts
+    ch = client_hosts(target_config(str(p)))
     assert ch.hosts == {"client-1": ("init1",), "client-2": ("init2",), "client-3": ("init3",)}
     assert (ch.bind_host, ch.port, ch.worker_wait_seconds) == ("0.0.0.0", 5557, 120.0)

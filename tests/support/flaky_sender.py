@@ -1,6 +1,6 @@
 """The embedded target's sender, failing every ``every``-th SEND of each connection before it
 reaches the server (so a failed SEND leaves no row): errors the recorder must count exactly.
-Test-only, loaded by Locust workers through the sender spec's ``module`` (see sleep_sender)."""
+Test-only, registered as the sender ``flaky`` by the test plugins' entry points (see sleep_sender)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ class FlakySender(EmbeddedSender):
         super().send(dialog, payload)
 
 
-def open_sender(spec: dict) -> FlakySender:
-    return FlakySender(spec["conninfo"], spec.get("initiator"), int(spec["every"]))
+    @classmethod
+    def from_spec(cls, spec: dict) -> "FlakySender":
+        return cls(spec["conninfo"], spec.get("initiator"), int(spec["every"]))
 
 
 def spec(embedded_spec: dict, every: int) -> dict:
-    return {**embedded_spec, "module": __name__, "every": every}
+    return {**embedded_spec, "sender": "flaky", "every": every}

@@ -1,23 +1,29 @@
 """A Sender whose SEND is a server-side sleep (``SELECT pg_sleep(s)``) on PostgreSQL.
 
 Used to prove that the Locust workers really run N users concurrently: N users against a
-fixed server-side delay must reach close to N times one user's rate. Test-only: a swarm loads
-it through the sender spec's plugin hook (:func:`spec`), with the tests directory on the
-workers' PYTHONPATH (:func:`support.pythonpath_env`).
+fixed server-side delay must reach close to N times one user's rate. Test-only: registered as
+the sender ``sleep`` by the test plugins' entry points (tests/plugins), which a swarm finds with
+tests/ and tests/plugins on the workers' PYTHONPATH (:func:`support.pythonpath_env`).
 """
 
 from __future__ import annotations
 
 import psycopg
 
-from harness.targets.base import Sender
+from harness.targets.base import SendPaths, Sender
 
 
 class SleepSender(Sender):
+    paths = SendPaths(green=True)
+
     def __init__(self, conninfo: str, seconds: float):
         self.conn = psycopg.connect(conninfo, autocommit=True)
         self.seconds = seconds
         self._green = None
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "SleepSender":
+        return cls(spec["conninfo"], float(spec["seconds"]))
 
     def dialog(self, slot: int) -> str:
         return f"sleep-{slot}"
@@ -41,10 +47,6 @@ class SleepSender(Sender):
         self.conn.close()
 
 
-def open_sender(spec: dict) -> SleepSender:
-    return SleepSender(spec["conninfo"], float(spec["seconds"]))
-
-
 def spec(conninfo: str, seconds: float) -> dict:
-    """A sender spec that loads this module in any process that can import ``support``."""
-    return {"kind": "sleep", "module": __name__, "conninfo": conninfo, "seconds": seconds}
+    """A sender spec of this sender (registered as ``sleep``)."""
+    return {"sender": "sleep", "conninfo": conninfo, "seconds": seconds}

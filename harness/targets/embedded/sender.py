@@ -18,7 +18,7 @@ from psycopg.pq import ConnStatus, ExecStatus
 
 from ...errors import TargetError
 from ...native import allocate_lock
-from ..base import Sender
+from ..base import SendPaths, Sender
 from ._db import connect
 
 SEND_SQL = b"SELECT ssb.send($1::uuid, $2::bytea)"
@@ -45,6 +45,8 @@ class EmbeddedSender(Sender):
     (the thread SEND loop, the hub's threadpool) block on it; a greenlet (:meth:`send_green`)
     never blocks on it, it yields until the lock is free."""
 
+    #: libpq in non-blocking mode: the green path (send_green) and the hub's pump
+    paths = SendPaths(green=True, pump=True)
     #: the SEND statement, prepared once per connection ($1 dialog handle, $2 body); a
     #: benchmark may subclass with another two-parameter statement (benchmarks/ceiling_sender.py)
     send_sql: bytes = SEND_SQL
@@ -67,6 +69,13 @@ class EmbeddedSender(Sender):
         self.dialogs_begun = 0
         self.dialogs_ended = 0
         self._open()
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> "EmbeddedSender":
+        """Build a sender from :meth:`EmbeddedTarget.sender_spec`."""
+        if "conninfo" not in spec:
+            raise TargetError(f"not an embedded sender spec: {sorted(spec)}")
+        return cls(spec["conninfo"], spec.get("initiator"))
 
     def _open(self) -> None:
         conn = connect(self._conninfo, self._app)
@@ -210,9 +219,8 @@ class EmbeddedSender(Sender):
 
     def pump(self, dialog: str, payload: bytes):
         """SENDs of ``payload`` on ``dialog`` as non-blocking libpq steps for an event loop
-        (:class:`.green.LibpqPump`); None with a finite dialog lifetime (each SEND then depends on
-        the previous one's result: the green path) or a lost connection (the next blocking
-        SEND reconnects first)."""
+        (:class:`.green.LibpqPump`); None with a finite dialog lifetime (the load layer then
+        takes the green path) or a lost connection (the next blocking SEND reconnects first)."""
         if self._per_dialog or self._lost:
             return None
         from .green import LibpqPump
@@ -268,6 +276,4 @@ def _first_line(e: BaseException) -> str:
 
 def open_sender(spec: dict[str, Any]) -> EmbeddedSender:
     """Build a sender from :meth:`EmbeddedTarget.sender_spec`."""
-    if spec.get("kind") != "embedded" or "conninfo" not in spec:
-        raise TargetError(f"not an embedded sender spec: {sorted(spec)}")
-    return EmbeddedSender(spec["conninfo"], spec.get("initiator"))
+    return EmbeddedSender.from_spec(spec)

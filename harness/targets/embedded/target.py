@@ -28,7 +28,7 @@ from psycopg import sql
 
 from ...errors import TargetError, UserError
 from ...matrix import BrokerSettings
-from ..base import Target
+from ..base import Capabilities, Target, TargetConfig
 from . import server as server_mod, waits
 from ._db import PREFIX_RE, QUEUE, connect, database_names
 from .profiles import EMBEDDED_PROFILES
@@ -54,6 +54,7 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
     """
 
     kind = "embedded"
+    capabilities = Capabilities(backlog=True, dialog_lifetime=True, profile_aliases=True, emulation="PostgreSQL")
 
     def __init__(self, server: EmbeddedServer | str | Path | None = None, *, prefix: str = "ssb"):
         if not PREFIX_RE.fullmatch(prefix):
@@ -82,6 +83,14 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
     def default(cls) -> "EmbeddedTarget":
         """The default embedded target: the default data directory, databases ``ssb_*``."""
         return cls()
+
+    @classmethod
+    def read_config(cls, arg: str | None) -> TargetConfig:
+        return TargetConfig(name=cls.kind, profiles=tuple(EMBEDDED_PROFILES), capabilities=cls.capabilities)
+
+    @classmethod
+    def from_config(cls, config: TargetConfig) -> "EmbeddedTarget":
+        return cls.default()
 
     # ------------------------------------------------------------------ names and connections
     def initiator_db(self, initiator: int) -> str:
@@ -138,8 +147,7 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
         except psycopg.Error:  # pragma: no cover - informational
             pass
         return {
-            "kind": self.kind,
-            "label": self.label,
+            **self.declared(),
             "versions": {"postgresql": self.version, "psycopg": psycopg.__version__,
                          "emulation": {"initiator_sql": sql_file("initiator")[1],
                                        "target_sql": sql_file("target")[1]}},
@@ -385,9 +393,18 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
     def sender_spec(self, initiator: int) -> dict[str, Any]:
         self._require(initiator)
         db = self.initiator_db(initiator)
-        return {"kind": "embedded", "conninfo": self.conninfo(db), "initiator": int(initiator), "database": db}
+        return {"sender": "embedded", "conninfo": self.conninfo(db), "initiator": int(initiator), "database": db}
+
+    def interactive_broker(self, max_queue_readers: int) -> BrokerSettings:
+        """A 1 s queue monitor, so activation reacts within a second in the web UI."""
+        return BrokerSettings(max_queue_readers=max_queue_readers, receive_top=10000, waitfor_timeout_ms=1000,
+                              monitor_interval_seconds=1.0)
 
     # ------------------------------------------------------------------ teardown
+    def closing_note(self) -> str:
+        return ("The embedded PostgreSQL server keeps running (it is shared and reused; "
+                "`ssbench server stop` stops it).")
+
     def close(self) -> None:
         self.stop()
         with self._lock:

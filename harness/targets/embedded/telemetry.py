@@ -8,10 +8,11 @@ Mixed into :class:`~harness.targets.embedded.target.EmbeddedTarget` (uses ``_que
 from __future__ import annotations
 
 from ..base import Counts, InitiatorCounts, PerfCounter, WaitStat
+from ..telemetry import Telemetry as TargetTelemetry
 from ._db import QUEUE
 
 
-class Telemetry:
+class Telemetry(TargetTelemetry):
     """What the runner and the collectors read from the embedded target."""
 
     _initiators: int

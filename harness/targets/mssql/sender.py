@@ -23,9 +23,11 @@ from . import driver, tsql
 
 
 class MssqlSender(Sender):
+    """Blocking (pyodbc): the load layer SENDs from an OS thread per user."""
+
     def __init__(self, spec: dict[str, Any]):
-        if spec.get("kind") != "mssql":
-            raise ValueError(f"not an mssql sender spec: {spec.get('kind')!r}")
+        if spec.get("sender") != "mssql":
+            raise ValueError(f"not an mssql sender spec: {spec.get('sender')!r}")
         self.initiator = int(spec.get("initiator", 0))
         self.conn_spec = driver.ConnSpec.from_dict(dict(spec["connection"]))
         self._conn = self.conn_spec.connect(autocommit=True)
@@ -38,6 +40,15 @@ class MssqlSender(Sender):
         self._live: dict[str, list] = {}     # slot handle -> [current handle or None, messages on it]
         self._high: dict[str, bool] = {}     # slot handle -> begun at high priority (dbo.dialogs.high)
         self.dialogs_begun = self.dialogs_ended = 0   # counted by this sender
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> "MssqlSender":
+        return cls(spec)
+
+    @classmethod
+    def preload(cls) -> None:
+        """Import pyodbc now (see :meth:`harness.targets.sender.Sender.preload`)."""
+        driver.pyodbc_module()
 
     def dialog(self, slot: int) -> str:
         handle = self._handles.get(slot)
@@ -86,11 +97,6 @@ class MssqlSender(Sender):
 
     def close(self) -> None:
         self._conn.close()
-
-
-def prepare() -> None:
-    """Import pyodbc now (see :func:`harness.targets.base.sender_factory`)."""
-    driver.pyodbc_module()
 
 
 def open_sender(spec: dict[str, Any]) -> MssqlSender:

@@ -28,11 +28,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
-from ...errors import TargetError
+from ...errors import TargetError, UserError
 from ...matrix import BrokerSettings, high_priority_permille
-from ..base import Counts, InitiatorCounts, PerfCounter, Target, WaitStat
+from ..base import Capabilities, Counts, InitiatorCounts, PerfCounter, Target, TargetConfig, Telemetry, WaitStat
 from . import check as _check, db_options, driver, provision as _provision, telemetry
 from .session import EPOCH, Session, as_datetime, message_prefix
 from .telemetry import BENIGN_WAITS, counter_object, is_benign_wait, parse_perf_counters
@@ -45,10 +46,13 @@ log = logging.getLogger(__name__)
 MISSING_OBJECT_ERRORS = (208, 2812)
 
 
-class MssqlTarget(Session, Target):
+class MssqlTarget(Session, Target, Telemetry):
     """A topology of real SQL Server databases (see :mod:`harness.targets.mssql.topology`)."""
 
     kind = "mssql"
+    capabilities = Capabilities(priority=True, backlog=True, dialog_lifetime=True)
+    option = "a topology YAML file"
+    opens_files = True
 
     def __init__(self, topology: Topology):
         Session.__init__(self, topology)
@@ -59,6 +63,21 @@ class MssqlTarget(Session, Target):
     @classmethod
     def from_file(cls, path: str) -> "MssqlTarget":
         return cls(load_topology(path))
+
+    @classmethod
+    def read_config(cls, arg: str | None) -> TargetConfig:
+        """Load and check the topology file ``arg`` (nothing connects)."""
+        if not arg:
+            raise UserError("the mssql target needs a topology file: --target mssql:FILE, or the file alone",
+                            field="--target")
+        topo = load_topology(arg)
+        return TargetConfig(name=cls.kind, profiles=tuple(topo.profiles), capabilities=cls.capabilities,
+                            file=Path(arg), detail=topo,
+                            initiator_names=tuple(dict.fromkeys(n for p in topo.profiles.values() for n in p.initiators)))
+
+    @classmethod
+    def from_config(cls, config: TargetConfig) -> "MssqlTarget":
+        return cls(config.detail)
 
     @classmethod
     def from_env(cls, prefix: str = "SSBENCH_MSSQL_", initiators: int = 1) -> "MssqlTarget":
@@ -75,7 +94,7 @@ class MssqlTarget(Session, Target):
             self.label = label
         prof = self.topology.profile(self._profile)
         return {
-            "kind": self.kind, "label": label, "notes": self.notes(),
+            **self.declared(), "label": label, "notes": self.notes(),
             "versions": {self._server_label(k): v for k, v in self._versions.items()},
             "layout": self.topology.layout, "profile": self._profile,
             "profile_settings": prof.settings(), "profile_description": prof.description,
@@ -299,7 +318,7 @@ class MssqlTarget(Session, Target):
         inst = self._initiator(initiator)
         spec = driver.spec_for(inst, self.topology.driver, sender=True,
                                label=f"initiator {initiator} ({inst.name})")
-        return {"kind": "mssql", "initiator": initiator, "connection": spec.to_dict()}
+        return {"sender": "mssql", "initiator": initiator, "connection": spec.to_dict()}
 
     # ------------------------------------------------------------------ telemetry (telemetry.py)
     def wait_stats_by_server(self) -> dict[str, list[WaitStat]]:

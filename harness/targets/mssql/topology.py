@@ -37,7 +37,6 @@ from typing import Any
 from ...errors import UserError
 from ...yamlsrc import Located, load_located
 from . import tsql
-from .client_hosts import ClientHosts, read_client_hosts
 from .topology_reader import (NOT_ENV_NAME, Reader as _Reader, check_driver_name as _check_driver_name,
                               check_env_name as _check_env_name,
                               check_tds_version as _check_tds_version,
@@ -65,6 +64,8 @@ PAPER_NAMES = {
     "activation_procedure": "SRPerf_Queue_LabTest",
 }
 
+#: ``client_hosts:`` is the load layer's section (Locust workers on client hosts): read and
+#: checked by harness.load.hosts, not here
 TOP_KEYS = {"name", "description", "layout", "driver", "auth", "sender_auth", "instances",
             "target", "initiators", "profiles", "broker", "client_hosts"}
 DRIVER_KEYS = {"kind", "name", "encrypt", "trust_server_certificate", "host_name_in_certificate",
@@ -184,9 +185,6 @@ class Topology:
     broker: BrokerConfig
     sha256: str = ""
     default_profile: str = ""
-    #: Locust workers on client hosts of their own (harness.targets.mssql.client_hosts); None: the
-    #: section is absent (local workers unless --remote-workers)
-    client_hosts: ClientHosts | None = None
 
     # ------------------------------------------------------------------ queries
     def profile(self, name: str | None) -> Profile:
@@ -245,9 +243,6 @@ class Topology:
                              "settings": v.settings(), "description": v.description}
                          for k, v in self.profiles.items()},
             "broker": asdict(self.broker),
-            **({"client_hosts": {**asdict(self.client_hosts),
-                                 "hosts": {h: list(i) for h, i in self.client_hosts.hosts.items()}}}
-               if self.client_hosts else {}),
         }
 
     # ------------------------------------------------------------------ from the environment
@@ -517,12 +512,9 @@ def load_topology(path: str | Path) -> Topology:
     if broker.queue.lower().startswith("ssbench_") or broker.activation_procedure.lower().startswith("ssbench_"):
         raise r.err("names starting with ssbench_ are reserved for ssbench's own objects",
                     b.get("queue") or b.get("activation_procedure"), "broker")
-
-    client_hosts = read_client_hosts(r, doc.get("client_hosts"),
-                                     {n for p_ in profiles.values() for n in p_.initiators})
     return Topology(path=p, name=name, description=description, layout=layout, driver=driver,
                     instances=instances, profiles=profiles, broker=broker,
-                    sha256=sha256, default_profile=next(iter(profiles)), client_hosts=client_hosts)
+                    sha256=sha256, default_profile=next(iter(profiles)))
 
 
 __all__ = ["msodbc_major", "Auth", "DriverConfig", "Instance", "Profile", "BrokerConfig", "Topology",

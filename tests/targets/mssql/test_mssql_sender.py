@@ -40,7 +40,7 @@ def pg_tables(pg_server, monkeypatch):
                                         "SELECT CAST(? AS uuid), ? FROM pg_sleep(0.5)"}
     monkeypatch.setattr(tsql, "statement", lambda f, s, p=None: fake.get((f, s)) or real(f, s, p))
     monkeypatch.setenv("SSBENCH_TEST_PG_PW", "")
-    spec = {"kind": "mssql", "initiator": 1, "connection": driver.ConnSpec(
+    spec = {"sender": "mssql", "initiator": 1, "connection": driver.ConnSpec(
         flavor="freetds", driver="PostgreSQL Unicode", host=info.host, port=info.port,
         database="postgres", user="postgres", password_env="SSBENCH_TEST_PG_PW",
         query_timeout=10, label="initiator 1").to_dict()}
@@ -95,4 +95,4 @@ def test_sender_needs_the_password_variable(pg_tables, monkeypatch):
     with pytest.raises(UserError, match="SSBENCH_TEST_PG_PW is not set"):
         open_sender(spec)
     with pytest.raises(ValueError):
-        sender_mod.MssqlSender({"kind": "embedded"})
+        sender_mod.MssqlSender({"sender": "embedded"})

@@ -222,7 +222,7 @@ def test_dialogs_warmup_and_counts(fake):
     assert [(x.initiator, x.sent, x.received) for x in c.initiators] == [(1, 100, 100), (2, 30, 29)]
     assert c.sent == 130 and c.received == 129 and not c.queue_disabled
     spec = t.sender_spec(2)
-    assert spec["kind"] == "mssql" and spec["initiator"] == 2
+    assert spec["sender"] == "mssql" and spec["initiator"] == 2
     assert spec["connection"]["database"] == "ssbench_init2"
     assert spec["connection"]["password_env"] == "SSBENCH_MSSQL_PASSWORD"
     assert "password" not in spec["connection"]
@@ -439,11 +439,18 @@ def test_topology_profiles_exposed(fake):
     assert d["topology"]["layout"] == "distributed"
 
 
-def test_make_target_uses_from_file(fake):
-    from harness.targets.factory import make_target
+def test_make_target_opens_a_topology_file(fake):
+    """A bare file given as --target, or mssql:FILE, is this target's topology, read once
+    (the TargetConfig carries it to from_config) and without connecting."""
+    from harness.targets.factory import make_target, target_config
 
-    t = make_target(str(SINGLE))
-    assert isinstance(t, MssqlTarget) and t.topology.name == "laptop"
+    config = target_config(str(SINGLE))
+    assert config.name == "mssql" and config.file == SINGLE and config.detail.name == "laptop"
+    assert config.capabilities.priority and not config.capabilities.profile_aliases
+    assert target_config(f"mssql:{SINGLE}").profiles == config.profiles
+    assert not fake.log                                   # nothing connected yet
+    t = make_target(config)
+    assert isinstance(t, MssqlTarget) and t.topology is config.detail
     assert load_topology(SINGLE).name == "laptop"
 
 

@@ -1,0 +1,104 @@
+"""What the collectors and the summary read from a target: :class:`Telemetry`.
+
+Shapes follow SQL Server's DMVs so collectors compute the same things on every target:
+
+* :meth:`Telemetry.wait_stats` is shaped like ``sys.dm_os_wait_stats`` (cumulative).
+* :meth:`Telemetry.perf_counters` is shaped like ``sys.dm_os_performance_counters`` rows.
+* :meth:`Telemetry.queue_depths` gives transmission-queue and target-queue depth.
+
+Three methods are required (a repetition's summary needs them); the others default to "this
+target cannot tell" (empty), and the collectors that read them then record nothing. A target
+hands its telemetry out as :attr:`harness.targets.base.Target.telemetry` (by default the target
+itself, when its class implements this interface). A collector that needs more than this
+(its ``reads``, :class:`harness.collectors.base.Collector`) names an interface derived from
+this one; it runs only against targets whose telemetry implements it.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class WaitStat:
+    """One row of sys.dm_os_wait_stats (cumulative since the target's counters were reset)."""
+
+    wait_type: str
+    waiting_tasks: int
+    wait_time_ms: float
+
+
+@dataclass(frozen=True)
+class PerfCounter:
+    """One row of sys.dm_os_performance_counters.
+
+    ``kind`` is ``"cumulative"`` (a */sec counter: the raw value only grows; collectors turn
+    deltas into rates) or ``"gauge"`` (a current value such as Tasks Running).
+    ``object_name`` carries no instance prefix ("Broker Activation", "Broker Statistics",
+    "Broker/DBM Transport").
+    """
+
+    object_name: str
+    counter_name: str
+    instance_name: str
+    value: float
+    kind: str = "cumulative"
+
+    @property
+    def is_gauge(self) -> bool:
+        """A current value (passed through), not a cumulative counter (turned into a rate)."""
+        return self.kind == "gauge"
+
+
+class Telemetry(abc.ABC):
+    """The telemetry of one target. Calls come from the sampling thread and the runner, one at
+    a time (the runner's target lock)."""
+
+    # ---------------------------------------------------------------- required
+    @abc.abstractmethod
+    def queue_depths(self, exact: bool = False) -> dict[str, int]:
+        """``{"xmitq.i1": n, ..., "queue": n}``: fast approximate counts by default (partition
+        row counts), exact counts (COUNT(*)) when ``exact``."""
+
+    @abc.abstractmethod
+    def messages_processed(self) -> int:
+        """Cumulative messages processed by the target's activation procedure (the tally)."""
+
+    @abc.abstractmethod
+    def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
+        """End-to-end latency (receive time minus the send time stamped in the message), in
+        microseconds, of every message processed within [start, end) (epoch seconds)."""
+
+    # ---------------------------------------------------------------- optional: empty by default
+    def wait_stats(self) -> list[WaitStat]:
+        """Cumulative wait statistics, SQL Server wait-type names, benign waits excluded."""
+        return []
+
+    def perf_counters(self) -> list[PerfCounter]:
+        """Broker Activation, Broker Statistics (and Broker/DBM Transport where it exists)."""
+        return []
+
+    def e2e_latencies_by_priority_us(self, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
+        """:meth:`e2e_latencies_us` split by dialog priority (``high``, ``normal``), for targets
+        that declare the ``priority`` capability."""
+        return {}
+
+    def dialog_stats(self) -> dict[str, Any] | None:
+        """Dialog lifetime accounting since the last prepare (docs/matrices.md): ``dialogs_begun``
+        and ``dialogs_ended`` by the initiators' SEND path, Error messages ``errors_received`` and
+        ``errors_lost`` (reached an endpoint its side had ended), and ``endpoints``: conversation
+        endpoints left behind by side and state (``initiator.CD``, ``target.DO``, ...). None when
+        the target cannot tell."""
+        return None
+
+    def server_cpu_percent(self) -> dict[str, float | None]:
+        """CPU of remote database servers (percent of each machine), by server name, for
+        servers the host collector cannot see (empty for local servers)."""
+        return {}
+
+    def server_pids(self) -> list[int]:
+        """PIDs of the database server's processes on this host, for the host collector
+        (empty for remote servers)."""
+        return []
