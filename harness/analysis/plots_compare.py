@@ -101,8 +101,8 @@ def technique_gains(rows: list[Row], ctx: RunContext, out_dir: Path, threshold_p
         ax.set_yticks(range(len(pts)), labels, fontsize=8)
         ax.invert_yaxis()
         better = "lower is better" if pts[0].get("lower_is_better") else "higher is better"
-        ax.set_xlabel(f"change in {pts[0]['metric_label']} over the baseline, % ({better}; median, 95 % "
-                      f"interval; grey: within ±{threshold_pct:g} %)")
+        ax.set_xlabel(f"change in {pts[0]['metric_label']} over the baseline, % ({better}; 95 % interval; "
+                      f"grey: ±{threshold_pct:g} %)")
         ax.grid(axis="x", alpha=0.3)
         title = f"Technique: {axis} against its baseline ({axis_note(axis)})"
         _suptitle(fig, title, ctx)
