@@ -1,8 +1,8 @@
 """Test matrices: a YAML file of axes and run settings, validated and expanded to permutations.
 
-A matrix names axes (lists of values); the permutations are their cartesian product in a fixed
-order (initiators outermost, then threads stepping up, then dialog strategy, payload, server and
-any optional broker axes), each with a stable, readable id such as
+A matrix names axes (lists of values); the permutations are their cartesian product (one per
+``blocks:`` entry, of ``axes`` and its own) in a fixed order (initiators outermost, then threads,
+dialog strategy, payload, server, optional axes), each with a stable, readable id such as
 ``i3-t50-trick150-p8192-sql2008``. See ``docs/matrices.md`` for the format.
 
 Every user error names the file, the line and the field, and is raised as
@@ -170,7 +170,10 @@ AXIS_TOKENS = {"initiators": "i", "threads": "t", "payload_bytes": "p",
                "max_queue_readers": "r", "receive_top": "top", "waitfor_timeout_ms": "wf",
                "priority": "hp"}
 ALL_AXES = REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES
-TOP_KEYS = {"name", "description", "axes", "run", "broker", "embedded_profiles"}
+TOP_KEYS = {"name", "description", "axes", "blocks", "run", "broker", "embedded_profiles"}
+#: the axes a block may give (``blocks:``, docs/matrices.md): the matrix is the union of one
+#: product per block, of ``axes`` and the block's own axes
+BLOCK_AXES = OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES
 
 
 def high_priority_permille(share: float) -> int:
@@ -249,17 +252,26 @@ class Matrix:
     sha256: str
     #: the line of each value (``axes.server[1]``, ``embedded_profiles.x``), for later messages
     lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    #: ``blocks:``: each block's own axes (:data:`BLOCK_AXES`); empty: one product of ``axes``
+    blocks: list[dict[str, list[Any]]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return sum(1 for _ in self.permutations())
 
+    def block_axes(self) -> list[tuple[str, dict[str, list[Any]]]]:
+        """(where, axes) of each product: ``axes`` alone, or with each block's (``blocks[K]``)."""
+        return [(f"blocks[{k}]", {**self.axes, **b}) for k, b in enumerate(self.blocks)] or [("axes", self.axes)]
+
+    def _combos(self) -> Iterator[dict[str, Any]]:
+        for _where, axes in self.block_axes():
+            names = list(REQUIRED_AXES) + [a for a in BLOCK_AXES if a in axes]
+            for combo in itertools.product(*(axes[a] for a in names)):
+                values = dict(zip(names, combo))   # fire and forget x unlimited: its false twin again
+                if not (values.get("fire_and_forget") and values.get("messages_per_dialog") is None):
+                    yield values
+
     def permutations(self) -> Iterator[Permutation]:
-        names = list(REQUIRED_AXES) + [a for a in OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES if a in self.axes]
-        combos = (dict(zip(names, combo)) for combo in itertools.product(*(self.axes[a] for a in names)))
-        # fire and forget ends retired dialogs: with unlimited reuse no dialog is retired, so
-        # that combination would repeat its fire_and_forget=false twin; it is left out
-        combos = (v for v in combos if not (v.get("fire_and_forget") and v.get("messages_per_dialog") is None))
-        for index, values in enumerate(combos, start=1):
+        for index, values in enumerate(self._combos(), start=1):
             broker = self.broker
             suffix = ""
             for axis in OPTIONAL_AXES:
@@ -289,14 +301,18 @@ class Matrix:
         return dict(self.embedded_profiles) if applies else {}
 
     def feature_uses(self) -> dict[str, list[str]]:
-        """The fields that use each of :data:`TARGET_FEATURES`, in file order."""
-        def nonzero(axis: str) -> list[str]:
-            return [f"axes.{axis}[{i}]" for i, v in enumerate(self.axes.get(axis, [])) if v]
+        """The fields that use each of :data:`TARGET_FEATURES`, in file order (``axes``, then
+        each of ``blocks``)."""
+        sources = [("axes", self.axes)] + [(f"blocks[{k}]", b) for k, b in enumerate(self.blocks)]
 
-        return {"priority": nonzero("priority") + (["broker.high_priority_share"] if self.broker.high_priority_share else []),
+        def used(axis: str, keep) -> list[str]:
+            return [f"{where}.{axis}[{i}]" for where, axes in sources for i, v in enumerate(axes.get(axis, []))
+                    if keep(v)]
+
+        return {"priority": used("priority", bool) + (["broker.high_priority_share"] if self.broker.high_priority_share
+                                                        else []),
                 "backlog": ["run.backlog_messages"] if self.run.backlog_messages else [],
-                "dialog_lifetime": [f"axes.messages_per_dialog[{i}]"
-                                    for i, v in enumerate(self.axes.get("messages_per_dialog", [])) if v is not None]}
+                "dialog_lifetime": used("messages_per_dialog", lambda v: v is not None)}
 
     def check_servers(self, target: str, profiles: Iterable[str], *, supports: Iterable[str] = (),
                       aliases: bool = False) -> None:
@@ -310,7 +326,8 @@ class Matrix:
             if fields and feature not in supports:
                 fld = fields[0]
                 raise UserError(f"the {target} target does not {TARGET_FEATURES[feature]} (docs/matrices.md)"
-                                + (": drop the axis or use 0" if feature == "priority" and fld.startswith("axes.") else ""),
+                                + (": drop the axis or use 0" if feature == "priority" and not fld.startswith("broker")
+                                   else ""),
                                 file=str(self.path), line=self.lines.get(fld), field=fld)
         known = list(profiles)
         mapped = self.profile_aliases(applies=aliases)
@@ -338,11 +355,13 @@ class Matrix:
         self.run = _replace(self.run, workers_per_initiator=n)
 
     def to_dict(self) -> dict[str, Any]:
-        axes = {k: [v.token if isinstance(v, DialogStrategy) else
-                    ("unlimited" if k == "messages_per_dialog" and v is None else v) for v in vs]
-                for k, vs in self.axes.items()}
+        def plain(axes: dict[str, list[Any]]) -> dict[str, list[Any]]:
+            return {k: [v.token if isinstance(v, DialogStrategy) else
+                        ("unlimited" if k == "messages_per_dialog" and v is None else v) for v in vs]
+                    for k, vs in axes.items()}
         return {"name": self.name, "description": self.description, "file": str(self.path),
-                "sha256": self.sha256, "axes": axes, "run": asdict(self.run),
+                "sha256": self.sha256, "axes": plain(self.axes),
+                **({"blocks": [plain(b) for b in self.blocks]} if self.blocks else {}), "run": asdict(self.run),
                 "broker": asdict(self.broker), "embedded_profiles": dict(self.embedded_profiles),
                 "permutations": len(self)}
 
@@ -387,32 +406,9 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
     axes_loc = doc["axes"]
     if not isinstance(axes_loc.value, dict):
         raise err("must be a mapping of axis name to a list of values", axes_loc, "axes")
-    axes: dict[str, list[Any]] = {}
     lines: dict[str, int] = {}
-    for key, loc in axes_loc.value.items():
-        if key not in ALL_AXES:
-            raise err(f"unknown axis (expected {', '.join(ALL_AXES)})", loc, f"axes.{key}")
-    for axis in ALL_AXES:
-        fld = f"axes.{axis}"
-        if axis not in axes_loc.value:
-            if axis in REQUIRED_AXES:
-                raise err("missing axis", axes_loc, fld)
-            continue
-        loc = axes_loc.value[axis]
-        if not isinstance(loc.value, list):
-            raise err("must be a list of values", loc, fld)
-        if not loc.value:
-            raise err("empty axis: give at least one value", loc, fld)
-        values = []
-        for i, item in enumerate(loc.value):
-            lines[f"{fld}[{i}]"] = item.line
-            values.append(_axis_value(axis, item, lambda m, it=item, i=i: err(m, it, f"{fld}[{i}]")))
-        seen: dict[Any, int] = {}
-        for i, v in enumerate(values):
-            if v in seen:
-                raise err(f"duplicate value {_show(v)} (also at index {seen[v]})", loc.value[i], f"{fld}[{i}]")
-            seen[v] = i
-        axes[axis] = values
+    axes = _axes(axes_loc, "axes", ALL_AXES, REQUIRED_AXES, err, lines)
+    blocks = _blocks(doc.get("blocks"), axes, err, lines)
 
     run = RunSettings(**_settings(doc, "run", RUN_FIELDS, err))
     if run.workers_per_initiator > 1:
@@ -445,8 +441,72 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
             profiles[key] = loc.value
             lines[f"embedded_profiles.{key}"] = loc.line
 
-    return Matrix(path=p, name=name, description=description, axes=axes, run=run, broker=broker,
-                  embedded_profiles=profiles, sha256=sha256, lines=lines)
+    m = Matrix(path=p, name=name, description=description, axes=axes, run=run, broker=broker,
+               embedded_profiles=profiles, sha256=sha256, lines=lines, blocks=blocks)
+    _check_blocks_distinct(m, doc.get("blocks"), err)
+    return m
+
+
+def _axes(loc: Located, where: str, allowed: tuple[str, ...], required: tuple[str, ...], err,
+          lines: dict[str, int]) -> dict[str, list[Any]]:
+    """The axes of a mapping (``axes`` or a block): each a non-empty list of valid, distinct
+    values; the line of each value recorded in ``lines``."""
+    axes: dict[str, list[Any]] = {}
+    for key, item in loc.value.items():
+        if key not in allowed:
+            raise err(f"unknown axis (expected {', '.join(allowed)})", item, f"{where}.{key}")
+    for axis in allowed:
+        fld = f"{where}.{axis}"
+        if axis not in loc.value:
+            if axis in required:
+                raise err("missing axis", loc, fld)
+            continue
+        aloc = loc.value[axis]
+        if not isinstance(aloc.value, list):
+            raise err("must be a list of values", aloc, fld)
+        if not aloc.value:
+            raise err("empty axis: give at least one value", aloc, fld)
+        values = []
+        for i, item in enumerate(aloc.value):
+            lines[f"{fld}[{i}]"] = item.line
+            values.append(_axis_value(axis, item, lambda m, it=item, i=i: err(m, it, f"{fld}[{i}]")))
+        seen: dict[Any, int] = {}
+        for i, v in enumerate(values):
+            if v in seen:
+                raise err(f"duplicate value {_show(v)} (also at index {seen[v]})", aloc.value[i], f"{fld}[{i}]")
+            seen[v] = i
+        axes[axis] = values
+    return axes
+
+
+def _blocks(loc: Located | None, axes: dict[str, list[Any]], err, lines: dict[str, int]) -> list[dict]:
+    """``blocks:``: a non-empty list of mappings of :data:`BLOCK_AXES`, none of them also in
+    ``axes`` (a block adds its axes to the common ones; it does not replace them)."""
+    if loc is None:
+        return []
+    if not isinstance(loc.value, list) or not loc.value:
+        raise err("must be a list of blocks, each a mapping of axes (docs/matrices.md, \"Blocks\")", loc, "blocks")
+    blocks = []
+    for k, bloc in enumerate(loc.value):
+        where = f"blocks[{k}]"
+        if not isinstance(bloc.value, dict) or not bloc.value:
+            raise err(f"must be a mapping of axes ({', '.join(BLOCK_AXES)})", bloc, where)
+        for key, item in bloc.value.items():
+            if key in axes:
+                raise err("already an axis of every block (axes): give it in axes or in the blocks, not both",
+                          item, f"{where}.{key}")
+        blocks.append(_axes(bloc, where, BLOCK_AXES, (), err, lines))
+    return blocks
+
+
+def _check_blocks_distinct(m: Matrix, loc: Located | None, err) -> None:
+    """No permutation of a block repeats one of an earlier block (the same values, the same id)."""
+    seen: dict[str, int] = {}
+    for k, (_where, axes) in enumerate(m.block_axes() if m.blocks else []):
+        for perm in _replace(m, axes=axes, blocks=[]).permutations():
+            if seen.setdefault(perm.id, k) != k:
+                raise err(f"permutation {perm.id} is also in blocks[{seen[perm.id]}]: a block must add "
+                          "permutations of its own", loc.value[k], f"blocks[{k}]")
 
 
 def _show(v: Any) -> str:

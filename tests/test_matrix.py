@@ -234,3 +234,29 @@ def test_waitfor_and_priority_axes(tmp_path):
         m.check_servers("embedded", ["sql"], aliases=True)
     assert [k for k in range(1, 9) if high_priority_slot(k, 0.25)] == [4, 8]
     assert all(high_priority_slot(k, 1.0) for k in range(1, 9))
+
+
+def test_blocks_are_a_union_of_products_each_with_its_own_axes(tmp_path):
+    """``blocks:`` (docs/matrices.md): each block's axes are crossed with the common ones only;
+    ids, broker settings and the load mode come from the block; run.json records the blocks."""
+    text = GOOD.replace("  initiators: [1, 2]\n", "  initiators: [1]\n").replace(
+        "  threads: [1, 5]\n", "  threads: [4]\n").replace(
+        "  dialogs: [per_thread, trick150, shared, {every_n: 10}]\n", "  dialogs: [per_thread]\n").replace(
+        "  payload_bytes: [100, 8192]\n", "  payload_bytes: [100]\n")
+    text += ("blocks:\n  - messages_per_dialog: [1, unlimited]\n    fire_and_forget: [false, true]\n"
+             "  - waitfor_timeout_ms: [50, 3000]\n    rate: [10]\n    max_queue_readers: [1]\n")
+    m = load_matrix(write(tmp_path, text))
+    perms = list(m.permutations())
+    assert [p.id.removeprefix("i1-t4-per_thread-p100-durable-") for p in perms] == [
+        "mpd1", "mpd1-ff", "mpdunlimited", "r1-wf50-rate10", "r1-wf3000-rate10"]
+    assert [p.index for p in perms] == [1, 2, 3, 4, 5] and len(m) == 5
+    lifetime, churn = perms[0], perms[3]
+    assert lifetime.rate is None and lifetime.broker.waitfor_timeout_ms == 3000   # the broker section's
+    assert lifetime.broker.max_queue_readers == 4 and lifetime.messages_per_dialog == 1
+    assert churn.rate == 10.0 and churn.broker.waitfor_timeout_ms == 50 and churn.broker.max_queue_readers == 1
+    assert churn.messages_per_dialog is None and not churn.fire_and_forget
+    d = m.to_dict()
+    assert d["blocks"][0] == {"messages_per_dialog": [1, "unlimited"], "fire_and_forget": [False, True]}
+    assert d["permutations"] == 5 and "blocks" not in load_matrix(write(tmp_path, GOOD, "g.yaml")).to_dict()
+    # the techniques matrix is written this way
+    assert load_matrix(REPO / "matrices" / "techniques.yaml").blocks

@@ -16,7 +16,9 @@ Modules: ``spark`` (session), ``schemas`` (explicit StructTypes, checked against
 model by a test), ``discovery`` (finding and reading runs through harness.results.RunReader,
 problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``uncertainty``
 (bootstrap intervals and verdicts, numpy), ``comparisons`` (gains, crossovers and intervals on
-the driver), ``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view),
+the driver), ``techniques`` (each technique axis against its baseline on the metric it moves,
+or "not exercised"), ``techniques_report`` (their report section and terminal table),
+``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view and technique figures),
 ``report`` (index.html), ``job`` (orchestration), ``synth`` (synthetic runs, written through
 harness.results and marked SYNTHETIC).
 

@@ -225,6 +225,13 @@ def read_summaries(spark, disc: Discovery):
                                   "client_bound", "server_cpu_percent", "errors", "status",
                                   "users_expected", "users_spawned", "users_active",
                                   "activation_tasks_started_per_s", "dialog_errors_lost")],
+        # what the technique comparisons judge and whether their mechanism engaged
+        # (harness.analysis.techniques)
+        *[c(n).alias(n) for n in ("activation_tasks_started_in_window", "activation_tasks_ended_in_window",
+                                  "activation_tasks_max_running", "dialogs_ended_in_window")],
+        c("send_latency_high_ms")["count"].alias("high_priority_sends"),
+        c("e2e_latency_high_ms")["p99"].alias("e2e_high_p99_ms"),
+        c("e2e_latency_normal_ms")["p99"].alias("e2e_normal_p99_ms"),
     ).localCheckpoint()
     required = ["initiators", "threads", "dialogs", "payload_bytes", "server", "send_rate", "receive_rate"]
     family, _, major = SUMMARY_SCHEMA.partition("/")

@@ -27,7 +27,7 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -82,6 +82,7 @@ class AnalysisResult:
     issues: list[discovery.Issue]
     seconds: float
     notes_html: str = ""                         # synthetic data, target notes, how to read verdicts
+    techniques: list[dict[str, Any]] = field(default_factory=list)   # tables/technique_gains.csv
 
     @property
     def out_dir(self) -> Path:
@@ -203,7 +204,8 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
                              ["run_id", "perm_id"], "left")
     gains = _sorted(C.dialog_gains(perms, threshold_pct), "dialog_gains")
     cross = _sorted(C.crossover(gains, threshold_pct), "crossover")
-    tech = techniques.technique_gains(perms, threshold_pct)
+    rep_rows = _sorted(_rows(reps), "repetitions")
+    tech = techniques.technique_gains(perms, rep_rows, threshold_pct)
     tech_df = spark.createDataFrame(C.as_tuples(tech, techniques.TECHNIQUE_SCHEMA), techniques.TECHNIQUE_SCHEMA)
     gains_df = spark.createDataFrame(C.as_tuples(gains, C.GAINS_SCHEMA), C.GAINS_SCHEMA)
     cross_df = spark.createDataFrame(C.as_tuples(cross, C.CROSSOVER_SCHEMA), C.CROSSOVER_SCHEMA)
@@ -233,7 +235,7 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
                 "technique_gains": tech}
     csv_rows["wait_profile"] = profile_rows
     csv_rows["top_waits"] = [w for w in profile_rows if w["rank"] is not None and w["rank"] <= n_top]
-    csv_rows["repetitions"] = _sorted(_rows(reps), "repetitions")
+    csv_rows["repetitions"] = rep_rows
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssbench-tables") as pool:
         writing = pool.submit(write_tables, out_dir / "tables", tables, csv_rows, {"sample_metrics"}, say)
         all_plots, targets, server_labels = draw_plots(disc, perms, gains, cross, profile_rows, series, chosen,
@@ -250,7 +252,7 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     notes = report.about_targets(disc, targets, synthetic_runs) + report.verdict_words(gains, threshold_pct)
     return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,
                           plots=all_plots, issues=list(disc.issues), seconds=time.monotonic() - t0,
-                          notes_html=notes)
+                          notes_html=notes, techniques=tech)
 
 
 def _sorted(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:

@@ -62,22 +62,25 @@ def runs_comparison(perms: list[Row], contexts: list[RunContext], out_dir: Path)
     return [Plot(section, title, f)]
 
 
-VERDICT_COLOURS = {"gain": "#2ca02c", "loss": "#d62728", "no difference": "#7f7f7f", "inconclusive": "#ff7f0e"}
+VERDICT_COLOURS = {"gain": "#2ca02c", "loss": "#d62728", "no difference": "#7f7f7f", "inconclusive": "#ff7f0e",
+                   "not exercised": "#9467bd"}
 
 
 def technique_gains(rows: list[Row], ctx: RunContext, out_dir: Path, threshold_pct: float) -> list[Plot]:
     """One figure per technique axis of the run (harness.analysis.techniques): each technique
-    value's gain in receive rate over the axis' baseline, everything else equal, with its 95 %
-    interval; coloured by verdict (green only for a gain the interval supports); none when the
-    run has no technique axis."""
+    value's change in the axis' primary metric over its baseline, everything else equal, with
+    its 95 % interval; coloured by verdict (green only for a gain the interval supports; for a
+    latency a gain is a fall); none when the run has no technique axis."""
     from .techniques import axis_note
 
     section = "Techniques against their baselines: figures"
     out = []
-    for axis in dict.fromkeys(r["axis"] for r in rows if r["run_id"] == ctx.run_id):
-        pts = [r for r in rows if r["run_id"] == ctx.run_id and r["axis"] == axis]
+    mine = [r for r in rows if r["run_id"] == ctx.run_id and r.get("primary")]
+    for axis in dict.fromkeys(r["axis"] for r in mine):
+        pts = [r for r in mine if r["axis"] == axis]
         labels = [f"{axis} = {r['value']} vs {r['baseline_value']}\n{r['threads']} thr, {r['dialogs']}, "
-                  f"{r['payload_bytes']} B" + (f", {r['context']}" if r["context"] else "") for r in pts]
+                  f"{r['payload_bytes']} B" + (f", rate {r['rate']:g}/s" if r.get("rate") else "")
+                  + (f", {r['context']}" if r["context"] else "") for r in pts]
         height = max(2.8, 0.55 * len(pts) + 1.8)
         fig = Figure(figsize=(11.0, height))
         ax = fig.subplots()
@@ -85,19 +88,21 @@ def technique_gains(rows: list[Row], ctx: RunContext, out_dir: Path, threshold_p
         ax.axvspan(-threshold_pct, threshold_pct, color="#eeeeee", zorder=0)
         ax.axvline(0, color="black", lw=0.6)
         for k, r in enumerate(pts):
-            g = _num(r["gain_pct"])
+            g = _num(r["change_pct"])
             colour = VERDICT_COLOURS.get(r["verdict"], "#7f7f7f")
-            lo, hi = r.get("gain_ci_low_pct"), r.get("gain_ci_high_pct")
+            lo, hi = r.get("change_ci_low_pct"), r.get("change_ci_high_pct")
             if lo is not None and hi is not None and g == g:
-                ax.errorbar([g], [k], xerr=[[g - lo], [hi - g]], fmt="o", color=colour, capsize=4)
+                ax.errorbar([g], [k], xerr=[[g - lo], [hi - g]], fmt="o", color=colour, capsize=4,
+                            mfc="none" if r["verdict"] == "not exercised" else colour)
             else:   # fewer than 3 repetitions on a side: no interval, hollow point
                 ax.plot([g], [k], "o", mfc="none", color=colour)
             right = hi if hi is not None and g == g else g
             ax.annotate(f"  {r['verdict']}", (right, k), fontsize=8, color=colour, va="center")
         ax.set_yticks(range(len(pts)), labels, fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlabel(f"gain in receive rate over the baseline, % (median, 95 % interval; grey: within "
-                      f"±{threshold_pct:g} %)")
+        better = "lower is better" if pts[0].get("lower_is_better") else "higher is better"
+        ax.set_xlabel(f"change in {pts[0]['metric_label']} over the baseline, % ({better}; 95 % interval; "
+                      f"grey: ±{threshold_pct:g} %)")
         ax.grid(axis="x", alpha=0.3)
         title = f"Technique: {axis} against its baseline ({axis_note(axis)})"
         _suptitle(fig, title, ctx)

@@ -65,7 +65,8 @@ def fmt(v: Any, kind: str = "") -> str:
     return str(v)
 
 
-VERDICT_CLASS = {"gain": "v-gain", "loss": "v-loss", "no difference": "v-nodiff", "inconclusive": "v-inconclusive"}
+VERDICT_CLASS = {"gain": "v-gain", "loss": "v-loss", "no difference": "v-nodiff", "inconclusive": "v-inconclusive",
+                 "not exercised": "v-inconclusive"}
 
 
 def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], limit: int | None = None) -> str:
@@ -154,8 +155,9 @@ TABLE_FILES = [
                      "and verdict"),
     ("crossover", "where each strategy starts to pay (verdict gain from there on) and the verdict at the most "
                   "threads"),
-    ("technique_gains", "each technique axis value against its baseline, everything else equal: gain in % "
-                        "with its 95 % interval and verdict, e2e p99 and the axis' own metric"),
+    ("technique_gains", "each technique axis value against its baseline, everything else equal, on each "
+                        "metric the axis moves: change in % with its 95 % interval and verdict, or not "
+                        "exercised (the mechanism never engaged) with how to exercise it"),
     ("top_waits", "top waits per permutation"),
     ("wait_profile", "every wait type per permutation (idle waits are left out by the targets)"),
     ("queue_timeseries", "queue depths over time of the plotted permutations"),
@@ -205,33 +207,12 @@ def key_table(rows: list[dict]) -> str:
     return table(rows, CROSS_COLUMNS)
 
 
-TECHNIQUE_COLUMNS = [("run_label", "run", "l"), ("axis", "technique axis", "l"), ("value", "value", "l"),
-                     ("baseline_value", "baseline", "l"), ("server", "server", "l"), ("threads", "threads", ""),
-                     ("dialogs", "dialogs", "l"), ("context", "other axes", "l"), ("n", "n", ""),
-                     ("baseline_n", "n base", ""), ("baseline_receive_rate", "base msg/s", ""),
-                     ("receive_rate", "msg/s", ""), ("gain_pct", "gain %", ""), ("gain_ci_low_pct", "95 % low", ""),
-                     ("gain_ci_high_pct", "95 % high", ""), ("verdict", "verdict", "verdict"),
-                     ("baseline_e2e_p99_ms", "base e2e p99 ms", ""), ("e2e_p99_ms", "e2e p99 ms", ""),
-                     ("secondary_metric", "also", "l"), ("baseline_secondary", "base", ""), ("secondary", "value", "")]
-
-
 def technique_section(rows: list[dict], threshold_pct: float) -> str:
-    """The techniques-against-baselines section (harness.analysis.techniques); empty when the
-    runs have no technique axis with two values."""
-    if not rows:
-        return ""
-    from .techniques import TECHNIQUE_AXES
+    """The techniques-against-baselines section (harness.analysis.techniques_report); empty when
+    the runs have no technique axis with two values."""
+    from .techniques_report import section_html
 
-    axes = list(dict.fromkeys(r["axis"] for r in rows))
-    notes = "".join(f"<li><b>{_e(a)}</b>: {_e(TECHNIQUE_AXES[a][2])}</li>" for a in axes)
-    return ("<h2>Techniques against their baselines</h2>"
-            "<p>Each technique value against its axis' baseline with everything else equal: the gain of the "
-            "median receive rate, its 95 % percentile-bootstrap interval and verdict, read exactly as the "
-            f"dialog strategies' (gain only where the whole interval is above +{threshold_pct:g} %; fewer than "
-            f"{U.MIN_REPS} repetitions on a side is inconclusive). The end-to-end p99 and the axis' own "
-            "metric are medians, shown without a verdict.</p><ul>" + notes + "</ul>"
-            + table([dict(r, run_label=run_label(r["run_id"], bool(r.get("synthetic")))) for r in rows],
-                    TECHNIQUE_COLUMNS))
+    return section_html(rows, threshold_pct)
 
 
 def verdict_words(gains: list[dict], threshold_pct: float) -> str:

@@ -117,12 +117,19 @@ class Comparison:
 
 
 def compare(treatment: Sequence[float | None], baseline: Sequence[float | None], threshold_pct: float, *,
-            confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = SEED) -> Comparison:
+            confidence: float = CONFIDENCE, resamples: int = RESAMPLES, seed: int = SEED,
+            lower_is_better: bool = False) -> Comparison:
     """The gain of ``treatment`` over ``baseline`` (rates per repetition) with its interval
-    and verdict."""
+    and verdict. ``lower_is_better`` (a latency): the change and its interval are still those of
+    the metric (+ is a rise), and the verdict reads them mirrored: a rise beyond the threshold
+    is a ``loss``, a fall a ``gain``."""
     t, b = _values(treatment), _values(baseline)
     mt, mb = median(t.tolist()), median(b.tolist())
     gain = 100.0 * (mt / mb - 1.0) if mt is not None and mb else None
     ci = bootstrap_ratio(t, b, confidence=confidence, resamples=resamples, seed=seed) if gain is not None else None
     lo, hi = (100.0 * (ci[0] - 1.0), 100.0 * (ci[1] - 1.0)) if ci else (None, None)
-    return Comparison(gain, lo, hi, verdict(lo, hi, threshold_pct, len(t), len(b)), len(t), len(b))
+    if lower_is_better and ci:
+        v = verdict(-hi, -lo, threshold_pct, len(t), len(b))
+    else:
+        v = verdict(lo, hi, threshold_pct, len(t), len(b))
+    return Comparison(gain, lo, hi, v, len(t), len(b))

@@ -41,3 +41,17 @@ class CounterDeltas:
         """Increase of a cumulative counter since the first sample (all instances)."""
         return sum(self.last[k] - self.first[k] for k in self.last
                    if k[0] == object_name and k[1] == counter_name)
+
+
+def window_ticks(ticks: list[tuple], start: float, end: float) -> tuple[tuple, tuple] | None:
+    """The two ticks that bound the measured window [start, end] in ``ticks`` (tuples whose
+    first item is the tick's epoch seconds, in time order): the last at or before ``start``
+    (else the first after it) and the last at or before ``end``. None without two such ticks.
+    The increase of a cumulative counter inside the window is its value at the second minus
+    its value at the first."""
+    before = [t for t in ticks if t[0] <= start]
+    first = before[-1] if before else next((t for t in ticks if t[0] > start), None)
+    inside = [t for t in ticks if t[0] <= end]
+    if first is None or not inside or inside[-1][0] <= first[0]:
+        return None
+    return first, inside[-1]

@@ -1,11 +1,13 @@
 """Broker Activation counters: tasks running, tasks started, task limit reached, procedures
-invoked (rates from cumulative values), and the tasks started per second of the measured window
-(the paper's recommendation 3: a WAITFOR timeout too short for the queue monitor's 5 s period
-churns activation tasks)."""
+invoked (rates from cumulative values), and the activation tasks started and ended inside the
+measured window (the paper's recommendation 3: a WAITFOR timeout too short for the queue
+monitor's 5 s period churns activation tasks). No target counts the tasks that ended: they are
+the tasks started minus the increase of Tasks Running between the window's two bounding ticks
+(both read in one call, so they agree with each other)."""
 
 from __future__ import annotations
 
-from ._counters import CounterDeltas
+from ._counters import CounterDeltas, window_ticks
 from .base import Collector
 
 OBJECT = "Broker Activation"
@@ -16,20 +18,27 @@ class ActivationCollector(Collector):
 
     def __init__(self):
         self.deltas = CounterDeltas()
-        #: (epoch s, cumulative Tasks Started of all instances) per tick
-        self.started_at: list[tuple[float, float]] = []
+        #: (epoch s, cumulative Tasks Started, Tasks Running; of all instances) per tick
+        self.started_at: list[tuple[float, float, float]] = []
 
     def sample(self, ctx, now):
         counters = [c for c in ctx.call(ctx.telemetry.perf_counters) if c.object_name == OBJECT]
         rows = self.deltas.update(counters, now)
-        started = [c for c in counters if c.counter_name.startswith("Tasks Started")]
-        if started:
-            total = [c for c in started if c.instance_name == "_Total"] or started
-            self.started_at.append((now, sum(c.value for c in total)))
+        started = self._total(counters, "Tasks Started")
+        if started is not None:
+            self.started_at.append((now, started, self._total(counters, "Tasks Running") or 0.0))
         # SQL Server reports per database (instance) plus a _Total row: keep the total when present
         has_total = any(c.instance_name == "_Total" for c, _, _ in rows)
         return [(metric, "", value) for c, metric, value in rows
                 if not has_total or c.instance_name == "_Total"]
+
+    @staticmethod
+    def _total(counters, prefix: str) -> float | None:
+        """A counter summed over its instances (the _Total row where SQL Server has one)."""
+        found = [c for c in counters if c.counter_name.startswith(prefix)]
+        if not found:
+            return None
+        return sum(c.value for c in [c for c in found if c.instance_name == "_Total"] or found)
 
     def tasks_started(self) -> float:
         return self.deltas.total(OBJECT, "Tasks Started/sec") or self.deltas.total(OBJECT, "Tasks Started")
@@ -38,21 +47,23 @@ class ActivationCollector(Collector):
         vals = [v for k, v in self.deltas.max_gauge.items() if k[1].startswith("Tasks Running")]
         return max(vals) if vals else 0.0
 
-    def window_tasks_started(self, start: float, end: float) -> tuple[float, float] | None:
-        """Activation tasks started inside [start, end] and the seconds between the two ticks
-        that bound it (the last tick at or before ``start``, else the first after; the last at
-        or before ``end``); None without two such ticks."""
-        before = [t for t in self.started_at if t[0] <= start]
-        first = before[-1] if before else next((t for t in self.started_at if t[0] > start), None)
-        inside = [t for t in self.started_at if t[0] <= end]
-        if first is None or not inside or inside[-1][0] <= first[0]:
+    def window_tasks(self, start: float, end: float) -> tuple[float, float, float] | None:
+        """Activation tasks started and ended inside [start, end], and the seconds between the
+        two ticks that bound it (:func:`~._counters.window_ticks`); None without two ticks."""
+        got = window_ticks(self.started_at, start, end)
+        if got is None:
             return None
-        return inside[-1][1] - first[1], inside[-1][0] - first[0]
+        (t0, s0, r0), (t1, s1, r1) = got
+        started = max(0.0, s1 - s0)
+        return started, max(0.0, started - (r1 - r0)), t1 - t0
 
     def summary_fields(self, ctx, window):
         out = {"activation_tasks_started": self.tasks_started(),
                "activation_tasks_max_running": self.max_running()}
-        got = self.window_tasks_started(window.start, window.end)
+        got = self.window_tasks(window.start, window.end)
         if got is not None:
-            out["activation_tasks_started_per_s"] = max(0.0, got[0]) / got[1]
+            started, ended, seconds = got
+            out["activation_tasks_started_per_s"] = started / seconds
+            out["activation_tasks_started_in_window"] = int(started)
+            out["activation_tasks_ended_in_window"] = int(ended)
         return out

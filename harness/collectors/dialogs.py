@@ -1,10 +1,12 @@
 """Dialog lifetime (docs/matrices.md, ``messages_per_dialog`` and ``fire_and_forget``): dialogs
 begun and ended by the initiators' SEND path, Error messages received or lost, and the
 conversation endpoints by side and state (sys.conversation_endpoints), every tick; the totals
-after the drain go into the summary."""
+after the drain go into the summary, with the dialogs ended inside the measured window (from
+the two ticks that bound it: whether a lifetime technique engaged there)."""
 
 from __future__ import annotations
 
+from ._counters import window_ticks
 from .base import Collector
 
 COUNTS = ("dialogs_begun", "dialogs_ended", "errors_received", "errors_lost")
@@ -13,10 +15,16 @@ COUNTS = ("dialogs_begun", "dialogs_ended", "errors_received", "errors_lost")
 class DialogCollector(Collector):
     family = "dialogs"
 
+    def __init__(self):
+        #: (epoch s, cumulative dialogs ended) per tick
+        self.ended_at: list[tuple[float, float]] = []
+
     def sample(self, ctx, now):
         stats = ctx.call(ctx.telemetry.dialog_stats)
         if stats is None:
             return []
+        if stats.get("dialogs_ended") is not None:
+            self.ended_at.append((now, float(stats["dialogs_ended"])))
         out = [(k, "", float(stats[k])) for k in COUNTS if stats.get(k) is not None]
         out += [("endpoints", key, float(n)) for key, n in sorted(stats.get("endpoints", {}).items())]
         return out
@@ -32,5 +40,8 @@ class DialogCollector(Collector):
             ("dialogs_begun", "dialogs_begun"), ("dialogs_ended", "dialogs_ended"),
             ("dialog_errors_received", "errors_received"), ("dialog_errors_lost", "errors_lost"))
             if stats.get(key) is not None}
+        got = window_ticks(self.ended_at, window.start, window.end)
+        if got:
+            out["dialogs_ended_in_window"] = int(max(0.0, got[1][1] - got[0][1]))
         out["endpoints"] = {k: int(v) for k, v in sorted(stats.get("endpoints", {}).items())}
         return out

@@ -2,8 +2,8 @@
 the Spark analysis.
 
 Reads the runs' summaries and samples (``docs/results.md``), writes Parquet and CSV tables,
-PNG plots and ``index.html`` under ``RUN_DIR/report/`` (or ``--out``) and prints the report's
-path. pyspark is imported only when the command runs, so ``ssbench --help`` stays fast.
+PNG plots and ``index.html`` under ``RUN_DIR/report/`` (or ``--out``), prints the technique
+comparisons when the runs have any (harness.analysis.techniques_report) and the report's path. pyspark is imported only when the command runs, so ``ssbench --help`` stays fast.
 ``-q``: the JVM's own output (its start-up warnings, Spark's log lines) goes to a temporary
 file, shown only when the analysis fails for a reason other than bad input.
 """
@@ -20,7 +20,8 @@ def register(sub) -> None:
     p = sub.add_parser(
         "analyze", help="analyze run directories with Spark: tables, plots and an HTML report",
         description="Analyze one or more run directories with Spark (local by default) into Parquet/CSV "
-                    "tables, PNG plots (the whitepaper's Figures 2-5 and more) and index.html. Needs Java 17+. "
+                    "tables, PNG plots (the whitepaper's Figures 2-5 and more) and index.html, and print the "
+                    "technique comparisons (verdicts; how to exercise a technique that never engaged). Needs Java 17+. "
                     "On a cluster the run and report directories must be at the same path on every node "
                     "(docs/analysis-cluster.md).")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run directory, e.g. results/<run-id>")
@@ -36,7 +37,8 @@ def register(sub) -> None:
     p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="gain in %% a dialog strategy must keep to count as paying (crossover; default 5)")
     p.add_argument("-q", "--quiet", action="store_true",
-                   help="print only the report path (Spark's and the JVM's output is kept out)")
+                   help="print only the report path (Spark's and the JVM's output and the technique table are "
+                        "kept out)")
     p.set_defaults(func=cmd_analyze)
 
 
@@ -63,6 +65,16 @@ def _tail(f, lines: int = 40) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
+def print_techniques(index) -> None:
+    """The technique comparisons of the report at ``index`` (verdicts, and how to exercise a
+    technique that never engaged), as a table on stdout; nothing when there are none."""
+    from ..analysis.techniques_report import load_rows, terminal_text
+
+    text = terminal_text(load_rows(index))
+    if text:
+        print(text)
+
+
 def cmd_analyze(args) -> int:
     from ..analysis.spark import check_java, check_remote
     from ..errors import UserError
@@ -80,6 +92,7 @@ def cmd_analyze(args) -> int:
                        threshold_pct=args.threshold, log=log)
         for issue in load_issues_from(path):
             print(f"ssbench analyze: warning: {issue}", file=sys.stderr)
+        print_techniques(path)
     else:
         error: Exception | None = None
         with stderr_to_file() as captured:

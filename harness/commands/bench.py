@@ -12,7 +12,8 @@ from .common import TARGET_HELP
 def register(sub) -> None:
     p = sub.add_parser("bench", help="run matrices/bench.yaml on the embedded target and build the report",
                        description="Run a matrix (default matrices/bench.yaml) on a target (default: the embedded one), "
-                                   "then the Spark analysis, and print where the results and plots are.")
+                                   "then the Spark analysis, and print the technique comparisons (if the matrix has "
+                                   "technique axes) and where the results and plots are.")
     p.add_argument("--matrix", default="matrices/bench.yaml", metavar="FILE",
                    help="matrix YAML file to run (default matrices/bench.yaml)")
     p.add_argument("--target", default="embedded", help=TARGET_HELP)
@@ -45,6 +46,9 @@ def cmd_bench(args) -> int:
             print("ssbench: analysis not available in this build; summaries above", file=sys.stderr)
         else:
             report = analyze([rd.path])
+            from .analyze import print_techniques
+
+            print_techniques(report)
     print(f"\nresults: {rd.path}")
     if report:
         print(f"report:  {report}")

@@ -280,6 +280,11 @@ class RepetitionSummary(Document):
     #: activation tasks started during the measured window per second (the queue monitor
     #: starts at most one per monitor period; a WAITFOR timeout too short churns tasks)
     activation_tasks_started_per_s: float | None = field(default=None, metadata={"omit_none": True})
+    #: activation tasks started, and ended (started minus the increase of Tasks Running), between
+    #: the two collector ticks that bound the measured window: whether task lifetime (a WAITFOR
+    #: comparison) engaged there (absent without two ticks, and in older summaries)
+    activation_tasks_started_in_window: int | None = field(default=None, metadata={"omit_none": True})
+    activation_tasks_ended_in_window: int | None = field(default=None, metadata={"omit_none": True})
     client_cpu_percent: float | None = None
     server_cpu_percent: float | None = None
     worker_cpu_percent: dict[str, float] = field(default_factory=dict)
@@ -325,6 +330,9 @@ class RepetitionSummary(Document):
     #: endpoints left behind by side and state (``initiator.CD``, ``target.DO``, ...)
     dialogs_begun: int | None = field(default=None, metadata={"omit_none": True})
     dialogs_ended: int | None = field(default=None, metadata={"omit_none": True})
+    #: dialogs ended between the two collector ticks that bound the measured window: whether a
+    #: dialog-lifetime technique engaged there (absent where the target does not count dialogs)
+    dialogs_ended_in_window: int | None = field(default=None, metadata={"omit_none": True})
     dialog_errors_received: int | None = field(default=None, metadata={"omit_none": True})
     dialog_errors_lost: int | None = field(default=None, metadata={"omit_none": True})
     endpoints: dict[str, int] | None = field(default=None, metadata={"omit_none": True})

@@ -1,76 +1,157 @@
 """Technique axes against their baselines (harness.analysis.techniques): pure Python on
-permutation rows shaped as the Spark permutations table gives them (every axis column present,
-null for the axis' default)."""
+permutation and repetition rows shaped as the Spark tables give them (every axis column present,
+null for the axis' default; one repetition row per summary)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from harness.analysis.techniques import TECHNIQUE_AXES, TECHNIQUE_SCHEMA, technique_gains
+from harness.analysis import uncertainty as U
 from harness.analysis.comparisons import columns
+from harness.analysis.techniques import NOT_EXERCISED, TECHNIQUE_AXES, TECHNIQUE_SCHEMA, technique_gains
+from harness.analysis.techniques_report import comparisons, section_html, terminal_text
 
 AXES = ("messages_per_dialog", "fire_and_forget", "waitfor_timeout_ms", "high_priority_share",
         "max_queue_readers", "receive_top")
 
 
-def row(perm_id, rates, run_id="r1", threads=4, **axes):
+def row(perm_id, rates, run_id="r1", threads=4, rate=None, reps=None, **axes):
+    """A permutation row and its repetition rows: ``rates`` the receive rates per repetition;
+    ``reps`` other per-repetition columns (lists of the same length)."""
     base = {a: None for a in AXES}
     base.update(max_queue_readers=4, receive_top=10000, waitfor_timeout_ms=3000)
     base.update(axes)
-    return {"run_id": run_id, "perm_id": perm_id, "server": "durable", "initiators": 1, "threads": threads,
-            "dialogs": "per_thread", "payload_bytes": 100, "rate": None, "receive_rate_values": list(rates),
-            "receive_rate_median": float(np.median(rates)), "e2e_p99_ms_median": 20.0,
-            "activation_tasks_started_per_s": 0.1, "dialog_errors_lost": 0, **base}
+    perm = {"run_id": run_id, "perm_id": perm_id, "server": "durable", "initiators": 1, "threads": threads,
+            "dialogs": "per_thread", "payload_bytes": 100, "rate": rate, **base}
+    cols = {"receive_rate": list(rates), "e2e_p99_ms": [20.0] * len(rates), "e2e_p50_ms": [5.0] * len(rates),
+            "activation_tasks_started_per_s": [0.0] * len(rates), "dialog_errors_lost": [0] * len(rates),
+            "dialogs_ended_in_window": [0 if base["messages_per_dialog"] is None else 50] * len(rates),
+            "activation_tasks_started_in_window": [0] * len(rates),
+            "activation_tasks_ended_in_window": [0] * len(rates), **(reps or {})}
+    rep_rows = [{"run_id": run_id, "perm_id": perm_id, "rep": k + 1, **{c: v[k] for c, v in cols.items()}}
+                for k in range(len(rates))]
+    return perm, rep_rows
 
 
-def by(rows, axis, value):
-    return [r for r in rows if r["axis"] == axis and r["value"] == value]
+def gains(*rows, threshold=5.0):
+    perms = [p for p, _ in rows]
+    reps = [r for _, rs in rows for r in rs]
+    return technique_gains(perms, reps, threshold)
 
 
-def test_a_real_effect_is_a_loss_and_dialog_reuse_is_the_baseline():
+def test_a_real_effect_is_a_loss_on_the_receive_rate_and_dialog_reuse_is_the_baseline():
     rng = np.random.default_rng(1)
     reuse = 1000 * (1 + 0.03 * rng.standard_normal(5))
     one = 200 * (1 + 0.03 * rng.standard_normal(5))
-    rows = technique_gains([row("a", reuse), row("b", one, messages_per_dialog=1)], 5.0)
-    (g,) = rows
+    (g,) = gains(row("a", reuse), row("b", one, messages_per_dialog=1))
     assert (g["axis"], g["value"], g["baseline_value"], g["baseline_perm_id"]) == ("messages_per_dialog", "1",
                                                                                     "unlimited", "a")
-    assert g["verdict"] == "loss" and g["gain_ci_high_pct"] < -5 and -85 < g["gain_pct"] < -75
+    assert (g["metric"], g["primary"], g["lower_is_better"], g["exercised"]) == ("receive_rate", True, False, True)
+    assert g["verdict"] == "loss" and g["change_ci_high_pct"] < -5 and -85 < g["change_pct"] < -75
+    assert g["engagement_value"] == 50 and g["baseline_engagement"] == 0 and g["how_to_exercise"] is None
     assert set(g) == set(columns(TECHNIQUE_SCHEMA))
 
 
 def test_no_effect_and_one_repetition_are_never_a_gain():
     rng = np.random.default_rng(7)
-    # the same distribution on both sides, +-25 % noise: no verdict may claim an effect
-    same = [row("w3000", 1000 * (1 + 0.25 * rng.standard_normal(5)), waitfor_timeout_ms=3000),
-            row("w50", 1000 * (1 + 0.25 * rng.standard_normal(5)), waitfor_timeout_ms=50)]
-    (g,) = technique_gains(same, 5.0)
-    assert g["baseline_value"] == "3000" and g["verdict"] == "inconclusive"
+    churn = {"activation_tasks_started_in_window": [3] * 5, "activation_tasks_ended_in_window": [3] * 5}
+    # the same latency distribution on both sides, +-25 % noise: no verdict may claim an effect
+    lat = [{"e2e_p99_ms": list(30 * (1 + 0.25 * rng.standard_normal(5)))} for _ in range(2)]
+    g = gains(row("w3000", [10] * 5, reps=lat[0], waitfor_timeout_ms=3000),
+              row("w50", [10] * 5, reps={**lat[1], **churn}, waitfor_timeout_ms=50))
+    assert [(r["metric"], r["baseline_value"], r["verdict"]) for r in g] == [
+        ("e2e_p99_ms", "3000", "inconclusive"), ("e2e_p50_ms", "3000", "no difference")]
     # one repetition a side: inconclusive whatever the medians say (+100 %)
-    single = [row("r1", [1000.0], max_queue_readers=1), row("r8", [2000.0], max_queue_readers=8)]
-    (g,) = technique_gains(single, 5.0)
-    assert (g["value"], g["baseline_value"], g["verdict"]) == ("8", "1", "inconclusive")
-    assert g["gain_ci_low_pct"] is None
+    single = gains(row("r1", [1000.0], max_queue_readers=1), row("r8", [2000.0], max_queue_readers=8))
+    assert [(r["value"], r["baseline_value"], r["verdict"]) for r in single] == [("8", "1", "inconclusive")] * 2
+    assert single[0]["change_ci_low_pct"] is None and single[0]["exercised"] is None   # not recorded
 
 
-def test_only_permutations_equal_in_everything_else_are_paired():
-    rows = [row("a4", [1000] * 3, threads=4), row("b4", [1500] * 3, threads=4, fire_and_forget=True),
-            row("a8", [900] * 3, threads=8), row("b8", [700] * 3, threads=8, fire_and_forget=True),
-            row("x", [5000] * 3, run_id="r2", threads=4, fire_and_forget=True)]   # no baseline in r2
-    out = technique_gains(rows, 5.0)
-    assert [(g["perm_id"], g["baseline_perm_id"]) for g in out] == [("b4", "a4"), ("b8", "a8")]
-    assert [g["verdict"] for g in out] == ["gain", "loss"]
-    assert out[0]["secondary_metric"] == "dialog_errors_lost"
+def test_the_waitfor_timeout_is_judged_on_latency_lower_is_better():
+    churn = {"activation_tasks_started_in_window": [5, 5, 4], "activation_tasks_ended_in_window": [5, 5, 5],
+             "e2e_p99_ms": [960.0, 990.0, 970.0], "e2e_p50_ms": [470.0, 420.0, 460.0],
+             "activation_tasks_started_per_s": [1.0, 1.0, 0.8]}
+    kept = {"e2e_p99_ms": [54.0, 56.0, 65.0], "e2e_p50_ms": [27.0, 27.0, 24.0]}
+    p99, p50 = gains(row("w3000", [10] * 3, rate=10.0, reps=kept, waitfor_timeout_ms=3000),
+                     row("w50", [10] * 3, rate=10.0, reps=churn, waitfor_timeout_ms=50))
+    assert (p99["metric"], p99["primary"], p99["lower_is_better"]) == ("e2e_p99_ms", True, True)
+    assert p99["verdict"] == p50["verdict"] == "loss" and p99["change_ci_low_pct"] > 1000   # latency rose
+    assert (p99["engagement_value"], p99["baseline_engagement"]) == (10, 0)
+    assert (p99["shown_metric"], p99["baseline_shown"], p99["shown"]) == ("activation_tasks_started_per_s", 0, 1.0)
+    # the other way round, a fall in latency is a gain: the verdict is mirrored, the change is not
+    c = U.compare([10.0, 11.0, 10.5], [50.0, 52.0, 51.0], 5.0, lower_is_better=True)
+    assert c.verdict == "gain" and c.gain_pct < -75
+    assert U.compare([10.0, 11.0, 10.5], [50.0, 52.0, 51.0], 5.0).verdict == "loss"
+
+
+def test_a_waitfor_comparison_where_no_task_started_or_ended_is_not_exercised():
+    # issue 29: closed loop at saturation, both readers started before the window and never idle
+    rng = np.random.default_rng(3)
+    busy = [row("w3000", 1000 * (1 + 0.05 * rng.standard_normal(3)), waitfor_timeout_ms=3000),
+            row("w50", 1000 * (1 + 0.05 * rng.standard_normal(3)), waitfor_timeout_ms=50)]
+    out = gains(*busy)
+    assert [r["verdict"] for r in out] == [NOT_EXERCISED] * 2 and {r["exercised"] for r in out} == {False}
+    assert all("rate" in r["how_to_exercise"] and "WAITFOR" in r["how_to_exercise"] for r in out)
+    assert out[0]["change_pct"] is not None        # the numbers are still there, measured
+    # one task started in one repetition of either arm is enough for a verdict on latency
+    w50 = busy[1][1]
+    w50[1]["activation_tasks_started_in_window"] = 1
+    assert gains(*busy)[0]["verdict"] != NOT_EXERCISED
+    # a repetition without the record (an older summary): engagement unknown, never "not exercised"
+    w50[1]["activation_tasks_started_in_window"] = None
+    assert {r["exercised"] for r in gains(*busy)} == {None}
+    assert NOT_EXERCISED not in {r["verdict"] for r in gains(*busy)}
+
+
+def test_lifetime_and_priority_comparisons_that_never_engaged_are_not_exercised():
+    # messages_per_dialog 1000 against reuse: no dialog reached 1000 messages inside the window
+    none_ended = {"dialogs_ended_in_window": [0, 0, 0]}
+    (g,) = gains(row("reuse", [900, 1000, 1100]), row("mpd1000", [950, 1000, 1050], reps=none_ended,
+                                                      messages_per_dialog=1000))
+    assert g["verdict"] == NOT_EXERCISED and "messages_per_dialog" in g["how_to_exercise"]
+    # priority (SQL Server): a share whose slots are never high with one thread (0.5: slot 2, 4, ...)
+    normal = {"high_priority_sends": [0, 0, 0], "e2e_high_p99_ms": [None] * 3, "e2e_normal_p99_ms": [30.0] * 3}
+    high = {"high_priority_sends": [0, 0, 0], "e2e_p99_ms": [30.0] * 3}
+    out = gains(row("p0", [500] * 3, reps=high), row("p5", [500] * 3, reps=normal, high_priority_share=0.5))
+    assert [r["metric"] for r in out] == ["e2e_high_p99_ms", "e2e_normal_p99_ms"]
+    assert {r["verdict"] for r in out} == {NOT_EXERCISED} and "2 threads" in out[0]["how_to_exercise"]
+    # with high-priority messages: judged on their latency against the baseline's (all normal)
+    sent = {"high_priority_sends": [40, 41, 39], "e2e_high_p99_ms": [5.0, 6.0, 5.5], "e2e_normal_p99_ms": [31.0] * 3}
+    hp, norm = gains(row("p0", [500] * 3, reps=high), row("p5", [500] * 3, reps=sent, high_priority_share=0.5))
+    assert (hp["verdict"], hp["baseline_median"], hp["median"]) == ("gain", 30.0, 5.5)
+    assert norm["verdict"] == "no difference"
+
+
+def test_the_report_and_the_terminal_say_not_exercised_and_how_to_exercise_it():
+    rng = np.random.default_rng(5)
+    rows = gains(row("a", 1000 * (1 + 0.03 * rng.standard_normal(3))),
+                 row("b", 200 * (1 + 0.03 * rng.standard_normal(3)), messages_per_dialog=1),
+                 row("w3000", [1000] * 3, waitfor_timeout_ms=3000, threads=8),
+                 row("w50", [1000] * 3, waitfor_timeout_ms=50, threads=8))
+    cs = comparisons(rows)
+    assert [(c["axis"], c["verdict"], len(c["others"])) for c in cs] == [
+        ("messages_per_dialog", "loss", 0), ("waitfor_timeout_ms", NOT_EXERCISED, 1)]
+    text = terminal_text(rows)
+    assert "messages_per_dialog 1 vs unlimited" in text and "loss" in text
+    assert "e2e p99 (ms), lower is better" in text and "not exercised" in text
+    assert ("waitfor_timeout_ms = 50 against 3000 (8 thr, closed loop): not exercised, no activation tasks "
+            "started or ended inside the window in any repetition of either arm. To exercise it: ") in text
+    assert "offer a rate below saturation" in " ".join(text.split())
+    html = section_html(rows, 5.0)
+    assert "Not exercised" in html and "offer a rate below saturation" in html and "lower is better" in html
+    assert terminal_text([]) == "" and section_html([], 5.0) == ""
 
 
 def test_absent_axes_give_no_rows():
-    rows = [row("a", [1000] * 3), row("b", [1000] * 3, threads=8)]
-    assert technique_gains(rows, 5.0) == []
-    assert technique_gains([], 5.0) == []
+    assert gains(row("a", [1000] * 3), row("b", [1000] * 3, threads=8)) == []
+    assert technique_gains([], [], 5.0) == []
 
 
 @pytest.mark.parametrize("axis", sorted(TECHNIQUE_AXES))
-def test_every_axis_has_a_baseline_rule_and_a_reason(axis):
-    rule, _secondary, why = TECHNIQUE_AXES[axis]
-    assert rule in ("unlimited", "false", "zero", "largest", "smallest") and why
+def test_every_axis_declares_its_baseline_metrics_and_reason(axis):
+    ax = TECHNIQUE_AXES[axis]
+    assert ax.baseline in ("unlimited", "false", "zero", "largest", "smallest") and ax.why and ax.metrics
+    # a latency is lower-is-better, a rate higher-is-better
+    assert all(m.lower_is_better == m.column.endswith("_ms") for m in ax.metrics)
+    assert ax.engagement is None or (ax.engagement.words and ax.engagement.how)

@@ -28,13 +28,18 @@ broker: {max_queue_readers: 2, waitfor_timeout_ms: 500, monitor_interval_seconds
 
 def test_techniques_matrix_is_small_and_shows_each_technique_against_its_baseline():
     m = load_matrix(REPO / "matrices" / "techniques.yaml")
-    ids = [p.id for p in m.permutations()]
-    assert len(m) == len(ids) == 10 and m.run.repetitions >= 3 and m.run.order == "interleaved"
-    # every dialog-lifetime technique and its baseline, at a short and at the default WAITFOR
-    assert {p.id.split("-", 5)[-1] for p in m.permutations()} == {
-        f"wf{w}-{t}" for w in (50, 3000) for t in ("mpd1", "mpd1-ff", "mpd100", "mpd100-ff", "mpdunlimited")}
-    assert all(p.initiators == 1 and p.threads <= 4 for p in m.permutations())
-    # a few minutes: 30 repetitions of (warm-up + window) plus setup and drain
+    perms = list(m.permutations())
+    assert len(m) == len(perms) == 7 and m.run.repetitions >= 3 and m.run.order == "interleaved"
+    # every dialog-lifetime technique and its baseline, closed loop (judged on the rate) ...
+    lifetime = [p for p in perms if p.rate is None]
+    assert {p.id.split("-", 5)[-1] for p in lifetime} == {"mpd1", "mpd1-ff", "mpd100", "mpd100-ff", "mpdunlimited"}
+    # ... and the WAITFOR timeout in open loop, with gaps between messages (1 / rate) longer than
+    # the short timeout and shorter than the baseline's, so that tasks end and restart there only
+    churn = [p for p in perms if p.rate is not None]
+    assert sorted(p.broker.waitfor_timeout_ms for p in churn) == [50, 3000]
+    assert all(50 < 1000 / (p.rate * p.initiators) < 3000 and p.messages_per_dialog is None for p in churn)
+    assert all(p.initiators == 1 and p.threads <= 4 for p in perms)
+    # a few minutes: 21 repetitions of (warm-up + window) plus setup and drain
     assert len(m) * m.run.repetitions * (m.run.warmup_seconds + m.run.measure_seconds) <= 240
 
 

@@ -1,0 +1,86 @@
+"""What the collectors count inside the measured window (issue 29): activation tasks started and
+ended, dialogs ended. The arithmetic on scripted counter values, tick by tick (the end-to-end
+test tests/techniques/test_activation_block.py reads them from the real embedded broker)."""
+
+from __future__ import annotations
+
+import threading
+
+from harness.collectors.activation import ActivationCollector
+from harness.collectors.base import SampleContext, WindowView
+from harness.collectors.dialogs import DialogCollector
+from harness.targets.base import PerfCounter
+
+
+class Scripted:
+    """A target whose counters are the next row of a script at every call."""
+
+    def __init__(self, rows, instances=("db",)):
+        self.rows, self.k, self.instances = rows, -1, instances
+
+    def perf_counters(self):
+        self.k += 1
+        started, running = self.rows[self.k]
+        return [c for i in self.instances for c in (
+            PerfCounter("Broker Activation", "Tasks Started/sec", i, float(started)),
+            PerfCounter("Broker Activation", "Tasks Running", i, float(running), "gauge"))]
+
+    def dialog_stats(self):
+        self.k += 1
+        return {"dialogs_begun": self.rows[self.k], "dialogs_ended": self.rows[self.k], "errors_received": 0,
+                "errors_lost": 0, "endpoints": {}}
+
+
+def run(collector, target, ticks):
+    ctx = SampleContext(target=target, lock=threading.Lock())
+    for t in ticks:
+        collector.sample(ctx, t)
+    return ctx
+
+
+def test_tasks_started_and_ended_inside_the_window_only():
+    # ticks at 0..8 s, window [2.5, 7.5]: bounded by the ticks at 2 and 7. Two readers started in
+    # the warm-up (ticks 0-1); then a task ends and restarts every second (a short WAITFOR)
+    rows = [(1, 1), (2, 2), (2, 2), (3, 1), (4, 2), (5, 1), (6, 1), (7, 2), (9, 2)]
+    c = ActivationCollector()
+    ctx = run(c, Scripted(rows), range(9))
+    got = c.summary_fields(ctx, WindowView(2.5, 7.5, ()))
+    assert got["activation_tasks_started_in_window"] == 7 - 2
+    # ended = started - (running at 7 - running at 2) = 5 - 0
+    assert got["activation_tasks_ended_in_window"] == 5
+    assert got["activation_tasks_started_per_s"] == 5 / 5
+    assert got["activation_tasks_started"] == 9 - 1          # since the first sample, as before
+
+
+def test_readers_that_live_on_start_and_end_nothing_in_the_window():
+    # a long WAITFOR: both readers started in the warm-up and kept; SQL Server's _Total row counts
+    rows = [(0, 0), (1, 1), (2, 2), (2, 2), (2, 2), (2, 2)]
+    c = ActivationCollector()
+    ctx = run(c, Scripted(rows, instances=("db", "_Total")), range(6))
+    got = c.summary_fields(ctx, WindowView(2.0, 5.0, ()))
+    assert (got["activation_tasks_started_in_window"], got["activation_tasks_ended_in_window"]) == (0, 0)
+    # a second reader joining inside the window started a task and ended none
+    rows = [(0, 0), (1, 1), (1, 1), (2, 2), (2, 2), (2, 2)]
+    c = ActivationCollector()
+    ctx = run(c, Scripted(rows), range(6))
+    got = c.summary_fields(ctx, WindowView(2.0, 5.0, ()))
+    assert (got["activation_tasks_started_in_window"], got["activation_tasks_ended_in_window"]) == (1, 0)
+
+
+def test_no_window_counts_without_two_ticks():
+    c = ActivationCollector()
+    ctx = run(c, Scripted([(1, 1)]), [0.0])
+    got = c.summary_fields(ctx, WindowView(0.5, 3.0, ()))
+    assert "activation_tasks_started_in_window" not in got and "activation_tasks_started_per_s" not in got
+
+
+def test_dialogs_ended_inside_the_window():
+    ended = [0, 40, 90, 150, 200, 260, 300]      # cumulative, one tick a second; the last read is the summary's
+    c = DialogCollector()
+    ctx = run(c, Scripted(ended), range(6))
+    got = c.summary_fields(ctx, WindowView(1.5, 4.5, ()))
+    assert got["dialogs_ended_in_window"] == 200 - 40 and got["dialogs_ended"] == 300
+    # reuse: no dialog ever ends
+    c = DialogCollector()
+    ctx = run(c, Scripted([0] * 7), range(6))
+    assert c.summary_fields(ctx, WindowView(1.5, 4.5, ()))["dialogs_ended_in_window"] == 0
