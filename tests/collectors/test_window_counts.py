@@ -18,6 +18,10 @@ class Scripted:
     def __init__(self, rows, instances=("db",)):
         self.rows, self.k, self.instances = rows, -1, instances
 
+    @property
+    def telemetry(self):    # the target's telemetry interface is the target itself
+        return self
+
     def perf_counters(self):
         self.k += 1
         started, running = self.rows[self.k]
