@@ -3,8 +3,7 @@ spec's ``module``, with benchmarks/ on their PYTHONPATH: :func:`spec`).
 
 * ``null``: the SEND statement replaced by a near-null one, ``SELECT pg_sleep(0)`` taking the
   same two parameters, so the client's cost per call is what is measured, not the broker's;
-* ``slot_offset``: dialog slot k of this worker is the initiator's slot k + offset, so two
-  Locust worker processes can share one initiator without sharing dialogs;
+* ``slot_offset``: dialog slot k of this worker is the initiator's slot k + offset;
 * ``odbc``: the SQL Server sender's driver layer (:mod:`harness.targets.mssql.driver`: pyodbc,
   one reused cursor, a watchdog-enforced query timeout per call) talking to the embedded
   server through psqlODBC, so the pyodbc path is measured here without a SQL Server. Its SEND
@@ -14,6 +13,7 @@ spec's ``module``, with benchmarks/ on their PYTHONPATH: :func:`spec`).
 
 from __future__ import annotations
 
+from harness.targets.base import Sender
 from harness.targets.embedded.sender import EmbeddedSender
 
 NULL_SQL = b"SELECT pg_sleep(0) FROM (SELECT $1::uuid, $2::bytea) AS p"
@@ -47,7 +47,7 @@ class OdbcSender(CeilingSender):
         self._odbc = driver.connect(cs, autocommit=True, query_timeout=60, where="psqlodbc")
         self._odbc_sql = ODBC_NULL_SQL if null else ODBC_SEND_SQL
 
-    send_green = None       # a blocking driver: the thread path
+    pump = Sender.pump      # a blocking driver: no non-blocking path (the thread loop drives it)
 
     def send(self, dialog: str, payload: bytes) -> None:
         self._odbc.execute(self._odbc_sql, (dialog, bytes(payload)), what="send")

@@ -93,6 +93,9 @@ def scale_settings(args, matrix):
     from ..load.auth import TOKEN_ENV, token_from_env, token_problem
     from ..load.swarm import RemoteWorkers
 
+    mode = os.environ.get("SSBENCH_SEND_MODE")
+    if mode:   # the environment overrides run.send_mode (docs/matrices.md)
+        matrix.set_send_mode(mode)
     hosts = client_hosts_of(getattr(args, "target", "embedded") or "embedded")
     wpi = getattr(args, "workers_per_initiator", None)
     if wpi is None and hosts is not None and hosts.workers_per_initiator is not None:

@@ -127,6 +127,12 @@ class Sender(abc.ABC):
         return None
 
 
+def can_pump(sender: Sender) -> bool:
+    """Does ``sender`` offer the non-blocking SEND path? (Its class overrides :meth:`Sender.pump`;
+    the pump may still be None at a given moment, e.g. on a lost connection.)"""
+    return type(sender).pump is not Sender.pump
+
+
 class SendPump(abc.ABC):
     """One connection's SEND as non-blocking steps, driven by an event loop that watches
     :attr:`fileno`. The loop owns the connection while it drives it: nothing else uses it.
