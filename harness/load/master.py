@@ -65,6 +65,8 @@ class MasterSide:
         self.facts: dict = {}
         self.failures: list[str] = []
         self.opened = False                      # the web UI prepared this start already
+        self._preparing = None                   # headless: the greenlet placing from the start
+        self._prepared: str | None = None
         self._timer = None
         self._last_answer = time.monotonic()
         runner, events = self.runner, environment.events
@@ -98,8 +100,34 @@ class MasterSide:
     def open_swarm(self, users: int, spawn_rate: float, form: dict | None = None) -> str | None:
         """Ask the controller for a plan, place the workers and send their assignments. Returns
         None when the swarm may spawn, else why not (one sentence)."""
-        self.plan, self.placed, self.recorded, self.failures = None, {}, set(), []
-        self.facts = {}
+        if self._preparing is not None:            # started at init (headless): its outcome
+            self._preparing.join()
+            self._preparing, why = None, self._prepared
+        else:
+            why = self._plan_and_place(users, spawn_rate, form)
+        if why is not None:
+            return why
+        plan, got = self.plan, self.placed
+        for cid in [c for c in list(self.runner.clients.keys()) if c not in got]:
+            claim = self.claims.get(cid)
+            log.warning("worker %s (%s) has no slot in this swarm%s", cid, claim.host if claim else "?",
+                        ": told to quit" if plan.single else "")
+            if plan.single:
+                self.runner.send_message("quit", None, client_id=cid)
+        for cid, s in got.items():
+            self.runner.send_message(LOCUST_TYPES["assignment"], Assignment(
+                spec=plan.spec, initiator=s.initiator, worker=s.worker, users=s.users,
+                first_user=s.first_user).to_wire(), client_id=cid)
+        self.facts["workers"] = {s.name: {"host": self.claims[c].host, "pid": self.claims[c].pid, "client_id": c}
+                                 for c, s in got.items()}
+        self._set_phase("spawning")
+        return None
+
+    def _plan_and_place(self, users: int, spawn_rate: float, form: dict | None) -> str | None:
+        """The plan (asked once per swarm) and every slot placed, waiting up to the plan's worker
+        wait; a headless master does this from its start (:meth:`prepare_headless`), so missing
+        workers are named even while Locust itself still waits for them."""
+        self.plan, self.placed, self.recorded, self.failures, self.facts = None, {}, set(), [], {}
         self._set_phase("placing")
         reply = self._post("/swarm", SwarmRequest(users=users, spawn_rate=spawn_rate, form=form or {}),
                            timeout=3600)
@@ -119,20 +147,19 @@ class MasterSide:
         if len(got) < len(wanted):
             return self._fail("missing", self._missing_text(wanted, got))
         self.placed = got
-        for cid in [c for c in list(self.runner.clients.keys()) if c not in got]:
-            claim = self.claims.get(cid)
-            log.warning("worker %s (%s) has no slot in this swarm%s", cid, claim.host if claim else "?",
-                        ": told to quit" if plan.single else "")
-            if plan.single:
-                self.runner.send_message("quit", None, client_id=cid)
-        for cid, s in got.items():
-            self.runner.send_message(LOCUST_TYPES["assignment"], Assignment(
-                spec=plan.spec, initiator=s.initiator, worker=s.worker, users=s.users,
-                first_user=s.first_user).to_wire(), client_id=cid)
-        self.facts["workers"] = {s.name: {"host": self.claims[c].host, "pid": self.claims[c].pid, "client_id": c}
-                                 for c, s in got.items()}
-        self._set_phase("spawning")
         return None
+
+    def prepare_headless(self) -> None:
+        """A headless master: ask for the plan and place the workers from the start."""
+        runner = self.runner
+        opts = self.env.parsed_options
+
+        def run():
+            self._prepared = self._plan_and_place(int(opts.num_users or 0), float(opts.spawn_rate or 1), None)
+            if self._prepared is not None:
+                runner.quit()
+
+        self._preparing = gevent.spawn(run)
 
     def _missing_text(self, wanted: list[Slot], got: dict[str, Slot]) -> str:
         missing = [s for s in wanted if s not in got.values()]
@@ -336,8 +363,10 @@ def install(environment) -> MasterSide | None:
     if token is None:
         log.error("$SSBENCH_WORKER_TOKEN is not set in the master: every worker will be refused")
         token = new_token()
-    environment.ssbench = MasterSide(environment, ControlClient(url), token)
-    return environment.ssbench
+    environment.ssbench = side = MasterSide(environment, ControlClient(url), token)
+    if getattr(environment.parsed_options, "headless", False):
+        side.prepare_headless()
+    return side
 
 
 __all__ = ["MasterSide", "install", "slot_name"]
