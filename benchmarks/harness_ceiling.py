@@ -8,19 +8,16 @@ and the real SEND (``ssb.send``):
 
 * ``hub``: one Locust worker, each user's connection driven by gevent's hub (a socket callback
   finishes a SEND and begins the next: harness.load.hubloop; the embedded target's default);
-* ``green``: one worker, libpq non-blocking from each user's greenlet, one hub wait per SEND
-  (SSBENCH_SEND_MODE=green; the embedded path of finite dialog lifetimes);
-* ``thread``: one worker, each user's SENDs on its own OS thread (SSBENCH_SEND_MODE=thread:
-  the path of blocking drivers, pyodbc for SQL Server);
-* ``offload``: one worker, every SEND a hop to gevent's hub threadpool (the former thread path);
-* ``two``: two Locust worker processes for one initiator, each with half the users on its
-  own half of the initiator's dialogs (the default path, as ``hub``), started by this benchmark;
+* ``thread``: one worker, each user's SENDs on its own OS thread (send mode ``thread``: the
+  path of blocking drivers, pyodbc for SQL Server, and of finite dialog lifetimes);
+* ``two``: two Locust worker processes for one initiator (``workers_per_initiator`` 2), each
+  with half the users (the default path, as ``hub``);
 * ``pgbench``: pgbench (C) with the same clients, ``-M prepared``;
-* ``odbc_thread`` and ``odbc_offload`` (when psqlODBC is installed): the SQL Server sender's
-  driver layer (pyodbc through harness.targets.mssql.driver) on the thread loop and on the
-  former per-SEND offload, against the same server (benchmarks/ceiling_sender.py);
-* ``thread@S`` (any S): the thread loop with its greenlet taking results every S seconds
-  (SSBENCH_THREAD_BATCH_S; default 0.05), to compare batch sizes.
+* ``odbc_thread`` (when psqlODBC is installed): the SQL Server sender's driver layer (pyodbc
+  through harness.targets.mssql.driver) on the thread loop, against the same server
+  (benchmarks/ceiling_sender.py);
+* ``hub@S`` / ``thread@S`` (any S): that loop with each user's greenlet taking its finished
+  SENDs every S seconds (the spec's ``report_interval_seconds``; default 0.2), to compare.
 
 Client CPU per SEND is the worker processes' CPU time over the measured window (/proc) divided
 by the SENDs in it; pgbench's is its own CPU time over its run. Medians and the spread
@@ -44,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ceiling_sender  # noqa: E402
 import loadbench  # noqa: E402
 
-VARIANTS = ("hub", "green", "thread", "offload", "two", "pgbench", "odbc_thread", "odbc_offload")
-DEFAULT_VARIANTS = VARIANTS[:6]
+VARIANTS = ("hub", "thread", "two", "pgbench", "odbc_thread")
+DEFAULT_VARIANTS = VARIANTS[:4]
 SENDS = ("null", "real")
 
 
@@ -56,30 +53,24 @@ def run_variant(target, variant: str, send: str, args, work: Path) -> loadbench.
                                  sql=ceiling_sender.PGBENCH_NULL_SQL if null else None)
     base = target.sender_spec(1)
     if variant == "two":
-        half = args.clients // 2
-        # worker "2" sends to initiator 1 too, on dialogs half+1 .. 2*half
-        specs = {"1": ceiling_sender.spec(base, null=null),
-                 "2": ceiling_sender.spec(base, null=null, slot_offset=half)}
-        return loadbench.ssbench(target, specs, half, args.payload, args.seconds, args.warmup, work, "auto")
+        return loadbench.ssbench(target, {"1": ceiling_sender.spec(base, null=null)}, args.clients, args.payload,
+                                 args.seconds, args.warmup, work, "auto", workers_per_initiator=2)
     odbc = None
     if variant.startswith("odbc_"):
         info = target.info
         odbc = {"host": str(info.socket_dir), "port": info.port, "database": target.initiator_db(1),
                 "user": "postgres"}
-    if variant.startswith("thread@"):
-        return loadbench.ssbench(target, {"1": ceiling_sender.spec(base, null=null)}, args.clients,
-                                 args.payload, args.seconds, args.warmup, work, "thread",
-                                 env={"SSBENCH_THREAD_BATCH_S": variant.split("@", 1)[1]})
-    mode = {"hub": "auto", "green": "green", "thread": "thread", "offload": "offload",
-            "odbc_thread": "auto", "odbc_offload": "offload"}[variant]
+    head, _, every = variant.partition("@")
+    mode = {"hub": "auto", "thread": "thread", "odbc_thread": "auto"}[head]
     return loadbench.ssbench(target, {"1": ceiling_sender.spec(base, null=null, odbc=odbc)}, args.clients,
-                             args.payload, args.seconds, args.warmup, work, mode)
+                             args.payload, args.seconds, args.warmup, work, mode,
+                             report_interval=float(every) if every else None)
 
 
 def _batch_variant(v: str) -> bool:
     head, _, tail = v.partition("@")
     try:
-        return head == "thread" and float(tail) > 0
+        return head in ("hub", "thread") and float(tail) > 0
     except ValueError:
         return False
 
@@ -110,8 +101,6 @@ def main() -> int:
         ap.error(f"bad --variants/--sends/--clients/--rounds: {bad or (args.clients, args.rounds)}")
     if any(v.startswith("odbc_") for v in variants) and not ceiling_sender.odbc_available():
         ap.error(f"the odbc variants need pyodbc and the {ceiling_sender.ODBC_DRIVER!r} ODBC driver (psqlODBC)")
-    if "two" in variants and args.clients % 2:
-        ap.error("--clients must be even for 'two' (two processes, half the users each)")
 
     results: dict[tuple[str, str], list[loadbench.Measured]] = {}
     with loadbench.embedded_target(args.clients) as target, \
@@ -147,7 +136,7 @@ def main() -> int:
             key = "two_process_ratio" if s == "null" else "real_two_process_ratio"
             summary[key] = round(statistics.median(ratios), 3)
             print(f"{s:5} two processes / one (default path, per round): " + ", ".join(f"{x:.2f}" for x in ratios))
-        for v in ("hub", "green"):
+        for v in ("hub", "thread"):
             if "pgbench" in variants and v in variants:
                 ratios = [a.rate / b.rate for a, b in zip(results[(v, s)], results[("pgbench", s)])]
                 summary[("" if s == "null" else "real_") + f"{v}_vs_pgbench"] = round(statistics.median(ratios), 3)

@@ -8,7 +8,6 @@ These are PostgreSQL numbers from an emulation, never SQL Server's.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import resource
@@ -23,8 +22,9 @@ REPO = Path(__file__).resolve().parent.parent
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
 
+from harness.load.protocol import SwarmPlan  # noqa: E402
 from harness.load.spec import SwarmSpec  # noqa: E402
-from harness.load.swarm import Swarm  # noqa: E402
+from harness.load.swarm import Swarm, SwarmFailed  # noqa: E402
 from harness.load.window import merge_workers  # noqa: E402
 from harness.matrix import BrokerSettings  # noqa: E402
 from harness.targets.embedded.server import bin_dir  # noqa: E402
@@ -71,7 +71,7 @@ def proc_cpu_seconds(pid: int) -> float:
 
 class _CpuWindow(threading.Thread):
     """Samples the workers' CPU at the measured window's start and end (known once the master
-    has written spawn_complete)."""
+    has reported spawn_complete)."""
 
     def __init__(self, swarm: Swarm, warmup: float, seconds: float):
         super().__init__(daemon=True)
@@ -79,14 +79,13 @@ class _CpuWindow(threading.Thread):
         self.result: tuple[float, float] | None = None    # (cpu seconds, wall seconds)
 
     def run(self) -> None:
-        mj = self.swarm.out_dir / "master.json"
         deadline = time.time() + 120
         while time.time() < deadline:
-            try:
-                spawned = json.loads(mj.read_text())["spawn_complete"]
+            cur = self.swarm.current
+            spawned = cur.facts.get("spawn_complete") if cur is not None else None
+            if spawned:
                 break
-            except (OSError, ValueError, KeyError):
-                time.sleep(0.05)
+            time.sleep(0.05)
         else:
             return
         pids = list(self.swarm.worker_pids().values())
@@ -102,28 +101,33 @@ class _CpuWindow(threading.Thread):
 
 
 def ssbench(target, sender_specs: dict[str, dict], threads: int, payload: int, seconds: float,
-            warmup: float, work: Path, mode: str = "auto", env: dict[str, str] | None = None) -> Measured:
-    """One real swarm (master + one Locust worker per entry of ``sender_specs``, ``threads``
-    users each) in SSBENCH_SEND_MODE ``mode``; every user must be sending through the window
-    and no SEND may fail."""
+            warmup: float, work: Path, mode: str = "auto", workers_per_initiator: int = 1,
+            report_interval: float | None = None) -> Measured:
+    """One real swarm (a master and ``workers_per_initiator`` Locust workers per entry of
+    ``sender_specs``, ``threads`` users per entry) in send mode ``mode``; every user must be
+    sending through the window and no SEND may fail."""
     old = dict(os.environ)
-    os.environ.update({"SSBENCH_SEND_MODE": mode, **(env or {})})
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(BENCH_DIR)])
+    users = {k: threads for k in sender_specs}
+    spec = SwarmSpec(sender_specs=sender_specs, payload_bytes=payload, usable=dict(users), users=dict(users),
+                     send_mode=mode, **({"report_interval_seconds": report_interval} if report_interval else {}))
+    plan = SwarmPlan(spec=spec, users=dict(users), workers_per_initiator=workers_per_initiator,
+                     warmup_seconds=warmup, measure_seconds=seconds)
+    cpu: list[_CpuWindow] = []
+
+    def started(swarm: Swarm) -> None:
+        cpu.append(_CpuWindow(swarm, warmup, seconds))
+        cpu[0].start()
+
     try:
-        n = len(sender_specs)
-        spec = SwarmSpec(sender_specs=sender_specs, payload_bytes=payload,
-                         usable={k: threads for k in sender_specs}, warmup_seconds=warmup,
-                         measure_seconds=seconds, out_dir=str(work))
-        swarm = Swarm(spec, work, initiators=n, threads=threads, spawn_rate=1000).start()
-        cpu = _CpuWindow(swarm, warmup, seconds)
-        cpu.start()
-        res = swarm.wait(timeout=warmup + seconds + 120)
-        cpu.join(5)
+        res = Swarm.run_one(plan, Path(work), 1000, on_started=started)
+    except SwarmFailed as e:
+        raise SystemExit(f"the Locust swarm did not run: {e}") from None
     finally:
         os.environ.clear()
         os.environ.update(old)
-    if not res.spawn_complete or not res.worker_files:
-        raise SystemExit("the Locust swarm did not run:\n" + swarm.log_tail())
+    cpu[0].join(5)
+    n = len(sender_specs)
     start = res.spawn_complete + warmup
     wd = merge_workers(res.worker_files, start, start + seconds)
     if wd.errors_total:
@@ -131,8 +135,9 @@ def ssbench(target, sender_specs: dict[str, dict], threads: int, payload: int, s
     if wd.users_active != n * threads:
         raise SystemExit(f"only {wd.users_active} of {n * threads} Locust users were sending through the window")
     per = cores = None
-    if cpu.result and cpu.result[1] > 0 and wd.rate > 0:
-        cores = cpu.result[0] / cpu.result[1]
+    result = cpu[0].result
+    if result and result[1] > 0 and wd.rate > 0:
+        cores = result[0] / result[1]
         per = cores / wd.rate * 1e6
     return Measured(wd.rate, per, cores)
 

@@ -25,7 +25,6 @@ is what MAX_QUEUE_READERS and RECEIVE TOP(N) (matrix axes) govern.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -33,8 +32,8 @@ from typing import Any
 
 from .collectors.base import Sample
 from .errors import TargetError
-from .load.swarm import Swarm, SwarmResult
-from .repetition import Interrupted, Repetition, RepetitionFailed
+from .load.swarm import SwarmResult
+from .repetition import Interrupted, Repetition
 from .results import Histogram
 from .results.model import RepetitionSummary
 from .results.summary import latency_summary
@@ -82,38 +81,21 @@ class BacklogRepetition(Repetition):
 
     # ------------------------------------------------------------------ 2. the fill
     def _fill(self) -> tuple[SwarmResult, float]:
-        s, p = self.settings, self.perm
-        want = s.backlog_messages
-        spec = self.swarm_spec(warmup_seconds=0.0, measure_seconds=s.measure_seconds)
-        self.swarm = Swarm(spec, self.partial, p.initiators, p.threads, s.spawn_rate)
-        t0 = time.time()
-        self.swarm.start()
+        """SEND until the initiators have sent ``run.backlog_messages`` (or the measured window
+        ran out); the fill's seconds, from the end of spawning to the stop."""
+        want = self.settings.backlog_messages
         self.on_status(f"filling the backlog: {want:,} messages, activation off")
-        deadline = time.monotonic() + p.total_threads / s.spawn_rate + 60 + s.measure_seconds + 30
-        while self.swarm.running() and time.monotonic() < deadline:
-            self.swarm.check_workers()
-            if self.swarm.worker_deaths or self.stop_event.is_set():
-                break
+
+        def enough() -> bool:
             with self.lock:
-                if self.target.counts().sent >= want:
-                    break
-            time.sleep(0.1)
-        stopped = time.time()
-        self.swarm.stop()
-        res = self.swarm.wait(timeout=30)
-        if self.stop_event.is_set() or res.interrupted:
-            raise Interrupted()
-        failures = self.swarm.worker_failures()
-        if failures:
-            raise RepetitionFailed("; ".join(failures) + " (the repetition is not kept; --resume redoes it)")
-        recorded = {json.loads(f.read_text())["initiator"] for f in res.worker_files}
-        missing = sorted(set(range(1, p.initiators + 1)) - recorded)
-        if missing:
-            raise RepetitionFailed(f"no recording from the Locust worker of initiator(s) {missing} "
-                                   "(the repetition is not kept; --resume redoes it):\n" + self.swarm.log_tail())
-        if res.spawn_complete is None:   # the count was reached before every user had started
-            res.spawn_complete = t0
-        return res, max(stopped - res.spawn_complete, 0.1)
+                return self.target.counts().sent >= want
+
+        t0 = time.time()
+        res = self.run_swarm(until=enough)
+        spawn = res.spawn_complete or t0
+        res.spawn_complete = spawn
+        stopped = res.stop_requested or time.time()
+        return res, max(stopped - spawn, 0.1)
 
     # ------------------------------------------------------------------ 3. the backlog in place
     def _wait_delivered(self) -> int:

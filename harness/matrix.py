@@ -104,9 +104,12 @@ class RunSettings:
     #: backlog drain (docs/matrices.md): > 0 fills the target queue with this many messages
     #: with activation off, then turns activation on and measures the drain
     backlog_messages: int = 0
-    #: Locust worker processes per initiator; each takes threads / N of its initiator's users
-    #: (every value of axes.threads must be a multiple of it)
+    #: Locust worker processes per initiator; its threads split over them as evenly as possible
+    #: (5 over 2: 3 + 2), and an initiator gets no more processes than threads
     workers_per_initiator: int = 1
+    #: the SEND path (harness.load.spec.SEND_MODES): ``auto`` (gevent's hub for a sender that
+    #: can pump, an OS thread per user otherwise) or ``thread`` (an OS thread per user always)
+    send_mode: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,7 @@ RUN_FIELDS = {
     "rate_tolerance": (float, 0.0, 1.0),
     "backlog_messages": (int, 0, 100_000_000),
     "workers_per_initiator": (int, 1, 64),
+    "send_mode": (str, ("auto", "thread"), None),
 }
 RUN_ORDERS = ("interleaved", "sequential")
 BROKER_FIELDS = {
@@ -342,17 +346,19 @@ class Matrix:
                             file=str(self.path), line=self.lines.get(fld), field=fld)
 
     def set_workers_per_initiator(self, n: int, flag: str = "--workers-per-initiator") -> None:
-        """Override ``run.workers_per_initiator`` (a command-line flag); every threads value
-        must split evenly over the ``n`` worker processes."""
+        """Override ``run.workers_per_initiator`` (a command-line flag). Threads split over the
+        processes as evenly as possible; an initiator never has more processes than threads
+        (harness.load.placement)."""
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= RUN_FIELDS["workers_per_initiator"][2]:
             raise UserError(f"must be an integer between 1 and {RUN_FIELDS['workers_per_initiator'][2]}, got {n!r}",
                             field=flag)
-        for i, t in enumerate(self.axes["threads"]):
-            if t % n:
-                raise UserError(f"{t} threads do not split evenly over {flag} {n} worker processes "
-                                "(use a divisor of every threads value)", file=str(self.path),
-                                line=self.lines.get(f"axes.threads[{i}]"), field=f"axes.threads[{i}]")
         self.run = _replace(self.run, workers_per_initiator=n)
+
+    def set_send_mode(self, mode: str, flag: str = "$SSBENCH_SEND_MODE") -> None:
+        """Override ``run.send_mode`` (the environment's ``SSBENCH_SEND_MODE``)."""
+        if mode not in RUN_FIELDS["send_mode"][1]:
+            raise UserError(f"expected one of {', '.join(RUN_FIELDS['send_mode'][1])}, got {show(mode)}", field=flag)
+        self.run = _replace(self.run, send_mode=mode)
 
     def to_dict(self) -> dict[str, Any]:
         def plain(axes: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -411,12 +417,6 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
     blocks = _blocks(doc.get("blocks"), axes, err, lines)
 
     run = RunSettings(**_settings(doc, "run", RUN_FIELDS, err))
-    if run.workers_per_initiator > 1:
-        for i, t in enumerate(axes["threads"]):
-            if t % run.workers_per_initiator:
-                raise err(f"{t} threads do not split evenly over run.workers_per_initiator = "
-                          f"{run.workers_per_initiator} worker processes (every threads value must be a multiple of it)",
-                          axes_loc.value["threads"].value[i], f"axes.threads[{i}]")
     broker = BrokerSettings(**_settings(doc, "broker", BROKER_FIELDS, err))
     for section in ("run", "broker"):
         if section in doc and isinstance(doc[section].value, dict):

@@ -3,11 +3,10 @@
 A Locust worker runs under gevent's monkey-patching: ``threading.Lock`` there is a gevent lock
 (a semaphore bound to the hub) and ``_thread.start_new_thread`` starts a greenlet. Code that
 runs on real OS threads (the SEND loops of blocking drivers, the pyodbc watchdog) needs the
-real ones: a gevent lock used across OS threads is a cross-thread wait. And on the green SEND
-path the lock of a connection is taken once per SEND by its only user: a native lock costs a
-fraction of a gevent one (benchmarks/harness_ceiling.py). A greenlet must never *block* on a
-native lock (it would stop the whole hub): greenlets take it with ``acquire(False)`` and wait
-cooperatively when it is held (see ``EmbeddedSender.send_green``).
+real ones: a gevent lock used across OS threads is a cross-thread wait, and the lock of a
+connection is taken once per SEND: a native lock costs a fraction of a gevent one
+(benchmarks/harness_ceiling.py). A greenlet must never *block* on a native lock (it would stop
+the whole hub): only OS threads (the SEND loops, gevent's threadpool) take them.
 
 The one place that knows where the originals are; without gevent (a plain process) they are
 the ``_thread`` functions themselves.

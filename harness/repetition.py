@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -32,8 +31,9 @@ from typing import Any, Callable
 from .collectors import SampleContext, Sampler, default_collectors
 from .collectors.host import CLIENT_BOUND_WORKER_CPU
 from .errors import TargetError
+from .load.protocol import SwarmPlan
 from .load.spec import SwarmSpec
-from .load.swarm import RemoteWorkers, Swarm, SwarmResult
+from .load.swarm import RemoteWorkers, Swarm, SwarmFailed, SwarmResult
 from .load.window import merge_workers
 from .matrix import Permutation, RunSettings
 from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
@@ -42,6 +42,9 @@ from .results.summary import ClientRecord, RepetitionData
 from .targets.base import Counts, Target
 
 log = logging.getLogger(__name__)
+
+#: how long a swarm's master waits for its local workers to connect and claim their slots
+LOCAL_WORKER_WAIT_S = 60.0
 
 
 class Interrupted(Exception):
@@ -118,59 +121,47 @@ class Repetition:
             pids.update(self.swarm.worker_pids())
         return pids
 
-    def swarm_spec(self, *, warmup_seconds: float, measure_seconds: float) -> SwarmSpec:
-        n = self.perm.initiators
-        return SwarmSpec(sender_specs={str(i): self.target.sender_spec(i) for i in range(1, n + 1)},
-                         payload_bytes=self.perm.payload_bytes,
-                         usable={str(i): self.usable for i in range(1, n + 1)},
+    def swarm_plan(self, *, warmup_seconds: float, measure_seconds: float, users: dict[str, int] | None = None,
+                   single: bool = True) -> SwarmPlan:
+        """The swarm of this repetition: the spec every user gets, its users per initiator
+        (default: the permutation's threads on each of its initiators) and windows."""
+        s, p = self.settings, self.perm
+        users = users or {str(i): p.threads for i in range(1, p.initiators + 1)}
+        spec = SwarmSpec(sender_specs={k: self.target.sender_spec(int(k)) for k in users},
+                         payload_bytes=p.payload_bytes, usable={k: self.usable for k in users},
+                         rate=p.rate or 0.0, users=dict(users), sample_interval_seconds=s.sample_interval_seconds,
+                         high_priority_share=p.broker.high_priority_share,
+                         messages_per_dialog=p.messages_per_dialog or 0, fire_and_forget=p.fire_and_forget,
+                         send_mode=s.send_mode)
+        return SwarmPlan(spec=spec, users=dict(users), workers_per_initiator=s.workers_per_initiator,
                          warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
-                         out_dir=str(self.partial), rate=self.perm.rate or 0.0,
-                         users_per_initiator=self.perm.threads,
-                         sample_interval_seconds=self.settings.sample_interval_seconds,
-                         high_priority_share=self.perm.broker.high_priority_share,
-                         messages_per_dialog=self.perm.messages_per_dialog or 0,
-                         fire_and_forget=self.perm.fire_and_forget)
+                         worker_wait_seconds=self.remote.wait_seconds if self.remote else LOCAL_WORKER_WAIT_S,
+                         single=single)
 
     # ------------------------------------------------------------------ 2. the headless swarm
-    def run_swarm(self) -> SwarmResult:
-        s, p = self.settings, self.perm
-        spec = self.swarm_spec(warmup_seconds=s.warmup_seconds, measure_seconds=s.measure_seconds)
-        self.swarm = Swarm(spec, self.partial, p.initiators, p.threads, s.spawn_rate,
-                           workers_per_initiator=s.workers_per_initiator, remote=self.remote)
-        self.swarm.start()
-        if s.pin_cpus:
-            self.pinning = pin_cpus(self._server_pids(), list(self.swarm.procs[n].pid for n in self.swarm.procs))
+    def run_swarm(self, *, measure_seconds: float | None = None, until=None) -> SwarmResult:
+        """One headless swarm: warm-up and measured windows (or until ``until()``: the backlog
+        fill), then its recordings in the partial directory."""
+        s = self.settings
+        plan = self.swarm_plan(warmup_seconds=s.warmup_seconds if until is None else 0.0,
+                               measure_seconds=s.measure_seconds if measure_seconds is None else measure_seconds)
         self.on_status("running")
-        deadline = time.monotonic() + p.total_threads / s.spawn_rate + 60 + s.warmup_seconds \
-            + s.measure_seconds + 30 + spec.worker_wait_seconds
-        while self.swarm.running() and time.monotonic() < deadline:
-            self.swarm.check_workers()
-            if self.swarm.worker_deaths:   # the window would measure a smaller swarm: stop now
-                self.swarm.stop()
-                break
-            if self.stop_event.wait(0.5):
-                self.swarm.stop()
-                break
-        res = self.swarm.wait(timeout=max(0.0, deadline - time.monotonic()))
+        try:
+            res = Swarm.run_one(plan, self.partial, s.spawn_rate, remote=self.remote, stop_event=self.stop_event,
+                                on_started=self._swarm_started, until=until)
+        except SwarmFailed as e:
+            raise RepetitionFailed(f"{e} (the repetition is not kept; --resume redoes it)") from None
         if self.stop_event.is_set() or res.interrupted:
             raise Interrupted()
-        failures = self.swarm.worker_failures()
-        if self.swarm.missing_workers:
-            raise RepetitionFailed("; ".join([self.swarm.missing_workers] + failures)
-                                   + " (the repetition is not kept; --resume redoes it)")
-        if failures:
-            raise RepetitionFailed("; ".join(failures) + " (the repetition is not kept; --resume redoes it)")
-        if res.spawn_complete is None:
-            raise RepetitionFailed("the Locust swarm never finished spawning its users:\n" + self.swarm.log_tail())
-        missing = sorted(set(self.swarm.expected_workers) - self.swarm.recorded_workers)
-        if missing:
-            names = ", ".join(f"initiator {i} worker {w}" for i, w in missing)
-            raise RepetitionFailed(f"no recording from the Locust worker(s) {names} "
-                                   "(the repetition is not kept; --resume redoes it):\n" + self.swarm.log_tail())
-        if self.swarm.foreign_files:
-            log.warning("set aside %d recording(s) of another swarm: %s", len(self.swarm.foreign_files),
-                        ", ".join(f.name for f in self.swarm.foreign_files))
+        if res.spawn_complete is None and until is None:   # a fill may end before the last user started
+            raise RepetitionFailed("the Locust swarm never finished spawning its users "
+                                   "(the repetition is not kept; --resume redoes it)")
         return res
+
+    def _swarm_started(self, swarm: Swarm) -> None:
+        self.swarm = swarm
+        if self.settings.pin_cpus:
+            self.pinning = pin_cpus(self._server_pids(), list(swarm.worker_pids().values()))
 
     # ------------------------------------------------------------------ 3. finish
     def finish(self, res: SwarmResult, *, warmup_seconds: float | None = None,
@@ -218,9 +209,8 @@ class Repetition:
         return self.finish(res)
 
     def abort(self) -> None:
-        """Best effort: stop the swarm, the collectors and the broker side (nothing committed)."""
-        if self.swarm is not None and self.swarm.running():
-            self.swarm.stop()
+        """Best effort: stop the collectors and the broker side (nothing committed); a headless
+        swarm is already gone (Swarm.run_one closes it)."""
         self._unpin()
         if self.sampler is not None:
             try:
@@ -305,9 +295,6 @@ class Repetition:
                                               "send": lat["send"].to_json(), "e2e": lat["e2e"].to_json(),
                                               **({"send_corrected": lat["send_corrected"].to_json()}
                                                  if "send_corrected" in lat else {})})
-        # keep the Locust logs and worker data; drop the swarm's scratch files
-        for name in ("swarm.json", "master.json"):
-            (partial / name).unlink(missing_ok=True)
         write_json(partial / "summary.json", summary)
 
 

@@ -14,8 +14,6 @@ from pathlib import Path
 from .errors import UserError
 from .matrix import Matrix, Permutation
 from .progress import Progress
-from .provenance import provenance
-from .redact import redact
 from .backlog import BacklogRepetition
 from .repetition import Interrupted, Repetition
 from .results import RepetitionSummary, RunDir, utc_now_iso, write_atomic
@@ -150,10 +148,5 @@ def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | No
     target.provision(max(matrix.axes["initiators"]))
     rd = RunDir.create(results_root, matrix.name, out)
     write_atomic(rd.path / "matrix.yaml", matrix.path.read_bytes())
-    prov = provenance()
-    rd.update_run(run_id=rd.run_id, status="running", started=utc_now_iso(),
-                  ended=None, ssbench=prov["ssbench"], matrix=matrix.to_dict(),
-                  target=redact(target.describe()), software=prov["software"], host=prov["host"],
-                  argv=redact(prov["argv"]), permutations_done=0,
-                  permutations_total=len(matrix) * matrix.run.repetitions)
+    rd.begin_record(matrix.to_dict(), target.describe(), total=len(matrix) * matrix.run.repetitions)
     return rd

@@ -87,6 +87,9 @@ def scale_settings(args, matrix, config=None):
     from ..load.swarm import RemoteWorkers
     from ..targets.factory import target_config
 
+    mode = os.environ.get("SSBENCH_SEND_MODE")
+    if mode:   # the environment overrides run.send_mode (docs/matrices.md)
+        matrix.set_send_mode(mode)
     hosts = client_hosts(config or target_config(getattr(args, "target", None) or "embedded"))
     wpi = getattr(args, "workers_per_initiator", None)
     if wpi is None and hosts is not None and hosts.workers_per_initiator is not None:

@@ -1,16 +1,16 @@
 """``ssbench web [--target embedded|TOPOLOGY.yaml] [--port N] [--initiators N]``: the Locust web
 UI for interactive runs, with live broker metrics (docs/web.md).
 
-``ssbench web --worker --master-host HOST [--master-port 5557] [--initiator N]`` runs one
-worker on another host for a master started by ``ssbench web`` (with the run's token in
-``$SSBENCH_WORKER_TOKEN``).
+``ssbench web --worker --master-host HOST [--master-port 5557] [--initiator N]`` is
+``ssbench worker --master HOST:5557 --initiator N --swarms 1``: a worker on another host for a
+master started by ``ssbench web`` (with the run's token in ``$SSBENCH_WORKER_TOKEN``), until that
+master quits.
 
 A web UI on any interface but loopback needs a login: credentials in ``$SSBENCH_WEB_USER`` and
 ``$SSBENCH_WEB_PASSWORD``, or a 0600 file named by ``$SSBENCH_WEB_CREDENTIALS_FILE``."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..load.hosts import MASTER_PORT
@@ -18,6 +18,8 @@ from .common import TARGET_HELP
 
 
 def register(sub) -> None:
+    from ..web.form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DEFAULT_SPAWN_RATE, DEFAULT_USERS, DIALOG_CHOICES
+
     p = sub.add_parser(
         "web", help="Locust web UI for interactive runs, with live broker metrics",
         description="Provision the target, start a Locust master with the ssbench users and one worker per "
@@ -41,12 +43,15 @@ def register(sub) -> None:
                    help=f"Locust master port for workers (default {MASTER_PORT})")
     p.add_argument("--local-workers", type=int, default=None,
                    help="workers to start on this host, for initiators 1..N (default: all); the others "
-                        "are started on other hosts with 'ssbench web --worker'")
-    p.add_argument("--users", type=int, default=8, help="user count pre-filled in the form (default 8)")
-    p.add_argument("--spawn-rate", type=float, default=8.0, help="spawn rate pre-filled in the form (default 8)")
-    p.add_argument("--payload-bytes", type=int, default=100, help="payload pre-filled in the form (default 100)")
-    p.add_argument("--dialogs", default="per_thread", choices=["per_thread", "trick150", "shared"],
-                   help="dialog strategy pre-selected in the form (default per_thread)")
+                        "are started on other hosts with 'ssbench worker --master HOST:PORT --initiator K'")
+    p.add_argument("--users", type=int, default=DEFAULT_USERS,
+                   help=f"user count pre-filled in the form (default {DEFAULT_USERS})")
+    p.add_argument("--spawn-rate", type=float, default=DEFAULT_SPAWN_RATE,
+                   help=f"spawn rate pre-filled in the form (default {DEFAULT_SPAWN_RATE:g})")
+    p.add_argument("--payload-bytes", type=int, default=DEFAULT_PAYLOAD_BYTES,
+                   help=f"payload pre-filled in the form (default {DEFAULT_PAYLOAD_BYTES})")
+    p.add_argument("--dialogs", default=DEFAULT_DIALOGS, choices=list(DIALOG_CHOICES),
+                   help=f"dialog strategy pre-selected in the form (default {DEFAULT_DIALOGS})")
     p.add_argument("--profile", default=None,
                    help="server profile (embedded: durable or delayed; default durable)")
     p.add_argument("--max-queue-readers", type=int, default=None,
@@ -70,20 +75,21 @@ def register(sub) -> None:
                         "needs the run's token in $SSBENCH_WORKER_TOKEN")
     g.add_argument("--master-host", default=None, help="the master's host (worker mode)")
     g.add_argument("--initiator", type=int, default=None,
-                   help="the initiator this worker drives (worker mode; default $SSBENCH_INITIATOR or 1)")
+                   help="the initiator this worker drives (worker mode; default 1)")
     p.set_defaults(func=cmd_web)
 
 
 def cmd_web(args) -> int:
     from ..errors import UserError
 
-    if args.worker:
-        from ..web.launcher import run_worker
+    if args.worker:   # ssbench worker's own code: one worker command for every swarm
+        from .worker import run_workers
 
         if not args.master_host:
             raise UserError("--worker needs --master-host (the host running 'ssbench web')", field="--master-host")
-        initiator = args.initiator or int(os.environ.get("SSBENCH_INITIATOR", "1"))
-        return run_worker(args.master_host, args.master_port, initiator)
+        if args.initiator is not None and args.initiator < 1:
+            raise UserError(f"must be 1 or more, got {args.initiator}", field="--initiator")
+        return run_workers(args.master_host, args.master_port, args.initiator or 1, None, swarms=1)
 
     if args.initiators < 1:
         raise UserError("must be at least 1", field="--initiators")

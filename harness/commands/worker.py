@@ -48,8 +48,6 @@ def _sigterm(signum, frame) -> None:
 
 def cmd_worker(args) -> int:
     from ..errors import UserError
-    from ..load.auth import TOKEN_ENV, token_from_env, token_problem
-    from ..load.swarm import die_with_parent, locust_env, worker_cmd
     from .run import parse_host_port
 
     host, port = parse_host_port(args.master, "--master")
@@ -60,17 +58,30 @@ def cmd_worker(args) -> int:
         raise UserError("--worker needs --initiator", field="--worker")
     if args.swarms < 0 or args.retry_seconds < 0:
         raise UserError("must not be negative", field="--swarms" if args.swarms < 0 else "--retry-seconds")
+    return run_workers(host, port, args.initiator, args.worker, args.swarms, args.retry_seconds)
+
+
+def run_workers(host: str, port: int, initiator: int | None, worker: int | None, swarms: int = 0,
+                retry_seconds: float = 2.0) -> int:
+    """One Locust worker process after the other for the master at ``host:port`` (each built by
+    harness.load.swarm.worker_cmd), until ``swarms`` of them ended (0: until Ctrl-C)."""
+    from ..errors import UserError
+    from ..load.auth import TOKEN_ENV, token_from_env, token_problem
+    from ..load.swarm import child_env, die_with_parent, worker_cmd
+
     token = token_from_env()
     problem = token_problem(token)
     if problem:
-        raise UserError(f"{problem} (use the controller's token)", field=f"${TOKEN_ENV}")
-    env = locust_env("", args.initiator, args.worker, token)
+        raise UserError(f"{problem} (use the controller's token; export {TOKEN_ENV}=..., never on the command line)",
+                        field=f"${TOKEN_ENV}")
+    # the web UI's secrets are none of a worker's business
+    env = child_env(token, drop=("SSBENCH_WEB_PASSWORD", "SSBENCH_WEB_CREDENTIALS_FILE", "SSBENCH_WEB_LOGIN"))
     signal.signal(signal.SIGTERM, _sigterm)   # stop as on Ctrl-C (systemd, ssh, kill)
-    who = f"initiator {args.initiator}" if args.initiator else "an initiator the master picks"
+    who = f"initiator {initiator}" if initiator else "an initiator the master picks"
     done = 0
     print(f"ssbench worker: {who}; master {host}:{port}; Ctrl-C to stop", file=sys.stderr)
     while True:
-        proc = subprocess.Popen(worker_cmd(port, host), env=env, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(worker_cmd(host, port, initiator, worker), env=env, stdin=subprocess.DEVNULL,
                                 preexec_fn=die_with_parent)
         try:
             rc = proc.wait()
@@ -89,11 +100,11 @@ def cmd_worker(args) -> int:
         if rc == 0:
             done += 1
             print(f"ssbench worker: swarm {done} ended", file=sys.stderr)
-            if args.swarms and done >= args.swarms:
+            if swarms and done >= swarms:
                 return 0
         else:
             print(f"ssbench worker: the Locust worker exited with code {rc}; reconnecting", file=sys.stderr)
         try:
-            time.sleep(args.retry_seconds)
+            time.sleep(retry_seconds)
         except KeyboardInterrupt:
             return 130

@@ -164,6 +164,8 @@ class MasterGuard:
         elif t == "quit":
             if self.pending.pop(client_id, None) is not None:
                 log.info("worker %s left before proving the run token", client_id)
+        elif t in ("heartbeat", "stats"):   # Locust's worker sends these from its start, before it can prove anything
+            return
         else:
             self._drop(client_id, msg, "a message from a worker that has not proved the run token")
 

@@ -13,9 +13,10 @@ interface this class shares (``start``, ``stop``, ``take``, ``done``, ``wait_don
 ``started``, ``gave_up``, ``crashed``).
 
 A failed SEND is recorded; then a greenlet takes over: it backs off (``backoff``: first and
-maximum seconds, doubling) and SENDs through the sender's blocking-style green path, which
-reconnects a lost connection; after a success the hub drives the (new) connection again. After
-``give_up_after`` seconds of nothing but errors the loop gives up (:attr:`gave_up`).
+maximum seconds, doubling) and SENDs through ``send`` (the sender's blocking SEND, run on the
+hub's threadpool by the caller), which reconnects a lost connection; after a success the hub
+drives the (new) connection again. After ``give_up_after`` seconds of nothing but errors the
+loop gives up (:attr:`gave_up`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ _perf, _time = time.perf_counter, time.time
 
 
 class HubLoop:
-    def __init__(self, sender, dialog, payload, pacer=None, *, backoff=(0.01, 1.0), give_up_after: float = 10.0):
+    def __init__(self, sender, dialog, payload, pacer=None, *, send, backoff=(0.01, 1.0),
+                 give_up_after: float = 10.0):
         self._sender, self._dialog, self._payload, self._pacer = sender, dialog, payload, pacer
+        self._send = send             # blocking SEND (cooperative for the calling greenlet)
         self._backoff, self._give_up_after = backoff, give_up_after
         self.results: list = []
         self.started = False
@@ -197,10 +200,10 @@ class HubLoop:
         self._recovering = gevent.spawn(self._recover, failing_since)
 
     def _recover(self, failing_since: float | None) -> None:
-        """Back off, then SEND through the sender's green path (it reconnects a lost connection)
-        until one succeeds (the hub takes over again) or only errors came for give_up_after."""
+        """Back off, then SEND through ``send`` (it reconnects a lost connection) until one
+        succeeds (the hub takes over again) or only errors came for give_up_after."""
         backoff = self._backoff[0]
-        send = self._sender.send_green
+        send = self._send
         pacer = self._pacer
         while not self._stopping:
             if failing_since is not None:

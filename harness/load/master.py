@@ -1,247 +1,372 @@
-"""Master-side hooks: time the warm-up and measured windows from the end of spawning, and
-stop the swarm when they are over (headless runs driven by ``ssbench run``).
+"""The Locust master's side of the swarm protocol (:mod:`harness.load.protocol`).
 
-In a headless swarm (``scale_out``: ``$SSBENCH_SWARM`` set by :mod:`harness.load.swarm`) the
-master also runs the master side of :mod:`harness.load.channel`:
+Installed on every ssbench Locust master, headless (``ssbench run``, ``saturate``) or with the
+web UI (``ssbench web``), as ``environment.ssbench`` (:class:`MasterSide`), from Locust's
+``init`` event. It uses Locust's documented extension points only (events, ``register_message``,
+``dispatcher_class``), except the token guard (:class:`harness.load.auth.MasterGuard`), which
+must see a worker's ``client_ready`` before Locust admits it and so wraps the runner's message
+handler: Locust has no authentication hook.
 
-* only workers that prove the run's token are admitted (:class:`harness.load.auth.MasterGuard`);
-* it waits up to ``worker_wait_seconds`` for ``initiators x workers_per_initiator`` workers,
-  and assigns each an initiator and a worker index (a worker's claim, ``--initiator K``, is
-  kept; the others fill the gaps); on timeout it writes which are missing into ``master.json``
-  and quits;
-* it pushes the spec and the assignment to the workers in the spawn message (Locust then
-  gives each worker ``threads / workers_per_initiator`` users: it spreads users evenly);
-* at the end it stops the users, waits for every worker's recording and writes them as
-  ``worker-i<K>-w<W>.json`` into the repetition directory, then quits.
+A swarm, the same way in both modes:
+
+1. Locust starts a swarm (headless: once every expected worker is connected; web UI: the start
+   form). ``test_start``: the master asks the controller for a plan (``SwarmRequest`` ->
+   ``SwarmPlan``; the controller prepares the target for the web UI's sessions meanwhile).
+2. It places the connected workers on the plan's slots by their claims (harness.load.placement),
+   waiting up to the plan's worker wait; missing workers fail the swarm, naming them. Extra
+   workers get no users (headless: they are told to quit).
+3. It sends each placed worker its ``Assignment`` (the spec and its slot) before the spawn
+   message; the dispatcher gives each exactly its users.
+4. Windows: a headless plan has a warm-up and a measured window timed from the end of spawning;
+   the master stops the swarm a little after them. The web UI's swarm runs until Stop.
+5. At ``test_stop`` the workers' recordings come back; the master forwards each to the
+   controller, which writes it (the master writes no file), then reports ``ended`` with Locust's
+   own statistics as CSV text. A headless master then quits.
+
+All along, a heartbeat greenlet posts the swarm's ``Status`` to the controller every
+:data:`HEARTBEAT_S`; the reply (``Command``) may ask to stop the swarm now or to quit. A placed
+worker that Locust marks missing is reported at once (``Failure`` "lost"), and a controller that
+stops answering for :data:`CONTROLLER_SILENT_S` makes the master quit.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from pathlib import Path
 
 import gevent
-from locust import events
 
-from harness.results.store import write_atomic
+from .auth import MasterGuard
+from .control import ControlClient
+from .placement import Slot, assign, make_dispatcher, rescale, slots
+from .protocol import (LOCUST_TYPES, WELCOME, Assignment, Claim, Command, Failure, Notice, Recording, Status,
+                       SwarmPlan, SwarmRequest, slot_name)
 
 log = logging.getLogger("ssbench.master")
 
-STOP_MARGIN_S = 0.5
-RECORDING_WAIT_S = 60.0
+STOP_MARGIN_S = 0.5          # past the windows: the window starts at a recording-bucket boundary
+RECORDING_WAIT_S = 60.0      # after the stop, for every placed worker's recording
+HEARTBEAT_S = 0.25
+CONTROLLER_SILENT_S = 10.0
+CONTROL_ENV = "SSBENCH_CONTROL"
 
 
-def install(environment, load_spec, scale_out: bool = False) -> None:
-    """``load_spec(environment)`` returns the SwarmSpec (the locustfile's loader: importing the
-    locustfile again here would load a second copy of it under another module name)."""
-    state: dict = {"master": {}}
-    channel = MasterChannel(environment, load_spec(environment), state) if scale_out else None
-
-    def write(**fields) -> None:
-        state["master"].update(fields)
-        _write(load_spec(environment).out_dir, state["master"])
-
-    @events.spawning_complete.add_listener
-    def _spawned(user_count, **_kw):
-        if "spawned" in state:
-            return
-        spec = load_spec(environment)
-        state["spawned"] = time.time()
-        write(spawn_complete=state["spawned"], user_count=user_count)
-        if spec.measure_seconds > 0:
-            def _finish():
-                write(stop_requested=time.time())
-                if channel is not None:
-                    channel.collect_and_quit(write)
-                else:
-                    environment.runner.quit()
-
-            # a little past the window: it starts at the next recording-bucket boundary
-            gevent.spawn_later(spec.warmup_seconds + spec.measure_seconds + STOP_MARGIN_S, _finish)
-
-    @events.test_start.add_listener
-    def _started(**_kw):
-        for k in [k for k in state if k != "master"]:
-            del state[k]
-        if channel is not None:
-            channel.wait_assigned(write)
-
-
-def _write(out_dir: str, data: dict) -> None:
-    if not out_dir:
-        return
-    write_atomic(Path(out_dir) / "master.json", json.dumps(data))
-
-
-class MasterChannel:
-    """The master side of :mod:`harness.load.channel` (see the module doc)."""
-
-    def __init__(self, environment, spec, state: dict):
-        from harness.load import channel
-        from harness.load.auth import MasterGuard, new_token, token_from_env
-
-        self.environment = environment
+class MasterSide:
+    def __init__(self, environment, control: ControlClient, token: str):
+        self.env = environment
         self.runner = environment.runner
-        self.spec = spec
-        self.state = state
-        self.expected = [(i, w) for i in range(1, spec.initiators + 1)
-                         for w in range(1, spec.workers_per_initiator + 1)]
-        self.claims: dict[str, dict] = {}
-        self.assignment: dict[str, tuple[int, int]] = {}
-        self.recorded: set[tuple[int, int]] = set()
-        self.started = time.monotonic()
-        self.ready = False
-        self.failed: str | None = None
-        runner = self.runner
-        orig = runner.handle_message
+        self.control = control
+        self.guard = MasterGuard(self.runner, token, on_refused=self._refused).install()
+        self.claims: dict[str, Claim] = {}
+        self.plan: SwarmPlan | None = None
+        self.placed: dict[str, Slot] = {}        # client id -> slot
+        self.recorded: set[str] = set()          # slot names whose recording was forwarded
+        self.phase = "idle"
+        self.facts: dict = {}
+        self.failures: list[str] = []
+        self.opened = False                      # the web UI prepared this start already
+        self._preparing = None                   # headless: the greenlet placing from the start
+        self._prepared: str | None = None
+        self._timer = None
+        self._last_answer = time.monotonic()
+        runner, events = self.runner, environment.events
+        environment.dispatcher_class = make_dispatcher(self._quotas)
+        runner.register_message(LOCUST_TYPES["claim"], self._on_claim)
+        runner.register_message(LOCUST_TYPES["recording"], self._on_recording, concurrent=True)
+        runner.register_message(LOCUST_TYPES["failure"], self._on_worker_failure)
+        events.worker_connect.add_listener(self._on_connect)
+        events.test_start.add_listener(self._on_test_start)
+        events.spawning_complete.add_listener(self._on_spawned)
+        events.test_stop.add_listener(self._on_test_stop)
+        gevent.spawn(self._heartbeat)
 
-        def handle(client_id, msg):   # under the token guard: admitted workers only
-            if msg.type == "client_ready" and self.ready and client_id not in self.assignment:
-                log.warning("worker %s: every expected worker is placed already; told to quit", client_id)
-                runner.send_message("quit", None, client_id)
-                return
-            orig(client_id, msg)
+    # ------------------------------------------------------------------ workers
+    def _on_connect(self, client_id, **_kw) -> None:
+        self.runner.send_message(WELCOME, None, client_id=client_id)
 
-        runner.handle_message = handle
-        token = token_from_env()
-        if token is None:
-            log.error("$SSBENCH_WORKER_TOKEN is not set in the master: every worker will be refused")
-            token = new_token()
-        self.guard = MasterGuard(runner, token).install()
-        environment.events.worker_connect.add_listener(
-            lambda client_id, **_kw: runner.send_message(channel.WELCOME, None, client_id=client_id))
-        runner.register_message(channel.CLAIM, self._on_claim)
-        runner.register_message(channel.RECORDING, self._on_recording)
-        gevent.spawn(self._watch)
-
-    # ------------------------------------------------------------------ who is who
     def _on_claim(self, environment, msg, **_kw) -> None:
-        self.claims[msg.node_id] = dict(msg.data or {})
+        try:
+            self.claims[msg.node_id] = Claim.from_wire(msg.data)
+        except ValueError as e:
+            log.warning("worker %s: %s", msg.node_id, e)
 
-    def _assign(self) -> dict[str, tuple[int, int]]:
-        """Slots for the connected workers that claimed: exact claims first, then an initiator
-        claim takes its lowest free worker index, then the rest fill the lowest free slots."""
-        connected = {cid: c for cid, c in self.claims.items() if cid in self.runner.clients}
-        free = list(self.expected)
-        out: dict[str, tuple[int, int]] = {}
-        for rule in ("exact", "initiator", "any"):
-            for cid, c in sorted(connected.items()):
-                if cid in out:
-                    continue
-                i, w = c.get("initiator"), c.get("worker")
-                pick = None
-                if rule == "exact" and i and w:
-                    pick = (i, w) if (i, w) in free else None
-                elif rule == "initiator" and i and not w:
-                    pick = next((s for s in free if s[0] == i), None)
-                elif rule == "any" and not i:
-                    pick = free[0] if free else None
-                if pick is not None:
-                    free.remove(pick)
-                    out[cid] = pick
-        return out
+    def _refused(self, worker: str, reason: str) -> None:
+        self._post("/notice", Notice(text=f"refused worker {worker}: {reason}"))
 
-    def missing_text(self) -> str:
-        got = self._assign()
-        missing = [s for s in self.expected if s not in got.values()]
+    def _connected_claims(self) -> dict[str, Claim]:
+        return {cid: c for cid, c in self.claims.items() if cid in self.runner.clients}
+
+    # ------------------------------------------------------------------ 1-3. open a swarm
+    def open_swarm(self, users: int, spawn_rate: float, form: dict | None = None) -> str | None:
+        """Ask the controller for a plan, place the workers and send their assignments. Returns
+        None when the swarm may spawn, else why not (one sentence)."""
+        if self._preparing is not None:            # started at init (headless): its outcome
+            self._preparing.join()
+            self._preparing, why = None, self._prepared
+        else:
+            why = self._plan_and_place(users, spawn_rate, form)
+        if why is not None:
+            return why
+        plan, got = self.plan, self.placed
+        for cid in [c for c in list(self.runner.clients.keys()) if c not in got]:
+            claim = self.claims.get(cid)
+            log.warning("worker %s (%s) has no slot in this swarm%s", cid, claim.host if claim else "?",
+                        ": told to quit" if plan.single else "")
+            if plan.single:
+                self.runner.send_message("quit", None, client_id=cid)
+        for cid, s in got.items():
+            self.runner.send_message(LOCUST_TYPES["assignment"], Assignment(
+                spec=plan.spec, initiator=s.initiator, worker=s.worker, users=s.users,
+                first_user=s.first_user).to_wire(), client_id=cid)
+        self.facts["workers"] = {s.name: {"host": self.claims[c].host, "pid": self.claims[c].pid, "client_id": c}
+                                 for c, s in got.items()}
+        self._set_phase("spawning")
+        return None
+
+    def _plan_and_place(self, users: int, spawn_rate: float, form: dict | None) -> str | None:
+        """The plan (asked once per swarm) and every slot placed, waiting up to the plan's worker
+        wait; a headless master does this from its start (:meth:`prepare_headless`), so missing
+        workers are named even while Locust itself still waits for them."""
+        self.plan, self.placed, self.recorded, self.failures, self.facts = None, {}, set(), [], {}
+        self._set_phase("placing")
+        reply = self._post("/swarm", SwarmRequest(users=users, spawn_rate=spawn_rate, form=form or {}),
+                           timeout=3600)
+        plan = SwarmPlan.from_wire(reply) if isinstance(reply, dict) and reply.get("type") == SwarmPlan.TYPE \
+            else SwarmPlan(error=str((reply or {}).get("error") or "no plan from the controller"))
+        if plan.error or plan.spec is None:
+            self._set_phase("idle")
+            return self._fail("plan", f"the controller could not prepare the swarm: {plan.error}")
+        self.plan = plan
+        wanted = slots(plan.users, plan.workers_per_initiator)
+        deadline = time.monotonic() + plan.worker_wait_seconds
+        while True:
+            got = assign(self._connected_claims(), wanted)
+            if len(got) == len(wanted) or time.monotonic() > deadline:
+                break
+            gevent.sleep(0.2)
+        if len(got) < len(wanted):
+            return self._fail("missing", self._missing_text(wanted, got))
+        self.placed = got
+        return None
+
+    def prepare_headless(self) -> None:
+        """A headless master: ask for the plan and place the workers from the start."""
+        runner = self.runner
+        opts = self.env.parsed_options
+
+        def run():
+            self._prepared = self._plan_and_place(int(opts.num_users or 0), float(opts.spawn_rate or 1), None)
+            if self._prepared is not None:
+                runner.quit()
+
+        self._preparing = gevent.spawn(run)
+
+    def _missing_text(self, wanted: list[Slot], got: dict[str, Slot]) -> str:
+        missing = [s for s in wanted if s not in got.values()]
         by_init: dict[int, list[int]] = {}
-        for i, w in missing:
-            by_init.setdefault(i, []).append(w)
-        n = self.spec.workers_per_initiator
-        parts = [f"initiator {i}: worker(s) {', '.join(map(str, ws))} of {n}" for i, ws in sorted(by_init.items())]
-        text = (f"{len(missing)} of {len(self.expected)} Locust worker(s) missing after "
-                f"{self.spec.worker_wait_seconds:g}s: " + "; ".join(parts))
-        there = [f"{self.claims[c].get('host')} (initiator {s[0]}, worker {s[1]})" for c, s in sorted(got.items())]
+        for s in missing:
+            by_init.setdefault(s.initiator, []).append(s.worker)
+        n = self.plan.workers_per_initiator
+        parts = [f"initiator {i}: worker(s) {', '.join(map(str, ws))} of {min(n, self.plan.users_of(i))}"
+                 for i, ws in sorted(by_init.items())]
+        text = (f"{len(missing)} of {len(wanted)} Locust worker(s) missing after "
+                f"{self.plan.worker_wait_seconds:g}s: " + "; ".join(parts))
+        there = [f"{self.claims[c].host} (initiator {s.initiator}, worker {s.worker})" for c, s in sorted(got.items())]
         if there:
             text += "; connected: " + ", ".join(there)
-        unplaced = [f"{c.get('host')} claiming initiator {c.get('initiator')}" + (f" worker {c.get('worker')}" if c.get('worker') else "")
-                    for cid, c in self.claims.items() if cid in self.runner.clients and cid not in got]
+        unplaced = [f"{c.host} claiming initiator {c.initiator}" + (f" worker {c.worker}" if c.worker else "")
+                    for cid, c in self._connected_claims().items() if cid not in got]
         if unplaced:
             text += "; claims that fit no free slot: " + ", ".join(unplaced)
         if self.guard.refused:
             text += "; refused: " + ", ".join(f"{r['worker']} ({r['reason']})" for r in self.guard.refused[-5:])
         return text
 
-    def _watch(self) -> None:
-        """Until every expected worker is connected and placed; or give up and say who is missing."""
-        while not self.ready:
-            got = self._assign()
-            if len(got) == len(self.expected):
-                self.assignment = got
-                self.ready = True
-                return
-            if time.monotonic() - self.started > self.spec.worker_wait_seconds:
-                self.failed = self.missing_text()
-                log.error("%s", self.failed)
-                self._write_state({"missing_workers": self.failed})
-                self.runner.quit()
-                return
-            gevent.sleep(0.2)
+    def _quotas(self, total: int) -> dict[str, int]:
+        """Users per placed worker (the dispatcher's question)."""
+        if self.plan is None or not self.placed:
+            return {}
+        if total == sum(s.users for s in self.placed.values()):
+            return {cid: s.users for cid, s in self.placed.items()}
+        return rescale(self.placed, total, self.plan.workers_per_initiator)
 
-    def _write_state(self, fields: dict) -> None:
-        self.state["master"].update(fields)
-        _write(self.spec.out_dir, self.state["master"])
-
-    def wait_assigned(self, write) -> None:
-        """``test_start``: hold the spawn until every worker is placed; then push the spec and
-        the assignment in the spawn message's options."""
-        from harness.load import channel
-
-        while not self.ready and self.failed is None:
-            gevent.sleep(0.1)
-        if self.failed is not None:
+    def _on_test_start(self, **_kw) -> None:
+        if self.opened:                 # the web UI's start request opened it already
+            self.opened = False
             return
-        # a worker that fits no slot (an initiator this permutation does not use, one too many)
-        # gets no users: out of the dispatcher Locust built before test_start, and told to quit
-        for cid in [c for c in self.runner.clients.keys() if c not in self.assignment]:
-            node = self.runner.clients.pop(cid)
-            if self.runner._users_dispatcher is not None:
-                self.runner._users_dispatcher.remove_worker(node)
-            claim = self.claims.get(cid, {})
-            log.warning("worker %s (%s, initiator %s) fits no slot of this swarm: told to quit", cid,
-                        claim.get("host"), claim.get("initiator"))
-            self.runner.send_message("quit", None, client_id=cid)
-        opts = self.environment.parsed_options
-        setattr(opts, channel.SPEC_OPTION, json.dumps(self.spec.to_dict()))
-        setattr(opts, channel.ASSIGN_OPTION, json.dumps({c: list(s) for c, s in self.assignment.items()}))
-        write(workers={f"i{s[0]}.w{s[1]}": {"host": self.claims[c].get("host"), "pid": self.claims[c].get("pid"),
-                                            "client_id": c} for c, s in self.assignment.items()})
+        runner = self.runner
+        why = self.open_swarm(int(runner.target_user_count or 0), float(runner.spawn_rate or 1))
+        if why is not None:
+            gevent.spawn_later(0.1, runner.quit if self._single() else runner.stop)
 
-    # ------------------------------------------------------------------ recordings
+    # ------------------------------------------------------------------ 4. windows
+    def _on_spawned(self, user_count, **_kw) -> None:
+        if self.plan is None or "spawn_complete" in self.facts:
+            return
+        self.facts.update(spawn_complete=time.time(), user_count=user_count)
+        self._set_phase("running")
+        if self.plan.measure_seconds > 0:
+            self._timer = gevent.spawn_later(self.plan.warmup_seconds + self.plan.measure_seconds + STOP_MARGIN_S,
+                                             self.stop_swarm)
+
+    def stop_swarm(self) -> None:
+        if self.phase in ("spawning", "running"):
+            self.facts.setdefault("stop_requested", time.time())
+            self._set_phase("stopping")
+            self.runner.stop()
+
+    # ------------------------------------------------------------------ 5. recordings and the end
     def _on_recording(self, environment, msg, **_kw) -> None:
-        from harness.load import channel
-
-        data = msg.data or {}
-        slot = self.assignment.get(msg.node_id)
-        if data.get("swarm_id") != self.spec.swarm_id or slot is None:
+        try:
+            rec = Recording.from_wire(msg.data)
+        except ValueError as e:
+            log.warning("worker %s: %s", msg.node_id, e)
+            return
+        slot = self.placed.get(msg.node_id)
+        if self.plan is None or slot is None or rec.swarm_id != self.plan.swarm_id:
             log.warning("dropped a recording from %s: not a worker of this swarm", msg.node_id)
             return
-        if (int(data.get("initiator", 0)), int(data.get("worker", 0))) != slot:
-            log.warning("recording from %s names initiator %s worker %s, assigned %s: written as assigned",
-                        msg.node_id, data.get("initiator"), data.get("worker"), slot)
-            data.update(initiator=slot[0], worker=slot[1])
-        if self.spec.out_dir:
-            write_atomic(Path(self.spec.out_dir) / channel.recording_name(*slot), json.dumps(data))
-        self.recorded.add(slot)
+        rec.initiator, rec.worker = slot.initiator, slot.worker   # as assigned, whatever it says
+        reply = self._post("/recording", rec, timeout=120)
+        if reply is not None and reply.get("ok"):
+            self.recorded.add(slot.name)
 
-    def collect_and_quit(self, write) -> None:
-        """Stop every user (each worker then sends its recording), wait for the recordings,
-        then quit the swarm."""
+    def _on_worker_failure(self, environment, msg, **_kw) -> None:
+        try:
+            f = Failure.from_wire(msg.data)
+        except ValueError:
+            return
+        slot = self.placed.get(msg.node_id)
+        self._fail("worker", f"{slot.name if slot else msg.node_id}: {f.text}")
+
+    def _on_test_stop(self, **_kw) -> None:
+        if self.plan is None or self.phase in ("idle", "ended"):
+            return
+        self.facts.setdefault("stop_requested", time.time())
+        self._set_phase("stopping")
+        if self._timer is not None:
+            self._timer.kill(block=False)
+            self._timer = None
+        gevent.spawn(self._collect_and_end)
+
+    def _collect_and_end(self) -> None:
         from locust.runners import STATE_MISSING
 
-        self.runner.stop()
         deadline = time.monotonic() + RECORDING_WAIT_S
 
-        def awaited() -> bool:   # a recording still due from a worker that is still there
-            return any(slot not in self.recorded and cid in self.runner.clients
-                       and self.runner.clients[cid].state != STATE_MISSING
-                       for cid, slot in self.assignment.items())
+        def awaited() -> bool:   # a recording still due from a placed worker that is still there
+            return any(s.name not in self.recorded and cid in self.runner.clients
+                       and self.runner.clients[cid].state != STATE_MISSING for cid, s in self.placed.items())
 
         while awaited() and time.monotonic() < deadline:
             gevent.sleep(0.1)
-        missing = sorted(set(self.assignment.values()) - self.recorded)
-        write(recordings=[f"i{i}.w{w}" for i, w in sorted(self.recorded)],
-              **({"recordings_missing": [f"i{i}.w{w}" for i, w in missing]} if missing else {}))
-        self.runner.quit()
+        names = sorted(s.name for s in self.placed.values())
+        self.facts.update(recorded=sorted(self.recorded), missing=[n for n in names if n not in self.recorded])
+        self.phase = "ended"   # posted once with Locust's statistics; the heartbeat repeats the phase only
+        self._post("/status", Status(swarm_id=self.plan.swarm_id, phase="ended",
+                                     facts={**self.facts, **_locust_csv(self.env)}), timeout=120)
+        if self._single():
+            self.runner.quit()
+        else:
+            self.plan = None
+            self._set_phase("idle")
+
+    def _single(self) -> bool:
+        return self.plan is None or self.plan.single
+
+    # ------------------------------------------------------------------ the link to the controller
+    def _fail(self, what: str, text: str) -> str:
+        log.error("%s", text)
+        self.failures.append(text)
+        self._post("/failure", Failure(swarm_id=self.plan.swarm_id if self.plan else "", what=what, text=text))
+        return text
+
+    def _set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self._post_status()
+
+    def _post_status(self) -> Command | None:
+        reply = self._post("/status", Status(swarm_id=self.plan.swarm_id if self.plan else "", phase=self.phase,
+                                             facts=self.facts))
+        if reply is None:
+            return None
+        try:
+            return Command.from_wire(reply)
+        except ValueError:
+            return None
+
+    def _post(self, route: str, message, timeout: float = 30) -> dict | None:
+        try:
+            reply = self.control.post(route, message.to_wire(), timeout=timeout)
+        except Exception as e:   # the controller is busy or gone: the heartbeat decides
+            log.warning("controller %s: %s", route, e)
+            return None
+        self._last_answer = time.monotonic()
+        return reply
+
+    def _heartbeat(self) -> None:
+        from locust.runners import STATE_MISSING
+
+        lost_reported: set[str] = set()
+        while True:
+            gevent.sleep(HEARTBEAT_S)
+            for cid, s in list(self.placed.items()):
+                node = self.runner.clients.get(cid)
+                if self.phase in ("spawning", "running") and s.name not in lost_reported and (
+                        node is None or node.state == STATE_MISSING):
+                    lost_reported.add(s.name)
+                    self._fail("lost", f"Locust worker {s.name} ({self.claims[cid].host}, pid {self.claims[cid].pid}) "
+                                       "stopped answering while the swarm was running")
+            cmd = self._post_status()
+            if cmd is not None and cmd.stop and self.phase in ("spawning", "running"):
+                gevent.spawn(self.stop_swarm)
+            if cmd is not None and cmd.quit and self.phase in ("idle", "ended", "placing"):
+                self.runner.quit()
+                return
+            if time.monotonic() - self._last_answer > CONTROLLER_SILENT_S:
+                log.error("the controller has not answered for %.0f s: quitting", CONTROLLER_SILENT_S)
+                self.runner.quit()
+                return
+
+
+def _locust_csv(environment) -> dict[str, str]:
+    """Locust's own statistics, failures and exceptions as CSV text (the controller writes them)."""
+    import csv
+    import io
+
+    from locust import stats
+
+    out = {}
+    writer = stats.StatsCSV(environment, stats.PERCENTILES_TO_REPORT)
+    for key, fn in (("stats_csv", writer.requests_csv), ("failures_csv", writer.failures_csv),
+                    ("exceptions_csv", writer.exceptions_csv)):
+        buf = io.StringIO()
+        try:
+            fn(csv.writer(buf))
+        except Exception as e:  # pragma: no cover - Locust's CSV writers changed
+            log.warning("Locust's %s: %s", key, e)
+            continue
+        out[key] = buf.getvalue()
+    return out
+
+
+def install(environment) -> MasterSide | None:
+    """``init``: the master side, when this master belongs to an ssbench controller."""
+    import os
+
+    from .auth import new_token, token_from_env
+
+    url = os.environ.get(CONTROL_ENV)
+    if not url:
+        return None
+    token = token_from_env()
+    if token is None:
+        log.error("$SSBENCH_WORKER_TOKEN is not set in the master: every worker will be refused")
+        token = new_token()
+    environment.ssbench = side = MasterSide(environment, ControlClient(url), token)
+    if getattr(environment.parsed_options, "headless", False):
+        side.prepare_headless()
+    return side
+
+
+__all__ = ["MasterSide", "install", "slot_name"]

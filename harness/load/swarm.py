@@ -1,39 +1,64 @@
-"""Start a real Locust swarm: a master and ``workers_per_initiator`` workers per initiator.
+"""The controller's side of a swarm: the Locust master, local workers, and the protocol's state.
 
-The master runs headless with ``--expect-workers`` and stops itself when the warm-up and
-measured windows are over (see :mod:`harness.load.master`). Local workers (the default) run on
-this host, on loopback, each bound to its initiator and worker index through
-``SSBENCH_INITIATOR`` / ``SSBENCH_WORKER``; with :class:`RemoteWorkers` the master listens on
-the given address and starts no worker: ``ssbench worker`` on the client hosts connects to it.
-Either way every worker proves the run's token and talks to the master over Locust's messages
-only (:mod:`harness.load.channel`): the spec comes in the spawn message and the recordings go
-back as messages, which the master writes here. Locust spreads users evenly over workers, so
-each worker gets ``threads / workers_per_initiator`` users and each initiator ``threads``.
+One :class:`Swarm` runs one Locust master on this host (always: it talks to this process over
+a loopback link, :mod:`harness.load.control`) and, unless the workers are remote
+(:class:`RemoteWorkers`: ``ssbench worker`` on client hosts connects to the master), one local
+Locust worker per slot. It answers the master's messages (:mod:`harness.load.protocol`):
+
+* ``POST /swarm``: a SwarmRequest, answered with the plan ``plan_for(request)`` returns (a
+  headless run's fixed plan; the web UI's session, prepared on the spot);
+* ``POST /status``: the swarm's phase and facts, answered with a Command (stop now, quit);
+* ``POST /recording``: a worker's recording, written into the swarm's directory, atomically,
+  by this process (the only writer of result files);
+* ``POST /failure``, ``POST /notice``: what makes the swarm untrustworthy; a line to print.
+
+The same class serves ``ssbench run`` (a master per repetition: :meth:`run_one`), ``saturate``,
+the backlog fill, and ``ssbench web`` (one master for the web UI's lifetime, a swarm per
+session: ``on_ended``). Every worker command line is built by :func:`worker_cmd`; ``ssbench
+worker`` uses it too.
+
+The controller watches its processes itself: a master that exits before its swarm ended, or a
+local worker that exits while its users run, fails the swarm at once, naming it (exit 3,
+resumable), and the rest of the swarm is stopped.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from . import channel
 from .auth import TOKEN_ENV, new_token
+from .control import ControlServer
 from .hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS
-from .spec import SwarmSpec
+from .master import CONTROL_ENV
+from .placement import slots
+from .protocol import (Command, Failure, Notice, ProtocolError, Recording, Status, SwarmPlan, SwarmRequest,
+                       recording_file)
+
+log = logging.getLogger(__name__)
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+INTERRUPT_GRACE_S = 20.0      # Ctrl-C: how long the swarm may take to stop as at its end
+
+
+class SwarmFailed(RuntimeError):
+    """The swarm cannot be trusted (workers missing or lost, the master died): one sentence."""
 
 
 def die_with_parent() -> None:
     """``preexec_fn``: the child gets SIGKILL when the process that started it dies (Linux
-    prctl PR_SET_PDEATHSIG), so a killed ``ssbench run`` leaves no swarm SENDing behind it.
+    prctl PR_SET_PDEATHSIG), so a killed controller leaves no swarm SENDing behind it.
     A no-op where prctl does not exist."""
     import ctypes
 
@@ -52,21 +77,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def locust_env(spec_path: Path | str, initiator: int | None = None, worker: int | None = None,
-               token: str | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["SSBENCH_SPEC"] = str(spec_path)
-    env["PYTHONUNBUFFERED"] = "1"
-    for name, value in ((channel.INITIATOR_ENV, initiator), (channel.WORKER_ENV, worker)):
-        env.pop(name, None)
-        if value is not None:
-            env[name] = str(value)
-    if token is not None:   # a headless swarm: the channel of harness.load.channel
-        env[channel.SWARM_ENV] = "1"
-        env[TOKEN_ENV] = token
-    return env
-
-
 @dataclass
 class RemoteWorkers:
     """Workers on client hosts (``ssbench worker``): the master listens on ``bind_host:port``,
@@ -77,155 +87,156 @@ class RemoteWorkers:
     wait_seconds: float = WORKER_WAIT_SECONDS
 
 
-def worker_cmd(master_port: int, master_host: str = "127.0.0.1", locustfiles: str = str(LOCUSTFILE)) -> list[str]:
-    """A Locust worker's command line (``locustfiles``: comma-separated, as ``locust -f``)."""
-    return [sys.executable, "-m", "locust", "-f", locustfiles, "--worker",
-            "--master-host", master_host, "--master-port", str(master_port), "--loglevel", "WARNING"]
+def worker_cmd(master_host: str, master_port: int, initiator: int | None = None, worker: int | None = None,
+               loglevel: str = "WARNING") -> list[str]:
+    """A Locust worker's command line: the one place it is built (local workers, ``ssbench
+    worker``). The token travels in ``$SSBENCH_WORKER_TOKEN``, never on a command line."""
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", master_host,
+           "--master-port", str(master_port), "--loglevel", loglevel]
+    if initiator:
+        cmd += ["--ssbench-initiator", str(int(initiator))]
+    if worker:
+        cmd += ["--ssbench-worker", str(int(worker))]
+    return cmd
+
+
+def child_env(token: str, extra: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment of a Locust process: this one's, the run token, unbuffered output, minus
+    ``drop`` (secrets a Locust process has no business with)."""
+    env = {k: v for k, v in os.environ.items() if k not in drop and k != CONTROL_ENV}
+    env.update(PYTHONUNBUFFERED="1", **{TOKEN_ENV: token}, **(extra or {}))
+    return env
 
 
 @dataclass
 class SwarmResult:
+    """What the controller knows when a swarm ended."""
+
     spawn_complete: float | None                 # epoch seconds: the last user started
-    worker_files: list[Path] = field(default_factory=list)   # this swarm's recordings only
+    worker_files: list[Path] = field(default_factory=list)   # this swarm's recordings
     interrupted: bool = False
     stats_csv: Path | None = None
+    stop_requested: float | None = None
+    missing: list[str] = field(default_factory=list)        # placed slots whose recording never came
+    workers: dict = field(default_factory=dict)             # slot -> host, pid
+
+
+@dataclass
+class _Current:
+    """One swarm's state, as the master's messages tell it (guarded by Swarm._lock)."""
+
+    plan: SwarmPlan
+    out_dir: Path
+    phase: str = "placing"
+    facts: dict = field(default_factory=dict)
+    files: dict[str, Path] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    write_error: OSError | None = None
+    ended: threading.Event = field(default_factory=threading.Event)
 
 
 class Swarm:
-    """One headless swarm. ``start()``, then ``wait()``; ``stop()`` on interruption."""
+    """A Locust master (and local workers) driven through the swarm protocol. ``plan_for``
+    answers a SwarmRequest with ``(plan, directory for its recordings)``; ``on_ended`` is called
+    (on a thread of its own) with each swarm's result (the web UI's sessions)."""
 
-    def __init__(self, spec: SwarmSpec, out_dir: Path, initiators: int, threads: int,
-                 spawn_rate: float, workers_per_initiator: int = 1, remote: RemoteWorkers | None = None,
-                 worker_wait_seconds: float = 60.0):
-        self.spec = spec
-        self.out_dir = Path(out_dir)
-        self.initiators = initiators
-        self.threads = threads
-        self.spawn_rate = spawn_rate
-        self.workers_per_initiator = workers_per_initiator
+    def __init__(self, logs_dir: Path, plan_for: Callable[[SwarmRequest], tuple[SwarmPlan, Path]], *,
+                 users: int, spawn_rate: float, remote: RemoteWorkers | None = None,
+                 local_claims: list[tuple[int | None, int | None]] = (), token: str | None = None,
+                 master_extra: list[str] = (), master_env: dict[str, str] | None = None,
+                 headless: bool = True, on_ended: Callable[[SwarmResult], None] | None = None,
+                 on_notice: Callable[[str], None] | None = None, routes: dict | None = None,
+                 bind: tuple[str, int] | None = None, master_files: list[str] = (),
+                 expected_workers: int = 0, worker_wait: float = 60.0):
+        self.logs_dir = Path(logs_dir)
+        self.plan_for = plan_for
+        self.users, self.spawn_rate = users, spawn_rate
         self.remote = remote
-        spec.initiators, spec.workers_per_initiator = initiators, workers_per_initiator
-        spec.recording_via = "message"
-        spec.worker_wait_seconds = remote.wait_seconds if remote else worker_wait_seconds
+        self.local_claims = list(local_claims)
+        self.token = token or new_token()
+        self.master_extra, self.master_env = list(master_extra), dict(master_env or {})
+        self.headless = headless
+        self.on_ended, self.on_notice = on_ended, on_notice
+        self.extra_routes = dict(routes or {})
+        self.bind = bind or ((remote.bind_host, remote.port) if remote else ("127.0.0.1", free_port()))
+        self.master_files = [str(LOCUSTFILE), *master_files]
+        self.expected_workers = expected_workers or len(self.local_claims)
+        self.worker_wait = remote.wait_seconds if remote else worker_wait
         self.procs: dict[str, subprocess.Popen] = {}
-        self.worker_deaths: dict[str, tuple[float, int, int | None]] = {}
-        self.foreign_files: list[Path] = []
-        self.recorded_initiators: set[int] = set()   # initiators whose workers' recordings arrived
-        self.recorded_workers: set[tuple[int, int]] = set()   # (initiator, worker) recorded
-        self.missing_workers: str | None = None   # the master gave up waiting for these
-        self.master_record: dict = {}
+        self.current: _Current | None = None
+        self.control: ControlServer | None = None
+        self._lock = threading.Lock()
+        self._stop = False        # the controller asked the swarm to stop
+        self._quit = False
         self._logs: list = []
+        self.deaths: dict[str, str] = {}   # process name -> how it ended, noticed while it mattered
 
-    def worker_pids(self) -> dict[str, int]:
-        return {name: p.pid for name, p in self.procs.items() if name.startswith("worker")}
-
+    # ------------------------------------------------------------------ processes
     @property
-    def expected_workers(self) -> list[tuple[int, int]]:
-        return [(i, w) for i in range(1, self.initiators + 1) for w in range(1, self.workers_per_initiator + 1)]
+    def port(self) -> int:
+        return self.bind[1]
 
     def start(self) -> "Swarm":
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        spec_path = self.spec.dump(self.out_dir / "swarm.json")
-        if self.remote is not None:
-            from .auth import token_from_env
-
-            token = token_from_env() or ""
-            host, port = self.remote.bind_host, self.remote.port
-        else:
-            token, host, port = new_token(), "127.0.0.1", free_port()
-        users = self.initiators * self.threads
-        master_cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--master", "--headless",
-                      "--master-bind-host", host, "--master-bind-port", str(port),
-                      "--expect-workers", str(len(self.expected_workers)),
-                      # the master's own wait (harness.load.master) names the missing workers first
-                      "--expect-workers-max-wait", str(int(self.spec.worker_wait_seconds + 30)),
-                      "--users", str(users), "--spawn-rate", str(self.spawn_rate),
-                      "--csv", str(self.out_dir / "locust"), "--only-summary",
-                      "--exit-code-on-error", "0", "--loglevel", "WARNING"]
-        self.procs["master"] = self._popen(master_cmd, locust_env(spec_path, token=token), "locust-master.log")
-        if self.remote is None:
-            for i, w in self.expected_workers:
-                # workers read no spec file: the master pushes it (harness.load.channel); the
-                # path in their environment only says which run they belong to (ps, tests)
-                self.procs[f"worker.i{i}.w{w}"] = self._popen(worker_cmd(port), locust_env(spec_path, i, w, token),
-                                                              f"locust-worker-i{i}-w{w}.log")
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        self.control = ControlServer({"POST /swarm": self._on_swarm, "POST /status": self._on_status,
+                                      "POST /recording": self._on_recording, "POST /failure": self._on_failure,
+                                      "POST /notice": self._on_notice, **self.extra_routes}).start()
+        host, port = self.bind
+        cmd = [sys.executable, "-m", "locust", "-f", ",".join(self.master_files), "--master",
+               "--master-bind-host", host, "--master-bind-port", str(port),
+               "--users", str(self.users), "--spawn-rate", str(self.spawn_rate), "--loglevel", "WARNING"]
+        if self.headless:
+            # Locust's own wait; the master's placement (harness.load.master) names the missing first
+            cmd += ["--headless", "--expect-workers", str(max(1, self.expected_workers)),
+                    "--expect-workers-max-wait", str(int(self.worker_wait + 30)), "--exit-code-on-error", "0",
+                    "--only-summary"]
+        cmd += self.master_extra
+        env = child_env(self.token, {CONTROL_ENV: self.control.url, **self.master_env})
+        self.procs["master"] = self._popen(cmd, env, "locust-master.log")
+        for i, w in self.local_claims:
+            name = "worker" + (f".i{i}" if i else "") + (f".w{w}" if w else "")
+            self.procs[name] = self._popen(worker_cmd("127.0.0.1", port, i, w), child_env(self.token),
+                                           f"locust-{name.replace('.', '-')}.log")
         return self
 
     def _popen(self, cmd, env, log_name) -> subprocess.Popen:
-        log = open(self.out_dir / log_name, "wb")
-        self._logs.append(log)
-        return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
+        f = open(self.logs_dir / log_name, "ab")
+        self._logs.append(f)
+        return subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=die_with_parent)
 
-    def running(self) -> bool:
+    def worker_pids(self) -> dict[str, int]:
+        return {n: p.pid for n, p in self.procs.items() if n.startswith("worker") and p.poll() is None}
+
+    def alive(self) -> bool:
         return any(p.poll() is None for p in self.procs.values())
 
-    def check_workers(self) -> None:
-        """Note the time of any worker's exit while the master still runs (a worker killed
-        mid-window: its users stopped sending, so the window measured a smaller swarm)."""
-        master = self.procs.get("master")
-        if master is None or master.poll() is not None:
-            return
-        if self.missing_workers is None:
-            try:
-                self.missing_workers = json.loads((self.out_dir / "master.json").read_text()).get("missing_workers")
-            except (OSError, ValueError):
-                pass
-            if self.missing_workers:   # the master gave up waiting for its workers: no point waiting more
-                self.stop()
-                return
-        for name, p in self.procs.items():
-            if name.startswith("worker") and p.poll() is not None and name not in self.worker_deaths:
-                # a worker that quits cleanly once the master has stopped the swarm is the
-                # normal end; any other exit is a death
-                if p.returncode == 0 and self._stop_requested():
-                    continue
-                self.worker_deaths[name] = (time.time(), p.pid, p.returncode)
-
-    def _stop_requested(self) -> bool:
-        try:
-            return "stop_requested" in json.loads((self.out_dir / "master.json").read_text())
-        except (OSError, ValueError):
-            return False
-
-    def worker_failures(self) -> list[str]:
-        """One sentence per worker that died before its master, or exited with an error."""
-        out = []
-        for name, p in self.procs.items():
-            if not name.startswith("worker"):
-                continue
-            if name in self.worker_deaths:
-                at, pid, rc = self.worker_deaths[name]
-                how = f"signal {-rc}" if rc is not None and rc < 0 else f"exit code {rc}"
-                out.append(f"Locust {name} (pid {pid}) died at {time.strftime('%H:%M:%S', time.localtime(at))} "
-                           f"({how}) while the swarm was running")
-            elif p.returncode not in (0, None):
-                rc = p.returncode
-                how = f"signal {-rc}" if rc < 0 else f"exit code {rc}"
-                out.append(f"Locust {name} (pid {p.pid}) ended with {how}")
-        return out
-
-    def wait(self, timeout: float) -> SwarmResult:
-        deadline = time.monotonic() + timeout
-        interrupted = False
-        try:
-            while self.running() and time.monotonic() < deadline:
-                self.check_workers()
-                time.sleep(0.2)
-        except KeyboardInterrupt:
-            interrupted = True
-        if self.running():
-            self.stop()
-        return self._result(interrupted)
-
-    def stop(self, grace: float = 15) -> None:
-        """Ask the master to stop (SIGTERM: Locust quits its workers), then make sure."""
+    def master_alive(self) -> bool:
         m = self.procs.get("master")
-        if m and m.poll() is None:
-            m.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while self.running() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        return m is not None and m.poll() is None
+
+    def stop(self) -> None:
+        """Ask the master to stop the swarm now (its recordings still come back)."""
+        self._stop = True
+
+    def close(self, grace: float = 15) -> None:
+        """Quit the master (it tells its workers to quit), then make sure every process is gone:
+        SIGTERM (Locust quits too), SIGKILL."""
+        self._quit = True
+        m = self.procs.get("master")
+        for sig in (None, signal.SIGTERM):
+            deadline = time.monotonic() + grace / 2
+            while self.alive() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if sig is not None and m is not None and m.poll() is None:
+                m.send_signal(sig)
+        self.kill()
+        if self.control is not None:
+            self.control.stop()
+        for f in self._logs:
+            f.close()
+
+    def kill(self) -> None:
         for p in self.procs.values():
             if p.poll() is None:
                 try:
@@ -234,41 +245,195 @@ class Swarm:
                     pass
                 p.wait(timeout=10)
 
-    def _result(self, interrupted: bool) -> SwarmResult:
-        for log in self._logs:
-            log.close()
-        master = {}
-        mj = self.out_dir / "master.json"
-        if mj.exists():
-            master = json.loads(mj.read_text())
-        self.missing_workers = master.get("missing_workers") or self.missing_workers
-        self.master_record = master
-        csv = self.out_dir / "locust_stats.csv"
-        return SwarmResult(spawn_complete=master.get("spawn_complete"),
-                           worker_files=self._own_worker_files(),
-                           interrupted=interrupted, stats_csv=csv if csv.exists() else None)
-
-    def _own_worker_files(self) -> list[Path]:
-        """Recordings written by this swarm's workers; any other is set aside, not merged."""
-        own = []
-        for f in sorted(self.out_dir.glob("worker-i*.json")):
-            try:
-                doc = json.loads(f.read_text())
-            except (OSError, ValueError):
-                doc = {}
-            if doc.get("swarm_id") == self.spec.swarm_id:
-                own.append(f)
-                self.recorded_initiators.add(int(doc["initiator"]))
-                self.recorded_workers.add((int(doc["initiator"]), int(doc.get("worker", 1))))
-            else:
-                self.foreign_files.append(f)
-                f.rename(f.with_name("foreign-" + f.name))
-        return own
-
     def log_tail(self, lines: int = 20) -> str:
         out = []
-        for name in sorted(self.out_dir.glob("locust-*.log")):
+        for name in sorted(self.logs_dir.glob("locust-*.log")):
             text = name.read_text(errors="replace").splitlines()[-lines:]
             if text:
                 out.append(f"--- {name.name}\n" + "\n".join(text))
         return "\n".join(out)
+
+    # ------------------------------------------------------------------ the master's messages
+    def _on_swarm(self, body: dict) -> dict:
+        req = SwarmRequest.from_wire(body)
+        self._stop = False
+        try:
+            plan, out_dir = self.plan_for(req)
+        except Exception as e:   # the web UI shows it as the start request's error
+            log.warning("the swarm could not be prepared: %s", e)
+            return SwarmPlan(error=f"{type(e).__name__}: {e}").to_wire()
+        with self._lock:
+            self.current = _Current(plan=plan, out_dir=Path(out_dir))
+        return plan.to_wire()
+
+    def _on_status(self, body: dict) -> dict:
+        st = Status.from_wire(body)
+        ended = None
+        with self._lock:
+            cur = self.current
+            if cur is not None and st.swarm_id == cur.plan.swarm_id:
+                cur.phase = st.phase
+                cur.facts.update(st.facts)
+                if st.phase == "ended" and not cur.ended.is_set():
+                    self._write_locust_csv(cur, st.facts)
+                    cur.ended.set()
+                    ended = cur
+        if ended is not None and self.on_ended is not None:
+            threading.Thread(target=self._ended, args=(ended,), name="ssbench-swarm-ended", daemon=True).start()
+        return Command(stop=self._stop, quit=self._quit).to_wire()
+
+    def _on_recording(self, body: dict) -> dict:
+        rec = Recording.from_wire(body)
+        with self._lock:
+            cur = self.current
+        if cur is None or rec.swarm_id != cur.plan.swarm_id:
+            return {"ok": False, "error": "not this swarm's recording"}
+        data = dict(rec.data, initiator=rec.initiator, worker=rec.worker, swarm_id=rec.swarm_id)
+        from harness.results.store import write_atomic
+
+        try:
+            path = write_atomic(cur.out_dir / recording_file(rec.initiator, rec.worker), json.dumps(data))
+        except OSError as e:
+            with self._lock:
+                cur.write_error = cur.write_error or e
+            return {"ok": False, "error": f"writing the recording: {e}"}
+        with self._lock:
+            cur.files[rec.slot] = path
+        return {"ok": True}
+
+    def _on_failure(self, body: dict) -> dict:
+        f = Failure.from_wire(body)
+        with self._lock:
+            if self.current is not None:
+                self.current.failures.append(f.text)
+        return {"ok": True}
+
+    def _on_notice(self, body: dict) -> dict:
+        text = Notice.from_wire(body).text
+        (self.on_notice or (lambda t: log.warning("%s", t)))(text)
+        return {"ok": True}
+
+    def _write_locust_csv(self, cur: _Current, facts: dict) -> None:
+        from harness.results.store import write_atomic
+
+        for key, name in (("stats_csv", "locust_stats.csv"), ("failures_csv", "locust_failures.csv"),
+                          ("exceptions_csv", "locust_exceptions.csv")):
+            if facts.get(key):
+                try:
+                    write_atomic(cur.out_dir / name, facts[key])
+                except OSError as e:
+                    cur.write_error = cur.write_error or e
+        for key in ("stats_csv", "failures_csv", "exceptions_csv"):
+            cur.facts.pop(key, None)
+
+    def _ended(self, cur: _Current) -> None:
+        try:
+            self.on_ended(self.result(cur))
+        except Exception:  # pragma: no cover - reported by the callback's own logging
+            log.exception("saving the swarm")
+
+    def result(self, cur: _Current | None = None, interrupted: bool = False) -> SwarmResult:
+        cur = cur or self.current
+        f = cur.facts
+        csv = cur.out_dir / "locust_stats.csv"
+        return SwarmResult(spawn_complete=f.get("spawn_complete"), worker_files=sorted(cur.files.values()),
+                           interrupted=interrupted, stats_csv=csv if csv.exists() else None,
+                           stop_requested=f.get("stop_requested"), missing=list(f.get("missing") or []),
+                           workers=dict(f.get("workers") or {}))
+
+    # ------------------------------------------------------------------ one headless swarm
+    @classmethod
+    def run_one(cls, plan: SwarmPlan, out_dir: Path, spawn_rate: float, *, remote: RemoteWorkers | None = None,
+                stop_event: threading.Event | None = None, on_started: Callable[["Swarm"], None] | None = None,
+                until: Callable[[], bool] | None = None) -> SwarmResult:
+        """Run one headless swarm to its end (``until()`` true stops it early: the backlog fill);
+        :class:`SwarmFailed` when it cannot be trusted, ``interrupted`` when ``stop_event`` was set."""
+        wanted = slots(plan.users, plan.workers_per_initiator)
+        sw = cls(out_dir, lambda _req: (plan, out_dir), users=sum(s.users for s in wanted), spawn_rate=spawn_rate,
+                 remote=remote, local_claims=[] if remote else [(s.initiator, s.worker) for s in wanted],
+                 token=_remote_token() if remote else None, expected_workers=len(wanted),
+                 worker_wait=plan.worker_wait_seconds)
+        sw.start()
+        try:
+            if on_started is not None:
+                on_started(sw)
+            return sw.wait(plan, stop_event or threading.Event(), until)
+        finally:
+            sw.close()
+
+    def wait(self, plan: SwarmPlan, stop_event: threading.Event, until: Callable[[], bool] | None) -> SwarmResult:
+        spawn_budget = sum(plan.users.values()) / max(self.spawn_rate, 0.1) + 60
+        deadline = time.monotonic() + self.worker_wait + spawn_budget + plan.warmup_seconds \
+            + plan.measure_seconds + 90
+        interrupted_at = None
+        no_plan_by = time.monotonic() + self.worker_wait + 30
+        while True:
+            cur = self.current
+            if cur is not None and cur.ended.is_set():
+                break
+            problem = self._problem(cur)
+            if problem is not None:
+                self.kill()
+                raise SwarmFailed(problem)
+            if cur is not None and cur.write_error is not None:
+                self.kill()
+                raise cur.write_error
+            if stop_event.is_set() and interrupted_at is None:
+                interrupted_at = time.monotonic()   # the swarm stops as at its end; not kept
+                self.stop()
+            if until is not None and not self._stop and until():
+                self.stop()
+            if time.monotonic() > deadline or (cur is None and time.monotonic() > no_plan_by):
+                self.kill()
+                raise SwarmFailed(f"the swarm did not end within its time ({self._phase()}):\n" + self.log_tail())
+            if interrupted_at is not None and time.monotonic() - interrupted_at > INTERRUPT_GRACE_S:
+                break
+            time.sleep(0.1)
+        cur = self.current
+        interrupted = interrupted_at is not None or stop_event.is_set()
+        if interrupted:
+            return self.result(cur, interrupted=True) if cur is not None else SwarmResult(None, interrupted=True)
+        if cur.write_error is not None:
+            raise cur.write_error
+        if cur.facts.get("missing"):
+            raise SwarmFailed("no recording from the Locust worker(s) " + ", ".join(cur.facts["missing"])
+                              + ":\n" + self.log_tail())
+        return self.result(cur)
+
+    def _phase(self) -> str:
+        return f"phase {self.current.phase}" if self.current else "no plan asked for"
+
+    def _problem(self, cur: _Current | None) -> str | None:
+        """Why the swarm cannot go on, or None: a failure the master reported, the master's
+        death, a local worker's death while its users run."""
+        if cur is not None and cur.failures:
+            return "; ".join(cur.failures)
+        for name, p in self.procs.items():
+            rc = p.poll()
+            if rc is None:
+                continue
+            if name == "master":
+                return (f"the Locust master (pid {p.pid}) ended ({_how(rc)}) at {time.strftime('%H:%M:%S')} "
+                        f"before its swarm ended:\n" + self.log_tail())
+            if cur is not None and cur.phase in ("spawning", "running"):
+                return (f"Locust {name} (pid {p.pid}) died ({_how(rc)}) at {time.strftime('%H:%M:%S')} while the "
+                        "swarm was running")
+        return None
+
+
+def _how(rc: int) -> str:
+    return f"signal {-rc}" if rc < 0 else f"exit code {rc}"
+
+
+def _remote_token() -> str:
+    from .auth import token_from_env
+
+    return token_from_env() or ""
+
+
+def is_no_space(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+__all__ = ["LOCUSTFILE", "ProtocolError", "RemoteWorkers", "Swarm", "SwarmFailed", "SwarmResult",
+           "child_env", "die_with_parent", "free_port", "worker_cmd"]

@@ -26,7 +26,7 @@ class WindowData:
     latency_corrected: Histogram | None = None
     #: one entry per worker process: initiator, worker, host, users, users_active, sends and
     #: errors in the window, and its probe's samples [ts, process CPU, host CPU, host memory
-    #: percent, host memory used] (harness.load.channel)
+    #: percent, host memory used] (harness.load.worker.HostProbe)
     workers: list[dict] = field(default_factory=list)
     #: a ``priority`` axis: measured-window SENDs' latency per dialog priority
     latency_by_priority: dict[str, Histogram] = field(default_factory=dict)

@@ -128,6 +128,19 @@ class RunDir(RunReader):
         write_json(self.run_json, data)
         return data
 
+    def begin_record(self, matrix: dict, target: dict, total: int, **extra: Any) -> dict:
+        """Open the run's record (run.json) for a run of ``total`` repetitions: ``ssbench run`` and
+        every web session write it here. Provenance is this process's; ``target`` (the target's
+        description) and the command line are redacted."""
+        from ..provenance import provenance
+        from ..redact import redact
+
+        prov = provenance()
+        return self.update_run(run_id=self.run_id, status="running", started=utc_now_iso(), ended=None,
+                               ssbench=prov["ssbench"], matrix=matrix, target=redact(target),
+                               software=prov["software"], host=prov["host"], argv=redact(prov["argv"]),
+                               permutations_done=0, permutations_total=total, **extra)
+
     def finish(self, status: str, lost: int = 0) -> dict:
         """Close the run's record: its final status, end time and messages lost."""
         return self.update_run(status=status, ended=utc_now_iso(), messages_lost=lost)

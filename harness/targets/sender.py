@@ -9,15 +9,13 @@ never contain a password: SQL Server passwords are read from environment variabl
 A sender declares which of the load layer's SEND paths it can take (:class:`SendPaths`); the
 load layer reads the declaration, it never probes for methods:
 
-* every sender: blocking :meth:`Sender.send`, called from an OS thread of its own (a database
-  driver that releases the GIL, as pyodbc does);
-* ``green``: :meth:`Sender.send_green` cooperates with gevent (waits on the hub, never blocks
-  it), so a user's greenlet can SEND itself;
+* every sender: blocking :meth:`Sender.send`, called from an OS thread of its own for the
+  whole swarm (a database driver that releases the GIL, as pyodbc and psycopg do);
 * ``pump``: :meth:`Sender.pump` gives one connection's SEND as non-blocking steps
   (:class:`SendPump`) that gevent's hub drives (harness.load.hubloop), the cheapest path. A
   pump repeats one SEND (one dialog, one payload), so a finite dialog lifetime, where each
-  SEND depends on the previous one's result, takes the green path. Needs ``green`` (the first
-  SEND and recovery after an error go through it).
+  SEND depends on the previous one's result, takes the blocking path; so does the SEND after
+  an error (it reconnects a lost connection).
 """
 
 from __future__ import annotations
@@ -34,12 +32,7 @@ from . import registry
 class SendPaths:
     """The SEND paths a sender class implements, beyond the blocking :meth:`Sender.send`."""
 
-    green: bool = False
     pump: bool = False
-
-    def __post_init__(self):
-        if self.pump and not self.green:
-            raise ValueError("a sender with a pump needs the green path too (first SEND, recovery)")
 
 
 class Sender(abc.ABC):
@@ -53,7 +46,7 @@ class Sender(abc.ABC):
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
-        for path, method in (("green", "send_green"), ("pump", "pump")):
+        for path, method in (("pump", "pump"),):
             if getattr(cls.paths, path) and getattr(cls, method) is getattr(Sender, method):
                 raise TypeError(f"{cls.__name__} declares the {path} SEND path but does not implement {method}()")
 
@@ -88,14 +81,10 @@ class Sender(abc.ABC):
         if messages_per_dialog:
             raise TargetError(f"{type(self).__name__} does not support messages_per_dialog")
 
-    def send_green(self, dialog: str, payload: bytes) -> None:
-        """:meth:`send` from a gevent greenlet, waiting on the hub (``paths.green``)."""
-        raise NotImplementedError(f"{type(self).__name__} declares no green SEND path")
-
     def pump(self, dialog: str, payload: bytes) -> "SendPump | None":
         """SENDs of ``payload`` on ``dialog`` as non-blocking steps for an event loop
         (``paths.pump``), or None when this connection cannot pump now (it was lost: a
-        blocking or green SEND reconnects first)."""
+        blocking SEND reconnects first)."""
         raise NotImplementedError(f"{type(self).__name__} declares no SEND pump")
 
 

@@ -1,15 +1,13 @@
-"""The ``ssbench web`` process: target, control API, Locust master (web UI) and workers.
+"""The ``ssbench web`` process: target, sessions, and a Locust master with the web UI.
 
-Processes (all started here, all stopped on Ctrl-C):
-
-* this process: owns the target (provisioning, dialogs, the embedded broker's transport and
-  queue monitor via ``Target.start``/``stop``), the collectors and the results
-  (:mod:`harness.web.session`), behind a private loopback control API
-  (:mod:`harness.web.control`);
-* a Locust master serving the web UI (``--web-host``/``--port``), with the ssbench hooks of
-  :mod:`harness.web.locust_plugin`;
-* one Locust worker per initiator (``SSBENCH_INITIATOR=i``), unless ``--local-workers`` says
-  fewer (the others then run on other hosts: ``ssbench web --worker``, docs/web.md).
+``ssbench web`` is a controller like ``ssbench run``: it owns the target (provisioning,
+dialogs, the embedded broker's transport and queue monitor), the collectors and the results
+(:mod:`harness.web.session`), and drives one :class:`harness.load.swarm.Swarm` for its whole
+lifetime through the same swarm protocol (:mod:`harness.load.protocol`): a Locust master serving
+the web UI (``--web-host``/``--port``, with the pages of :mod:`harness.web.locust_plugin`) and a
+local Locust worker per initiator, unless ``--local-workers`` says fewer (the others run on other
+hosts: ``ssbench worker``, docs/web.md). Each swarm the web UI starts is a session: the master
+asks for a plan, :class:`WebSessions` prepares it; when it ends, the session is saved.
 
 Security: the master admits only workers that prove the run's token (``SSBENCH_WORKER_TOKEN``:
 taken from the environment or made here, given to local workers through their environment and
@@ -17,8 +15,8 @@ printed once for remote ones; :mod:`harness.load.auth`). A web UI on any interfa
 (or with ``--require-login``) asks for a login (:mod:`harness.web.auth`): the master gets the
 user name and a password hash, never the password; TLS with ``--tls-cert``/``--tls-key``.
 
-Ctrl-C: a session in progress is stopped through the web UI's own Stop (so it is saved like
-any other), then the master quits (taking its workers with it), stragglers are killed, and the
+Ctrl-C: a session in progress is stopped as the web UI's Stop would (so it is saved like any
+other), then the master quits (taking its workers with it), stragglers are killed, and the
 target's broker side is stopped. The embedded PostgreSQL server is left running: it is shared
 and reused by every ssbench command (``ssbench server stop`` stops it).
 """
@@ -30,7 +28,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,17 +38,16 @@ from pathlib import Path
 from ..errors import TargetError, UserError
 from ..load.auth import TOKEN_ENV, new_token, token_from_env, token_problem
 from ..load.hosts import MASTER_PORT
-from ..load.spec import SwarmSpec
-from ..load.swarm import LOCUSTFILE, die_with_parent, free_port, worker_cmd
+from ..load.swarm import Swarm, free_port
 from ..matrix import BrokerSettings
 from ..targets.base import Target
-from .auth import FILE_ENV, MASTER_ENV, PASSWORD_ENV, USER_ENV, Credentials, is_loopback
-from .control import ControlServer
-
-#: the web UI's Locust processes load ssbench's locustfile and the web plugin
-LOCUSTFILES = f"{LOCUSTFILE},{Path(__file__).with_name('locust_plugin.py')}"
+from .auth import MASTER_ENV, Credentials, is_loopback
+from .form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DEFAULT_SPAWN_RATE, DEFAULT_USERS
 from .metrics import LiveMetrics
 from .session import WebSessions
+
+#: the web UI's master loads the web pages next to ssbench's locustfile (workers do not)
+PLUGIN = Path(__file__).with_name("locust_plugin.py")
 
 DEFAULT_WEB_PORT = 8089
 DEFAULT_MASTER_PORT = MASTER_PORT
@@ -65,10 +61,10 @@ class WebOptions:
     port: int | None = DEFAULT_WEB_PORT   # 0: any free port
     master_bind_host: str = "127.0.0.1"
     master_port: int | None = DEFAULT_MASTER_PORT
-    users: int = 8
-    spawn_rate: float = 8.0
-    payload_bytes: int = 100
-    dialogs: str = "per_thread"
+    users: int = DEFAULT_USERS
+    spawn_rate: float = DEFAULT_SPAWN_RATE
+    payload_bytes: int = DEFAULT_PAYLOAD_BYTES
+    dialogs: str = DEFAULT_DIALOGS
     profile: str | None = None
     max_queue_readers: int | None = None
     results: Path | None = None
@@ -119,10 +115,8 @@ class WebApp:
         self.target = target
         self.opts = opts
         self.results = Path(opts.results or RESULTS)
-        self.procs: dict[str, subprocess.Popen] = {}
-        self._logs: list = []
         self.state_dir = Path(tempfile.mkdtemp(prefix="ssbench-web-"))
-        self.control: ControlServer | None = None
+        self.swarm: Swarm | None = None
         self.sessions: WebSessions | None = None
         self.web_port = 0
         self.master_port = 0
@@ -141,51 +135,22 @@ class WebApp:
             return self.opts.profile
         return "durable" if "durable" in profiles else profiles[0]
 
-    def _popen(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen:
-        log = open(self.state_dir / f"{name}.log", "wb")
-        self._logs.append(log)
-        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             preexec_fn=die_with_parent,
-                             start_new_session=True)
-        self.procs[name] = p
-        return p
-
-    def _base_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        # no Locust process sees the web UI's password (the master gets a hash) or stale settings
-        for k in ("SSBENCH_SPEC", "SSBENCH_INITIATOR", "SSBENCH_WEB_CONTROL", PASSWORD_ENV, USER_ENV, FILE_ENV,
-                  MASTER_ENV, TOKEN_ENV, "SSBENCH_WEB_SESSION_MINUTES"):
-            env.pop(k, None)
-        env[TOKEN_ENV] = self.token
-        return env
-
     def worker_pids(self) -> dict[str, int]:
-        return {n: p.pid for n, p in self.procs.items() if n.startswith("worker") and p.poll() is None}
+        return self.swarm.worker_pids() if self.swarm is not None else {}
 
-    def start_master(self) -> None:
+    def _master_args(self) -> tuple[list[str], dict[str, str]]:
         o = self.opts
-        env = self._base_env()
-        env["SSBENCH_WEB_CONTROL"] = self.control.url
-        cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILES, "--master",
-               "--master-bind-host", o.master_bind_host, "--master-bind-port", str(self.master_port),
-               "--web-host", o.web_host, "--web-port", str(self.web_port),
-               "--host", f"ssbench:{self.target.kind}", "--users", str(o.users), "--spawn-rate", str(o.spawn_rate),
-               "--ssbench-initiators", str(o.initiators), "--ssbench-payload-bytes", str(o.payload_bytes),
-               "--ssbench-dialogs", o.dialogs, "--loglevel", "INFO"]
+        args = ["--web-host", o.web_host, "--web-port", str(self.web_port), "--host", f"ssbench:{self.target.kind}",
+                "--ssbench-initiators", str(o.initiators), "--ssbench-payload-bytes", str(o.payload_bytes),
+                "--ssbench-dialogs", o.dialogs]
+        env: dict[str, str] = {}
         if o.credentials is not None:
             env[MASTER_ENV] = o.credentials.encoded()
             env["SSBENCH_WEB_SESSION_MINUTES"] = f"{o.session_minutes:g}"
-            cmd.append("--web-login")
+            args.append("--web-login")
         if o.tls_cert:
-            cmd += ["--tls-cert", o.tls_cert, "--tls-key", o.tls_key]
-        self._popen("master", cmd, env)
-
-    def start_worker(self, initiator: int) -> None:
-        env = self._base_env()
-        env["SSBENCH_INITIATOR"] = str(initiator)
-        env["SSBENCH_SPEC"] = str(placeholder_spec(self.state_dir, initiator))
-        self._popen(f"worker.i{initiator}", worker_cmd(self.master_port, locustfiles=LOCUSTFILES), env)
+            args += ["--tls-cert", o.tls_cert, "--tls-key", o.tls_key]
+        return args, env
 
     def _local_url(self, path: str) -> str:
         """The master's web UI as reached from this host."""
@@ -194,36 +159,25 @@ class WebApp:
             f"[{h}]" if ":" in h else h
         return f"{self.opts.scheme}://{host}:{self.web_port}{path}"
 
-    def _internal(self, path: str, data: bytes | None = None, timeout: float = 2):
-        """A request of ssbench web itself to its master's UI: it passes the login with the
-        private control token (honoured from loopback only)."""
+    def _status(self) -> dict | None:
+        """The master's /ssbench/status, asked by ssbench web itself: it passes the login with
+        the private control token (honoured from loopback only)."""
         import ssl
 
         from .auth import INTERNAL_HEADER
 
-        req = urllib.request.Request(self._local_url(path), data=data, method="POST" if data is not None else "GET",
-                                     headers={INTERNAL_HEADER: self.control.token})
+        req = urllib.request.Request(self._local_url("/ssbench/status"),
+                                     headers={INTERNAL_HEADER: self.swarm.control.token})
         ctx = ssl._create_unverified_context() if self.opts.tls_cert else None   # our own certificate
-        return urllib.request.urlopen(req, timeout=timeout, context=ctx)
-
-    def _status(self) -> dict | None:
         try:
-            with self._internal("/ssbench/status") as r:
+            with urllib.request.urlopen(req, timeout=2, context=ctx) as r:
                 return json.loads(r.read())
         except Exception:
             return None
 
-    def _notice(self, body: dict) -> dict:
-        print(f"ssbench web: {body.get('text', '')}", file=sys.stderr, flush=True)
-        return {"ok": True}
-
-    def log_tail(self, lines: int = 30) -> str:
-        out = []
-        for f in sorted(self.state_dir.glob("*.log")):
-            text = f.read_text(errors="replace").splitlines()[-lines:]
-            if text:
-                out.append(f"--- {f.name}\n" + "\n".join(text))
-        return "\n".join(out)
+    @staticmethod
+    def _notice(text: str) -> None:
+        print(f"ssbench web: {text}", file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------------ run
     def run(self) -> int:
@@ -232,35 +186,41 @@ class WebApp:
         self.web_port = _pick_port(o.web_host, o.port, DEFAULT_WEB_PORT, "web UI", may_move=True)
         self.master_port = _pick_port(o.master_bind_host, o.master_port, DEFAULT_MASTER_PORT, "Locust master",
                                       may_move=local == o.initiators)
-        profile = self._profile()
-        broker = default_broker(self.target, o.max_queue_readers)
         print(f"ssbench web: provisioning {self.target.label} for {o.initiators} initiator(s)...",
               file=sys.stderr, flush=True)
         self.target.provision(o.initiators)
         metrics = LiveMetrics(self.target.label)
-        self.sessions = WebSessions(self.target, self.results, o.initiators, profile, broker, metrics,
+        self.sessions = WebSessions(self.target, self.results, o.initiators, self._profile(),
+                                    default_broker(self.target, o.max_queue_readers), metrics,
                                     client_pids=self.worker_pids)
-        s = self.sessions
-        self.control = ControlServer({
-            "POST /session/start": s.start,
-            "POST /session/stop": s.stop,
-            "GET /metrics": lambda _b: metrics.snapshot(),
-            "POST /notice": self._notice,
-        }).start()
-        self.start_master()
-        for i in range(1, local + 1):
-            self.start_worker(i)
-        deadline = time.monotonic() + o.ready_timeout
+        extra, env = self._master_args()
+        self.swarm = Swarm(self.state_dir, self.sessions.plan, users=o.users, spawn_rate=o.spawn_rate,
+                           local_claims=[(i, None) for i in range(1, local + 1)], token=self.token,
+                           master_extra=extra, master_env=env, headless=False, on_ended=self.sessions.finish,
+                           on_notice=self._notice, routes={"GET /metrics": lambda _b: metrics.snapshot()},
+                           bind=(o.master_bind_host, self.master_port), master_files=[str(PLUGIN)]).start()
+        self._wait_ready(local)
+        self._print_ready(local)
+        while self.swarm.master_alive():
+            time.sleep(0.5)
+        print("ssbench web: the Locust master exited:\n" + self.swarm.log_tail(10), file=sys.stderr)
+        return 3
+
+    def _wait_ready(self, local: int) -> None:
+        deadline = time.monotonic() + self.opts.ready_timeout
         while True:
-            if self.procs["master"].poll() is not None:
-                raise TargetError("the Locust master exited:\n" + self.log_tail())
+            if not self.swarm.master_alive():
+                raise TargetError("the Locust master exited:\n" + self.swarm.log_tail())
             st = self._status()
             if st is not None and len(st.get("workers", {})) >= local:
-                break
+                return
             if time.monotonic() > deadline:
                 raise TargetError(f"the Locust web UI and {local} worker(s) were not ready within "
-                                  f"{o.ready_timeout:g}s:\n" + self.log_tail())
+                                  f"{self.opts.ready_timeout:g}s:\n" + self.swarm.log_tail())
             time.sleep(0.3)
+
+    def _print_ready(self, local: int) -> None:
+        o = self.opts
         url = self._local_url("/")
         remote = o.initiators - local
         print(f"ssbench web: Locust web UI at {url}  (live broker metrics: "
@@ -274,58 +234,30 @@ class WebApp:
         if remote or not is_loopback(o.master_bind_host):
             mhost = socket.gethostname() if o.master_bind_host in ("", "*", "0.0.0.0", "::") else o.master_bind_host
             # printed once, here: the only place the token is shown
-            print(f"ssbench web: start remote workers with: {TOKEN_ENV}={self.token} ssbench web --worker "
-                  f"--master-host {mhost} --master-port {self.master_port} --initiator N", flush=True)
+            print(f"ssbench web: start remote workers with: {TOKEN_ENV}={self.token} ssbench worker "
+                  f"--master {mhost}:{self.master_port} --initiator N", flush=True)
         print("ssbench web: ready. Ctrl-C stops everything.", flush=True)
-        while self.procs["master"].poll() is None:
-            time.sleep(0.5)
-        print("ssbench web: the Locust master exited:\n" + self.log_tail(10), file=sys.stderr)
-        return 3
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:
-        """Graceful: stop a running swarm through the UI (the session is saved), quit the master
-        (it tells its workers to quit), then make sure nothing is left."""
-        master = self.procs.get("master")
-        if self.sessions is not None and self.sessions.current is not None and master and master.poll() is None:
+        """Graceful: stop a running swarm as the web UI's Stop would (the session is saved),
+        then quit the master (it tells its workers to quit)."""
+        s, sw = self.sessions, self.swarm
+        if s is not None and sw is not None and s.current is not None and sw.master_alive():
             print("ssbench web: stopping the swarm and saving the session...", file=sys.stderr, flush=True)
-            try:
-                with self._internal("/stop", data=b"", timeout=180) as r:
-                    r.read()
-            except Exception as e:
-                print(f"ssbench web: stopping the swarm: {e}", file=sys.stderr)
-        if master and master.poll() is None:
-            master.send_signal(signal.SIGTERM)
-        self._wait_all(15)
-        if self.sessions is not None:
-            path = self.sessions.abandon()
+            sw.stop()
+            if not s.idle.wait(timeout=180):
+                print("ssbench web: the session was not saved within 180 s", file=sys.stderr)
+        if sw is not None:
+            sw.close()
+        if s is not None:
+            path = s.abandon()
             if path:
                 print(f"ssbench web: session saved as interrupted: {path}", file=sys.stderr)
 
-    def _wait_all(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while any(p.poll() is None for p in self.procs.values()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-
-    def kill_all(self) -> None:
-        """Whatever is still running: SIGTERM, then SIGKILL, each process group."""
-        for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-            alive = [p for p in self.procs.values() if p.poll() is None]
-            if not alive:
-                break
-            for p in alive:
-                try:
-                    os.killpg(p.pid, sig)
-                except ProcessLookupError:
-                    pass
-            self._wait_all(grace)
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                pass
-
     def close(self) -> None:
+        if self.swarm is not None:
+            self.swarm.close(grace=4)
         try:
             self.target.stop()
         except Exception as e:  # pragma: no cover - best effort
@@ -334,19 +266,7 @@ class WebApp:
             self.target.close()
         except Exception:  # pragma: no cover
             pass
-        if self.control is not None:
-            self.control.stop()
-        for log in self._logs:
-            log.close()
         shutil.rmtree(self.state_dir, ignore_errors=True)
-
-
-def placeholder_spec(state_dir: Path, initiator: int) -> Path:
-    """A worker's spec before its first session (the real one comes inline from the master);
-    it keeps an idle worker's end-of-swarm hook quiet."""
-    out = state_dir / f"worker-i{initiator}"
-    out.mkdir(parents=True, exist_ok=True)
-    return SwarmSpec(sender_specs={}, out_dir=str(out)).dump(state_dir / f"worker-i{initiator}-spec.json")
 
 
 def serve(target: Target, opts: WebOptions) -> int:
@@ -372,7 +292,6 @@ def serve(target: Target, opts: WebOptions) -> int:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # finish tidying up whatever happens
         try:
-            app.kill_all()
             app.close()
         finally:
             lock.__exit__(None, None, None)
@@ -382,35 +301,3 @@ def serve(target: Target, opts: WebOptions) -> int:
         print(f"ssbench web: saved run {p}", file=sys.stderr)
     print(" ".join(["ssbench web: stopped.", target.closing_note()]).strip(), file=sys.stderr)
     return code
-
-
-def run_worker(master_host: str, master_port: int, initiator: int) -> int:
-    """``ssbench web --worker``: one Locust worker for ``initiator`` on this host, for a master
-    started by ``ssbench web`` on another host. Runs until the master quits or Ctrl-C."""
-    problem = token_problem(token_from_env())
-    if problem:
-        raise UserError(f"{problem}: set it to the token 'ssbench web' printed on the master host "
-                        f"(export {TOKEN_ENV}=...; never on the command line)", field=TOKEN_ENV)
-    state = Path(tempfile.mkdtemp(prefix="ssbench-web-worker-"))
-    env = dict(os.environ)
-    for k in (PASSWORD_ENV, FILE_ENV, MASTER_ENV):   # the web UI's secrets are none of a worker's business
-        env.pop(k, None)
-    env.update(PYTHONUNBUFFERED="1", SSBENCH_INITIATOR=str(initiator),
-               SSBENCH_SPEC=str(placeholder_spec(state, initiator)))
-    env.pop("SSBENCH_WEB_CONTROL", None)
-    cmd = worker_cmd(master_port, master_host, locustfiles=LOCUSTFILES)
-    cmd[cmd.index("--loglevel") + 1] = "INFO"
-    print(f"ssbench web: worker for initiator {initiator} -> master {master_host}:{master_port}", file=sys.stderr)
-    p = subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=die_with_parent)
-    try:
-        return p.wait()
-    except KeyboardInterrupt:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-        return 130
-    finally:
-        shutil.rmtree(state, ignore_errors=True)

@@ -1,24 +1,24 @@
-"""One interactive session (a swarm start..stop in the web UI) as a saved run.
+"""The web UI's sessions: each swarm start..stop is a run of one permutation from the form.
 
-A session is one permutation with one repetition, run through the same lifecycle as a
-repetition of ``ssbench run`` (:class:`harness.repetition.Repetition`), so ``ssbench analyze``
-reads it like any run. This module keeps only the session's bookkeeping:
+``ssbench web`` runs one :class:`harness.load.swarm.Swarm` for its lifetime; its Locust master
+asks for a plan whenever the web UI starts a swarm (the swarm protocol's SwarmRequest, with the
+form's fields). :meth:`WebSessions.plan` answers it like a headless run's repetition: the
+permutation comes from the form, and the same :class:`harness.repetition.Repetition` prepares
+the target (every conversation and message cleared, the dialogs of the chosen strategy begun,
+warm-up, broker side, collectors) and makes the plan. When the swarm has ended (the web UI's
+Stop, a ramp-down to zero, or ``ssbench web`` shutting down) :meth:`WebSessions.finish` gets
+the swarm's result (its recordings already written by the controller) and the same
+:meth:`Repetition.finish` drains, verifies, summarizes and commits, so ``ssbench analyze``
+reads a session like any run (``results/<UTC time>-web/``).
 
-1. on swarm start: a new run directory ``results/<UTC time>-web/`` (run.json, matrix.yaml), then
-   :meth:`Repetition.setup` (prepare, dialogs, warm-up, broker side, drain, collectors) and the
-   swarm spec for the web UI's own Locust swarm;
-2. on swarm stop: the workers' recordings are awaited, then :meth:`Repetition.finish` (drain,
-   verify, summary, samples, latency, commit) and run.json is completed.
-
-The measured window is from the end of spawning to the moment Stop was pressed (no warm-up
-window: the UI's user decides when to look). ``matrix.yaml`` is a one-permutation matrix that
+The measured window is from the end of spawning to the moment Stop was pressed (no warm-up:
+the UI's user decides when to look). ``matrix.yaml`` is the one-permutation matrix that
 ``ssbench run`` can replay with the same settings and the session's duration.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -28,18 +28,21 @@ from typing import Callable
 import yaml
 
 from ..errors import UserError
+from ..load.placement import split
+from ..load.protocol import SwarmPlan, SwarmRequest
 from ..load.swarm import SwarmResult
 from ..matrix import MAX_PAYLOAD_BYTES, BrokerSettings, DialogStrategy, Permutation, RunSettings, load_matrix
-from ..provenance import provenance
-from ..redact import redact
 from ..repetition import Repetition
-from ..results import RunDir, utc_now_iso, write_atomic
+from ..results import RunDir, write_atomic
 from ..targets.base import Target
+from .form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES
 from .metrics import LiveMetrics
 
 log = logging.getLogger(__name__)
 
 MATRIX_NAME = "web"
+#: how long a web swarm waits for the workers of the initiators it uses
+WORKER_WAIT_S = 15.0
 
 
 @dataclass
@@ -50,18 +53,15 @@ class Session:
     spawn_rate: float
     started: float
     description: str
+    initiators: list[int]
 
     @property
     def perm(self) -> Permutation:
         return self.repetition.perm
 
-    @property
-    def partial(self) -> Path:
-        return self.repetition.partial
-
 
 class WebSessions:
-    """Start and save sessions; called from the control API's threads (one at a time)."""
+    """Prepare and save sessions; called from the controller's threads (one session at a time)."""
 
     def __init__(self, target: Target, results_root: Path, max_initiators: int, profile: str,
                  broker: BrokerSettings, metrics: LiveMetrics,
@@ -80,53 +80,52 @@ class WebSessions:
         self._session_lock = threading.Lock()
         self.current: Session | None = None
         self.saved: list[Path] = []
+        self.idle = threading.Event()
+        self.idle.set()
 
     # ------------------------------------------------------------------ start
-    def start(self, params: dict) -> dict:
+    def plan(self, req: SwarmRequest) -> tuple[SwarmPlan, Path]:
+        """The swarm protocol's question: prepare a session for the form and answer its plan."""
         with self._session_lock:
-            if self.current is not None:  # a start that never got its stop (killed mid-start)
-                self._finish(self.current, {}, status="interrupted")
-            return self._start(params)
+            if self.current is not None:  # a start that never got its end (the master was killed)
+                self._finish(self.current, None, status="interrupted")
+            return self._start(req)
 
-    def _start(self, params: dict) -> dict:
-        t = self.target
-        k = max(1, min(int(params.get("initiators", 1)), self.max_initiators))
-        users = max(1, int(params.get("users", 1)))
-        spawn_rate = float(params.get("spawn_rate", 1) or 1)
+    def _start(self, req: SwarmRequest) -> tuple[SwarmPlan, Path]:
+        form = req.form or {}
+        k = max(1, min(int(form.get("initiators", 1) or 1), self.max_initiators))
+        users = max(1, int(req.users or 1))
+        spawn_rate = float(req.spawn_rate or 1)
         try:
-            strategy = DialogStrategy.parse(str(params.get("dialogs", "per_thread")))
+            strategy = DialogStrategy.parse(str(form.get("dialogs", DEFAULT_DIALOGS)))
         except ValueError as e:
             raise UserError(str(e), field="dialogs") from None
-        payload = int(params.get("payload_bytes", 100))
+        payload = int(form.get("payload_bytes", DEFAULT_PAYLOAD_BYTES))
         if not 0 <= payload <= MAX_PAYLOAD_BYTES:
             raise UserError(f"payload bytes must be 0..{MAX_PAYLOAD_BYTES}, got {payload}", field="payload_bytes")
-        threads = math.ceil(users / k)   # client threads per initiator (the busiest one)
-        perm = Permutation(index=1, initiators=k, threads=threads, dialogs=strategy, payload_bytes=payload,
-                           server=self.profile, broker=self.broker)
+        per_init = {str(i): n for i, n in enumerate(split(users, k), start=1) if n > 0}
+        perm = Permutation(index=1, initiators=k, threads=max(per_init.values()), dialogs=strategy,
+                           payload_bytes=payload, server=self.profile, broker=self.broker)
         description = (f"{users} client thread(s) on {k} initiator(s), {strategy.token} dialogs, "
                        f"{payload}-byte messages, profile {self.profile}")
         rd = RunDir.create(self.results_root, MATRIX_NAME)
         self._write_matrix(rd, perm, spawn_rate, measure=None)
-        prov = provenance()
-        rd.update_run(run_id=rd.run_id, status="running", started=utc_now_iso(),
-                      ended=None, ssbench=prov["ssbench"], matrix=load_matrix(rd.path / "matrix.yaml").to_dict(),
-                      target=redact(t.describe()), software=prov["software"], host=prov["host"],
-                      argv=redact(prov["argv"]), permutations_done=0, permutations_total=1,
-                      web={"users": users, "spawn_rate": spawn_rate, "initiators": k,
-                           "dialogs": strategy.token, "payload_bytes": payload})
+        rd.begin_record(load_matrix(rd.path / "matrix.yaml").to_dict(), self.target.describe(), total=1,
+                        web={"users": users, "spawn_rate": spawn_rate, "initiators": k,
+                             "dialogs": strategy.token, "payload_bytes": payload})
         self.metrics.reset()
         self.metrics.set_state("preparing", run_id=rd.run_id, description=description)
         log.info("session %s: preparing (%s)", rd.run_id, description)
         settings = RunSettings(warmup_seconds=0.0, measure_seconds=0.5, repetitions=1,
                                drain_timeout_seconds=self.drain_timeout,
                                sample_interval_seconds=self.sample_interval, spawn_rate=spawn_rate)
-        r = Repetition(target=t, run_dir=rd, perm=perm, rep=1, profile=self.profile, settings=settings,
+        r = Repetition(target=self.target, run_dir=rd, perm=perm, rep=1, profile=self.profile, settings=settings,
                        lock=self.lock, on_tick=self.metrics.on_tick, client_pids=self.client_pids,
                        users_expected=users)
         try:
             r.setup()
-            spec = r.swarm_spec(warmup_seconds=0.0, measure_seconds=0.0)
-            spec_path = spec.dump(r.partial / "swarm.json")
+            plan = r.swarm_plan(warmup_seconds=0.0, measure_seconds=0.0, users=per_init, single=False)
+            plan.worker_wait_seconds = WORKER_WAIT_S
         except BaseException as e:
             r.abort()
             rd.update_run(error=f"{type(e).__name__}: {e}")
@@ -134,57 +133,47 @@ class WebSessions:
             self.metrics.set_state("idle", run_id=rd.run_id, description=f"failed: {e}")
             raise
         self.metrics.reset()
-        self.current = Session(run_dir=rd, repetition=r, users=users, spawn_rate=spawn_rate,
-                               started=time.time(), description=description)
+        self.idle.clear()
+        self.current = Session(run_dir=rd, repetition=r, users=users, spawn_rate=spawn_rate, started=time.time(),
+                               description=description, initiators=[int(i) for i in per_init])
         self.metrics.set_state("running", run_id=rd.run_id, description=description)
-        return {"ok": True, "run_id": rd.run_id, "out_dir": str(r.partial), "spec_path": str(spec_path),
-                "spec": asdict(spec), "description": description}
+        return plan, r.partial
 
-    # ------------------------------------------------------------------ stop
-    def stop(self, info: dict) -> dict:
+    # ------------------------------------------------------------------ end
+    def finish(self, res: SwarmResult) -> dict:
+        """The swarm ended: save the session (called on a thread of the controller)."""
         with self._session_lock:
             s = self.current
             if s is None:
                 return {"ok": True, "run_dir": None, "note": "no session in progress"}
-            return self._finish(s, info)
+            return self._finish(s, res)
 
     def abandon(self) -> Path | None:
         """Save the session in progress, if any, as interrupted (ssbench web is shutting down
-        and the master never reported the stop)."""
+        and the master never reported the end)."""
         with self._session_lock:
             s = self.current
             if s is None:
                 return None
-            self._finish(s, {}, status="interrupted")
+            self._finish(s, None, status="interrupted")
             return s.run_dir.path
 
-    def _finish(self, s: Session, info: dict, status: str = "complete") -> dict:
+    def _finish(self, s: Session, res: SwarmResult | None, status: str = "complete") -> dict:
         self.current = None
         self.metrics.set_state("saving", run_id=s.run_dir.run_id, description=s.description)
         try:
-            # the master forwards each worker's recording before it reports the stop; a short
-            # grace for files still on their way (shutdown paths)
-            expected = {int(i) for i in info.get("initiators_with_users") or []}
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                if expected <= self._initiators_recorded(s.partial):
-                    break
-                time.sleep(0.2)
-            spawn = info.get("spawn_complete") or info.get("started") or s.started
-            stop_t = info.get("stop_requested") or time.time()
-            measure = max(float(stop_t) - float(spawn), 0.0)
-            csv = s.partial / "locust_stats.csv"
-            res = SwarmResult(spawn_complete=float(spawn),
-                              worker_files=sorted(s.partial.glob("worker-i*.json")),
-                              interrupted=status != "complete", stats_csv=csv if csv.exists() else None)
-            got = self._initiators_recorded(s.partial)
-            notes = [f"the recording of initiator {i}'s worker never reached the master "
-                     f"(its SENDs are missing from send_rate and send latency)" for i in sorted(expected - got)]
-            if not res.worker_files and not expected:
+            if res is None:   # no word from the master: what its recordings say, if any came
+                res = SwarmResult(spawn_complete=None, interrupted=True,
+                                  worker_files=sorted(s.repetition.partial.glob("worker-i*.json")))
+            spawn = res.spawn_complete or s.started
+            measure = max(float(res.stop_requested or time.time()) - float(spawn), 0.0)
+            res.spawn_complete = float(spawn)
+            notes = [f"the recording of worker {slot} never reached the master (its SENDs are missing from "
+                     "send_rate and send latency)" for slot in res.missing]
+            if not res.worker_files:
                 notes.append("no worker recording reached the master")
-            web = {"users": s.users, "spawn_rate": s.spawn_rate,
-                   "spawn_completed": info.get("spawn_complete") is not None,
-                   "initiators_with_users": sorted(expected), "ended_by": status}
+            web = {"users": s.users, "spawn_rate": s.spawn_rate, "spawn_completed": res.spawn_complete is not None,
+                   "initiators_with_users": s.initiators, "ended_by": status}
             summary = s.repetition.finish(res, warmup_seconds=0.0, measure_seconds=measure, web=web,
                                           error_samples=notes, require_sends=False)
             self._write_matrix(s.run_dir, s.perm, s.spawn_rate, measure=measure)
@@ -194,6 +183,7 @@ class WebSessions:
             s.run_dir.update_run(error=f"{type(e).__name__}: {e}")
             s.run_dir.finish("failed")
             self.metrics.set_state("idle", run_id=s.run_dir.run_id, description=f"saving failed: {e}")
+            self.idle.set()
             raise
         self.saved.append(s.run_dir.path)
         lost = summary.messages_lost
@@ -201,13 +191,10 @@ class WebSessions:
                                description=f"saved: {s.description}; send {summary.send_rate:,.0f} msg/s, "
                                            f"lost {lost}", run_dir=str(s.run_dir.path))
         log.info("session %s saved (%s)", s.run_dir.run_id, summary.status)
+        self.idle.set()
         return {"ok": True, "run_dir": str(s.run_dir.path), "run_id": s.run_dir.run_id,
                 "status": summary.status, "send_rate": summary.send_rate,
                 "receive_rate": summary.receive_rate, "messages_lost": lost}
-
-    @staticmethod
-    def _initiators_recorded(partial: Path) -> set[int]:
-        return {int(p.name.split("-")[1][1:]) for p in partial.glob("worker-i*.json")}
 
     # ------------------------------------------------------------------ helpers
     def _write_matrix(self, rd: RunDir, perm: Permutation, spawn_rate: float, measure: float | None) -> None:

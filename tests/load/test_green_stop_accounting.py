@@ -1,19 +1,17 @@
 """The embedded SEND paths at the end of a swarm: Locust stops its users by killing their
-greenlets, and a greenlet killed while its SEND waits for the server (green path) or a hub loop
-cut off with a SEND in flight leaves a SEND that the database commits and the client never
-counts. The worker quiesces first (no new SEND, the ones in
-flight finished and reported), so the client's count equals the database's, counted
-independently, swarm after swarm."""
+greenlets, and a SEND loop cut off with a SEND in flight would leave a SEND that the database
+commits and the client never counts. Each stopped user ends its loop after the SEND in flight
+and reports it, so the client's count equals the database's, counted independently, swarm after
+swarm, on both SEND loops (the hub's, the OS thread's)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.load.spec import SwarmSpec
-from harness.load.swarm import Swarm
 from harness.load.window import merge_workers
 from harness.targets.embedded.target import EmbeddedTarget
 from support.embedded import settings
+from support.swarm import run_swarm
 
 pytestmark = pytest.mark.slow
 
@@ -30,22 +28,16 @@ def target(pg_server):
         t.close()
 
 
-@pytest.mark.parametrize("mode", ["auto", "green"])   # the hub loop (the default), the greenlet path
-def test_every_send_the_database_committed_is_counted_by_the_client(target, tmp_path, monkeypatch, mode):
-    monkeypatch.setenv("SSBENCH_SEND_MODE", mode)
+@pytest.mark.parametrize("mode", ["auto", "thread"])   # the hub loop (the default), the OS-thread loop
+def test_every_send_the_database_committed_is_counted_by_the_client(target, tmp_path, mode):
     target.prepare(1, "durable", settings())
     target.create_dialogs(1, USERS, 1)
     target.start()
     try:
         for k in range(SWARMS):
-            out = tmp_path / f"s{k}"
-            out.mkdir()
-            spec = SwarmSpec(sender_specs={"1": target.sender_spec(1)}, payload_bytes=100,
-                             usable={"1": USERS}, warmup_seconds=WARMUP, measure_seconds=MEASURE,
-                             out_dir=str(out), users_per_initiator=USERS)
-            swarm = Swarm(spec, out, initiators=1, threads=USERS, spawn_rate=1000).start()
-            res = swarm.wait(timeout=90)
-            assert res.spawn_complete and res.worker_files, swarm.log_tail()
+            res, _ = run_swarm({"1": target.sender_spec(1)}, tmp_path / f"s{k}", USERS, warmup=WARMUP,
+                               measure=MEASURE, send_mode=mode)
+            assert res.spawn_complete and res.worker_files
             start = res.spawn_complete + WARMUP
             wd = merge_workers(res.worker_files, start, start + MEASURE)
             counts = target.drain(60)

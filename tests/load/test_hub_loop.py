@@ -5,6 +5,8 @@ reconnected and driven again; open loop keeps the slots; a stop lets go of the c
 
 from __future__ import annotations
 
+import time
+
 import gevent
 import psycopg
 import pytest
@@ -49,11 +51,16 @@ def senders(target):
 
 
 def _loops(senders, pacers=None, **kw):
+    """One loop per sender; after an error the loop SENDs through the blocking ``send`` on the
+    hub's threadpool, as a Locust user's loop does."""
+    from harness.load.offload import Offload
+
+    off = Offload(maxsize=16)
     loops = []
     for i, s in enumerate(senders):
         d = s.dialog(i + 1)
-        s.send_green(d, b"first")            # as a Locust user does: the first SEND from its greenlet
-        loops.append(HubLoop(s, d, b"x" * 100, pacers[i] if pacers else None, **kw))
+        loops.append(HubLoop(s, d, b"x" * 100, pacers[i] if pacers else None,
+                             send=lambda dd, p, s=s: off.call(s, s.send, dd, p), **kw))
     return loops
 
 
@@ -61,8 +68,8 @@ def _run(loops, seconds: float) -> list[list]:
     got = [[] for _ in loops]
     for lp in loops:
         lp.start()
-    end = gevent.get_hub().loop.now() + seconds
-    while gevent.get_hub().loop.now() < end:
+    end = time.monotonic() + seconds     # (the hub's cached loop time may be stale before it runs)
+    while time.monotonic() < end:
         gevent.sleep(0.05)
         for g, lp in zip(got, loops):
             g.extend(lp.take())
@@ -81,7 +88,7 @@ def test_every_send_it_reports_is_one_the_database_counts(target, senders):
     assert all(len(g) > 50 for g in got), [len(g) for g in got]    # every user's connection was driven
     assert all(r[2] is None for g in got for r in g)
     counts = target.drain(60)
-    assert counts.settled and counts.sent == counts.received == ok + USERS, (counts, ok)   # + the first SENDs
+    assert counts.settled and counts.sent == counts.received == ok, (counts, ok)
     # completion times in order per user, elapsed times positive
     for g in got:
         assert all(a[0] <= b[0] for a, b in zip(g, g[1:])) and all(r[1] > 0 for r in g)
@@ -108,7 +115,7 @@ def test_a_killed_connection_is_one_failed_send_then_it_reconnects(target, sende
     counts = target.drain(60)
     # the SEND cut off may or may not have committed: the database says which, and the loop
     # never reports one as done that was not
-    assert counts.settled and ok + 1 <= counts.sent <= ok + 1 + len(errors), (counts, ok, len(errors))
+    assert counts.settled and ok <= counts.sent <= ok + len(errors), (counts, ok, len(errors))
 
 
 def test_open_loop_keeps_its_slots_and_a_stop_ends_a_slot_wait(target, senders):

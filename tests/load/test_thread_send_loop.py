@@ -1,4 +1,4 @@
-"""The SEND path of blocking drivers (SSBENCH_SEND_MODE=thread: each user's SEND loop on its own
+"""The SEND path of blocking drivers (send mode ``thread``: each user's SEND loop on its own
 OS thread, results reported in batches), on a real Locust swarm (master + worker processes)
 against the embedded target (real PostgreSQL, real broker): every user sends through the
 window, every SEND the recorder counts is a row the target received (none lost, none counted
@@ -7,16 +7,14 @@ twice), refused SENDs are counted exactly, and users stop promptly when the wind
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from harness.load.spec import SwarmSpec
-from harness.load.swarm import Swarm
 from harness.load.window import merge_workers
 from harness.targets.embedded.target import EmbeddedTarget
-from support import flaky_sender, pythonpath_env
+from support import flaky_sender
 from support.embedded import settings
+from support.swarm import run_swarm
 
 pytestmark = pytest.mark.slow
 
@@ -40,21 +38,13 @@ def _prepare(target):
 
 
 def _swarm(target, tmp_path, monkeypatch, sender_spec, rate: float = 0.0):
-    monkeypatch.setenv("SSBENCH_SEND_MODE", "thread")
-    monkeypatch.setenv("PYTHONPATH", pythonpath_env()["PYTHONPATH"])
-    spec = SwarmSpec(sender_specs={"1": sender_spec}, payload_bytes=100, usable={"1": USERS},
-                     warmup_seconds=WARMUP, measure_seconds=MEASURE, out_dir=str(tmp_path),
-                     rate=rate, users_per_initiator=USERS)
-    swarm = Swarm(spec, tmp_path, initiators=1, threads=USERS, spawn_rate=1000).start()
-    res = swarm.wait(timeout=90)
-    ended = time.time()
-    assert res.spawn_complete and res.worker_files, swarm.log_tail()
-    assert not swarm.worker_failures(), swarm.worker_failures()
-    master = json.loads((tmp_path / "master.json").read_text())
+    res, ended = run_swarm({"1": sender_spec}, tmp_path, USERS, warmup=WARMUP, measure=MEASURE, rate=rate,
+                           send_mode="thread")
+    assert res.spawn_complete and res.worker_files
     start = res.spawn_complete + WARMUP
     wd = merge_workers(res.worker_files, start, start + MEASURE)
     users = json.loads(res.worker_files[0].read_text())["users"]
-    return wd, users, master["stop_requested"], ended
+    return wd, users, res.stop_requested, ended
 
 
 def test_thread_loop_every_user_sends_and_nothing_is_lost_or_counted_twice(target, tmp_path, monkeypatch):

@@ -179,7 +179,7 @@ def test_saturate_drives_several_processes_per_initiator(pg_server, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--workers-per-initiator", "3"], "--workers-per-initiator"),
+    (["--workers-per-initiator", "0"], "--workers-per-initiator"),
     (["--master-bind", "0.0.0.0:6000"], "only with --remote-workers"),
 ])
 def test_saturate_scale_flags_are_checked_before_anything_starts(args, message, tmp_path):

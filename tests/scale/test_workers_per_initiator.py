@@ -89,11 +89,40 @@ def test_workers_per_initiator_two_processes_every_user_active(pg_server, tmp_pa
               for w in d["workers"]))
 
 
+@pytest.mark.slow
+def test_three_threads_over_two_processes_split_three_and_none_is_lost(pg_server, tmp_path):
+    """Threads split as evenly as possible (3 over 2: 2 + 1), each user on its own dialog slot;
+    an initiator with 1 thread gets one process, not two."""
+    m = tmp_path / "uneven.yaml"
+    m.write_text(MATRIX.format(extra="  workers_per_initiator: 2").replace("threads: [4]", "threads: [1, 3]")
+                 .replace("initiators: [2]", "initiators: [1]"))
+    out = tmp_path / "run"
+    r = ssbench("run", str(m), "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    for perm, want in (("i1-t1-", {"worker-i1-w1.json": ["0"]}),
+                       ("i1-t3-", {"worker-i1-w1.json": ["0", "1"], "worker-i1-w2.json": ["2"]})):
+        [summary_path] = list(out.glob(f"{perm}*/rep-01/summary.json"))
+        d = json.loads(summary_path.read_text())
+        users = {p.name: sorted(json.loads(p.read_text())["users"]) for p in summary_path.parent.glob("worker-i*.json")}
+        assert users == want, users
+        n = sum(len(v) for v in want.values())
+        assert (d["users_expected"], d["users_spawned"], d["users_active"]) == (n, n, n), d["status"]
+        assert d["messages_lost"] == 0 and d["messages_sent"] == d["messages_received"] > 0, d
+        assert sorted(w["users"] for w in d["workers"]) == sorted(len(v) for v in want.values())
+
+
+def test_the_papers_matrix_with_two_processes_per_initiator_is_528(tmp_path):
+    m = tmp_path / "paper2.yaml"
+    text = (REPO / "matrices" / "paper.yaml").read_text()
+    assert "workers_per_initiator" not in text
+    m.write_text(text.replace("\nrun:\n", "\nrun:\n  workers_per_initiator: 2\n", 1))
+    r = ssbench("matrix", str(m), "--count")
+    assert r.returncode == 0 and r.stdout.strip() == "528", r.stderr
+
+
 @pytest.mark.parametrize("extra, args, where", [
-    ("  workers_per_initiator: 3", [], ":4: axes.threads[0]: 4 threads do not split evenly"),
     ("  workers_per_initiator: 0", [], "run.workers_per_initiator: must be between 1 and 64"),
     ("  workers_per_initiator: two", [], "run.workers_per_initiator: must be an integer"),
-    ("", ["--workers-per-initiator", "3"], ":4: axes.threads[0]: 4 threads do not split evenly"),
     ("", ["--workers-per-initiator", "0"], "--workers-per-initiator: must be an integer between 1 and 64"),
     ("", ["--master-bind", "0.0.0.0:5557"], "--master-bind: only with --remote-workers"),
 ])

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import psycopg
 
-from harness.targets.base import SendPaths, Sender
+from harness.targets.base import Sender
 
 
 class SleepSender(Sender):
-    paths = SendPaths(green=True)
+    """Blocking only: each user's SENDs run on an OS thread of its own."""
 
     def __init__(self, conninfo: str, seconds: float):
         self.conn = psycopg.connect(conninfo, autocommit=True)
         self.seconds = seconds
-        self._green = None
 
     @classmethod
     def from_spec(cls, spec: dict) -> "SleepSender":
@@ -31,19 +30,7 @@ class SleepSender(Sender):
     def send(self, dialog: str, payload: bytes) -> None:
         self.conn.execute("SELECT pg_sleep(%s)", (self.seconds,))
 
-    def send_green(self, dialog: str, payload: bytes) -> None:
-        if self._green is None:
-            from harness.targets.embedded.green import GreenConn
-
-            self._green = GreenConn(self.conn.pgconn)
-        pg = self._green.pg
-        res = self._green.execute(lambda: pg.send_query(f"SELECT pg_sleep({self.seconds:f})".encode()))
-        if res is None or res.error_message:
-            raise RuntimeError(f"sleep failed: {pg.error_message.decode(errors='replace')}")
-
     def close(self) -> None:
-        if self._green is not None:
-            self._green.close()
         self.conn.close()
 
 

@@ -74,15 +74,13 @@ def test_two_distributions_registering_one_name_are_refused(tmp_path, monkeypatc
 def test_send_paths_are_declared_and_checked_when_the_class_is_defined():
     """The load layer reads ``paths``; a class declaring a path it does not implement is refused
     at once, not when a swarm first takes that path."""
-    with pytest.raises(TypeError, match="declares the green SEND path but does not implement send_green"):
+    with pytest.raises(TypeError, match="declares the pump SEND path but does not implement pump"):
         class Liar(Sender):  # noqa: F841
-            paths = SendPaths(green=True)
-    with pytest.raises(ValueError, match="needs the green path"):
-        SendPaths(pump=True)
+            paths = SendPaths(pump=True)
     from harness.targets.embedded.sender import EmbeddedSender
     from harness.targets.mssql.sender import MssqlSender
 
-    assert EmbeddedSender.paths == SendPaths(green=True, pump=True)
+    assert EmbeddedSender.paths == SendPaths(pump=True)
     assert MssqlSender.paths == SendPaths()
 
 

@@ -65,7 +65,9 @@ def test_page_shows_the_age_and_the_last_sample():
 def test_metrics_endpoint_after_a_real_session_stops(pg_server, tmp_path):
     from harness.matrix import BrokerSettings
     from harness.targets.embedded.target import EmbeddedTarget
-    from harness.web.control import ControlClient, ControlServer
+    from harness.load.control import ControlClient, ControlServer
+    from harness.load.protocol import SwarmRequest
+    from harness.load.swarm import SwarmResult
     from harness.web.session import WebSessions
 
     target = EmbeddedTarget(pg_server, prefix="ssb_idle")
@@ -75,15 +77,16 @@ def test_metrics_endpoint_after_a_real_session_stops(pg_server, tmp_path):
     srv = ControlServer({"GET /metrics": lambda _b: metrics.snapshot()}).start()
     try:
         client = ControlClient(srv.url)
-        sessions.start({"initiators": 1, "users": 2, "spawn_rate": 2, "dialogs": "per_thread",
-                        "payload_bytes": 100})
+        plan, _out = sessions.plan(SwarmRequest(users=2, spawn_rate=2, form={
+            "initiators": 1, "dialogs": "per_thread", "payload_bytes": 100}))
+        assert plan.users == {"1": 2} and plan.single is False
         deadline = time.monotonic() + 30
         live = client.get("/metrics")
         while not (live.get("ts") and live.get("queue_depth") is not None) and time.monotonic() < deadline:
             time.sleep(0.3)
             live = client.get("/metrics")
         assert live["state"] == "running" and live.get("queue_depth") is not None, live
-        sessions.stop({})
+        sessions.finish(SwarmResult(spawn_complete=None))   # a swarm that ended without a recording
         idle = client.get("/metrics")
         assert idle["state"] == "idle", idle
         assert not any(k in idle for k in LIVE_FIELDS), idle

@@ -102,7 +102,7 @@ def _master_port(web: WebProcess) -> int:
 
 
 def _token(web: WebProcess) -> str:
-    return re.search(r"SSBENCH_WORKER_TOKEN=(\S+) ssbench web --worker", web.output).group(1)
+    return re.search(r"SSBENCH_WORKER_TOKEN=(\S+) ssbench worker", web.output).group(1)
 
 
 def _status(url: str, s: requests.Session) -> dict:
@@ -233,8 +233,10 @@ def test_login_and_wrong_token_workers(pg_server, tmp_path):
 
         # ---- a plain Locust worker (no token handshake at all): refused after the handshake timeout
         plain_env = {k: v for k, v in env.items() if not k.startswith("SSBENCH_WEB")}
-        plain_env["SSBENCH_INITIATOR"] = "3"
-        plain = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(REPO / "harness/load/locustfile.py"),
+        plain_file = tmp_path / "plain_locustfile.py"   # a Locust worker without ssbench's handshake
+        plain_file.write_text("from locust import User, task\n\nclass U(User):\n    @task\n    def t(self):\n"
+                              "        pass\n")
+        plain = subprocess.Popen([sys.executable, "-m", "locust", "-f", str(plain_file),
                                   "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
                                  cwd=REPO, env=plain_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                  start_new_session=True)

@@ -392,7 +392,7 @@ def test_live_metrics_table_rows():
 
 
 def test_control_api_roundtrip():
-    from harness.web.control import ControlClient, ControlServer
+    from harness.load.control import ControlClient, ControlServer
 
     calls = []
 

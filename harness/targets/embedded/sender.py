@@ -41,12 +41,12 @@ class EmbeddedSender(Sender):
     A SEND that fails because the connection is lost raises; the next call reconnects (the SEND
     statement prepared again), backing off while the server is unreachable.
 
-    The lock that makes calls one at a time is the OS's own (:mod:`harness.native`): OS threads
-    (the thread SEND loop, the hub's threadpool) block on it; a greenlet (:meth:`send_green`)
-    never blocks on it, it yields until the lock is free."""
+    The lock that makes calls one at a time is the OS's own (:mod:`harness.native`): the OS
+    threads that call (the thread SEND loop, the hub's threadpool) block on it. While the hub
+    drives the connection through :meth:`pump`, nothing else uses it."""
 
-    #: libpq in non-blocking mode: the green path (send_green) and the hub's pump
-    paths = SendPaths(green=True, pump=True)
+    #: libpq in non-blocking mode: the hub's pump
+    paths = SendPaths(pump=True)
     #: the SEND statement, prepared once per connection ($1 dialog handle, $2 body); a
     #: benchmark may subclass with another two-parameter statement (benchmarks/ceiling_sender.py)
     send_sql: bytes = SEND_SQL
@@ -57,7 +57,6 @@ class EmbeddedSender(Sender):
         self._app = application_name or f"ssbench-sender-i{initiator or 0}"
         self._lock = allocate_lock()
         self._dialogs: dict[int, str] = {}
-        self._green = None       # .green.GreenConn, made on the first send_green
         self._lost = False       # the connection broke: the next call reconnects
         self._backoff = RECONNECT_BACKOFF_S[0]
         self._retry_at = 0.0
@@ -189,38 +188,10 @@ class EmbeddedSender(Sender):
                 live[0], live[1] = got.decode() if got else None, live[1] + 1
         return res
 
-    def send_green(self, dialog: str, payload: bytes) -> None:
-        """:meth:`send` for a gevent greenlet: libpq in non-blocking mode, waiting on the socket
-        through gevent's hub, so other users' greenlets run meanwhile (no thread hop). The hot
-        path of the embedded target: one lock test, one prepared statement, one hub wait."""
-        lock = self._lock
-        if not lock.acquire(False):          # another caller holds it: yield, never block the hub
-            _acquire_cooperatively(lock)
-        try:
-            if self._lost:
-                self._reconnect()
-            green = self._green
-            if green is None:
-                from .green import GreenConn
-
-                green = self._green = GreenConn(self._pg)
-            try:
-                if self._per_dialog:
-                    res = self._exec_retiring(dialog, payload, green.exec_prepared)
-                else:
-                    res = green.exec_prepared(_STMT, [dialog.encode(), payload], _FORMATS)
-            except psycopg.OperationalError as e:
-                self._lost = self._pg.status != ConnStatus.OK
-                raise psycopg.OperationalError(f"SEND failed: {_first_line(e)}") from None
-        finally:
-            lock.release()
-        if res is None or res.status != ExecStatus.TUPLES_OK:
-            self._raise(res) if res is not None else self._raise_conn()
-
     def pump(self, dialog: str, payload: bytes):
         """SENDs of ``payload`` on ``dialog`` as non-blocking libpq steps for an event loop
         (:class:`.green.LibpqPump`); None with a finite dialog lifetime (the load layer then
-        takes the green path) or a lost connection (the next blocking SEND reconnects first)."""
+        takes the blocking path) or a lost connection (the next blocking SEND reconnects first)."""
         if self._per_dialog or self._lost:
             return None
         from .green import LibpqPump
@@ -244,9 +215,6 @@ class EmbeddedSender(Sender):
         return psycopg.OperationalError(f"SEND failed: {msg}")
 
     def close(self) -> None:
-        if self._green is not None:
-            self._green.close()
-            self._green = None
         try:
             self._conn.close()
         except Exception:  # pragma: no cover
@@ -257,16 +225,6 @@ class EmbeddedSender(Sender):
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _acquire_cooperatively(lock) -> None:
-    """Take a native lock from a greenlet: poll it, yielding to the hub in between."""
-    import gevent
-
-    delay = 0.0005
-    while not lock.acquire(False):
-        gevent.sleep(delay)
-        delay = min(delay * 2, 0.05)
 
 
 def _first_line(e: BaseException) -> str:

@@ -1,9 +1,12 @@
-"""The private control API between ``ssbench web`` and its Locust master (loopback HTTP + JSON).
+"""The controller <-> Locust master link: loopback HTTP + JSON.
 
-``ssbench web`` owns the target (database connections, the embedded broker, the collectors);
-the Locust master is a gevent process that must never block on a database driver, so it asks
-``ssbench web`` over this API: ``POST /session/start``, ``POST /session/stop``, ``GET /metrics``.
-The URL carries a random token and the server listens on 127.0.0.1 only.
+The controller (``ssbench run``, ``saturate``, ``web``) owns the target (database connections,
+the embedded broker, the collectors) and the results; the Locust master is a gevent process that
+must never block on a database driver and never writes a result file, so it talks to the
+controller over this link (the messages are :mod:`harness.load.protocol`'s; the routes are
+:data:`harness.load.swarm.ROUTES`). The URL carries a random token, the server listens on
+127.0.0.1 only, and the master learns the URL from ``$SSBENCH_CONTROL`` (an address, not a
+spec: nothing of the swarm travels through the environment).
 """
 
 from __future__ import annotations

@@ -1,0 +1,230 @@
+"""The swarm protocol: typed, versioned messages between the three parties of a swarm.
+
+* the **controller**: the process that owns the target and the results (``ssbench run``,
+  ``saturate``, ``web``; :class:`harness.load.swarm.Swarm`);
+* the **Locust master** (:mod:`harness.load.master`), always on the controller's host;
+* the **Locust workers** (:mod:`harness.load.worker`), on this host or on client hosts
+  (``ssbench worker``), one or more per initiator.
+
+Two links, one set of messages:
+
+* controller <-> master: loopback HTTP (:mod:`harness.load.control`); the master is the client,
+  each message is a POST of :meth:`Message.to_wire` and the reply is the controller's answer;
+* master <-> worker: Locust's own messages (``runner.register_message``; msgpack over ZeroMQ),
+  after the token handshake of :mod:`harness.load.auth`.
+
+=============  ===========================  ===========================================
+message        direction                    when
+=============  ===========================  ===========================================
+SwarmRequest   master -> controller         Locust starts a swarm (headless start, or the
+                                            web UI's form): answered by a SwarmPlan
+SwarmPlan      controller -> master         what to run: the spec, users per initiator,
+                                            workers per initiator, windows, worker wait
+Claim          worker -> master             who the worker is (host, pid) and which slot
+                                            it asks for (``--initiator``, ``--worker``)
+Assignment     master -> worker             the spec and the worker's slot, before its
+                                            users spawn (Locust delivers in order)
+Recording      worker -> master ->          the worker's exact SEND histograms, per-user
+               controller                   counts, process and host samples
+Status         master -> controller         the swarm's phase and facts (placed workers,
+                                            spawn complete, ended); also the heartbeat,
+                                            every 0.25 s; answered by a Command
+Command        controller -> master         stop the swarm now; quit
+Failure        worker -> master,            something that makes the swarm untrustworthy
+               master -> controller         (workers missing, a worker lost, no spec)
+Notice         master -> controller         a line for the terminal (a refused worker)
+=============  ===========================  ===========================================
+
+No message carries a password (sender specs name the variable a password is read from, on the
+worker's own host). Every message carries ``type`` and ``v``; a message of another major
+version is refused with :class:`ProtocolError` naming both versions (a worker of an older
+ssbench against a newer controller), and fields a receiver does not know are ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from .spec import SwarmSpec
+
+VERSION = 1
+
+
+class ProtocolError(ValueError):
+    """A message this side cannot read (another version, another type, a malformed field)."""
+
+
+@dataclass
+class Message:
+    TYPE: ClassVar[str] = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        out = {"type": self.TYPE, "v": VERSION}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if isinstance(value, SwarmSpec) else value
+        return out
+
+    @classmethod
+    def from_wire(cls, data: Any):
+        if not isinstance(data, dict):
+            raise ProtocolError(f"{cls.TYPE}: not a message: {type(data).__name__}")
+        if data.get("type") != cls.TYPE:
+            raise ProtocolError(f"expected a {cls.TYPE} message, got {data.get('type')!r}")
+        if data.get("v") != VERSION:
+            raise ProtocolError(f"{cls.TYPE}: protocol version {data.get('v')!r}, this ssbench speaks {VERSION} "
+                                "(run the same ssbench version on the controller and every client host)")
+        kw = {}
+        for f in dataclasses.fields(cls):
+            if f.name in data:
+                value = data[f.name]
+                kw[f.name] = SwarmSpec.from_dict(value) if f.name == "spec" and isinstance(value, dict) else value
+        try:
+            return cls(**kw)
+        except TypeError as e:
+            raise ProtocolError(f"{cls.TYPE}: {e}") from None
+
+
+# --------------------------------------------------------------------------- master -> controller
+
+@dataclass
+class SwarmRequest(Message):
+    """Locust is starting a swarm: ``users`` in total at ``spawn_rate``; ``form``: the web UI's
+    ssbench fields (initiators, payload_bytes, dialogs), empty for a headless swarm."""
+
+    TYPE: ClassVar[str] = "swarm_request"
+    users: int = 0
+    spawn_rate: float = 1.0
+    form: dict = field(default_factory=dict)
+
+
+@dataclass
+class SwarmPlan(Message):
+    """The controller's answer: ``spec`` for the users; ``users`` per initiator in use (keys are
+    initiator numbers as strings); up to ``workers_per_initiator`` workers per initiator (never
+    more than its users); ``measure_seconds`` 0: the swarm runs until it is stopped (web UI).
+    ``error``: the controller could not prepare the swarm (no swarm then)."""
+
+    TYPE: ClassVar[str] = "swarm_plan"
+    spec: SwarmSpec | None = None
+    users: dict = field(default_factory=dict)
+    workers_per_initiator: int = 1
+    warmup_seconds: float = 0.0
+    measure_seconds: float = 0.0
+    worker_wait_seconds: float = 60.0
+    #: a headless swarm: the master quits when it has ended, and tells workers without a slot to
+    #: quit (the next repetition has a master of its own); False: the web UI's long-lived master
+    #: keeps them idle for its next swarm
+    single: bool = True
+    error: str | None = None
+
+    @property
+    def swarm_id(self) -> str:
+        return self.spec.swarm_id if self.spec is not None else ""
+
+    def users_of(self, initiator: int) -> int:
+        return int(self.users.get(str(initiator), 0))
+
+
+@dataclass
+class Status(Message):
+    """The swarm's phase: ``idle`` (no swarm), ``placing`` (waiting for workers), ``spawning``,
+    ``running``, ``stopping``, ``ended``. Facts are sent once known: ``workers`` (slot
+    ``i<K>.w<W>`` -> host, pid), ``spawn_complete`` (epoch seconds) and ``user_count``,
+    ``stop_requested`` (epoch), and at ``ended`` the slots ``recorded`` and ``missing`` and
+    Locust's own statistics as CSV text (``stats_csv``, ``failures_csv``, ``exceptions_csv``)."""
+
+    TYPE: ClassVar[str] = "status"
+    swarm_id: str = ""
+    phase: str = "idle"
+    facts: dict = field(default_factory=dict)
+
+
+@dataclass
+class Command(Message):
+    """The controller's answer to a Status: ``stop`` the swarm now (its recordings still come
+    back); ``quit`` the master once the swarm has ended."""
+
+    TYPE: ClassVar[str] = "command"
+    stop: bool = False
+    quit: bool = False
+
+
+@dataclass
+class Failure(Message):
+    """Something that makes the swarm untrustworthy, in one sentence: ``what`` is ``missing``
+    (expected workers never came), ``lost`` (a placed worker stopped answering), ``worker``
+    (a worker could not run its users), ``plan`` (the controller refused the swarm)."""
+
+    TYPE: ClassVar[str] = "failure"
+    swarm_id: str = ""
+    what: str = ""
+    text: str = ""
+    slot: str = ""
+
+
+@dataclass
+class Notice(Message):
+    TYPE: ClassVar[str] = "notice"
+    text: str = ""
+
+
+# --------------------------------------------------------------------------- master <-> worker
+
+@dataclass
+class Claim(Message):
+    """A worker's introduction: the slot it asks for (None: the master chooses) and where it
+    runs."""
+
+    TYPE: ClassVar[str] = "claim"
+    initiator: int | None = None
+    worker: int | None = None
+    host: str = ""
+    pid: int = 0
+
+
+@dataclass
+class Assignment(Message):
+    """The worker's part of a swarm: its slot (``initiator``, ``worker``), its ``users``, the
+    index of its first user among its initiator's (each user keeps its own dialog slot and its
+    own slots of the open-loop schedule), and the spec."""
+
+    TYPE: ClassVar[str] = "assignment"
+    spec: SwarmSpec | None = None
+    initiator: int = 0
+    worker: int = 0
+    users: int = 0
+    first_user: int = 0
+
+
+@dataclass
+class Recording(Message):
+    """A worker's recording (:meth:`harness.load.recorder.Recorder.to_json` plus ``host`` and
+    ``samples``); the master forwards it as is, stamped with the slot it assigned."""
+
+    TYPE: ClassVar[str] = "recording"
+    swarm_id: str = ""
+    initiator: int = 0
+    worker: int = 0
+    data: dict = field(default_factory=dict)
+
+    @property
+    def slot(self) -> str:
+        return slot_name(self.initiator, self.worker)
+
+
+def slot_name(initiator: int, worker: int) -> str:
+    return f"i{int(initiator)}.w{int(worker)}"
+
+
+def recording_file(initiator: int, worker: int) -> str:
+    """The recording's file name in the repetition directory."""
+    return f"worker-i{int(initiator)}-w{int(worker)}.json"
+
+
+#: Locust message types of the master <-> worker link (the HTTP link uses the routes of
+#: harness.load.swarm.ROUTES)
+LOCUST_TYPES = {cls.TYPE: f"ssbench_{cls.TYPE}" for cls in (Claim, Assignment, Recording, Failure)}
+WELCOME = "ssbench_welcome"   # master -> worker once admitted: "send your Claim"
