@@ -52,7 +52,7 @@ class Runner:
             resolve_profile(m, self.target, perm.server)  # fail early, before any load
         todo = []
         for perm, rep in m.schedule():
-            if self.run_dir.is_complete(perm.id, rep):
+            if self.run_dir.is_complete(perm.id, rep) and not self._damaged(perm, rep):
                 self.progress.skip()
             else:
                 todo.append((perm, rep))
@@ -68,6 +68,16 @@ class Runner:
             self.run_dir.update_run(permutations_done=self.progress.done)
             self._report(perm, rep, summary)
         return self.lost_total
+
+    def _damaged(self, perm: Permutation, rep: int) -> bool:
+        """A committed repetition whose summary does not read back is set aside and run again."""
+        problem = self.run_dir.damage(perm.id, rep)
+        if problem is None:
+            return False
+        aside = self.run_dir.set_aside(perm.id, rep)
+        self.progress.line(f"warning: {problem}: this repetition is damaged; set aside as {aside.name} "
+                           "and run again")
+        return True
 
     def _report(self, perm: Permutation, rep: int, s: RepetitionSummary) -> None:
         lost = s.messages_lost

@@ -250,7 +250,7 @@ def read_summaries(spark, disc: Discovery):
         skipped = (row["run_id"], row["perm_id"], row["rep"])
         disc.reps = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) != skipped]
         if row["_bad"]:
-            disc.issues.append(Issue(row["file"], "corrupt (not JSON, or does not fit the "
+            disc.issues.append(Issue(row["file"], "damaged (not JSON, or does not fit the "
                                                   f"{SUMMARY_SCHEMA} schema): repetition skipped"))
         elif not row["_version_ok"]:
             disc.issues.append(Issue(row["file"], f"unsupported schema version {row['_schema']!r} (this ssbench "

@@ -131,7 +131,8 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
     t0 = time.monotonic()
     disc = discovery.discover(run_dirs)
     out_dir = prepare_out(Path(out) if out else default_out(run_dirs))
-    say(f"found {len(disc.reps)} repetitions in {len(disc.runs)} run(s); {len(disc.issues)} issue(s)")
+    # (the issues are counted at the end: reading the summaries and samples finds more)
+    say(f"found {len(disc.reps)} repetitions in {len(disc.runs)} run(s)")
     helper = start_plot_helper()
     own = False
     try:

@@ -90,7 +90,9 @@ def cmd_analyze(args) -> int:
         log = lambda m: print(f"ssbench analyze: {m}", file=sys.stderr)  # noqa: E731
         path = analyze(args.run_dirs, out=args.out, master=args.master, remote=remote,
                        threshold_pct=args.threshold, log=log)
-        for issue in load_issues_from(path):
+        issues = load_issues_from(path)   # every issue the analysis recorded (tables/issues.csv)
+        log(f"{len(issues)} issue(s)" + (": repetitions or files left out, see the warnings" if issues else ""))
+        for issue in issues:
             print(f"ssbench analyze: warning: {issue}", file=sys.stderr)
         print_techniques(path)
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shlex
 import signal
 import sys
 import tempfile
@@ -122,15 +123,23 @@ def scale_settings(args, matrix, config=None):
 
 
 def install_sigint(stop: threading.Event) -> None:
-    """First Ctrl-C: stop cleanly after tidying up. Second: abort at once."""
+    """First Ctrl-C (or SIGTERM): stop cleanly after tidying up. Second: abort at once; further
+    ones are ignored while the run's record is closed (it must end "interrupted", resumable)."""
     def handler(signum, frame):
         if stop.is_set():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             raise KeyboardInterrupt
         stop.set()
         print("\nssbench: stopping (Ctrl-C again to abort)...", file=sys.stderr)
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
+
+
+def resume_command(matrix: Path | str, run_dir: Path) -> str:
+    """The command that resumes a run, quoted for a POSIX shell (paths with spaces or quotes)."""
+    return shlex.join(["ssbench", "run", str(matrix), "--resume", "--out", str(run_dir)])
 
 
 def execute(args) -> tuple[int, "object"]:
@@ -140,10 +149,9 @@ def execute(args) -> tuple[int, "object"]:
     --out/--results directories, the target (a topology file is loaded, nothing connects) and
     the matrix's server profiles against the target's. A run that fails before its first
     repetition began leaves nothing behind."""
-    from ..errors import TargetError
     from ..matrix import load_matrix
     from ..paths import RESULTS
-    from ..runner import Interrupted, Progress, Runner, start_run
+    from ..runner import Progress, Runner, start_run
     from ..targets.factory import make_target, target_config
 
     config = target_config(args.target)   # a topology file is loaded, nothing connects
@@ -168,53 +176,71 @@ def execute(args) -> tuple[int, "object"]:
             raise
         print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.repetitions} repetition(s) "
               f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
+        _announce_remote(remote, matrix, config)
         progress = Progress(total=len(matrix) * matrix.run.repetitions)
-        if remote is not None:
-            print(f"ssbench: waiting for {matrix.run.workers_per_initiator} 'ssbench worker' per initiator at "
-                  f"{remote.bind_host}:{remote.port} (up to {remote.wait_seconds:g}s per repetition)", file=sys.stderr)
-            from ..load.hosts import client_hosts
-
-            hosts = client_hosts(config)
-            if hosts is not None and hosts.hosts:
-                print("ssbench: client hosts (topology): " + "; ".join(
-                    f"{h} drives {', '.join(i)}" for h, i in hosts.hosts.items()), file=sys.stderr)
         runner = Runner(matrix, target, rd, progress=progress, stop_event=stop, remote=remote)
-        resume = f"ssbench run {args.matrix} --resume --out {rd.path}"
         try:
-            lost = runner.run()
-        except Interrupted:
-            progress.close()
-            rd.finish("interrupted", runner.lost_total)
-            print(f"ssbench: interrupted; resume with: {resume}", file=sys.stderr)
-            return 130, rd
-        except OSError as e:
-            progress.close()
-            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-                rd.finish("failed", runner.lost_total)
-                raise
-            try:
-                rd.finish("interrupted", runner.lost_total)
-            except OSError:
-                pass  # run.json keeps "running": --resume treats it as unfinished all the same
-            print(f"ssbench: error: no space left on the device of {e.filename or rd.path}; the repetition "
-                  f"in progress was not kept. Free some space, then resume with: {resume}", file=sys.stderr)
-            return NO_SPACE_EXIT, rd
-        except (TargetError, Exception):
-            progress.close()
-            if not (undo and undo.remove_unstarted(rd.path)):
-                rd.finish("failed", runner.lost_total)
-            raise
+            code = _run(runner, rd, progress, resume_command(args.matrix, rd.path), undo)
         finally:
             target.close()
-    progress.close()
+    if code is not None:
+        return code, rd
+    lost = runner.lost_total
     rd.finish("complete", lost)
     print_run_table(rd.path)
-    print(f"ssbench: analyze with: ssbench analyze {rd.path}", file=sys.stderr)
+    print(f"ssbench: analyze with: ssbench analyze {shlex.quote(str(rd.path))}", file=sys.stderr)
     if lost:
         print(f"ssbench: !!! {lost} MESSAGES LOST in this run: see messages_lost in the summaries !!!",
               file=sys.stderr)
         return 4, rd
     return 0, rd
+
+
+def _announce_remote(remote, matrix, config) -> None:
+    if remote is None:
+        return
+    from ..load.hosts import client_hosts
+
+    print(f"ssbench: waiting for {matrix.run.workers_per_initiator} 'ssbench worker' per initiator at "
+          f"{remote.bind_host}:{remote.port} (up to {remote.wait_seconds:g}s per repetition)", file=sys.stderr)
+    hosts = client_hosts(config)
+    if hosts is not None and hosts.hosts:
+        print("ssbench: client hosts (topology): " + "; ".join(
+            f"{h} drives {', '.join(i)}" for h, i in hosts.hosts.items()), file=sys.stderr)
+
+
+def _run(runner, rd, progress, resume: str, undo) -> int | None:
+    """The runner's loop; the exit code of a run that did not complete (None: it did). Every way
+    out leaves run.json closed: interrupted (resumable), failed, or (the caller) complete."""
+    from ..runner import Interrupted
+
+    try:
+        runner.run()
+        progress.close()
+        return None
+    except (Interrupted, KeyboardInterrupt):   # Ctrl-C once (clean stop), or twice (abort)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # nothing may cut the record short now
+        progress.close()
+        rd.finish("interrupted", runner.lost_total)
+        print(f"ssbench: interrupted; resume with: {resume}", file=sys.stderr)
+        return 130
+    except OSError as e:
+        progress.close()
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            rd.finish("failed", runner.lost_total)
+            raise
+        try:
+            rd.finish("interrupted", runner.lost_total)
+        except OSError:
+            pass  # run.json keeps "running": --resume treats it as unfinished all the same
+        print(f"ssbench: error: no space left on the device of {e.filename or rd.path}; the repetition "
+              f"in progress was not kept. Free some space, then resume with: {resume}", file=sys.stderr)
+        return NO_SPACE_EXIT
+    except Exception:
+        progress.close()
+        if not (undo and undo.remove_unstarted(rd.path)):
+            rd.finish("failed", runner.lost_total)
+        raise
 
 
 def check_dir_arg(path: Path | None, flag: str, resume: bool | None = None) -> None:

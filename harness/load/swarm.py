@@ -413,11 +413,11 @@ class Swarm:
             if rc is None:
                 continue
             if name == "master":
-                return (f"the Locust master (pid {p.pid}) ended ({_how(rc)}) at {time.strftime('%H:%M:%S')} "
+                return (f"the Locust master (pid {p.pid}) died at {time.strftime('%H:%M:%S')} ({_how(rc)}) "
                         f"before its swarm ended:\n" + self.log_tail())
-            if cur is not None and cur.phase in ("spawning", "running"):
-                return (f"Locust {name} (pid {p.pid}) died ({_how(rc)}) at {time.strftime('%H:%M:%S')} while the "
-                        "swarm was running")
+            # a local worker leaves when its master quits, after the swarm ended: before, a death
+            return (f"Locust {name} (pid {p.pid}) died at {time.strftime('%H:%M:%S')} ({_how(rc)}) before its "
+                    "swarm ended")
         return None
 
 

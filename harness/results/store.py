@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from ..errors import UserError
 from .model import RUN_SCHEMA, RunRecord
-from .reader import RunReader, latest_unfinished, read_json, rep_name
+from .reader import RepRef, RunReader, latest_unfinished, read_json, rep_name
 from .summary import summarize_permutation
 
 __all__ = ["RunDir", "read_json", "rep_name", "utc_now_iso", "write_atomic", "write_json", "write_jsonl"]
@@ -154,6 +154,25 @@ class RunDir(RunReader):
 
     def is_complete(self, perm_id: str, rep: int) -> bool:
         return (self.rep_dir(perm_id, rep) / "summary.json").is_file()
+
+    def damage(self, perm_id: str, rep: int) -> str | None:
+        """Why a committed repetition cannot be trusted as complete (its summary does not read
+        back: the reader's own one-line error), or None."""
+        path = self.rep_dir(perm_id, rep) / "summary.json"
+        try:
+            RepRef(self.run_id, perm_id, rep, path.parent).summary()
+        except UserError as e:
+            return str(e)
+        return None
+
+    def set_aside(self, perm_id: str, rep: int) -> Path:
+        """Move a damaged repetition out of the run (``rep-NN.damaged-<UTC time>``: kept for a
+        look, never read as a repetition), so that it is run again."""
+        d = self.rep_dir(perm_id, rep)
+        aside = d.with_name(f"{d.name}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        os.replace(d, aside)
+        fsync_dir(d.parent)
+        return aside
 
     def begin_rep(self, perm_id: str, rep: int) -> Path:
         """A fresh partial directory for a repetition (a leftover partial one is discarded)."""

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..errors import UserError
 from ..matrix import BrokerSettings
 from .accounting import Counts, InitiatorCounts
 from .sender import SendPaths, SendPump, Sender, open_sender, sender_factory
@@ -63,6 +64,23 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class ConnectionBudget:
+    """The connections a target's server accepts, and what the target itself takes of them for
+    a permutation: ``fixed`` (its broker process, collectors, the runner, reserved slots), one
+    per queue reader, ``per_initiator`` per initiator (the transport). Every client thread is
+    one more connection (its own, as in the paper)."""
+
+    limit: int
+    fixed: int = 0
+    per_initiator: int = 0
+    per_reader: int = 1
+
+    def needed(self, perm) -> int:
+        return (perm.initiators * perm.threads + self.fixed + self.per_initiator * perm.initiators
+                + self.per_reader * perm.broker.max_queue_readers)
+
+
+@dataclass(frozen=True)
 class TargetConfig:
     """What ``--target`` says about a target, read without connecting or starting anything
     (:meth:`Target.read_config`): the commands check the matrix and the load settings with it
@@ -74,6 +92,9 @@ class TargetConfig:
     #: the target's configuration file, if it has one; its ``client_hosts:`` section belongs to
     #: the load layer (harness.load.hosts)
     file: Path | None = None
+    #: the server's connections and what the target takes of them (None: not known without
+    #: connecting; the matrix is not checked against them)
+    connections: ConnectionBudget | None = None
     #: the initiators' names a ``client_hosts:`` section may use
     initiator_names: tuple[str, ...] = ()
     #: what the target's class read (e.g. a parsed topology), handed back to from_config
@@ -86,9 +107,21 @@ class TargetConfig:
 
     def check_matrix(self, matrix) -> None:
         """The matrix's server axis and the features it uses, against this target
-        (:meth:`harness.matrix.Matrix.check_servers`; UserError at the offending line)."""
+        (:meth:`harness.matrix.Matrix.check_servers`), and its client threads against the
+        server's connections (:attr:`connections`); UserError at the offending line."""
         matrix.check_servers(self.name, self.profiles, supports=self.capabilities.features(),
                              aliases=self.capabilities.profile_aliases)
+        budget = self.connections
+        for perm in matrix.permutations() if budget is not None else ():
+            if budget.needed(perm) > budget.limit:
+                i = matrix.axes["threads"].index(perm.threads)
+                fld = f"axes.threads[{i}]"
+                spare = budget.limit - budget.needed(perm) + perm.initiators * perm.threads
+                raise UserError(f"{perm.initiators} initiator(s) x {perm.threads} threads need "
+                                f"{perm.initiators * perm.threads} client connections, and the {self.name} target's "
+                                f"server takes {budget.limit} in all ({spare} left for clients with this "
+                                f"permutation's {perm.broker.max_queue_readers} queue readers): permutation "
+                                f"{perm.id}", file=str(matrix.path), line=matrix.lines.get(fld), field=fld)
 
 
 class Target(abc.ABC):
@@ -232,5 +265,5 @@ class Target(abc.ABC):
             time.sleep(poll)
 
 
-__all__ = ["Capabilities", "Counts", "InitiatorCounts", "PerfCounter", "SendPaths", "SendPump", "Sender",
+__all__ = ["Capabilities", "ConnectionBudget", "Counts", "InitiatorCounts", "PerfCounter", "SendPaths", "SendPump", "Sender",
            "Target", "TargetConfig", "Telemetry", "WaitStat", "open_sender", "sender_factory"]

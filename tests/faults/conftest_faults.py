@@ -5,6 +5,8 @@ themselves, independently of the run's own account, which must match it."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -91,15 +93,16 @@ def finish(p: subprocess.Popen, lines: list[str], timeout: float = 300) -> str:
 
 
 def locust_processes(marker: str) -> list[psutil.Process]:
-    """Locust processes whose environment or command line mention marker (a run directory)."""
+    """Locust processes of a run: their output goes to a log in the run directory ``marker``
+    (no environment variable or command line names the run: the spec travels in messages)."""
     out = []
-    for p in psutil.process_iter(["cmdline", "environ"]):
+    for p in psutil.process_iter(["cmdline"]):
         try:
             cmd = " ".join(p.info["cmdline"] or [])
-            env = p.info["environ"] or {}
-        except psutil.Error:
+            stdout = os.readlink(f"/proc/{p.pid}/fd/1")
+        except (psutil.Error, OSError):
             continue
-        if "locust" in cmd and marker in (env.get("SSBENCH_SPEC", "") + cmd):
+        if "locust" in cmd and stdout.startswith(marker):
             out.append(p)
     return out
 
@@ -176,7 +179,7 @@ def audit(initiators: int) -> Audit:
 
 
 def rep_summary(run: Path) -> dict:
-    files = sorted(run.glob("*/rep-*/summary.json"))
+    files = sorted(run.glob("*/rep-[0-9][0-9]/summary.json"))   # not a damaged one set aside
     assert len(files) == 1, files
     return json.loads(files[0].read_text())
 
@@ -209,6 +212,17 @@ def fault(figures):
     return survived
 
 
+def can_mount_tmpfs(path) -> bool:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "ssbench-probe", str(path)],
+                       capture_output=True)
+    if r.returncode != 0:
+        return False
+    subprocess.run(["umount", str(path)], check=False)
+    return True
+
+
 def broker_pids(parent_pid: int) -> list[int]:
     """The embedded broker process(es) started by the ssbench process ``parent_pid``."""
     out = []
@@ -219,5 +233,5 @@ def broker_pids(parent_pid: int) -> list[int]:
     return out
 
 
-__all__ = ["Audit", "audit", "broker_pids", "check_account", "finish", "locust_processes", "rep_summary",
+__all__ = ["Audit", "audit", "broker_pids", "can_mount_tmpfs", "check_account", "finish", "locust_processes", "rep_summary",
            "ssbench", "ssbench_popen", "start_run", "wait_for", "write_matrix"]

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
 
 import pytest
-from conftest_faults import (broker_pids, check_account, finish, locust_processes, ssbench, start_run, wait_for,
-                             write_matrix)
+from conftest_faults import (broker_pids, can_mount_tmpfs, check_account, finish, locust_processes, ssbench, start_run,
+                             wait_for, write_matrix)
 
 pytestmark = pytest.mark.slow
 
@@ -125,23 +124,12 @@ def _immediate_stop(srv) -> None:
         time.sleep(0.1)
 
 
-def _can_mount_tmpfs(path) -> bool:
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        return False
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "ssbench-probe", str(path)],
-                       capture_output=True)
-    if r.returncode != 0:
-        return False
-    subprocess.run(["umount", str(path)], check=False)
-    return True
-
-
 def test_a_full_disk_is_one_line_nothing_half_written_and_resumable(pg_server, tmp_path, fault, figures):
     """7. The results directory on a full filesystem (a small tmpfs): one clear line and exit 5,
     no half-written file, and the run resumes once there is room."""
     mnt = tmp_path / "small"
     mnt.mkdir()
-    if not _can_mount_tmpfs(mnt):
+    if not can_mount_tmpfs(mnt):
         pytest.skip("needs root and tmpfs mounts to fill a filesystem for real (mount -t tmpfs)")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "ssbench-full", str(mnt)], check=True)
     try:

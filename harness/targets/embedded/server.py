@@ -51,6 +51,16 @@ SETTINGS: dict[str, str] = {
 }
 
 
+def connection_budget():
+    """The server's ``max_connections`` and what the embedded target takes of them: per queue
+    reader one, per initiator the transport's two (initiator and target side), and a fixed part
+    (the broker's control and wait-sampler connections, the runner's and the collectors', the
+    warm-up, PostgreSQL's reserved superuser slots) with room to spare."""
+    from ..base import ConnectionBudget
+
+    return ConnectionBudget(limit=int(SETTINGS["max_connections"]), fixed=16, per_initiator=2, per_reader=1)
+
+
 def bin_dir() -> Path:
     import warnings
 

@@ -30,6 +30,7 @@ from ...errors import TargetError, UserError
 from ...matrix import BrokerSettings
 from ..base import Capabilities, Target, TargetConfig
 from . import server as server_mod, waits
+from .server import connection_budget
 from ._db import PREFIX_RE, QUEUE, connect, database_names
 from .profiles import EMBEDDED_PROFILES
 from .provisioning import MAX_INITIATORS, Provisioning, sql_file
@@ -86,7 +87,8 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
 
     @classmethod
     def read_config(cls, arg: str | None) -> TargetConfig:
-        return TargetConfig(name=cls.kind, profiles=tuple(EMBEDDED_PROFILES), capabilities=cls.capabilities)
+        return TargetConfig(name=cls.kind, profiles=tuple(EMBEDDED_PROFILES), capabilities=cls.capabilities,
+                            connections=connection_budget())
 
     @classmethod
     def from_config(cls, config: TargetConfig) -> "EmbeddedTarget":

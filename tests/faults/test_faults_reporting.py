@@ -1,0 +1,190 @@
+"""Faults, round 2 (issue 26): every fault named with the right exit code, promptly. Real
+processes, real signals, real file systems; the account is checked in the databases themselves
+(conftest_faults.audit) whenever a run is resumed to the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import psycopg
+import pytest
+from conftest_faults import (can_mount_tmpfs, check_account, finish, locust_processes, ssbench, start_run,
+                             write_matrix)
+
+pytestmark = pytest.mark.slow
+
+
+def _fill(mount, leave: int) -> None:
+    """Fill the file system at ``mount`` up to ``leave`` bytes free (a real file of zeros)."""
+    st = os.statvfs(mount)
+    free = st.f_bavail * st.f_frsize
+    with open(os.path.join(mount, "filler"), "wb") as f:
+        f.write(b"\0" * max(0, free - leave))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def test_a_full_disk_inside_the_window_is_exit_5_at_once(pg_server, tmp_path, fault, figures):
+    """1. The results' file system fills up while the swarm runs (64 KiB left): the run stops
+    with the full disk's exit code (5) and one clear line soon after the window, never as a
+    missing recording (exit 3) after a minute's wait; resumable."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if not can_mount_tmpfs(mnt):
+        pytest.skip("needs root and tmpfs mounts to fill a filesystem for real (mount -t tmpfs)")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "ssbench-full2", str(mnt)], check=True)
+    try:
+        m = write_matrix(tmp_path, measure=4)
+        out = mnt / "run"
+        p, lines = start_run(m, out, settle=0.5)
+        assert list(out.glob("*/.rep-01.partial")), "".join(lines)
+        _fill(mnt, 64 * 1024)
+        filled = time.monotonic()
+        err = finish(p, lines, timeout=180)
+        took = time.monotonic() - filled
+        assert p.returncode == 5, err[-3000:]
+        assert "no space left" in err and "--resume" in err and "Traceback" not in err, err[-3000:]
+        assert "no recording" not in err
+        assert took < 40, took          # the window (4 s), the drain, the write that failed: not a minute
+        os.unlink(mnt / "filler")
+        r = ssbench("run", str(m), "--out", str(out), "--resume")
+        assert r.returncode == 0, r.stderr[-3000:]
+        check_account(out, 1, figures)
+        fault()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_matrix_beyond_the_servers_connections_is_refused_and_failed_connects_are_errors(
+        pg_server, tmp_path, fault, figures):
+    """2. 2 initiators x 300 threads on the embedded server (400 connections): refused before
+    anything starts, one line naming the threads field, by ``matrix --target`` and by ``run``.
+    And when a run's users cannot connect (the server's connections taken by someone else),
+    each failed connect is an error in the summary, with the server's own words."""
+    m = write_matrix(tmp_path, initiators=2, threads=300)
+    for args in (("matrix", str(m), "--target", "embedded", "--count"), ("run", str(m), "--out", str(tmp_path / "x"))):
+        r = ssbench(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        line = r.stderr.strip().splitlines()
+        assert len(line) == 1 and re.search(r"fault\.yaml:4: axes\.threads\[0\]: 2 initiator\(s\) x 300 threads need "
+                                            r"600 client connections", line[0]), line
+        assert not (tmp_path / "x").exists()
+    # a run within the limit whose clients find the server full: every connection taken but what
+    # the target itself needs and three clients' worth (the test holds the rest)
+    from harness.targets.embedded.server import connection_budget
+    from harness.targets.embedded.target import EmbeddedTarget
+
+    info = EmbeddedTarget.default().info
+    with psycopg.connect(info.conninfo("postgres"), autocommit=True) as c:
+        used = c.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").fetchone()[0]
+    b = connection_budget()
+    leave = b.fixed + b.per_initiator + 2 * b.per_reader + 3
+    hogs = [psycopg.connect(info.conninfo("postgres"), autocommit=True) for _ in range(b.limit - used - 1 - leave)]
+    try:
+        m = write_matrix(tmp_path, name="crowded", threads=40, measure=3)
+        out = tmp_path / "crowded"
+        r = ssbench("run", str(m), "--out", str(out))
+    finally:
+        for h in hogs:
+            h.close()
+    assert r.returncode == 0, r.stderr[-3000:]
+    [path] = list(out.glob("*/rep-01/summary.json"))
+    d = json.loads(path.read_text())
+    assert d["errors"] > 0 and any("too many clients" in x for x in d["error_samples"]), (d["errors"], d["error_samples"])
+    assert d["status"] == "errors" and d["users_active"] < 40 and d["messages_lost"] == 0, d["status"]
+    fault()
+
+
+def _kill_master(out) -> int:
+    deadline = time.monotonic() + 60
+    while True:
+        masters = [p for p in locust_processes(str(out)) if "--master" in p.cmdline()]
+        if masters or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    [master] = masters
+    master.kill()
+    return master.pid
+
+
+def test_a_killed_master_stops_the_swarm_at_once(pg_server, tmp_path, fault, figures):
+    """3. The Locust master killed mid-window: the swarm stops at once (no worker SENDs on), the
+    repetition fails naming the master (exit 3, not kept), and resume completes."""
+    m = write_matrix(tmp_path, initiators=2, measure=20)
+    out = tmp_path / "run"
+    p, lines = start_run(m, out, settle=2)
+    pid = _kill_master(out)
+    killed = time.monotonic()
+    err = finish(p, lines, timeout=180)
+    took = time.monotonic() - killed
+    assert p.returncode == 3, err[-3000:]
+    assert f"the Locust master (pid {pid}) died at" in err and "resume" in err, err[-2000:]
+    assert "no recording" not in err and "Traceback" not in err
+    assert took < 20, took                     # the drain of what was sent, not the 20 s window or a minute
+    assert not locust_processes(str(out)), "a worker kept running after its master died"
+    assert not list(out.glob("*/rep-*/summary.json"))
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+    r = ssbench("run", str(m), "--out", str(out), "--resume")
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_account(out, 2, figures)
+    fault()
+
+
+def test_two_ctrl_cs_leave_an_interrupted_run_with_a_quoted_resume_command(pg_server, tmp_path, fault, figures):
+    """5 and 6. Two Ctrl-Cs 0.3 s apart: exit 130, run.json interrupted, the resume command
+    printed; the matrix at a path with spaces and non-ASCII letters: the printed command, pasted
+    into a shell, resumes the run."""
+    odd = tmp_path / "my matrices" / "prüfung (v2)"
+    odd.mkdir(parents=True)
+    m = write_matrix(odd, name="fault", measure=6)
+    out = tmp_path / "runs with spaces" / "ürun"
+    p, lines = start_run(m, out, settle=1)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    err = finish(p, lines, timeout=120)
+    assert p.returncode == 130, err[-3000:]
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "interrupted", record["status"]
+    [cmd] = [x.split("resume with: ", 1)[1].strip() for x in err.splitlines() if "resume with: " in x]
+    argv = shlex.split(cmd)
+    assert argv[:2] == ["ssbench", "run"] and argv[2] == str(m) and argv[-1] == str(out), argv
+    # pasted into a shell (sh -c), with this venv's ssbench first on PATH
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    r = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_account(out, 1, figures)
+    fault()
+
+
+def test_a_damaged_summary_is_reported_alike_and_redone_on_resume(pg_server, tmp_path, fault, figures):
+    """7. A committed summary.json truncated to half: ``analyze`` counts it among its issues and
+    names it; ``run --resume`` sets the repetition aside, says so, and runs it again. A healthy
+    run's master log has no warning about heartbeats before the token proof (8)."""
+    m = write_matrix(tmp_path, measure=2)
+    out = tmp_path / "run"
+    r = ssbench("run", str(m), "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    [rep] = list(out.glob("*/rep-01"))
+    log = (rep / "locust-master.log").read_text()
+    assert "not proved the run token" not in log, log
+    summary = rep / "summary.json"
+    text = summary.read_text()
+    summary.write_text(text[: len(text) // 2])
+    a = ssbench("analyze", str(out), "--out", str(tmp_path / "report"), timeout=900)
+    assert a.returncode == 0, a.stderr[-3000:]
+    assert "1 issue(s)" in a.stderr and f"warning: {summary}: damaged" in a.stderr, a.stderr[-3000:]
+    r = ssbench("run", str(m), "--out", str(out), "--resume")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"{summary}: not valid JSON" in r.stderr and "set aside as rep-01.damaged-" in r.stderr, r.stderr[-3000:]
+    assert json.loads((out / "run.json").read_text())["status"] == "complete"
+    assert list(rep.parent.glob("rep-01.damaged-*/summary.json"))
+    check_account(out, 1, figures)
+    fault()
