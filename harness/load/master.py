@@ -23,6 +23,11 @@ A swarm, the same way in both modes:
    controller, which writes it (the master writes no file), then reports ``ended`` with Locust's
    own statistics as CSV text. A headless master then quits.
 
+A worker's ``Progress`` messages (the live metrics endpoint: only when the plan's spec asks for
+them) are forwarded to the controller one at a time, in the order they came, by one greenlet,
+stamped with the worker's slot and the swarm's spawn and stop times; every one has been
+forwarded before ``ended`` is reported.
+
 All along, a heartbeat greenlet posts the swarm's ``Status`` to the controller every
 :data:`HEARTBEAT_S`; the reply (``Command``) may ask to stop the swarm now or to quit. A placed
 worker that Locust marks missing is reported at once (``Failure`` "lost"), and a controller that
@@ -35,17 +40,19 @@ import logging
 import time
 
 import gevent
+from gevent.event import Event
 
 from .auth import MasterGuard
 from .control import ControlClient
 from .placement import Slot, assign, make_dispatcher, rescale, slots
-from .protocol import (LOCUST_TYPES, WELCOME, Assignment, Claim, Command, Failure, Notice, Recording, Status,
-                       SwarmPlan, SwarmRequest, slot_name)
+from .protocol import (LOCUST_TYPES, WELCOME, Assignment, Claim, Command, Failure, Notice, Progress, Recording,
+                       Status, SwarmPlan, SwarmRequest, slot_name)
 
 log = logging.getLogger("ssbench.master")
 
 STOP_MARGIN_S = 0.5          # past the windows: the window starts at a recording-bucket boundary
 RECORDING_WAIT_S = 60.0      # after the stop, for every placed worker's recording
+PROGRESS_FLUSH_S = 30.0      # at the end, for the Progress messages still to forward
 HEARTBEAT_S = 0.25
 CONTROLLER_SILENT_S = 10.0
 CONTROL_ENV = "SSBENCH_CONTROL"
@@ -69,16 +76,21 @@ class MasterSide:
         self._prepared: str | None = None
         self._timer = None
         self._last_answer = time.monotonic()
+        self._progress: list[Progress] = []      # to forward, oldest first
+        self._progress_busy = False
+        self._progress_ready = Event()
         runner, events = self.runner, environment.events
         environment.dispatcher_class = make_dispatcher(self._quotas)
         runner.register_message(LOCUST_TYPES["claim"], self._on_claim)
         runner.register_message(LOCUST_TYPES["recording"], self._on_recording, concurrent=True)
+        runner.register_message(LOCUST_TYPES["progress"], self._on_progress)
         runner.register_message(LOCUST_TYPES["failure"], self._on_worker_failure)
         events.worker_connect.add_listener(self._on_connect)
         events.test_start.add_listener(self._on_test_start)
         events.spawning_complete.add_listener(self._on_spawned)
         events.test_stop.add_listener(self._on_test_stop)
         gevent.spawn(self._heartbeat)
+        gevent.spawn(self._forward_progress)
 
     # ------------------------------------------------------------------ workers
     def _on_connect(self, client_id, **_kw) -> None:
@@ -231,6 +243,37 @@ class MasterSide:
         if reply is not None and reply.get("ok"):
             self.recorded.add(slot.name)
 
+    def _on_progress(self, environment, msg, **_kw) -> None:
+        try:
+            p = Progress.from_wire(msg.data)
+        except ValueError as e:
+            log.warning("worker %s: %s", msg.node_id, e)
+            return
+        slot = self.placed.get(msg.node_id)
+        if self.plan is None or slot is None or p.swarm_id != self.plan.swarm_id:
+            return                  # a worker of no swarm (or of an earlier one): nothing live to show
+        p.initiator, p.worker = slot.initiator, slot.worker
+        self._progress.append(p)
+        self._progress_ready.set()
+
+    def _forward_progress(self) -> None:
+        """One greenlet forwards the Progress messages, in order (a live total never runs
+        ahead of the deltas before it)."""
+        while True:
+            self._progress_ready.wait()
+            self._progress_ready.clear()
+            while self._progress:
+                p = self._progress.pop(0)
+                self._progress_busy = True
+                p.spawn_complete, p.stop_requested = self.facts.get("spawn_complete"), self.facts.get("stop_requested")
+                self._post("/progress", p)
+                self._progress_busy = False
+
+    def _flush_progress(self) -> None:
+        deadline = time.monotonic() + PROGRESS_FLUSH_S
+        while (self._progress or self._progress_busy) and time.monotonic() < deadline:
+            gevent.sleep(0.02)
+
     def _on_worker_failure(self, environment, msg, **_kw) -> None:
         try:
             f = Failure.from_wire(msg.data)
@@ -260,6 +303,7 @@ class MasterSide:
 
         while awaited() and time.monotonic() < deadline:
             gevent.sleep(0.1)
+        self._flush_progress()
         names = sorted(s.name for s in self.placed.values())
         self.facts.update(recorded=sorted(self.recorded), missing=[n for n in names if n not in self.recorded])
         self.phase = "ended"   # posted once with Locust's statistics; the heartbeat repeats the phase only

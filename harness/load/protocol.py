@@ -26,6 +26,12 @@ Assignment     master -> worker             the spec and the worker's slot, befo
                                             users spawn (Locust delivers in order)
 Recording      worker -> master ->          the worker's exact SEND histograms, per-user
                controller                   counts, process and host samples
+Progress       worker -> master ->          the SENDs the worker's recorder took since its
+               controller                   last Progress (exact histogram deltas) and its
+                                            new probe samples, every
+                                            ``spec.progress_interval_seconds`` and once at
+                                            the end, before its Recording (only when the
+                                            spec asks: the live metrics endpoint is on)
 Status         master -> controller         the swarm's phase and facts (placed workers,
                                             spawn complete, ended); also the heartbeat,
                                             every 0.25 s; answered by a Command
@@ -215,6 +221,36 @@ class Recording(Message):
         return slot_name(self.initiator, self.worker)
 
 
+@dataclass
+class Progress(Message):
+    """A worker's SENDs finished since its previous Progress, from the same recorder as its
+    Recording (:meth:`harness.load.recorder.Recorder.take_progress`): ``buckets`` (completion
+    bucket -> [latencies us, SENDs]: two lists of the same length), ``errors`` (bucket -> failed
+    SENDs) and, in open loop, ``corrected`` (as ``buckets``, latency from the intended time),
+    bucket numbers as strings, buckets of ``bucket_seconds``; ``users`` registered so far; its
+    probe's ``samples`` taken
+    since (``[ts, process CPU, host CPU, host memory percent, host memory used]``). ``final``:
+    the last one, sent just before the Recording. The master forwards each in order, stamped
+    with the slot it assigned and the swarm's ``spawn_complete`` and ``stop_requested`` as it
+    knows them (what the controller needs to place each bucket in its window)."""
+
+    TYPE: ClassVar[str] = "progress"
+    swarm_id: str = ""
+    initiator: int = 0
+    worker: int = 0
+    seq: int = 0
+    final: bool = False
+    bucket_seconds: float = 0.1
+    buckets: dict = field(default_factory=dict)
+    errors: dict = field(default_factory=dict)
+    corrected: dict = field(default_factory=dict)
+    users: int = 0
+    host: str = ""
+    samples: list = field(default_factory=list)
+    spawn_complete: float | None = None
+    stop_requested: float | None = None
+
+
 def slot_name(initiator: int, worker: int) -> str:
     return f"i{int(initiator)}.w{int(worker)}"
 
@@ -226,5 +262,5 @@ def recording_file(initiator: int, worker: int) -> str:
 
 #: Locust message types of the master <-> worker link (the HTTP link uses the routes of
 #: harness.load.swarm.ROUTES)
-LOCUST_TYPES = {cls.TYPE: f"ssbench_{cls.TYPE}" for cls in (Claim, Assignment, Recording, Failure)}
+LOCUST_TYPES = {cls.TYPE: f"ssbench_{cls.TYPE}" for cls in (Claim, Assignment, Recording, Progress, Failure)}
 WELCOME = "ssbench_welcome"   # master -> worker once admitted: "send your Claim"

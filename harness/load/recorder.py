@@ -47,6 +47,11 @@ class Recorder:
         #: SENDs still running when the worker's users were stopped after waiting for them: each
         #: may have reached the database uncounted here (0 unless a SEND hung at the end)
         self.cut_at_stop = 0
+        #: live progress (the metrics endpoint): the same SENDs again, since the last
+        #: take_progress, as {bucket: Counter}; None: not tracked (the endpoint is off)
+        self.pending: dict[int, Counter] | None = None
+        self.pending_errors: Counter = Counter()
+        self.pending_corrected: dict[int, Counter] = defaultdict(Counter)
 
     def number_users_from(self, first: int) -> None:
         """Worker W of an initiator's N numbers its users from (W-1) x threads/N: each user of
@@ -78,26 +83,60 @@ class Recorder:
                 u[0] = results[0][0]
             u[1] = results[-1][0]
             u[2] += len(results)
-        bs, buckets, corrected = self.bucket_seconds, self.buckets, self.corrected
-        by_prio = self.by_priority.setdefault(priority, defaultdict(Counter)) if priority is not None else None
-        b_prev = c = None
+        bs, corrected, pending = self.bucket_seconds, self.corrected, self.pending
+        groups: list[tuple[int, list[int]]] = []   # (bucket, latencies us): a batch spans one or two
+        b_prev = lst = None
         for end_epoch, elapsed_s, exc, intended_epoch in results:
             b = int(end_epoch / bs)
             if exc is None:
-                if b != b_prev:            # a batch spans one or two buckets
-                    b_prev, c = b, buckets[b]
+                if b != b_prev:
+                    b_prev, lst = b, []
+                    groups.append((b, lst))
                 us = round(elapsed_s * 1e6)
                 if us < 0:                 # pragma: no cover - perf_counter is monotonic
                     us = 0
-                c[us] = c.get(us, 0) + 1   # (not c[us] += 1: Counter's __missing__ is Python)
-                if by_prio is not None:
-                    by_prio[b][us] += 1
+                lst.append(us)
                 if intended_epoch is not None:
-                    corrected[b][max(0, round((end_epoch - intended_epoch) * 1e6))] += 1
+                    late = max(0, round((end_epoch - intended_epoch) * 1e6))
+                    corrected[b][late] += 1
+                    if pending is not None:
+                        self.pending_corrected[b][late] += 1
             else:
                 self.errors[b] += 1
+                if pending is not None:
+                    self.pending_errors[b] += 1
                 if len(self.error_samples) < MAX_ERROR_SAMPLES:
                     self.error_samples.append(f"{type(exc).__name__}: {exc}"[:500])
+        # Counter.update(list) counts in C: cheaper per SEND than a Python increment each
+        by_prio = self.by_priority.setdefault(priority, defaultdict(Counter)) if priority is not None else None
+        for b, lst in groups:
+            self.buckets[b].update(lst)
+            if pending is not None:
+                p = pending.get(b)
+                if p is None:
+                    p = pending[b] = Counter()
+                p.update(lst)
+            if by_prio is not None:
+                by_prio[b].update(lst)
+
+    def track_progress(self) -> None:
+        """Keep the SENDs recorded from now on apart too, for :meth:`take_progress`."""
+        self.pending = {}
+        self.pending_errors = Counter()
+        self.pending_corrected = defaultdict(Counter)
+
+    def take_progress(self) -> dict:
+        """The SENDs recorded since the last call (exactly what the recording gained), as the
+        fields of a :class:`harness.load.protocol.Progress`: ``buckets`` and ``corrected``
+        (bucket -> [latencies us, counts], two lists: packed by msgpack's C code, no string per
+        latency) and ``errors`` (bucket -> count), bucket numbers as strings."""
+        if self.pending is None:
+            return {"buckets": {}, "errors": {}, "corrected": {}}
+        out = {"buckets": {str(b): [list(c), list(c.values())] for b, c in self.pending.items() if c},
+               "errors": {str(b): n for b, n in self.pending_errors.items()},
+               "corrected": {str(b): [list(c), list(c.values())] for b, c in self.pending_corrected.items()}}
+        self.track_progress()
+        return out
 
     def to_json(self, swarm_id: str = "") -> dict:
         return {"initiator": self.initiator, "worker": self.worker, "pid": os.getpid(), "swarm_id": swarm_id,

@@ -40,6 +40,9 @@ class SwarmSpec:
     #: recording is exact whenever it is taken)
     send_mode: str = "auto"
     report_interval_seconds: float = 0.2
+    #: the live metrics endpoint (harness.metrics): each worker sends a Progress this often
+    #: (protocol.Progress); 0: none (the endpoint is off, and the workers send nothing extra)
+    progress_interval_seconds: float = 0.0
 
     def usable_dialogs(self, initiator: int) -> int:
         return int(self.usable.get(str(initiator), 1))

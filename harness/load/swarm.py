@@ -10,6 +10,8 @@ Locust worker per slot. It answers the master's messages (:mod:`harness.load.pro
 * ``POST /status``: the swarm's phase and facts, answered with a Command (stop now, quit);
 * ``POST /recording``: a worker's recording, written into the swarm's directory, atomically,
   by this process (the only writer of result files);
+* ``POST /progress``: a worker's Progress (the live metrics endpoint), handed to
+  ``on_progress`` (a failing callback is logged, never fails the swarm);
 * ``POST /failure``, ``POST /notice``: what makes the swarm untrustworthy; a line to print.
 
 The same class serves ``ssbench run`` (a master per repetition: :meth:`run_one`), ``saturate``,
@@ -43,8 +45,8 @@ from .control import ControlServer
 from .hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS
 from .master import CONTROL_ENV
 from .placement import slots
-from .protocol import (Command, Failure, Notice, ProtocolError, Recording, Status, SwarmPlan, SwarmRequest,
-                       recording_file)
+from .protocol import (Command, Failure, Notice, Progress, ProtocolError, Recording, Status, SwarmPlan,
+                       SwarmRequest, recording_file)
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +149,8 @@ class Swarm:
                  headless: bool = True, on_ended: Callable[[SwarmResult], None] | None = None,
                  on_notice: Callable[[str], None] | None = None, routes: dict | None = None,
                  bind: tuple[str, int] | None = None, master_files: list[str] = (),
-                 expected_workers: int = 0, worker_wait: float = 60.0):
+                 expected_workers: int = 0, worker_wait: float = 60.0,
+                 on_progress: Callable[[Progress], None] | None = None):
         self.logs_dir = Path(logs_dir)
         self.plan_for = plan_for
         self.users, self.spawn_rate = users, spawn_rate
@@ -156,7 +159,7 @@ class Swarm:
         self.token = token or new_token()
         self.master_extra, self.master_env = list(master_extra), dict(master_env or {})
         self.headless = headless
-        self.on_ended, self.on_notice = on_ended, on_notice
+        self.on_ended, self.on_notice, self.on_progress = on_ended, on_notice, on_progress
         self.extra_routes = dict(routes or {})
         self.bind = bind or ((remote.bind_host, remote.port) if remote else ("127.0.0.1", free_port()))
         self.master_files = [str(LOCUSTFILE), *master_files]
@@ -179,7 +182,8 @@ class Swarm:
     def start(self) -> "Swarm":
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.control = ControlServer({"POST /swarm": self._on_swarm, "POST /status": self._on_status,
-                                      "POST /recording": self._on_recording, "POST /failure": self._on_failure,
+                                      "POST /recording": self._on_recording, "POST /progress": self._on_progress,
+                                      "POST /failure": self._on_failure,
                                       "POST /notice": self._on_notice, **self.extra_routes}).start()
         host, port = self.bind
         cmd = [sys.executable, "-m", "locust", "-f", ",".join(self.master_files), "--master",
@@ -301,6 +305,19 @@ class Swarm:
             cur.files[rec.slot] = path
         return {"ok": True}
 
+    def _on_progress(self, body: dict) -> dict:
+        p = Progress.from_wire(body)
+        with self._lock:
+            cur = self.current
+        if cur is None or p.swarm_id != cur.plan.swarm_id:
+            return {"ok": False, "error": "not this swarm's progress"}
+        if self.on_progress is not None:
+            try:
+                self.on_progress(p)
+            except Exception:  # live metrics never fail a swarm
+                log.exception("live metrics: a worker's progress")
+        return {"ok": True}
+
     def _on_failure(self, body: dict) -> dict:
         f = Failure.from_wire(body)
         with self._lock:
@@ -345,14 +362,15 @@ class Swarm:
     @classmethod
     def run_one(cls, plan: SwarmPlan, out_dir: Path, spawn_rate: float, *, remote: RemoteWorkers | None = None,
                 stop_event: threading.Event | None = None, on_started: Callable[["Swarm"], None] | None = None,
-                until: Callable[[], bool] | None = None) -> SwarmResult:
+                until: Callable[[], bool] | None = None,
+                on_progress: Callable[[Progress], None] | None = None) -> SwarmResult:
         """Run one headless swarm to its end (``until()`` true stops it early: the backlog fill);
         :class:`SwarmFailed` when it cannot be trusted, ``interrupted`` when ``stop_event`` was set."""
         wanted = slots(plan.users, plan.workers_per_initiator)
         sw = cls(out_dir, lambda _req: (plan, out_dir), users=sum(s.users for s in wanted), spawn_rate=spawn_rate,
                  remote=remote, local_claims=[] if remote else [(s.initiator, s.worker) for s in wanted],
                  token=_remote_token() if remote else None, expected_workers=len(wanted),
-                 worker_wait=plan.worker_wait_seconds)
+                 worker_wait=plan.worker_wait_seconds, on_progress=on_progress)
         sw.start()
         try:
             if on_started is not None:

@@ -46,6 +46,15 @@ class WindowData:
         return self.count / self.seconds if self.seconds > 0 else 0.0
 
 
+def window_buckets(start: float, end: float, bucket_seconds: float) -> tuple[int, int]:
+    """The measured window in whole recording buckets ``[b0, b1)``: from the first bucket
+    starting at or after ``start``, as many as ``end - start`` holds (at least one). The one
+    place this is decided: the summaries (:func:`merge_workers`) and the live metrics
+    (harness.metrics) place every SEND alike."""
+    b0 = math.ceil(start / bucket_seconds - 1e-9)
+    return b0, b0 + max(1, round((end - start) / bucket_seconds))
+
+
 def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
     """SENDs completed within the measured window, which starts at the first bucket boundary at
     or after ``start`` and lasts ``end - start`` (rounded to whole buckets); the window reported
@@ -54,10 +63,8 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
     for f in files:
         data = json.loads(Path(f).read_text())
         bs = float(data["bucket_seconds"])
-        # whole buckets [b0, b1): from the first bucket starting at or after `start`, as many
-        # as the window's length holds (the master keeps the load on a little past `end`)
-        b0 = math.ceil(start / bs - 1e-9)
-        b1 = b0 + max(1, round((end - start) / bs))
+        # whole buckets [b0, b1) (the master keeps the load on a little past `end`)
+        b0, b1 = window_buckets(start, end, bs)
         if wd is None:
             wd = WindowData(start=b0 * bs, end=b1 * bs)
         init = int(data["initiator"])

@@ -9,8 +9,13 @@ as ``environment.ssbench`` (:class:`WorkerSide`), from Locust's ``init`` event:
 3. before its users spawn, the ``Assignment`` arrives (Locust delivers the master's messages in
    order): the spec, the worker's slot, its users and its first user's index; the recorder and
    the host probe start afresh;
-4. at ``test_stop`` (its users stopped, each after finishing its SEND in flight: see
-   :class:`harness.load.locustfile.ServiceBrokerUser`) it sends its ``Recording``.
+4. while its users run, when the spec asks for it (``progress_interval_seconds``: the live
+   metrics endpoint is on), a ``Progress`` every interval: the SENDs its recorder took since
+   the last one, and its probe's new samples;
+5. at ``test_stop`` (its users stopped, each after finishing its SEND in flight: see
+   :class:`harness.load.locustfile.ServiceBrokerUser`) it sends its last ``Progress`` (if any),
+   then its ``Recording``: Locust delivers them in this order, so the live totals are complete
+   when the recording arrives.
 
 If the master stops sending heartbeats for :data:`MASTER_SILENT_S` while users run (the master
 died, or its host is unreachable), the worker stops its users and quits, instead of SENDing on
@@ -25,10 +30,11 @@ import socket
 import time
 
 import gevent
+from gevent.event import Event
 
 from .auth import WorkerAuth, token_from_env
 from .offload import Offload
-from .protocol import LOCUST_TYPES, WELCOME, Assignment, Claim, Failure, Recording
+from .protocol import LOCUST_TYPES, WELCOME, Assignment, Claim, Failure, Progress, Recording
 from .recorder import Recorder
 from .spec import SwarmSpec
 
@@ -95,6 +101,9 @@ class WorkerSide:
         self.recorder = Recorder(initiator=self.claim.initiator or 1)
         self.probe = HostProbe()
         self.assignment: Assignment | None = None
+        self._progress = None                   # (greenlet, stop event) sending Progress messages
+        self._progress_seq = 0
+        self._probe_sent = 0                    # probe samples already sent in a Progress
         self.runner.register_message(WELCOME, self._on_welcome)
         self.runner.register_message(LOCUST_TYPES["assignment"], self._on_assignment)
         environment.events.test_stop.add_listener(self._on_test_stop)
@@ -122,12 +131,45 @@ class WorkerSide:
         self.offload.ensure_capacity(a.users + 8)
         self.probe.interval = max(0.05, float(a.spec.sample_interval_seconds))
         self.probe.start()
+        self._stop_progress()
+        self._progress_seq = self._probe_sent = 0
+        if a.spec.progress_interval_seconds > 0:
+            rec.track_progress()
+            stop = Event()
+            self._progress = (gevent.spawn(self._progress_loop, a, max(0.05, float(a.spec.progress_interval_seconds)),
+                                           stop), stop)
+
+    def _progress_loop(self, a: Assignment, interval: float, stop) -> None:
+        while not stop.wait(interval):        # never killed mid-send: a delta taken is a delta sent
+            self._send_progress(a, final=False)
+
+    def _send_progress(self, a: Assignment, final: bool) -> None:
+        rec = self.recorder
+        samples = self.probe.samples[self._probe_sent:]
+        self._probe_sent += len(samples)
+        self._progress_seq += 1
+        self.runner.send_message(LOCUST_TYPES["progress"], Progress(
+            swarm_id=a.spec.swarm_id, initiator=a.initiator, worker=a.worker, seq=self._progress_seq, final=final,
+            bucket_seconds=rec.bucket_seconds, users=len(rec.users), host=self.claim.host, samples=samples,
+            **rec.take_progress()).to_wire())
+
+    def _stop_progress(self) -> bool:
+        """Stop the Progress greenlet; True if there was one."""
+        running, self._progress = self._progress, None
+        if running is None:
+            return False
+        g, stop = running
+        stop.set()
+        g.join()
+        return True
 
     def _on_test_stop(self, **_kw) -> None:
         a = self.assignment
         if a is None:
             return
         self.probe.stop()
+        if self._stop_progress():
+            self._send_progress(a, final=True)   # before the Recording: the live totals complete
         data = self.recorder.to_json(a.spec.swarm_id)
         data.update(host=self.claim.host, samples=self.probe.samples)
         self.runner.send_message(LOCUST_TYPES["recording"], Recording(

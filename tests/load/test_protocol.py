@@ -8,8 +8,8 @@ import json
 import msgpack
 import pytest
 
-from harness.load.protocol import (VERSION, Assignment, Claim, Command, Failure, Notice, ProtocolError, Recording,
-                                   Status, SwarmPlan, SwarmRequest)
+from harness.load.protocol import (LOCUST_TYPES, VERSION, Assignment, Claim, Command, Failure, Notice, Progress,
+                                   ProtocolError, Recording, Status, SwarmPlan, SwarmRequest)
 from harness.load.spec import SwarmSpec
 
 SPEC = SwarmSpec(sender_specs={"1": {"kind": "embedded", "conninfo": "host=/tmp"}}, payload_bytes=64,
@@ -24,6 +24,10 @@ MESSAGES = [
     Claim(initiator=1, worker=None, host="h", pid=7),
     Assignment(spec=SPEC, initiator=1, worker=2, users=1, first_user=2),
     Recording(swarm_id="abc", initiator=1, worker=2, data={"buckets": {"1": {"5": 2}}}),
+    Progress(swarm_id="abc", initiator=2, worker=1, seq=3, final=True, bucket_seconds=0.1,
+             buckets={"17000000001": [[812, 1200], [3, 1]]}, errors={"17000000001": 1},
+             corrected={"17000000001": [[900], [4]]}, users=5, host="client-a",
+             samples=[[1.7e9, 12.5, 40.0, 21.5, 5.4e9]], spawn_complete=1.7e9, stop_requested=None),
 ]
 
 
@@ -56,3 +60,8 @@ def test_no_message_field_carries_a_password():
     (the web auth unit tests check the SQL Server spec itself)."""
     for msg in MESSAGES:
         assert "password" not in json.dumps(msg.to_wire()).lower()
+
+
+def test_progress_travels_on_its_own_locust_message_type():
+    assert LOCUST_TYPES["progress"] == "ssbench_progress"
+    assert len(set(LOCUST_TYPES.values())) == len(LOCUST_TYPES)
