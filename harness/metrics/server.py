@@ -1,0 +1,172 @@
+"""The HTTP endpoint: ``GET /metrics`` in the Prometheus text format, or OpenMetrics when the
+scraper asks for it (``prometheus_client``'s WSGI app chooses), on its own thread.
+
+Off by default. On loopback (the default address) it is open, like the web UI. On any other
+address it needs a bearer token (``$SSBENCH_METRICS_TOKEN``: Prometheus's ``authorization``) or
+the web UI's login (``$SSBENCH_WEB_USER``/``$SSBENCH_WEB_PASSWORD``: Prometheus's
+``basic_auth``); the command refuses to start without one (:func:`harness.commands.common.
+metrics_settings`). A refused request is logged with the client's address, never what it sent,
+and answered after a second (slows down guessing). TLS with a certificate and key.
+
+The endpoint exposes figures only: no connection string, no password, no token (the families
+pass every label value through :func:`harness.redact.redact_string`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import logging
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from .families import SsbenchCollector
+from .live import LiveState
+
+log = logging.getLogger("ssbench.metrics")
+
+TOKEN_ENV = "SSBENCH_METRICS_TOKEN"
+PORT_ENV = "SSBENCH_METRICS_PORT"
+HOST_ENV = "SSBENCH_METRICS_HOST"
+PATH = "/metrics"
+REFUSED_DELAY_S = 1.0
+SCRAPERS_RECENT_S = 600.0     # at the end, the scrapers seen this recently are waited for
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    port: int                                   # 0: any free port
+    host: str = "127.0.0.1"
+    #: at the end, wait up to this long for one more scrape (when anything scraped at all), so
+    #: the last repetition's final figures reach Prometheus
+    linger_seconds: float = 30.0
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    token: str | None = None                    # bearer token
+    login: Callable[[str, str], bool] | None = None   # basic auth: user, password -> ok
+
+    @property
+    def guarded(self) -> bool:
+        return bool(self.token or self.login)
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *_a):
+        pass
+
+
+class Endpoint:
+    """Serves a :class:`LiveState`; :meth:`start`, :attr:`url`, :meth:`close`."""
+
+    def __init__(self, live: LiveState, settings: EndpointSettings):
+        self.live, self.settings = live, settings
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(SsbenchCollector(live))
+        self._metrics = make_wsgi_app(self.registry)
+        self._httpd = None
+        self._thread: threading.Thread | None = None
+        self._cond = threading.Condition()
+        self.scrapes = 0
+        self.last_scrape: float | None = None    # epoch seconds of the last scrape served
+        #: each scraper (address and user agent: two Prometheus servers, or a test and Prometheus)
+        #: -> its last scrape, epoch seconds
+        self.scrapers: dict[tuple[str, str], float] = {}
+        self._logins: set[bytes] = set()         # digests of basic-auth logins already checked
+
+    # ------------------------------------------------------------------ the WSGI app
+    def app(self, environ, start_response):
+        if environ.get("PATH_INFO") != PATH:
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"ssbench: the metrics are at /metrics\n"]
+        if self.settings.guarded and not self._authorized(environ.get("HTTP_AUTHORIZATION", "")):
+            log.warning("metrics endpoint: refused a scrape from %s (no valid token or login)",
+                        environ.get("REMOTE_ADDR", "?"))
+            time.sleep(REFUSED_DELAY_S)
+            start_response("401 Unauthorized", [("Content-Type", "text/plain"),
+                                                ("WWW-Authenticate", 'Basic realm="ssbench metrics"')])
+            return [b"ssbench: a token (Authorization: Bearer) or the web UI's login is required\n"]
+        out = self._metrics(environ, start_response)
+        with self._cond:
+            self.scrapes += 1
+            self.last_scrape = time.time()
+            self.scrapers[(environ.get("REMOTE_ADDR", ""), environ.get("HTTP_USER_AGENT", ""))] = self.last_scrape
+            self._cond.notify_all()
+        return out
+
+    def _authorized(self, header: str) -> bool:
+        scheme, _, value = header.partition(" ")
+        value = value.strip()
+        if scheme.lower() == "bearer" and self.settings.token:
+            return hmac.compare_digest(value.encode(), self.settings.token.encode())
+        if scheme.lower() == "basic" and self.settings.login is not None:
+            try:
+                user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                return False
+            if not sep:
+                return False
+            # a password hash costs ~0.1 s of CPU: a login checked once is remembered (its digest)
+            digest = hashlib.sha256(f"{user}\0{password}".encode()).digest()
+            if any(hmac.compare_digest(digest, d) for d in self._logins):
+                return True
+            if self.settings.login(user, password):
+                self._logins.add(digest)
+                return True
+        return False
+
+    # ------------------------------------------------------------------ the server
+    def start(self) -> "Endpoint":
+        s = self.settings
+
+        class Server(ThreadingWSGIServer):
+            address_family = socket.AF_INET6 if ":" in s.host else socket.AF_INET
+
+        self._httpd = make_server(s.host, s.port, self.app, Server, handler_class=_Quiet)
+        if s.tls_cert:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(s.tls_cert, s.tls_key)
+            self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="ssbench-metrics", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        host = self.settings.host
+        shown = f"[{host}]" if ":" in host else host
+        return f"{'https' if self.settings.tls_cert else 'http'}://{shown}:{self.port}{PATH}"
+
+    def wait_for_scrape(self, after: float, timeout: float, recent: float = SCRAPERS_RECENT_S) -> bool:
+        """Wait up to ``timeout`` until every scraper seen in the last ``recent`` seconds has
+        scraped after ``after`` (epoch); False if one did not. Returns at once when nothing
+        scraped (no one is watching)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                waiting = [t for t in self.scrapers.values() if after - recent < t <= after]
+                if not waiting:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+
+    def close(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
