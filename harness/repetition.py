@@ -17,7 +17,9 @@ In order:
    summary, and commit the directory (renamed to ``rep-NN/``) and the permutation summary.
 
 The caller keeps only its own bookkeeping: the matrix runner its loop, progress and resume;
-the web UI its sessions.
+the web UI its sessions. With ``metrics`` (the live endpoint's state, :mod:`harness.metrics`)
+the repetition feeds it the same collector ticks, the workers' recorders (their ``Progress``
+messages: only then do the workers send any) and, once committed, its summary.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from .load.protocol import SwarmPlan
 from .load.spec import SwarmSpec
 from .load.swarm import RemoteWorkers, Swarm, SwarmFailed, SwarmResult
 from .load.window import merge_workers
+from .load.protocol import Progress
 from .matrix import Permutation, RunSettings
+from .metrics import LiveState, RepetitionFeed
 from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
 from .results.model import LATENCY_SCHEMA, RepetitionSummary, TargetRef
 from .results.summary import ClientRecord, RepetitionData
@@ -75,12 +79,37 @@ class Repetition:
     users_expected: int | None = None
     #: workers on client hosts (ssbench run --remote-workers); None: local workers
     remote: RemoteWorkers | None = None
+    #: the live metrics endpoint's state (--metrics-port); None: off
+    metrics: LiveState | None = None
 
     partial: Path | None = None
     pinning: dict[str, list[int]] | None = None
     sampler: Sampler | None = None
     dialogs_created: int = 0
     swarm: Swarm | None = None
+    feed: RepetitionFeed | None = None
+
+    def __post_init__(self) -> None:
+        if self.metrics is not None:
+            self.feed = self.metrics.repetition(self.run_dir.run_id, self.perm.id, self.rep)
+            shown = self.on_status
+
+            def on_status(text: str) -> None:
+                self.feed.status(text)
+                shown(text)
+
+            self.on_status = on_status
+
+    def _on_tick(self, samples) -> None:
+        if self.feed is not None:
+            self.feed.tick(samples)
+        if self.on_tick is not None:
+            self.on_tick(samples)
+
+    def on_progress(self, p: Progress) -> None:
+        """A worker's Progress (the swarm's ``on_progress``)."""
+        if self.feed is not None:
+            self.feed.progress(p)
 
     @property
     def usable(self) -> int:
@@ -108,7 +137,7 @@ class Repetition:
                                   f"({warm.in_flight} messages in flight)")
             ctx = SampleContext(target=t, lock=self.lock, client_pids=self._client_pids)
             self.sampler = Sampler(ctx, default_collectors(t.telemetry), interval=self.settings.sample_interval_seconds,
-                                   on_tick=self.on_tick)
+                                   on_tick=self._on_tick if self.feed is not None else self.on_tick)
             self.sampler.start()
         except BaseException:
             self.abort()
@@ -132,7 +161,10 @@ class Repetition:
                          rate=p.rate or 0.0, users=dict(users), sample_interval_seconds=s.sample_interval_seconds,
                          high_priority_share=p.broker.high_priority_share,
                          messages_per_dialog=p.messages_per_dialog or 0, fire_and_forget=p.fire_and_forget,
-                         send_mode=s.send_mode)
+                         send_mode=s.send_mode,
+                         progress_interval_seconds=s.sample_interval_seconds if self.feed is not None else 0.0)
+        if self.feed is not None:
+            self.feed.window(warmup_seconds, measure_seconds)
         return SwarmPlan(spec=spec, users=dict(users), workers_per_initiator=s.workers_per_initiator,
                          warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
                          worker_wait_seconds=self.remote.wait_seconds if self.remote else LOCAL_WORKER_WAIT_S,
@@ -145,10 +177,13 @@ class Repetition:
         s = self.settings
         plan = self.swarm_plan(warmup_seconds=s.warmup_seconds if until is None else 0.0,
                                measure_seconds=s.measure_seconds if measure_seconds is None else measure_seconds)
+        if until is not None and self.feed is not None:
+            self.feed.window(0.0, 0.0)   # a fill's window ends when it is stopped (harness.backlog)
         self.on_status("running")
         try:
             res = Swarm.run_one(plan, self.partial, s.spawn_rate, remote=self.remote, stop_event=self.stop_event,
-                                on_started=self._swarm_started, until=until)
+                                on_started=self._swarm_started, until=until,
+                                on_progress=self.on_progress if self.feed is not None else None)
         except SwarmFailed as e:
             raise RepetitionFailed(f"{e} (the repetition is not kept; --resume redoes it)") from None
         if self.stop_event.is_set() or res.interrupted:
@@ -196,6 +231,8 @@ class Repetition:
             raise
         self.run_dir.commit_rep(self.perm.id, self.rep, self.partial)
         self.run_dir.write_permutation_summary(self.perm.id, self.perm.values())
+        if self.feed is not None:
+            self.feed.committed(summary, lat["e2e"])
         return summary
 
     def run(self) -> RepetitionSummary:
@@ -211,6 +248,8 @@ class Repetition:
     def abort(self) -> None:
         """Best effort: stop the collectors and the broker side (nothing committed); a headless
         swarm is already gone (Swarm.run_one closes it)."""
+        if self.feed is not None:
+            self.feed.aborted()
         self._unpin()
         if self.sampler is not None:
             try:

@@ -33,9 +33,10 @@ def resolve_profile(matrix: Matrix, target: Target, server: str) -> str:
 
 class Runner:
     def __init__(self, matrix: Matrix, target: Target, run_dir: RunDir, *, progress: Progress | None = None,
-                 stop_event: threading.Event | None = None, remote=None):
+                 stop_event: threading.Event | None = None, remote=None, metrics=None):
         self.matrix = matrix
         self.remote = remote   # harness.load.swarm.RemoteWorkers: workers on client hosts
+        self.metrics = metrics   # harness.metrics.LiveState: the live endpoint (None: off)
         self.target = target
         self.run_dir = run_dir
         self.progress = progress or Progress(total=len(matrix) * matrix.run.repetitions, force_plain=True)
@@ -127,7 +128,7 @@ class Runner:
         r = cls(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
                        profile=resolve_profile(self.matrix, self.target, perm.server),
                        settings=self.matrix.run, lock=self.lock, stop_event=self.stop_event,
-                       on_status=status, on_tick=live, remote=self.remote)
+                       on_status=status, on_tick=live, remote=self.remote, metrics=self.metrics)
         summary = r.run()
         self.lost_total += summary.messages_lost
         return summary

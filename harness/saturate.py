@@ -194,7 +194,7 @@ class Saturation:
 
     def __init__(self, matrix: Matrix, target, run_dir: RunDir, settings: SearchSettings, *,
                  profile_for: Callable[[str], str], stop_event: threading.Event | None = None,
-                 say: Callable[[str], None] = lambda text: None, remote=None):
+                 say: Callable[[str], None] = lambda text: None, remote=None, metrics=None):
         self.matrix = matrix
         self.target = target
         self.run_dir = run_dir
@@ -204,6 +204,7 @@ class Saturation:
         self.lock = threading.Lock()
         self.say = say
         self.remote = remote     # harness.load.swarm.RemoteWorkers: workers on client hosts
+        self.metrics = metrics   # harness.metrics.LiveState: the live endpoint (None: off)
         self.results: list[dict[str, Any]] = []
 
     def probe(self, base: Permutation, rate: float) -> Probe:
@@ -212,7 +213,7 @@ class Saturation:
         perm = replace(base, rate=rate)
         rep = Repetition(target=self.target, run_dir=self.run_dir, perm=perm, rep=1,
                          profile=self.profile_for(perm.server), settings=self.matrix.run, lock=self.lock,
-                         stop_event=self.stop_event, remote=self.remote)
+                         stop_event=self.stop_event, remote=self.remote, metrics=self.metrics)
         try:
             summary = rep.run()
         except RepetitionFailed as e:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .common import TARGET_HELP
+from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
 
 
 def register(sub) -> None:
@@ -29,13 +29,15 @@ def register(sub) -> None:
     from .run import add_scale_arguments
 
     add_scale_arguments(p)
+    add_metrics_arguments(p)
     p.set_defaults(func=cmd_bench)
 
 
 def cmd_bench(args) -> int:
     from .run import execute
 
-    code, rd = execute(args)   # prints the repetitions' table in the matrix's order
+    with metrics_endpoint(args, "bench") as live:   # the run only: the analysis has no live figures
+        code, rd = execute(args, live)   # prints the repetitions' table in the matrix's order
     if code not in (0, 4):
         return code
     report = None

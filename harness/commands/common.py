@@ -14,3 +14,111 @@ def check_target(value: str) -> str:
 
     choose(value)
     return value
+
+
+# --------------------------------------------------------------------------- the live metrics endpoint
+
+def add_metrics_arguments(p) -> None:
+    """``--metrics-*``: the live metrics endpoint of run, bench, saturate and web
+    (docs/monitoring.md)."""
+    g = p.add_argument_group(
+        "live metrics", "A Prometheus/OpenMetrics endpoint (GET /metrics), off by default; on loopback it is open, "
+                        "on any other address it needs $SSBENCH_METRICS_TOKEN (a bearer token) or the web UI's "
+                        "login ($SSBENCH_WEB_USER/$SSBENCH_WEB_PASSWORD). See docs/monitoring.md.")
+    g.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve live metrics on this port (0: any free port; default: $SSBENCH_METRICS_PORT, else off)")
+    g.add_argument("--metrics-host", default=None, metavar="HOST",
+                   help="the endpoint's address (default: $SSBENCH_METRICS_HOST, else 127.0.0.1)")
+    g.add_argument("--metrics-linger", type=float, default=30.0, metavar="SECONDS",
+                   help="at the end, wait up to this long for a last scrape, so the last repetition's final "
+                        "figures are collected (only if something scraped; default 30; 0: do not wait)")
+    g.add_argument("--metrics-tls-cert", default=None, metavar="PEM", help="serve the endpoint over HTTPS")
+    g.add_argument("--metrics-tls-key", default=None, metavar="PEM", help="the certificate's private key")
+
+
+def metrics_settings(args, env=None):
+    """The endpoint's settings from the flags and the environment, or None (off). Checked
+    before anything starts: a bad value is a one-line UserError naming the flag or variable."""
+    import os
+    import re
+    from pathlib import Path
+
+    from ..errors import UserError
+    from ..metrics.server import HOST_ENV, PORT_ENV, TOKEN_ENV, EndpointSettings
+    from ..web.auth import HOW_TO_SET, is_loopback, load_credentials
+
+    env = os.environ if env is None else env
+    port, where = getattr(args, "metrics_port", None), "--metrics-port"
+    if port is None and env.get(PORT_ENV, "").strip():
+        where = f"${PORT_ENV}"
+        try:
+            port = int(env[PORT_ENV])
+        except ValueError:
+            raise UserError(f"not a port number: {env[PORT_ENV]!r}", field=where) from None
+    if port is None:
+        return None
+    if not 0 <= port <= 65535:
+        raise UserError(f"must be 0..65535, got {port}", field=where)
+    host = getattr(args, "metrics_host", None) or env.get(HOST_ENV, "").strip() or "127.0.0.1"
+    linger = float(getattr(args, "metrics_linger", 30.0))
+    if not 0 <= linger <= 3600:
+        raise UserError(f"must be 0..3600 seconds, got {linger:g}", field="--metrics-linger")
+    cert, key = getattr(args, "metrics_tls_cert", None), getattr(args, "metrics_tls_key", None)
+    if bool(cert) != bool(key):
+        raise UserError("--metrics-tls-cert and --metrics-tls-key go together",
+                        field="--metrics-tls-key" if cert else "--metrics-tls-cert")
+    for flag, path in (("--metrics-tls-cert", cert), ("--metrics-tls-key", key)):
+        if path and not Path(path).is_file():
+            raise UserError(f"{path}: no such file", field=flag)
+    token = env.get(TOKEN_ENV, "").strip() or None
+    if token is not None and (len(token) < 32 or not re.fullmatch(r"[A-Za-z0-9_-]+", token)):
+        raise UserError("must be at least 32 characters of A-Z a-z 0-9 _ -", field=f"${TOKEN_ENV}")
+    login = None
+    if not is_loopback(host):
+        creds = load_credentials(env)
+        login = creds.check if creds is not None else None
+        if token is None and login is None:
+            raise UserError(f"the metrics endpoint on {host} (not loopback) needs a bearer token in ${TOKEN_ENV} "
+                            f"(32+ characters) or a login: {HOW_TO_SET}", field="--metrics-host")
+    return EndpointSettings(port=port, host=host, linger_seconds=linger, tls_cert=cert, tls_key=key,
+                            token=token, login=login)
+
+
+class metrics_endpoint:   # noqa: N801 - a context manager used like a function
+    """``with metrics_endpoint(args, "run") as live:``: the endpoint's LiveState (None when
+    off), serving for the block; a port in use is a UserError before anything else starts. At
+    a normal end it waits for a last scrape (``--metrics-linger``)."""
+
+    def __init__(self, args, command: str):
+        self.settings = metrics_settings(args)
+        self.command = command
+        self.metrics = None
+
+    def __enter__(self):
+        import sys
+
+        if self.settings is None:
+            return None
+        from ..errors import UserError
+        from ..metrics import Metrics
+        from ..web.auth import is_loopback
+
+        s = self.settings
+        try:
+            self.metrics = Metrics(s, self.command).start()
+        except OSError as e:
+            raise UserError(f"cannot serve the metrics endpoint on {s.host}:{s.port}: {e.strerror or e}",
+                            field="--metrics-port") from None
+        print(f"ssbench: live metrics at {self.metrics.url}", file=sys.stderr, flush=True)
+        if not s.tls_cert and s.guarded and not is_loopback(s.host):
+            print(f"ssbench: warning: the metrics endpoint on {s.host} is plain HTTP: its token or login crosses the "
+                  "network in clear. Use --metrics-tls-cert/--metrics-tls-key, or an SSH tunnel.", file=sys.stderr)
+        return self.metrics.live
+
+    def __exit__(self, exc_type, exc, tb):
+        import sys
+
+        if self.metrics is not None:
+            self.metrics.close(lambda text: print(f"ssbench: {text}", file=sys.stderr, flush=True),
+                               linger=exc_type is None)
+        return False

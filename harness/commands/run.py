@@ -12,7 +12,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .common import TARGET_HELP
+from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
 
 
 #: exit code of a run stopped by a full disk (resumable); the others: 0 ok, 2 bad input,
@@ -30,6 +30,7 @@ def register(sub) -> None:
                                    "Ctrl-C stops cleanly and leaves the run resumable.")
     add_run_arguments(p)
     add_scale_arguments(p)
+    add_metrics_arguments(p)
     p.set_defaults(func=cmd_run)
 
 
@@ -142,8 +143,9 @@ def resume_command(matrix: Path | str, run_dir: Path) -> str:
     return shlex.join(["ssbench", "run", str(matrix), "--resume", "--out", str(run_dir)])
 
 
-def execute(args) -> tuple[int, "object"]:
-    """Run the matrix; returns (exit code, RunDir).
+def execute(args, metrics=None) -> tuple[int, "object"]:
+    """Run the matrix; returns (exit code, RunDir). ``metrics``: the live endpoint's state
+    (harness.metrics.LiveState), or None.
 
     Everything the user gave is checked before anything is created or started: the matrix, the
     --out/--results directories, the target (a topology file is loaded, nothing connects) and
@@ -178,7 +180,9 @@ def execute(args) -> tuple[int, "object"]:
               f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
         _announce_remote(remote, matrix, config)
         progress = Progress(total=len(matrix) * matrix.run.repetitions)
-        runner = Runner(matrix, target, rd, progress=progress, stop_event=stop, remote=remote)
+        if metrics is not None:
+            metrics.begin_run(rd.run_id, matrix.name, target.label, progress)
+        runner = Runner(matrix, target, rd, progress=progress, stop_event=stop, remote=remote, metrics=metrics)
         try:
             code = _run(runner, rd, progress, resume_command(args.matrix, rd.path), undo)
         finally:
@@ -323,7 +327,8 @@ class _Undo:
 
 
 def cmd_run(args) -> int:
-    code, _ = execute(args)
+    with metrics_endpoint(args, "run") as live:
+        code, _ = execute(args, live)
     return code
 
 

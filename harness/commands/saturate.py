@@ -21,7 +21,7 @@ def _positive(text: str) -> float:
     return v
 
 
-from .common import TARGET_HELP
+from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
 from .run import add_scale_arguments
 
 
@@ -50,10 +50,16 @@ def register(sub) -> None:
                    help="stop bisecting when the bounds are within this fraction (default 0.1)")
     p.add_argument("--max-probes", type=int, default=12, help="probes per permutation at most (default 12)")
     add_scale_arguments(p)
+    add_metrics_arguments(p)
     p.set_defaults(func=cmd_saturate)
 
 
 def cmd_saturate(args) -> int:
+    with metrics_endpoint(args, "saturate") as live:
+        return saturate(args, live)
+
+
+def saturate(args, metrics=None) -> int:
     from ..errors import UserError
     from ..matrix import load_matrix
     from ..paths import RESULTS
@@ -86,9 +92,12 @@ def cmd_saturate(args) -> int:
         rd = start_run(matrix, target, args.results or RESULTS, args.out, resume=False)
         rd.update_run(saturation=asdict(settings))
         print(f"ssbench: saturate {rd.run_id} on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
+        if metrics is not None:
+            metrics.begin_run(rd.run_id, matrix.name, target.label)
         sat = Saturation(matrix, target, rd, settings, stop_event=stop,
                          profile_for=lambda server: resolve_profile(matrix, target, server),
-                         say=lambda text: print(f"ssbench: {text}", file=sys.stderr, flush=True), remote=remote)
+                         say=lambda text: print(f"ssbench: {text}", file=sys.stderr, flush=True), remote=remote,
+                         metrics=metrics)
         try:
             sat.run()
         except Interrupted:

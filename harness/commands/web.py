@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..load.hosts import MASTER_PORT
-from .common import TARGET_HELP
+from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
 
 
 def register(sub) -> None:
@@ -69,6 +69,7 @@ def register(sub) -> None:
                    help="a login expires after this many minutes (default 480)")
     a.add_argument("--tls-cert", default=None, help="serve the web UI over HTTPS with this certificate (PEM)")
     a.add_argument("--tls-key", default=None, help="the certificate's private key (PEM; mode 0600)")
+    add_metrics_arguments(p)
     g = p.add_argument_group("worker mode (on another host)")
     g.add_argument("--worker", action="store_true",
                    help="run one Locust worker for a master started by 'ssbench web' on another host; "
@@ -101,6 +102,7 @@ def cmd_web(args) -> int:
     from ..web.launcher import WebOptions, serve
     from .common import check_target
 
+    endpoint = metrics_endpoint(args, "web")   # checked before anything starts
     target = make_target(check_target(args.target))
     opts = WebOptions(initiators=args.initiators, local_workers=args.local_workers, web_host=args.web_host,
                       port=args.port, master_bind_host=args.master_bind_host, master_port=args.master_port,
@@ -108,7 +110,9 @@ def cmd_web(args) -> int:
                       dialogs=args.dialogs, profile=args.profile, max_queue_readers=args.max_queue_readers,
                       results=args.results, credentials=creds, session_minutes=args.login_minutes,
                       tls_cert=args.tls_cert, tls_key=args.tls_key)
-    return serve(target, opts)
+    with endpoint as live:
+        opts.metrics = live
+        return serve(target, opts)
 
 
 def _web_credentials(args):

@@ -73,6 +73,7 @@ class WebOptions:
     session_minutes: float = 480.0           # a login lasts this long
     tls_cert: str | None = None
     tls_key: str | None = None
+    metrics: object = None                   # the live metrics endpoint's state (harness.metrics.LiveState)
 
     @property
     def scheme(self) -> str:
@@ -192,12 +193,13 @@ class WebApp:
         metrics = LiveMetrics(self.target.label)
         self.sessions = WebSessions(self.target, self.results, o.initiators, self._profile(),
                                     default_broker(self.target, o.max_queue_readers), metrics,
-                                    client_pids=self.worker_pids)
+                                    client_pids=self.worker_pids, live=o.metrics)
         extra, env = self._master_args()
         self.swarm = Swarm(self.state_dir, self.sessions.plan, users=o.users, spawn_rate=o.spawn_rate,
                            local_claims=[(i, None) for i in range(1, local + 1)], token=self.token,
                            master_extra=extra, master_env=env, headless=False, on_ended=self.sessions.finish,
                            on_notice=self._notice, routes={"GET /metrics": lambda _b: metrics.snapshot()},
+                           on_progress=self.sessions.on_progress,
                            bind=(o.master_bind_host, self.master_port), master_files=[str(PLUGIN)]).start()
         self._wait_ready(local)
         self._print_ready(local)

@@ -12,11 +12,9 @@ import threading
 import time
 from collections import deque
 
+from ..metrics.live import RecentWaits
+
 HISTORY = 180          # ticks kept for the page's chart
-TOP_WAITS = 5
-WAIT_TICKS = 5         # top waits are averaged over the last ticks: targets flush their wait
-                       # statistics on their own period (the embedded broker: every second), so
-                       # a single tick can see none
 
 
 class LiveMetrics:
@@ -27,7 +25,7 @@ class LiveMetrics:
         self.session: dict = {}
         self.last: dict = {}
         self.history: deque = deque(maxlen=HISTORY)
-        self._waits: deque = deque(maxlen=WAIT_TICKS)
+        self._waits = RecentWaits()   # the top waits, as the metrics endpoint has them
         self.ticks = 0
         self.last_sample_ts: float | None = None   # the last sample of the session that ended
 
@@ -58,7 +56,6 @@ class LiveMetrics:
         snap: dict = {"ts": time.time(), "received_per_s": None, "processed_total": None, "xmitq": {},
                       "xmitq_total": None, "queue_depth": None, "activation_tasks_running": None,
                       "top_waits": [], "server_cpu_percent": None, "client_cpu_percent": None}
-        waits: dict[str, float] = {}
         for s in samples:
             f, m, k, v = s.family, s.metric, s.key, s.value
             if f == "throughput" and m == "received_per_s":
@@ -74,18 +71,11 @@ class LiveMetrics:
                 snap["xmitq_total"] = v
             elif f == "activation" and m == "tasks_running":
                 snap["activation_tasks_running"] = v
-            elif f == "waits" and m == "wait_ms_per_s":
-                waits[k] = v
             elif f == "host" and m == "cpu_percent" and k in ("server", "client"):
                 snap[f"{k}_cpu_percent"] = v
         with self._lock:
-            self._waits.append(waits)
-            total: dict[str, float] = {}
-            for w in self._waits:
-                for k, v in w.items():
-                    total[k] = total.get(k, 0.0) + v / len(self._waits)
-            top = sorted(total.items(), key=lambda kv: -kv[1])[:TOP_WAITS]
-            snap["top_waits"] = [{"wait_type": k, "wait_ms_per_s": round(v, 2)} for k, v in top if v > 0]
+            self._waits.add(samples)
+            snap["top_waits"] = [{"wait_type": k, "wait_ms_per_s": round(v, 2)} for k, v in self._waits.top()]
             self.ticks += 1
             snap["tick"] = self.ticks
             self.last = snap

@@ -66,7 +66,7 @@ class WebSessions:
     def __init__(self, target: Target, results_root: Path, max_initiators: int, profile: str,
                  broker: BrokerSettings, metrics: LiveMetrics,
                  client_pids: Callable[[], dict[str, int]] = lambda: {},
-                 sample_interval: float = 1.0, drain_timeout: float = 60.0):
+                 sample_interval: float = 1.0, drain_timeout: float = 60.0, live=None):
         self.target = target
         self.results_root = Path(results_root)
         self.max_initiators = max_initiators
@@ -76,6 +76,7 @@ class WebSessions:
         self.client_pids = client_pids
         self.sample_interval = sample_interval
         self.drain_timeout = drain_timeout
+        self.live = live      # the live metrics endpoint's state (harness.metrics.LiveState), or None
         self.lock = threading.Lock()          # serializes calls to the target (as Runner.lock)
         self._session_lock = threading.Lock()
         self.current: Session | None = None
@@ -115,13 +116,15 @@ class WebSessions:
                              "dialogs": strategy.token, "payload_bytes": payload})
         self.metrics.reset()
         self.metrics.set_state("preparing", run_id=rd.run_id, description=description)
+        if self.live is not None:
+            self.live.begin_run(rd.run_id, MATRIX_NAME, self.target.label)
         log.info("session %s: preparing (%s)", rd.run_id, description)
         settings = RunSettings(warmup_seconds=0.0, measure_seconds=0.5, repetitions=1,
                                drain_timeout_seconds=self.drain_timeout,
                                sample_interval_seconds=self.sample_interval, spawn_rate=spawn_rate)
         r = Repetition(target=self.target, run_dir=rd, perm=perm, rep=1, profile=self.profile, settings=settings,
                        lock=self.lock, on_tick=self.metrics.on_tick, client_pids=self.client_pids,
-                       users_expected=users)
+                       users_expected=users, metrics=self.live)
         try:
             r.setup()
             plan = r.swarm_plan(warmup_seconds=0.0, measure_seconds=0.0, users=per_init, single=False)
@@ -138,6 +141,12 @@ class WebSessions:
                                description=description, initiators=[int(i) for i in per_init])
         self.metrics.set_state("running", run_id=rd.run_id, description=description)
         return plan, r.partial
+
+    def on_progress(self, p) -> None:
+        """A worker's Progress (the swarm's ``on_progress``): to the session's repetition."""
+        s = self.current
+        if s is not None:
+            s.repetition.on_progress(p)
 
     # ------------------------------------------------------------------ end
     def finish(self, res: SwarmResult) -> dict:
