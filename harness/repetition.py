@@ -39,7 +39,7 @@ from .load.swarm import RemoteWorkers, Swarm, SwarmFailed, SwarmResult
 from .load.window import merge_workers
 from .load.protocol import Progress
 from .matrix import Permutation, RunSettings
-from .metrics import LiveState, RepetitionFeed
+from .metrics.live import LiveState, RepetitionFeed
 from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
 from .results.model import LATENCY_SCHEMA, RepetitionSummary, TargetRef
 from .results.summary import ClientRecord, RepetitionData
@@ -165,6 +165,7 @@ class Repetition:
                          progress_interval_seconds=s.sample_interval_seconds if self.feed is not None else 0.0)
         if self.feed is not None:
             self.feed.window(warmup_seconds, measure_seconds)
+            self.feed.status("running")   # the swarm is planned, so it starts (a web session says no more)
         return SwarmPlan(spec=spec, users=dict(users), workers_per_initiator=s.workers_per_initiator,
                          warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
                          worker_wait_seconds=self.remote.wait_seconds if self.remote else LOCAL_WORKER_WAIT_S,

@@ -44,7 +44,7 @@ def metrics_settings(args, env=None):
     from pathlib import Path
 
     from ..errors import UserError
-    from ..metrics.server import HOST_ENV, PORT_ENV, TOKEN_ENV, EndpointSettings
+    from ..metrics.settings import HOST_ENV, PORT_ENV, TOKEN_ENV, EndpointSettings
     from ..web.auth import HOW_TO_SET, is_loopback, load_credentials
 
     env = os.environ if env is None else env

@@ -8,7 +8,8 @@
   the workers' recorders (the swarm protocol's ``Progress``) and the committed summary;
 * :mod:`.families`: that state as Prometheus metric families (``prometheus_client``);
   :data:`~.families.METRICS` lists every metric;
-* :mod:`.server`: the HTTP endpoint (token or login off loopback, TLS).
+* :mod:`.server`: the HTTP endpoint (token or login off loopback, TLS); :mod:`.settings` its
+  settings (``prometheus_client`` is imported only when the endpoint is on).
 
 Layers: this package sits above the load and the collectors (it reads their messages and
 samples) and below the repetition, the runner, the web UI and the commands, which start it and
@@ -20,9 +21,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from .families import METRICS, exposed_names
 from .live import LiveState, RepetitionFeed
-from .server import Endpoint, EndpointSettings
+from .settings import EndpointSettings
 
 
 class Metrics:
@@ -30,6 +30,8 @@ class Metrics:
     repetitions feed) and its server."""
 
     def __init__(self, settings: EndpointSettings, command: str):
+        from .server import Endpoint
+
         self.settings = settings
         self.live = LiveState(command=command)
         self.endpoint = Endpoint(self.live, settings)
@@ -52,4 +54,4 @@ class Metrics:
         self.endpoint.close()
 
 
-__all__ = ["METRICS", "Endpoint", "EndpointSettings", "LiveState", "Metrics", "RepetitionFeed", "exposed_names"]
+__all__ = ["EndpointSettings", "LiveState", "Metrics", "RepetitionFeed"]

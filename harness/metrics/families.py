@@ -17,13 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ..redact import redact_string
-from ..results.histogram import Histogram
-from .live import PHASES, LiveState, RepetitionState
-
-#: latency histogram buckets, seconds (SEND: tens of microseconds to seconds; end to end: more)
-LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                   1.0, 2.5, 5.0, 10.0, 30.0)
-QUANTILES = (("0.5", 50), ("0.95", 95), ("0.99", 99))
+from .live import PHASES, Buckets, LiveState, RepetitionState
 
 REP = ("run_id", "permutation", "repetition")
 
@@ -119,32 +113,13 @@ class _Families:
     def add(self, name: str, labels: list[str], value: float) -> None:
         self.get(name).add_metric([redact_string(str(v)) for v in labels], float(value))
 
-    def histogram(self, name: str, labels: list[str], h: Histogram) -> None:
-        buckets, s = histogram_buckets(h)
+    def histogram(self, name: str, labels: list[str], b: Buckets) -> None:
+        buckets, s = b.cumulative()
         self.get(name).add_metric([redact_string(str(v)) for v in labels], buckets, s)
 
-
-def histogram_buckets(h: Histogram) -> tuple[list[tuple[str, float]], float]:
-    """Cumulative counts at :data:`LATENCY_BUCKETS` (a value equal to a bound is inside it) and
-    the sum in seconds, from an exact histogram of microseconds."""
-    out, seen = [], 0
-    items = sorted(h.counts.items())
-    i = 0
-    for le in LATENCY_BUCKETS:
-        bound = le * 1e6
-        while i < len(items) and items[i][0] <= bound:
-            seen += items[i][1]
-            i += 1
-        out.append((repr(le), seen))
-    total = sum(c for _, c in items)
-    out.append(("+Inf", total))
-    return out, sum(us * c for us, c in items) / 1e6
-
-
-def _quantiles(f: _Families, name: str, base: list[str], phase: str, h: Histogram) -> None:
-    if h.count:
-        for q, pct in QUANTILES:
-            f.add(name, base + [phase, q], h.percentile_us(pct) / 1e6)
+    def quantiles(self, name: str, labels: list[str], values: dict[str, float] | None) -> None:
+        for q, v in (values or {}).items():
+            self.add(name, labels + [q], v)
 
 
 class SsbenchCollector(Collector):
@@ -194,8 +169,8 @@ def _repetition(f: _Families, rep: RepetitionState) -> None:
         f.add("ssbench_repetition_send_rate", base, s.send_rate)
         f.add("ssbench_repetition_receive_rate", base, s.receive_rate)
     if rep.e2e is not None:
-        f.histogram("ssbench_e2e_latency_seconds", base + ["measure"], rep.e2e)
-        _quantiles(f, "ssbench_e2e_latency_quantile_seconds", base, "measure", rep.e2e)
+        f.histogram("ssbench_e2e_latency_seconds", base + ["measure"], rep.e2e[0])
+        f.quantiles("ssbench_e2e_latency_quantile_seconds", base + ["measure"], rep.e2e[1])
 
 
 def _client(f: _Families, base: list[str], rep: RepetitionState) -> None:
@@ -205,14 +180,10 @@ def _client(f: _Families, base: list[str], rep: RepetitionState) -> None:
         f.add("ssbench_send_errors", base + [phase, initiator, worker], n)
     for name, hists in (("ssbench_send_latency_seconds", rep.latency),
                         ("ssbench_send_latency_corrected_seconds", rep.corrected)):
-        for (initiator, phase), h in sorted(hists.items()):
-            f.histogram(name, base + [phase, initiator], h)
+        for (initiator, phase), b in sorted(hists.items()):
+            f.histogram(name, base + [phase, initiator], b)
     for phase in PHASES:
-        merged = Histogram()
-        for (_, ph), h in rep.latency.items():
-            if ph == phase:
-                merged.merge(h)
-        _quantiles(f, "ssbench_send_latency_quantile_seconds", base, phase, merged)
+        f.quantiles("ssbench_send_latency_quantile_seconds", base + [phase], rep.quantiles(phase))
     hosts: dict[str, list] = {}
     for (initiator, worker), (host, users, sample) in sorted(rep.workers.items()):
         f.add("ssbench_worker_users", base + [initiator, worker], users)

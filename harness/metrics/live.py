@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from bisect import bisect_left
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -39,6 +40,50 @@ PHASES = ("warmup", "measure", "drain")
 #: stopped), the SENDs of the last seconds are held back: once the stop is known they may turn
 #: out to be after the window (a Progress reaches the controller within this, clocks agreeing)
 HOLD_S = 2.0
+#: latency histogram buckets, seconds (SEND: tens of microseconds to seconds; end to end: more)
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                   1.0, 2.5, 5.0, 10.0, 30.0)
+_BOUNDS_US = [round(le * 1e6) for le in LATENCY_BUCKETS]
+QUANTILES = (("0.5", 50), ("0.95", 95), ("0.99", 99))
+#: the exact percentiles of a phase in progress are recomputed at most this often (one sort of
+#: every distinct latency); a committed repetition's are always current
+QUANTILES_EVERY_S = 5.0
+
+
+class Buckets:
+    """What a Prometheus histogram needs, kept as the deltas come: counts at
+    :data:`LATENCY_BUCKETS` (a value equal to a bound is inside it; the last slot is +Inf) and
+    the sum."""
+
+    __slots__ = ("counts", "sum_us")
+
+    def __init__(self):
+        self.counts = [0] * (len(_BOUNDS_US) + 1)
+        self.sum_us = 0
+
+    def add(self, latencies_us, counts) -> None:
+        for us, n in zip(latencies_us, counts):
+            self.counts[bisect_left(_BOUNDS_US, us)] += n
+            self.sum_us += us * n
+
+    @classmethod
+    def of(cls, h: Histogram) -> "Buckets":
+        b = cls()
+        b.add(list(h.counts), list(h.counts.values()))
+        return b
+
+    def cumulative(self) -> tuple[list[tuple[str, float]], float]:
+        """``[(le, observations at or below it)]`` ending with ``+Inf``, and the sum in seconds."""
+        out, seen = [], 0
+        for le, n in zip([repr(le) for le in LATENCY_BUCKETS] + ["+Inf"], self.counts):
+            seen += n
+            out.append((le, seen))
+        return out, self.sum_us / 1e6
+
+
+def exact_quantiles(h: Histogram) -> dict[str, float]:
+    """The nearest-rank :data:`QUANTILES` in seconds (the summaries' percentiles)."""
+    return {q: us / 1e6 for (q, _), us in zip(QUANTILES, h.percentiles_us([p for _, p in QUANTILES]))}
 TOP_WAITS = 5
 #: top waits are averaged over the last ticks: targets flush their wait statistics on their own
 #: period (the embedded broker: every second), so a single tick can see none
@@ -104,15 +149,17 @@ class RepetitionState:
     bucket_seconds: float | None = None
     sends: Counter = field(default_factory=Counter)        # (initiator, worker, phase) -> SENDs
     errors: Counter = field(default_factory=Counter)       # (initiator, worker, phase) -> failed
-    latency: dict = field(default_factory=dict)            # (initiator, phase) -> Histogram
+    latency: dict = field(default_factory=dict)            # (initiator, phase) -> Buckets
     corrected: dict = field(default_factory=dict)          # open loop: as latency
+    exact: dict = field(default_factory=dict)              # phase -> Histogram (every initiator)
+    _quantiles: dict = field(default_factory=dict)         # phase -> (SENDs, when, quantiles)
     pending: list = field(default_factory=list)            # Progress deltas before the window is known
     samples: dict = field(default_factory=dict)            # (family, metric, key) -> the last tick's value
     tick_ts: float | None = None
     waits: RecentWaits = field(default_factory=RecentWaits)
     workers: dict = field(default_factory=dict)            # (initiator, worker) -> (host, users, last probe sample)
     summary: Any = None                                    # the committed RepetitionSummary
-    e2e: Histogram | None = None
+    e2e: tuple[Buckets, dict[str, float]] | None = None    # the committed end-to-end latency
     clock: Callable[[], float] = time.time
 
     @property
@@ -158,13 +205,25 @@ class RepetitionState:
                                               for d in (buckets, errors, corrected))
             for b, (lat, counts) in buckets.items():
                 phase = bucket_phase(int(b), bounds)
-                self.latency.setdefault((initiator, phase), Histogram()).counts.update(dict(zip(lat, counts)))
+                self.latency.setdefault((initiator, phase), Buckets()).add(lat, counts)
+                self.exact.setdefault(phase, Histogram()).counts.update(dict(zip(lat, counts)))
                 self.sends[(initiator, worker, phase)] += sum(counts)
             for b, n in errors.items():
                 self.errors[(initiator, worker, bucket_phase(int(b), bounds))] += int(n)
             for b, (lat, counts) in corrected.items():
-                h = self.corrected.setdefault((initiator, bucket_phase(int(b), bounds)), Histogram())
-                h.counts.update(dict(zip(lat, counts)))
+                self.corrected.setdefault((initiator, bucket_phase(int(b), bounds)), Buckets()).add(lat, counts)
+
+    def quantiles(self, phase: str) -> dict[str, float] | None:
+        """The exact percentiles of the phase's SENDs so far (every initiator), recomputed at
+        most every :data:`QUANTILES_EVERY_S` while the repetition runs; None without SENDs."""
+        h = self.exact.get(phase)
+        if h is None:
+            return None
+        n, now = sum(n for (_, _, ph), n in self.sends.items() if ph == phase), self.clock()
+        cached = self._quantiles.get(phase)
+        if cached is None or (cached[0] != n and (self.summary is not None or now - cached[1] >= QUANTILES_EVERY_S)):
+            cached = self._quantiles[phase] = (n, now, exact_quantiles(h))
+        return cached[2]
 
     def add_tick(self, samples) -> None:
         self.samples = {(s.family, s.metric, s.key): s.value for s in samples}
@@ -248,7 +307,8 @@ class RepetitionFeed:
             if w.measure <= 0 and w.stop_requested is None and window is not None:
                 w.stop_requested = window.measure_end    # the end the summary used: nothing held back
             self.rep.settle()
-            self.rep.summary, self.rep.e2e, self.rep.state = summary, e2e, "complete"
+            self.rep.summary, self.rep.state = summary, "complete"
+            self.rep.e2e = (Buckets.of(e2e), exact_quantiles(e2e)) if e2e.count else None
             run = self.live.run
             if run is not None:
                 run.committed += 1

@@ -23,8 +23,6 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass
-from typing import Callable
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -32,32 +30,13 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from .families import SsbenchCollector
 from .live import LiveState
+from .settings import EndpointSettings
 
 log = logging.getLogger("ssbench.metrics")
 
-TOKEN_ENV = "SSBENCH_METRICS_TOKEN"
-PORT_ENV = "SSBENCH_METRICS_PORT"
-HOST_ENV = "SSBENCH_METRICS_HOST"
 PATH = "/metrics"
 REFUSED_DELAY_S = 1.0
 SCRAPERS_RECENT_S = 600.0     # at the end, the scrapers seen this recently are waited for
-
-
-@dataclass(frozen=True)
-class EndpointSettings:
-    port: int                                   # 0: any free port
-    host: str = "127.0.0.1"
-    #: at the end, wait up to this long for one more scrape (when anything scraped at all), so
-    #: the last repetition's final figures reach Prometheus
-    linger_seconds: float = 30.0
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    token: str | None = None                    # bearer token
-    login: Callable[[str, str], bool] | None = None   # basic auth: user, password -> ok
-
-    @property
-    def guarded(self) -> bool:
-        return bool(self.token or self.login)
 
 
 class _Quiet(WSGIRequestHandler):

@@ -44,25 +44,32 @@ class Histogram:
     def percentile_us(self, q: float) -> float:
         """Nearest-rank percentile (q in 0..100): the smallest value with at least q% of the
         observations at or below it."""
+        return self.percentiles_us((q,))[0]
+
+    def percentiles_us(self, qs) -> list[float]:
+        """:meth:`percentile_us` of each of ``qs`` (ascending), in one pass over the sorted values."""
         n = self.count
         if n == 0:
-            return math.nan
-        rank = max(1, math.ceil(q / 100.0 * n))
-        seen = 0
+            return [math.nan] * len(qs)
+        ranks = [max(1, math.ceil(q / 100.0 * n)) for q in qs]
+        out, seen, i = [], 0, 0
         for value in sorted(self.counts):
             seen += self.counts[value]
-            if seen >= rank:
-                return float(value)
-        return float(max(self.counts))  # pragma: no cover
+            while i < len(ranks) and seen >= ranks[i]:
+                out.append(float(value))
+                i += 1
+            if i == len(ranks):
+                break
+        return out + [float(max(self.counts))] * (len(ranks) - len(out))
 
     def summary_ms(self) -> dict:
         """count, mean, p50, p95, p99, max in milliseconds (None when empty)."""
         n = self.count
         if n == 0:
             return {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None}
+        p50, p95, p99 = self.percentiles_us((50, 95, 99))
         return {"count": n, "mean": round(self.mean_us() / 1000.0, 4),
-                "p50": self.percentile_us(50) / 1000.0, "p95": self.percentile_us(95) / 1000.0,
-                "p99": self.percentile_us(99) / 1000.0, "max": max(self.counts) / 1000.0}
+                "p50": p50 / 1000.0, "p95": p95 / 1000.0, "p99": p99 / 1000.0, "max": max(self.counts) / 1000.0}
 
     def to_json(self) -> dict[str, int]:
         return {str(k): v for k, v in sorted(self.counts.items())}

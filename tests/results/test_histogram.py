@@ -6,6 +6,9 @@ import json
 import random
 import statistics
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from harness.load.recorder import Recorder
 from harness.load.window import merge_workers
 from harness.results.histogram import Histogram
@@ -22,6 +25,21 @@ def test_percentiles_match_sorted_data():
     assert h.percentile_us(99) == s[4950]          # ceil(0.99 * 5001) = 4951st
     assert h.percentile_us(100) == s[-1]
     assert abs(h.mean_us() - statistics.fmean(values)) < 1e-6
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.integers(0, 10**6), min_size=1, max_size=300),
+       qs=st.lists(st.floats(0, 100), min_size=1, max_size=5))
+def test_percentiles_in_one_pass_are_the_nearest_ranks(values, qs):
+    """percentiles_us (one sort, for the summaries and the live metrics) is percentile_us's
+    definition: the ceil(q% x n)-th smallest observation (at least the first)."""
+    import math
+
+    h = Histogram()
+    h.extend_us(values)
+    s = sorted(values)
+    qs = sorted(qs)
+    assert h.percentiles_us(qs) == [float(s[max(1, math.ceil(q / 100 * len(s))) - 1]) for q in qs]
 
 
 def test_merge_is_exact_and_roundtrips():
