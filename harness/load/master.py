@@ -228,33 +228,36 @@ class MasterSide:
             self.runner.stop()
 
     # ------------------------------------------------------------------ 5. recordings and the end
-    def _on_recording(self, environment, msg, **_kw) -> None:
+    def _of_this_swarm(self, cls, msg, dropped: str = ""):
+        """A placed worker's Recording or Progress of this swarm, stamped with the slot it was
+        assigned (whatever it says), and that slot; None otherwise (``dropped``: logged)."""
         try:
-            rec = Recording.from_wire(msg.data)
+            m = cls.from_wire(msg.data)
         except ValueError as e:
             log.warning("worker %s: %s", msg.node_id, e)
-            return
+            return None
         slot = self.placed.get(msg.node_id)
-        if self.plan is None or slot is None or rec.swarm_id != self.plan.swarm_id:
-            log.warning("dropped a recording from %s: not a worker of this swarm", msg.node_id)
+        if self.plan is None or slot is None or m.swarm_id != self.plan.swarm_id:
+            if dropped:
+                log.warning("dropped %s from %s: not a worker of this swarm", dropped, msg.node_id)
+            return None
+        m.initiator, m.worker = slot.initiator, slot.worker
+        return m, slot
+
+    def _on_recording(self, environment, msg, **_kw) -> None:
+        got = self._of_this_swarm(Recording, msg, dropped="a recording")
+        if got is None:
             return
-        rec.initiator, rec.worker = slot.initiator, slot.worker   # as assigned, whatever it says
+        rec, slot = got
         reply = self._post("/recording", rec, timeout=120)
         if reply is not None and reply.get("ok"):
             self.recorded.add(slot.name)
 
     def _on_progress(self, environment, msg, **_kw) -> None:
-        try:
-            p = Progress.from_wire(msg.data)
-        except ValueError as e:
-            log.warning("worker %s: %s", msg.node_id, e)
-            return
-        slot = self.placed.get(msg.node_id)
-        if self.plan is None or slot is None or p.swarm_id != self.plan.swarm_id:
-            return                  # a worker of no swarm (or of an earlier one): nothing live to show
-        p.initiator, p.worker = slot.initiator, slot.worker
-        self._progress.append(p)
-        self._progress_ready.set()
+        got = self._of_this_swarm(Progress, msg)   # (a worker of no swarm: nothing live to show)
+        if got is not None:
+            self._progress.append(got[0])
+            self._progress_ready.set()
 
     def _forward_progress(self) -> None:
         """One greenlet forwards the Progress messages, in order (a live total never runs

@@ -286,11 +286,15 @@ class Swarm:
             threading.Thread(target=self._ended, args=(ended,), name="ssbench-swarm-ended", daemon=True).start()
         return Command(stop=self._stop, quit=self._quit).to_wire()
 
-    def _on_recording(self, body: dict) -> dict:
-        rec = Recording.from_wire(body)
+    def _current_for(self, swarm_id: str) -> _Current | None:
         with self._lock:
             cur = self.current
-        if cur is None or rec.swarm_id != cur.plan.swarm_id:
+        return cur if cur is not None and swarm_id == cur.plan.swarm_id else None
+
+    def _on_recording(self, body: dict) -> dict:
+        rec = Recording.from_wire(body)
+        cur = self._current_for(rec.swarm_id)
+        if cur is None:
             return {"ok": False, "error": "not this swarm's recording"}
         data = dict(rec.data, initiator=rec.initiator, worker=rec.worker, swarm_id=rec.swarm_id)
         from harness.results.store import write_atomic
@@ -307,9 +311,7 @@ class Swarm:
 
     def _on_progress(self, body: dict) -> dict:
         p = Progress.from_wire(body)
-        with self._lock:
-            cur = self.current
-        if cur is None or p.swarm_id != cur.plan.swarm_id:
+        if self._current_for(p.swarm_id) is None:
             return {"ok": False, "error": "not this swarm's progress"}
         if self.on_progress is not None:
             try:
