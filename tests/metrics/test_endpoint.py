@@ -1,0 +1,218 @@
+"""The metrics endpoint's HTTP side, served for real on a free port: the exposition formats,
+who may scrape (loopback open; a token or the web UI's login off loopback), the settings from
+flags and environment (one-line errors, exit 2 through the CLI, nothing written), and the last
+scrape it waits for at the end."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.errors import UserError
+from harness.metrics import EndpointSettings, LiveState, Metrics
+from harness.metrics.server import Endpoint
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "tests" / "data" / "tiny.yaml"
+TOKEN = "t" * 40
+
+
+def get(url: str, headers: dict | None = None) -> tuple[int, dict, str]:
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+@pytest.fixture
+def endpoint():
+    started = []
+
+    def start(**kw) -> Endpoint:
+        live = LiveState(command="run")
+        live.begin_run("run-x", "tiny", "a target")
+        live.repetition("run-x", "perm", 1)
+        e = Endpoint(live, EndpointSettings(port=0, **kw)).start()
+        started.append(e)
+        return e
+
+    yield start
+    for e in started:
+        e.close()
+
+
+def test_prometheus_text_and_openmetrics_on_request(endpoint):
+    e = endpoint()
+    code, headers, body = get(e.url)
+    assert code == 200 and headers["Content-Type"].startswith("text/plain")
+    assert 'ssbench_run_info{command="run",matrix="tiny",run_id="run-x",target="a target"} 1.0' in body
+    code, headers, body = get(e.url, {"Accept": "application/openmetrics-text; version=1.0.0"})
+    assert code == 200 and headers["Content-Type"].startswith("application/openmetrics-text")
+    assert body.rstrip().endswith("# EOF")
+    assert get(e.url.replace("/metrics", "/"))[0] == 404
+    assert e.scrapes == 2
+
+
+def test_a_token_is_required_once_set_and_checked_in_constant_time(endpoint):
+    e = endpoint(token=TOKEN)
+    t0 = time.monotonic()
+    code, headers, body = get(e.url)
+    assert code == 401 and "Basic" in headers["WWW-Authenticate"] and "ssbench_" not in body
+    assert time.monotonic() - t0 >= 0.9          # a refusal is answered after a second
+    assert get(e.url, {"Authorization": "Bearer " + "u" * 40})[0] == 401
+    assert get(e.url, {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    assert e.scrapes == 1
+
+
+def test_the_web_login_as_basic_auth(endpoint):
+    from harness.web.auth import Credentials
+
+    creds = Credentials.from_password("prom", "a-long-password")
+    calls = []
+
+    def check(user, password):
+        calls.append(user)
+        return creds.check(user, password)
+
+    e = endpoint(login=check)
+    basic = "Basic " + base64.b64encode(b"prom:a-long-password").decode()
+    assert get(e.url, {"Authorization": basic})[0] == 200
+    assert get(e.url, {"Authorization": basic})[0] == 200
+    assert calls == ["prom"]                     # the password hash is checked once, then remembered
+    wrong = "Basic " + base64.b64encode(b"prom:not-the-password").decode()
+    assert get(e.url, {"Authorization": wrong})[0] == 401
+    assert get(e.url, {"Authorization": "Basic !!!"})[0] == 401
+
+
+def args(**kw) -> SimpleNamespace:
+    base = dict(metrics_port=None, metrics_host=None, metrics_linger=30.0, metrics_tls_cert=None, metrics_tls_key=None)
+    return SimpleNamespace(**{**base, **kw})
+
+
+def test_settings_from_flags_and_environment():
+    from harness.commands.common import metrics_settings
+
+    assert metrics_settings(args(), env={}) is None                              # off by default
+    s = metrics_settings(args(), env={"SSBENCH_METRICS_PORT": "9464"})
+    assert (s.port, s.host, s.guarded) == (9464, "127.0.0.1", False)
+    s = metrics_settings(args(metrics_port=0), env={"SSBENCH_METRICS_PORT": "9464", "SSBENCH_METRICS_TOKEN": TOKEN})
+    assert (s.port, s.token) == (0, TOKEN)                                       # the flag wins; a token binds
+    s = metrics_settings(args(metrics_port=1, metrics_host="0.0.0.0"), env={"SSBENCH_METRICS_TOKEN": TOKEN})
+    assert s.guarded and s.host == "0.0.0.0"
+    s = metrics_settings(args(metrics_port=1, metrics_host="0.0.0.0"),
+                         env={"SSBENCH_WEB_USER": "u", "SSBENCH_WEB_PASSWORD": "long-enough"})
+    assert s.login is not None and s.token is None
+    for bad, env, where in (
+            (args(metrics_port=70000), {}, "--metrics-port"),
+            (args(), {"SSBENCH_METRICS_PORT": "http"}, "$SSBENCH_METRICS_PORT"),
+            (args(metrics_port=1, metrics_host="0.0.0.0"), {}, "--metrics-host"),
+            (args(metrics_port=1), {"SSBENCH_METRICS_TOKEN": "short"}, "$SSBENCH_METRICS_TOKEN"),
+            (args(metrics_port=1, metrics_tls_cert="c.pem"), {}, "--metrics-tls-key"),
+            (args(metrics_port=1, metrics_linger=-1), {}, "--metrics-linger")):
+        with pytest.raises(UserError) as e:
+            metrics_settings(bad, env=env)
+        assert e.value.field == where, (bad, str(e.value))
+
+
+def test_off_loopback_it_serves_only_with_a_token(endpoint):
+    """Bound to every interface (reached here through loopback): a token is required."""
+    e = endpoint(host="0.0.0.0", token=TOKEN)
+    url = f"http://127.0.0.1:{e.port}/metrics"
+    assert get(url)[0] == 401 and get(url, {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+
+
+def test_the_end_waits_for_a_last_scrape_only_when_someone_scrapes():
+    m = Metrics(EndpointSettings(port=0, linger_seconds=5), "run").start()
+    t0 = time.monotonic()
+    m.close()                                    # never scraped: nobody to wait for
+    assert time.monotonic() - t0 < 1
+    m = Metrics(EndpointSettings(port=0, linger_seconds=10), "run").start()
+    assert get(m.url)[0] == 200
+    said = []
+    threading.Timer(1.0, lambda: get(m.url)).start()
+    t0 = time.monotonic()
+    m.close(said.append)
+    waited = time.monotonic() - t0
+    assert 0.9 <= waited < 5, waited             # returned at the next scrape, not after 10 s
+    assert said and "last scrape" in said[0]
+
+
+def _cli(*a, env=None, cwd=None):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *a], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_bad_endpoint_settings_are_refused_before_anything_starts(tmp_path):
+    """Exit 2, one line naming the flag or variable, nothing written, no server started."""
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    pg = tmp_path / "pg"
+    base = dict(os.environ, PYTHONPATH=str(REPO), SSBENCH_PGDATA=str(pg))
+    base.pop("SSBENCH_METRICS_TOKEN", None)
+    cases = [
+        (("run", str(TINY), "--metrics-port", "70000"), {}, "ssbench: error: --metrics-port: must be 0..65535"),
+        (("run", str(TINY), "--metrics-port", "0", "--metrics-host", "0.0.0.0"), {},
+         "ssbench: error: --metrics-host: the metrics endpoint on 0.0.0.0 (not loopback) needs"),
+        (("saturate", str(TINY)), {"SSBENCH_METRICS_PORT": "x"}, "ssbench: error: $SSBENCH_METRICS_PORT: not a port"),
+        (("bench", "--matrix", str(TINY), "--metrics-port", str(port)), {},
+         f"ssbench: error: --metrics-port: cannot serve the metrics endpoint on 127.0.0.1:{port}"),
+        (("web", "--metrics-port", "1", "--metrics-tls-cert", "nope.pem", "--metrics-tls-key", "nope.pem"), {},
+         "ssbench: error: --metrics-tls-cert: nope.pem: no such file"),
+    ]
+    try:
+        for a, extra, want in cases:
+            work = tmp_path / f"w{len(list(tmp_path.iterdir()))}"
+            work.mkdir()
+            r = _cli(*a, env={**base, **extra}, cwd=work)
+            assert r.returncode == 2, (a, r.stderr)
+            assert r.stderr.splitlines() == [r.stderr.strip()] and r.stderr.startswith(want), (a, r.stderr)
+            assert not any(work.iterdir()) and not pg.exists(), a
+    finally:
+        busy.close()
+
+
+def test_tls(endpoint, tmp_path):
+    """--metrics-tls-cert/--metrics-tls-key: HTTPS (a self-signed certificate made with openssl)."""
+    import ssl
+
+    if not shutil.which("openssl"):
+        pytest.skip("needs openssl to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    e = endpoint(tls_cert=str(cert), tls_key=str(key), token=TOKEN)
+    assert e.url.startswith("https://")
+    with pytest.raises(urllib.error.URLError):
+        get(e.url)                                            # a client that checks the certificate says so
+    req = urllib.request.Request(e.url, headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(req, timeout=10, context=ssl.create_default_context(cafile=str(cert))) as r:
+        assert r.status == 200 and b"ssbench_run_info" in r.read()
+
+
+def test_every_recent_scraper_gets_its_last_scrape():
+    """Two scrapers (Prometheus and another, or two Prometheus servers): the end waits for both."""
+    m = Metrics(EndpointSettings(port=0, linger_seconds=10), "run").start()
+    assert get(m.url, {"User-Agent": "Prometheus/2.42"})[0] == 200
+    assert get(m.url, {"User-Agent": "other"})[0] == 200
+    threading.Timer(0.5, lambda: get(m.url, {"User-Agent": "other"})).start()
+    threading.Timer(1.5, lambda: get(m.url, {"User-Agent": "Prometheus/2.42"})).start()
+    t0 = time.monotonic()
+    m.close()
+    assert 1.4 <= time.monotonic() - t0 < 5

@@ -1,0 +1,230 @@
+"""harness.metrics.live and .families without processes: real recorders, their real Progress
+deltas and recordings, the real window merge; the exposition written by prometheus_client and
+read back by its parser.
+
+The central property: whatever the SENDs, however the worker's Progress messages cut them, and
+whenever the window becomes known, the live counts and latency of the measured window are the
+summary's (harness.load.window.merge_workers over the recordings), exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness.collectors.base import Sample
+from harness.load.protocol import Progress
+from harness.load.recorder import Recorder
+from harness.load.window import merge_workers
+from harness.metrics import LiveState
+from harness.metrics.families import METRICS, SsbenchCollector, exposed_names
+from harness.metrics.live import Buckets
+from harness.results import Histogram
+
+T0 = 1_700_000_000.0     # epoch seconds, on a bucket boundary
+
+sends = st.lists(st.tuples(st.floats(0.0, 6.0), st.integers(1, 40_000), st.booleans()), max_size=120)
+
+
+def scrape(live: LiveState) -> dict[str, list]:
+    """name -> [(labels, value)] as a scraper reads them."""
+    from prometheus_client import CollectorRegistry
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SsbenchCollector(live))
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(generate_latest(reg).decode()):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def progress_of(rec: Recorder, seq: int, spawn: float | None, **kw) -> Progress:
+    """The worker's Progress, through its wire form and back (as the master forwards it)."""
+    p = Progress(swarm_id="s", initiator=rec.initiator, worker=rec.worker, seq=seq, bucket_seconds=rec.bucket_seconds,
+                 users=len(rec.users), host="client-a", spawn_complete=spawn, **rec.take_progress(), **kw)
+    return Progress.from_wire(json.loads(json.dumps(p.to_wire())))
+
+
+@settings(max_examples=80, deadline=None)
+@given(a=sends, b=sends, cuts=st.lists(st.floats(0.0, 6.0), max_size=4), known_at=st.floats(0.0, 6.0),
+       warmup=st.floats(0.0, 2.0), measure=st.floats(0.5, 3.0), spawn=st.floats(0.0, 1.0),
+       until_stopped=st.booleans())
+# a Progress between the window's last bucket boundary and the stop, before the stop is known
+@example(a=[(1.005, 1000, False)], b=[], cuts=[1.01], known_at=0.0, warmup=0.0, measure=1.02, spawn=0.0,
+         until_stopped=True)
+def test_live_window_equals_the_summary_window(tmp_path_factory, a, b, cuts, known_at, warmup, measure, spawn,
+                                               until_stopped):
+    """``until_stopped``: a window that ends when the swarm is stopped (the web UI, the backlog
+    fill), at ``spawn + measure``: the Progress messages carry the stop once it happened, and
+    reach the controller at the time they cut the SENDs (its clock)."""
+    tmp = tmp_path_factory.mktemp("rec")
+    live = LiveState(command="run")
+    feed = live.repetition("run", "perm", 1)
+    spawn_complete = T0 + spawn
+    if until_stopped:
+        warmup, stop = 0.0, spawn_complete + measure
+        feed.window(0.0, 0.0)
+    else:
+        stop = None
+        feed.window(warmup, measure)
+    now = [T0]
+    live.current.clock = lambda: now[0]
+    recs = {1: Recorder(1, bucket_seconds=0.1), 2: Recorder(2, bucket_seconds=0.1)}
+    for r in recs.values():
+        r.track_progress()
+    events = sorted([(t, 1, us, err) for t, us, err in a] + [(t, 2, us, err) for t, us, err in b])
+    cut_times = sorted(cuts) + [7.0]   # the last one (the final Progress) knows the window
+    seq, i = 0, 0
+    for cut in cut_times:           # the Progress messages cut the SENDs anywhere
+        while i < len(events) and events[i][0] < cut:
+            t, ini, us, err = events[i]
+            recs[ini].record(T0 + t, us / 1e6, RuntimeError("x") if err else None)
+            i += 1
+        now[0] = T0 + cut
+        stopped = {"stop_requested": stop} if stop is not None and now[0] >= stop else {}
+        for r in recs.values():
+            seq += 1
+            feed.progress(progress_of(r, seq, spawn_complete if cut >= known_at else None, **stopped))
+    files = []
+    for r in recs.values():
+        files.append(r.write(tmp))
+    start = spawn_complete + warmup
+    wd = merge_workers(files, start, start + measure)
+    rep = live.current
+    rep.settle()
+    assert rep.exact.get("measure", Histogram()).counts == wd.latency.counts
+    assert sum(n for (_, _, ph), n in rep.sends.items() if ph == "measure") == wd.count
+    assert sum(rep.sends.values()) == wd.sends_total
+    assert sum(rep.errors.values()) == wd.errors_total
+    assert sum(n for (_, _, ph), n in rep.errors.items() if ph == "measure") == wd.errors_window
+    got = scrape(live)
+    q = {s[0]["quantile"]: s[1] for s in got.get("ssbench_send_latency_quantile_seconds", [])
+         if s[0]["phase"] == "measure"}
+    if wd.count:
+        want = wd.latency.summary_ms()
+        assert q == pytest.approx({"0.5": want["p50"] / 1000, "0.95": want["p95"] / 1000, "0.99": want["p99"] / 1000},
+                                  rel=1e-12)
+        counts = [v for lab, v in got["ssbench_send_latency_seconds_count"] if lab["phase"] == "measure"]
+        assert sum(counts) == wd.count
+    else:
+        assert q == {}
+
+
+def test_histogram_buckets_are_cumulative_and_a_bound_is_inside_its_bucket():
+    h = Histogram({100: 2, 250: 1, 1000: 4, 1001: 1, 50_000_000: 3})
+    buckets, total = Buckets.of(h).cumulative()
+    b = dict(buckets)
+    assert b["0.0001"] == 2 and b["0.00025"] == 3 and b["0.001"] == 7 and b["0.0025"] == 8
+    assert b["30.0"] == 8 and b["+Inf"] == 11
+    assert [v for _, v in buckets] == sorted(v for _, v in buckets)
+    assert abs(total - (200 + 250 + 4000 + 1001 + 150_000_000) / 1e6) < 1e-9
+
+
+def tick(ts: float, *rows) -> list[Sample]:
+    return [Sample(ts, f, m, k, v) for f, m, k, v in rows]
+
+
+def test_sampler_ticks_become_gauges_with_bounded_labels():
+    live = LiveState(command="run")
+    live.begin_run("run-1", "tiny", "a target")
+    feed = live.repetition("run-1", "i2-t2", 1)
+    feed.window(1.0, 2.0)
+    feed.status("preparing (2 x 2 dialogs)")
+    waits = [("waits", "wait_ms_per_s", f"WAIT_{i}", float(i)) for i in range(1, 9)]
+    feed.tick(tick(T0, ("queues", "depth", "xmitq.i1", 5), ("queues", "depth", "xmitq.i2", 7),
+                   ("queues", "depth", "queue", 11), ("queues", "xmitq_total", "", 12),
+                   ("throughput", "processed_total", "", 100), ("throughput", "received_per_s", "", 50),
+                   ("activation", "tasks_running", "", 2), ("activation", "tasks_started_per_s", "", 0.5),
+                   ("broker", "sql_sends_per_s", "Broker Statistics", 40),
+                   ("host", "cpu_percent", "client", 30), ("host", "cpu_percent", "server", 60),
+                   ("host", "cpu_percent", "worker.i1.w1", 20), ("host", "rss_bytes", "server", 1e8),
+                   ("dialogs", "endpoints", "initiator.CO", 4), *waits))
+    feed.status("running")
+    got = scrape(live)
+
+    def one(name, **labels):
+        vals = [v for lab, v in got[name] if all(lab.get(k) == x for k, x in labels.items())]
+        assert len(vals) == 1, (name, labels, got.get(name))
+        return vals[0]
+
+    assert one("ssbench_transmission_queue_depth", initiator="1") == 5
+    assert one("ssbench_transmission_queue_depth", initiator="2") == 7
+    assert one("ssbench_target_queue_depth") == 11
+    assert one("ssbench_messages_processed_total") == 100
+    assert one("ssbench_received_messages_per_second") == 50
+    assert one("ssbench_activation_tasks_running") == 2
+    assert one("ssbench_activation_tasks_started_per_second") == 0.5
+    assert one("ssbench_perf_counter", object="Broker Statistics", counter="sql_sends_per_s") == 40
+    assert one("ssbench_process_cpu_percent", role="server") == 60
+    assert one("ssbench_repetition_state", state="running") == 1
+    assert one("ssbench_repetition_phase", phase="warmup") == 1       # the end of spawning is not known yet
+    assert one("ssbench_run_info", run_id="run-1", matrix="tiny", command="run") == 1
+    assert {lab["wait_type"] for lab, _ in got["ssbench_wait_time_ms_per_second"]} == \
+        {f"WAIT_{i}" for i in range(4, 9)}                               # the top 5 only
+    # every label is one of the documented, bounded ones (no key of a per-worker host sample, no endpoint state)
+    allowed = {"run_id", "permutation", "repetition", "phase", "initiator", "worker", "host", "wait_type",
+               "state", "status", "quantile", "le", "role", "object", "counter", "count", "matrix", "target",
+               "command"}
+    for name, series in got.items():
+        for lab, _ in series:
+            assert set(lab) <= allowed, (name, lab)
+    names = set(got)
+    assert names <= exposed_names(), names - exposed_names()
+
+
+def test_only_the_repetition_in_progress_and_the_last_committed_are_exposed():
+    live = LiveState(command="run")
+    live.begin_run("r", "m", "t")
+
+    class Summary:
+        status, messages_sent, messages_received, messages_sent_client = "ok", 10, 10, 10
+        messages_lost, messages_undelivered, send_rate, receive_rate = 0, 0, 5.0, 5.0
+
+    for rep in (1, 2, 3):
+        feed = live.repetition("r", "p", rep)
+        feed.tick(tick(T0 + rep, ("queues", "depth", "queue", rep)))
+        feed.committed(Summary(), Histogram({1000: 10}))
+    feed = live.repetition("r", "p", 4)
+    got = scrape(live)
+    assert {lab["repetition"] for lab, _ in got["ssbench_repetition_state"]} == {"3", "4"}
+    assert [v for _, v in got["ssbench_run_repetitions_done"]] == [3]
+    assert [lab["status"] for lab, _ in got["ssbench_repetition_status"]] == ["ok"]
+    assert [v for _, v in got["ssbench_e2e_latency_seconds_count"]] == [10]
+    feed.aborted()
+    assert ({"state": "aborted"}.items() <=
+            [lab for lab, _ in scrape(live)["ssbench_repetition_state"] if lab["repetition"] == "4"][0].items())
+
+
+def test_no_secret_reaches_a_label():
+    """A connection string or a password in anything that becomes a label value (a target
+    label, a host name, a key of a sample) is redacted before it is exposed."""
+    secret = "Sup3rS3cret"
+    live = LiveState(command="run")
+    live.begin_run("r", "m", f"SQL Server (Driver={{ODBC}};Server=db1;PWD={secret};)")
+    feed = live.repetition("r", "p", 1)
+    feed.tick(tick(T0, ("broker", "sends_per_s", f"Broker Statistics;password={secret}", 1),
+                   ("waits", "wait_ms_per_s", f"WAIT;pwd={secret}", 3)))
+    feed.progress(Progress(swarm_id="s", initiator=1, worker=1, host=f"h;token={secret}", users=1,
+                           samples=[[T0, 1, 2, 3, 4]]))
+    text = generate_latest(_registry(live)).decode()
+    assert secret not in text
+    assert "PWD=***" in text and "password=***" in text and "token=***" in text
+
+
+def _registry(live):
+    from prometheus_client import CollectorRegistry
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SsbenchCollector(live))
+    return reg
+
+
+def test_every_metric_is_documented():
+    doc = (__import__("pathlib").Path(__file__).resolve().parents[2] / "docs" / "monitoring.md").read_text()
+    missing = [name for name in METRICS if f"`{name}" not in doc]
+    assert not missing, f"docs/monitoring.md does not explain {missing}"

@@ -1,0 +1,227 @@
+"""The endpoint in a real run, scraped by a real Prometheus server (Debian's ``prometheus``).
+
+One ``ssbench run tests/data/tiny.yaml --metrics-port P`` (real PostgreSQL, real Locust master
+and workers) with a bearer token; while it runs, this test scrapes the endpoint itself and a
+real Prometheus scrapes it every 0.5 s with the token. Then:
+
+* the endpoint-vs-summary equality test: at the end of each repetition the endpoint's totals
+  (SENDs per phase and per worker, errors, the exact window percentiles, the histogram counts,
+  the accounting, the status) are the summary's, and its last gauges are samples.jsonl's last
+  rows (needs no Prometheus);
+* Prometheus's HTTP API finds the SEND and receive rates, the queue depths and each
+  repetition's message total;
+* every query of dashboards/ssbench.json returns data from that Prometheus (the one panel that
+  needs failed SENDs returns none, as it must).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness.load.swarm import free_port
+
+from support.dashboard import APT, dashboard, queries, substitute
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "tests" / "data" / "tiny.yaml"
+TOKEN = "prometheus-test-token-" + "x" * 20
+
+pytestmark = pytest.mark.slow
+
+
+class Scraper(threading.Thread):
+    """Scrapes the endpoint every 0.2 s, keeping every scrape: [(epoch, [(name, labels, value)])]."""
+
+    def __init__(self, url: str):
+        super().__init__(daemon=True)
+        self.url, self.scrapes, self.stop = url, [], threading.Event()
+
+    def run(self) -> None:
+        req = urllib.request.Request(self.url, headers={"Authorization": f"Bearer {TOKEN}"})
+        while not self.stop.is_set():
+            try:
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    text = r.read().decode()
+            except OSError:
+                text = None
+            if text is not None:
+                rows = [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+                self.scrapes.append((time.time(), rows))
+            self.stop.wait(0.2)
+
+
+def start_prometheus(tmp: Path, target_port: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cfg = tmp / "prometheus.yml"
+    cfg.write_text(f"""global: {{scrape_interval: 500ms, scrape_timeout: 500ms}}
+scrape_configs:
+  - job_name: ssbench
+    authorization: {{type: Bearer, credentials: {TOKEN}}}
+    static_configs: [{{targets: ["127.0.0.1:{target_port}"]}}]
+""")
+    log = open(tmp / "prometheus.log", "wb")
+    p = subprocess.Popen([shutil.which("prometheus"), f"--config.file={cfg}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+                          f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                         stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
+                if r.status == 200:
+                    return p, url
+        except OSError:
+            time.sleep(0.2)
+    p.kill()
+    raise AssertionError("Prometheus did not become ready:\n" + (tmp / "prometheus.log").read_text()[-2000:])
+
+
+@pytest.fixture(scope="module")
+def observed(pg_server, tmp_path_factory):
+    """The run, the test's own scrapes and (when installed) Prometheus's store of them."""
+    tmp = tmp_path_factory.mktemp("prom")
+    port = free_port()
+    prom = prom_url = None
+    if shutil.which("prometheus"):
+        prom, prom_url = start_prometheus(tmp, port)
+    out = tmp / "run"
+    env = dict(os.environ, PYTHONPATH=str(REPO), SSBENCH_METRICS_TOKEN=TOKEN)
+    t0 = time.time()
+    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(TINY), "--out", str(out), "--metrics-port",
+                          str(port), "--metrics-linger", "20"], cwd=REPO, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
+    scraper.start()
+    try:
+        stdout, stderr = p.communicate(timeout=600)
+    finally:
+        scraper.stop.set()
+        scraper.join(10)
+    t1 = time.time()
+    try:
+        assert p.returncode == 0, stderr[-3000:]
+        assert f"live metrics at http://127.0.0.1:{port}/metrics" in stderr
+        yield {"out": out, "scrapes": scraper.scrapes, "prom": prom_url, "t0": t0, "t1": t1, "stderr": stderr,
+               "run_id": json.loads((out / "run.json").read_text())["run_id"]}
+    finally:
+        if prom is not None:
+            prom.terminate()
+            prom.wait(30)
+
+
+def summaries(out: Path) -> dict[str, dict]:
+    return {p.parent.parent.name: json.loads(p.read_text()) for p in out.glob("*/rep-01/summary.json")}
+
+
+def values(rows, name, **labels) -> list[tuple[dict, float]]:
+    return [(lab, v) for n, lab, v in rows if n == name and all(lab.get(k) == x for k, x in labels.items())]
+
+
+def total(rows, name, **labels) -> float:
+    return sum(v for _, v in values(rows, name, **labels))
+
+
+def last_committed_scrape(scrapes, perm: str):
+    """The last scrape that shows the repetition committed (its final figures)."""
+    got = [rows for _, rows in scrapes if values(rows, "ssbench_repetition_state", permutation=perm, state="complete")]
+    assert got, f"no scrape saw {perm} committed"
+    return got[-1]
+
+
+def test_endpoint_totals_equal_the_summaries(observed):
+    s = summaries(observed["out"])
+    assert len(s) == 2
+    for perm, d in s.items():
+        rows = last_committed_scrape(observed["scrapes"], perm)
+        p = dict(permutation=perm, repetition="1", run_id=observed["run_id"])
+        assert total(rows, "ssbench_sends_total", **p) == d["messages_sent_client"]
+        assert total(rows, "ssbench_sends_total", phase="measure", **p) == d["send_latency_ms"]["count"] > 0
+        assert total(rows, "ssbench_send_latency_seconds_count", phase="measure", **p) == d["send_latency_ms"]["count"]
+        assert total(rows, "ssbench_send_errors_total", **p) == d["errors"]
+        for w in d["workers"]:
+            assert total(rows, "ssbench_sends_total", phase="measure", initiator=str(w["initiator"]),
+                         worker=str(w["worker"]), **p) == w["sends"]
+        for what, field in (("send", "send_latency_ms"), ("e2e", "e2e_latency_ms")):
+            q = {lab["quantile"]: v * 1000 for lab, v in values(rows, f"ssbench_{what}_latency_quantile_seconds",
+                                                                  phase="measure", **p)}
+            assert q == pytest.approx({"0.5": d[field]["p50"], "0.95": d[field]["p95"], "0.99": d[field]["p99"]},
+                                      rel=1e-9), (perm, what)
+        assert total(rows, "ssbench_e2e_latency_seconds_count", **p) == d["e2e_latency_ms"]["count"]
+        for name in ("sent", "received", "lost", "undelivered", "sent_client"):
+            assert total(rows, f"ssbench_repetition_messages_{name}", **p) == d[f"messages_{name}"], name
+        assert [lab["status"] for lab, _ in values(rows, "ssbench_repetition_status", **p)] == [d["status"]]
+        # the gauges' last values are the last tick's samples in samples.jsonl
+        samples = [json.loads(line) for line in (observed["out"] / perm / "rep-01" / "samples.jsonl").read_text()
+                   .splitlines()]
+        last = {}
+        for x in samples:
+            last[(x["family"], x["metric"], x["key"])] = x["value"]
+        for i in (1, 2):
+            assert total(rows, "ssbench_transmission_queue_depth", initiator=str(i), **p) == \
+                last[("queues", "depth", f"xmitq.i{i}")]
+            assert total(rows, "ssbench_worker_cpu_percent", initiator=str(i), worker="1", **p) == \
+                last[("worker", "cpu_percent", f"i{i}.w1")]
+        assert total(rows, "ssbench_messages_processed_total", **p) == last[("throughput", "processed_total", "")]
+        assert total(rows, "ssbench_target_queue_depth", **p) == last[("queues", "depth", "queue")]
+    final = observed["scrapes"][-1][1]
+    assert total(final, "ssbench_run_repetitions_done") == total(final, "ssbench_run_repetitions") == 2
+    assert total(final, "ssbench_run_messages_lost_total") == 0
+    assert "waiting up to 20 s for a last scrape" in observed["stderr"]
+
+
+def prom_query(observed, expr: str, step: float = 0.5) -> list[dict]:
+    if observed["prom"] is None:
+        pytest.skip(f"prometheus not found: {APT}")
+    q = urllib.parse.urlencode({"query": expr, "start": observed["t0"] - 5, "end": observed["t1"] + 5, "step": step})
+    with urllib.request.urlopen(f"{observed['prom']}/api/v1/query_range?{q}", timeout=30) as r:
+        body = json.loads(r.read())
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def series_values(result) -> list[float]:
+    return [float(v) for s in result for _, v in s["values"] if not math.isnan(float(v))]
+
+
+def test_prometheus_finds_rates_queue_depths_and_message_totals(observed):
+    run = observed["run_id"]
+    s = summaries(observed["out"])
+    for perm, d in s.items():
+        sel = f'run_id="{run}", permutation="{perm}"'
+        sends = prom_query(observed, f"sum(rate(ssbench_sends_total{{{sel}}}[2s]))")
+        assert max(series_values(sends)) > 0, perm
+        received = prom_query(observed, f"sum(rate(ssbench_messages_processed_total{{{sel}}}[2s]))")
+        assert max(series_values(received)) > 0, perm
+        xmitq = prom_query(observed, f"ssbench_transmission_queue_depth{{{sel}}}")
+        assert {r["metric"]["initiator"] for r in xmitq} == {"1", "2"}
+        assert prom_query(observed, f"ssbench_target_queue_depth{{{sel}}}")
+        total_sent = prom_query(observed, f"ssbench_repetition_messages_sent{{{sel}}}")
+        assert set(series_values(total_sent)) == {d["messages_sent"]}, perm
+        measured = prom_query(observed, f'sum(ssbench_sends_total{{{sel}, phase="measure"}})')
+        assert max(series_values(measured)) == d["send_latency_ms"]["count"], perm
+
+
+#: dashboard panels whose data needs what a healthy tiny run does not have
+EMPTY_HERE = {"SEND errors": "no SEND failed"}
+
+
+def test_every_dashboard_query_returns_data_from_prometheus(observed):
+    empty = []
+    for title, expr in queries(dashboard()):
+        result = prom_query(observed, substitute(expr, run_id=observed["run_id"]))
+        if not series_values(result):
+            empty.append(title)
+    assert sorted(set(empty)) == sorted(EMPTY_HERE), empty
