@@ -1,6 +1,9 @@
 """Shared pieces of the load benchmarks (send_vs_pgbench.py, harness_ceiling.py): the embedded
 target set up for N clients, one real Locust swarm measured over its window (SEND rate and the
-worker processes' CPU per SEND, from /proc), and pgbench on the same server (rate and its CPU).
+worker processes' CPU per SEND, from /proc; the master's and this controller process's too),
+optionally with the live metrics endpoint on (the workers' Progress messages, the master
+forwarding them, this process keeping the live state and serving it to a scraper every second),
+and pgbench on the same server (rate and its CPU).
 
 These are PostgreSQL numbers from an emulation, never SQL Server's.
 """
@@ -38,6 +41,9 @@ class Measured:
     rate: float                    # SEND/s over the measured window
     cpu_us_per_send: float | None  # client CPU (worker processes, or pgbench) per SEND
     cpu_cores: float | None = None  # that CPU in cores (CPU seconds per second)
+    #: the Locust master's and this controller process's CPU per SEND over the same window
+    master_us_per_send: float | None = None
+    controller_us_per_send: float | None = None
 
 
 @contextlib.contextmanager
@@ -77,6 +83,7 @@ class _CpuWindow(threading.Thread):
         super().__init__(daemon=True)
         self.swarm, self.warmup, self.seconds = swarm, warmup, seconds
         self.result: tuple[float, float] | None = None    # (cpu seconds, wall seconds)
+        self.others: tuple[float, float] | None = None    # (master, this process) cpu seconds
 
     def run(self) -> None:
         deadline = time.time() + 120
@@ -89,28 +96,71 @@ class _CpuWindow(threading.Thread):
         else:
             return
         pids = list(self.swarm.worker_pids().values())
+        master = self.swarm.procs["master"].pid
         start, end = spawned + self.warmup, spawned + self.warmup + self.seconds
         time.sleep(max(0.0, start - time.time()))
         try:
             t0, c0 = time.time(), sum(proc_cpu_seconds(p) for p in pids)
+            m0, s0 = proc_cpu_seconds(master), proc_cpu_seconds(os.getpid())
             time.sleep(max(0.0, end - time.time()))
             t1, c1 = time.time(), sum(proc_cpu_seconds(p) for p in pids)
+            m1, s1 = proc_cpu_seconds(master), proc_cpu_seconds(os.getpid())
         except (OSError, IndexError):
             return
         self.result = (c1 - c0, t1 - t0)
+        self.others = (m1 - m0, s1 - s0)
+
+
+class _Scraper(threading.Thread):
+    """Scrapes a metrics endpoint every ``every`` seconds (a Prometheus stand-in, busier than
+    Prometheus's default 15 s)."""
+
+    def __init__(self, url: str, every: float = 1.0):
+        super().__init__(daemon=True)
+        self.url, self.every, self.stop, self.scrapes = url, every, threading.Event(), 0
+
+    def run(self) -> None:
+        import urllib.request
+
+        while not self.stop.wait(self.every):
+            with urllib.request.urlopen(self.url, timeout=10) as r:
+                r.read()
+            self.scrapes += 1
+
+
+@contextlib.contextmanager
+def live_metrics(name: str):
+    """The live metrics endpoint on a free loopback port, scraped every second: yields a
+    repetition's feed of its real LiveState (its ``progress`` is the swarm's ``on_progress``)."""
+    from harness.metrics import EndpointSettings, Metrics
+
+    m = Metrics(EndpointSettings(port=0, linger_seconds=0), "benchmark").start()
+    m.live.begin_run("benchmark", name)
+    feed = m.live.repetition("benchmark", name, 1)
+    scraper = _Scraper(m.url)
+    scraper.start()
+    try:
+        yield feed
+    finally:
+        scraper.stop.set()
+        scraper.join(10)
+        m.close(linger=False)
 
 
 def ssbench(target, sender_specs: dict[str, dict], threads: int, payload: int, seconds: float,
             warmup: float, work: Path, mode: str = "auto", workers_per_initiator: int = 1,
-            report_interval: float | None = None) -> Measured:
+            report_interval: float | None = None, metrics: float = 0.0) -> Measured:
     """One real swarm (a master and ``workers_per_initiator`` Locust workers per entry of
     ``sender_specs``, ``threads`` users per entry) in send mode ``mode``; every user must be
-    sending through the window and no SEND may fail."""
+    sending through the window and no SEND may fail. ``metrics`` > 0: the live metrics endpoint
+    on, each worker sending a Progress every ``metrics`` seconds (as a run with
+    ``--metrics-port`` and that sample interval does)."""
     old = dict(os.environ)
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(BENCH_DIR)])
     users = {k: threads for k in sender_specs}
     spec = SwarmSpec(sender_specs=sender_specs, payload_bytes=payload, usable=dict(users), users=dict(users),
-                     send_mode=mode, **({"report_interval_seconds": report_interval} if report_interval else {}))
+                     send_mode=mode, progress_interval_seconds=metrics,
+                     **({"report_interval_seconds": report_interval} if report_interval else {}))
     plan = SwarmPlan(spec=spec, users=dict(users), workers_per_initiator=workers_per_initiator,
                      warmup_seconds=warmup, measure_seconds=seconds)
     cpu: list[_CpuWindow] = []
@@ -120,12 +170,18 @@ def ssbench(target, sender_specs: dict[str, dict], threads: int, payload: int, s
         cpu[0].start()
 
     try:
-        res = Swarm.run_one(plan, Path(work), 1000, on_started=started)
+        with (live_metrics(Path(work).name) if metrics else contextlib.nullcontext()) as feed:
+            res = Swarm.run_one(plan, Path(work), 1000, on_started=started,
+                                on_progress=feed.progress if feed is not None else None)
     except SwarmFailed as e:
         raise SystemExit(f"the Locust swarm did not run: {e}") from None
     finally:
         os.environ.clear()
         os.environ.update(old)
+    if feed is not None:    # the live totals are the recordings' (every Progress arrived)
+        live_total = sum(feed.rep.sends.values())
+        if live_total != merge_workers(res.worker_files, 0, 1).sends_total:
+            raise SystemExit(f"the live SEND total {live_total} is not the recordings'")
     cpu[0].join(5)
     n = len(sender_specs)
     start = res.spawn_complete + warmup
@@ -134,12 +190,14 @@ def ssbench(target, sender_specs: dict[str, dict], threads: int, payload: int, s
         raise SystemExit(f"SEND errors in the swarm: {wd.error_samples[:3]}")
     if wd.users_active != n * threads:
         raise SystemExit(f"only {wd.users_active} of {n * threads} Locust users were sending through the window")
-    per = cores = None
+    per = cores = master = controller = None
     result = cpu[0].result
     if result and result[1] > 0 and wd.rate > 0:
         cores = result[0] / result[1]
         per = cores / wd.rate * 1e6
-    return Measured(wd.rate, per, cores)
+        sends = wd.rate * result[1]
+        master, controller = (c / sends * 1e6 for c in cpu[0].others)
+    return Measured(wd.rate, per, cores, master, controller)
 
 
 def pgbench(target, clients: int, payload: int, seconds: float, work: Path, sql: str | None = None) -> Measured:
