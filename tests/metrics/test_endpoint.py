@@ -20,7 +20,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.collectors.base import Sample
 from harness.errors import UserError
+from harness.load.protocol import Progress
 from harness.metrics import EndpointSettings, LiveState, Metrics
 from harness.metrics.server import Endpoint
 
@@ -187,23 +189,88 @@ def test_bad_endpoint_settings_are_refused_before_anything_starts(tmp_path):
         busy.close()
 
 
-def test_tls(endpoint, tmp_path):
-    """--metrics-tls-cert/--metrics-tls-key: HTTPS (a self-signed certificate made with openssl)."""
-    import ssl
-
+@pytest.fixture
+def cert(tmp_path) -> tuple[Path, Path]:
+    """A throwaway self-signed certificate for 127.0.0.1 and its key, made with openssl (as
+    tests/web's TLS test makes one)."""
     if not shutil.which("openssl"):
         pytest.skip("needs openssl to make a certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
                    check=True, capture_output=True)
-    e = endpoint(tls_cert=str(cert), tls_key=str(key), token=TOKEN)
+    key.chmod(0o600)
+    return cert, key
+
+
+def test_tls(endpoint, cert):
+    """--metrics-tls-cert/--metrics-tls-key: HTTPS."""
+    import ssl
+
+    e = endpoint(tls_cert=str(cert[0]), tls_key=str(cert[1]), token=TOKEN)
     assert e.url.startswith("https://")
     with pytest.raises(urllib.error.URLError):
         get(e.url)                                            # a client that checks the certificate says so
     req = urllib.request.Request(e.url, headers={"Authorization": f"Bearer {TOKEN}"})
-    with urllib.request.urlopen(req, timeout=10, context=ssl.create_default_context(cafile=str(cert))) as r:
+    with urllib.request.urlopen(req, timeout=10, context=ssl.create_default_context(cafile=str(cert[0]))) as r:
         assert r.status == 200 and b"ssbench_run_info" in r.read()
+
+
+def test_off_loopback_with_tls_needs_the_web_login_or_the_token_and_exposes_no_secret(cert, monkeypatch):
+    """What ``--metrics-host 0.0.0.0 --metrics-tls-cert C --metrics-tls-key K`` starts (the
+    commands' own ``metrics_endpoint``), with the web UI's credentials from the environment as
+    ``ssbench web`` reads them, and a token: HTTPS only; a scrape without credentials, with a
+    wrong password or token, or in plain HTTP is refused and shows no figure; the login and the
+    token are let in; and the exposition holds no password, token or connection string, though
+    one was planted in a target label, a host name, a counter's object and a wait type."""
+    import ssl
+
+    from harness.commands.common import metrics_endpoint
+
+    password, secret = "web-Pa55word-xyz", "Sup3rS3cretConn"
+    for k in [k for k in os.environ if k.startswith(("SSBENCH_WEB", "SSBENCH_METRICS"))]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("SSBENCH_WEB_USER", "prom")
+    monkeypatch.setenv("SSBENCH_WEB_PASSWORD", password)
+    monkeypatch.setenv("SSBENCH_METRICS_TOKEN", TOKEN)
+    a = args(metrics_port=0, metrics_host="0.0.0.0", metrics_tls_cert=str(cert[0]), metrics_tls_key=str(cert[1]))
+    tls = ssl.create_default_context(cafile=str(cert[0]))
+
+    def scrape(headers: dict | None = None, scheme: str = "https") -> tuple[int, str]:
+        req = urllib.request.Request(f"{scheme}://127.0.0.1:{port}/metrics", headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=10, context=tls if scheme == "https" else None) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    endpoint = metrics_endpoint(a, "run")
+    with endpoint as live:
+        live.begin_run("run-x", "tiny", f"SQL Server (Driver={{ODBC}};Server=db1;PWD={secret};)")
+        feed = live.repetition("run-x", "perm", 1)
+        feed.tick([Sample(ts=time.time(), family="broker", metric="sends_per_s",
+                          key=f"Broker Statistics;password={secret}", value=1.0),
+                   Sample(ts=time.time(), family="waits", metric="wait_ms_per_s", key=f"WAIT;pwd={secret}", value=3.0)])
+        feed.progress(Progress(swarm_id="s", initiator=1, worker=1, host=f"h;token={secret}", users=1,
+                               samples=[[time.time(), 1, 2, 3, 4]]))
+        port = endpoint.metrics.endpoint.port
+        refused = [scrape(),
+                   scrape({"Authorization": "Basic " + base64.b64encode(b"prom:not-the-password").decode()}),
+                   scrape({"Authorization": "Bearer " + "u" * 40})]
+        assert [code for code, _ in refused] == [401, 401, 401]
+        assert not any("ssbench_" in body for _, body in refused)
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            scrape(scheme="http")                                 # TLS only: plain HTTP gets no answer
+        bodies = []
+        for auth in ("Basic " + base64.b64encode(f"prom:{password}".encode()).decode(), f"Bearer {TOKEN}"):
+            for accept in ("text/plain", "application/openmetrics-text; version=1.0.0"):
+                code, body = scrape({"Authorization": auth, "Accept": accept})
+                assert code == 200 and "ssbench_run_info" in body and "ssbench_worker_users" in body
+                bodies.append(body)
+    for body in bodies:
+        for leak in (secret, password, TOKEN, "Server=db1;PWD=S"):
+            assert leak not in body
+        assert "PWD=***" in body and "password=***" in body and "token=***" in body
 
 
 def test_every_recent_scraper_gets_its_last_scrape():
