@@ -38,6 +38,7 @@ from harness.analysis import discovery, plots, report, techniques  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.results import write_atomic  # noqa: E402
 from harness.results.model import target_capabilities  # noqa: E402
+from harness import environment  # noqa: E402
 
 MARKER = ".ssbench-report"
 DEFAULT_THRESHOLD_PCT = 5.0
@@ -285,9 +286,8 @@ def start_plot_helper():
     """A one-process pool (spawned, so it inherits no JVM, thread or lock) that imports
     matplotlib right away and later draws :data:`HELPER_PLOTS` while this process draws the
     others. None when disabled (SSBENCH_PLOT_HELPER=0) or it cannot start."""
-    import os
 
-    if os.environ.get("SSBENCH_PLOT_HELPER", "1").lower() in ("0", "false", "no", "off"):
+    if not environment.flag("SSBENCH_PLOT_HELPER"):
         return None
     try:
         import multiprocessing

@@ -88,7 +88,9 @@ def scale_settings(args, matrix, config=None):
     from ..load.swarm import RemoteWorkers
     from ..targets.factory import target_config
 
-    mode = os.environ.get("SSBENCH_SEND_MODE")
+    from .. import environment
+
+    mode = os.environ.get("SSBENCH_SEND_MODE") and environment.get("SSBENCH_SEND_MODE")
     if mode:   # the environment overrides run.send_mode (docs/matrices.md)
         matrix.set_send_mode(mode)
     hosts = client_hosts(config or target_config(getattr(args, "target", None) or "embedded"))

@@ -28,6 +28,7 @@ import os
 from locust import events
 
 from harness.web.form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DIALOG_CHOICES
+from harness import environment as envvars
 
 log = logging.getLogger("ssbench.web")
 
@@ -68,7 +69,7 @@ def _install_login(environment, side) -> None:
     from harness.load.protocol import Notice
 
     install_login(environment, Credentials.decode(os.environ[MASTER_ENV]),
-                  float(os.environ.get("SSBENCH_WEB_SESSION_MINUTES") or 480),
+                  float(envvars.get("SSBENCH_WEB_SESSION_MINUTES")),
                   internal_token=side.control.url.rsplit("/", 1)[-1],
                   tls=bool(getattr(environment.parsed_options, "tls_cert", None)),
                   on_notice=lambda text: side._post("/notice", Notice(text=text)))

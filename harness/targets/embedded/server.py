@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import TargetError, UserError
+from ... import environment
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def data_base_dir() -> Path:
 
 
 def default_data_dir() -> Path:
-    env = os.environ.get("SSBENCH_PGDATA")
+    env = environment.get("SSBENCH_PGDATA")
     if env:
         return Path(env).expanduser().resolve()
     return (data_base_dir() / f"pg{_major_version()}").resolve()

@@ -38,6 +38,7 @@ from .runlock import RunLock
 from .server import EmbeddedServer, ServerInfo
 from .supervisor import BrokerSupervisor
 from .telemetry import Telemetry
+from ... import environment
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,7 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
             # the profile and the broker settings (MAX_QUEUE_READERS, RECEIVE TOP, WAITFOR) are
             # per permutation: run.json's matrix section and every summary's permutation say them
             "settings": {"server": settings, "server_conf": dict(server_mod.SETTINGS),
-                         "send_delay_ms": os.environ.get(SEND_DELAY_ENV) or None},
+                         "send_delay_ms": environment.get(SEND_DELAY_ENV)},
             "profiles": {k: dict(v) for k, v in EMBEDDED_PROFILES.items()},
             "note": "PostgreSQL numbers from an emulation of Service Broker; not SQL Server measurements",
             "notes": [
@@ -427,7 +428,7 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
 
 
 def _send_delay_from_env() -> str | None:
-    raw = os.environ.get(SEND_DELAY_ENV)
+    raw = environment.get(SEND_DELAY_ENV)
     if raw is None or raw.strip() == "":
         return None
     try:
