@@ -405,33 +405,8 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     echo(f"gate: interleaving baseline {baseline_ref} ({baseline_commit[:12]}) and candidate "
          f"({(cand_commit or 'no commit')[:12]}{', working tree changes' if cand_dirty else ''}) "
          f"on {matrix_file}: {n_rounds} round(s), seed {seed}, out {out}")
-    wt = Worktree(git_root, baseline_commit, keep=keep_worktree)
-    runs: dict[str, list[tuple[int, Path]]] = {s: [] for s in SIDES}
-    try:
-        with wt as wt_path:
-            record["worktree"] = str(wt_path)
-            sides = {"baseline": Side("baseline", wt_path, baseline_commit, False),
-                     "candidate": Side("candidate", git_root, cand_commit, cand_dirty)}
-            preflight = getattr(runner, "preflight", None)
-            if preflight is not None:
-                for s in SIDES:
-                    preflight(sides[s])
-            for i, order in enumerate(orders, start=1):
-                for name in order:
-                    side_out = out / "rounds" / f"round-{i:02d}-{name}"
-                    t0 = time.monotonic()
-                    echo(f"gate: round {i}/{n_rounds}: {name}")
-                    run_dir = Path(runner(sides[name], matrix_copy, side_out, i))
-                    runs[name].append((i, run_dir))
-                    record["runs"].append({"round": i, "side": name, "run_dir": str(run_dir),
-                                           "seconds": round(time.monotonic() - t0, 3)})
-                    write_json(out / "interleave.json", record)
-    except BaseException as e:
-        record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-        record["error"] = str(e)
-        record["ended"] = _now()
-        write_json(out / "interleave.json", record)
-        raise
+    runs = _run_rounds(Worktree(git_root, baseline_commit, keep=keep_worktree), runner, orders, record, out,
+                       matrix_copy, (baseline_commit, git_root, cand_commit, cand_dirty), echo)
     record["worktree_removed"] = not keep_worktree
     baseline_dir = combine_runs(runs["baseline"], out / "baseline", side="baseline", matrix_file=matrix_file)
     candidate_dir = combine_runs(runs["candidate"], out / "candidate", side="candidate", matrix_file=matrix_file)
@@ -448,6 +423,40 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     write_json(out / "interleave.json", record)
     return InterleaveResult(report=report, out_dir=out, baseline_dir=baseline_dir,
                             candidate_dir=candidate_dir, gate_json=gate_json, record=record)
+
+
+def _run_rounds(wt: "Worktree", runner, orders, record: dict[str, Any], out: Path, matrix_copy: Path,
+                commits: tuple, echo: Callable[[str], None]) -> dict[str, list[tuple[int, Path]]]:
+    """Each round's two sides in the round's order; interleave.json updated after every run
+    (and closed as interrupted or failed if a run raises)."""
+    baseline_commit, git_root, cand_commit, cand_dirty = commits
+    runs: dict[str, list[tuple[int, Path]]] = {s: [] for s in SIDES}
+    try:
+        with wt as wt_path:
+            record["worktree"] = str(wt_path)
+            sides = {"baseline": Side("baseline", wt_path, baseline_commit, False),
+                     "candidate": Side("candidate", git_root, cand_commit, cand_dirty)}
+            preflight = getattr(runner, "preflight", None)
+            if preflight is not None:
+                for s in SIDES:
+                    preflight(sides[s])
+            for i, order in enumerate(orders, start=1):
+                for name in order:
+                    side_out = out / "rounds" / f"round-{i:02d}-{name}"
+                    t0 = time.monotonic()
+                    echo(f"gate: round {i}/{len(orders)}: {name}")
+                    run_dir = Path(runner(sides[name], matrix_copy, side_out, i))
+                    runs[name].append((i, run_dir))
+                    record["runs"].append({"round": i, "side": name, "run_dir": str(run_dir),
+                                           "seconds": round(time.monotonic() - t0, 3)})
+                    write_json(out / "interleave.json", record)
+    except BaseException as e:
+        record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        record["error"] = str(e)
+        record["ended"] = _now()
+        write_json(out / "interleave.json", record)
+        raise
+    return runs
 
 
 def _now() -> str:
