@@ -17,6 +17,9 @@ from harness.load.swarm import Swarm
 from harness.load.window import merge_workers
 from support import pythonpath_env, sleep_sender
 
+# throughput ratios and overlap timed by the clock: nothing else may share the CPUs
+pytestmark = pytest.mark.alone
+
 SLEEP = 0.05
 WARMUP, MEASURE = 1.0, 3.0
 
