@@ -41,12 +41,12 @@ $(STAMP): pyproject.toml | check-python
 bench: $(STAMP) check-java
 	$(BIN)/ssbench bench --matrix $(MATRIX) --target $(TARGET)
 
-# Two pytest runs, both always: the tests that may share the machine, $(TEST_WORKERS) at a time
-# (xdist; the Spark tests on one worker), then those marked `alone` one at a time with nothing
-# else running. It fails if either does.
+# Two pytest runs, both always: first the tests that may share the machine, on $(TEST_WORKERS)
+# xdist workers (a test module at a time per worker, the longest first; tests/analysis on one
+# worker), then those marked `alone`, one at a time with nothing else running. Fails if either does.
 test: $(STAMP) check-java
 	@rc=0; \
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --ssbench-part parallel $(PYTEST_ARGS) || rc=$$?; \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --ssbench-part parallel $(PYTEST_ARGS) || rc=$$?; \
 	$(PYTEST) -p no:xdist --ssbench-part alone $(PYTEST_ARGS) || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	exit $$rc
 

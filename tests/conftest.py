@@ -29,6 +29,9 @@ SERVER_FIXTURES = frozenset({"pg_server", "pg_data_dir", "private_server"})
 NOT_FAST = ("slow", "server", "spark", "browser", "e2e")
 #: fixture set-ups at least this long are listed in the terminal summary
 SLOW_FIXTURE_S = 0.5
+#: folders whose tests all run on one xdist worker: the analysis tests share one Spark session
+#: there, and their JVM start-ups (Spark in- and out-of-process) come one at a time
+ONE_WORKER_DIRS = ("tests/analysis",)
 
 
 def pytest_addoption(parser):
@@ -105,22 +108,21 @@ def pg_server(pg_data_dir):
 
 # --------------------------------------------------------------------------- markers and the two parts
 
-@pytest.hookimpl(tryfirst=True)   # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    """Mark what a test needs from its fixtures and folder (``server``, ``spark``, ``e2e``); the
-    in-process Spark tests share one worker (one session for all of them); keep one part."""
+    """Mark what a test needs from its fixtures and folder (``server``, ``spark``, ``e2e``); keep
+    one part. In an xdist worker the long tests come first: the scheduler hands out modules in
+    this order, so the longest start at once instead of trailing at the end."""
     e2e = REPO / "tests" / "e2e"
-    xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if names & SERVER_FIXTURES:
             item.add_marker(pytest.mark.server)
-        if "spark" in names or item.get_closest_marker("spark"):
+        if "spark" in names:
             item.add_marker(pytest.mark.spark)
-            if xdist:
-                item.add_marker(pytest.mark.xdist_group("spark"))
         if Path(str(item.path)).is_relative_to(e2e):
             item.add_marker(pytest.mark.e2e)
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in NOT_FAST))  # stable
     part = config.getoption("--ssbench-part")
     if part is None:
         return
@@ -130,6 +132,23 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope``: each test module is one unit of work (its module-scoped fixtures are
+    set up once), and so is each folder of ONE_WORKER_DIRS."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SuiteScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            shared = [d for d in ONE_WORKER_DIRS if path.startswith(d + "/")]
+            return shared[0] if shared else super()._split_scope(nodeid)
+
+    return SuiteScheduling(config, log)
 
 
 def _in_part(item, part: str) -> bool:
