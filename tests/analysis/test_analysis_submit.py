@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import synth
+from support import synth
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"

@@ -13,7 +13,7 @@ import pytest
 
 from harness.saturate import Probe, SearchSettings, depth_slope_per_s, search
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def ceiling(limit: float, seen: list[float]):
