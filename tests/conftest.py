@@ -11,6 +11,7 @@ lists the slowest tests)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -29,9 +30,9 @@ SERVER_FIXTURES = frozenset({"pg_server", "pg_data_dir", "private_server"})
 NOT_FAST = ("slow", "server", "spark", "browser", "e2e")
 #: fixture set-ups at least this long are listed in the terminal summary
 SLOW_FIXTURE_S = 0.5
-#: folders whose tests all run on one xdist worker: the analysis tests share one Spark session
-#: there, and their JVM start-ups (Spark in- and out-of-process) come one at a time
-ONE_WORKER_DIRS = ("tests/analysis",)
+#: the xdist scope of every test that uses the in-process Spark session (the ``spark`` fixture):
+#: they run on one worker, so the session (a JVM, about a gigabyte) is started once
+SPARK_GROUP = "spark-session"
 
 
 def pytest_addoption(parser):
@@ -53,12 +54,16 @@ def pytest_configure(config):
     config._ssbench_figures = Counter()
     config._ssbench_fixture_times = []
     config._ssbench_worker_lines = []
-    # Every process of the session (each xdist worker, or the one process without xdist) gets a
-    # data directory of its own before any test runs, so that a test which starts ``ssbench``
-    # without asking for pg_server still never touches the default (shared) server. Not under
-    # pytest's tmp_path when root: the server then runs as an unprivileged user, and every pytest
-    # session of the machine resets /tmp/pytest-of-root to mode 0700 when it starts.
-    if hasattr(config, "workerinput") or not _xdist_controller(config):
+    if _xdist_controller(config):
+        # the workers write which tests share a scope here; the scheduler reads it
+        config._ssbench_groups = Path(tempfile.mkdtemp(prefix="ssbench-test-groups-"))
+        os.environ["SSBENCH_TEST_GROUPS"] = str(config._ssbench_groups)
+    else:
+        # Every process that runs tests (each xdist worker, or the one process without xdist) gets
+        # a data directory of its own before any test runs, so that a test which starts ``ssbench``
+        # without asking for pg_server still never touches the default (shared) server. Not under
+        # pytest's tmp_path when root: the server then runs as an unprivileged user, and every
+        # pytest session of the machine resets /tmp/pytest-of-root to mode 0700 when it starts.
         base = Path(tempfile.mkdtemp(prefix=f"ssbench-test-{_worker()}-",
                                      dir="/var/tmp" if os.geteuid() == 0 else None))
         config._ssbench_pg_base = base
@@ -74,6 +79,9 @@ _THIS = sys.modules[__name__]
 
 
 def pytest_unconfigure(config):
+    if getattr(config, "_ssbench_groups", None) is not None:
+        shutil.rmtree(config._ssbench_groups, ignore_errors=True)
+        os.environ.pop("SSBENCH_TEST_GROUPS", None)
     base = getattr(config, "_ssbench_pg_base", None)
     if base is None:
         return
@@ -122,7 +130,8 @@ def pytest_collection_modifyitems(config, items):
         if Path(str(item.path)).is_relative_to(e2e):
             item.add_marker(pytest.mark.e2e)
     if hasattr(config, "workerinput"):
-        items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in NOT_FAST))  # stable
+        items.sort(key=_cost_rank)    # stable: collection order within a rank
+        _write_groups(config, items)
     part = config.getoption("--ssbench-part")
     if part is None:
         return
@@ -134,19 +143,44 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+def _cost_rank(item) -> int:
+    """0: the Spark session's group (the largest unit); 1: other long tests; 2: unit tests."""
+    if "spark" in getattr(item, "fixturenames", ()):
+        return 0
+    return 1 if any(item.get_closest_marker(m) for m in NOT_FAST) else 2
+
+
+def _write_groups(config, items) -> None:
+    """An xdist worker tells the scheduler (pytest_xdist_make_scheduler) which tests share a scope."""
+    d = os.environ.get("SSBENCH_TEST_GROUPS")
+    if not d:
+        return
+    groups = {item.nodeid: SPARK_GROUP for item in items if "spark" in item.fixturenames}
+    tmp = Path(d) / f".{_worker()}.json.tmp"
+    tmp.write_text(json.dumps(groups))
+    os.replace(tmp, Path(d) / f"{_worker()}.json")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadscope``: each test module is one unit of work (its module-scoped fixtures are
-    set up once), and so is each folder of ONE_WORKER_DIRS."""
-    if config.getvalue("dist") != "loadscope":
+    """``--dist loadscope``: one unit of work per test module (its module-scoped fixtures are set
+    up once), except the tests of the Spark session, one unit whatever their modules. (xdist's
+    ``loadgroup`` would do that from ``xdist_group`` marks by renaming the items, which pytest
+    9.2 ignores: the workers write the groups to a file instead, see _write_groups.)"""
+    if config.getvalue("dist") != "loadscope" or getattr(config, "_ssbench_groups", None) is None:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    groups_dir = config._ssbench_groups
+
     class SuiteScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            shared = [d for d in ONE_WORKER_DIRS if path.startswith(d + "/")]
-            return shared[0] if shared else super()._split_scope(nodeid)
+            if self.groups is None:     # every worker collected (and wrote) before the first call
+                files = sorted(groups_dir.glob("*.json"))
+                self.groups = json.loads(files[0].read_text()) if files else {}
+            return self.groups.get(nodeid) or super()._split_scope(nodeid)
 
     return SuiteScheduling(config, log)
 
