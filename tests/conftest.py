@@ -111,7 +111,7 @@ def pg_server(pg_data_dir):
     srv = EmbeddedServer(pg_data_dir)
     srv.start()
     yield srv
-    srv.stop()
+    srv.stop(mode="immediate")    # no shutdown checkpoint: pytest_unconfigure deletes the data next
 
 
 # --------------------------------------------------------------------------- markers and the two parts
