@@ -131,7 +131,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
     if hasattr(config, "workerinput"):
         items.sort(key=_cost_rank)    # stable: collection order within a rank
-        _write_groups(config, items)
+        _write_groups(items)
     part = config.getoption("--ssbench-part")
     if part is None:
         return
@@ -150,7 +150,7 @@ def _cost_rank(item) -> int:
     return 1 if any(item.get_closest_marker(m) for m in NOT_FAST) else 2
 
 
-def _write_groups(config, items) -> None:
+def _write_groups(items) -> None:
     """An xdist worker tells the scheduler (pytest_xdist_make_scheduler) which tests share a scope."""
     d = os.environ.get("SSBENCH_TEST_GROUPS")
     if not d:
