@@ -9,8 +9,6 @@ Entry points:
 - :func:`harness.analysis.job.analyze_result`: the same, returning an ``AnalysisResult``
   (tables as rows, plots, issues) -- what the notebook displays.
 - :func:`harness.analysis.job.find_runs`: a run directory, or the runs in a results directory.
-- :mod:`harness.analysis.synth`: synthetic run directories in the documented layout (tests,
-  the benchmark and the notebook's fallback).
 
 Modules: ``spark`` (session), ``schemas`` (explicit StructTypes, checked against the results
 model by a test), ``discovery`` (finding and reading runs through harness.results.RunReader,
@@ -19,8 +17,8 @@ problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``uncertai
 the driver), ``techniques`` (each technique axis against its baseline on the metric it moves,
 or "not exercised"), ``techniques_report`` (their report section and terminal table),
 ``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view and technique figures),
-``report`` (index.html), ``job`` (orchestration), ``synth`` (synthetic runs, written through
-harness.results and marked SYNTHETIC).
+``report`` (index.html), ``job`` (orchestration). Synthetic runs (marked SYNTHETIC) are written
+by tests/support/synth.py, test data outside the package.
 
 Importing this package does not import pyspark; its modules that need Spark import it.
 """

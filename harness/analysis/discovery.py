@@ -58,7 +58,7 @@ class RunInfo:
 
     @property
     def synthetic(self) -> bool:
-        """A run written by :mod:`harness.analysis.synth` (run.json says ``"synthetic": true``)."""
+        """A run written by tests/support/synth.py (run.json says ``"synthetic": true``)."""
         return bool(self.meta.get("synthetic") or self.target.get("synthetic"))
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import synth
+from support import synth
 
 pytestmark = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
                                 reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import synth
+from support import synth
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,6 +38,7 @@ SPARK_SUBMIT = SPARK_HOME / "bin" / "spark-submit"
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.spark,
     pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
                        reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)"),
     pytest.mark.skipif(not SPARK_CLASS.exists(), reason="pyspark's bin/spark-class is missing"),

@@ -20,12 +20,13 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-from harness.analysis import synth  # noqa: E402
+from support import synth  # noqa: E402
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "analysis.ipynb"
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
-                                reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)")
+pytestmark = [pytest.mark.spark,
+              pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
+                                 reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)")]
 
 
 def _venv_kernel(data_dir: Path) -> None:

@@ -350,6 +350,7 @@ def _ssbench_run(matrix: Path, out: Path, delay_ms: int | None) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.alone   # B against A must pass: runs measured minutes apart, with nothing else changing the machine's load
 def test_gate_on_the_embedded_target_catches_a_slowed_send(tmp_path, pg_server, capsys):
     """Three real runs of a 1-permutation, 4-repetition matrix (2 s measured): A and B at full
     speed, C with a 20 ms delay inside SEND. The gate fails C against A and passes B against A."""

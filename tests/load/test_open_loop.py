@@ -87,6 +87,7 @@ broker:
 
 
 @pytest.mark.slow
+@pytest.mark.alone   # achieved rate within 5 % of the offered one, latency within 15 ms of the service time
 def test_open_loop_runs_hit_the_offered_rate_and_are_flagged_behind(pg_server, tmp_path):
     """Every SEND takes 20 ms (the embedded target's send-delay knob), so 2 users can do about
     100 SENDs/s: 40/s is sustained, 400/s is not."""

@@ -1,7 +1,9 @@
-"""Synthetic run directories in the documented layout (``docs/results.md``).
+"""Synthetic run directories in the documented layout (``docs/results.md``): test data, not
+part of the ssbench package (harness/ never imports it).
 
-Used by the analysis tests, the benchmark (``benchmarks/analyze_bench.py``) and the notebook's
-fallback when it is given no results directory. The numbers follow a small model shaped like
+Used by the analysis tests (``from support import synth``), the benchmark
+(``benchmarks/analyze_bench.py``) and the notebook's fallback when it is given no results
+directory (both put this repository's tests/ on ``sys.path``). The numbers follow a small model shaped like
 the SQLCAT whitepaper's results so that the plots and derived tables have something to show:
 
 - each client thread offers about 260 SENDs/s; an initiator saturates near 6,000 msg/s
@@ -44,8 +46,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..results import RunRecord, RepetitionSummary, summarize_permutation, write_atomic, write_json
-from ..results.model import (InitiatorResult, LatencySummary, TargetRef, TopWait, Window)
+from harness.results import RunRecord, RepetitionSummary, summarize_permutation, write_atomic, write_json
+from harness.results.model import (InitiatorResult, LatencySummary, TargetRef, TopWait, Window)
 
 PAPER_THREADS = (1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50)
 
@@ -425,7 +427,7 @@ def synthesize(results_dir: str | Path, spec: SynthSpec | None = None, run_id: s
         software={"python": "3.11", "synthetic": True},
         host={"hostname": "synthetic", "platform": "synthetic", "cpu_model": "synthetic",
               "cpu_count": os.cpu_count(), "memory_bytes": 0},
-        argv=["harness.analysis.synth"],
+        argv=["tests/support/synth.py"],
         permutations_done=len(perms), permutations_total=len(perms),
         extra={"synthetic": True},
     )
@@ -435,7 +437,7 @@ def synthesize(results_dir: str | Path, spec: SynthSpec | None = None, run_id: s
 
 
 def _matrix_yaml(spec: SynthSpec, axes: dict, run_settings: dict) -> str:
-    lines = [f"# synthetic run written by harness.analysis.synth (spec {asdict(spec)!r})",
+    lines = [f"# synthetic run written by tests/support/synth.py (spec {asdict(spec)!r})",
              f"name: {spec.name}", "axes:"]
     lines += [f"  {k}: {json.dumps(v)}" for k, v in axes.items()]
     lines += ["run:"] + [f"  {k}: {v}" for k, v in run_settings.items()]
