@@ -18,6 +18,8 @@ Specs never contain a password: SQL Server passwords are read from environment v
 
 from __future__ import annotations
 
+import os
+
 import abc
 import contextlib
 import importlib
@@ -264,6 +266,24 @@ class Target(abc.ABC):
         endpoints left behind by side and state (``initiator.CD``, ``target.DO``, ...). None when
         the target cannot tell."""
         return None
+
+    def log_flush_stats(self) -> tuple[float, float] | None:
+        """Cumulative (log flushes, milliseconds spent in them) of the target's server: its
+        commit latency (embedded: PostgreSQL's WAL fsyncs; SQL Server: the log file's writes and
+        write stall). None where the target cannot tell."""
+        return None
+
+    def storage_probe_dir(self) -> "os.PathLike | None":
+        """A directory on the file system of the target's data where the storage collector may
+        time small fsyncs (the embedded server's data directory's parent); None for a remote
+        server."""
+        return None
+
+    def blocking_chains(self, start_epoch: float, end_epoch: float) -> dict[str, float]:
+        """Diagnostic: who blocked whom within [start, end) (epoch seconds), as chains
+        "waiter [wait] <- holder [state]" -> seconds seen, where the target samples it (the
+        embedded target with its lock sampler switched on); empty otherwise."""
+        return {}
 
     def server_cpu_percent(self) -> dict[str, float | None]:
         """CPU of remote database servers (percent of each machine), by server name, for

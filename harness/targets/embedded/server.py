@@ -40,6 +40,7 @@ SETTINGS: dict[str, str] = {
     "wal_level": "minimal",                 # no replication: less WAL per message
     "max_wal_senders": "0",
     "track_io_timing": "on",                # wait analysis
+    "track_wal_io_timing": "on",            # commit latency (WAL fsync time in pg_stat_io)
     "autovacuum_naptime": "'2s'",           # queue tables churn: vacuum them often
     "autovacuum_vacuum_scale_factor": "0.02",
     "autovacuum_vacuum_insert_scale_factor": "0.05",
@@ -49,6 +50,11 @@ SETTINGS: dict[str, str] = {
     "timezone": "'UTC'",
     # fsync and full_page_writes stay ON: the `durable` profile must flush like SQL Server does.
 }
+
+
+#: settings of SETTINGS a running server takes on reload: provisioning applies them to a server
+#: initialized before they were added (ALTER SYSTEM, postgresql.auto.conf)
+RELOADABLE = ("track_wal_io_timing",)
 
 
 def bin_dir() -> Path:

@@ -41,6 +41,8 @@ from .telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 SEND_DELAY_ENV = "SSBENCH_EMBEDDED_SEND_DELAY_MS"
+#: diagnostic: the broker's lock sampler period in ms (lock_sampler.py); unset or 0: off
+LOCK_SAMPLE_ENV = "SSBENCH_EMBEDDED_LOCK_SAMPLE_MS"
 SEND_DELAY_SETTING = ("ssbench", "send_delay_ms")
 RESET_LOCK_TIMEOUT = "5s"
 
@@ -178,7 +180,8 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
             raise UserError(f"initiators must be a positive integer, got {initiators!r}")
         if initiators > self._provisioned:
             self.provision(initiators)
-        delay = _send_delay_from_env()
+        delay = _ms_from_env(SEND_DELAY_ENV, 60_000)
+        _ms_from_env(LOCK_SAMPLE_ENV, 60_000)     # a bad value is refused before anything changes
         self.stop()
         self._broker.reset_restarts()
         with self._lock:
@@ -312,7 +315,9 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
             return
         if not self._provisioned:
             raise UserError("provision() the embedded target before start()")
-        self._broker.start(self.broker_command(extra=extra_args), timeout)
+        lock_ms = _ms_from_env(LOCK_SAMPLE_ENV, 60_000)
+        extra = (["--lock-sample-ms", lock_ms] if lock_ms is not None else []) + list(extra_args or [])
+        self._broker.start(self.broker_command(extra=extra), timeout)
 
     def stop(self, timeout: float = 15.0) -> None:
         """Stop the broker process: SIGTERM (readers are cancelled; their batches roll back and
@@ -407,14 +412,15 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
             pass
 
 
-def _send_delay_from_env() -> str | None:
-    raw = os.environ.get(SEND_DELAY_ENV)
+def _ms_from_env(name: str, limit: float) -> str | None:
+    """A millisecond knob from the environment, checked (UserError naming it); None if unset."""
+    raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return None
     try:
         v = float(raw)
     except ValueError:
-        raise UserError(f"{SEND_DELAY_ENV} must be a number of milliseconds, got {raw!r}") from None
-    if not 0 <= v <= 60_000:
-        raise UserError(f"{SEND_DELAY_ENV} must be between 0 and 60000 ms, got {raw!r}")
+        raise UserError(f"{name} must be a number of milliseconds, got {raw!r}") from None
+    if not 0 <= v <= limit:
+        raise UserError(f"{name} must be between 0 and {limit:g} ms, got {raw!r}")
     return f"{v:g}"
