@@ -156,9 +156,13 @@ def default_collectors() -> list[Collector]:
     from .broker import BrokerCollector
     from .dialogs import DialogCollector
     from .host import HostCollector
+    from .locks import LockCollector
     from .queues import QueueCollector
+    from .stalls import StallCollector
+    from .storage import StorageCollector
     from .throughput import ThroughputCollector
     from .waits import WaitCollector
 
     return [WaitCollector(), QueueCollector(), ActivationCollector(), BrokerCollector(),
-            ThroughputCollector(), HostCollector(), DialogCollector()]
+            ThroughputCollector(), HostCollector(), DialogCollector(), StorageCollector(),
+            LockCollector(), StallCollector()]

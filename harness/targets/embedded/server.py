@@ -36,6 +36,7 @@ SETTINGS: dict[str, str] = {
     "max_connections": "400",               # 150 client threads + 16 readers per queue + tools
     "shared_buffers": "'256MB'",            # keep queue tables and endpoints in memory
     "max_wal_size": "'4GB'",                # no checkpoint storms inside a measured window
+    "min_wal_size": "'1GB'",                # WAL segments are recycled, not removed: no window creates one
     "checkpoint_timeout": "'15min'",
     "wal_level": "minimal",                 # no replication: less WAL per message
     "max_wal_senders": "0",
@@ -54,7 +55,7 @@ SETTINGS: dict[str, str] = {
 
 #: settings of SETTINGS a running server takes on reload: provisioning applies them to a server
 #: initialized before they were added (ALTER SYSTEM, postgresql.auto.conf)
-RELOADABLE = ("track_wal_io_timing",)
+RELOADABLE = ("track_wal_io_timing", "min_wal_size")
 
 
 def bin_dir() -> Path:

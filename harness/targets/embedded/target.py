@@ -45,6 +45,13 @@ SEND_DELAY_ENV = "SSBENCH_EMBEDDED_SEND_DELAY_MS"
 LOCK_SAMPLE_ENV = "SSBENCH_EMBEDDED_LOCK_SAMPLE_MS"
 SEND_DELAY_SETTING = ("ssbench", "send_delay_ms")
 RESET_LOCK_TIMEOUT = "5s"
+#: WAL segments (16 MB each) kept ahead of a measured window (settle(); server.SETTINGS keeps
+#: min_wal_size above this, so a checkpoint recycles them instead of removing them)
+WAL_RESERVE_SEGMENTS = 16
+#: the emulation's tables settle() vacuums: (initiator, target)
+SETTLE_TABLES = {False: ("ssb.sysdesend", "ssb.sysxmitqueue", "ssb.dialogs", "ssb.initiator_queue"),
+                 True: ("ssb.sysdercv", "ssb.conversation_groups", "ssb.service_queue", "ssb.sysxmitqueue",
+                        "ssb.message_drop", "ssb.receive_tally")}
 
 
 class EmbeddedTarget(Provisioning, Telemetry, Target):
@@ -284,6 +291,34 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
             if errors:
                 raise TargetError(f"warm-up of initiator {initiator}: processing failed: {errors[0]}")
         return n
+
+    # ------------------------------------------------------------------ steady state
+    def settle(self) -> None:
+        """A quieter window (issue 24): with the warm-up processed and the broker not yet
+        started, vacuum and analyze the emulation's tables (autovacuum would otherwise do the
+        warm-up's dead rows in the window's first seconds, and an emptied queue table can be
+        truncated now, while nobody holds it), keep WAL segments in reserve for the window
+        (recycled, not created and zero-filled in it) and checkpoint (the warm-up's dirty
+        pages are written now, and no timed checkpoint falls due for checkpoint_timeout).
+        Durability is untouched: every setting stays as the profile says."""
+        if self.broker_running():
+            raise TargetError("settle() before start(): the broker holds the queue tables")
+        t0 = time.monotonic()
+        with self._lock:
+            for db in [self.target_db] + [self.initiator_db(i) for i in range(1, self._initiators + 1)]:
+                self._conn(db).execute("VACUUM (ANALYZE) " + ", ".join(SETTLE_TABLES[db == self.target_db]))
+            pg = self._conn("postgres")
+            have = pg.execute("SELECT count(*) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'").fetchone()[0]
+            if have < WAL_RESERVE_SEGMENTS:
+                # each switch after a write starts a new segment (created and zero-filled now); the
+                # checkpoint below recycles them as the next ones (min_wal_size keeps them)
+                pg.execute("CREATE TABLE IF NOT EXISTS public.ssbench_wal_reserve (n int)")
+                for _ in range(WAL_RESERVE_SEGMENTS - have):
+                    pg.execute("INSERT INTO public.ssbench_wal_reserve VALUES (1)")
+                    pg.execute("SELECT pg_switch_wal()")
+                pg.execute("TRUNCATE public.ssbench_wal_reserve")
+            pg.execute("CHECKPOINT")
+        log.info("settled in %.2f s", time.monotonic() - t0)
 
     # ------------------------------------------------------------------ the broker process
     def broker_running(self) -> bool:
