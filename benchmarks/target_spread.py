@@ -5,7 +5,7 @@ Runs a matrix (default: one shared dialog at 32 threads, ``delayed``, six back-t
 repetitions: issue 30's goal) with each variant of the code in turn, alternating the variants
 round after round (A B A B ...) so a shared machine's drift hits both alike. A variant is a
 source tree: ``after`` is this checkout, ``before`` a git ref exported into a temporary
-directory (``--before REF``, default ``main``); each runs as ``python -m harness.cli run`` with
+directory (``--before REF``, default: where this branch left main); each runs as ``python -m harness.cli run`` with
 that tree first on PYTHONPATH (its own harness and workloads; the same venv and embedded
 server, whose schema is reloaded when the workload files differ). For every permutation and
 variant it prints the repetitions' receive rates, their max/min and coefficient of variation
@@ -76,9 +76,13 @@ def matrices(args, work: Path) -> list[Path]:
             doc.setdefault("axes", {})["server"] = [server]
             if args.reps:
                 doc.setdefault("run", {})["repetitions"] = args.reps
-            p.write_text(yaml.safe_dump(doc, sort_keys=False))
         else:
-            p.write_text(SHARED32.format(server=server, reps=args.reps or 6))
+            import yaml
+
+            doc = yaml.safe_load(SHARED32.format(server=server, reps=args.reps or 6))
+        if args.pin:
+            doc.setdefault("run", {})["pin_cpus"] = True
+        p.write_text(yaml.safe_dump(doc, sort_keys=False))
         out.append(p)
     return out
 
@@ -120,8 +124,11 @@ def main() -> int:
     ap.add_argument("--server", default="delayed", help="profiles, comma-separated (default delayed)")
     ap.add_argument("--reps", type=int, default=None, help="repetitions per run (default: the matrix's; 6)")
     ap.add_argument("--rounds", type=int, default=1, help="alternating rounds of the variants (default 1)")
-    ap.add_argument("--before", default="main", help="git ref of the 'before' variant (default main); "
+    ap.add_argument("--before", default="base", help="git ref of the 'before' variant (default: where this "
+                                                     "branch left main, git merge-base HEAD main); "
                                                      "'none': this checkout only")
+    ap.add_argument("--pin", action="store_true", help="run.pin_cpus: the server on half the CPUs, the load "
+                                                      "generator on the other half (CPU placement made fixed)")
     ap.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary directory)")
     a = ap.parse_args()
     if not os.environ.get("SSBENCH_PGDATA"):
@@ -131,7 +138,11 @@ def main() -> int:
         work.mkdir(parents=True, exist_ok=True)
         variants = {"after": REPO}
         if a.before != "none":
-            variants = {"before": export_ref(a.before, Path(tmp)), **variants}
+            ref = a.before
+            if ref == "base":
+                ref = subprocess.run(["git", "-C", str(REPO), "merge-base", "HEAD", "main"], check=True,
+                                     capture_output=True, text=True).stdout.strip()
+            variants = {"before": export_ref(ref, Path(tmp)), **variants}
         runs: dict[str, list[dict]] = {v: [] for v in variants}
         for rnd in range(a.rounds):
             order = list(variants) if rnd % 2 == 0 else list(reversed(variants))

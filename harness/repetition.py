@@ -73,6 +73,8 @@ class Repetition:
     #: workers on client hosts (ssbench run --remote-workers); None: local workers
     remote: RemoteWorkers | None = None
 
+    #: does the measured window receive (False: a backlog fill, activation off by design)
+    receiving: bool = True
     partial: Path | None = None
     pinning: dict[str, list[int]] | None = None
     sampler: Sampler | None = None
@@ -280,7 +282,7 @@ class Repetition:
                                         **({"cpu_pinning": self.pinning} if self.pinning else {})},
             collector_errors=self.sampler.errors, web=web,
             offered_rate=p.rate * p.initiators if p.rate else None, rate_tolerance=self.settings.rate_tolerance,
-            client_bound_cpu=CLIENT_BOUND_WORKER_CPU)
+            client_bound_cpu=CLIENT_BOUND_WORKER_CPU, receiving=self.receiving)
         self._workers = wd.workers
         # latency.json's SEND histogram is the summary's: completed in the window, plus any in
         # flight across its end (a frozen server)

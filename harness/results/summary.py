@@ -36,15 +36,16 @@ RECEIVE_BEHIND_RATIO = 0.5
 
 def progress_flags(*, freeze_seconds: float | None, receive_stall_seconds: float | None,
                    receive_rate: float, send_rate: float, queue_growth: float | None,
-                   offered_rate: float | None = None) -> dict[str, Any]:
+                   offered_rate: float | None = None, receiving: bool = True) -> dict[str, Any]:
     """The target's progress over the window (figures from harness.collectors.stalls):
     ``server_frozen`` (no collector tick for FREEZE_S beyond the usual interval) and
     ``receive_stalled`` (nothing received for RECEIVE_STALL_S while SENDs went on and readers
     ran, or, in closed loop, receive below RECEIVE_BEHIND_RATIO of send while the queues grew),
-    with ``receive_send_ratio``. The thresholds' error rates: tests/collectors/test_stalls.py
-    and docs/results.md."""
+    with ``receive_send_ratio``. ``receiving`` False: the window receives nothing by design
+    (a backlog fill with activation off), so falling behind is not judged. The thresholds'
+    error rates: tests/collectors/test_stalls.py and docs/results.md."""
     ratio = round(receive_rate / send_rate, 4) if send_rate > 0 else None
-    behind = (not offered_rate and ratio is not None and ratio < RECEIVE_BEHIND_RATIO
+    behind = (receiving and not offered_rate and ratio is not None and ratio < RECEIVE_BEHIND_RATIO
               and (queue_growth or 0) > 0)
     return {"server_frozen": (freeze_seconds or 0.0) >= FREEZE_S,
             "receive_stalled": (receive_stall_seconds or 0.0) >= RECEIVE_STALL_S or behind,
@@ -176,6 +177,8 @@ class RepetitionData:
     rate_tolerance: float = 0.05
     #: a worker process at or above this CPU (percent of one core) is client-bound
     client_bound_cpu: float = 90.0
+    #: False where the window receives nothing by design (a backlog fill, activation off)
+    receiving: bool = True
 
 
 def _mean(values: list[float]) -> float | None:
@@ -236,7 +239,8 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     progress = progress_flags(freeze_seconds=col.get("freeze_seconds"),
                               receive_stall_seconds=col.get("receive_stall_seconds"),
                               receive_rate=receive_rate, send_rate=send_rate,
-                              queue_growth=col.get("queue_growth"), offered_rate=d.offered_rate)
+                              queue_growth=col.get("queue_growth"), offered_rate=d.offered_rate,
+                              receiving=d.receiving)
     col.update(progress)
     send_latency = Histogram().merge(c.send_latency)
     if c.send_latency_in_flight is not None and c.send_latency_in_flight.count:

@@ -97,12 +97,14 @@ def test_no_stall_without_sends_or_without_readers():
     assert longest_receive_stall(processed, busy, busy, 0, 10)[0] == pytest.approx(9.0)
 
 
-def test_falling_behind_is_a_receive_stall_in_closed_loop_only():
+def test_falling_behind_is_a_receive_stall_in_closed_loop_only_and_not_in_a_backlog_fill():
     flags = progress_flags(freeze_seconds=0, receive_stall_seconds=0.0, receive_rate=233.0, send_rate=4346.0,
                            queue_growth=12_467)
     assert flags["receive_stalled"] and flags["receive_send_ratio"] == pytest.approx(0.0536, abs=1e-3)
     assert not progress_flags(freeze_seconds=0, receive_stall_seconds=0.0, receive_rate=233.0, send_rate=4346.0,
                               queue_growth=12_467, offered_rate=5000.0)["receive_stalled"]
+    assert not progress_flags(freeze_seconds=0, receive_stall_seconds=0.0, receive_rate=0.0, send_rate=4346.0,
+                              queue_growth=26_000, receiving=False)["receive_stalled"]   # a backlog fill
     ok = progress_flags(freeze_seconds=0, receive_stall_seconds=1.0, receive_rate=4300.0, send_rate=4346.0,
                         queue_growth=300)
     assert not ok["receive_stalled"] and not ok["server_frozen"] and RECEIVE_BEHIND_RATIO == 0.5

@@ -20,11 +20,9 @@ found (docs/embedded.md, "Receive stalls").
 from __future__ import annotations
 
 import re
-import threading
-import time
 from typing import TYPE_CHECKING, Iterable
 
-from ._db import connect, connection_lost
+from .wait_sampler import PeriodicSampler
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -59,44 +57,19 @@ COLUMNS = ("pid", "app", "database", "backend_type", "state", "wait_event_type",
            "xact_seconds", "blocked_by", "lock_type", "lock_mode", "lock_relation", "query")
 
 
-class LockSampler(threading.Thread):
+class LockSampler(PeriodicSampler):
     """Samples blocking and long transactions into ssb.lock_samples (diagnostic mode)."""
 
-    def __init__(self, broker: "Broker", interval_s: float):
-        super().__init__(name="lock-sampler", daemon=True)
-        self.broker = broker
-        self.interval = interval_s
-        self.pending: list[tuple] = []
-        self.samples = 0
+    app = "ssbench-lock-sampler"
 
-    def run(self) -> None:
-        b = self.broker
-        stop = b.stopping
-        conn = None
-        last_flush = time.monotonic()
-        while not stop.is_set():
-            try:
-                if conn is None:
-                    conn = connect(b.opts.target, "ssbench-lock-sampler")
-                t0 = time.monotonic()
-                at = conn.execute("SELECT clock_timestamp()").fetchone()[0]
-                rows = conn.execute(QUERY, {"dbs": b.opts.databases, "long": LONG_XACT_S}).fetchall()
-                self.pending.extend((at, *r) for r in rows)
-                self.samples += 1
-                if t0 - last_flush >= b.opts.flush_interval_s:
-                    self.flush(conn)
-                    last_flush = t0
-                stop.wait(max(0.0, self.interval - (time.monotonic() - t0)))
-            except Exception as e:
-                if stop.is_set():
-                    break
-                conn = connection_lost(conn, "lock sampler", e, stop)
-        if conn is not None:
-            try:
-                self.flush(conn)
-            except Exception:  # pragma: no cover
-                pass
-            conn.close()
+    def __init__(self, broker: "Broker", interval_s: float):
+        super().__init__(broker, "lock-sampler", interval_s)
+        self.pending: list[tuple] = []
+
+    def sample(self, conn, now: float) -> None:
+        at = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+        rows = conn.execute(QUERY, {"dbs": self.broker.opts.databases, "long": LONG_XACT_S}).fetchall()
+        self.pending.extend((at, *r) for r in rows)
 
     def flush(self, conn) -> None:
         if not self.pending:

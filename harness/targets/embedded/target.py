@@ -367,7 +367,7 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
         """Wait until no backend of a dead broker is left (they exit within about half a second
         of losing their client): their open transactions must not overlap a new broker's."""
         deadline = time.monotonic() + timeout
-        pattern = "^ssbench-(reader|transport|queue-monitor|wait-sampler|broker)"
+        pattern = "^ssbench-(reader|transport|queue-monitor|wait-sampler|lock-sampler|broker)"
         dbs = [self.target_db] + [self.initiator_db(i) for i in range(1, self._provisioned + 1)]
         while self._one("postgres", "SELECT count(*) FROM pg_stat_activity WHERE datname = ANY (%s) "
                                     "AND application_name ~ %s", (dbs, pattern)):

@@ -15,8 +15,7 @@ import time
 
 import pytest
 
-from harness.targets.embedded.target import EmbeddedTarget
-from support.embedded import db, settings
+from support.embedded import db, provisioned, settings
 
 pytestmark = pytest.mark.slow
 
@@ -26,12 +25,8 @@ MESSAGES = 20_000
 
 @pytest.fixture(scope="module")
 def target(pg_server):
-    t = EmbeddedTarget(pg_server, prefix=PREFIX)
-    t.provision(1)
-    try:
+    with provisioned(pg_server, PREFIX) as t:
         yield t
-    finally:
-        t.close()
 
 
 def _fill(c, group, n: int) -> None:

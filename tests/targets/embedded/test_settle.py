@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from harness.targets.embedded.target import WAL_RESERVE_SEGMENTS, EmbeddedTarget
-from support.embedded import db, settings
+from harness.targets.embedded.target import WAL_RESERVE_SEGMENTS
+from support.embedded import db, provisioned, settings
 
 pytestmark = pytest.mark.slow
 
@@ -18,12 +18,8 @@ PREFIX = "ssbst"
 
 @pytest.fixture(scope="module")
 def target(pg_server):
-    t = EmbeddedTarget(pg_server, prefix=PREFIX)
-    t.provision(1)
-    try:
+    with provisioned(pg_server, PREFIX) as t:
         yield t
-    finally:
-        t.close()
 
 
 def test_settle_vacuums_reserves_wal_and_checkpoints_without_touching_durability(target):
