@@ -17,7 +17,7 @@ from harness.targets.base import SendPaths, Sender
 from harness.targets.sender import open_sender, sender_class, sender_factory
 from support import PLUGINS_DIR
 
-BUILT_IN_COLLECTORS = ["activation", "broker", "dialogs", "host", "queues", "throughput", "waits"]
+BUILT_IN_COLLECTORS = ["activation", "broker", "dialogs", "host", "locks", "queues", "stalls", "storage", "throughput", "waits"]
 
 
 @pytest.fixture
