@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -88,7 +88,14 @@ class DialogStrategy:
 class RunSettings:
     warmup_seconds: float = 10.0
     measure_seconds: float = 60.0
-    repetitions: int = 1
+    #: an integer, or ``auto``: interleaved rounds until every comparison is decided
+    #: (harness.verdicts.auto), from ``min_repetitions`` to ``max_repetitions`` within ``budget_minutes``
+    repetitions: int | str = 1
+    min_repetitions: int | None = None
+    max_repetitions: int | None = None
+    budget_minutes: float | None = None
+    #: a comparison is a gain or a loss beyond +-this percent, no difference within it
+    threshold_pct: float = 5.0
     drain_timeout_seconds: float = 120.0
     sample_interval_seconds: float = 1.0
     spawn_rate: float = 50.0  # Locust users started per second per run
@@ -108,6 +115,24 @@ class RunSettings:
     #: (every value of axes.threads must be a multiple of it)
     workers_per_initiator: int = 1
 
+    @property
+    def auto(self) -> bool:
+        return self.repetitions == AUTO
+
+    @property
+    def planned_repetitions(self) -> int:
+        """Repetitions every permutation gets: the number, or the auto minimum."""
+        return (self.min_repetitions or AUTO_MIN) if self.auto else int(self.repetitions)
+
+    @property
+    def most_repetitions(self) -> int:
+        return (self.max_repetitions or AUTO_MAX) if self.auto else int(self.repetitions)
+
+    def describe_repetitions(self) -> str:
+        budget = f" within {self.budget_minutes:g} min" if self.budget_minutes else ""
+        return (f"auto repetitions ({self.planned_repetitions} to {self.most_repetitions}{budget})" if self.auto
+                else f"{self.repetitions} repetition(s)")
+
 
 @dataclass(frozen=True)
 class BrokerSettings:
@@ -121,10 +146,16 @@ class BrokerSettings:
     high_priority_share: float = 0.0
 
 
+AUTO, AUTO_MIN, AUTO_MAX = "auto", 3, 10    # harness.verdicts.rule.MIN_REPS, DEFAULT_MAX_REPS
+AUTO_FIELDS = ("min_repetitions", "max_repetitions", "budget_minutes")   # only with repetitions: auto
 RUN_FIELDS = {
     "warmup_seconds": (float, 0, 86_400),
     "measure_seconds": (float, 0.5, 86_400),
-    "repetitions": (int, 1, 1000),
+    "repetitions": (int, 1, 1000),       # or "auto" (_run_settings)
+    "min_repetitions": (int, AUTO_MIN, 1000),
+    "max_repetitions": (int, AUTO_MIN, 1000),
+    "budget_minutes": (float, 0.1, 10_080),
+    "threshold_pct": (float, 0.0, 99.0),
     "drain_timeout_seconds": (float, 1, 86_400),
     "sample_interval_seconds": (float, 0.05, 3600),
     "spawn_rate": (float, 0.1, 100_000),
@@ -261,7 +292,7 @@ class Matrix:
             suffix = ""
             for axis in OPTIONAL_AXES:
                 if axis in values:
-                    broker = _replace(broker, **{AXIS_FIELDS.get(axis, axis): values[axis]})
+                    broker = replace(broker, **{AXIS_FIELDS.get(axis, axis): values[axis]})
                     v = values[axis]
                     suffix += f"-{AXIS_TOKENS[axis]}{v:g}" if isinstance(v, float) else f"-{AXIS_TOKENS[axis]}{v}"
             yield Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
@@ -275,7 +306,7 @@ class Matrix:
     def schedule(self) -> list[tuple[Permutation, int]]:
         """Every (permutation, repetition) in the order the run executes them (``run.order``)."""
         perms = list(self.permutations())
-        reps = range(1, self.run.repetitions + 1)
+        reps = range(1, self.run.planned_repetitions + 1)
         if self.run.order == "sequential":
             return [(p, r) for p in perms for r in reps]
         return [(p, r) for r in reps for p in perms]
@@ -324,7 +355,7 @@ class Matrix:
                 raise UserError(f"{t} threads do not split evenly over {flag} {n} worker processes "
                                 "(use a divisor of every threads value)", file=str(self.path),
                                 line=self.lines.get(f"axes.threads[{i}]"), field=f"axes.threads[{i}]")
-        self.run = _replace(self.run, workers_per_initiator=n)
+        self.run = replace(self.run, workers_per_initiator=n)
 
     def to_dict(self) -> dict[str, Any]:
         axes = {k: [v.token if isinstance(v, DialogStrategy) else
@@ -338,11 +369,6 @@ class Matrix:
 
 def _mpd_token(n: int | None) -> str:
     return f"-mpd{n}" if n else "-mpdunlimited"
-
-
-def _replace(obj, **changes):
-    from dataclasses import replace
-    return replace(obj, **changes)
 
 
 # --------------------------------------------------------------------------- loading
@@ -403,7 +429,7 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
             seen[v] = i
         axes[axis] = values
 
-    run = RunSettings(**_settings(doc, "run", RUN_FIELDS, err))
+    run = _run_settings(doc, err)
     if run.workers_per_initiator > 1:
         for i, t in enumerate(axes["threads"]):
             if t % run.workers_per_initiator:
@@ -439,6 +465,31 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
 
 def _show(v: Any) -> str:
     return v.token if isinstance(v, DialogStrategy) else "unlimited" if v is None else show(v)
+
+
+def _run_settings(doc, err) -> RunSettings:
+    """The run: section; ``repetitions`` is an integer or ``auto``, whose limits need it."""
+    section = doc.get("run")
+    if section is None or not isinstance(section.value, dict):
+        return RunSettings(**_settings(doc, "run", RUN_FIELDS, err))   # absent, empty or not a mapping
+    items = section.value
+    rep = items.get("repetitions")
+    auto = rep is not None and rep.value == AUTO
+    if rep is not None and isinstance(rep.value, str) and not auto:
+        raise err(f"must be an integer from 1 to {RUN_FIELDS['repetitions'][2]} or auto, got {show(rep.value)}",
+                  rep, "run.repetitions")
+    rest = {k: v for k, v in items.items() if not (auto and k == "repetitions")}
+    values = _settings({"run": Located(rest, section.line)}, "run", RUN_FIELDS, err)
+    for key in AUTO_FIELDS:
+        if key in values and not auto:
+            raise err("only with repetitions: auto", items[key], f"run.{key}")
+    if auto:
+        values["repetitions"] = AUTO
+        lo, hi = values.get("min_repetitions", AUTO_MIN), values.get("max_repetitions", AUTO_MAX)
+        if hi < lo:
+            where = "max_repetitions" if "max_repetitions" in values else "min_repetitions"
+            raise err(f"the maximum ({hi}) is below the minimum ({lo})", items[where], f"run.{where}")
+    return RunSettings(**values)
 
 
 def _str_field(doc, key, default, err) -> str:

@@ -172,9 +172,9 @@ def execute(args) -> tuple[int, "object"]:
             if undo:
                 undo.remove_unstarted(None)
             raise
-        print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.repetitions} repetition(s) "
+        print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.describe_repetitions()} "
               f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
-        progress = Progress(total=len(matrix) * matrix.run.repetitions)
+        progress = Progress(total=len(matrix) * matrix.run.planned_repetitions)
         if remote is not None:
             print(f"ssbench: waiting for {matrix.run.workers_per_initiator} 'ssbench worker' per initiator at "
                   f"{remote.bind_host}:{remote.port} (up to {remote.wait_seconds:g}s per repetition)", file=sys.stderr)
@@ -212,7 +212,7 @@ def execute(args) -> tuple[int, "object"]:
             target.close()
     progress.close()
     rd.finish("complete", lost)
-    print_run_table(rd.path)
+    print_run_table(rd.path, sys.stderr if getattr(args, "json", False) else None)
     print(f"ssbench: analyze with: ssbench analyze {rd.path}", file=sys.stderr)
     if lost:
         print(f"ssbench: !!! {lost} MESSAGES LOST in this run: see messages_lost in the summaries !!!",
