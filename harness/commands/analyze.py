@@ -2,8 +2,9 @@
 the Spark analysis.
 
 Reads the runs' summaries and samples (``docs/results.md``), writes Parquet and CSV tables,
-PNG plots and ``index.html`` under ``RUN_DIR/report/`` (or ``--out``) and prints the report's
-path. pyspark is imported only when the command runs, so ``ssbench --help`` stays fast.
+PNG plots, ``index.html`` and ``answer.json`` under ``RUN_DIR/report/`` (or ``--out``), prints
+the report's path and ends with the key table (``--json``: the key table as JSON, alone on
+stdout). pyspark is imported only when the command runs, so ``ssbench --help`` stays fast.
 ``-q``: the JVM's own output (its start-up warnings, Spark's log lines) goes to a temporary
 file, shown only when the analysis fails for a reason other than bad input.
 """
@@ -33,10 +34,13 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="report directory (default RUN_DIR/report; with several runs, report-<time> "
                         "beside the first)")
-    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
-                   help="gain in %% a dialog strategy must keep to count as paying (crossover; default 5)")
+    p.add_argument("--threshold", type=float, default=None, metavar="PCT",
+                   help="a comparison is a gain (loss) when its whole interval is above +PCT (below -PCT), no "
+                        "difference within +-PCT (default: each run's run.threshold_pct, else 5)")
     p.add_argument("-q", "--quiet", action="store_true",
-                   help="print only the report path (Spark's and the JVM's output is kept out)")
+                   help="print only the report path and the key table (Spark's and the JVM's output is kept out)")
+    p.add_argument("--json", action="store_true",
+                   help="print the key table as JSON (alone on stdout) instead of the path and the table")
     p.set_defaults(func=cmd_analyze)
 
 
@@ -72,20 +76,20 @@ def cmd_analyze(args) -> int:
         check_remote(remote)  # before anything is written
     else:
         check_java()  # UserError with how to get Java 17 when missing or too old (a Connect client needs none)
-    from ..analysis.job import analyze, load_issues_from
+    from ..analysis.job import analyze_result, load_issues_from
 
     if not args.quiet:
         log = lambda m: print(f"ssbench analyze: {m}", file=sys.stderr)  # noqa: E731
-        path = analyze(args.run_dirs, out=args.out, master=args.master, remote=remote,
-                       threshold_pct=args.threshold, log=log)
-        for issue in load_issues_from(path):
+        result = analyze_result(args.run_dirs, out=args.out, master=args.master, remote=remote,
+                                threshold_pct=args.threshold, log=log)
+        for issue in load_issues_from(result.index):
             print(f"ssbench analyze: warning: {issue}", file=sys.stderr)
     else:
         error: Exception | None = None
         with stderr_to_file() as captured:
             try:
-                path = analyze(args.run_dirs, out=args.out, master=args.master, remote=remote,
-                               threshold_pct=args.threshold)
+                result = analyze_result(args.run_dirs, out=args.out, master=args.master, remote=remote,
+                                        threshold_pct=args.threshold)
             except UserError:
                 raise
             except Exception as e:  # what Spark said goes with the error
@@ -94,5 +98,21 @@ def cmd_analyze(args) -> int:
             if tail:
                 print(tail, file=sys.stderr)
             raise error
-    print(path)
+    print_answer(result.answer, args.json, path=result.index)
     return 0
+
+
+def print_answer(answer, as_json: bool, path=None, stream=None) -> None:
+    """The end of ``ssbench analyze`` and ``ssbench bench``: the report's path and the key table
+    (harness.verdicts.answer), or the key table alone as JSON."""
+    import json
+
+    stream = stream or sys.stdout
+    if as_json:
+        doc = answer.to_json() if answer is not None else {"sections": []}
+        print(json.dumps(doc, indent=2), file=stream)
+        return
+    if path is not None:
+        print(path, file=stream)
+    if answer is not None:
+        answer.render(stream)

@@ -1,5 +1,6 @@
 """``ssbench bench``: what ``make bench`` runs: a matrix on the embedded target, then the
-analysis, then where everything is."""
+analysis, then where everything is and the key table (``--json``: the key table alone on
+stdout)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ def register(sub) -> None:
     p.add_argument("--results", type=Path, default=None, metavar="DIR",
                    help="results root (default: ./results)")
     p.add_argument("--no-analysis", action="store_true",
-                   help="skip the Spark analysis (print the summaries table only)")
+                   help="skip the Spark analysis (the key table is computed from the summaries)")
+    p.add_argument("--json", action="store_true",
+                   help="print the key table as JSON, alone on stdout (the repetitions' table goes to stderr)")
     from .run import add_scale_arguments
 
     add_scale_arguments(p)
@@ -32,20 +35,24 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
+    from ..verdicts.answer import run_answer
+    from .analyze import print_answer
     from .run import execute
 
     code, rd = execute(args)   # prints the repetitions' table in the matrix's order
     if code not in (0, 4):
         return code
-    report = None
+    result = None
     if not args.no_analysis:
         try:
-            from ..analysis.job import analyze
+            from ..analysis.job import analyze_result
         except ImportError:
             print("ssbench: analysis not available in this build; summaries above", file=sys.stderr)
         else:
-            report = analyze([rd.path])
-    print(f"\nresults: {rd.path}")
-    if report:
-        print(f"report:  {report}")
+            result = analyze_result([rd.path])
+    out = sys.stderr if args.json else sys.stdout
+    print(f"\nresults: {rd.path}", file=out)
+    if result is not None:
+        print(f"report:  {result.index}", file=out)
+    print_answer(result.answer if result is not None else run_answer(rd.path), args.json)
     return code
