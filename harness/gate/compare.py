@@ -30,6 +30,10 @@ PROVENANCE_FIELDS = (
 )
 
 
+#: how many repetitions a run made and how it judged them: expected to differ between two runs
+REPETITION_SETTINGS = ("repetitions", "min_repetitions", "max_repetitions", "budget_minutes", "threshold_pct")
+
+
 def provenance_differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
     """Human-readable differences in the provenance of two run.json documents that make a
     stored-baseline comparison suspect: host, target, software versions, and the matrix's run
@@ -55,7 +59,7 @@ def provenance_differences(baseline: Mapping[str, Any], candidate: Mapping[str, 
         ra, rb = a.get(key), b.get(key)
         if isinstance(ra, dict) and isinstance(rb, dict):
             for sub in sorted(set(ra) | set(rb)):
-                if key == "run" and sub == "repetitions":
+                if key == "run" and sub in REPETITION_SETTINGS:
                     continue
                 diff(f"matrix.{key}.{sub}", ra.get(sub), rb.get(sub))
         else:
@@ -92,6 +96,10 @@ def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings =
             if cb:
                 notes.append(f"{p}: {side} repetition(s) {', '.join(map(str, cb))} were client-bound: "
                              "the load generator, not the broker, limited throughput")
+            out = data.kept_out()
+            if out:
+                notes.append(f"{p}: {side} repetition(s) {', '.join(str(r.repetition) for r in out)} kept out of the "
+                             f"comparison ({', '.join(sorted({r.status for r in out}))})")
             idle = [r.repetition for r in data.reps if r.status == "users_idle"]
             if idle:
                 notes.append(f"{p}: {side} repetition(s) {', '.join(map(str, idle))} had Locust users "
