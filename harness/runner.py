@@ -23,7 +23,7 @@ from .repetition import Interrupted, Repetition
 from .results import RepetitionSummary, RunDir, utc_now_iso, write_atomic
 from .targets.base import Target
 from .verdicts import Rule, rows_from_summaries
-from .verdicts.answer import key_row, stop_words
+from .verdicts.answer import key_row, stop_words, threads_text
 from .verdicts.auto import STOP_BUDGET, STOP_DECIDED, STOP_NONE, RoundPlan, plan_round, round_fits
 
 __all__ = ["Interrupted", "Progress", "Runner", "resolve_profile", "start_run"]
@@ -137,7 +137,7 @@ class Runner:
         self.progress.line(f"auto repetitions: {record['decided']} of {record['comparisons']} comparison(s) decided "
                            f"after {record['rounds']} round(s), {spent / 60:.1f} min of repetitions: {why}")
         for r in rows:
-            self.progress.line(f"  inconclusive: {r['comparison_text']} at {r['total_threads']} threads: "
+            self.progress.line(f"  inconclusive: {r['comparison_text']} at {threads_text(r['total_threads'])}: "
                                f"{r['gain_text']} at {r['reps_text']} repetitions: {r['reason']}")
 
     def _report(self, perm: Permutation, rep: int, s: RepetitionSummary) -> None:

@@ -142,13 +142,18 @@ def pct_interval(v: float | None, lo: float | None, hi: float | None) -> str:
     return f"{v:+.1f} % " + (f"[{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else "[no interval]")
 
 
+def threads_text(n: Any) -> str:
+    return f"{n} thread" if n == 1 else f"{n} threads"
+
+
 def stop_words(auto: Mapping[str, Any] | None) -> str:
     """Why an auto run stopped adding rounds, in words ("" when it did not say)."""
     if not isinstance(auto, Mapping):
         return ""
     stopped, rounds = auto.get("stopped"), auto.get("rounds")
     if stopped == "budget":
-        return f"the time budget ({(auto.get('budget_seconds') or 0) / 60:g} min) was spent after round {rounds}"
+        return (f"the time budget ({(auto.get('budget_seconds') or 0) / 60:g} min) left no room for round "
+                f"{(rounds or 0) + 1}")
     if stopped == "max":
         return f"the maximum of {rounds} repetitions was reached"
     return ""
@@ -212,7 +217,7 @@ def key_section(judged: Iterable[Judged], autos: Mapping[str, Mapping[str, Any]]
                      "(docs/statistics.md). pays from: total threads from which every verdict is gain.")
     for r in rows:
         if r["verdict"] == INCONCLUSIVE:
-            where = f"{r['comparison_text']} at {r['total_threads']} threads" + (
+            where = f"{r['comparison_text']} at {threads_text(r['total_threads'])}" + (
                 f" ({r['context']})" if r.get("context") else "")
             notes.append(f"inconclusive: {where}: {r['reason']}")
     decided = sum(1 for r in rows if r["verdict"] != INCONCLUSIVE)

@@ -40,6 +40,8 @@ DEFAULT_MAX_REPS = 10
 DEFAULT_THRESHOLD_PCT = 5.0
 #: the largest repetition count a side the "needs about N" estimate looks for
 NEEDED_LIMIT = 1000
+#: a gain within this (log scale, about 1 %) of a threshold "sits on it"
+ON_THRESHOLD = math.log(1.01)
 
 GAIN, LOSS, NO_DIFFERENCE, INCONCLUSIVE = "gain", "loss", "no difference", "inconclusive"
 VERDICTS = (GAIN, LOSS, NO_DIFFERENCE, INCONCLUSIVE)
@@ -181,7 +183,7 @@ def _gap(d: float, threshold_pct: float) -> float:
 def needed_reps(var_t: float, var_b: float, d: float, rule: Rule, start: int) -> int | None:
     """The smallest equal number of repetitions a side (from ``start``) whose interval at the
     rule's look level, at these variances and this estimate, would decide; None beyond
-    :data:`NEEDED_LIMIT` (the estimate sits on a threshold: more repetitions help little)."""
+    :data:`NEEDED_LIMIT` or when the estimate sits on a threshold."""
     gap = _gap(d, rule.threshold_pct)
     if gap <= 0.0:
         return None
@@ -210,9 +212,12 @@ def _look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int) ->
         return out
     need = needed_reps(vt, vb, d, rule, max(nt, nb) + 1)
     sd = f"s.d. {_pct(math.sqrt(vt)):.1f} % and {_pct(math.sqrt(vb)):.1f} % per repetition"
-    if need is None:
+    if need is None and _gap(d, rule.threshold_pct) < ON_THRESHOLD:
         why = (f"the gain {_pct(d):+.1f} % sits on the +-{rule.threshold_pct:g} % threshold ({sd}): "
                "more repetitions would help little")
+    elif need is None:
+        why = (f"the interval [{lo:+.1f}, {hi:+.1f}] % straddles a threshold; at this spread ({sd}) more "
+               f"than {NEEDED_LIMIT} repetitions a side would be needed")
     else:
         why = (f"the interval [{lo:+.1f}, {hi:+.1f}] % straddles a threshold; at this spread ({sd}) "
                f"about {need} repetitions a side would decide")

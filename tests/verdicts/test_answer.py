@@ -39,8 +39,8 @@ def test_one_row_per_comparison_with_its_answer():
     assert t8["gain_text"].startswith("+50.") and t8["confidence"] == Rule(max_reps=5).look_confidence
     assert key.rows[3]["kept_out"] == 1 and key.title == "Key results: 3 of 4 comparisons decided"
     (why,) = [n for n in key.notes if n.startswith("inconclusive")]
-    assert why.startswith("inconclusive: trick150 vs per_thread at 1 threads: the interval [")
-    assert "straddles a threshold" in why and "the time budget (8 min) was spent after round 5" in why
+    assert why.startswith("inconclusive: trick150 vs per_thread at 1 thread: the interval [")
+    assert "straddles a threshold" in why and "the time budget (8 min) left no room for round 6" in why
 
 
 def test_text_and_json():

@@ -121,8 +121,11 @@ def test_an_undecided_comparison_says_how_many_repetitions_would_decide():
     assert many.verdict == NO_DIFFERENCE
     # an estimate on the threshold itself: more repetitions help little
     assert needed_reps(0.01, 0.01, math.log(1.10), rule, 3) is None
-    o = judge(reps(110.0, 120.0, 101.0), reps(100.0, 100.0, 100.0), rule)
-    assert o.verdict == INCONCLUSIVE and o.reason
+    o = judge(reps(110.0, 100.0, 120.0, 110.0), reps(100.0, 100.0, 100.0, 100.0), rule)
+    assert o.verdict == INCONCLUSIVE and "sits on the +-10 % threshold" in o.reason
+    # a huge spread: more than the limit, said as such (not "on the threshold")
+    o = judge(reps(100.0, 400.0, 30.0), reps(100.0, 101.0, 99.0), rule)
+    assert "more than 1000 repetitions a side would be needed" in o.reason
 
 
 def test_a_threshold_override_replaces_the_runs():
