@@ -93,7 +93,7 @@ class Runner:
         spent, timed = float(clock.get("spent_seconds") or 0.0), int(clock.get("timed_repetitions") or 0)
         plan: RoundPlan | None = None
         for rnd in range(1, (rule.max_reps or rule.min_reps) + 2):
-            plan = plan_round(rnd, list(perms), rows_from_summaries(rd.summaries(), rd.run_id), rule)
+            plan = plan_round(rnd, list(perms), rows_from_summaries(rd.readable_summaries(), rd.run_id), rule)
             if plan.stop:
                 break
             todo = [pid for pid in plan.perm_ids if not rd.is_complete(pid, rnd)]

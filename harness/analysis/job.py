@@ -203,13 +203,7 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float |
     intervals = C.rate_intervals(perms, synthetic_runs)
     perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(intervals, C.INTERVAL_SCHEMA), C.INTERVAL_SCHEMA),
                              ["run_id", "perm_id"], "left")
-    rules = {r.run_id: Rule.of_run((r.meta.get("matrix") or {}).get("run"), threshold_pct) for r in disc.runs}
-    judged = judge_all(perms, rules, Rule().with_threshold(threshold_pct))
-    gains = _sorted(C.dialog_gains(judged), "dialog_gains")
-    cross = _sorted(C.crossover(gains), "crossover")
-    tech = techniques.technique_gains(judged)
-    answer = key_answer(judged, [r.run_id for r in disc.runs], {r.run_id: r.meta.get("auto") for r in disc.runs},
-                        report=str(out_dir / "index.html"))
+    rules, gains, cross, tech, answer = judge_runs(disc, perms, threshold_pct, out_dir / "index.html")
     tech_df = spark.createDataFrame(C.as_tuples(tech, techniques.TECHNIQUE_SCHEMA), techniques.TECHNIQUE_SCHEMA)
     gains_df = spark.createDataFrame(C.as_tuples(gains, C.GAINS_SCHEMA), C.GAINS_SCHEMA)
     cross_df = spark.createDataFrame(C.as_tuples(cross, C.CROSSOVER_SCHEMA), C.CROSSOVER_SCHEMA)
@@ -258,6 +252,20 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float |
     return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,
                           plots=all_plots, issues=list(disc.issues), seconds=time.monotonic() - t0,
                           notes_html=notes, answer=answer)
+
+
+def judge_runs(disc: discovery.Discovery, perms: list[dict[str, Any]], threshold_pct: float | None, index: Path):
+    """Every comparison of the runs judged under its run's rule (harness.verdicts): the rules
+    by run, the dialog_gains, crossover and technique_gains rows, and the key answer."""
+    from harness.analysis import comparisons as C
+
+    rules = {r.run_id: Rule.of_run((r.meta.get("matrix") or {}).get("run"), threshold_pct) for r in disc.runs}
+    judged = judge_all(perms, rules, Rule().with_threshold(threshold_pct))
+    gains = _sorted(C.dialog_gains(judged), "dialog_gains")
+    cross = _sorted(C.crossover(gains), "crossover")
+    answer = key_answer(judged, [r.run_id for r in disc.runs], {r.run_id: r.meta.get("auto") for r in disc.runs},
+                        report=str(index))
+    return rules, gains, cross, techniques.technique_gains(judged), answer
 
 
 def _sorted(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:

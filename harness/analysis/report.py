@@ -250,10 +250,14 @@ def verdict_words(gains: list[dict]) -> str:
             whose = "its verdict is" if len(gains) == 1 else "every verdict is"
         else:
             every, whose = f"{len(few)} of {len(gains)} comparisons rest", "their verdicts are"
+        kept = [g for g in few if g.get("kept_out")]
+        advice = (f"{sum(g['kept_out'] for g in kept)} of their repetitions were kept out of verdicts (a noisy "
+                  "host: other processes' CPU, see the permutations' statuses); rerun on a quieter machine"
+                  if kept else f"Run the matrix with <code>repetitions: auto</code> or "
+                               f"<code>repetitions: {MIN_REPS}</code> or more")
         parts.append(f"<p class='issues'><b>{every} on fewer than {MIN_REPS} repetitions on a side, so "
                      f"{whose} inconclusive</b> whatever the medians say: "
-                     f"one or two repetitions cannot tell an effect from noise. Run the matrix with "
-                     f"<code>repetitions: auto</code> or <code>repetitions: {MIN_REPS}</code> or more.</p>")
+                     f"one or two repetitions cannot tell an effect from noise. {advice}.</p>")
     return "\n".join(parts)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import UserError
-from .method import METRICS, GateSettings
+from .method import INCONCLUSIVE, METRICS, NO_DATA, GateSettings
 from .report import GateReport
 from .rundata import RunData
 from .verdict import check_integrity, compare_samples
@@ -68,6 +68,21 @@ def provenance_differences(baseline: Mapping[str, Any], candidate: Mapping[str, 
 
 
 
+def _kept_out_is_inconclusive(rows, baseline: RunData, candidate: RunData) -> None:
+    """A row without data because a side's repetitions were all kept out of verdicts is
+    ``inconclusive``, not ``no-data``: there was data, none of it could be trusted."""
+    for row in rows:
+        if row.verdict != NO_DATA:
+            continue
+        empty = [(side, data.perms[row.permutation]) for side, data, n in
+                 (("baseline", baseline, row.n_baseline), ("candidate", candidate, row.n_candidate)) if n == 0]
+        out = [(side, perm.kept_out()) for side, perm in empty if perm.kept_out()]
+        if out:
+            row.verdict = INCONCLUSIVE
+            row.reason = "; ".join(f"every {side} repetition kept out of verdicts "
+                                   f"({', '.join(sorted({r.status for r in reps}))})" for side, reps in out)
+
+
 def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings = GateSettings(),
                  *, check_provenance: bool = True) -> GateReport:
     """Compare two loaded runs; UserError when they have no permutation in common."""
@@ -85,6 +100,7 @@ def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings =
     b_samples = {p: {m.name: baseline.perms[p].samples(m.name) for m in METRICS} for p in common}
     c_samples = {p: {m.name: candidate.perms[p].samples(m.name) for m in METRICS} for p in common}
     rows = compare_samples(b_samples, c_samples, settings)
+    _kept_out_is_inconclusive(rows, baseline, candidate)
     integrity = [check_integrity(p, baseline.perms[p], candidate.perms[p]) for p in common]
     for p in common:
         b, c = baseline.perms[p], candidate.perms[p]

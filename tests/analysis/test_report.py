@@ -56,3 +56,7 @@ def test_verdict_words_count_the_comparisons_with_too_few_repetitions():
     assert "fewer than 3 repetitions on a side" not in verdict_words(gains[:1])
     assert "Every comparison rests" in verdict_words(gains[1:])
     assert "above +10 %" in verdict_words(gains)      # the runs' own threshold
+    assert "repetitions: auto" in verdict_words(gains)
+    # fewer because a noisy host's repetitions were kept out: said so
+    noisy = [dict(g, kept_out=3) for g in gains[1:]]
+    assert "6 of their repetitions were kept out of verdicts" in verdict_words(noisy)

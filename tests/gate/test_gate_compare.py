@@ -291,10 +291,19 @@ def test_note_for_users_that_were_not_sending(tmp_path):
     assert "candidate repetition(s) 4 had Locust users that were not sending" in text
 
 
-def test_auto_runs_with_different_repetitions_per_permutation(tmp_path):
+@pytest.fixture
+def noisy_kept_out(monkeypatch):
+    """``noisy_host`` kept out of verdicts, as a status added to KEPT_OUT_OF_VERDICTS would be."""
+    from harness.results import model
+
+    monkeypatch.setattr(model, "KEPT_OUT_OF_VERDICTS", frozenset({"noisy_host"}))
+
+
+def test_auto_runs_with_different_repetitions_per_permutation(tmp_path, noisy_kept_out):
     """An auto run gives its permutations different numbers of repetitions (its undecided
-    comparisons got more rounds), and keeps noisy ones out: the gate compares what counts, says
-    what it left out, and does not take the repetition settings for a provenance difference."""
+    comparisons got more rounds), and keeps some out of verdicts: the gate compares what counts,
+    says what it left out, and does not take the repetition settings for a provenance
+    difference. A side left with nothing that counts is inconclusive, not no-data."""
     base = write_run(tmp_path / "b", {PERM: reps_of([3000, 3010, 2990, 3005, 2995, 3002]),
                                       PERM2: reps_of([3000, 3010, 2990])})
     cand = write_run(tmp_path / "c", {PERM: reps_of([2700, 2710, 2690, 2705]) + reps_of([9000], status="noisy_host"),
@@ -312,6 +321,10 @@ def test_auto_runs_with_different_repetitions_per_permutation(tmp_path):
     assert (other.n_baseline, other.n_candidate) == (3, 5) and other.verdict == INCONCLUSIVE
     assert any("candidate repetition(s) 5 kept out of the comparison (noisy_host)" in n for n in rep.notes)
     assert rep.provenance_warnings == []
+    noisy = write_run(tmp_path / "n", {PERM: reps_of([2000] * 4, status="noisy_host")})
+    rows = compare_runs(load_run(base), load_run(noisy)).rows
+    assert {r.verdict for r in rows} == {INCONCLUSIVE}
+    assert rows[0].reason == "every candidate repetition kept out of verdicts (noisy_host)"
 
 
 # --------------------------------------------------------------------------- files and provenance

@@ -28,7 +28,7 @@ def judged(rule=Rule(threshold_pct=5.0, min_reps=3, max_reps=5)):
     return judge_all(rows, default=rule)
 
 
-def test_one_row_per_comparison_with_its_answer():
+def test_one_row_per_comparison_with_its_answer(noisy_kept_out):
     auto = {"rounds": 5, "stopped": "budget", "budget_seconds": 480.0}
     answer = key_answer(judged(), ["r"], {"r": auto})
     key = answer.section(KEY)
@@ -43,7 +43,7 @@ def test_one_row_per_comparison_with_its_answer():
     assert "straddles a threshold" in why and "the time budget (8 min) left no room for round 6" in why
 
 
-def test_text_and_json():
+def test_text_and_json(noisy_kept_out):
     answer = key_answer(judged(), ["r"], report="/x/index.html")
     out = io.StringIO()
     answer.render(out)
@@ -57,7 +57,7 @@ def test_text_and_json():
     assert doc["sections"][0]["rows"][1]["verdict"] == "gain"
 
 
-def test_other_parts_append_sections_and_the_answer_is_read_back(tmp_path):
+def test_other_parts_append_sections_and_the_answer_is_read_back(tmp_path, noisy_kept_out):
     answer = key_answer(judged(), ["r"])
     answer.add(Section("diagnosis", "What limits throughput", [Column("perm_id", "permutation"),
                                                                Column("limit", "limit")],

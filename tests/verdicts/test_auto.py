@@ -106,7 +106,7 @@ def test_stops():
     assert plan.stop == STOP_DECIDED and plan.perm_ids == []
 
 
-def test_repetitions_kept_out_make_the_round_count_less():
+def test_repetitions_kept_out_make_the_round_count_less(noisy_kept_out):
     rs = rows()
     for rnd in (1, 2, 3):
         for pid in IDS:

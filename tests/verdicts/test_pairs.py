@@ -45,8 +45,15 @@ def test_technique_axes_pair_each_value_with_its_baseline():
                    ("fire_and_forget", "true", "false", "ff", "one", "messages_per_dialog=1")]
 
 
-def test_repetitions_kept_out_of_verdicts_do_not_count():
-    assert KEPT_OUT_OF_VERDICTS == {"noisy_host"} and not counts_in_verdicts("noisy_host")
+def test_every_status_counts_today():
+    assert KEPT_OUT_OF_VERDICTS == frozenset()
+    assert all(counts_in_verdicts(s) for s in ("ok", "noisy_host", "client_bound", "users_idle", None))
+    r = row("a", "per_thread", 1, [100.0, 50.0], ["ok", "noisy_host"])
+    assert samples(r, RECEIVE_RATE) == [(1, 100.0), (2, 50.0)] and kept_out(r) == []
+
+
+def test_repetitions_kept_out_of_verdicts_do_not_count(noisy_kept_out):
+    assert not counts_in_verdicts("noisy_host")
     assert counts_in_verdicts("ok") and counts_in_verdicts("client_bound") and counts_in_verdicts(None)
     r = row("a", "per_thread", 1, [100.0, 50.0, 101.0, 99.0], ["ok", "noisy_host", "ok", "ok"])
     assert samples(r, RECEIVE_RATE) == [(1, 100.0), (3, 101.0), (4, 99.0)]
