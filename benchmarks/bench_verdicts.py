@@ -1,12 +1,14 @@
 """Several runs' key tables side by side: do repeated `make bench` runs give the same verdicts?
 
-    PYTHONPATH=. python benchmarks/bench_verdicts.py results/<run-1> results/<run-2> results/<run-3>
+    PYTHONPATH=. python benchmarks/bench_verdicts.py [--former] results/<run-1> results/<run-2> ...
 
 For each run: its key table (the report's ``answer.json`` when the run was analysed, else the
 same table computed from the summaries, :func:`harness.verdicts.answer.run_answer`), how long its
 repetitions took (run.json's ``auto.spent_seconds``, or its start and end) and how many of its
 repetitions were kept out of verdicts. Prints one Markdown row per comparison with every run's
 gain, interval, verdict and repetitions, then whether the verdicts agree; the last line is JSON.
+``--former``: also the verdict the former fixed rule (bootstrap of the medians' ratio, 95 %, +-5 %,
+benchmarks/stopping_rule.py's ``former_rule``) gives on the same repetitions.
 """
 
 from __future__ import annotations
@@ -30,7 +32,25 @@ def minutes(record: dict) -> float | None:
     return (b - a).total_seconds() / 60
 
 
-def main(paths: list[str]) -> int:
+def former(p: str, key: tuple) -> str:
+    from stopping_rule import former_rule
+
+    rows = {(j["comparison"], j["total_threads"]): j for j in run_answer(p).section(KEY).rows}
+    r = rows.get(key)
+    if r is None:
+        return "–"
+    summaries = RunReader(p).readable_summaries()
+    values = {pid: [s.receive_rate for s in summaries if s.permutation_id == pid]
+              for pid in (r["perm_id"], r["baseline_perm_id"])}
+    if min(len(v) for v in values.values()) < 3:
+        return "inconclusive (fewer than 3)"
+    g, lo, hi, v = former_rule(values[r["perm_id"]], values[r["baseline_perm_id"]], 5.0)
+    return f"{g:+.1f} % [{lo:+.1f}, {hi:+.1f}] {v}"
+
+
+def main(argv: list[str]) -> int:
+    with_former = "--former" in argv
+    paths = [a for a in argv if a != "--former"]
     runs = []
     for p in paths:
         answer = read_answer(Path(p) / "report") or run_answer(p)
@@ -47,6 +67,8 @@ def main(paths: list[str]) -> int:
         print(f"| {key[0]} | {key[1]} | " + " | ".join(
             f"{c['gain_text']} **{c['verdict']}** ({c['reps_text']})" if c else "–" for c in cells)
             + f" | {'yes' if len(verdicts) == 1 else 'NO'} |")
+        if with_former:
+            print(f"| (former rule) | {key[1]} | " + " | ".join(former(p, key) for p in paths) + " | |")
         out["comparisons"].append({"comparison": key[0], "threads": key[1],
                                    "verdicts": [c["verdict"] if c else None for c in cells]})
     for name, rows, record in runs:
