@@ -21,7 +21,9 @@ def register(sub) -> None:
     p = sub.add_parser(
         "analyze", help="analyze run directories with Spark: tables, plots and an HTML report",
         description="Analyze one or more run directories with Spark (local by default) into Parquet/CSV "
-                    "tables, PNG plots (the whitepaper's Figures 2-5 and more) and index.html. Needs Java 17+. "
+                    "tables, PNG plots (the whitepaper's Figures 2-5 and more), index.html and answer.json, and end "
+                    "with the key table (every comparison's gain, interval, verdict, 'pays from', repetitions "
+                    "used; --json for scripts). Needs Java 17+. "
                     "On a cluster the run and report directories must be at the same path on every node "
                     "(docs/analysis-cluster.md).")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run directory, e.g. results/<run-id>")
