@@ -34,6 +34,20 @@ LATENCY_SCHEMA = "ssbench.latency/1"
 #: repetition statuses, in precedence order: the first that applies is the repetition's status
 STATUSES = ("lost", "undelivered", "queue_disabled", "errors", "users_idle", "behind", "client_bound", "noisy_host",
             "ok")
+#: repetition statuses whose numbers are kept out of verdicts: shown in every table, but not
+#: counted by the comparisons (harness.verdicts), the auto-repetition loop (harness.runner, which
+#: runs more rounds instead) or the regression gate. None today: ``noisy_host`` is shown and
+#: counted, as it always was (interleaved, other processes' load falls on every permutation and
+#: widens the intervals; kept out, a busy host would get no answer at all: docs/statistics.md).
+KEPT_OUT_OF_VERDICTS: frozenset[str] = frozenset()
+
+
+def counts_in_verdicts(status: str | None) -> bool:
+    """Whether a repetition with this status counts in verdicts (the one predicate: every
+    consumer asks it, so a new status is kept out by adding it to :data:`KEPT_OUT_OF_VERDICTS`)."""
+    return status not in KEPT_OUT_OF_VERDICTS
+
+
 #: run statuses (run.json)
 RUN_STATUSES = ("running", "complete", "interrupted", "failed")
 
@@ -428,6 +442,9 @@ class RunRecord(Document):
     resumed: str | None = field(default=None, metadata={"omit_none": True})
     error: str | None = field(default=None, metadata={"omit_none": True})
     web: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
+    #: ``run.repetitions: auto``: rounds run, time spent, why the rounds stopped, the
+    #: comparisons left undecided (harness.runner.Runner.run_auto)
+    auto: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
