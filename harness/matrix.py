@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .dialogstrategy import DialogStrategy
 from .errors import UserError, show
+from .runsettings import AUTO, AUTO_FIELDS, AUTO_MAX, AUTO_MIN, RUN_FIELDS, RUN_ORDERS, RunSettings  # noqa: F401
+from .runsettings import run_settings, settings
 from .yamlsrc import Located, load_located, unwrap
 
 MAX_PAYLOAD_BYTES = 2 ** 31 - 1  # SQL Server's varbinary(max) limit: 2 GB - 1
@@ -26,35 +28,8 @@ SERVER_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 
 
 # --------------------------------------------------------------------------- settings
-# (dialog strategies: harness.dialogstrategy, re-exported here)
-
-@dataclass(frozen=True)
-class RunSettings:
-    warmup_seconds: float = 10.0
-    measure_seconds: float = 60.0
-    repetitions: int = 1
-    drain_timeout_seconds: float = 120.0
-    sample_interval_seconds: float = 1.0
-    spawn_rate: float = 50.0  # Locust users started per second per run
-    #: ``interleaved``: repetition 1 of every permutation, then repetition 2 of every
-    #: permutation, ... (A B A B: drift hits every permutation alike); ``sequential``: every
-    #: repetition of a permutation before the next (A A B B)
-    order: str = "interleaved"
-    #: pin the database server and the load generator to separate CPUs (where the host allows)
-    pin_cpus: bool = False
-    #: open loop (a ``rate`` axis): a repetition whose achieved SEND rate falls short of the
-    #: offered one by more than this fraction is flagged ``behind``
-    rate_tolerance: float = 0.05
-    #: backlog drain (docs/matrices.md): > 0 fills the target queue with this many messages
-    #: with activation off, then turns activation on and measures the drain
-    backlog_messages: int = 0
-    #: Locust worker processes per initiator; its threads split over them as evenly as possible
-    #: (5 over 2: 3 + 2), and an initiator gets no more processes than threads
-    workers_per_initiator: int = 1
-    #: the SEND path (harness.load.spec.SEND_MODES): ``auto`` (gevent's hub for a sender that
-    #: can pump, an OS thread per user otherwise) or ``thread`` (an OS thread per user always)
-    send_mode: str = "auto"
-
+# (dialog strategies: harness.dialogstrategy, and the run: settings: harness.runsettings,
+# re-exported here)
 
 @dataclass(frozen=True)
 class BrokerSettings:
@@ -68,21 +43,6 @@ class BrokerSettings:
     high_priority_share: float = 0.0
 
 
-RUN_FIELDS = {
-    "warmup_seconds": (float, 0, 86_400),
-    "measure_seconds": (float, 0.5, 86_400),
-    "repetitions": (int, 1, 1000),
-    "drain_timeout_seconds": (float, 1, 86_400),
-    "sample_interval_seconds": (float, 0.05, 3600),
-    "spawn_rate": (float, 0.1, 100_000),
-    "order": (str, ("interleaved", "sequential"), None),
-    "pin_cpus": (bool, None, None),
-    "rate_tolerance": (float, 0.0, 1.0),
-    "backlog_messages": (int, 0, 100_000_000),
-    "workers_per_initiator": (int, 1, 64),
-    "send_mode": (str, ("auto", "thread"), None),
-}
-RUN_ORDERS = ("interleaved", "sequential")
 BROKER_FIELDS = {
     "max_queue_readers": (int, 1, 32_767),
     "receive_top": (int, 1, 1_000_000),
@@ -224,7 +184,7 @@ class Matrix:
             suffix = ""
             for axis in OPTIONAL_AXES:
                 if axis in values:
-                    broker = _replace(broker, **{AXIS_FIELDS.get(axis, axis): values[axis]})
+                    broker = replace(broker, **{AXIS_FIELDS.get(axis, axis): values[axis]})
                     v = values[axis]
                     suffix += f"-{AXIS_TOKENS[axis]}{v:g}" if isinstance(v, float) else f"-{AXIS_TOKENS[axis]}{v}"
             yield Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
@@ -238,7 +198,7 @@ class Matrix:
     def schedule(self) -> list[tuple[Permutation, int]]:
         """Every (permutation, repetition) in the order the run executes them (``run.order``)."""
         perms = list(self.permutations())
-        reps = range(1, self.run.repetitions + 1)
+        reps = range(1, self.run.planned_repetitions + 1)
         if self.run.order == "sequential":
             return [(p, r) for p in perms for r in reps]
         return [(p, r) for r in reps for p in perms]
@@ -296,13 +256,13 @@ class Matrix:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= RUN_FIELDS["workers_per_initiator"][2]:
             raise UserError(f"must be an integer between 1 and {RUN_FIELDS['workers_per_initiator'][2]}, got {n!r}",
                             field=flag)
-        self.run = _replace(self.run, workers_per_initiator=n)
+        self.run = replace(self.run, workers_per_initiator=n)
 
     def set_send_mode(self, mode: str, flag: str = "$SSBENCH_SEND_MODE") -> None:
         """Override ``run.send_mode`` (the environment's ``SSBENCH_SEND_MODE``)."""
         if mode not in RUN_FIELDS["send_mode"][1]:
             raise UserError(f"expected one of {', '.join(RUN_FIELDS['send_mode'][1])}, got {show(mode)}", field=flag)
-        self.run = _replace(self.run, send_mode=mode)
+        self.run = replace(self.run, send_mode=mode)
 
     def to_dict(self) -> dict[str, Any]:
         def plain(axes: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -318,11 +278,6 @@ class Matrix:
 
 def _mpd_token(n: int | None) -> str:
     return f"-mpd{n}" if n else "-mpdunlimited"
-
-
-def _replace(obj, **changes):
-    from dataclasses import replace
-    return replace(obj, **changes)
 
 
 # --------------------------------------------------------------------------- loading
@@ -360,8 +315,8 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
     axes = _axes(axes_loc, "axes", ALL_AXES, REQUIRED_AXES, err, lines)
     blocks = _blocks(doc.get("blocks"), axes, err, lines)
 
-    run = RunSettings(**_settings(doc, "run", RUN_FIELDS, err))
-    broker = BrokerSettings(**_settings(doc, "broker", BROKER_FIELDS, err))
+    run = run_settings(doc, err)
+    broker = BrokerSettings(**settings(doc, "broker", BROKER_FIELDS, err))
     for section in ("run", "broker"):
         if section in doc and isinstance(doc[section].value, dict):
             lines.update({f"{section}.{k}": item.line for k, item in doc[section].value.items()})
@@ -447,7 +402,7 @@ def _check_blocks_distinct(m: Matrix, loc: Located | None, err) -> None:
     """No permutation of a block repeats one of an earlier block (the same values, the same id)."""
     seen: dict[str, int] = {}
     for k, (_where, axes) in enumerate(m.block_axes() if m.blocks else []):
-        for perm in _replace(m, axes=axes, blocks=[]).permutations():
+        for perm in replace(m, axes=axes, blocks=[]).permutations():
             if seen.setdefault(perm.id, k) != k:
                 raise err(f"permutation {perm.id} is also in blocks[{seen[perm.id]}]: a block must add "
                           "permutations of its own", loc.value[k], f"blocks[{k}]")
@@ -524,37 +479,3 @@ def _axis_value(axis: str, item: Located, err) -> Any:
         if not lo <= v <= hi:
             raise err(f"must be between {lo} and {hi}, got {v}")
     return v
-
-
-def _settings(doc, section: str, spec: dict, err) -> dict[str, Any]:
-    if section not in doc:
-        return {}
-    loc = doc[section]
-    if loc.value is None:
-        return {}
-    if not isinstance(loc.value, dict):
-        raise err("must be a mapping", loc, section)
-    out = {}
-    for key, item in loc.value.items():
-        fld = f"{section}.{key}"
-        if key not in spec:
-            raise err(f"unknown key (expected one of {', '.join(spec)})", item, fld)
-        kind, lo, hi = spec[key]
-        v = item.value
-        if kind is str:
-            if v not in lo:
-                raise err(f"must be one of {', '.join(lo)}, got {show(v)}", item, fld)
-            out[key] = v
-            continue
-        if kind is bool:
-            if not isinstance(v, bool):
-                raise err(f"must be true or false, got {show(v)}", item, fld)
-            out[key] = v
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
-            raise err(f"must be {'an integer' if kind is int else 'a number'}, got {type(v).__name__} {show(v)}",
-                      item, fld)
-        if not lo <= v <= hi:
-            raise err(f"must be between {lo} and {hi}, got {v}", item, fld)
-        out[key] = kind(v)
-    return out

@@ -13,9 +13,10 @@ Entry points:
 Modules: ``spark`` (session), ``schemas`` (explicit StructTypes, checked against the results
 model by a test), ``discovery`` (finding and reading runs through harness.results.RunReader,
 problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``uncertainty``
-(bootstrap intervals and verdicts, numpy), ``comparisons`` (gains, crossovers and intervals on
-the driver), ``techniques`` (each technique axis against its baseline on the metric it moves,
-or "not exercised"), ``techniques_report`` (their report section and terminal table),
+(bootstrap intervals of the throughput points, numpy), ``comparisons`` (gains, crossovers and
+intervals on the driver, judged by harness.verdicts), ``techniques`` (each technique axis
+against its baseline on every metric it moves, or "not exercised", judged by harness.verdicts),
+``techniques_report`` (their report section; the terminal's answer is the key table),
 ``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view and technique figures),
 ``report`` (index.html), ``job`` (orchestration). Synthetic runs (marked SYNTHETIC) are written
 by tests/support/synth.py, test data outside the package.

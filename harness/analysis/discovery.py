@@ -193,14 +193,19 @@ def read_summaries(spark, disc: Discovery):
     raw = src.select("run_id", "perm_id", "rep", "file",
                      F.from_json("text", with_corrupt(SUMMARY),
                                  {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}).alias("s"))
+    flat = raw.select("run_id", "perm_id", "rep", "file", *_summary_columns(F, CORRUPT)).localCheckpoint()
+    return _without_bad_summaries(F, flat, disc)
 
+
+def _summary_columns(F, corrupt: str) -> list:
+    """The repetitions table's columns, from a parsed summary ``s``."""
     def c(name: str):
         return F.col(f"s.{name}")
 
+    CORRUPT = corrupt
     p, lat_s, lat_e, w, tgt = (c("permutation"), c("send_latency_ms"), c("e2e_latency_ms"), c("window"),
                                c("target"))
-    flat = raw.select(
-        "run_id", "perm_id", "rep", "file",
+    return [
         (c(CORRUPT).isNotNull() | (c("schema").isNull() & c("permutation_id").isNull())).alias("_bad"),
         c("schema").alias("_schema"),
         c("permutation_id").alias("summary_perm_id"),
@@ -238,7 +243,12 @@ def read_summaries(spark, disc: Discovery):
         c("e2e_latency_normal_ms")["p99"].alias("e2e_normal_p99_ms"),
         # harness.results.counts_in_verdicts, as a column: a disturbed repetition counts in no verdict
         F.coalesce(c("status").isin(list(DISTURBED_STATUSES)), F.lit(False)).alias("disturbed"),
-    ).localCheckpoint()
+    ]
+
+
+def _without_bad_summaries(F, flat, disc: Discovery):
+    """``flat`` without the repetitions whose summary is damaged, of another schema version or
+    missing a required field; each one an issue (and out of ``disc.reps``)."""
     required = ["initiators", "threads", "dialogs", "payload_bytes", "server", "send_rate", "receive_rate"]
     family, _, major = SUMMARY_SCHEMA.partition("/")
     version_ok = F.col("_schema").isNull() | F.col("_schema").rlike(

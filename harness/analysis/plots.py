@@ -23,6 +23,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..results import write_atomic  # noqa: E402
+#: a point with fewer repetitions has no interval and is drawn hollow (harness.verdicts.rule)
+from ..verdicts import MIN_REPS  # noqa: E402
 
 matplotlib.use("Agg")  # no display; figures are built with the object API (no pyplot state)
 
@@ -36,8 +38,6 @@ VERDICT_MARK = {"gain": "G", "loss": "L", "no difference": "=", "inconclusive": 
 VERDICT_ABBREV = {"page latch": "PL", "log flush": "LF", "lock": "LK", "client-bound": "CB",
                   "other": "OT", "unknown": "?"}
 DPI = 100
-#: a point with fewer repetitions has no interval and is drawn hollow (harness.analysis.uncertainty)
-MIN_REPS = 3
 
 
 @dataclass(frozen=True)
@@ -338,7 +338,8 @@ def strategy_gain(perms: list[Row], gains: list[Row], cross: list[Row], ctx: Run
         axes[1][0].set_ylabel(f"gain of {strategy} over per_thread (%)")
         from matplotlib.patches import Patch
 
-        _legend_right(fig, list(axes[0]) + list(axes[1]), title="medians of repetitions; gain with\n95 % interval bars",
+        _legend_right(fig, list(axes[0]) + list(axes[1]), title="rates: medians of repetitions;\ngain: geometric "
+                      "means, with\nits interval (docs/statistics.md)",
                       extra=[_hollow_note(), (Patch(color="#eeeeee"), f"within ±{threshold_pct:g} % (no difference)"),
                              (Patch(color="white"), "by each gain: G gain, L loss,\n= no difference, ? inconclusive"),
                              (Patch(color="white"), "dotted line: pays from here on")])

@@ -100,9 +100,10 @@ def _quantiles(col: str):
 def permutation_stats(reps: DataFrame) -> DataFrame:
     """Per permutation across its repetitions: for each of :data:`METRICS` the median, Q1, Q3,
     IQR, min and max, and n (repetitions); plus lost messages, errors, client-bound and
-    disturbed repetitions, the summaries' max transmission-queue and target-queue depths, and
-    the undisturbed repetitions' values of :data:`VALUE_METRICS` (``<metric>_values``, in
-    repetition order; a disturbed one's is null there)."""
+    disturbed repetitions, the summaries' max transmission-queue and target-queue depths, and the
+    repetitions' numbers, statuses and values of :data:`VALUE_METRICS` (``rep_numbers``,
+    ``rep_statuses``, ``<metric>_values``, in repetition order; the comparisons leave out those
+    harness.results.counts_in_verdicts keeps out: harness.verdicts.pairs.samples)."""
     aggs = [F.count(F.lit(1)).alias("n")]
     aggs += [F.first(c, ignorenulls=True).alias(c) for c in AXES]
     for m in METRICS:
@@ -119,14 +120,12 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
              F.sum("dialog_errors_lost").alias("dialog_errors_lost"),
              F.concat_ws(",", F.array_sort(F.collect_set("status"))).alias("statuses"),
              F.concat_ws(",", F.array_sort(F.collect_list("rep")).cast("array<string>")).alias("reps")]
-    # the repetitions' rates in repetition order: the driver's intervals and verdicts use them
-    # (harness.analysis.comparisons); a disturbed repetition (a frozen server, a receive stall, a
-    # disturbed disk: harness.results.counts_in_verdicts) is left out of them, and counted in
-    # disturbed_reps
+    # the repetitions (numbers, statuses) and their rates in repetition order: the driver's
+    # intervals and verdicts use them (harness.verdicts.pairs.samples)
+    by_rep = F.array_sort(F.collect_list(F.struct("rep", "status", *VALUE_METRICS)))
+    aggs += [by_rep.getField("rep").alias("rep_numbers"), by_rep.getField("status").alias("rep_statuses")]
     for m in VALUE_METRICS:
-        kept = F.when(~F.col("disturbed"), F.col(m))
-        aggs.append(F.array_sort(F.collect_list(F.struct(F.col("rep"), kept.alias(m)))).getField(m)
-                    .alias(f"{m}_values"))
+        aggs.append(by_rep.getField(m).alias(f"{m}_values"))
     g = reps.groupBy("run_id", "perm_id").agg(*aggs)
     cols = [F.col("run_id"), F.col("perm_id"), F.col("n")] + [F.col(c) for c in AXES]
     for m in METRICS:
@@ -136,7 +135,8 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
     cols += [F.col(c) for c in ("messages_lost", "errors", "client_bound_reps", "disturbed_reps", "max_xmitq_depth",
                                 "max_queue_depth", "client_cpu_percent", "server_cpu_percent",
                                 "activation_tasks_started_per_s", "dialog_errors_lost",
-                                "statuses", "reps")] + [F.col(f"{m}_values") for m in VALUE_METRICS]
+                                "statuses", "reps", "rep_numbers", "rep_statuses")]
+    cols += [F.col(f"{m}_values") for m in VALUE_METRICS]
     return g.select(*cols)
 
 

@@ -176,10 +176,10 @@ def execute(args) -> tuple[int, "object"]:
             if undo:
                 undo.remove_unstarted(None)
             raise
-        print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.repetitions} repetition(s) "
+        print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.describe_repetitions()} "
               f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
         _announce_remote(remote, matrix, config)
-        progress = Progress(total=len(matrix) * matrix.run.repetitions)
+        progress = Progress(total=len(matrix) * matrix.run.planned_repetitions)
         runner = Runner(matrix, target, rd, progress=progress, stop_event=stop, remote=remote)
         try:
             code = _run(runner, rd, progress, resume_command(args.matrix, rd.path), undo)
@@ -189,7 +189,7 @@ def execute(args) -> tuple[int, "object"]:
         return code, rd
     lost = runner.lost_total
     rd.finish("complete", lost)
-    print_run_table(rd.path)
+    print_run_table(rd.path, sys.stderr if getattr(args, "json", False) else None)
     print(f"ssbench: analyze with: ssbench analyze {shlex.quote(str(rd.path))}", file=sys.stderr)
     if lost:
         print(f"ssbench: !!! {lost} MESSAGES LOST in this run: see messages_lost in the summaries !!!",

@@ -255,8 +255,10 @@ def single_rep_matrix(matrix_file: Path, dest: Path) -> tuple[dict[str, Any], in
     if not isinstance(doc, dict):
         raise UserError("a matrix is a mapping", file=str(matrix_file))
     run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
-    reps = int(run.get("repetitions", 1))
-    doc["run"] = {**run, "repetitions": 1}
+    auto = run.get("repetitions") == "auto"   # the rounds of an auto matrix: its maximum
+    reps = int(run.get("max_repetitions", 10) if auto else run.get("repetitions", 1))
+    doc["run"] = {**{k: v for k, v in run.items() if k not in ("min_repetitions", "max_repetitions", "budget_minutes")},
+                  "repetitions": 1}
     write_atomic(dest, "# written by ssbench gate --interleave: one repetition per invocation\n"
                  + yaml.safe_dump(doc, sort_keys=False))
     return doc, reps
@@ -375,7 +377,7 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     git_root = repo_root(code_root)
     baseline_commit = resolve_revision(git_root, baseline_ref)
     cand_commit, cand_dirty = candidate_state(git_root)
-    n_rounds = m.run.repetitions if rounds is None else rounds
+    n_rounds = m.run.most_repetitions if rounds is None else rounds
     if n_rounds < 1:
         raise UserError(f"--rounds must be at least 1, got {n_rounds}")
     if not settings.can_judge(n_rounds, n_rounds):

@@ -63,10 +63,13 @@ class PermData:
     reps: list[Rep]
 
     def samples(self, metric: str) -> list[float]:
-        """The metric of every repetition that counts in verdicts (harness.results.counts_in_verdicts:
-        a frozen server, a receive stall, a disturbed disk are named in the notes instead)."""
+        """The metric's values of the repetitions that count in verdicts
+        (:func:`harness.results.counts_in_verdicts`); a permutation may have any number."""
         return [r.values[metric] for r in self.reps  # type: ignore[misc]
                 if r.values.get(metric) is not None and counts_in_verdicts(r.status)]
+
+    def kept_out(self) -> list[Rep]:
+        return [r for r in self.reps if not counts_in_verdicts(r.status)]
 
 
 @dataclass

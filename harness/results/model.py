@@ -36,19 +36,22 @@ STATUSES = ("lost", "undelivered", "queue_disabled", "server_frozen", "errors", 
             "behind", "noisy_storage", "noisy_host", "client_bound", "ok")
 #: statuses of a window disturbed relative to the rest of its run (the target froze, its receive
 #: side stalled, the disk was far slower than the run's typical): shown everywhere with their
-#: figures, and left out of every verdict by :func:`counts_in_verdicts`
+#: figures, and kept out of every verdict
 DISTURBED_STATUSES = ("server_frozen", "receive_stalled", "noisy_storage")
+#: repetition statuses whose numbers are kept out of verdicts: shown in every table, but not
+#: counted by the comparisons (harness.verdicts), the auto-repetition loop (harness.runner, which
+#: runs more rounds instead) or the regression gate. ``noisy_host`` is not among them: its test
+#: is absolute (other processes' CPU), so on a shared machine it flags a whole run, both sides of
+#: every comparison alike (interleaved), and leaving it out would leave such a machine no verdict
+#: at all; it is shown with its figure instead (docs/results.md, "Disturbed repetitions").
+KEPT_OUT_OF_VERDICTS: frozenset[str] = frozenset(DISTURBED_STATUSES)
 
 
 def counts_in_verdicts(status: str | None) -> bool:
-    """Does a repetition with this status count in a verdict? THE predicate the analysis
-    (intervals, gains, verdicts), the gate (its compared samples) and the runner's repetition
-    count use. No for :data:`DISTURBED_STATUSES`. ``noisy_host`` goes through it too and
-    counts: its test is absolute (other processes' CPU), so on a shared machine it flags a whole
-    run, both sides of every comparison alike (interleaved), and leaving it out would leave such
-    a machine no verdict at all; it is shown with its figure instead (docs/results.md,
-    "Disturbed repetitions")."""
-    return status not in DISTURBED_STATUSES
+    """Does a repetition with this status count in a verdict? The one predicate the analysis
+    (intervals, gains, verdicts), the gate (its compared samples) and the runner's auto loop ask:
+    no for :data:`KEPT_OUT_OF_VERDICTS`."""
+    return status not in KEPT_OUT_OF_VERDICTS
 
 
 def check_schema(doc: Any, expected: str, file: str | None = None) -> dict[str, Any]:
@@ -466,6 +469,9 @@ class RunRecord(Document):
     resumed: str | None = field(default=None, metadata={"omit_none": True})
     error: str | None = field(default=None, metadata={"omit_none": True})
     web: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
+    #: ``run.repetitions: auto``: rounds run, time spent, why the rounds stopped, the
+    #: comparisons left undecided (harness.runner.Runner.run_auto)
+    auto: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:

@@ -245,19 +245,20 @@ def test_wait_profile_and_verdict_match_python(report, faulty_run):
 
 
 def _scipy_gain_ci(t: list[float], b: list[float]) -> tuple[float, float] | None:
-    """The reference: scipy's percentile bootstrap of the ratio of medians (same seed/resamples)."""
+    """The reference: scipy's Welch t interval (95 %, a run with fixed repetitions looks once)
+    of the difference of the mean log rates, read in percent."""
     import numpy as np
     from scipy import stats
 
-    from harness.analysis import uncertainty as U
-
     if len(t) < 3 or len(b) < 3:
         return None
-    res = stats.bootstrap((np.array(t), np.array(b)),
-                          lambda x, y, axis=-1: np.median(x, axis=axis) / np.median(y, axis=axis),
-                          vectorized=True, paired=False, method="percentile", n_resamples=U.RESAMPLES,
-                          confidence_level=0.95, rng=np.random.default_rng(U.SEED))
-    return 100 * (res.confidence_interval.low - 1), 100 * (res.confidence_interval.high - 1)
+    ci = stats.ttest_ind(np.log(t), np.log(b), equal_var=False).confidence_interval(0.95)
+    return 100 * math.expm1(ci.low), 100 * math.expm1(ci.high)
+
+
+def _gain(t: list[float], b: list[float]) -> float:
+    """The ratio of the geometric means, in percent."""
+    return 100 * math.expm1(statistics.fmean(map(math.log, t)) - statistics.fmean(map(math.log, b)))
 
 
 def _verdict(ci: tuple[float, float] | None) -> str:
@@ -277,14 +278,13 @@ def test_gains_and_crossover_match_python(report, faulty_run):
     run, _ = faulty_run
     reps = _load_reps(run)
     values = {p: [s["receive_rate"] for s in sorted(ss, key=lambda s: s["repetition"])] for p, ss in reps.items()}
-    med = {p: statistics.median(v) for p, v in values.items()}
     gains = _read_csv(report.parent / "tables" / "dialog_gains.csv")
     assert {g["strategy"] for g in gains} == {"trick150", "shared"}
     by_group = defaultdict(list)
     for g in gains:
         i, t, s = int(g["initiators"]), int(g["threads"]), g["strategy"]
         bp, op = f"i{i}-t{t}-per_thread-p100-durable", f"i{i}-t{t}-{s}-p100-durable"
-        assert _close(_f(g["gain_pct"]), (med[op] / med[bp] - 1.0) * 100.0, rel=1e-9), g
+        assert _close(_f(g["gain_pct"]), _gain(values[op], values[bp]), rel=1e-9), g
         assert int(g["total_threads"]) == i * t
         assert (int(g["n"]), int(g["baseline_n"])) == (len(values[op]), len(values[bp]))
         ci = _scipy_gain_ci(values[op], values[bp])
@@ -294,7 +294,7 @@ def test_gains_and_crossover_match_python(report, faulty_run):
             assert _close(_f(g["gain_ci_low_pct"]), ci[0], rel=1e-9) and _close(_f(g["gain_ci_high_pct"]), ci[1],
                                                                                  rel=1e-9), g
         assert g["verdict"] == _verdict(ci), g
-        by_group[(s, i)].append((i * t, (med[op] / med[bp] - 1.0) * 100.0, g["verdict"]))
+        by_group[(s, i)].append((i * t, _gain(values[op], values[bp]), g["verdict"]))
     assert len(gains) == 2 * 2 * 4
     # i1-t10-per_thread lost a repetition to its corrupt summary: 2 left, so inconclusive
     assert {g["verdict"] for g in gains if g["baseline_perm_id"] == "i1-t10-per_thread-p100-durable"} == {"inconclusive"}
@@ -339,7 +339,7 @@ def test_missing_and_corrupt_files_reported_by_name(report, faulty_run):
     issues = _read_csv(report.parent / "tables" / "issues.csv")
     text = {i["path"]: i["problem"] for i in issues}
     assert "missing" in text[str(faults["missing_samples"])]
-    assert "corrupt" in text[str(faults["corrupt_summary"])]
+    assert "damaged" in text[str(faults["corrupt_summary"])]
     assert text[str(faults["bad_lines"])].startswith("2 corrupt")
     assert not any(".partial" in p for p in text)
     html = (report.parent / "index.html").read_text()
@@ -485,12 +485,13 @@ def test_target_text_never_says_sql_server_for_an_emulation():
 
 # --------------------------------------------------------------------------- CLI
 
-def test_cli_analyze_prints_report_path(spark, tiny_run, tmp_path, capsys):
+def test_cli_analyze_prints_report_path_then_the_key_table(spark, tiny_run, tmp_path, capsys):
     from harness.cli import main
 
     assert main(["analyze", str(tiny_run), "--out", str(tmp_path / "cli"), "-q"]) == 0
-    out = capsys.readouterr().out.strip()
-    assert out == str((tmp_path / "cli" / "index.html").resolve())
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0] == str((tmp_path / "cli" / "index.html").resolve())
+    assert out[-1] == "Key results: no comparison (no permutation has a baseline with everything else equal)"
 
 
 def test_cli_without_java_says_how_to_get_it(tiny_run, monkeypatch, capsys):
