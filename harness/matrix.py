@@ -3,7 +3,8 @@
 A matrix names axes (lists of values); the permutations are their cartesian product in a fixed
 order (initiators outermost, then threads stepping up, then dialog strategy, payload, server and
 any optional broker axes), each with a stable, readable id such as
-``i3-t50-trick150-p8192-sql2008``. See ``docs/matrices.md`` for the format.
+``i3-t50-trick150-p8192-sql2008``; with ``cases:``, each case's product in turn, its name ending
+the ids. See ``docs/matrices.md`` for the format.
 
 Every user error names the file, the line and the field, and is raised as
 :class:`harness.errors.UserError` (exit code 2, no traceback).
@@ -13,73 +14,16 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace as _replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .dialogstrategy import DialogStrategy
 from .errors import UserError, show
 from .yamlsrc import Located, load_located, unwrap
 
 MAX_PAYLOAD_BYTES = 2 ** 31 - 1  # SQL Server's varbinary(max) limit: 2 GB - 1
 SERVER_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
-
-
-# --------------------------------------------------------------------------- dialog strategies
-
-@dataclass(frozen=True, order=True)
-class DialogStrategy:
-    """How client threads map onto dialogs (conversations).
-
-    ``every_n`` dialogs are created per usable dialog and every ``every_n``-th one is kept (the
-    paper's "150 trick" is ``every_n=150``; one dialog per thread is ``every_n=1``). ``shared``
-    means all threads of one initiator send on a single dialog.
-    """
-
-    every_n: int = 1
-    shared: bool = False
-
-    @property
-    def token(self) -> str:
-        if self.shared:
-            return "shared"
-        if self.every_n == 1:
-            return "per_thread"
-        if self.every_n == 150:
-            return "trick150"
-        return f"every{self.every_n}"
-
-    def usable_dialogs(self, threads: int) -> int:
-        """Dialogs the client threads of one initiator send on."""
-        return 1 if self.shared else threads
-
-    def dialogs_created(self, threads: int) -> int:
-        """Dialogs BEGUN on one initiator (the 150 trick begins 150 per usable dialog)."""
-        return self.usable_dialogs(threads) * self.every_n
-
-    def __str__(self) -> str:
-        return self.token
-
-    @classmethod
-    def parse(cls, value: Any) -> "DialogStrategy":
-        """Parse ``per_thread`` / ``trick150`` / ``shared`` / ``{every_n: N}``; ValueError if not."""
-        if isinstance(value, str):
-            named = {"per_thread": cls(1), "trick150": cls(150), "shared": cls(1, shared=True)}
-            if value in named:
-                return named[value]
-            m = re.fullmatch(r"every(\d+)", value)
-            if m and int(m.group(1)) >= 1:
-                return cls(int(m.group(1)))
-            raise ValueError(f"unknown dialog strategy {show(value)} "
-                             "(use per_thread, trick150, shared or {every_n: N})")
-        if isinstance(value, dict):
-            if set(value) != {"every_n"}:
-                raise ValueError("a dialog strategy mapping takes exactly one key, every_n; "
-                                 f"got {show(sorted(value))}")
-            n = value["every_n"]
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 100_000:
-                raise ValueError(f"every_n must be an integer from 1 to 100000, got {show(n)}")
-            return cls(n)
-        raise ValueError(f"a dialog strategy is a name or {{every_n: N}}, got {type(value).__name__}")
 
 
 # --------------------------------------------------------------------------- settings
@@ -119,6 +63,25 @@ class BrokerSettings:
     #: 0 = none; 0.5 = every other dialog on the high-priority contract/service pair that
     #: CREATE BROKER PRIORITY ... PRIORITY_LEVEL = 10 matches (docs/matrices.md)
     high_priority_share: float = 0.0
+    #: the activation procedure's own work per message (both targets): after each RECEIVE it
+    #: waits rows x this many microseconds inside its transaction, as a procedure doing I/O or
+    #: a remote call per message would (docs/diagnosis.md, docs/matrices.md)
+    processing_us_per_message: int = 0
+    #: emulation knobs, embedded target only (docs/embedded.md, "Building a bottleneck"): the
+    #: transport moves at most this many messages per second per initiator (0: no limit), and
+    #: every SEND first costs its Locust worker process this much CPU (0: none)
+    transport_rate_limit: float = 0.0
+    client_cpu_us_per_send: int = 0
+
+
+#: broker settings written only when not their default, so the values of every permutation and
+#: matrix that does not use them stay what they were (a gate comparing with an older baseline)
+OPTIONAL_BROKER = {"processing_us_per_message": 0, "transport_rate_limit": 0.0, "client_cpu_us_per_send": 0}
+
+
+def broker_values(b: BrokerSettings) -> dict[str, Any]:
+    """``b`` as plain data (summaries, run.json) without the optional settings at their default."""
+    return {k: v for k, v in asdict(b).items() if k not in OPTIONAL_BROKER or v != OPTIONAL_BROKER[k]}
 
 
 RUN_FIELDS = {
@@ -141,15 +104,22 @@ BROKER_FIELDS = {
     "waitfor_timeout_ms": (int, 0, 3_600_000),
     "monitor_interval_seconds": (float, 0.05, 3600),
     "high_priority_share": (float, 0.0, 1.0),
+    "processing_us_per_message": (int, 0, 10_000_000),
+    "transport_rate_limit": (float, 0.0, 10_000_000.0),
+    "client_cpu_us_per_send": (int, 0, 1_000_000),
 }
 
 # Axes: required ones first, in expansion order; optional broker axes override BrokerSettings.
 REQUIRED_AXES = ("initiators", "threads", "dialogs", "payload_bytes", "server")
-OPTIONAL_AXES = ("max_queue_readers", "receive_top", "waitfor_timeout_ms", "priority")
+OPTIONAL_AXES = ("max_queue_readers", "receive_top", "waitfor_timeout_ms", "priority", "processing_us_per_message")
 #: optional axes named differently from the BrokerSettings field they set
 AXIS_FIELDS = {"priority": "high_priority_share"}
 #: axes only some target kinds implement (the embedded target does not emulate priority)
 TARGET_AXES = {"priority": ("mssql",)}
+#: broker settings only some target kinds implement (nonzero elsewhere is refused)
+TARGET_SETTINGS = {"high_priority_share": (("mssql",), "priority"),
+                   "transport_rate_limit": (("embedded",), "a transport rate limit"),
+                   "client_cpu_us_per_send": (("embedded",), "a client CPU cost per SEND")}
 
 #: optional load axes: ``rate`` is the offered SENDs per second per initiator (open loop,
 #: docs/matrices.md); absent, every user sends as fast as its SEND returns (closed loop)
@@ -165,9 +135,13 @@ MAX_MESSAGES_PER_DIALOG = 1_000_000_000
 # (the activation helper's waitfor_timeout_ms / priority axes go beside OPTIONAL_AXES)
 AXIS_TOKENS = {"initiators": "i", "threads": "t", "payload_bytes": "p",
                "max_queue_readers": "r", "receive_top": "top", "waitfor_timeout_ms": "wf",
-               "priority": "hp"}
+               "priority": "hp", "processing_us_per_message": "proc"}
 ALL_AXES = REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES
-TOP_KEYS = {"name", "description", "axes", "run", "broker", "embedded_profiles"}
+TOP_KEYS = {"name", "description", "axes", "run", "broker", "embedded_profiles", "cases"}
+#: a case (``cases:``, docs/matrices.md): permutations built on purpose, each the matrix's axes
+#: with some replaced and its broker settings overridden; its name ends the permutation ids
+CASE_KEYS = {"name", "description", "axes", "broker"}
+CASE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
 def high_priority_permille(share: float) -> int:
@@ -200,7 +174,8 @@ class Permutation:
         parts = [f"i{self.initiators}", f"t{self.threads}", self.dialogs.token,
                  f"p{self.payload_bytes}", self.server]
         return ("-".join(parts) + self._broker_suffix + (f"-rate{self.rate:g}" if self.rate else "")
-                + self._dialog_suffix + ("-ff" if self.fire_and_forget else ""))
+                + self._dialog_suffix + ("-ff" if self.fire_and_forget else "")
+                + (f"-{self.case}" if self.case else ""))
 
     # set by Matrix for permutations whose broker axes were given explicitly
     _broker_suffix: str = field(default="", compare=False, repr=False)
@@ -212,6 +187,8 @@ class Permutation:
     messages_per_dialog: int | None = None
     #: the initiator ENDs a retired dialog right after its last SEND (fire and forget)
     fire_and_forget: bool = False
+    #: the matrix case (``cases:``) this permutation belongs to; None: a matrix without cases
+    case: str | None = None
 
     @property
     def total_threads(self) -> int:
@@ -224,7 +201,8 @@ class Permutation:
             "threads": self.threads, "total_threads": self.total_threads,
             "dialogs": self.dialogs.token, "dialogs_every_n": self.dialogs.every_n,
             "dialogs_shared": self.dialogs.shared, "payload_bytes": self.payload_bytes,
-            "server": self.server, "broker": asdict(self.broker),
+            "server": self.server, "broker": broker_values(self.broker),
+            **({"case": self.case} if self.case else {}),
             **({"rate": self.rate, "offered_rate": self.rate * self.initiators} if self.rate else {}),
             # dialog lifetime, only when not the default (unlimited reuse, not fire and forget),
             # so the values of every other permutation stay what they were (a gate comparing
@@ -232,6 +210,17 @@ class Permutation:
             **({"messages_per_dialog": self.messages_per_dialog, "fire_and_forget": self.fire_and_forget}
                if self.messages_per_dialog or self.fire_and_forget else {}),
         }
+
+
+@dataclass(frozen=True)
+class Case:
+    """One entry of a matrix's ``cases:``: permutations built on purpose, the matrix's axes with
+    ``axes`` replacing some of them, on ``broker`` (the matrix's settings, overridden)."""
+
+    name: str
+    description: str
+    axes: dict[str, list[Any]]
+    broker: BrokerSettings
 
 
 @dataclass
@@ -244,33 +233,55 @@ class Matrix:
     broker: BrokerSettings
     embedded_profiles: dict[str, str]
     sha256: str
+    #: ``cases:`` (docs/matrices.md): when given, the permutations are each case's, in order
+    cases: list[Case] = field(default_factory=list)
     #: the line of each value (``axes.server[1]``, ``embedded_profiles.x``), for later messages
     lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return sum(1 for _ in self.permutations())
 
+    def groups(self) -> list[tuple[str | None, str, dict[str, list[Any]], BrokerSettings]]:
+        """(case name, field prefix, axes, broker settings) of each group of permutations: the
+        matrix itself, or each of its cases."""
+        if not self.cases:
+            return [(None, "", self.axes, self.broker)]
+        return [(c.name, f"cases[{k}].", {**self.axes, **c.axes}, c.broker) for k, c in enumerate(self.cases)]
+
+    def axis_items(self, axis: str) -> Iterator[tuple[str, Any]]:
+        """(field, value) of every value an axis takes in some permutation (``axes.server[0]``,
+        ``cases[1].axes.server[0]``)."""
+        if not self.cases or any(axis not in c.axes for c in self.cases):
+            for i, v in enumerate(self.axes.get(axis, [])):
+                yield f"axes.{axis}[{i}]", v
+        for k, c in enumerate(self.cases):
+            for i, v in enumerate(c.axes.get(axis, [])):
+                yield f"cases[{k}].axes.{axis}[{i}]", v
+
     def permutations(self) -> Iterator[Permutation]:
-        names = list(REQUIRED_AXES) + [a for a in OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES if a in self.axes]
-        combos = (dict(zip(names, combo)) for combo in itertools.product(*(self.axes[a] for a in names)))
-        # fire and forget ends retired dialogs: with unlimited reuse no dialog is retired, so
-        # that combination would repeat its fire_and_forget=false twin; it is left out
-        combos = (v for v in combos if not (v.get("fire_and_forget") and v.get("messages_per_dialog") is None))
-        for index, values in enumerate(combos, start=1):
-            broker = self.broker
-            suffix = ""
-            for axis in OPTIONAL_AXES:
-                if axis in values:
-                    broker = _replace(broker, **{AXIS_FIELDS.get(axis, axis): values[axis]})
-                    v = values[axis]
-                    suffix += f"-{AXIS_TOKENS[axis]}{v:g}" if isinstance(v, float) else f"-{AXIS_TOKENS[axis]}{v}"
-            yield Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
-                              dialogs=values["dialogs"], payload_bytes=values["payload_bytes"],
-                              server=values["server"], broker=broker, _broker_suffix=suffix,
-                              rate=values.get("rate"), messages_per_dialog=values.get("messages_per_dialog"),
-                              fire_and_forget=bool(values.get("fire_and_forget", False)),
-                              _dialog_suffix=_mpd_token(values["messages_per_dialog"])
-                              if "messages_per_dialog" in values else "")
+        index = 0
+        for case, _, axes, base in self.groups():
+            names = list(REQUIRED_AXES) + [a for a in OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES if a in axes]
+            combos = (dict(zip(names, combo)) for combo in itertools.product(*(axes[a] for a in names)))
+            # fire and forget ends retired dialogs: with unlimited reuse no dialog is retired, so
+            # that combination would repeat its fire_and_forget=false twin; it is left out
+            combos = (v for v in combos if not (v.get("fire_and_forget") and v.get("messages_per_dialog") is None))
+            for values in combos:
+                index += 1
+                broker = base
+                suffix = ""
+                for axis in OPTIONAL_AXES:
+                    if axis in values:
+                        broker = _replace(broker, **{AXIS_FIELDS.get(axis, axis): values[axis]})
+                        v = values[axis]
+                        suffix += f"-{AXIS_TOKENS[axis]}{v:g}" if isinstance(v, float) else f"-{AXIS_TOKENS[axis]}{v}"
+                yield Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
+                                  dialogs=values["dialogs"], payload_bytes=values["payload_bytes"],
+                                  server=values["server"], broker=broker, _broker_suffix=suffix,
+                                  rate=values.get("rate"), messages_per_dialog=values.get("messages_per_dialog"),
+                                  fire_and_forget=bool(values.get("fire_and_forget", False)),
+                                  _dialog_suffix=_mpd_token(values["messages_per_dialog"])
+                                  if "messages_per_dialog" in values else "", case=case)
 
     def schedule(self) -> list[tuple[Permutation, int]]:
         """Every (permutation, repetition) in the order the run executes them (``run.order``)."""
@@ -291,24 +302,26 @@ class Matrix:
         Needs no connection: the commands call it before anything is created. An axis the
         target kind does not implement (:data:`TARGET_AXES`) is refused the same way."""
         for axis, kinds in TARGET_AXES.items():
-            used = [i for i, v in enumerate(self.axes.get(axis, [])) if v]
+            used = [fld for fld, v in self.axis_items(axis) if v]
             if target_kind not in kinds and used:
-                fld = f"axes.{axis}[{used[0]}]"
+                fld = used[0]
                 raise UserError(f"the {target_kind} target does not emulate {axis} (only "
                                 f"{', '.join(kinds)} does; docs/matrices.md): drop the axis or use 0",
                                 file=str(self.path), line=self.lines.get(fld), field=fld)
-        if target_kind not in TARGET_AXES["priority"] and self.broker.high_priority_share:
-            raise UserError(f"the {target_kind} target does not emulate priority (docs/matrices.md)",
-                            file=str(self.path), line=self.lines.get("broker.high_priority_share"),
-                            field="broker.high_priority_share")
+        for _, prefix, _, broker in self.groups():
+            for name, (kinds, what) in TARGET_SETTINGS.items():
+                fld = f"{prefix}broker.{name}"
+                if target_kind not in kinds and getattr(broker, name):
+                    raise UserError(f"the {target_kind} target does not emulate {what} (only "
+                                    f"{', '.join(kinds)} does; docs/matrices.md)", file=str(self.path),
+                                    line=self.lines.get(fld, self.lines.get(f"broker.{name}")), field=fld)
         known = list(profiles)
         aliases = self.profile_aliases(target_kind)
-        for i, server in enumerate(self.axes["server"]):
+        for fld, server in self.axis_items("server"):
             profile = aliases.get(server, server)
             if profile in known:
                 continue
             via = f" (embedded_profiles maps it to {show(profile)})" if profile != server else ""
-            fld = f"axes.server[{i}]"
             raise UserError(f"server profile {show(server)}{via} is not defined for the {target_kind} "
                             f"target (it has: {', '.join(known) or 'none'})",
                             file=str(self.path), line=self.lines.get(fld), field=fld)
@@ -319,30 +332,31 @@ class Matrix:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= RUN_FIELDS["workers_per_initiator"][2]:
             raise UserError(f"must be an integer between 1 and {RUN_FIELDS['workers_per_initiator'][2]}, got {n!r}",
                             field=flag)
-        for i, t in enumerate(self.axes["threads"]):
+        for fld, t in self.axis_items("threads"):
             if t % n:
                 raise UserError(f"{t} threads do not split evenly over {flag} {n} worker processes "
                                 "(use a divisor of every threads value)", file=str(self.path),
-                                line=self.lines.get(f"axes.threads[{i}]"), field=f"axes.threads[{i}]")
+                                line=self.lines.get(fld), field=fld)
         self.run = _replace(self.run, workers_per_initiator=n)
 
     def to_dict(self) -> dict[str, Any]:
-        axes = {k: [v.token if isinstance(v, DialogStrategy) else
-                    ("unlimited" if k == "messages_per_dialog" and v is None else v) for v in vs]
-                for k, vs in self.axes.items()}
+        axes = _axes_dict(self.axes)
         return {"name": self.name, "description": self.description, "file": str(self.path),
                 "sha256": self.sha256, "axes": axes, "run": asdict(self.run),
-                "broker": asdict(self.broker), "embedded_profiles": dict(self.embedded_profiles),
+                "broker": broker_values(self.broker), "embedded_profiles": dict(self.embedded_profiles),
+                **({"cases": [{"name": c.name, "description": c.description, "axes": _axes_dict(c.axes),
+                               "broker": broker_values(c.broker)} for c in self.cases]} if self.cases else {}),
                 "permutations": len(self)}
+
+
+def _axes_dict(axes: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    return {k: [v.token if isinstance(v, DialogStrategy) else
+                ("unlimited" if k == "messages_per_dialog" and v is None else v) for v in vs]
+            for k, vs in axes.items()}
 
 
 def _mpd_token(n: int | None) -> str:
     return f"-mpd{n}" if n else "-mpdunlimited"
-
-
-def _replace(obj, **changes):
-    from dataclasses import replace
-    return replace(obj, **changes)
 
 
 # --------------------------------------------------------------------------- loading
@@ -373,18 +387,54 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
     if "axes" not in doc:
         raise err("missing (the matrix needs axes: initiators, threads, dialogs, payload_bytes, server)",
                   None, "axes")
-    axes_loc = doc["axes"]
-    if not isinstance(axes_loc.value, dict):
-        raise err("must be a mapping of axis name to a list of values", axes_loc, "axes")
-    axes: dict[str, list[Any]] = {}
     lines: dict[str, int] = {}
+    axes = _axes(doc["axes"], "axes", err, lines, required=True)
+    run = RunSettings(**_settings(doc, "run", RUN_FIELDS, err))
+    broker = BrokerSettings(**_settings(doc, "broker", BROKER_FIELDS, err))
+    if "broker" in doc and isinstance(doc["broker"].value, dict):
+        lines.update({f"broker.{k}": item.line for k, item in doc["broker"].value.items()})
+    m = Matrix(path=p, name=name, description=description, axes=axes, run=run, broker=broker,
+               embedded_profiles={}, sha256=sha256, cases=_cases(doc, broker, err, lines), lines=lines)
+    if run.workers_per_initiator > 1:
+        for fld, t in m.axis_items("threads"):
+            if t % run.workers_per_initiator:
+                raise UserError(f"{t} threads do not split evenly over run.workers_per_initiator = "
+                                f"{run.workers_per_initiator} worker processes (every threads value must be a "
+                                "multiple of it)", file=file, line=lines.get(fld), field=fld)
+    servers = {v for _, v in m.axis_items("server")}
+    if "embedded_profiles" in doc:
+        ploc = doc["embedded_profiles"]
+        if not isinstance(ploc.value, dict):
+            raise err("must map server names to embedded profiles (durable, delayed), got "
+                      f"{type(ploc.value).__name__}", ploc, "embedded_profiles")
+        known = list(embedded_profiles) if embedded_profiles is not None else None
+        for key, loc in ploc.value.items():
+            if key not in servers:
+                raise err("not a value of axes.server", loc, f"embedded_profiles.{key}")
+            if not isinstance(loc.value, str):
+                raise err(f"an embedded profile is a name, got {type(loc.value).__name__}", loc,
+                          f"embedded_profiles.{key}")
+            if known is not None and loc.value not in known:
+                raise err(f"unknown embedded profile {show(loc.value)} (expected {', '.join(known)})",
+                          loc, f"embedded_profiles.{key}")
+            m.embedded_profiles[key] = loc.value
+            lines[f"embedded_profiles.{key}"] = loc.line
+    return m
+
+
+def _axes(axes_loc: Located, prefix: str, err, lines: dict[str, int], required: bool) -> dict[str, list[Any]]:
+    """The axes mapping at ``prefix`` (``axes``, ``cases[0].axes``): each a non-empty list of valid,
+    distinct values; every required axis present when ``required``."""
+    if not isinstance(axes_loc.value, dict):
+        raise err("must be a mapping of axis name to a list of values", axes_loc, prefix)
     for key, loc in axes_loc.value.items():
         if key not in ALL_AXES:
-            raise err(f"unknown axis (expected {', '.join(ALL_AXES)})", loc, f"axes.{key}")
+            raise err(f"unknown axis (expected {', '.join(ALL_AXES)})", loc, f"{prefix}.{key}")
+    axes: dict[str, list[Any]] = {}
     for axis in ALL_AXES:
-        fld = f"axes.{axis}"
+        fld = f"{prefix}.{axis}"
         if axis not in axes_loc.value:
-            if axis in REQUIRED_AXES:
+            if required and axis in REQUIRED_AXES:
                 raise err("missing axis", axes_loc, fld)
             continue
         loc = axes_loc.value[axis]
@@ -402,39 +452,40 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
                 raise err(f"duplicate value {_show(v)} (also at index {seen[v]})", loc.value[i], f"{fld}[{i}]")
             seen[v] = i
         axes[axis] = values
+    return axes
 
-    run = RunSettings(**_settings(doc, "run", RUN_FIELDS, err))
-    if run.workers_per_initiator > 1:
-        for i, t in enumerate(axes["threads"]):
-            if t % run.workers_per_initiator:
-                raise err(f"{t} threads do not split evenly over run.workers_per_initiator = "
-                          f"{run.workers_per_initiator} worker processes (every threads value must be a multiple of it)",
-                          axes_loc.value["threads"].value[i], f"axes.threads[{i}]")
-    broker = BrokerSettings(**_settings(doc, "broker", BROKER_FIELDS, err))
-    if "broker" in doc and isinstance(doc["broker"].value, dict):
-        lines.update({f"broker.{k}": item.line for k, item in doc["broker"].value.items()})
 
-    profiles: dict[str, str] = {}
-    if "embedded_profiles" in doc:
-        ploc = doc["embedded_profiles"]
-        if not isinstance(ploc.value, dict):
-            raise err("must map server names to embedded profiles (durable, delayed), got "
-                      f"{type(ploc.value).__name__}", ploc, "embedded_profiles")
-        known = list(embedded_profiles) if embedded_profiles is not None else None
-        for key, loc in ploc.value.items():
-            if key not in axes["server"]:
-                raise err("not a value of axes.server", loc, f"embedded_profiles.{key}")
-            if not isinstance(loc.value, str):
-                raise err(f"an embedded profile is a name, got {type(loc.value).__name__}", loc,
-                          f"embedded_profiles.{key}")
-            if known is not None and loc.value not in known:
-                raise err(f"unknown embedded profile {show(loc.value)} (expected {', '.join(known)})",
-                          loc, f"embedded_profiles.{key}")
-            profiles[key] = loc.value
-            lines[f"embedded_profiles.{key}"] = loc.line
-
-    return Matrix(path=p, name=name, description=description, axes=axes, run=run, broker=broker,
-                  embedded_profiles=profiles, sha256=sha256, lines=lines)
+def _cases(doc: dict[str, Located], broker: BrokerSettings, err, lines: dict[str, int]) -> list[Case]:
+    """``cases:``: a list of {name, description, axes, broker}, each name distinct."""
+    if "cases" not in doc:
+        return []
+    loc = doc["cases"]
+    if not isinstance(loc.value, list) or not loc.value:
+        raise err("must be a non-empty list of cases ({name, description, axes, broker})", loc, "cases")
+    out: list[Case] = []
+    for k, item in enumerate(loc.value):
+        fld = f"cases[{k}]"
+        if not isinstance(item.value, dict):
+            raise err(f"a case is a mapping (name, description, axes, broker), got {type(item.value).__name__}",
+                      item, fld)
+        for key, sub in item.value.items():
+            if key not in CASE_KEYS:
+                raise err(f"unknown key (expected one of {', '.join(sorted(CASE_KEYS))})", sub, f"{fld}.{key}")
+        if "name" not in item.value:
+            raise err("missing (every case has a name, which ends its permutation ids)", item, f"{fld}.name")
+        name = item.value["name"].value
+        if not isinstance(name, str) or not CASE_NAME_RE.match(name):
+            raise err(f"must be a lowercase letter then up to 31 lowercase letters, digits or '_', got {show(name)}",
+                      item.value["name"], f"{fld}.name")
+        if any(c.name == name for c in out):
+            raise err(f"duplicate case name {show(name)}", item.value["name"], f"{fld}.name")
+        description = _str_field(item.value, "description", "", lambda m, lc, f: err(m, lc, f"{fld}.{f}"))
+        axes = _axes(item.value["axes"], f"{fld}.axes", err, lines, required=False) if "axes" in item.value else {}
+        own = _settings(item.value, "broker", BROKER_FIELDS, lambda m, lc, f: err(m, lc, f"{fld}.{f}"))
+        if "broker" in item.value and isinstance(item.value["broker"].value, dict):
+            lines.update({f"{fld}.broker.{b}": it.line for b, it in item.value["broker"].value.items()})
+        out.append(Case(name=name, description=description, axes=axes, broker=_replace(broker, **own)))
+    return out
 
 
 def _show(v: Any) -> str:
@@ -488,11 +539,12 @@ def _axis_value(axis: str, item: Located, err) -> Any:
         return float(v)
     if isinstance(v, bool) or not isinstance(v, int):
         raise err(f"must be an integer, got {type(v).__name__} {show(v)}")
-    if axis == "waitfor_timeout_ms":
-        # 0 is allowed: RECEIVE returns at once when the queue is empty (the task ends)
+    if axis in ("waitfor_timeout_ms", "processing_us_per_message"):
+        # 0 is allowed: RECEIVE returns at once when the queue is empty (the task ends); no work
         lo, hi = BROKER_FIELDS[axis][1:]
+        what = "WAITFOR timeout in milliseconds" if axis == "waitfor_timeout_ms" else "time in microseconds"
         if not lo <= v <= hi:
-            raise err(f"must be a WAITFOR timeout in milliseconds from {lo} to {hi}, got {v}")
+            raise err(f"must be a {what} from {lo} to {hi}, got {v}")
         return v
     if v <= 0:
         raise err(f"must be positive, got {v}")
