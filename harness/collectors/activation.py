@@ -1,7 +1,8 @@
 """Broker Activation counters: tasks running, tasks started, task limit reached, procedures
 invoked (rates from cumulative values), and the tasks started per second of the measured window
 (the paper's recommendation 3: a WAITFOR timeout too short for the queue monitor's 5 s period
-churns activation tasks)."""
+churns activation tasks); the test queue's activated tasks against its MAX_QUEUE_READERS each
+tick (Target.activated_tasks)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,11 @@ class ActivationCollector(Collector):
             self.started_at.append((now, sum(c.value for c in total)))
         # SQL Server reports per database (instance) plus a _Total row: keep the total when present
         has_total = any(c.instance_name == "_Total" for c, _, _ in rows)
-        return [(metric, "", value) for c, metric, value in rows
-                if not has_total or c.instance_name == "_Total"]
+        out = [(metric, "", value) for c, metric, value in rows if not has_total or c.instance_name == "_Total"]
+        tasks = ctx.call(ctx.target.activated_tasks)   # the test's queue against its MAX_QUEUE_READERS
+        if tasks is not None:
+            out += [("activated_tasks", "", tasks[0]), ("max_queue_readers", "", tasks[1])]
+        return out
 
     def tasks_started(self) -> float:
         return self.deltas.total(OBJECT, "Tasks Started/sec") or self.deltas.total(OBJECT, "Tasks Started")
@@ -55,4 +59,20 @@ class ActivationCollector(Collector):
         got = self.window_tasks_started(window.start, window.end)
         if got is not None:
             out["activation_tasks_started_per_s"] = max(0.0, got[0]) / got[1]
+        return out | self.readers(window)
+
+    def readers(self, window) -> dict:
+        """Over the window: activation tasks running (mean), their MAX_QUEUE_READERS, the share of
+        ticks at it, and Task Limit Reached per second (docs/diagnosis.md, the receive stage)."""
+        out = {}
+        running = window.series(self.family, "activated_tasks")
+        limits = window.series(self.family, "max_queue_readers")
+        if running and limits:
+            out = {"activation_tasks_running": round(sum(running) / len(running), 3),
+                   "activation_max_readers": int(max(limits)),
+                   "activation_at_max_share": round(sum(r >= m > 0 for r, m in zip(running, limits))
+                                                    / len(running), 3)}
+        hits = window.mean(self.family, "task_limit_reached_per_s")
+        if hits is not None:
+            out["activation_task_limit_per_s"] = round(hits, 3)
         return out
