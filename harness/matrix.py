@@ -104,7 +104,7 @@ BROKER_FIELDS = {
     "waitfor_timeout_ms": (int, 0, 3_600_000),
     "monitor_interval_seconds": (float, 0.05, 3600),
     "high_priority_share": (float, 0.0, 1.0),
-    "processing_us_per_message": (int, 0, 10_000_000),
+    "processing_us_per_message": (int, 0, 1_000_000),    # 1 s per message: a RECEIVE of 10,000 waits < 24 h
     "transport_rate_limit": (float, 0.0, 10_000_000.0),
     "client_cpu_us_per_send": (int, 0, 1_000_000),
 }

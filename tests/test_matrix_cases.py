@@ -122,7 +122,7 @@ def test_case_threads_split_over_worker_processes(tmp_path):
     ("  - name: x\n    axes: {threads: []}\n", 21, r"cases\[3\].axes.threads", "empty axis"),
     ("  - name: x\n    axes: {colour: [1]}\n", 21, r"cases\[3\].axes.colour", "unknown axis"),
     ("  - name: x\n    broker: {processing_us_per_message: -1}\n", 21,
-     r"cases\[3\].broker.processing_us_per_message", "must be between 0 and 10000000"),
+     r"cases\[3\].broker.processing_us_per_message", "must be between 0 and 1000000"),
     ("  - just a string\n", 20, r"cases\[3\]", "a case is a mapping"),
 ])
 def test_bad_cases_are_refused_with_file_line_and_field(tmp_path, case, line, fld, msg):
