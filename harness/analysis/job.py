@@ -27,14 +27,14 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `harness` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.analysis import discovery, plots, report, techniques  # noqa: E402
+from harness.analysis import diagnosis_view, discovery, plots, report, techniques  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.results import write_atomic  # noqa: E402
 
@@ -81,6 +81,8 @@ class AnalysisResult:
     issues: list[discovery.Issue]
     seconds: float
     notes_html: str = ""                         # synthetic data, target notes, how to read verdicts
+    diagnosis: list[dict[str, Any]] = field(default_factory=list)   # tables/diagnosis.csv
+    diagnosis_html: str = ""                     # the report's diagnosis section
 
     @property
     def out_dir(self) -> Path:
@@ -188,9 +190,8 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     if metrics is None or len(fallback) > 200:  # let Spark find them (an anti-join) instead of a long IN list
         fallback = None
     profile = T.wait_profile(T.rep_wait_rates(metrics, reps, fallback)).localCheckpoint()
-    verdicts = T.bottleneck(profile, stats)
     extras = T.sample_extras(metrics) if metrics is not None else None
-    perms_df = T.permutations_table(stats, extras, verdicts).localCheckpoint()
+    perms_df = T.permutations_table(stats, extras, T.wait_shares(profile, stats)).localCheckpoint()
     top_df = T.top_waits(profile, n_top)
 
     # intervals, gains, verdicts and crossovers on the driver (harness.analysis.comparisons):
@@ -200,6 +201,14 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     intervals = C.rate_intervals(perms, synthetic_runs)
     perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(intervals, C.INTERVAL_SCHEMA), C.INTERVAL_SCHEMA),
                              ["run_id", "perm_id"], "left")
+    # what limits throughput (harness.analysis.diagnosis), from the summaries the reader accepted
+    diags = diagnosis_view.diagnose_files(r.summary for r in disc.reps)
+    limits = {(r["run_id"], r["perm_id"]): r for r in diagnosis_view.limit_columns(diags)}
+    for p in perms:
+        p.update(limits.get((p["run_id"], p["perm_id"]), {}))
+    perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(list(limits.values()), diagnosis_view.LIMIT_SCHEMA),
+                                                   diagnosis_view.LIMIT_SCHEMA), ["run_id", "perm_id"], "left")
+    diag_rows, moves = diagnosis_view.rows(diags), diagnosis_view.limit_moves(diags)
     gains = _sorted(C.dialog_gains(perms, threshold_pct), "dialog_gains")
     cross = _sorted(C.crossover(gains, threshold_pct), "crossover")
     tech = techniques.technique_gains(perms, threshold_pct)
@@ -225,11 +234,15 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
         "permutations": perms_df, "dialog_gains": gains_df, "crossover": cross_df, "top_waits": top_df,
         "technique_gains": tech_df,
         "wait_profile": profile, "repetitions": reps,
+        "diagnosis": spark.createDataFrame(C.as_tuples(diag_rows, diagnosis_view.DIAGNOSIS_SCHEMA),
+                                           diagnosis_view.DIAGNOSIS_SCHEMA),
+        "limit_moves": spark.createDataFrame(C.as_tuples(moves, diagnosis_view.MOVES_SCHEMA),
+                                             diagnosis_view.MOVES_SCHEMA),
     })
     # Spark writes the tables in a thread while Python draws the plots: the JVM and the
     # interpreter work at the same time.
     csv_rows = {"permutations": perms, "dialog_gains": gains, "crossover": cross, "queue_timeseries": series,
-                "technique_gains": tech}
+                "technique_gains": tech, "diagnosis": diag_rows, "limit_moves": moves}
     csv_rows["wait_profile"] = profile_rows
     csv_rows["top_waits"] = [w for w in profile_rows if w["rank"] is not None and w["rank"] <= n_top]
     csv_rows["repetitions"] = _sorted(_rows(reps), "repetitions")
@@ -243,13 +256,15 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     say(f"tables written after {time.monotonic() - t0:.1f} s")
 
     key_rows = report.key_rows(perms, cross, server_labels)
+    diag_html = diagnosis_view.report_section(diags, synthetic_runs)
     path = report.write_index(out_dir, disc, targets, perms, key_rows, all_plots, threshold_pct, written,
-                              time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs, techniques=tech)
+                              time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs, techniques=tech,
+                              diagnosis_html=diag_html)
     say(f"report written after {time.monotonic() - t0:.1f} s")
     notes = report.about_targets(disc, targets, synthetic_runs) + report.verdict_words(gains, threshold_pct)
     return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,
                           plots=all_plots, issues=list(disc.issues), seconds=time.monotonic() - t0,
-                          notes_html=notes)
+                          notes_html=notes, diagnosis=diag_rows, diagnosis_html=diag_html)
 
 
 def _sorted(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:

@@ -94,5 +94,10 @@ def cmd_analyze(args) -> int:
             if tail:
                 print(tail, file=sys.stderr)
             raise error
+    if not args.quiet:   # what limits throughput, per permutation (stdout stays the path alone)
+        from ..analysis.diagnosis_view import print_runs
+        from ..analysis.job import find_runs
+
+        print_runs([r for d in args.run_dirs for r in find_runs(d)], stream=sys.stderr)
     print(path)
     return 0

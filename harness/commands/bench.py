@@ -34,6 +34,7 @@ def register(sub) -> None:
 def cmd_bench(args) -> int:
     from .run import execute
 
+    args.diagnose = False      # printed at the end, after the analysis' log
     code, rd = execute(args)   # prints the repetitions' table in the matrix's order
     if code not in (0, 4):
         return code
@@ -45,6 +46,9 @@ def cmd_bench(args) -> int:
             print("ssbench: analysis not available in this build; summaries above", file=sys.stderr)
         else:
             report = analyze([rd.path])
+    from ..analysis.diagnosis_view import print_runs
+
+    print_runs([rd.path])
     print(f"\nresults: {rd.path}")
     if report:
         print(f"report:  {report}")

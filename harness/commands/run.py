@@ -213,6 +213,10 @@ def execute(args) -> tuple[int, "object"]:
     progress.close()
     rd.finish("complete", lost)
     print_run_table(rd.path)
+    if getattr(args, "diagnose", True):   # what limits throughput (ssbench bench prints it at its end)
+        from ..analysis.diagnosis_view import print_runs
+
+        print_runs([rd.path])
     print(f"ssbench: analyze with: ssbench analyze {rd.path}", file=sys.stderr)
     if lost:
         print(f"ssbench: !!! {lost} MESSAGES LOST in this run: see messages_lost in the summaries !!!",
