@@ -57,9 +57,11 @@ WAIT_MIN_SHARE = 0.25
 #: readers running): processing from the upper figure, receive below the lower, mixed between
 PROCESSING_SHARE = (0.35, 0.65)
 #: server CPU: a remote server's CPUs (utilization); a local server shares the host, whose
-#: CPUs count (host utilization)
+#: CPUs count (host utilization), when it takes more of them than the Locust workers
 SERVER_CPU = 0.85
 HOST_CPU = 0.90
+#: a local server on a busy host: it must take at least this much (percent of a core)
+LOCAL_SERVER_MIN_CPU = 25.0
 #: SQL Server's latch class for readers waiting in WAITFOR (sys.dm_os_latch_stats)
 WAITFOR_LATCH = "SERVICE_BROKER_WAITFOR_MANAGER"
 #: its wait per second (ms/s) per reader that makes it the receive stage's reason
@@ -287,6 +289,14 @@ def _client(s: RepetitionSummary, send: float, closed: bool) -> Finding | None:
         parts.append(f"its busiest thread on a CPU or waiting for one {demand:.0f} % of the time"
                      + (f" (on a CPU {cpu:.0f} % of a core)" if cpu is not None else ""))
         strength = max(strength, demand / CLIENT_DEMAND)
+    workers = sum(v for v in (s.worker_cpu_percent or {}).values() if v is not None)
+    host = _num(s.host_cpu_utilization)
+    if (s.target.kind == "embedded" and host is not None and host >= HOST_CPU and s.server_cpu_percent
+            and workers >= s.server_cpu_percent):
+        # the host's CPUs are the limit, and the load generator takes more of them than the server
+        parts.append(f"the host's CPUs {_pct(host)} busy and the Locust workers taking more of them "
+                     f"({workers:.0f} % of a core) than the database server ({s.server_cpu_percent:.0f} %)")
+        strength = max(strength, min(2.0, workers / max(s.server_cpu_percent, 1.0)))
     if closed and s.users_expected and s.users_active < s.users_expected:
         parts.append(f"only {s.users_active} of {s.users_expected} users sending through the window")
         strength = max(strength, 1.0 + (s.users_expected - s.users_active) / s.users_expected)
@@ -342,12 +352,12 @@ def _server_cpu(s: RepetitionSummary) -> Finding | None:
     if util is None or util < limit:
         return None
     if local:
-        # a host busy with other processes (a noisy host) is not the server's limit
-        if s.server_cpu_percent < 0.5 * util * 100 * (s.host_cpus or 1):
+        # the host's CPUs are the limit of whoever takes most of them: the server when it takes
+        # more than the Locust workers (else the client stage says so) and a quarter of a core
+        workers = sum(v for v in (s.worker_cpu_percent or {}).values() if v is not None)
+        if s.server_cpu_percent < max(workers, LOCAL_SERVER_MIN_CPU):
             return None
-        parts = [f"server {s.server_cpu_percent:.0f} %"]
-        if s.client_cpu_percent is not None:
-            parts.append(f"load generator {s.client_cpu_percent:.0f} %")
+        parts = [f"server {s.server_cpu_percent:.0f} %", f"Locust workers {workers:.0f} %"]
         if s.other_cpu_percent is not None:
             parts.append(f"other processes {s.other_cpu_percent:.0f} %")
         text = (f"the host's {s.host_cpus or '?'} CPUs {_pct(util)} busy, shared with the server "

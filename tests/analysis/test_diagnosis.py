@@ -15,7 +15,7 @@ from harness.analysis import diagnosis_view as V
 from harness.analysis.comparisons import columns
 from harness.collectors.queues import growth
 from harness.results.model import Growth, LatencySummary, TargetRef, WorkerResult
-from support.summaries import T, grows, summary
+from support.summaries import grows, summary
 
 def one(**kw) -> D.RepDiagnosis:
     return D.diagnose_rep(summary(**kw))
@@ -55,6 +55,18 @@ def test_client_evidence(kw, says):
     d = one(**kw)
     assert (d.stage, d.confidence) == ("client", D.CLEAR) and says in d.primary.evidence, d.primary.evidence
     assert D.REMEDIES[d.primary.remedy].axis.startswith("run.workers_per_initiator")
+
+
+def test_client_on_a_saturated_host_taking_more_cpu_than_the_server():
+    embedded = TargetRef("embedded", "PostgreSQL emulation", "delayed")
+    kw = dict(target=embedded, host_cpu_utilization=1.0, other_cpu_percent=168.0, client_cpu_demand=87.0,
+              waits={"PAGELATCH_EX": 12.0})
+    d = one(worker_cpu_percent={"worker.i1.w1": 14.6}, server_cpu_percent=9.2, **kw)
+    assert d.stage == "client"
+    assert "the Locust workers taking more of them (15 % of a core) than the database server (9 %)" in d.primary.evidence
+    assert one(worker_cpu_percent={"worker.i1.w1": 8.0}, server_cpu_percent=23.0, **kw).stage != "client"
+    assert one(worker_cpu_percent={"worker.i1.w1": 14.6}, server_cpu_percent=9.2,
+               **dict(kw, host_cpu_utilization=0.85)).stage != "client"
 
 
 def test_client_thresholds():
@@ -135,13 +147,17 @@ def test_server_cpu_remote_and_local():
     assert (remote.stage, remote.confidence) == ("server CPU", D.CLEAR)
     assert "the busiest database server's CPUs 90 % busy" in remote.primary.evidence
     embedded = TargetRef("embedded", "PostgreSQL 18.1 emulation of Service Broker", "durable")
-    local = one(target=embedded, server_cpu_percent=150.0, client_cpu_percent=30.0, other_cpu_percent=10.0,
-                host_cpu_utilization=0.95)
+    local = one(target=embedded, server_cpu_percent=150.0, worker_cpu_percent={"worker.i1.w1": 30.0},
+                other_cpu_percent=10.0, host_cpu_utilization=0.95)
     assert local.stage == "server CPU"
-    assert "the host's 2 CPUs 95 % busy" in local.primary.evidence and "server 150 %" in local.primary.evidence
-    # a host busy with other processes is not the server's limit
-    noisy = one(target=embedded, server_cpu_percent=40.0, other_cpu_percent=150.0, host_cpu_utilization=1.0)
-    assert noisy.stage != "server CPU"
+    assert "the host's 2 CPUs 95 % busy" in local.primary.evidence
+    assert "server 150 %, Locust workers 30 %, other processes 10 % of a core" in local.primary.evidence
+    # a saturated host: the server's limit only when it takes more than the workers and a quarter of a core
+    assert one(target=embedded, server_cpu_percent=40.0, worker_cpu_percent={"worker.i1.w1": 50.0},
+               host_cpu_utilization=1.0).stage != "server CPU"
+    assert one(target=embedded, server_cpu_percent=20.0, worker_cpu_percent={"worker.i1.w1": 5.0},
+               host_cpu_utilization=1.0).stage != "server CPU"
+    assert one(target=embedded, server_cpu_percent=150.0, host_cpu_utilization=0.85).stage != "server CPU"
     # a SEND wait that explains the time outranks a busy CPU (not a rival)
     both = one(server_cpu_utilization=0.9, waits={"LCK_M_X": 6000.0})
     assert (both.stage, both.confidence) == ("SEND", D.CLEAR)

@@ -13,22 +13,14 @@ import pytest
 
 from harness.targets.base import open_sender
 from harness.targets.embedded.sender import burn_cpu
-from harness.targets.embedded.target import EmbeddedTarget
 from harness.targets.embedded.transport import RateLimit
 from harness.targets.embedded.waits import map_wait
-from support.embedded import deliver, send_many, settings, wait_for
-
-PREFIX = "ssbk"
-
+from support.embedded import deliver, provisioned_target, send_many, settings, wait_for
 
 @pytest.fixture(scope="module")
 def target(pg_server):
-    t = EmbeddedTarget(pg_server, prefix=PREFIX)
-    t.provision(1)
-    try:
+    with provisioned_target(pg_server, "ssbk") as t:
         yield t
-    finally:
-        t.close()
 
 
 # --------------------------------------------------------------------------- units
