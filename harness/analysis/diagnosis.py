@@ -110,6 +110,11 @@ REMEDIES: dict[str, Remedy] = {
     "receive_top": Remedy("RECEIVE TOP (N): many messages per RECEIVE", "receive_top: [1000, 10000]",
                           "paper, Receiving Multiple Messages per Conversation; Recommendation 2; "
                           "seed 002, Message Processing loop"),
+    "reuse": Remedy("more messages per dialog (dialog reuse): RECEIVE returns one conversation's messages",
+                    "messages_per_dialog: [100, unlimited]",
+                    "paper, Recommendation 1 (dialog reuse) and Receiving Multiple Messages per Conversation; "
+                    "seed 003 (multiple messages per conversation speed RECEIVE up about 10x); seed 004 (one "
+                    "message per conversation: never more than one per RECEIVE)"),
     "waitfor": Remedy("a longer WAITFOR, so activation tasks stay alive between messages",
                       "waitfor_timeout_ms: [1000, 3000]",
                       "paper, Recommendation 3 (activation task lifetime; the queue monitor's 5 s); "
@@ -264,6 +269,12 @@ def _receive_reason(s: RepetitionSummary, running: float | None, limit: int | No
     if per_receive is not None and per_receive < 2 and (b.get("receive_top") or 0) < 10:
         return ("one message per RECEIVE", "receive_top",
                 f"{per_receive:.1f} messages per RECEIVE (RECEIVE TOP ({b.get('receive_top')})); {readers}")
+    if per_receive is not None and per_receive < 2:
+        # RECEIVE takes one conversation's messages: a dialog or two per message leaves it one
+        mpd = s.permutation.get("messages_per_dialog")
+        return ("one message per RECEIVE: too few messages per dialog", "reuse",
+                f"{per_receive:.1f} data messages per RECEIVE with RECEIVE TOP ({b.get('receive_top')})"
+                + (f" ({mpd} per dialog)" if mpd else "") + f"; {readers}")
     if at_max:
         hit = f", Task Limit Reached {hits:.1f}/s" if hits else ""
         return ("readers at MAX_QUEUE_READERS", "readers", f"{readers}{hit}")

@@ -12,7 +12,8 @@ from .common import TARGET_HELP
 def register(sub) -> None:
     p = sub.add_parser("bench", help="run matrices/bench.yaml on the embedded target and build the report",
                        description="Run a matrix (default matrices/bench.yaml) on a target (default: the embedded one), "
-                                   "then the Spark analysis, and print where the results and plots are.")
+                                   "then the Spark analysis; print what limits throughput in each permutation and "
+                                   "what to try (docs/diagnosis.md), and where the results and plots are.")
     p.add_argument("--matrix", default="matrices/bench.yaml", metavar="FILE",
                    help="matrix YAML file to run (default matrices/bench.yaml)")
     p.add_argument("--target", default="embedded", help=TARGET_HELP)

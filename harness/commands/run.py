@@ -25,8 +25,9 @@ def register(sub) -> None:
                                    "worker process per initiator by default, --workers-per-initiator N for "
                                    "more, --remote-workers for workers on client hosts; one user per client "
                                    "thread), collectors, "
-                                   "drain and verify, results written atomically under results/<run-id>/. "
-                                   "Ctrl-C stops cleanly and leaves the run resumable.")
+                                   "drain and verify, results written atomically under results/<run-id>/; at the "
+                                   "end, what limits throughput in each permutation and what to try "
+                                   "(docs/diagnosis.md). Ctrl-C stops cleanly and leaves the run resumable.")
     add_run_arguments(p)
     add_scale_arguments(p)
     p.set_defaults(func=cmd_run)

@@ -499,6 +499,17 @@ def test_cli_analyze_prints_report_path(spark, tiny_run, tmp_path, capsys):
     assert out == str((tmp_path / "cli" / "index.html").resolve())
 
 
+def test_cli_analyze_prints_the_diagnosis_on_stderr(spark, tiny_run, tmp_path, capsys):
+    """Without -q: what limits throughput on stderr (with Spark's log); stdout stays the path."""
+    from harness.cli import main
+
+    assert main(["analyze", str(tiny_run), "--out", str(tmp_path / "cli2")]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.strip() == str((tmp_path / "cli2" / "index.html").resolve())
+    assert "What limits throughput, and what to try (docs/diagnosis.md)" in cap.err
+    assert "i1-t8-per_thread-p100" in cap.err.split("What limits throughput")[1]
+
+
 def test_cli_without_java_says_how_to_get_it(tiny_run, monkeypatch, capsys):
     from harness.cli import main
 

@@ -125,6 +125,8 @@ def test_processing_against_receive_by_the_readers_time():
     ({"messages_per_receive": 1.0, "perm": {"broker": {"receive_top": 1, "max_queue_readers": 4,
                                                        "waitfor_timeout_ms": 3000, "monitor_interval_seconds": 5.0}}},
      "one message per RECEIVE", "receive_top"),
+    ({"messages_per_receive": 0.6, "perm": {"messages_per_dialog": 1}},
+     "one message per RECEIVE: too few messages per dialog", "reuse"),
     ({"activation_at_max_share": 1.0}, "readers at MAX_QUEUE_READERS", "readers"),
     ({"activation_tasks_running": 1.0, "activation_at_max_share": 0.0}, "activation has not started enough readers",
      "waitfor"),
