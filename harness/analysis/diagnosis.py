@@ -302,7 +302,7 @@ def _client(s: RepetitionSummary, send: float, closed: bool) -> Finding | None:
         strength = max(strength, demand / CLIENT_DEMAND)
     workers = sum(v for v in (s.worker_cpu_percent or {}).values() if v is not None)
     host = _num(s.host_cpu_utilization)
-    if (s.target.kind == "embedded" and host is not None and host >= HOST_CPU and s.server_cpu_percent
+    if (s.server_on_host and host is not None and host >= HOST_CPU and s.server_cpu_percent
             and workers >= s.server_cpu_percent):
         # the host's CPUs are the limit, and the load generator takes more of them than the server
         parts.append(f"the host's CPUs {_pct(host)} busy and the Locust workers taking more of them "
@@ -357,7 +357,7 @@ def _send_waits(s: RepetitionSummary) -> Finding | None:
 
 
 def _server_cpu(s: RepetitionSummary) -> Finding | None:
-    local = s.server_cpu_percent is not None and s.target.kind == "embedded"
+    local = bool(s.server_on_host) and s.server_cpu_percent is not None
     util = _num(s.host_cpu_utilization) if local else _num(s.server_cpu_utilization)
     limit = HOST_CPU if local else SERVER_CPU
     if util is None or util < limit:
@@ -432,6 +432,7 @@ class Diagnosis:
     send_rate: float | None = None         # medians over the repetitions
     receive_rate: float | None = None
     target_kind: str = ""
+    target_label: str = ""
 
     @property
     def limit(self) -> str:
@@ -449,7 +450,8 @@ def diagnose_permutation(summaries: Iterable[RepetitionSummary]) -> Diagnosis:
     base = dict(run_id=first.run_id, perm_id=first.permutation_id, permutation=dict(first.permutation),
                 reps=len(reps), rep_stages=[d.stage or NO_DATA for d in ds],
                 send_rate=statistics.median(s.send_rate for s in reps),
-                receive_rate=statistics.median(s.receive_rate for s in reps), target_kind=first.target.kind)
+                receive_rate=statistics.median(s.receive_rate for s in reps), target_kind=first.target.kind,
+                target_label=first.target.label)
     if not named:
         return Diagnosis(**base, stage=None, detail="", confidence=NO_DATA,
                          evidence="; ".join(sorted({d.reason for d in ds if d.reason})), remedy=None)
@@ -480,7 +482,7 @@ def remedy_for(f: Finding, s: RepetitionSummary) -> Remedy:
     r = REMEDIES[f.remedy]
     if f.stage == "processing":
         _, limit = _readers(s)
-        cores = s.host_cpus if s.target.kind == "embedded" else None
+        cores = s.host_cpus if s.server_on_host else None
         if limit and cores and limit >= 2 * cores:
             return Remedy("less work per message: set-based processing, or the work moved out of the "
                           "activation procedure (readers are already 2 per core)", r.axis, r.source)

@@ -96,7 +96,7 @@ def terminal_text(diags: list[Diagnosis], width: int = 100) -> str:
     wrap = lambda head, text: textwrap.fill(text, width, initial_indent=head,  # noqa: E731
                                             subsequent_indent=" " * len(head))
     lines = ["", "What limits throughput, and what to try (docs/diagnosis.md)"]
-    if any(d.target_kind == "embedded" for d in diags):
+    if any("emulation" in d.target_label for d in diags):
         lines.append("  (PostgreSQL emulation: the limits found are the emulation's, not SQL Server's)")
     for d in diags:
         reps = f"{d.reps} repetition{'s' if d.reps != 1 else ''}"

@@ -102,7 +102,7 @@ SUMMARY = _s(
     ("activation_max_readers", DoubleType()), ("activation_at_max_share", DoubleType()),
     ("activation_task_limit_per_s", DoubleType()), ("procedure_us_per_message", DoubleType()),
     ("procedure_busy", DoubleType()), ("messages_per_receive", DoubleType()),
-    ("server_cpu_utilization", DoubleType()), ("host_cpu_utilization", DoubleType()),
+    ("server_on_host", BooleanType()), ("server_cpu_utilization", DoubleType()), ("host_cpu_utilization", DoubleType()),
     ("host_cpus", DoubleType()), ("client_cpu_demand", DoubleType()),
     ("server_cpu_demand", DoubleType()), ("broker_waits", MapType(StringType(), DoubleType())),
     ("page_latch_objects", MapType(StringType(), DoubleType())),

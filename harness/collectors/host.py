@@ -166,7 +166,8 @@ class HostCollector(Collector):
         other = mean(window.series(self.family, "other_cpu_percent"))
         steal = mean(window.series(self.family, "steal_percent"))
         host = mean(window.series(self.family, "system_cpu_percent"))
-        return {"server_cpu_utilization": round(utilization, 4) if utilization is not None else None,
+        return {"server_on_host": bool(server),
+                "server_cpu_utilization": round(utilization, 4) if utilization is not None else None,
                 "host_cpu_utilization": round(host / 100.0, 4) if host is not None else None,
                 "host_cpus": self._ncpu,
                 "client_cpu_demand": max((d for d in demand if d is not None), default=None),

@@ -339,6 +339,7 @@ class RepetitionSummary(Document):
     procedure_us_per_message: float | None = field(default=None, metadata={"omit_none": True})
     procedure_busy: float | None = field(default=None, metadata={"omit_none": True})
     messages_per_receive: float | None = field(default=None, metadata={"omit_none": True})
+    server_on_host: bool | None = field(default=None, metadata={"omit_none": True})
     server_cpu_utilization: float | None = field(default=None, metadata={"omit_none": True})
     host_cpu_utilization: float | None = field(default=None, metadata={"omit_none": True})
     host_cpus: int | None = field(default=None, metadata={"omit_none": True})

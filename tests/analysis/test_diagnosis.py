@@ -59,7 +59,8 @@ def test_client_evidence(kw, says):
 
 def test_client_on_a_saturated_host_taking_more_cpu_than_the_server():
     embedded = TargetRef("embedded", "PostgreSQL emulation", "delayed")
-    kw = dict(target=embedded, host_cpu_utilization=1.0, other_cpu_percent=168.0, client_cpu_demand=87.0,
+    kw = dict(target=embedded, server_on_host=True, host_cpu_utilization=1.0, other_cpu_percent=168.0,
+              client_cpu_demand=87.0,
               waits={"PAGELATCH_EX": 12.0})
     d = one(worker_cpu_percent={"worker.i1.w1": 14.6}, server_cpu_percent=9.2, **kw)
     assert d.stage == "client"
@@ -149,17 +150,20 @@ def test_server_cpu_remote_and_local():
     assert (remote.stage, remote.confidence) == ("server CPU", D.CLEAR)
     assert "the busiest database server's CPUs 90 % busy" in remote.primary.evidence
     embedded = TargetRef("embedded", "PostgreSQL 18.1 emulation of Service Broker", "durable")
-    local = one(target=embedded, server_cpu_percent=150.0, worker_cpu_percent={"worker.i1.w1": 30.0},
+    local = one(target=embedded, server_on_host=True, server_cpu_percent=150.0, worker_cpu_percent={"worker.i1.w1": 30.0},
                 other_cpu_percent=10.0, host_cpu_utilization=0.95)
     assert local.stage == "server CPU"
     assert "the host's 2 CPUs 95 % busy" in local.primary.evidence
     assert "server 150 %, Locust workers 30 %, other processes 10 % of a core" in local.primary.evidence
     # a saturated host: the server's limit only when it takes more than the workers and a quarter of a core
-    assert one(target=embedded, server_cpu_percent=40.0, worker_cpu_percent={"worker.i1.w1": 50.0},
+    assert one(target=embedded, server_on_host=True, server_cpu_percent=40.0, worker_cpu_percent={"worker.i1.w1": 50.0},
                host_cpu_utilization=1.0).stage != "server CPU"
-    assert one(target=embedded, server_cpu_percent=20.0, worker_cpu_percent={"worker.i1.w1": 5.0},
+    assert one(target=embedded, server_on_host=True, server_cpu_percent=20.0, worker_cpu_percent={"worker.i1.w1": 5.0},
                host_cpu_utilization=1.0).stage != "server CPU"
-    assert one(target=embedded, server_cpu_percent=150.0, host_cpu_utilization=0.85).stage != "server CPU"
+    assert one(target=embedded, server_on_host=True, server_cpu_percent=150.0,
+               host_cpu_utilization=0.85).stage != "server CPU"
+    # a remote server's CPU is its own figure, whatever this host's
+    assert one(server_cpu_percent=150.0, host_cpu_utilization=1.0, server_cpu_utilization=0.5).stage != "server CPU"
     # a SEND wait that explains the time outranks a busy CPU (not a rival)
     both = one(server_cpu_utilization=0.9, waits={"LCK_M_X": 6000.0})
     assert (both.stage, both.confidence) == ("SEND", D.CLEAR)
@@ -208,7 +212,8 @@ def test_noisy_host_is_said():
 
 def test_processing_remedy_asks_for_less_work_when_readers_are_two_per_core():
     embedded = TargetRef("embedded", "PostgreSQL emulation", "delayed")
-    kw = dict(target=embedded, queue_growth=grows(500.0), procedure_busy=3.8, activation_tasks_running=4.0)
+    kw = dict(target=embedded, server_on_host=True, queue_growth=grows(500.0), procedure_busy=3.8,
+              activation_tasks_running=4.0)
     few = D.diagnose_permutation([summary(**kw, host_cpus=4)])
     many = D.diagnose_permutation([summary(**kw, host_cpus=2)])
     assert few.remedy.technique.startswith("more readers") and many.remedy.technique.startswith("less work")
