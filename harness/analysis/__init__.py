@@ -18,7 +18,9 @@ problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``uncertai
 (bootstrap intervals and verdicts, numpy), ``comparisons`` (gains, crossovers and intervals on
 the driver), ``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view),
 ``report`` (index.html), ``job`` (orchestration), ``synth`` (synthetic runs, written through
-harness.results and marked SYNTHETIC).
+harness.results and marked SYNTHETIC), ``diagnosis`` (what limits throughput per permutation and
+what to try, pure Python over the summaries; docs/diagnosis.md) and ``diagnosis_view`` (its
+tables, report section and terminal text).
 
 Importing this package does not import pyspark; its modules that need Spark import it.
 """
