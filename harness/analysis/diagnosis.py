@@ -455,26 +455,32 @@ def diagnose_permutation(summaries: Iterable[RepetitionSummary]) -> Diagnosis:
     if not named:
         return Diagnosis(**base, stage=None, detail="", confidence=NO_DATA,
                          evidence="; ".join(sorted({d.reason for d in ds if d.reason})), remedy=None)
-    votes = Counter((d.stage, d.detail) for d in named)
-    (stage, detail), n = votes.most_common(1)[0]
-    if list(votes.values()).count(n) > 1:   # a tie: the strongest of the tied
-        tied = [k for k, v in votes.items() if v == n]
-        stage, detail = max(tied, key=lambda k: max(d.primary.strength for d in named if (d.stage, d.detail) == k))
-    agree = [d for d in named if (d.stage, d.detail) == (stage, detail)]
-    agree.sort(key=lambda d: d.primary.strength)
-    typical = agree[len(agree) // 2]       # the median-strength repetition speaks for them
-    clear = len(agree) == len(ds) and all(d.confidence == CLEAR for d in agree)
+    # the stage most repetitions name, then its kind among them (a tie: the strongest evidence)
+    stage = _vote(named, lambda d: d.stage)
+    agree = [d for d in named if d.stage == stage]
+    detail = _vote(agree, lambda d: d.detail)
+    same = sorted((d for d in agree if d.detail == detail), key=lambda d: d.primary.strength)
+    typical = same[len(same) // 2]         # the median-strength repetition speaks for them
+    clear = len(same) == len(ds) and all(d.confidence == CLEAR for d in same)
     others = sorted({f.stage for d in ds for f in d.findings[1:] if f.strength >= 1.0} - {stage}
                     | {d.stage for d in named if d.stage != stage})
     evidence = typical.primary.evidence
     if len(ds) > 1:
-        evidence += f" (rep {typical.rep}; {len(agree)} of {len(ds)} repetitions agree)"
+        evidence += f" (rep {typical.rep}; {len(agree)} of {len(ds)} repetitions name {stage})"
     noisy = [s for s in reps if s.noisy_host]
     if 2 * len(noisy) > len(reps):       # the figures measured a shared machine: say so
         other = statistics.median(s.other_cpu_percent or 0.0 for s in noisy)
         evidence += f"; noisy host: other processes took {other:.0f} % of a core"
     return Diagnosis(**base, stage=stage, detail=detail, confidence=CLEAR if clear else MIXED,
                      evidence=evidence, remedy=remedy_for(typical.primary, first), also=", ".join(others))
+
+
+def _vote(ds: list[RepDiagnosis], key) -> str:
+    """The value of ``key`` most of ``ds`` have; a tie goes to the strongest primary finding."""
+    votes = Counter(key(d) for d in ds)
+    n = max(votes.values())
+    tied = [k for k, v in votes.items() if v == n]
+    return max(tied, key=lambda k: max(d.primary.strength for d in ds if key(d) == k))
 
 
 def remedy_for(f: Finding, s: RepetitionSummary) -> Remedy:

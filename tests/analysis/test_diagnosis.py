@@ -185,7 +185,7 @@ def test_the_repetitions_vote_and_the_median_one_speaks():
     reps = [summary(rep=n, waits={"WRITELOG": w}) for n, w in ((1, 3000.0), (2, 6000.0), (3, 4000.0))]
     d = D.diagnose_permutation(reps)
     assert (d.stage, d.detail, d.confidence, d.reps) == ("SEND", "log flush", D.CLEAR, 3)
-    assert "(rep 3; 3 of 3 repetitions agree)" in d.evidence and "4,000 ms/s" in d.evidence
+    assert "(rep 3; 3 of 3 repetitions name SEND)" in d.evidence and "4,000 ms/s" in d.evidence
     assert d.limit == "SEND: log flush" and d.remedy == D.REMEDIES["log flush"]
 
 
@@ -195,6 +195,11 @@ def test_disagreeing_repetitions_are_mixed_and_name_the_other_stage():
     d = D.diagnose_permutation(reps)
     assert (d.stage, d.confidence) == ("SEND", D.MIXED) and "client" in d.also
     assert d.rep_stages == ["SEND", "SEND", "client"]
+    # two repetitions name SEND with different waits, one the client: SEND, mixed, its stronger kind
+    split = D.diagnose_permutation([summary(rep=1, waits={"LCK_M_X": 2700.0}), summary(rep=2, client_cpu_demand=99.0),
+                                    summary(rep=3, waits={"WRITELOG": 3500.0})])
+    assert (split.stage, split.detail, split.confidence) == ("SEND", "log flush", D.MIXED)
+    assert "(rep 3; 2 of 3 repetitions name SEND)" in split.evidence and split.also == "client"
     tie = D.diagnose_permutation(reps[1:])
     # a tie: the stronger of the two (log flush waits at twice their threshold, the client 1.1 times)
     assert (tie.stage, tie.confidence) == ("SEND", D.MIXED)
