@@ -16,9 +16,11 @@ problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``uncertai
 (bootstrap intervals and verdicts, numpy), ``comparisons`` (gains, crossovers and intervals on
 the driver), ``techniques`` (each technique axis against its baseline on the metric it moves,
 or "not exercised"), ``techniques_report`` (their report section and terminal table),
-``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view and technique figures),
-``report`` (index.html), ``job`` (orchestration). Synthetic runs (marked SYNTHETIC) are written
-by tests/support/synth.py, test data outside the package.
+``diagnosis`` (what limits throughput per permutation and what to try, pure Python over the
+summaries; docs/diagnosis.md), ``diagnosis_view`` (its tables, report section and terminal
+text), ``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view and technique
+figures), ``report`` (index.html), ``job`` (orchestration). Synthetic runs (marked SYNTHETIC)
+are written by tests/support/synth.py, test data outside the package.
 
 Importing this package does not import pyspark; its modules that need Spark import it.
 """

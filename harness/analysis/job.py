@@ -34,7 +34,7 @@ from typing import Any, Callable
 if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `harness` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.analysis import discovery, plots, report, techniques  # noqa: E402
+from harness.analysis import diagnosis_view, discovery, plots, report, techniques  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.results import write_atomic  # noqa: E402
 from harness.results.model import target_capabilities  # noqa: E402
@@ -84,6 +84,8 @@ class AnalysisResult:
     seconds: float
     notes_html: str = ""                         # synthetic data, target notes, how to read verdicts
     techniques: list[dict[str, Any]] = field(default_factory=list)   # tables/technique_gains.csv
+    diagnosis: list[dict[str, Any]] = field(default_factory=list)   # tables/diagnosis.csv
+    diagnosis_html: str = ""                     # the report's diagnosis section
 
     @property
     def out_dir(self) -> Path:
@@ -161,30 +163,13 @@ def _rows(df) -> list[dict[str, Any]]:
 
 def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, n_top: int,
          say: Callable[[str], None], t0: float, helper=None) -> AnalysisResult:
-    from pyspark.sql import functions as F
-
     from harness.analysis import comparisons as C
     from harness.analysis import transforms as T
 
     tables: dict[str, Any] = {}
     reps = discovery.read_summaries(spark, disc)
-    samples = discovery.read_samples(spark, disc)
-    metrics = None
-    # localCheckpoint (not cache): materialized once, and later queries start from it with a
-    # short plan -- with cache() every query still carries (and matches) the whole lineage,
-    # which costs ~1-2 s of planning per query here.
+    metrics, with_waits = _reduce_samples(spark, disc, tables)
     rep_keys = {(r.run_id, r.perm_id, r.rep) for r in disc.reps}
-    with_waits: set[tuple[str, str, int]] = set()
-    if samples is not None:
-        metrics = T.measured_metrics(samples).localCheckpoint()
-        per_rep = (metrics.groupBy("run_id", "perm_id", "rep")
-                   .agg(F.sum(F.when(F.col("_bad"), F.col("n"))).alias("bad"),
-                        F.max(F.when(~F.col("_bad") & (F.col("family") == "waits"), F.lit(1))).alias("waits"))
-                   .collect())
-        discovery.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.bad) for r in per_rep if r.bad])
-        with_waits = {(r.run_id, r.perm_id, r.rep) for r in per_rep if r.waits}
-        metrics = metrics.where(~F.col("_bad"))
-        tables["sample_metrics"] = metrics.drop("_bad")
     say(f"samples reduced after {time.monotonic() - t0:.1f} s")
 
     stats = T.permutation_stats(reps).localCheckpoint()
@@ -192,9 +177,8 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     if metrics is None or len(fallback) > 200:  # let Spark find them (an anti-join) instead of a long IN list
         fallback = None
     profile = T.wait_profile(T.rep_wait_rates(metrics, reps, fallback)).localCheckpoint()
-    verdicts = T.bottleneck(profile, stats)
     extras = T.sample_extras(metrics) if metrics is not None else None
-    perms_df = T.permutations_table(stats, extras, verdicts).localCheckpoint()
+    perms_df = T.permutations_table(stats, extras, T.wait_shares(profile, stats)).localCheckpoint()
     top_df = T.top_waits(profile, n_top)
 
     # intervals, gains, verdicts and crossovers on the driver (harness.analysis.comparisons):
@@ -204,6 +188,7 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     intervals = C.rate_intervals(perms, synthetic_runs)
     perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(intervals, C.INTERVAL_SCHEMA), C.INTERVAL_SCHEMA),
                              ["run_id", "perm_id"], "left")
+    diags, diag_rows, moves, perms_df = _diagnose(spark, disc, perms, perms_df, tables)
     gains = _sorted(C.dialog_gains(perms, threshold_pct), "dialog_gains")
     cross = _sorted(C.crossover(gains, threshold_pct), "crossover")
     rep_rows = _sorted(_rows(reps), "repetitions")
@@ -214,18 +199,7 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     profile_rows = _sorted(_rows(profile), "wait_profile")
     say(f"aggregated {len(perms)} permutations after {time.monotonic() - t0:.1f} s")
 
-    # time series of the highest-load permutation of each dialog strategy (per run)
-    chosen = choose_timeseries(perms, disc)
-    series: list[dict[str, Any]] = []
-    if chosen:
-        want = {(c["run_id"], c["perm_id"], c["rep"]) for c in chosen}
-        sub = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) in want]
-        ts_samples = discovery.read_samples(spark, disc, sub)
-        if ts_samples is not None:
-            ts_df = T.queue_timeseries(ts_samples).localCheckpoint()
-            series = _sorted(_rows(ts_df), "queue_timeseries")
-            tables["queue_timeseries"] = ts_df
-
+    chosen, series = _timeseries(spark, disc, perms, tables)
     tables.update({
         "permutations": perms_df, "dialog_gains": gains_df, "crossover": cross_df, "top_waits": top_df,
         "technique_gains": tech_df,
@@ -234,7 +208,7 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     # Spark writes the tables in a thread while Python draws the plots: the JVM and the
     # interpreter work at the same time.
     csv_rows = {"permutations": perms, "dialog_gains": gains, "crossover": cross, "queue_timeseries": series,
-                "technique_gains": tech}
+                "technique_gains": tech, "diagnosis": diag_rows, "limit_moves": moves}
     csv_rows["wait_profile"] = profile_rows
     csv_rows["top_waits"] = [w for w in profile_rows if w["rank"] is not None and w["rank"] <= n_top]
     csv_rows["repetitions"] = rep_rows
@@ -248,13 +222,79 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     say(f"tables written after {time.monotonic() - t0:.1f} s")
 
     key_rows = report.key_rows(perms, cross, server_labels)
+    diag_html = diagnosis_view.report_section(diags, synthetic_runs)
     path = report.write_index(out_dir, disc, targets, perms, key_rows, all_plots, threshold_pct, written,
-                              time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs, techniques=tech)
+                              time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs, techniques=tech,
+                              diagnosis_html=diag_html)
     say(f"report written after {time.monotonic() - t0:.1f} s")
     notes = report.about_targets(disc, targets, synthetic_runs) + report.verdict_words(gains, threshold_pct)
     return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,
                           plots=all_plots, issues=list(disc.issues), seconds=time.monotonic() - t0,
-                          notes_html=notes, techniques=tech)
+                          notes_html=notes, techniques=tech, diagnosis=diag_rows, diagnosis_html=diag_html)
+
+
+def _reduce_samples(spark, disc: discovery.Discovery, tables: dict[str, Any]):
+    """The measured window's sample metrics (``tables["sample_metrics"]``; None without samples),
+    bad samples reported as issues, and the repetitions that have wait samples."""
+    from pyspark.sql import functions as F
+
+    from harness.analysis import transforms as T
+
+    samples = discovery.read_samples(spark, disc)
+    with_waits: set[tuple[str, str, int]] = set()
+    if samples is None:
+        return None, with_waits
+    # localCheckpoint (not cache): materialized once, and later queries start from it with a
+    # short plan -- with cache() every query still carries (and matches) the whole lineage,
+    # which costs ~1-2 s of planning per query here.
+    metrics = T.measured_metrics(samples).localCheckpoint()
+    per_rep = (metrics.groupBy("run_id", "perm_id", "rep")
+               .agg(F.sum(F.when(F.col("_bad"), F.col("n"))).alias("bad"),
+                    F.max(F.when(~F.col("_bad") & (F.col("family") == "waits"), F.lit(1))).alias("waits"))
+               .collect())
+    discovery.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.bad) for r in per_rep if r.bad])
+    with_waits = {(r.run_id, r.perm_id, r.rep) for r in per_rep if r.waits}
+    metrics = metrics.where(~F.col("_bad"))
+    tables["sample_metrics"] = metrics.drop("_bad")
+    return metrics, with_waits
+
+
+def _diagnose(spark, disc: discovery.Discovery, perms: list[dict], perms_df, tables: dict[str, Any]):
+    """What limits throughput (harness.analysis.diagnosis), from the summaries the reader
+    accepted: the limit columns joined to the permutations (rows and table), the diagnosis and
+    limit_moves tables; returns the diagnoses, both tables' rows and the permutations table."""
+    from harness.analysis import comparisons as C
+
+    diags = diagnosis_view.diagnose_files((r.summary for r in disc.reps), {r.run_id: r.capabilities for r in disc.runs})
+    limits = {(r["run_id"], r["perm_id"]): r for r in diagnosis_view.limit_columns(diags)}
+    for p in perms:
+        p.update(limits.get((p["run_id"], p["perm_id"]), {}))
+    perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(list(limits.values()), diagnosis_view.LIMIT_SCHEMA),
+                                                   diagnosis_view.LIMIT_SCHEMA), ["run_id", "perm_id"], "left")
+    diag_rows, moves = diagnosis_view.rows(diags), diagnosis_view.limit_moves(diags)
+    tables["diagnosis"] = spark.createDataFrame(C.as_tuples(diag_rows, diagnosis_view.DIAGNOSIS_SCHEMA),
+                                                diagnosis_view.DIAGNOSIS_SCHEMA)
+    tables["limit_moves"] = spark.createDataFrame(C.as_tuples(moves, diagnosis_view.MOVES_SCHEMA),
+                                                  diagnosis_view.MOVES_SCHEMA)
+    return diags, diag_rows, moves, perms_df
+
+
+def _timeseries(spark, disc: discovery.Discovery, perms: list[dict], tables: dict[str, Any]):
+    """The time series of the highest-load permutation of each dialog strategy (per run): the
+    chosen repetitions and their rows (``tables["queue_timeseries"]``)."""
+    from harness.analysis import transforms as T
+
+    chosen = choose_timeseries(perms, disc)
+    series: list[dict[str, Any]] = []
+    if chosen:
+        want = {(c["run_id"], c["perm_id"], c["rep"]) for c in chosen}
+        sub = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) in want]
+        ts_samples = discovery.read_samples(spark, disc, sub)
+        if ts_samples is not None:
+            ts_df = T.queue_timeseries(ts_samples).localCheckpoint()
+            series = _sorted(_rows(ts_df), "queue_timeseries")
+            tables["queue_timeseries"] = ts_df
+    return chosen, series
 
 
 def _sorted(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:

@@ -20,8 +20,9 @@ def register(sub) -> None:
     p = sub.add_parser(
         "analyze", help="analyze run directories with Spark: tables, plots and an HTML report",
         description="Analyze one or more run directories with Spark (local by default) into Parquet/CSV "
-                    "tables, PNG plots (the whitepaper's Figures 2-5 and more) and index.html, and print the "
-                    "technique comparisons (verdicts; how to exercise a technique that never engaged). Needs Java 17+. "
+                    "tables, PNG plots (the whitepaper's Figures 2-5 and more) and index.html, print the "
+                    "technique comparisons (verdicts; how to exercise a technique that never engaged), and print "
+                    "what limits throughput in each permutation (docs/diagnosis.md) on stderr. Needs Java 17+. "
                     "On a cluster the run and report directories must be at the same path on every node "
                     "(docs/analysis-cluster.md).")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run directory, e.g. results/<run-id>")
@@ -37,8 +38,8 @@ def register(sub) -> None:
     p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="gain in %% a dialog strategy must keep to count as paying (crossover; default 5)")
     p.add_argument("-q", "--quiet", action="store_true",
-                   help="print only the report path (Spark's and the JVM's output and the technique table are "
-                        "kept out)")
+                   help="print only the report path (Spark's and the JVM's output, the technique table and the "
+                        "diagnosis are kept out)")
     p.set_defaults(func=cmd_analyze)
 
 
@@ -109,5 +110,10 @@ def cmd_analyze(args) -> int:
             if tail:
                 print(tail, file=sys.stderr)
             raise error
+    if not args.quiet:   # what limits throughput, per permutation (stdout stays the path alone)
+        from ..analysis.diagnosis_view import print_runs
+        from ..analysis.job import find_runs
+
+        print_runs([r for d in args.run_dirs for r in find_runs(d)], stream=sys.stderr)
     print(path)
     return 0

@@ -12,8 +12,9 @@ from .common import TARGET_HELP
 def register(sub) -> None:
     p = sub.add_parser("bench", help="run matrices/bench.yaml on the embedded target and build the report",
                        description="Run a matrix (default matrices/bench.yaml) on a target (default: the embedded one), "
-                                   "then the Spark analysis, and print the technique comparisons (if the matrix has "
-                                   "technique axes) and where the results and plots are.")
+                                   "then the Spark analysis; print the technique comparisons (if the matrix has "
+                                   "technique axes), what limits throughput in each permutation and what to try "
+                                   "(docs/diagnosis.md), and where the results and plots are.")
     p.add_argument("--matrix", default="matrices/bench.yaml", metavar="FILE",
                    help="matrix YAML file to run (default matrices/bench.yaml)")
     p.add_argument("--target", default="embedded", help=TARGET_HELP)
@@ -35,6 +36,7 @@ def register(sub) -> None:
 def cmd_bench(args) -> int:
     from .run import execute
 
+    args.diagnose = False      # printed at the end, after the analysis' log
     code, rd = execute(args)   # prints the repetitions' table in the matrix's order
     if code not in (0, 4):
         return code
@@ -49,6 +51,9 @@ def cmd_bench(args) -> int:
             from .analyze import print_techniques
 
             print_techniques(report)
+    from ..analysis.diagnosis_view import print_runs
+
+    print_runs([rd.path])
     print(f"\nresults: {rd.path}")
     if report:
         print(f"report:  {report}")
