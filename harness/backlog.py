@@ -163,6 +163,7 @@ class BacklogRepetition(Repetition):
 
     # ------------------------------------------------------------------ the summary
     def _summarize(self, res, final, warmup, measure, web) -> tuple[RepetitionSummary, dict[str, Histogram]]:
+        self.receiving = False       # the fill receives nothing by design: not a receive stall
         summary, lat = super()._summarize(res, final, warmup, measure, web)
         d = self.drain
         with self.lock:

@@ -35,6 +35,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("SSBENCH_SEND_MODE", "the SEND path, overriding the matrix's run.send_mode: auto or thread", "auto"),
     Variable("SSBENCH_EMBEDDED_SEND_DELAY_MS", "a server-side delay in each embedded SEND, in ms (to build a "
                                                "slow-SEND case; recorded in run.json)"),
+    Variable("SSBENCH_EMBEDDED_LOCK_SAMPLE_MS", "diagnostic: sample the embedded server's blocking chains every "
+                                               "this many ms (locks in samples.jsonl; the broker's --lock-sample-ms)"),
     Variable("SSBENCH_WORKER_TOKEN", "the run's token every Locust worker proves (HMAC; never on a command line)",
              secret=True),
     Variable("SSBENCH_CONTROL", "set by ssbench for its Locust master: the controller's loopback address",

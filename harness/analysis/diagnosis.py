@@ -194,15 +194,15 @@ def _readers(s: RepetitionSummary) -> tuple[float | None, int | None]:
 
 def _downstream(s: RepetitionSummary, send: float) -> list[Finding]:
     out = []
-    if _growing(s.xmitq_growth, send):
-        g = s.xmitq_growth
+    if _growing(s.xmitq_depth_growth, send):
+        g = s.xmitq_depth_growth
         tr = f"; the transport moved {_rate(s.transport_rate)} msg/s" if s.transport_rate is not None else ""
         out.append(Finding("transmission", "the transmission queue grows", g.per_s / (GROWTH_MIN_SHARE * send),
                            f"{_growth_text('transmission queue', g)} while SEND ran {_rate(send)} msg/s{tr}",
                            "transmission", downstream=True))
-    if _growing(s.queue_growth, send):
+    if _growing(s.queue_depth_growth, send):
         out += _receive_side(s, send)
-    if s.xmitq_growth is None and s.queue_growth is None:   # an older summary: the rates only
+    if s.xmitq_depth_growth is None and s.queue_depth_growth is None:   # an older summary: the rates only
         backlog = (send - s.receive_rate) / send
         if backlog >= BACKLOG_MIN_SHARE:
             where = "transmission" if (s.max_xmitq_depth or 0) > (s.max_queue_depth or 0) else "receive"
@@ -217,7 +217,7 @@ def _downstream(s: RepetitionSummary, send: float) -> list[Finding]:
 def _receive_side(s: RepetitionSummary, send: float) -> list[Finding]:
     """The target queue grows: the readers' time in the procedure's own work says processing,
     else RECEIVE and activation (which reason, which remedy)."""
-    g = s.queue_growth
+    g = s.queue_depth_growth
     strength = g.per_s / (GROWTH_MIN_SHARE * send)
     base = f"{_growth_text('target queue', g)} while SEND ran {_rate(send)} msg/s"
     running, limit = _readers(s)
@@ -397,7 +397,7 @@ def diagnose_rep(s: RepetitionSummary) -> RepDiagnosis:
                     "offered load")
         return RepDiagnosis(s.repetition, f.stage, f.detail, CLEAR, [f] + up)
     if not up:
-        if s.xmitq_growth is None and not s.top_waits:
+        if s.xmitq_depth_growth is None and not s.top_waits:
             return RepDiagnosis(s.repetition, None, "", NO_DATA, reason="no wait, queue or CPU figures")
         f = Finding("SEND", "no wait or CPU limit stands out", 1.0,
                     f"SEND {_rate(send)} msg/s, receive {_rate(s.receive_rate)} msg/s, no queue grew; no wait "

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..results import SUMMARY_SCHEMA, TAIL_RE, RunReader, RunRecord, read_json
+from ..results import DISTURBED_STATUSES, SUMMARY_SCHEMA, TAIL_RE, RunReader, RunRecord, read_json
 from ..results.model import target_capabilities
 
 
@@ -224,7 +224,11 @@ def read_summaries(spark, disc: Discovery):
         *[c(n).alias(n) for n in ("top_waits", "max_xmitq_depth", "max_queue_depth", "client_cpu_percent",
                                   "client_bound", "server_cpu_percent", "errors", "status",
                                   "users_expected", "users_spawned", "users_active",
-                                  "activation_tasks_started_per_s", "dialog_errors_lost")],
+                                  "activation_tasks_started_per_s", "dialog_errors_lost",
+                                  # a disturbed window's figures (harness.results.disturbance)
+                                  "other_cpu_percent", "steal_percent", "storage_probe_ms",
+                                  "storage_reference_ms", "freeze_seconds", "receive_stall_seconds",
+                                  "receive_send_ratio", "queue_growth")],
         # what the technique comparisons judge and whether their mechanism engaged
         # (harness.analysis.techniques)
         *[c(n).alias(n) for n in ("activation_tasks_started_in_window", "activation_tasks_ended_in_window",
@@ -232,6 +236,8 @@ def read_summaries(spark, disc: Discovery):
         c("send_latency_high_ms")["count"].alias("high_priority_sends"),
         c("e2e_latency_high_ms")["p99"].alias("e2e_high_p99_ms"),
         c("e2e_latency_normal_ms")["p99"].alias("e2e_normal_p99_ms"),
+        # harness.results.counts_in_verdicts, as a column: a disturbed repetition counts in no verdict
+        F.coalesce(c("status").isin(list(DISTURBED_STATUSES)), F.lit(False)).alias("disturbed"),
     ).localCheckpoint()
     required = ["initiators", "threads", "dialogs", "payload_bytes", "server", "send_rate", "receive_rate"]
     family, _, major = SUMMARY_SCHEMA.partition("/")

@@ -225,7 +225,7 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     diag_html = diagnosis_view.report_section(diags, synthetic_runs)
     path = report.write_index(out_dir, disc, targets, perms, key_rows, all_plots, threshold_pct, written,
                               time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs, techniques=tech,
-                              diagnosis_html=diag_html)
+                              diagnosis_html=diag_html, disturbed=[r for r in csv_rows["repetitions"] if r.get("disturbed")])
     say(f"report written after {time.monotonic() - t0:.1f} s")
     notes = report.about_targets(disc, targets, synthetic_runs) + report.verdict_words(gains, threshold_pct)
     return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..results import write_atomic
+from ..results import disturbance, write_atomic
 from .discovery import Discovery
 from . import uncertainty as U
 from .plots import STRATEGY_ORDER, Plot, strategy_label
@@ -307,10 +307,25 @@ def _emulation_items(engine: str, rows: list[tuple[str, str]], notes: list[str])
     return items
 
 
+def disturbed_section(reps: list[dict]) -> str:
+    """The disturbed repetitions (harness.results.disturbed), each with why: shown, and left
+    out of the intervals, gains and verdicts."""
+    if not reps:
+        return ""
+    rows = "".join(f"<tr><td class='l'>{_e(r['run_id'])}</td><td class='l'>{_e(r['perm_id'])}</td>"
+                   f"<td>{_e(r['rep'])}</td><td class='l'>{_e(r['status'])}</td>"
+                   f"<td class='l'>{_e(disturbance(r))}</td></tr>" for r in reps[:200])
+    return (f"<div class='issues'><b>{len(reps)} disturbed repetition(s)</b>: shown in every table, left out of "
+            "the intervals, gains and verdicts (docs/results.md, \"Disturbed repetitions\").<table class='meta'>"
+            "<thead><tr><th class='l'>run</th><th class='l'>permutation</th><th>rep</th><th class='l'>status</th>"
+            f"<th class='l'>why</th></tr></thead><tbody>{rows}</tbody></table></div>")
+
+
 def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: list[dict], cross_rows: list[dict],
                 plots: list[Plot], threshold_pct: float, written: dict[str, list[str]], elapsed_s: float,
                 gains: list[dict] | None = None, synthetic_runs: set[str] | None = None,
-                techniques: list[dict] | None = None, diagnosis_html: str = "") -> Path:
+                techniques: list[dict] | None = None, diagnosis_html: str = "",
+                disturbed: list[dict] | None = None) -> Path:
     runs = ", ".join(r.run_id for r in disc.runs)
     lost = [p for p in perms if (p.get("messages_lost") or 0) > 0]
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -330,6 +345,7 @@ def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: 
                      "analyzed):<ul>" + "".join(f"<li><code>{_e(i.path)}</code>: {_e(i.problem)}</li>"
                                                 for i in disc.issues[:200])
                      + ("<li>… see tables/issues.csv</li>" if len(disc.issues) > 200 else "") + "</ul></div>")
+    parts.append(disturbed_section(disturbed or []))
     parts.append("<h2>Key results: where a dialog strategy pays</h2>")
     if cross_rows:
         parts.append(verdict_words(gains or [], threshold_pct))

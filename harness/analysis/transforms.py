@@ -98,9 +98,10 @@ def _quantiles(col: str):
 
 def permutation_stats(reps: DataFrame) -> DataFrame:
     """Per permutation across its repetitions: for each of :data:`METRICS` the median, Q1, Q3,
-    IQR, min and max, and n (repetitions); plus lost messages, errors, client-bound
-    repetitions, the summaries' max transmission-queue and target-queue depths, and the
-    repetitions' values of :data:`VALUE_METRICS` (``<metric>_values``, in repetition order)."""
+    IQR, min and max, and n (repetitions); plus lost messages, errors, client-bound and
+    disturbed repetitions, the summaries' max transmission-queue and target-queue depths, and
+    the undisturbed repetitions' values of :data:`VALUE_METRICS` (``<metric>_values``, in
+    repetition order; a disturbed one's is null there)."""
     aggs = [F.count(F.lit(1)).alias("n")]
     aggs += [F.first(c, ignorenulls=True).alias(c) for c in AXES]
     for m in METRICS:
@@ -108,6 +109,7 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
                  F.count(m).alias(f"_{m}_n")]
     aggs += [F.sum("messages_lost").alias("messages_lost"), F.sum("errors").alias("errors"),
              F.sum(F.col("client_bound").cast("int")).alias("client_bound_reps"),
+             F.sum(F.col("disturbed").cast("int")).alias("disturbed_reps"),
              F.max("max_xmitq_depth").alias("max_xmitq_depth"),
              F.max("max_queue_depth").alias("max_queue_depth"),
              F.expr("percentile(client_cpu_percent, 0.5)").alias("client_cpu_percent"),
@@ -117,16 +119,20 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
              F.concat_ws(",", F.array_sort(F.collect_set("status"))).alias("statuses"),
              F.concat_ws(",", F.array_sort(F.collect_list("rep")).cast("array<string>")).alias("reps")]
     # the repetitions' rates in repetition order: the driver's intervals and verdicts use them
-    # (harness.analysis.comparisons)
+    # (harness.analysis.comparisons); a disturbed repetition (a frozen server, a receive stall, a
+    # disturbed disk: harness.results.counts_in_verdicts) is left out of them, and counted in
+    # disturbed_reps
     for m in VALUE_METRICS:
-        aggs.append(F.array_sort(F.collect_list(F.struct("rep", m))).getField(m).alias(f"{m}_values"))
+        kept = F.when(~F.col("disturbed"), F.col(m))
+        aggs.append(F.array_sort(F.collect_list(F.struct(F.col("rep"), kept.alias(m)))).getField(m)
+                    .alias(f"{m}_values"))
     g = reps.groupBy("run_id", "perm_id").agg(*aggs)
     cols = [F.col("run_id"), F.col("perm_id"), F.col("n")] + [F.col(c) for c in AXES]
     for m in METRICS:
         q = F.col(f"_{m}_q")
         cols += [q[1].alias(f"{m}_median"), q[0].alias(f"{m}_q1"), q[2].alias(f"{m}_q3"),
                  (q[2] - q[0]).alias(f"{m}_iqr"), F.col(f"{m}_min"), F.col(f"{m}_max")]
-    cols += [F.col(c) for c in ("messages_lost", "errors", "client_bound_reps", "max_xmitq_depth",
+    cols += [F.col(c) for c in ("messages_lost", "errors", "client_bound_reps", "disturbed_reps", "max_xmitq_depth",
                                 "max_queue_depth", "client_cpu_percent", "server_cpu_percent",
                                 "activation_tasks_started_per_s", "dialog_errors_lost",
                                 "statuses", "reps")] + [F.col(f"{m}_values") for m in VALUE_METRICS]

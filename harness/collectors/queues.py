@@ -41,7 +41,7 @@ class QueueCollector(Collector):
         queue = window.points(self.family, "depth", "queue")
         out = {"max_xmitq_depth": max(v for _, v in xmitq) if xmitq else 0,
                "max_queue_depth": max(v for _, v in queue) if queue else 0}
-        for name, pts in (("xmitq_growth", xmitq), ("queue_growth", queue)):
+        for name, pts in (("xmitq_depth_growth", xmitq), ("queue_depth_growth", queue)):
             g = growth(pts)
             if g is not None:
                 out[name] = g

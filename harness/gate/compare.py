@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import UserError
+from ..results import counts_in_verdicts, disturbance
 from .method import METRICS, GateSettings
 from .report import GateReport
 from .rundata import RunData
@@ -92,6 +93,10 @@ def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings =
             if cb:
                 notes.append(f"{p}: {side} repetition(s) {', '.join(map(str, cb))} were client-bound: "
                              "the load generator, not the broker, limited throughput")
+            for r in data.reps:
+                if not counts_in_verdicts(r.status):
+                    notes.append(f"{p}: {side} repetition {r.repetition} left out of the comparison: "
+                                 f"{disturbance(r.summary)}")
             idle = [r.repetition for r in data.reps if r.status == "users_idle"]
             if idle:
                 notes.append(f"{p}: {side} repetition(s) {', '.join(map(str, idle))} had Locust users "

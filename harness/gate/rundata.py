@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..results import RepetitionSummary, RepRef, RunReader
+from ..results import RepetitionSummary, RepRef, RunReader, counts_in_verdicts
 from .method import METRICS, Metric
 
 
@@ -63,7 +63,10 @@ class PermData:
     reps: list[Rep]
 
     def samples(self, metric: str) -> list[float]:
-        return [r.values[metric] for r in self.reps if r.values.get(metric) is not None]  # type: ignore[misc]
+        """The metric of every repetition that counts in verdicts (harness.results.counts_in_verdicts:
+        a frozen server, a receive stall, a disturbed disk are named in the notes instead)."""
+        return [r.values[metric] for r in self.reps  # type: ignore[misc]
+                if r.values.get(metric) is not None and counts_in_verdicts(r.status)]
 
 
 @dataclass

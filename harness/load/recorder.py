@@ -11,6 +11,12 @@ a user that never got going (or stopped) is counted and reported, not silently m
 In open loop (:mod:`harness.load.pacing`) each SEND also has an intended time; its latency from
 that time (corrected for coordinated omission) goes into a second exact histogram,
 ``corrected``, bucketed by completion time like the first.
+
+A SEND that took at least :data:`SLOW_SEND_S` is also kept with its exact start time
+(``slow``): one that started inside the measured window and completed after it (a server
+frozen across the window's end) counts in the window's SEND latency too
+(:func:`harness.load.window.merge_workers`), so a freeze is not hidden by bucketing on
+completion.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ from harness.results.store import write_atomic
 
 BUCKET_SECONDS = 0.1
 MAX_ERROR_SAMPLES = 20
+#: a SEND at least this slow is also kept with its start time (``slow``)
+SLOW_SEND_S = 1.0
+#: at most this many slow SENDs are kept per worker (a worker has at most one in flight per user)
+MAX_SLOW_SENDS = 100_000
 
 
 class Recorder:
@@ -47,6 +57,8 @@ class Recorder:
         #: SENDs still running when the worker's users were stopped after waiting for them: each
         #: may have reached the database uncounted here (0 unless a SEND hung at the end)
         self.cut_at_stop = 0
+        #: SENDs of at least SLOW_SEND_S: [start epoch, latency us] (successful ones)
+        self.slow: list[list] = []
 
     def number_users_from(self, first: int) -> None:
         """Worker W of an initiator's N numbers its users from (W-1) x threads/N: each user of
@@ -90,6 +102,8 @@ class Recorder:
                 if us < 0:                 # pragma: no cover - perf_counter is monotonic
                     us = 0
                 c[us] = c.get(us, 0) + 1   # (not c[us] += 1: Counter's __missing__ is Python)
+                if elapsed_s >= SLOW_SEND_S and len(self.slow) < MAX_SLOW_SENDS:
+                    self.slow.append([round(end_epoch - elapsed_s, 6), us])
                 if by_prio is not None:
                     by_prio[b][us] += 1
                 if intended_epoch is not None:
@@ -107,6 +121,7 @@ class Recorder:
                 "error_samples": self.error_samples,
                 "users": {str(u): v for u, v in self.users.items()},
                 **({"sends_cut_at_stop": self.cut_at_stop} if self.cut_at_stop else {}),
+                **({"slow": self.slow} if self.slow else {}),
                 **({"corrected": {str(b): {str(k): v for k, v in c.items()} for b, c in self.corrected.items()}}
                    if self.corrected else {}),
                 **({"priority": {p: {str(b): {str(k): v for k, v in c.items()} for b, c in bs.items()}

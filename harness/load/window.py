@@ -32,6 +32,11 @@ class WindowData:
     latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
     #: SENDs still running when a worker stopped its users (harness.load.recorder.cut_at_stop)
     sends_cut_at_stop: int = 0
+    #: SENDs that started inside the window and completed after it, slower than the recorder's
+    #: SLOW_SEND_S (in flight across the window's end: a frozen server); not in ``latency``
+    #: (which keeps the SENDs completed in the window: the send rate), added to the reported
+    #: SEND latency by the summary
+    latency_in_flight: Histogram = field(default_factory=Histogram)
 
     @property
     def seconds(self) -> float:
@@ -90,6 +95,10 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
                 mine["errors"] += n
         wd.error_samples.extend(data.get("error_samples", [])[:10])
         wd.sends_cut_at_stop += int(data.get("sends_cut_at_stop", 0))
+        for started, us in data.get("slow", []):
+            # started in the window, still running at its end: in flight across it
+            if b0 * bs <= started < b1 * bs and int((started + us / 1e6) / bs) >= b1:
+                wd.latency_in_flight.add(int(us))
         users = data.get("users", {})
         wd.users_spawned += len(users)
         # active: it completed a SEND by the window's end and was still completing them at its

@@ -203,6 +203,11 @@ class Target(abc.ABC):
         warm-up, so the target's receive-side endpoints exist). Returns messages sent; they do
         not count in :meth:`counts`' ``sent``."""
 
+    def settle(self) -> None:
+        """Bring the target to a steady state before a measured window, after the warm-up and
+        before :meth:`start` (embedded: vacuum, checkpoint, WAL segments in reserve). The
+        default does nothing."""
+
     @abc.abstractmethod
     def start(self) -> None:
         """Start whatever moves and processes messages (embedded: the transport and the queue

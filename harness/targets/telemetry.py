@@ -17,6 +17,7 @@ this one; it runs only against targets whose telemetry implements it.
 from __future__ import annotations
 
 import abc
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +123,24 @@ class Telemetry(abc.ABC):
     def server_cpu_percent(self) -> dict[str, float | None]:
         """CPU of remote database servers (percent of each machine), by server name, for
         servers the host collector cannot see (empty for local servers)."""
+        return {}
+
+    def log_flush_stats(self) -> tuple[float, float] | None:
+        """Cumulative (log flushes, milliseconds spent in them) of the target's server: its
+        commit latency (embedded: PostgreSQL's WAL fsyncs; SQL Server: the log file's writes and
+        write stall). None where the target cannot tell."""
+        return None
+
+    def storage_probe_dir(self) -> "str | Path | None":
+        """A directory on the file system of the target's data where the storage collector may
+        time small fsyncs (the embedded server's data directory's parent); None for a remote
+        server."""
+        return None
+
+    def blocking_chains(self, start_epoch: float, end_epoch: float) -> dict[str, float]:
+        """Diagnostic: who blocked whom within [start, end) (epoch seconds), as chains
+        "waiter [wait] <- holder [state]" -> seconds seen, where the target samples it (the
+        embedded target with its lock sampler switched on); empty otherwise."""
         return {}
 
     def server_pids(self) -> list[int]:

@@ -84,7 +84,7 @@ def test_a_client_at_its_limit_with_the_server_waiting_too_is_mixed():
 
 
 def test_transmission_names_the_transport_rate():
-    d = one(send_rate=1500.0, receive_rate=800.0, xmitq_growth=grows(700.0), transport_rate=798.0)
+    d = one(send_rate=1500.0, receive_rate=800.0, xmitq_depth_growth=grows(700.0), transport_rate=798.0)
     assert (d.stage, d.confidence) == ("transmission", D.CLEAR)
     assert "the transmission queue grew 700 msg/s [95 % CI 560, 840]" in d.primary.evidence
     assert "the transport moved 798 msg/s" in d.primary.evidence
@@ -96,20 +96,20 @@ def test_transmission_names_the_transport_rate():
     (101.0, 31.0, True),
 ])
 def test_growth_thresholds(per_s, low, fires):
-    d = one(queue_growth=grows(per_s, low))
+    d = one(queue_depth_growth=grows(per_s, low))
     assert (d.stage == "receive") is fires
 
 
 def test_processing_against_receive_by_the_readers_time():
-    proc = one(receive_rate=900.0, queue_growth=grows(580.0), activation_tasks_running=1.0,
+    proc = one(receive_rate=900.0, queue_depth_growth=grows(580.0), activation_tasks_running=1.0,
                activation_max_readers=1, procedure_busy=0.96, procedure_us_per_message=1063.0)
     assert (proc.stage, proc.confidence) == ("processing", D.CLEAR)
     assert "1,063 µs per message" in proc.primary.evidence and "96 % of the readers' time" in proc.primary.evidence
-    recv = one(queue_growth=grows(500.0), activation_tasks_running=4.0, procedure_busy=0.2,
+    recv = one(queue_depth_growth=grows(500.0), activation_tasks_running=4.0, procedure_busy=0.2,
                activation_at_max_share=1.0, activation_task_limit_per_s=1.8)
     assert (recv.stage, recv.detail, recv.primary.remedy) == ("receive", "readers at MAX_QUEUE_READERS", "readers")
     assert "Task Limit Reached 1.8/s" in recv.primary.evidence and "only 5 % of their time" in recv.primary.evidence
-    between = one(queue_growth=grows(500.0), activation_tasks_running=2.0, procedure_busy=1.1)   # 55 %
+    between = one(queue_depth_growth=grows(500.0), activation_tasks_running=2.0, procedure_busy=1.1)   # 55 %
     assert (between.stage, between.confidence) == ("processing", D.MIXED)
     assert [f.stage for f in between.findings[:2]] == ["processing", "receive"]
 
@@ -135,12 +135,12 @@ def test_processing_against_receive_by_the_readers_time():
 def test_receive_reasons_in_the_papers_order(kw, detail, remedy):
     kw = dict(kw)
     kw.pop("permutation", None)
-    d = one(queue_growth=grows(500.0), procedure_busy=0.1, **kw)
+    d = one(queue_depth_growth=grows(500.0), procedure_busy=0.1, **kw)
     assert (d.stage, d.detail, d.primary.remedy) == ("receive", detail, remedy)
 
 
 def test_two_queues_growing_is_mixed():
-    d = one(receive_rate=300.0, xmitq_growth=grows(400.0), queue_growth=grows(300.0), procedure_busy=0.1)
+    d = one(receive_rate=300.0, xmitq_depth_growth=grows(400.0), queue_depth_growth=grows(300.0), procedure_busy=0.1)
     assert (d.stage, d.confidence) == ("transmission", D.MIXED)
     assert {f.stage for f in d.findings} >= {"transmission", "receive"}
 
@@ -171,10 +171,10 @@ def test_server_cpu_remote_and_local():
 
 def test_not_enough_data_and_older_summaries():
     assert one(send_rate=0.0).confidence == D.NO_DATA
-    bare = one(xmitq_growth=None, queue_growth=None, top_waits=[], server_cpu_utilization=None)
+    bare = one(xmitq_depth_growth=None, queue_depth_growth=None, top_waits=[], server_cpu_utilization=None)
     assert (bare.stage, bare.confidence, bare.reason) == (None, D.NO_DATA, "no wait, queue or CPU figures")
     # without growth figures the rates speak: 20 % behind, the deeper queue says where
-    old = one(xmitq_growth=None, queue_growth=None, receive_rate=800.0, max_xmitq_depth=10, max_queue_depth=5000)
+    old = one(xmitq_depth_growth=None, queue_depth_growth=None, receive_rate=800.0, max_xmitq_depth=10, max_queue_depth=5000)
     assert (old.stage, old.detail) == ("receive", "a backlog (no growth figures in this summary)")
     assert "80" not in old.primary.evidence or "20 % behind" in old.primary.evidence
 
@@ -217,7 +217,7 @@ def test_noisy_host_is_said():
 
 def test_processing_remedy_asks_for_less_work_when_readers_are_two_per_core():
     embedded = TargetRef("embedded", "PostgreSQL emulation", "delayed")
-    kw = dict(target=embedded, server_on_host=True, queue_growth=grows(500.0), procedure_busy=3.8,
+    kw = dict(target=embedded, server_on_host=True, queue_depth_growth=grows(500.0), procedure_busy=3.8,
               activation_tasks_running=4.0)
     few = D.diagnose_permutation([summary(**kw, host_cpus=4)])
     many = D.diagnose_permutation([summary(**kw, host_cpus=2)])

@@ -123,3 +123,31 @@ def test_unsupported_schema_versions_are_named_and_skipped(spark, tmp_path):
     assert perms["i1-t5-trick150-p100-durable"]["n"] == 1 and perms["i1-t5-per_thread-p100-durable"]["n"] == 2
     # without run.json the summaries' SYNTHETIC label still marks the run
     assert "SYNTHETIC DATA" in result.index.read_text()
+
+
+def test_disturbed_repetitions_are_shown_and_left_out_of_verdicts(spark, tmp_path):
+    """A real +40 % effect with 5 repetitions is a gain; with 3 of the trick's repetitions at
+    one point disturbed (harness.results.counts_in_verdicts), that point has 2 left: its
+    verdict is inconclusive, the permutations table counts them, the report names them with
+    why."""
+    from harness.analysis.job import analyze_result
+
+    run = synth.synthesize(tmp_path, synth.small_spec(name="dist", repetitions=5, uniform_noise=0.10,
+                                                      same_as=(("trick150", "per_thread"),),
+                                                      effect=(("trick150", 1.4),), seed=12, **AXES),
+                           run_id="20261122-dist")
+    perm = "i1-t20-trick150-p100-durable"
+    for rep in (1, 2, 3):
+        path = run / perm / f"rep-{rep:02d}" / "summary.json"
+        doc = json.loads(path.read_text())
+        doc.update(status="receive_stalled", receive_stalled=True, receive_stall_seconds=4.0,
+                   receive_send_ratio=0.1, queue_growth=9000.0)
+        path.write_text(json.dumps(doc))
+    result = analyze_result([run], spark=spark, threshold_pct=5.0)
+    by_point = {(g["initiators"], g["threads"]): g for g in result.gains}
+    assert by_point[(1, 20)]["verdict"] == "inconclusive" and by_point[(1, 20)]["n"] == 2   # 5 less 3
+    assert all(g["verdict"] == "gain" for k, g in by_point.items() if k != (1, 20))
+    perms = {p["perm_id"]: p for p in _csv(result.out_dir / "tables" / "permutations.csv")}
+    assert perms[perm]["disturbed_reps"] == "3"
+    html = result.index.read_text()
+    assert "3 disturbed repetition(s)" in html and "receive stalled: nothing received for 4.0 s" in html

@@ -59,7 +59,7 @@ def run(collectors, target, ticks):
     return ctx, samples
 
 
-def test_queue_growth_over_the_window_only():
+def test_queue_depth_growth_over_the_window_only():
     t = ScriptedTarget()
     # warm-up ticks 0-1 (a backlog), the window 2-11: the target queue grows 100/s, xmitq flat
     t.depths = [{"xmitq.i1": 5000, "queue": 9000}] * 2 + [{"xmitq.i1": 40 + (i % 2) * 10, "queue": 100 * i}
@@ -68,10 +68,10 @@ def test_queue_growth_over_the_window_only():
     ctx, samples = run([q], t, 12)
     out = q.summary_fields(ctx, WindowView(2.0, 12.0, tuple(samples)))
     assert out["max_xmitq_depth"] == 50 and out["max_queue_depth"] == 1100
-    assert out["queue_growth"]["per_s"] == pytest.approx(100.0)
-    assert out["queue_growth"]["ci_low"] == pytest.approx(100.0) and out["queue_growth"]["samples"] == 10
-    assert (out["queue_growth"]["first"], out["queue_growth"]["last"]) == (200, 1100)
-    assert abs(out["xmitq_growth"]["per_s"]) < 5
+    assert out["queue_depth_growth"]["per_s"] == pytest.approx(100.0)
+    assert out["queue_depth_growth"]["ci_low"] == pytest.approx(100.0) and out["queue_depth_growth"]["samples"] == 10
+    assert (out["queue_depth_growth"]["first"], out["queue_depth_growth"]["last"]) == (200, 1100)
+    assert abs(out["xmitq_depth_growth"]["per_s"]) < 5
     assert growth([(0.0, 1.0), (1.0, 2.0)]) is None        # fewer than 3 samples: no figure
 
 

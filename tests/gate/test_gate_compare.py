@@ -548,3 +548,26 @@ def test_a_run_written_by_the_previous_main_gates(tmp_path, capsys):
     doc = json.loads((slow / "gate.json").read_text())
     assert doc["verdict"] == "regression"
     assert {r["metric"] for r in doc["rows"] if r["verdict"] == "regression"} == {"receive_rate", "send_rate"}
+
+
+# --------------------------------------------------------------------------- disturbed repetitions
+
+@pytest.mark.parametrize("status", ["server_frozen", "receive_stalled", "noisy_storage"])
+def test_disturbed_repetitions_count_in_no_comparison_and_are_named(tmp_path, status):
+    """harness.results.counts_in_verdicts: the same slower candidate that is a regression when
+    its repetitions are ok (test_regression_needs_effect_and_significance) is no regression when
+    they are disturbed, and the notes say which and why."""
+    base = write_run(tmp_path / "b", {PERM: reps_of([3000, 3010, 2990, 3005, 2995])})
+    cand = write_run(tmp_path / "c", {PERM: reps_of([2700, 2710, 2690, 2705, 2695], status=status)})
+    rep = compare_runs(load_run(base), load_run(cand))
+    assert rep.verdict != REGRESSION and rep.exit_code == 0
+    left_out = [n for n in rep.notes if "left out of the comparison" in n]
+    assert len(left_out) == 5 and all(status.split("_")[0] in n for n in left_out), rep.notes
+
+
+def test_noisy_host_repetitions_still_count(tmp_path):
+    """noisy_host goes through the same predicate and counts (absolute, run-wide on a shared
+    machine): the slower candidate is still a regression."""
+    base = write_run(tmp_path / "b", {PERM: reps_of([3000, 3010, 2990, 3005, 2995], status="noisy_host")})
+    cand = write_run(tmp_path / "c", {PERM: reps_of([2700, 2710, 2690, 2705, 2695], status="noisy_host")})
+    assert compare_runs(load_run(base), load_run(cand)).verdict == REGRESSION

@@ -59,9 +59,9 @@ def send_many(target: EmbeddedTarget, initiator: int, per_dialog: int, payload: 
 
 
 @contextlib.contextmanager
-def provisioned_target(server, prefix: str, initiators: int = 1):
-    """An EmbeddedTarget on ``server`` with databases of its own ``prefix``, provisioned for
-    ``initiators``; closed afterwards."""
+def provisioned(server: EmbeddedServer, prefix: str, initiators: int = 1):
+    """An embedded target on ``server`` with databases of its own ``prefix``, provisioned for
+    ``initiators``; closed afterwards (a module-scoped fixture's body)."""
     t = EmbeddedTarget(server, prefix=prefix)
     t.provision(initiators)
     try:

@@ -26,7 +26,7 @@ def summary(rep: int = 1, perm: dict | None = None, waits: dict | None = None, *
                 top_waits=[TopWait(w, ms_per_s * T, 100, 0.5) for w, ms_per_s in (waits or {"WRITELOG": 200.0}).items()],
                 users_expected=8, users_spawned=8, users_active=8,
                 workers=[WorkerResult(initiator=1, worker=1, users=8, users_active=8, sends=5000, cpu_percent=30.0)],
-                xmitq_growth=Growth(0.0, -20.0, 20.0, 100, 110, 20), queue_growth=Growth(0.0, -20.0, 20.0, 50, 40, 20),
+                xmitq_depth_growth=Growth(0.0, -20.0, 20.0, 100, 110, 20), queue_depth_growth=Growth(0.0, -20.0, 20.0, 50, 40, 20),
                 transport_rate=1000.0, activation_tasks_running=4.0, activation_max_readers=4,
                 activation_at_max_share=0.2, activation_task_limit_per_s=0.0, procedure_us_per_message=50.0,
                 procedure_busy=0.05, messages_per_receive=40.0, server_cpu_utilization=0.3, host_cpus=2)

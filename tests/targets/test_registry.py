@@ -17,7 +17,8 @@ from harness.targets.base import SendPaths, Sender
 from harness.targets.sender import open_sender, sender_class, sender_factory
 from support import PLUGINS_DIR
 
-BUILT_IN_COLLECTORS = ["activation", "broker", "broker_waits", "dialogs", "host", "page_latch", "queues", "throughput", "waits"]
+BUILT_IN_COLLECTORS = ["activation", "broker", "broker_waits", "dialogs", "host", "locks", "page_latch", "queues", "stalls",
+                       "storage", "throughput", "waits"]
 
 
 @pytest.fixture

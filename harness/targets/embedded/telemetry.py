@@ -167,6 +167,49 @@ class Telemetry(TargetTelemetry):
                            (int(start_epoch * 1_000_000), int(end_epoch * 1_000_000)))
         return [int(r[0]) for r in rows]
 
+    def log_flush_stats(self) -> tuple[float, float] | None:
+        """Cumulative WAL fsyncs and their milliseconds, every backend type (pg_stat_io; timed
+        with track_wal_io_timing, which provisioning switches on)."""
+        row = self._query("postgres", "SELECT coalesce(sum(fsyncs), 0)::float8, coalesce(sum(fsync_time), 0)::float8 "
+                                      "FROM pg_stat_io WHERE object = 'wal'")
+        return (row[0][0], row[0][1]) if row else None
+
+    def storage_probe_dir(self):
+        return self.server.data_dir.parent
+
+    def blocking_chains(self, start_epoch: float, end_epoch: float) -> dict[str, float]:
+        """The diagnostic lock sampler's blocking chains in [start, end) (broker started with
+        ``--lock-sample-ms``; empty otherwise): chain -> seconds seen (sampling instants it
+        was seen at x the sampling period), numbered roles merged (reader-3 -> reader)."""
+        from .lock_sampler import COLUMNS, chains
+
+        rows = self._query(self.target_db,
+                           "SELECT extract(epoch FROM sampled_at)::float8, " + ", ".join(COLUMNS)
+                           + " FROM ssb.lock_samples WHERE sampled_at >= to_timestamp(%s) "
+                             "AND sampled_at < to_timestamp(%s) ORDER BY 1", (start_epoch, end_epoch))
+        if not rows:
+            return {}
+        instants: dict[float, list[dict]] = {}
+        names: dict[str, str] = {}
+        for r in rows:
+            s = dict(zip(COLUMNS, r[1:]))
+            rel = s["lock_relation"]
+            if rel and ":" in rel:     # a relation of another database: "ssb_init1:16658"
+                if rel not in names:
+                    dbname, oid = rel.split(":", 1)
+                    got = self._query(dbname, "SELECT %s::oid::regclass::text", (int(oid),)) if oid.isdigit() else []
+                    names[rel] = f"{dbname}:{got[0][0]}" if got else rel
+                s["lock_relation"] = names[rel]
+            instants.setdefault(r[0], []).append(s)
+        ts = sorted(instants)
+        gaps = sorted(b - a for a, b in zip(ts, ts[1:]))
+        period = gaps[len(gaps) // 2] if gaps else 0.1
+        out: dict[str, float] = {}
+        for sample in instants.values():
+            for c in set(chains(sample, generic=True)):
+                out[c] = out.get(c, 0.0) + period
+        return {c: round(v, 3) for c, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
     def server_pids(self) -> list[int]:
         try:
             import psutil

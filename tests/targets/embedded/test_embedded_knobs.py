@@ -16,11 +16,11 @@ from harness.targets.base import open_sender
 from harness.targets.embedded.sender import burn_cpu
 from harness.targets.embedded.transport import RateLimit
 from harness.targets.embedded.waits import map_wait
-from support.embedded import deliver, provisioned_target, send_many, settings, wait_for
+from support.embedded import deliver, provisioned, send_many, settings, wait_for
 
 @pytest.fixture(scope="module")
 def target(pg_server):
-    with provisioned_target(pg_server, "ssbk") as t:
+    with provisioned(pg_server, "ssbk") as t:
         yield t
 
 
