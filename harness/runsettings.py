@@ -117,6 +117,9 @@ def run_settings(doc, err) -> RunSettings:
 
 
 def settings(doc, section: str, spec: dict, err) -> dict[str, Any]:
+    """The values of the mapping ``doc[section]`` (absent or null: none), each key one of
+    ``spec`` (name -> (type, low, high), or (str, choices, None)) and within its bounds;
+    ``err(message, located, field)`` builds the UserError."""
     if section not in doc:
         return {}
     loc = doc[section]

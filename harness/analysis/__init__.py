@@ -17,9 +17,11 @@ problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``uncertai
 intervals on the driver, judged by harness.verdicts), ``techniques`` (each technique axis
 against its baseline on every metric it moves, or "not exercised", judged by harness.verdicts),
 ``techniques_report`` (their report section; the terminal's answer is the key table),
-``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view and technique figures),
-``report`` (index.html), ``job`` (orchestration). Synthetic runs (marked SYNTHETIC) are written
-by tests/support/synth.py, test data outside the package.
+``diagnosis`` (what limits throughput per permutation and what to try, pure Python over the
+summaries; docs/diagnosis.md), ``diagnosis_view`` (its tables, report section and terminal
+text), ``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view and technique
+figures), ``report`` (index.html), ``job`` (orchestration). Synthetic runs (marked SYNTHETIC)
+are written by tests/support/synth.py, test data outside the package.
 
 Importing this package does not import pyspark; its modules that need Spark import it.
 """

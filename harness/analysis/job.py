@@ -35,7 +35,7 @@ from typing import Any, Callable
 if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `harness` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.analysis import discovery, plots, report, techniques  # noqa: E402
+from harness.analysis import diagnosis_view, discovery, plots, report, techniques  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.results import write_atomic, write_json  # noqa: E402
 from harness.results.model import target_capabilities  # noqa: E402
@@ -86,6 +86,8 @@ class AnalysisResult:
     notes_html: str = ""                         # synthetic data, target notes, how to read verdicts
     techniques: list[dict[str, Any]] = field(default_factory=list)   # tables/technique_gains.csv
     answer: Answer | None = None                 # the key table (answer.json; the terminal prints it)
+    diagnosis: list[dict[str, Any]] = field(default_factory=list)   # tables/diagnosis.csv
+    diagnosis_html: str = ""                     # the report's diagnosis section
 
     @property
     def out_dir(self) -> Path:
@@ -178,9 +180,8 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float |
     if metrics is None or len(fallback) > 200:  # let Spark find them (an anti-join) instead of a long IN list
         fallback = None
     profile = T.wait_profile(T.rep_wait_rates(metrics, reps, fallback)).localCheckpoint()
-    verdicts = T.bottleneck(profile, stats)
     extras = T.sample_extras(metrics) if metrics is not None else None
-    perms_df = T.permutations_table(stats, extras, verdicts).localCheckpoint()
+    perms_df = T.permutations_table(stats, extras, T.wait_shares(profile, stats)).localCheckpoint()
     top_df = T.top_waits(profile, n_top)
 
     # intervals, gains, verdicts and crossovers on the driver (harness.analysis.comparisons):
@@ -190,6 +191,7 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float |
     intervals = C.rate_intervals(perms, synthetic_runs)
     perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(intervals, C.INTERVAL_SCHEMA), C.INTERVAL_SCHEMA),
                              ["run_id", "perm_id"], "left")
+    diags, diag_rows, moves, perms_df = _diagnose(spark, disc, perms, perms_df, tables)
     rep_rows = _sorted(_rows(reps), "repetitions")
     rules, gains, cross, tech, answer = judge_runs(disc, perms, rep_rows, threshold_pct, out_dir / "index.html")
     tech_df = spark.createDataFrame(C.as_tuples(tech, techniques.TECHNIQUE_SCHEMA), techniques.TECHNIQUE_SCHEMA)
@@ -199,7 +201,6 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float |
     say(f"aggregated {len(perms)} permutations after {time.monotonic() - t0:.1f} s")
 
     chosen, series = _timeseries(spark, disc, perms, tables)
-
     tables.update({
         "permutations": perms_df, "dialog_gains": gains_df, "crossover": cross_df, "top_waits": top_df,
         "technique_gains": tech_df,
@@ -208,7 +209,7 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float |
     # Spark writes the tables in a thread while Python draws the plots: the JVM and the
     # interpreter work at the same time.
     csv_rows = {"permutations": perms, "dialog_gains": gains, "crossover": cross, "queue_timeseries": series,
-                "technique_gains": tech}
+                "technique_gains": tech, "diagnosis": diag_rows, "limit_moves": moves}
     csv_rows["wait_profile"] = profile_rows
     csv_rows["top_waits"] = [w for w in profile_rows if w["rank"] is not None and w["rank"] <= n_top]
     csv_rows["repetitions"] = rep_rows
@@ -222,15 +223,17 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float |
     say(f"tables written after {time.monotonic() - t0:.1f} s")
 
     key_rows = report.key_rows(perms, cross, server_labels)
+    diag_html = diagnosis_view.report_section(diags, synthetic_runs)
     write_json(out_dir / "answer.json", answer.to_json())
     path = report.write_index(out_dir, disc, targets, perms, key_rows, all_plots, answer, written,
                               time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs, techniques=tech,
-                              disturbed=[r for r in csv_rows["repetitions"] if r.get("disturbed")])
+                              diagnosis_html=diag_html, disturbed=[r for r in csv_rows["repetitions"] if r.get("disturbed")])
     say(f"report written after {time.monotonic() - t0:.1f} s")
     notes = report.about_targets(disc, targets, synthetic_runs) + report.verdict_words(gains)
     return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,
                           plots=all_plots, issues=list(disc.issues), seconds=time.monotonic() - t0,
-                          notes_html=notes, techniques=tech, answer=answer)
+                          notes_html=notes, techniques=tech, answer=answer, diagnosis=diag_rows,
+                          diagnosis_html=diag_html)
 
 
 def _reduce_samples(spark, disc: discovery.Discovery, tables: dict[str, Any]):
@@ -257,6 +260,26 @@ def _reduce_samples(spark, disc: discovery.Discovery, tables: dict[str, Any]):
     metrics = metrics.where(~F.col("_bad"))
     tables["sample_metrics"] = metrics.drop("_bad")
     return metrics, with_waits
+
+
+def _diagnose(spark, disc: discovery.Discovery, perms: list[dict], perms_df, tables: dict[str, Any]):
+    """What limits throughput (harness.analysis.diagnosis), from the summaries the reader
+    accepted: the limit columns joined to the permutations (rows and table), the diagnosis and
+    limit_moves tables; returns the diagnoses, both tables' rows and the permutations table."""
+    from harness.analysis import comparisons as C
+
+    diags = diagnosis_view.diagnose_files((r.summary for r in disc.reps), {r.run_id: r.capabilities for r in disc.runs})
+    limits = {(r["run_id"], r["perm_id"]): r for r in diagnosis_view.limit_columns(diags)}
+    for p in perms:
+        p.update(limits.get((p["run_id"], p["perm_id"]), {}))
+    perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(list(limits.values()), diagnosis_view.LIMIT_SCHEMA),
+                                                   diagnosis_view.LIMIT_SCHEMA), ["run_id", "perm_id"], "left")
+    diag_rows, moves = diagnosis_view.rows(diags), diagnosis_view.limit_moves(diags)
+    tables["diagnosis"] = spark.createDataFrame(C.as_tuples(diag_rows, diagnosis_view.DIAGNOSIS_SCHEMA),
+                                                diagnosis_view.DIAGNOSIS_SCHEMA)
+    tables["limit_moves"] = spark.createDataFrame(C.as_tuples(moves, diagnosis_view.MOVES_SCHEMA),
+                                                  diagnosis_view.MOVES_SCHEMA)
+    return diags, diag_rows, moves, perms_df
 
 
 def _timeseries(spark, disc: discovery.Discovery, perms: list[dict[str, Any]], tables: dict[str, Any]):

@@ -25,6 +25,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from ..results import write_atomic  # noqa: E402
 #: a point with fewer repetitions has no interval and is drawn hollow (harness.verdicts.rule)
 from ..verdicts import MIN_REPS  # noqa: E402
+from .diagnosis_view import STAGE_MARKS  # noqa: E402
 
 matplotlib.use("Agg")  # no display; figures are built with the object API (no pyplot state)
 
@@ -35,8 +36,6 @@ STRATEGY_LABEL = {"per_thread": "one dialog per thread", "trick150": "150 trick 
 STRATEGY_ORDER = {"per_thread": 0, "trick150": 1, "shared": 2}
 STRATEGY_COLOR = {"per_thread": "#d62728", "trick150": "#1f77b4", "shared": "#2ca02c"}
 VERDICT_MARK = {"gain": "G", "loss": "L", "no difference": "=", "inconclusive": "?"}
-VERDICT_ABBREV = {"page latch": "PL", "log flush": "LF", "lock": "LK", "client-bound": "CB",
-                  "other": "OT", "unknown": "?"}
 DPI = 100
 
 
@@ -355,8 +354,7 @@ def strategy_gain(perms: list[Row], gains: list[Row], cross: list[Row], ctx: Run
 def wait_profile(perms: list[Row], waits: list[Row], ctx: RunContext, out_dir: Path, top: int = 6) -> list[Plot]:
     """Stacked bars of the top waits (ms of wait per second) per thread count; rows
     = dialog strategies, columns = initiator counts, at the smallest payload; one figure per
-    server. The verdict is written above each bar (PL page latch, LF log flush, LK lock,
-    CB client-bound, OT other)."""
+    server. What limits throughput (harness.analysis.diagnosis) is marked above each bar."""
     section = "Wait profile per thread count"
     if not waits:
         return [Plot(section, "Wait profile", note="skipped: no wait data (no samples, no top_waits)",
@@ -400,7 +398,7 @@ def wait_profile(perms: list[Row], waits: list[Row], ctx: RunContext, out_dir: P
                            label=wt if (a, c) == (0, 0) else None)
                     bottom = [b + v for b, v in zip(bottom, vals)]
                 for x, r, b in zip(xs, sub, bottom):
-                    ax.text(x, b, VERDICT_ABBREV.get(r.get("verdict") or "unknown", "?"), ha="center",
+                    ax.text(x, b, STAGE_MARKS.get(r.get("limit_stage"), "?"), ha="center",
                             va="bottom", fontsize=7)
                 ax.set_xticks(xs, labels)
                 ax.set_title(f"{strategy_label(s)}, {i} initiator{'s' if i > 1 else ''}", fontsize=9)
@@ -410,7 +408,8 @@ def wait_profile(perms: list[Row], waits: list[Row], ctx: RunContext, out_dir: P
             axes[a][0].set_ylabel("wait time (ms per second)")
         handles, labels = axes[0][0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="center right", fontsize=8,
-                   title="wait type\n(verdict above bars:\nPL page latch, LF log flush,\nLK lock, CB client-bound,\nOT other)",
+                   title="wait type\n(the limit above bars:\nCL client, SD SEND,\nTX transmission, RC receive,\n"
+                         "PR processing, CPU server\nCPU, OL offered load)",
                    title_fontsize=7)
         title = f"Top waits per thread count — {ctx.server_label(server)}, {_payload_label(payload)}"
         _suptitle(fig, title, ctx)

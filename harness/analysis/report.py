@@ -135,7 +135,8 @@ PERM_COLUMNS = [
     ("e2e_p50_ms_median", "e2e p50 ms", "ms"), ("e2e_p99_ms_median", "e2e p99 ms", "ms"),
     ("xmitq_depth_max_measured", "max xmitq (measured window)", ""),
     ("top_wait", "top wait", "l"), ("top_wait_share", "share", "share"),
-    ("verdict", "bottleneck", "l"), ("messages_lost", "lost", ""),
+    ("limit", "what limits throughput", "l"), ("limit_confidence", "confidence", "l"),
+    ("messages_lost", "lost", ""),
 ]
 CROSS_COLUMNS = [
     ("run_label", "run", "l"), ("server_label", "server", "l"),
@@ -150,7 +151,12 @@ CROSS_COLUMNS = [
 ]
 TABLE_FILES = [
     ("permutations", "per permutation across repetitions: median, Q1, Q3, IQR, min, max, n of rates and "
-                     "latencies; queue depths; CPU; top wait and bottleneck verdict"),
+                     "latencies; queue depths; CPU; wait shares and top wait; what limits throughput "
+                     "(limit, limit_confidence, limit_remedy)"),
+    ("diagnosis", "what limits throughput, and what to try, per permutation: the stage, its evidence in "
+                  "figures, the confidence, the technique, the matrix axis to try it with and where it comes "
+                  "from (docs/diagnosis.md)"),
+    ("limit_moves", "where the limit moves as the thread count grows, everything else equal"),
     ("repetitions", "one row per repetition (from summary.json)"),
     ("dialog_gains", "gain in % of each dialog strategy over one dialog per thread, with its interval "
                      "and verdict (the stopping rule's, docs/statistics.md)"),
@@ -332,7 +338,8 @@ def disturbed_section(reps: list[dict]) -> str:
 def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: list[dict], cross_rows: list[dict],
                 plots: list[Plot], answer: Answer, written: dict[str, list[str]], elapsed_s: float,
                 gains: list[dict] | None = None, synthetic_runs: set[str] | None = None,
-                techniques: list[dict] | None = None, disturbed: list[dict] | None = None) -> Path:
+                techniques: list[dict] | None = None, diagnosis_html: str = "",
+                disturbed: list[dict] | None = None) -> Path:
     runs = ", ".join(r.run_id for r in disc.runs)
     lost = [p for p in perms if (p.get("messages_lost") or 0) > 0]
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -364,6 +371,7 @@ def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: 
     else:
         parts.append("<p class='note'>No dialog-strategy comparison: the run(s) do not have one dialog per thread "
                      "and another strategy at the same settings.</p>")
+    parts.append(diagnosis_html)   # harness.analysis.diagnosis_view.report_section
     parts.append(technique_section(techniques or []))
     parts.append(_plots_html(plots))
     parts.append("<h2>Permutations</h2>")

@@ -11,7 +11,7 @@ in the window; a wait type absent from a tick waited 0 ms then). A permutation's
 mean over the repetitions that have wait data. Repetitions without samples fall back to their
 summary's ``top_waits`` (``wait_time_ms / measure_seconds``). Idle (benign) waits are not
 here: each target's ``wait_stats()`` leaves them out before the collectors sample them, so
-every wait the analysis sees counts (shares, top waits, the verdict).
+every wait the analysis sees counts (shares, top waits, the diagnosis).
 """
 
 from __future__ import annotations
@@ -58,9 +58,8 @@ WAIT_CATEGORIES = (
     ("io", r"(?i)^(PAGEIOLATCH_.*|IO_COMPLETION|IO:.*)$"),
     ("cpu", r"(?i)^(SOS_SCHEDULER_YIELD|CPU.*)$"),
 )
-VERDICT_CATEGORIES = ("page latch", "log flush", "lock")
-#: A category is the verdict when it is the largest of the three and has at least this share.
-VERDICT_MIN_SHARE = 0.25
+#: the wait categories whose share of the wait time the permutations table shows
+SHARE_CATEGORIES = ("page latch", "log flush", "lock")
 
 
 # --------------------------------------------------------------------------- repetitions
@@ -160,14 +159,14 @@ def sample_extras(metrics: DataFrame) -> DataFrame:
         F.countDistinct("rep").alias("sample_reps")))
 
 
-def permutations_table(stats: DataFrame, extras: DataFrame | None, verdicts: DataFrame | None) -> DataFrame:
-    """The permutation table: :func:`permutation_stats` with the samples' extras and the
-    bottleneck verdict joined on."""
+def permutations_table(stats: DataFrame, extras: DataFrame | None, shares: DataFrame | None) -> DataFrame:
+    """The permutation table: :func:`permutation_stats` with the samples' extras and the wait
+    shares joined on (the job adds the diagnosis' columns)."""
     out = stats
     if extras is not None:
         out = out.join(extras, ["run_id", "perm_id"], "left")
-    if verdicts is not None:
-        out = out.join(verdicts, ["run_id", "perm_id"], "left")
+    if shares is not None:
+        out = out.join(shares, ["run_id", "perm_id"], "left")
     return out
 
 
@@ -245,28 +244,17 @@ def top_waits(profile: DataFrame, n: int = 5) -> DataFrame:
     return profile.where(F.col("rank") <= n)
 
 
-def bottleneck(profile: DataFrame, stats: DataFrame) -> DataFrame:
-    """Per permutation: the shares of page-latch, log-flush and lock waits, the top wait and a
-    verdict: 'client-bound' when most repetitions' summaries say client_bound; else the largest
-    of page latch / log flush / lock if its share is at least :data:`VERDICT_MIN_SHARE`; else
-    'other' (waits elsewhere), or 'unknown' (no wait data)."""
+def wait_shares(profile: DataFrame, stats: DataFrame) -> DataFrame:
+    """Per permutation: the shares of page-latch, log-flush and lock waits in its wait time, the
+    top wait and its share, and the wait time per second. What limits throughput is the
+    diagnosis' (harness.analysis.diagnosis: these shares alone cannot say it; docs/diagnosis.md)."""
     shares = profile.groupBy("run_id", "perm_id").agg(
         *[F.coalesce(F.sum(F.when(F.col("category") == c, F.col("share"))), F.lit(0.0))
-          .alias(c.replace(" ", "_") + "_share") for c in VERDICT_CATEGORIES],
+          .alias(c.replace(" ", "_") + "_share") for c in SHARE_CATEGORIES],
         F.max(F.when(F.col("rank") == 1, F.col("wait_type"))).alias("top_wait"),
         F.max(F.when(F.col("rank") == 1, F.col("share"))).alias("top_wait_share"),
         F.sum("wait_ms_per_s").alias("wait_ms_per_s_total"))
-    s = stats.select("run_id", "perm_id", "n", "client_bound_reps").join(shares, ["run_id", "perm_id"], "left")
-    pl, lf, lk = (F.coalesce(F.col(c), F.lit(0.0)) for c in ("page_latch_share", "log_flush_share", "lock_share"))
-    biggest = F.greatest(pl, lf, lk)
-    verdict = (F.when(F.coalesce(F.col("client_bound_reps"), F.lit(0)) * 2 > F.col("n"), F.lit("client-bound"))
-               .when(F.col("top_wait").isNull(), F.lit("unknown"))
-               .when(biggest < VERDICT_MIN_SHARE, F.lit("other"))
-               .when(pl == biggest, F.lit("page latch"))
-               .when(lf == biggest, F.lit("log flush"))
-               .otherwise(F.lit("lock")))
-    return s.select("run_id", "perm_id", "page_latch_share", "log_flush_share", "lock_share", "top_wait",
-                    "top_wait_share", "wait_ms_per_s_total", verdict.alias("verdict"))
+    return stats.select("run_id", "perm_id").join(shares, ["run_id", "perm_id"], "left")
 
 
 # --------------------------------------------------------------------------- time series

@@ -21,9 +21,10 @@ def register(sub) -> None:
     p = sub.add_parser(
         "analyze", help="analyze run directories with Spark: tables, plots and an HTML report",
         description="Analyze one or more run directories with Spark (local by default) into Parquet/CSV "
-                    "tables, PNG plots (the whitepaper's Figures 2-5 and more), index.html and answer.json, and end "
-                    "with the key table (every comparison's gain, interval, verdict, 'pays from', repetitions "
-                    "used; --json for scripts). Needs Java 17+. "
+                    "tables, PNG plots (the whitepaper's Figures 2-5 and more), index.html and answer.json, print "
+                    "what limits throughput in each permutation (docs/diagnosis.md) on stderr, and end with the key "
+                    "table (every comparison's gain, interval, verdict, 'pays from', repetitions used; --json for "
+                    "scripts). Needs Java 17+. "
                     "On a cluster the run and report directories must be at the same path on every node "
                     "(docs/analysis-cluster.md).")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run directory, e.g. results/<run-id>")
@@ -40,7 +41,8 @@ def register(sub) -> None:
                    help="a comparison is a gain (loss) when its whole interval is above +PCT (below -PCT), no "
                         "difference within +-PCT (default: each run's run.threshold_pct, else 5)")
     p.add_argument("-q", "--quiet", action="store_true",
-                   help="print only the report path and the key table (Spark's and the JVM's output is kept out)")
+                   help="print only the report path and the key table (Spark's and the JVM's output and the "
+                        "diagnosis are kept out)")
     p.add_argument("--json", action="store_true",
                    help="print the key table as JSON (alone on stdout) instead of the path and the table")
     p.set_defaults(func=cmd_analyze)
@@ -102,6 +104,11 @@ def cmd_analyze(args) -> int:
             if tail:
                 print(tail, file=sys.stderr)
             raise error
+    if not args.quiet and not args.json:   # what limits throughput, per permutation, on stderr
+        from ..analysis.diagnosis_view import print_runs
+        from ..analysis.job import find_runs
+
+        print_runs([r for d in args.run_dirs for r in find_runs(d)], stream=sys.stderr)
     print_answer(result.answer, args.json, path=result.index)
     return 0
 

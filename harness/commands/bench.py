@@ -13,8 +13,9 @@ from .common import TARGET_HELP
 def register(sub) -> None:
     p = sub.add_parser("bench", help="run matrices/bench.yaml on the embedded target and build the report",
                        description="Run a matrix (default matrices/bench.yaml) on a target (default: the embedded one), "
-                                   "then the Spark analysis; print where the results and plots are, and end with the "
-                                   "key table: every comparison's gain with its interval, verdict, 'pays from' and "
+                                   "then the Spark analysis; print what limits throughput in each permutation and what "
+                                   "to try (docs/diagnosis.md), where the results and plots are, and end with the key "
+                                   "table: every comparison's gain with its interval, verdict, 'pays from' and "
                                    "repetitions used.")
     p.add_argument("--matrix", default="matrices/bench.yaml", metavar="FILE",
                    help="matrix YAML file to run (default matrices/bench.yaml)")
@@ -41,6 +42,7 @@ def cmd_bench(args) -> int:
     from .analyze import print_answer
     from .run import execute
 
+    args.diagnose = False      # printed at the end, after the analysis' log
     code, rd = execute(args)   # prints the repetitions' table in the matrix's order
     if code not in (0, 4):
         return code
@@ -53,6 +55,9 @@ def cmd_bench(args) -> int:
         else:
             result = analyze_result([rd.path])
     out = sys.stderr if args.json else sys.stdout
+    from ..analysis.diagnosis_view import print_runs
+
+    print_runs([rd.path], stream=out)
     print(f"\nresults: {rd.path}", file=out)
     if result is not None:
         print(f"report:  {result.index}", file=out)

@@ -26,8 +26,9 @@ def register(sub) -> None:
                                    "worker process per initiator by default, --workers-per-initiator N for "
                                    "more, --remote-workers for workers on client hosts; one user per client "
                                    "thread), collectors, "
-                                   "drain and verify, results written atomically under results/<run-id>/. "
-                                   "Ctrl-C stops cleanly and leaves the run resumable.")
+                                   "drain and verify, results written atomically under results/<run-id>/; at the "
+                                   "end, what limits throughput in each permutation and what to try "
+                                   "(docs/diagnosis.md). Ctrl-C stops cleanly and leaves the run resumable.")
     add_run_arguments(p)
     add_scale_arguments(p)
     p.set_defaults(func=cmd_run)
@@ -189,7 +190,12 @@ def execute(args) -> tuple[int, "object"]:
         return code, rd
     lost = runner.lost_total
     rd.finish("complete", lost)
-    print_run_table(rd.path, sys.stderr if getattr(args, "json", False) else None)
+    out = sys.stderr if getattr(args, "json", False) else None
+    print_run_table(rd.path, out)
+    if getattr(args, "diagnose", True):   # what limits throughput (ssbench bench prints it at its end)
+        from ..analysis.diagnosis_view import print_runs
+
+        print_runs([rd.path], stream=out)
     print(f"ssbench: analyze with: ssbench analyze {shlex.quote(str(rd.path))}", file=sys.stderr)
     if lost:
         print(f"ssbench: !!! {lost} MESSAGES LOST in this run: see messages_lost in the summaries !!!",

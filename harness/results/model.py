@@ -267,6 +267,19 @@ class TopWait(Document):
 
 
 @dataclass
+class Growth(Document):
+    """How a queue's depth changed over the measured window: the Theil-Sen slope in messages per
+    second with its 95 % interval, the first and last depth sampled, and the samples."""
+
+    per_s: float
+    ci_low: float
+    ci_high: float
+    first: float
+    last: float
+    samples: int
+
+
+@dataclass
 class RepetitionSummary(Document):
     """One repetition of one permutation (``rep-NN/summary.json``)."""
 
@@ -381,6 +394,29 @@ class RepetitionSummary(Document):
     #: (harness.load.locustfile QUIESCE_S): each may have reached the database without the client
     #: counting it, so messages_sent_client may be short by up to this many (absent: none)
     messages_sent_client_cut: int | None = field(default=None, metadata={"omit_none": True})
+    #: the diagnosis' evidence over the measured window (docs/diagnosis.md; absent in older
+    #: summaries and where the target cannot tell): the queues' growth, the transport's rate,
+    #: RECEIVEs per second, activation tasks against MAX_QUEUE_READERS, the activation
+    #: procedure's own time, CPU utilization, Service Broker's own waits, page-latch objects
+    xmitq_depth_growth: Growth | None = field(default=None, metadata={"omit_none": True})
+    queue_depth_growth: Growth | None = field(default=None, metadata={"omit_none": True})
+    transport_rate: float | None = field(default=None, metadata={"omit_none": True})
+    receives_per_s: float | None = field(default=None, metadata={"omit_none": True})
+    activation_tasks_running: float | None = field(default=None, metadata={"omit_none": True})
+    activation_max_readers: int | None = field(default=None, metadata={"omit_none": True})
+    activation_at_max_share: float | None = field(default=None, metadata={"omit_none": True})
+    activation_task_limit_per_s: float | None = field(default=None, metadata={"omit_none": True})
+    procedure_us_per_message: float | None = field(default=None, metadata={"omit_none": True})
+    procedure_busy: float | None = field(default=None, metadata={"omit_none": True})
+    messages_per_receive: float | None = field(default=None, metadata={"omit_none": True})
+    server_on_host: bool | None = field(default=None, metadata={"omit_none": True})
+    server_cpu_utilization: float | None = field(default=None, metadata={"omit_none": True})
+    host_cpu_utilization: float | None = field(default=None, metadata={"omit_none": True})
+    host_cpus: int | None = field(default=None, metadata={"omit_none": True})
+    client_cpu_demand: float | None = field(default=None, metadata={"omit_none": True})
+    server_cpu_demand: float | None = field(default=None, metadata={"omit_none": True})
+    broker_waits: dict[str, float] | None = field(default=None, metadata={"omit_none": True})
+    page_latch_objects: dict[str, float] | None = field(default=None, metadata={"omit_none": True})
     status: str = "ok"
     web: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -202,7 +202,9 @@ def test_measured_queue_depth_matches_python(report, faulty_run):
         assert _close(_f(table[perm_dir.name]["xmitq_depth_max_measured"]), max(values)), perm_dir.name
 
 
-def test_wait_profile_and_verdict_match_python(report, faulty_run):
+def test_wait_profile_shares_and_diagnosis_match_python(report, faulty_run):
+    from harness.analysis.diagnosis import diagnose_run
+
     run, _ = faulty_run
     reps = _load_reps(run)
     expected = _python_waits(run, reps)
@@ -223,25 +225,31 @@ def test_wait_profile_and_verdict_match_python(report, faulty_run):
             assert _close(_f(row["share"]), v / total, rel=1e-9, abs_=1e-9), (perm, k)
         ranked = sorted(real, key=lambda k: (-real[k], k))[:5]
         assert [r["wait_type"] for r in sorted(top[perm], key=lambda r: int(r["rank"]))] == ranked, perm
-        # the verdict, recomputed
         shares = defaultdict(float)
         for k, v in real.items():
             shares[CATEGORY.get(k, "other")] += v / total
-        client_bound = sum(bool(s["client_bound"]) for s in reps[perm]) * 2 > len(reps[perm])
-        biggest = max(shares.get(c, 0.0) for c in ("page latch", "log flush", "lock"))
-        if client_bound:
-            verdict = "client-bound"
-        elif biggest < 0.25:
-            verdict = "other"
-        else:
-            verdict = next(c for c in ("page latch", "log flush", "lock") if shares.get(c, 0.0) == biggest)
-        assert perms[perm]["verdict"] == verdict, (perm, dict(shares))
         assert _close(_f(perms[perm]["page_latch_share"]), shares.get("page latch", 0.0), abs_=1e-9)
-    # the model's story: the 150 trick moves the bottleneck from page latches to the log
-    assert perms["i2-t20-per_thread-p100-durable"]["verdict"] == "page latch"
-    assert perms["i2-t20-trick150-p100-durable"]["verdict"] == "log flush"
-    assert perms["i2-t20-shared-p100-durable"]["verdict"] == "lock"
-    assert perms["i1-t1-trick150-p100-durable"]["verdict"] == "client-bound"
+    # what limits throughput: the job's tables are the diagnosis of the summaries it accepted (the
+    # corrupt one left out), computed in plain Python here
+    diags = {d.perm_id: d for d in diagnose_run(run)}
+    table = {r["perm_id"]: r for r in _read_csv(report.parent / "tables" / "diagnosis.csv")}
+    assert set(table) == set(diags) == set(perms)
+    for perm, d in diags.items():
+        assert perms[perm]["limit"] == d.limit and perms[perm]["limit_confidence"] == d.confidence, perm
+        assert (table[perm]["stage"], table[perm]["evidence"], int(table[perm]["reps"])) == (d.stage, d.evidence, d.reps)
+        assert table[perm]["technique"] == (d.remedy.technique if d.remedy else ""), perm
+    assert diags["i1-t10-per_thread-p100-durable"].reps == 2      # its rep 3's summary is corrupt
+    # the model's story: page latches without the 150 trick, the shared dialog's lock, the client
+    assert perms["i2-t20-per_thread-p100-durable"]["limit"] == "SEND: page latch"
+    assert perms["i2-t20-trick150-p100-durable"]["limit_stage"] == "SEND"
+    assert "page latch" not in perms["i2-t20-trick150-p100-durable"]["limit"]
+    assert perms["i2-t20-shared-p100-durable"]["limit"] == "SEND: row lock of the shared dialog"
+    assert perms["i1-t1-trick150-p100-durable"]["limit_stage"] == "client"
+    moves = _read_csv(report.parent / "tables" / "limit_moves.csv")
+    assert any(m["context"] == "i2 per_thread p100 durable" and m["moves"].startswith("2: client")
+               and m["moves"].endswith("40: SEND (page latch)") for m in moves), moves
+    html = report.read_text()
+    assert "What limits throughput, and what to try" in html and "one dialog per thread (many conversations)" in html
 
 
 def _scipy_gain_ci(t: list[float], b: list[float]) -> tuple[float, float] | None:
@@ -492,6 +500,17 @@ def test_cli_analyze_prints_report_path_then_the_key_table(spark, tiny_run, tmp_
     out = capsys.readouterr().out.strip().splitlines()
     assert out[0] == str((tmp_path / "cli" / "index.html").resolve())
     assert out[-1] == "Key results: no comparison (no permutation has a baseline with everything else equal)"
+
+
+def test_cli_analyze_prints_the_diagnosis_on_stderr(spark, tiny_run, tmp_path, capsys):
+    """Without -q: what limits throughput on stderr (with Spark's log); stdout stays the path."""
+    from harness.cli import main
+
+    assert main(["analyze", str(tiny_run), "--out", str(tmp_path / "cli2")]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.strip() == str((tmp_path / "cli2" / "index.html").resolve())
+    assert "What limits throughput, and what to try (docs/diagnosis.md)" in cap.err
+    assert "i1-t8-per_thread-p100" in cap.err.split("What limits throughput")[1]
 
 
 def test_cli_without_java_says_how_to_get_it(tiny_run, monkeypatch, capsys):

@@ -34,6 +34,8 @@ CREATE TABLE ssb.queues (
     monitor_interval_s     float8  NOT NULL DEFAULT 5 CHECK (monitor_interval_s > 0),
     try_catch              boolean NOT NULL DEFAULT true,   -- activation procedure catches per message
     process_delay_ms       integer NOT NULL DEFAULT 0 CHECK (process_delay_ms >= 0),  -- test knob
+    -- the activation procedure's own work per message (broker.processing_us_per_message)
+    processing_us_per_message integer NOT NULL DEFAULT 0 CHECK (processing_us_per_message >= 0),
     consecutive_rollbacks  integer NOT NULL DEFAULT 0,
     rollbacks_total        bigint  NOT NULL DEFAULT 0,
     activation_errors      bigint  NOT NULL DEFAULT 0,
@@ -231,6 +233,20 @@ AS $$
             THEN ssb.fail('poison message: the payload starts with POISON')
         ELSE ('x' || encode(substr(p_body, 5, 8), 'hex'))::bit(64)::bigint
     END
+$$;
+
+-- The activation procedure's own work (broker.processing_us_per_message): p_us microseconds
+-- of waiting, with '/processing' appended to the session's application_name meanwhile.
+CREATE FUNCTION ssb.process_work(p_us bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_app text := current_setting('application_name');
+BEGIN
+    PERFORM set_config('application_name', left(v_app, 50) || '/processing', true);
+    PERFORM pg_sleep(p_us / 1000000.0);
+    PERFORM set_config('application_name', v_app, true);
+END
 $$;
 
 CREATE FUNCTION ssb.is_warmup(p_body bytea) RETURNS boolean
@@ -645,6 +661,13 @@ BEGIN
 
     IF q.process_delay_ms > 0 THEN
         PERFORM pg_sleep(q.process_delay_ms / 1000.0);
+    END IF;
+
+    -- broker.processing_us_per_message: the procedure's own work, as a wait per measured data
+    -- message (not warm-up) inside the transaction (I/O or a remote call per message). The session says so in its
+    -- application_name meanwhile, so the wait sampler reports WAITFOR, not the idle RECEIVE wait.
+    IF q.processing_us_per_message > 0 AND v_processed > v_warm THEN
+        PERFORM ssb.process_work((v_processed - v_warm)::bigint * q.processing_us_per_message);
     END IF;
 
     INSERT INTO ssb.receive_tally (id, reader, backend_pid, conv_group, initiator, messages, processed,

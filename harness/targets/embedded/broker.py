@@ -53,6 +53,7 @@ class BrokerOptions:
     flush_interval_s: float = 1.0                 # wait stats written this often
     parent_pid: int | None = None                 # exit when this process is gone
     crash_after_enqueue: int | None = None        # testing: SIGKILL self after the N-th enqueue, before its ACK
+    transport_rate: float = 0.0                   # emulation knob: messages/s per initiator (0: no limit)
     lock_sample_s: float = 0.0                    # diagnostic lock sampler period (0: off)
     databases: list[str] = field(default_factory=list)  # filled in: names sampled for waits
 
@@ -216,12 +217,17 @@ def parse_args(argv: list[str] | None = None) -> BrokerOptions:
                         "every MS milliseconds into ssb.lock_samples (default 0: off)")
     p.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
     p.add_argument("--crash-after-enqueue", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--transport-rate", type=float, default=0.0, metavar="MSG_PER_S",
+                   help="move at most this many messages per second per initiator (an emulation knob to "
+                        "build a transmission-bound case, docs/embedded.md; default 0: no limit)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s broker[%(process)d] %(threadName)s: %(message)s")
     if a.batch_size < 1 or a.sample_interval_ms <= 0:
         p.error("--batch-size and --sample-interval-ms must be positive")
+    if not 0 <= a.transport_rate <= 10_000_000:
+        p.error("--transport-rate must be between 0 and 10000000 messages per second")
     if not 0 <= a.lock_sample_ms <= 60_000:
         p.error("--lock-sample-ms must be between 0 (off) and 60000")
     initiators: dict[int, str] = {}
@@ -253,7 +259,8 @@ def parse_args(argv: list[str] | None = None) -> BrokerOptions:
             initiators = {i: info.conninfo(db) for i, db in enumerate(database_names(a.prefix, n)[1], start=1)}
     return BrokerOptions(target=target, initiators=initiators, batch_size=a.batch_size,
                          sample_interval_s=a.sample_interval_ms / 1000.0, parent_pid=a.parent_pid,
-                         crash_after_enqueue=a.crash_after_enqueue, lock_sample_s=a.lock_sample_ms / 1000.0)
+                         crash_after_enqueue=a.crash_after_enqueue, transport_rate=a.transport_rate,
+                         lock_sample_s=a.lock_sample_ms / 1000.0)
 
 
 def main(argv: list[str] | None = None) -> int:

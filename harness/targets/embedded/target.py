@@ -65,7 +65,8 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
     """
 
     kind = "embedded"
-    capabilities = Capabilities(backlog=True, dialog_lifetime=True, profile_aliases=True, emulation="PostgreSQL")
+    capabilities = Capabilities(backlog=True, dialog_lifetime=True, profile_aliases=True, emulation="PostgreSQL",
+                                transport_rate_limit=True, client_cpu_per_send=True)
 
     def __init__(self, server: EmbeddedServer | str | Path | None = None, *, prefix: str = "ssb"):
         if not PREFIX_RE.fullmatch(prefix):
@@ -220,10 +221,10 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
                 self._reset_db(db)
             self._conn(self.target_db).execute(
                 "UPDATE ssb.queues SET max_readers = %s, receive_top = %s, waitfor_timeout_ms = %s, "
-                "monitor_interval_s = %s, is_activation_enabled = true, try_catch = true, process_delay_ms = 0 "
-                "WHERE name = %s",
+                "monitor_interval_s = %s, is_activation_enabled = true, try_catch = true, process_delay_ms = 0, "
+                "processing_us_per_message = %s WHERE name = %s",
                 (broker.max_queue_readers, broker.receive_top, broker.waitfor_timeout_ms,
-                 float(broker.monitor_interval_seconds), QUEUE))
+                 float(broker.monitor_interval_seconds), broker.processing_us_per_message, QUEUE))
             # settings changed per database reach new sessions only: drop ours
             for db in all_dbs:
                 c = self._conns.pop(db, None)
@@ -361,8 +362,10 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
             return
         if not self._provisioned:
             raise UserError("provision() the embedded target before start()")
+        rate = self._broker_settings.transport_rate_limit   # an emulation knob (docs/embedded.md)
         lock_ms = _ms_from_env(LOCK_SAMPLE_ENV, 60_000)
-        extra = (["--lock-sample-ms", lock_ms] if lock_ms is not None else []) + list(extra_args or [])
+        extra = (["--transport-rate", f"{rate:g}"] if rate else []) \
+            + (["--lock-sample-ms", lock_ms] if lock_ms is not None else []) + list(extra_args or [])
         self._broker.start(self.broker_command(extra=extra), timeout)
 
     def stop(self, timeout: float = 15.0) -> None:
@@ -436,7 +439,9 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
     def sender_spec(self, initiator: int) -> dict[str, Any]:
         self._require(initiator)
         db = self.initiator_db(initiator)
-        return {"sender": "embedded", "conninfo": self.conninfo(db), "initiator": int(initiator), "database": db}
+        cpu = self._broker_settings.client_cpu_us_per_send   # an emulation knob (docs/embedded.md)
+        return {"sender": "embedded", "conninfo": self.conninfo(db), "initiator": int(initiator), "database": db,
+                **({"client_cpu_us_per_send": cpu} if cpu else {})}
 
     def interactive_broker(self, max_queue_readers: int) -> BrokerSettings:
         """A 1 s queue monitor, so activation reacts within a second in the web UI."""
