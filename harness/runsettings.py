@@ -70,6 +70,7 @@ class RunSettings:
 
 AUTO, AUTO_MIN, AUTO_MAX = "auto", 3, 10    # harness.verdicts.rule.MIN_REPS, DEFAULT_MAX_REPS
 AUTO_FIELDS = ("min_repetitions", "max_repetitions", "budget_minutes")   # only with repetitions: auto
+RUN_ORDERS = ("interleaved", "sequential")
 RUN_FIELDS = {
     "warmup_seconds": (float, 0, 86_400),
     "measure_seconds": (float, 0.5, 86_400),
@@ -81,14 +82,13 @@ RUN_FIELDS = {
     "drain_timeout_seconds": (float, 1, 86_400),
     "sample_interval_seconds": (float, 0.05, 3600),
     "spawn_rate": (float, 0.1, 100_000),
-    "order": (str, ("interleaved", "sequential"), None),
+    "order": (str, RUN_ORDERS, None),
     "pin_cpus": (bool, None, None),
     "rate_tolerance": (float, 0.0, 1.0),
     "backlog_messages": (int, 0, 100_000_000),
     "workers_per_initiator": (int, 1, 64),
     "send_mode": (str, ("auto", "thread"), None),
 }
-RUN_ORDERS = ("interleaved", "sequential")
 
 
 def run_settings(doc, err) -> RunSettings:
