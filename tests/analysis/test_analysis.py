@@ -503,12 +503,15 @@ def test_cli_analyze_prints_report_path_then_the_key_table(spark, tiny_run, tmp_
 
 
 def test_cli_analyze_prints_the_diagnosis_on_stderr(spark, tiny_run, tmp_path, capsys):
-    """Without -q: what limits throughput on stderr (with Spark's log); stdout stays the path."""
+    """Without -q: what limits throughput on stderr (with Spark's log); stdout stays the path and
+    the key table."""
     from harness.cli import main
 
     assert main(["analyze", str(tiny_run), "--out", str(tmp_path / "cli2")]) == 0
     cap = capsys.readouterr()
-    assert cap.out.strip() == str((tmp_path / "cli2" / "index.html").resolve())
+    out = cap.out.strip().splitlines()
+    assert out[0] == str((tmp_path / "cli2" / "index.html").resolve())
+    assert out[-1].startswith("Key results:") and "What limits throughput" not in cap.out
     assert "What limits throughput, and what to try (docs/diagnosis.md)" in cap.err
     assert "i1-t8-per_thread-p100" in cap.err.split("What limits throughput")[1]
 
