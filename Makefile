@@ -1,6 +1,6 @@
 # ssbench: two commands do everything on a fresh machine (Python 3.11+, make, Java 17+).
 #   make bench   run matrices/bench.yaml on the embedded PostgreSQL target, then the Spark analysis
-#   make test    the test suite (what CI runs)
+#   make test    the test suite (what CI runs): the parallel part, then the tests that run alone
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -8,12 +8,16 @@ STAMP  := $(VENV)/.installed
 MATRIX ?= matrices/bench.yaml
 TARGET ?= embedded
 PYTEST_ARGS ?=
+# make test's parallel part: pytest-xdist worker processes, each with its own embedded server
+TEST_WORKERS ?= 4
+PYTEST := $(BIN)/python -m pytest
 
-.PHONY: bench test web gate server-stop clean check-python check-java help
+.PHONY: bench test test-fast web gate server-stop clean check-python check-java help
 
 help:
 	@echo "make bench   run $(MATRIX) on the embedded target and build the report"
-	@echo "make test    run the test suite"
+	@echo "make test    run the test suite (what CI runs)"
+	@echo "make test-fast  the unit tests only: no server, no swarm, no Spark (under 2 minutes)"
 	@echo "make web     Locust web UI on the embedded target (127.0.0.1)"
 	@echo "make gate    regression gate: interleaved baseline (HEAD) vs working tree on matrices/gate.yaml"
 	@echo "make clean   stop the embedded server, remove .venv and build debris (results/ is kept)"
@@ -37,8 +41,17 @@ $(STAMP): pyproject.toml | check-python
 bench: $(STAMP) check-java
 	$(BIN)/ssbench bench --matrix $(MATRIX) --target $(TARGET)
 
+# Two pytest runs, both always: first the tests that may share the machine, on $(TEST_WORKERS)
+# xdist workers (a test module at a time per worker, the longest first; tests/analysis on one
+# worker), then those marked `alone`, one at a time with nothing else running. Fails if either does.
 test: $(STAMP) check-java
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@rc=0; \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --ssbench-part parallel $(PYTEST_ARGS) || rc=$$?; \
+	$(PYTEST) -p no:xdist --ssbench-part alone $(PYTEST_ARGS) || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
+	exit $$rc
+
+test-fast: $(STAMP)
+	$(PYTEST) -p no:xdist --ssbench-part fast $(PYTEST_ARGS)
 
 web: $(STAMP)
 	$(BIN)/ssbench web --target $(TARGET)

@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]    # tests/support/synth.py: test data, not the package
 
-from harness.analysis import synth  # noqa: E402
+from support import synth  # noqa: E402
 
 GOAL_PAPER_S = 60.0
 GOAL_FACTOR_10X = 5.0

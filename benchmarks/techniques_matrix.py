@@ -5,8 +5,8 @@ the figures its header and docs/matrices.md quote (issue 29).
 Per run: the wall time of ``ssbench bench`` (run + analysis) and the load average before and
 after; per permutation, the median and range over its repetitions of the receive rate, the
 end-to-end p50/p99, the activation tasks started per second and started/ended inside the window,
-and the dialogs ended inside the window; then the run's technique table, as the terminal
-prints it. Each run gets its own directory under --out; the embedded server is the one of
+and the dialogs ended inside the window; then the run's key table, as the terminal prints it
+(technique rows included, "not exercised" ones with how to exercise them). Each run gets its own directory under --out; the embedded server is the one of
 SSBENCH_PGDATA (give every engineer's run its own).
 
     SSBENCH_PGDATA=/var/tmp/ssbench-$USER/pg .venv/bin/python benchmarks/techniques_matrix.py --runs 3 \\
@@ -45,7 +45,7 @@ def spread(values: list[float]) -> str:
 
 
 def summarize(run: Path) -> None:
-    from harness.analysis.techniques_report import load_rows, terminal_text
+    from harness.verdicts import read_answer
 
     perms: dict[str, list[dict]] = {}
     for p in sorted(run.glob("*/rep-*/summary.json")):
@@ -55,7 +55,9 @@ def summarize(run: Path) -> None:
         statuses = ",".join(sorted({s["status"] for s in reps}))
         print(f"{perm} (n={len(reps)}, {statuses})")
         print("   " + "; ".join(f"{name} {spread([f(s) for s in reps])}" for name, f in FIGURES))
-    print(terminal_text(load_rows(run / "report" / "index.html"), width=200))
+    answer = read_answer(run / "report")
+    if answer is not None:
+        answer.render(sys.stdout)
 
 
 def main() -> int:

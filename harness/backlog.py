@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from .collectors.base import Sample
 from .errors import TargetError
@@ -163,6 +162,7 @@ class BacklogRepetition(Repetition):
 
     # ------------------------------------------------------------------ the summary
     def _summarize(self, res, final, warmup, measure, web) -> tuple[RepetitionSummary, dict[str, Histogram]]:
+        self.receiving = False       # the fill receives nothing by design: not a receive stall
         summary, lat = super()._summarize(res, final, warmup, measure, web)
         d = self.drain
         with self.lock:
@@ -176,8 +176,3 @@ class BacklogRepetition(Repetition):
         summary.drain_rate = None if d.rate is None else round(d.rate, 3)
         return summary, lat
 
-
-def backlog_fields(summary: RepetitionSummary) -> dict[str, Any]:
-    """The drain's figures of a summary (for tables and reports)."""
-    return {"backlog_messages": summary.backlog_messages, "drain_seconds": summary.drain_seconds,
-            "drain_rate": summary.drain_rate}

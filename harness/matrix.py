@@ -3,7 +3,9 @@
 A matrix names axes (lists of values); the permutations are their cartesian product (one per
 ``blocks:`` entry, of ``axes`` and its own) in a fixed order (initiators outermost, then threads,
 dialog strategy, payload, server, optional axes), each with a stable, readable id such as
-``i3-t50-trick150-p8192-sql2008``. See ``docs/matrices.md`` for the format.
+``i3-t50-trick150-p8192-sql2008``; with ``cases:``, each case's products in turn (its axes
+replacing the matrix's, its broker settings), its name ending the ids. The ``run:`` settings
+live in :mod:`harness.runsettings`. See ``docs/matrices.md`` for the format.
 
 Every user error names the file, the line and the field, and is raised as
 :class:`harness.errors.UserError` (exit code 2, no traceback).
@@ -13,104 +15,25 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace as _replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .dialogstrategy import DialogStrategy
 from .errors import UserError, show
+from .runsettings import AUTO, AUTO_FIELDS, AUTO_MAX, AUTO_MIN, RUN_FIELDS, RUN_ORDERS, RunSettings  # noqa: F401
+from .runsettings import run_settings, settings as _settings
 from .yamlsrc import Located, load_located, unwrap
+
+__all__ = ["BrokerSettings", "Case", "DialogStrategy", "Matrix", "Permutation", "RunSettings", "RUN_FIELDS",
+           "RUN_ORDERS", "broker_values", "high_priority_permille", "high_priority_slot", "load_matrix"]
 
 MAX_PAYLOAD_BYTES = 2 ** 31 - 1  # SQL Server's varbinary(max) limit: 2 GB - 1
 SERVER_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 
 
-# --------------------------------------------------------------------------- dialog strategies
-
-@dataclass(frozen=True, order=True)
-class DialogStrategy:
-    """How client threads map onto dialogs (conversations).
-
-    ``every_n`` dialogs are created per usable dialog and every ``every_n``-th one is kept (the
-    paper's "150 trick" is ``every_n=150``; one dialog per thread is ``every_n=1``). ``shared``
-    means all threads of one initiator send on a single dialog.
-    """
-
-    every_n: int = 1
-    shared: bool = False
-
-    @property
-    def token(self) -> str:
-        if self.shared:
-            return "shared"
-        if self.every_n == 1:
-            return "per_thread"
-        if self.every_n == 150:
-            return "trick150"
-        return f"every{self.every_n}"
-
-    def usable_dialogs(self, threads: int) -> int:
-        """Dialogs the client threads of one initiator send on."""
-        return 1 if self.shared else threads
-
-    def dialogs_created(self, threads: int) -> int:
-        """Dialogs BEGUN on one initiator (the 150 trick begins 150 per usable dialog)."""
-        return self.usable_dialogs(threads) * self.every_n
-
-    def __str__(self) -> str:
-        return self.token
-
-    @classmethod
-    def parse(cls, value: Any) -> "DialogStrategy":
-        """Parse ``per_thread`` / ``trick150`` / ``shared`` / ``{every_n: N}``; ValueError if not."""
-        if isinstance(value, str):
-            named = {"per_thread": cls(1), "trick150": cls(150), "shared": cls(1, shared=True)}
-            if value in named:
-                return named[value]
-            m = re.fullmatch(r"every(\d+)", value)
-            if m and int(m.group(1)) >= 1:
-                return cls(int(m.group(1)))
-            raise ValueError(f"unknown dialog strategy {show(value)} "
-                             "(use per_thread, trick150, shared or {every_n: N})")
-        if isinstance(value, dict):
-            if set(value) != {"every_n"}:
-                raise ValueError("a dialog strategy mapping takes exactly one key, every_n; "
-                                 f"got {show(sorted(value))}")
-            n = value["every_n"]
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 100_000:
-                raise ValueError(f"every_n must be an integer from 1 to 100000, got {show(n)}")
-            return cls(n)
-        raise ValueError(f"a dialog strategy is a name or {{every_n: N}}, got {type(value).__name__}")
-
-
 # --------------------------------------------------------------------------- settings
-
-@dataclass(frozen=True)
-class RunSettings:
-    warmup_seconds: float = 10.0
-    measure_seconds: float = 60.0
-    repetitions: int = 1
-    drain_timeout_seconds: float = 120.0
-    sample_interval_seconds: float = 1.0
-    spawn_rate: float = 50.0  # Locust users started per second per run
-    #: ``interleaved``: repetition 1 of every permutation, then repetition 2 of every
-    #: permutation, ... (A B A B: drift hits every permutation alike); ``sequential``: every
-    #: repetition of a permutation before the next (A A B B)
-    order: str = "interleaved"
-    #: pin the database server and the load generator to separate CPUs (where the host allows)
-    pin_cpus: bool = False
-    #: open loop (a ``rate`` axis): a repetition whose achieved SEND rate falls short of the
-    #: offered one by more than this fraction is flagged ``behind``
-    rate_tolerance: float = 0.05
-    #: backlog drain (docs/matrices.md): > 0 fills the target queue with this many messages
-    #: with activation off, then turns activation on and measures the drain
-    backlog_messages: int = 0
-    #: Locust worker processes per initiator; its threads split over them as evenly as possible
-    #: (5 over 2: 3 + 2), and an initiator gets no more processes than threads
-    workers_per_initiator: int = 1
-    #: the SEND path (harness.load.spec.SEND_MODES): ``auto`` (gevent's hub for a sender that
-    #: can pump, an OS thread per user otherwise) or ``thread`` (an OS thread per user always)
-    send_mode: str = "auto"
-
+# (dialog strategies: harness.dialogstrategy, and run settings: harness.runsettings, re-exported here)
 
 @dataclass(frozen=True)
 class BrokerSettings:
@@ -122,41 +45,53 @@ class BrokerSettings:
     #: 0 = none; 0.5 = every other dialog on the high-priority contract/service pair that
     #: CREATE BROKER PRIORITY ... PRIORITY_LEVEL = 10 matches (docs/matrices.md)
     high_priority_share: float = 0.0
+    #: the activation procedure's own work per message (both targets): after each RECEIVE it
+    #: waits rows x this many microseconds inside its transaction, as a procedure doing I/O or
+    #: a remote call per message would (docs/diagnosis.md, docs/matrices.md)
+    processing_us_per_message: int = 0
+    #: emulation knobs, for targets with the capability (docs/embedded.md, "Building a
+    #: bottleneck"): the transport moves at most this many messages per second per initiator
+    #: (0: no limit), and every SEND first costs its Locust worker process this much CPU (0: none)
+    transport_rate_limit: float = 0.0
+    client_cpu_us_per_send: int = 0
 
 
-RUN_FIELDS = {
-    "warmup_seconds": (float, 0, 86_400),
-    "measure_seconds": (float, 0.5, 86_400),
-    "repetitions": (int, 1, 1000),
-    "drain_timeout_seconds": (float, 1, 86_400),
-    "sample_interval_seconds": (float, 0.05, 3600),
-    "spawn_rate": (float, 0.1, 100_000),
-    "order": (str, ("interleaved", "sequential"), None),
-    "pin_cpus": (bool, None, None),
-    "rate_tolerance": (float, 0.0, 1.0),
-    "backlog_messages": (int, 0, 100_000_000),
-    "workers_per_initiator": (int, 1, 64),
-    "send_mode": (str, ("auto", "thread"), None),
-}
-RUN_ORDERS = ("interleaved", "sequential")
+#: broker settings written only when not their default, so the values of every permutation and
+#: matrix that does not use them stay what they were (a gate comparing with an older baseline)
+OPTIONAL_BROKER = {"processing_us_per_message": 0, "transport_rate_limit": 0.0, "client_cpu_us_per_send": 0}
+
+
+def broker_values(b: BrokerSettings) -> dict[str, Any]:
+    """``b`` as plain data (summaries, run.json) without the optional settings at their default."""
+    return {k: v for k, v in asdict(b).items() if k not in OPTIONAL_BROKER or v != OPTIONAL_BROKER[k]}
+
+
 BROKER_FIELDS = {
     "max_queue_readers": (int, 1, 32_767),
     "receive_top": (int, 1, 1_000_000),
     "waitfor_timeout_ms": (int, 0, 3_600_000),
     "monitor_interval_seconds": (float, 0.05, 3600),
     "high_priority_share": (float, 0.0, 1.0),
+    "processing_us_per_message": (int, 0, 1_000_000),    # 1 s per message: a RECEIVE of 10,000 waits < 24 h
+    "transport_rate_limit": (float, 0.0, 10_000_000.0),
+    "client_cpu_us_per_send": (int, 0, 1_000_000),
 }
 
 # Axes: required ones first, in expansion order; optional broker axes override BrokerSettings.
 REQUIRED_AXES = ("initiators", "threads", "dialogs", "payload_bytes", "server")
-OPTIONAL_AXES = ("max_queue_readers", "receive_top", "waitfor_timeout_ms", "priority")
+OPTIONAL_AXES = ("max_queue_readers", "receive_top", "waitfor_timeout_ms", "priority", "processing_us_per_message")
 #: optional axes named differently from the BrokerSettings field they set
 AXIS_FIELDS = {"priority": "high_priority_share"}
 #: features only some targets implement (each target declares its own,
 #: harness.targets.base.Capabilities), and what messages say a target lacking one cannot do
 #: (Matrix.feature_uses: the matrix fields that use each)
 TARGET_FEATURES = {"priority": "emulate priority", "backlog": "turn activation off for a backlog drain",
-                   "dialog_lifetime": "retire dialogs after messages_per_dialog"}
+                   "dialog_lifetime": "retire dialogs after messages_per_dialog",
+                   "transport_rate_limit": "emulate a transport rate limit",
+                   "client_cpu_per_send": "emulate a client CPU cost per SEND"}
+#: the broker settings that use a feature when not 0 (Matrix.feature_uses)
+FEATURE_SETTINGS = {"priority": "high_priority_share", "transport_rate_limit": "transport_rate_limit",
+                    "client_cpu_per_send": "client_cpu_us_per_send"}
 
 #: optional load axes: ``rate`` is the offered SENDs per second per initiator (open loop,
 #: docs/matrices.md); absent, every user sends as fast as its SEND returns (closed loop)
@@ -172,12 +107,16 @@ MAX_MESSAGES_PER_DIALOG = 1_000_000_000
 # (the activation helper's waitfor_timeout_ms / priority axes go beside OPTIONAL_AXES)
 AXIS_TOKENS = {"initiators": "i", "threads": "t", "payload_bytes": "p",
                "max_queue_readers": "r", "receive_top": "top", "waitfor_timeout_ms": "wf",
-               "priority": "hp"}
+               "priority": "hp", "processing_us_per_message": "proc"}
 ALL_AXES = REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES
-TOP_KEYS = {"name", "description", "axes", "blocks", "run", "broker", "embedded_profiles"}
+TOP_KEYS = {"name", "description", "axes", "blocks", "run", "broker", "embedded_profiles", "cases"}
 #: the axes a block may give (``blocks:``, docs/matrices.md): the matrix is the union of one
 #: product per block, of ``axes`` and the block's own axes
 BLOCK_AXES = OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES
+#: a case (``cases:``, docs/matrices.md): permutations built on purpose, each the matrix's axes
+#: with some replaced and its broker settings overridden; its name ends the permutation ids
+CASE_KEYS = {"name", "description", "axes", "broker"}
+CASE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
 def high_priority_permille(share: float) -> int:
@@ -210,7 +149,8 @@ class Permutation:
         parts = [f"i{self.initiators}", f"t{self.threads}", self.dialogs.token,
                  f"p{self.payload_bytes}", self.server]
         return ("-".join(parts) + self._broker_suffix + (f"-rate{self.rate:g}" if self.rate else "")
-                + self._dialog_suffix + ("-ff" if self.fire_and_forget else ""))
+                + self._dialog_suffix + ("-ff" if self.fire_and_forget else "")
+                + (f"-{self.case}" if self.case else ""))
 
     # set by Matrix for permutations whose broker axes were given explicitly
     _broker_suffix: str = field(default="", compare=False, repr=False)
@@ -222,6 +162,8 @@ class Permutation:
     messages_per_dialog: int | None = None
     #: the initiator ENDs a retired dialog right after its last SEND (fire and forget)
     fire_and_forget: bool = False
+    #: the matrix case (``cases:``) this permutation belongs to; None: a matrix without cases
+    case: str | None = None
 
     @property
     def total_threads(self) -> int:
@@ -234,7 +176,8 @@ class Permutation:
             "threads": self.threads, "total_threads": self.total_threads,
             "dialogs": self.dialogs.token, "dialogs_every_n": self.dialogs.every_n,
             "dialogs_shared": self.dialogs.shared, "payload_bytes": self.payload_bytes,
-            "server": self.server, "broker": asdict(self.broker),
+            "server": self.server, "broker": broker_values(self.broker),
+            **({"case": self.case} if self.case else {}),
             **({"rate": self.rate, "offered_rate": self.rate * self.initiators} if self.rate else {}),
             # dialog lifetime, only when not the default (unlimited reuse, not fire and forget),
             # so the values of every other permutation stay what they were (a gate comparing
@@ -242,6 +185,17 @@ class Permutation:
             **({"messages_per_dialog": self.messages_per_dialog, "fire_and_forget": self.fire_and_forget}
                if self.messages_per_dialog or self.fire_and_forget else {}),
         }
+
+
+@dataclass(frozen=True)
+class Case:
+    """One entry of a matrix's ``cases:``: permutations built on purpose, the matrix's axes with
+    ``axes`` replacing some of them, on ``broker`` (the matrix's settings, overridden)."""
+
+    name: str
+    description: str
+    axes: dict[str, list[Any]]
+    broker: BrokerSettings
 
 
 @dataclass
@@ -258,43 +212,46 @@ class Matrix:
     lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     #: ``blocks:``: each block's own axes (:data:`BLOCK_AXES`); empty: one product of ``axes``
     blocks: list[dict[str, list[Any]]] = field(default_factory=list)
+    #: ``cases:`` (docs/matrices.md): when given, the permutations are each case's, in order
+    cases: list[Case] = field(default_factory=list)
 
     def __len__(self) -> int:
         return sum(1 for _ in self.permutations())
 
-    def block_axes(self) -> list[tuple[str, dict[str, list[Any]]]]:
-        """(where, axes) of each product: ``axes`` alone, or with each block's (``blocks[K]``)."""
-        return [(f"blocks[{k}]", {**self.axes, **b}) for k, b in enumerate(self.blocks)] or [("axes", self.axes)]
+    def groups(self) -> list[tuple[str | None, str, dict[str, list[Any]], BrokerSettings]]:
+        """(case name, field prefix, axes, broker settings) of each product: ``axes`` alone or with
+        each block's (``blocks[K]``), for the matrix itself or for each of its cases (``cases[K].``:
+        its axes replacing the matrix's, its broker settings)."""
+        cases = [(c.name, f"cases[{k}].", c.axes, c.broker) for k, c in enumerate(self.cases)] \
+            or [(None, "", {}, self.broker)]
+        return [(name, prefix, {**self.axes, **own, **block}, broker)
+                for name, prefix, own, broker in cases for block in self.blocks or [{}]]
 
-    def _combos(self) -> Iterator[dict[str, Any]]:
-        for _where, axes in self.block_axes():
+    def axis_items(self, axis: str) -> Iterator[tuple[str, Any]]:
+        """(field, value) of every value an axis takes in some permutation (``axes.server[0]``,
+        ``blocks[0].rate[1]``, ``cases[1].axes.server[0]``), in file order."""
+        sources = ([("axes", self.axes)] if not self.cases or any(axis not in c.axes for c in self.cases) else []) \
+            + [(f"blocks[{k}]", b) for k, b in enumerate(self.blocks)] \
+            + [(f"cases[{k}].axes", c.axes) for k, c in enumerate(self.cases)]
+        for where, axes in sources:
+            for i, v in enumerate(axes.get(axis, [])):
+                yield f"{where}.{axis}[{i}]", v
+
+    def permutations(self) -> Iterator[Permutation]:
+        index = 0
+        for case, _, axes, base in self.groups():
             names = list(REQUIRED_AXES) + [a for a in BLOCK_AXES if a in axes]
             for combo in itertools.product(*(axes[a] for a in names)):
                 values = dict(zip(names, combo))   # fire and forget x unlimited: its false twin again
-                if not (values.get("fire_and_forget") and values.get("messages_per_dialog") is None):
-                    yield values
-
-    def permutations(self) -> Iterator[Permutation]:
-        for index, values in enumerate(self._combos(), start=1):
-            broker = self.broker
-            suffix = ""
-            for axis in OPTIONAL_AXES:
-                if axis in values:
-                    broker = _replace(broker, **{AXIS_FIELDS.get(axis, axis): values[axis]})
-                    v = values[axis]
-                    suffix += f"-{AXIS_TOKENS[axis]}{v:g}" if isinstance(v, float) else f"-{AXIS_TOKENS[axis]}{v}"
-            yield Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
-                              dialogs=values["dialogs"], payload_bytes=values["payload_bytes"],
-                              server=values["server"], broker=broker, _broker_suffix=suffix,
-                              rate=values.get("rate"), messages_per_dialog=values.get("messages_per_dialog"),
-                              fire_and_forget=bool(values.get("fire_and_forget", False)),
-                              _dialog_suffix=_mpd_token(values["messages_per_dialog"])
-                              if "messages_per_dialog" in values else "")
+                if values.get("fire_and_forget") and values.get("messages_per_dialog") is None:
+                    continue
+                index += 1
+                yield _permutation(index, values, base, case)
 
     def schedule(self) -> list[tuple[Permutation, int]]:
         """Every (permutation, repetition) in the order the run executes them (``run.order``)."""
         perms = list(self.permutations())
-        reps = range(1, self.run.repetitions + 1)
+        reps = range(1, self.run.planned_repetitions + 1)
         if self.run.order == "sequential":
             return [(p, r) for p in perms for r in reps]
         return [(p, r) for r in reps for p in perms]
@@ -305,22 +262,24 @@ class Matrix:
         return dict(self.embedded_profiles) if applies else {}
 
     def feature_uses(self) -> dict[str, list[str]]:
-        """The fields that use each of :data:`TARGET_FEATURES`, in file order (``axes``, then
-        each of ``blocks``)."""
-        sources = [("axes", self.axes)] + [(f"blocks[{k}]", b) for k, b in enumerate(self.blocks)]
-
+        """The fields that use each of :data:`TARGET_FEATURES`, in file order (``axes``, each of
+        ``blocks``, each of ``cases``)."""
         def used(axis: str, keep) -> list[str]:
-            return [f"{where}.{axis}[{i}]" for where, axes in sources for i, v in enumerate(axes.get(axis, []))
-                    if keep(v)]
+            return [fld for fld, v in self.axis_items(axis) if keep(v)]
 
-        return {"priority": used("priority", bool) + (["broker.high_priority_share"] if self.broker.high_priority_share
-                                                        else []),
+        def setting(name: str) -> list[str]:   # the matrix's broker, or each case's (its own line)
+            groups = [(f"cases[{k}].", c.broker) for k, c in enumerate(self.cases)] or [("", self.broker)]
+            return list(dict.fromkeys(f"{p}broker.{name}" if f"{p}broker.{name}" in self.lines else f"broker.{name}"
+                                      for p, broker in groups if getattr(broker, name)))
+
+        uses = {feature: setting(name) for feature, name in FEATURE_SETTINGS.items()}
+        return {"priority": used("priority", bool) + uses.pop("priority"),
                 "backlog": ["run.backlog_messages"] if self.run.backlog_messages else [],
-                "dialog_lifetime": used("messages_per_dialog", lambda v: v is not None)}
+                "dialog_lifetime": used("messages_per_dialog", lambda v: v is not None), **uses}
 
     def check_servers(self, target: str, profiles: Iterable[str], *, supports: Iterable[str] = (),
                       aliases: bool = False) -> None:
-        """Every value of ``axes.server`` names one of the target's server profiles (through
+        """Every value of ``axes.server`` (and of each case's) names one of the target's server profiles (through
         ``embedded_profiles`` when ``aliases``: the target reads that section), and the matrix uses
         no feature the target does not ``supports`` (:data:`TARGET_FEATURES`); UserError at the
         offending value's line if not. Needs no connection: the commands call it (through
@@ -335,12 +294,11 @@ class Matrix:
                                 file=str(self.path), line=self.lines.get(fld), field=fld)
         known = list(profiles)
         mapped = self.profile_aliases(applies=aliases)
-        for i, server in enumerate(self.axes["server"]):
+        for fld, server in self.axis_items("server"):
             profile = mapped.get(server, server)
             if profile in known:
                 continue
             via = f" (embedded_profiles maps it to {show(profile)})" if profile != server else ""
-            fld = f"axes.server[{i}]"
             raise UserError(f"server profile {show(server)}{via} is not defined for the {target} "
                             f"target (it has: {', '.join(known) or 'none'})",
                             file=str(self.path), line=self.lines.get(fld), field=fld)
@@ -368,17 +326,30 @@ class Matrix:
         return {"name": self.name, "description": self.description, "file": str(self.path),
                 "sha256": self.sha256, "axes": plain(self.axes),
                 **({"blocks": [plain(b) for b in self.blocks]} if self.blocks else {}), "run": asdict(self.run),
-                "broker": asdict(self.broker), "embedded_profiles": dict(self.embedded_profiles),
+                "broker": broker_values(self.broker), "embedded_profiles": dict(self.embedded_profiles),
+                **({"cases": [{"name": c.name, "description": c.description, "axes": plain(c.axes),
+                               "broker": broker_values(c.broker)} for c in self.cases]} if self.cases else {}),
                 "permutations": len(self)}
+
+
+def _permutation(index: int, values: dict[str, Any], broker: BrokerSettings, case: str | None) -> Permutation:
+    suffix = ""
+    for axis in OPTIONAL_AXES:
+        if axis in values:
+            broker = _replace(broker, **{AXIS_FIELDS.get(axis, axis): values[axis]})
+            v = values[axis]
+            suffix += f"-{AXIS_TOKENS[axis]}{v:g}" if isinstance(v, float) else f"-{AXIS_TOKENS[axis]}{v}"
+    return Permutation(index=index, initiators=values["initiators"], threads=values["threads"],
+                       dialogs=values["dialogs"], payload_bytes=values["payload_bytes"], server=values["server"],
+                       broker=broker, _broker_suffix=suffix, rate=values.get("rate"),
+                       messages_per_dialog=values.get("messages_per_dialog"),
+                       fire_and_forget=bool(values.get("fire_and_forget", False)),
+                       _dialog_suffix=_mpd_token(values["messages_per_dialog"]) if "messages_per_dialog" in values
+                       else "", case=case)
 
 
 def _mpd_token(n: int | None) -> str:
     return f"-mpd{n}" if n else "-mpdunlimited"
-
-
-def _replace(obj, **changes):
-    from dataclasses import replace
-    return replace(obj, **changes)
 
 
 # --------------------------------------------------------------------------- loading
@@ -416,13 +387,17 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
     axes = _axes(axes_loc, "axes", ALL_AXES, REQUIRED_AXES, err, lines)
     blocks = _blocks(doc.get("blocks"), axes, err, lines)
 
-    run = RunSettings(**_settings(doc, "run", RUN_FIELDS, err))
+    run = run_settings(doc, err)
     broker = BrokerSettings(**_settings(doc, "broker", BROKER_FIELDS, err))
     for section in ("run", "broker"):
         if section in doc and isinstance(doc[section].value, dict):
             lines.update({f"{section}.{k}": item.line for k, item in doc[section].value.items()})
 
     profiles: dict[str, str] = {}
+    m = Matrix(path=p, name=name, description=description, axes=axes, run=run, broker=broker,
+               embedded_profiles=profiles, sha256=sha256, lines=lines, blocks=blocks,
+               cases=_cases(doc.get("cases"), broker, blocks, err, lines))
+    servers = {v for _, v in m.axis_items("server")}
     if "embedded_profiles" in doc:
         ploc = doc["embedded_profiles"]
         if not isinstance(ploc.value, dict):
@@ -430,7 +405,7 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
                       f"{type(ploc.value).__name__}", ploc, "embedded_profiles")
         known = list(embedded_profiles) if embedded_profiles is not None else None
         for key, loc in ploc.value.items():
-            if key not in axes["server"]:
+            if key not in servers:
                 raise err("not a value of axes.server", loc, f"embedded_profiles.{key}")
             if not isinstance(loc.value, str):
                 raise err(f"an embedded profile is a name, got {type(loc.value).__name__}", loc,
@@ -440,9 +415,6 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
                           loc, f"embedded_profiles.{key}")
             profiles[key] = loc.value
             lines[f"embedded_profiles.{key}"] = loc.line
-
-    m = Matrix(path=p, name=name, description=description, axes=axes, run=run, broker=broker,
-               embedded_profiles=profiles, sha256=sha256, lines=lines, blocks=blocks)
     _check_blocks_distinct(m, doc.get("blocks"), err)
     return m
 
@@ -499,11 +471,54 @@ def _blocks(loc: Located | None, axes: dict[str, list[Any]], err, lines: dict[st
     return blocks
 
 
+def _cases(loc: Located | None, broker: BrokerSettings, blocks: list[dict], err, lines: dict[str, int]) -> list[Case]:
+    """``cases:``: a non-empty list of {name, description, axes, broker}, each name distinct; a
+    case replaces axes of ``axes``, not of the blocks (a block's axes apply to every case)."""
+    if loc is None:
+        return []
+    if not isinstance(loc.value, list) or not loc.value:
+        raise err("must be a non-empty list of cases ({name, description, axes, broker})", loc, "cases")
+    out: list[Case] = []
+    for k, item in enumerate(loc.value):
+        fld = f"cases[{k}]"
+        if not isinstance(item.value, dict):
+            raise err(f"a case is a mapping (name, description, axes, broker), got {type(item.value).__name__}",
+                      item, fld)
+        for key, sub in item.value.items():
+            if key not in CASE_KEYS:
+                raise err(f"unknown key (expected one of {', '.join(sorted(CASE_KEYS))})", sub, f"{fld}.{key}")
+        if "name" not in item.value:
+            raise err("missing (every case has a name, which ends its permutation ids)", item, f"{fld}.name")
+        name = item.value["name"].value
+        if not isinstance(name, str) or not CASE_NAME_RE.match(name):
+            raise err(f"must be a lowercase letter then up to 31 lowercase letters, digits or '_', got {show(name)}",
+                      item.value["name"], f"{fld}.name")
+        if any(c.name == name for c in out):
+            raise err(f"duplicate case name {show(name)}", item.value["name"], f"{fld}.name")
+        description = _str_field(item.value, "description", "", lambda m, lc, f: err(m, lc, f"{fld}.{f}"))
+        axes: dict[str, list[Any]] = {}
+        if "axes" in item.value:
+            aloc = item.value["axes"]
+            if not isinstance(aloc.value, dict):
+                raise err("must be a mapping of axis name to a list of values", aloc, f"{fld}.axes")
+            for key, sub in aloc.value.items():
+                if any(key in b for b in blocks):
+                    raise err("an axis of the blocks, whose axes apply to every case: give it in the blocks or in "
+                              "the cases, not both", sub, f"{fld}.axes.{key}")
+            axes = _axes(aloc, f"{fld}.axes", ALL_AXES, (), err, lines)
+        own = _settings(item.value, "broker", BROKER_FIELDS, lambda m, lc, f: err(m, lc, f"{fld}.{f}"))
+        if "broker" in item.value and isinstance(item.value["broker"].value, dict):
+            lines.update({f"{fld}.broker.{b}": it.line for b, it in item.value["broker"].value.items()})
+        out.append(Case(name=name, description=description, axes=axes, broker=_replace(broker, **own)))
+    return out
+
+
 def _check_blocks_distinct(m: Matrix, loc: Located | None, err) -> None:
-    """No permutation of a block repeats one of an earlier block (the same values, the same id)."""
+    """No permutation of a block repeats one of an earlier block (the same values, the same id;
+    with cases, in the same case)."""
     seen: dict[str, int] = {}
-    for k, (_where, axes) in enumerate(m.block_axes() if m.blocks else []):
-        for perm in _replace(m, axes=axes, blocks=[]).permutations():
+    for k, block in enumerate(m.blocks):
+        for perm in _replace(m, blocks=[block]).permutations():
             if seen.setdefault(perm.id, k) != k:
                 raise err(f"permutation {perm.id} is also in blocks[{seen[perm.id]}]: a block must add "
                           "permutations of its own", loc.value[k], f"blocks[{k}]")
@@ -560,11 +575,12 @@ def _axis_value(axis: str, item: Located, err) -> Any:
         return float(v)
     if isinstance(v, bool) or not isinstance(v, int):
         raise err(f"must be an integer, got {type(v).__name__} {show(v)}")
-    if axis == "waitfor_timeout_ms":
-        # 0 is allowed: RECEIVE returns at once when the queue is empty (the task ends)
+    if axis in ("waitfor_timeout_ms", "processing_us_per_message"):
+        # 0 is allowed: RECEIVE returns at once when the queue is empty (the task ends); no work
         lo, hi = BROKER_FIELDS[axis][1:]
+        what = "WAITFOR timeout in milliseconds" if axis == "waitfor_timeout_ms" else "time in microseconds"
         if not lo <= v <= hi:
-            raise err(f"must be a WAITFOR timeout in milliseconds from {lo} to {hi}, got {v}")
+            raise err(f"must be a {what} from {lo} to {hi}, got {v}")
         return v
     if v <= 0:
         raise err(f"must be positive, got {v}")
@@ -580,37 +596,3 @@ def _axis_value(axis: str, item: Located, err) -> Any:
         if not lo <= v <= hi:
             raise err(f"must be between {lo} and {hi}, got {v}")
     return v
-
-
-def _settings(doc, section: str, spec: dict, err) -> dict[str, Any]:
-    if section not in doc:
-        return {}
-    loc = doc[section]
-    if loc.value is None:
-        return {}
-    if not isinstance(loc.value, dict):
-        raise err("must be a mapping", loc, section)
-    out = {}
-    for key, item in loc.value.items():
-        fld = f"{section}.{key}"
-        if key not in spec:
-            raise err(f"unknown key (expected one of {', '.join(spec)})", item, fld)
-        kind, lo, hi = spec[key]
-        v = item.value
-        if kind is str:
-            if v not in lo:
-                raise err(f"must be one of {', '.join(lo)}, got {show(v)}", item, fld)
-            out[key] = v
-            continue
-        if kind is bool:
-            if not isinstance(v, bool):
-                raise err(f"must be true or false, got {show(v)}", item, fld)
-            out[key] = v
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
-            raise err(f"must be {'an integer' if kind is int else 'a number'}, got {type(v).__name__} {show(v)}",
-                      item, fld)
-        if not lo <= v <= hi:
-            raise err(f"must be between {lo} and {hi}, got {v}", item, fld)
-        out[key] = kind(v)
-    return out

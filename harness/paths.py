@@ -6,9 +6,9 @@ under ``workloads/`` are read from the repository. ``SSBENCH_HOME`` overrides th
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+from . import environment
 
-REPO_ROOT = Path(os.environ.get("SSBENCH_HOME") or Path(__file__).resolve().parent.parent)
+REPO_ROOT = Path(environment.get("SSBENCH_HOME") or Path(__file__).resolve().parent.parent)
 WORKLOADS = REPO_ROOT / "workloads"
-RESULTS = Path(os.environ.get("SSBENCH_RESULTS") or REPO_ROOT / "results")
+RESULTS = Path(environment.get("SSBENCH_RESULTS") or REPO_ROOT / "results")

@@ -53,6 +53,12 @@ class Progress:
             # skipped repetitions move the bar but not its speed: reset the rate estimate
             self._bar.reset(self._task, total=self.total, completed=self.done, status="")
 
+    def add_total(self, n: int) -> None:
+        """``n`` more repetitions planned (an auto run's added round)."""
+        self.total += n
+        if self._bar is not None:
+            self._bar.update(self._task, total=self.total)
+
     def advance(self) -> None:
         self.ran += 1
         self.done += 1

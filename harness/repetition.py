@@ -82,6 +82,8 @@ class Repetition:
     #: the live metrics endpoint's state (--metrics-port); None: off
     metrics: LiveState | None = None
 
+    #: does the measured window receive (False: a backlog fill, activation off by design)
+    receiving: bool = True
     partial: Path | None = None
     pinning: dict[str, list[int]] | None = None
     sampler: Sampler | None = None
@@ -128,6 +130,7 @@ class Repetition:
                 for i in range(1, p.initiators + 1):
                     self.dialogs_created += t.create_dialogs(i, self.usable, p.dialogs.every_n)
                     t.warm_up(i)
+                t.settle()      # a steady state before the window (embedded: vacuum, WAL, checkpoint)
                 t.start()
             warm = self._drain()
             if self.stop_event.is_set():
@@ -303,15 +306,17 @@ class Repetition:
                                 error_samples=wd.error_samples, users_spawned=wd.users_spawned,
                                 users_active=wd.users_active, send_latency_corrected=wd.latency_corrected,
                                 workers=wd.workers, send_latency_by_priority=wd.latency_by_priority,
-                                sends_cut_at_stop=wd.sends_cut_at_stop),
+                                sends_cut_at_stop=wd.sends_cut_at_stop, send_latency_in_flight=wd.latency_in_flight),
             e2e_latency=e2e, e2e_latency_by_priority={k: _histogram(v) for k, v in by_prio.items()},
             collected={**self.sampler.summary_fields(wd.start, wd.end),
                                         **({"cpu_pinning": self.pinning} if self.pinning else {})},
             collector_errors=self.sampler.errors, web=web,
             offered_rate=p.rate * p.initiators if p.rate else None, rate_tolerance=self.settings.rate_tolerance,
-            client_bound_cpu=CLIENT_BOUND_WORKER_CPU)
+            client_bound_cpu=CLIENT_BOUND_WORKER_CPU, receiving=self.receiving)
         self._workers = wd.workers
-        lat = {"send": wd.latency, "e2e": e2e}
+        # latency.json's SEND histogram is the summary's: completed in the window, plus any in
+        # flight across its end (a frozen server)
+        lat = {"send": Histogram().merge(wd.latency).merge(wd.latency_in_flight), "e2e": e2e}
         if wd.latency_corrected is not None:
             lat["send_corrected"] = wd.latency_corrected
         return build_repetition_summary(data), lat

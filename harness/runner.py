@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from dataclasses import asdict
 from pathlib import Path
 
 from .errors import UserError
@@ -18,6 +20,9 @@ from .backlog import BacklogRepetition
 from .repetition import Interrupted, Repetition
 from .results import RepetitionSummary, RunDir, utc_now_iso, write_atomic
 from .targets.base import Target
+from .verdicts import Rule, rows_from_summaries
+from .verdicts.answer import comparison_words, key_row, stop_words, threads_text
+from .verdicts.auto import STOP_BUDGET, STOP_DECIDED, STOP_NONE, RoundPlan, plan_round, round_fits
 
 __all__ = ["Interrupted", "Progress", "Runner", "resolve_profile", "start_run"]
 
@@ -39,7 +44,7 @@ class Runner:
         self.metrics = metrics   # harness.metrics.LiveState: the live endpoint (None: off)
         self.target = target
         self.run_dir = run_dir
-        self.progress = progress or Progress(total=len(matrix) * matrix.run.repetitions, force_plain=True)
+        self.progress = progress or Progress(total=len(matrix) * matrix.run.planned_repetitions, force_plain=True)
         self.stop_event = stop_event or threading.Event()
         self.lock = threading.Lock()
         self.lost_total = 0
@@ -51,6 +56,8 @@ class Runner:
         m = self.matrix
         for perm in m.permutations():
             resolve_profile(m, self.target, perm.server)  # fail early, before any load
+        if m.run.auto:
+            return self.run_auto()
         todo = []
         for perm, rep in m.schedule():
             if self.run_dir.is_complete(perm.id, rep) and not self._damaged(perm, rep):
@@ -79,6 +86,77 @@ class Runner:
         self.progress.line(f"warning: {problem}: this repetition is damaged; set aside as {aside.name} "
                            "and run again")
         return True
+
+    # ------------------------------------------------------------------ repetitions: auto
+    def run_auto(self) -> int:
+        """``run.repetitions: auto`` (harness.verdicts.auto): interleaved rounds, the first
+        ``min_repetitions`` of every permutation, then of the permutations of undecided
+        comparisons only, until every comparison is decided, ``max_repetitions`` or the time
+        budget. What ran before an interruption is kept (and its time counted); the rounds are
+        a function of the repetitions on disk, so a resumed run continues where it was."""
+        m, rd = self.matrix, self.run_dir
+        perms = {p.id: p for p in m.permutations()}
+        rule = Rule.of_run(asdict(m.run))
+        budget = m.run.budget_minutes * 60.0 if m.run.budget_minutes else None
+        clock = dict(rd.read_run().get("auto") or {})
+        spent, timed = float(clock.get("spent_seconds") or 0.0), int(clock.get("timed_repetitions") or 0)
+        plan: RoundPlan | None = None
+        for rnd in range(1, (rule.max_reps or rule.min_reps) + 2):
+            plan = plan_round(rnd, list(perms), rows_from_summaries(rd.readable_summaries(), rd.run_id), rule)
+            if plan.stop:
+                break
+            todo = [pid for pid in plan.perm_ids
+                    if not (rd.is_complete(pid, rnd) and not self._damaged(perms[pid], rnd))]
+            if rnd > rule.min_reps:
+                if not round_fits(spent, len(todo), spent / timed if timed else None, budget):
+                    plan.stop = STOP_BUDGET
+                    break
+                self.progress.add_total(len(plan.perm_ids))
+                self.progress.line(f"round {rnd}: {len(plan.undecided)} comparison(s) undecided, "
+                                   f"{len(plan.perm_ids)} permutation(s)")
+            self.progress.skip(len(plan.perm_ids) - len(todo))
+            self.progress.mark_start()
+            for pid in todo:
+                if self.stop_event.is_set():
+                    raise Interrupted()
+                t0 = time.monotonic()
+                summary = self.run_repetition(perms[pid], rnd)
+                spent, timed = spent + time.monotonic() - t0, timed + 1
+                self.progress.advance()
+                rd.update_run(permutations_done=self.progress.done, permutations_total=self.progress.total,
+                              auto={"rounds": rnd, "spent_seconds": round(spent, 3), "timed_repetitions": timed,
+                                    "budget_seconds": budget})
+                self._report(perms[pid], rnd, summary)
+        assert plan is not None
+        self._conclude(plan, spent, timed, budget)
+        return self.lost_total
+
+    def _conclude(self, plan: RoundPlan, spent: float, timed: int, budget: float | None) -> None:
+        """run.json's ``auto`` record and the lines saying which comparisons stayed
+        inconclusive and why, and which techniques were not exercised (settled: no round was
+        added for them) and how to exercise them."""
+        idle = plan.not_exercised
+        record = {"rounds": plan.number - 1, "stopped": plan.stop, "spent_seconds": round(spent, 3),
+                  "timed_repetitions": timed, "budget_seconds": budget, "comparisons": len(plan.judged),
+                  "decided": len(plan.judged) - len(plan.undecided) - len(idle), "not_exercised": len(idle)}
+        rows = [key_row(j, record) for j in plan.undecided]
+        record["undecided"] = [{k: r[k] for k in ("comparison", "baseline", "total_threads", "perm_id",
+                                                   "baseline_perm_id", "gain_pct", "ci_low_pct", "ci_high_pct",
+                                                   "n", "baseline_n", "reason")} for r in rows]
+        self.run_dir.update_run(auto=record)
+        why = {STOP_DECIDED: "every comparison decided", STOP_NONE: "the matrix has no comparison"}.get(
+            plan.stop or "", stop_words(record))
+        if plan.stop == STOP_DECIDED and idle:
+            why = "every comparison decided or not exercised"
+        self.progress.line(f"auto repetitions: {record['decided']} of {record['comparisons']} comparison(s) decided "
+                           + (f"({len(idle)} not exercised) " if idle else "")
+                           + f"after {record['rounds']} round(s), {spent / 60:.1f} min of repetitions: {why}")
+        for r in rows:
+            self.progress.line(f"  inconclusive: {comparison_words(r)} at {threads_text(r['total_threads'])}: "
+                               f"{r['gain_text']} at {r['reps_text']} repetitions: {r['reason']}")
+        for r in (key_row(j, record) for j in idle):
+            self.progress.line(f"  not exercised: {comparison_words(r)} at {threads_text(r['total_threads'])}: "
+                               f"{r['reason']}")
 
     def _report(self, perm: Permutation, rep: int, s: RepetitionSummary) -> None:
         lost = s.messages_lost
@@ -159,5 +237,5 @@ def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | No
     target.provision(max(matrix.axes["initiators"]))
     rd = RunDir.create(results_root, matrix.name, out)
     write_atomic(rd.path / "matrix.yaml", matrix.path.read_bytes())
-    rd.begin_record(matrix.to_dict(), target.describe(), total=len(matrix) * matrix.run.repetitions)
+    rd.begin_record(matrix.to_dict(), target.describe(), total=len(matrix) * matrix.run.planned_repetitions)
     return rd

@@ -44,7 +44,7 @@ SATURATION_SCHEMA = "ssbench.saturation/1"
 #: of the approximate depth counts)
 MIN_GROWTH_MESSAGES = 20
 #: statuses that say nothing about the rate (the host, not the system, was the problem)
-NEUTRAL_STATUSES = ("ok", "client_bound", "noisy_host")
+NEUTRAL_STATUSES = ("ok", "client_bound", "noisy_host", "noisy_storage")
 
 
 @dataclass(frozen=True)

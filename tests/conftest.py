@@ -1,29 +1,96 @@
-"""Shared fixtures. Servers are real: the embedded PostgreSQL runs from a private data
-directory per test session (never the user's own ~/.cache/ssbench)."""
+"""Shared fixtures and the suite's plumbing. Servers are real: the embedded PostgreSQL runs from
+a private data directory per test process (never the user's own ~/.cache/ssbench).
+
+The suite runs in two parts (``make test``): the parallel part under pytest-xdist, one embedded
+server and one Spark session per worker process, and then the tests marked ``alone`` (timing,
+throughput ratios, CPU shares, faults that take a file system or a server down), one at a time
+with nothing else running. ``--ssbench-part parallel|alone`` selects a part; without it every
+test runs in one process. ``make test-fast`` (``--ssbench-part fast``) runs the unit tests only:
+see ``NOT_FAST``. The slowest fixture set-ups are listed at the end of the run (``--durations``
+lists the slowest tests)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: fixtures that start (or point at) this process's embedded server; a test using one is marked ``server``
+SERVER_FIXTURES = frozenset({"pg_server", "pg_data_dir", "private_server"})
+#: ``make test-fast`` (``--ssbench-part fast``) leaves out the tests with any of these marks: the
+#: unit tests are left (no server, no swarm, no Spark, no browser)
+NOT_FAST = ("slow", "server", "spark", "browser", "e2e")
+#: fixture set-ups at least this long are listed in the terminal summary
+SLOW_FIXTURE_S = 0.5
+#: the xdist scope of every test that uses the in-process Spark session (the ``spark`` fixture):
+#: they run on one worker, so the session (a JVM, about a gigabyte) is started once
+SPARK_GROUP = "spark-session"
 
-@pytest.fixture(scope="session")
-def pg_data_dir():
-    base = Path(tempfile.mkdtemp(prefix="ssbench-test-pg-", dir="/var/tmp" if os.geteuid() == 0 else None))
-    d = base / "pg"
-    old = os.environ.get("SSBENCH_PGDATA")
-    os.environ["SSBENCH_PGDATA"] = str(d)
-    yield d
+
+def pytest_addoption(parser):
+    parser.addoption("--ssbench-part", choices=("parallel", "alone", "fast"), default=None,
+                     help="run only the tests that may run concurrently (parallel), only those marked "
+                          "'alone' (make test runs both, one after the other), or only the unit tests "
+                          f"(fast: none marked {', '.join(NOT_FAST)}; make test-fast)")
+
+
+# --------------------------------------------------------------------------- one server per process
+
+def _worker() -> str:
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+def pytest_configure(config):
+    from collections import Counter
+
+    config._ssbench_figures = Counter()
+    config._ssbench_fixture_times = []
+    config._ssbench_worker_lines = []
+    if _xdist_controller(config):
+        # the workers write which tests share a scope here; the scheduler reads it
+        config._ssbench_groups = Path(tempfile.mkdtemp(prefix="ssbench-test-groups-"))
+        os.environ["SSBENCH_TEST_GROUPS"] = str(config._ssbench_groups)
+    else:
+        # Every process that runs tests (each xdist worker, or the one process without xdist) gets
+        # a data directory of its own before any test runs, so that a test which starts ``ssbench``
+        # without asking for pg_server still never touches the default (shared) server. Not under
+        # pytest's tmp_path when root: the server then runs as an unprivileged user, and every
+        # pytest session of the machine resets /tmp/pytest-of-root to mode 0700 when it starts.
+        base = Path(tempfile.mkdtemp(prefix=f"ssbench-test-{_worker()}-",
+                                     dir="/var/tmp" if os.geteuid() == 0 else None))
+        config._ssbench_pg_base = base
+        config._ssbench_old_pgdata = os.environ.get("SSBENCH_PGDATA")
+        os.environ["SSBENCH_PGDATA"] = str(base / "pg")
+
+
+def _xdist_controller(config) -> bool:
+    return getattr(config.option, "numprocesses", None) not in (None, 0) and not hasattr(config, "workerinput")
+
+
+_THIS = sys.modules[__name__]
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "_ssbench_groups", None) is not None:
+        shutil.rmtree(config._ssbench_groups, ignore_errors=True)
+        os.environ.pop("SSBENCH_TEST_GROUPS", None)
+    base = getattr(config, "_ssbench_pg_base", None)
+    if base is None:
+        return
     from harness.targets.embedded.server import EmbeddedServer
 
-    EmbeddedServer(d).destroy()
+    if (base / "pg").exists():
+        EmbeddedServer(base / "pg").destroy()
     shutil.rmtree(base, ignore_errors=True)
+    old = config._ssbench_old_pgdata
     if old is None:
         os.environ.pop("SSBENCH_PGDATA", None)
     else:
@@ -31,26 +98,116 @@ def pg_data_dir():
 
 
 @pytest.fixture(scope="session")
+def pg_data_dir(pytestconfig):
+    """This process's embedded data directory ($SSBENCH_PGDATA for the whole session)."""
+    return pytestconfig._ssbench_pg_base / "pg"
+
+
+@pytest.fixture(scope="session")
 def pg_server(pg_data_dir):
-    """A running embedded PostgreSQL server (started once per test session)."""
+    """A running embedded PostgreSQL server (started once per test process)."""
     from harness.targets.embedded.server import EmbeddedServer
 
     srv = EmbeddedServer(pg_data_dir)
     srv.start()
     yield srv
-    srv.stop()
+    srv.stop(mode="immediate")    # no shutdown checkpoint: pytest_unconfigure deletes the data next
 
 
-# --------------------------------------------------------------------------- the fault suite's figures
+# --------------------------------------------------------------------------- markers and the two parts
+
+def pytest_collection_modifyitems(config, items):
+    """Mark what a test needs from its fixtures and folder (``server``, ``spark``, ``e2e``); keep
+    one part. In an xdist worker the long tests come first: the scheduler hands out modules in
+    this order, so the longest start at once instead of trailing at the end."""
+    e2e = REPO / "tests" / "e2e"
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & SERVER_FIXTURES:
+            item.add_marker(pytest.mark.server)
+        if "spark" in names:
+            item.add_marker(pytest.mark.spark)
+        if Path(str(item.path)).is_relative_to(e2e):
+            item.add_marker(pytest.mark.e2e)
+    if hasattr(config, "workerinput"):
+        items.sort(key=_cost_rank)    # stable: collection order within a rank
+        _write_groups(items)
+    part = config.getoption("--ssbench-part")
+    if part is None:
+        return
+    keep, drop = [], []
+    for item in items:
+        (keep if _in_part(item, part) else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def _cost_rank(item) -> int:
+    """0: the Spark session's group (the largest unit); 1: other long tests; 2: unit tests."""
+    if "spark" in getattr(item, "fixturenames", ()):
+        return 0
+    return 1 if any(item.get_closest_marker(m) for m in NOT_FAST) else 2
+
+
+def _write_groups(items) -> None:
+    """An xdist worker tells the scheduler (pytest_xdist_make_scheduler) which tests share a scope."""
+    d = os.environ.get("SSBENCH_TEST_GROUPS")
+    if not d:
+        return
+    groups = {item.nodeid: SPARK_GROUP for item in items if "spark" in item.fixturenames}
+    tmp = Path(d) / f".{_worker()}.json.tmp"
+    tmp.write_text(json.dumps(groups))
+    os.replace(tmp, Path(d) / f"{_worker()}.json")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope``: one unit of work per test module (its module-scoped fixtures are set
+    up once), except the tests of the Spark session, one unit whatever their modules. (xdist's
+    ``loadgroup`` would do that from ``xdist_group`` marks by renaming the items, which pytest
+    9.2 ignores: the workers write the groups to a file instead, see _write_groups.)"""
+    if config.getvalue("dist") != "loadscope" or getattr(config, "_ssbench_groups", None) is None:
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    groups_dir = config._ssbench_groups
+
+    class SuiteScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:     # every worker collected (and wrote) before the first call
+                files = sorted(groups_dir.glob("*.json"))
+                self.groups = json.loads(files[0].read_text()) if files else {}
+            return self.groups.get(nodeid) or super()._split_scope(nodeid)
+
+    return SuiteScheduling(config, log)
+
+
+def _in_part(item, part: str) -> bool:
+    if part == "fast":
+        return not any(item.get_closest_marker(m) for m in NOT_FAST)
+    return (item.get_closest_marker("alone") is not None) == (part == "alone")
+
+
+# --------------------------------------------------------------------------- what the run reports at its end
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    """Time every set-up of a session-, package-, module- or class-scoped fixture (the server,
+    the Spark session...): listed at the end of a run given ``--durations``."""
+    t0 = time.perf_counter()
+    yield
+    if fixturedef.scope != "function":
+        item = getattr(request, "_pyfuncitem", None)
+        request.config._ssbench_fixture_times.append(
+            (time.perf_counter() - t0, fixturedef.scope, fixturedef.argname, _worker(),
+             item.nodeid if item is not None else "?"))
+
 
 FIGURE_KEYS = ("faults injected", "faults survived", "messages lost", "duplicates",
                "bad inputs tried", "bad inputs clean")
-
-
-def pytest_configure(config):
-    from collections import Counter
-
-    config._ssbench_figures = Counter()
 
 
 @pytest.fixture
@@ -59,10 +216,62 @@ def figures(request):
     return request.config._ssbench_figures
 
 
+class _Lines:
+    """Stands in for the terminal reporter of an xdist worker: keeps what the other conftests'
+    ``pytest_terminal_summary`` write (e.g. the T-SQL parser check's figures line)."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def write_line(self, line, **kw):
+        self.lines.append(str(line))
+
+    def write_sep(self, sep, title="", **kw):
+        self.lines.append(f"{sep * 10} {title} {sep * 10}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """A part with no test in it (e.g. ``make test PYTEST_ARGS=tests/results``: nothing there runs
+    alone) is not a failure. An xdist worker hands the controller its figures, its fixture times
+    and its conftests' summary lines (the controller prints them: a worker's terminal is not shown)."""
+    config = session.config
+    if config.getoption("--ssbench-part") and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK
+    if not hasattr(config, "workerinput"):
+        return
+    out = _Lines()
+    for impl in config.hook.pytest_terminal_summary.get_hookimpls():
+        if impl.plugin is not _THIS and Path(str(impl.plugin_name)).name == "conftest.py":
+            kw = {"terminalreporter": out, "exitstatus": exitstatus, "config": config}
+            impl.function(**{k: kw[k] for k in impl.argnames})
+    config.workeroutput["ssbench"] = {"figures": dict(config._ssbench_figures),
+                                      "fixture_times": config._ssbench_fixture_times,
+                                      "lines": out.lines}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist's controller: add up what each worker handed over (pytest_sessionfinish)."""
+    got = getattr(node, "workeroutput", {}).get("ssbench")
+    if got:
+        node.config._ssbench_figures.update(got["figures"])
+        node.config._ssbench_fixture_times.extend(tuple(t) for t in got["fixture_times"])
+        node.config._ssbench_worker_lines.extend(got["lines"])
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for line in getattr(config, "_ssbench_worker_lines", ()):
+        terminalreporter.write_line(line)
     f = getattr(config, "_ssbench_figures", None)
     if f:
         terminalreporter.write_line("fault suite: " + ", ".join(f"{k} {f[k]}" for k in FIGURE_KEYS))
+    slow = sorted((t for t in getattr(config, "_ssbench_fixture_times", ()) if t[0] >= SLOW_FIXTURE_S),
+                  reverse=True)
+    if slow and config.getoption("durations", None) is not None:
+        terminalreporter.write_sep("=", f"fixture set-ups of {SLOW_FIXTURE_S} s or more")
+        for secs, scope, name, worker, nodeid in slow:
+            terminalreporter.write_line(f"{secs:8.2f}s {scope:<8} {name:<20} {worker:<5} (set up for {nodeid})")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -70,7 +279,7 @@ def pytest_runtest_call(item):
     """No test may leave this process monkey-patched by gevent (``import locust`` does it): the
     tests after it would run their threads as greenlets, where one blocking call stalls them all
     (a run of the suite hung that way, and Spark's gateway threads failed). Locust runs in
-    processes of its own."""
+    processes of its own. Checked in every process (each xdist worker is one)."""
     yield
     import sys
 

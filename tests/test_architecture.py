@@ -47,6 +47,22 @@ def test_module_size(path):
     assert n <= MAX_MODULE_LINES, f"{path} has {n} lines (split it by concern: at most {MAX_MODULE_LINES})"
 
 
+MAX_FUNCTION_LINES = 80
+
+
+def test_function_size():
+    """A function reads in one screen or two: at most MAX_FUNCTION_LINES lines (its decorators,
+    signature, docstring and body)."""
+    long = []
+    for path in sorted((REPO / "harness").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, "split these functions (at most %d lines): %s" % (MAX_FUNCTION_LINES, "; ".join(long))
+
+
 # --------------------------------------------------------------------------- no tests of a target's kind or label
 
 #: attributes and keys that name a target (or a recorded one): comparing them is testing which

@@ -56,7 +56,11 @@ def test_order_initiators_outermost_then_threads_stepping_up():
 
 def test_bench_and_gate_matrices_are_valid():
     bench = load_matrix(REPO / "matrices" / "bench.yaml")
-    assert len(bench) == 9 and bench.run.repetitions >= 3 and bench.run.order == "interleaved"
+    assert len(bench) == 9 and bench.run.order == "interleaved"
+    # repetitions until the verdict is known, within a budget that leaves the analysis its minute
+    assert bench.run.auto and bench.run.planned_repetitions >= 3 and bench.run.most_repetitions > 3
+    assert bench.run.budget_minutes is not None and bench.run.budget_minutes <= 9
+    assert bench.run.describe_repetitions() == "auto repetitions (3 to 4 within 8.5 min)"
     g = load_matrix(REPO / "matrices" / "gate.yaml")
     assert g.run.repetitions >= 4
 

@@ -9,18 +9,19 @@ Entry points:
 - :func:`harness.analysis.job.analyze_result`: the same, returning an ``AnalysisResult``
   (tables as rows, plots, issues) -- what the notebook displays.
 - :func:`harness.analysis.job.find_runs`: a run directory, or the runs in a results directory.
-- :mod:`harness.analysis.synth`: synthetic run directories in the documented layout (tests,
-  the benchmark and the notebook's fallback).
 
 Modules: ``spark`` (session), ``schemas`` (explicit StructTypes, checked against the results
 model by a test), ``discovery`` (finding and reading runs through harness.results.RunReader,
 problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``uncertainty``
-(bootstrap intervals and verdicts, numpy), ``comparisons`` (gains, crossovers and intervals on
-the driver), ``techniques`` (each technique axis against its baseline on the metric it moves,
-or "not exercised"), ``techniques_report`` (their report section and terminal table),
-``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view and technique figures),
-``report`` (index.html), ``job`` (orchestration), ``synth`` (synthetic runs, written through
-harness.results and marked SYNTHETIC).
+(bootstrap intervals of the throughput points, numpy), ``comparisons`` (gains, crossovers and
+intervals on the driver, judged by harness.verdicts), ``techniques`` (each technique axis
+against its baseline on every metric it moves, or "not exercised", judged by harness.verdicts),
+``techniques_report`` (their report section; the terminal's answer is the key table),
+``diagnosis`` (what limits throughput per permutation and what to try, pure Python over the
+summaries; docs/diagnosis.md), ``diagnosis_view`` (its tables, report section and terminal
+text), ``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view and technique
+figures), ``report`` (index.html), ``job`` (orchestration). Synthetic runs (marked SYNTHETIC)
+are written by tests/support/synth.py, test data outside the package.
 
 Importing this package does not import pyspark; its modules that need Spark import it.
 """

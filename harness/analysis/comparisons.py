@@ -1,15 +1,18 @@
 """Dialog-strategy comparisons with their uncertainty, on the driver (plain Python rows).
 
 The permutations table (Spark, :func:`harness.analysis.transforms.permutation_stats`) carries
-each permutation's per-repetition rates (``receive_rate_values``, ``send_rate_values``); from
-those this module computes, with :mod:`.uncertainty`:
+each permutation's repetitions in order (``rep_numbers``, ``rep_statuses``) and their rates
+(``receive_rate_values``, ``send_rate_values``); from those this module computes:
 
-* :func:`rate_intervals`: the interval of each permutation's median rates (throughput points);
-* :func:`dialog_gains`: every strategy against one dialog per thread with everything else
-  equal: the gain of the median receive rate in percent, its interval and verdict;
+* :func:`rate_intervals`: the bootstrap interval of each permutation's median rates
+  (throughput points, :mod:`.uncertainty`);
+* :func:`dialog_gains`: the rows of the ``dialog_gains`` table from the judged dialog-strategy
+  comparisons (:func:`harness.verdicts.judge_all`: the stopping rule's gain, interval and
+  verdict, docs/statistics.md);
 * :func:`crossover`: per (run, server, strategy, initiators, payload) where the strategy pays:
-  the first total thread count from which every point's verdict is ``gain``, and the verdict
-  at the most threads measured (the same verdicts as the gains).
+  the first total thread count from which every point's verdict is ``gain``
+  (:func:`harness.verdicts.pays_from`, as the key table's "pays from"), and the verdict at the
+  most threads measured.
 
 The tables' Spark schemas (for Parquet) are here as DDL strings, so this module needs no Spark.
 """
@@ -19,14 +22,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ..verdicts import VERDICTS, Judged, pays_from
+from ..verdicts.pairs import BASELINE_STRATEGY, GAIN_KEYS, OTHER_AXES  # noqa: F401  (re-exported)
 from . import uncertainty as U
 
-BASELINE_STRATEGY = "per_thread"
-#: the technique axes and the offered rate are part of "everything else equal" (a matrix that
-#: crosses dialog strategies with, say, receive_top compares strategies at each receive_top)
-OTHER_AXES = ("rate", "messages_per_dialog", "fire_and_forget", "waitfor_timeout_ms", "high_priority_share",
-              "max_queue_readers", "receive_top")
-GAIN_KEYS = ("run_id", "server", "initiators", "threads", "payload_bytes") + OTHER_AXES
 CROSS_KEYS = ("run_id", "server", "strategy", "initiators", "payload_bytes")
 
 INTERVAL_SCHEMA = ("run_id string, perm_id string, synthetic boolean, receive_rate_ci_low double, "
@@ -35,7 +34,8 @@ GAINS_SCHEMA = ("run_id string, synthetic boolean, server string, strategy strin
                 "threads bigint, total_threads bigint, payload_bytes bigint, perm_id string, "
                 "baseline_perm_id string, n bigint, baseline_n bigint, baseline_receive_rate double, "
                 "receive_rate double, gain_pct double, gain_ci_low_pct double, gain_ci_high_pct double, "
-                "verdict string, baseline_send_rate double, send_rate double, send_gain_pct double")
+                "verdict string, baseline_send_rate double, send_rate double, send_gain_pct double, "
+                "confidence double, look bigint, kept_out bigint, reason string, threshold_pct double")
 CROSSOVER_SCHEMA = ("run_id string, synthetic boolean, server string, strategy string, initiators bigint, "
                     "payload_bytes bigint, verdict string, crossover_total_threads bigint, "
                     "gain_at_max_threads_pct double, gain_at_max_threads_ci_low_pct double, "
@@ -67,19 +67,17 @@ def rate_intervals(perms: list[dict[str, Any]], synthetic_runs: set[str]) -> lis
     return out
 
 
-def dialog_gains(perms: list[dict[str, Any]], threshold_pct: float,
-                 baseline: str = BASELINE_STRATEGY) -> list[dict[str, Any]]:
-    """Every strategy other than ``baseline`` against ``baseline`` at the same (run, server,
-    initiators, threads, payload): rows of :data:`GAINS_SCHEMA`."""
-    base = {tuple(p.get(k) for k in GAIN_KEYS): p for p in perms if p["dialogs"] == baseline}
+def dialog_gains(judged: list[Judged]) -> list[dict[str, Any]]:
+    """Rows of :data:`GAINS_SCHEMA` from the judged comparisons: the dialog strategies' (each
+    against one dialog per thread with everything else equal). ``n``/``baseline_n`` are the
+    repetitions the verdict rests on, ``kept_out`` those left out of it (both sides)."""
+    from ..verdicts.pairs import kept_out
+
     rows = []
-    for p in perms:
-        if p["dialogs"] == baseline:
+    for j in judged:
+        if j.pairing.family != "strategy":
             continue
-        b = base.get(tuple(p.get(k) for k in GAIN_KEYS))
-        if b is None:
-            continue
-        c = U.compare(_values(p, "receive_rate_values"), _values(b, "receive_rate_values"), threshold_pct)
+        p, b, c = j.pairing.treatment, j.pairing.baseline, j.outcome
         bs, s = b.get("send_rate_median"), p.get("send_rate_median")
         rows.append({
             "run_id": p["run_id"], "synthetic": bool(p.get("synthetic")), "server": p["server"],
@@ -90,12 +88,14 @@ def dialog_gains(perms: list[dict[str, Any]], threshold_pct: float,
             "gain_pct": c.gain_pct, "gain_ci_low_pct": c.ci_low_pct, "gain_ci_high_pct": c.ci_high_pct,
             "verdict": c.verdict, "baseline_send_rate": bs, "send_rate": s,
             "send_gain_pct": 100.0 * (s / bs - 1.0) if s is not None and bs else None,
+            "confidence": c.confidence, "look": c.look, "kept_out": len(kept_out(p)) + len(kept_out(b)),
+            "reason": c.reason or None, "threshold_pct": j.rule.threshold_pct,
             **{k: p.get(k) for k in OTHER_AXES},
         })
     return rows
 
 
-def crossover(gains: list[dict[str, Any]], threshold_pct: float) -> list[dict[str, Any]]:
+def crossover(gains: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (run, server, strategy, initiators, payload): rows of :data:`CROSSOVER_SCHEMA`.
 
     ``crossover_total_threads``: the first total thread count from which the verdict is
@@ -108,11 +108,7 @@ def crossover(gains: list[dict[str, Any]], threshold_pct: float) -> list[dict[st
     out = []
     for key, pts in groups.items():
         pts.sort(key=lambda g: g["total_threads"])
-        cross = None
-        for g in reversed(pts):
-            if g["verdict"] != U.GAIN:
-                break
-            cross = g["total_threads"]
+        cross = pays_from((g["total_threads"], g["verdict"]) for g in pts)
         last = pts[-1]
         with_gain = [g for g in pts if g["gain_pct"] is not None]
         best = max(with_gain, key=lambda g: (g["gain_pct"], -g["total_threads"])) if with_gain else None
@@ -130,8 +126,8 @@ def crossover(gains: list[dict[str, Any]], threshold_pct: float) -> list[dict[st
             "max_gain_verdict": best["verdict"] if best else None,
             "max_gain_total_threads": best["total_threads"] if best else None,
             "points": len(pts), "min_reps": min(min(g["n"], g["baseline_n"]) for g in pts),
-            "verdicts": ", ".join(f"{v} {counts[v]}" for v in U.VERDICTS if counts[v]),
-            "threshold_pct": float(threshold_pct),
+            "verdicts": ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts[v]),
+            "threshold_pct": last["threshold_pct"],
         })
     return out
 

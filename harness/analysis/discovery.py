@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..results import SUMMARY_SCHEMA, TAIL_RE, RunReader, RunRecord, read_json
+from ..results import DISTURBED_STATUSES, SUMMARY_SCHEMA, TAIL_RE, RunReader, RunRecord, read_json
 from ..results.model import target_capabilities
 
 
@@ -58,7 +58,7 @@ class RunInfo:
 
     @property
     def synthetic(self) -> bool:
-        """A run written by :mod:`harness.analysis.synth` (run.json says ``"synthetic": true``)."""
+        """A run written by tests/support/synth.py (run.json says ``"synthetic": true``)."""
         return bool(self.meta.get("synthetic") or self.target.get("synthetic"))
 
 
@@ -193,14 +193,19 @@ def read_summaries(spark, disc: Discovery):
     raw = src.select("run_id", "perm_id", "rep", "file",
                      F.from_json("text", with_corrupt(SUMMARY),
                                  {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}).alias("s"))
+    flat = raw.select("run_id", "perm_id", "rep", "file", *_summary_columns(F, CORRUPT)).localCheckpoint()
+    return _without_bad_summaries(F, flat, disc)
 
+
+def _summary_columns(F, corrupt: str) -> list:
+    """The repetitions table's columns, from a parsed summary ``s``."""
     def c(name: str):
         return F.col(f"s.{name}")
 
+    CORRUPT = corrupt
     p, lat_s, lat_e, w, tgt = (c("permutation"), c("send_latency_ms"), c("e2e_latency_ms"), c("window"),
                                c("target"))
-    flat = raw.select(
-        "run_id", "perm_id", "rep", "file",
+    return [
         (c(CORRUPT).isNotNull() | (c("schema").isNull() & c("permutation_id").isNull())).alias("_bad"),
         c("schema").alias("_schema"),
         c("permutation_id").alias("summary_perm_id"),
@@ -224,7 +229,11 @@ def read_summaries(spark, disc: Discovery):
         *[c(n).alias(n) for n in ("top_waits", "max_xmitq_depth", "max_queue_depth", "client_cpu_percent",
                                   "client_bound", "server_cpu_percent", "errors", "status",
                                   "users_expected", "users_spawned", "users_active",
-                                  "activation_tasks_started_per_s", "dialog_errors_lost")],
+                                  "activation_tasks_started_per_s", "dialog_errors_lost",
+                                  # a disturbed window's figures (harness.results.disturbance)
+                                  "other_cpu_percent", "steal_percent", "storage_probe_ms",
+                                  "storage_reference_ms", "freeze_seconds", "receive_stall_seconds",
+                                  "receive_send_ratio", "queue_growth")],
         # what the technique comparisons judge and whether their mechanism engaged
         # (harness.analysis.techniques)
         *[c(n).alias(n) for n in ("activation_tasks_started_in_window", "activation_tasks_ended_in_window",
@@ -232,7 +241,14 @@ def read_summaries(spark, disc: Discovery):
         c("send_latency_high_ms")["count"].alias("high_priority_sends"),
         c("e2e_latency_high_ms")["p99"].alias("e2e_high_p99_ms"),
         c("e2e_latency_normal_ms")["p99"].alias("e2e_normal_p99_ms"),
-    ).localCheckpoint()
+        # harness.results.counts_in_verdicts, as a column: a disturbed repetition counts in no verdict
+        F.coalesce(c("status").isin(list(DISTURBED_STATUSES)), F.lit(False)).alias("disturbed"),
+    ]
+
+
+def _without_bad_summaries(F, flat, disc: Discovery):
+    """``flat`` without the repetitions whose summary is damaged, of another schema version or
+    missing a required field; each one an issue (and out of ``disc.reps``)."""
     required = ["initiators", "threads", "dialogs", "payload_bytes", "server", "send_rate", "receive_rate"]
     family, _, major = SUMMARY_SCHEMA.partition("/")
     version_ok = F.col("_schema").isNull() | F.col("_schema").rlike(

@@ -8,7 +8,8 @@ Also runnable on its own, e.g. on a cluster::
 
 Outputs (``RUN_DIR/report/`` by default; with several runs and no ``out``, a
 ``report-<UTC time>`` directory beside the first run): ``tables/<name>.parquet`` (Spark) and
-``tables/<name>.csv``, ``plots/*.png`` and ``index.html``.
+``tables/<name>.csv``, ``plots/*.png``, ``index.html`` and ``answer.json`` (the key table,
+:mod:`harness.verdicts.answer`: what ``ssbench analyze`` and ``ssbench bench`` print).
 
 Design for volume: the samples of every repetition are read by one ``spark.read.json`` with
 an explicit schema and reduced in one aggregation to measured-window statistics per series
@@ -34,13 +35,14 @@ from typing import Any, Callable
 if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `harness` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.analysis import discovery, plots, report, techniques  # noqa: E402
+from harness.analysis import diagnosis_view, discovery, plots, report, techniques  # noqa: E402
 from harness.errors import UserError  # noqa: E402
-from harness.results import write_atomic  # noqa: E402
+from harness.results import write_atomic, write_json  # noqa: E402
 from harness.results.model import target_capabilities  # noqa: E402
+from harness import environment  # noqa: E402
+from harness.verdicts import Answer, Rule, judge_all, key_answer, with_repetitions  # noqa: E402
 
 MARKER = ".ssbench-report"
-DEFAULT_THRESHOLD_PCT = 5.0
 
 
 def default_out(run_dirs: list[str | Path]) -> Path:
@@ -77,12 +79,15 @@ class AnalysisResult:
     permutations: list[dict[str, Any]]           # tables/permutations.csv as dicts
     gains: list[dict[str, Any]]                  # tables/dialog_gains.csv
     crossover: list[dict[str, Any]]              # tables/crossover.csv
-    key_rows: list[dict[str, Any]]               # the report's key table (crossover + labels + peak)
+    key_rows: list[dict[str, Any]]               # the report's crossover table (crossover + labels + peak)
     plots: list[plots.Plot]                      # in report order; skipped ones carry a note
     issues: list[discovery.Issue]
     seconds: float
     notes_html: str = ""                         # synthetic data, target notes, how to read verdicts
     techniques: list[dict[str, Any]] = field(default_factory=list)   # tables/technique_gains.csv
+    answer: Answer | None = None                 # the key table (answer.json; the terminal prints it)
+    diagnosis: list[dict[str, Any]] = field(default_factory=list)   # tables/diagnosis.csv
+    diagnosis_html: str = ""                     # the report's diagnosis section
 
     @property
     def out_dir(self) -> Path:
@@ -105,22 +110,23 @@ def find_runs(path: str | Path) -> list[Path]:
 
 
 def analyze(run_dirs: list[str | Path], out: str | Path | None = None, master: str | None = None, *,
-            spark=None, threshold_pct: float = DEFAULT_THRESHOLD_PCT, top_waits: int = 5,
+            spark=None, threshold_pct: float | None = None, top_waits: int = 5,
             log: Callable[[str], None] | None = None, remote: str | None = None) -> Path:
     """Analyze ``run_dirs`` into a report directory and return the path of its index.html.
 
     ``spark``: an existing SparkSession to use (kept running); otherwise one is started on
     ``master`` (default local[*]), or on the Spark Connect server ``remote`` (sc://host:port),
     and stopped at the end. ``threshold_pct``: a comparison's verdict is ``gain`` only when its
-    whole 95 % interval is above it, ``loss`` only when wholly below its negative
-    (docs/statistics.md). ``log``: progress messages (default: none).
+    whole interval is above it, ``loss`` only when wholly below its negative, ``no difference``
+    within +-it (docs/statistics.md); None: each run's own ``run.threshold_pct`` (5 when it has
+    none). ``log``: progress messages (default: none).
     """
     return analyze_result(run_dirs, out, master, spark=spark, threshold_pct=threshold_pct,
                           top_waits=top_waits, log=log, remote=remote).index
 
 
 def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, master: str | None = None, *,
-                   spark=None, threshold_pct: float = DEFAULT_THRESHOLD_PCT, top_waits: int = 5,
+                   spark=None, threshold_pct: float | None = None, top_waits: int = 5,
                    log: Callable[[str], None] | None = None, remote: str | None = None) -> AnalysisResult:
     """:func:`analyze`, returning everything it produced (:class:`AnalysisResult`)."""
     if isinstance(run_dirs, (str, Path)):
@@ -158,32 +164,15 @@ def _rows(df) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in df.collect()]
 
 
-def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, n_top: int,
+def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float | None, n_top: int,
          say: Callable[[str], None], t0: float, helper=None) -> AnalysisResult:
-    from pyspark.sql import functions as F
-
     from harness.analysis import comparisons as C
     from harness.analysis import transforms as T
 
     tables: dict[str, Any] = {}
     reps = discovery.read_summaries(spark, disc)
-    samples = discovery.read_samples(spark, disc)
-    metrics = None
-    # localCheckpoint (not cache): materialized once, and later queries start from it with a
-    # short plan -- with cache() every query still carries (and matches) the whole lineage,
-    # which costs ~1-2 s of planning per query here.
     rep_keys = {(r.run_id, r.perm_id, r.rep) for r in disc.reps}
-    with_waits: set[tuple[str, str, int]] = set()
-    if samples is not None:
-        metrics = T.measured_metrics(samples).localCheckpoint()
-        per_rep = (metrics.groupBy("run_id", "perm_id", "rep")
-                   .agg(F.sum(F.when(F.col("_bad"), F.col("n"))).alias("bad"),
-                        F.max(F.when(~F.col("_bad") & (F.col("family") == "waits"), F.lit(1))).alias("waits"))
-                   .collect())
-        discovery.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.bad) for r in per_rep if r.bad])
-        with_waits = {(r.run_id, r.perm_id, r.rep) for r in per_rep if r.waits}
-        metrics = metrics.where(~F.col("_bad"))
-        tables["sample_metrics"] = metrics.drop("_bad")
+    metrics, with_waits = _reduce_samples(spark, disc, tables)
     say(f"samples reduced after {time.monotonic() - t0:.1f} s")
 
     stats = T.permutation_stats(reps).localCheckpoint()
@@ -191,9 +180,8 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     if metrics is None or len(fallback) > 200:  # let Spark find them (an anti-join) instead of a long IN list
         fallback = None
     profile = T.wait_profile(T.rep_wait_rates(metrics, reps, fallback)).localCheckpoint()
-    verdicts = T.bottleneck(profile, stats)
     extras = T.sample_extras(metrics) if metrics is not None else None
-    perms_df = T.permutations_table(stats, extras, verdicts).localCheckpoint()
+    perms_df = T.permutations_table(stats, extras, T.wait_shares(profile, stats)).localCheckpoint()
     top_df = T.top_waits(profile, n_top)
 
     # intervals, gains, verdicts and crossovers on the driver (harness.analysis.comparisons):
@@ -203,17 +191,102 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
     intervals = C.rate_intervals(perms, synthetic_runs)
     perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(intervals, C.INTERVAL_SCHEMA), C.INTERVAL_SCHEMA),
                              ["run_id", "perm_id"], "left")
-    gains = _sorted(C.dialog_gains(perms, threshold_pct), "dialog_gains")
-    cross = _sorted(C.crossover(gains, threshold_pct), "crossover")
+    diags, diag_rows, moves, perms_df = _diagnose(spark, disc, perms, perms_df, tables)
     rep_rows = _sorted(_rows(reps), "repetitions")
-    tech = techniques.technique_gains(perms, rep_rows, threshold_pct)
+    rules, gains, cross, tech, answer = judge_runs(disc, perms, rep_rows, threshold_pct, out_dir / "index.html")
     tech_df = spark.createDataFrame(C.as_tuples(tech, techniques.TECHNIQUE_SCHEMA), techniques.TECHNIQUE_SCHEMA)
     gains_df = spark.createDataFrame(C.as_tuples(gains, C.GAINS_SCHEMA), C.GAINS_SCHEMA)
     cross_df = spark.createDataFrame(C.as_tuples(cross, C.CROSSOVER_SCHEMA), C.CROSSOVER_SCHEMA)
     profile_rows = _sorted(_rows(profile), "wait_profile")
     say(f"aggregated {len(perms)} permutations after {time.monotonic() - t0:.1f} s")
 
-    # time series of the highest-load permutation of each dialog strategy (per run)
+    chosen, series = _timeseries(spark, disc, perms, tables)
+    tables.update({
+        "permutations": perms_df, "dialog_gains": gains_df, "crossover": cross_df, "top_waits": top_df,
+        "technique_gains": tech_df,
+        "wait_profile": profile, "repetitions": reps,
+    })
+    # Spark writes the tables in a thread while Python draws the plots: the JVM and the
+    # interpreter work at the same time.
+    csv_rows = {"permutations": perms, "dialog_gains": gains, "crossover": cross, "queue_timeseries": series,
+                "technique_gains": tech, "diagnosis": diag_rows, "limit_moves": moves}
+    csv_rows["wait_profile"] = profile_rows
+    csv_rows["top_waits"] = [w for w in profile_rows if w["rank"] is not None and w["rank"] <= n_top]
+    csv_rows["repetitions"] = rep_rows
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssbench-tables") as pool:
+        writing = pool.submit(write_tables, out_dir / "tables", tables, csv_rows, {"sample_metrics"}, say)
+        all_plots, targets, server_labels = draw_plots(disc, perms, gains, cross, profile_rows, series, chosen,
+                                                       out_dir / "plots", rules, helper, tech)
+        say(f"{sum(1 for p in all_plots if not p.skipped)} plots after {time.monotonic() - t0:.1f} s")
+        written = writing.result()
+    written["issues"] = [write_issues(out_dir / "tables", disc)]
+    say(f"tables written after {time.monotonic() - t0:.1f} s")
+
+    key_rows = report.key_rows(perms, cross, server_labels)
+    diag_html = diagnosis_view.report_section(diags, synthetic_runs)
+    write_json(out_dir / "answer.json", answer.to_json())
+    path = report.write_index(out_dir, disc, targets, perms, key_rows, all_plots, answer, written,
+                              time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs, techniques=tech,
+                              diagnosis_html=diag_html, disturbed=[r for r in csv_rows["repetitions"] if r.get("disturbed")])
+    say(f"report written after {time.monotonic() - t0:.1f} s")
+    notes = report.about_targets(disc, targets, synthetic_runs) + report.verdict_words(gains)
+    return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,
+                          plots=all_plots, issues=list(disc.issues), seconds=time.monotonic() - t0,
+                          notes_html=notes, techniques=tech, answer=answer, diagnosis=diag_rows,
+                          diagnosis_html=diag_html)
+
+
+def _reduce_samples(spark, disc: discovery.Discovery, tables: dict[str, Any]):
+    """Every repetition's samples reduced to measured-window statistics (``tables
+    ["sample_metrics"]``), the damaged ones reported as issues: the statistics (None without
+    samples) and the repetitions whose samples have wait statistics."""
+    from pyspark.sql import functions as F
+
+    from harness.analysis import transforms as T
+
+    samples = discovery.read_samples(spark, disc)
+    if samples is None:
+        return None, set()
+    # localCheckpoint (not cache): materialized once, and later queries start from it with a
+    # short plan -- with cache() every query still carries (and matches) the whole lineage,
+    # which costs ~1-2 s of planning per query here.
+    metrics = T.measured_metrics(samples).localCheckpoint()
+    per_rep = (metrics.groupBy("run_id", "perm_id", "rep")
+               .agg(F.sum(F.when(F.col("_bad"), F.col("n"))).alias("bad"),
+                    F.max(F.when(~F.col("_bad") & (F.col("family") == "waits"), F.lit(1))).alias("waits"))
+               .collect())
+    discovery.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.bad) for r in per_rep if r.bad])
+    with_waits: set[tuple[str, str, int]] = {(r.run_id, r.perm_id, r.rep) for r in per_rep if r.waits}
+    metrics = metrics.where(~F.col("_bad"))
+    tables["sample_metrics"] = metrics.drop("_bad")
+    return metrics, with_waits
+
+
+def _diagnose(spark, disc: discovery.Discovery, perms: list[dict], perms_df, tables: dict[str, Any]):
+    """What limits throughput (harness.analysis.diagnosis), from the summaries the reader
+    accepted: the limit columns joined to the permutations (rows and table), the diagnosis and
+    limit_moves tables; returns the diagnoses, both tables' rows and the permutations table."""
+    from harness.analysis import comparisons as C
+
+    diags = diagnosis_view.diagnose_files((r.summary for r in disc.reps), {r.run_id: r.capabilities for r in disc.runs})
+    limits = {(r["run_id"], r["perm_id"]): r for r in diagnosis_view.limit_columns(diags)}
+    for p in perms:
+        p.update(limits.get((p["run_id"], p["perm_id"]), {}))
+    perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(list(limits.values()), diagnosis_view.LIMIT_SCHEMA),
+                                                   diagnosis_view.LIMIT_SCHEMA), ["run_id", "perm_id"], "left")
+    diag_rows, moves = diagnosis_view.rows(diags), diagnosis_view.limit_moves(diags)
+    tables["diagnosis"] = spark.createDataFrame(C.as_tuples(diag_rows, diagnosis_view.DIAGNOSIS_SCHEMA),
+                                                diagnosis_view.DIAGNOSIS_SCHEMA)
+    tables["limit_moves"] = spark.createDataFrame(C.as_tuples(moves, diagnosis_view.MOVES_SCHEMA),
+                                                  diagnosis_view.MOVES_SCHEMA)
+    return diags, diag_rows, moves, perms_df
+
+
+def _timeseries(spark, disc: discovery.Discovery, perms: list[dict[str, Any]], tables: dict[str, Any]):
+    """The time series of the highest-load permutation of each dialog strategy (per run): the
+    chosen repetitions and their queue depths over time (``tables["queue_timeseries"]``)."""
+    from harness.analysis import transforms as T
+
     chosen = choose_timeseries(perms, disc)
     series: list[dict[str, Any]] = []
     if chosen:
@@ -224,36 +297,23 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float, 
             ts_df = T.queue_timeseries(ts_samples).localCheckpoint()
             series = _sorted(_rows(ts_df), "queue_timeseries")
             tables["queue_timeseries"] = ts_df
+    return chosen, series
 
-    tables.update({
-        "permutations": perms_df, "dialog_gains": gains_df, "crossover": cross_df, "top_waits": top_df,
-        "technique_gains": tech_df,
-        "wait_profile": profile, "repetitions": reps,
-    })
-    # Spark writes the tables in a thread while Python draws the plots: the JVM and the
-    # interpreter work at the same time.
-    csv_rows = {"permutations": perms, "dialog_gains": gains, "crossover": cross, "queue_timeseries": series,
-                "technique_gains": tech}
-    csv_rows["wait_profile"] = profile_rows
-    csv_rows["top_waits"] = [w for w in profile_rows if w["rank"] is not None and w["rank"] <= n_top]
-    csv_rows["repetitions"] = rep_rows
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssbench-tables") as pool:
-        writing = pool.submit(write_tables, out_dir / "tables", tables, csv_rows, {"sample_metrics"}, say)
-        all_plots, targets, server_labels = draw_plots(disc, perms, gains, cross, profile_rows, series, chosen,
-                                                       out_dir / "plots", threshold_pct, helper, tech)
-        say(f"{sum(1 for p in all_plots if not p.skipped)} plots after {time.monotonic() - t0:.1f} s")
-        written = writing.result()
-    written["issues"] = [write_issues(out_dir / "tables", disc)]
-    say(f"tables written after {time.monotonic() - t0:.1f} s")
 
-    key_rows = report.key_rows(perms, cross, server_labels)
-    path = report.write_index(out_dir, disc, targets, perms, key_rows, all_plots, threshold_pct, written,
-                              time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs, techniques=tech)
-    say(f"report written after {time.monotonic() - t0:.1f} s")
-    notes = report.about_targets(disc, targets, synthetic_runs) + report.verdict_words(gains, threshold_pct)
-    return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,
-                          plots=all_plots, issues=list(disc.issues), seconds=time.monotonic() - t0,
-                          notes_html=notes, techniques=tech)
+def judge_runs(disc: discovery.Discovery, perms: list[dict[str, Any]], rep_rows: list[dict[str, Any]],
+               threshold_pct: float | None, index: Path):
+    """Every comparison of the runs judged under its run's rule (harness.verdicts) on the
+    repetitions' values (``rep_rows``, the repetitions table: numbers, statuses, metrics): the
+    rules by run, the dialog_gains, crossover and technique_gains rows, and the key answer."""
+    from harness.analysis import comparisons as C
+
+    rules = {r.run_id: Rule.of_run((r.meta.get("matrix") or {}).get("run"), threshold_pct) for r in disc.runs}
+    judged = judge_all(with_repetitions(perms, rep_rows), rules, Rule().with_threshold(threshold_pct))
+    gains = _sorted(C.dialog_gains(judged), "dialog_gains")
+    cross = _sorted(C.crossover(gains), "crossover")
+    answer = key_answer(judged, [r.run_id for r in disc.runs], {r.run_id: r.meta.get("auto") for r in disc.runs},
+                        report=str(index))
+    return rules, gains, cross, techniques.technique_gains(judged), answer
 
 
 def _sorted(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
@@ -285,9 +345,8 @@ def start_plot_helper():
     """A one-process pool (spawned, so it inherits no JVM, thread or lock) that imports
     matplotlib right away and later draws :data:`HELPER_PLOTS` while this process draws the
     others. None when disabled (SSBENCH_PLOT_HELPER=0) or it cannot start."""
-    import os
 
-    if os.environ.get("SSBENCH_PLOT_HELPER", "1").lower() in ("0", "false", "no", "off"):
+    if not environment.flag("SSBENCH_PLOT_HELPER"):
         return None
     try:
         import multiprocessing
@@ -301,7 +360,7 @@ def start_plot_helper():
 
 
 def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, chosen, plot_dir: Path,
-               threshold_pct: float, helper=None, tech=()):
+               rules: dict[str, Rule] | None = None, helper=None, tech=()):
     """Every plot of every run, grouped by section. Returns (plots, target text per run,
     server label per (run, server)). ``helper``: a process pool from :func:`start_plot_helper`
     (its plots are drawn here instead when it fails)."""
@@ -321,6 +380,7 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
                                       run_id=run.run_id, note="skipped: no usable repetition in this run"))
             continue
         g, c = by_run(gains, run.run_id), by_run(cross, run.run_id)
+        threshold_pct = (rules or {}).get(run.run_id, Rule()).threshold_pct
         perm_ids = {p["perm_id"] for p in prow}
         jobs += [
             ("throughput", (prow, ctx, plot_dir)),
@@ -494,9 +554,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     ap.add_argument("--out", help="report directory (default RUN_DIR/report)")
     ap.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
-    ap.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT,
-                    help="a gain (%%) counts only when its whole 95%% interval is above this, a loss when wholly "
-                         "below minus this (default %(default)s)")
+    ap.add_argument("--threshold", type=float, default=None,
+                    help="a gain (%%) counts only when its whole interval is above this, a loss when wholly "
+                         "below minus this, no difference within +-this (default: each run's run.threshold_pct, "
+                         "else 5)")
     args = ap.parse_args(argv)
     try:
         path = analyze(args.run_dirs, out=args.out, master=args.master, threshold_pct=args.threshold,

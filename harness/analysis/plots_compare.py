@@ -68,9 +68,10 @@ VERDICT_COLOURS = {"gain": "#2ca02c", "loss": "#d62728", "no difference": "#7f7f
 
 def technique_gains(rows: list[Row], ctx: RunContext, out_dir: Path, threshold_pct: float) -> list[Plot]:
     """One figure per technique axis of the run (harness.analysis.techniques): each technique
-    value's change in the axis' primary metric over its baseline, everything else equal, with
-    its 95 % interval; coloured by verdict (green only for a gain the interval supports; for a
-    latency a gain is a fall); none when the run has no technique axis."""
+    value's gain in the axis' primary metric over its baseline (in the metric's better
+    direction: for a latency a gain is a fall), everything else equal, with its interval (the
+    stopping rule's); coloured by verdict (green only for a gain the interval supports); none
+    when the run has no technique axis."""
     from .techniques import axis_note
 
     section = "Techniques against their baselines: figures"
@@ -88,20 +89,20 @@ def technique_gains(rows: list[Row], ctx: RunContext, out_dir: Path, threshold_p
         ax.axvspan(-threshold_pct, threshold_pct, color="#eeeeee", zorder=0)
         ax.axvline(0, color="black", lw=0.6)
         for k, r in enumerate(pts):
-            g = _num(r["change_pct"])
+            g = _num(r["gain_pct"])
             colour = VERDICT_COLOURS.get(r["verdict"], "#7f7f7f")
-            lo, hi = r.get("change_ci_low_pct"), r.get("change_ci_high_pct")
+            lo, hi = r.get("gain_ci_low_pct"), r.get("gain_ci_high_pct")
             if lo is not None and hi is not None and g == g:
                 ax.errorbar([g], [k], xerr=[[g - lo], [hi - g]], fmt="o", color=colour, capsize=4,
                             mfc="none" if r["verdict"] == "not exercised" else colour)
-            else:   # fewer than 3 repetitions on a side: no interval, hollow point
+            else:   # too few repetitions on a side: no interval, hollow point
                 ax.plot([g], [k], "o", mfc="none", color=colour)
             right = hi if hi is not None and g == g else g
             ax.annotate(f"  {r['verdict']}", (right, k), fontsize=8, color=colour, va="center")
         ax.set_yticks(range(len(pts)), labels, fontsize=8)
         ax.invert_yaxis()
-        better = "lower is better" if pts[0].get("lower_is_better") else "higher is better"
-        ax.set_xlabel(f"change in {pts[0]['metric_label']} over the baseline, % ({better}; 95 % interval; "
+        better = "lower is better: a fall is a gain" if pts[0].get("lower_is_better") else "higher is better"
+        ax.set_xlabel(f"gain in {pts[0]['metric_label']} over the baseline, % ({better}; the verdict's interval; "
                       f"grey: ±{threshold_pct:g} %)")
         ax.grid(axis="x", alpha=0.3)
         title = f"Technique: {axis} against its baseline ({axis_note(axis)})"

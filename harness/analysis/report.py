@@ -9,9 +9,10 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..results import write_atomic
+from ..results import disturbance, write_atomic
+from ..verdicts import MIN_REPS, Answer, Section
+from ..verdicts.answer import pct_interval as pct_ci
 from .discovery import Discovery
-from . import uncertainty as U
 from .plots import STRATEGY_ORDER, Plot, strategy_label
 
 CSS = """
@@ -134,7 +135,8 @@ PERM_COLUMNS = [
     ("e2e_p50_ms_median", "e2e p50 ms", "ms"), ("e2e_p99_ms_median", "e2e p99 ms", "ms"),
     ("xmitq_depth_max_measured", "max xmitq (measured window)", ""),
     ("top_wait", "top wait", "l"), ("top_wait_share", "share", "share"),
-    ("verdict", "bottleneck", "l"), ("messages_lost", "lost", ""),
+    ("limit", "what limits throughput", "l"), ("limit_confidence", "confidence", "l"),
+    ("messages_lost", "lost", ""),
 ]
 CROSS_COLUMNS = [
     ("run_label", "run", "l"), ("server_label", "server", "l"),
@@ -142,35 +144,34 @@ CROSS_COLUMNS = [
     ("initiators", "initiators", ""), ("payload_bytes", "payload (B)", ""),
     ("verdict", "verdict (at the most threads)", "verdict"),
     ("crossover_total_threads", "pays from (total threads)", ""),
-    ("gain_at_max_text", "gain at the most threads [95 % CI]", "l"),
-    ("max_gain_text", "largest median gain [95 % CI], its verdict", "l"),
+    ("gain_at_max_text", "gain at the most threads [interval]", "l"),
+    ("max_gain_text", "largest gain [interval], its verdict", "l"),
     ("min_reps", "reps (fewest on a side)", ""),
     ("peak_receive_rate", "peak msg/s (strategy)", "rate"),
 ]
 TABLE_FILES = [
     ("permutations", "per permutation across repetitions: median, Q1, Q3, IQR, min, max, n of rates and "
-                     "latencies; queue depths; CPU; top wait and bottleneck verdict"),
+                     "latencies; queue depths; CPU; wait shares and top wait; what limits throughput "
+                     "(limit, limit_confidence, limit_remedy)"),
+    ("diagnosis", "what limits throughput, and what to try, per permutation: the stage, its evidence in "
+                  "figures, the confidence, the technique, the matrix axis to try it with and where it comes "
+                  "from (docs/diagnosis.md)"),
+    ("limit_moves", "where the limit moves as the thread count grows, everything else equal"),
     ("repetitions", "one row per repetition (from summary.json)"),
-    ("dialog_gains", "gain in % of each dialog strategy over one dialog per thread, with its 95 % interval "
-                     "and verdict"),
+    ("dialog_gains", "gain in % of each dialog strategy over one dialog per thread, with its interval "
+                     "and verdict (the stopping rule's, docs/statistics.md)"),
     ("crossover", "where each strategy starts to pay (verdict gain from there on) and the verdict at the most "
                   "threads"),
     ("technique_gains", "each technique axis value against its baseline, everything else equal, on each "
-                        "metric the axis moves: change in % with its 95 % interval and verdict, or not "
-                        "exercised (the mechanism never engaged) with how to exercise it"),
+                        "metric the axis moves: gain in % (the metric's better direction) with its interval and "
+                        "verdict (the stopping rule's), or not exercised (the mechanism never engaged) with how to "
+                        "exercise it"),
     ("top_waits", "top waits per permutation"),
     ("wait_profile", "every wait type per permutation (idle waits are left out by the targets)"),
     ("queue_timeseries", "queue depths over time of the plotted permutations"),
     ("sample_metrics", "measured-window aggregates of every sample series per repetition (Parquet only)"),
     ("issues", "missing or corrupt files (CSV only)"),
 ]
-
-
-def pct_ci(v: float | None, lo: float | None, hi: float | None) -> str:
-    """``+12.3 % [-4.0, +25.1]``; ``[no interval]`` without one."""
-    if v is None:
-        return "–"
-    return f"{v:+.1f} % " + (f"[{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else "[no interval]")
 
 
 def run_label(run_id: str, synthetic: bool) -> str:
@@ -207,35 +208,54 @@ def key_table(rows: list[dict]) -> str:
     return table(rows, CROSS_COLUMNS)
 
 
-def technique_section(rows: list[dict], threshold_pct: float) -> str:
+def _thresholds(rows: list[dict]) -> str:
+    return "/".join(f"{t:g}" for t in sorted({r.get("threshold_pct") for r in rows if r.get("threshold_pct") is not None}))
+
+
+def technique_section(rows: list[dict]) -> str:
     """The techniques-against-baselines section (harness.analysis.techniques_report); empty when
     the runs have no technique axis with two values."""
     from .techniques_report import section_html
 
-    return section_html(rows, threshold_pct)
+    return section_html(rows)
 
 
-def verdict_words(gains: list[dict], threshold_pct: float) -> str:
+def verdict_words(gains: list[dict]) -> str:
     """How to read the verdicts, and (in words) how many comparisons are inconclusive for
     lack of repetitions. An HTML fragment (the notebook displays it too)."""
-    parts = [f"<p>Each gain is the ratio of the strategy's median receive rate to that of one dialog per "
-             f"thread, everything else equal, with a 95 % percentile-bootstrap interval over the repetitions "
-             f"(docs/statistics.md). Verdicts: <b>gain</b> only where the whole interval is above "
-             f"+{threshold_pct:g} %, <b>loss</b> only where it is wholly below −{threshold_pct:g} %, "
-             f"<b>no difference</b> where it lies within ±{threshold_pct:g} %, otherwise <b>inconclusive</b>. "
+    thr = _thresholds(gains) or "5"
+    parts = [f"<p>Each gain is the ratio of the geometric means of the strategy's receive rates and one dialog "
+             f"per thread's, everything else equal, with a repeated confidence interval (Welch, on the log ratio): "
+             f"over all the looks a run with <code>repetitions: auto</code> makes, every interval covers the true "
+             f"gain with probability at least 95 % (docs/statistics.md). Verdicts: <b>gain</b> only where the whole "
+             f"interval is above +{thr} %, <b>loss</b> only where it is wholly below −{thr} %, "
+             f"<b>no difference</b> where it lies within ±{thr} %, otherwise <b>inconclusive</b>. "
              f"“Pays from” is the first total thread count from which every verdict is gain (– never).</p>"]
-    few = [g for g in gains if min(g["n"], g["baseline_n"]) < U.MIN_REPS]
+    few = [g for g in gains if min(g["n"], g["baseline_n"]) < MIN_REPS]
     if few:
         if len(few) == len(gains):
             every = ("Every comparison rests" if len(gains) > 1 else "The comparison rests")
             whose = "its verdict is" if len(gains) == 1 else "every verdict is"
         else:
             every, whose = f"{len(few)} of {len(gains)} comparisons rest", "their verdicts are"
-        parts.append(f"<p class='issues'><b>{every} on fewer than {U.MIN_REPS} repetitions on a side, so "
+        kept = [g for g in few if g.get("kept_out")]
+        advice = (f"{sum(g['kept_out'] for g in kept)} of their repetitions were kept out of verdicts (a noisy "
+                  "host: other processes' CPU, see the permutations' statuses); rerun on a quieter machine"
+                  if kept else f"Run the matrix with <code>repetitions: auto</code> or "
+                               f"<code>repetitions: {MIN_REPS}</code> or more")
+        parts.append(f"<p class='issues'><b>{every} on fewer than {MIN_REPS} repetitions on a side, so "
                      f"{whose} inconclusive</b> whatever the medians say: "
-                     f"one or two repetitions cannot tell an effect from noise. Run the matrix with "
-                     f"<code>repetitions: {U.MIN_REPS}</code> or more (5 recommended).</p>")
+                     f"one or two repetitions cannot tell an effect from noise. {advice}.</p>")
     return "\n".join(parts)
+
+
+def section_html(section: Section) -> str:
+    """An answer's section (harness.verdicts.answer) as an HTML table with its notes."""
+    cols = [(c.key, c.header, "verdict" if c.key == "verdict" else ("l" if c.align == "<" else ""))
+            for c in section.columns if c.always or any(r.get(c.key) not in (None, "") for r in section.rows)]
+    notes = "".join(f"<li>{_e(n)}</li>" for n in section.notes)
+    return (f"<h3>{_e(section.title)}</h3>" + (table(section.rows, cols) if section.rows else "")
+            + (f"<ul class='note'>{notes}</ul>" if notes else ""))
 
 
 def _mapping_rows(mapping: Any) -> list[tuple[str, str]]:
@@ -269,7 +289,7 @@ def about_targets(disc: Discovery, targets: dict[str, str], synthetic_runs: set[
     if synthetic_runs:
         parts.append("<div class='synthetic'>SYNTHETIC DATA: " + _e(", ".join(sorted(synthetic_runs)))
                      + (" was" if len(synthetic_runs) == 1 else " were")
-                     + " generated by harness.analysis.synth from a model. Nothing in "
+                     + " generated by tests/support/synth.py from a model. Nothing in "
                      + ("it" if len(synthetic_runs) == 1 else "them") + " was measured.</div>")
     for run in disc.runs:
         t = run.target
@@ -301,10 +321,25 @@ def _emulation_items(engine: str, rows: list[tuple[str, str]], notes: list[str])
     return items
 
 
+def disturbed_section(reps: list[dict]) -> str:
+    """The disturbed repetitions (harness.results.disturbed), each with why: shown, and left
+    out of the intervals, gains and verdicts."""
+    if not reps:
+        return ""
+    rows = "".join(f"<tr><td class='l'>{_e(r['run_id'])}</td><td class='l'>{_e(r['perm_id'])}</td>"
+                   f"<td>{_e(r['rep'])}</td><td class='l'>{_e(r['status'])}</td>"
+                   f"<td class='l'>{_e(disturbance(r))}</td></tr>" for r in reps[:200])
+    return (f"<div class='issues'><b>{len(reps)} disturbed repetition(s)</b>: shown in every table, left out of "
+            "the intervals, gains and verdicts (docs/results.md, \"Disturbed repetitions\").<table class='meta'>"
+            "<thead><tr><th class='l'>run</th><th class='l'>permutation</th><th>rep</th><th class='l'>status</th>"
+            f"<th class='l'>why</th></tr></thead><tbody>{rows}</tbody></table></div>")
+
+
 def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: list[dict], cross_rows: list[dict],
-                plots: list[Plot], threshold_pct: float, written: dict[str, list[str]], elapsed_s: float,
+                plots: list[Plot], answer: Answer, written: dict[str, list[str]], elapsed_s: float,
                 gains: list[dict] | None = None, synthetic_runs: set[str] | None = None,
-                techniques: list[dict] | None = None) -> Path:
+                techniques: list[dict] | None = None, diagnosis_html: str = "",
+                disturbed: list[dict] | None = None) -> Path:
     runs = ", ".join(r.run_id for r in disc.runs)
     lost = [p for p in perms if (p.get("messages_lost") or 0) > 0]
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -324,16 +359,20 @@ def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: 
                      "analyzed):<ul>" + "".join(f"<li><code>{_e(i.path)}</code>: {_e(i.problem)}</li>"
                                                 for i in disc.issues[:200])
                      + ("<li>… see tables/issues.csv</li>" if len(disc.issues) > 200 else "") + "</ul></div>")
-    parts.append("<h2>Key results: where a dialog strategy pays</h2>")
+    parts.append(disturbed_section(disturbed or []))
+    parts.append("<h2>Key results</h2>")
+    parts.append(verdict_words(gains or []))
+    parts += [section_html(sec) for sec in answer.sections]   # what ssbench analyze prints
+    parts.append("<h2>Where a dialog strategy pays</h2>")
     if cross_rows:
-        parts.append(verdict_words(gains or [], threshold_pct))
         parts.append("<p>The whitepaper found the 150 trick paying from about 30 concurrent threads (3×10), up "
                      "to +315 %.</p>")
         parts.append(key_table(cross_rows))
     else:
         parts.append("<p class='note'>No dialog-strategy comparison: the run(s) do not have one dialog per thread "
                      "and another strategy at the same settings.</p>")
-    parts.append(technique_section(techniques or [], threshold_pct))
+    parts.append(diagnosis_html)   # harness.analysis.diagnosis_view.report_section
+    parts.append(technique_section(techniques or []))
     parts.append(_plots_html(plots))
     parts.append("<h2>Permutations</h2>")
     parts.append(f"<details><summary>{len(perms)} permutations (click to expand)</summary>"

@@ -24,7 +24,10 @@ LATENCY_STATS = _s(("count", DoubleType()), ("mean", DoubleType()), ("p50", Doub
 
 BROKER = _s(("max_queue_readers", LongType()), ("receive_top", LongType()),
             ("waitfor_timeout_ms", LongType()), ("monitor_interval_seconds", DoubleType()),
-            ("high_priority_share", DoubleType()))
+            ("high_priority_share", DoubleType()),
+            # absent at their default (harness.matrix.OPTIONAL_BROKER)
+            ("processing_us_per_message", LongType()), ("transport_rate_limit", DoubleType()),
+            ("client_cpu_us_per_send", LongType()))
 
 PERMUTATION = _s(("id", StringType()), ("index", LongType()), ("initiators", LongType()),
                  ("threads", LongType()), ("total_threads", LongType()), ("dialogs", StringType()),
@@ -33,7 +36,9 @@ PERMUTATION = _s(("id", StringType()), ("index", LongType()), ("initiators", Lon
                  # dialog lifetime (null: unlimited reuse / not fire and forget)
                  ("messages_per_dialog", LongType()), ("fire_and_forget", BooleanType()),
                  # open loop: offered SENDs per second per initiator (null: closed loop)
-                 ("rate", DoubleType()))
+                 ("rate", DoubleType()),
+                 # the matrix case (cases:) it belongs to (null: a matrix without cases)
+                 ("case", StringType()))
 
 TARGET = _s(("kind", StringType()), ("label", StringType()), ("profile", StringType()))
 
@@ -53,6 +58,9 @@ CLIENT_HOST = _s(("host", StringType()), ("workers", DoubleType()), ("cpu_percen
 
 TOP_WAIT = _s(("wait_type", StringType()), ("wait_time_ms", DoubleType()),
               ("waiting_tasks", DoubleType()), ("share", DoubleType()))
+
+GROWTH = _s(("per_s", DoubleType()), ("ci_low", DoubleType()), ("ci_high", DoubleType()),
+            ("first", DoubleType()), ("last", DoubleType()), ("samples", LongType()))
 
 #: ``<perm>/rep-NN/summary.json`` (schema ssbench.summary/1): every field of
 #: :class:`harness.results.RepetitionSummary`, in its order (a unit test compares the two).
@@ -74,6 +82,12 @@ SUMMARY = _s(
     ("client_cpu_percent", DoubleType()), ("server_cpu_percent", DoubleType()),
     ("worker_cpu_percent", MapType(StringType(), DoubleType())), ("client_bound", BooleanType()),
     ("other_cpu_percent", DoubleType()), ("steal_percent", DoubleType()), ("noisy_host", BooleanType()),
+    ("commit_latency_ms", DoubleType()), ("storage_probe_ms", DoubleType()),
+    ("storage_reference_ms", DoubleType()), ("noisy_storage", BooleanType()),
+    ("freeze_seconds", DoubleType()), ("server_frozen", BooleanType()),
+    ("receive_stall_seconds", DoubleType()), ("receive_send_ratio", DoubleType()),
+    ("queue_growth", DoubleType()), ("receive_stalled", BooleanType()),
+    ("stall_chains", ArrayType(StringType())), ("sends_in_flight_at_end", DoubleType()),
     ("cpu_pinning", MapType(StringType(), ArrayType(LongType()))),
     ("workers", ArrayType(WORKER)), ("client_hosts", ArrayType(CLIENT_HOST)),
     ("users_expected", DoubleType()), ("users_spawned", DoubleType()), ("users_active", DoubleType()),
@@ -89,6 +103,16 @@ SUMMARY = _s(
     ("dialog_errors_received", DoubleType()), ("dialog_errors_lost", DoubleType()),
     ("endpoints", MapType(StringType(), DoubleType())),
     ("messages_sent_client_cut", DoubleType()),
+    # the diagnosis' evidence (docs/diagnosis.md)
+    ("xmitq_depth_growth", GROWTH), ("queue_depth_growth", GROWTH), ("transport_rate", DoubleType()),
+    ("receives_per_s", DoubleType()), ("activation_tasks_running", DoubleType()),
+    ("activation_max_readers", DoubleType()), ("activation_at_max_share", DoubleType()),
+    ("activation_task_limit_per_s", DoubleType()), ("procedure_us_per_message", DoubleType()),
+    ("procedure_busy", DoubleType()), ("messages_per_receive", DoubleType()),
+    ("server_on_host", BooleanType()), ("server_cpu_utilization", DoubleType()), ("host_cpu_utilization", DoubleType()),
+    ("host_cpus", DoubleType()), ("client_cpu_demand", DoubleType()),
+    ("server_cpu_demand", DoubleType()), ("broker_waits", MapType(StringType(), DoubleType())),
+    ("page_latch_objects", MapType(StringType(), DoubleType())),
     ("status", StringType()), ("web", StringType()),
 )
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..results import write_atomic
+from .. import environment
 
 JAVA_HELP = ("Java 17 or newer is required by Spark (the analysis step). Install it, e.g. "
              "'apt-get install openjdk-17-jre-headless' (Debian/Ubuntu) or 'brew install openjdk@17' "
@@ -95,8 +96,8 @@ def _log4j_file() -> str:
 
 def cache_dir() -> Path:
     """ssbench's cache directory: SSBENCH_CACHE, else $XDG_CACHE_HOME/ssbench or ~/.cache/ssbench."""
-    if os.environ.get("SSBENCH_CACHE"):
-        return Path(os.environ["SSBENCH_CACHE"])
+    if environment.get("SSBENCH_CACHE"):
+        return Path(environment.get("SSBENCH_CACHE"))
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ssbench"
 
 
@@ -122,7 +123,7 @@ def _cds_options(gc_opts: str) -> list[str]:
     configuration directory in the environment (the JDK refuses an archive with directories on
     the class path).
     """
-    if os.environ.get("SSBENCH_SPARK_CDS", "1").lower() in ("0", "false", "no", "off"):
+    if not environment.flag("SSBENCH_SPARK_CDS"):
         return []
     # a non-empty directory on the JVM's class path (Spark puts these configuration directories
     # there) makes the JDK refuse a dynamic archive, printing an error when the JVM exits
@@ -168,8 +169,8 @@ def _cds_options(gc_opts: str) -> list[str]:
 
 def local_java_options(input_bytes: int | None = None) -> str:
     """The JVM options of a local analysis of ``input_bytes`` of samples (see LOCAL_JAVA_OPTS)."""
-    if "SSBENCH_SPARK_JAVA_OPTS" in os.environ:
-        return os.environ["SSBENCH_SPARK_JAVA_OPTS"]
+    if environment.get("SSBENCH_SPARK_JAVA_OPTS") is not None:
+        return environment.get("SSBENCH_SPARK_JAVA_OPTS")
     opts = [LOCAL_JAVA_OPTS]
     if input_bytes is not None and input_bytes < SMALL_INPUT_BYTES:
         opts.append(SMALL_INPUT_OPTS)
@@ -278,7 +279,7 @@ def get_spark(master: str | None = None, app_name: str = "ssbench-analyze", *,
         settings["spark.driver.bindAddress"] = "127.0.0.1"
         settings["spark.driver.host"] = "127.0.0.1"
     if not conf.contains("spark.driver.memory"):
-        settings["spark.driver.memory"] = driver_memory or os.environ.get("SSBENCH_SPARK_DRIVER_MEMORY", "2g")
+        settings["spark.driver.memory"] = driver_memory or environment.get("SSBENCH_SPARK_DRIVER_MEMORY")
     if not conf.contains("spark.driver.extraJavaOptions"):
         opts = f"-Dlog4j.configurationFile=file:{_log4j_file()}"
         if local:

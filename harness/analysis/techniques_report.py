@@ -1,19 +1,18 @@
-"""The technique comparisons (:mod:`.techniques`) for readers: the report's section, the
-terminal's table, and the rows read back from a report's ``tables/technique_gains.csv``.
+"""The technique comparisons (:mod:`.techniques`) in the report: its "Techniques against
+their baselines" section.
 
-One line per comparison: its primary metric's medians, change with its interval and verdict
-(latencies: lower is better), what showed the mechanism at work in each arm, the axis' other
-metrics in words; then, for every comparison whose mechanism never engaged, how to exercise it.
-No Spark and no matplotlib here: ``ssbench analyze`` and ``ssbench bench`` print the terminal
-table after the analysis from the CSV.
+One line per comparison: its primary metric's medians, gain with its interval and verdict
+(latencies: lower is better, a fall is a gain), what showed the mechanism at work in each arm,
+the axis' other metrics in words; then, for every comparison whose mechanism never engaged, how
+to exercise it; and the rows read back from a report's ``tables/technique_gains.csv``. The
+terminal's answer is the key table (harness.verdicts.answer), where each technique comparison
+is a row on its primary metric, "not exercised" ones with how to exercise them. No Spark and no
+matplotlib here.
 """
 
 from __future__ import annotations
 
 import csv
-import io
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +41,11 @@ def _num(v: Any) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
-def change_text(r: dict[str, Any]) -> str:
+def gain_text(r: dict[str, Any]) -> str:
     """``+12.3 % [-4.0, +25.1]``; ``[no interval]`` without one."""
-    v, lo, hi = r.get("change_pct"), r.get("change_ci_low_pct"), r.get("change_ci_high_pct")
-    if v is None:
-        return "–"
-    return f"{v:+.1f} % " + (f"[{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else "[no interval]")
+    from ..verdicts.answer import pct_interval
+
+    return pct_interval(r.get("gain_pct"), r.get("gain_ci_low_pct"), r.get("gain_ci_high_pct"))
 
 
 def metric_text(r: dict[str, Any]) -> str:
@@ -67,7 +65,7 @@ def engagement_text(r: dict[str, Any]) -> str:
 
 
 def others_text(c: dict[str, Any]) -> str:
-    parts = [f"{metric_text(o)}: {medians_text(o)}, {change_text(o)} {o['verdict']}" for o in c["others"]]
+    parts = [f"{metric_text(o)}: {medians_text(o)}, {gain_text(o)} {o['verdict']}" for o in c["others"]]
     if c.get("shown_metric"):
         parts.append(f"{c['shown_metric']}: {_num(c.get('baseline_shown'))} → {_num(c.get('shown'))}")
     return "; ".join(parts) or "–"
@@ -95,16 +93,16 @@ SECTION_COLUMNS = [("run_label", "run", "l"), ("axis", "technique axis", "l"), (
                    ("baseline_value", "baseline", "l"), ("where", "where", "l"), ("n", "n", ""),
                    ("baseline_n", "n base", ""), ("metric_text", "judged on", "l"),
                    ("baseline_median", "baseline", ""), ("median", "technique", ""),
-                   ("change_text", "change [95 % CI]", "l"), ("verdict", "verdict", "verdict"),
+                   ("gain_text", "gain [interval]", "l"), ("verdict", "verdict", "verdict"),
                    ("engagement_text", "mechanism at work (most in a repetition: baseline / technique)", "l"),
                    ("others_text", "also", "l")]
 
 
-def section_html(rows: list[dict[str, Any]], threshold_pct: float) -> str:
+def section_html(rows: list[dict[str, Any]]) -> str:
     """The report's "Techniques against their baselines" section; empty without comparisons."""
     from html import escape
 
-    from . import uncertainty as U
+    from ..verdicts import MIN_REPS
     from .report import run_label, table
 
     cs = comparisons(rows)
@@ -113,50 +111,22 @@ def section_html(rows: list[dict[str, Any]], threshold_pct: float) -> str:
     axes = list(dict.fromkeys(c["axis"] for c in cs))
     notes = "".join(f"<li><b>{escape(a)}</b>: {escape(TECHNIQUE_AXES[a].why)}</li>" for a in axes)
     shown = [dict(c, run_label=run_label(c["run_id"], bool(c.get("synthetic"))), where=where_text(c),
-                  metric_text=metric_text(c), change_text=change_text(c), engagement_text=engagement_text(c),
+                  metric_text=metric_text(c), gain_text=gain_text(c), engagement_text=engagement_text(c),
                   others_text=others_text(c)) for c in cs]
+    thr = "/".join(f"{t:g}" for t in sorted({c["threshold_pct"] for c in cs if c.get("threshold_pct") is not None}))
     missing = not_exercised_notes(cs)
     return ("<h2>Techniques against their baselines</h2>"
             "<p>Each technique value against its axis' baseline with everything else equal, judged on the metric "
-            "the technique moves: the change of its median over the repetitions, its 95 % percentile-bootstrap "
-            f"interval and verdict, read as the dialog strategies' (gain only where the whole interval is beyond "
-            f"{threshold_pct:g} % in the better direction; for a latency lower is better; fewer than {U.MIN_REPS} "
-            "repetitions on a side is inconclusive). <b>not exercised</b>: the technique's mechanism never "
-            "engaged in the measured window, so the arms differ in a setting that did nothing and no verdict "
-            "on the technique is possible.</p><ul>" + notes + "</ul>" + table(shown, SECTION_COLUMNS)
+            "the technique moves exactly as the dialog strategies are (the stopping rule, docs/statistics.md): the "
+            "gain of its geometric mean over the repetitions that count, in the metric's better direction (for a "
+            "latency lower is better, so a fall is a gain), its repeated confidence interval and verdict (gain only "
+            f"where the whole interval is above +{thr or '5'} %; fewer than {MIN_REPS} repetitions on a side is "
+            "inconclusive). The medians are the metric's own. <b>not exercised</b>: the technique's mechanism never "
+            "engaged in the measured window, so the arms differ in a setting that did nothing and no verdict on the "
+            "technique is possible. The key results above show each comparison on its primary metric.</p><ul>"
+            + notes + "</ul>" + table(shown, SECTION_COLUMNS)
             + ("<div class='issues'><b>Not exercised</b><ul>"
                + "".join(f"<li>{escape(n)}</li>" for n in missing) + "</ul></div>" if missing else ""))
-
-
-# --------------------------------------------------------------------------- the terminal
-
-def terminal_text(rows: list[dict[str, Any]], width: int | None = None) -> str:
-    """The comparisons as a plain-text table, then the "not exercised" notes; "" without rows.
-    ``width``: the terminal's when stdout is one, else 200 columns."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    cs = comparisons(rows)
-    if not cs:
-        return ""
-    t = Table(title="Techniques against their baselines (each judged on the metric it moves; docs/statistics.md)",
-              box=box.SIMPLE, title_justify="left")
-    for head, wrap in (("technique vs baseline", False), ("where", True), ("judged on", True),
-                       ("baseline → technique", False), ("change [95 % CI]", False), ("verdict", False),
-                       ("reps", False)):
-        t.add_column(head, overflow="fold", no_wrap=not wrap, min_width={"where": 36, "judged on": 30}.get(head))
-    for c in cs:
-        t.add_row(f"{c['axis']} {c['value']} vs {c['baseline_value']}", where_text(c), metric_text(c),
-                  medians_text(c), change_text(c), c["verdict"], f"{c['n']}/{c['baseline_n']}")
-    if width is None:
-        width = shutil.get_terminal_size((200, 24)).columns if sys.stdout.isatty() else 200
-    buf = io.StringIO()
-    console = Console(file=buf, width=width, no_color=True, highlight=False, force_terminal=False)
-    console.print(t)
-    for note in not_exercised_notes(cs):
-        console.print(note)
-    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
 
 
 _TYPES = {"double": float, "bigint": int, "boolean": lambda s: s == "true", "string": str}

@@ -11,7 +11,7 @@ in the window; a wait type absent from a tick waited 0 ms then). A permutation's
 mean over the repetitions that have wait data. Repetitions without samples fall back to their
 summary's ``top_waits`` (``wait_time_ms / measure_seconds``). Idle (benign) waits are not
 here: each target's ``wait_stats()`` leaves them out before the collectors sample them, so
-every wait the analysis sees counts (shares, top waits, the verdict).
+every wait the analysis sees counts (shares, top waits, the diagnosis).
 """
 
 from __future__ import annotations
@@ -58,9 +58,8 @@ WAIT_CATEGORIES = (
     ("io", r"(?i)^(PAGEIOLATCH_.*|IO_COMPLETION|IO:.*)$"),
     ("cpu", r"(?i)^(SOS_SCHEDULER_YIELD|CPU.*)$"),
 )
-VERDICT_CATEGORIES = ("page latch", "log flush", "lock")
-#: A category is the verdict when it is the largest of the three and has at least this share.
-VERDICT_MIN_SHARE = 0.25
+#: the wait categories whose share of the wait time the permutations table shows
+SHARE_CATEGORIES = ("page latch", "log flush", "lock")
 
 
 # --------------------------------------------------------------------------- repetitions
@@ -99,9 +98,11 @@ def _quantiles(col: str):
 
 def permutation_stats(reps: DataFrame) -> DataFrame:
     """Per permutation across its repetitions: for each of :data:`METRICS` the median, Q1, Q3,
-    IQR, min and max, and n (repetitions); plus lost messages, errors, client-bound
-    repetitions, the summaries' max transmission-queue and target-queue depths, and the
-    repetitions' values of :data:`VALUE_METRICS` (``<metric>_values``, in repetition order)."""
+    IQR, min and max, and n (repetitions); plus lost messages, errors, client-bound and
+    disturbed repetitions, the summaries' max transmission-queue and target-queue depths, and the
+    repetitions' numbers, statuses and values of :data:`VALUE_METRICS` (``rep_numbers``,
+    ``rep_statuses``, ``<metric>_values``, in repetition order; the comparisons leave out those
+    harness.results.counts_in_verdicts keeps out: harness.verdicts.pairs.samples)."""
     aggs = [F.count(F.lit(1)).alias("n")]
     aggs += [F.first(c, ignorenulls=True).alias(c) for c in AXES]
     for m in METRICS:
@@ -109,6 +110,7 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
                  F.count(m).alias(f"_{m}_n")]
     aggs += [F.sum("messages_lost").alias("messages_lost"), F.sum("errors").alias("errors"),
              F.sum(F.col("client_bound").cast("int")).alias("client_bound_reps"),
+             F.sum(F.col("disturbed").cast("int")).alias("disturbed_reps"),
              F.max("max_xmitq_depth").alias("max_xmitq_depth"),
              F.max("max_queue_depth").alias("max_queue_depth"),
              F.expr("percentile(client_cpu_percent, 0.5)").alias("client_cpu_percent"),
@@ -117,20 +119,23 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
              F.sum("dialog_errors_lost").alias("dialog_errors_lost"),
              F.concat_ws(",", F.array_sort(F.collect_set("status"))).alias("statuses"),
              F.concat_ws(",", F.array_sort(F.collect_list("rep")).cast("array<string>")).alias("reps")]
-    # the repetitions' rates in repetition order: the driver's intervals and verdicts use them
-    # (harness.analysis.comparisons)
+    # the repetitions (numbers, statuses) and their rates in repetition order: the driver's
+    # intervals and verdicts use them (harness.verdicts.pairs.samples)
+    by_rep = F.array_sort(F.collect_list(F.struct("rep", "status", *VALUE_METRICS)))
+    aggs += [by_rep.getField("rep").alias("rep_numbers"), by_rep.getField("status").alias("rep_statuses")]
     for m in VALUE_METRICS:
-        aggs.append(F.array_sort(F.collect_list(F.struct("rep", m))).getField(m).alias(f"{m}_values"))
+        aggs.append(by_rep.getField(m).alias(f"{m}_values"))
     g = reps.groupBy("run_id", "perm_id").agg(*aggs)
     cols = [F.col("run_id"), F.col("perm_id"), F.col("n")] + [F.col(c) for c in AXES]
     for m in METRICS:
         q = F.col(f"_{m}_q")
         cols += [q[1].alias(f"{m}_median"), q[0].alias(f"{m}_q1"), q[2].alias(f"{m}_q3"),
                  (q[2] - q[0]).alias(f"{m}_iqr"), F.col(f"{m}_min"), F.col(f"{m}_max")]
-    cols += [F.col(c) for c in ("messages_lost", "errors", "client_bound_reps", "max_xmitq_depth",
+    cols += [F.col(c) for c in ("messages_lost", "errors", "client_bound_reps", "disturbed_reps", "max_xmitq_depth",
                                 "max_queue_depth", "client_cpu_percent", "server_cpu_percent",
                                 "activation_tasks_started_per_s", "dialog_errors_lost",
-                                "statuses", "reps")] + [F.col(f"{m}_values") for m in VALUE_METRICS]
+                                "statuses", "reps", "rep_numbers", "rep_statuses")]
+    cols += [F.col(f"{m}_values") for m in VALUE_METRICS]
     return g.select(*cols)
 
 
@@ -154,14 +159,14 @@ def sample_extras(metrics: DataFrame) -> DataFrame:
         F.countDistinct("rep").alias("sample_reps")))
 
 
-def permutations_table(stats: DataFrame, extras: DataFrame | None, verdicts: DataFrame | None) -> DataFrame:
-    """The permutation table: :func:`permutation_stats` with the samples' extras and the
-    bottleneck verdict joined on."""
+def permutations_table(stats: DataFrame, extras: DataFrame | None, shares: DataFrame | None) -> DataFrame:
+    """The permutation table: :func:`permutation_stats` with the samples' extras and the wait
+    shares joined on (the job adds the diagnosis' columns)."""
     out = stats
     if extras is not None:
         out = out.join(extras, ["run_id", "perm_id"], "left")
-    if verdicts is not None:
-        out = out.join(verdicts, ["run_id", "perm_id"], "left")
+    if shares is not None:
+        out = out.join(shares, ["run_id", "perm_id"], "left")
     return out
 
 
@@ -239,28 +244,17 @@ def top_waits(profile: DataFrame, n: int = 5) -> DataFrame:
     return profile.where(F.col("rank") <= n)
 
 
-def bottleneck(profile: DataFrame, stats: DataFrame) -> DataFrame:
-    """Per permutation: the shares of page-latch, log-flush and lock waits, the top wait and a
-    verdict: 'client-bound' when most repetitions' summaries say client_bound; else the largest
-    of page latch / log flush / lock if its share is at least :data:`VERDICT_MIN_SHARE`; else
-    'other' (waits elsewhere), or 'unknown' (no wait data)."""
+def wait_shares(profile: DataFrame, stats: DataFrame) -> DataFrame:
+    """Per permutation: the shares of page-latch, log-flush and lock waits in its wait time, the
+    top wait and its share, and the wait time per second. What limits throughput is the
+    diagnosis' (harness.analysis.diagnosis: these shares alone cannot say it; docs/diagnosis.md)."""
     shares = profile.groupBy("run_id", "perm_id").agg(
         *[F.coalesce(F.sum(F.when(F.col("category") == c, F.col("share"))), F.lit(0.0))
-          .alias(c.replace(" ", "_") + "_share") for c in VERDICT_CATEGORIES],
+          .alias(c.replace(" ", "_") + "_share") for c in SHARE_CATEGORIES],
         F.max(F.when(F.col("rank") == 1, F.col("wait_type"))).alias("top_wait"),
         F.max(F.when(F.col("rank") == 1, F.col("share"))).alias("top_wait_share"),
         F.sum("wait_ms_per_s").alias("wait_ms_per_s_total"))
-    s = stats.select("run_id", "perm_id", "n", "client_bound_reps").join(shares, ["run_id", "perm_id"], "left")
-    pl, lf, lk = (F.coalesce(F.col(c), F.lit(0.0)) for c in ("page_latch_share", "log_flush_share", "lock_share"))
-    biggest = F.greatest(pl, lf, lk)
-    verdict = (F.when(F.coalesce(F.col("client_bound_reps"), F.lit(0)) * 2 > F.col("n"), F.lit("client-bound"))
-               .when(F.col("top_wait").isNull(), F.lit("unknown"))
-               .when(biggest < VERDICT_MIN_SHARE, F.lit("other"))
-               .when(pl == biggest, F.lit("page latch"))
-               .when(lf == biggest, F.lit("log flush"))
-               .otherwise(F.lit("lock")))
-    return s.select("run_id", "perm_id", "page_latch_share", "log_flush_share", "lock_share", "top_wait",
-                    "top_wait_share", "wait_ms_per_s_total", verdict.alias("verdict"))
+    return stats.select("run_id", "perm_id").join(shares, ["run_id", "perm_id"], "left")
 
 
 # --------------------------------------------------------------------------- time series

@@ -3,7 +3,8 @@ invoked (rates from cumulative values), and the activation tasks started and end
 measured window (the paper's recommendation 3: a WAITFOR timeout too short for the queue
 monitor's 5 s period churns activation tasks). No target counts the tasks that ended: they are
 the tasks started minus the increase of Tasks Running between the window's two bounding ticks
-(both read in one call, so they agree with each other)."""
+(both read in one call, so they agree with each other). Each tick also the test queue's
+activated tasks against its MAX_QUEUE_READERS (Telemetry.activated_tasks)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,11 @@ class ActivationCollector(Collector):
             self.started_at.append((now, started, self._total(counters, "Tasks Running") or 0.0))
         # SQL Server reports per database (instance) plus a _Total row: keep the total when present
         has_total = any(c.instance_name == "_Total" for c, _, _ in rows)
-        return [(metric, "", value) for c, metric, value in rows
-                if not has_total or c.instance_name == "_Total"]
+        out = [(metric, "", value) for c, metric, value in rows if not has_total or c.instance_name == "_Total"]
+        tasks = ctx.call(ctx.telemetry.activated_tasks)   # the test's queue against its MAX_QUEUE_READERS
+        if tasks is not None:
+            out += [("activated_tasks", "", tasks[0]), ("max_queue_readers", "", tasks[1])]
+        return out
 
     @staticmethod
     def _total(counters, prefix: str) -> float | None:
@@ -66,4 +70,20 @@ class ActivationCollector(Collector):
             out["activation_tasks_started_per_s"] = started / seconds
             out["activation_tasks_started_in_window"] = int(started)
             out["activation_tasks_ended_in_window"] = int(ended)
+        return out | self.readers(window)
+
+    def readers(self, window) -> dict:
+        """Over the window: activation tasks running (mean), their MAX_QUEUE_READERS, the share of
+        ticks at it, and Task Limit Reached per second (docs/diagnosis.md, the receive stage)."""
+        out = {}
+        running = window.series(self.family, "activated_tasks")
+        limits = window.series(self.family, "max_queue_readers")
+        if running and limits:
+            out = {"activation_tasks_running": round(sum(running) / len(running), 3),
+                   "activation_max_readers": int(max(limits)),
+                   "activation_at_max_share": round(sum(r >= m > 0 for r, m in zip(running, limits))
+                                                    / len(running), 3)}
+        hits = window.mean(self.family, "task_limit_reached_per_s")
+        if hits is not None:
+            out["activation_task_limit_per_s"] = round(hits, 3)
         return out

@@ -60,10 +60,25 @@ class WindowView:
     def series(self, family: str, metric: str, key: str | None = None, *, from_start_on: bool = False,
                key_prefix: str | None = None) -> list[float]:
         """Values of one metric inside [start, end) (or from start on, the drain included)."""
-        return [s.value for s in self.samples
+        return [v for _, v in self.points(family, metric, key, from_start_on=from_start_on, key_prefix=key_prefix)]
+
+    def points(self, family: str, metric: str, key: str | None = None, *, from_start_on: bool = False,
+               key_prefix: str | None = None) -> list[tuple[float, float]]:
+        """(ts, value) of one metric inside [start, end) (or from start on), in time order."""
+        return [(s.ts, s.value) for s in self.samples
                 if s.family == family and s.metric == metric
                 and (key is None or s.key == key) and (key_prefix is None or s.key.startswith(key_prefix))
                 and s.ts >= self.start and (from_start_on or s.ts < self.end)]
+
+    def mean(self, family: str, metric: str, key: str | None = None, *,
+             metric_prefix: str | None = None) -> float | None:
+        """Mean of one metric (or of every metric starting with ``metric_prefix``) inside the
+        window; None without samples."""
+        vals = [s.value for s in self.samples
+                if s.family == family and (s.metric == metric if metric_prefix is None
+                                           else s.metric.startswith(metric_prefix))
+                and (key is None or s.key == key) and self.start <= s.ts < self.end]
+        return sum(vals) / len(vals) if vals else None
 
 
 @dataclass

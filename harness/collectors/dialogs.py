@@ -40,7 +40,7 @@ class DialogCollector(Collector):
             ("dialogs_begun", "dialogs_begun"), ("dialogs_ended", "dialogs_ended"),
             ("dialog_errors_received", "errors_received"), ("dialog_errors_lost", "errors_lost"))
             if stats.get(key) is not None}
-        got = window_ticks(self.ended_at, window.start, window.end)
+        got = window_ticks(self.ended_at, window.start, window.end) if window is not None else None
         if got:
             out["dialogs_ended_in_window"] = int(max(0.0, got[1][1] - got[0][1]))
         out["endpoints"] = {k: int(v) for k, v in sorted(stats.get("endpoints", {}).items())}

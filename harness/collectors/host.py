@@ -23,10 +23,25 @@ NOISY_OTHER_CPU = 25.0
 NOISY_STEAL = 5.0
 
 
+def thread_demand_ns(pid: int) -> dict[int, int] | None:
+    """Per thread of ``pid``: nanoseconds on a CPU plus waiting for one (Linux's
+    /proc/<pid>/task/<tid>/schedstat); None where the kernel does not say."""
+    out = {}
+    try:
+        for task in os.scandir(f"/proc/{pid}/task"):
+            with open(f"{task.path}/schedstat") as f:
+                run, wait = f.read().split()[:2]
+            out[int(task.name)] = int(run) + int(wait)
+    except (OSError, ValueError):
+        return None
+    return out
+
+
 class HostCollector(Collector):
     family = "host"
 
     def __init__(self):
+        self._demand: dict[int, tuple[float, dict[int, int]]] = {}   # pid -> (when, ns per thread)
         self._procs: dict[int, psutil.Process] = {}
         self._ncpu = psutil.cpu_count() or 1
         self._prev_times = psutil.cpu_times()
@@ -90,6 +105,12 @@ class HostCollector(Collector):
                ("cpu_percent", "server", total(server, 0)), ("rss_bytes", "server", total(server, 1))]
         for name, pid in sorted(workers.items()):
             out.append(("cpu_percent", name, total([pid], 0)))
+            demand = self._cpu_demand(pid, now)
+            if demand:
+                out.append(("cpu_demand", name, min(100.0, 100 * max(demand))))
+        wanted = [self._cpu_demand(pid, now) for pid in sorted(server)]
+        if server and all(w is not None for w in wanted):
+            out.append(("cpu_demand", "server", 100 * sum(sum(w) for w in wanted)))
         out.append(("system_cpu_percent", "", psutil.cpu_percent(None)))
         busy, steal = self._machine()
         if busy is not None:
@@ -98,6 +119,28 @@ class HostCollector(Collector):
             out.append(("steal_percent", "", steal))
         out.append(("system_memory_percent", "", psutil.virtual_memory().percent))
         return out
+
+    def _cpu_demand(self, pid: int, now: float) -> list[float] | None:
+        """Per thread of ``pid`` since the last tick: the share of the time it was on a CPU or
+        waiting for one. A CPU-bound process is near 1 even on a machine so busy that it gets far
+        less than a core (its cpu_percent then stays low). None: no previous tick, or no figure."""
+        cur = thread_demand_ns(pid)
+        prev = self._demand.get(pid)
+        if cur is None:
+            return None
+        self._demand[pid] = (now, cur)
+        if prev is None or now <= prev[0]:
+            return None
+        return [max(0, ns - prev[1].get(tid, ns)) / ((now - prev[0]) * 1e9) for tid, ns in cur.items()]
+
+    def _server_cpus(self, ctx) -> int:
+        """CPUs the local database server may run on (its affinity: run.pin_cpus narrows it)."""
+        for pid in ctx.call(ctx.telemetry.server_pids)[:1]:
+            try:
+                return len(psutil.Process(pid).cpu_affinity()) or self._ncpu
+            except (psutil.Error, AttributeError, OSError):
+                break
+        return self._ncpu
 
     def summary_fields(self, ctx, window):
         def mean(v):
@@ -109,15 +152,27 @@ class HostCollector(Collector):
                     and window.start <= s.ts < window.end:
                 worker_cpu.setdefault(s.key, []).append(s.value)
         worker_mean = {k: statistics.fmean(v) for k, v in worker_cpu.items()}
+        demand = [mean(window.series(self.family, "cpu_demand", k)) for k in worker_cpu]
         server = window.series(self.family, "cpu_percent", "server")
         server_mean = mean(server)
+        # the diagnosis' server-CPU evidence: the share of the server's CPUs in use
+        utilization = server_mean / (100.0 * self._server_cpus(ctx)) if server_mean is not None else None
         if not server:
             # remote servers (SQL Server): the target's own figure (% of the machine), if any
             per_server = ctx.call(ctx.telemetry.server_cpu_percent)
             server_mean = mean([v for v in per_server.values() if v is not None])
+            # the busiest server of the topology
+            utilization = max((v / 100.0 for v in per_server.values() if v is not None), default=None)
         other = mean(window.series(self.family, "other_cpu_percent"))
         steal = mean(window.series(self.family, "steal_percent"))
-        return {"client_cpu_percent": mean(window.series(self.family, "cpu_percent", "client")),
+        host = mean(window.series(self.family, "system_cpu_percent"))
+        return {"server_on_host": bool(server),
+                "server_cpu_utilization": round(utilization, 4) if utilization is not None else None,
+                "host_cpu_utilization": round(host / 100.0, 4) if host is not None else None,
+                "host_cpus": self._ncpu,
+                "client_cpu_demand": max((d for d in demand if d is not None), default=None),
+                "server_cpu_demand": mean(window.series(self.family, "cpu_demand", "server")),
+                "client_cpu_percent": mean(window.series(self.family, "cpu_percent", "client")),
                 "other_cpu_percent": other, "steal_percent": steal,
                 "noisy_host": (other or 0.0) > NOISY_OTHER_CPU or (steal or 0.0) > NOISY_STEAL,
                 "server_cpu_percent": server_mean,

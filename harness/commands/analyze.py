@@ -2,8 +2,9 @@
 the Spark analysis.
 
 Reads the runs' summaries and samples (``docs/results.md``), writes Parquet and CSV tables,
-PNG plots and ``index.html`` under ``RUN_DIR/report/`` (or ``--out``), prints the technique
-comparisons when the runs have any (harness.analysis.techniques_report) and the report's path. pyspark is imported only when the command runs, so ``ssbench --help`` stays fast.
+PNG plots, ``index.html`` and ``answer.json`` under ``RUN_DIR/report/`` (or ``--out``), prints
+the report's path and ends with the key table (``--json``: the key table as JSON, alone on
+stdout). pyspark is imported only when the command runs, so ``ssbench --help`` stays fast.
 ``-q``: the JVM's own output (its start-up warnings, Spark's log lines) goes to a temporary
 file, shown only when the analysis fails for a reason other than bad input.
 """
@@ -20,8 +21,10 @@ def register(sub) -> None:
     p = sub.add_parser(
         "analyze", help="analyze run directories with Spark: tables, plots and an HTML report",
         description="Analyze one or more run directories with Spark (local by default) into Parquet/CSV "
-                    "tables, PNG plots (the whitepaper's Figures 2-5 and more) and index.html, and print the "
-                    "technique comparisons (verdicts; how to exercise a technique that never engaged). Needs Java 17+. "
+                    "tables, PNG plots (the whitepaper's Figures 2-5 and more), index.html and answer.json, print "
+                    "what limits throughput in each permutation (docs/diagnosis.md) on stderr, and end with the key "
+                    "table (every comparison's gain, interval, verdict, 'pays from', repetitions used; --json for "
+                    "scripts). Needs Java 17+. "
                     "On a cluster the run and report directories must be at the same path on every node "
                     "(docs/analysis-cluster.md).")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run directory, e.g. results/<run-id>")
@@ -34,11 +37,14 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="report directory (default RUN_DIR/report; with several runs, report-<time> "
                         "beside the first)")
-    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
-                   help="gain in %% a dialog strategy must keep to count as paying (crossover; default 5)")
+    p.add_argument("--threshold", type=float, default=None, metavar="PCT",
+                   help="a comparison is a gain (loss) when its whole interval is above +PCT (below -PCT), no "
+                        "difference within +-PCT (default: each run's run.threshold_pct, else 5)")
     p.add_argument("-q", "--quiet", action="store_true",
-                   help="print only the report path (Spark's and the JVM's output and the technique table are "
-                        "kept out)")
+                   help="print only the report path and the key table (Spark's and the JVM's output and the "
+                        "diagnosis are kept out)")
+    p.add_argument("--json", action="store_true",
+                   help="print the key table as JSON (alone on stdout) instead of the path and the table")
     p.set_defaults(func=cmd_analyze)
 
 
@@ -65,16 +71,6 @@ def _tail(f, lines: int = 40) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def print_techniques(index) -> None:
-    """The technique comparisons of the report at ``index`` (verdicts, and how to exercise a
-    technique that never engaged), as a table on stdout; nothing when there are none."""
-    from ..analysis.techniques_report import load_rows, terminal_text
-
-    text = terminal_text(load_rows(index))
-    if text:
-        print(text)
-
-
 def cmd_analyze(args) -> int:
     from ..analysis.spark import check_java, check_remote
     from ..errors import UserError
@@ -84,23 +80,22 @@ def cmd_analyze(args) -> int:
         check_remote(remote)  # before anything is written
     else:
         check_java()  # UserError with how to get Java 17 when missing or too old (a Connect client needs none)
-    from ..analysis.job import analyze, load_issues_from
+    from ..analysis.job import analyze_result, load_issues_from
 
     if not args.quiet:
         log = lambda m: print(f"ssbench analyze: {m}", file=sys.stderr)  # noqa: E731
-        path = analyze(args.run_dirs, out=args.out, master=args.master, remote=remote,
-                       threshold_pct=args.threshold, log=log)
-        issues = load_issues_from(path)   # every issue the analysis recorded (tables/issues.csv)
+        result = analyze_result(args.run_dirs, out=args.out, master=args.master, remote=remote,
+                                threshold_pct=args.threshold, log=log)
+        issues = load_issues_from(result.index)   # every issue the analysis recorded (tables/issues.csv)
         log(f"{len(issues)} issue(s)" + (": repetitions or files left out, see the warnings" if issues else ""))
         for issue in issues:
             print(f"ssbench analyze: warning: {issue}", file=sys.stderr)
-        print_techniques(path)
     else:
         error: Exception | None = None
         with stderr_to_file() as captured:
             try:
-                path = analyze(args.run_dirs, out=args.out, master=args.master, remote=remote,
-                               threshold_pct=args.threshold)
+                result = analyze_result(args.run_dirs, out=args.out, master=args.master, remote=remote,
+                                        threshold_pct=args.threshold)
             except UserError:
                 raise
             except Exception as e:  # what Spark said goes with the error
@@ -109,5 +104,26 @@ def cmd_analyze(args) -> int:
             if tail:
                 print(tail, file=sys.stderr)
             raise error
-    print(path)
+    if not args.quiet and not args.json:   # what limits throughput, per permutation, on stderr
+        from ..analysis.diagnosis_view import print_runs
+        from ..analysis.job import find_runs
+
+        print_runs([r for d in args.run_dirs for r in find_runs(d)], stream=sys.stderr)
+    print_answer(result.answer, args.json, path=result.index)
     return 0
+
+
+def print_answer(answer, as_json: bool, path=None, stream=None) -> None:
+    """The end of ``ssbench analyze`` and ``ssbench bench``: the report's path and the key table
+    (harness.verdicts.answer), or the key table alone as JSON."""
+    import json
+
+    stream = stream or sys.stdout
+    if as_json:
+        doc = answer.to_json() if answer is not None else {"sections": []}
+        print(json.dumps(doc, indent=2), file=stream)
+        return
+    if path is not None:
+        print(path, file=stream)
+    if answer is not None:
+        answer.render(stream)

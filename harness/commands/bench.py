@@ -1,5 +1,6 @@
 """``ssbench bench``: what ``make bench`` runs: a matrix on the embedded target, then the
-analysis, then where everything is."""
+analysis, then where everything is and the key table (``--json``: the key table alone on
+stdout)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
 def register(sub) -> None:
     p = sub.add_parser("bench", help="run matrices/bench.yaml on the embedded target and build the report",
                        description="Run a matrix (default matrices/bench.yaml) on a target (default: the embedded one), "
-                                   "then the Spark analysis, and print the technique comparisons (if the matrix has "
-                                   "technique axes) and where the results and plots are.")
+                                   "then the Spark analysis; print what limits throughput in each permutation and what "
+                                   "to try (docs/diagnosis.md), where the results and plots are, and end with the key "
+                                   "table: every comparison's gain with its interval, verdict, 'pays from' and "
+                                   "repetitions used.")
     p.add_argument("--matrix", default="matrices/bench.yaml", metavar="FILE",
                    help="matrix YAML file to run (default matrices/bench.yaml)")
     p.add_argument("--target", default="embedded", help=TARGET_HELP)
@@ -25,7 +28,9 @@ def register(sub) -> None:
     p.add_argument("--results", type=Path, default=None, metavar="DIR",
                    help="results root (default: ./results)")
     p.add_argument("--no-analysis", action="store_true",
-                   help="skip the Spark analysis (print the summaries table only)")
+                   help="skip the Spark analysis (the key table is computed from the summaries)")
+    p.add_argument("--json", action="store_true",
+                   help="print the key table as JSON, alone on stdout (the repetitions' table goes to stderr)")
     from .run import add_scale_arguments
 
     add_scale_arguments(p)
@@ -34,24 +39,29 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
+    from ..verdicts.answer import run_answer
+    from .analyze import print_answer
     from .run import execute
 
+    args.diagnose = False      # printed at the end, after the analysis' log
     with metrics_endpoint(args, "bench") as live:   # the run only: the analysis has no live figures
         code, rd = execute(args, live)   # prints the repetitions' table in the matrix's order
     if code not in (0, 4):
         return code
-    report = None
+    result = None
     if not args.no_analysis:
         try:
-            from ..analysis.job import analyze
+            from ..analysis.job import analyze_result
         except ImportError:
             print("ssbench: analysis not available in this build; summaries above", file=sys.stderr)
         else:
-            report = analyze([rd.path])
-            from .analyze import print_techniques
+            result = analyze_result([rd.path])
+    out = sys.stderr if args.json else sys.stdout
+    from ..analysis.diagnosis_view import print_runs
 
-            print_techniques(report)
-    print(f"\nresults: {rd.path}")
-    if report:
-        print(f"report:  {report}")
+    print_runs([rd.path], stream=out)
+    print(f"\nresults: {rd.path}", file=out)
+    if result is not None:
+        print(f"report:  {result.index}", file=out)
+    print_answer(result.answer if result is not None else run_answer(rd.path), args.json)
     return code

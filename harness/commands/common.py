@@ -39,27 +39,27 @@ def add_metrics_arguments(p) -> None:
 def metrics_settings(args, env=None):
     """The endpoint's settings from the flags and the environment, or None (off). Checked
     before anything starts: a bad value is a one-line UserError naming the flag or variable."""
-    import os
     import re
     from pathlib import Path
 
+    from .. import environment as envvars
     from ..errors import UserError
     from ..metrics.settings import HOST_ENV, PORT_ENV, TOKEN_ENV, EndpointSettings
     from ..web.auth import HOW_TO_SET, is_loopback, load_credentials
 
-    env = os.environ if env is None else env
     port, where = getattr(args, "metrics_port", None), "--metrics-port"
-    if port is None and env.get(PORT_ENV, "").strip():
+    text = (envvars.get(PORT_ENV, env) or "").strip()
+    if port is None and text:
         where = f"${PORT_ENV}"
         try:
-            port = int(env[PORT_ENV])
+            port = int(text)
         except ValueError:
-            raise UserError(f"not a port number: {env[PORT_ENV]!r}", field=where) from None
+            raise UserError(f"not a port number: {text!r}", field=where) from None
     if port is None:
         return None
     if not 0 <= port <= 65535:
         raise UserError(f"must be 0..65535, got {port}", field=where)
-    host = getattr(args, "metrics_host", None) or env.get(HOST_ENV, "").strip() or "127.0.0.1"
+    host = getattr(args, "metrics_host", None) or (envvars.get(HOST_ENV, env) or "").strip() or "127.0.0.1"
     linger = float(getattr(args, "metrics_linger", 30.0))
     if not 0 <= linger <= 3600:
         raise UserError(f"must be 0..3600 seconds, got {linger:g}", field="--metrics-linger")
@@ -70,7 +70,7 @@ def metrics_settings(args, env=None):
     for flag, path in (("--metrics-tls-cert", cert), ("--metrics-tls-key", key)):
         if path and not Path(path).is_file():
             raise UserError(f"{path}: no such file", field=flag)
-    token = env.get(TOKEN_ENV, "").strip() or None
+    token = (envvars.get(TOKEN_ENV, env) or "").strip() or None
     if token is not None and (len(token) < 32 or not re.fullmatch(r"[A-Za-z0-9_-]+", token)):
         raise UserError("must be at least 32 characters of A-Z a-z 0-9 _ -", field=f"${TOKEN_ENV}")
     login = None

@@ -35,7 +35,7 @@ def cmd_matrix(args) -> int:
         for perm in m.permutations():
             print(json.dumps(perm.values()))
         return 0
-    print(f"# {m.name}: {len(m)} permutations x {m.run.repetitions} repetition(s); "
+    print(f"# {m.name}: {len(m)} permutations x {m.run.describe_repetitions()}; "
           f"warm-up {m.run.warmup_seconds:g}s, measured {m.run.measure_seconds:g}s")
     perms = list(m.permutations())
     w = max(40, *(len(p.id) for p in perms))

@@ -26,8 +26,9 @@ def register(sub) -> None:
                                    "worker process per initiator by default, --workers-per-initiator N for "
                                    "more, --remote-workers for workers on client hosts; one user per client "
                                    "thread), collectors, "
-                                   "drain and verify, results written atomically under results/<run-id>/. "
-                                   "Ctrl-C stops cleanly and leaves the run resumable.")
+                                   "drain and verify, results written atomically under results/<run-id>/; at the "
+                                   "end, what limits throughput in each permutation and what to try "
+                                   "(docs/diagnosis.md). Ctrl-C stops cleanly and leaves the run resumable.")
     add_run_arguments(p)
     add_scale_arguments(p)
     add_metrics_arguments(p)
@@ -89,7 +90,9 @@ def scale_settings(args, matrix, config=None):
     from ..load.swarm import RemoteWorkers
     from ..targets.factory import target_config
 
-    mode = os.environ.get("SSBENCH_SEND_MODE")
+    from .. import environment
+
+    mode = os.environ.get("SSBENCH_SEND_MODE") and environment.get("SSBENCH_SEND_MODE")
     if mode:   # the environment overrides run.send_mode (docs/matrices.md)
         matrix.set_send_mode(mode)
     hosts = client_hosts(config or target_config(getattr(args, "target", None) or "embedded"))
@@ -176,10 +179,10 @@ def execute(args, metrics=None) -> tuple[int, "object"]:
             if undo:
                 undo.remove_unstarted(None)
             raise
-        print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.repetitions} repetition(s) "
+        print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.describe_repetitions()} "
               f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
         _announce_remote(remote, matrix, config)
-        progress = Progress(total=len(matrix) * matrix.run.repetitions)
+        progress = Progress(total=len(matrix) * matrix.run.planned_repetitions)
         if metrics is not None:
             metrics.begin_run(rd.run_id, matrix.name, target.label, progress)
         runner = Runner(matrix, target, rd, progress=progress, stop_event=stop, remote=remote, metrics=metrics)
@@ -191,7 +194,12 @@ def execute(args, metrics=None) -> tuple[int, "object"]:
         return code, rd
     lost = runner.lost_total
     rd.finish("complete", lost)
-    print_run_table(rd.path)
+    out = sys.stderr if getattr(args, "json", False) else None
+    print_run_table(rd.path, out)
+    if getattr(args, "diagnose", True):   # what limits throughput (ssbench bench prints it at its end)
+        from ..analysis.diagnosis_view import print_runs
+
+        print_runs([rd.path], stream=out)
     print(f"ssbench: analyze with: ssbench analyze {shlex.quote(str(rd.path))}", file=sys.stderr)
     if lost:
         print(f"ssbench: !!! {lost} MESSAGES LOST in this run: see messages_lost in the summaries !!!",

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
+from .. import environment
 
 
 def data_dir_help() -> str:
     """Where the data directory is, for the user running ssbench (from the code that picks it)."""
     from ..targets.embedded.server import data_base_dir
 
-    if os.environ.get("SSBENCH_PGDATA"):
-        return f"Data directory: $SSBENCH_PGDATA ({os.environ['SSBENCH_PGDATA']})."
+    if environment.get("SSBENCH_PGDATA"):
+        return f"Data directory: $SSBENCH_PGDATA ({environment.get('SSBENCH_PGDATA')})."
     where = f"{data_base_dir()}/pg<major>"
     if os.geteuid() == 0:
         return (f"Data directory: $SSBENCH_PGDATA if set, else {where} (as root: the server runs as "

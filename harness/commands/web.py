@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..load.hosts import MASTER_PORT
+from ..web.auth import DEFAULT_SESSION_MINUTES
 from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
 
 
@@ -65,8 +66,8 @@ def register(sub) -> None:
                     "when workers from other hosts are expected).")
     a.add_argument("--require-login", action="store_true",
                    help="ask for a login on loopback too (always on for any other interface)")
-    a.add_argument("--login-minutes", type=float, default=480,
-                   help="a login expires after this many minutes (default 480)")
+    a.add_argument("--login-minutes", type=float, default=DEFAULT_SESSION_MINUTES,
+                   help=f"a login expires after this many minutes (default {DEFAULT_SESSION_MINUTES})")
     a.add_argument("--tls-cert", default=None, help="serve the web UI over HTTPS with this certificate (PEM)")
     a.add_argument("--tls-key", default=None, help="the certificate's private key (PEM; mode 0600)")
     add_metrics_arguments(p)

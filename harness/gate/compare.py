@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import UserError
-from .method import METRICS, GateSettings
+from ..results import disturbance
+from .method import INCONCLUSIVE, METRICS, NO_DATA, GateSettings
 from .report import GateReport
 from .rundata import RunData
 from .verdict import check_integrity, compare_samples
@@ -28,6 +29,10 @@ PROVENANCE_FIELDS = (
     ("host", ("hostname", "platform", "cpu_model", "cpu_count", "memory_bytes")),
     ("target", ("kind", "label", "versions")),
 )
+
+
+#: how many repetitions a run made and how it judged them: expected to differ between two runs
+REPETITION_SETTINGS = ("repetitions", "min_repetitions", "max_repetitions", "budget_minutes", "threshold_pct")
 
 
 def provenance_differences(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
@@ -55,13 +60,28 @@ def provenance_differences(baseline: Mapping[str, Any], candidate: Mapping[str, 
         ra, rb = a.get(key), b.get(key)
         if isinstance(ra, dict) and isinstance(rb, dict):
             for sub in sorted(set(ra) | set(rb)):
-                if key == "run" and sub == "repetitions":
+                if key == "run" and sub in REPETITION_SETTINGS:
                     continue
                 diff(f"matrix.{key}.{sub}", ra.get(sub), rb.get(sub))
         else:
             diff(f"matrix.{key}", ra, rb)
     return out
 
+
+
+def _kept_out_is_inconclusive(rows, baseline: RunData, candidate: RunData) -> None:
+    """A row without data because a side's repetitions were all kept out of verdicts is
+    ``inconclusive``, not ``no-data``: there was data, none of it could be trusted."""
+    for row in rows:
+        if row.verdict != NO_DATA:
+            continue
+        empty = [(side, data.perms[row.permutation]) for side, data, n in
+                 (("baseline", baseline, row.n_baseline), ("candidate", candidate, row.n_candidate)) if n == 0]
+        out = [(side, perm.kept_out()) for side, perm in empty if perm.kept_out()]
+        if out:
+            row.verdict = INCONCLUSIVE
+            row.reason = "; ".join(f"every {side} repetition kept out of verdicts "
+                                   f"({', '.join(sorted({r.status for r in reps}))})" for side, reps in out)
 
 
 def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings = GateSettings(),
@@ -81,6 +101,7 @@ def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings =
     b_samples = {p: {m.name: baseline.perms[p].samples(m.name) for m in METRICS} for p in common}
     c_samples = {p: {m.name: candidate.perms[p].samples(m.name) for m in METRICS} for p in common}
     rows = compare_samples(b_samples, c_samples, settings)
+    _kept_out_is_inconclusive(rows, baseline, candidate)
     integrity = [check_integrity(p, baseline.perms[p], candidate.perms[p]) for p in common]
     for p in common:
         b, c = baseline.perms[p], candidate.perms[p]
@@ -92,6 +113,10 @@ def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings =
             if cb:
                 notes.append(f"{p}: {side} repetition(s) {', '.join(map(str, cb))} were client-bound: "
                              "the load generator, not the broker, limited throughput")
+            for r in data.kept_out():
+                why = disturbance(r.summary)
+                notes.append(f"{p}: {side} repetition {r.repetition} kept out of the comparison ({r.status})"
+                             + (f": {why}" if why else ""))
             idle = [r.repetition for r in data.reps if r.status == "users_idle"]
             if idle:
                 notes.append(f"{p}: {side} repetition(s) {', '.join(map(str, idle))} had Locust users "

@@ -14,6 +14,11 @@ runs both sides in the same time window, so slow drift hits both alike:
    with ``cwd``, ``PYTHONPATH`` and ``SSBENCH_HOME`` set to that side's checkout, so the
    baseline imports its own ``harness`` package and reads its own ``workloads/`` (checked
    before the first round: every ``harness`` module must load from the side's checkout).
+   A side whose round left a repetition out of the comparison (a disturbed window:
+   ``harness.results.counts_in_verdicts``) gets a replacement round of its own after the
+   planned rounds, up to :data:`MAX_REPLACEMENTS` in all, so a frozen server or a slow disk in
+   one round does not leave that side short of the repetitions the significance test needs
+   (recorded in ``interleave.json``'s ``replacements``).
 4. The single-repetition runs of each side are combined into one run directory in the
    documented layout (``<out>/baseline/`` and ``<out>/candidate/``, round i becoming
    ``rep-i``), and those two are compared (:mod:`harness.gate.compare`); ``gate.json`` is
@@ -46,7 +51,7 @@ from typing import Any, Callable, Protocol
 import yaml
 
 from ..errors import TargetError, UserError
-from ..results import RunDir, RunReader, find_runs, write_atomic, write_json
+from ..results import RunDir, RunReader, counts_in_verdicts, find_runs, write_atomic, write_json
 from .compare import compare_runs
 from .method import GateSettings
 from .report import GateReport, write_report
@@ -55,6 +60,8 @@ from .rundata import load_run
 log = logging.getLogger(__name__)
 
 SIDES = ("baseline", "candidate")
+#: replacement rounds at most, for repetitions kept out of the comparison (both sides together)
+MAX_REPLACEMENTS = 2
 INTERLEAVE_SCHEMA = "ssbench.gate-interleave/1"
 
 
@@ -255,8 +262,10 @@ def single_rep_matrix(matrix_file: Path, dest: Path) -> tuple[dict[str, Any], in
     if not isinstance(doc, dict):
         raise UserError("a matrix is a mapping", file=str(matrix_file))
     run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
-    reps = int(run.get("repetitions", 1))
-    doc["run"] = {**run, "repetitions": 1}
+    auto = run.get("repetitions") == "auto"   # the rounds of an auto matrix: its maximum
+    reps = int(run.get("max_repetitions", 10) if auto else run.get("repetitions", 1))
+    doc["run"] = {**{k: v for k, v in run.items() if k not in ("min_repetitions", "max_repetitions", "budget_minutes")},
+                  "repetitions": 1}
     write_atomic(dest, "# written by ssbench gate --interleave: one repetition per invocation\n"
                  + yaml.safe_dump(doc, sort_keys=False))
     return doc, reps
@@ -375,7 +384,7 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     git_root = repo_root(code_root)
     baseline_commit = resolve_revision(git_root, baseline_ref)
     cand_commit, cand_dirty = candidate_state(git_root)
-    n_rounds = m.run.repetitions if rounds is None else rounds
+    n_rounds = m.run.most_repetitions if rounds is None else rounds
     if n_rounds < 1:
         raise UserError(f"--rounds must be at least 1, got {n_rounds}")
     if not settings.can_judge(n_rounds, n_rounds):
@@ -405,33 +414,8 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     echo(f"gate: interleaving baseline {baseline_ref} ({baseline_commit[:12]}) and candidate "
          f"({(cand_commit or 'no commit')[:12]}{', working tree changes' if cand_dirty else ''}) "
          f"on {matrix_file}: {n_rounds} round(s), seed {seed}, out {out}")
-    wt = Worktree(git_root, baseline_commit, keep=keep_worktree)
-    runs: dict[str, list[tuple[int, Path]]] = {s: [] for s in SIDES}
-    try:
-        with wt as wt_path:
-            record["worktree"] = str(wt_path)
-            sides = {"baseline": Side("baseline", wt_path, baseline_commit, False),
-                     "candidate": Side("candidate", git_root, cand_commit, cand_dirty)}
-            preflight = getattr(runner, "preflight", None)
-            if preflight is not None:
-                for s in SIDES:
-                    preflight(sides[s])
-            for i, order in enumerate(orders, start=1):
-                for name in order:
-                    side_out = out / "rounds" / f"round-{i:02d}-{name}"
-                    t0 = time.monotonic()
-                    echo(f"gate: round {i}/{n_rounds}: {name}")
-                    run_dir = Path(runner(sides[name], matrix_copy, side_out, i))
-                    runs[name].append((i, run_dir))
-                    record["runs"].append({"round": i, "side": name, "run_dir": str(run_dir),
-                                           "seconds": round(time.monotonic() - t0, 3)})
-                    write_json(out / "interleave.json", record)
-    except BaseException as e:
-        record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-        record["error"] = str(e)
-        record["ended"] = _now()
-        write_json(out / "interleave.json", record)
-        raise
+    runs = _run_rounds(Worktree(git_root, baseline_commit, keep=keep_worktree), runner, orders, record, out,
+                       matrix_copy, (baseline_commit, git_root, cand_commit, cand_dirty), echo)
     record["worktree_removed"] = not keep_worktree
     baseline_dir = combine_runs(runs["baseline"], out / "baseline", side="baseline", matrix_file=matrix_file)
     candidate_dir = combine_runs(runs["candidate"], out / "candidate", side="candidate", matrix_file=matrix_file)
@@ -448,6 +432,67 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     write_json(out / "interleave.json", record)
     return InterleaveResult(report=report, out_dir=out, baseline_dir=baseline_dir,
                             candidate_dir=candidate_dir, gate_json=gate_json, record=record)
+
+
+def _run_rounds(wt: "Worktree", runner, orders, record: dict[str, Any], out: Path, matrix_copy: Path,
+                commits: tuple, echo: Callable[[str], None]) -> dict[str, list[tuple[int, Path]]]:
+    """Each round's two sides in the round's order; interleave.json updated after every run
+    (and closed as interrupted or failed if a run raises)."""
+    baseline_commit, git_root, cand_commit, cand_dirty = commits
+    runs: dict[str, list[tuple[int, Path]]] = {s: [] for s in SIDES}
+    try:
+        with wt as wt_path:
+            record["worktree"] = str(wt_path)
+            sides = {"baseline": Side("baseline", wt_path, baseline_commit, False),
+                     "candidate": Side("candidate", git_root, cand_commit, cand_dirty)}
+            preflight = getattr(runner, "preflight", None)
+            if preflight is not None:
+                for s in SIDES:
+                    preflight(sides[s])
+
+            def one(i: int, name: str, what: str) -> None:
+                side_out = out / "rounds" / f"round-{i:02d}-{name}"
+                t0 = time.monotonic()
+                echo(f"gate: round {what}: {name}")
+                run_dir = Path(runner(sides[name], matrix_copy, side_out, i))
+                runs[name].append((i, run_dir))
+                record["runs"].append({"round": i, "side": name, "run_dir": str(run_dir),
+                                       "seconds": round(time.monotonic() - t0, 3)})
+                write_json(out / "interleave.json", record)
+
+            for i, order in enumerate(orders, start=1):
+                for name in order:
+                    one(i, name, f"{i}/{len(orders)}")
+            record["replacements"] = []
+            i = len(orders)
+            while len(record["replacements"]) < MAX_REPLACEMENTS and (short := _short_side(runs, len(orders))):
+                i += 1
+                record["replacements"].append({"round": i, "side": short})
+                one(i, short, f"{i} (a replacement: {short} repetition(s) kept out of the comparison)")
+    except BaseException as e:
+        record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        record["error"] = str(e)
+        record["ended"] = _now()
+        write_json(out / "interleave.json", record)
+        raise
+    return runs
+
+
+def _short_side(runs: dict[str, list[tuple[int, Path]]], planned: int) -> str | None:
+    """The side (the one furthest behind) some permutation of which has fewer than ``planned``
+    repetitions that count in the comparison (``counts_in_verdicts``), or None."""
+    short: dict[str, int] = {}
+    for name in SIDES:
+        counts: dict[str, int] = {}
+        for _, run_dir in runs[name]:
+            reader = RunReader(run_dir)
+            for perm in reader.permutation_ids():
+                counts[perm] = counts.get(perm, 0) + sum(
+                    1 for s in reader.readable_summaries(perm) if counts_in_verdicts(s.status))
+        missing = max((planned - c for c in counts.values()), default=0)
+        if missing > 0:
+            short[name] = missing
+    return max(short, key=lambda n: short[n]) if short else None
 
 
 def _now() -> str:

@@ -9,6 +9,9 @@ import math
 from dataclasses import dataclass
 
 from ..errors import UserError
+#: the metrics compared, where each is in rep-NN/summary.json and which way is better (the
+#: catalog the analysis' comparisons use too)
+from ..verdicts.pairs import METRIC_BY_NAME, METRICS, Metric  # noqa: F401
 from . import stats
 
 GATE_SCHEMA = "ssbench.gate/1"
@@ -25,22 +28,6 @@ SEVERITY = {NO_DATA: 0, PASS: 0, IMPROVED: 0, INCONCLUSIVE: 1, WARNING: 2, REGRE
 FAILING = (FAIL, REGRESSION)
 
 
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    path: tuple[str, ...]        # where it is in rep-NN/summary.json
-    higher_is_better: bool
-    unit: str
-
-
-METRICS: tuple[Metric, ...] = (
-    Metric("receive_rate", ("receive_rate",), True, "msg/s"),
-    Metric("send_rate", ("send_rate",), True, "msg/s"),
-    Metric("send_p50_ms", ("send_latency_ms", "p50"), False, "ms"),
-    Metric("send_p99_ms", ("send_latency_ms", "p99"), False, "ms"),
-    Metric("e2e_p99_ms", ("e2e_latency_ms", "p99"), False, "ms"),
-)
-METRIC_BY_NAME = {m.name: m for m in METRICS}
 
 
 @dataclass(frozen=True)

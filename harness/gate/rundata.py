@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..results import RepetitionSummary, RepRef, RunReader
+from ..results import RepetitionSummary, RepRef, RunReader, counts_in_verdicts
 from .method import METRICS, Metric
 
 
@@ -63,7 +63,13 @@ class PermData:
     reps: list[Rep]
 
     def samples(self, metric: str) -> list[float]:
-        return [r.values[metric] for r in self.reps if r.values.get(metric) is not None]  # type: ignore[misc]
+        """The metric's values of the repetitions that count in verdicts
+        (:func:`harness.results.counts_in_verdicts`); a permutation may have any number."""
+        return [r.values[metric] for r in self.reps  # type: ignore[misc]
+                if r.values.get(metric) is not None and counts_in_verdicts(r.status)]
+
+    def kept_out(self) -> list[Rep]:
+        return [r for r in self.reps if not counts_in_verdicts(r.status)]
 
 
 @dataclass

@@ -119,16 +119,27 @@ class HubLoop:
             self._intended = t
             delay = t - time.perf_counter()
             if delay > 0:
-                self._timer = self._loop.timer(delay)
-                self._timer.start(self._on_slot)
+                self._arm(delay)
                 return
             pacer.late += 1
         self._begin()
+
+    def _arm(self, delay: float) -> None:
+        # libev measures a timer from the loop's cached time, which lags behind the clock on a
+        # busy loop: refreshed first, and _on_slot re-arms a timer that still fired early, so a
+        # SEND never begins before its slot
+        self._loop.update_now()
+        self._timer = self._loop.timer(delay)
+        self._timer.start(self._on_slot)
 
     def _on_slot(self) -> None:
         self._timer = None
         if self._stopping:
             self._detach()
+            return
+        early = self._intended - time.perf_counter()
+        if early > 0:
+            self._arm(early)
             return
         self._begin()
 

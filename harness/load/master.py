@@ -45,6 +45,7 @@ from gevent.event import Event
 from .auth import MasterGuard
 from .control import ControlClient
 from .placement import Slot, assign, make_dispatcher, rescale, slots
+from .. import environment as envvars
 from .protocol import (LOCUST_TYPES, WELCOME, Assignment, Claim, Command, Failure, Notice, Progress, Recording,
                        Status, SwarmPlan, SwarmRequest, slot_name)
 
@@ -399,11 +400,10 @@ def _locust_csv(environment) -> dict[str, str]:
 
 def install(environment) -> MasterSide | None:
     """``init``: the master side, when this master belongs to an ssbench controller."""
-    import os
 
     from .auth import new_token, token_from_env
 
-    url = os.environ.get(CONTROL_ENV)
+    url = envvars.get(CONTROL_ENV)
     if not url:
         return None
     token = token_from_env()

@@ -68,8 +68,9 @@ class Pacer:
         return its intended time (perf_counter)."""
         t = self.next_slot()
         delay = t - time.perf_counter()
-        if delay > 0:
-            sleep(delay)
-        else:
+        if delay <= 0:
             self.late += 1
+        while delay > 0:     # gevent's sleep can end early (its loop's cached time lags): again
+            sleep(delay)
+            delay = t - time.perf_counter()
         return t

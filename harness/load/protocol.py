@@ -227,8 +227,10 @@ class Progress(Message):
     Recording (:meth:`harness.load.recorder.Recorder.take_progress`): ``buckets`` (completion
     bucket -> [latencies us, SENDs]: two lists of the same length), ``errors`` (bucket -> failed
     SENDs) and, in open loop, ``corrected`` (as ``buckets``, latency from the intended time),
-    bucket numbers as strings, buckets of ``bucket_seconds``; ``users`` registered so far; its
-    probe's ``samples`` taken
+    bucket numbers as strings, buckets of ``bucket_seconds``; ``slow``: the new SENDs of at
+    least the recorder's ``SLOW_SEND_S`` ([start epoch, latency us]: one in flight across the
+    window's end counts in the window's latency, as in the summary); ``users`` registered so
+    far; its probe's ``samples`` taken
     since (``[ts, process CPU, host CPU, host memory percent, host memory used]``). ``final``:
     the last one, sent just before the Recording. The master forwards each in order, stamped
     with the slot it assigned and the swarm's ``spawn_complete`` and ``stop_requested`` as it
@@ -244,6 +246,7 @@ class Progress(Message):
     buckets: dict = field(default_factory=dict)
     errors: dict = field(default_factory=dict)
     corrected: dict = field(default_factory=dict)
+    slow: list = field(default_factory=list)
     users: int = 0
     host: str = ""
     samples: list = field(default_factory=list)

@@ -11,6 +11,12 @@ a user that never got going (or stopped) is counted and reported, not silently m
 In open loop (:mod:`harness.load.pacing`) each SEND also has an intended time; its latency from
 that time (corrected for coordinated omission) goes into a second exact histogram,
 ``corrected``, bucketed by completion time like the first.
+
+A SEND that took at least :data:`SLOW_SEND_S` is also kept with its exact start time
+(``slow``): one that started inside the measured window and completed after it (a server
+frozen across the window's end) counts in the window's SEND latency too
+(:func:`harness.load.window.merge_workers`), so a freeze is not hidden by bucketing on
+completion.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ from harness.results.store import write_atomic
 
 BUCKET_SECONDS = 0.1
 MAX_ERROR_SAMPLES = 20
+#: a SEND at least this slow is also kept with its start time (``slow``)
+SLOW_SEND_S = 1.0
+#: at most this many slow SENDs are kept per worker (a worker has at most one in flight per user)
+MAX_SLOW_SENDS = 100_000
 
 
 class Recorder:
@@ -47,11 +57,14 @@ class Recorder:
         #: SENDs still running when the worker's users were stopped after waiting for them: each
         #: may have reached the database uncounted here (0 unless a SEND hung at the end)
         self.cut_at_stop = 0
+        #: SENDs of at least SLOW_SEND_S: [start epoch, latency us] (successful ones)
+        self.slow: list[list] = []
         #: live progress (the metrics endpoint): the same SENDs again, since the last
         #: take_progress, as {bucket: Counter}; None: not tracked (the endpoint is off)
         self.pending: dict[int, Counter] | None = None
         self.pending_errors: Counter = Counter()
         self.pending_corrected: dict[int, Counter] = defaultdict(Counter)
+        self.pending_slow: list[list] = []
 
     def number_users_from(self, first: int) -> None:
         """Worker W of an initiator's N numbers its users from (W-1) x threads/N: each user of
@@ -83,19 +96,30 @@ class Recorder:
                 u[0] = results[0][0]
             u[1] = results[-1][0]
             u[2] += len(results)
-        bs, corrected, pending = self.bucket_seconds, self.corrected, self.pending
-        groups: list[tuple[int, list[int]]] = []   # (bucket, latencies us): a batch spans one or two
-        b_prev = lst = None
+        bs, buckets, corrected, pending = self.bucket_seconds, self.buckets, self.corrected, self.pending
+        by_prio = self.by_priority.setdefault(priority, defaultdict(Counter)) if priority is not None else None
+        b_prev = c = p = None
         for end_epoch, elapsed_s, exc, intended_epoch in results:
             b = int(end_epoch / bs)
             if exc is None:
-                if b != b_prev:
-                    b_prev, lst = b, []
-                    groups.append((b, lst))
+                if b != b_prev:            # a batch spans one or two buckets
+                    b_prev, c = b, buckets[b]
+                    if pending is not None:
+                        p = pending.get(b)
+                        if p is None:
+                            p = pending[b] = Counter()
                 us = round(elapsed_s * 1e6)
                 if us < 0:                 # pragma: no cover - perf_counter is monotonic
                     us = 0
-                lst.append(us)
+                c[us] = c.get(us, 0) + 1   # (not c[us] += 1: Counter's __missing__ is Python)
+                if p is not None:          # the endpoint on: the same SEND for the next Progress
+                    p[us] = p.get(us, 0) + 1
+                if elapsed_s >= SLOW_SEND_S and len(self.slow) < MAX_SLOW_SENDS:
+                    self.slow.append([round(end_epoch - elapsed_s, 6), us])
+                    if pending is not None:
+                        self.pending_slow.append(self.slow[-1])
+                if by_prio is not None:
+                    by_prio[b][us] += 1
                 if intended_epoch is not None:
                     late = max(0, round((end_epoch - intended_epoch) * 1e6))
                     corrected[b][late] += 1
@@ -107,34 +131,26 @@ class Recorder:
                     self.pending_errors[b] += 1
                 if len(self.error_samples) < MAX_ERROR_SAMPLES:
                     self.error_samples.append(f"{type(exc).__name__}: {exc}"[:500])
-        # Counter.update(list) counts in C: cheaper per SEND than a Python increment each
-        by_prio = self.by_priority.setdefault(priority, defaultdict(Counter)) if priority is not None else None
-        for b, lst in groups:
-            self.buckets[b].update(lst)
-            if pending is not None:
-                p = pending.get(b)
-                if p is None:
-                    p = pending[b] = Counter()
-                p.update(lst)
-            if by_prio is not None:
-                by_prio[b].update(lst)
 
     def track_progress(self) -> None:
         """Keep the SENDs recorded from now on apart too, for :meth:`take_progress`."""
         self.pending = {}
         self.pending_errors = Counter()
         self.pending_corrected = defaultdict(Counter)
+        self.pending_slow = []
 
     def take_progress(self) -> dict:
         """The SENDs recorded since the last call (exactly what the recording gained), as the
         fields of a :class:`harness.load.protocol.Progress`: ``buckets`` and ``corrected``
         (bucket -> [latencies us, counts], two lists: packed by msgpack's C code, no string per
-        latency) and ``errors`` (bucket -> count), bucket numbers as strings."""
+        latency), ``errors`` (bucket -> count), bucket numbers as strings, and ``slow`` (the new
+        slow SENDs, [start epoch, latency us])."""
         if self.pending is None:
-            return {"buckets": {}, "errors": {}, "corrected": {}}
+            return {"buckets": {}, "errors": {}, "corrected": {}, "slow": []}
         out = {"buckets": {str(b): [list(c), list(c.values())] for b, c in self.pending.items() if c},
                "errors": {str(b): n for b, n in self.pending_errors.items()},
-               "corrected": {str(b): [list(c), list(c.values())] for b, c in self.pending_corrected.items()}}
+               "corrected": {str(b): [list(c), list(c.values())] for b, c in self.pending_corrected.items()},
+               "slow": self.pending_slow}
         self.track_progress()
         return out
 
@@ -146,6 +162,7 @@ class Recorder:
                 "error_samples": self.error_samples,
                 "users": {str(u): v for u, v in self.users.items()},
                 **({"sends_cut_at_stop": self.cut_at_stop} if self.cut_at_stop else {}),
+                **({"slow": self.slow} if self.slow else {}),
                 **({"corrected": {str(b): {str(k): v for k, v in c.items()} for b, c in self.corrected.items()}}
                    if self.corrected else {}),
                 **({"priority": {p: {str(b): {str(k): v for k, v in c.items()} for b, c in bs.items()}

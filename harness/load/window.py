@@ -32,6 +32,11 @@ class WindowData:
     latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
     #: SENDs still running when a worker stopped its users (harness.load.recorder.cut_at_stop)
     sends_cut_at_stop: int = 0
+    #: SENDs that started inside the window and completed after it, slower than the recorder's
+    #: SLOW_SEND_S (in flight across the window's end: a frozen server); not in ``latency``
+    #: (which keeps the SENDs completed in the window: the send rate), added to the reported
+    #: SEND latency by the summary
+    latency_in_flight: Histogram = field(default_factory=Histogram)
 
     @property
     def seconds(self) -> float:
@@ -53,6 +58,16 @@ def window_buckets(start: float, end: float, bucket_seconds: float) -> tuple[int
     (harness.metrics) place every SEND alike."""
     b0 = math.ceil(start / bucket_seconds - 1e-9)
     return b0, b0 + max(1, round((end - start) / bucket_seconds))
+
+
+def in_flight_at_end(slow, b0: int, b1: int, bucket_seconds: float):
+    """The latencies (us) of the slow SENDs (``[start epoch, latency us]``) that started inside
+    the window ``[b0, b1)`` and completed after it: in flight across its end (a frozen server).
+    The summaries (:func:`merge_workers`) and the live metrics count them alike."""
+    bs = bucket_seconds
+    for started, us in slow:
+        if b0 * bs <= started < b1 * bs and int((started + us / 1e6) / bs) >= b1:
+            yield int(us)
 
 
 def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
@@ -97,6 +112,8 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
                 mine["errors"] += n
         wd.error_samples.extend(data.get("error_samples", [])[:10])
         wd.sends_cut_at_stop += int(data.get("sends_cut_at_stop", 0))
+        for us in in_flight_at_end(data.get("slow", []), b0, b1, bs):
+            wd.latency_in_flight.add(us)
         users = data.get("users", {})
         wd.users_spawned += len(users)
         # active: it completed a SEND by the window's end and was still completing them at its

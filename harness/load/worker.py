@@ -182,7 +182,9 @@ class WorkerSide:
         while True:
             gevent.sleep(1.0)
             last = getattr(self.runner, "last_heartbeat_timestamp", None)
-            if (last and self.runner.worker_state in (STATE_RUNNING, STATE_SPAWNING)
+            # while its users run: a stopping worker handles the master's stop message (each user
+            # finishing its SEND in flight) and reads no heartbeat meanwhile
+            if (last and self.runner.state in (STATE_RUNNING, STATE_SPAWNING)
                     and time.time() - last > MASTER_SILENT_S):
                 log.error("no heartbeat from the master for %.0f s while the swarm runs: stopping this worker's "
                           "users and quitting", MASTER_SILENT_S)

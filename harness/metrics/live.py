@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..load.protocol import Progress
-from ..load.window import window_buckets
+from ..load.window import in_flight_at_end, window_buckets
 from ..results.histogram import Histogram
 
 PHASES = ("warmup", "measure", "drain")
@@ -154,6 +154,7 @@ class RepetitionState:
     exact: dict = field(default_factory=dict)              # phase -> Histogram (every initiator)
     _quantiles: dict = field(default_factory=dict)         # phase -> (SENDs, when, quantiles)
     pending: list = field(default_factory=list)            # Progress deltas before the window is known
+    slow: list = field(default_factory=list)               # the workers' slow SENDs [start epoch, us]
     samples: dict = field(default_factory=dict)            # (family, metric, key) -> the last tick's value
     tick_ts: float | None = None
     waits: RecentWaits = field(default_factory=RecentWaits)
@@ -185,6 +186,7 @@ class RepetitionState:
         old = self.workers.get(slot, (p.host, 0, None))
         self.workers[slot] = (p.host or old[0], int(p.users), p.samples[-1] if p.samples else old[2])
         self.pending.append((slot, p.buckets, p.errors, p.corrected))
+        self.slow.extend(p.slow)
         self.settle()
 
     def settle(self) -> None:
@@ -216,14 +218,28 @@ class RepetitionState:
     def quantiles(self, phase: str) -> dict[str, float] | None:
         """The exact percentiles of the phase's SENDs so far (every initiator), recomputed at
         most every :data:`QUANTILES_EVERY_S` while the repetition runs; None without SENDs."""
-        h = self.exact.get(phase)
+        h, n = self.exact.get(phase), sum(n for (_, _, ph), n in self.sends.items() if ph == phase)
+        flying = self.in_flight() if phase == "measure" else None
+        if flying is not None and flying.count:      # as the summary's send_latency_ms
+            h, n = Histogram().merge(h or Histogram()).merge(flying), n + flying.count
         if h is None:
             return None
-        n, now = sum(n for (_, _, ph), n in self.sends.items() if ph == phase), self.clock()
+        now = self.clock()
         cached = self._quantiles.get(phase)
         if cached is None or (cached[0] != n and (self.summary is not None or now - cached[1] >= QUANTILES_EVERY_S)):
             cached = self._quantiles[phase] = (n, now, exact_quantiles(h))
         return cached[2]
+
+    def in_flight(self) -> Histogram | None:
+        """The slow SENDs in flight across the measured window's end (None: its end not known)."""
+        bs = self.bucket_seconds or 0.1
+        bounds = self.window.buckets(bs)
+        if not self.slow or bounds is None or bounds[1] is None:
+            return None
+        h = Histogram()
+        for us in in_flight_at_end(self.slow, bounds[0], bounds[1], bs):
+            h.add(us)
+        return h
 
     def add_tick(self, samples) -> None:
         self.samples = {(s.family, s.metric, s.key): s.value for s in samples}

@@ -1,6 +1,6 @@
-"""The endpoint's settings (what ``--metrics-*`` and ``SSBENCH_METRICS_*`` give), without the
-server: a command reads them before anything starts, and ``prometheus_client`` is imported only
-when the endpoint is on."""
+"""The endpoint's settings (what ``--metrics-*`` and the ``SSBENCH_METRICS_PORT``, ``_HOST`` and
+``_TOKEN`` variables give), without the server: a command reads them before anything starts, and
+``prometheus_client`` is imported only when the endpoint is on."""
 
 from __future__ import annotations
 

@@ -32,10 +32,26 @@ PERMUTATION_SCHEMA = "ssbench.permutation/1"
 LATENCY_SCHEMA = "ssbench.latency/1"
 
 #: repetition statuses, in precedence order: the first that applies is the repetition's status
-STATUSES = ("lost", "undelivered", "queue_disabled", "errors", "users_idle", "behind", "client_bound", "noisy_host",
-            "ok")
-#: run statuses (run.json)
-RUN_STATUSES = ("running", "complete", "interrupted", "failed")
+STATUSES = ("lost", "undelivered", "queue_disabled", "server_frozen", "errors", "users_idle", "receive_stalled",
+            "behind", "noisy_storage", "noisy_host", "client_bound", "ok")
+#: statuses of a window disturbed relative to the rest of its run (the target froze, its receive
+#: side stalled, the disk was far slower than the run's typical): shown everywhere with their
+#: figures, and kept out of every verdict
+DISTURBED_STATUSES = ("server_frozen", "receive_stalled", "noisy_storage")
+#: repetition statuses whose numbers are kept out of verdicts: shown in every table, but not
+#: counted by the comparisons (harness.verdicts), the auto-repetition loop (harness.runner, which
+#: runs more rounds instead) or the regression gate. ``noisy_host`` is not among them: its test
+#: is absolute (other processes' CPU), so on a shared machine it flags a whole run, both sides of
+#: every comparison alike (interleaved), and leaving it out would leave such a machine no verdict
+#: at all; it is shown with its figure instead (docs/results.md, "Disturbed repetitions").
+KEPT_OUT_OF_VERDICTS: frozenset[str] = frozenset(DISTURBED_STATUSES)
+
+
+def counts_in_verdicts(status: str | None) -> bool:
+    """Does a repetition with this status count in a verdict? The one predicate the analysis
+    (intervals, gains, verdicts), the gate (its compared samples) and the runner's auto loop ask:
+    no for :data:`KEPT_OUT_OF_VERDICTS`."""
+    return status not in KEPT_OUT_OF_VERDICTS
 
 
 def check_schema(doc: Any, expected: str, file: str | None = None) -> dict[str, Any]:
@@ -71,6 +87,8 @@ class Document:
             if v is None and f.metadata.get("omit_none"):
                 continue
             if v == [] and f.metadata.get("omit_empty"):   # fields older documents do not have
+                continue
+            if v is False and f.metadata.get("omit_false"):
                 continue
             out[f.name] = _dump(v)
         out.update(getattr(self, "extra", {}) or {})
@@ -249,6 +267,19 @@ class TopWait(Document):
 
 
 @dataclass
+class Growth(Document):
+    """How a queue's depth changed over the measured window: the Theil-Sen slope in messages per
+    second with its 95 % interval, the first and last depth sampled, and the samples."""
+
+    per_s: float
+    ci_low: float
+    ci_high: float
+    first: float
+    last: float
+    samples: int
+
+
+@dataclass
 class RepetitionSummary(Document):
     """One repetition of one permutation (``rep-NN/summary.json``)."""
 
@@ -292,6 +323,29 @@ class RepetitionSummary(Document):
     other_cpu_percent: float | None = None
     steal_percent: float | None = None
     noisy_host: bool = False
+    #: storage (harness.collectors.storage): the server's commit latency (median over the
+    #: window's ticks of the mean log flush, ms), the fsync probe beside its data (window
+    #: median, ms), its reference (the idle probe before the window) and whether the window's
+    #: disk was far slower than that (noisy_storage); absent where not measured
+    commit_latency_ms: float | None = field(default=None, metadata={"omit_none": True})
+    storage_probe_ms: float | None = field(default=None, metadata={"omit_none": True})
+    storage_reference_ms: float | None = field(default=None, metadata={"omit_none": True})
+    noisy_storage: bool = field(default=False, metadata={"omit_false": True})
+    #: the target's progress (harness.collectors.stalls, harness.results.summary.progress_flags):
+    #: the longest gap between collector ticks beyond the usual interval (a frozen server), the
+    #: longest span with nothing received while SENDs went on and readers ran, receive rate over
+    #: send rate, the growth of the queues over the window, and the blocking chains seen during
+    #: the stall (diagnostic lock sampler only)
+    freeze_seconds: float | None = field(default=None, metadata={"omit_none": True})
+    server_frozen: bool = field(default=False, metadata={"omit_false": True})
+    receive_stall_seconds: float | None = field(default=None, metadata={"omit_none": True})
+    receive_send_ratio: float | None = field(default=None, metadata={"omit_none": True})
+    queue_growth: float | None = field(default=None, metadata={"omit_none": True})
+    receive_stalled: bool = field(default=False, metadata={"omit_false": True})
+    stall_chains: list[str] = field(default_factory=list, metadata={"omit_empty": True})
+    #: SENDs that started in the window and were still in flight at its end (slower than 1 s):
+    #: their latency is in send_latency_ms, not in send_rate (absent: none)
+    sends_in_flight_at_end: int | None = field(default=None, metadata={"omit_none": True})
     cpu_pinning: dict[str, list[int]] | None = field(default=None, metadata={"omit_none": True})
     #: per Locust worker process and per client host (absent in summaries older than them)
     workers: list[WorkerResult] = field(default_factory=list, metadata={"omit_empty": True})
@@ -340,6 +394,29 @@ class RepetitionSummary(Document):
     #: (harness.load.locustfile QUIESCE_S): each may have reached the database without the client
     #: counting it, so messages_sent_client may be short by up to this many (absent: none)
     messages_sent_client_cut: int | None = field(default=None, metadata={"omit_none": True})
+    #: the diagnosis' evidence over the measured window (docs/diagnosis.md; absent in older
+    #: summaries and where the target cannot tell): the queues' growth, the transport's rate,
+    #: RECEIVEs per second, activation tasks against MAX_QUEUE_READERS, the activation
+    #: procedure's own time, CPU utilization, Service Broker's own waits, page-latch objects
+    xmitq_depth_growth: Growth | None = field(default=None, metadata={"omit_none": True})
+    queue_depth_growth: Growth | None = field(default=None, metadata={"omit_none": True})
+    transport_rate: float | None = field(default=None, metadata={"omit_none": True})
+    receives_per_s: float | None = field(default=None, metadata={"omit_none": True})
+    activation_tasks_running: float | None = field(default=None, metadata={"omit_none": True})
+    activation_max_readers: int | None = field(default=None, metadata={"omit_none": True})
+    activation_at_max_share: float | None = field(default=None, metadata={"omit_none": True})
+    activation_task_limit_per_s: float | None = field(default=None, metadata={"omit_none": True})
+    procedure_us_per_message: float | None = field(default=None, metadata={"omit_none": True})
+    procedure_busy: float | None = field(default=None, metadata={"omit_none": True})
+    messages_per_receive: float | None = field(default=None, metadata={"omit_none": True})
+    server_on_host: bool | None = field(default=None, metadata={"omit_none": True})
+    server_cpu_utilization: float | None = field(default=None, metadata={"omit_none": True})
+    host_cpu_utilization: float | None = field(default=None, metadata={"omit_none": True})
+    host_cpus: int | None = field(default=None, metadata={"omit_none": True})
+    client_cpu_demand: float | None = field(default=None, metadata={"omit_none": True})
+    server_cpu_demand: float | None = field(default=None, metadata={"omit_none": True})
+    broker_waits: dict[str, float] | None = field(default=None, metadata={"omit_none": True})
+    page_latch_objects: dict[str, float] | None = field(default=None, metadata={"omit_none": True})
     status: str = "ok"
     web: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -428,6 +505,9 @@ class RunRecord(Document):
     resumed: str | None = field(default=None, metadata={"omit_none": True})
     error: str | None = field(default=None, metadata={"omit_none": True})
     web: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
+    #: ``run.repetitions: auto``: rounds run, time spent, why the rounds stopped, the
+    #: comparisons left undecided (harness.runner.Runner.run_auto)
+    auto: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:

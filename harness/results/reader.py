@@ -63,10 +63,6 @@ class RepRef:
     def summary(self) -> RepetitionSummary:
         return RepetitionSummary.from_json(read_json(self.summary_path), file=str(self.summary_path))
 
-    def summary_doc(self) -> dict[str, Any]:
-        """The raw summary.json (schema-checked) for readers that keep dicts (Spark reads files)."""
-        return self.summary().to_json()
-
 
 class RunReader:
     """Read-only view of one run directory."""

@@ -24,27 +24,78 @@ def median(values: Iterable[float | None]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+#: a frozen target: no collector tick for this many seconds beyond the usual interval
+FREEZE_S = 2.0
+#: a receive stall: nothing received for this many seconds (certain: from the first tick that
+#: saw the count to the last that saw it unchanged) while SENDs went on and readers ran; with
+#: the default 1 s ticks, three ticks in a row (two intervals, less their jitter)
+RECEIVE_STALL_S = 1.5
+#: ... or the window's receive rate below this share of its send rate while the queues grew
+RECEIVE_BEHIND_RATIO = 0.5
+
+
+def progress_flags(*, freeze_seconds: float | None, receive_stall_seconds: float | None,
+                   receive_rate: float, send_rate: float, queue_growth: float | None,
+                   offered_rate: float | None = None, receiving: bool = True) -> dict[str, Any]:
+    """The target's progress over the window (figures from harness.collectors.stalls):
+    ``server_frozen`` (no collector tick for FREEZE_S beyond the usual interval) and
+    ``receive_stalled`` (nothing received for RECEIVE_STALL_S while SENDs went on and readers
+    ran, or, in closed loop, receive below RECEIVE_BEHIND_RATIO of send while the queues grew),
+    with ``receive_send_ratio``. ``receiving`` False: the window receives nothing by design
+    (a backlog fill with activation off), so falling behind is not judged. The thresholds'
+    error rates: tests/collectors/test_stalls.py and docs/results.md."""
+    ratio = round(receive_rate / send_rate, 4) if send_rate > 0 else None
+    behind = (receiving and not offered_rate and ratio is not None and ratio < RECEIVE_BEHIND_RATIO
+              and (queue_growth or 0) > 0)
+    return {"server_frozen": (freeze_seconds or 0.0) >= FREEZE_S,
+            "receive_stalled": (receive_stall_seconds or 0.0) >= RECEIVE_STALL_S or behind,
+            "receive_send_ratio": ratio}
+
+
+def disturbance(s: Any) -> str | None:
+    """Why a repetition is disturbed (or its host noisy), with its figure, in one line; None
+    when it is neither. ``s``: a RepetitionSummary or a mapping with its
+    fields (a row of the analysis' repetitions table)."""
+    def get(name):
+        return s.get(name) if isinstance(s, dict) else getattr(s, name, None)
+
+    def num(name, fmt="{:.1f}"):
+        v = get(name)
+        return fmt.format(v) if v is not None else "?"
+
+    status = get("status")
+    if status == "server_frozen":
+        return f"server frozen: no collector sample for {num('freeze_seconds')} s beyond the interval"
+    if status == "receive_stalled":
+        growth = get("queue_growth")
+        return (f"receive stalled: nothing received for {num('receive_stall_seconds')} s while SENDs went on; "
+                f"receive/send {num('receive_send_ratio', '{:.2f}')}"
+                + (f", queues {growth:+,.0f} messages" if growth is not None else ""))
+    if status == "noisy_host":
+        return (f"noisy host: other processes took {num('other_cpu_percent', '{:.0f}')}% of a core, "
+                f"steal {num('steal_percent')}%")
+    if status == "noisy_storage":
+        return (f"noisy storage: fsync probe {num('storage_probe_ms', '{:.2f}')} ms against a typical "
+                f"{num('storage_reference_ms', '{:.2f}')} ms")
+    return None
+
+
 def repetition_status(*, lost: int, queue_disabled: bool, errors: int, users_active: int,
                       users_expected: int, client_bound: bool, noisy_host: bool = False,
-                      undelivered: int = 0, behind: bool = False) -> str:
-    """The first that applies: lost > undelivered > queue_disabled > errors > users_idle >
-    behind > client_bound > noisy_host > ok."""
-    if lost:
-        return "lost"
-    if undelivered:
-        return "undelivered"
-    if queue_disabled:
-        return "queue_disabled"
-    if errors:
-        return "errors"
-    if users_active < users_expected:
-        return "users_idle"
-    if behind:
-        return "behind"
-    if client_bound:
-        return "client_bound"
-    if noisy_host:
-        return "noisy_host"
+                      undelivered: int = 0, behind: bool = False, server_frozen: bool = False,
+                      receive_stalled: bool = False, noisy_storage: bool = False) -> str:
+    """The first that applies: lost > undelivered > queue_disabled > server_frozen > errors >
+    users_idle > receive_stalled > behind > noisy_storage > noisy_host > client_bound > ok
+    (:data:`~harness.results.model.STATUSES`; the disturbed ones come before noisy_host and
+    client_bound, which count in verdicts, so a disturbed window is never counted as merely
+    noisy or client-bound)."""
+    for status, applies in (("lost", lost), ("undelivered", undelivered), ("queue_disabled", queue_disabled),
+                            ("server_frozen", server_frozen), ("errors", errors),
+                            ("users_idle", users_active < users_expected), ("receive_stalled", receive_stalled),
+                            ("behind", behind), ("noisy_storage", noisy_storage), ("noisy_host", noisy_host),
+                            ("client_bound", client_bound)):
+        if applies:
+            return status
     return "ok"
 
 
@@ -90,6 +141,9 @@ class ClientRecord:
     send_latency_corrected: Histogram | None = None
     #: per worker process (harness.load.window.WindowData.workers)
     workers: list[dict] = field(default_factory=list)
+    #: SENDs that started in the window and completed after it (a frozen server): reported in
+    #: the SEND latency, not in the send rate
+    send_latency_in_flight: Histogram | None = None
     #: a ``priority`` axis: SENDs completed in the window per dialog priority (high, normal)
     send_latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
     #: SENDs still running when the users were stopped (see RepetitionSummary)
@@ -123,6 +177,8 @@ class RepetitionData:
     rate_tolerance: float = 0.05
     #: a worker process at or above this CPU (percent of one core) is client-bound
     client_bound_cpu: float = 90.0
+    #: False where the window receives nothing by design (a backlog fill, activation off)
+    receiving: bool = True
 
 
 def _mean(values: list[float]) -> float | None:
@@ -177,7 +233,19 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     # judged per process: the host collector's view of local workers, or a worker's own probe
     client_bound = bool(col.pop("client_bound", False)) or any(w.client_bound for w in workers)
     noisy_host = bool(col.pop("noisy_host", False))
+    noisy_storage = bool(col.pop("noisy_storage", False))
     send_rate = round(c.send_latency.count / seconds, 3)
+    receive_rate = round(d.e2e_latency.count / seconds, 3)
+    progress = progress_flags(freeze_seconds=col.get("freeze_seconds"),
+                              receive_stall_seconds=col.get("receive_stall_seconds"),
+                              receive_rate=receive_rate, send_rate=send_rate,
+                              queue_growth=col.get("queue_growth"), offered_rate=d.offered_rate,
+                              receiving=d.receiving)
+    col.update(progress)
+    send_latency = Histogram().merge(c.send_latency)
+    if c.send_latency_in_flight is not None and c.send_latency_in_flight.count:
+        send_latency.merge(c.send_latency_in_flight)
+        col["sends_in_flight_at_end"] = c.send_latency_in_flight.count
     if d.offered_rate:
         col.update(offered_rate=round(d.offered_rate, 3), achieved_rate=send_rate)
         if c.send_latency_corrected is not None:
@@ -193,7 +261,9 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     status = repetition_status(lost=lost, queue_disabled=a.queue_disabled, errors=c.errors_total,
                                users_active=c.users_active, users_expected=users_due,
                                client_bound=client_bound, noisy_host=noisy_host, undelivered=undelivered,
-                               behind=is_behind(d.offered_rate, send_rate, d.rate_tolerance))
+                               behind=is_behind(d.offered_rate, send_rate, d.rate_tolerance),
+                               server_frozen=progress["server_frozen"], receive_stalled=progress["receive_stalled"],
+                               noisy_storage=noisy_storage)
     return RepetitionSummary(
         run_id=d.run_id, permutation_id=d.permutation["id"], repetition=d.repetition,
         permutation=d.permutation, target=d.target,
@@ -205,9 +275,9 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         messages_lost=lost, drained=a.in_flight == 0, per_initiator=per_init,
         messages_sent_client_cut=c.sends_cut_at_stop or None,
         send_rate=send_rate,
-        receive_rate=round(d.e2e_latency.count / seconds, 3),
-        send_latency_ms=latency_summary(c.send_latency), e2e_latency_ms=latency_summary(d.e2e_latency),
-        top_waits=top_waits, client_bound=client_bound, noisy_host=noisy_host,
+        receive_rate=receive_rate,
+        send_latency_ms=latency_summary(send_latency), e2e_latency_ms=latency_summary(d.e2e_latency),
+        top_waits=top_waits, client_bound=client_bound, noisy_host=noisy_host, noisy_storage=noisy_storage,
         workers=workers, client_hosts=client_hosts,
         users_expected=d.users_expected, users_spawned=c.users_spawned, users_active=c.users_active,
         errors=c.errors_total, error_samples=list(c.error_samples[:10]),

@@ -47,6 +47,11 @@ class Capabilities:
     backlog: bool = False
     #: finite dialog lifetimes (``messages_per_dialog``): its senders' ``set_dialog_lifetime``
     dialog_lifetime: bool = False
+    #: emulation knobs to build a bottleneck on purpose (docs/embedded.md): a transport rate
+    #: limit (``broker.transport_rate_limit``) and a client CPU cost per SEND
+    #: (``broker.client_cpu_us_per_send``)
+    transport_rate_limit: bool = False
+    client_cpu_per_send: bool = False
     #: the matrix's ``embedded_profiles:`` section maps ``axes.server`` values to its profiles
     profile_aliases: bool = False
     #: the engine whose numbers these are when the target emulates Service Broker on another
@@ -54,7 +59,8 @@ class Capabilities:
     emulation: str | None = None
 
     #: the matrix features among the capabilities (harness.matrix.Matrix.check_servers)
-    FEATURES: ClassVar[tuple[str, ...]] = ("priority", "backlog", "dialog_lifetime")
+    FEATURES: ClassVar[tuple[str, ...]] = ("priority", "backlog", "dialog_lifetime", "transport_rate_limit",
+                                           "client_cpu_per_send")
 
     def features(self) -> frozenset[str]:
         return frozenset(f for f in self.FEATURES if getattr(self, f))
@@ -114,8 +120,7 @@ class TargetConfig:
         budget = self.connections
         for perm in matrix.permutations() if budget is not None else ():
             if budget.needed(perm) > budget.limit:
-                i = matrix.axes["threads"].index(perm.threads)
-                fld = f"axes.threads[{i}]"
+                fld = next(f for f, t in matrix.axis_items("threads") if t == perm.threads)
                 spare = budget.limit - budget.needed(perm) + perm.initiators * perm.threads
                 raise UserError(f"{perm.initiators} initiator(s) x {perm.threads} threads need "
                                 f"{perm.initiators * perm.threads} client connections, and the {self.name} target's "
@@ -197,6 +202,11 @@ class Target(abc.ABC):
         """Send one short message on every conversation begun on ``initiator`` (the paper's
         warm-up, so the target's receive-side endpoints exist). Returns messages sent; they do
         not count in :meth:`counts`' ``sent``."""
+
+    def settle(self) -> None:
+        """Bring the target to a steady state before a measured window, after the warm-up and
+        before :meth:`start` (embedded: vacuum, checkpoint, WAL segments in reserve). The
+        default does nothing."""
 
     @abc.abstractmethod
     def start(self) -> None:

@@ -17,6 +17,7 @@ this one; it runs only against targets whose telemetry implements it.
 from __future__ import annotations
 
 import abc
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,9 +94,53 @@ class Telemetry(abc.ABC):
         the target cannot tell."""
         return None
 
+    # ---------------------------------------------------------------- the diagnosis' evidence (docs/diagnosis.md)
+    def activated_tasks(self) -> tuple[int, int] | None:
+        """(activation tasks running now for the test's queue, its MAX_QUEUE_READERS): SQL
+        Server's sys.dm_broker_activated_tasks against sys.service_queues.max_readers. None where
+        the target cannot tell."""
+        return None
+
+    def procedure_time(self, start_epoch: float, end_epoch: float) -> dict[str, float] | None:
+        """The activation procedure's own time, from each RECEIVE's return to the end of its
+        processing (before COMMIT), over [start, end) (epoch seconds): ``seconds`` of it inside
+        the window (all tasks), and of the RECEIVEs that returned inside it ``batch_seconds``
+        (their whole time), ``messages`` (data messages) and ``receives``. None where unknown."""
+        return None
+
+    def broker_waits(self) -> list[WaitStat]:
+        """Cumulative Service Broker waits, idle ones included (BROKER_*: a reader waiting in its
+        RECEIVE, a task stopping, the transmitter idle) and Service Broker latch classes
+        (sys.dm_os_latch_stats: SERVICE_BROKER_WAITFOR_MANAGER, ...). Empty where unknown."""
+        return []
+
+    def page_latch_waiters(self) -> list[tuple[str, str, int]]:
+        """Tasks waiting on a page latch now, by page: (wait type, the page's object, e.g.
+        ``ssb_init1.sys.sysdesend``, or ``page 7:1:1234`` where the server cannot map it, tasks).
+        Empty where the target has no page latches to show."""
+        return []
+
     def server_cpu_percent(self) -> dict[str, float | None]:
         """CPU of remote database servers (percent of each machine), by server name, for
         servers the host collector cannot see (empty for local servers)."""
+        return {}
+
+    def log_flush_stats(self) -> tuple[float, float] | None:
+        """Cumulative (log flushes, milliseconds spent in them) of the target's server: its
+        commit latency (embedded: PostgreSQL's WAL fsyncs; SQL Server: the log file's writes and
+        write stall). None where the target cannot tell."""
+        return None
+
+    def storage_probe_dir(self) -> "str | Path | None":
+        """A directory on the file system of the target's data where the storage collector may
+        time small fsyncs (the embedded server's data directory's parent); None for a remote
+        server."""
+        return None
+
+    def blocking_chains(self, start_epoch: float, end_epoch: float) -> dict[str, float]:
+        """Diagnostic: who blocked whom within [start, end) (epoch seconds), as chains
+        "waiter [wait] <- holder [state]" -> seconds seen, where the target samples it (the
+        embedded target with its lock sampler switched on); empty otherwise."""
         return {}
 
     def server_pids(self) -> list[int]:

@@ -41,7 +41,7 @@ from ..load.hosts import MASTER_PORT
 from ..load.swarm import Swarm, free_port
 from ..matrix import BrokerSettings
 from ..targets.base import Target
-from .auth import MASTER_ENV, Credentials, is_loopback
+from .auth import DEFAULT_SESSION_MINUTES, MASTER_ENV, Credentials, is_loopback
 from .form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DEFAULT_SPAWN_RATE, DEFAULT_USERS
 from .metrics import LiveMetrics
 from .session import WebSessions
@@ -70,7 +70,7 @@ class WebOptions:
     results: Path | None = None
     ready_timeout: float = 120.0
     credentials: Credentials | None = None   # the web UI asks for a login when set
-    session_minutes: float = 480.0           # a login lasts this long
+    session_minutes: float = DEFAULT_SESSION_MINUTES   # a login lasts this long
     tls_cert: str | None = None
     tls_key: str | None = None
     metrics: object = None                   # the live metrics endpoint's state (harness.metrics.LiveState)

@@ -28,6 +28,7 @@ import os
 from locust import events
 
 from harness.web.form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DIALOG_CHOICES
+from harness import environment as envvars
 
 log = logging.getLogger("ssbench.web")
 
@@ -68,7 +69,7 @@ def _install_login(environment, side) -> None:
     from harness.load.protocol import Notice
 
     install_login(environment, Credentials.decode(os.environ[MASTER_ENV]),
-                  float(os.environ.get("SSBENCH_WEB_SESSION_MINUTES") or 480),
+                  float(envvars.get("SSBENCH_WEB_SESSION_MINUTES")),
                   internal_token=side.control.url.rsplit("/", 1)[-1],
                   tls=bool(getattr(environment.parsed_options, "tls_cert", None)),
                   on_notice=lambda text: side._post("/notice", Notice(text=text)))
@@ -103,40 +104,7 @@ def _install_pages(environment, side) -> None:
 
     @app.before_request
     def _open_swarm_in_the_start_request():
-        """Open the swarm inside the UI's start request, before Locust starts spawning (see the
-        module doc); a change of user count while running opens nothing."""
-        from locust.runners import STATE_CLEANUP, STATE_RUNNING, STATE_SPAWNING, STATE_STOPPING
-
-        if request.method != "POST" or not request.path.rstrip("/").endswith("/swarm"):
-            return None
-        if environment.runner.state in (STATE_SPAWNING, STATE_RUNNING, STATE_CLEANUP, STATE_STOPPING):
-            return None
-        form, opts = request.form, environment.parsed_options
-
-        def val(key, default):
-            camel = key.split("_")[0] + "".join(w.title() for w in key.split("_")[1:])
-            return next((form[k] for k in (key, camel) if form.get(k, "") != ""), default)
-
-        try:
-            users = int(val("user_count", opts.num_users or 1))
-            rate = float(val("spawn_rate", opts.spawn_rate or 1))
-            asked = int(val("ssbench_initiators", opts.ssbench_initiators))
-            fields = {"payload_bytes": int(val("ssbench_payload_bytes", opts.ssbench_payload_bytes)),
-                      "dialogs": str(val("ssbench_dialogs", opts.ssbench_dialogs))}
-        except (TypeError, ValueError):
-            return None  # Locust's own route reports the bad value
-        if users < 1 or rate <= 0:
-            return None
-        known = _initiators_connected(side)
-        use = max(1, min(asked, max(known) if known else 1))
-        if use != asked:
-            log.warning("ssbench: %s initiator(s) asked, workers connected for %s: using %s", asked, known, use)
-        why = side.open_swarm(users, rate, dict(fields, initiators=use))
-        if why is not None:
-            return jsonify({"success": False, "host": environment.host,
-                            "message": f"ssbench could not prepare the target: {why}"})
-        side.opened = True
-        return None
+        return _open_from_form(environment, side)
 
     @app.after_request
     def _extend_stats(response):
@@ -163,3 +131,42 @@ def _install_pages(environment, side) -> None:
     @app.route("/ssbench/")
     def _page():
         return Response(PAGE, mimetype="text/html")
+
+
+def _open_from_form(environment, side):
+    """Open the swarm inside the UI's start request, before Locust starts spawning (see the
+    module doc); a change of user count while running opens nothing. A Flask response with the
+    error when the target could not be prepared, else None (Locust's own route goes on)."""
+    from flask import jsonify, request
+    from locust.runners import STATE_CLEANUP, STATE_RUNNING, STATE_SPAWNING, STATE_STOPPING
+
+    if request.method != "POST" or not request.path.rstrip("/").endswith("/swarm"):
+        return None
+    if environment.runner.state in (STATE_SPAWNING, STATE_RUNNING, STATE_CLEANUP, STATE_STOPPING):
+        return None
+    form, opts = request.form, environment.parsed_options
+
+    def val(key, default):
+        camel = key.split("_")[0] + "".join(w.title() for w in key.split("_")[1:])
+        return next((form[k] for k in (key, camel) if form.get(k, "") != ""), default)
+
+    try:
+        users = int(val("user_count", opts.num_users or 1))
+        rate = float(val("spawn_rate", opts.spawn_rate or 1))
+        asked = int(val("ssbench_initiators", opts.ssbench_initiators))
+        fields = {"payload_bytes": int(val("ssbench_payload_bytes", opts.ssbench_payload_bytes)),
+                  "dialogs": str(val("ssbench_dialogs", opts.ssbench_dialogs))}
+    except (TypeError, ValueError):
+        return None  # Locust's own route reports the bad value
+    if users < 1 or rate <= 0:
+        return None
+    known = _initiators_connected(side)
+    use = max(1, min(asked, max(known) if known else 1))
+    if use != asked:
+        log.warning("ssbench: %s initiator(s) asked, workers connected for %s: using %s", asked, known, use)
+    why = side.open_swarm(users, rate, dict(fields, initiators=use))
+    if why is not None:
+        return jsonify({"success": False, "host": environment.host,
+                        "message": f"ssbench could not prepare the target: {why}"})
+    side.opened = True
+    return None

@@ -2,7 +2,8 @@
 started from pyspark's own ``bin/spark-class`` on 127.0.0.1) and a real Spark Connect server
 (``spark-submit --class ...SparkConnectServer`` on that cluster). ``ssbench analyze --master
 spark://...`` and ``--remote sc://...`` must give the same tables and plots as local mode.
-``ssbench analyze -q`` prints the report path and nothing else (no Spark start-up lines).
+``ssbench analyze -q`` prints the report path and the key table, nothing else (no Spark
+start-up lines).
 
 Sized for a 2-core machine: the worker offers 1 core and 1 GB, every daemon is stopped at the
 end of the module, also when a test fails."""
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import synth
+from support import synth
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,6 +39,7 @@ SPARK_SUBMIT = SPARK_HOME / "bin" / "spark-submit"
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.spark,
     pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
                        reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)"),
     pytest.mark.skipif(not SPARK_CLASS.exists(), reason="pyspark's bin/spark-class is missing"),
@@ -238,9 +240,19 @@ def assert_same_report(ref: Path, other: Path) -> None:
 
 # --------------------------------------------------------------------------- tests
 
-def test_quiet_prints_only_the_report_path(local_run):
+def key_table(stdout: str) -> list[str]:
+    """The key table ssbench analyze ends with (after the report's path)."""
+    lines = stdout.strip().splitlines()
+    return lines[lines.index(next(x for x in lines if x.startswith("Key results"))):]
+
+
+def test_quiet_prints_only_the_report_path_and_the_key_table(local_run):
     out, proc = local_run
-    assert proc.stdout.splitlines() == [str((out / "index.html").resolve())]
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == [str((out / "index.html").resolve()), ""]
+    table = key_table(proc.stdout)
+    assert table[0] == "Key results: 0 of 2 comparisons decided"        # one repetition a side
+    assert sum(x.startswith("durable  trick150 vs per_thread") and "inconclusive" in x for x in table) == 2
     # nothing from Spark or the JVM: "WARNING: Using incubator modules", "Setting default log
     # level", log4j lines, Python warnings
     assert proc.stderr == "", proc.stderr[-2000:]
@@ -250,7 +262,8 @@ def test_standalone_cluster_gives_the_local_report(cluster, run_dir, local_run, 
     out = base / "report-cluster"
     proc = run_analyze([str(run_dir), "--master", cluster.url, "--out", str(out)], base, cluster.env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == str((out / "index.html").resolve())
+    assert proc.stdout.strip().splitlines()[0] == str((out / "index.html").resolve())
+    assert key_table(proc.stdout) == key_table(local_run[1].stdout)
     assert f"on {cluster.url} ready" in proc.stderr
     # the work was done by the worker's executor, not in the driver
     assert re.search(r"Registering app ssbench-analyze", cluster.daemons[0].text())
@@ -266,7 +279,8 @@ def test_spark_connect_gives_the_local_report(cluster, run_dir, local_run, base)
     out = base / "report-connect"
     proc = run_analyze([str(run_dir), "--remote", remote, "--out", str(out)], base, cluster.env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == str((out / "index.html").resolve())
+    assert proc.stdout.strip().splitlines()[0] == str((out / "index.html").resolve())
+    assert key_table(proc.stdout) == key_table(local_run[1].stdout)
     assert f"on {remote} ready" in proc.stderr
     assert re.search(r"Registering app ssbench-connect-test", cluster.daemons[0].text())
     assert_same_report(local_run[0], out)

@@ -20,12 +20,13 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-from harness.analysis import synth  # noqa: E402
+from support import synth  # noqa: E402
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "analysis.ipynb"
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
-                                reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)")
+pytestmark = [pytest.mark.spark,
+              pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
+                                 reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)")]
 
 
 def _venv_kernel(data_dir: Path) -> None:
@@ -73,4 +74,7 @@ def test_notebook_executes_on_a_synthetic_run(tmp_path, monkeypatch):
     # the synthetic run is labelled, and one repetition gives inconclusive verdicts, said in words
     assert any("SYNTHETIC DATA" in o["data"]["text/html"] for o in html)
     assert any("so every verdict is inconclusive" in o["data"]["text/html"] for o in html)
+    # what limits throughput: the diagnosis section, with the client at one thread (the model's)
+    assert any("What limits throughput, and what to try" in o["data"]["text/html"]
+               and "client: the load generator" in o["data"]["text/html"] for o in html)
     assert (tmp_path / "report" / "index.html").is_file()

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import synth
+from support import synth
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
 pytestmark = [
+    pytest.mark.spark,
     pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
                        reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)"),
     pytest.mark.skipif(not SPARK_SUBMIT.exists(), reason="pyspark's spark-submit is not in the venv"),

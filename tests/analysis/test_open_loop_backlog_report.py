@@ -14,7 +14,7 @@ import pytest
 
 from support.embedded import REPO
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.slow, pytest.mark.spark,
               pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
                                  reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)")]
 
@@ -47,7 +47,7 @@ def _run(tmp_path, name, text):
 
 
 def test_open_loop_and_backlog_figures_in_the_report(pg_server, spark, tmp_path):
-    from harness.analysis import synth
+    from support import synth
     from harness.analysis.job import analyze_result
 
     ol, bl = _run(tmp_path, "ol", OPEN_LOOP), _run(tmp_path, "bl", BACKLOG)

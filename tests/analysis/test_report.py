@@ -61,7 +61,13 @@ def test_sql_server_notes_shown_and_synthetic_banner():
 
 
 def test_verdict_words_count_the_comparisons_with_too_few_repetitions():
-    gains = [{"n": 5, "baseline_n": 5}, {"n": 2, "baseline_n": 5}, {"n": 5, "baseline_n": 1}]
-    assert "2 of 3 comparisons rest on fewer than 3 repetitions" in verdict_words(gains, 5.0)
-    assert "fewer than 3 repetitions on a side" not in verdict_words(gains[:1], 5.0)
-    assert "Every comparison rests" in verdict_words(gains[1:], 5.0)
+    gains = [{"n": 5, "baseline_n": 5, "threshold_pct": 10.0}, {"n": 2, "baseline_n": 5, "threshold_pct": 10.0},
+             {"n": 5, "baseline_n": 1, "threshold_pct": 10.0}]
+    assert "2 of 3 comparisons rest on fewer than 3 repetitions" in verdict_words(gains)
+    assert "fewer than 3 repetitions on a side" not in verdict_words(gains[:1])
+    assert "Every comparison rests" in verdict_words(gains[1:])
+    assert "above +10 %" in verdict_words(gains)      # the runs' own threshold
+    assert "repetitions: auto" in verdict_words(gains)
+    # fewer because a noisy host's repetitions were kept out: said so
+    noisy = [dict(g, kept_out=3) for g in gains[1:]]
+    assert "6 of their repetitions were kept out of verdicts" in verdict_words(noisy)

@@ -29,6 +29,9 @@ class Scripted:
             PerfCounter("Broker Activation", "Tasks Started/sec", i, float(started)),
             PerfCounter("Broker Activation", "Tasks Running", i, float(running), "gauge"))]
 
+    def activated_tasks(self):   # Telemetry's default: this target cannot tell
+        return None
+
     def dialog_stats(self):
         self.k += 1
         return {"dialogs_begun": self.rows[self.k], "dialogs_ended": self.rows[self.k], "errors_received": 0,

@@ -91,6 +91,7 @@ def test_a_killed_worker_fails_the_repetition_and_resume_redoes_it(pg_server, tm
     fault()
 
 
+@pytest.mark.alone   # takes the server down
 def test_a_postgresql_crash_is_one_clear_line_and_users_stop(pg_server, tmp_path, fault, figures):
     """5. The server crashes (pg_ctl stop -m immediate) mid-window: one clear line, no traceback,
     no storm of warnings, the users back off; after a restart, resume completes with nothing
@@ -124,6 +125,7 @@ def _immediate_stop(srv) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.alone   # fills a file system
 def test_a_full_disk_is_one_line_nothing_half_written_and_resumable(pg_server, tmp_path, fault, figures):
     """7. The results directory on a full filesystem (a small tmpfs): one clear line and exit 5,
     no half-written file, and the run resumes once there is room."""

@@ -4,7 +4,6 @@ and the statistical acceptance tests (false alarms and detection rates on synthe
 from __future__ import annotations
 
 import json
-import math
 import random
 import shutil
 from pathlib import Path
@@ -291,6 +290,42 @@ def test_note_for_users_that_were_not_sending(tmp_path):
     assert "candidate repetition(s) 4 had Locust users that were not sending" in text
 
 
+@pytest.fixture
+def noisy_kept_out(monkeypatch):
+    """``noisy_host`` kept out of verdicts, as a status added to KEPT_OUT_OF_VERDICTS would be."""
+    from harness.results import model
+
+    monkeypatch.setattr(model, "KEPT_OUT_OF_VERDICTS", frozenset({"noisy_host"}))
+
+
+def test_auto_runs_with_different_repetitions_per_permutation(tmp_path, noisy_kept_out):
+    """An auto run gives its permutations different numbers of repetitions (its undecided
+    comparisons got more rounds), and keeps some out of verdicts: the gate compares what counts,
+    says what it left out, and does not take the repetition settings for a provenance
+    difference. A side left with nothing that counts is inconclusive, not no-data."""
+    base = write_run(tmp_path / "b", {PERM: reps_of([3000, 3010, 2990, 3005, 2995, 3002]),
+                                      PERM2: reps_of([3000, 3010, 2990])})
+    cand = write_run(tmp_path / "c", {PERM: reps_of([2700, 2710, 2690, 2705]) + reps_of([9000], status="noisy_host"),
+                                      PERM2: reps_of([3000, 3010, 2990, 3005, 2995])})
+    record = json.loads((cand / "run.json").read_text())
+    record["matrix"]["run"] = {"warmup_seconds": 1, "measure_seconds": 3, "repetitions": "auto",
+                               "min_repetitions": 3, "max_repetitions": 8, "budget_minutes": 9, "threshold_pct": 10}
+    (cand / "run.json").write_text(json.dumps(record))
+    rep = compare_runs(load_run(base), load_run(cand))
+    by = {(r.permutation, r.metric): r for r in rep.rows}
+    rr = by[(PERM, "receive_rate")]
+    assert (rr.n_baseline, rr.n_candidate) == (6, 4) and rr.verdict == REGRESSION
+    assert rr.candidate_median == pytest.approx(2702.5)             # the noisy 9000 is not counted
+    other = by[(PERM2, "receive_rate")]
+    assert (other.n_baseline, other.n_candidate) == (3, 5) and other.verdict == INCONCLUSIVE
+    assert any("candidate repetition 5 kept out of the comparison (noisy_host)" in n for n in rep.notes)
+    assert rep.provenance_warnings == []
+    noisy = write_run(tmp_path / "n", {PERM: reps_of([2000] * 4, status="noisy_host")})
+    rows = compare_runs(load_run(base), load_run(noisy)).rows
+    assert {r.verdict for r in rows} == {INCONCLUSIVE}
+    assert rows[0].reason == "every candidate repetition kept out of verdicts (noisy_host)"
+
+
 # --------------------------------------------------------------------------- files and provenance
 
 def test_missing_latency_is_no_data_not_an_error(tmp_path):
@@ -548,3 +583,42 @@ def test_a_run_written_by_the_previous_main_gates(tmp_path, capsys):
     doc = json.loads((slow / "gate.json").read_text())
     assert doc["verdict"] == "regression"
     assert {r["metric"] for r in doc["rows"] if r["verdict"] == "regression"} == {"receive_rate", "send_rate"}
+
+
+# --------------------------------------------------------------------------- disturbed repetitions
+
+@pytest.mark.parametrize("status", ["server_frozen", "receive_stalled", "noisy_storage"])
+def test_disturbed_repetitions_count_in_no_comparison_and_are_named(tmp_path, status):
+    """harness.results.counts_in_verdicts: the same slower candidate that is a regression when
+    its repetitions are ok (test_regression_needs_effect_and_significance) is no regression when
+    they are disturbed, and the notes say which and why."""
+    base = write_run(tmp_path / "b", {PERM: reps_of([3000, 3010, 2990, 3005, 2995])})
+    cand = write_run(tmp_path / "c", {PERM: reps_of([2700, 2710, 2690, 2705, 2695], status=status)})
+    rep = compare_runs(load_run(base), load_run(cand))
+    assert rep.verdict != REGRESSION and rep.exit_code == 0
+    left_out = [n for n in rep.notes if f"kept out of the comparison ({status}): " in n]
+    assert len(left_out) == 5, rep.notes
+
+
+def test_noisy_host_repetitions_still_count(tmp_path):
+    """noisy_host goes through the same predicate and counts (absolute, run-wide on a shared
+    machine): the slower candidate is still a regression."""
+    base = write_run(tmp_path / "b", {PERM: reps_of([3000, 3010, 2990, 3005, 2995], status="noisy_host")})
+    cand = write_run(tmp_path / "c", {PERM: reps_of([2700, 2710, 2690, 2705, 2695], status="noisy_host")})
+    assert compare_runs(load_run(base), load_run(cand)).verdict == REGRESSION
+
+
+def test_interleaving_an_auto_matrix_runs_its_maximum_of_rounds(tmp_path):
+    """ssbench gate --interleave copies the matrix at one repetition per invocation: an auto
+    matrix gives its maximum as the number of rounds, and the copy loads (no auto limits left)."""
+    from harness.gate.interleave import single_rep_matrix
+    from harness.matrix import load_matrix
+
+    src = tmp_path / "m.yaml"
+    src.write_text("name: m\naxes:\n  initiators: [1]\n  threads: [1]\n  dialogs: [per_thread]\n"
+                   "  payload_bytes: [100]\n  server: [durable]\nrun:\n  repetitions: auto\n"
+                   "  min_repetitions: 4\n  max_repetitions: 7\n  budget_minutes: 5\n")
+    doc, rounds = single_rep_matrix(src, tmp_path / "one.yaml")
+    assert rounds == 7 and doc["run"] == {"repetitions": 1}
+    assert load_matrix(tmp_path / "one.yaml").run.repetitions == 1
+    assert load_matrix(src).run.most_repetitions == 7

@@ -24,8 +24,8 @@ import pytest
 from harness.cli import main
 from harness.errors import TargetError
 from harness.gate import GateSettings, compare_runs, load_run
-from harness.gate.interleave import (GateRunError, Side, SubprocessRunner, find_run_dir, round_orders,
-                                     run_interleaved)
+from harness.gate.interleave import (MAX_REPLACEMENTS, GateRunError, Side, SubprocessRunner, find_run_dir,
+                                     round_orders, run_interleaved)
 from test_gate_compare import PERM, make_summary, write_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,10 +84,12 @@ class FakeRunner:
     """Stands in for `ssbench run`: records each call and writes a one-repetition run whose
     receive rate depends on the side's checked-out VERSION file."""
 
-    def __init__(self, rates: dict[str, float], fail_on: tuple[int, str] | None = None):
+    def __init__(self, rates: dict[str, float], fail_on: tuple[int, str] | None = None,
+                 disturbed: dict[tuple[int, str], str] | None = None):
         self.rates = rates
         self.calls: list[dict] = []
         self.fail_on = fail_on
+        self.disturbed = disturbed or {}     # (round, side) -> the repetition's status
 
     def __call__(self, side: Side, matrix: Path, out: Path, round_no: int) -> Path:
         version = (side.code_root / "VERSION").read_text().strip()
@@ -99,7 +101,10 @@ class FakeRunner:
             raise GateRunError(f"round {round_no}: the {side.name}'s `ssbench run` failed (fake)")
         rate = self.rates[version] * (1 + 0.002 * round_no)
         run_dir = out / f"20260101-00000{round_no}-gatetest"     # `--out` as a results root
-        write_run(run_dir, {PERM: [make_summary(PERM, 1, receive_rate=rate)]})
+        summary = make_summary(PERM, 1, receive_rate=rate)
+        if (round_no, side.name) in self.disturbed:
+            summary["status"] = self.disturbed[(round_no, side.name)]
+        write_run(run_dir, {PERM: [summary]})
         return run_dir
 
 
@@ -170,6 +175,27 @@ def test_interleave_same_code_passes(scratch_repo, tmp_path):
                           repo=scratch_repo, runner=runner, echo=lambda s: None)
     assert len(runner.calls) == 8                 # rounds default to the matrix's 4 repetitions
     assert res.report.exit_code == 0 and res.report.verdict == "pass"
+
+
+@needs_git
+def test_a_disturbed_repetition_gets_a_replacement_round(scratch_repo, tmp_path):
+    """A candidate repetition kept out of the comparison (noisy storage) is replaced by a round
+    of the candidate alone, so the regression is still judged on 4 repetitions a side; the
+    replacements stop at MAX_REPLACEMENTS however many are disturbed."""
+    runner = FakeRunner({"baseline": 3000.0, "candidate": 1000.0}, disturbed={(2, "candidate"): "noisy_storage"})
+    out = tmp_path / "out"
+    res = run_interleaved("HEAD", scratch_repo / "matrix.yaml", seed=3, out_dir=out, repo=scratch_repo,
+                          runner=runner, echo=lambda s: None)
+    assert [(c["round"], c["side"]) for c in runner.calls[8:]] == [(5, "candidate")]
+    assert json.loads((out / "interleave.json").read_text())["replacements"] == [{"round": 5, "side": "candidate"}]
+    assert res.report.exit_code == 1, res.report.format_table()
+    assert any("kept out" in n or "left out" in n for n in res.report.notes), res.report.notes
+
+    every = {(r, side): "server_frozen" for r in range(1, 9) for side in ("baseline", "candidate")}
+    runner = FakeRunner({"baseline": 3000.0, "candidate": 3000.0}, disturbed=every)
+    run_interleaved("HEAD", scratch_repo / "matrix.yaml", seed=3, out_dir=tmp_path / "out2", repo=scratch_repo,
+                    runner=runner, echo=lambda s: None)
+    assert len(runner.calls) == 8 + MAX_REPLACEMENTS
 
 
 @needs_git
@@ -350,6 +376,7 @@ def _ssbench_run(matrix: Path, out: Path, delay_ms: int | None) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.alone   # B against A must pass: runs measured minutes apart, with nothing else changing the machine's load
 def test_gate_on_the_embedded_target_catches_a_slowed_send(tmp_path, pg_server, capsys):
     """Three real runs of a 1-permutation, 4-repetition matrix (2 s measured): A and B at full
     speed, C with a 20 ms delay inside SEND. The gate fails C against A and passes B against A."""

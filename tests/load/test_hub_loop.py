@@ -118,12 +118,16 @@ def test_a_killed_connection_is_one_failed_send_then_it_reconnects(target, sende
     assert counts.settled and ok <= counts.sent <= ok + len(errors), (counts, ok, len(errors))
 
 
+@pytest.mark.alone   # sends counted over a window timed by the clock
 def test_open_loop_keeps_its_slots_and_a_stop_ends_a_slot_wait(target, senders):
     schedule = Schedule(rate=200.0, users=USERS)
     got = _run(_loops(senders, [schedule.pacer(u) for u in range(USERS)]), 1.0)
     n = sum(len(g) for g in got)
     assert 150 <= n <= 230, n                    # 200/s over ~1 s, all users together
-    assert all(r[3] is not None and r[0] >= r[3] for g in got for r in g)   # stamped with its slot
+    # stamped with its slot, completed after it (two clocks: time.time and the schedule's perf_counter
+    # plus an offset taken once, so a few ms of slack for the wall clock's own adjustments)
+    assert all(r[3] is not None and r[0] >= r[3] - 0.005 for g in got for r in g), \
+        [(r[0], r[3]) for g in got for r in g if r[3] is None or r[0] < r[3] - 0.005][:5]
     # slow slots: a stop does not wait for the next one
     slow = Schedule(rate=0.5, users=1)
     lp = _loops(senders[:1], [slow.pacer(0)])[0]

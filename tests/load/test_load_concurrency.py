@@ -16,6 +16,9 @@ from harness.load.window import merge_workers
 from support import sleep_sender
 from support.swarm import run_swarm
 
+# throughput ratios and overlap timed by the clock: nothing else may share the CPUs
+pytestmark = pytest.mark.alone
+
 SLEEP = 0.05
 WARMUP, MEASURE = 1.0, 3.0
 

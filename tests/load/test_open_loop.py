@@ -42,6 +42,24 @@ def test_open_loop_a_late_joiner_owes_nothing_for_the_past_and_never_skips():
     assert first == pytest.approx(s2.t0) and q.late == 1 and q.next_slot() == pytest.approx(s2.t0 + 0.001)
 
 
+def test_a_sleep_that_ends_early_never_starts_a_send_before_its_slot():
+    """gevent's sleep can end before its time (libev measures from the loop's cached time): the
+    pacer sleeps again until the slot is due, and such a wait is not counted late."""
+    import time
+
+    calls = []
+
+    def early_sleep(seconds):          # sleeps only half of what it was asked
+        calls.append(seconds)
+        time.sleep(seconds / 2)
+
+    pacer = Schedule(rate=20.0, users=1).pacer(0)
+    for _ in range(3):
+        slot = pacer.wait(early_sleep)
+        assert time.perf_counter() >= slot
+    assert pacer.late == 0 and len(calls) > 3
+
+
 def test_open_loop_rate_axis_in_matrices(tmp_path):
     base = ("axes:\n  initiators: [2]\n  threads: [2]\n  dialogs: [per_thread]\n  payload_bytes: [100]\n"
             "  server: [durable]\n")
@@ -87,6 +105,7 @@ broker:
 
 
 @pytest.mark.slow
+@pytest.mark.alone   # achieved rate within 5 % of the offered one, latency within 15 ms of the service time
 def test_open_loop_runs_hit_the_offered_rate_and_are_flagged_behind(pg_server, tmp_path):
     """Every SEND takes 20 ms (the embedded target's send-delay knob), so 2 users can do about
     100 SENDs/s: 40/s is sustained, 400/s is not."""

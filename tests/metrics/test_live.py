@@ -27,7 +27,10 @@ from harness.results import Histogram
 
 T0 = 1_700_000_000.0     # epoch seconds, on a bucket boundary
 
-sends = st.lists(st.tuples(st.floats(0.0, 6.0), st.integers(1, 40_000), st.booleans()), max_size=120)
+#: (completion s, latency us, failed); some SENDs slow (1 s or more: kept with their start, and
+#: counted in the window's latency when in flight across its end)
+sends = st.lists(st.tuples(st.floats(0.0, 6.0), st.one_of(st.integers(1, 40_000), st.integers(1_000_000, 2_500_000)),
+                           st.booleans()), max_size=120)
 
 
 def scrape(live: LiveState) -> dict[str, list]:
@@ -57,6 +60,9 @@ def progress_of(rec: Recorder, seq: int, spawn: float | None, **kw) -> Progress:
 # a Progress between the window's last bucket boundary and the stop, before the stop is known
 @example(a=[(1.005, 1000, False)], b=[], cuts=[1.01], known_at=0.0, warmup=0.0, measure=1.02, spawn=0.0,
          until_stopped=True)
+# a slow SEND started inside the window, completed after it: in the window's percentiles
+@example(a=[(2.5, 2_000_000, False), (0.7, 300, False)], b=[], cuts=[1.5], known_at=0.0, warmup=0.0, measure=1.0,
+         spawn=0.0, until_stopped=False)
 def test_live_window_equals_the_summary_window(tmp_path_factory, a, b, cuts, known_at, warmup, measure, spawn,
                                                until_stopped):
     """``until_stopped``: a window that ends when the swarm is stopped (the web UI, the backlog
@@ -105,14 +111,16 @@ def test_live_window_equals_the_summary_window(tmp_path_factory, a, b, cuts, kno
     got = scrape(live)
     q = {s[0]["quantile"]: s[1] for s in got.get("ssbench_send_latency_quantile_seconds", [])
          if s[0]["phase"] == "measure"}
-    if wd.count:
-        want = wd.latency.summary_ms()
+    reported = Histogram().merge(wd.latency).merge(wd.latency_in_flight)    # the summary's send_latency_ms
+    if reported.count:
+        want = reported.summary_ms()
         assert q == pytest.approx({"0.5": want["p50"] / 1000, "0.95": want["p95"] / 1000, "0.99": want["p99"] / 1000},
                                   rel=1e-12)
         counts = [v for lab, v in got["ssbench_send_latency_seconds_count"] if lab["phase"] == "measure"]
         assert sum(counts) == wd.count
     else:
         assert q == {}
+
 
 
 def test_histogram_buckets_are_cumulative_and_a_bound_is_inside_its_bucket():
@@ -228,3 +236,24 @@ def test_every_metric_is_documented():
     doc = (__import__("pathlib").Path(__file__).resolve().parents[2] / "docs" / "monitoring.md").read_text()
     missing = [name for name in METRICS if f"`{name}" not in doc]
     assert not missing, f"docs/monitoring.md does not explain {missing}"
+
+
+def test_the_matrix_progress_is_the_runners_with_auto_rounds():
+    """``repetitions: auto``: the runner's Progress grows by each added round (``add_total``);
+    the endpoint's done/total/ETA are that Progress's at each scrape, never a copy."""
+    from harness.progress import Progress as RunProgress
+
+    progress = RunProgress(total=4, force_plain=True)      # the first round: 2 permutations x 2
+    live = LiveState(command="run")
+    live.begin_run("r", "m", "t", progress)
+    got = scrape(live)
+    assert [v for _, v in got["ssbench_run_repetitions"]] == [4]
+    assert [v for _, v in got["ssbench_run_repetitions_done"]] == [0] and "ssbench_run_eta_seconds" not in got
+    progress.mark_start()
+    for _ in range(4):
+        progress.advance()
+    progress.add_total(1)                                   # round 3: one comparison still undecided
+    got = scrape(live)
+    assert [v for _, v in got["ssbench_run_repetitions"]] == [5]
+    assert [v for _, v in got["ssbench_run_repetitions_done"]] == [4]
+    assert [v for _, v in got["ssbench_run_eta_seconds"]] == [pytest.approx(progress.eta_seconds(), abs=0.5)]

@@ -102,7 +102,7 @@ def _documented_names(cls) -> list[str]:
 
 @pytest.mark.parametrize("cls", [RepetitionSummary, PermutationSummary, RunRecord, model.Window,
                                  model.TargetRef, model.InitiatorResult, model.TopWait,
-                                 model.LatencySummary, model.Medians])
+                                 model.LatencySummary, model.Medians, model.Growth])
 def test_every_field_is_documented(cls):
     missing = [n for n in _documented_names(cls) if not re.search(rf'"{n}"', DOC)]
     assert not missing, f"docs/results.md does not document {cls.__name__}: {missing}"

@@ -7,15 +7,18 @@ import itertools
 import pytest
 
 from harness.results import Histogram, build_repetition_summary, median, repetition_status, summarize_permutation
-from harness.results.model import TargetRef
+from harness.results.model import STATUSES, TargetRef
 from harness.results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
 
-ORDER = ["lost", "undelivered", "queue_disabled", "errors", "users_idle", "behind", "client_bound", "noisy_host"]
+ORDER = [s for s in STATUSES if s != "ok"]
 
 
 def conditions(**on):
     base = dict(lost=0, queue_disabled=False, errors=0, users_active=4, users_expected=4, client_bound=False,
-                noisy_host=False, undelivered=0, behind=False)
+                noisy_host=False, undelivered=0, behind=False, server_frozen=False, receive_stalled=False,
+                noisy_storage=False)
+    for flag in ("server_frozen", "receive_stalled", "noisy_storage"):
+        base[flag] = bool(on.get(flag))
     if on.get("lost"):
         base["lost"] = 3
     if on.get("queue_disabled"):

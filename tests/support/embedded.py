@@ -58,6 +58,18 @@ def send_many(target: EmbeddedTarget, initiator: int, per_dialog: int, payload: 
         s.close()
 
 
+@contextlib.contextmanager
+def provisioned(server: EmbeddedServer, prefix: str, initiators: int = 1):
+    """An embedded target on ``server`` with databases of its own ``prefix``, provisioned for
+    ``initiators``; closed afterwards (a module-scoped fixture's body)."""
+    t = EmbeddedTarget(server, prefix=prefix)
+    t.provision(initiators)
+    try:
+        yield t
+    finally:
+        t.close()
+
+
 def wait_for(cond, timeout: float, what: str, poll: float = 0.05):
     deadline = time.monotonic() + timeout
     while True:

@@ -17,7 +17,8 @@ from harness.targets.base import SendPaths, Sender
 from harness.targets.sender import open_sender, sender_class, sender_factory
 from support import PLUGINS_DIR
 
-BUILT_IN_COLLECTORS = ["activation", "broker", "dialogs", "host", "queues", "throughput", "waits"]
+BUILT_IN_COLLECTORS = ["activation", "broker", "broker_waits", "dialogs", "host", "locks", "page_latch", "queues", "stalls",
+                       "storage", "throughput", "waits"]
 
 
 @pytest.fixture
@@ -108,7 +109,8 @@ def test_a_target_config_is_read_without_connecting(plugins):
     assert (config.name, config.profiles, config.file) == ("memory", ("default",), None)
     assert config.capabilities.features() == frozenset() and config.alias_profiles() is None
     embedded = factory.target_config("embedded")
-    assert embedded.capabilities.features() == {"backlog", "dialog_lifetime"}
+    assert embedded.capabilities.features() == {"backlog", "dialog_lifetime", "transport_rate_limit",
+                                                "client_cpu_per_send"}
     assert embedded.alias_profiles() == ["durable", "delayed"]
 
 

@@ -34,6 +34,8 @@ CREATE TABLE ssb.queues (
     monitor_interval_s     float8  NOT NULL DEFAULT 5 CHECK (monitor_interval_s > 0),
     try_catch              boolean NOT NULL DEFAULT true,   -- activation procedure catches per message
     process_delay_ms       integer NOT NULL DEFAULT 0 CHECK (process_delay_ms >= 0),  -- test knob
+    -- the activation procedure's own work per message (broker.processing_us_per_message)
+    processing_us_per_message integer NOT NULL DEFAULT 0 CHECK (processing_us_per_message >= 0),
     consecutive_rollbacks  integer NOT NULL DEFAULT 0,
     rollbacks_total        bigint  NOT NULL DEFAULT 0,
     activation_errors      bigint  NOT NULL DEFAULT 0,
@@ -168,6 +170,26 @@ CREATE TABLE ssb.wait_stats (
     PRIMARY KEY (database, pg_wait_type, pg_wait_event, wait_type)
 );
 
+-- Diagnostic (the broker's --lock-sample-ms, off by default): sessions that waited for a lock,
+-- held one another session waited for, or had a transaction open longer than a second, with
+-- pg_blocking_pids() and the lock asked for (harness/targets/embedded/lock_sampler.py).
+CREATE TABLE ssb.lock_samples (
+    sampled_at       timestamptz NOT NULL,
+    pid              integer     NOT NULL,
+    app              text,
+    database         text,
+    backend_type     text,
+    state            text,
+    wait_event_type  text,
+    wait_event       text,
+    xact_seconds     float8,
+    blocked_by       integer[]   NOT NULL,
+    lock_type        text,
+    lock_mode        text,
+    lock_relation    text,
+    query            text
+);
+
 -- The running broker process (one at a time: it also holds an advisory lock).
 CREATE TABLE ssb.broker_state (
     singleton     boolean PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -211,6 +233,20 @@ AS $$
             THEN ssb.fail('poison message: the payload starts with POISON')
         ELSE ('x' || encode(substr(p_body, 5, 8), 'hex'))::bit(64)::bigint
     END
+$$;
+
+-- The activation procedure's own work (broker.processing_us_per_message): p_us microseconds
+-- of waiting, with '/processing' appended to the session's application_name meanwhile.
+CREATE FUNCTION ssb.process_work(p_us bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_app text := current_setting('application_name');
+BEGIN
+    PERFORM set_config('application_name', left(v_app, 50) || '/processing', true);
+    PERFORM pg_sleep(p_us / 1000000.0);
+    PERFORM set_config('application_name', v_app, true);
+END
 $$;
 
 CREATE FUNCTION ssb.is_warmup(p_body bytea) RETURNS boolean
@@ -337,13 +373,25 @@ CREATE TYPE ssb.received_message AS (
 -- group has messages it polls until the timeout (pg_sleep: the wait shows as
 -- Timeout/PgSleep, which ssbench maps to BROKER_RECEIVE_WAITFOR) and returns nothing.
 -- Raises if the queue is disabled (STATUS = OFF), like SQL Server.
+--
+-- Every statement here reads ONE table (the candidate groups are passed on as arrays), so no
+-- plan can be worse than linear in the queue's size whatever the statistics say. The queue's
+-- statistics are often wrong: autovacuum may vacuum it while it is momentarily empty and fail
+-- to truncate it (its lock is never free), leaving many pages and ~0 tuples in pg_class, so
+-- the planner takes the queue for a one-row table. A join planned on that (the former
+-- DELETE ... WHERE queuing_order IN (SELECT ... LIMIT p_top)) became a nested loop that ran
+-- the subquery once per queued message: seconds of CPU for 10,000 messages, with the group
+-- locked, so no other reader could receive it (issue 30; docs/embedded.md, "Receive stalls").
 CREATE FUNCTION ssb.receive(p_top integer DEFAULT 10000, p_timeout_ms integer DEFAULT 0)
 RETURNS SETOF ssb.received_message
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     v_group    uuid;
+    v_head     uuid[];
+    v_groups   uuid[];
     v_tried    uuid[] := '{}';
+    v_upto     bigint;
     v_deadline timestamptz := clock_timestamp() + make_interval(secs => greatest(p_timeout_ms, 0) / 1000.0);
     v_sleep    float8 := 0.001;
     v_left     float8;
@@ -357,17 +405,16 @@ BEGIN
             USING ERRCODE = '55000', HINT = 'SQL Server error 9617; re-enable it with ALTER QUEUE ... WITH STATUS = ON.';
     END IF;
     LOOP
-        -- 1. FIFO: the group of the oldest messages that nobody holds
-        SELECT g.group_id INTO v_group
-          FROM (SELECT q.conv_group, q.queuing_order FROM ssb.service_queue q
-                 ORDER BY q.queuing_order LIMIT 256) h
-          JOIN ssb.conversation_groups g ON g.group_id = h.conv_group
-         WHERE g.group_id <> ALL (v_tried)
-         ORDER BY h.queuing_order
-         LIMIT 1
-           FOR UPDATE OF g SKIP LOCKED;
-        IF v_group IS NULL THEN
-            -- 2. the head of the queue belongs to held groups: one probe per distinct group
+        -- 1. FIFO: the groups of the 256 oldest messages, oldest first, the first nobody holds
+        SELECT array_agg(h.conv_group ORDER BY h.first) INTO v_head
+          FROM (SELECT q.conv_group, min(q.queuing_order) AS first
+                  FROM (SELECT q.conv_group, q.queuing_order FROM ssb.service_queue q
+                         ORDER BY q.queuing_order LIMIT 256) q
+                 GROUP BY q.conv_group) h;
+        v_group := ssb.lock_first_group(v_head, v_tried, true);
+        IF v_group IS NULL AND v_head IS NOT NULL THEN
+            -- 2. the head of the queue belongs to held groups: every group with messages (one
+            --    index probe per distinct group)
             WITH RECURSIVE cg(grp) AS (
                 (SELECT q.conv_group FROM ssb.service_queue q ORDER BY q.conv_group LIMIT 1)
                 UNION ALL
@@ -375,27 +422,30 @@ BEGIN
                          ORDER BY q.conv_group LIMIT 1)
                   FROM cg WHERE cg.grp IS NOT NULL
             )
-            SELECT g.group_id INTO v_group
-              FROM cg JOIN ssb.conversation_groups g ON g.group_id = cg.grp
-             WHERE g.group_id <> ALL (v_tried)
-             LIMIT 1
-               FOR UPDATE OF g SKIP LOCKED;
+            SELECT array_agg(cg.grp) INTO v_groups FROM cg WHERE cg.grp IS NOT NULL;
+            v_group := ssb.lock_first_group(v_groups, v_tried, false);
         END IF;
         IF v_group IS NOT NULL THEN
-            RETURN QUERY
-                WITH r AS (
-                    DELETE FROM ssb.service_queue q
-                     WHERE q.queuing_order IN (SELECT s.queuing_order FROM ssb.service_queue s
-                                                WHERE s.conv_group = v_group
-                                                ORDER BY s.queuing_order LIMIT p_top)
-                    RETURNING q.*
-                )
-                SELECT 1::smallint, r.queuing_order, r.conv_group, r.handle, r.msgseqnum,
-                       ssb.message_type_name(r.msgtype), r.msgbody, r.diag_id, r.initiator
-                  FROM r ORDER BY r.queuing_order;
-            GET DIAGNOSTICS v_n = ROW_COUNT;
-            IF v_n > 0 THEN
-                RETURN;
+            -- the group's p_top oldest messages: up to the p_top-th one's queuing order (one
+            -- transport per initiator enqueues a dialog's messages, in order, so nothing older
+            -- can commit later)
+            SELECT max(m.queuing_order) INTO v_upto
+              FROM (SELECT s.queuing_order FROM ssb.service_queue s
+                     WHERE s.conv_group = v_group ORDER BY s.queuing_order LIMIT p_top) m;
+            IF v_upto IS NOT NULL THEN
+                RETURN QUERY
+                    WITH r AS (
+                        DELETE FROM ssb.service_queue q
+                         WHERE q.conv_group = v_group AND q.queuing_order <= v_upto
+                        RETURNING q.*
+                    )
+                    SELECT 1::smallint, r.queuing_order, r.conv_group, r.handle, r.msgseqnum,
+                           ssb.message_type_name(r.msgtype), r.msgbody, r.diag_id, r.initiator
+                      FROM r ORDER BY r.queuing_order;
+                GET DIAGNOSTICS v_n = ROW_COUNT;
+                IF v_n > 0 THEN
+                    RETURN;
+                END IF;
             END IF;
             -- another reader emptied the group between our snapshot and our lock: look again
             v_tried := v_tried || v_group;
@@ -413,6 +463,20 @@ BEGIN
     END LOOP;
     RETURN;
 END
+$$;
+
+-- The first of p_groups (in their order if p_in_order, else in group order), leaving out
+-- p_exclude, that no other transaction holds, locked until the caller's transaction ends (FOR
+-- UPDATE SKIP LOCKED: held groups are skipped, never waited for). One table, the candidates as
+-- an array: RECEIVE's locking step. (In order: p_groups is at most 256 groups long.)
+CREATE FUNCTION ssb.lock_first_group(p_groups uuid[], p_exclude uuid[], p_in_order boolean) RETURNS uuid
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT g.group_id FROM ssb.conversation_groups g
+     WHERE g.group_id = ANY (p_groups) AND g.group_id <> ALL (p_exclude)
+     ORDER BY CASE WHEN p_in_order THEN array_position(p_groups, g.group_id) END, g.group_id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED
 $$;
 
 -- ------------------------------------------------------------------ END CONVERSATION
@@ -599,6 +663,13 @@ BEGIN
         PERFORM pg_sleep(q.process_delay_ms / 1000.0);
     END IF;
 
+    -- broker.processing_us_per_message: the procedure's own work, as a wait per measured data
+    -- message (not warm-up) inside the transaction (I/O or a remote call per message). The session says so in its
+    -- application_name meanwhile, so the wait sampler reports WAITFOR, not the idle RECEIVE wait.
+    IF q.processing_us_per_message > 0 AND v_processed > v_warm THEN
+        PERFORM ssb.process_work((v_processed - v_warm)::bigint * q.processing_us_per_message);
+    END IF;
+
     INSERT INTO ssb.receive_tally (id, reader, backend_pid, conv_group, initiator, messages, processed,
                                    warmup, errors, end_dialogs, received_us, finished_us)
     VALUES (v_batch_id, current_setting('application_name'), pg_backend_pid(),
@@ -665,7 +736,7 @@ AS $$
 BEGIN
     TRUNCATE ssb.conversation_groups, ssb.sysdercv, ssb.service_queue, ssb.sysxmitqueue,
              ssb.message_drop, ssb.receive_tally, ssb.message_errors, ssb.activation_tasks,
-             ssb.wait_stats
+             ssb.wait_stats, ssb.lock_samples
              RESTART IDENTITY;
     UPDATE ssb.queues SET is_receive_enabled = true, consecutive_rollbacks = 0, rollbacks_total = 0,
                           activation_errors = 0, last_error = NULL, disabled_at = NULL;

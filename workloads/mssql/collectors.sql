@@ -80,3 +80,34 @@ FROM sys.conversation_endpoints AS ce
 JOIN sys.services AS s ON s.service_id = ce.service_id
 WHERE s.name = ?
 GROUP BY ce.state;
+
+-- @@ broker_waits
+-- Service Broker's own waits, idle ones included (BROKER_RECEIVE_WAITFOR: readers waiting in
+-- their RECEIVE; BROKER_TASK_STOP: activation tasks ending; BROKER_TRANSMITTER ...), which the
+-- wait profile leaves out, for the diagnosis (docs/diagnosis.md).
+SELECT wait_type, waiting_tasks_count, wait_time_ms
+FROM sys.dm_os_wait_stats
+WHERE wait_type LIKE N'BROKER[_]%' AND (waiting_tasks_count > 0 OR wait_time_ms > 0);
+
+-- @@ broker_latches
+-- Service Broker's latch classes (SERVICE_BROKER_WAITFOR_MANAGER: readers waiting in WAITFOR
+-- queue on it when there are more of them than the work needs).
+SELECT latch_class, waiting_requests_count, wait_time_ms
+FROM sys.dm_os_latch_stats
+WHERE latch_class LIKE N'SERVICE[_]BROKER%' AND (waiting_requests_count > 0 OR wait_time_ms > 0);
+
+-- @@ page_latch_waiters
+-- Tasks waiting on a page latch now, by page: resource_description is
+-- 'database_id:file_id:page_id' (the paper's hot sys.sysdesend pages show up here).
+SELECT wait_type, resource_description, COUNT(*)
+FROM sys.dm_os_waiting_tasks
+WHERE wait_type LIKE N'PAGELATCH[_]%' AND resource_description IS NOT NULL
+GROUP BY wait_type, resource_description;
+
+-- @@ page_info
+-- The object a page belongs to: sys.dm_db_page_info (SQL Server 2019 and later; the caller
+-- keeps the raw page id on older servers).
+SELECT DB_NAME(pi.database_id), OBJECT_SCHEMA_NAME(pi.object_id, pi.database_id),
+       OBJECT_NAME(pi.object_id, pi.database_id), pi.index_id, pi.page_type_desc
+FROM sys.dm_db_page_info(?, ?, ?, 'LIMITED') AS pi;
+

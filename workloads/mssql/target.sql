@@ -52,6 +52,11 @@ IF OBJECT_ID(N'[dbo].[receiveTally]', N'U') IS NULL
         messages int NOT NULL,
         warmup_messages int NOT NULL,
         batch_messages int NOT NULL);
+GO
+-- finished_at: when the procedure's processing of the RECEIVE ended (before its COMMIT), so the
+-- diagnosis can tell the procedure's own work from the RECEIVE (docs/diagnosis.md)
+IF COL_LENGTH(N'[dbo].[receiveTally]', N'finished_at') IS NULL
+    ALTER TABLE [dbo].[receiveTally] ADD finished_at datetime2(7) NULL;
 -- (The paper's user-defined error table, dbo.messageErrors: objects.sql error_table.)
 
 -- @@ activation_procedure
@@ -69,6 +74,7 @@ BEGIN
         [dialog] uniqueidentifier,
         contract sysname);
     DECLARE @rows int, @data int, @now datetime2(7), @dh uniqueidentifier, @err nvarchar(4000);
+    DECLARE @work datetime;
 
     -- Loop calling RECEIVE; leave after a timeout with no messages.
     WHILE 1 = 1
@@ -115,12 +121,23 @@ BEGIN
               AND h.warmup IS NOT NULL AND h.initiator IS NOT NULL AND h.sent_at IS NOT NULL;
             SET @data = @@ROWCOUNT;   -- data messages with a valid header
 
+            -- The procedure's own work per message (broker.processing_us_per_message: I/O or a
+            -- remote call per message, modelled as a wait inside the transaction).
+            IF {{int:processing_us_per_message}} > 0 AND @data > 0
+            BEGIN
+                SET @work = DATEADD(millisecond, CEILING(CAST(@data AS bigint)
+                                                         * {{int:processing_us_per_message}} / 1000.0),
+                                    CAST(0 AS datetime));
+                WAITFOR DELAY @work;
+            END;
+
             -- The tally: this RECEIVE's data messages per initiator, and a row (initiator
             -- NULL) when it also held others (EndDialog, Error, bad headers), so every
             -- RECEIVE leaves at least one row.
             INSERT INTO [dbo].[receiveTally] (received_at, initiator, messages, warmup_messages,
-                                              batch_messages)
-            SELECT @now, h.initiator, COUNT(*), SUM(CASE WHEN h.warmup = 1 THEN 1 ELSE 0 END), @rows
+                                              batch_messages, finished_at)
+            SELECT @now, h.initiator, COUNT(*), SUM(CASE WHEN h.warmup = 1 THEN 1 ELSE 0 END), @rows,
+                   SYSUTCDATETIME()
             FROM @receive AS r
             CROSS APPLY (SELECT
                 CASE SUBSTRING(r.message_body, 1, 4)
@@ -137,8 +154,8 @@ BEGIN
             GROUP BY h.initiator;
             IF @data < @rows
                 INSERT INTO [dbo].[receiveTally] (received_at, initiator, messages, warmup_messages,
-                                                  batch_messages)
-                VALUES (@now, NULL, 0, 0, @rows);
+                                                  batch_messages, finished_at)
+                VALUES (@now, NULL, 0, 0, @rows, SYSUTCDATETIME());
 
             -- Bad messages (no parsable header) and Service Broker Error messages: error table.
             INSERT INTO [dbo].[messageErrors] (received_at, [dialog], message_type, error, messageVal)
@@ -287,3 +304,17 @@ WHERE warmup = 0 AND received_at >= ? AND received_at < ?;
 
 -- @@ queue_exact
 SELECT COUNT_BIG(*) FROM [dbo].{{ident:queue}} WITH (NOLOCK);
+
+-- @@ procedure_time
+-- The activation procedure's own time (RECEIVE's return to the end of its processing, before
+-- COMMIT) over [start, end) in the target's clock, for the diagnosis (docs/diagnosis.md): the
+-- microseconds of it inside the window (every RECEIVE that overlaps it), and of the RECEIVEs that
+-- returned inside it their whole time, their data messages and their count. One data row per
+-- RECEIVE (a RECEIVE takes one conversation group: one initiator's dialog).
+SELECT ISNULL(SUM(DATEDIFF_BIG(microsecond, IIF(received_at > ?, received_at, ?),
+                               IIF(finished_at < ?, finished_at, ?))), 0),
+       ISNULL(SUM(IIF(received_at >= ?, DATEDIFF_BIG(microsecond, received_at, finished_at), 0)), 0),
+       ISNULL(SUM(IIF(received_at >= ?, CAST(messages - warmup_messages AS bigint), 0)), 0),
+       COUNT_BIG(IIF(received_at >= ?, 1, NULL))
+FROM [dbo].[receiveTally]
+WHERE initiator IS NOT NULL AND finished_at IS NOT NULL AND received_at < ? AND finished_at > ?;

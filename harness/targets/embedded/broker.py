@@ -10,6 +10,8 @@ connection per activity:
   disable the queue).
 * **Wait sampler** (:mod:`.wait_sampler`): ``pg_stat_activity`` sampled every 25 ms into
   SQL Server-named wait statistics (see :mod:`harness.targets.embedded.waits`).
+* **Lock sampler** (:mod:`.lock_sampler`, diagnostic, off unless ``--lock-sample-ms``): who
+  blocks whom (``pg_blocking_pids``), and long transactions, into ``ssb.lock_samples``.
 
 Run it as ``python -m harness.targets.embedded.broker`` (``--help``); normally
 :meth:`EmbeddedTarget.start` does. SIGTERM or SIGINT stops it cleanly (readers are cancelled:
@@ -33,6 +35,7 @@ import psycopg
 
 from ._db import connect
 from .activation import QueueMonitor, Reader
+from .lock_sampler import LockSampler
 from .transport import Transport
 from .wait_sampler import WaitSampler
 
@@ -50,6 +53,8 @@ class BrokerOptions:
     flush_interval_s: float = 1.0                 # wait stats written this often
     parent_pid: int | None = None                 # exit when this process is gone
     crash_after_enqueue: int | None = None        # testing: SIGKILL self after the N-th enqueue, before its ACK
+    transport_rate: float = 0.0                   # emulation knob: messages/s per initiator (0: no limit)
+    lock_sample_s: float = 0.0                    # diagnostic lock sampler period (0: off)
     databases: list[str] = field(default_factory=list)  # filled in: names sampled for waits
 
 
@@ -130,6 +135,8 @@ class Broker:
             self.threads.append(Transport(self, i, ci))
         self.threads.append(QueueMonitor(self))
         self.threads.append(WaitSampler(self))
+        if opts.lock_sample_s > 0:
+            self.threads.append(LockSampler(self, opts.lock_sample_s))
         control.execute("UPDATE ssb.broker_state SET pid = %s, host = %s, initiators = %s, "
                         "started_at = clock_timestamp(), heartbeat_at = clock_timestamp(), stopped_at = NULL",
                         (os.getpid(), socket.gethostname(), sorted(opts.initiators)))
@@ -205,14 +212,24 @@ def parse_args(argv: list[str] | None = None) -> BrokerOptions:
     p.add_argument("--batch-size", type=int, default=1000, help="messages per transport batch (default 1000)")
     p.add_argument("--sample-interval-ms", type=float, default=25.0,
                    help="wait sampler period in ms (default 25)")
+    p.add_argument("--lock-sample-ms", type=float, default=0.0,
+                   help="diagnostic: sample who blocks whom (pg_blocking_pids) and long transactions "
+                        "every MS milliseconds into ssb.lock_samples (default 0: off)")
     p.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
     p.add_argument("--crash-after-enqueue", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--transport-rate", type=float, default=0.0, metavar="MSG_PER_S",
+                   help="move at most this many messages per second per initiator (an emulation knob to "
+                        "build a transmission-bound case, docs/embedded.md; default 0: no limit)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s broker[%(process)d] %(threadName)s: %(message)s")
     if a.batch_size < 1 or a.sample_interval_ms <= 0:
         p.error("--batch-size and --sample-interval-ms must be positive")
+    if not 0 <= a.transport_rate <= 10_000_000:
+        p.error("--transport-rate must be between 0 and 10000000 messages per second")
+    if not 0 <= a.lock_sample_ms <= 60_000:
+        p.error("--lock-sample-ms must be between 0 (off) and 60000")
     initiators: dict[int, str] = {}
     for spec in a.initiator:
         num, sep, ci = spec.partition("=")
@@ -242,7 +259,8 @@ def parse_args(argv: list[str] | None = None) -> BrokerOptions:
             initiators = {i: info.conninfo(db) for i, db in enumerate(database_names(a.prefix, n)[1], start=1)}
     return BrokerOptions(target=target, initiators=initiators, batch_size=a.batch_size,
                          sample_interval_s=a.sample_interval_ms / 1000.0, parent_pid=a.parent_pid,
-                         crash_after_enqueue=a.crash_after_enqueue)
+                         crash_after_enqueue=a.crash_after_enqueue, transport_rate=a.transport_rate,
+                         lock_sample_s=a.lock_sample_ms / 1000.0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,6 +54,7 @@ class Provisioning:
         dbs = [(self.target_db, "target", 0)] + [(self.initiator_db(i), "initiator", i)
                                                  for i in range(1, max_initiators + 1)]
         with self._lock:
+            self._reload_settings()
             existing = {r[0] for r in self._query("postgres", "SELECT datname FROM pg_database")}
             for db, kind, num in dbs:
                 if db not in existing:
@@ -61,6 +62,21 @@ class Provisioning:
                     self._conn("postgres").execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db)))
                 self._load_schema(db, kind, num)
             self._provisioned = max(self._provisioned, max_initiators)
+
+    def _reload_settings(self) -> None:
+        """Settings added to server.SETTINGS after this server was initialized, where a reload
+        applies them (server.RELOADABLE): ALTER SYSTEM, then reload."""
+        from .server import RELOADABLE, SETTINGS
+
+        want = {k: SETTINGS[k].strip("'") for k in RELOADABLE}
+        have = dict(self._query("postgres", "SELECT name, setting FROM pg_settings WHERE name = ANY (%s)",
+                                (list(want),)))
+        stale = [k for k, v in want.items() if have.get(k) != v]
+        for k in stale:
+            self._conn("postgres").execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                sql.Identifier(k), sql.Literal(want[k])))
+        if stale:
+            self._query("postgres", "SELECT pg_reload_conf()")
 
     def _load_schema(self, db: str, kind: str, num: int) -> None:
         text, version = sql_file(kind)

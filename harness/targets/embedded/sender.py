@@ -51,8 +51,11 @@ class EmbeddedSender(Sender):
     #: benchmark may subclass with another two-parameter statement (benchmarks/ceiling_sender.py)
     send_sql: bytes = SEND_SQL
 
-    def __init__(self, conninfo: str, initiator: int | None = None, *, application_name: str | None = None):
+    def __init__(self, conninfo: str, initiator: int | None = None, *, application_name: str | None = None,
+                 client_cpu_us: int = 0):
         self.initiator = initiator
+        #: an emulation knob (broker.client_cpu_us_per_send): CPU this process spends before each SEND
+        self._cpu_us = int(client_cpu_us or 0)
         self._conninfo = conninfo
         self._app = application_name or f"ssbench-sender-i{initiator or 0}"
         self._lock = allocate_lock()
@@ -74,7 +77,8 @@ class EmbeddedSender(Sender):
         """Build a sender from :meth:`EmbeddedTarget.sender_spec`."""
         if "conninfo" not in spec:
             raise TargetError(f"not an embedded sender spec: {sorted(spec)}")
-        return cls(spec["conninfo"], spec.get("initiator"))
+        return cls(spec["conninfo"], spec.get("initiator"),
+                   client_cpu_us=int(spec.get("client_cpu_us_per_send") or 0))
 
     def _open(self) -> None:
         conn = connect(self._conninfo, self._app)
@@ -144,6 +148,8 @@ class EmbeddedSender(Sender):
 
     def send(self, dialog: str, payload: bytes) -> None:
         """SEND ON CONVERSATION ``dialog`` in its own transaction; raises on failure."""
+        if self._cpu_us:
+            burn_cpu(self._cpu_us)
         with self._lock:
             res = self._exec(dialog, payload)
         if res.status != ExecStatus.TUPLES_OK:
@@ -196,7 +202,16 @@ class EmbeddedSender(Sender):
             return None
         from .green import LibpqPump
 
-        return LibpqPump(self._pg, _STMT, [dialog.encode(), payload], _FORMATS, self._error)
+        pump = LibpqPump(self._pg, _STMT, [dialog.encode(), payload], _FORMATS, self._error)
+        if self._cpu_us:
+            begin, us = pump.begin, self._cpu_us
+
+            def costly_begin() -> bool:
+                burn_cpu(us)
+                return begin()
+
+            pump.begin = costly_begin   # type: ignore[method-assign]
+        return pump
 
     def _raise_conn(self) -> None:
         raise self._error(None)
@@ -225,6 +240,14 @@ class EmbeddedSender(Sender):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def burn_cpu(us: int) -> None:
+    """Spend ``us`` microseconds of this thread's CPU time (not wall time: on a busy machine it
+    takes longer). The client's own work per SEND (broker.client_cpu_us_per_send, docs/embedded.md)."""
+    end = time.thread_time_ns() + us * 1000
+    while time.thread_time_ns() < end:
+        pass
 
 
 def _first_line(e: BaseException) -> str:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import TargetError, UserError
+from ... import environment
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,12 @@ SETTINGS: dict[str, str] = {
     "max_connections": "400",               # 150 client threads + 16 readers per queue + tools
     "shared_buffers": "'256MB'",            # keep queue tables and endpoints in memory
     "max_wal_size": "'4GB'",                # no checkpoint storms inside a measured window
+    "min_wal_size": "'1GB'",                # WAL segments are recycled, not removed: no window creates one
     "checkpoint_timeout": "'15min'",
     "wal_level": "minimal",                 # no replication: less WAL per message
     "max_wal_senders": "0",
     "track_io_timing": "on",                # wait analysis
+    "track_wal_io_timing": "on",            # commit latency (WAL fsync time in pg_stat_io)
     "autovacuum_naptime": "'2s'",           # queue tables churn: vacuum them often
     "autovacuum_vacuum_scale_factor": "0.02",
     "autovacuum_vacuum_insert_scale_factor": "0.05",
@@ -59,6 +62,11 @@ def connection_budget():
     from ..base import ConnectionBudget
 
     return ConnectionBudget(limit=int(SETTINGS["max_connections"]), fixed=16, per_initiator=2, per_reader=1)
+
+
+#: settings of SETTINGS a running server takes on reload: provisioning applies them to a server
+#: initialized before they were added (ALTER SYSTEM, postgresql.auto.conf)
+RELOADABLE = ("track_wal_io_timing", "min_wal_size")
 
 
 def bin_dir() -> Path:
@@ -89,7 +97,7 @@ def data_base_dir() -> Path:
 
 
 def default_data_dir() -> Path:
-    env = os.environ.get("SSBENCH_PGDATA")
+    env = environment.get("SSBENCH_PGDATA")
     if env:
         return Path(env).expanduser().resolve()
     return (data_base_dir() / f"pg{_major_version()}").resolve()

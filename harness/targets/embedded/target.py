@@ -38,12 +38,22 @@ from .runlock import RunLock
 from .server import EmbeddedServer, ServerInfo
 from .supervisor import BrokerSupervisor
 from .telemetry import Telemetry
+from ... import environment
 
 log = logging.getLogger(__name__)
 
 SEND_DELAY_ENV = "SSBENCH_EMBEDDED_SEND_DELAY_MS"
+#: diagnostic: the broker's lock sampler period in ms (lock_sampler.py); unset or 0: off
+LOCK_SAMPLE_ENV = "SSBENCH_EMBEDDED_LOCK_SAMPLE_MS"
 SEND_DELAY_SETTING = ("ssbench", "send_delay_ms")
 RESET_LOCK_TIMEOUT = "5s"
+#: WAL segments (16 MB each) kept ahead of a measured window (settle(); server.SETTINGS keeps
+#: min_wal_size above this, so a checkpoint recycles them instead of removing them)
+WAL_RESERVE_SEGMENTS = 16
+#: the emulation's tables settle() vacuums: (initiator, target)
+SETTLE_TABLES = {False: ("ssb.sysdesend", "ssb.sysxmitqueue", "ssb.dialogs", "ssb.initiator_queue"),
+                 True: ("ssb.sysdercv", "ssb.conversation_groups", "ssb.service_queue", "ssb.sysxmitqueue",
+                        "ssb.message_drop", "ssb.receive_tally")}
 
 
 class EmbeddedTarget(Provisioning, Telemetry, Target):
@@ -55,7 +65,8 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
     """
 
     kind = "embedded"
-    capabilities = Capabilities(backlog=True, dialog_lifetime=True, profile_aliases=True, emulation="PostgreSQL")
+    capabilities = Capabilities(backlog=True, dialog_lifetime=True, profile_aliases=True, emulation="PostgreSQL",
+                                transport_rate_limit=True, client_cpu_per_send=True)
 
     def __init__(self, server: EmbeddedServer | str | Path | None = None, *, prefix: str = "ssb"):
         if not PREFIX_RE.fullmatch(prefix):
@@ -160,7 +171,7 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
             # the profile and the broker settings (MAX_QUEUE_READERS, RECEIVE TOP, WAITFOR) are
             # per permutation: run.json's matrix section and every summary's permutation say them
             "settings": {"server": settings, "server_conf": dict(server_mod.SETTINGS),
-                         "send_delay_ms": os.environ.get(SEND_DELAY_ENV) or None},
+                         "send_delay_ms": environment.get(SEND_DELAY_ENV)},
             "profiles": {k: dict(v) for k, v in EMBEDDED_PROFILES.items()},
             "note": "PostgreSQL numbers from an emulation of Service Broker; not SQL Server measurements",
             "notes": [
@@ -188,7 +199,8 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
             raise UserError(f"initiators must be a positive integer, got {initiators!r}")
         if initiators > self._provisioned:
             self.provision(initiators)
-        delay = _send_delay_from_env()
+        delay = _ms_from_env(SEND_DELAY_ENV, 60_000)
+        _ms_from_env(LOCK_SAMPLE_ENV, 60_000)     # a bad value is refused before anything changes
         self.stop()
         self._broker.reset_restarts()
         with self._lock:
@@ -209,10 +221,10 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
                 self._reset_db(db)
             self._conn(self.target_db).execute(
                 "UPDATE ssb.queues SET max_readers = %s, receive_top = %s, waitfor_timeout_ms = %s, "
-                "monitor_interval_s = %s, is_activation_enabled = true, try_catch = true, process_delay_ms = 0 "
-                "WHERE name = %s",
+                "monitor_interval_s = %s, is_activation_enabled = true, try_catch = true, process_delay_ms = 0, "
+                "processing_us_per_message = %s WHERE name = %s",
                 (broker.max_queue_readers, broker.receive_top, broker.waitfor_timeout_ms,
-                 float(broker.monitor_interval_seconds), QUEUE))
+                 float(broker.monitor_interval_seconds), broker.processing_us_per_message, QUEUE))
             # settings changed per database reach new sessions only: drop ours
             for db in all_dbs:
                 c = self._conns.pop(db, None)
@@ -292,6 +304,34 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
                 raise TargetError(f"warm-up of initiator {initiator}: processing failed: {errors[0]}")
         return n
 
+    # ------------------------------------------------------------------ steady state
+    def settle(self) -> None:
+        """A quieter window (issue 24): with the warm-up processed and the broker not yet
+        started, vacuum and analyze the emulation's tables (autovacuum would otherwise do the
+        warm-up's dead rows in the window's first seconds, and an emptied queue table can be
+        truncated now, while nobody holds it), keep WAL segments in reserve for the window
+        (recycled, not created and zero-filled in it) and checkpoint (the warm-up's dirty
+        pages are written now, and no timed checkpoint falls due for checkpoint_timeout).
+        Durability is untouched: every setting stays as the profile says."""
+        if self.broker_running():
+            raise TargetError("settle() before start(): the broker holds the queue tables")
+        t0 = time.monotonic()
+        with self._lock:
+            for db in [self.target_db] + [self.initiator_db(i) for i in range(1, self._initiators + 1)]:
+                self._conn(db).execute("VACUUM (ANALYZE) " + ", ".join(SETTLE_TABLES[db == self.target_db]))
+            pg = self._conn("postgres")
+            have = pg.execute("SELECT count(*) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'").fetchone()[0]
+            if have < WAL_RESERVE_SEGMENTS:
+                # each switch after a write starts a new segment (created and zero-filled now); the
+                # checkpoint below recycles them as the next ones (min_wal_size keeps them)
+                pg.execute("CREATE TABLE IF NOT EXISTS public.ssbench_wal_reserve (n int)")
+                for _ in range(WAL_RESERVE_SEGMENTS - have):
+                    pg.execute("INSERT INTO public.ssbench_wal_reserve VALUES (1)")
+                    pg.execute("SELECT pg_switch_wal()")
+                pg.execute("TRUNCATE public.ssbench_wal_reserve")
+            pg.execute("CHECKPOINT")
+        log.info("settled in %.2f s", time.monotonic() - t0)
+
     # ------------------------------------------------------------------ the broker process
     def broker_running(self) -> bool:
         return self._broker.running()
@@ -322,7 +362,11 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
             return
         if not self._provisioned:
             raise UserError("provision() the embedded target before start()")
-        self._broker.start(self.broker_command(extra=extra_args), timeout)
+        rate = self._broker_settings.transport_rate_limit   # an emulation knob (docs/embedded.md)
+        lock_ms = _ms_from_env(LOCK_SAMPLE_ENV, 60_000)
+        extra = (["--transport-rate", f"{rate:g}"] if rate else []) \
+            + (["--lock-sample-ms", lock_ms] if lock_ms is not None else []) + list(extra_args or [])
+        self._broker.start(self.broker_command(extra=extra), timeout)
 
     def stop(self, timeout: float = 15.0) -> None:
         """Stop the broker process: SIGTERM (readers are cancelled; their batches roll back and
@@ -337,7 +381,7 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
         """Wait until no backend of a dead broker is left (they exit within about half a second
         of losing their client): their open transactions must not overlap a new broker's."""
         deadline = time.monotonic() + timeout
-        pattern = "^ssbench-(reader|transport|queue-monitor|wait-sampler|broker)"
+        pattern = "^ssbench-(reader|transport|queue-monitor|wait-sampler|lock-sampler|broker)"
         dbs = [self.target_db] + [self.initiator_db(i) for i in range(1, self._provisioned + 1)]
         while self._one("postgres", "SELECT count(*) FROM pg_stat_activity WHERE datname = ANY (%s) "
                                     "AND application_name ~ %s", (dbs, pattern)):
@@ -395,7 +439,9 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
     def sender_spec(self, initiator: int) -> dict[str, Any]:
         self._require(initiator)
         db = self.initiator_db(initiator)
-        return {"sender": "embedded", "conninfo": self.conninfo(db), "initiator": int(initiator), "database": db}
+        cpu = self._broker_settings.client_cpu_us_per_send   # an emulation knob (docs/embedded.md)
+        return {"sender": "embedded", "conninfo": self.conninfo(db), "initiator": int(initiator), "database": db,
+                **({"client_cpu_us_per_send": cpu} if cpu else {})}
 
     def interactive_broker(self, max_queue_readers: int) -> BrokerSettings:
         """A 1 s queue monitor, so activation reacts within a second in the web UI."""
@@ -426,14 +472,15 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
             pass
 
 
-def _send_delay_from_env() -> str | None:
-    raw = os.environ.get(SEND_DELAY_ENV)
+def _ms_from_env(name: str, limit: float) -> str | None:
+    """A millisecond knob from the environment, checked (UserError naming it); None if unset."""
+    raw = environment.get(name)
     if raw is None or raw.strip() == "":
         return None
     try:
         v = float(raw)
     except ValueError:
-        raise UserError(f"{SEND_DELAY_ENV} must be a number of milliseconds, got {raw!r}") from None
-    if not 0 <= v <= 60_000:
-        raise UserError(f"{SEND_DELAY_ENV} must be between 0 and 60000 ms, got {raw!r}")
+        raise UserError(f"{name} must be a number of milliseconds, got {raw!r}") from None
+    if not 0 <= v <= limit:
+        raise UserError(f"{name} must be between 0 and {limit:g} ms, got {raw!r}")
     return f"{v:g}"

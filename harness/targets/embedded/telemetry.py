@@ -111,21 +111,51 @@ class Telemetry(TargetTelemetry):
         ]
 
     def queue_depths(self, exact: bool = False) -> dict[str, int]:
-        """Transmission-queue depth per initiator and target-queue depth. Approximate by default:
-        pg_stat_user_tables.n_live_tup (maintained by the statistics system, up to about a second
-        behind), the analogue of reading sys.partitions.rows; COUNT(*) when ``exact``."""
+        """Transmission-queue depth per initiator and target-queue depth, exact as of each
+        statement's snapshot either way: the transmission queues counted (their
+        pg_stat_user_tables.n_live_tup, the analogue of sys.partitions.rows, lags up to a second
+        and moves in steps of a thousand while the transport keeps the table busy: too coarse for
+        the diagnosis' growth figure) and the target queue as messages enqueued minus received
+        (the receive endpoints' sequence numbers and the tally: cheap), or counted when
+        ``exact``."""
         n = self._initiators or self._provisioned
+        q_x = "SELECT count(*) FROM ssb.sysxmitqueue"
         if exact:
-            q_x = "SELECT count(*) FROM ssb.sysxmitqueue"
             q_q = "SELECT count(*) FROM ssb.service_queue"
         else:
-            q_x = ("SELECT greatest(coalesce(sum(n_live_tup), 0), 0) FROM pg_stat_user_tables "
-                   "WHERE schemaname = 'ssb' AND relname = 'sysxmitqueue'")
-            q_q = ("SELECT greatest(coalesce(sum(n_live_tup), 0), 0) FROM pg_stat_user_tables "
-                   "WHERE schemaname = 'ssb' AND relname = 'service_queue'")
+            q_q = ("SELECT greatest((SELECT coalesce(sum(rcv_seq), 0) FROM ssb.sysdercv) "
+                   "- (SELECT coalesce(sum(messages), 0) FROM ssb.receive_tally), 0)")
         out = {f"xmitq.i{i}": int(self._one(self.initiator_db(i), q_x)) for i in range(1, n + 1)}
         out["queue"] = int(self._one(self.target_db, q_q))
         return out
+
+    def activated_tasks(self) -> tuple[int, int]:
+        """Readers running now (their sessions) against the queue's MAX_QUEUE_READERS."""
+        running, limit = self._query(self.target_db,
+                                     "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                     "AND application_name LIKE 'ssbench-reader-%%'), max_readers "
+                                     "FROM ssb.queues WHERE name = %s", (QUEUE,))[0]
+        return int(running), int(limit)
+
+    def procedure_time(self, start_epoch: float, end_epoch: float) -> dict[str, float]:
+        """From the tally: RECEIVE returned (received_us) to processing done (finished_us)."""
+        a, b = int(start_epoch * 1_000_000), int(end_epoch * 1_000_000)
+        inside, us, messages, receives = self._query(
+            self.target_db,
+            "SELECT coalesce(sum(least(finished_us, %(b)s) - greatest(received_us, %(a)s)), 0), "
+            "coalesce(sum(finished_us - received_us) FILTER (WHERE received_us >= %(a)s), 0), "
+            "coalesce(sum(processed - warmup) FILTER (WHERE received_us >= %(a)s), 0), "
+            "count(*) FILTER (WHERE received_us >= %(a)s) "
+            "FROM ssb.receive_tally WHERE received_us < %(b)s AND finished_us > %(a)s", {"a": a, "b": b})[0]
+        return {"seconds": float(inside) / 1e6, "batch_seconds": float(us) / 1e6, "messages": float(messages),
+                "receives": float(receives)}
+
+    def broker_waits(self) -> list[WaitStat]:
+        """BROKER_* waits, idle ones included (the readers' RECEIVE WAITFOR)."""
+        rows = self._query(self.target_db,
+                           "SELECT wait_type, sum(waiting_tasks)::bigint, sum(wait_time_ms) FROM ssb.wait_stats "
+                           "WHERE wait_type LIKE 'BROKER%%' GROUP BY wait_type ORDER BY 1")
+        return [WaitStat(w, int(n), float(ms)) for w, n, ms in rows]
 
     def messages_processed(self) -> int:
         return int(self._one(self.target_db, "SELECT coalesce(sum(messages), 0) FROM ssb.receive_tally"))
@@ -136,6 +166,49 @@ class Telemetry(TargetTelemetry):
                            "AND received_us >= %s AND received_us < %s",
                            (int(start_epoch * 1_000_000), int(end_epoch * 1_000_000)))
         return [int(r[0]) for r in rows]
+
+    def log_flush_stats(self) -> tuple[float, float] | None:
+        """Cumulative WAL fsyncs and their milliseconds, every backend type (pg_stat_io; timed
+        with track_wal_io_timing, which provisioning switches on)."""
+        row = self._query("postgres", "SELECT coalesce(sum(fsyncs), 0)::float8, coalesce(sum(fsync_time), 0)::float8 "
+                                      "FROM pg_stat_io WHERE object = 'wal'")
+        return (row[0][0], row[0][1]) if row else None
+
+    def storage_probe_dir(self):
+        return self.server.data_dir.parent
+
+    def blocking_chains(self, start_epoch: float, end_epoch: float) -> dict[str, float]:
+        """The diagnostic lock sampler's blocking chains in [start, end) (broker started with
+        ``--lock-sample-ms``; empty otherwise): chain -> seconds seen (sampling instants it
+        was seen at x the sampling period), numbered roles merged (reader-3 -> reader)."""
+        from .lock_sampler import COLUMNS, chains
+
+        rows = self._query(self.target_db,
+                           "SELECT extract(epoch FROM sampled_at)::float8, " + ", ".join(COLUMNS)
+                           + " FROM ssb.lock_samples WHERE sampled_at >= to_timestamp(%s) "
+                             "AND sampled_at < to_timestamp(%s) ORDER BY 1", (start_epoch, end_epoch))
+        if not rows:
+            return {}
+        instants: dict[float, list[dict]] = {}
+        names: dict[str, str] = {}
+        for r in rows:
+            s = dict(zip(COLUMNS, r[1:]))
+            rel = s["lock_relation"]
+            if rel and ":" in rel:     # a relation of another database: "ssb_init1:16658"
+                if rel not in names:
+                    dbname, oid = rel.split(":", 1)
+                    got = self._query(dbname, "SELECT %s::oid::regclass::text", (int(oid),)) if oid.isdigit() else []
+                    names[rel] = f"{dbname}:{got[0][0]}" if got else rel
+                s["lock_relation"] = names[rel]
+            instants.setdefault(r[0], []).append(s)
+        ts = sorted(instants)
+        gaps = sorted(b - a for a, b in zip(ts, ts[1:]))
+        period = gaps[len(gaps) // 2] if gaps else 0.1
+        out: dict[str, float] = {}
+        for sample in instants.values():
+            for c in set(chains(sample, generic=True)):
+                out[c] = out.get(c, 0.0) + period
+        return {c: round(v, 3) for c, v in sorted(out.items(), key=lambda kv: -kv[1])}
 
     def server_pids(self) -> list[int]:
         try:

@@ -57,11 +57,12 @@ class TransportLink:
             except Exception:  # pragma: no cover
                 pass
 
-    def forward(self) -> int:
-        """Move one batch initiator -> target. Returns messages accepted (0: nothing to move;
-        -1: the target queue is disabled and keeps them out)."""
+    def forward(self, limit: int | None = None) -> int:
+        """Move one batch (of at most ``limit`` messages, default the batch size) initiator ->
+        target. Returns messages accepted (0: nothing to move; -1: the target queue is disabled
+        and keeps them out)."""
         n, dlgids, seqs, types, bodies = self.init_cur.execute(
-            "SELECT * FROM ssb.transmit_batch(%s)", (self.batch_size,)).fetchone()
+            "SELECT * FROM ssb.transmit_batch(%s)", (min(limit or self.batch_size, self.batch_size),)).fetchone()
         if not n:
             return 0
         accepted, ack_dlgids, ack_seqs = self.tgt_cur.execute(
@@ -89,6 +90,31 @@ class TransportLink:
         return max(accepted, 1)
 
 
+class RateLimit:
+    """A token bucket: at most ``rate`` messages per second, in bursts of up to a tenth of a
+    second's worth. The emulation knob broker.transport_rate_limit (docs/embedded.md, "Building
+    a bottleneck"): a transmission-bound case on purpose, not a claim about SQL Server."""
+
+    def __init__(self, rate: float, clock=time.monotonic):
+        self.rate = rate
+        self.burst = max(1.0, rate / 10)
+        self.tokens = self.burst
+        self.clock = clock
+        self.at = clock()
+
+    def allowance(self) -> tuple[int, float]:
+        """(messages that may move now, seconds to wait before one may when none)."""
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens >= 1:
+            return int(self.tokens), 0.0
+        return 0, (1 - self.tokens) / self.rate
+
+    def spend(self, n: int) -> None:
+        self.tokens -= max(0, n)
+
+
 class Transport(threading.Thread):
     def __init__(self, broker: "Broker", initiator: int, conninfo: str):
         super().__init__(name=f"transport-i{initiator}", daemon=True)
@@ -97,6 +123,8 @@ class Transport(threading.Thread):
         self.conninfo = conninfo
         self.link: TransportLink | None = None
         self.moved = 0
+        rate = broker.opts.transport_rate
+        self.limit = RateLimit(rate) if rate else None
 
     def run(self) -> None:
         stop = self.broker.stopping
@@ -104,6 +132,12 @@ class Transport(threading.Thread):
         last_back = 0.0
         while not stop.is_set():
             try:
+                allowed = None
+                if self.limit is not None:
+                    allowed, wait = self.limit.allowance()
+                    if not allowed:
+                        stop.wait(min(wait, 0.05))
+                        continue
                 if self.link is None:
                     self.link = TransportLink(self.initiator, self.conninfo, self.broker.opts.target,
                                               batch_size=self.broker.opts.batch_size)
@@ -114,7 +148,9 @@ class Transport(threading.Thread):
                                 log.warning("crash-after-enqueue %d reached: SIGKILL", crash_at)
                                 os.kill(os.getpid(), signal.SIGKILL)
                         self.link.on_enqueued = hook
-                moved = self.link.forward()
+                moved = self.link.forward(allowed)
+                if self.limit is not None:
+                    self.limit.spend(moved)
                 now = time.monotonic()
                 if moved or now - last_back >= 0.05:
                     last_back = now

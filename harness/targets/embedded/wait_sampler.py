@@ -20,61 +20,83 @@ if TYPE_CHECKING:
     from .broker import Broker
 
 
-class WaitSampler(threading.Thread):
-    """Samples pg_stat_activity and accumulates wait time per wait event into ssb.wait_stats."""
+class PeriodicSampler(threading.Thread):
+    """A broker thread that samples the server every ``interval`` seconds on a connection of
+    its own (reconnecting after a failure) and writes what it gathered every
+    ``flush_interval_s`` and when the broker stops. Subclasses: :meth:`sample`, :meth:`flush`."""
 
-    QUERY = ("SELECT pid, datname, wait_event_type, wait_event, application_name "
-             "FROM pg_stat_activity "
-             "WHERE backend_type = 'client backend' AND datname = ANY (%s) "
-             "AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'")
+    app = "ssbench-sampler"
 
-    def __init__(self, broker: "Broker"):
-        super().__init__(name="wait-sampler", daemon=True)
+    def __init__(self, broker: "Broker", name: str, interval: float):
+        super().__init__(name=name, daemon=True)
         self.broker = broker
-        self.pending: dict[tuple, list[float]] = {}
+        self.interval = interval
         self.samples = 0
+
+    def sample(self, conn: psycopg.Connection, now: float) -> None:
+        raise NotImplementedError
+
+    def flush(self, conn: psycopg.Connection) -> None:
+        raise NotImplementedError
 
     def run(self) -> None:
         b = self.broker
         stop = b.stopping
-        interval = b.opts.sample_interval_s
         conn = None
-        prev: dict[int, tuple] = {}
-        last = time.monotonic()
-        last_flush = last
+        last_flush = time.monotonic()
         while not stop.is_set():
             try:
                 if conn is None:
-                    conn = connect(b.opts.target, "ssbench-wait-sampler")
-                rows = conn.execute(self.QUERY, (b.opts.databases,)).fetchall()
+                    conn = connect(b.opts.target, self.app)
                 now = time.monotonic()
-                dt_ms = min(now - last, 4 * interval) * 1000.0
-                last = now
-                cur: dict[int, tuple] = {}
-                for pid, db, wtype, wevent, app in rows:
-                    pg_type, pg_event, wait_type, benign = map_wait(wtype, wevent, app)
-                    key = (db, pg_type, pg_event, wait_type, benign)
-                    acc = self.pending.setdefault(key, [0, 0.0])
-                    acc[1] += dt_ms
-                    if prev.get(pid) != key:
-                        acc[0] += 1
-                    cur[pid] = key
-                prev = cur
+                self.sample(conn, now)
                 self.samples += 1
                 if now - last_flush >= b.opts.flush_interval_s:
                     self.flush(conn)
                     last_flush = now
-                stop.wait(max(0.0, interval - (time.monotonic() - now)))
+                stop.wait(max(0.0, self.interval - (time.monotonic() - now)))
             except Exception as e:
                 if stop.is_set():
                     break
-                conn = connection_lost(conn, "wait sampler", e, stop)
+                conn = connection_lost(conn, self.name.replace("-", " "), e, stop)
         if conn is not None:
             try:
                 self.flush(conn)
             except Exception:  # pragma: no cover
                 pass
             conn.close()
+
+
+class WaitSampler(PeriodicSampler):
+    """Samples pg_stat_activity and accumulates wait time per wait event into ssb.wait_stats."""
+
+    app = "ssbench-wait-sampler"
+    QUERY = ("SELECT pid, datname, wait_event_type, wait_event, application_name "
+             "FROM pg_stat_activity "
+             "WHERE backend_type = 'client backend' AND datname = ANY (%s) "
+             "AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'")
+
+    def __init__(self, broker: "Broker"):
+        super().__init__(broker, "wait-sampler", broker.opts.sample_interval_s)
+        self.pending: dict[tuple, list[float]] = {}
+        self.prev: dict[int, tuple] = {}
+        self.last = time.monotonic()
+
+    def sample(self, conn: psycopg.Connection, now: float) -> None:
+        rows = conn.execute(self.QUERY, (self.broker.opts.databases,)).fetchall()
+        now = time.monotonic()
+        dt_ms = min(now - self.last, 4 * self.interval) * 1000.0
+        self.last = now
+        cur: dict[int, tuple] = {}
+        for pid, db, wtype, wevent, app in rows:
+            pg_type, pg_event, wait_type, benign = map_wait(wtype, wevent, app)
+            key = (db, pg_type, pg_event, wait_type, benign)
+            acc = self.pending.setdefault(key, [0, 0.0])
+            acc[1] += dt_ms
+            if self.prev.get(pid) != key:
+                acc[0] += 1
+            cur[pid] = key
+        self.prev = cur
 
     def flush(self, conn: psycopg.Connection) -> None:
         if not self.pending:

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 #: Sessions whose PgSleep is the RECEIVE's WAITFOR (the activation readers' application_name).
 READER_APP_PREFIX = "ssbench-reader"
+#: ...unless the activation procedure is doing its own work (broker.processing_us_per_message,
+#: ssb.process_work): then the sleep is the procedure's, SQL Server's WAITFOR (DELAY).
+PROCESSING_APP_SUFFIX = "/processing"
 
 #: (wait_event_type, wait_event) -> SQL Server wait type. ``None`` as the event: any event of
 #: that type not listed more specifically.
@@ -84,7 +87,9 @@ def map_wait(wait_event_type: str | None, wait_event: str | None,
         pg_type, pg_event = "CPU", "running"
     else:
         pg_type, pg_event = wait_event_type, wait_event or ""
-    if pg_type == "Timeout" and pg_event == "PgSleep" and (application_name or "").startswith(READER_APP_PREFIX):
+    app = application_name or ""
+    if pg_type == "Timeout" and pg_event == "PgSleep" and app.startswith(READER_APP_PREFIX) \
+            and not app.endswith(PROCESSING_APP_SUFFIX):
         wait_type = "BROKER_RECEIVE_WAITFOR"
     else:
         wait_type = MAPPING.get((pg_type, pg_event)) or MAPPING.get((pg_type, None)) \

@@ -232,7 +232,8 @@ class Session:
 
     def _install_activation(self, target: Instance, broker: BrokerSettings) -> None:
         p = self._names(receive_top=broker.receive_top, waitfor_timeout_ms=broker.waitfor_timeout_ms,
-                        max_queue_readers=broker.max_queue_readers)
+                        max_queue_readers=broker.max_queue_readers,
+                        processing_us_per_message=broker.processing_us_per_message)
         self._run(target, "target", "activation_procedure", p)
         self._run(target, "target", "activation_on", p)
 

@@ -345,6 +345,19 @@ class MssqlTarget(Session, Target, Telemetry):
     def server_cpu_percent(self) -> dict[str, float | None]:
         return telemetry.server_cpu_percent(self)
 
+    # the diagnosis' evidence (docs/diagnosis.md)
+    def activated_tasks(self) -> tuple[int, int] | None:
+        return telemetry.activated_tasks(self)
+
+    def procedure_time(self, start_epoch: float, end_epoch: float) -> dict[str, float]:
+        return telemetry.procedure_time(self, start_epoch, end_epoch)
+
+    def broker_waits(self) -> list[WaitStat]:
+        return telemetry.broker_waits(self)
+
+    def page_latch_waiters(self) -> list[tuple[str, str, int]]:
+        return telemetry.page_latch_waiters(self)
+
     def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
         return telemetry.e2e_latencies_us(self, start_epoch, end_epoch)
 

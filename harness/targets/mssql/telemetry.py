@@ -14,7 +14,8 @@ import datetime as dt
 from typing import Any, Iterable
 
 from ..base import PerfCounter, WaitStat
-from .session import EPOCH, Session
+from .driver import OdbcError
+from .session import EPOCH, Session, version_tuple
 
 #: Waits that say nothing about the workload (idle background tasks, timers, sleeping
 #: receivers). The one list the collectors use; the rest of sys.dm_os_wait_stats is reported.
@@ -241,7 +242,86 @@ def _e2e_rows(s: Session, start_epoch: float, end_epoch: float, by_priority: boo
             for r in rows]
 
 
+# --------------------------------------------------------------------------- the diagnosis' evidence
+
+#: sys.dm_db_page_info: SQL Server 2019 (15.x) and later
+PAGE_INFO_MAJOR = 15
+
+
+def activated_tasks(s: Session) -> tuple[int, int] | None:
+    """sys.dm_broker_activated_tasks for the test's queue against its MAX_QUEUE_READERS
+    (sys.service_queues.max_readers); None when the queue is not found."""
+    a = activation(s)
+    if a.get("max_readers") is None:
+        return None
+    return int(a["tasks_running"]), int(a["max_readers"])
+
+
+def procedure_time(s: Session, start_epoch: float, end_epoch: float) -> dict[str, float]:
+    """The activation procedure's own time (the tally's received_at to finished_at) over [start,
+    end), the window in the target's clock (Target.procedure_time)."""
+    target, _ = s._active()
+    off = s._offsets_s.get(target.server_key, 0.0)
+    a = EPOCH + dt.timedelta(seconds=start_epoch + off)
+    b = EPOCH + dt.timedelta(seconds=end_epoch + off)
+    inside, batches, messages, receives = s._query(target, "target", "procedure_time",
+                                                   [a, a, b, b, a, a, a, b, a], purpose="admin")[0]
+    return {"seconds": float(inside or 0) / 1e6, "batch_seconds": float(batches or 0) / 1e6,
+            "messages": float(messages or 0), "receives": float(receives or 0)}
+
+
+def broker_waits(s: Session) -> list[WaitStat]:
+    """Summed over the permutation's instances: Service Broker's own waits, idle ones included
+    (BROKER_*), and its latch classes (SERVICE_BROKER_*, sys.dm_os_latch_stats)."""
+    acc: dict[str, list[float]] = {}
+    for inst in s._active_servers().values():
+        for section in ("broker_waits", "broker_latches"):
+            for name, n, ms in s._query(inst, "collectors", section, database="master"):
+                a = acc.setdefault(str(name).strip(), [0, 0.0])
+                a[0] += int(n or 0)
+                a[1] += float(ms or 0.0)
+    return sorted((WaitStat(k, int(v[0]), v[1]) for k, v in acc.items()), key=lambda w: -w.wait_time_ms)
+
+
+def page_latch_waiters(s: Session) -> list[tuple[str, str, int]]:
+    """Tasks waiting on a page latch now on the permutation's instances, each page named by its
+    object (:func:`page_object`)."""
+    out = []
+    for inst in s._active_servers().values():
+        for wait_type, resource, n in s._query(inst, "collectors", "page_latch_waiters", database="master"):
+            out.append((str(wait_type), page_object(s, inst, str(resource)), int(n)))
+    return out
+
+
+def page_object(s: Session, inst, resource: str) -> str:
+    """``database.schema.object`` of the page ``database_id:file_id:page_id`` through
+    sys.dm_db_page_info (2019 and later; cached per page), else the raw page id, saying why."""
+    parts = resource.strip().split(":")
+    if len(parts) < 3 or not all(x.isdigit() for x in parts[:3]):
+        return f"page {resource.strip()}"
+    d, f, p = (int(x) for x in parts[:3])
+    cache: dict = s.__dict__.setdefault("_page_objects", {})
+    key = (inst.server_key, d, f, p)
+    if key not in cache:
+        version = s._versions.get(inst.server_key) or s._server_info(inst)[0]
+        raw = f"page {d}:{f}:{p}"
+        if version_tuple(str(version))[0] < PAGE_INFO_MAJOR:
+            cache[key] = f"{raw} (not mapped: sys.dm_db_page_info needs SQL Server 2019)"
+            return cache[key]
+        try:
+            rows = s._query(inst, "collectors", "page_info", [d, f, p], database="master")
+        except OdbcError as e:          # no permission (VIEW DATABASE STATE): keep the id, say why
+            return f"{raw} (not mapped: {str(e).splitlines()[0][:80]})"
+        if rows and rows[0][2]:
+            db, schema, obj = (str(v) for v in rows[0][:3])
+            cache[key] = f"{db}.{schema}.{obj}"
+        else:
+            cache[key] = f"{raw} (sys.dm_db_page_info: no object)"
+    return cache[key]
+
+
 __all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "counter_kind", "parse_perf_counters",
            "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
            "queue_depths", "activation", "server_cpu_percent", "e2e_latencies_us",
-           "e2e_latencies_by_priority_us", "dialog_stats"]
+           "e2e_latencies_by_priority_us", "dialog_stats", "activated_tasks", "procedure_time", "broker_waits",
+           "page_latch_waiters", "page_object"]

@@ -291,57 +291,81 @@ def load_topology(path: str | Path) -> Topology:
     file = str(path)
     top, sha256 = load_located(p, "topology")
     _refuse_literal_passwords(top, file)
-    r = _Reader(file, top.line)
-    doc = r.mapping(top, "", TOP_KEYS)
-
-    name = r.string(doc, "name", "name", p.stem)
+    t = _TopologyParser(_Reader(file, top.line), top)
+    doc = t.doc
+    name = t.r.string(doc, "name", "name", p.stem)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name or ""):
-        raise r.err("must be 1-64 letters, digits, '_', '-' or '.'", doc.get("name"), "name")
-    description = r.string(doc, "description", "description", "") or ""
-    layout = r.choice(doc, "layout", "layout", LAYOUTS, "distributed")
+        raise t.r.err("must be 1-64 letters, digits, '_', '-' or '.'", doc.get("name"), "name")
+    layout = t.r.choice(doc, "layout", "layout", LAYOUTS, "distributed")
+    driver = t.driver()
+    instances = t.instances()
+    profiles = t.profiles()
+    t.check_roles(layout)
+    return Topology(path=p, name=name, description=t.r.string(doc, "description", "description", "") or "",
+                    layout=layout, driver=driver, instances=instances, profiles=profiles, broker=t.broker(),
+                    sha256=sha256, default_profile=next(iter(profiles)))
 
-    # driver
-    d = r.mapping(doc.get("driver"), "driver", DRIVER_KEYS)
-    kind = r.choice(d, "kind", "driver.kind", DRIVER_KINDS, "msodbc")
-    driver = DriverConfig(
-        kind=kind,
-        name=r.string(d, "name", "driver.name", DEFAULT_DRIVER_NAMES[kind], check=_check_driver_name),
-        encrypt=r.choice(d, "encrypt", "driver.encrypt", ENCRYPT_VALUES, "mandatory"),
-        trust_server_certificate=r.boolean(d, "trust_server_certificate",
-                                           "driver.trust_server_certificate", False),
-        host_name_in_certificate=r.string(d, "host_name_in_certificate",
-                                          "driver.host_name_in_certificate", None,
-                                          check=tsql.validate_host),
-        tds_version=r.string(d, "tds_version", "driver.tds_version", "7.4", check=_check_tds_version),
-        encryption=(r.choice(d, "encryption", "driver.encryption", FREETDS_ENCRYPTION, "request")
-                    if "encryption" in d else None),
-        login_timeout_seconds=r.number(d, "login_timeout_seconds", "driver.login_timeout_seconds",
-                                       15.0, 1, 600),
-        query_timeout_seconds=r.number(d, "query_timeout_seconds", "driver.query_timeout_seconds",
-                                       60.0, 1, 86_400),
-        admin_timeout_seconds=r.number(d, "admin_timeout_seconds", "driver.admin_timeout_seconds",
-                                       3600.0, 1, 86_400),
-    )
-    if kind == "msodbc":
-        for k in ("tds_version", "encryption"):
-            if k in d:
-                raise r.err("only for driver.kind: freetds", d[k], f"driver.{k}")
-        major = msodbc_major(driver.name)
-        if major is not None and major < 18 and driver.encrypt == "strict":
-            raise r.err(f"Encrypt=Strict needs ODBC Driver 18 or later; {driver.name} takes "
-                        "encrypt: mandatory (Encrypt=yes) or optional (Encrypt=no)",
-                        d.get("encrypt") or d.get("name"), "driver.encrypt")
-        if driver.encrypt == "strict" and driver.trust_server_certificate:
-            raise r.err("Encrypt=strict validates the server certificate: it cannot be combined "
-                        "with trust_server_certificate: true", d.get("trust_server_certificate"),
-                        "driver.trust_server_certificate")
-    else:
-        for k in ("encrypt", "trust_server_certificate", "host_name_in_certificate"):
-            if k in d:
-                raise r.err("only for driver.kind: msodbc (FreeTDS takes encryption:)", d[k],
-                            f"driver.{k}")
 
-    def read_auth(loc: Located | None, fld: str, default: Auth | None) -> Auth | None:
+class _TopologyParser:
+    """The sections of a topology document, each read and checked by one method (UserError at
+    the offending field's line)."""
+
+    def __init__(self, r: _Reader, top: Located):
+        self.r = r
+        self.doc = r.mapping(top, "", TOP_KEYS)
+        self.instances_: dict[str, Instance] = {}
+        self.profiles_: dict[str, Profile] = {}
+        self.ploc: Located | None = None
+
+    def driver(self) -> DriverConfig:
+        r = self.r
+        d = r.mapping(self.doc.get("driver"), "driver", DRIVER_KEYS)
+        kind = r.choice(d, "kind", "driver.kind", DRIVER_KINDS, "msodbc")
+        driver = DriverConfig(
+            kind=kind,
+            name=r.string(d, "name", "driver.name", DEFAULT_DRIVER_NAMES[kind], check=_check_driver_name),
+            encrypt=r.choice(d, "encrypt", "driver.encrypt", ENCRYPT_VALUES, "mandatory"),
+            trust_server_certificate=r.boolean(d, "trust_server_certificate",
+                                               "driver.trust_server_certificate", False),
+            host_name_in_certificate=r.string(d, "host_name_in_certificate",
+                                              "driver.host_name_in_certificate", None,
+                                              check=tsql.validate_host),
+            tds_version=r.string(d, "tds_version", "driver.tds_version", "7.4", check=_check_tds_version),
+            encryption=(r.choice(d, "encryption", "driver.encryption", FREETDS_ENCRYPTION, "request")
+                        if "encryption" in d else None),
+            login_timeout_seconds=r.number(d, "login_timeout_seconds", "driver.login_timeout_seconds",
+                                           15.0, 1, 600),
+            query_timeout_seconds=r.number(d, "query_timeout_seconds", "driver.query_timeout_seconds",
+                                           60.0, 1, 86_400),
+            admin_timeout_seconds=r.number(d, "admin_timeout_seconds", "driver.admin_timeout_seconds",
+                                           3600.0, 1, 86_400),
+        )
+        self._check_driver(d, driver)
+        return driver
+
+    def _check_driver(self, d: dict[str, Located], driver: DriverConfig) -> None:
+        r = self.r
+        if driver.kind == "msodbc":
+            for k in ("tds_version", "encryption"):
+                if k in d:
+                    raise r.err("only for driver.kind: freetds", d[k], f"driver.{k}")
+            major = msodbc_major(driver.name)
+            if major is not None and major < 18 and driver.encrypt == "strict":
+                raise r.err(f"Encrypt=Strict needs ODBC Driver 18 or later; {driver.name} takes "
+                            "encrypt: mandatory (Encrypt=yes) or optional (Encrypt=no)",
+                            d.get("encrypt") or d.get("name"), "driver.encrypt")
+            if driver.encrypt == "strict" and driver.trust_server_certificate:
+                raise r.err("Encrypt=strict validates the server certificate: it cannot be combined "
+                            "with trust_server_certificate: true", d.get("trust_server_certificate"),
+                            "driver.trust_server_certificate")
+        else:
+            for k in ("encrypt", "trust_server_certificate", "host_name_in_certificate"):
+                if k in d:
+                    raise r.err("only for driver.kind: msodbc (FreeTDS takes encryption:)", d[k],
+                                f"driver.{k}")
+
+    def auth(self, loc: Located | None, fld: str, default: Auth | None) -> Auth | None:
+        r = self.r
         if loc is None:
             return default
         a = r.mapping(loc, fld, AUTH_KEYS)
@@ -361,55 +385,56 @@ def load_topology(path: str | Path) -> Topology:
                        check=_check_env_name)
         return Auth("sql", user, env)
 
-    default_auth = read_auth(doc.get("auth"), "auth", None)
-    default_sender = read_auth(doc.get("sender_auth"), "sender_auth", None)
+    def instances(self) -> dict[str, Instance]:
+        r, doc = self.r, self.doc
+        default_auth = self.auth(doc.get("auth"), "auth", None)
+        default_sender = self.auth(doc.get("sender_auth"), "sender_auth", None)
+        if "instances" not in doc:
+            raise r.err("missing (name the target and initiator databases under instances:)", None,
+                        "instances")
+        iloc = doc["instances"]
+        if not isinstance(iloc.value, dict) or not iloc.value:
+            raise r.err("must map instance names to {host, port, database, ...}", iloc, "instances")
+        self.inst_map: dict[str, Located] = iloc.value
+        instances = self.instances_
+        for key, loc in self.inst_map.items():
+            fld = f"instances.{key}"
+            if not INSTANCE_NAME_RE.match(key):
+                raise r.err("instance names are a letter then up to 31 letters, digits or '_'", loc, fld)
+            m = r.mapping(loc, fld, INSTANCE_KEYS)
+            host = r.string(m, "host", f"{fld}.host", required=True, parent=loc, check=tsql.validate_host)
+            port = r.number(m, "port", f"{fld}.port", 1433, 1, 65535, integer=True)
+            database = r.string(m, "database", f"{fld}.database", required=True, parent=loc,
+                                check=tsql.validate_name)
+            auth = self.auth(m.get("auth"), f"{fld}.auth", default_auth)
+            if auth is None:
+                raise r.err("no authentication: give auth: at the top level or for this instance",
+                            loc, f"{fld}.auth")
+            sender = self.auth(m.get("sender_auth"), f"{fld}.sender_auth", default_sender) or auth
+            broker_host = r.string(m, "broker_host", f"{fld}.broker_host", host, check=tsql.validate_host)
+            broker_port = r.number(m, "broker_port", f"{fld}.broker_port", 4022, 1024, 32767, integer=True)
+            instances[key] = Instance(key, host, port, database, auth, sender, broker_host, broker_port,
+                                      r.string(m, "description", f"{fld}.description", "") or "")
+        seen_db: dict[tuple[str, str], str] = {}
+        for inst in instances.values():
+            k = (inst.server_key, inst.database.lower())
+            if k in seen_db:
+                raise r.err(f"database {inst.database} on {inst.host}:{inst.port} is also instance "
+                            f"{seen_db[k]}: every role needs its own database", self.inst_map[inst.name],
+                            f"instances.{inst.name}.database")
+            seen_db[k] = inst.name
+        return instances
 
-    # instances
-    if "instances" not in doc:
-        raise r.err("missing (name the target and initiator databases under instances:)", None,
-                    "instances")
-    iloc = doc["instances"]
-    if not isinstance(iloc.value, dict) or not iloc.value:
-        raise r.err("must map instance names to {host, port, database, ...}", iloc, "instances")
-    inst_map: dict[str, Located] = iloc.value
-    instances: dict[str, Instance] = {}
-    for key, loc in inst_map.items():
-        fld = f"instances.{key}"
-        if not INSTANCE_NAME_RE.match(key):
-            raise r.err("instance names are a letter then up to 31 letters, digits or '_'", loc, fld)
-        m = r.mapping(loc, fld, INSTANCE_KEYS)
-        host = r.string(m, "host", f"{fld}.host", required=True, parent=loc, check=tsql.validate_host)
-        port = r.number(m, "port", f"{fld}.port", 1433, 1, 65535, integer=True)
-        database = r.string(m, "database", f"{fld}.database", required=True, parent=loc,
-                            check=tsql.validate_name)
-        auth = read_auth(m.get("auth"), f"{fld}.auth", default_auth)
-        if auth is None:
-            raise r.err("no authentication: give auth: at the top level or for this instance",
-                        loc, f"{fld}.auth")
-        sender = read_auth(m.get("sender_auth"), f"{fld}.sender_auth", default_sender) or auth
-        broker_host = r.string(m, "broker_host", f"{fld}.broker_host", host, check=tsql.validate_host)
-        broker_port = r.number(m, "broker_port", f"{fld}.broker_port", 4022, 1024, 32767, integer=True)
-        instances[key] = Instance(key, host, port, database, auth, sender, broker_host, broker_port,
-                                  r.string(m, "description", f"{fld}.description", "") or "")
-
-    seen_db: dict[tuple[str, str], str] = {}
-    for inst in instances.values():
-        k = (inst.server_key, inst.database.lower())
-        if k in seen_db:
-            raise r.err(f"database {inst.database} on {inst.host}:{inst.port} is also instance "
-                        f"{seen_db[k]}: every role needs its own database", inst_map[inst.name],
-                        f"instances.{inst.name}.database")
-        seen_db[k] = inst.name
-
-    def ref(loc: Located, fld: str) -> str:
-        if not isinstance(loc.value, str) or loc.value not in instances:
-            raise r.err(f"{loc.value!r} is not one of instances: ({', '.join(instances)})", loc, fld)
+    def ref(self, loc: Located, fld: str) -> str:
+        if not isinstance(loc.value, str) or loc.value not in self.instances_:
+            raise self.r.err(f"{loc.value!r} is not one of instances: ({', '.join(self.instances_)})", loc, fld)
         return loc.value
 
-    def ref_list(loc: Located, fld: str) -> tuple[str, ...]:
+    def ref_list(self, loc: Located, fld: str) -> tuple[str, ...]:
+        r = self.r
         if not isinstance(loc.value, list) or not loc.value:
             raise r.err("must be a non-empty list of instance names", loc, fld)
-        out = [ref(x, f"{fld}[{i}]") for i, x in enumerate(loc.value)]
+        out = [self.ref(x, f"{fld}[{i}]") for i, x in enumerate(loc.value)]
         for i, n in enumerate(out):
             if out.index(n) != i:
                 raise r.err(f"{n} is listed twice", loc.value[i], f"{fld}[{i}]")
@@ -417,13 +442,19 @@ def load_topology(path: str | Path) -> Topology:
             raise r.err(f"at most {MAX_INITIATORS} initiators", loc, fld)
         return tuple(out)
 
-    top_target = ref(doc["target"], "target") if "target" in doc else None
-    top_inits = ref_list(doc["initiators"], "initiators") if "initiators" in doc else None
-
-    # profiles
-    profiles: dict[str, Profile] = {}
-    ploc = doc.get("profiles") if getattr(doc.get("profiles"), "value", None) is not None else None
-    if ploc is not None and ploc.value is not None:
+    def profiles(self) -> dict[str, Profile]:
+        r, doc, profiles = self.r, self.doc, self.profiles_
+        top_target = self.ref(doc["target"], "target") if "target" in doc else None
+        top_inits = self.ref_list(doc["initiators"], "initiators") if "initiators" in doc else None
+        ploc = doc.get("profiles") if getattr(doc.get("profiles"), "value", None) is not None else None
+        self.ploc = ploc
+        if ploc is None:
+            if top_target is None:
+                raise r.err("missing (which instance is the target?)", None, "target")
+            if top_inits is None:
+                raise r.err("missing (which instances are the initiators?)", None, "initiators")
+            profiles["default"] = Profile("default", top_target, top_inits)
+            return profiles
         if not isinstance(ploc.value, dict) or not ploc.value:
             raise r.err("must map server profile names (the matrix's server axis) to settings", ploc,
                         "profiles")
@@ -433,8 +464,8 @@ def load_topology(path: str | Path) -> Topology:
                 raise r.err("a profile name is a letter then up to 39 letters, digits or '_' "
                             "(the matrix's server-axis rule)", loc, fld)
             m = r.mapping(loc, fld, PROFILE_KEYS)
-            tgt = ref(m["target"], f"{fld}.target") if "target" in m else top_target
-            ins = ref_list(m["initiators"], f"{fld}.initiators") if "initiators" in m else top_inits
+            tgt = self.ref(m["target"], f"{fld}.target") if "target" in m else top_target
+            ins = self.ref_list(m["initiators"], f"{fld}.initiators") if "initiators" in m else top_inits
             if tgt is None:
                 raise r.err("no target: give target: here or at the top level", loc, f"{fld}.target")
             if ins is None:
@@ -444,77 +475,70 @@ def load_topology(path: str | Path) -> Topology:
                                       r.choice(m, "delayed_durability", f"{fld}.delayed_durability",
                                                DURABILITY, "disabled"),
                                       r.string(m, "description", f"{fld}.description", "") or "")
-    else:
-        if top_target is None:
-            raise r.err("missing (which instance is the target?)", None, "target")
-        if top_inits is None:
-            raise r.err("missing (which instances are the initiators?)", None, "initiators")
-        profiles["default"] = Profile("default", top_target, top_inits)
+        return profiles
 
-    # role and layout rules
-    targets = {p.target for p in profiles.values()}
-    partner: dict[str, tuple[str, str]] = {}
-    for prof in profiles.values():        # (not ``p``: that is the file's path, the Topology's)
-        for i, n in enumerate(prof.initiators):
-            fld = f"profiles.{prof.name}.initiators[{i}]" if ploc is not None else f"initiators[{i}]"
-            where = (ploc.value[prof.name] if ploc is not None else doc.get("initiators"))
-            if n in targets:
-                raise r.err(f"{n} is a target elsewhere: a database is either a target or an "
-                            "initiator", where, fld)
-            if n in partner and partner[n][0] != prof.target:
-                raise r.err(f"{n} is paired with target {partner[n][0]} in profile {partner[n][1]}: "
-                            "an initiator database sends to one target (its remote service "
-                            "binding names one certificate); give it another database", where, fld)
-            partner[n] = (prof.target, prof.name)
-            tgt, ini = instances[prof.target], instances[n]
-            same = tgt.server_key == ini.server_key
-            if layout == "single" and not same:
-                raise r.err(f"layout: single puts every database on one server, but {n} is on "
-                            f"{ini.server_key} and target {tgt.name} on {tgt.server_key}", where, fld)
-            if layout == "distributed" and same:
-                raise r.err(f"layout: distributed routes each initiator over Service Broker "
-                            f"endpoints, but {n} is on the target's server {tgt.server_key}; use "
-                            "layout: single for one server", where, fld)
-    if layout == "distributed":
-        ports: dict[str, tuple[int, str]] = {}
-        for inst in instances.values():
-            prev = ports.get(inst.server_key)
-            if prev and prev[0] != inst.broker_port:
-                raise r.err(f"{inst.name} and {prev[1]} share server {inst.server_key} but give "
-                            "different broker_port values (an instance has one Service Broker "
-                            "endpoint)", inst_map[inst.name], f"instances.{inst.name}.broker_port")
-            ports[inst.server_key] = (inst.broker_port, inst.name)
+    def check_roles(self, layout: str) -> None:
+        """A database is a target or an initiator; an initiator sends to one target; the layout
+        puts them on one server or on several (with one broker endpoint per server)."""
+        r, ploc, instances = self.r, self.ploc, self.instances_
+        targets = {p.target for p in self.profiles_.values()}
+        partner: dict[str, tuple[str, str]] = {}
+        for prof in self.profiles_.values():
+            for i, n in enumerate(prof.initiators):
+                fld = f"profiles.{prof.name}.initiators[{i}]" if ploc is not None else f"initiators[{i}]"
+                where = (ploc.value[prof.name] if ploc is not None else self.doc.get("initiators"))
+                if n in targets:
+                    raise r.err(f"{n} is a target elsewhere: a database is either a target or an "
+                                "initiator", where, fld)
+                if n in partner and partner[n][0] != prof.target:
+                    raise r.err(f"{n} is paired with target {partner[n][0]} in profile {partner[n][1]}: "
+                                "an initiator database sends to one target (its remote service "
+                                "binding names one certificate); give it another database", where, fld)
+                partner[n] = (prof.target, prof.name)
+                tgt, ini = instances[prof.target], instances[n]
+                same = tgt.server_key == ini.server_key
+                if layout == "single" and not same:
+                    raise r.err(f"layout: single puts every database on one server, but {n} is on "
+                                f"{ini.server_key} and target {tgt.name} on {tgt.server_key}", where, fld)
+                if layout == "distributed" and same:
+                    raise r.err(f"layout: distributed routes each initiator over Service Broker "
+                                f"endpoints, but {n} is on the target's server {tgt.server_key}; use "
+                                "layout: single for one server", where, fld)
+        if layout == "distributed":
+            ports: dict[str, tuple[int, str]] = {}
+            for inst in instances.values():
+                prev = ports.get(inst.server_key)
+                if prev and prev[0] != inst.broker_port:
+                    raise r.err(f"{inst.name} and {prev[1]} share server {inst.server_key} but give "
+                                "different broker_port values (an instance has one Service Broker "
+                                "endpoint)", self.inst_map[inst.name], f"instances.{inst.name}.broker_port")
+                ports[inst.server_key] = (inst.broker_port, inst.name)
 
-    # broker names and options
-    b = r.mapping(doc.get("broker"), "broker", BROKER_KEYS)
-    broker = BrokerConfig(
-        message_type=r.string(b, "message_type", "broker.message_type", PAPER_NAMES["message_type"],
-                              check=tsql.validate_broker_name),
-        contract=r.string(b, "contract", "broker.contract", PAPER_NAMES["contract"],
-                          check=tsql.validate_broker_name),
-        service=r.string(b, "service", "broker.service", PAPER_NAMES["service"],
-                         check=tsql.validate_broker_name),
-        queue=r.string(b, "queue", "broker.queue", PAPER_NAMES["queue"], check=tsql.validate_name),
-        activation_procedure=r.string(b, "activation_procedure", "broker.activation_procedure",
-                                      PAPER_NAMES["activation_procedure"], check=tsql.validate_name),
-        dialog_encryption=r.boolean(b, "dialog_encryption", "broker.dialog_encryption", True),
-        endpoint_name=r.string(b, "endpoint_name", "broker.endpoint_name", "ssbench_broker_endpoint",
-                               check=tsql.validate_name),
-        endpoint_encryption=r.choice(b, "endpoint_encryption", "broker.endpoint_encryption",
-                                     ENDPOINT_ENCRYPTION, "disabled"),
-        use_existing_endpoint=r.boolean(b, "use_existing_endpoint", "broker.use_existing_endpoint",
-                                        False),
-        reset=r.choice(b, "reset", "broker.reset", RESET_MODES, "cleanup"),
-        create_databases=r.boolean(b, "create_databases", "broker.create_databases", True),
-        certificate_years=r.number(b, "certificate_years", "broker.certificate_years", 10, 1, 100,
-                                   integer=True),
-    )
-    if broker.queue.lower().startswith("ssbench_") or broker.activation_procedure.lower().startswith("ssbench_"):
-        raise r.err("names starting with ssbench_ are reserved for ssbench's own objects",
-                    b.get("queue") or b.get("activation_procedure"), "broker")
-    return Topology(path=p, name=name, description=description, layout=layout, driver=driver,
-                    instances=instances, profiles=profiles, broker=broker,
-                    sha256=sha256, default_profile=next(iter(profiles)))
+    def broker(self) -> BrokerConfig:
+        r = self.r
+        b = r.mapping(self.doc.get("broker"), "broker", BROKER_KEYS)
+        names = {k: r.string(b, k, f"broker.{k}", PAPER_NAMES[k], check=check)
+                 for k, check in (("message_type", tsql.validate_broker_name), ("contract", tsql.validate_broker_name),
+                                  ("service", tsql.validate_broker_name), ("queue", tsql.validate_name),
+                                  ("activation_procedure", tsql.validate_name))}
+        broker = BrokerConfig(
+            **names,
+            dialog_encryption=r.boolean(b, "dialog_encryption", "broker.dialog_encryption", True),
+            endpoint_name=r.string(b, "endpoint_name", "broker.endpoint_name", "ssbench_broker_endpoint",
+                                   check=tsql.validate_name),
+            endpoint_encryption=r.choice(b, "endpoint_encryption", "broker.endpoint_encryption",
+                                         ENDPOINT_ENCRYPTION, "disabled"),
+            use_existing_endpoint=r.boolean(b, "use_existing_endpoint", "broker.use_existing_endpoint",
+                                            False),
+            reset=r.choice(b, "reset", "broker.reset", RESET_MODES, "cleanup"),
+            create_databases=r.boolean(b, "create_databases", "broker.create_databases", True),
+            certificate_years=r.number(b, "certificate_years", "broker.certificate_years", 10, 1, 100,
+                                       integer=True),
+        )
+        if broker.queue.lower().startswith("ssbench_") or broker.activation_procedure.lower().startswith("ssbench_"):
+            raise r.err("names starting with ssbench_ are reserved for ssbench's own objects",
+                        b.get("queue") or b.get("activation_procedure"), "broker")
+        return broker
 
 
 __all__ = ["msodbc_major", "Auth", "DriverConfig", "Instance", "Profile", "BrokerConfig", "Topology",

@@ -54,6 +54,15 @@ class FakeServer:
         self.db_perms: dict[tuple[str, str], tuple] = {}   # (server, db) -> (db_owner, ALTER)
         self.provisioned: set[tuple[str, str]] = set()     # (server, db): objects present
         self.enable_broker_error: dict[tuple[str, str], int] = {}   # (server, db) -> native error
+        # the diagnosis' evidence (docs/diagnosis.md): the product version server_info reports,
+        # tasks waiting on page latches (wait type, 'db:file:page', tasks), the objects
+        # sys.dm_db_page_info maps pages to ((db, file, page) -> row), and Service Broker's waits
+        self.version = "16.0.4135.4"
+        self.page_waiters: list[tuple] = [("PAGELATCH_EX", "7:1:1234", 3), ("PAGELATCH_SH", "7:1:1234", 1),
+                                          ("PAGELATCH_EX", "7:1:88", 1)]
+        self.pages: dict[tuple[int, int, int], tuple] = {(7, 1, 1234): ("ssb_init1", "sys", "sysdesend", 1, "DATA_PAGE")}
+        self.broker_waits = [("BROKER_RECEIVE_WAITFOR", 12, 24000.0), ("BROKER_TASK_STOP", 2, 40.0)]
+        self.broker_latches = [("SERVICE_BROKER_WAITFOR_MANAGER", 9, 310.0)]
 
     def batches(self, what: str | None = None, server: str | None = None, db: str | None = None):
         return [(s, d, w, q) for s, d, w, q, _ in self.log
@@ -242,7 +251,18 @@ class FakeServer:
             f.endpoints.pop(s, None)
             return []
         if sec == "server.server_info":
-            return [("16.0.4135.4", "Developer Edition", s, "RTM", "ssbench")]
+            return [(f.version, "Developer Edition", s, "RTM", "ssbench")]
+        if sec == "collectors.page_latch_waiters":
+            return list(f.page_waiters)
+        if sec == "collectors.page_info":
+            row = f.pages.get(tuple(params))
+            return [row] if row else [(None, None, None, None, None)]
+        if sec == "collectors.broker_waits":
+            return list(f.broker_waits)
+        if sec == "collectors.broker_latches":
+            return list(f.broker_latches)
+        if sec == "target.procedure_time":
+            return [(950_000, 1_000_000, 1000, 10)]
         if sec == "server.permissions":
             return [f.perms.get(s, (1, 1, 1, 1, 1, 1, 1))]
         if sec == "server.utc_now":

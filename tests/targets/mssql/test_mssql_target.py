@@ -504,7 +504,7 @@ def test_tally_has_a_row_for_every_receive(fake):
     assert body.index("SET @data = @@ROWCOUNT;") > drop
     # ... a RECEIVE with anything else gets a NULL-initiator row carrying its size
     tail = body[body.index("IF @data < @rows"):]
-    assert tail.index("VALUES (@now, NULL, 0, 0, @rows);") < tail.index("INSERT INTO [dbo].[messageErrors]")
+    assert tail.index("VALUES (@now, NULL, 0, 0, @rows, SYSUTCDATETIME());") < tail.index("INSERT INTO [dbo].[messageErrors]")
     # the RECEIVE's size is on every tally row; nothing between RECEIVE and the tally resets it
     assert "SUM(CASE WHEN h.warmup = 1 THEN 1 ELSE 0 END), @rows" in body
     assert "SET @rows = @@ROWCOUNT;" in body

@@ -145,7 +145,8 @@ def params(layout: str, every_n: int, initiator: int = 1) -> dict:
         "address": "LOCAL" if layout == "single" else "TCP://sqltarget.lab.example:4022",
         "binding": "ssbench_rsb_target",
         "receive_top": 10000 if every_n == 150 else 100, "waitfor_timeout_ms": 3000,
-        "max_queue_readers": 16, "initiator_readers": 16, "data_prefix": message_prefix(initiator),
+        "max_queue_readers": 16, "initiator_readers": 16, "processing_us_per_message": 0 if every_n == 150 else 1500,
+        "data_prefix": message_prefix(initiator),
         "warmup_prefix": message_prefix(initiator, warmup=True),
         "dialog_encryption": "ON", "procedure": "SRPerf_Queue_LabTest", "table": "messageDrop",
         "honor": 1, "honor_kw": "ON",
@@ -197,6 +198,9 @@ EXPECTED_MARKERS = {
     ("initiator", "dialog_handle"): 1,
     ("collectors", "activated_tasks"): 1, ("collectors", "queue_monitor"): 1,
     ("collectors", "queue_state"): 1, ("collectors", "queue_fast"): 1,
+    # the diagnosis' evidence (harness.targets.mssql.telemetry: a page's database, file, page id;
+    # the window's start and end in the order the query uses them)
+    ("collectors", "page_info"): 3, ("target", "procedure_time"): 9,
 }
 
 

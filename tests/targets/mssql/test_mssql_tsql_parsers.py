@@ -86,7 +86,8 @@ def _drive(path: Path, fake) -> None:
         n = len(t.topology.profile(prof).initiators)
         t.prepare(n, prof, BrokerSettings(max_queue_readers=16 - i, receive_top=10000,
                                           waitfor_timeout_ms=3000 if i else 50,
-                                          high_priority_share=0.0 if i else 0.5))
+                                          high_priority_share=0.0 if i else 0.5,
+                                          processing_us_per_message=0 if i else 1000))
         for k in range(1, n + 1):
             t.create_dialogs(k, 5, 150)
             t.warm_up(k)
@@ -110,6 +111,10 @@ def _drive(path: Path, fake) -> None:
         t.messages_processed()
         t.e2e_latencies_us(0.0, 1e9)
         t.e2e_latencies_by_priority_us(0.0, 1e9)
+        t.activated_tasks()               # the diagnosis' evidence (docs/diagnosis.md)
+        t.procedure_time(0.0, 1e9)
+        t.broker_waits()
+        t.page_latch_waiters()
         t.errors()
         t.describe()
     t.teardown()

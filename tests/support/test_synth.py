@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from harness.analysis import synth
+from support import synth
 from harness.results import PermutationSummary, RunReader, read_json
 
 

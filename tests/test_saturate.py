@@ -13,7 +13,7 @@ import pytest
 
 from harness.saturate import Probe, SearchSettings, depth_slope_per_s, search
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def ceiling(limit: float, seen: list[float]):
@@ -73,6 +73,7 @@ broker:
 
 
 @pytest.mark.slow
+@pytest.mark.alone   # the rate found lands between 40 % and 105 % of the ceiling, measured
 def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
     """Every SEND takes at least 20 ms (the embedded target's send-delay knob): 2 users cannot
     exceed 2 / 0.020 = 100 SENDs/s. The search must land at or below that ceiling (an offered

@@ -1,7 +1,9 @@
-"""Synthetic run directories in the documented layout (``docs/results.md``).
+"""Synthetic run directories in the documented layout (``docs/results.md``): test data, not
+part of the ssbench package (harness/ never imports it).
 
-Used by the analysis tests, the benchmark (``benchmarks/analyze_bench.py``) and the notebook's
-fallback when it is given no results directory. The numbers follow a small model shaped like
+Used by the analysis tests (``from support import synth``), the benchmark
+(``benchmarks/analyze_bench.py``) and the notebook's fallback when it is given no results
+directory (both put this repository's tests/ on ``sys.path``). The numbers follow a small model shaped like
 the SQLCAT whitepaper's results so that the plots and derived tables have something to show:
 
 - each client thread offers about 260 SENDs/s; an initiator saturates near 6,000 msg/s
@@ -12,7 +14,8 @@ the SQLCAT whitepaper's results so that the plots and derived tables have someth
 - one shared dialog per initiator is serialized on its conversation lock;
 - the target processes at most ~20,000 msg/s (less for large payloads), so with three initiators
   and large messages it falls behind and its queue grows;
-- wait profiles follow: PAGELATCH_* without the trick, WRITELOG with it, LCK_M_* when shared;
+- wait profiles follow, as shares of the users' time: PAGELATCH_* without the trick, WRITELOG
+  with it, LCK_M_* when shared;
   one thread per initiator is client-bound (ASYNC_NETWORK_IO; the summary's client_bound).
 
 Every rep-level value in ``summary.json`` is derived from the generated samples (send_rate is
@@ -44,8 +47,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..results import RunRecord, RepetitionSummary, summarize_permutation, write_atomic, write_json
-from ..results.model import (InitiatorResult, LatencySummary, TargetRef, TopWait, Window)
+from harness.results import RunRecord, RepetitionSummary, summarize_permutation, write_atomic, write_json
+from harness.results.model import (InitiatorResult, LatencySummary, TargetRef, TopWait, Window)
 
 PAPER_THREADS = (1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50)
 
@@ -169,11 +172,16 @@ def model(initiators: int, threads: int, dialogs: str, payload: int, server: str
 
 
 def _wait_rates(m: dict[str, float], initiators: int, threads: int, send: float) -> list[float]:
-    """ms of wait accrued per second for each of the 10 wait roles."""
+    """ms of wait accrued per second for each of the 10 wait roles, consistent with the users'
+    time (the diagnosis reads waits as a share of it, docs/diagnosis.md): the time the page latch
+    adds to every SEND ((contention - 1) / contention of it), the time a shared dialog's users
+    queue on its lock and the time lost at the initiator's cap (the log) are waits of every user."""
     it = initiators * threads
-    log = 0.12 * send * (0.35 if m["fast"] else 1.0)
-    latch_ex = (35.0 * it * (m["contention"] - 1.0) + 1.5 * it)
-    lock_x = (60.0 * it if m["shared"] else 0.4 * it)
+    offered = 260.0 * threads
+    log = 0.12 * send * (0.35 if m["fast"] else 1.0) \
+        + 1000.0 * it * max(0.0, 1.0 - m["per_init"] * m["contention"] / offered) * (0.35 if m["fast"] else 1.0)
+    latch_ex = 900.0 * it * (m["contention"] - 1.0) / m["contention"] + 1.5 * it
+    lock_x = 1000.0 * it * max(0.0, 1.0 - m["per_init"] / offered) if m["shared"] else 0.4 * it
     return [latch_ex, 0.35 * latch_ex, log, lock_x, 0.2 * lock_x, 0.015 * send,
             (200.0 if threads == 1 else 6.0) * initiators, 0.002 * send, 0.08 * log, 0.5]
 
@@ -425,7 +433,7 @@ def synthesize(results_dir: str | Path, spec: SynthSpec | None = None, run_id: s
         software={"python": "3.11", "synthetic": True},
         host={"hostname": "synthetic", "platform": "synthetic", "cpu_model": "synthetic",
               "cpu_count": os.cpu_count(), "memory_bytes": 0},
-        argv=["harness.analysis.synth"],
+        argv=["tests/support/synth.py"],
         permutations_done=len(perms), permutations_total=len(perms),
         extra={"synthetic": True},
     )
@@ -435,7 +443,7 @@ def synthesize(results_dir: str | Path, spec: SynthSpec | None = None, run_id: s
 
 
 def _matrix_yaml(spec: SynthSpec, axes: dict, run_settings: dict) -> str:
-    lines = [f"# synthetic run written by harness.analysis.synth (spec {asdict(spec)!r})",
+    lines = [f"# synthetic run written by tests/support/synth.py (spec {asdict(spec)!r})",
              f"name: {spec.name}", "axes:"]
     lines += [f"  {k}: {json.dumps(v)}" for k, v in axes.items()]
     lines += ["run:"] + [f"  {k}: {v}" for k, v in run_settings.items()]

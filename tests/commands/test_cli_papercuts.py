@@ -14,7 +14,7 @@ import pytest
 
 from harness.cli import build_parser, main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ def test_bench_help_describes_every_flag():
 
 
 def test_bench_table_in_the_matrix_order(tmp_path, capsys):
-    from harness.analysis import synth
+    from support import synth
     from harness.commands.run import print_run_table
 
     spec = synth.SynthSpec(name="order", initiators=(1,), threads=(1, 8, 32), dialogs=("per_thread",),

@@ -14,7 +14,7 @@ import pytest
 
 from harness.targets.base import Target
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 MATRIX = """name: backlog
 axes:

@@ -1,0 +1,178 @@
+"""Where users look at the diagnosis (:mod:`harness.analysis.diagnosis`, docs/diagnosis.md):
+the ``diagnosis`` table (Parquet/CSV), the columns it adds to the permutations table, the report
+section "What limits throughput, and what to try", the terminal text at the end of ``ssbench
+run`` / ``bench`` / ``analyze``, and where the limit moves as the thread count grows.
+
+Pure Python (no Spark); the table schemas are DDL strings for the Spark job.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..results.model import RepetitionSummary
+from .diagnosis import Diagnosis, diagnose, diagnose_run
+
+DIAGNOSIS_SCHEMA = ("run_id string, perm_id string, perm_index bigint, case string, initiators bigint, "
+                    "threads bigint, total_threads bigint, dialogs string, payload_bytes bigint, server string, "
+                    "target_kind string, reps bigint, stage string, detail string, confidence string, "
+                    "evidence string, technique string, try_axis string, source string, also string, "
+                    "rep_stages string, send_rate double, receive_rate double")
+#: what the permutations table gets (joined on run_id, perm_id)
+LIMIT_SCHEMA = "run_id string, perm_id string, limit string, limit_stage string, limit_confidence string, limit_remedy string"
+MOVES_SCHEMA = "run_id string, context string, moves string"
+#: one-or-two-letter marks of the stages (the wait-profile plot writes them above its bars)
+STAGE_MARKS = {"client": "CL", "SEND": "SD", "transmission": "TX", "receive": "RC", "processing": "PR",
+               "server CPU": "CPU", "offered load": "OL", None: "?"}
+#: permutation values that are not "everything else" when comparing thread counts
+_NOT_CONTEXT = {"id", "index", "threads", "total_threads", "offered_rate"}
+
+
+def rows(diags: Iterable[Diagnosis]) -> list[dict[str, Any]]:
+    """The ``diagnosis`` table: one row per permutation, :data:`DIAGNOSIS_SCHEMA`."""
+    out = []
+    for d in diags:
+        p, r = d.permutation, d.remedy
+        out.append({"run_id": d.run_id, "perm_id": d.perm_id, "perm_index": p.get("index"), "case": p.get("case"),
+                    "initiators": p.get("initiators"), "threads": p.get("threads"),
+                    "total_threads": p.get("total_threads"), "dialogs": p.get("dialogs"),
+                    "payload_bytes": p.get("payload_bytes"), "server": p.get("server"),
+                    "target_kind": d.target_kind, "reps": d.reps, "stage": d.stage, "detail": d.detail,
+                    "confidence": d.confidence, "evidence": d.evidence, "technique": r.technique if r else None,
+                    "try_axis": r.axis if r else None, "source": r.source if r else None, "also": d.also,
+                    "rep_stages": ", ".join(d.rep_stages), "send_rate": d.send_rate, "receive_rate": d.receive_rate})
+    return out
+
+
+def limit_columns(diags: Iterable[Diagnosis]) -> list[dict[str, Any]]:
+    """The permutations table's diagnosis columns, :data:`LIMIT_SCHEMA`."""
+    return [{"run_id": d.run_id, "perm_id": d.perm_id, "limit": d.limit, "limit_stage": d.stage,
+             "limit_confidence": d.confidence, "limit_remedy": d.remedy.technique if d.remedy else None}
+            for d in diags]
+
+
+def _context(p: dict[str, Any], varying: set[str]) -> str:
+    parts = [f"i{p.get('initiators')}", str(p.get("dialogs")), f"p{p.get('payload_bytes')}", str(p.get("server"))]
+    for k in sorted(varying - {"initiators", "dialogs", "payload_bytes", "server", "dialogs_every_n",
+                               "dialogs_shared"}):
+        v = p.get(k)
+        parts.append(f"{k}={json.dumps(v, sort_keys=True) if isinstance(v, dict) else v}")
+    return " ".join(parts)
+
+
+def limit_moves(diags: list[Diagnosis]) -> list[dict[str, Any]]:
+    """Where the limit moves with the thread count: per run and everything else equal, the
+    stage at each thread count (only where there are two or more), :data:`MOVES_SCHEMA`."""
+    out = []
+    for run_id in sorted({d.run_id for d in diags}):
+        mine = [d for d in diags if d.run_id == run_id]
+        keys = {k for d in mine for k in d.permutation} - _NOT_CONTEXT
+        varying = {k for k in keys if len({json.dumps(d.permutation.get(k), sort_keys=True) for d in mine}) > 1}
+        groups: dict[str, list[Diagnosis]] = {}
+        for d in mine:
+            key = json.dumps({k: d.permutation.get(k) for k in sorted(keys)}, sort_keys=True, default=str)
+            groups.setdefault(key, []).append(d)
+        for members in groups.values():
+            if len({d.permutation.get("threads") for d in members}) < 2:
+                continue
+            members.sort(key=lambda d: d.permutation.get("total_threads") or 0)
+            moves = " -> ".join(f"{d.permutation.get('total_threads')}: {d.stage or d.confidence}"
+                                + (f" ({d.detail})" if d.stage in ("SEND", "receive") else "") for d in members)
+            out.append({"run_id": run_id, "context": _context(members[0].permutation, varying), "moves": moves})
+    return out
+
+
+# --------------------------------------------------------------------------- the terminal
+
+def terminal_text(diags: list[Diagnosis], width: int = 100) -> str:
+    """The diagnosis as plain text: per permutation its limit, confidence, evidence and what to
+    try; then where the limit moves with the thread count."""
+    if not diags:
+        return ""
+    wrap = lambda head, text: textwrap.fill(text, width, initial_indent=head,  # noqa: E731
+                                            subsequent_indent=" " * len(head))
+    lines = ["", "What limits throughput, and what to try (docs/diagnosis.md)"]
+    for engine in sorted({d.emulation for d in diags if d.emulation}):
+        lines.append(f"  ({engine} emulation: the limits found are the emulation's, not SQL Server's)")
+    for d in diags:
+        reps = f"{d.reps} repetition{'s' if d.reps != 1 else ''}"
+        lines.append(f"{d.perm_id}: {d.limit}  [{d.confidence}, {reps}]")
+        if d.evidence:
+            lines.append(wrap("    evidence: ", d.evidence))
+        if d.also:
+            lines.append(wrap("    also fired: ", d.also))
+        if d.remedy:
+            lines.append(wrap("    try: ", f"{d.remedy.technique}; matrix: {d.remedy.axis} ({d.remedy.source})"))
+    moves = limit_moves(diags)
+    if moves:
+        lines.append("Where the limit moves with the thread count:")
+        for m in moves:
+            lines.append(wrap("  ", f"{m['context']}: {m['moves']}"))
+    return "\n".join(lines)
+
+
+def print_runs(paths: Iterable[str | Path], stream=None) -> None:
+    """Print the diagnosis of run directories: the end of ``ssbench run``, ``bench`` and
+    ``analyze``. Summaries that do not read are left out."""
+    diags = [d for p in paths for d in diagnose_run(p)]
+    text = terminal_text(diags)
+    if text:
+        print(text, file=stream or sys.stdout)
+
+
+# --------------------------------------------------------------------------- the report
+
+REPORT_COLUMNS = [("run_label", "run", "l"), ("perm_id", "permutation", "l"), ("limit", "what limits throughput", "l"),
+                  ("confidence", "confidence", "l"), ("reps", "reps", ""), ("evidence", "evidence", "l"),
+                  ("technique", "what to try", "l"), ("try_axis", "matrix axis", "l"), ("source", "from", "l")]
+
+
+def report_section(diags: list[Diagnosis], synthetic_runs: set[str] | None = None) -> str:
+    """The report's "What limits throughput, and what to try" section (an HTML fragment; the
+    notebook shows it too)."""
+    if not diags:
+        return ""
+    from .report import run_label, table
+
+    synthetic_runs = synthetic_runs or set()
+    body = [dict(r, limit=d.limit, run_label=run_label(d.run_id, d.run_id in synthetic_runs))
+            for d, r in zip(diags, rows(diags))]
+    cell = "td.l{white-space:normal;min-width:9em;max-width:32em}"
+    parts = [f"<h2>What limits throughput, and what to try</h2><style>#diagnosis {cell}</style>",
+             "<p>The whitepaper's chain of reasoning, per permutation (docs/diagnosis.md): a queue that grows "
+             "through the measured window names the stage after SEND that falls behind (the transmission queue: "
+             "<b>transmission</b>; the target queue: <b>receive</b>, or <b>processing</b> when the readers' time "
+             "goes to the activation procedure's own work); when none grows, the limit is the load generator "
+             "(<b>client</b>), the <b>SEND</b> itself (the wait that holds the users' time) or the "
+             "<b>server CPU</b>. <i>clear</i>: only that stage's evidence fired, in every repetition; "
+             "<i>mixed</i>: another fired too, or the repetitions disagree (the other stages are in the table's "
+             "<code>also</code> column); <i>not enough data</i>: the summaries lack the figures.</p>",
+             f"<div id='diagnosis'>{table(body, REPORT_COLUMNS)}</div>"]
+    moves = limit_moves(diags)
+    if moves:
+        parts.append("<h3>Where the limit moves with the thread count</h3>")
+        parts.append(table([dict(m, run_label=run_label(m["run_id"], m["run_id"] in synthetic_runs)) for m in moves],
+                           [("run_label", "run", "l"), ("context", "everything else", "l"),
+                            ("moves", "total threads: limit", "l")]))
+    return "\n".join(parts)
+
+
+def diagnose_files(paths: Iterable[str | Path], capabilities: dict[str, dict[str, Any]] | None = None) -> list[Diagnosis]:
+    """The diagnosis of the repetitions whose summary.json files are given (the Spark job passes
+    the ones it accepted, and what each run's target declared, by run id); an unreadable one is
+    skipped (the job reports it already)."""
+    from ..errors import UserError
+    from ..results.reader import read_json
+
+    summaries = []
+    for p in paths:
+        try:
+            summaries.append(RepetitionSummary.from_json(read_json(Path(p)), file=str(p)))
+        except UserError:
+            continue
+    return diagnose(summaries, capabilities)
+

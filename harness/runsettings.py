@@ -1,0 +1,153 @@
+"""A matrix's ``run:`` settings (:class:`RunSettings`) and their parsing, re-exported by
+:mod:`harness.matrix` (docs/matrices.md).
+
+``repetitions`` is an integer or ``auto`` (:mod:`harness.verdicts.auto`: interleaved rounds
+until every comparison is decided, from ``min_repetitions`` to ``max_repetitions`` within
+``budget_minutes``); :func:`settings` checks any settings section against its spec (the
+matrix's ``broker:`` too), naming the file, line and field of a bad value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import show
+from .yamlsrc import Located
+
+@dataclass(frozen=True)
+class RunSettings:
+    warmup_seconds: float = 10.0
+    measure_seconds: float = 60.0
+    #: an integer, or ``auto``: interleaved rounds until every comparison is decided
+    #: (harness.verdicts.auto), from ``min_repetitions`` to ``max_repetitions`` within ``budget_minutes``
+    repetitions: int | str = 1
+    min_repetitions: int | None = None
+    max_repetitions: int | None = None
+    budget_minutes: float | None = None
+    #: a comparison is a gain or a loss beyond +-this percent, no difference within it
+    threshold_pct: float = 5.0
+    drain_timeout_seconds: float = 120.0
+    sample_interval_seconds: float = 1.0
+    spawn_rate: float = 50.0  # Locust users started per second per run
+    #: ``interleaved``: repetition 1 of every permutation, then repetition 2 of every
+    #: permutation, ... (A B A B: drift hits every permutation alike); ``sequential``: every
+    #: repetition of a permutation before the next (A A B B)
+    order: str = "interleaved"
+    #: pin the database server and the load generator to separate CPUs (where the host allows)
+    pin_cpus: bool = False
+    #: open loop (a ``rate`` axis): a repetition whose achieved SEND rate falls short of the
+    #: offered one by more than this fraction is flagged ``behind``
+    rate_tolerance: float = 0.05
+    #: backlog drain (docs/matrices.md): > 0 fills the target queue with this many messages
+    #: with activation off, then turns activation on and measures the drain
+    backlog_messages: int = 0
+    #: Locust worker processes per initiator; its threads split over them as evenly as possible
+    #: (5 over 2: 3 + 2), and an initiator gets no more processes than threads
+    workers_per_initiator: int = 1
+    #: the SEND path (harness.load.spec.SEND_MODES): ``auto`` (gevent's hub for a sender that
+    #: can pump, an OS thread per user otherwise) or ``thread`` (an OS thread per user always)
+    send_mode: str = "auto"
+
+    @property
+    def auto(self) -> bool:
+        return self.repetitions == AUTO
+
+    @property
+    def planned_repetitions(self) -> int:
+        """Repetitions every permutation gets: the number, or the auto minimum."""
+        return (self.min_repetitions or AUTO_MIN) if self.auto else int(self.repetitions)
+
+    @property
+    def most_repetitions(self) -> int:
+        return (self.max_repetitions or AUTO_MAX) if self.auto else int(self.repetitions)
+
+    def describe_repetitions(self) -> str:
+        budget = f" within {self.budget_minutes:g} min" if self.budget_minutes else ""
+        return (f"auto repetitions ({self.planned_repetitions} to {self.most_repetitions}{budget})" if self.auto
+                else f"{self.repetitions} repetition(s)")
+
+
+AUTO, AUTO_MIN, AUTO_MAX = "auto", 3, 10    # harness.verdicts.rule.MIN_REPS, DEFAULT_MAX_REPS
+AUTO_FIELDS = ("min_repetitions", "max_repetitions", "budget_minutes")   # only with repetitions: auto
+RUN_ORDERS = ("interleaved", "sequential")
+RUN_FIELDS = {
+    "warmup_seconds": (float, 0, 86_400),
+    "measure_seconds": (float, 0.5, 86_400),
+    "repetitions": (int, 1, 1000),       # or "auto" (_run_settings)
+    "min_repetitions": (int, AUTO_MIN, 1000),
+    "max_repetitions": (int, AUTO_MIN, 1000),
+    "budget_minutes": (float, 0.1, 10_080),
+    "threshold_pct": (float, 0.0, 99.0),
+    "drain_timeout_seconds": (float, 1, 86_400),
+    "sample_interval_seconds": (float, 0.05, 3600),
+    "spawn_rate": (float, 0.1, 100_000),
+    "order": (str, RUN_ORDERS, None),
+    "pin_cpus": (bool, None, None),
+    "rate_tolerance": (float, 0.0, 1.0),
+    "backlog_messages": (int, 0, 100_000_000),
+    "workers_per_initiator": (int, 1, 64),
+    "send_mode": (str, ("auto", "thread"), None),
+}
+
+
+def run_settings(doc, err) -> RunSettings:
+    """The run: section; ``repetitions`` is an integer or ``auto``, whose limits need it."""
+    section = doc.get("run")
+    if section is None or not isinstance(section.value, dict):
+        return RunSettings(**settings(doc, "run", RUN_FIELDS, err))   # absent, empty or not a mapping
+    items = section.value
+    rep = items.get("repetitions")
+    auto = rep is not None and rep.value == AUTO
+    if rep is not None and isinstance(rep.value, str) and not auto:
+        raise err(f"must be an integer from 1 to {RUN_FIELDS['repetitions'][2]} or auto, got {show(rep.value)}",
+                  rep, "run.repetitions")
+    rest = {k: v for k, v in items.items() if not (auto and k == "repetitions")}
+    values = settings({"run": Located(rest, section.line)}, "run", RUN_FIELDS, err)
+    for key in AUTO_FIELDS:
+        if key in values and not auto:
+            raise err("only with repetitions: auto", items[key], f"run.{key}")
+    if auto:
+        values["repetitions"] = AUTO
+        lo, hi = values.get("min_repetitions", AUTO_MIN), values.get("max_repetitions", AUTO_MAX)
+        if hi < lo:
+            where = "max_repetitions" if "max_repetitions" in values else "min_repetitions"
+            raise err(f"the maximum ({hi}) is below the minimum ({lo})", items[where], f"run.{where}")
+    return RunSettings(**values)
+
+
+def settings(doc, section: str, spec: dict, err) -> dict[str, Any]:
+    """The values of the mapping ``doc[section]`` (absent or null: none), each key one of
+    ``spec`` (name -> (type, low, high), or (str, choices, None)) and within its bounds;
+    ``err(message, located, field)`` builds the UserError."""
+    if section not in doc:
+        return {}
+    loc = doc[section]
+    if loc.value is None:
+        return {}
+    if not isinstance(loc.value, dict):
+        raise err("must be a mapping", loc, section)
+    out = {}
+    for key, item in loc.value.items():
+        fld = f"{section}.{key}"
+        if key not in spec:
+            raise err(f"unknown key (expected one of {', '.join(spec)})", item, fld)
+        kind, lo, hi = spec[key]
+        v = item.value
+        if kind is str:
+            if v not in lo:
+                raise err(f"must be one of {', '.join(lo)}, got {show(v)}", item, fld)
+            out[key] = v
+            continue
+        if kind is bool:
+            if not isinstance(v, bool):
+                raise err(f"must be true or false, got {show(v)}", item, fld)
+            out[key] = v
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
+            raise err(f"must be {'an integer' if kind is int else 'a number'}, got {type(v).__name__} {show(v)}",
+                      item, fld)
+        if not lo <= v <= hi:
+            raise err(f"must be between {lo} and {hi}, got {v}", item, fld)
+        out[key] = kind(v)
+    return out

@@ -1,0 +1,262 @@
+"""The answer of a run on the terminal, in the report and for scripts: the key table.
+
+Entry points:
+
+* :func:`key_answer` builds an :class:`Answer` from a run's judged comparisons
+  (:func:`harness.verdicts.pairs.judge_all`): one row per comparison (strategy or technique on
+  its axis' primary metric, threads, gain with its interval, verdict, "pays from", repetitions
+  used) and, under it, why each inconclusive comparison stayed so and how to exercise each
+  technique that was not exercised;
+* :meth:`Answer.render` prints it as text, :meth:`Answer.to_json` gives it to scripts
+  (``--json``), :func:`read_answer` reads the ``answer.json`` the analysis writes beside its
+  report (the report's key table is drawn from the same rows).
+
+Other parts add to an answer without changing this module: ``answer.add(Section(...))`` appends
+a section of their own (a diagnosis, say), rendered after the key table in text, JSON and HTML;
+:func:`key_row` builds a key-table row from any judged comparison, for code that judges more
+comparisons and appends them with ``answer.section(KEY).rows.append(...)``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, TextIO
+
+from .pairs import Judged, kept_out, pays_from
+from .rule import INCONCLUSIVE, NOT_EXERCISED
+from .techniques import how_to_exercise
+
+ANSWER_SCHEMA = "ssbench.answer/1"
+KEY = "key"
+#: what stays the same along a row group's thread counts ("pays from" is per group)
+GROUP_KEYS = ("run_id", "kind", "comparison", "baseline", "metric", "server", "initiators", "payload_bytes",
+              "context", "rate", "messages_per_dialog", "fire_and_forget", "waitfor_timeout_ms",
+              "high_priority_share", "max_queue_readers", "receive_top", "dialogs")
+
+
+@dataclass
+class Column:
+    key: str
+    header: str
+    align: str = "<"        # "<" left, ">" right
+    always: bool = False    # shown even when every row is empty there
+
+
+@dataclass
+class Section:
+    """A titled table with notes: how every part of an answer is rendered."""
+
+    key: str
+    title: str
+    columns: list[Column]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "title": self.title,
+                "columns": [{"key": c.key, "header": c.header, "align": c.align, "always": c.always}
+                            for c in self.columns],
+                "rows": self.rows, "notes": self.notes}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Section":
+        return cls(str(doc.get("key")), str(doc.get("title")),
+                   [Column(c["key"], c["header"], c.get("align", "<"), bool(c.get("always")))
+                    for c in doc.get("columns") or []],
+                   list(doc.get("rows") or []), list(doc.get("notes") or []))
+
+    def text(self, stream: TextIO) -> None:
+        cols = [c for c in self.columns if c.always or any(r.get(c.key) not in (None, "") for r in self.rows)]
+        cells = [[_cell(r.get(c.key)) for c in cols] for r in self.rows]
+        widths = [max([len(c.header)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+        print(f"\n{self.title}", file=stream)
+        if cells:
+            print("  ".join(f"{c.header:{c.align}{w}}" for c, w in zip(cols, widths)).rstrip(), file=stream)
+            print("  ".join("-" * w for w in widths), file=stream)
+            for row in cells:
+                print("  ".join(f"{v:{c.align}{w}}" for v, c, w in zip(row, cols, widths)).rstrip(), file=stream)
+        for n in self.notes:
+            print(f"  {n}", file=stream)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+@dataclass
+class Answer:
+    runs: list[str]
+    sections: list[Section] = field(default_factory=list)
+    report: str | None = None
+
+    def add(self, section: Section) -> "Answer":
+        self.sections.append(section)
+        return self
+
+    def section(self, key: str) -> Section | None:
+        return next((s for s in self.sections if s.key == key), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": ANSWER_SCHEMA, "runs": self.runs, "report": self.report,
+                "sections": [s.to_json() for s in self.sections]}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> "Answer":
+        return cls(list(doc.get("runs") or []), [Section.from_json(s) for s in doc.get("sections") or []],
+                   doc.get("report"))
+
+    def render(self, stream: TextIO) -> None:
+        for s in self.sections:
+            s.text(stream)
+
+
+def read_answer(path: str | Path) -> Answer | None:
+    """The ``answer.json`` beside a report's index.html (``path``: the report directory or
+    its index.html); None when there is none."""
+    p = Path(path)
+    f = (p.parent if p.suffix == ".html" else p) / "answer.json"
+    if not f.is_file():
+        return None
+    return Answer.from_json(json.loads(f.read_text(encoding="utf-8")))
+
+
+# --------------------------------------------------------------------------- the key table
+
+KEY_COLUMNS = [
+    Column("run_id", "run"), Column("server", "server"), Column("comparison_text", "comparison", always=True),
+    Column("judged_on", "judged on"), Column("context", "other axes"), Column("initiators", "initiators", ">"),
+    Column("payload_bytes", "payload B", ">"), Column("rate", "rate/s", ">"),
+    Column("total_threads", "threads", ">", True),
+    Column("gain_text", "gain [interval]", ">", True), Column("verdict", "verdict", always=True),
+    Column("pays_from", "pays from", ">", True), Column("reps_text", "reps", ">", True),
+]
+
+
+def pct_interval(v: float | None, lo: float | None, hi: float | None) -> str:
+    """``+12.3 % [-4.0, +25.1]``; ``[no interval]`` without one."""
+    if v is None:
+        return "–"
+    return f"{v:+.1f} % " + (f"[{lo:+.1f}, {hi:+.1f}]" if lo is not None and hi is not None else "[no interval]")
+
+
+def comparison_words(row: Mapping[str, Any]) -> str:
+    """A key-table row's comparison in words: ``waitfor_timeout_ms=50 vs 3000 on e2e p99 (ms),
+    lower is better``."""
+    return row["comparison_text"] + (f" on {row['judged_on']}" if row.get("judged_on") else "")
+
+
+def threads_text(n: Any) -> str:
+    return f"{n} thread" if n == 1 else f"{n} threads"
+
+
+def stop_words(auto: Mapping[str, Any] | None) -> str:
+    """Why an auto run stopped adding rounds, in words ("" when it did not say)."""
+    if not isinstance(auto, Mapping):
+        return ""
+    stopped, rounds = auto.get("stopped"), auto.get("rounds")
+    if stopped == "budget":
+        return (f"the time budget ({(auto.get('budget_seconds') or 0) / 60:g} min) left no room for round "
+                f"{(rounds or 0) + 1}")
+    if stopped == "max":
+        return f"the maximum of {rounds} repetitions was reached"
+    return ""
+
+
+def key_row(j: Judged, auto: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One key-table row (JSON-able) for a judged comparison; ``auto``: its run's ``auto``
+    record from run.json (why the run stopped adding rounds)."""
+    p, o, t = j.pairing, j.outcome, j.pairing.treatment
+    out = kept_out(t) + kept_out(p.baseline)
+    reason = o.reason
+    if o.verdict == INCONCLUSIVE:
+        statuses = ", ".join(sorted({s for _, s in out}))
+        kept = f"{len(out)} repetition(s) kept out of verdicts ({statuses})" if out else ""
+        extra = stop_words(auto) if j.rule.sequential else (
+            f"the run had a fixed number of repetitions ({max(o.n_treatment, o.n_baseline)})")
+        reason = "; ".join(x for x in (reason, kept, extra) if x)
+    return {
+        "run_id": t.get("run_id"), "kind": p.family, "comparison": p.label, "baseline": p.baseline_value,
+        "comparison_text": f"{p.label} vs {p.baseline_value}",
+        "judged_on": (p.metric.text + ("" if p.metric.higher_is_better else ", lower is better")
+                      if p.family == "technique" or p.metric.name != "receive_rate" else None),
+        "metric": p.metric.name, "higher_is_better": p.metric.higher_is_better,
+        "server": t.get("server"), "initiators": t.get("initiators"), "threads": t.get("threads"),
+        "total_threads": t.get("total_threads"), "payload_bytes": t.get("payload_bytes"),
+        "dialogs": t.get("dialogs") if p.family == "technique" else None, "context": p.context,
+        **{k: t.get(k) for k in ("rate", "messages_per_dialog", "fire_and_forget", "waitfor_timeout_ms",
+                                 "high_priority_share", "max_queue_readers", "receive_top")},
+        "perm_id": t.get("perm_id"), "baseline_perm_id": p.baseline.get("perm_id"),
+        "gain_pct": o.gain_pct, "ci_low_pct": o.ci_low_pct, "ci_high_pct": o.ci_high_pct,
+        "confidence": o.confidence, "gain_text": pct_interval(o.gain_pct, o.ci_low_pct, o.ci_high_pct),
+        "verdict": o.verdict, "n": o.n_treatment, "baseline_n": o.n_baseline,
+        "reps_text": f"{o.n_treatment}/{o.n_baseline}", "kept_out": len(out), "look": o.look,
+        "threshold_pct": j.rule.threshold_pct,
+        "reason": reason, "pays_from": None,
+        "how_to_exercise": how_to_exercise(p.axis) if o.verdict == NOT_EXERCISED else None,
+    }
+
+
+def _add_pays_from(rows: list[dict[str, Any]]) -> None:
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r.get(k) for k in GROUP_KEYS), []).append(r)
+    for members in groups.values():
+        cross = pays_from((r["total_threads"] or 0, r["verdict"]) for r in members)
+        for r in members:
+            r["pays_from"] = cross
+
+
+def key_section(judged: Iterable[Judged], autos: Mapping[str, Mapping[str, Any]] | None = None) -> Section:
+    """The key table of judged comparisons (dialog strategies and techniques alike), with one
+    note per inconclusive comparison saying why, one per technique not exercised saying how to
+    exercise it, and how to read the verdicts."""
+    autos = autos or {}
+    rows = [key_row(j, autos.get(j.pairing.treatment.get("run_id") or "")) for j in judged]
+    _add_pays_from(rows)
+    columns = [c for c in KEY_COLUMNS if c.key != "run_id" or len({r["run_id"] for r in rows}) > 1]
+    notes = []
+    thresholds = sorted({r["threshold_pct"] for r in rows})
+    if rows:
+        thr = "/".join(f"{t:g}" for t in thresholds)
+        notes.append(f"gain: of the geometric mean over the repetitions that count; interval: the deciding look's "
+                     f"(repeated confidence intervals, 95 % over every look); verdicts against +-{thr} % "
+                     "(docs/statistics.md). pays from: total threads from which every verdict is gain.")
+        if any(r["higher_is_better"] is False for r in rows):
+            notes.append("lower is better: the gain of a latency is how much lower it is (the baseline's geometric "
+                         "mean over the technique's, less 1: +100 % is half the latency).")
+    for r in rows:
+        if r["verdict"] in (INCONCLUSIVE, NOT_EXERCISED):
+            where = f"{comparison_words(r)} at {threads_text(r['total_threads'])}" + "".join(
+                f" ({x})" for x in (f"rate {r['rate']:g}/s" if r.get("rate") else "", r.get("context")) if x)
+            notes.append(f"{r['verdict']}: {where}: {r['reason']}")
+    decided = sum(1 for r in rows if r["verdict"] not in (INCONCLUSIVE, NOT_EXERCISED))
+    idle = sum(1 for r in rows if r["verdict"] == NOT_EXERCISED)
+    title = (f"Key results: {decided} of {len(rows)} comparisons decided" + (f", {idle} not exercised" if idle else "")
+             if rows else "Key results: no comparison (no permutation has a baseline with everything else equal)")
+    return Section(KEY, title, columns, rows, notes)
+
+
+def key_answer(judged: Iterable[Judged], runs: Iterable[str], autos: Mapping[str, Mapping[str, Any]] | None = None,
+               report: str | None = None) -> Answer:
+    """The answer of ``runs``: the key table (:func:`key_section`)."""
+    return Answer(list(runs), [key_section(judged, autos)], report)
+
+
+def run_answer(path: str | Path) -> Answer:
+    """The key table of one run directory straight from its summaries (no Spark): what
+    ``ssbench bench --no-analysis`` prints; the analysis computes the same from its tables."""
+    from ..results import RunReader
+    from .pairs import judge_all, rows_from_summaries
+    from .rule import Rule
+
+    reader = RunReader(path)
+    record = reader.record().to_json() if reader.exists() else {}
+    rule = Rule.of_run((record.get("matrix") or {}).get("run"))
+    judged = judge_all(rows_from_summaries(reader.readable_summaries(), reader.run_id), default=rule)
+    return key_answer(judged, [reader.run_id], {reader.run_id: record.get("auto") or {}})

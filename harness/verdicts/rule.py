@@ -1,0 +1,269 @@
+"""The stopping rule: repeated confidence intervals with the error spent over the looks.
+
+A comparison is two samples of one metric, each value one repetition of a permutation, tagged
+with its repetition number (the round of an interleaved run), and a direction (higher or lower
+is better). Its statistic is the log ratio of the geometric means, ``d = mean(log t) - mean(log
+b)`` (sign flipped when lower is better): the gain is ``100 * (exp(d) - 1)`` percent.
+
+**Looks.** A run with ``repetitions: auto`` looks at a comparison after every round from
+``min_reps`` to ``max_reps`` in which its data grew; a run with a fixed number of repetitions
+looks once, at the end. **Intervals.** At each look the Welch t interval of ``d`` (unequal
+variances, Welch-Satterthwaite degrees of freedom) at level ``1 - alpha / K``, with ``K`` the
+number of looks the run can make (``max_reps - min_reps + 1``; 1 when fixed): by Bonferroni's
+inequality the probability that *any* look's interval misses the true ratio is at most
+``alpha``. These are repeated confidence intervals (Jennison and Turnbull, "Repeated confidence
+intervals for group sequential clinical trials", Controlled Clinical Trials 5, 1984; "Interim
+analyses: the repeated confidence interval approach", JRSS B 51, 1989), whose coverage holds
+whatever decides when to stop: a budget, an interruption, another comparison's rounds.
+**Verdicts** read an interval against the threshold ``m`` percent, which is also the
+equivalence margin (three-way decisions from repeated intervals: Jennison and Turnbull,
+"Sequential equivalence testing and repeated confidence intervals", Biometrics 49, 1993):
+``gain`` when the whole interval is above ``+m``, ``loss`` when wholly below ``-m``, ``no
+difference`` when it lies within ``+-m``, else ``inconclusive``; the first decisive look is
+final. A decision is wrong only if that look's interval missed the truth, so each comparison's
+probability of any wrong verdict is at most ``alpha`` (5 %). docs/statistics.md has the
+guarantee's conditions, the family of a run and the simulation that measures it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping, Sequence
+
+from scipy.special import stdtrit   # the Student t quantile (scipy.stats.t.ppf without its overhead)
+
+ALPHA = 0.05
+#: fewer kept repetitions than this on either side: no look, verdict inconclusive
+MIN_REPS = 3
+DEFAULT_MAX_REPS = 10
+DEFAULT_THRESHOLD_PCT = 5.0
+#: the largest repetition count a side the "needs about N" estimate looks for
+NEEDED_LIMIT = 1000
+#: a gain within this (log scale, about 1 %) of a threshold "sits on it"
+ON_THRESHOLD = math.log(1.01)
+
+GAIN, LOSS, NO_DIFFERENCE, INCONCLUSIVE = "gain", "loss", "no difference", "inconclusive"
+VERDICTS = (GAIN, LOSS, NO_DIFFERENCE, INCONCLUSIVE)
+#: a technique whose mechanism never engaged (harness.verdicts.techniques): not a verdict of
+#: the rule, which the comparison's own says nothing about
+NOT_EXERCISED = "not exercised"
+
+#: (repetition number, value) of the repetitions that count (harness.verdicts.pairs.kept)
+Sample = Sequence[tuple[int, float]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How a run's comparisons are judged: the threshold (also the equivalence margin), the
+    looks (``max_reps`` None: a fixed number of repetitions, one look at the end) and the error
+    ``alpha`` each comparison spends over its looks."""
+
+    threshold_pct: float = DEFAULT_THRESHOLD_PCT
+    min_reps: int = MIN_REPS
+    max_reps: int | None = None
+    alpha: float = ALPHA
+
+    @property
+    def sequential(self) -> bool:
+        return self.max_reps is not None
+
+    @property
+    def looks(self) -> int:
+        """K, the most looks a comparison can have."""
+        return 1 if self.max_reps is None else self.max_reps - self.min_reps + 1
+
+    @property
+    def look_confidence(self) -> float:
+        """The level of each look's interval, ``1 - alpha / K``."""
+        return 1.0 - self.alpha / self.looks
+
+    def with_threshold(self, threshold_pct: float | None) -> "Rule":
+        return self if threshold_pct is None else replace(self, threshold_pct=float(threshold_pct))
+
+    @classmethod
+    def of_run(cls, run: Mapping[str, Any] | None, threshold_pct: float | None = None) -> "Rule":
+        """The rule of a run from its settings (``matrix.run`` of run.json, or
+        ``dataclasses.asdict(RunSettings)``): ``repetitions: auto`` looks after every round from
+        ``min_repetitions`` to ``max_repetitions``; a number of repetitions looks once.
+        ``threshold_pct`` (a command-line override) replaces the run's ``threshold_pct``."""
+        run = run if isinstance(run, Mapping) else {}
+        thr = threshold_pct if threshold_pct is not None else run.get("threshold_pct")
+        rule = cls(threshold_pct=float(thr) if isinstance(thr, (int, float)) else DEFAULT_THRESHOLD_PCT)
+        if run.get("repetitions") == "auto":
+            lo = run.get("min_repetitions") or MIN_REPS
+            hi = run.get("max_repetitions") or DEFAULT_MAX_REPS
+            rule = replace(rule, min_reps=max(MIN_REPS, int(lo)), max_reps=max(int(hi), max(MIN_REPS, int(lo))))
+        return rule
+
+    def describe(self) -> str:
+        looks = (f"after every round from {self.min_reps} to {self.max_reps} repetitions ({self.looks} looks)"
+                 if self.sequential else "once, with every repetition")
+        return (f"Welch interval of the log ratio at {100 * self.look_confidence:.4g} % per look, {looks}: "
+                f"every look's interval covers the true gain with probability >= {100 * (1 - self.alpha):g} %; "
+                f"verdicts against +-{self.threshold_pct:g} %")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A comparison's answer: the gain (percent) and interval of its deciding look (the last
+    look when undecided), the verdict, the repetitions it rests on and, when inconclusive, why."""
+
+    verdict: str
+    gain_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    n_treatment: int
+    n_baseline: int
+    confidence: float | None = None     # the look's level
+    look: int | None = None             # the round (repetition number) of that look
+    reason: str = ""                    # why inconclusive ("" when decided)
+    needed: int | None = None           # repetitions a side that would likely decide, at this spread
+
+    @property
+    def decided(self) -> bool:
+        """gain, loss or no difference."""
+        return self.verdict in (GAIN, LOSS, NO_DIFFERENCE)
+
+    @property
+    def settled(self) -> bool:
+        """Decided, or not exercised: more repetitions at the same settings would not change
+        it (the auto rounds add none for it)."""
+        return self.decided or self.verdict == NOT_EXERCISED
+
+
+def decide(ci_low_pct: float | None, ci_high_pct: float | None, threshold_pct: float) -> str:
+    """``gain`` when the whole interval is above +threshold, ``loss`` when wholly below
+    -threshold, ``no difference`` when it lies within +-threshold, else ``inconclusive``."""
+    if ci_low_pct is None or ci_high_pct is None:
+        return INCONCLUSIVE
+    if ci_low_pct > threshold_pct:
+        return GAIN
+    if ci_high_pct < -threshold_pct:
+        return LOSS
+    if ci_low_pct >= -threshold_pct and ci_high_pct <= threshold_pct:
+        return NO_DIFFERENCE
+    return INCONCLUSIVE
+
+
+def _pct(x: float) -> float:
+    return 100.0 * math.expm1(x)
+
+
+def _moments(values: Sequence[float]) -> tuple[float, float, int]:
+    logs = [math.log(v) for v in values]
+    n = len(logs)
+    mean = math.fsum(logs) / n
+    var = math.fsum((x - mean) ** 2 for x in logs) / (n - 1)
+    return mean, var, n
+
+
+def _half_width(var_t: float, n_t: int, var_b: float, n_b: int, confidence: float) -> float:
+    """Welch's half-width of the difference of two means."""
+    vt, vb = var_t / n_t, var_b / n_b
+    se2 = vt + vb
+    if se2 <= 0.0:
+        return 0.0
+    df = se2 * se2 / (vt * vt / (n_t - 1) + vb * vb / (n_b - 1))
+    return float(stdtrit(df, 0.5 + confidence / 2.0)) * math.sqrt(se2)
+
+
+def welch_interval(treatment: Sequence[float], baseline: Sequence[float], confidence: float,
+                   higher_is_better: bool = True) -> tuple[float, float, float]:
+    """``(d, low, high)`` on the log scale: the Welch t interval at ``confidence`` of
+    ``mean(log treatment) - mean(log baseline)`` (negated when lower is better). Values must be
+    positive, at least two a side. Identical repetitions give a zero-width interval."""
+    mt, vt, nt = _moments(treatment)
+    mb, vb, nb = _moments(baseline)
+    d = (mt - mb) if higher_is_better else (mb - mt)
+    h = _half_width(vt, nt, vb, nb, confidence)
+    return d, d - h, d + h
+
+
+def _gap(d: float, threshold_pct: float) -> float:
+    """How narrow (half-width, log scale) an interval centred on ``d`` must be to decide."""
+    up, down = math.log1p(threshold_pct / 100.0), math.log1p(-min(threshold_pct, 99.999) / 100.0)
+    if d > up:
+        return d - up
+    if d < down:
+        return down - d
+    return min(d - down, up - d)
+
+
+def needed_reps(var_t: float, var_b: float, d: float, rule: Rule, start: int) -> int | None:
+    """The smallest equal number of repetitions a side (from ``start``) whose interval at the
+    rule's look level, at these variances and this estimate, would decide; None beyond
+    :data:`NEEDED_LIMIT` or when the estimate sits on a threshold."""
+    gap = _gap(d, rule.threshold_pct)
+    if gap <= 0.0:
+        return None
+    n = max(start, 2)
+    while n <= NEEDED_LIMIT:
+        if _half_width(var_t, n, var_b, n, rule.look_confidence) < gap:
+            return n
+        n = n + 1 if n < 50 else int(n * 1.1)
+    return None
+
+
+def _valid(sample: Iterable[tuple[int, float | None]]) -> list[tuple[int, float]]:
+    return sorted((int(r), float(v)) for r, v in sample
+                  if v is not None and math.isfinite(float(v)) and float(v) > 0.0)
+
+
+def _look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int) -> Outcome:
+    mt, vt, nt = _moments(t)
+    mb, vb, nb = _moments(b)
+    d = (mt - mb) if higher else (mb - mt)
+    h = _half_width(vt, nt, vb, nb, rule.look_confidence)
+    lo, hi = _pct(d - h), _pct(d + h)
+    verdict = decide(lo, hi, rule.threshold_pct)
+    out = Outcome(verdict, _pct(d), lo, hi, nt, nb, rule.look_confidence, rnd)
+    if verdict != INCONCLUSIVE:
+        return out
+    need = needed_reps(vt, vb, d, rule, max(nt, nb) + 1)
+    sd = f"s.d. {_pct(math.sqrt(vt)):.1f} % and {_pct(math.sqrt(vb)):.1f} % per repetition"
+    if need is None and _gap(d, rule.threshold_pct) < ON_THRESHOLD:
+        why = (f"the gain {_pct(d):+.1f} % sits on the +-{rule.threshold_pct:g} % threshold ({sd}): "
+               "more repetitions would help little")
+    elif need is None:
+        why = (f"the interval [{lo:+.1f}, {hi:+.1f}] % straddles a threshold; at this spread ({sd}) more "
+               f"than {NEEDED_LIMIT} repetitions a side would be needed")
+    else:
+        why = (f"the interval [{lo:+.1f}, {hi:+.1f}] % straddles a threshold; at this spread ({sd}) "
+               f"about {need} repetitions a side would decide")
+    return replace(out, reason=why, needed=need)
+
+
+def judge(treatment: Iterable[tuple[int, float | None]], baseline: Iterable[tuple[int, float | None]],
+          rule: Rule, higher_is_better: bool = True) -> Outcome:
+    """The verdict of one comparison under ``rule``: the looks replayed in round order (a
+    fixed run: one look with every repetition); the first decisive look is the answer, else the
+    last look, inconclusive with its reason. Values that are None, not finite or not positive
+    are left out (a rate of 0 has no ratio)."""
+    t, b = _valid(treatment), _valid(baseline)
+    if rule.max_reps is not None:    # a sequential rule never looks past its last look
+        t, b = [x for x in t if x[0] <= rule.max_reps], [x for x in b if x[0] <= rule.max_reps]
+    rounds = sorted({r for r, _ in t} | {r for r, _ in b})
+    if not rule.sequential:
+        rounds = rounds[-1:]
+    last: Outcome | None = None
+    seen: tuple[int, int] | None = None
+    for rnd in rounds:
+        tt = [v for r, v in t if r <= rnd]
+        bb = [v for r, v in b if r <= rnd]
+        if len(tt) < rule.min_reps or len(bb) < rule.min_reps or (len(tt), len(bb)) == seen:
+            continue
+        seen = (len(tt), len(bb))
+        last = _look(tt, bb, rule, higher_is_better, rnd)
+        if last.decided:
+            return last
+    if last is not None:
+        return last
+    gain = _pct(_log_ratio([v for _, v in t], [v for _, v in b], higher_is_better)) if t and b else None
+    return Outcome(INCONCLUSIVE, gain, None, None, len(t), len(b),
+                   reason=f"fewer than {rule.min_reps} repetitions on a side ({len(t)} and {len(b)} counted)")
+
+
+def _log_ratio(t: Sequence[float], b: Sequence[float], higher: bool) -> float:
+    d = math.fsum(map(math.log, t)) / len(t) - math.fsum(map(math.log, b)) / len(b)
+    return d if higher else -d

@@ -1,0 +1,180 @@
+"""Simulated runs with a known truth: the error rate and the power of the stopping rule.
+
+Each repetition's rate is ``1000 x (1 + effect) x noise``, the noise drawn independently per
+repetition from one of :data:`NOISE_MODELS` (``spread`` is its scale). Two simulations:
+
+* :func:`simulate_comparisons`: one comparison, replayed look by look to the rule's maximum
+  (what :func:`harness.verdicts.rule.judge` does with an auto run's data);
+* :func:`simulate_runs`: a family like ``make bench``'s: per thread count one dialog per
+  thread, the 150 trick and one shared dialog, judged by the real auto loop
+  (:func:`harness.verdicts.auto.plan_round` decides which permutations each round runs; the
+  baseline is shared by two comparisons).
+
+tests/verdicts/test_stopping_rule.py asserts the documented levels on these;
+benchmarks/stopping_rule.py prints the full table of docs/statistics.md.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .auto import plan_round, round_fits
+from .pairs import judge_all
+from .rule import GAIN, INCONCLUSIVE, LOSS, NO_DIFFERENCE, Rule, judge
+
+
+def _lognormal(rng: np.random.Generator, n: int, s: float) -> np.ndarray:
+    return np.exp(rng.normal(0.0, s, n))
+
+
+def _uniform(rng: np.random.Generator, n: int, s: float) -> np.ndarray:
+    return 1.0 + rng.uniform(-s, s, n)
+
+
+def _outliers(rng: np.random.Generator, n: int, s: float) -> np.ndarray:
+    """Log-normal, and one repetition in ten disturbed (40 % slower)."""
+    return _lognormal(rng, n, s) * np.where(rng.random(n) < 0.1, 0.6, 1.0)
+
+
+def _drift(rng: np.random.Generator, n: int, s: float) -> np.ndarray:
+    """Log-normal, and the first round 20 % slower on every permutation (issue 24's first pass)."""
+    x = _lognormal(rng, n, s)
+    x[:1] *= 0.8
+    return x
+
+
+NOISE_MODELS: dict[str, Callable[[np.random.Generator, int, float], np.ndarray]] = {
+    "lognormal": _lognormal, "uniform": _uniform, "outliers": _outliers, "drift": _drift,
+}
+
+
+def wrong(verdict: str, effect_pct: float, threshold_pct: float) -> bool:
+    """A verdict the truth contradicts (an inconclusive one never is)."""
+    if verdict == GAIN:
+        return effect_pct <= threshold_pct
+    if verdict == LOSS:
+        return effect_pct >= -threshold_pct
+    if verdict == NO_DIFFERENCE:
+        return abs(effect_pct) > threshold_pct
+    return False
+
+
+@dataclass
+class Tally:
+    """Verdicts of simulated comparisons (or runs), wrong ones and repetitions used."""
+
+    trials: int = 0
+    verdicts: Counter = field(default_factory=Counter)
+    wrong: int = 0
+    reps: list[int] = field(default_factory=list)
+
+    def rate(self, verdict: str) -> float:
+        return self.verdicts[verdict] / self.trials if self.trials else 0.0
+
+    @property
+    def wrong_rate(self) -> float:
+        return self.wrong / self.trials if self.trials else 0.0
+
+    @property
+    def decided_rate(self) -> float:
+        return 1.0 - self.rate(INCONCLUSIVE)
+
+    @property
+    def median_reps(self) -> float:
+        return float(np.median(self.reps)) if self.reps else 0.0
+
+
+def _sample(rng: np.random.Generator, model: str, spread: float, effect_pct: float, n: int) -> list[tuple[int, float]]:
+    values = 1000.0 * (1.0 + effect_pct / 100.0) * NOISE_MODELS[model](rng, n, spread)
+    return list(enumerate(values.tolist(), start=1))
+
+
+def simulate_comparisons(effect_pct: float, rule: Rule, *, model: str = "lognormal", spread: float = 0.05,
+                         trials: int = 1000, seed: int = 1) -> Tally:
+    """``trials`` independent comparisons with a true gain of ``effect_pct``, each replayed to
+    the rule's maximum (a fixed rule: its ``min_reps`` repetitions, one look)."""
+    rng = np.random.default_rng(seed)
+    n = rule.max_reps or rule.min_reps
+    tally = Tally()
+    for _ in range(trials):
+        o = judge(_sample(rng, model, spread, effect_pct, n), _sample(rng, model, spread, 0.0, n), rule)
+        tally.trials += 1
+        tally.verdicts[o.verdict] += 1
+        tally.wrong += wrong(o.verdict, effect_pct, rule.threshold_pct)
+        tally.reps.append(max(o.n_treatment, o.n_baseline))
+    return tally
+
+
+BENCH_THREADS = (1, 8, 32)
+STRATEGIES = ("per_thread", "trick150", "shared")
+
+
+def _row(threads: int, strategy: str) -> dict:
+    return {"run_id": "sim", "perm_id": f"t{threads}-{strategy}", "initiators": 1, "threads": threads,
+            "total_threads": threads, "dialogs": strategy, "payload_bytes": 100, "server": "durable",
+            "rep_numbers": [], "rep_statuses": [], "receive_rate_values": []}
+
+
+@dataclass
+class RunTally:
+    comparisons: Tally = field(default_factory=Tally)   # every comparison of every run
+    runs: int = 0
+    runs_with_wrong: int = 0                              # runs with at least one wrong verdict
+    runs_with_false_effect: int = 0                       # ... a gain or loss the truth contradicts
+    rounds: list[int] = field(default_factory=list)
+
+
+Effects = dict[str, "float | dict[int, float]"]
+
+
+def _effect(effects: Effects, strategy: str, threads: int) -> float:
+    e = effects.get(strategy, 0.0)
+    return float(e.get(threads, 0.0)) if isinstance(e, dict) else float(e)
+
+
+def simulate_runs(effects: Effects, rule: Rule, *, model: str = "lognormal", spread: float = 0.05,
+                  trials: int = 200, seed: int = 1, threads: tuple[int, ...] = BENCH_THREADS,
+                  budget_reps: int | None = None) -> RunTally:
+    """``trials`` runs of a bench-like family (per thread count: one dialog per thread and the
+    strategies of ``effects``, whose true gain in percent over it is given, per strategy or per
+    strategy and thread count), each through the auto loop to its end; ``budget_reps``: the time
+    budget in repetitions (a round that would not fit is not run, as the runner does)."""
+    rng = np.random.default_rng(seed)
+    out = RunTally()
+    n_max = rule.max_reps or rule.min_reps
+    for _ in range(trials):
+        rows = {f"t{t}-{s}": _row(t, s) for t in threads for s in ("per_thread", *effects)}
+        data = {pid: _sample(rng, model, spread, _effect(effects, r["dialogs"], r["threads"]), n_max)
+                for pid, r in rows.items()}
+        rnd, spent = 1, 0
+        while True:
+            plan = plan_round(rnd, list(rows), list(rows.values()), rule)
+            if plan.stop or not plan.perm_ids or rnd > n_max or (
+                    rnd > rule.min_reps and not round_fits(spent, len(plan.perm_ids), 1.0, budget_reps)):
+                break
+            spent += len(plan.perm_ids)
+            for pid in plan.perm_ids:
+                r, v = data[pid][rnd - 1]
+                rows[pid]["rep_numbers"].append(r)
+                rows[pid]["rep_statuses"].append("ok")
+                rows[pid]["receive_rate_values"].append(v)
+            rnd += 1
+        out.runs += 1
+        out.rounds.append(rnd - 1)
+        any_wrong = any_false = False
+        for j in judge_all(list(rows.values()), default=rule):
+            effect = _effect(effects, j.pairing.value, j.pairing.treatment["threads"])
+            bad = wrong(j.outcome.verdict, effect, rule.threshold_pct)
+            out.comparisons.trials += 1
+            out.comparisons.verdicts[j.outcome.verdict] += 1
+            out.comparisons.wrong += bad
+            out.comparisons.reps.append(max(j.outcome.n_treatment, j.outcome.n_baseline))
+            any_wrong |= bad
+            any_false |= bad and j.outcome.verdict in (GAIN, LOSS)
+        out.runs_with_wrong += any_wrong
+        out.runs_with_false_effect += any_false
+    return out

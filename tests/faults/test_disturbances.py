@@ -1,0 +1,165 @@
+"""Disturbed windows are flagged, never kept as valid: a frozen server (real SIGSTOP of
+PostgreSQL's processes), a stalled receive side (a real lock held from a test session) and a
+disturbed disk (real processes writing and fsyncing on the same file system). Every message is
+still counted in the databases (conftest_faults.check_account)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest_faults import REPO, check_account, finish, ssbench_popen, wait_for
+
+from harness.results import counts_in_verdicts
+
+pytestmark = pytest.mark.slow
+
+RECEIVING = re.compile(r"running: [1-9][\d,]* msg/s received")
+
+
+def matrix(tmp_path: Path, *, dialogs="per_thread", server="durable", threads=4, measure=12,
+           waitfor_ms=300) -> Path:
+    p = tmp_path / "disturbed.yaml"
+    p.write_text(f"""\
+name: disturbed
+axes:
+  initiators: [1]
+  threads: [{threads}]
+  dialogs: [{dialogs}]
+  payload_bytes: [100]
+  server: [{server}]
+run:
+  warmup_seconds: 1
+  measure_seconds: {measure}
+  repetitions: 1
+  drain_timeout_seconds: 60
+  sample_interval_seconds: 0.25
+broker:
+  max_queue_readers: 2
+  receive_top: 10000
+  waitfor_timeout_ms: {waitfor_ms}
+  monitor_interval_seconds: 0.2
+""")
+    return p
+
+
+def start_in_window(m: Path, out: Path, env=None, after: float = 2.5):
+    """Start ``ssbench run`` and return once the target receives (the swarm has spawned) and
+    ``after`` more seconds have passed: past the 1 s Locust warm-up, inside the window."""
+    p = ssbench_popen("run", str(m), "--out", str(out), env=env)
+    lines: list[str] = []
+    deadline = time.monotonic() + 180
+    while not any(RECEIVING.search(x) for x in lines):
+        assert p.poll() is None and time.monotonic() < deadline, "".join(lines)[-3000:]
+        wait_for(lines, p, "msg/s received", 5)
+    time.sleep(after)
+    return p, lines
+
+
+def summary(out: Path) -> dict:
+    return json.loads(next(out.glob("*/rep-01/summary.json")).read_text())
+
+
+def server_processes(pg_server) -> list[psutil.Process]:
+    main = psutil.Process(pg_server.info().pid)
+    return [main] + main.children(recursive=True)
+
+
+def test_a_frozen_server_is_flagged_with_its_length_and_the_sends_in_flight(pg_server, tmp_path, fault, figures):
+    """issue 26, 4: PostgreSQL's processes SIGSTOPped inside the window and resumed after it
+    ended. The repetition is ``server_frozen`` with the freeze's length, and its SEND latency
+    includes the SENDs that were in flight across the window's end (they took the freeze's
+    length), where before it said a few milliseconds and ``ok`` / ``noisy_host``."""
+    freeze = 14.0
+    out = tmp_path / "run"
+    p, lines = start_in_window(matrix(tmp_path), out)
+    procs = server_processes(pg_server)
+    try:
+        for proc in procs:
+            proc.send_signal(signal.SIGSTOP)
+        time.sleep(freeze)
+    finally:
+        for proc in procs:
+            try:
+                proc.send_signal(signal.SIGCONT)
+            except psutil.NoSuchProcess:
+                pass
+    err = finish(p, lines)
+    assert p.returncode == 0, err[-3000:]
+    s = summary(out)
+    assert s["status"] == "server_frozen" and s["server_frozen"] and not counts_in_verdicts(s["status"]), s
+    assert freeze - 3 <= s["freeze_seconds"] <= freeze + 3, s["freeze_seconds"]
+    assert s["sends_in_flight_at_end"] >= 1, s
+    assert s["send_latency_ms"]["max"] >= (freeze - 4) * 1000, s["send_latency_ms"]
+    check_account(out, 1, figures)
+    fault()
+
+
+def test_a_held_conversation_group_is_a_receive_stall_with_its_blocking_chain(pg_server, tmp_path, fault, figures):
+    """issue 30: one shared dialog, its conversation group locked from a test session for 5 s
+    inside the window (the readers skip it, receive nothing, the senders go on). The
+    repetition is ``receive_stalled`` with the gap, and the diagnostic lock sampler names the
+    session that held the group."""
+    import psycopg
+
+    from harness.targets.embedded.target import EmbeddedTarget
+
+    out = tmp_path / "run"
+    env = dict(os.environ, SSBENCH_EMBEDDED_LOCK_SAMPLE_MS="100")
+    p, lines = start_in_window(matrix(tmp_path, dialogs="shared", server="delayed", waitfor_ms=20000), out, env)
+    t = EmbeddedTarget.default()
+    try:
+        with psycopg.connect(t.conninfo(t.target_db), application_name="pytest-group-holder") as c:
+            n = len(c.execute("SELECT group_id FROM ssb.conversation_groups FOR UPDATE").fetchall())
+            assert n >= 1
+            time.sleep(5.0)
+            c.commit()
+    finally:
+        t.close()
+    err = finish(p, lines)
+    assert p.returncode == 0, err[-3000:]
+    s = summary(out)
+    assert s["status"] == "receive_stalled" and s["receive_stalled"], s
+    assert 3.0 <= s["receive_stall_seconds"] <= 6.0, s
+    assert s["queue_growth"] is not None
+    assert any("pytest-group-holder" in c for c in s["stall_chains"]), s["stall_chains"]
+    samples = (next(out.glob("*/rep-01")) / "samples.jsonl").read_text()
+    assert '"family":"locks"' in samples
+    check_account(out, 1, figures)
+    fault()
+
+
+def test_a_disk_written_by_another_process_is_noisy_storage(pg_server, tmp_path, fault, figures):
+    """issue 24, 2: four processes writing 32 MiB and fsyncing it, over and over, on the file
+    system of the server's data while the window runs: the window's fsync probe is far above
+    the run's typical and the repetition is noisy_storage (before noisy_host: it counts in no
+    verdict)."""
+    out = tmp_path / "run"
+    p, lines = start_in_window(matrix(tmp_path, measure=10), out, after=0.0)
+    writers = [subprocess.Popen([sys.executable, str(REPO / "tests/support/fsync_writer.py"),
+                                 str(pg_server.data_dir.parent / f".pytest-noise-{i}"), "11", "32"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(4)]
+    try:
+        err = finish(p, lines)
+    finally:
+        for w in writers:
+            w.terminate()
+        wrote = [w.communicate(timeout=30)[0].strip() for w in writers]
+    assert p.returncode == 0, err[-3000:]
+    assert all(x.endswith("MiB/s") for x in wrote), wrote
+    s = summary(out)
+    assert s["noisy_storage"] is True, ({k: s.get(k) for k in ("storage_probe_ms", "storage_reference_ms", "window")},
+                                       wrote)
+    assert s["storage_probe_ms"] >= 3 * s["storage_reference_ms"], s
+    assert s["status"] == "noisy_storage" and not counts_in_verdicts(s["status"]), s["status"]
+    assert s["commit_latency_ms"] > 0
+    check_account(out, 1, figures)
+    fault()

@@ -1,0 +1,81 @@
+"""harness.verdicts.answer: the key table (rows, "pays from", why each inconclusive comparison
+stayed so), its text and JSON, and sections other parts append."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from harness.verdicts import Column, Rule, Section, judge_all, key_answer, read_answer
+from harness.verdicts.answer import ANSWER_SCHEMA, KEY, run_answer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def row(pid, dialogs, threads, values, statuses=None):
+    return {"run_id": "r", "perm_id": pid, "server": "durable", "initiators": 1, "threads": threads,
+            "total_threads": threads, "dialogs": dialogs, "payload_bytes": 100,
+            "rep_numbers": list(range(1, len(values) + 1)), "rep_statuses": statuses or ["ok"] * len(values),
+            "receive_rate_values": [float(v) for v in values]}
+
+
+def judged(rule=Rule(threshold_pct=5.0, min_reps=3, max_reps=5)):
+    rows = [row("p1", "per_thread", 1, [100, 101, 99]), row("t1", "trick150", 1, [100, 130, 80]),
+            row("p8", "per_thread", 8, [100, 101, 99]), row("t8", "trick150", 8, [150, 152, 149]),
+            row("p32", "per_thread", 32, [100, 101, 99]), row("t32", "trick150", 32, [200, 203, 199]),
+            row("s32", "shared", 32, [20, 21, 19, 50], ["ok", "ok", "ok", "noisy_host"])]
+    return judge_all(rows, default=rule)
+
+
+def test_one_row_per_comparison_with_its_answer(noisy_kept_out):
+    auto = {"rounds": 5, "stopped": "budget", "budget_seconds": 480.0}
+    answer = key_answer(judged(), ["r"], {"r": auto})
+    key = answer.section(KEY)
+    got = [(r["comparison"], r["total_threads"], r["verdict"], r["pays_from"], r["reps_text"]) for r in key.rows]
+    assert got == [("trick150", 1, "inconclusive", 8, "3/3"), ("trick150", 8, "gain", 8, "3/3"),
+                   ("trick150", 32, "gain", 8, "3/3"), ("shared", 32, "loss", None, "3/3")]
+    t8 = key.rows[1]
+    assert t8["gain_text"].startswith("+50.") and t8["confidence"] == Rule(max_reps=5).look_confidence
+    assert key.rows[3]["kept_out"] == 1 and key.title == "Key results: 3 of 4 comparisons decided"
+    (why,) = [n for n in key.notes if n.startswith("inconclusive")]
+    assert why.startswith("inconclusive: trick150 vs per_thread at 1 thread: the interval [")
+    assert "straddles a threshold" in why and "the time budget (8 min) left no room for round 6" in why
+
+
+def test_text_and_json(noisy_kept_out):
+    answer = key_answer(judged(), ["r"], report="/x/index.html")
+    out = io.StringIO()
+    answer.render(out)
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "Key results: 3 of 4 comparisons decided"
+    header = lines[2].split()
+    assert header[:3] == ["server", "comparison", "initiators"] and "pays" in header and header[-1] == "reps"
+    assert any("trick150 vs per_thread" in line and "gain" in line for line in lines)
+    doc = json.loads(json.dumps(answer.to_json()))
+    assert doc["schema"] == ANSWER_SCHEMA and doc["report"] == "/x/index.html"
+    assert doc["sections"][0]["rows"][1]["verdict"] == "gain"
+
+
+def test_other_parts_append_sections_and_the_answer_is_read_back(tmp_path, noisy_kept_out):
+    answer = key_answer(judged(), ["r"])
+    answer.add(Section("diagnosis", "What limits throughput", [Column("perm_id", "permutation"),
+                                                               Column("limit", "limit")],
+                       [{"perm_id": "t32", "limit": "log flush"}], ["from the wait profile"]))
+    (tmp_path / "answer.json").write_text(json.dumps(answer.to_json()))
+    back = read_answer(tmp_path / "index.html")
+    assert back is not None and back.to_json() == answer.to_json()
+    out = io.StringIO()
+    back.render(out)
+    text = out.getvalue()
+    assert text.index("Key results") < text.index("What limits throughput") and "log flush" in text
+    assert read_answer(tmp_path / "nothing") is None
+
+
+def test_a_run_directory_answers_without_spark():
+    """One repetition a side (the gate's test run): inconclusive, and it says why."""
+    answer = run_answer(REPO / "tests" / "gate" / "data" / "run-2aae5f3")
+    (r,) = answer.section(KEY).rows
+    assert r["verdict"] == "inconclusive" and r["reps_text"] == "1/1"
+    assert "fewer than 3 repetitions on a side (1 and 1 counted)" in r["reason"]
+    assert "fixed number of repetitions" in r["reason"]

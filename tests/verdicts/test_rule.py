@@ -1,0 +1,136 @@
+"""harness.verdicts.rule: the Welch interval against scipy (the reference), the verdict rules,
+the looks of a sequential rule and what an undecided comparison says. Fast: no Spark."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from harness.verdicts.rule import (GAIN, INCONCLUSIVE, LOSS, NO_DIFFERENCE, Rule, decide, judge, needed_reps,
+                                   welch_interval)
+
+
+def reps(*values, start=1):
+    return list(enumerate(values, start=start))
+
+
+@pytest.mark.parametrize("n_t,n_b,conf,seed", [(3, 3, 0.95, 1), (4, 6, 0.99, 2), (10, 7, 0.9875, 3),
+                                               (30, 30, 0.95, 4), (5, 3, 0.995, 5)])
+def test_the_interval_is_scipys_welch_interval_of_the_log_ratio(n_t, n_b, conf, seed):
+    rng = np.random.default_rng(seed)
+    t = 1200 * rng.lognormal(0, 0.1, n_t)
+    b = 1000 * rng.lognormal(0, 0.2, n_b)
+    ref = stats.ttest_ind(np.log(t), np.log(b), equal_var=False).confidence_interval(conf)
+    d, lo, hi = welch_interval(t, b, conf)
+    assert d == pytest.approx(np.log(t).mean() - np.log(b).mean(), rel=1e-12)
+    assert (lo, hi) == pytest.approx((ref.low, ref.high), rel=1e-10)
+    # lower is better: the same interval, negated
+    d2, lo2, hi2 = welch_interval(t, b, conf, higher_is_better=False)
+    assert (d2, lo2, hi2) == pytest.approx((-d, -hi, -lo), rel=1e-12)
+
+
+@pytest.mark.parametrize("lo,hi,expected", [
+    (5.1, 80.0, GAIN), (5.0, 80.0, INCONCLUSIVE),          # the whole interval above +5 %
+    (-80.0, -5.1, LOSS), (-80.0, -5.0, INCONCLUSIVE),      # wholly below -5 %
+    (-5.0, 5.0, NO_DIFFERENCE), (-1.0, 2.0, NO_DIFFERENCE),
+    (-6.0, 2.0, INCONCLUSIVE), (-2.0, 30.0, INCONCLUSIVE), (-30.0, 30.0, INCONCLUSIVE),
+    (None, None, INCONCLUSIVE),
+])
+def test_verdict_rules(lo, hi, expected):
+    assert decide(lo, hi, 5.0) == expected
+
+
+def test_a_fixed_rule_looks_once_with_every_repetition():
+    rule = Rule(threshold_pct=5.0)
+    assert rule.looks == 1 and rule.look_confidence == pytest.approx(0.95)
+    o = judge(reps(200, 205, 198), reps(100, 101, 99), rule)
+    assert o.verdict == GAIN and o.look == 3 and (o.n_treatment, o.n_baseline) == (3, 3)
+    assert o.gain_pct == pytest.approx(100 * (math.exp(np.mean(np.log([200, 205, 198])) -
+                                                      np.mean(np.log([100, 101, 99]))) - 1))
+    assert judge(reps(50, 52, 49), reps(100, 101, 99), rule).verdict == LOSS
+    o = judge(reps(100, 101, 99, 100.5, 99.8), reps(100.2, 100.9, 99.1, 100, 99.7), rule)
+    assert o.verdict == NO_DIFFERENCE and abs(o.gain_pct) < 0.5
+    # identical repetitions: a zero-width interval at the point
+    o = judge(reps(200.0, 200.0, 200.0), reps(100.0, 100.0, 100.0), rule)
+    assert o.ci_low_pct == o.ci_high_pct == pytest.approx(100.0) and o.verdict == GAIN
+
+
+@pytest.mark.parametrize("n_t,n_b", [(1, 5), (2, 5), (5, 2), (1, 1), (2, 2)])
+def test_fewer_than_three_repetitions_a_side_are_inconclusive_and_say_so(n_t, n_b):
+    o = judge(reps(*[200.0] * n_t), reps(*[100.0] * n_b), Rule())
+    assert o.verdict == INCONCLUSIVE and o.ci_low_pct is None and o.gain_pct == pytest.approx(100.0)
+    assert o.reason == f"fewer than 3 repetitions on a side ({n_t} and {n_b} counted)"
+
+
+def test_values_that_have_no_ratio_are_left_out():
+    o = judge([(1, 10.0), (2, None), (3, 0.0), (4, float("nan")), (5, 11.0)], reps(10.0, 11.0, 12.0), Rule())
+    assert o.n_treatment == 2 and o.verdict == INCONCLUSIVE
+    assert judge([], [], Rule()).gain_pct is None
+
+
+def test_lower_is_better_turns_a_latency_drop_into_a_gain():
+    o = judge(reps(10.0, 10.5, 9.8), reps(20.0, 19.5, 20.4), Rule(), higher_is_better=False)
+    assert o.verdict == GAIN and o.gain_pct == pytest.approx(100.0, abs=3.0)
+
+
+def test_a_sequential_rule_spends_its_error_over_its_looks():
+    rule = Rule.of_run({"repetitions": "auto", "min_repetitions": 3, "max_repetitions": 8, "threshold_pct": 10})
+    assert (rule.min_reps, rule.max_reps, rule.looks, rule.threshold_pct) == (3, 8, 6, 10.0)
+    assert rule.look_confidence == pytest.approx(1 - 0.05 / 6)
+    # the same data: a fixed 95 % look decides, the sequential rule's first look (99.2 %) does not
+    t, b = reps(112.0, 118.0, 115.0), reps(100.0, 101.0, 102.0)
+    assert judge(t, b, Rule(threshold_pct=5)).verdict == GAIN
+    assert judge(t, b, Rule(threshold_pct=5, max_reps=8)).verdict == INCONCLUSIVE
+
+
+def test_the_first_decisive_look_is_final():
+    rule = Rule(threshold_pct=5.0, min_reps=3, max_reps=6)
+    t = reps(200.0, 202.0, 199.0, 100.0, 101.0, 99.0)     # a clear gain at look 3, then noise
+    b = reps(100.0, 101.0, 99.0, 100.0, 101.0, 99.0)
+    o = judge(t, b, rule)
+    assert o.verdict == GAIN and o.look == 3 and (o.n_treatment, o.n_baseline) == (3, 3)
+    # the baseline's later repetitions (another comparison's rounds) do not change it
+    assert judge(t[:3], b, rule) == o
+
+
+def test_looks_go_by_round_and_only_when_the_data_grew():
+    rule = Rule(threshold_pct=5.0, min_reps=3, max_reps=5)
+    # round 2 of the treatment is missing (kept out): its look at round 3 has 2 values, none;
+    # round 4 brings the third
+    t = [(1, 150.0), (3, 151.0), (4, 149.0)]
+    b = reps(100.0, 100.5, 99.5, 100.2)
+    o = judge(t, b, rule)
+    assert o.look == 4 and (o.n_treatment, o.n_baseline) == (3, 4)
+    # repetitions past the rule's maximum are not looked at
+    assert judge(reps(150.0, 151.0, 149.0, start=6), reps(100.0, 100.5, 99.5, start=6), rule).n_treatment == 0
+
+
+def test_an_undecided_comparison_says_how_many_repetitions_would_decide():
+    rule = Rule(threshold_pct=10.0, min_reps=3, max_reps=5)
+    o = judge(reps(100.0, 104.0, 97.0), reps(101.0, 96.0, 103.0), rule)
+    assert o.verdict == INCONCLUSIVE and o.needed is not None and o.needed > 3
+    assert f"about {o.needed} repetitions a side would decide" in o.reason and "straddles" in o.reason
+    # with that many repetitions at the same spread it does decide
+    rng = np.random.default_rng(3)
+    sd = np.std(np.log([100.0, 104.0, 97.0]), ddof=1)
+    many = judge(reps(*(100 * np.exp(rng.normal(0, sd, 40)))), reps(*(100 * np.exp(rng.normal(0, sd, 40)))),
+                 Rule(threshold_pct=10.0, min_reps=o.needed + 5, max_reps=o.needed + 5))
+    assert many.verdict == NO_DIFFERENCE
+    # an estimate on the threshold itself: more repetitions help little
+    assert needed_reps(0.01, 0.01, math.log(1.10), rule, 3) is None
+    o = judge(reps(110.0, 100.0, 120.0, 110.0), reps(100.0, 100.0, 100.0, 100.0), rule)
+    assert o.verdict == INCONCLUSIVE and "sits on the +-10 % threshold" in o.reason
+    # a huge spread: more than the limit, said as such (not "on the threshold")
+    o = judge(reps(100.0, 400.0, 30.0), reps(100.0, 101.0, 99.0), rule)
+    assert "more than 1000 repetitions a side would be needed" in o.reason
+
+
+def test_a_threshold_override_replaces_the_runs():
+    assert Rule.of_run({"threshold_pct": 12.0}).threshold_pct == 12.0
+    assert Rule.of_run({"threshold_pct": 12.0}, 3.0).threshold_pct == 3.0
+    assert Rule.of_run(None) == Rule()
+    assert Rule.of_run({"repetitions": 5}).sequential is False
+    assert Rule.of_run({"repetitions": "auto"}).max_reps == 10
