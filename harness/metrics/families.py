@@ -25,7 +25,8 @@ REP = ("run_id", "permutation", "repetition")
 METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
     # the run
     "ssbench_run_info": ("gauge", ("run_id", "matrix", "target", "command"), "The run in progress (1)."),
-    "ssbench_run_repetitions": ("gauge", ("run_id",), "Repetitions in the matrix run (done and to do)."),
+    "ssbench_run_repetitions": ("gauge", ("run_id",),
+                                "Repetitions planned in the matrix run, done and to do (auto: each round adds its own)."),
     "ssbench_run_repetitions_done": ("gauge", ("run_id",), "Repetitions complete, resumed ones included."),
     "ssbench_run_eta_seconds": ("gauge", ("run_id",), "Estimated time to the end of the run."),
     "ssbench_run_messages_lost": ("counter", ("run_id",),
