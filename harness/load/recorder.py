@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -35,6 +36,10 @@ MAX_ERROR_SAMPLES = 20
 SLOW_SEND_S = 1.0
 #: at most this many slow SENDs are kept per worker (a worker has at most one in flight per user)
 MAX_SLOW_SENDS = 100_000
+#: live progress: a bucket is sent whole once it ended this long ago (a user's greenlet reports
+#: its finished SENDs every report interval, 0.2 s by default); a SEND later than that into it
+#: is sent on its own
+PROGRESS_LAG_S = 1.0
 
 
 class Recorder:
@@ -59,11 +64,13 @@ class Recorder:
         self.cut_at_stop = 0
         #: SENDs of at least SLOW_SEND_S: [start epoch, latency us] (successful ones)
         self.slow: list[list] = []
-        #: live progress (the metrics endpoint): the same SENDs again, since the last
-        #: take_progress, as {bucket: Counter}; None: not tracked (the endpoint is off)
-        self.pending: dict[int, Counter] | None = None
-        self.pending_errors: Counter = Counter()
-        self.pending_corrected: dict[int, Counter] = defaultdict(Counter)
+        #: live progress (the metrics endpoint; None: off): buckets below ``shipped_below`` were
+        #: sent whole in a Progress; a late SEND into one of them is kept apart here too
+        #: ({bucket: Counter}), so that the next Progress carries exactly what it added
+        self.shipped_below: int | None = None
+        self.late: dict[int, Counter] = {}
+        self.late_errors: Counter = Counter()
+        self.late_corrected: dict[int, Counter] = defaultdict(Counter)
         self.pending_slow: list[list] = []
 
     def number_users_from(self, first: int) -> None:
@@ -96,62 +103,79 @@ class Recorder:
                 u[0] = results[0][0]
             u[1] = results[-1][0]
             u[2] += len(results)
-        bs, buckets, corrected, pending = self.bucket_seconds, self.buckets, self.corrected, self.pending
+        bs, buckets, corrected, shipped = self.bucket_seconds, self.buckets, self.corrected, self.shipped_below
         by_prio = self.by_priority.setdefault(priority, defaultdict(Counter)) if priority is not None else None
         b_prev = c = p = None
+        late = False
         for end_epoch, elapsed_s, exc, intended_epoch in results:
             b = int(end_epoch / bs)
             if exc is None:
                 if b != b_prev:            # a batch spans one or two buckets
                     b_prev, c = b, buckets[b]
-                    if pending is not None:
-                        p = pending.get(b)
-                        if p is None:
-                            p = pending[b] = Counter()
+                    late = shipped is not None and b < shipped   # into a bucket a Progress has sent
+                    p = self.late.setdefault(b, Counter()) if late else None
                 us = round(elapsed_s * 1e6)
                 if us < 0:                 # pragma: no cover - perf_counter is monotonic
                     us = 0
                 c[us] = c.get(us, 0) + 1   # (not c[us] += 1: Counter's __missing__ is Python)
-                if p is not None:          # the endpoint on: the same SEND for the next Progress
+                if p is not None:          # a late SEND: for the next Progress too
                     p[us] = p.get(us, 0) + 1
                 if elapsed_s >= SLOW_SEND_S and len(self.slow) < MAX_SLOW_SENDS:
                     self.slow.append([round(end_epoch - elapsed_s, 6), us])
-                    if pending is not None:
+                    if shipped is not None:
                         self.pending_slow.append(self.slow[-1])
                 if by_prio is not None:
                     by_prio[b][us] += 1
                 if intended_epoch is not None:
-                    late = max(0, round((end_epoch - intended_epoch) * 1e6))
-                    corrected[b][late] += 1
-                    if pending is not None:
-                        self.pending_corrected[b][late] += 1
+                    behind = max(0, round((end_epoch - intended_epoch) * 1e6))
+                    corrected[b][behind] += 1
+                    if late:
+                        self.late_corrected[b][behind] += 1
             else:
                 self.errors[b] += 1
-                if pending is not None:
-                    self.pending_errors[b] += 1
+                if shipped is not None and b < shipped:
+                    self.late_errors[b] += 1
                 if len(self.error_samples) < MAX_ERROR_SAMPLES:
                     self.error_samples.append(f"{type(exc).__name__}: {exc}"[:500])
 
     def track_progress(self) -> None:
-        """Keep the SENDs recorded from now on apart too, for :meth:`take_progress`."""
-        self.pending = {}
-        self.pending_errors = Counter()
-        self.pending_corrected = defaultdict(Counter)
-        self.pending_slow = []
+        """From now on, :meth:`take_progress` gives the SENDs recorded since its last call."""
+        self.shipped_below = -1
+        self.late, self.late_errors, self.late_corrected, self.pending_slow = {}, Counter(), defaultdict(Counter), []
 
-    def take_progress(self) -> dict:
-        """The SENDs recorded since the last call (exactly what the recording gained), as the
-        fields of a :class:`harness.load.protocol.Progress`: ``buckets`` and ``corrected``
-        (bucket -> [latencies us, counts], two lists: packed by msgpack's C code, no string per
-        latency), ``errors`` (bucket -> count), bucket numbers as strings, and ``slow`` (the new
-        slow SENDs, [start epoch, latency us])."""
-        if self.pending is None:
+    def take_progress(self, now: float | None = None, final: bool = False) -> dict:
+        """The SENDs recorded since the last call, exactly, as the fields of a
+        :class:`harness.load.protocol.Progress`: ``buckets`` and ``corrected`` (bucket ->
+        [latencies us, counts], two lists: packed by msgpack's C code, no string per latency),
+        ``errors`` (bucket -> count), bucket numbers as strings, and ``slow`` (the new slow SENDs,
+        [start epoch, latency us]).
+
+        It sends each bucket whole once it ended :data:`PROGRESS_LAG_S` ago (``final``: every
+        bucket), copied from the recording itself, and after that only the late SENDs into
+        it: so the endpoint costs the recording nothing per SEND, but a test per batch."""
+        if self.shipped_below is None:
             return {"buckets": {}, "errors": {}, "corrected": {}, "slow": []}
-        out = {"buckets": {str(b): [list(c), list(c.values())] for b, c in self.pending.items() if c},
-               "errors": {str(b): n for b, n in self.pending_errors.items()},
-               "corrected": {str(b): [list(c), list(c.values())] for b, c in self.pending_corrected.items()},
-               "slow": self.pending_slow}
-        self.track_progress()
+        bs, start = self.bucket_seconds, self.shipped_below
+        end = (max(self.buckets, default=-1) + 1 if final
+               else int(((time.time() if now is None else now) - PROGRESS_LAG_S) / bs))
+        if start < 0:                       # the first Progress: from the first bucket recorded
+            start = min(min(self.buckets, default=end), min(self.errors, default=end))
+        end = max(end, max(self.errors, default=-1) + 1) if final else end
+        if end - start <= len(self.buckets) + len(self.errors):
+            whole = range(start, end)
+        else:                               # a long gap (a clock far from the recording's): the buckets there
+            whole = sorted(b for b in {*self.buckets, *self.errors} if start <= b < end)
+        out = {"buckets": _lists(self.late), "errors": {str(b): n for b, n in self.late_errors.items()},
+               "corrected": _lists(self.late_corrected), "slow": self.pending_slow}
+        for b in whole:
+            for name, source in (("buckets", self.buckets), ("corrected", self.corrected)):
+                c = source.get(b)
+                if c:
+                    out[name][str(b)] = [list(c), list(c.values())]
+            if self.errors.get(b):
+                out["errors"][str(b)] = self.errors[b]
+        self.shipped_below = max(end, self.shipped_below)
+        self.late, self.late_errors, self.late_corrected, self.pending_slow = {}, Counter(), defaultdict(Counter), []
         return out
 
     def to_json(self, swarm_id: str = "") -> dict:
@@ -172,3 +196,7 @@ class Recorder:
         out = Path(out_dir)
         return write_atomic(out / f"worker-i{self.initiator}-{os.getpid()}.json",
                             json.dumps(self.to_json(swarm_id)))
+
+
+def _lists(buckets: dict[int, Counter]) -> dict[str, list]:
+    return {str(b): [list(c), list(c.values())] for b, c in buckets.items() if c}

@@ -151,7 +151,7 @@ class WorkerSide:
         self.runner.send_message(LOCUST_TYPES["progress"], Progress(
             swarm_id=a.spec.swarm_id, initiator=a.initiator, worker=a.worker, seq=self._progress_seq, final=final,
             bucket_seconds=rec.bucket_seconds, users=len(rec.users), host=self.claim.host, samples=samples,
-            **rec.take_progress()).to_wire())
+            **rec.take_progress(final=final)).to_wire())
 
     def _stop_progress(self) -> bool:
         """Stop the Progress greenlet; True if there was one."""

@@ -46,10 +46,13 @@ def scrape(live: LiveState) -> dict[str, list]:
     return out
 
 
-def progress_of(rec: Recorder, seq: int, spawn: float | None, **kw) -> Progress:
-    """The worker's Progress, through its wire form and back (as the master forwards it)."""
+def progress_of(rec: Recorder, seq: int, spawn: float | None, now: float | None = None, final: bool = False,
+                **kw) -> Progress:
+    """The worker's Progress at ``now`` (the last one: ``final``), through its wire form and
+    back (as the master forwards it)."""
     p = Progress(swarm_id="s", initiator=rec.initiator, worker=rec.worker, seq=seq, bucket_seconds=rec.bucket_seconds,
-                 users=len(rec.users), host="client-a", spawn_complete=spawn, **rec.take_progress(), **kw)
+                 users=len(rec.users), host="client-a", spawn_complete=spawn, final=final,
+                 **rec.take_progress(now=now, final=final), **kw)
     return Progress.from_wire(json.loads(json.dumps(p.to_wire())))
 
 
@@ -95,7 +98,8 @@ def test_live_window_equals_the_summary_window(tmp_path_factory, a, b, cuts, kno
         stopped = {"stop_requested": stop} if stop is not None and now[0] >= stop else {}
         for r in recs.values():
             seq += 1
-            feed.progress(progress_of(r, seq, spawn_complete if cut >= known_at else None, **stopped))
+            feed.progress(progress_of(r, seq, spawn_complete if cut >= known_at else None, now=now[0],
+                                      final=cut == cut_times[-1], **stopped))
     files = []
     for r in recs.values():
         files.append(r.write(tmp))
