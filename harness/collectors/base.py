@@ -116,15 +116,16 @@ class Sampler:
     def tick(self) -> list[Sample]:
         now = time.time()
         out: list[Sample] = []
+        failed: list[tuple[str, Exception]] = []
         for c in self.collectors:
             try:
                 for metric, key, value in c.sample(self.ctx, now):
                     out.append(Sample(now, c.family, metric, key, float(value)))
             except Exception as e:  # a failing collector must not stop the run; it is recorded
-                msg = f"{c.family}: {type(e).__name__}: {e}"
                 if len(self.errors) < 50:
-                    self.errors.append(msg)
-                self._warn(c.family, msg)
+                    self.errors.append(f"{c.family}: {type(e).__name__}: {e}")
+                failed.append((c.family, e))
+        self._warn(failed)
         self.samples.extend(out)
         if self.on_tick:
             self.on_tick(out)
@@ -132,17 +133,24 @@ class Sampler:
 
     WARN_EVERY_S = 30.0
 
-    def _warn(self, family: str, msg: str) -> None:
+    def _warn(self, failed: list[tuple[str, Exception]]) -> None:
         """One warning per failing collector, then one every WARN_EVERY_S while it keeps
-        failing (a dead server must not flood the terminal)."""
+        failing (a dead server must not flood the terminal); the collectors of one tick that
+        fail alike (the same exception type: a target that went away) share one line."""
         now = time.monotonic()
-        last, n = self._warned.get(family, (None, 0))
-        if last is None or now - last >= self.WARN_EVERY_S:
-            more = f" (and {n} more failures since)" if n else ""
-            log.warning("collector %s%s", msg, more)
-            self._warned[family] = (now, 0)
-        else:
-            self._warned[family] = (last, n + 1)
+        due: dict[str, list[tuple[str, Exception, int]]] = {}
+        for family, e in failed:
+            last, n = self._warned.get(family, (None, 0))
+            if last is None or now - last >= self.WARN_EVERY_S:
+                due.setdefault(type(e).__name__, []).append((family, e, n))
+                self._warned[family] = (now, 0)
+            else:
+                self._warned[family] = (last, n + 1)
+        for kind, group in due.items():
+            more = sum(n for _, _, n in group)
+            names = ", ".join(f for f, _, _ in group)
+            log.warning("collector%s %s: %s: %s%s", "s" if len(group) > 1 else "", names, kind, group[0][1],
+                        f" (and {more} more failures since)" if more else "")
 
     def summary_fields(self, start: float, end: float) -> dict[str, Any]:
         """Every collector's summary fields over [start, end); a failing collector is recorded
