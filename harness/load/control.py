@@ -22,6 +22,8 @@ from typing import Any, Callable
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict], dict]
+#: how often the serving loop looks for a stop request
+POLL_S = 0.05
 
 
 class ControlServer:
@@ -71,7 +73,10 @@ class ControlServer:
 
         self.httpd = ThreadingHTTPServer((host, port), _H)
         self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="ssbench-control", daemon=True)
+        # stop() waits for the serving loop to notice: at most one poll interval (the default
+        # 0.5 s would be paid after every repetition's swarm)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": POLL_S},
+                                        name="ssbench-control", daemon=True)
 
     @property
     def url(self) -> str:

@@ -19,9 +19,11 @@ A swarm, the same way in both modes:
    message; the dispatcher gives each exactly its users.
 4. Windows: a headless plan has a warm-up and a measured window timed from the end of spawning;
    the master stops the swarm a little after them. The web UI's swarm runs until Stop.
-5. At ``test_stop`` the workers' recordings come back; the master forwards each to the
-   controller, which writes it (the master writes no file), then reports ``ended`` with Locust's
-   own statistics as CSV text. A headless master then quits.
+5. At the stop the workers' recordings come back; the master forwards each to the controller,
+   which writes it (the master writes no file), then reports ``ended`` with Locust's own
+   statistics as CSV text, as soon as every worker has stopped its users and sent its recording
+   (Locust's own ``test_stop`` comes up to a second later: its master polls the workers' user
+   count once a second). A headless master then quits.
 
 A worker's ``Progress`` messages (the live metrics endpoint: only when the plan's spec asks for
 them) are forwarded to the controller one at a time, in the order they came, by one greenlet,
@@ -52,6 +54,7 @@ from .protocol import (LOCUST_TYPES, WELCOME, Assignment, Claim, Command, Failur
 log = logging.getLogger("ssbench.master")
 
 STOP_MARGIN_S = 0.5          # past the windows: the window starts at a recording-bucket boundary
+STOPPED_POLL_S = 0.05        # after the stop: how often to look whether every worker has stopped
 RECORDING_WAIT_S = 60.0      # after the stop, for every placed worker's recording
 PROGRESS_FLUSH_S = 30.0      # at the end, for the Progress messages still to forward
 HEARTBEAT_S = 0.25
@@ -76,6 +79,7 @@ class MasterSide:
         self._preparing = None                   # headless: the greenlet placing from the start
         self._prepared: str | None = None
         self._timer = None
+        self._ending = False                     # the swarm's end is being collected
         self._last_answer = time.monotonic()
         self._progress: list[Progress] = []      # to forward, oldest first
         self._progress_busy = False
@@ -89,6 +93,7 @@ class MasterSide:
         events.worker_connect.add_listener(self._on_connect)
         events.test_start.add_listener(self._on_test_start)
         events.spawning_complete.add_listener(self._on_spawned)
+        events.test_stopping.add_listener(self._on_test_stopping)
         events.test_stop.add_listener(self._on_test_stop)
         gevent.spawn(self._heartbeat)
         gevent.spawn(self._forward_progress)
@@ -141,6 +146,7 @@ class MasterSide:
         wait; a headless master does this from its start (:meth:`prepare_headless`), so missing
         workers are named even while Locust itself still waits for them."""
         self.plan, self.placed, self.recorded, self.failures, self.facts = None, {}, set(), [], {}
+        self._ending = False
         self._set_phase("placing")
         reply = self._post("/swarm", SwarmRequest(users=users, spawn_rate=spawn_rate, form=form or {}),
                            timeout=3600)
@@ -286,9 +292,27 @@ class MasterSide:
         slot = self.placed.get(msg.node_id)
         self._fail("worker", f"{slot.name if slot else msg.node_id}: {f.text}")
 
+    def _on_test_stopping(self, **_kw) -> None:
+        # a headless swarm only: the web UI's may be started again at once, and Locust's late
+        # test_stop must not end the next one
+        if self.plan is not None and self.plan.single and self.phase not in ("idle", "ended"):
+            gevent.spawn(self._end_when_stopped)
+
+    def _end_when_stopped(self) -> None:
+        """Locust's master fires ``test_stop`` only after polling its workers' user count once a
+        second; the swarm ends as soon as every worker has stopped its users (the count Locust
+        waits for) and no recording is still due."""
+        deadline = time.monotonic() + RECORDING_WAIT_S
+        while self.phase not in ("idle", "ended") and not self._ending and time.monotonic() < deadline:
+            if self.runner.user_count == 0 and not self._awaited():
+                self._on_test_stop()
+                return
+            gevent.sleep(STOPPED_POLL_S)
+
     def _on_test_stop(self, **_kw) -> None:
-        if self.plan is None or self.phase in ("idle", "ended"):
+        if self.plan is None or self.phase in ("idle", "ended") or self._ending:
             return
+        self._ending = True
         self.facts.setdefault("stop_requested", time.time())
         self._set_phase("stopping")
         if self._timer is not None:
@@ -296,16 +320,16 @@ class MasterSide:
             self._timer = None
         gevent.spawn(self._collect_and_end)
 
-    def _collect_and_end(self) -> None:
+    def _awaited(self) -> bool:
+        """A recording still due from a placed worker that is still there."""
         from locust.runners import STATE_MISSING
 
+        return any(s.name not in self.recorded and cid in self.runner.clients
+                   and self.runner.clients[cid].state != STATE_MISSING for cid, s in self.placed.items())
+
+    def _collect_and_end(self) -> None:
         deadline = time.monotonic() + RECORDING_WAIT_S
-
-        def awaited() -> bool:   # a recording still due from a placed worker that is still there
-            return any(s.name not in self.recorded and cid in self.runner.clients
-                       and self.runner.clients[cid].state != STATE_MISSING for cid, s in self.placed.items())
-
-        while awaited() and time.monotonic() < deadline:
+        while self._awaited() and time.monotonic() < deadline:
             gevent.sleep(0.1)
         self._flush_progress()
         names = sorted(s.name for s in self.placed.values())

@@ -121,6 +121,15 @@ class SwarmResult:
     stop_requested: float | None = None
     missing: list[str] = field(default_factory=list)        # placed slots whose recording never came
     workers: dict = field(default_factory=dict)             # slot -> host, pid
+    #: the swarm's processes still exiting once it ended (Swarm.run_one): their logs are whole
+    #: after :meth:`wait_closed`
+    closing: threading.Thread | None = field(default=None, repr=False, compare=False)
+
+    def wait_closed(self) -> None:
+        """Wait until the swarm's processes are gone and their logs written (before the
+        repetition's directory is committed)."""
+        if self.closing is not None:
+            self.closing.join()
 
 
 @dataclass
@@ -377,9 +386,18 @@ class Swarm:
         try:
             if on_started is not None:
                 on_started(sw)
-            return sw.wait(plan, stop_event or threading.Event(), until)
-        finally:
+            res = sw.wait(plan, stop_event or threading.Event(), until)
+        except BaseException:
             sw.close()
+            raise
+        if res.interrupted:
+            sw.close()
+            return res
+        # ended with every recording in: the master quits in its own time (Locust's quit and
+        # shutdown take about 1.5 s) while the caller drains and summarizes
+        res.closing = threading.Thread(target=sw.close, name="ssbench-swarm-close")
+        res.closing.start()
+        return res
 
     def wait(self, plan: SwarmPlan, stop_event: threading.Event, until: Callable[[], bool] | None) -> SwarmResult:
         spawn_budget = sum(plan.users.values()) / max(self.spawn_rate, 0.1) + 60
