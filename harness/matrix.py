@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace as _replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .brokersettings import BROKER_FIELDS, OPTIONAL_BROKER, BrokerSettings, broker_values  # noqa: F401
 from .dialogstrategy import DialogStrategy
 from .errors import UserError, show
 from .runsettings import AUTO, AUTO_FIELDS, AUTO_MAX, AUTO_MIN, RUN_FIELDS, RUN_ORDERS, RunSettings  # noqa: F401
@@ -33,49 +34,8 @@ SERVER_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 
 
 # --------------------------------------------------------------------------- settings
-# (dialog strategies: harness.dialogstrategy, and run settings: harness.runsettings, re-exported here)
-
-@dataclass(frozen=True)
-class BrokerSettings:
-    max_queue_readers: int = 16          # ALTER QUEUE ... ACTIVATION (MAX_QUEUE_READERS = n)
-    receive_top: int = 10000             # RECEIVE TOP (n) in the activation procedure
-    waitfor_timeout_ms: int = 3000       # WAITFOR (RECEIVE ...), TIMEOUT n
-    monitor_interval_seconds: float = 5.0  # queue monitor period (fixed at 5 s on SQL Server)
-    #: share of dialogs begun at high priority (a ``priority`` axis, SQL Server target only):
-    #: 0 = none; 0.5 = every other dialog on the high-priority contract/service pair that
-    #: CREATE BROKER PRIORITY ... PRIORITY_LEVEL = 10 matches (docs/matrices.md)
-    high_priority_share: float = 0.0
-    #: the activation procedure's own work per message (both targets): after each RECEIVE it
-    #: waits rows x this many microseconds inside its transaction, as a procedure doing I/O or
-    #: a remote call per message would (docs/diagnosis.md, docs/matrices.md)
-    processing_us_per_message: int = 0
-    #: emulation knobs, for targets with the capability (docs/embedded.md, "Building a
-    #: bottleneck"): the transport moves at most this many messages per second per initiator
-    #: (0: no limit), and every SEND first costs its Locust worker process this much CPU (0: none)
-    transport_rate_limit: float = 0.0
-    client_cpu_us_per_send: int = 0
-
-
-#: broker settings written only when not their default, so the values of every permutation and
-#: matrix that does not use them stay what they were (a gate comparing with an older baseline)
-OPTIONAL_BROKER = {"processing_us_per_message": 0, "transport_rate_limit": 0.0, "client_cpu_us_per_send": 0}
-
-
-def broker_values(b: BrokerSettings) -> dict[str, Any]:
-    """``b`` as plain data (summaries, run.json) without the optional settings at their default."""
-    return {k: v for k, v in asdict(b).items() if k not in OPTIONAL_BROKER or v != OPTIONAL_BROKER[k]}
-
-
-BROKER_FIELDS = {
-    "max_queue_readers": (int, 1, 32_767),
-    "receive_top": (int, 1, 1_000_000),
-    "waitfor_timeout_ms": (int, 0, 3_600_000),
-    "monitor_interval_seconds": (float, 0.05, 3600),
-    "high_priority_share": (float, 0.0, 1.0),
-    "processing_us_per_message": (int, 0, 1_000_000),    # 1 s per message: a RECEIVE of 10,000 waits < 24 h
-    "transport_rate_limit": (float, 0.0, 10_000_000.0),
-    "client_cpu_us_per_send": (int, 0, 1_000_000),
-}
+# (dialog strategies: harness.dialogstrategy, broker settings: harness.brokersettings and run settings:
+# harness.runsettings, re-exported here)
 
 # Axes: required ones first, in expansion order; optional broker axes override BrokerSettings.
 REQUIRED_AXES = ("initiators", "threads", "dialogs", "payload_bytes", "server")
@@ -114,8 +74,12 @@ TOP_KEYS = {"name", "description", "axes", "blocks", "run", "broker", "embedded_
 #: product per block, of ``axes`` and the block's own axes
 BLOCK_AXES = OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES
 #: a case (``cases:``, docs/matrices.md): permutations built on purpose, each the matrix's axes
-#: with some replaced and its broker settings overridden; its name ends the permutation ids
-CASE_KEYS = {"name", "description", "axes", "broker"}
+#: with some replaced, its broker settings overridden and, in ``run:``, its own windows; its
+#: name ends the permutation ids
+CASE_KEYS = {"name", "description", "axes", "broker", "run"}
+#: the ``run:`` settings a case may give its own (its windows: a 1-thread permutation may need
+#: a longer one than a 32-thread one for the same precision)
+CASE_RUN_FIELDS = {k: RUN_FIELDS[k] for k in ("warmup_seconds", "measure_seconds")}
 CASE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
@@ -196,6 +160,8 @@ class Case:
     description: str
     axes: dict[str, list[Any]]
     broker: BrokerSettings
+    #: its own windows (:data:`CASE_RUN_FIELDS`), over the matrix's ``run:``
+    run: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -226,6 +192,11 @@ class Matrix:
             or [(None, "", {}, self.broker)]
         return [(name, prefix, {**self.axes, **own, **block}, broker)
                 for name, prefix, own, broker in cases for block in self.blocks or [{}]]
+
+    def run_for(self, perm: Permutation) -> RunSettings:
+        """The run settings of ``perm``: the matrix's, with its case's windows."""
+        case = next((c for c in self.cases if c.name == perm.case), None)
+        return _replace(self.run, **case.run) if case is not None and case.run else self.run
 
     def axis_items(self, axis: str) -> Iterator[tuple[str, Any]]:
         """(field, value) of every value an axis takes in some permutation (``axes.server[0]``,
@@ -328,7 +299,8 @@ class Matrix:
                 **({"blocks": [plain(b) for b in self.blocks]} if self.blocks else {}), "run": asdict(self.run),
                 "broker": broker_values(self.broker), "embedded_profiles": dict(self.embedded_profiles),
                 **({"cases": [{"name": c.name, "description": c.description, "axes": plain(c.axes),
-                               "broker": broker_values(c.broker)} for c in self.cases]} if self.cases else {}),
+                               "broker": broker_values(c.broker), **({"run": dict(c.run)} if c.run else {})}
+                              for c in self.cases]} if self.cases else {}),
                 "permutations": len(self)}
 
 
@@ -472,17 +444,17 @@ def _blocks(loc: Located | None, axes: dict[str, list[Any]], err, lines: dict[st
 
 
 def _cases(loc: Located | None, broker: BrokerSettings, blocks: list[dict], err, lines: dict[str, int]) -> list[Case]:
-    """``cases:``: a non-empty list of {name, description, axes, broker}, each name distinct; a
+    """``cases:``: a non-empty list of {name, description, axes, broker, run}, each name distinct; a
     case replaces axes of ``axes``, not of the blocks (a block's axes apply to every case)."""
     if loc is None:
         return []
     if not isinstance(loc.value, list) or not loc.value:
-        raise err("must be a non-empty list of cases ({name, description, axes, broker})", loc, "cases")
+        raise err("must be a non-empty list of cases ({name, description, axes, broker, run})", loc, "cases")
     out: list[Case] = []
     for k, item in enumerate(loc.value):
         fld = f"cases[{k}]"
         if not isinstance(item.value, dict):
-            raise err(f"a case is a mapping (name, description, axes, broker), got {type(item.value).__name__}",
+            raise err(f"a case is a mapping (name, description, axes, broker, run), got {type(item.value).__name__}",
                       item, fld)
         for key, sub in item.value.items():
             if key not in CASE_KEYS:
@@ -507,9 +479,12 @@ def _cases(loc: Located | None, broker: BrokerSettings, blocks: list[dict], err,
                               "the cases, not both", sub, f"{fld}.axes.{key}")
             axes = _axes(aloc, f"{fld}.axes", ALL_AXES, (), err, lines)
         own = _settings(item.value, "broker", BROKER_FIELDS, lambda m, lc, f: err(m, lc, f"{fld}.{f}"))
-        if "broker" in item.value and isinstance(item.value["broker"].value, dict):
-            lines.update({f"{fld}.broker.{b}": it.line for b, it in item.value["broker"].value.items()})
-        out.append(Case(name=name, description=description, axes=axes, broker=_replace(broker, **own)))
+        run = _settings(item.value, "run", CASE_RUN_FIELDS, lambda m, lc, f: err(m, lc, f"{fld}.{f}"))
+        for section in ("broker", "run"):
+            if section in item.value and isinstance(item.value[section].value, dict):
+                lines.update({f"{fld}.{section}.{b}": it.line for b, it in item.value[section].value.items()})
+        out.append(Case(name=name, description=description, axes=axes, broker=_replace(broker, **own),
+                        run={k: float(v) for k, v in run.items()}))
     return out
 
 

@@ -205,7 +205,7 @@ class Runner:
         cls = BacklogRepetition if self.matrix.run.backlog_messages else Repetition
         r = cls(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
                        profile=resolve_profile(self.matrix, self.target, perm.server),
-                       settings=self.matrix.run, lock=self.lock, stop_event=self.stop_event,
+                       settings=self.matrix.run_for(perm), lock=self.lock, stop_event=self.stop_event,
                        on_status=status, on_tick=live, remote=self.remote, metrics=self.metrics)
         summary = r.run()
         self.lost_total += summary.messages_lost

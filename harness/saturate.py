@@ -212,7 +212,7 @@ class Saturation:
             raise Interrupted()
         perm = replace(base, rate=rate)
         rep = Repetition(target=self.target, run_dir=self.run_dir, perm=perm, rep=1,
-                         profile=self.profile_for(perm.server), settings=self.matrix.run, lock=self.lock,
+                         profile=self.profile_for(perm.server), settings=self.matrix.run_for(perm), lock=self.lock,
                          stop_event=self.stop_event, remote=self.remote, metrics=self.metrics)
         try:
             summary = rep.run()

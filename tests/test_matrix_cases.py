@@ -163,6 +163,10 @@ def test_a_case_needing_more_connections_than_the_server_has_names_its_threads(t
     ("  - name: x\n    broker: {processing_us_per_message: -1}\n", 21,
      r"cases\[3\].broker.processing_us_per_message", "must be between 0 and 1000000"),
     ("  - just a string\n", 20, r"cases\[3\]", "a case is a mapping"),
+    ("  - name: x\n    run: {repetitions: 5}\n", 21, r"cases\[3\].run.repetitions",
+     "unknown key \\(expected one of warmup_seconds, measure_seconds\\)"),
+    ("  - name: x\n    run: {measure_seconds: 0}\n", 21, r"cases\[3\].run.measure_seconds", "must be between"),
+    ("  - name: x\n    run: [1]\n", 21, r"cases\[3\].run", "must be a mapping"),
 ])
 def test_bad_cases_are_refused_with_file_line_and_field(tmp_path, case, line, fld, msg):
     with pytest.raises(UserError, match=rf"m.yaml:{line}: {fld}: .*{msg}"):
@@ -179,3 +183,21 @@ def test_embedded_profiles_may_name_a_case_server(tmp_path):
     m = load_matrix(write(tmp_path, text), embedded_profiles=["durable", "delayed"])
     assert m.embedded_profiles == {"sql2008": "durable"}
     m.check_servers("embedded", ["durable", "delayed"], **EMBEDDED)
+
+
+def test_a_case_may_give_its_own_windows(tmp_path):
+    """A case's ``run:`` sets its windows (a 1-thread permutation measured longer); the other
+    cases, and every other run setting, stay the matrix's."""
+    text = CASES.replace("broker:\n  max_queue_readers: 2\n",
+                         "broker:\n  max_queue_readers: 2\nrun:\n  warmup_seconds: 2\n  measure_seconds: 6\n"
+                         "  repetitions: 3\n")
+    text = text.replace("    axes: {threads: [1, 4]}\n", "    axes: {threads: [1, 4]}\n    run: {measure_seconds: 16}\n")
+    m = load_matrix(write(tmp_path, text))
+    lock, proc1, proc4, tx = m.permutations()
+    assert m.run_for(lock) is m.run and m.run_for(tx) is m.run
+    for p in (proc1, proc4):
+        r = m.run_for(p)
+        assert (r.warmup_seconds, r.measure_seconds, r.repetitions) == (2.0, 16.0, 3)
+    assert m.lines["cases[1].run.measure_seconds"] == 20
+    cases = m.to_dict()["cases"]
+    assert cases[1]["run"] == {"measure_seconds": 16.0} and "run" not in cases[0]

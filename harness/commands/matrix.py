@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from .common import TARGET_HELP
 
@@ -37,6 +38,10 @@ def cmd_matrix(args) -> int:
         return 0
     print(f"# {m.name}: {len(m)} permutations x {m.run.describe_repetitions()}; "
           f"warm-up {m.run.warmup_seconds:g}s, measured {m.run.measure_seconds:g}s")
+    for case in m.cases:
+        if case.run:
+            r = replace(m.run, **case.run)
+            print(f"# case {case.name}: warm-up {r.warmup_seconds:g}s, measured {r.measure_seconds:g}s")
     perms = list(m.permutations())
     w = max(40, *(len(p.id) for p in perms))
     print(f"{'#':>4}  {'id':<{w}} {'initiators':>10} {'threads':>7} {'dialogs':>10} {'payload':>8}  server")

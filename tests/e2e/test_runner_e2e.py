@@ -131,3 +131,25 @@ def test_repetitions_are_interleaved_and_cpus_pinned(pg_server, tmp_path):
     # the shared server got every CPU back
     srv = psutil.Process(pg_server.info().pid)
     assert len(srv.cpu_affinity()) == len(os.sched_getaffinity(0))
+
+
+def test_a_case_is_measured_over_its_own_window(pg_server, tmp_path):
+    """A case's ``run:`` windows (docs/matrices.md): the runner measures its permutations over
+    them, the other case over the matrix's, and each summary records the window it had."""
+    matrix = tmp_path / "cases.yaml"
+    text = TINY.read_text().replace("initiators: [2]", "initiators: [1]").replace(
+        "dialogs: [per_thread, trick150]", "dialogs: [per_thread]")
+    matrix.write_text(text + "cases:\n  - name: short\n    axes: {threads: [1]}\n"
+                             "  - name: long\n    axes: {threads: [2]}\n    run: {measure_seconds: 3.5}\n")
+    out = tmp_path / "run"
+    r = ssbench("run", str(matrix), "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = summaries(out)
+    assert set(s) == {"i1-t1-per_thread-p100-durable-short", "i1-t2-per_thread-p100-durable-long"}
+    for pid, want in (("i1-t1-per_thread-p100-durable-short", 2.0), ("i1-t2-per_thread-p100-durable-long", 3.5)):
+        w = s[pid]["window"]
+        assert w["measure_seconds"] == want and w["warmup_seconds"] == 1.0, w
+        assert abs(w["measure_end"] - w["measure_start"] - want) < 0.01, w
+        assert s[pid]["messages_lost"] == 0 and s[pid]["receive_rate"] > 0
+    listing = ssbench("matrix", str(matrix))
+    assert "# case long: warm-up 1s, measured 3.5s" in listing.stdout, listing.stdout
