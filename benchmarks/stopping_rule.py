@@ -111,7 +111,8 @@ def table3(runs: int, out: dict) -> None:
     cases = [("no effect", {"trick150": 0.0, "shared": 0.0}, 5.0, 8, "uniform", 0.25, None),
              ("no effect", {"trick150": 0.0, "shared": 0.0}, 5.0, 8, "lognormal", 0.15, None),
              ("no effect", {"trick150": 0.0, "shared": 0.0}, 10.0, 5, "lognormal", 0.05, None)]
-    # make bench: 3 to 4 repetitions, +-10 %, 8.5 minutes (about 31 repetitions at 16 s each)
+    # the former bench.yaml: 3 to 4 repetitions, +-10 %, 8.5 minutes (about 31 repetitions at 16 s each);
+    # bench.yaml now, windows per thread count: benchmarks/bench_design.py
     cases += [("PostgreSQL's", truth, 10.0, 4, "lognormal", s, b) for s in (0.02, 0.03, 0.05) for b in (31, 34, None)]
     for label, effects, thr, mx, model, spread, budget in cases:
         r = simulate_runs(effects, Rule(threshold_pct=thr, min_reps=3, max_reps=mx), model=model, spread=spread,
