@@ -192,6 +192,9 @@ def parse_located(text: str, file: str) -> Located | None:
         line = mark.line + 1 if mark is not None else None
         if line is None and isinstance(getattr(e, "position", None), int):
             line = _line_of(text, e.position)
+        if "maximum nesting depth" in str(problem):   # PyYAML >= 6.0.4's own limit (deeper than
+            # ours), met first where the scanner reads a deep flow collection ahead of the events
+            raise UserError(f"nested more than {MAX_DEPTH} deep", file=file, line=line) from None
         context, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
         if context and cmark is not None and cmark.line + 1 != line:
             problem = f"{problem} ({context} at line {cmark.line + 1})"
