@@ -3,7 +3,7 @@ a private data directory per test process (never the user's own ~/.cache/ssbench
 
 The suite runs in two parts (``make test``): the parallel part under pytest-xdist, one embedded
 server and one Spark session per worker process, and then the tests marked ``alone`` (timing,
-throughput ratios, CPU shares, faults that take a file system or a server down), one at a time
+throughput ratios, CPU shares), one at a time
 with nothing else running. ``--ssbench-part parallel|alone`` selects a part; without it every
 test runs in one process. ``make test-fast`` (``--ssbench-part fast``) runs the unit tests only:
 see ``NOT_FAST``. The slowest fixture set-ups are listed at the end of the run (``--durations``

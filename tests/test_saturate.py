@@ -73,11 +73,12 @@ broker:
 
 
 @pytest.mark.slow
-@pytest.mark.alone   # the rate found lands between 40 % and 105 % of the ceiling, measured
 def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
     """Every SEND takes at least 20 ms (the embedded target's send-delay knob): 2 users cannot
     exceed 2 / 0.020 = 100 SENDs/s. The search must land at or below that ceiling (an offered
-    rate up to 5 % above what was achieved counts as kept up) and above 40 % of it."""
+    rate up to 5 % above what was achieved counts as kept up) and above 40 % of it. The ceiling
+    is a sleep, not CPU, so this runs in the parallel part: beside other tests (load averages
+    3.7 and 9) the search landed at 87.5/s every time (probes 25, 50, 100, 75, 87.5)."""
     m = tmp_path / "sat.yaml"
     m.write_text(MATRIX)
     out = tmp_path / "run"

@@ -91,21 +91,24 @@ def test_a_killed_worker_fails_the_repetition_and_resume_redoes_it(pg_server, tm
     fault()
 
 
-@pytest.mark.alone   # takes the server down
 def test_a_postgresql_crash_is_one_clear_line_and_users_stop(pg_server, tmp_path, fault, figures):
     """5. The server crashes (pg_ctl stop -m immediate) mid-window: one clear line, no traceback,
     no storm of warnings, the users back off; after a restart, resume completes with nothing
-    lost (durability held)."""
+    lost (durability held). Runs in the parallel part: the server it takes down is this test
+    process's own (one per xdist worker, whose tests run one at a time), and it is started
+    again whatever happens, so no later test of this process finds it down."""
     m = write_matrix(tmp_path, measure=8, drain=20)
     out = tmp_path / "run"
-    p, lines = start_run(m, out, settle=2)
-    _immediate_stop(pg_server)
-    err = finish(p, lines)
+    try:
+        p, lines = start_run(m, out, settle=2)
+        _immediate_stop(pg_server)
+        err = finish(p, lines)
+    finally:
+        pg_server.start()    # a no-op when it runs; after the crash, WAL replay
     assert p.returncode in (3, 130), err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     assert err.count("collector") < 20, "a warning storm:\n" + err[-4000:]
     assert not list(out.glob("*/rep-*/summary.json"))
-    pg_server.start()
     r = ssbench("run", str(m), "--out", str(out), "--resume")
     assert r.returncode == 0, r.stderr[-3000:]
     check_account(out, 1, figures)
@@ -125,10 +128,10 @@ def _immediate_stop(srv) -> None:
         time.sleep(0.1)
 
 
-@pytest.mark.alone   # fills a file system
 def test_a_full_disk_is_one_line_nothing_half_written_and_resumable(pg_server, tmp_path, fault, figures):
     """7. The results directory on a full filesystem (a small tmpfs): one clear line and exit 5,
-    no half-written file, and the run resumes once there is room."""
+    no half-written file, and the run resumes once there is room. The tmpfs is this test's
+    own: it runs in the parallel part."""
     mnt = tmp_path / "small"
     mnt.mkdir()
     if not can_mount_tmpfs(mnt):
