@@ -7,7 +7,7 @@ judge_all), as harness.verdicts.simulate does for one spread.
 
 Spread: the log-normal s.d. per repetition measured on a quiet 2-core VM over 6 s windows (1
 thread 4.8 %, 8 threads 3.5 %, 32 threads 2 %: docs/embedded.md, "Windows"), scaled by
-1/sqrt(window) (the 1-thread experiment there: 5.6-6.4 % at 6 s, 2.5-2.7 % at 18 s). A
+1/sqrt(window) (the 1-thread experiment there: 5.6-6.4 % at 6 s, 2.1-2.3 % at 18 s). A
 repetition costs its warm-up, its window and ``--overhead`` seconds (swarm start and end, drain,
 prepare). Truth: PostgreSQL's (the 150 trick 0 / -2 / -4 %, one shared dialog 0 / -65 / -86 % at
 1 / 8 / 32 threads)."""
