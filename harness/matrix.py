@@ -163,6 +163,10 @@ class Case:
     #: its own windows (:data:`CASE_RUN_FIELDS`), over the matrix's ``run:``
     run: dict[str, float] = field(default_factory=dict)
 
+    def run_settings(self, matrix_run: RunSettings) -> RunSettings:
+        """The matrix's run settings with this case's windows."""
+        return _replace(matrix_run, **self.run) if self.run else matrix_run
+
 
 @dataclass
 class Matrix:
@@ -196,7 +200,7 @@ class Matrix:
     def run_for(self, perm: Permutation) -> RunSettings:
         """The run settings of ``perm``: the matrix's, with its case's windows."""
         case = next((c for c in self.cases if c.name == perm.case), None)
-        return _replace(self.run, **case.run) if case is not None and case.run else self.run
+        return case.run_settings(self.run) if case is not None else self.run
 
     def axis_items(self, axis: str) -> Iterator[tuple[str, Any]]:
         """(field, value) of every value an axis takes in some permutation (``axes.server[0]``,

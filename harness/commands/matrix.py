@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 from .common import TARGET_HELP
 
@@ -40,7 +39,7 @@ def cmd_matrix(args) -> int:
           f"warm-up {m.run.warmup_seconds:g}s, measured {m.run.measure_seconds:g}s")
     for case in m.cases:
         if case.run:
-            r = replace(m.run, **case.run)
+            r = case.run_settings(m.run)
             print(f"# case {case.name}: warm-up {r.warmup_seconds:g}s, measured {r.measure_seconds:g}s")
     perms = list(m.permutations())
     w = max(40, *(len(p.id) for p in perms))
