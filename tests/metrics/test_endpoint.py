@@ -233,7 +233,9 @@ def test_off_loopback_with_tls_needs_the_web_login_or_the_token_and_exposes_no_s
     monkeypatch.setenv("SSBENCH_WEB_USER", "prom")
     monkeypatch.setenv("SSBENCH_WEB_PASSWORD", password)
     monkeypatch.setenv("SSBENCH_METRICS_TOKEN", TOKEN)
-    a = args(metrics_port=0, metrics_host="0.0.0.0", metrics_tls_cert=str(cert[0]), metrics_tls_key=str(cert[1]))
+    # no linger at the end: what it waits for is test_the_end_waits_for_a_last_scrape_only_when_someone_scrapes's
+    a = args(metrics_port=0, metrics_host="0.0.0.0", metrics_linger=0, metrics_tls_cert=str(cert[0]),
+             metrics_tls_key=str(cert[1]))
     tls = ssl.create_default_context(cafile=str(cert[0]))
 
     def scrape(headers: dict | None = None, scheme: str = "https") -> tuple[int, str]:
