@@ -1,7 +1,7 @@
 """matrices/bench.yaml's design by simulation: how often a `make bench` run decides at least 5 of
 its 6 comparisons, for windows per thread count, the repetitions' spread they give, the time a
-repetition takes, and the time budget; through the real auto loop (plan_round, round_fits,
-judge_all), as harness.verdicts.simulate does for one spread.
+repetition takes, and the time budget; through the real auto loop
+(harness.verdicts.simulate.simulate_runs: plan_round, round_fits, judge_all).
 
     PYTHONPATH=. python benchmarks/bench_design.py [--runs 400] [--overhead 4]
 
@@ -15,14 +15,11 @@ prepare). Truth: PostgreSQL's (the 150 trick 0 / -2 / -4 %, one shared dialog 0 
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 
 import numpy as np
 
-from harness.verdicts.auto import plan_round, round_fits
-from harness.verdicts.pairs import judge_all
 from harness.verdicts.rule import Rule
-from harness.verdicts.simulate import _row, _sample, wrong
+from harness.verdicts.simulate import simulate_runs
 
 TRUTH = {"trick150": {1: 0.0, 8: -2.0, 32: -4.0}, "shared": {1: 0.0, 8: -65.0, 32: -86.0}}
 SD_AT_6S = {1: 0.048, 8: 0.035, 32: 0.02}
@@ -31,38 +28,16 @@ WARMUP_S = 2.0
 
 def simulate(windows: dict[int, float], max_reps: int, budget_s: float, runs: int, overhead_s: float,
              seed: int = 3, threshold: float = 10.0) -> dict:
-    rng = np.random.default_rng(seed)
-    rule = Rule(threshold_pct=threshold, min_reps=3, max_reps=max_reps)
+    """``runs`` make bench runs with these windows (seconds per thread count) through
+    harness.verdicts.simulate.simulate_runs, the spread scaled from :data:`SD_AT_6S`."""
     sd = {t: SD_AT_6S[t] * (6.0 / w) ** 0.5 for t, w in windows.items()}
     cost = {t: WARMUP_S + w + overhead_s for t, w in windows.items()}
-    decided, times, wrongs = Counter(), [], 0
-    for _ in range(runs):
-        rows = {f"t{t}-{s}": _row(t, s) for t in windows for s in ("per_thread", "trick150", "shared")}
-        data = {pid: _sample(rng, "lognormal", sd[r["threads"]], TRUTH.get(r["dialogs"], {}).get(r["threads"], 0.0),
-                             max_reps) for pid, r in rows.items()}
-        rnd, spent, n = 1, 0.0, 0
-        while True:
-            plan = plan_round(rnd, list(rows), list(rows.values()), rule)
-            if plan.stop or not plan.perm_ids or rnd > max_reps:
-                break
-            if rnd > rule.min_reps and not round_fits(spent, len(plan.perm_ids), spent / n, budget_s):
-                break
-            for pid in plan.perm_ids:
-                r, v = data[pid][rnd - 1]
-                rows[pid]["rep_numbers"].append(r)
-                rows[pid]["rep_statuses"].append("ok")
-                rows[pid]["receive_rate_values"].append(v)
-                spent, n = spent + cost[rows[pid]["threads"]], n + 1
-            rnd += 1
-        judged = judge_all(list(rows.values()), default=rule)
-        decided[sum(j.outcome.verdict != "inconclusive" for j in judged)] += 1
-        wrongs += sum(wrong(j.outcome.verdict, TRUTH[j.pairing.value][j.pairing.treatment["threads"]], threshold)
-                      for j in judged)
-        times.append(spent)
-    p5 = sum(v for k, v in decided.items() if k >= 5) / runs
-    return {"sd": sd, "p5": p5, "p5_three_runs": p5 ** 3, "mean_decided": sum(k * v for k, v in decided.items()) / runs,
-            "median_s": float(np.median(times)), "p90_s": float(np.percentile(times, 90)), "max_s": max(times),
-            "wrong": wrongs / (6 * runs)}
+    r = simulate_runs(TRUTH, Rule(threshold_pct=threshold, min_reps=3, max_reps=max_reps), spread=sd,
+                      trials=runs, seed=seed, threads=tuple(windows), budget=budget_s, rep_cost=cost)
+    p5 = r.runs_deciding(5)
+    return {"sd": sd, "p5": p5, "p5_three_runs": p5 ** 3, "mean_decided": float(np.mean(r.decided)),
+            "median_s": float(np.median(r.spent)), "p90_s": float(np.percentile(r.spent, 90)),
+            "max_s": max(r.spent), "wrong": r.comparisons.wrong_rate}
 
 
 def main() -> int:

@@ -116,7 +116,7 @@ def table3(runs: int, out: dict) -> None:
     cases += [("PostgreSQL's", truth, 10.0, 4, "lognormal", s, b) for s in (0.02, 0.03, 0.05) for b in (31, 34, None)]
     for label, effects, thr, mx, model, spread, budget in cases:
         r = simulate_runs(effects, Rule(threshold_pct=thr, min_reps=3, max_reps=mx), model=model, spread=spread,
-                          trials=runs, seed=9, budget_reps=budget)
+                          trials=runs, seed=9, budget=budget)
         c = r.comparisons
         out.setdefault("families", []).append({"truth": label, "threshold": thr, "max": mx, "model": model,
                                                "spread": spread, "budget_reps": budget,

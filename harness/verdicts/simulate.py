@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -126,6 +126,12 @@ class RunTally:
     runs_with_wrong: int = 0                              # runs with at least one wrong verdict
     runs_with_false_effect: int = 0                       # ... a gain or loss the truth contradicts
     rounds: list[int] = field(default_factory=list)
+    decided: list[int] = field(default_factory=list)      # per run: its comparisons decided
+    spent: list[float] = field(default_factory=list)      # per run: its repetitions' cost
+
+    def runs_deciding(self, at_least: int) -> float:
+        """The share of runs that decided at least ``at_least`` comparisons."""
+        return sum(d >= at_least for d in self.decided) / self.runs if self.runs else 0.0
 
 
 Effects = dict[str, "float | dict[int, float]"]
@@ -136,37 +142,44 @@ def _effect(effects: Effects, strategy: str, threads: int) -> float:
     return float(e.get(threads, 0.0)) if isinstance(e, dict) else float(e)
 
 
-def simulate_runs(effects: Effects, rule: Rule, *, model: str = "lognormal", spread: float = 0.05,
-                  trials: int = 200, seed: int = 1, threads: tuple[int, ...] = BENCH_THREADS,
-                  budget_reps: int | None = None) -> RunTally:
+def simulate_runs(effects: Effects, rule: Rule, *, model: str = "lognormal",
+                  spread: float | Mapping[int, float] = 0.05, trials: int = 200, seed: int = 1,
+                  threads: tuple[int, ...] = BENCH_THREADS, budget: float | None = None,
+                  rep_cost: Mapping[int, float] | None = None) -> RunTally:
     """``trials`` runs of a bench-like family (per thread count: one dialog per thread and the
     strategies of ``effects``, whose true gain in percent over it is given, per strategy or per
-    strategy and thread count), each through the auto loop to its end; ``budget_reps``: the time
-    budget in repetitions (a round that would not fit is not run, as the runner does)."""
+    strategy and thread count), each through the auto loop to its end. ``spread`` is one for
+    all or one per thread count; ``rep_cost`` what a repetition costs per thread count (none:
+    1 each); ``budget`` the time budget in those units (a round that would not fit at the mean
+    cost so far is not run, as the runner does)."""
     rng = np.random.default_rng(seed)
     out = RunTally()
     n_max = rule.max_reps or rule.min_reps
     for _ in range(trials):
         rows = {f"t{t}-{s}": _row(t, s) for t in threads for s in ("per_thread", *effects)}
-        data = {pid: _sample(rng, model, spread, _effect(effects, r["dialogs"], r["threads"]), n_max)
+        data = {pid: _sample(rng, model, spread[r["threads"]] if isinstance(spread, Mapping) else spread,
+                             _effect(effects, r["dialogs"], r["threads"]), n_max)
                 for pid, r in rows.items()}
-        rnd, spent = 1, 0
+        rnd, spent, n = 1, 0.0, 0
         while True:
             plan = plan_round(rnd, list(rows), list(rows.values()), rule)
             if plan.stop or not plan.perm_ids or rnd > n_max or (
-                    rnd > rule.min_reps and not round_fits(spent, len(plan.perm_ids), 1.0, budget_reps)):
+                    rnd > rule.min_reps and not round_fits(spent, len(plan.perm_ids), spent / n, budget)):
                 break
-            spent += len(plan.perm_ids)
             for pid in plan.perm_ids:
                 r, v = data[pid][rnd - 1]
                 rows[pid]["rep_numbers"].append(r)
                 rows[pid]["rep_statuses"].append("ok")
                 rows[pid]["receive_rate_values"].append(v)
+                spent, n = spent + (rep_cost[rows[pid]["threads"]] if rep_cost else 1.0), n + 1
             rnd += 1
+        out.spent.append(spent)
         out.runs += 1
         out.rounds.append(rnd - 1)
         any_wrong = any_false = False
-        for j in judge_all(list(rows.values()), default=rule):
+        judged = judge_all(list(rows.values()), default=rule)
+        out.decided.append(sum(j.outcome.verdict != INCONCLUSIVE for j in judged))
+        for j in judged:
             effect = _effect(effects, j.pairing.value, j.pairing.treatment["threads"])
             bad = wrong(j.outcome.verdict, effect, rule.threshold_pct)
             out.comparisons.trials += 1

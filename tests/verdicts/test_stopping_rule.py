@@ -78,7 +78,7 @@ def test_a_family_like_make_bench_through_the_auto_loop():
     assert null.runs_with_wrong / null.runs <= 6 * ALPHA, null.runs_with_wrong
     bench = Rule(threshold_pct=10.0, min_reps=3, max_reps=5)
     truth = {"trick150": -3.0, "shared": {1: 0.0, 8: -70.0, 32: -88.0}}
-    run = simulate_runs(truth, bench, spread=0.02, trials=100, seed=4, budget_reps=40)
+    run = simulate_runs(truth, bench, spread=0.02, trials=100, seed=4, budget=40)
     assert run.comparisons.wrong == 0, run.comparisons.verdicts
     assert run.comparisons.decided_rate >= 5 / 6, run.comparisons.verdicts
     assert run.comparisons.verdicts[LOSS] == 200 and run.comparisons.verdicts[NO_DIFFERENCE] >= 300
