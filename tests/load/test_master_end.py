@@ -1,0 +1,76 @@
+"""The master ends a headless swarm as soon as every worker has stopped its users and sent its
+recording, without waiting for Locust's own ``test_stop`` (its master polls the workers' user
+count once a second), and a late ``test_stop`` does not end it twice; a web UI swarm keeps
+Locust's own end (harness.load.master). Only the end's logic, on a fake runner, in a subprocess
+(it imports locust, which patches with gevent)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from support.embedded import REPO
+
+SCENARIOS = textwrap.dedent("""
+    import os
+    import traceback
+    from types import SimpleNamespace
+
+    import gevent
+
+    from harness.load.master import MasterSide
+    from harness.load.placement import Slot
+
+    def master(single):
+        m = MasterSide.__new__(MasterSide)   # no Locust, no controller: the end's logic only
+        m.runner = SimpleNamespace(user_count=3, clients={"c1": SimpleNamespace(state="stopping")})
+        m.plan, m.phase, m.facts = SimpleNamespace(single=single, swarm_id="s"), "stopping", {}
+        m.placed = {"c1": Slot(initiator=1, worker=1, users=3, first_user=1)}
+        m.recorded, m._ending, m._timer = set(), False, None
+        ended = []
+        m._set_phase = lambda phase: setattr(m, "phase", phase)
+        m._collect_and_end = lambda: (ended.append("collected"), setattr(m, "phase", "ended"))
+        return m, ended
+
+    def scenarios():
+        # headless: ends once the users are stopped and the recording is in, before test_stop
+        m, ended = master(single=True)
+        m._on_test_stopping()
+        gevent.sleep(0.2)
+        assert ended == [], "ended while users still ran"
+        m.runner.user_count = 0
+        gevent.sleep(0.2)
+        assert ended == [], "ended while a recording was due"
+        m.recorded.add(m.placed["c1"].name)
+        gevent.sleep(0.2)
+        assert ended == ["collected"], ended
+        m._on_test_stop()                        # Locust's own, a second later
+        gevent.sleep(0.1)
+        assert ended == ["collected"], "ended twice"
+
+        # the web UI's swarm: only Locust's test_stop ends it
+        m, ended = master(single=False)
+        m.runner.user_count = 0
+        m.recorded.add(m.placed["c1"].name)
+        m._on_test_stopping()
+        gevent.sleep(0.2)
+        assert ended == [], "a web swarm ended early"
+        m._on_test_stop()
+        gevent.sleep(0.1)
+        assert ended == ["collected"], ended
+
+    # the interpreter's shutdown would wait on what importing the master started: exit at once
+    try:
+        scenarios()
+    except BaseException:
+        traceback.print_exc()
+        os._exit(1)
+    print("ok", flush=True)
+    os._exit(0)
+""")
+
+
+def test_the_swarm_ends_once_users_are_stopped_and_recordings_are_in():
+    r = subprocess.run([sys.executable, "-c", SCENARIOS], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
