@@ -229,7 +229,6 @@ class Repetition:
             summary.error_samples.extend(error_samples or [])
             if res.stats_csv is None:
                 summary.error_samples.append("Locust wrote no stats CSV")
-            res.wait_closed()      # the master's log is whole before the directory is committed
             self._write(summary, lat)
         except BaseException:
             self.abort()

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .errors import UserError
+from .load.swarm import Swarm
 from .matrix import Matrix, Permutation
 from .progress import Progress
 from .backlog import BacklogRepetition
@@ -53,6 +54,12 @@ class Runner:
     def run(self) -> int:
         """Run every repetition not yet complete, in the matrix's order (``run.order``).
         Returns the count of messages lost across the run (0 is the only good answer)."""
+        try:
+            return self._run()
+        finally:
+            Swarm.wait_closed()     # the last swarm's processes gone, their logs whole
+
+    def _run(self) -> int:
         m = self.matrix
         for perm in m.permutations():
             resolve_profile(m, self.target, perm.server)  # fail early, before any load

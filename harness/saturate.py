@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from .load.swarm import Swarm
 from .matrix import MAX_RATE, Matrix, Permutation
 from .repetition import Interrupted, Repetition, RepetitionFailed
 from .results import RepetitionSummary, RunDir, write_json
@@ -230,10 +231,13 @@ class Saturation:
         return p
 
     def run(self) -> list[dict[str, Any]]:
-        for base in base_permutations(self.matrix):
-            res = search(lambda r, b=base: self.probe(b, r), self.settings)
-            self.results.append(permutation_result(base, res))
-            self.write()
+        try:
+            for base in base_permutations(self.matrix):
+                res = search(lambda r, b=base: self.probe(b, r), self.settings)
+                self.results.append(permutation_result(base, res))
+                self.write()
+        finally:
+            Swarm.wait_closed()     # the last swarm's processes gone, their logs whole
         return self.results
 
     def document(self) -> dict[str, Any]:

@@ -54,6 +54,11 @@ LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 INTERRUPT_GRACE_S = 20.0      # Ctrl-C: how long the swarm may take to stop as at its end
 
 
+#: the threads closing the swarms run_one ended (Swarm.wait_closed)
+_CLOSING: list[threading.Thread] = []
+_CLOSING_LOCK = threading.Lock()
+
+
 class SwarmFailed(RuntimeError):
     """The swarm cannot be trusted (workers missing or lost, the master died): one sentence."""
 
@@ -126,8 +131,7 @@ class SwarmResult:
     closing: threading.Thread | None = field(default=None, repr=False, compare=False)
 
     def wait_closed(self) -> None:
-        """Wait until the swarm's processes are gone and their logs written (before the
-        repetition's directory is committed)."""
+        """Wait until the swarm's processes are gone and their logs written."""
         if self.closing is not None:
             self.closing.join()
 
@@ -377,6 +381,8 @@ class Swarm:
                 on_progress: Callable[[Progress], None] | None = None) -> SwarmResult:
         """Run one headless swarm to its end (``until()`` true stops it early: the backlog fill);
         :class:`SwarmFailed` when it cannot be trusted, ``interrupted`` when ``stop_event`` was set."""
+        if remote is not None:
+            cls.wait_closed()       # the master's port is fixed: the last master must be gone
         wanted = slots(plan.users, plan.workers_per_initiator)
         sw = cls(out_dir, lambda _req: (plan, out_dir), users=sum(s.users for s in wanted), spawn_rate=spawn_rate,
                  remote=remote, local_claims=[] if remote else [(s.initiator, s.worker) for s in wanted],
@@ -384,6 +390,9 @@ class Swarm:
                  worker_wait=plan.worker_wait_seconds, on_progress=on_progress)
         sw.start()
         try:
+            # the last swarm's processes exit while this one's start (about 1.3 s each way), and
+            # are gone before this one's warm-up begins
+            cls.wait_closed()
             if on_started is not None:
                 on_started(sw)
             res = sw.wait(plan, stop_event or threading.Event(), until)
@@ -394,10 +403,26 @@ class Swarm:
             sw.close()
             return res
         # ended with every recording in: the master quits in its own time (Locust's quit and
-        # shutdown take about 1.5 s) while the caller drains and summarizes
+        # shutdown take about 1.3 s) while the caller drains, summarizes, commits and starts the
+        # next swarm. Only the logs of its processes are still written (Locust's own summary,
+        # a copy of locust_stats.csv, at the master's exit): the next run_one, or the run's end
+        # (wait_closed), waits for them.
         res.closing = threading.Thread(target=sw.close, name="ssbench-swarm-close")
+        with _CLOSING_LOCK:
+            _CLOSING.append(res.closing)
         res.closing.start()
         return res
+
+    @staticmethod
+    def wait_closed() -> None:
+        """Wait until every swarm :meth:`run_one` ended has its processes gone and their logs
+        whole (the next swarm's start, the end of a run)."""
+        while True:
+            with _CLOSING_LOCK:
+                if not _CLOSING:
+                    return
+                t = _CLOSING.pop(0)
+            t.join()
 
     def wait(self, plan: SwarmPlan, stop_event: threading.Event, until: Callable[[], bool] | None) -> SwarmResult:
         spawn_budget = sum(plan.users.values()) / max(self.spawn_rate, 0.1) + 60
