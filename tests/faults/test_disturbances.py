@@ -137,15 +137,16 @@ def test_a_held_conversation_group_is_a_receive_stall_with_its_blocking_chain(pg
     fault()
 
 
+@pytest.mark.alone   # it disturbs the disk of every test running beside it, and they would disturb its own
 def test_a_disk_written_by_another_process_is_noisy_storage(pg_server, tmp_path, fault, figures):
     """issue 24, 2: four processes writing 32 MiB and fsyncing it, over and over, on the file
     system of the server's data while the window runs: the window's fsync probe is far above
     the run's typical and the repetition is noisy_storage (before noisy_host: it counts in no
     verdict)."""
     out = tmp_path / "run"
-    p, lines = start_in_window(matrix(tmp_path, measure=10), out, after=0.0)
+    p, lines = start_in_window(matrix(tmp_path, measure=6), out, after=0.0)
     writers = [subprocess.Popen([sys.executable, str(REPO / "tests/support/fsync_writer.py"),
-                                 str(pg_server.data_dir.parent / f".pytest-noise-{i}"), "11", "32"],
+                                 str(pg_server.data_dir.parent / f".pytest-noise-{i}"), "7", "32"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(4)]
     try:
         err = finish(p, lines)
