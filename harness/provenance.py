@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from . import __version__
+from .cpuawake import idle_states
 from .paths import REPO_ROOT
 
 
@@ -55,7 +56,7 @@ def host() -> dict[str, Any]:
     return {"hostname": socket.gethostname(), "platform": platform.platform(),
             "machine": platform.machine(), "cpu_model": _cpu_model(),
             "cpu_count": os.cpu_count(), "cpu_count_physical": psutil.cpu_count(logical=False),
-            "memory_bytes": psutil.virtual_memory().total}
+            "memory_bytes": psutil.virtual_memory().total, "cpu_idle": idle_states()}
 
 
 def provenance() -> dict[str, Any]:

@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from .cpuawake import CpusAwake
 from .errors import UserError
 from .load.swarm import Swarm
 from .matrix import Matrix, Permutation
@@ -55,7 +56,11 @@ class Runner:
         """Run every repetition not yet complete, in the matrix's order (``run.order``).
         Returns the count of messages lost across the run (0 is the only good answer)."""
         try:
-            return self._run()
+            if not self.matrix.run.keep_cpus_awake:
+                return self._run()
+            with CpusAwake() as awake:
+                self.run_dir.update_run(cpu_awake=awake.record())
+                return self._run()
         finally:
             Swarm.wait_closed()     # the last swarm's processes gone, their logs whole
 

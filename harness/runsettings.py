@@ -36,6 +36,9 @@ class RunSettings:
     order: str = "interleaved"
     #: pin the database server and the load generator to separate CPUs (where the host allows)
     pin_cpus: bool = False
+    #: while the run lasts, ask Linux (PM QoS) to keep idle CPUs awake: they poll instead of
+    #: halting, so a woken process runs at once (harness.cpuawake; needs root, else a warning)
+    keep_cpus_awake: bool = False
     #: open loop (a ``rate`` axis): a repetition whose achieved SEND rate falls short of the
     #: offered one by more than this fraction is flagged ``behind``
     rate_tolerance: float = 0.05
@@ -84,6 +87,7 @@ RUN_FIELDS = {
     "spawn_rate": (float, 0.1, 100_000),
     "order": (str, RUN_ORDERS, None),
     "pin_cpus": (bool, None, None),
+    "keep_cpus_awake": (bool, None, None),
     "rate_tolerance": (float, 0.0, 1.0),
     "backlog_messages": (int, 0, 100_000_000),
     "workers_per_initiator": (int, 1, 64),

@@ -142,11 +142,15 @@ def test_a_case_is_measured_over_its_own_window(pg_server, tmp_path):
     matrix = tmp_path / "cases.yaml"
     text = TINY.read_text().replace("initiators: [2]", "initiators: [1]").replace(
         "dialogs: [per_thread, trick150]", "dialogs: [per_thread]")
+    text = text.replace("  repetitions: 1\n", "  repetitions: 1\n  keep_cpus_awake: true\n")
     matrix.write_text(text + "cases:\n  - name: short\n    axes: {threads: [1]}\n"
                              "  - name: long\n    axes: {threads: [2]}\n    run: {measure_seconds: 3.5}\n")
     out = tmp_path / "run"
     r = ssbench("run", str(matrix), "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
+    # run.keep_cpus_awake: held for the run where this process may (root), else why not
+    awake = json.loads((out / "run.json").read_text())["cpu_awake"]
+    assert awake == {"held": True} if os.access("/dev/cpu_dma_latency", os.W_OK) else "reason" in awake, awake
     s = summaries(out)
     assert set(s) == {"i1-t1-per_thread-p100-durable-short", "i1-t2-per_thread-p100-durable-long"}
     for pid, want in (("i1-t1-per_thread-p100-durable-short", 2.0), ("i1-t2-per_thread-p100-durable-long", 3.5)):
