@@ -126,14 +126,6 @@ class SwarmResult:
     stop_requested: float | None = None
     missing: list[str] = field(default_factory=list)        # placed slots whose recording never came
     workers: dict = field(default_factory=dict)             # slot -> host, pid
-    #: the swarm's processes still exiting once it ended (Swarm.run_one): their logs are whole
-    #: after :meth:`wait_closed`
-    closing: threading.Thread | None = field(default=None, repr=False, compare=False)
-
-    def wait_closed(self) -> None:
-        """Wait until the swarm's processes are gone and their logs written."""
-        if self.closing is not None:
-            self.closing.join()
 
 
 @dataclass
@@ -407,10 +399,10 @@ class Swarm:
         # next swarm. Only the logs of its processes are still written (Locust's own summary,
         # a copy of locust_stats.csv, at the master's exit): the next run_one, or the run's end
         # (wait_closed), waits for them.
-        res.closing = threading.Thread(target=sw.close, name="ssbench-swarm-close")
+        closing = threading.Thread(target=sw.close, name="ssbench-swarm-close")
         with _CLOSING_LOCK:
-            _CLOSING.append(res.closing)
-        res.closing.start()
+            _CLOSING.append(closing)
+        closing.start()
         return res
 
     @staticmethod
