@@ -33,9 +33,16 @@ SLOW_FIXTURE_S = 0.5
 #: the xdist scope of every test that uses the in-process Spark session (the ``spark`` fixture):
 #: they run on one worker, so the session (a JVM, about a gigabyte) is started once
 SPARK_GROUP = "spark-session"
+#: each test module's seconds in a parallel part (``--ssbench-durations-out``): the longest
+#: modules start first, so the short ones fill the end instead of a long one trailing alone
+DURATIONS = REPO / "tests" / "durations.json"
 
 
 def pytest_addoption(parser):
+    parser.addoption("--ssbench-durations-out", default=None, metavar="FILE",
+                     help="write each test module's seconds in this run (set-up, call and tear-down "
+                          "summed) as JSON: the order make test's parallel part starts modules in "
+                          "comes from tests/durations.json, written this way")
     parser.addoption("--ssbench-part", choices=("parallel", "alone", "fast"), default=None,
                      help="run only the tests that may run concurrently (parallel), only those marked "
                           "'alone' (make test runs both, one after the other), or only the unit tests "
@@ -51,6 +58,8 @@ def _worker() -> str:
 def pytest_configure(config):
     from collections import Counter
 
+    _THIS._config = config
+    config._ssbench_module_seconds = {}
     config._ssbench_figures = Counter()
     config._ssbench_fixture_times = []
     config._ssbench_worker_lines = []
@@ -130,7 +139,9 @@ def pytest_collection_modifyitems(config, items):
         if Path(str(item.path)).is_relative_to(e2e):
             item.add_marker(pytest.mark.e2e)
     if hasattr(config, "workerinput"):
-        items.sort(key=_cost_rank)    # stable: collection order within a rank
+        seconds = _module_seconds()
+        # stable: collection order within a rank and module
+        items.sort(key=lambda item: (_cost_rank(item), -seconds.get(_module(item), 0.0)))
         _write_groups(items)
     part = config.getoption("--ssbench-part")
     if part is None:
@@ -141,6 +152,18 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def _module(item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def _module_seconds() -> dict[str, float]:
+    """tests/durations.json's seconds per module ({} when absent or unreadable: collection order)."""
+    try:
+        return {str(k): float(v) for k, v in json.loads(DURATIONS.read_text())["modules"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def _cost_rank(item) -> int:
@@ -250,6 +273,15 @@ def pytest_sessionfinish(session, exitstatus):
                                       "lines": out.lines}
 
 
+def pytest_runtest_logreport(report):
+    """``--ssbench-durations-out``: add up each module's set-up, call and tear-down (in the
+    process that reports: the xdist controller, or the one process)."""
+    cfg = getattr(_THIS, "_config", None)
+    if cfg is not None and cfg.getoption("--ssbench-durations-out") and not hasattr(cfg, "workerinput"):
+        mod = report.nodeid.split("::", 1)[0]
+        cfg._ssbench_module_seconds[mod] = cfg._ssbench_module_seconds.get(mod, 0.0) + report.duration
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """xdist's controller: add up what each worker handed over (pytest_sessionfinish)."""
@@ -261,6 +293,18 @@ def pytest_testnodedown(node, error):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    out = config.getoption("--ssbench-durations-out")
+    if out and config._ssbench_module_seconds:
+        try:    # make test's two parts write in turn: each adds its modules
+            modules = json.loads(Path(out).read_text())["modules"]
+        except (OSError, ValueError, KeyError, TypeError):
+            modules = {}
+        modules.update({k: round(v, 1) for k, v in config._ssbench_module_seconds.items()})
+        doc = {"about": "seconds per test module in make test (tests/conftest.py, --ssbench-durations-out): "
+                        "the parallel part starts the longest modules first",
+               "modules": dict(sorted(modules.items()))}
+        Path(out).write_text(json.dumps(doc, indent=1) + "\n")
+        terminalreporter.write_line(f"module durations written to {out}")
     for line in getattr(config, "_ssbench_worker_lines", ()):
         terminalreporter.write_line(line)
     f = getattr(config, "_ssbench_figures", None)
