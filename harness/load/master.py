@@ -179,11 +179,6 @@ class MasterSide:
                 runner.quit()
 
         self._preparing = gevent.spawn(run)
-        # called from ``init``: Locust's headless start then looks for its expected workers once
-        # a second, the first look at once, before any worker's hello was read. Waiting here
-        # for the placement (it looks every 50 ms) lets that first look find them: the swarm
-        # starts about 0.7 s sooner. A failed placement has quit the runner already.
-        self._preparing.join()
 
     def _missing_text(self, wanted: list[Slot], got: dict[str, Slot]) -> str:
         missing = [s for s in wanted if s not in got.values()]
