@@ -78,6 +78,12 @@ class BacklogRepetition(Repetition):
         self._add_drain_samples()
         return self.finish(res, warmup_seconds=0.0, measure_seconds=fill_seconds)
 
+    def _phases(self, summary: RepetitionSummary) -> tuple[float, float]:
+        """The fill's window, which ends at the latest when activation came on: the window is
+        whole recording buckets, and a fill shorter than one may otherwise reach into the drain."""
+        start, end = super()._phases(summary)
+        return start, min(end, self.drain.t_on) if self.drain is not None else end
+
     # ------------------------------------------------------------------ 2. the fill
     def _fill(self) -> tuple[SwarmResult, float]:
         """SEND until the initiators have sent ``run.backlog_messages`` (or the measured window

@@ -321,8 +321,12 @@ class Repetition:
             lat["send_corrected"] = wd.latency_corrected
         return build_repetition_summary(data), lat
 
+    def _phases(self, summary: RepetitionSummary) -> tuple[float, float]:
+        """The measured window's start and end, for each sample's phase in samples.jsonl."""
+        return summary.window.measure_start, summary.window.measure_end
+
     def _write(self, summary: RepetitionSummary, lat: dict[str, Histogram]) -> None:
-        start, end = summary.window.measure_start, summary.window.measure_end
+        start, end = self._phases(summary)
         t0 = self.sampler.started
 
         def phase(ts):
