@@ -13,6 +13,24 @@ REPO = Path(__file__).resolve().parent.parent
 MAX_MODULE_LINES = 600
 
 
+@pytest.fixture(autouse=True)
+def logging_left_as_found():
+    """import-linter's CLI configures logging with ``dictConfig``, which disables every logger
+    that exists already (``disable_existing_loggers``): harness's own, so a later test in this
+    process that reads them (caplog) would see nothing. Put every logger back as it was."""
+    import logging
+
+    loggers = [logging.getLogger(), *(x for x in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(x, logging.Logger))]
+    saved = [(x, x.disabled, x.level, x.propagate, list(x.handlers)) for x in loggers]
+    yield
+    for x, disabled, level, propagate, handlers in saved:
+        x.disabled, x.level, x.propagate, x.handlers[:] = disabled, level, propagate, handlers
+    for x in logging.Logger.manager.loggerDict.values():     # made by import-linter: quiet again
+        if isinstance(x, logging.Logger) and all(x is not s[0] for s in saved):
+            x.handlers.clear()
+
+
 def test_import_contracts_hold(capsys):
     from importlinter.cli import lint_imports
 
