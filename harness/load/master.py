@@ -56,6 +56,7 @@ log = logging.getLogger("ssbench.master")
 STOP_MARGIN_S = 0.5          # past the windows: the window starts at a recording-bucket boundary
 STOPPED_POLL_S = 0.05        # after the stop: how often to look whether every worker has stopped
 RECORDING_WAIT_S = 60.0      # after the stop, for every placed worker's recording
+MISSING_GRACE_S = 15.0       # after the stop, for the recording of a worker Locust marked missing
 PROGRESS_FLUSH_S = 30.0      # at the end, for the Progress messages still to forward
 HEARTBEAT_S = 0.25
 CONTROLLER_SILENT_S = 10.0
@@ -72,6 +73,7 @@ class MasterSide:
         self.plan: SwarmPlan | None = None
         self.placed: dict[str, Slot] = {}        # client id -> slot
         self.recorded: set[str] = set()          # slot names whose recording was forwarded
+        self.unslotted: set[str] = set()         # client ids told they have no slot in this swarm
         self.phase = "idle"
         self.facts: dict = {}
         self.failures: list[str] = []
@@ -107,6 +109,21 @@ class MasterSide:
             self.claims[msg.node_id] = Claim.from_wire(msg.data)
         except ValueError as e:
             log.warning("worker %s: %s", msg.node_id, e)
+            return
+        if self.plan is not None and self.plan.single and self.phase not in ("placing", "idle") \
+                and msg.node_id not in self.placed:
+            self._no_slot(msg.node_id)      # came after its headless swarm was placed
+
+    def _no_slot(self, cid: str) -> None:
+        """A worker with no slot in this swarm (said once): a headless swarm's is told to quit."""
+        if cid in self.unslotted:
+            return
+        self.unslotted.add(cid)
+        claim = self.claims.get(cid)
+        log.warning("worker %s (%s) has no slot in this swarm%s", cid, claim.host if claim else "?",
+                    ": told to quit" if self._single() else "")
+        if self._single():
+            self.runner.send_message("quit", None, client_id=cid)
 
     def _refused(self, worker: str, reason: str) -> None:
         self._post("/notice", Notice(text=f"refused worker {worker}: {reason}"))
@@ -127,11 +144,7 @@ class MasterSide:
             return why
         plan, got = self.plan, self.placed
         for cid in [c for c in list(self.runner.clients.keys()) if c not in got]:
-            claim = self.claims.get(cid)
-            log.warning("worker %s (%s) has no slot in this swarm%s", cid, claim.host if claim else "?",
-                        ": told to quit" if plan.single else "")
-            if plan.single:
-                self.runner.send_message("quit", None, client_id=cid)
+            self._no_slot(cid)
         for cid, s in got.items():
             self.runner.send_message(LOCUST_TYPES["assignment"], Assignment(
                 spec=plan.spec, initiator=s.initiator, worker=s.worker, users=s.users,
@@ -146,6 +159,7 @@ class MasterSide:
         wait; a headless master does this from its start (:meth:`prepare_headless`), so missing
         workers are named even while Locust itself still waits for them."""
         self.plan, self.placed, self.recorded, self.failures, self.facts = None, {}, set(), [], {}
+        self.unslotted = set()
         self._ending = False
         self._set_phase("placing")
         reply = self._post("/swarm", SwarmRequest(users=users, spawn_rate=spawn_rate, form=form or {}),
@@ -179,6 +193,11 @@ class MasterSide:
                 runner.quit()
 
         self._preparing = gevent.spawn(run)
+        # called from ``init``: Locust's headless start then looks for its expected workers once
+        # a second, the first look at once, before any worker's hello was read. Waiting here
+        # for the placement (it looks every 50 ms) lets that first look find them: the swarm
+        # starts about 0.7 s sooner. A failed placement has quit the runner already.
+        self._preparing.join()
 
     def _missing_text(self, wanted: list[Slot], got: dict[str, Slot]) -> str:
         missing = [s for s in wanted if s not in got.values()]
@@ -296,6 +315,7 @@ class MasterSide:
         # a headless swarm only: the web UI's may be started again at once, and Locust's late
         # test_stop must not end the next one
         if self.plan is not None and self.plan.single and self.phase not in ("idle", "ended"):
+            self.facts.setdefault("stop_requested", time.time())
             gevent.spawn(self._end_when_stopped)
 
     def _end_when_stopped(self) -> None:
@@ -321,11 +341,16 @@ class MasterSide:
         gevent.spawn(self._collect_and_end)
 
     def _awaited(self) -> bool:
-        """A recording still due from a placed worker that is still there."""
+        """A recording still due from a placed worker that is still there. Locust marks a worker
+        missing after 3 s without its heartbeat; a worker busy stopping its users and building
+        its recording on a loaded machine can be that late and still send it, so the recording
+        of a missing worker is awaited for MISSING_GRACE_S after the stop (a worker lost while
+        the swarm ran has failed it already: ``_heartbeat``)."""
         from locust.runners import STATE_MISSING
 
+        grace = time.time() - self.facts.get("stop_requested", time.time()) < MISSING_GRACE_S
         return any(s.name not in self.recorded and cid in self.runner.clients
-                   and self.runner.clients[cid].state != STATE_MISSING for cid, s in self.placed.items())
+                   and (grace or self.runner.clients[cid].state != STATE_MISSING) for cid, s in self.placed.items())
 
     def _collect_and_end(self) -> None:
         deadline = time.monotonic() + RECORDING_WAIT_S

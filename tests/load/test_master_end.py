@@ -60,6 +60,41 @@ SCENARIOS = textwrap.dedent("""
         gevent.sleep(0.1)
         assert ended == ["collected"], ended
 
+        # a worker Locust marked missing (no heartbeat for 3 s) after the stop: a loaded machine
+        # can delay a worker that still sends its recording, which is awaited MISSING_GRACE_S
+        import time
+        from harness.load.master import MISSING_GRACE_S
+        m, ended = master(single=True)
+        m.runner.clients["c1"].state = "missing"
+        m._on_test_stopping()                    # the stop: now
+        m.runner.user_count = 0                  # Locust counts no users on a missing worker
+        gevent.sleep(0.2)
+        assert ended == [], "a missing worker's recording was not awaited after the stop"
+        m.recorded.add(m.placed["c1"].name)      # it came after all
+        gevent.sleep(0.2)
+        assert ended == ["collected"], ended
+        m, ended = master(single=True)
+        m.runner.clients["c1"].state = "missing"
+        m.facts["stop_requested"] = time.time() - MISSING_GRACE_S - 1
+        assert not m._awaited(), "a missing worker awaited beyond the grace"
+        m.runner.clients["c1"].state = "stopping"
+        assert m._awaited(), "a worker that is there is awaited up to RECORDING_WAIT_S"
+        del m.runner.clients["c1"]
+        assert not m._awaited(), "a worker Locust removed is not awaited"
+
+        # a worker whose claim comes after its headless swarm was placed has no slot: it is
+        # told to quit, once
+        from harness.load.protocol import Claim
+        m, ended = master(single=True)
+        m.phase, m.claims, m.unslotted, sent = "running", {}, set(), []
+        m.runner.send_message = lambda kind, data, client_id: sent.append((kind, client_id))
+        late = SimpleNamespace(node_id="c9", data=Claim(initiator=3, host="h", pid=9).to_wire())
+        m._on_claim(None, late)
+        m._on_claim(None, late)
+        assert sent == [("quit", "c9")], sent
+        m._on_claim(None, SimpleNamespace(node_id="c1", data=Claim(initiator=1, host="h", pid=1).to_wire()))
+        assert sent == [("quit", "c9")], "a placed worker's claim told it to quit"
+
     # the interpreter's shutdown would wait on what importing the master started: exit at once
     try:
         scenarios()
@@ -74,3 +109,4 @@ SCENARIOS = textwrap.dedent("""
 def test_the_swarm_ends_once_users_are_stopped_and_recordings_are_in():
     r = subprocess.run([sys.executable, "-c", SCENARIOS], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
