@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def test_sigkill_of_the_runner_takes_its_swarm_with_it_and_resume_completes(pg_server, tmp_path, fault, figures):
     """1. ``ssbench run`` killed (SIGKILL) mid-window: no Locust process lives on SENDing, and a
     resume started at once completes with every message accounted for exactly once."""
-    m = write_matrix(tmp_path, measure=8)
+    m = write_matrix(tmp_path, measure=5)
     out = tmp_path / "run"
     p, lines = start_run(m, out, settle=2)
     assert locust_processes(str(out)), "no swarm found to orphan"
@@ -72,7 +72,7 @@ def test_ctrl_c_during_the_drain_leaves_the_repetition_incomplete_never_lost(pg_
 def test_a_killed_worker_fails_the_repetition_and_resume_redoes_it(pg_server, tmp_path, fault, figures):
     """3. A Locust worker killed mid-window: the repetition fails naming the worker and when,
     is not committed, and is redone on resume."""
-    m = write_matrix(tmp_path, initiators=2, measure=8)
+    m = write_matrix(tmp_path, initiators=2, measure=5)
     out = tmp_path / "run"
     p, lines = start_run(m, out, settle=2)
     workers = [w for w in locust_processes(str(out)) if "--worker" in " ".join(w.cmdline())]
@@ -97,7 +97,7 @@ def test_a_postgresql_crash_is_one_clear_line_and_users_stop(pg_server, tmp_path
     lost (durability held). Runs in the parallel part: the server it takes down is this test
     process's own (one per xdist worker, whose tests run one at a time), and it is started
     again whatever happens, so no later test of this process finds it down."""
-    m = write_matrix(tmp_path, measure=8, drain=20)
+    m = write_matrix(tmp_path, measure=5, drain=20)
     out = tmp_path / "run"
     try:
         p, lines = start_run(m, out, settle=2)
