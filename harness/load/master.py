@@ -74,6 +74,7 @@ class MasterSide:
         self.placed: dict[str, Slot] = {}        # client id -> slot
         self.recorded: set[str] = set()          # slot names whose recording was forwarded
         self.unslotted: set[str] = set()         # client ids told they have no slot in this swarm
+        self.lost: set[str] = set()              # slot names whose worker went missing while it ran
         self.phase = "idle"
         self.facts: dict = {}
         self.failures: list[str] = []
@@ -159,7 +160,7 @@ class MasterSide:
         wait; a headless master does this from its start (:meth:`prepare_headless`), so missing
         workers are named even while Locust itself still waits for them."""
         self.plan, self.placed, self.recorded, self.failures, self.facts = None, {}, set(), [], {}
-        self.unslotted = set()
+        self.unslotted, self.lost = set(), set()
         self._ending = False
         self._set_phase("placing")
         reply = self._post("/swarm", SwarmRequest(users=users, spawn_rate=spawn_rate, form=form or {}),
@@ -344,13 +345,14 @@ class MasterSide:
         """A recording still due from a placed worker that is still there. Locust marks a worker
         missing after 3 s without its heartbeat; a worker busy stopping its users and building
         its recording on a loaded machine can be that late and still send it, so the recording
-        of a missing worker is awaited for MISSING_GRACE_S after the stop (a worker lost while
-        the swarm ran has failed it already: ``_heartbeat``)."""
+        of a missing worker is awaited for MISSING_GRACE_S after the stop, unless it went missing
+        while the swarm ran (``_heartbeat`` reported it lost: the swarm has failed)."""
         from locust.runners import STATE_MISSING
 
         grace = time.time() - self.facts.get("stop_requested", time.time()) < MISSING_GRACE_S
         return any(s.name not in self.recorded and cid in self.runner.clients
-                   and (grace or self.runner.clients[cid].state != STATE_MISSING) for cid, s in self.placed.items())
+                   and (self.runner.clients[cid].state != STATE_MISSING or (grace and s.name not in self.lost))
+                   for cid, s in self.placed.items())
 
     def _collect_and_end(self) -> None:
         deadline = time.monotonic() + RECORDING_WAIT_S
@@ -404,14 +406,13 @@ class MasterSide:
     def _heartbeat(self) -> None:
         from locust.runners import STATE_MISSING
 
-        lost_reported: set[str] = set()
         while True:
             gevent.sleep(HEARTBEAT_S)
             for cid, s in list(self.placed.items()):
                 node = self.runner.clients.get(cid)
-                if self.phase in ("spawning", "running") and s.name not in lost_reported and (
+                if self.phase in ("spawning", "running") and s.name not in self.lost and (
                         node is None or node.state == STATE_MISSING):
-                    lost_reported.add(s.name)
+                    self.lost.add(s.name)
                     self._fail("lost", f"Locust worker {s.name} ({self.claims[cid].host}, pid {self.claims[cid].pid}) "
                                        "stopped answering while the swarm was running")
             cmd = self._post_status()

@@ -65,7 +65,7 @@ SCENARIOS = textwrap.dedent("""
         import time
         from harness.load.master import MISSING_GRACE_S
         m, ended = master(single=True)
-        m.runner.clients["c1"].state = "missing"
+        m.runner.clients["c1"].state, m.lost = "missing", set()
         m._on_test_stopping()                    # the stop: now
         m.runner.user_count = 0                  # Locust counts no users on a missing worker
         gevent.sleep(0.2)
@@ -74,9 +74,12 @@ SCENARIOS = textwrap.dedent("""
         gevent.sleep(0.2)
         assert ended == ["collected"], ended
         m, ended = master(single=True)
-        m.runner.clients["c1"].state = "missing"
+        m.runner.clients["c1"].state, m.lost = "missing", set()
         m.facts["stop_requested"] = time.time() - MISSING_GRACE_S - 1
         assert not m._awaited(), "a missing worker awaited beyond the grace"
+        m.facts["stop_requested"] = time.time()
+        m.lost = {m.placed["c1"].name}           # missing while the swarm ran: reported lost
+        assert not m._awaited(), "a worker lost while the swarm ran awaited after the stop"
         m.runner.clients["c1"].state = "stopping"
         assert m._awaited(), "a worker that is there is awaited up to RECORDING_WAIT_S"
         del m.runner.clients["c1"]
