@@ -361,9 +361,12 @@ class MasterSide:
         self._flush_progress()
         names = sorted(s.name for s in self.placed.values())
         self.facts.update(recorded=sorted(self.recorded), missing=[n for n in names if n not in self.recorded])
-        self.phase = "ended"   # posted once with Locust's statistics; the heartbeat repeats the phase only
+        # "ended" is posted with Locust's statistics. The phase changes only once that post is
+        # answered: the heartbeat posts the phase meanwhile, and an "ended" without the CSVs
+        # reaching the controller first would end the swarm without them.
         self._post("/status", Status(swarm_id=self.plan.swarm_id, phase="ended",
                                      facts={**self.facts, **_locust_csv(self.env)}), timeout=120)
+        self.phase = "ended"
         if self._single():
             self.runner.quit()
         else:

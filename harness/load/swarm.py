@@ -280,7 +280,8 @@ class Swarm:
         ended = None
         with self._lock:
             cur = self.current
-            if cur is not None and st.swarm_id == cur.plan.swarm_id:
+            # after "ended" the master's heartbeat may still post an earlier phase: not kept
+            if cur is not None and st.swarm_id == cur.plan.swarm_id and not cur.ended.is_set():
                 cur.phase = st.phase
                 cur.facts.update(st.facts)
                 if st.phase == "ended" and not cur.ended.is_set():

@@ -98,6 +98,26 @@ SCENARIOS = textwrap.dedent("""
         m._on_claim(None, SimpleNamespace(node_id="c1", data=Claim(initiator=1, host="h", pid=1).to_wire()))
         assert sent == [("quit", "c9")], "a placed worker's claim told it to quit"
 
+        # the "ended" status carries Locust's CSVs; a heartbeat posting while it is under way
+        # must not post "ended" without them (the controller keeps the first "ended")
+        import harness.load.master as master_module
+        master_module._locust_csv = lambda env: {"stats_csv": "csv"}
+        m, ended = master(single=True)
+        m.env, m._progress, m._progress_busy = None, [], False
+        m.runner.quit = lambda: None
+        m.recorded.add(m.placed["c1"].name)
+        posted = []
+
+        def post(route, message, timeout=30):
+            posted.append((message.phase, "stats_csv" in message.facts))
+            if len(posted) == 1:
+                m._post_status()                 # the heartbeat, while the "ended" post is under way
+            return {}
+        m._post = post
+        master_module.MasterSide._collect_and_end(m)
+        assert m.phase == "ended" and ("ended", True) in posted, posted
+        assert ("ended", False) not in posted, f"an ended status without Locust's CSVs: {posted}"
+
     # the interpreter's shutdown would wait on what importing the master started: exit at once
     try:
         scenarios()
