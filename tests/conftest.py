@@ -63,6 +63,7 @@ def pytest_configure(config):
     config._ssbench_figures = Counter()
     config._ssbench_fixture_times = []
     config._ssbench_worker_lines = []
+    _warm_spark_archive(config)
     if _xdist_controller(config):
         # the workers write which tests share a scope here; the scheduler reads it
         config._ssbench_groups = Path(tempfile.mkdtemp(prefix="ssbench-test-groups-"))
@@ -78,6 +79,23 @@ def pytest_configure(config):
         config._ssbench_pg_base = base
         config._ssbench_old_pgdata = os.environ.get("SSBENCH_PGDATA")
         os.environ["SSBENCH_PGDATA"] = str(base / "pg")
+
+
+def _warm_spark_archive(config) -> None:
+    """Before any test starts a JVM, the class-data-sharing archive of Spark's classes is
+    written (harness.analysis.spark.write_archive: about 25 s, once per machine). Otherwise the
+    first JVM of the run writes it when it exits: the in-process Spark session's, at the end of
+    the parallel part, so every other JVM of the run would start without it (about 3.5
+    CPU-seconds more each)."""
+    if config.getoption("--ssbench-part") == "fast" or hasattr(config, "workerinput"):
+        return
+    from harness.analysis import spark
+
+    if not spark.archive_missing():
+        return
+    t0 = time.monotonic()
+    path = spark.write_archive()
+    print(f"Spark class-data archive: {path or 'not written'} ({time.monotonic() - t0:.1f} s)", file=sys.stderr)
 
 
 def _xdist_controller(config) -> bool:

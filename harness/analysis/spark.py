@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -122,7 +123,12 @@ def _cds_options(gc_opts: str) -> list[str]:
     the JVM (-Xshare:auto). SSBENCH_SPARK_CDS=0 turns this off; so does a Spark or Hadoop
     configuration directory in the environment (the JDK refuses an archive with directories on
     the class path).
+
+    The part is claimed (created empty) when the JVM is started: JVMs started meanwhile run
+    without an archive instead of each writing one. :func:`keep_archive` ends the JVM and
+    installs the archive at once.
     """
+    global _ARCHIVING
     if not environment.flag("SSBENCH_SPARK_CDS"):
         return []
     # a non-empty directory on the JVM's class path (Spark puts these configuration directories
@@ -131,20 +137,16 @@ def _cds_options(gc_opts: str) -> list[str]:
         if os.environ.get(var):
             return []
     try:
-        import hashlib
         import time
 
-        import pyspark
+        from pyspark import SparkContext
 
-        java = java_executable()
-        if not java:
+        if SparkContext._gateway is not None:   # this process's JVM runs: its options are set
             return []
-        real = os.path.realpath(java)
-        st = os.stat(real)
-        ident = f"{real}|{st.st_size}|{st.st_mtime_ns}|{pyspark.__file__}|{pyspark.__version__}|{gc_opts}"
-        key = hashlib.sha256(ident.encode()).hexdigest()[:16]
-        d = cache_dir()
-        final = d / f"spark-cds-{key}.jsa"
+        paths = _archive(gc_opts)
+        if paths is None:
+            return []
+        d, key, final = paths
         quiet = "-Xlog:cds*=off"
         if final.is_file() and final.stat().st_size > 0:
             return [f"-XX:SharedArchiveFile={final}", quiet]
@@ -162,9 +164,118 @@ def _cds_options(gc_opts: str) -> list[str]:
                 os.replace(part, final)
                 return [f"-XX:SharedArchiveFile={final}", quiet]
             part.unlink(missing_ok=True)
-        return [f"-XX:ArchiveClassesAtExit={d / f'spark-cds-{key}.{os.getpid()}.part'}", quiet]
+        part = d / f"spark-cds-{key}.{os.getpid()}.part"
+        # claimed at once (the JVM replaces the file when it exits): a JVM started meanwhile
+        # sees a live writer and neither waits nor writes an archive of its own
+        part.touch()
+        _ARCHIVING = (part, final)
+        return [f"-XX:ArchiveClassesAtExit={part}", quiet]
     except Exception:  # a cache is never a reason to fail
         return []
+
+
+def _archive(gc_opts: str) -> tuple[Path, str, Path] | None:
+    """The cache directory, key and path of the AppCDS archive for this Java, pyspark and GC
+    options (None without Java)."""
+    import hashlib
+
+    import pyspark
+
+    java = java_executable()
+    if not java:
+        return None
+    real = os.path.realpath(java)
+    st = os.stat(real)
+    ident = f"{real}|{st.st_size}|{st.st_mtime_ns}|{pyspark.__file__}|{pyspark.__version__}|{gc_opts}"
+    key = hashlib.sha256(ident.encode()).hexdigest()[:16]
+    d = cache_dir()
+    return d, key, d / f"spark-cds-{key}.jsa"
+
+
+def archive_missing() -> bool:
+    """Whether a local analysis would start without an AppCDS archive that it could have (on,
+    Java found, none written yet)."""
+    if not environment.flag("SSBENCH_SPARK_CDS"):
+        return False
+    try:
+        paths = _archive(LOCAL_JAVA_OPTS)
+    except Exception:
+        return False
+    return paths is not None and not (paths[2].is_file() and paths[2].stat().st_size > 0)
+
+
+#: write_archive()'s job: the kinds of work an analysis does (JSON, aggregates, a window,
+#: parquet, a local checkpoint, rows from Python), so its JVM loads the classes they need
+_ARCHIVE_JOB = """
+import json, sys, tempfile
+from pathlib import Path
+from pyspark.sql import Window, functions as F
+from harness.analysis.spark import get_spark, keep_archive
+with tempfile.TemporaryDirectory() as d:
+    src = Path(d) / "rows.json"
+    src.write_text("\\n".join(json.dumps({"k": i % 7, "v": i * 1.5, "s": f"n{i}"}) for i in range(200)))
+    spark = get_spark("local[2]", app_name="ssbench-archive", shuffle_partitions=2, input_bytes=0)
+    df = spark.read.json(str(src)).localCheckpoint()
+    agg = df.groupBy("k").agg(F.count("*").alias("n"), F.avg("v").alias("m"), F.stddev("v").alias("sd"),
+                              F.percentile_approx("v", 0.99).alias("p"), F.collect_list("s").alias("l"))
+    top = df.withColumn("r", F.row_number().over(Window.partitionBy("k").orderBy(F.desc("v"))))
+    top.join(agg, "k").where("r <= 2").write.mode("overwrite").parquet(str(Path(d) / "out"))
+    spark.read.parquet(str(Path(d) / "out")).orderBy("k").collect()
+    spark.createDataFrame([(1, "a")], "x int, y string").collect()
+    spark.stop()
+    print(keep_archive() or "")
+"""
+
+
+def write_archive(timeout: float = 300.0) -> Path | None:
+    """Write the AppCDS archive now, when a local analysis would start without one it could
+    have (:func:`archive_missing`): a short Spark job in a process of its own, waited for (about
+    25 s on 2 cores, most of it the JVM writing the archive). Returns the archive, or None
+    (off, no Java, or the job failed)."""
+    if not archive_missing():
+        paths = _archive(LOCAL_JAVA_OPTS) if environment.flag("SSBENCH_SPARK_CDS") else None
+        return paths[2] if paths is not None and paths[2].is_file() else None
+    try:
+        r = subprocess.run([sys.executable, "-c", _ARCHIVE_JOB], capture_output=True, text=True, timeout=timeout,
+                           cwd=Path(__file__).resolve().parents[2])
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out = r.stdout.strip()
+    return Path(out) if r.returncode == 0 and out and Path(out).is_file() else None
+
+
+#: (the part, the archive) when this process's JVM writes the AppCDS archive at its exit
+_ARCHIVING: tuple[Path, Path] | None = None
+
+
+def keep_archive(timeout: float = 120.0) -> Path | None:
+    """End this process's Spark JVM, if it is writing the AppCDS archive (:func:`_cds_options`),
+    wait for it to write it, and install the archive at once: JVMs started from then on use it
+    (otherwise the next start after 120 s does). Stop the SparkSession first. Returns the
+    archive installed, or None (no archive written by this process, or the JVM did not end
+    within ``timeout``)."""
+    global _ARCHIVING
+    if _ARCHIVING is None:
+        return None
+    from pyspark import SparkContext
+
+    part, final = _ARCHIVING
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return None
+    gateway.shutdown()
+    proc.stdin.close()          # the gateway JVM exits at the end of its standard input
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    SparkContext._gateway = SparkContext._jvm = None
+    _ARCHIVING = None
+    if not part.is_file() or part.stat().st_size == 0:
+        return None
+    os.replace(part, final)
+    return final
 
 
 def local_java_options(input_bytes: int | None = None) -> str:
