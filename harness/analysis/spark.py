@@ -148,7 +148,7 @@ def _cds_options(gc_opts: str) -> list[str]:
             return []
         d, key, final = paths
         quiet = "-Xlog:cds*=off"
-        if final.is_file() and final.stat().st_size > 0:
+        if _installed(final):
             return [f"-XX:SharedArchiveFile={final}", quiet]
         d.mkdir(parents=True, exist_ok=True)
         for part in d.glob(f"spark-cds-{key}.*.part"):
@@ -192,39 +192,49 @@ def _archive(gc_opts: str) -> tuple[Path, str, Path] | None:
     return d, key, d / f"spark-cds-{key}.jsa"
 
 
-def archive_missing() -> bool:
-    """Whether a local analysis would start without an AppCDS archive that it could have (on,
-    Java found, none written yet)."""
+def _installed(final: Path) -> bool:
+    return final.is_file() and final.stat().st_size > 0
+
+
+def _local_archive() -> Path | None:
+    """Where a local analysis' AppCDS archive is or would be (None: off, or no Java)."""
     if not environment.flag("SSBENCH_SPARK_CDS"):
-        return False
+        return None
     try:
         paths = _archive(LOCAL_JAVA_OPTS)
     except Exception:
-        return False
-    return paths is not None and not (paths[2].is_file() and paths[2].stat().st_size > 0)
+        return None
+    return paths[2] if paths is not None else None
 
 
-#: write_archive()'s job: the kinds of work an analysis does (JSON, aggregates, a window,
-#: parquet, a local checkpoint, rows from Python), so its JVM loads the classes they need
-_ARCHIVE_JOB = """
-import json, sys, tempfile
-from pathlib import Path
-from pyspark.sql import Window, functions as F
-from harness.analysis.spark import get_spark, keep_archive
-with tempfile.TemporaryDirectory() as d:
-    src = Path(d) / "rows.json"
-    src.write_text("\\n".join(json.dumps({"k": i % 7, "v": i * 1.5, "s": f"n{i}"}) for i in range(200)))
-    spark = get_spark("local[2]", app_name="ssbench-archive", shuffle_partitions=2, input_bytes=0)
-    df = spark.read.json(str(src)).localCheckpoint()
-    agg = df.groupBy("k").agg(F.count("*").alias("n"), F.avg("v").alias("m"), F.stddev("v").alias("sd"),
-                              F.percentile_approx("v", 0.99).alias("p"), F.collect_list("s").alias("l"))
-    top = df.withColumn("r", F.row_number().over(Window.partitionBy("k").orderBy(F.desc("v"))))
-    top.join(agg, "k").where("r <= 2").write.mode("overwrite").parquet(str(Path(d) / "out"))
-    spark.read.parquet(str(Path(d) / "out")).orderBy("k").collect()
-    spark.createDataFrame([(1, "a")], "x int, y string").collect()
-    spark.stop()
-    print(keep_archive() or "")
-"""
+def archive_missing() -> bool:
+    """Whether a local analysis would start without an AppCDS archive that it could have (on,
+    Java found, none written yet)."""
+    final = _local_archive()
+    return final is not None and not _installed(final)
+
+
+def _archive_job() -> None:
+    """write_archive()'s job, in a process of its own: the kinds of work an analysis does
+    (JSON, aggregates, a window, parquet, a local checkpoint, rows from Python), so its JVM
+    loads the classes they need; prints the archive it installed."""
+    import json
+
+    from pyspark.sql import Window, functions as F
+
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "rows.json"
+        src.write_text("\n".join(json.dumps({"k": i % 7, "v": i * 1.5, "s": f"n{i}"}) for i in range(200)))
+        spark = get_spark("local[2]", app_name="ssbench-archive", shuffle_partitions=2, input_bytes=0)
+        df = spark.read.json(str(src)).localCheckpoint()
+        agg = df.groupBy("k").agg(F.count("*").alias("n"), F.avg("v").alias("m"), F.stddev("v").alias("sd"),
+                                  F.percentile_approx("v", 0.99).alias("p"), F.collect_list("s").alias("l"))
+        top = df.withColumn("r", F.row_number().over(Window.partitionBy("k").orderBy(F.desc("v"))))
+        top.join(agg, "k").where("r <= 2").write.mode("overwrite").parquet(str(Path(d) / "out"))
+        spark.read.parquet(str(Path(d) / "out")).orderBy("k").collect()
+        spark.createDataFrame([(1, "a")], "x int, y string").collect()
+        spark.stop()
+        print(keep_archive() or "")
 
 
 def write_archive(timeout: float = 300.0) -> Path | None:
@@ -232,16 +242,15 @@ def write_archive(timeout: float = 300.0) -> Path | None:
     have (:func:`archive_missing`): a short Spark job in a process of its own, waited for (about
     25 s on 2 cores, most of it the JVM writing the archive). Returns the archive, or None
     (off, no Java, or the job failed)."""
-    if not archive_missing():
-        paths = _archive(LOCAL_JAVA_OPTS) if environment.flag("SSBENCH_SPARK_CDS") else None
-        return paths[2] if paths is not None and paths[2].is_file() else None
+    final = _local_archive()
+    if final is None or _installed(final):
+        return final
     try:
-        r = subprocess.run([sys.executable, "-c", _ARCHIVE_JOB], capture_output=True, text=True, timeout=timeout,
-                           cwd=Path(__file__).resolve().parents[2])
+        r = subprocess.run([sys.executable, "-c", "from harness.analysis.spark import _archive_job; _archive_job()"],
+                           capture_output=True, text=True, timeout=timeout, cwd=Path(__file__).resolve().parents[2])
     except (OSError, subprocess.SubprocessError):
         return None
-    out = r.stdout.strip()
-    return Path(out) if r.returncode == 0 and out and Path(out).is_file() else None
+    return final if r.returncode == 0 and r.stdout.strip() == str(final) and _installed(final) else None
 
 
 #: (the part, the archive) when this process's JVM writes the AppCDS archive at its exit

@@ -284,7 +284,7 @@ class Swarm:
             if cur is not None and st.swarm_id == cur.plan.swarm_id and not cur.ended.is_set():
                 cur.phase = st.phase
                 cur.facts.update(st.facts)
-                if st.phase == "ended" and not cur.ended.is_set():
+                if st.phase == "ended":
                     self._write_locust_csv(cur, st.facts)
                     cur.ended.set()
                     ended = cur
