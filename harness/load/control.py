@@ -59,8 +59,13 @@ class ControlServer:
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    # the caller is gone (a killed master): the controller's own process watch
+                    # reports that, in one line, not a server traceback
+                    log.debug("control %s: the caller went away before the reply", self.path)
 
             def do_GET(self):  # noqa: N802
                 self._handle("GET")
