@@ -1,7 +1,7 @@
 """matrices/bench.yaml's design by simulation: how often a `make bench` run decides at least 5 of
 its 6 comparisons, for windows per thread count, the repetitions' spread they give, the time a
 repetition takes, and the time budget; through the real auto loop
-(harness.verdicts.simulate.simulate_runs: plan_round, round_fits, judge_all).
+(harness.verdicts.simulate.simulate_runs: plan_round, fit_round, judge_all).
 
     PYTHONPATH=. python benchmarks/bench_design.py [--runs 400] [--overhead 2] [--spread quiet|measured]
 

@@ -24,7 +24,7 @@ from .results import RepetitionSummary, RunDir, utc_now_iso, write_atomic
 from .targets.base import Target
 from .verdicts import Rule, rows_from_summaries
 from .verdicts.answer import comparison_words, key_row, stop_words, threads_text
-from .verdicts.auto import STOP_BUDGET, STOP_DECIDED, STOP_NONE, RoundPlan, plan_round, round_fits
+from .verdicts.auto import STOP_DECIDED, STOP_NONE, RoundPlan, fit_round, plan_round
 
 __all__ = ["Interrupted", "Progress", "Runner", "resolve_profile", "start_run"]
 
@@ -104,28 +104,43 @@ class Runner:
         """``run.repetitions: auto`` (harness.verdicts.auto): interleaved rounds, the first
         ``min_repetitions`` of every permutation, then of the permutations of undecided
         comparisons only, until every comparison is decided, ``max_repetitions`` or the time
-        budget. What ran before an interruption is kept (and its time counted); the rounds are
-        a function of the repetitions on disk, so a resumed run continues where it was."""
+        budget; a round that does not fit whole runs the undecided comparisons that do
+        (:func:`harness.verdicts.auto.fit_round`). What ran before an interruption is kept
+        (and its time counted); each round's permutations are recorded when it begins, so a
+        resumed run finishes that round as it began and continues where it was."""
         m, rd = self.matrix, self.run_dir
         perms = {p.id: p for p in m.permutations()}
         rule = Rule.of_run(asdict(m.run))
         budget = m.run.budget_minutes * 60.0 if m.run.budget_minutes else None
         clock = dict(rd.read_run().get("auto") or {})
         spent, timed = float(clock.get("spent_seconds") or 0.0), int(clock.get("timed_repetitions") or 0)
+        # the repetitions' windows so far (None: a run begun before they were counted)
+        windows = float(clock.get("window_seconds") or 0.0) if "window_seconds" in clock or not timed else None
+        begun = dict(clock.get("round_plan") or {})
         plan: RoundPlan | None = None
         for rnd in range(1, (rule.max_reps or rule.min_reps) + 2):
             plan = plan_round(rnd, list(perms), rows_from_summaries(rd.readable_summaries(), rd.run_id), rule)
             if plan.stop:
                 break
+            if rnd > rule.min_reps:
+                if begun.get("round") == rnd:        # begun before an interruption: finished as begun
+                    plan.perm_ids = [p for p in plan.perm_ids if p in set(begun.get("perm_ids") or ())]
+                    plan.left_out = [j for j in plan.undecided if not set(j.pairing.perm_ids) <= set(plan.perm_ids)]
+                else:
+                    todo = [p for p in plan.perm_ids if not rd.is_complete(p, rnd)]
+                    plan = fit_round(plan, spent, self._costs(perms, todo, spent, timed, windows), budget)
+                    if plan.stop:
+                        break
+                    begun = {"round": rnd, "perm_ids": plan.perm_ids, "left_out": [
+                        {"perm_id": j.pairing.perm_ids[0], "baseline_perm_id": j.pairing.perm_ids[1]}
+                        for j in plan.left_out]}
+                    rd.update_run(auto=self._clock(rnd - 1, spent, timed, windows, budget, begun))
+                self.progress.add_total(len(plan.perm_ids))
+                left = f", {len(plan.left_out)} left out (time budget)" if plan.left_out else ""
+                self.progress.line(f"round {rnd}: {len(plan.undecided)} comparison(s) undecided, "
+                                   f"{len(plan.perm_ids)} permutation(s){left}")
             todo = [pid for pid in plan.perm_ids
                     if not (rd.is_complete(pid, rnd) and not self._damaged(perms[pid], rnd))]
-            if rnd > rule.min_reps:
-                if not round_fits(spent, len(todo), spent / timed if timed else None, budget):
-                    plan.stop = STOP_BUDGET
-                    break
-                self.progress.add_total(len(plan.perm_ids))
-                self.progress.line(f"round {rnd}: {len(plan.undecided)} comparison(s) undecided, "
-                                   f"{len(plan.perm_ids)} permutation(s)")
             self.progress.skip(len(plan.perm_ids) - len(todo))
             self.progress.mark_start()
             for pid in todo:
@@ -134,22 +149,50 @@ class Runner:
                 t0 = time.monotonic()
                 summary = self.run_repetition(perms[pid], rnd)
                 spent, timed = spent + time.monotonic() - t0, timed + 1
+                if windows is not None:
+                    windows += self._window(perms[pid])
                 self.progress.advance()
                 rd.update_run(permutations_done=self.progress.done, permutations_total=self.progress.total,
-                              auto={"rounds": rnd, "spent_seconds": round(spent, 3), "timed_repetitions": timed,
-                                    "budget_seconds": budget})
+                              auto=self._clock(rnd, spent, timed, windows, budget, begun))
                 self._report(perms[pid], rnd, summary)
         assert plan is not None
-        self._conclude(plan, spent, timed, budget)
+        self._conclude(plan, self._clock(plan.number - 1, spent, timed, windows, budget, begun))
         return self.lost_total
 
-    def _conclude(self, plan: RoundPlan, spent: float, timed: int, budget: float | None) -> None:
-        """run.json's ``auto`` record and the lines saying which comparisons stayed
-        inconclusive and why, and which techniques were not exercised (settled: no round was
-        added for them) and how to exercise them."""
-        idle = plan.not_exercised
-        record = {"rounds": plan.number - 1, "stopped": plan.stop, "spent_seconds": round(spent, 3),
-                  "timed_repetitions": timed, "budget_seconds": budget, "comparisons": len(plan.judged),
+    def _window(self, perm: Permutation) -> float:
+        settings = self.matrix.run_for(perm)
+        return settings.warmup_seconds + settings.measure_seconds
+
+    def _costs(self, perms: dict[str, Permutation], todo: list[str], spent: float, timed: int,
+               windows: float | None) -> dict[str, float] | None:
+        """What each permutation of ``todo`` is expected to take: its warm-up and window and
+        the mean time a repetition has taken beyond its own so far (swarm start and end,
+        drain, preparation); a run begun before windows were counted: the mean repetition
+        time. None before any repetition was timed."""
+        if not timed:
+            return None
+        if windows is None:
+            return {pid: spent / timed for pid in todo}
+        beyond = max(0.0, spent - windows) / timed
+        return {pid: self._window(perms[pid]) + beyond for pid in todo}
+
+    @staticmethod
+    def _clock(rnd: int, spent: float, timed: int, windows: float | None, budget: float | None,
+               begun: dict) -> dict:
+        """run.json's ``auto`` record while the rounds run (what a resumed run reads back)."""
+        out = {"rounds": rnd, "spent_seconds": round(spent, 3), "timed_repetitions": timed, "budget_seconds": budget}
+        if windows is not None:
+            out["window_seconds"] = round(windows, 3)
+        if begun:
+            out["round_plan"] = begun
+        return out
+
+    def _conclude(self, plan: RoundPlan, clock: dict) -> None:
+        """run.json's ``auto`` record (``clock`` completed) and the lines saying which
+        comparisons stayed inconclusive and why, and which techniques were not exercised
+        (settled: no round was added for them) and how to exercise them."""
+        idle, spent = plan.not_exercised, clock["spent_seconds"]
+        record = {**clock, "stopped": plan.stop, "comparisons": len(plan.judged),
                   "decided": len(plan.judged) - len(plan.undecided) - len(idle), "not_exercised": len(idle)}
         rows = [key_row(j, record) for j in plan.undecided]
         record["undecided"] = [{k: r[k] for k in ("comparison", "baseline", "total_threads", "perm_id",

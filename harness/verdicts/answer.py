@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, TextIO
 
-from .pairs import Judged, kept_out, pays_from
+from .pairs import Judged, Pairing, kept_out, pays_from
 from .rule import INCONCLUSIVE, NOT_EXERCISED
 from .techniques import how_to_exercise
 
@@ -155,11 +155,29 @@ def threads_text(n: Any) -> str:
     return f"{n} thread" if n == 1 else f"{n} threads"
 
 
-def stop_words(auto: Mapping[str, Any] | None) -> str:
-    """Why an auto run stopped adding rounds, in words ("" when it did not say)."""
+def _left_out(auto: Mapping[str, Any], pairing: Pairing | None) -> int | None:
+    """The round ``pairing`` was left out of for the time budget, when that was the run's last
+    round (harness.verdicts.auto.fit_round; run.json's ``auto.round_plan``), else None."""
+    begun = auto.get("round_plan")
+    if pairing is None or not isinstance(begun, Mapping) or begun.get("round") != auto.get("rounds"):
+        return None
+    t, b = pairing.perm_ids
+    hit = any(isinstance(x, Mapping) and (x.get("perm_id"), x.get("baseline_perm_id")) == (t, b)
+              for x in begun.get("left_out") or ())
+    return begun.get("round") if hit else None
+
+
+def stop_words(auto: Mapping[str, Any] | None, pairing: Pairing | None = None) -> str:
+    """Why an auto run stopped adding rounds, in words ("" when it did not say); with
+    ``pairing``, why it stopped adding rounds for that comparison (left out of the last round
+    for the budget)."""
     if not isinstance(auto, Mapping):
         return ""
     stopped, rounds = auto.get("stopped"), auto.get("rounds")
+    left = _left_out(auto, pairing)
+    if left is not None:
+        return (f"the time budget ({(auto.get('budget_seconds') or 0) / 60:g} min) left no room for it in round "
+                f"{left}, which ran the comparisons that fitted")
     if stopped == "budget":
         return (f"the time budget ({(auto.get('budget_seconds') or 0) / 60:g} min) left no room for round "
                 f"{(rounds or 0) + 1}")
@@ -177,7 +195,7 @@ def key_row(j: Judged, auto: Mapping[str, Any] | None = None) -> dict[str, Any]:
     if o.verdict == INCONCLUSIVE:
         statuses = ", ".join(sorted({s for _, s in out}))
         kept = f"{len(out)} repetition(s) kept out of verdicts ({statuses})" if out else ""
-        extra = stop_words(auto) if j.rule.sequential else (
+        extra = stop_words(auto, j.pairing) if j.rule.sequential else (
             f"the run had a fixed number of repetitions ({max(o.n_treatment, o.n_baseline)})")
         reason = "; ".join(x for x in (reason, kept, extra) if x)
     return {

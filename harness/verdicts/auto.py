@@ -6,16 +6,22 @@ undecided (treatment and baseline alike, so the round stays interleaved), judged
 repetitions of rounds up to ``r - 1`` (:func:`plan_round`). A technique comparison whose
 mechanism never engaged ("not exercised", harness.verdicts.techniques) is settled: no round is
 added for it, since more repetitions at the same settings would not engage it. The rounds stop
-when every comparison is decided (or not exercised), at ``max``, or when the next round would not fit in the time budget
-(the runner's call: :func:`round_fits`). A matrix without comparisons runs ``min`` rounds.
+when every comparison is decided (or not exercised), at ``max``, or when no comparison's
+repetitions fit in what is left of the time budget. A round that does not fit whole runs the
+undecided comparisons that do (:func:`fit_round`): comparisons that share a permutation go
+together, so a comparison in the round gets a repetition on both sides; the comparisons left
+out are left for the budget. A matrix without comparisons runs ``min`` rounds.
 
-Everything here is a pure function of the repetitions on disk, so an interrupted run resumes
-exactly where it was: the same rounds, the same permutations, the same looks.
+:func:`plan_round` is a pure function of the repetitions on disk; :func:`fit_round` also of the
+time spent, so the runner records each round's permutations when the round begins, and an
+interrupted run resumes exactly where it was: the same rounds, the same permutations, the same
+looks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import combinations
 from typing import Any, Mapping, Sequence
 
 from .pairs import Judged, judge_all
@@ -45,6 +51,8 @@ class RoundPlan:
     perm_ids: list[str]            # to run this round, in the matrix's order
     judged: list[Judged]           # the comparisons as of the rounds before
     stop: str | None = None        # why no round is run (STOP_*), None: run it
+    #: undecided comparisons the round leaves out because they do not fit in the budget
+    left_out: list[Judged] = field(default_factory=list)
 
     @property
     def undecided(self) -> list[Judged]:
@@ -78,9 +86,62 @@ def plan_round(rnd: int, perm_ids: Sequence[str], rows: Sequence[Mapping[str, An
     return plan
 
 
-def round_fits(spent_s: float, reps: int, seconds_per_rep: float | None, budget_s: float | None) -> bool:
-    """Whether a round of ``reps`` repetitions fits in what is left of the budget, at the mean
-    repetition time so far (no budget, or no repetition timed yet: it fits)."""
-    if budget_s is None or seconds_per_rep is None:
-        return True
-    return spent_s + reps * seconds_per_rep <= budget_s
+#: more groups than this: chosen greedily instead of over every subset
+EXHAUSTIVE_GROUPS = 10
+
+
+def _groups(plan: RoundPlan) -> list[tuple[list[str], list[Judged]]]:
+    """The round's undecided comparisons, grouped by the permutations they share (a baseline
+    and every undecided comparison against it), each group with its permutations in the
+    round's order; groups in the order of their first permutation."""
+    groups: list[tuple[set[str], list[Judged]]] = []       # pairwise disjoint
+    for j in plan.undecided:
+        ids, comps, rest = set(j.pairing.perm_ids), [j], []
+        for g_ids, g_comps in groups:
+            if g_ids & ids:
+                ids, comps = ids | g_ids, g_comps + comps
+            else:
+                rest.append((g_ids, g_comps))
+        groups = rest + [(ids, comps)]
+    order = {p: i for i, p in enumerate(plan.perm_ids)}
+    out = [([p for p in plan.perm_ids if p in ids], comps) for ids, comps in groups]
+    return sorted(out, key=lambda g: order[g[0][0]])
+
+
+def fit_round(plan: RoundPlan, spent_s: float, cost: Mapping[str, float] | None,
+              budget_s: float | None) -> RoundPlan:
+    """Round ``plan`` fitted in what is left of the budget (``budget_s - spent_s``).
+
+    ``cost``: the seconds each permutation still to run in this round is expected to take (a
+    permutation absent from it costs nothing: already run in this round, before an
+    interruption); None (nothing timed yet), or no budget: the round runs whole. When the
+    whole round does not fit, it runs the most undecided comparisons that fit, whole: the
+    groups of :func:`_groups` (comparisons sharing a baseline go together), the most
+    comparisons first, then the cheapest, then the earliest in the matrix. The comparisons
+    left out are ``left_out``; when no group fits, the rounds stop (:data:`STOP_BUDGET`)."""
+    if plan.stop or budget_s is None or cost is None:
+        return plan
+
+    def price(ids: Sequence[str]) -> float:
+        return sum(cost.get(p, 0.0) for p in ids)
+
+    room = budget_s - spent_s
+    if price(plan.perm_ids) <= room:
+        return plan
+    groups = _groups(plan)
+    if len(groups) <= EXHAUSTIVE_GROUPS:
+        subsets = (c for k in range(len(groups), 0, -1) for c in combinations(range(len(groups)), k))
+        fitting = [c for c in subsets if price([p for g in c for p in groups[g][0]]) <= room]
+        best = min(fitting, key=lambda c: (-sum(len(groups[g][1]) for g in c),
+                                          price([p for g in c for p in groups[g][0]]), c), default=())
+    else:
+        best, left = (), room
+        for g in sorted(range(len(groups)), key=lambda g: price(groups[g][0]) / len(groups[g][1])):
+            if price(groups[g][0]) <= left:
+                best, left = best + (g,), left - price(groups[g][0])
+    chosen = {p for g in best for p in groups[g][0]}
+    plan.left_out = [j for g in range(len(groups)) if g not in best for j in groups[g][1]]
+    plan.perm_ids = [p for p in plan.perm_ids if p in chosen]
+    if not plan.perm_ids:
+        plan.stop = STOP_BUDGET
+    return plan

@@ -22,7 +22,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .auto import plan_round, round_fits
+from .auto import fit_round, plan_round
 from .pairs import judge_all
 from .rule import GAIN, INCONCLUSIVE, LOSS, NO_DIFFERENCE, Rule, judge
 
@@ -150,28 +150,32 @@ def simulate_runs(effects: Effects, rule: Rule, *, model: str = "lognormal",
     strategies of ``effects``, whose true gain in percent over it is given, per strategy or per
     strategy and thread count), each through the auto loop to its end. ``spread`` is one for
     all or one per thread count; ``rep_cost`` what a repetition costs per thread count (none:
-    1 each); ``budget`` the time budget in those units (a round that would not fit at the mean
-    cost so far is not run, as the runner does)."""
+    1 each); ``budget`` the time budget in those units: a round is fitted in it as the runner
+    fits it (:func:`harness.verdicts.auto.fit_round`: the whole round, else the undecided
+    comparisons that fit), with each repetition's cost known exactly where the runner
+    estimates it (its windows and the mean time beyond them so far)."""
     rng = np.random.default_rng(seed)
     out = RunTally()
     n_max = rule.max_reps or rule.min_reps
     for _ in range(trials):
         rows = {f"t{t}-{s}": _row(t, s) for t in threads for s in ("per_thread", *effects)}
+        cost = {pid: float(rep_cost[r["threads"]]) if rep_cost else 1.0 for pid, r in rows.items()}
         data = {pid: _sample(rng, model, spread[r["threads"]] if isinstance(spread, Mapping) else spread,
                              _effect(effects, r["dialogs"], r["threads"]), n_max)
                 for pid, r in rows.items()}
-        rnd, spent, n = 1, 0.0, 0
+        rnd, spent = 1, 0.0
         while True:
             plan = plan_round(rnd, list(rows), list(rows.values()), rule)
-            if plan.stop or not plan.perm_ids or rnd > n_max or (
-                    rnd > rule.min_reps and not round_fits(spent, len(plan.perm_ids), spent / n, budget)):
+            if rnd > rule.min_reps:
+                plan = fit_round(plan, spent, cost, budget)
+            if plan.stop or not plan.perm_ids or rnd > n_max:
                 break
             for pid in plan.perm_ids:
                 r, v = data[pid][rnd - 1]
                 rows[pid]["rep_numbers"].append(r)
                 rows[pid]["rep_statuses"].append("ok")
                 rows[pid]["receive_rate_values"].append(v)
-                spent, n = spent + (rep_cost[rows[pid]["threads"]] if rep_cost else 1.0), n + 1
+                spent += cost[pid]
             rnd += 1
         out.spent.append(spent)
         out.runs += 1

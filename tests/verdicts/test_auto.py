@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from harness.verdicts import Rule
-from harness.verdicts.auto import STOP_DECIDED, STOP_MAX, STOP_NONE, plan_round, round_fits, through
+from harness.verdicts.auto import STOP_BUDGET, STOP_DECIDED, STOP_MAX, STOP_NONE, fit_round, plan_round, through
 
 IDS = ["t8-per_thread", "t8-trick150", "t8-shared"]
 RULE = Rule(threshold_pct=10.0, min_reps=3, max_reps=5)
@@ -117,12 +117,85 @@ def test_repetitions_kept_out_make_the_round_count_less(noisy_kept_out):
     assert "t8-shared" in plan.perm_ids
 
 
-def test_the_budget():
-    assert round_fits(100.0, 5, None, 200.0)            # nothing timed yet
-    assert round_fits(100.0, 5, 20.0, 200.0)
-    assert not round_fits(100.0, 6, 20.0, 200.0)
-    assert round_fits(1e9, 100, 20.0, None)              # no budget
-    assert copy.deepcopy(RULE) == RULE
+#: bench.yaml's family after 3 rounds: every comparison undecided (the strategies alike, noisy)
+#: but one shared dialog at 8 threads, a clear loss
+BENCH_IDS = [f"t{t}-{d}" for t in (1, 8, 32) for d in ("per_thread", "trick150", "shared")]
+NOISY = [[1000, 1150, 880], [1120, 870, 1060], [940, 1080, 1010]]
+COST = {pid: 20.0 if pid.startswith("t1-") else 10.0 for pid in BENCH_IDS}   # 16 or 6 s windows + 4 s
+
+
+def bench_rows():
+    out = []
+    for i, pid in enumerate(BENCH_IDS):
+        t, d = pid.split("-")
+        values = [300, 305, 298] if pid == "t8-shared" else NOISY[i % 3]
+        out.append({"run_id": "r", "perm_id": pid, "server": "durable", "initiators": 1, "threads": int(t[1:]),
+                    "total_threads": int(t[1:]), "dialogs": d, "payload_bytes": 100, "rep_numbers": [1, 2, 3],
+                    "rep_statuses": ["ok"] * 3, "receive_rate_values": [float(v) for v in values]})
+    return out
+
+
+def fitted(room, cost=COST):
+    plan = plan_round(4, BENCH_IDS, bench_rows(), RULE)
+    assert len(plan.undecided) == 5 and "t8-shared" not in plan.perm_ids
+    return fit_round(plan, 500.0, cost, 500.0 + room)
+
+
+def compared(plan):
+    return sorted((j.pairing.value, j.pairing.treatment["threads"]) for j in plan.undecided
+                  if j not in plan.left_out)
+
+
+RUN = [p for p in BENCH_IDS if p != "t8-shared"]   # round 4's permutations
+
+
+def test_a_round_that_fits_runs_whole():
+    for room in (110.0, 1000.0):
+        plan = fitted(room)
+        assert plan.perm_ids == RUN and plan.left_out == [] and plan.stop is None
+    plan = plan_round(4, BENCH_IDS, bench_rows(), RULE)
+    assert fit_round(plan, 1e9, COST, None).perm_ids == RUN       # no budget
+    assert fit_round(plan, 1e9, None, 10.0).perm_ids == RUN       # nothing timed yet
+
+
+def test_a_round_that_does_not_fit_runs_the_most_comparisons_that_do():
+    """Comparisons that share a baseline go together or not at all, so no comparison gets a
+    repetition on one side only: 1 thread (2 comparisons, 60 s), 8 threads (1, 20 s), 32
+    threads (2, 30 s). The most comparisons that fit, then the cheapest."""
+    plan = fitted(90.0)                                   # 1 and 32 threads: 4 comparisons
+    assert plan.perm_ids == RUN[:3] + RUN[5:] and plan.stop is None
+    assert compared(plan) == [("shared", 1), ("shared", 32), ("trick150", 1), ("trick150", 32)]
+    assert [j.pairing.perm_ids for j in plan.left_out] == [("t8-trick150", "t8-per_thread")]
+    assert fitted(80.0).perm_ids == RUN[3:]               # 3 comparisons: 8 and 32 (50 s), not 1 and 8 (80 s)
+    plan = fitted(45.0)                                   # 2 comparisons (32 threads) over 1 (8 threads)
+    assert plan.perm_ids == RUN[5:] and len(plan.left_out) == 3
+    assert fitted(25.0).perm_ids == RUN[3:5]
+    plan = fitted(15.0)                                   # nothing fits: the rounds stop
+    assert plan.stop == STOP_BUDGET and plan.perm_ids == [] and len(plan.left_out) == 5
+
+
+def test_a_permutation_already_run_in_the_round_costs_nothing():
+    """Resumed mid-round, what ran before the interruption is not paid again: with the
+    1-thread baseline and 150 trick run, the 1-thread group costs 20 s."""
+    cost = {p: c for p, c in COST.items() if p not in ("t1-per_thread", "t1-trick150")}
+    plan = fitted(25.0, cost)
+    assert plan.perm_ids == RUN[:3] and compared(plan) == [("shared", 1), ("trick150", 1)]
+
+
+def test_the_family_is_grouped_by_the_permutations_it_shares():
+    """Comparisons chained through a baseline form one group; the greedy choice (past
+    EXHAUSTIVE_GROUPS) never splits a group either."""
+    from harness.verdicts import auto
+
+    groups = auto._groups(plan_round(4, BENCH_IDS, bench_rows(), RULE))
+    assert [(ids, len(c)) for ids, c in groups] == [(RUN[:3], 2), (RUN[3:5], 1), (RUN[5:], 2)]
+    saved = auto.EXHAUSTIVE_GROUPS
+    auto.EXHAUSTIVE_GROUPS = 1
+    try:
+        plan = fitted(55.0)                   # by cost per comparison: 32 threads (15), 8 (20), 1 (30)
+    finally:
+        auto.EXHAUSTIVE_GROUPS = saved
+    assert plan.perm_ids == RUN[3:] and [j.pairing.perm_ids[0] for j in plan.left_out] == ["t1-trick150", "t1-shared"]
 
 
 def test_a_technique_not_exercised_adds_no_round():
