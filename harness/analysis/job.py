@@ -157,7 +157,9 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
         if helper is not None:
             helper.shutdown(wait=True, cancel_futures=True)
         if own and spark is not None:
-            spark.stop()
+            from harness.analysis.spark import stop_session
+
+            stop_session(spark)     # and the JVM gone, its archive written, before the command returns
 
 
 def _rows(df) -> list[dict[str, Any]]:

@@ -116,8 +116,9 @@ def _cds_options(gc_opts: str) -> list[str]:
     """JVM options for an AppCDS archive of the classes Spark loads (JDK 13+ dynamic archive).
 
     The first local analysis on a machine runs with ``-XX:ArchiveClassesAtExit``: its JVM
-    writes ``<cache>/spark-cds-<key>.<pid>.part`` when it exits (~150 MB, ~10 s, after the
-    command has returned); a later start promotes it and runs with ``-XX:SharedArchiveFile``.
+    writes ``<cache>/spark-cds-<key>.<pid>.part`` when it exits (~150 MB, 10 to 15 s), and
+    the analysis waits for it (:func:`stop_session`); a later start runs with
+    ``-XX:SharedArchiveFile``.
     The key covers the java binary and version, pyspark's location and version and the GC
     options, so a changed installation makes a new archive. An unusable archive is ignored by
     the JVM (-Xshare:auto). SSBENCH_SPARK_CDS=0 turns this off; so does a Spark or Hadoop
@@ -233,8 +234,7 @@ def _archive_job() -> None:
         top.join(agg, "k").where("r <= 2").write.mode("overwrite").parquet(str(Path(d) / "out"))
         spark.read.parquet(str(Path(d) / "out")).orderBy("k").collect()
         spark.createDataFrame([(1, "a")], "x int, y string").collect()
-        spark.stop()
-        print(keep_archive() or "")
+        print(stop_session(spark) or "")
 
 
 def write_archive(timeout: float = 300.0) -> Path | None:
@@ -255,6 +255,18 @@ def write_archive(timeout: float = 300.0) -> Path | None:
 
 #: (the part, the archive) when this process's JVM writes the AppCDS archive at its exit
 _ARCHIVING: tuple[Path, Path] | None = None
+
+
+def stop_session(spark) -> Path | None:
+    """Stop ``spark``, a session this process started, and when its JVM writes the AppCDS
+    archive at its exit (the first local analysis on a machine), wait for it and install the
+    archive (:func:`keep_archive`). So the command returns with no JVM of its own left running:
+    one writing the archive for 10 to 15 s after the command returned loaded the machine while
+    the next command measured (a `make bench` run right after the first one on a machine saw
+    other processes take 90 % of a core through its first window). Returns the archive
+    installed, or None."""
+    spark.stop()
+    return keep_archive()
 
 
 def keep_archive(timeout: float = 120.0) -> Path | None:

@@ -1,7 +1,9 @@
-"""The Spark JVM's class-data-sharing archive (harness.analysis.spark): write_archive() writes
-it with a job of its own (what the suite does first on a machine without one, tests/conftest.py);
-that job's JVM claims it when it starts, so JVMs started meanwhile neither wait for it nor write
-their own, and keep_archive() installs it as soon as the JVM has written it. Real JVMs."""
+"""The Spark JVM's class-data-sharing archive (harness.analysis.spark). The first local
+analysis on a machine writes it: its JVM claims it when it starts, so JVMs started meanwhile
+neither wait for it nor write their own, and the analysis waits for its JVM to write it and
+installs it before the command returns (stop_session), leaving no JVM of its own running to
+load the machine while the next command measures. write_archive() (what the suite does first on
+a machine without one, tests/conftest.py) ends the same way. Real JVMs."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import time
 
 import pytest
 
+from support import synth
 from support.embedded import REPO
 
 pytestmark = pytest.mark.slow
@@ -26,31 +29,55 @@ def _options(env) -> str:
                           timeout=60, check=True).stdout.strip()
 
 
-def test_one_jvm_writes_the_archive_and_it_is_installed_when_written(tmp_path):
+def _java_writing(part: str) -> list[int]:
+    """The processes whose command line names ``part`` (a JVM writing the archive there)."""
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and part.encode() in open(f"/proc/{d}/cmdline", "rb").read():
+                out.append(int(d))
+        except OSError:
+            pass
+    return out
+
+
+def test_one_jvm_writes_the_archive_and_the_analysis_returns_once_it_is_written(tmp_path):
+    cache, results = tmp_path / "cache", tmp_path / "results"
     env = {k: v for k, v in os.environ.items()
            if k not in ("SSBENCH_SPARK_CDS", "SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR",
                         "SPARK_DIST_CLASSPATH")}
-    env["SSBENCH_CACHE"] = str(tmp_path)
-    writer = subprocess.Popen([sys.executable, "-c", WRITE], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    env["SSBENCH_CACHE"] = str(cache)
+    spec = synth.SynthSpec(name="cds", initiators=(1,), threads=(1,), dialogs=("per_thread",), payloads=(100,),
+                           servers=("durable",), repetitions=1, warmup_seconds=1, measure_seconds=2, drain_seconds=1)
+    run = synth.synthesize(results, spec, run_id="20261125-000000-cds")
+    # output to files, not pipes: a JVM left running would hold a pipe open, and reading it to
+    # its end would wait for that JVM too
+    log = (tmp_path / "analyze.log").open("w")
+    writer = subprocess.Popen([sys.executable, "-m", "harness.cli", "analyze", "-q", str(run), "--out",
+                               str(tmp_path / "report")], cwd=REPO, env=env, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 60
-        while not list(tmp_path.glob("spark-cds-*.part")) and writer.poll() is None and time.monotonic() < deadline:
+        while not list(cache.glob("spark-cds-*.part")) and writer.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        claims = list(tmp_path.glob("spark-cds-*.part"))
+        claims = list(cache.glob("spark-cds-*.part"))
         assert len(claims) == 1, (claims, writer.poll())
         # claimed when its JVM starts: a JVM started meanwhile runs without an archive and
         # writes none of its own
         assert _options(env) == ""
-        assert list(tmp_path.glob("spark-cds-*")) == claims
-        out, err = writer.communicate(timeout=300)
+        assert list(cache.glob("spark-cds-*")) == claims
+        writer.wait(timeout=300)
+        # when the command returns, its JVM has written the archive and is gone, and the
+        # archive is installed: the part became it
+        left = _java_writing(str(claims[0]))
     finally:
         if writer.poll() is None:
             writer.kill()
-    missing, path = out.split()
-    assert writer.returncode == 0 and missing == "True", err[-3000:]
+        log.close()
+    err = (tmp_path / "analyze.log").read_text()
+    assert writer.returncode == 0, err[-3000:]
+    assert left == [], f"a JVM of the analysis still runs after it returned: {left}"
+    (path,) = [str(p) for p in cache.glob("spark-cds-*")]
     assert path.endswith(".jsa") and os.path.getsize(path) > 0, err[-3000:]
-    assert [p.name for p in tmp_path.glob("spark-cds-*")] == [os.path.basename(path)]   # the part became it
     # the next JVM uses it at once (not 120 s later, as when its writer is not waited for)
     assert _options(env).startswith(f"-XX:SharedArchiveFile={path}")
     r = subprocess.run([sys.executable, "-c", WRITE], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
