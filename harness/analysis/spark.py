@@ -126,7 +126,7 @@ def _cds_options(gc_opts: str) -> list[str]:
     the class path).
 
     The part is claimed (created empty) when the JVM is started: JVMs started meanwhile run
-    without an archive instead of each writing one. :func:`keep_archive` ends the JVM and
+    without an archive instead of each writing one. :func:`stop_session` ends the JVM and
     installs the archive at once.
     """
     global _ARCHIVING
@@ -257,25 +257,17 @@ def write_archive(timeout: float = 300.0) -> Path | None:
 _ARCHIVING: tuple[Path, Path] | None = None
 
 
-def stop_session(spark) -> Path | None:
-    """Stop ``spark``, a session this process started, and when its JVM writes the AppCDS
-    archive at its exit (the first local analysis on a machine), wait for it and install the
-    archive (:func:`keep_archive`). So the command returns with no JVM of its own left running:
-    one writing the archive for 10 to 15 s after the command returned loaded the machine while
-    the next command measured (a `make bench` run right after the first one on a machine saw
-    other processes take 90 % of a core through its first window). Returns the archive
-    installed, or None."""
-    spark.stop()
-    return keep_archive()
-
-
-def keep_archive(timeout: float = 120.0) -> Path | None:
-    """End this process's Spark JVM, if it is writing the AppCDS archive (:func:`_cds_options`),
-    wait for it to write it, and install the archive at once: JVMs started from then on use it
-    (otherwise the next start after 120 s does). Stop the SparkSession first. Returns the
-    archive installed, or None (no archive written by this process, or the JVM did not end
-    within ``timeout``)."""
+def stop_session(spark, timeout: float = 120.0) -> Path | None:
+    """Stop ``spark``, a session this process started. When its JVM writes the AppCDS archive
+    at its exit (:func:`_cds_options`: the first local analysis on a machine), end the JVM,
+    wait for it to write the archive and install it at once, so JVMs started from then on use
+    it and the command returns with no JVM of its own left running: one writing the archive
+    for 10 to 15 s after the command returned loaded the machine while the next command
+    measured (a `make bench` run right after the first one on a machine saw other processes
+    take 90 % of a core through its first window). Returns the archive installed, or None (no
+    archive written by this process, or the JVM did not end within ``timeout``)."""
     global _ARCHIVING
+    spark.stop()
     if _ARCHIVING is None:
         return None
     from pyspark import SparkContext
