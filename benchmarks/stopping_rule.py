@@ -11,6 +11,9 @@ Every repetition's rate is 1000 x (1 + effect) x noise, independent per repetiti
    ``scipy.stats.bootstrap``, which it matched exactly); "Welch, fixed" is the new rule looking
    once; "auto 3-8" the new rule looking after every round from 3 to 8; "peeking 3-8" the same
    looks each at 95 % (no spending: what not to do);
+1b. a truth just beyond the margin (+-5.05 % at 5 %): how often each rule calls it no
+   difference (a wrong verdict; equivalence at level alpha reads the 1 - 2 alpha interval), and
+   the rule spending twice alpha on it;
 2. a true +-20 % effect, the auto rule: how often and how fast it is decided;
 3. families like make bench's (6 comparisons sharing baselines, through the real auto loop):
    no effect anywhere, and the expected truth on PostgreSQL, with and without a time budget.
@@ -76,13 +79,27 @@ def table1(trials: int, out: dict) -> None:
             row = {"bootstrap3": bootstrap_rule(thr, 3, model, spread, min(trials, 1000), 7)}
             for name, rule in (("welch3", Rule(threshold_pct=thr)),
                                ("auto", Rule(threshold_pct=thr, min_reps=3, max_reps=8)),
-                               ("peeking", Rule(threshold_pct=thr, min_reps=3, max_reps=8, alpha=0.30))):
+                               ("peeking", Rule(threshold_pct=thr, min_reps=3, max_reps=8, alpha=0.30, rho=None))):
                 t = simulate_comparisons(0.0, rule, model=model, spread=spread, trials=trials, seed=7)
                 row[name] = {GAIN: t.rate(GAIN), LOSS: t.rate(LOSS), NO_DIFFERENCE: t.rate(NO_DIFFERENCE)}
             out.setdefault("no_effect", []).append({"threshold": thr, "model": model, "spread": spread, **row})
             cells = [" / ".join(pct(row[k][v]) for v in (GAIN, LOSS, NO_DIFFERENCE))
                      for k in ("bootstrap3", "welch3", "auto", "peeking")]
             print(f"| {model} {spread:g} | " + " | ".join(cells) + " |")
+
+
+def table1b(trials: int, out: dict) -> None:
+    print("\n## 1b. A truth just beyond the margin (5 %): false no difference (bound 5 %)\n")
+    print("| truth | noise | Welch, fixed 3 | auto 3-8 | fixed 3, alpha 10 % |")
+    print("| --- | --- | --- | --- | --- |")
+    for effect in (5.05, -5.05):
+        for spread in (0.01, 0.03):
+            row = {}
+            for name, rule in (("welch3", Rule(threshold_pct=5.0)), ("auto", Rule(threshold_pct=5.0, min_reps=3, max_reps=8)),
+                               ("welch3_alpha10", Rule(threshold_pct=5.0, alpha=0.10))):
+                row[name] = simulate_comparisons(effect, rule, spread=spread, trials=trials, seed=7).rate(NO_DIFFERENCE)
+            out.setdefault("beyond_margin", []).append({"effect": effect, "spread": spread, **row})
+            print(f"| {effect:+g} % | log-normal {spread:g} | " + " | ".join(pct(row[k]) for k in row) + " |")
 
 
 def table2(trials: int, out: dict) -> None:
@@ -135,6 +152,7 @@ def main() -> int:
     t0 = time.monotonic()
     out: dict = {}
     table1(args.trials, out)
+    table1b(args.trials, out)
     table2(args.trials, out)
     table3(args.runs, out)
     print(f"\n{time.monotonic() - t0:.0f} s")

@@ -7,22 +7,33 @@ b)`` (sign flipped when lower is better): the gain is ``100 * (exp(d) - 1)`` per
 
 **Looks.** A run with ``repetitions: auto`` looks at a comparison after every round from
 ``min_reps`` to ``max_reps`` in which its data grew; a run with a fixed number of repetitions
-looks once, at the end. **Intervals.** At each look the Welch t interval of ``d`` (unequal
-variances, Welch-Satterthwaite degrees of freedom) at level ``1 - alpha / K``, with ``K`` the
-number of looks the run can make (``max_reps - min_reps + 1``; 1 when fixed): by Bonferroni's
-inequality the probability that *any* look's interval misses the true ratio is at most
-``alpha``. These are repeated confidence intervals (Jennison and Turnbull, "Repeated confidence
-intervals for group sequential clinical trials", Controlled Clinical Trials 5, 1984; "Interim
-analyses: the repeated confidence interval approach", JRSS B 51, 1989), whose coverage holds
-whatever decides when to stop: a budget, an interruption, another comparison's rounds.
-**Verdicts** read an interval against the threshold ``m`` percent, which is also the
-equivalence margin (three-way decisions from repeated intervals: Jennison and Turnbull,
-"Sequential equivalence testing and repeated confidence intervals", Biometrics 49, 1993):
-``gain`` when the whole interval is above ``+m``, ``loss`` when wholly below ``-m``, ``no
-difference`` when it lies within ``+-m``, else ``inconclusive``; the first decisive look is
-final. A decision is wrong only if that look's interval missed the truth, so each comparison's
-probability of any wrong verdict is at most ``alpha`` (5 %). docs/statistics.md has the
-guarantee's conditions, the family of a run and the simulation that measures it.
+looks once, at the end. **The error spent.** The look after round ``r`` spends ``alpha_r`` of the
+comparison's ``alpha``, from the power family of spending functions ``alpha * t ** RHO`` at the
+information fraction ``t = r / max_reps`` (Kim and DeMets, "Design and analysis of group
+sequential tests based on the type I error spending rate function", Biometrika 74, 1987; ``RHO
+= 3``, close to O'Brien and Fleming's boundaries): ``alpha_r = alpha * ((r / max) ** 3 - ((r - 1)
+/ max) ** 3)``, the first look taking all the spending up to it, so the ``alpha_r`` add up to
+``alpha``. A fixed run's one look spends all of it. Early looks, with few repetitions, spend
+little; the last look most. **Intervals.** At each look the Welch t interval of ``d`` (unequal
+variances, Welch-Satterthwaite degrees of freedom) at level ``1 - alpha_r`` for a gain or a loss
+and at ``1 - 2 alpha_r`` for no difference (an equivalence test at level ``alpha`` reads the ``1
+- 2 alpha`` interval: Schuirmann's two one-sided tests, 1987): by Bonferroni's inequality the
+probability that *any* look's interval misses the true ratio on a given side is at most
+``alpha / 2`` for the first and ``alpha`` for the second. These are repeated confidence intervals
+(Jennison and Turnbull, "Repeated confidence intervals for group sequential clinical trials",
+Controlled Clinical Trials 5, 1984; "Interim analyses: the repeated confidence interval
+approach", JRSS B 51, 1989), whose coverage holds whatever decides when to stop: a budget, an
+interruption, another comparison's rounds. **Verdicts** read the intervals against the threshold
+``m`` percent, which is also the equivalence margin (three-way decisions from repeated
+intervals: Jennison and Turnbull, "Sequential equivalence testing and repeated confidence
+intervals", Biometrics 49, 1993): ``gain`` when the whole ``1 - alpha_r`` interval is above
+``+m``, ``loss`` when wholly below ``-m``, ``no difference`` when the ``1 - 2 alpha_r`` interval
+lies within ``+-m``, else ``inconclusive``; the first decisive look is final. A gain or a loss is
+wrong only if its interval missed the truth on one side (at most ``alpha / 2`` each), and no
+difference only if the truth lies beyond a margin and the narrower interval missed it on that
+side (at most ``alpha``), so whatever the truth each comparison's probability of any wrong
+verdict is at most ``alpha`` (5 %). docs/statistics.md has the guarantee's conditions, the
+family of a run and the simulation that measures it.
 """
 
 from __future__ import annotations
@@ -40,6 +51,8 @@ DEFAULT_MAX_REPS = 10
 DEFAULT_THRESHOLD_PCT = 5.0
 #: the largest repetition count a side the "needs about N" estimate looks for
 NEEDED_LIMIT = 1000
+#: the power of the alpha-spending function ``alpha * t ** RHO`` (Kim and DeMets 1987)
+RHO = 3.0
 #: a gain within this (log scale, about 1 %) of a threshold "sits on it"
 ON_THRESHOLD = math.log(1.01)
 
@@ -63,6 +76,9 @@ class Rule:
     min_reps: int = MIN_REPS
     max_reps: int | None = None
     alpha: float = ALPHA
+    #: the spending function's power; None spends ``alpha / K`` at every look (the former rule,
+    #: and with ``alpha = K x 5 %`` the 95 %-at-every-look peeking the simulations compare with)
+    rho: float | None = RHO
 
     @property
     def sequential(self) -> bool:
@@ -73,10 +89,27 @@ class Rule:
         """K, the most looks a comparison can have."""
         return 1 if self.max_reps is None else self.max_reps - self.min_reps + 1
 
-    @property
-    def look_confidence(self) -> float:
-        """The level of each look's interval, ``1 - alpha / K``."""
-        return 1.0 - self.alpha / self.looks
+    def alpha_at(self, rnd: int) -> float:
+        """The error the look after round ``rnd`` spends: ``alpha`` for a fixed run's one look;
+        for a sequential rule ``alpha * ((r / max) ** RHO - ((r - 1) / max) ** RHO)``, the first
+        look (round ``min_reps``) taking everything up to it (``rho`` None: ``alpha / K`` each).
+        Rounds outside ``min..max`` spend nothing (no look)."""
+        if self.max_reps is None:
+            return self.alpha
+        if not self.min_reps <= rnd <= self.max_reps:
+            return 0.0
+        if self.rho is None:
+            return self.alpha / self.looks
+        before = 0.0 if rnd == self.min_reps else ((rnd - 1) / self.max_reps) ** self.rho
+        return self.alpha * ((rnd / self.max_reps) ** self.rho - before)
+
+    def confidence_at(self, rnd: int, equivalence: bool = False) -> float:
+        """The level of the look after round ``rnd``: ``1 - alpha_r`` for a gain or a loss,
+        ``1 - 2 alpha_r`` for no difference (``equivalence``). A sequential rule's rounds past
+        its last look get the last look's level (what "about N repetitions would decide" uses)."""
+        if self.max_reps is not None:
+            rnd = max(self.min_reps, min(rnd, self.max_reps))
+        return 1.0 - (2.0 if equivalence else 1.0) * self.alpha_at(rnd)
 
     def with_threshold(self, threshold_pct: float | None) -> "Rule":
         return self if threshold_pct is None else replace(self, threshold_pct=float(threshold_pct))
@@ -99,9 +132,11 @@ class Rule:
     def describe(self) -> str:
         looks = (f"after every round from {self.min_reps} to {self.max_reps} repetitions ({self.looks} looks)"
                  if self.sequential else "once, with every repetition")
-        return (f"Welch interval of the log ratio at {100 * self.look_confidence:.4g} % per look, {looks}: "
-                f"every look's interval covers the true gain with probability >= {100 * (1 - self.alpha):g} %; "
-                f"verdicts against +-{self.threshold_pct:g} %")
+        spent = ("all of it" if not self.sequential else
+                 ", ".join(f"{100 * self.alpha_at(r):.3g} %" for r in range(self.min_reps, self.max_reps + 1)))
+        return (f"Welch interval of the log ratio, {looks}, spending {100 * self.alpha:g} % ({spent}): "
+                f"gain or loss when the 1 - a interval is beyond +-{self.threshold_pct:g} %, no difference when "
+                f"the 1 - 2a interval is within it; any wrong verdict <= {100 * self.alpha:g} %")
 
 
 @dataclass(frozen=True)
@@ -180,26 +215,28 @@ def welch_interval(treatment: Sequence[float], baseline: Sequence[float], confid
     return d, d - h, d + h
 
 
-def _gap(d: float, threshold_pct: float) -> float:
-    """How narrow (half-width, log scale) an interval centred on ``d`` must be to decide."""
+def _gap(d: float, threshold_pct: float) -> tuple[float, bool]:
+    """How narrow (half-width, log scale) an interval centred on ``d`` must be to decide, and
+    whether that decision is no difference (``d`` within the margins: the equivalence level)."""
     up, down = math.log1p(threshold_pct / 100.0), math.log1p(-min(threshold_pct, 99.999) / 100.0)
     if d > up:
-        return d - up
+        return d - up, False
     if d < down:
-        return down - d
-    return min(d - down, up - d)
+        return down - d, False
+    return min(d - down, up - d), True
 
 
 def needed_reps(var_t: float, var_b: float, d: float, rule: Rule, start: int) -> int | None:
     """The smallest equal number of repetitions a side (from ``start``) whose interval at the
-    rule's look level, at these variances and this estimate, would decide; None beyond
-    :data:`NEEDED_LIMIT` or when the estimate sits on a threshold."""
-    gap = _gap(d, rule.threshold_pct)
+    level of the look with that many repetitions (the last look's beyond it), at these
+    variances and this estimate, would decide; None beyond :data:`NEEDED_LIMIT` or when the
+    estimate sits on a threshold."""
+    gap, equivalence = _gap(d, rule.threshold_pct)
     if gap <= 0.0:
         return None
     n = max(start, 2)
     while n <= NEEDED_LIMIT:
-        if _half_width(var_t, n, var_b, n, rule.look_confidence) < gap:
+        if _half_width(var_t, n, var_b, n, rule.confidence_at(n, equivalence)) < gap:
             return n
         n = n + 1 if n < 50 else int(n * 1.1)
     return None
@@ -211,18 +248,27 @@ def _valid(sample: Iterable[tuple[int, float | None]]) -> list[tuple[int, float]
 
 
 def _look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int) -> Outcome:
+    """One look: a gain or a loss read from the ``1 - alpha_r`` interval, else no difference
+    from the ``1 - 2 alpha_r`` one; an undecided look reports the wider (and says why)."""
     mt, vt, nt = _moments(t)
     mb, vb, nb = _moments(b)
     d = (mt - mb) if higher else (mb - mt)
-    h = _half_width(vt, nt, vb, nb, rule.look_confidence)
+    conf = rule.confidence_at(rnd)
+    h = _half_width(vt, nt, vb, nb, conf)
     lo, hi = _pct(d - h), _pct(d + h)
     verdict = decide(lo, hi, rule.threshold_pct)
-    out = Outcome(verdict, _pct(d), lo, hi, nt, nb, rule.look_confidence, rnd)
-    if verdict != INCONCLUSIVE:
+    out = Outcome(verdict, _pct(d), lo, hi, nt, nb, conf, rnd)
+    if verdict in (GAIN, LOSS):
         return out
+    eq_conf = rule.confidence_at(rnd, equivalence=True)
+    h_eq = _half_width(vt, nt, vb, nb, eq_conf)
+    lo_eq, hi_eq = _pct(d - h_eq), _pct(d + h_eq)
+    if decide(lo_eq, hi_eq, rule.threshold_pct) == NO_DIFFERENCE:
+        return Outcome(NO_DIFFERENCE, _pct(d), lo_eq, hi_eq, nt, nb, eq_conf, rnd)
+    out = replace(out, verdict=INCONCLUSIVE)
     need = needed_reps(vt, vb, d, rule, max(nt, nb) + 1)
     sd = f"s.d. {_pct(math.sqrt(vt)):.1f} % and {_pct(math.sqrt(vb)):.1f} % per repetition"
-    if need is None and _gap(d, rule.threshold_pct) < ON_THRESHOLD:
+    if need is None and _gap(d, rule.threshold_pct)[0] < ON_THRESHOLD:
         why = (f"the gain {_pct(d):+.1f} % sits on the +-{rule.threshold_pct:g} % threshold ({sd}): "
                "more repetitions would help little")
     elif need is None:

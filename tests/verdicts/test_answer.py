@@ -36,7 +36,7 @@ def test_one_row_per_comparison_with_its_answer(noisy_kept_out):
     assert got == [("trick150", 1, "inconclusive", 8, "3/3"), ("trick150", 8, "gain", 8, "3/3"),
                    ("trick150", 32, "gain", 8, "3/3"), ("shared", 32, "loss", None, "3/3")]
     t8 = key.rows[1]
-    assert t8["gain_text"].startswith("+50.") and t8["confidence"] == Rule(max_reps=5).look_confidence
+    assert t8["gain_text"].startswith("+50.") and t8["confidence"] == Rule(max_reps=5).confidence_at(3)
     assert key.rows[3]["kept_out"] == 1 and key.title == "Key results: 3 of 4 comparisons decided"
     (why,) = [n for n in key.notes if n.startswith("inconclusive")]
     assert why.startswith("inconclusive: trick150 vs per_thread at 1 thread: the interval [")

@@ -45,7 +45,8 @@ def test_verdict_rules(lo, hi, expected):
 
 def test_a_fixed_rule_looks_once_with_every_repetition():
     rule = Rule(threshold_pct=5.0)
-    assert rule.looks == 1 and rule.look_confidence == pytest.approx(0.95)
+    assert rule.looks == 1 and rule.alpha_at(3) == rule.alpha_at(7) == 0.05
+    assert rule.confidence_at(3) == pytest.approx(0.95) and rule.confidence_at(3, equivalence=True) == pytest.approx(0.90)
     o = judge(reps(200, 205, 198), reps(100, 101, 99), rule)
     assert o.verdict == GAIN and o.look == 3 and (o.n_treatment, o.n_baseline) == (3, 3)
     assert o.gain_pct == pytest.approx(100 * (math.exp(np.mean(np.log([200, 205, 198])) -
@@ -79,11 +80,46 @@ def test_lower_is_better_turns_a_latency_drop_into_a_gain():
 def test_a_sequential_rule_spends_its_error_over_its_looks():
     rule = Rule.of_run({"repetitions": "auto", "min_repetitions": 3, "max_repetitions": 8, "threshold_pct": 10})
     assert (rule.min_reps, rule.max_reps, rule.looks, rule.threshold_pct) == (3, 8, 6, 10.0)
-    assert rule.look_confidence == pytest.approx(1 - 0.05 / 6)
-    # the same data: a fixed 95 % look decides, the sequential rule's first look (99.2 %) does not
+    # the power family alpha * (r / 8) ** 3 (Kim and DeMets): the first look takes all of it up
+    # to round 3, each later look the increment, and the looks add up to alpha
+    spent = [rule.alpha_at(r) for r in range(3, 9)]
+    assert spent[0] == pytest.approx(0.05 * (3 / 8) ** 3) and spent[-1] == pytest.approx(0.05 * (1 - (7 / 8) ** 3))
+    assert sum(spent) == pytest.approx(0.05) and spent == sorted(spent)
+    assert rule.alpha_at(2) == rule.alpha_at(9) == 0.0
+    assert rule.confidence_at(3) == pytest.approx(1 - spent[0])
+    assert rule.confidence_at(8, equivalence=True) == pytest.approx(1 - 2 * spent[-1])
+    assert rule.confidence_at(20) == rule.confidence_at(8)      # past the last look: the last look's level
+    # the same data: a fixed 95 % look decides, the sequential rule's first look (99.7 %) does not
     t, b = reps(112.0, 118.0, 115.0), reps(100.0, 101.0, 102.0)
     assert judge(t, b, Rule(threshold_pct=5)).verdict == GAIN
     assert judge(t, b, Rule(threshold_pct=5, max_reps=8)).verdict == INCONCLUSIVE
+
+
+def test_no_difference_reads_the_one_sided_level_and_gain_the_two_sided_one():
+    """Equivalence at alpha is read from the 1 - 2 alpha interval (two one-sided tests); a gain
+    or a loss from the 1 - alpha one. Both against scipy's Welch interval."""
+    t, b = reps(103.0, 97.0, 101.5, 98.0), reps(100.0, 96.5, 103.0, 99.0)
+    lt, lb = np.log([v for _, v in t]), np.log([v for _, v in b])
+    ref = stats.ttest_ind(lt, lb, equal_var=False)
+    wide, narrow = ref.confidence_interval(0.95), ref.confidence_interval(0.90)
+    pct = lambda x: 100 * math.expm1(x)     # noqa: E731
+    thr = 100 * math.expm1(max(abs(narrow.low), abs(narrow.high))) + 0.3     # the 90 % fits, the 95 % does not
+    assert pct(wide.low) < -thr or pct(wide.high) > thr
+    o = judge(t, b, Rule(threshold_pct=thr))
+    assert o.verdict == NO_DIFFERENCE and o.confidence == pytest.approx(0.90)
+    assert (o.ci_low_pct, o.ci_high_pct) == pytest.approx((pct(narrow.low), pct(narrow.high)), rel=1e-9)
+    # a margin the 90 % interval does not fit in: inconclusive, reporting the 95 % interval
+    o = judge(t, b, Rule(threshold_pct=thr - 0.6))
+    assert o.verdict == INCONCLUSIVE and o.confidence == pytest.approx(0.95)
+    assert (o.ci_low_pct, o.ci_high_pct) == pytest.approx((pct(wide.low), pct(wide.high)), rel=1e-9)
+    # a gain needs the 95 % interval above the threshold: the 90 % one above is not enough
+    g = reps(112.0, 106.0, 110.5, 107.0)
+    ref = stats.ttest_ind(np.log([v for _, v in g]), lb, equal_var=False)
+    w, n = ref.confidence_interval(0.95), ref.confidence_interval(0.90)
+    between = (pct(w.low) + pct(n.low)) / 2
+    o = judge(g, b, Rule(threshold_pct=between))
+    assert o.verdict == INCONCLUSIVE and o.confidence == pytest.approx(0.95)
+    assert judge(g, b, Rule(threshold_pct=pct(w.low) - 0.1)).verdict == GAIN
 
 
 def test_the_first_decisive_look_is_final():
