@@ -226,9 +226,10 @@ def verdict_words(gains: list[dict]) -> str:
     thr = _thresholds(gains) or "5"
     parts = [f"<p>Each gain is the ratio of the geometric means of the strategy's receive rates and one dialog "
              f"per thread's, everything else equal, with a repeated confidence interval (Welch, on the log ratio): "
-             f"over all the looks a run with <code>repetitions: auto</code> makes, every interval covers the true "
-             f"gain with probability at least 95 % (docs/statistics.md). Verdicts: <b>gain</b> only where the whole "
-             f"interval is above +{thr} %, <b>loss</b> only where it is wholly below −{thr} %, "
+             f"over all the looks a run with <code>repetitions: auto</code> makes, the intervals cover the true "
+             f"gain with probability at least 95 %, and at least 90 % for <b>no difference</b>, an equivalence "
+             f"test (docs/statistics.md); each comparison is wrong at most 5 % of the time. Verdicts: <b>gain</b> "
+             f"only where the whole interval is above +{thr} %, <b>loss</b> only where it is wholly below −{thr} %, "
              f"<b>no difference</b> where it lies within ±{thr} %, otherwise <b>inconclusive</b>. "
              f"“Pays from” is the first total thread count from which every verdict is gain (– never).</p>"]
     few = [g for g in gains if min(g["n"], g["baseline_n"]) < MIN_REPS]

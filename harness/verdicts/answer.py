@@ -243,7 +243,8 @@ def key_section(judged: Iterable[Judged], autos: Mapping[str, Mapping[str, Any]]
     if rows:
         thr = "/".join(f"{t:g}" for t in thresholds)
         notes.append(f"gain: of the geometric mean over the repetitions that count; interval: the deciding look's "
-                     f"(repeated confidence intervals, 95 % over every look); verdicts against +-{thr} % "
+                     f"(repeated confidence intervals over every look: 95 %, and 90 % for no difference, an equivalence "
+                     f"test); verdicts against +-{thr} % "
                      "(docs/statistics.md). pays from: total threads from which every verdict is gain.")
         if any(r["higher_is_better"] is False for r in rows):
             notes.append("lower is better: the gain of a latency is how much lower it is (the baseline's geometric "
