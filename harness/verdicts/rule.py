@@ -129,15 +129,6 @@ class Rule:
             rule = replace(rule, min_reps=max(MIN_REPS, int(lo)), max_reps=max(int(hi), max(MIN_REPS, int(lo))))
         return rule
 
-    def describe(self) -> str:
-        looks = (f"after every round from {self.min_reps} to {self.max_reps} repetitions ({self.looks} looks)"
-                 if self.sequential else "once, with every repetition")
-        spent = ("all of it" if not self.sequential else
-                 ", ".join(f"{100 * self.alpha_at(r):.3g} %" for r in range(self.min_reps, self.max_reps + 1)))
-        return (f"Welch interval of the log ratio, {looks}, spending {100 * self.alpha:g} % ({spent}): "
-                f"gain or loss when the 1 - a interval is beyond +-{self.threshold_pct:g} %, no difference when "
-                f"the 1 - 2a interval is within it; any wrong verdict <= {100 * self.alpha:g} %")
-
 
 @dataclass(frozen=True)
 class Outcome:
