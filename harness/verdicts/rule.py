@@ -42,7 +42,6 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from scipy.special import stdtrit   # the Student t quantile (scipy.stats.t.ppf without its overhead)
 
 ALPHA = 0.05
 #: fewer kept repetitions than this on either side: no look, verdict inconclusive
@@ -191,6 +190,11 @@ def _half_width(var_t: float, n_t: int, var_b: float, n_b: int, confidence: floa
     if se2 <= 0.0:
         return 0.0
     df = se2 * se2 / (vt * vt / (n_t - 1) + vb * vb / (n_b - 1))
+    # the Student t quantile (scipy.stats.t.ppf without its overhead), imported at the first
+    # interval: scipy.special takes about 0.3 CPU-s to import, which every ssbench process that
+    # imports the runner (a gate's side run, each test's run) would pay without judging anything
+    from scipy.special import stdtrit
+
     return float(stdtrit(df, 0.5 + confidence / 2.0)) * math.sqrt(se2)
 
 

@@ -16,7 +16,7 @@ from harness.collectors.activation import ActivationCollector
 from harness.collectors.base import Sample, SampleContext, WindowView
 from harness.collectors.broker import BrokerCollector
 from harness.collectors.host import HostCollector, thread_demand_ns
-from harness.collectors.queues import QueueCollector, growth
+from harness.collectors.queues import QueueCollector, growth, theil_sen
 from harness.collectors.throughput import ThroughputCollector
 from harness.targets.base import PerfCounter
 
@@ -73,6 +73,28 @@ def test_queue_depth_growth_over_the_window_only():
     assert (out["queue_depth_growth"]["first"], out["queue_depth_growth"]["last"]) == (200, 1100)
     assert abs(out["xmitq_depth_growth"]["per_s"]) < 5
     assert growth([(0.0, 1.0), (1.0, 2.0)]) is None        # fewer than 3 samples: no figure
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_growth_interval_is_scipys_theil_sen(seed):
+    """theil_sen is scipy.stats.theilslopes (the reference), ties in depths and times included,
+    without scipy.stats imported into every run."""
+    import numpy as np
+    from scipy.stats import theilslopes
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 40))
+    ts = sorted(float(x) for x in np.round(rng.uniform(0, 10, n), int(rng.integers(0, 3))))
+    if ts[-1] == ts[0]:
+        ts[-1] += 1.0
+    ys = [float(v) for v in np.round(rng.normal(50 * seed, 30, n) + rng.uniform(-200, 200) * np.array(ts))]
+    if seed % 5 == 0:
+        ys = [7.0] * n            # a flat depth: every slope 0
+    for conf in (0.95, 0.9, 0.05):
+        ref = theilslopes(ys, ts, alpha=conf)
+        got = theil_sen(ys, ts, conf)
+        want = (ref.slope, ref.low_slope, ref.high_slope)
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-12, nan_ok=True), (n, conf)
 
 
 def test_transport_rate_and_receives_per_second():
