@@ -73,6 +73,7 @@ class MasterSide:
         self.plan: SwarmPlan | None = None
         self.placed: dict[str, Slot] = {}        # client id -> slot
         self.recorded: set[str] = set()          # slot names whose recording was forwarded
+        self.forwarding: set[str] = set()        # slot names whose recording is being forwarded
         self.unslotted: set[str] = set()         # client ids told they have no slot in this swarm
         self.lost: set[str] = set()              # slot names whose worker went missing while it ran
         self.phase = "idle"
@@ -160,6 +161,7 @@ class MasterSide:
         wait; a headless master does this from its start (:meth:`prepare_headless`), so missing
         workers are named even while Locust itself still waits for them."""
         self.plan, self.placed, self.recorded, self.failures, self.facts = None, {}, set(), [], {}
+        self.forwarding = set()
         self.unslotted, self.lost = set(), set()
         self._ending = False
         self._set_phase("placing")
@@ -276,9 +278,15 @@ class MasterSide:
         if got is None:
             return
         rec, slot = got
-        reply = self._post("/recording", rec, timeout=120)
-        if reply is not None and reply.get("ok"):
-            self.recorded.add(slot.name)
+        # awaited until the controller has it: the worker may quit (and leave Locust's clients)
+        # while its recording, a large post on a loaded machine, is still on its way
+        self.forwarding.add(slot.name)
+        try:
+            reply = self._post("/recording", rec, timeout=120)
+            if reply is not None and reply.get("ok"):
+                self.recorded.add(slot.name)
+        finally:
+            self.forwarding.discard(slot.name)
 
     def _on_progress(self, environment, msg, **_kw) -> None:
         got = self._of_this_swarm(Progress, msg)   # (a worker of no swarm: nothing live to show)
@@ -342,13 +350,17 @@ class MasterSide:
         gevent.spawn(self._collect_and_end)
 
     def _awaited(self) -> bool:
-        """A recording still due from a placed worker that is still there. Locust marks a worker
+        """A recording being forwarded to the controller, or still due from a placed worker that
+        is still there (a worker that sent its recording may quit before the controller has it:
+        a swarm ended then reported it missing, though its recording was written). Locust marks a worker
         missing after 3 s without its heartbeat; a worker busy stopping its users and building
         its recording on a loaded machine can be that late and still send it, so the recording
         of a missing worker is awaited for MISSING_GRACE_S after the stop, unless it went missing
         while the swarm ran (``_heartbeat`` reported it lost: the swarm has failed)."""
         from locust.runners import STATE_MISSING
 
+        if self.forwarding:
+            return True
         grace = time.time() - self.facts.get("stop_requested", time.time()) < MISSING_GRACE_S
         return any(s.name not in self.recorded and cid in self.runner.clients
                    and (self.runner.clients[cid].state != STATE_MISSING or (grace and s.name not in self.lost))

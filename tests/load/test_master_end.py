@@ -18,6 +18,7 @@ SCENARIOS = textwrap.dedent("""
     from types import SimpleNamespace
 
     import gevent
+    import gevent.event
 
     from harness.load.master import MasterSide
     from harness.load.placement import Slot
@@ -27,7 +28,7 @@ SCENARIOS = textwrap.dedent("""
         m.runner = SimpleNamespace(user_count=3, clients={"c1": SimpleNamespace(state="stopping")})
         m.plan, m.phase, m.facts = SimpleNamespace(single=single, swarm_id="s"), "stopping", {}
         m.placed = {"c1": Slot(initiator=1, worker=1, users=3, first_user=1)}
-        m.recorded, m._ending, m._timer = set(), False, None
+        m.recorded, m.forwarding, m._ending, m._timer = set(), set(), False, None
         ended = []
         m._set_phase = lambda phase: setattr(m, "phase", phase)
         m._collect_and_end = lambda: (ended.append("collected"), setattr(m, "phase", "ended"))
@@ -84,6 +85,23 @@ SCENARIOS = textwrap.dedent("""
         assert m._awaited(), "a worker that is there is awaited up to RECORDING_WAIT_S"
         del m.runner.clients["c1"]
         assert not m._awaited(), "a worker Locust removed is not awaited"
+
+        # a worker that sent its recording and quit at once (Locust removes it from its
+        # clients) while the master still forwards that recording: awaited until it is in
+        m, ended = master(single=True)
+        m.runner.user_count = 0
+        posting = gevent.event.Event()
+        m._of_this_swarm = lambda cls, msg, dropped="": (msg, m.placed["c1"])
+        m._post = lambda route, rec, timeout=30: (posting.wait(), {"ok": True})[1]
+        gevent.spawn(m._on_recording, None, "the recording")
+        gevent.sleep(0.05)
+        del m.runner.clients["c1"]               # the worker quit
+        m._on_test_stopping()
+        gevent.sleep(0.3)
+        assert ended == [], "ended while a recording was being forwarded"
+        posting.set()
+        gevent.sleep(0.3)
+        assert ended == ["collected"] and m.recorded == {m.placed["c1"].name}, (ended, m.recorded)
 
         # a worker whose claim comes after its headless swarm was placed has no slot: it is
         # told to quit, once
