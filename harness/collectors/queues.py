@@ -4,10 +4,10 @@ behind: docs/diagnosis.md)."""
 
 from __future__ import annotations
 
-from .base import Collector
-
 import math
 from statistics import NormalDist
+
+from .base import Collector
 
 #: confidence of the growth interval (as scipy.stats.theilslopes' alpha)
 GROWTH_CONFIDENCE = 0.95
@@ -40,7 +40,7 @@ def theil_sen(ys: list[float], ts: list[float], confidence: float = GROWTH_CONFI
     sigma = math.sqrt(sigsq)
     upper = min(round((m - z * sigma) / 2.0), m - 1)    # Python's round, as numpy's: half to even
     lower = max(round((m + z * sigma) / 2.0) - 1, 0)
-    if not (-m <= lower < m and -m <= upper < m):
+    if lower >= m:
         return slope, math.nan, math.nan
     return slope, slopes[lower], slopes[upper]
 

@@ -350,9 +350,8 @@ class MasterSide:
         gevent.spawn(self._collect_and_end)
 
     def _awaited(self) -> bool:
-        """A recording being forwarded to the controller, or still due from a placed worker that
-        is still there (a worker that sent its recording may quit before the controller has it:
-        a swarm ended then reported it missing, though its recording was written). Locust marks a worker
+        """A recording being forwarded to the controller (its worker may have quit meanwhile),
+        or still due from a placed worker that is still there. Locust marks a worker
         missing after 3 s without its heartbeat; a worker busy stopping its users and building
         its recording on a loaded machine can be that late and still send it, so the recording
         of a missing worker is awaited for MISSING_GRACE_S after the stop, unless it went missing
