@@ -75,6 +75,7 @@ def test_queue_depth_growth_over_the_window_only():
     assert growth([(0.0, 1.0), (1.0, 2.0)]) is None        # fewer than 3 samples: no figure
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered in sqrt:RuntimeWarning")  # scipy, flat depths
 @pytest.mark.parametrize("seed", range(40))
 def test_the_growth_interval_is_scipys_theil_sen(seed):
     """theil_sen is scipy.stats.theilslopes (the reference), ties in depths and times included,
