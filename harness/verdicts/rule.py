@@ -260,7 +260,7 @@ def _look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int) ->
     lo_eq, hi_eq = _pct(d - h_eq), _pct(d + h_eq)
     if decide(lo_eq, hi_eq, rule.threshold_pct) == NO_DIFFERENCE:
         return Outcome(NO_DIFFERENCE, _pct(d), lo_eq, hi_eq, nt, nb, eq_conf, rnd)
-    out = replace(out, verdict=INCONCLUSIVE)
+    # out is inconclusive here: had the wider interval lain within the margins, so would this one
     need = needed_reps(vt, vb, d, rule, max(nt, nb) + 1)
     sd = f"s.d. {_pct(math.sqrt(vt)):.1f} % and {_pct(math.sqrt(vb)):.1f} % per repetition"
     if need is None and _gap(d, rule.threshold_pct)[0] < ON_THRESHOLD:
