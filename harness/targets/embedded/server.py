@@ -103,6 +103,30 @@ def default_data_dir() -> Path:
     return (data_base_dir() / f"pg{_major_version()}").resolve()
 
 
+def ensure_system_user(name: str, wait_s: float = 30.0):
+    """The system user ``name`` (its ``pwd`` entry), created if missing. Several processes may
+    ask at once on a fresh machine (make test's workers, each starting its own server): useradd
+    then fails in all but one (exit 9, the name taken; exit 10, /etc/passwd locked), so a failure
+    is followed by another look, until ``wait_s``; only a user that never appears is an error."""
+    import pwd
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            pass
+        r = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                           capture_output=True, text=True)
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            if time.monotonic() > deadline:
+                raise TargetError(f"could not create the system user {name!r} (useradd exit {r.returncode}: "
+                                  f"{r.stderr.strip()})") from None
+        time.sleep(0.05)
+
+
 @dataclass
 class ServerInfo:
     data_dir: Path
@@ -156,12 +180,7 @@ class EmbeddedServer:
         """As root: make sure the unprivileged user exists and can reach binaries and data."""
         import pwd
 
-        try:
-            pw = pwd.getpwnam(RUN_AS_USER)
-        except KeyError:
-            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                            RUN_AS_USER], check=True, capture_output=True)
-            pw = pwd.getpwnam(RUN_AS_USER)
+        pw = ensure_system_user(RUN_AS_USER)
         # traversal (o+x) on every parent of the binaries and the data directory; read on binaries
         for path in (bin_dir().parent, self.data_dir.parent):
             for parent in [path, *path.parents]:

@@ -58,3 +58,28 @@ def test_server_cli(private_server):
     assert r.returncode == 0 and "running" in r.stdout, r.stderr
     assert run("status").returncode == 0
     assert run("stop").stdout.strip() == "stopped"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creates a system user: root only")
+def test_the_system_user_is_created_once_by_concurrent_starts():
+    """As root every server runs as a system user, which the first start creates. On a fresh
+    machine make test's workers start their servers at once: each must get the user, none may
+    fail on another's useradd (seen: exit 9 'already exists' in all but one worker)."""
+    import pwd
+    import time as _time
+
+    name = f"ssbt{os.getpid() % 100000}"
+    subprocess.run(["userdel", name], capture_output=True)
+    at = _time.time() + 1.5
+    code = ("import sys, time; from harness.targets.embedded.server import ensure_system_user\n"
+            f"time.sleep(max(0.0, {at!r} - time.time()))\n"
+            f"print(ensure_system_user({name!r}).pw_name)")
+    try:
+        procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(6)]
+        outs = [p.communicate(timeout=60) for p in procs]
+        assert [p.returncode for p in procs] == [0] * 6, [err[-300:] for _, err in outs]
+        assert {out.strip() for out, _ in outs} == {name}
+        assert pwd.getpwnam(name).pw_shell == "/usr/sbin/nologin"
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
