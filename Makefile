@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 4
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: bench test test-fast web gate server-stop clean check-python check-java help
+.PHONY: bench test test-fast web gate server-stop clean check-python check-java help bytecode
 
 help:
 	@echo "make bench   run $(MATRIX) on the embedded target and build the report"
@@ -38,20 +38,26 @@ $(STAMP): pyproject.toml | check-python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
-bench: $(STAMP) check-java
+bench: $(STAMP) check-java bytecode
 	$(BIN)/ssbench bench --matrix $(MATRIX) --target $(TARGET)
 
 # Two pytest runs, both always: first the tests that may share the machine, on $(TEST_WORKERS)
 # xdist workers (a test module at a time per worker, the longest first; tests/analysis on one
 # worker), then those marked `alone`, one at a time with nothing else running. Fails if either does.
-test: $(STAMP) check-java
+test: $(STAMP) check-java bytecode
 	@rc=0; \
 	$(PYTEST) -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --ssbench-part parallel $(PYTEST_ARGS) || rc=$$?; \
 	$(PYTEST) -p no:xdist --ssbench-part alone $(PYTEST_ARGS) || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	exit $$rc
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) bytecode
 	$(PYTEST) -p no:xdist --ssbench-part fast $(PYTEST_ARGS)
+
+# ssbench's own modules compiled ahead (pip compiled the dependencies when it installed them):
+# every Locust, broker and ssbench process imports them, and where PYTHONDONTWRITEBYTECODE is
+# set none of them would write the bytecode it compiled. Only what changed is compiled again.
+bytecode: $(STAMP)
+	@$(BIN)/python -m compileall -q -j 0 harness >/dev/null
 
 web: $(STAMP)
 	$(BIN)/ssbench web --target $(TARGET)

@@ -35,6 +35,7 @@ from .collectors.host import CLIENT_BOUND_WORKER_CPU
 from .errors import TargetError
 from .load.protocol import SwarmPlan
 from .load.spec import SwarmSpec
+from .load.series import SwarmSeries
 from .load.swarm import RemoteWorkers, Swarm, SwarmFailed, SwarmResult
 from .load.window import merge_workers
 from .load.protocol import Progress
@@ -81,6 +82,9 @@ class Repetition:
     remote: RemoteWorkers | None = None
     #: the live metrics endpoint's state (--metrics-port); None: off
     metrics: LiveState | None = None
+    #: the run's master and local workers, kept from one repetition to the next (None: a master
+    #: and workers of this repetition's own, Swarm.run_one)
+    swarms: SwarmSeries | None = None
 
     #: does the measured window receive (False: a backlog fill, activation off by design)
     receiving: bool = True
@@ -185,9 +189,10 @@ class Repetition:
             self.feed.window(0.0, 0.0)   # a fill's window ends when it is stopped (harness.backlog)
         self.on_status("running")
         try:
-            res = Swarm.run_one(plan, self.partial, s.spawn_rate, remote=self.remote, stop_event=self.stop_event,
-                                on_started=self._swarm_started, until=until,
-                                on_progress=self.on_progress if self.feed is not None else None)
+            kw = dict(stop_event=self.stop_event, on_started=self._swarm_started, until=until,
+                      on_progress=self.on_progress if self.feed is not None else None)
+            res = (self.swarms.run(plan, self.partial, s.spawn_rate, **kw) if self.swarms is not None
+                   else Swarm.run_one(plan, self.partial, s.spawn_rate, remote=self.remote, **kw))
         except SwarmFailed as e:
             raise RepetitionFailed(f"{e} (the repetition is not kept; --resume redoes it)") from None
         if self.stop_event.is_set() or res.interrupted:
@@ -251,7 +256,7 @@ class Repetition:
 
     def abort(self) -> None:
         """Best effort: stop the collectors and the broker side (nothing committed); a headless
-        swarm is already gone (Swarm.run_one closes it)."""
+        swarm that failed is already gone (Swarm.run_one and SwarmSeries.run close it)."""
         if self.feed is not None:
             self.feed.aborted()
         self._unpin()

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from .cpuawake import CpusAwake
 from .errors import UserError
+from .load import series
+from .load.series import SwarmSeries
 from .load.swarm import Swarm
 from .matrix import Matrix, Permutation
 from .progress import Progress
@@ -50,6 +52,9 @@ class Runner:
         self.stop_event = stop_event or threading.Event()
         self.lock = threading.Lock()
         self.lost_total = 0
+        # one Locust master and its local workers for the whole run (client hosts' workers
+        # connect to a master of each repetition's own: `ssbench worker` starts one per swarm)
+        self.swarms = SwarmSeries(run_dir.path / series.LOGS_DIR) if remote is None else None
 
     # ------------------------------------------------------------------ whole run
     def run(self) -> int:
@@ -62,6 +67,8 @@ class Runner:
                 self.run_dir.update_run(cpu_awake=awake.record())
                 return self._run()
         finally:
+            if self.swarms is not None:
+                self.swarms.close()
             Swarm.wait_closed()     # the last swarm's processes gone, their logs whole
 
     def _run(self) -> int:
@@ -261,7 +268,8 @@ class Runner:
         r = cls(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
                        profile=resolve_profile(self.matrix, self.target, perm.server),
                        settings=self.matrix.run_for(perm), lock=self.lock, stop_event=self.stop_event,
-                       on_status=status, on_tick=live, remote=self.remote, metrics=self.metrics)
+                       on_status=status, on_tick=live, remote=self.remote, metrics=self.metrics,
+                       swarms=self.swarms)
         summary = r.run()
         self.lost_total += summary.messages_lost
         return summary

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from .load.series import LOGS_DIR, SwarmSeries
 from .load.swarm import Swarm
 from .matrix import MAX_RATE, Matrix, Permutation
 from .repetition import Interrupted, Repetition, RepetitionFailed
@@ -207,6 +208,8 @@ class Saturation:
         self.remote = remote     # harness.load.swarm.RemoteWorkers: workers on client hosts
         self.metrics = metrics   # harness.metrics.LiveState: the live endpoint (None: off)
         self.results: list[dict[str, Any]] = []
+        # one Locust master and its local workers for every probe (client hosts: one per probe)
+        self.swarms = SwarmSeries(run_dir.path / LOGS_DIR) if remote is None else None
 
     def probe(self, base: Permutation, rate: float) -> Probe:
         if self.stop_event.is_set():
@@ -214,7 +217,8 @@ class Saturation:
         perm = replace(base, rate=rate)
         rep = Repetition(target=self.target, run_dir=self.run_dir, perm=perm, rep=1,
                          profile=self.profile_for(perm.server), settings=self.matrix.run_for(perm), lock=self.lock,
-                         stop_event=self.stop_event, remote=self.remote, metrics=self.metrics)
+                         stop_event=self.stop_event, remote=self.remote, metrics=self.metrics,
+                         swarms=self.swarms)
         try:
             summary = rep.run()
         except RepetitionFailed as e:
@@ -237,6 +241,8 @@ class Saturation:
                 self.results.append(permutation_result(base, res))
                 self.write()
         finally:
+            if self.swarms is not None:
+                self.swarms.close()
             Swarm.wait_closed()     # the last swarm's processes gone, their logs whole
         return self.results
 

@@ -85,6 +85,12 @@ class MasterSide:
         self._timer = None
         self._ending = False                     # the swarm's end is being collected
         self._last_answer = time.monotonic()
+        #: headless: every swarm is started by the controller (the first by Locust's headless
+        #: start, the next ones of a run's series by the heartbeat's Command.start), never by a UI
+        self.headless = bool(getattr(environment.parsed_options, "headless", False))
+        self._start_seen = 0                     # the last Command.start taken
+        self._locust_stopped = Event()           # Locust fired test_stop for the last swarm started
+        self._locust_stopped.set()
         self._progress: list[Progress] = []      # to forward, oldest first
         self._progress_busy = False
         self._progress_ready = Event()
@@ -99,6 +105,7 @@ class MasterSide:
         events.spawning_complete.add_listener(self._on_spawned)
         events.test_stopping.add_listener(self._on_test_stopping)
         events.test_stop.add_listener(self._on_test_stop)
+        events.test_stop.add_listener(lambda **_kw: self._locust_stopped.set())
         gevent.spawn(self._heartbeat)
         gevent.spawn(self._forward_progress)
 
@@ -122,8 +129,10 @@ class MasterSide:
             return
         self.unslotted.add(cid)
         claim = self.claims.get(cid)
-        log.warning("worker %s (%s) has no slot in this swarm%s", cid, claim.host if claim else "?",
-                    ": told to quit" if self._single() else "")
+        # a long-lived master's idle workers wait for its next swarm: said at info level only
+        (log.warning if self._single() else log.info)(
+            "worker %s (%s) has no slot in this swarm%s", cid, claim.host if claim else "?",
+            ": told to quit" if self._single() else "")
         if self._single():
             self.runner.send_message("quit", None, client_id=cid)
 
@@ -232,6 +241,7 @@ class MasterSide:
         return rescale(self.placed, total, self.plan.workers_per_initiator)
 
     def _on_test_start(self, **_kw) -> None:
+        self._locust_stopped.clear()
         if self.opened:                 # the web UI's start request opened it already
             self.opened = False
             return
@@ -254,7 +264,9 @@ class MasterSide:
         if self.phase in ("spawning", "running"):
             self.facts.setdefault("stop_requested", time.time())
             self._set_phase("stopping")
-            self.runner.stop()
+            # on a greenlet of its own: Locust's stop waits for the workers' users and then fires
+            # test_stop, and the swarm's end kills the window timer that may be calling this
+            gevent.spawn(self.runner.stop)
 
     # ------------------------------------------------------------------ 5. recordings and the end
     def _of_this_swarm(self, cls, msg, dropped: str = ""):
@@ -321,9 +333,9 @@ class MasterSide:
         self._fail("worker", f"{slot.name if slot else msg.node_id}: {f.text}")
 
     def _on_test_stopping(self, **_kw) -> None:
-        # a headless swarm only: the web UI's may be started again at once, and Locust's late
-        # test_stop must not end the next one
-        if self.plan is not None and self.plan.single and self.phase not in ("idle", "ended"):
+        # a headless master only: the web UI's swarm may be started again at once, and Locust's
+        # late test_stop must not end the next one (a series' next swarm waits for it: _start_next)
+        if self.plan is not None and (self.plan.single or self.headless) and self.phase not in ("idle", "ended"):
             self.facts.setdefault("stop_requested", time.time())
             gevent.spawn(self._end_when_stopped)
 
@@ -387,6 +399,16 @@ class MasterSide:
     def _single(self) -> bool:
         return self.plan is None or self.plan.single
 
+    def _start_next(self, users: int, spawn_rate: float) -> None:
+        """A series' next swarm (Command.start): once Locust has seen the last one stopped (its
+        ``test_stop`` fired: a late one cannot end this swarm), plan, place and spawn it, as the
+        web UI's start does."""
+        self._locust_stopped.wait(timeout=RECORDING_WAIT_S + 30)
+        if self.open_swarm(users, spawn_rate) is not None:
+            return                  # the failure went to the controller, which fails the swarm
+        self.opened = True
+        self.runner.start(users, spawn_rate)
+
     # ------------------------------------------------------------------ the link to the controller
     def _fail(self, what: str, text: str) -> str:
         log.error("%s", text)
@@ -432,6 +454,9 @@ class MasterSide:
             cmd = self._post_status()
             if cmd is not None and cmd.stop and self.phase in ("spawning", "running"):
                 gevent.spawn(self.stop_swarm)
+            if cmd is not None and cmd.start > self._start_seen and self.phase in ("idle", "ended"):
+                self._start_seen = cmd.start
+                gevent.spawn(self._start_next, cmd.users, cmd.spawn_rate)
             if cmd is not None and cmd.quit and self.phase in ("idle", "ended", "placing"):
                 self.runner.quit()
                 return

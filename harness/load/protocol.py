@@ -121,8 +121,8 @@ class SwarmPlan(Message):
     measure_seconds: float = 0.0
     worker_wait_seconds: float = 60.0
     #: a headless swarm: the master quits when it has ended, and tells workers without a slot to
-    #: quit (the next repetition has a master of its own); False: the web UI's long-lived master
-    #: keeps them idle for its next swarm
+    #: quit (the next repetition has a master of its own); False: a long-lived master (the web
+    #: UI's, or a run's SwarmSeries) keeps them idle for its next swarm
     single: bool = True
     error: str | None = None
 
@@ -151,11 +151,17 @@ class Status(Message):
 @dataclass
 class Command(Message):
     """The controller's answer to a Status: ``stop`` the swarm now (its recordings still come
-    back); ``quit`` the master once the swarm has ended."""
+    back); ``quit`` the master once the swarm has ended; ``start``: a run's next swarm, on the
+    master and workers kept for the whole run (:class:`harness.load.swarm.SwarmSeries`):
+    ``users`` at ``spawn_rate``, asked once per ``start`` number (the heartbeat repeats it until
+    the master asks for its plan)."""
 
     TYPE: ClassVar[str] = "command"
     stop: bool = False
     quit: bool = False
+    start: int = 0
+    users: int = 0
+    spawn_rate: float = 0.0
 
 
 @dataclass

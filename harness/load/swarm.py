@@ -14,9 +14,10 @@ Locust worker per slot. It answers the master's messages (:mod:`harness.load.pro
   ``on_progress`` (a failing callback is logged, never fails the swarm);
 * ``POST /failure``, ``POST /notice``: what makes the swarm untrustworthy; a line to print.
 
-The same class serves ``ssbench run`` (a master per repetition: :meth:`run_one`), ``saturate``,
-the backlog fill, and ``ssbench web`` (one master for the web UI's lifetime, a swarm per
-session: ``on_ended``). Every worker command line is built by :func:`worker_cmd`; ``ssbench
+The same class serves ``ssbench run`` (one master for the run's swarms:
+:class:`harness.load.series.SwarmSeries`; with workers on client hosts a master per repetition:
+:meth:`run_one`), ``saturate`` likewise, the backlog fill, and ``ssbench web`` (one master for
+the web UI's lifetime, a swarm per session: ``on_ended``). Every worker command line is built by :func:`worker_cmd`; ``ssbench
 worker`` uses it too.
 
 The controller watches its processes itself: a master that exits before its swarm ended, or a
@@ -30,6 +31,7 @@ import errno
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -177,6 +179,7 @@ class Swarm:
         self._stop = False        # the controller asked the swarm to stop
         self._quit = False
         self._logs: list = []
+        self._start = Command()   # the series' last start asked for (Command.start: its number)
         self.deaths: dict[str, str] = {}   # process name -> how it ended, noticed while it mattered
 
     # ------------------------------------------------------------------ processes
@@ -215,7 +218,12 @@ class Swarm:
                                 start_new_session=True, preexec_fn=die_with_parent)
 
     def worker_pids(self) -> dict[str, int]:
-        return {n: p.pid for n, p in self.procs.items() if n.startswith("worker") and p.poll() is None}
+        """The local workers' pids (once the swarm is placed, of its placed slots only: a series'
+        idle workers are not this swarm's clients)."""
+        cur = self.current
+        placed = set((cur.facts.get("workers") or {}) if cur is not None else ())
+        return {n: p.pid for n, p in self.procs.items() if n.startswith("worker") and p.poll() is None
+                and (not placed or n.split(".", 1)[-1] in placed)}
 
     def alive(self) -> bool:
         return any(p.poll() is None for p in self.procs.values())
@@ -244,6 +252,42 @@ class Swarm:
             self.control.stop()
         for f in self._logs:
             f.close()
+
+    def next_swarm(self, plan_for: Callable[[SwarmRequest], tuple[SwarmPlan, Path]], users: int, spawn_rate: float,
+                   on_progress: Callable[[Progress], None] | None = None) -> None:
+        """A series' next swarm on this master and its workers (:mod:`harness.load.series`): the
+        master asks for the plan at its next heartbeat (Command.start), once its last swarm ended."""
+        with self._lock:
+            self.current = None
+            self.plan_for, self.on_progress = plan_for, on_progress
+            self._stop = False
+            self._start = Command(start=self._start.start + 1, users=int(users), spawn_rate=float(spawn_rate))
+
+    def log_offsets(self) -> dict[str, int]:
+        """The size of each process log now (a swarm's part of them begins there)."""
+        return {f.name: Path(f.name).stat().st_size for f in self._logs if Path(f.name).exists()}
+
+    def copy_logs(self, offsets: dict[str, int], into: Path) -> None:
+        """What each process log got since ``offsets`` (:meth:`log_offsets`), into ``into`` under
+        the log's own name: a series' swarm gets its part of the logs of the run's processes."""
+        for f in self._logs:
+            path = Path(f.name)
+            try:
+                if not f.closed:
+                    f.flush()
+                with open(path, "rb") as src, open(Path(into) / path.name, "ab") as dst:
+                    src.seek(offsets.get(f.name, 0))
+                    shutil.copyfileobj(src, dst)
+            except OSError as e:   # a log is an aid, never a reason to fail the repetition
+                log.warning("copying %s into %s: %s", path.name, into, e)
+
+    def close_in_background(self) -> None:
+        """:meth:`close` on a thread of its own (the master's quit and Locust's shutdown take
+        about 1.3 s): the next swarm's start or the run's end waits for it (:meth:`wait_closed`)."""
+        closing = threading.Thread(target=self.close, name="ssbench-swarm-close")
+        with _CLOSING_LOCK:
+            _CLOSING.append(closing)
+        closing.start()
 
     def kill(self) -> None:
         for p in self.procs.values():
@@ -290,7 +334,8 @@ class Swarm:
                     ended = cur
         if ended is not None and self.on_ended is not None:
             threading.Thread(target=self._ended, args=(ended,), name="ssbench-swarm-ended", daemon=True).start()
-        return Command(stop=self._stop, quit=self._quit).to_wire()
+        return Command(stop=self._stop, quit=self._quit, start=self._start.start, users=self._start.users,
+                       spawn_rate=self._start.spawn_rate).to_wire()
 
     def _current_for(self, swarm_id: str) -> _Current | None:
         with self._lock:
@@ -400,10 +445,7 @@ class Swarm:
         # next swarm. Only the logs of its processes are still written (Locust's own summary,
         # a copy of locust_stats.csv, at the master's exit): the next run_one, or the run's end
         # (wait_closed), waits for them.
-        closing = threading.Thread(target=sw.close, name="ssbench-swarm-close")
-        with _CLOSING_LOCK:
-            _CLOSING.append(closing)
-        closing.start()
+        sw.close_in_background()
         return res
 
     @staticmethod

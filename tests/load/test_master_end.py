@@ -27,6 +27,7 @@ SCENARIOS = textwrap.dedent("""
         m = MasterSide.__new__(MasterSide)   # no Locust, no controller: the end's logic only
         m.runner = SimpleNamespace(user_count=3, clients={"c1": SimpleNamespace(state="stopping")})
         m.plan, m.phase, m.facts = SimpleNamespace(single=single, swarm_id="s"), "stopping", {}
+        m.headless = single                      # a single swarm is headless; the web UI's is not
         m.placed = {"c1": Slot(initiator=1, worker=1, users=3, first_user=1)}
         m.recorded, m.forwarding, m._ending, m._timer = set(), set(), False, None
         ended = []
@@ -60,6 +61,38 @@ SCENARIOS = textwrap.dedent("""
         m._on_test_stop()
         gevent.sleep(0.1)
         assert ended == ["collected"], ended
+
+        # a run's series (a headless master kept for the run, its plans not single) ends each
+        # swarm as early as a single one ...
+        m, ended = master(single=False)
+        m.headless = True
+        m.runner.user_count = 0
+        m.recorded.add(m.placed["c1"].name)
+        m._on_test_stopping()
+        gevent.sleep(0.2)
+        assert ended == ["collected"], f"a series' swarm did not end early: {ended}"
+        # ... and opens its next swarm (Command.start) only once Locust's own test_stop came:
+        # a late one would end the new swarm
+        opened = []
+        m.open_swarm = lambda users, rate: opened.append((users, rate))     # None: placed
+        m.runner.start = lambda users, rate: opened.append("spawned")
+        m._locust_stopped, m.opened = gevent.event.Event(), False
+        gevent.spawn(m._start_next, 4, 50.0)
+        gevent.sleep(0.2)
+        assert opened == [], "the next swarm opened before Locust's test_stop"
+        m._locust_stopped.set()
+        gevent.sleep(0.1)
+        assert opened == [(4, 50.0), "spawned"] and m.opened, opened
+        # the window's timer stops the swarm, and the swarm's end kills that timer: Locust's stop
+        # (it waits for the workers' users, then fires test_stop) must go on all the same
+        m, ended = master(single=False)
+        m.headless, m.phase, fired = True, "running", []
+        m.runner.stop = lambda: (gevent.sleep(0.3), fired.append("test_stop"))
+        m._timer = gevent.spawn(m.stop_swarm)
+        gevent.sleep(0.05)
+        m._timer.kill(block=False)
+        gevent.sleep(0.5)
+        assert fired == ["test_stop"], "killing the window's timer cut Locust's stop short"
 
         # a worker Locust marked missing (no heartbeat for 3 s) after the stop: a loaded machine
         # can delay a worker that still sends its recording, which is awaited MISSING_GRACE_S
@@ -115,6 +148,13 @@ SCENARIOS = textwrap.dedent("""
         assert sent == [("quit", "c9")], sent
         m._on_claim(None, SimpleNamespace(node_id="c1", data=Claim(initiator=1, host="h", pid=1).to_wire()))
         assert sent == [("quit", "c9")], "a placed worker's claim told it to quit"
+        # a series' master keeps a worker without a slot for its next swarm
+        m, ended = master(single=False)
+        m.phase, m.claims, m.unslotted, sent = "running", {}, set(), []
+        m.runner.send_message = lambda kind, data, client_id: sent.append((kind, client_id))
+        m._on_claim(None, late)
+        m._no_slot("c9")
+        assert sent == [], f"a series' idle worker was told to quit: {sent}"
 
         # the "ended" status carries Locust's CSVs; a heartbeat posting while it is under way
         # must not post "ended" without them (the controller keeps the first "ended")

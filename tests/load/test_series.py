@@ -1,0 +1,69 @@
+"""A run's swarms on one Locust master and one set of workers (harness.load.series): real Locust
+processes, a test-only sender that sleeps on a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from harness.load.protocol import SwarmPlan
+from harness.load.series import SwarmSeries
+from harness.load.spec import SwarmSpec
+from harness.load.swarm import Swarm
+from harness.load.window import merge_workers
+from support import pythonpath_env, sleep_sender
+
+WARMUP, MEASURE = 0.5, 1.0
+
+
+def _plan(spec: dict, users: dict[str, int]) -> SwarmPlan:
+    s = SwarmSpec(sender_specs={k: spec for k in users}, payload_bytes=10, usable={k: 4 for k in users},
+                  users=dict(users))
+    return SwarmPlan(spec=s, users=dict(users), warmup_seconds=WARMUP, measure_seconds=MEASURE,
+                     worker_wait_seconds=60)
+
+
+def _swarm(series: SwarmSeries, spec: dict, users: dict[str, int], out):
+    out.mkdir(parents=True)
+    pids = {}
+    res = series.run(_plan(spec, users), out, 1000,
+                     on_started=lambda sw: pids.update(master=sw.procs["master"].pid, workers=sw.worker_pids()))
+    start = res.spawn_complete + WARMUP
+    wd = merge_workers(res.worker_files, start, start + MEASURE)
+    assert wd.errors_total == 0, wd.error_samples
+    assert (wd.users_spawned, wd.users_active) == (sum(users.values()),) * 2
+    assert sorted(res.workers) == sorted(f"i{k}.w1" for k in users)
+    assert (out / "locust-master.log").exists() and (out / "locust_stats.csv").exists()
+    return res, pids
+
+
+@pytest.mark.slow
+def test_one_master_serves_the_runs_swarms_and_a_new_set_starts_when_needed(pg_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", pythonpath_env()["PYTHONPATH"])   # the workers load the sleep sender
+    spec = sleep_sender.spec(pg_server.info().conninfo(), 0.01)
+    series = SwarmSeries(tmp_path / ".locust")
+    try:
+        a, pa = _swarm(series, spec, {"1": 2}, tmp_path / "a")
+        b, pb = _swarm(series, spec, {"1": 2}, tmp_path / "b")
+        # the second swarm ran on the first one's master and worker
+        assert series.started == 1 and pb["master"] == pa["master"]
+        assert b.workers["i1.w1"]["pid"] == a.workers["i1.w1"]["pid"]
+        # another initiator: a worker the set lacks, so a new set with every claim seen so far
+        c, pc = _swarm(series, spec, {"1": 1, "2": 1}, tmp_path / "c")
+        assert series.started == 2 and pc["master"] != pa["master"]
+        # back to one initiator: the same set, its second worker idle (not this swarm's client)
+        d, pd = _swarm(series, spec, {"1": 2}, tmp_path / "d")
+        assert series.started == 2 and d.workers["i1.w1"]["pid"] == c.workers["i1.w1"]["pid"]
+        assert list(series.swarm.worker_pids()) == ["worker.i1.w1"], series.swarm.worker_pids()
+        # a set whose master died between two swarms is replaced, not reused
+        os.kill(pd["master"], signal.SIGKILL)
+        series.swarm.procs["master"].wait(timeout=10)
+        _e, pe = _swarm(series, spec, {"1": 2}, tmp_path / "e")
+        assert series.started == 3 and pe["master"] != pd["master"]
+    finally:
+        series.close()
+        Swarm.wait_closed()
+    # each swarm has its own part of the run's logs; the run's logs hold them all
+    assert "Aggregated" in (tmp_path / ".locust" / "locust-master.log").read_text()
