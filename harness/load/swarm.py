@@ -17,8 +17,8 @@ Locust worker per slot. It answers the master's messages (:mod:`harness.load.pro
 The same class serves ``ssbench run`` (one master for the run's swarms:
 :class:`harness.load.series.SwarmSeries`; with workers on client hosts a master per repetition:
 :meth:`run_one`), ``saturate`` likewise, the backlog fill, and ``ssbench web`` (one master for
-the web UI's lifetime, a swarm per session: ``on_ended``). Every worker command line is built by :func:`worker_cmd`; ``ssbench
-worker`` uses it too.
+the web UI's lifetime, a swarm per session: ``on_ended``). Every worker command line is built
+by :func:`worker_cmd`; ``ssbench worker`` uses it too.
 
 The controller watches its processes itself: a master that exits before its swarm ended, or a
 local worker that exits while its users run, fails the swarm at once, naming it (exit 3,
