@@ -22,7 +22,7 @@ from .matrix import Matrix, Permutation
 from .progress import Progress
 from .backlog import BacklogRepetition
 from .repetition import Interrupted, Repetition
-from .results import RepetitionSummary, RunDir, utc_now_iso, write_atomic
+from .results import RepetitionSummary, RunDir, disturbance, utc_now_iso, write_atomic
 from .targets.base import Target
 from .verdicts import Rule, rows_from_summaries
 from .verdicts.answer import comparison_words, key_row, stop_words, threads_text
@@ -235,8 +235,7 @@ class Runner:
             flag = (f"  [behind: {s.achieved_rate or 0:,.0f} of {s.offered_rate or 0:,.0f} SENDs/s offered, "
                     f"corrected SEND p99 {(s.send_latency_corrected_ms.p99 if s.send_latency_corrected_ms else None) or float('nan'):.1f} ms]")
         elif s.status == "noisy_host":
-            flag = (f"  [noisy host: other processes took {s.other_cpu_percent or 0:.0f}% of a core, "
-                    f"steal {s.steal_percent or 0:.1f}%]")
+            flag = f"  [{disturbance(s)}]"
         elif s.status != "ok":
             flag = f"  [{s.status}]"
         if s.backlog_messages is not None:

@@ -82,6 +82,8 @@ SUMMARY = _s(
     ("client_cpu_percent", DoubleType()), ("server_cpu_percent", DoubleType()),
     ("worker_cpu_percent", MapType(StringType(), DoubleType())), ("client_bound", BooleanType()),
     ("other_cpu_percent", DoubleType()), ("steal_percent", DoubleType()), ("noisy_host", BooleanType()),
+    ("cpu_probe_ms", DoubleType()), ("cpu_reference_ms", DoubleType()), ("cpu_speed", DoubleType()),
+    ("slow_cpu", BooleanType()),
     ("commit_latency_ms", DoubleType()), ("storage_probe_ms", DoubleType()),
     ("storage_reference_ms", DoubleType()), ("noisy_storage", BooleanType()),
     ("freeze_seconds", DoubleType()), ("server_frozen", BooleanType()),

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import os
 import statistics
-import threading
 import time
 from pathlib import Path
 
+from ._probe import ProbeThread, RunReferences
 from .base import Collector
 
 #: seconds between two probes
@@ -45,55 +45,37 @@ NOISY_STORAGE_RATIO = 3.0
 NOISY_STORAGE_MIN_MS = 2.0
 
 
-class FsyncProbe(threading.Thread):
+class FsyncProbe(ProbeThread):
     """Times a 4 KiB overwrite + fdatasync of one file in ``directory`` every ``interval``."""
+
+    what = "fsync probe"
 
     def __init__(self, directory: Path, interval: float = PROBE_INTERVAL_S,
                  reference_interval: float = REFERENCE_INTERVAL_S, reference_s: float = REFERENCE_S):
-        super().__init__(name="ssbench-fsync-probe", daemon=True)
+        super().__init__(interval, reference_interval, reference_s)
         self.path = Path(directory) / f".ssbench-fsync-probe-{os.getpid()}-{id(self):x}"
-        self.interval = interval
-        #: faster during the first reference_s (the idle reference: more probes, a steadier median)
-        self.reference_interval, self.reference_s = reference_interval, reference_s
-        self.samples: list[tuple[float, float]] = []    # (epoch s at the start, milliseconds)
-        self.error: str | None = None
-        self._halt = threading.Event()
-        self._lock = threading.Lock()
+        self._block = os.urandom(PROBE_BYTES)
+        self._fd: int | None = None
 
-    def run(self) -> None:
-        block = os.urandom(PROBE_BYTES)
+    def prepare(self) -> None:
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
         except OSError as e:
-            self.error = f"fsync probe: cannot create {self.path}: {e.strerror}"
-            return
-        begun = time.perf_counter()
+            raise OSError(e.errno, f"cannot create {self.path}: {e.strerror}") from None
+
+    def measure(self) -> float:
+        c0 = time.perf_counter()
+        os.pwrite(self._fd, self._block, 0)
+        os.fdatasync(self._fd)
+        return (time.perf_counter() - c0) * 1000.0
+
+    def cleanup(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
         try:
-            while not self._halt.is_set():
-                t0, c0 = time.time(), time.perf_counter()
-                os.pwrite(fd, block, 0)
-                os.fdatasync(fd)
-                ms = (time.perf_counter() - c0) * 1000.0
-                with self._lock:
-                    self.samples.append((t0, ms))
-                every = self.reference_interval if c0 - begun < self.reference_s else self.interval
-                self._halt.wait(max(0.0, every - ms / 1000.0))
-        except OSError as e:
-            self.error = f"fsync probe: {e.strerror}"
-        finally:
-            os.close(fd)
-            try:
-                self.path.unlink()
-            except OSError:
-                pass
-
-    def between(self, start: float, end: float) -> list[float]:
-        with self._lock:
-            return [ms for ts, ms in self.samples if start <= ts < end]
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join(timeout=10)
+            self.path.unlink()
+        except OSError:
+            pass
 
 
 def noisy_storage(probe_ms: float | None, reference_ms: float | None) -> bool:
@@ -106,10 +88,8 @@ def noisy_storage(probe_ms: float | None, reference_ms: float | None) -> bool:
 class StorageCollector(Collector):
     family = "storage"
 
-    #: the references of this process's earlier repetitions (a run's repetitions share its
-    #: process): the run's typical is their median (the last RUN_REFERENCES of them)
-    run_references: list[float] = []
-    RUN_REFERENCES = 50
+    #: the idle references of this process's repetitions (a run's repetitions share its process)
+    references = RunReferences()
 
     def __init__(self):
         self.probe: FsyncProbe | None = None
@@ -151,22 +131,10 @@ class StorageCollector(Collector):
     def _take_reference(self, now: float) -> None:
         """The idle reference: the probes of the first REFERENCE_S after the probe started (the
         collectors start once the warm-up drained, seconds before the swarm's first SEND)."""
-        if self.reference_ms is not None or not self.probe.samples:
-            return
-        t0 = self.probe.samples[0][0]
-        if now - t0 < REFERENCE_S:
-            return
-        idle = self.probe.between(t0, t0 + REFERENCE_S)
-        if idle:
-            self.reference_ms = statistics.median(idle)
-            refs = StorageCollector.run_references
-            refs.append(self.reference_ms)
-            del refs[:-self.RUN_REFERENCES]
-
-    def typical_ms(self) -> float | None:
-        """The run's typical fsync probe: the median of this process's idle references."""
-        refs = StorageCollector.run_references
-        return statistics.median(refs) if refs else None
+        if self.reference_ms is None:
+            self.reference_ms = self.probe.idle_reference(now)
+            if self.reference_ms is not None:
+                StorageCollector.references.add(self.reference_ms)
 
     def summary_fields(self, ctx, window):
         out = {}
@@ -177,7 +145,7 @@ class StorageCollector(Collector):
             # time-weighted: the mean over the window's ticks of each tick's median probe (a slow
             # disk yields fewer probes, so a median over the probes themselves would hide it)
             ticks = window.series(self.family, "probe_ms")
-            typical = self.typical_ms()
+            typical = StorageCollector.references.typical()
             if ticks:
                 out["storage_probe_ms"] = round(statistics.fmean(ticks), 3)
             if typical is not None:

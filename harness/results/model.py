@@ -323,6 +323,14 @@ class RepetitionSummary(Document):
     other_cpu_percent: float | None = None
     steal_percent: float | None = None
     noisy_host: bool = False
+    #: the host's CPU speed (harness.collectors.cpuspeed): a fixed loop's CPU time over the window
+    #: (mean of the ticks' medians, ms), the run's typical (median of the repetitions' idle
+    #: references), their ratio (typical over window: 0.7 = the host ran 30 % slower) and whether
+    #: that was below SLOW_CPU_SPEED (slow_cpu: the repetition is noisy_host); absent in older summaries
+    cpu_probe_ms: float | None = field(default=None, metadata={"omit_none": True})
+    cpu_reference_ms: float | None = field(default=None, metadata={"omit_none": True})
+    cpu_speed: float | None = field(default=None, metadata={"omit_none": True})
+    slow_cpu: bool = field(default=False, metadata={"omit_false": True})
     #: storage (harness.collectors.storage): the server's commit latency (median over the
     #: window's ticks of the mean log flush, ms), the fsync probe beside its data (window
     #: median, ms), its reference (the idle probe before the window) and whether the window's

@@ -72,6 +72,9 @@ def disturbance(s: Any) -> str | None:
                 f"receive/send {num('receive_send_ratio', '{:.2f}')}"
                 + (f", queues {growth:+,.0f} messages" if growth is not None else ""))
     if status == "noisy_host":
+        if get("slow_cpu"):
+            return (f"noisy host: its CPU ran at {100 * get('cpu_speed'):.0f}% of the run's typical speed "
+                    f"(cpu probe {num('cpu_probe_ms', '{:.2f}')} ms against {num('cpu_reference_ms', '{:.2f}')} ms)")
         return (f"noisy host: other processes took {num('other_cpu_percent', '{:.0f}')}% of a core, "
                 f"steal {num('steal_percent')}%")
     if status == "noisy_storage":
@@ -232,7 +235,8 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     workers, client_hosts = worker_results(c.workers, c.window_start, c.window_end, d.client_bound_cpu)
     # judged per process: the host collector's view of local workers, or a worker's own probe
     client_bound = bool(col.pop("client_bound", False)) or any(w.client_bound for w in workers)
-    noisy_host = bool(col.pop("noisy_host", False))
+    # the host's CPU slower than the run's typical (harness.collectors.cpuspeed) is host noise too
+    noisy_host = bool(col.pop("noisy_host", False)) or bool(col.get("slow_cpu"))
     noisy_storage = bool(col.pop("noisy_storage", False))
     send_rate = round(c.send_latency.count / seconds, 3)
     receive_rate = round(d.e2e_latency.count / seconds, 3)

@@ -12,6 +12,7 @@ import statistics
 import pytest
 
 from harness.collectors.base import SampleContext, WindowView
+from harness.collectors._probe import RunReferences
 from harness.collectors.storage import (NOISY_STORAGE_MIN_MS, NOISY_STORAGE_RATIO, REFERENCE_INTERVAL_S,
                                         REFERENCE_S, FsyncProbe, StorageCollector, noisy_storage)
 
@@ -90,7 +91,7 @@ class FakeTarget:
 def test_collector_reports_commit_latency_probe_and_typical(tmp_path, monkeypatch):
     import threading
 
-    monkeypatch.setattr(StorageCollector, "run_references", [])
+    monkeypatch.setattr(StorageCollector, "references", RunReferences())
     c = StorageCollector()
     ctx = SampleContext(target=FakeTarget(tmp_path), lock=threading.Lock())
     assert c.sample(ctx, 1000.0) == []             # starts the probe; no delta yet
@@ -106,7 +107,7 @@ def test_collector_reports_commit_latency_probe_and_typical(tmp_path, monkeypatc
         assert out[("probe_ms", "")] == pytest.approx(1.0)      # the probes since the previous tick
         out = dict(((m, k), v) for m, k, v in c.sample(ctx, 1008.0))
         assert out[("probe_ms", "")] == pytest.approx(5.0) and out[("probe_max_ms", "")] == pytest.approx(5.0)
-        assert c.reference_ms == pytest.approx(1.0) and StorageCollector.run_references == [1.0]
+        assert c.reference_ms == pytest.approx(1.0) and StorageCollector.references.values == [1.0]
         from harness.collectors.base import Sample
 
         view = WindowView(1002.0, 1008.0, (Sample(1005.0, "storage", "commit_latency_ms", "", 2.5),

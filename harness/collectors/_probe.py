@@ -1,0 +1,100 @@
+"""A host probe: a thread that times one small, fixed piece of work again and again, and the run's
+typical figure to judge a window's against (the storage collector's fsync, the CPU speed
+collector's loop).
+
+The probe runs from the collectors' start: every :attr:`ProbeThread.reference_interval` during
+its first :attr:`ProbeThread.reference_s` (the idle reference: the warm-up has drained and the
+swarm's first SEND is seconds away), then every :attr:`ProbeThread.interval`. A repetition's
+reference is the median of those first probes; the run's typical is the median of the
+references of its repetitions so far (:class:`RunReferences`: a run's repetitions share its
+process).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+
+
+class ProbeThread(threading.Thread):
+    """Times :meth:`measure` (milliseconds) every ``interval`` seconds; :meth:`prepare` and
+    :meth:`cleanup` around the loop. An OSError ends the probe with :attr:`error` set."""
+
+    what = "probe"
+
+    def __init__(self, interval: float, reference_interval: float, reference_s: float):
+        super().__init__(name=f"ssbench-{self.what.replace(' ', '-')}", daemon=True)
+        self.interval = interval
+        #: faster during the first reference_s (the idle reference: more probes, a steadier median)
+        self.reference_interval, self.reference_s = reference_interval, reference_s
+        self.samples: list[tuple[float, float]] = []    # (epoch s at the start, milliseconds)
+        self.error: str | None = None
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+
+    def prepare(self) -> None:
+        """Before the first probe (may raise OSError)."""
+
+    def measure(self) -> float:
+        """One probe: its figure in milliseconds."""
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        """After the last probe, whatever happened."""
+
+    def run(self) -> None:
+        try:
+            self.prepare()
+        except OSError as e:
+            self.error = f"{self.what}: {e.strerror or e}"
+            return
+        begun = time.perf_counter()
+        try:
+            while not self._halt.is_set():
+                t0, c0 = time.time(), time.perf_counter()
+                ms = self.measure()
+                with self._lock:
+                    self.samples.append((t0, ms))
+                every = self.reference_interval if c0 - begun < self.reference_s else self.interval
+                self._halt.wait(max(0.0, every - (time.perf_counter() - c0)))
+        except OSError as e:
+            self.error = f"{self.what}: {e.strerror or e}"
+        finally:
+            self.cleanup()
+
+    def between(self, start: float, end: float) -> list[float]:
+        with self._lock:
+            return [ms for ts, ms in self.samples if start <= ts < end]
+
+    def idle_reference(self, now: float) -> float | None:
+        """The median of the probes of the first ``reference_s`` once they are all in (None
+        before, or without probes)."""
+        with self._lock:
+            if not self.samples:
+                return None
+            t0 = self.samples[0][0]
+        if now - t0 < self.reference_s:
+            return None
+        idle = self.between(t0, t0 + self.reference_s)
+        return statistics.median(idle) if idle else None
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+
+
+class RunReferences:
+    """The idle references of this process's repetitions (a run's repetitions share its
+    process); the run's typical is the median of the last :attr:`keep`."""
+
+    def __init__(self, keep: int = 50):
+        self.keep = keep
+        self.values: list[float] = []
+
+    def add(self, value: float) -> None:
+        self.values.append(value)
+        del self.values[:-self.keep]
+
+    def typical(self) -> float | None:
+        return statistics.median(self.values) if self.values else None
