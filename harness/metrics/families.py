@@ -78,6 +78,8 @@ METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "ssbench_controller_memory_percent": ("gauge", (), "This host's memory in use, %."),
     "ssbench_other_cpu_percent": ("gauge", (), "CPU taken by other processes on this host, % of one core."),
     "ssbench_steal_percent": ("gauge", (), "CPU stolen by the hypervisor, % of the machine."),
+    "ssbench_cpu_probe_milliseconds": ("gauge", (), "The host's CPU probe: a fixed loop's own CPU time, ms "
+                                                    "(higher: the host's CPU ran slower)."),
     # end to end (the target's receive times, read after the drain)
     "ssbench_e2e_latency_seconds": ("histogram", ("phase",),
                                     "End-to-end latency of the measured window, once the repetition is committed."),
@@ -93,7 +95,8 @@ SAMPLED = {("throughput", "received_per_s"): "ssbench_received_messages_per_seco
            ("host", "system_cpu_percent"): "ssbench_controller_cpu_percent",
            ("host", "system_memory_percent"): "ssbench_controller_memory_percent",
            ("host", "other_cpu_percent"): "ssbench_other_cpu_percent",
-           ("host", "steal_percent"): "ssbench_steal_percent"}
+           ("host", "steal_percent"): "ssbench_steal_percent",
+           ("cpu_speed", "probe_ms"): "ssbench_cpu_probe_milliseconds"}
 
 
 class _Families:
