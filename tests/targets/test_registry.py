@@ -17,7 +17,7 @@ from harness.targets.base import SendPaths, Sender
 from harness.targets.sender import open_sender, sender_class, sender_factory
 from support import PLUGINS_DIR
 
-BUILT_IN_COLLECTORS = ["activation", "broker", "broker_waits", "dialogs", "host", "locks", "page_latch", "queues", "stalls",
+BUILT_IN_COLLECTORS = ["activation", "broker", "broker_waits", "cpu_speed", "dialogs", "host", "locks", "page_latch", "queues", "stalls",
                        "storage", "throughput", "waits"]
 
 
