@@ -11,7 +11,8 @@ exactly as a single one (:mod:`harness.load.master`), with ``single`` False so t
 without a slot in this swarm stay idle for the next one.
 
 A swarm that failed or was interrupted takes its master and workers with it (killed, as a
-single swarm's are); the next swarm starts a new set. So does one that needs a local worker the
+single swarm's are); the next swarm starts a new set, as it does when a process of the set died
+between two swarms. So does one that needs a local worker the
 set does not have (another initiator, more workers per initiator): the new set is started with
 every claim seen so far. The processes' logs are the series' (``logs_dir``, for the run's
 lifetime); each swarm gets its part of them in its own directory.
@@ -62,7 +63,8 @@ class SwarmSeries:
         users = sum(s.users for s in wanted)
         self._plan, self._out = plan, Path(out_dir)
         sw = self.swarm
-        if sw is not None and not sw.master_alive():      # died between two swarms: its workers go too
+        if sw is not None and any(p.poll() is not None for p in sw.procs.values()):
+            # a process of the set died between two swarms: the set goes, a new one serves this swarm
             self.swarm = None
             sw.close(grace=0)
         elif sw is not None and (spawn_rate != self.spawn_rate or not need <= set(sw.local_claims)):

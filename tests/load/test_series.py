@@ -60,8 +60,13 @@ def test_one_master_serves_the_runs_swarms_and_a_new_set_starts_when_needed(pg_s
         # a set whose master died between two swarms is replaced, not reused
         os.kill(pd["master"], signal.SIGKILL)
         series.swarm.procs["master"].wait(timeout=10)
-        _e, pe = _swarm(series, spec, {"1": 2}, tmp_path / "e")
+        e, pe = _swarm(series, spec, {"1": 2}, tmp_path / "e")
         assert series.started == 3 and pe["master"] != pd["master"]
+        # so is one whose idle worker died (the swarm would otherwise fail on it)
+        os.kill(series.swarm.procs["worker.i2.w1"].pid, signal.SIGKILL)
+        series.swarm.procs["worker.i2.w1"].wait(timeout=10)
+        _f, pf = _swarm(series, spec, {"1": 2}, tmp_path / "f")
+        assert series.started == 4 and pf["master"] != pe["master"]
     finally:
         series.close()
         Swarm.wait_closed()
