@@ -50,8 +50,13 @@ test: $(STAMP) check-java bytecode
 	$(PYTEST) -p no:xdist --ssbench-part alone $(PYTEST_ARGS) || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	exit $$rc
 
+# The unit tests (no server, no swarm, no Spark) on 2 xdist workers, then those of them marked
+# `alone` (their figure is a share of CPU or a time), one at a time. Fails if either does.
 test-fast: $(STAMP) bytecode
-	$(PYTEST) -p no:xdist --ssbench-part fast $(PYTEST_ARGS)
+	@rc=0; \
+	$(PYTEST) -n 2 --dist loadscope --ssbench-part fast $(PYTEST_ARGS) || rc=$$?; \
+	$(PYTEST) -p no:xdist --ssbench-part fast-alone $(PYTEST_ARGS) || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
+	exit $$rc
 
 # ssbench's own modules compiled ahead (pip compiled the dependencies when it installed them):
 # every Locust, broker and ssbench process imports them, and where PYTHONDONTWRITEBYTECODE is

@@ -5,8 +5,8 @@ The suite runs in two parts (``make test``): the parallel part under pytest-xdis
 server and one Spark session per worker process, and then the tests marked ``alone`` (timing,
 throughput ratios, CPU shares), one at a time
 with nothing else running. ``--ssbench-part parallel|alone`` selects a part; without it every
-test runs in one process. ``make test-fast`` (``--ssbench-part fast``) runs the unit tests only:
-see ``NOT_FAST``. The slowest fixture set-ups are listed at the end of the run (``--durations``
+test runs in one process. ``make test-fast`` (``--ssbench-part fast``, then ``fast-alone``) runs
+the unit tests only: see ``NOT_FAST``. The slowest fixture set-ups are listed at the end of the run (``--durations``
 lists the slowest tests)."""
 
 from __future__ import annotations
@@ -49,10 +49,11 @@ def pytest_addoption(parser):
                      help="write each test module's seconds in this run (set-up, call and tear-down "
                           "summed) as JSON: the order make test's parallel part starts modules in "
                           "comes from tests/durations.json, written this way")
-    parser.addoption("--ssbench-part", choices=("parallel", "alone", "fast"), default=None,
+    parser.addoption("--ssbench-part", choices=("parallel", "alone", "fast", "fast-alone"), default=None,
                      help="run only the tests that may run concurrently (parallel), only those marked "
                           "'alone' (make test runs both, one after the other), or only the unit tests "
-                          f"(fast: none marked {', '.join(NOT_FAST)}; make test-fast)")
+                          f"(fast: none marked {', '.join(NOT_FAST)} or alone; fast-alone: those marked "
+                          "alone among them; make test-fast runs both)")
 
 
 # --------------------------------------------------------------------------- one server per process
@@ -93,7 +94,7 @@ def _warm_spark_archive(config) -> None:
     first JVM of the run writes it when it exits: the in-process Spark session's, at the end of
     the parallel part, so every other JVM of the run would start without it (about 3.5
     CPU-seconds more each)."""
-    if config.getoption("--ssbench-part") == "fast" or hasattr(config, "workerinput"):
+    if config.getoption("--ssbench-part") in ("fast", "fast-alone") or hasattr(config, "workerinput"):
         return
     from harness.analysis import spark
 
@@ -233,9 +234,10 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def _in_part(item, part: str) -> bool:
-    if part == "fast":
-        return not any(item.get_closest_marker(m) for m in NOT_FAST)
-    return (item.get_closest_marker("alone") is not None) == (part == "alone")
+    alone = item.get_closest_marker("alone") is not None
+    if part in ("fast", "fast-alone"):
+        return not any(item.get_closest_marker(m) for m in NOT_FAST) and alone == (part == "fast-alone")
+    return alone == (part == "alone")
 
 
 # --------------------------------------------------------------------------- what the run reports at its end
