@@ -22,10 +22,10 @@ from .matrix import Matrix, Permutation
 from .progress import Progress
 from .backlog import BacklogRepetition
 from .repetition import Interrupted, Repetition
-from .results import RepetitionSummary, RunDir, disturbance, utc_now_iso, write_atomic
+from .results import RepetitionSummary, RunDir, disturbance, host_cpu_speed, utc_now_iso, write_atomic
 from .targets.base import Target
 from .verdicts import Rule, rows_from_summaries
-from .verdicts.answer import comparison_words, key_row, stop_words, threads_text
+from .verdicts.answer import comparison_words, host_note, key_row, stop_words, threads_text
 from .verdicts.auto import STOP_DECIDED, STOP_NONE, RoundPlan, fit_round, plan_round
 
 __all__ = ["Interrupted", "Progress", "Runner", "resolve_profile", "start_run"]
@@ -201,6 +201,9 @@ class Runner:
         idle, spent = plan.not_exercised, clock["spent_seconds"]
         record = {**clock, "stopped": plan.stop, "comparisons": len(plan.judged),
                   "decided": len(plan.judged) - len(plan.undecided) - len(idle), "not_exercised": len(idle)}
+        host = host_cpu_speed(self.run_dir.readable_summaries())
+        if host is not None:
+            record["host_cpu_speed"] = host
         rows = [key_row(j, record) for j in plan.undecided]
         record["undecided"] = [{k: r[k] for k in ("comparison", "baseline", "total_threads", "perm_id",
                                                    "baseline_perm_id", "gain_pct", "ci_low_pct", "ci_high_pct",
@@ -219,6 +222,8 @@ class Runner:
         for r in (key_row(j, record) for j in idle):
             self.progress.line(f"  not exercised: {comparison_words(r)} at {threads_text(r['total_threads'])}: "
                                f"{r['reason']}")
+        if rows and host_note(record):
+            self.progress.line(f"  {host_note(record)}")
 
     def _report(self, perm: Permutation, rep: int, s: RepetitionSummary) -> None:
         lost = s.messages_lost

@@ -9,6 +9,7 @@ median over repetitions that ssbench's Python code uses).
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -16,6 +17,20 @@ from typing import Any, Iterable, Sequence
 from .histogram import Histogram
 from .model import (ClientHost, InitiatorResult, WorkerResult, LatencySummary, Medians, PermutationSummary, RepetitionSummary,
                     TargetRef, TopWait, Window)
+
+
+def host_cpu_speed(summaries: Iterable[Any]) -> dict[str, Any] | None:
+    """How far the host's CPU speed (harness.collectors.cpuspeed) moved across a run's windows:
+    the lowest and highest ``cpu_speed`` and the log-normal s.d. in percent; None with fewer
+    than 2 windows measured."""
+    speeds = [float(s.cpu_speed) for s in summaries if getattr(s, "cpu_speed", None)]
+    if len(speeds) < 2:
+        return None
+    logs = [math.log(v) for v in speeds]
+    mean = sum(logs) / len(logs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    return {"windows": len(speeds), "min": round(min(speeds), 3), "max": round(max(speeds), 3),
+            "sd_pct": round(100.0 * (math.exp(sd) - 1.0), 1)}
 
 
 def median(values: Iterable[float | None]) -> float | None:

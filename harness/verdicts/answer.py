@@ -186,6 +186,23 @@ def stop_words(auto: Mapping[str, Any] | None, pairing: Pairing | None = None) -
     return ""
 
 
+#: a run whose host's CPU speed spread more than this across its windows (log-normal s.d., %)
+#: gets a note under its key table when a comparison stayed inconclusive
+HOST_NOTE_SD_PCT = 5.0
+
+
+def host_note(auto: Mapping[str, Any] | None) -> str | None:
+    """The note on a run's host (its auto record's ``host_cpu_speed``): said when its CPU's own
+    speed moved more than :data:`HOST_NOTE_SD_PCT` across the windows; None otherwise."""
+    h = (auto or {}).get("host_cpu_speed") or {}
+    if (h.get("sd_pct") or 0.0) <= HOST_NOTE_SD_PCT:
+        return None
+    return (f"host: its CPU's own speed moved across the run's {h['windows']} windows, from {h['min']:.2f} to "
+            f"{h['max']:.2f} of its typical (s.d. {h['sd_pct']:.0f} %, cpu probe; docs/embedded.md, \"CPU "
+            "speed\"): a machine whose speed moves that much widens every interval, and the rates are not "
+            "corrected for it")
+
+
 def key_row(j: Judged, auto: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One key-table row (JSON-able) for a judged comparison; ``auto``: its run's ``auto``
     record from run.json (why the run stopped adding rounds)."""
@@ -254,6 +271,8 @@ def key_section(judged: Iterable[Judged], autos: Mapping[str, Mapping[str, Any]]
             where = f"{comparison_words(r)} at {threads_text(r['total_threads'])}" + "".join(
                 f" ({x})" for x in (f"rate {r['rate']:g}/s" if r.get("rate") else "", r.get("context")) if x)
             notes.append(f"{r['verdict']}: {where}: {r['reason']}")
+    if any(r["verdict"] == INCONCLUSIVE for r in rows):
+        notes += [n for n in (host_note(a) for a in autos.values()) if n]
     decided = sum(1 for r in rows if r["verdict"] not in (INCONCLUSIVE, NOT_EXERCISED))
     idle = sum(1 for r in rows if r["verdict"] == NOT_EXERCISED)
     title = (f"Key results: {decided} of {len(rows)} comparisons decided" + (f", {idle} not exercised" if idle else "")

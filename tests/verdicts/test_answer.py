@@ -79,3 +79,27 @@ def test_a_run_directory_answers_without_spark():
     assert r["verdict"] == "inconclusive" and r["reps_text"] == "1/1"
     assert "fewer than 3 repetitions on a side (1 and 1 counted)" in r["reason"]
     assert "fixed number of repetitions" in r["reason"]
+
+
+def test_a_host_whose_cpu_speed_moved_is_named_under_an_inconclusive_table(noisy_kept_out):
+    """The run's record of its host's CPU speed (harness.results.host_cpu_speed) adds a note when
+    a comparison stayed inconclusive and the speed spread beyond HOST_NOTE_SD_PCT; not otherwise."""
+    from types import SimpleNamespace
+
+    from harness.results import host_cpu_speed
+    from harness.verdicts.answer import HOST_NOTE_SD_PCT, host_note
+
+    speeds = [0.77, 1.31, 1.0, 0.95, 1.1]
+    h = host_cpu_speed([SimpleNamespace(cpu_speed=v) for v in speeds] + [SimpleNamespace(cpu_speed=None)])
+    assert h == {"windows": 5, "min": 0.77, "max": 1.31, "sd_pct": 21.6}
+    assert host_cpu_speed([SimpleNamespace(cpu_speed=1.0)]) is None
+    note = host_note({"host_cpu_speed": h})
+    assert note.startswith("host: its CPU's own speed moved across the run's 5 windows, from 0.77 to 1.31 of "
+                           "its typical (s.d. 22 %, cpu probe;") and "not corrected" in note
+    quiet = host_cpu_speed([SimpleNamespace(cpu_speed=v) for v in (0.98, 1.0, 1.02)])
+    assert quiet["sd_pct"] <= HOST_NOTE_SD_PCT and host_note({"host_cpu_speed": quiet}) is None
+    key = key_answer(judged(), ["r"], {"r": {"host_cpu_speed": h}}).section(KEY)
+    assert key.notes[-1] == note
+    decided = judge_all([row("p8", "per_thread", 8, [100, 101, 99]), row("t8", "trick150", 8, [150, 152, 149])],
+                        default=Rule(threshold_pct=5.0, min_reps=3, max_reps=5))
+    assert note not in key_answer(decided, ["r"], {"r": {"host_cpu_speed": h}}).section(KEY).notes
