@@ -29,7 +29,7 @@ broker: {max_queue_readers: 2, waitfor_timeout_ms: 500, monitor_interval_seconds
 def test_techniques_matrix_is_small_and_shows_each_technique_against_its_baseline():
     m = load_matrix(REPO / "matrices" / "techniques.yaml")
     perms = list(m.permutations())
-    assert len(m) == len(perms) == 7 and m.run.repetitions >= 3 and m.run.order == "interleaved"
+    assert len(m) == len(perms) == 7 and m.run.planned_repetitions >= 3 and m.run.order == "interleaved"
     # every dialog-lifetime technique and its baseline, closed loop (judged on the rate) ...
     lifetime = [p for p in perms if p.rate is None]
     assert {p.id.split("-", 5)[-1] for p in lifetime} == {"mpd1", "mpd1-ff", "mpd100", "mpd100-ff", "mpdunlimited"}
@@ -39,8 +39,10 @@ def test_techniques_matrix_is_small_and_shows_each_technique_against_its_baselin
     assert sorted(p.broker.waitfor_timeout_ms for p in churn) == [50, 3000]
     assert all(50 < 1000 / (p.rate * p.initiators) < 3000 and p.messages_per_dialog is None for p in churn)
     assert all(p.initiators == 1 and p.threads <= 4 for p in perms)
-    # a few minutes: 21 repetitions of (warm-up + window) plus setup and drain
-    assert len(m) * m.run.repetitions * (m.run.warmup_seconds + m.run.measure_seconds) <= 240
+    # a few minutes: 21 repetitions of (warm-up + window) plus setup and drain, at most 35 in a
+    # time budget (auto rounds until every comparison is decided)
+    assert len(m) * m.run.planned_repetitions * (m.run.warmup_seconds + m.run.measure_seconds) <= 240
+    assert m.run.auto and m.run.most_repetitions <= 5 and m.run.budget_minutes <= 8
 
 
 def test_run_accounts_for_every_message_and_dialog(pg_server, tmp_path):

@@ -40,7 +40,8 @@ def test_the_short_waitfor_churns_tasks_inside_the_window_and_is_judged_on_laten
         s = json.loads(p.read_text())
         reps[s["permutation"]["broker"]["waitfor_timeout_ms"]].append(s)
         assert s["messages_sent"] > 20 and s["messages_sent"] == s["messages_received"] and not s["messages_lost"]
-    assert len(reps[50]) == len(reps[3000]) == 3
+    # interleaved rounds: 3, then more while the comparison is undecided (a busy host's tail)
+    assert 3 <= len(reps[50]) == len(reps[3000]) <= 5
     for s in reps[50]:
         # the monitor restarts the task inside the window, after the 50 ms WAITFOR ended it
         assert s["activation_tasks_started_in_window"] >= 1 and s["activation_tasks_ended_in_window"] >= 1, s
