@@ -222,8 +222,9 @@ class Runner:
         for r in (key_row(j, record) for j in idle):
             self.progress.line(f"  not exercised: {comparison_words(r)} at {threads_text(r['total_threads'])}: "
                                f"{r['reason']}")
-        if rows and host_note(record):
-            self.progress.line(f"  {host_note(record)}")
+        note = host_note(record) if rows else None
+        if note:
+            self.progress.line(f"  {note}")
 
     def _report(self, perm: Permutation, rep: int, s: RepetitionSummary) -> None:
         lost = s.messages_lost
