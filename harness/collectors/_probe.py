@@ -98,3 +98,13 @@ class RunReferences:
 
     def typical(self) -> float | None:
         return statistics.median(self.values) if self.values else None
+
+    def take(self, probe: ProbeThread, now: float, taken: float | None) -> float | None:
+        """A repetition's idle reference: ``taken`` once it has one; else the probe's
+        (:meth:`ProbeThread.idle_reference`), added to the run's the first time it comes in."""
+        if taken is not None:
+            return taken
+        ref = probe.idle_reference(now)
+        if ref is not None:
+            self.add(ref)
+        return ref

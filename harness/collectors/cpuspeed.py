@@ -78,10 +78,7 @@ class CpuSpeedCollector(Collector):
             self.probe.start()
         probes = self.probe.between(self.last_probe_ts, now)
         self.last_probe_ts = now
-        if self.reference_ms is None:
-            self.reference_ms = self.probe.idle_reference(now)
-            if self.reference_ms is not None:
-                CpuSpeedCollector.references.add(self.reference_ms)
+        self.reference_ms = CpuSpeedCollector.references.take(self.probe, now, self.reference_ms)
         return [("probe_ms", "", statistics.median(probes))] if probes else []
 
     def summary_fields(self, ctx, window):

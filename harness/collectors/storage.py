@@ -131,10 +131,7 @@ class StorageCollector(Collector):
     def _take_reference(self, now: float) -> None:
         """The idle reference: the probes of the first REFERENCE_S after the probe started (the
         collectors start once the warm-up drained, seconds before the swarm's first SEND)."""
-        if self.reference_ms is None:
-            self.reference_ms = self.probe.idle_reference(now)
-            if self.reference_ms is not None:
-                StorageCollector.references.add(self.reference_ms)
+        self.reference_ms = StorageCollector.references.take(self.probe, now, self.reference_ms)
 
     def summary_fields(self, ctx, window):
         out = {}
