@@ -15,8 +15,7 @@ from pathlib import Path
 
 from .cpuawake import CpusAwake
 from .errors import UserError
-from .load import series
-from .load.series import SwarmSeries
+from .load.series import LOGS_DIR, SwarmSeries
 from .load.swarm import Swarm
 from .matrix import Matrix, Permutation
 from .progress import Progress
@@ -54,7 +53,7 @@ class Runner:
         self.lost_total = 0
         # one Locust master and its local workers for the whole run (client hosts' workers
         # connect to a master of each repetition's own: `ssbench worker` starts one per swarm)
-        self.swarms = SwarmSeries(run_dir.path / series.LOGS_DIR) if remote is None else None
+        self.swarms = SwarmSeries(run_dir.path / LOGS_DIR) if remote is None else None
 
     # ------------------------------------------------------------------ whole run
     def run(self) -> int:

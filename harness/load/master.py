@@ -105,6 +105,7 @@ class MasterSide:
         events.spawning_complete.add_listener(self._on_spawned)
         events.test_stopping.add_listener(self._on_test_stopping)
         events.test_stop.add_listener(self._on_test_stop)
+        # Locust's own test_stop only (_on_test_stop is also called early, by _end_when_stopped)
         events.test_stop.add_listener(lambda **_kw: self._locust_stopped.set())
         gevent.spawn(self._heartbeat)
         gevent.spawn(self._forward_progress)

@@ -27,7 +27,7 @@ from typing import Callable
 
 from .placement import slots
 from .protocol import Progress, SwarmPlan, SwarmRequest
-from .swarm import RemoteWorkers, Swarm, SwarmResult, _remote_token
+from .swarm import Swarm, SwarmResult
 
 #: where a run keeps its series' Locust process logs, in its results directory (each repetition
 #: gets its part of them in its own directory)
@@ -35,12 +35,13 @@ LOGS_DIR = ".locust"
 
 
 class SwarmSeries:
-    """One master (and local workers) for a run's swarms; :meth:`run` is
-    :meth:`Swarm.run_one`'s equivalent, :meth:`close` ends the series."""
+    """One master and its local workers for a run's swarms; :meth:`run` is
+    :meth:`Swarm.run_one`'s equivalent, :meth:`close` ends the series. Local workers only: with
+    workers on client hosts each repetition keeps a master of its own (``ssbench worker`` starts
+    a worker per swarm)."""
 
-    def __init__(self, logs_dir: Path, remote: RemoteWorkers | None = None):
+    def __init__(self, logs_dir: Path):
         self.logs_dir = Path(logs_dir)
-        self.remote = remote    # kept general; ``ssbench run`` keeps a series for local workers only
         self.swarm: Swarm | None = None
         self.spawn_rate: float | None = None
         self.claims: set[tuple[int, int]] = set()     # every local slot a swarm of the run needed
@@ -59,7 +60,7 @@ class SwarmSeries:
         raises :class:`harness.load.swarm.SwarmFailed` as :meth:`Swarm.run_one` does."""
         plan = replace(plan, single=False)     # the master stays, workers without a slot wait
         wanted = slots(plan.users, plan.workers_per_initiator)
-        need = set() if self.remote else {(s.initiator, s.worker) for s in wanted}
+        need = {(s.initiator, s.worker) for s in wanted}
         users = sum(s.users for s in wanted)
         self._plan, self._out = plan, Path(out_dir)
         sw = self.swarm
@@ -71,12 +72,10 @@ class SwarmSeries:
             self.close()
         if self.swarm is None:
             self.claims |= need
-            Swarm.wait_closed()   # the last set gone (a remote master's port is fixed)
+            Swarm.wait_closed()   # the last set gone, its logs whole
             claims = sorted(self.claims)
             sw = self.swarm = Swarm(self.logs_dir, self._plan_for, users=users, spawn_rate=spawn_rate,
-                                    remote=self.remote, local_claims=claims,
-                                    token=_remote_token() if self.remote else None,
-                                    expected_workers=len(claims) or len(wanted),
+                                    local_claims=claims, expected_workers=len(claims),
                                     worker_wait=plan.worker_wait_seconds, on_progress=on_progress)
             self.spawn_rate = spawn_rate
             sw.start()
