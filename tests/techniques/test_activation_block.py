@@ -55,9 +55,10 @@ def test_the_short_waitfor_churns_tasks_inside_the_window_and_is_judged_on_laten
     (g,) = primary
     assert (g["value"], g["baseline_value"], g["metric"], g["lower_is_better"]) == ("50", "3000", "e2e_p99_ms", True)
     assert g["exercised"] is True and g["engagement_value"] >= 1 and g["baseline_engagement"] == 0
-    # the next message waits for the monitor (1 s here): the tail rises far beyond the threshold
-    # (more than doubles: a gain, lower being better, below -50 %)
-    assert g["verdict"] == "loss" and g["gain_ci_high_pct"] < -50, g
+    # the next message waits for the monitor (1 s here): the tail more than doubles (a gain, lower
+    # being better, below -50 %), and the rounds stop at the first look whose interval lies wholly
+    # beyond the threshold (CI-equivalent run, busy host: -92.5 % [-99.1, -37.6] after 4 a side)
+    assert g["verdict"] == "loss" and g["gain_pct"] < -50 and g["gain_ci_high_pct"] < -g["threshold_pct"], g
     assert {x["metric"] for x in rows} == {"e2e_p99_ms", "e2e_p50_ms"}
     # the key table says it too, on latency
     assert "waitfor_timeout_ms=50 vs 3000" in r.stdout and "e2e p99 (ms), lower is better" in r.stdout
