@@ -19,6 +19,7 @@ schemas of :mod:`harness.analysis.schemas` are checked against these classes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -99,7 +100,7 @@ class Document:
         if not isinstance(data, dict):
             raise UserError(f"{where or cls.__name__}: expected an object, got {type(data).__name__}", file=file,
                             field=where or None)
-        hints = typing.get_type_hints(cls)
+        hints = _hints(cls)
         kwargs: dict[str, Any] = {}
         known = set()
         for f in dataclasses.fields(cls):
@@ -120,6 +121,13 @@ class Document:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A document class's resolved field types: resolving them evaluates every annotation,
+    most of the time of reading a summary, and they never change."""
+    return typing.get_type_hints(cls)
 
 
 def _dump(v: Any) -> Any:
