@@ -7,11 +7,13 @@ given are kept. The UI is off, the driver binds to 127.0.0.1 when local, shuffle
 partitions (the aggregated tables are small) and Spark's console chatter is cut to errors.
 
 Local sessions are tuned for 2 cores (see LOCAL_JAVA_OPTS): serial GC, the C1 compiler alone
-for small inputs, no adaptive execution, driver-side file listing, and an AppCDS archive of
-Spark's classes in ~/.cache/ssbench (created by the first analysis, ~190 MB).
+and interpreted expressions for small inputs, no adaptive execution, driver-side file listing,
+and an AppCDS archive of Spark's classes in ~/.cache/ssbench (created by the first analysis,
+~190 MB).
 
 Environment: SSBENCH_SPARK_DRIVER_MEMORY (default 2g), SSBENCH_SPARK_JAVA_OPTS (replaces the
-local JVM options, CDS included), SSBENCH_SPARK_CDS=0 (no CDS archive), SSBENCH_CACHE.
+local JVM options, CDS included), SSBENCH_SPARK_CDS=0 (no CDS archive), SSBENCH_SPARK_CODEGEN=1
+(code generation for small inputs too, see SMALL_INPUT_SQL), SSBENCH_CACHE.
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
 LOCAL_JAVA_OPTS = "-XX:+UseSerialGC"
 SMALL_INPUT_OPTS = "-XX:TieredStopAtLevel=1"
 SMALL_INPUT_BYTES = 200 * 1024 * 1024
+#: SQL settings of a local analysis of small inputs: expressions interpreted, no generated code.
+#: Every new query plan's generated Java is compiled by Janino (whose class lookups scan Spark's
+#: jars) and then by the JIT, work that never pays back on a few thousand rows. Measured on a
+#: 12-repetition run: a cold analysis' JVM 17 CPU-s against 23, a warm session's 8.5-10 against
+#: 10.5-11 (benchmarks/analysis_cpu.py). ``factoryMode`` is Spark's internal switch between
+#: generated and interpreted expressions; the results are the same (tests/analysis compare
+#: them with Python's and with a standalone cluster's, which keeps code generation).
+SMALL_INPUT_SQL = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def java_executable() -> str | None:
@@ -402,6 +412,9 @@ def get_spark(master: str | None = None, app_name: str = "ssbench-analyze", *,
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings["spark.driver.bindAddress"] = "127.0.0.1"
         settings["spark.driver.host"] = "127.0.0.1"
+        small = input_bytes is not None and input_bytes < SMALL_INPUT_BYTES
+        if small and not environment.flag("SSBENCH_SPARK_CODEGEN"):
+            settings.update(SMALL_INPUT_SQL)
     if not conf.contains("spark.driver.memory"):
         settings["spark.driver.memory"] = driver_memory or environment.get("SSBENCH_SPARK_DRIVER_MEMORY")
     if not conf.contains("spark.driver.extraJavaOptions"):
