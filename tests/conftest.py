@@ -7,7 +7,8 @@ throughput ratios, CPU shares), one at a time
 with nothing else running. ``--ssbench-part parallel|alone`` selects a part; without it every
 test runs in one process. ``make test-fast`` (``--ssbench-part fast``, then ``fast-alone``) runs
 the unit tests only: see ``NOT_FAST``. The slowest fixture set-ups are listed at the end of the run (``--durations``
-lists the slowest tests)."""
+lists the slowest tests), and, where a cgroup measures them, the modules that took the most CPU
+(tests/support/cpu_accounting.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+pytest_plugins = ["support.cpu_accounting"]
 
 # pytest keeps each test module's compiled, assertion-rewritten code only where bytecode may be
 # written; with PYTHONDONTWRITEBYTECODE set (as on the CI machines) every test process would

@@ -1,0 +1,44 @@
+"""tests/support/cpu_accounting.py: a test's CPU is everything it started, and only that. A
+pytest run of its own (a subprocess) on two modules, one burning a second of CPU in a child
+process, one sleeping a second."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import cpu_accounting
+
+pytestmark = pytest.mark.skipif(not cpu_accounting.available(), reason="no cgroup this process may create")
+
+BURN = '''
+import subprocess, sys
+def test_burn():
+    code = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 1.0: pass"
+    subprocess.run([sys.executable, "-c", code], check=True)
+'''
+SLEEP = '''
+import time
+def test_sleep():
+    time.sleep(1.0)
+'''
+
+
+def test_a_child_processes_cpu_counts_and_a_sleep_does_not(tmp_path):
+    (tmp_path / "test_burn.py").write_text(BURN)
+    (tmp_path / "test_sleep.py").write_text(SLEEP)
+    support = Path(cpu_accounting.__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        "-p", "support.cpu_accounting", "--rootdir", str(tmp_path), "-c", "/dev/null",
+                        "--durations=1", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**__import__("os").environ, "PYTHONPATH": str(support)})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    got = {m.group(2): float(m.group(1)) for m in re.finditer(r"^\s*([\d.]+)s\s+[\d.]+ %\s+(\S+)$", r.stdout, re.M)}
+    assert set(got) == {"test_burn.py", "test_sleep.py"}, r.stdout
+    assert 0.9 <= got["test_burn.py"] < 3.0, got
+    assert got["test_sleep.py"] < 0.3, got
