@@ -58,11 +58,13 @@ SMALL_INPUT_OPTS = "-XX:TieredStopAtLevel=1"
 SMALL_INPUT_BYTES = 200 * 1024 * 1024
 #: SQL settings of a local analysis of small inputs: expressions interpreted, no generated code.
 #: Every new query plan's generated Java is compiled by Janino (whose class lookups scan Spark's
-#: jars) and then by the JIT, work that never pays back on a few thousand rows. Measured on a
-#: 12-repetition run: a cold analysis' JVM 17 CPU-s against 23, a warm session's 8.5-10 against
-#: 10.5-11 (benchmarks/analysis_cpu.py). ``factoryMode`` is Spark's internal switch between
-#: generated and interpreted expressions; the results are the same (tests/analysis compare
-#: them with Python's and with a standalone cluster's, which keeps code generation).
+#: jars) and then by the JIT, work that never pays back on a few thousand rows. Measured with
+#: benchmarks/analysis_cpu.py (fresh processes, alternated, 2 cores): a make bench run of 38
+#: repetitions, 28.3 CPU-s (27.2-28.8) against 30.8 (29.2-32.7), 19.9 s against 22.1; a warm
+#: session's JVM, 8.5-10 CPU-s an analysis against 10.5-11. ``factoryMode`` is Spark's
+#: internal switch between generated and interpreted expressions; the results are the same
+#: (tests/analysis compare them with Python's and with a standalone cluster's, which keeps
+#: code generation).
 SMALL_INPUT_SQL = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
@@ -312,6 +314,13 @@ def local_java_options(input_bytes: int | None = None) -> str:
     return " ".join(opts)
 
 
+def local_sql_settings(input_bytes: int | None = None) -> dict[str, str]:
+    """The SQL settings a local analysis of ``input_bytes`` of samples adds: SMALL_INPUT_SQL for
+    small inputs unless SSBENCH_SPARK_CODEGEN is on; none for large or unknown inputs."""
+    small = input_bytes is not None and input_bytes < SMALL_INPUT_BYTES
+    return dict(SMALL_INPUT_SQL) if small and not environment.flag("SSBENCH_SPARK_CODEGEN") else {}
+
+
 #: SQL settings of every session (classic and Spark Connect)
 SQL_SETTINGS = {
     "spark.sql.session.timeZone": "UTC",
@@ -412,9 +421,7 @@ def get_spark(master: str | None = None, app_name: str = "ssbench-analyze", *,
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         settings["spark.driver.bindAddress"] = "127.0.0.1"
         settings["spark.driver.host"] = "127.0.0.1"
-        small = input_bytes is not None and input_bytes < SMALL_INPUT_BYTES
-        if small and not environment.flag("SSBENCH_SPARK_CODEGEN"):
-            settings.update(SMALL_INPUT_SQL)
+        settings.update(local_sql_settings(input_bytes))
     if not conf.contains("spark.driver.memory"):
         settings["spark.driver.memory"] = driver_memory or environment.get("SSBENCH_SPARK_DRIVER_MEMORY")
     if not conf.contains("spark.driver.extraJavaOptions"):
