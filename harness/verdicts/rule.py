@@ -38,6 +38,7 @@ family of a run and the simulation that measures it.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
@@ -229,12 +230,45 @@ def needed_reps(var_t: float, var_b: float, d: float, rule: Rule, start: int) ->
     gap, equivalence = _gap(d, rule.threshold_pct)
     if gap <= 0.0:
         return None
-    n = max(start, 2)
+
+    def decides(n: int) -> bool:
+        return _half_width(var_t, n, var_b, n, rule.confidence_at(n, equivalence)) < gap
+
+    grid = _needed_grid(max(start, 2))
+    # Up to the rule's last look each count has its own level, which need not fall as the
+    # count grows: those are tried in turn. Past it the level is the last look's, so the
+    # half-width only shrinks as the count grows: the first count that decides is bracketed by
+    # steps that double, then bisected (the same count as trying each in turn, in a few calls
+    # instead of dozens).
+    last = rule.max_reps if rule.max_reps is not None else 0
+    i = 0
+    while i < len(grid) and grid[i] <= last:
+        if decides(grid[i]):
+            return grid[i]
+        i += 1
+    step = 1
+    while i < len(grid) and not decides(grid[i]):
+        i, step = i + step, step * 2
+    hi, i = min(i, len(grid)), i - step // 2 + 1 if step > 1 else i
+    while i < hi:       # grid[hi] decides (or hi is the end); none before i does
+        mid = (i + hi) // 2
+        if decides(grid[mid]):
+            hi = mid
+        else:
+            i = mid + 1
+    return grid[i] if i < len(grid) else None
+
+
+@functools.cache
+def _needed_grid(start: int) -> tuple[int, ...]:
+    """The counts :func:`needed_reps` considers from ``start``: each up to 50, then 10 % apart,
+    up to :data:`NEEDED_LIMIT`."""
+    out = []
+    n = start
     while n <= NEEDED_LIMIT:
-        if _half_width(var_t, n, var_b, n, rule.confidence_at(n, equivalence)) < gap:
-            return n
+        out.append(n)
         n = n + 1 if n < 50 else int(n * 1.1)
-    return None
+    return tuple(out)
 
 
 def _valid(sample: Iterable[tuple[int, float | None]]) -> list[tuple[int, float]]:

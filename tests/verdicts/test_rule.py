@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from harness.verdicts.rule import (GAIN, INCONCLUSIVE, LOSS, NO_DIFFERENCE, Rule, decide, judge, needed_reps,
@@ -170,3 +172,31 @@ def test_a_threshold_override_replaces_the_runs():
     assert Rule.of_run(None) == Rule()
     assert Rule.of_run({"repetitions": 5}).sequential is False
     assert Rule.of_run({"repetitions": "auto"}).max_reps == 10
+
+
+def _needed_one_by_one(var_t, var_b, d, rule, start):
+    """needed_reps as it was: every count in turn (1 up to 50, then 10 % apart)."""
+    from harness.verdicts.rule import NEEDED_LIMIT, _gap, _half_width
+
+    gap, equivalence = _gap(d, rule.threshold_pct)
+    if gap <= 0.0:
+        return None
+    n = max(start, 2)
+    while n <= NEEDED_LIMIT:
+        if _half_width(var_t, n, var_b, n, rule.confidence_at(n, equivalence)) < gap:
+            return n
+        n = n + 1 if n < 50 else int(n * 1.1)
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(var_t=st.floats(1e-7, 1.0), var_b=st.floats(1e-7, 1.0), d=st.floats(-0.4, 0.4),
+       threshold=st.sampled_from([0.0, 5.0, 10.0]),
+       looks=st.sampled_from([(3, 5), (3, 8), (4, 9), (5, 6), (6, 12), None]),
+       rho=st.sampled_from([3.0, None]), start=st.integers(2, 80))
+def test_needed_reps_is_the_first_count_that_decides(var_t, var_b, d, threshold, looks, rho, start):
+    """The bracketing search past the last look finds the count trying each in turn finds
+    (before the last look each count's own level, which need not fall, is tried in turn)."""
+    rule = Rule(threshold_pct=threshold) if looks is None else Rule(threshold_pct=threshold, min_reps=looks[0],
+                                                                    max_reps=looks[1], rho=rho)
+    assert needed_reps(var_t, var_b, d, rule, start) == _needed_one_by_one(var_t, var_b, d, rule, start)
