@@ -32,58 +32,35 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]    # tests/support/synth.py: test data, not the package
 
 from support import synth  # noqa: E402
+from support.cpu_accounting import CpuGroup  # noqa: E402
 
 VARIANTS = {"codegen": {"SSBENCH_SPARK_CODEGEN": "1"}, "interpreted": {"SSBENCH_SPARK_CODEGEN": "0"}}
-CGROUPS = (Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup"))
-
-
-def _cgroup(name: str) -> tuple[Path, str] | None:
-    """A new cgroup to run a command in, and its CPU usage file (None: none writable here)."""
-    for root in CGROUPS:
-        usage = "cpuacct.usage" if (root / "cpuacct.usage").exists() else "cpu.stat"
-        if not (root / usage).exists() or not os.access(root, os.W_OK):
-            continue
-        path = root / name
-        try:
-            path.mkdir(exist_ok=True)
-            return path, usage
-        except OSError:
-            continue
-    return None
-
-
-def _cpu_seconds(group: Path, usage: str) -> float:
-    text = (group / usage).read_text()
-    if usage == "cpuacct.usage":
-        return int(text) / 1e9
-    return int(dict(line.split() for line in text.splitlines())["usage_usec"]) / 1e6
 
 
 def run_once(run: Path, out: Path, env: dict[str, str]) -> tuple[float, float, bool]:
     """(CPU seconds, wall seconds, whether a cgroup counted them) of one fresh analysis."""
     cmd = [sys.executable, "-m", "harness.cli", "analyze", "-q", str(run), "--out", str(out)]
-    cg = _cgroup(f"ssbench-analysis-cpu-{os.getpid()}")
+    group = CpuGroup.create(f"analysis-cpu-{os.getpid()}")
     t0 = time.monotonic()
-    if cg is None:
+    if group is None:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         subprocess.run(cmd, cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         return (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
                 time.monotonic() - t0, False)
-    group, usage = cg
     # the child joins the cgroup before it starts anything, so all it starts is counted
-    join = f"echo $$ > {group / 'cgroup.procs'} && exec \"$@\""
+    join = f"echo $$ > {group.path / 'cgroup.procs'} && exec \"$@\""
     subprocess.run(["sh", "-c", join, "sh", *cmd], cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
     wall = time.monotonic() - t0
     # what the command left behind (a plot helper, a JVM) still counts, until it is gone
     deadline = time.monotonic() + 60
-    while (group / "cgroup.procs").read_text().split() and time.monotonic() < deadline:
+    while not group.empty() and time.monotonic() < deadline:
         time.sleep(0.1)
     left = time.monotonic() - t0 - wall
     if left > 0.5:
         print(f"  (its processes outlived the command by {left:.1f} s)", flush=True)
-    cpu = _cpu_seconds(group, usage)
-    group.rmdir()
+    cpu = group.seconds()
+    group.remove()
     return cpu, wall, True
 
 

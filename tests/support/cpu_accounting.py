@@ -15,7 +15,9 @@ test (the worker's own PostgreSQL) charges its background work to whichever test
 
 from __future__ import annotations
 
+import atexit
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -30,28 +32,44 @@ def available() -> bool:
                for r in ROOTS)
 
 
-class _Group:
+class CpuGroup:
+    """A cgroup of its own, whose CPU counter covers every process in it and all they start
+    (also used by benchmarks/analysis_cpu.py)."""
+
+    PREFIX = "ssbench-"
+
     def __init__(self, path: Path, usage: str, parent: Path):
         self.path, self.usage, self.parent = path, usage, parent
 
     @classmethod
-    def join_new(cls, name: str) -> "_Group | None":
+    def create(cls, name: str) -> "CpuGroup | None":
+        """A new group ``ssbench-<name>`` in the first hierarchy this process may write (None:
+        none). Empty groups left by processes that are gone (a killed run) are removed first."""
         for root in ROOTS:
             usage = "cpuacct.usage" if (root / "cpuacct.usage").exists() else "cpu.stat"
             if not (root / usage).exists() or not os.access(root, os.W_OK):
                 continue
-            path = root / name
+            for stale in root.glob(f"{cls.PREFIX}*-[0-9]*"):
+                pid = stale.name.rsplit("-", 1)[1]
+                if not Path(f"/proc/{pid}").exists():
+                    try:
+                        stale.rmdir()
+                    except OSError:
+                        pass
+            path = root / f"{cls.PREFIX}{name}"
             try:
                 path.mkdir(exist_ok=True)
-                (path / "cgroup.procs").write_text(str(os.getpid()))
             except OSError:
-                try:
-                    path.rmdir()
-                except OSError:
-                    pass
                 continue
             return cls(path, usage, root)
         return None
+
+    def join(self, pid: int) -> bool:
+        try:
+            (self.path / "cgroup.procs").write_text(str(pid))
+            return True
+        except OSError:
+            return False
 
     def seconds(self) -> float:
         text = (self.path / self.usage).read_text()
@@ -59,13 +77,25 @@ class _Group:
             return int(text) / 1e9
         return int(dict(line.split() for line in text.splitlines())["usage_usec"]) / 1e6
 
-    def leave(self) -> None:
-        """Back to the parent; the group goes when nothing of this process is left in it."""
+    def empty(self) -> bool:
+        return not (self.path / "cgroup.procs").read_text().split()
+
+    def remove(self, wait: float = 0.0) -> bool:
+        """Move this process back to the parent and remove the group once nothing is left in it
+        (waiting up to ``wait`` seconds for what is still there)."""
         try:
             (self.parent / "cgroup.procs").write_text(str(os.getpid()))
-            self.path.rmdir()
         except OSError:
             pass
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self.path.rmdir()
+                return True
+            except OSError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.1)
 
 
 def pytest_configure(config):
@@ -75,13 +105,21 @@ def pytest_configure(config):
         return
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
         return      # xdist's controller runs no test: its workers measure theirs
-    config._ssbench_cpu_group = _Group.join_new(f"ssbench-tests-{os.getpid()}")
-
-
-def pytest_unconfigure(config):
-    group = getattr(config, "_ssbench_cpu_group", None)
+    group = CpuGroup.create(f"tests-{os.getpid()}")
+    if group is not None and not group.join(os.getpid()):
+        group.remove()
+        group = None
     if group is not None:
-        group.leave()
+        atexit.register(group.remove, 5.0)      # if pytest_unconfigure could not
+    config._ssbench_cpu_group = group
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """Last, after tests/conftest.py has stopped this process's server (which is in the group)."""
+    group = getattr(config, "_ssbench_cpu_group", None)
+    if group is not None and group.remove(2.0):
+        atexit.unregister(group.remove)
 
 
 @pytest.hookimpl(hookwrapper=True)
