@@ -38,6 +38,7 @@ family of a run and the simulation that measures it.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from dataclasses import dataclass, replace
@@ -237,25 +238,15 @@ def needed_reps(var_t: float, var_b: float, d: float, rule: Rule, start: int) ->
     grid = _needed_grid(max(start, 2))
     # Up to the rule's last look each count has its own level, which need not fall as the
     # count grows: those are tried in turn. Past it the level is the last look's, so the
-    # half-width only shrinks as the count grows: the first count that decides is bracketed by
-    # steps that double, then bisected (the same count as trying each in turn, in a few calls
-    # instead of dozens).
+    # half-width only shrinks as the count grows: the first count that decides is found by
+    # bisection (the same count as trying each in turn, in a few calls instead of dozens).
     last = rule.max_reps if rule.max_reps is not None else 0
     i = 0
     while i < len(grid) and grid[i] <= last:
         if decides(grid[i]):
             return grid[i]
         i += 1
-    step = 1
-    while i < len(grid) and not decides(grid[i]):
-        i, step = i + step, step * 2
-    hi, i = min(i, len(grid)), i - step // 2 + 1 if step > 1 else i
-    while i < hi:       # grid[hi] decides (or hi is the end); none before i does
-        mid = (i + hi) // 2
-        if decides(grid[mid]):
-            hi = mid
-        else:
-            i = mid + 1
+    i = bisect.bisect_left(grid, True, lo=i, key=decides)
     return grid[i] if i < len(grid) else None
 
 
