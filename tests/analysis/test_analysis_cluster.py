@@ -193,9 +193,13 @@ def cluster(base):
 
 @pytest.fixture(scope="module")
 def local_run(base, run_dir):
-    """A local-mode analysis (the reference), run with -q."""
+    """A local-mode analysis (the reference), run with -q, as a user runs it: no Spark
+    configuration directory (the cluster's only sets its executors' options), so its JVM starts
+    from the class-data archive (with one on the class path the JDK refuses the archive)."""
     out = base / "report-local"
-    proc = run_analyze([str(run_dir), "--out", str(out), "-q"], base, spark_env(base / "local-conf"))
+    env = spark_env(base / "local-conf")
+    del env["SPARK_CONF_DIR"]
+    proc = run_analyze([str(run_dir), "--out", str(out), "-q"], base, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc
 
