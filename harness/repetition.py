@@ -389,7 +389,7 @@ def pin_cpus(server_pids: list[int], client_pids: list[int], restore: bool = Fal
         for pid in pids:
             try:
                 psutil.Process(pid).cpu_affinity(sets[name])
-            except (psutil.NoSuchProcess, ProcessLookupError):
+            except psutil.NoSuchProcess:
                 # gone since it was listed (a server backend whose session just ended): nothing
                 # to pin; the others still are
                 continue
