@@ -7,7 +7,7 @@ root), each process that runs tests (every xdist worker) moves into a cgroup of 
 its first test. Everything a test starts stays in it (servers started with ``pg_ctl``, JVMs,
 Locust processes), so the cgroup's CPU counter read before and after each test (set-up, call
 and tear-down) is that test's CPU, the machine's other processes excluded. xdist's controller
-adds up what the workers hand over and prints the heaviest modules. Without a writable cgroup
+adds up what the workers hand over and prints the heaviest modules and tests. Without a writable cgroup
 (not root, another OS) nothing is measured and nothing is printed.
 
 A module-scoped fixture's CPU counts towards the test that set it up; a server that outlives a
@@ -24,6 +24,7 @@ import pytest
 
 ROOTS = (Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup"))
 SHOWN = 20
+SHOWN_TESTS = 30
 
 
 def available() -> bool:
@@ -100,6 +101,7 @@ class CpuGroup:
 
 def pytest_configure(config):
     config._ssbench_cpu = {}
+    config._ssbench_cpu_tests = {}
     config._ssbench_cpu_group = None
     if config.getoption("durations", None) is None or not hasattr(os, "getpid"):
         return
@@ -130,8 +132,10 @@ def pytest_runtest_protocol(item, nextitem):
         return
     before = group.seconds()
     yield
+    spent = group.seconds() - before
     module = item.nodeid.split("::", 1)[0]
-    item.config._ssbench_cpu[module] = item.config._ssbench_cpu.get(module, 0.0) + group.seconds() - before
+    item.config._ssbench_cpu[module] = item.config._ssbench_cpu.get(module, 0.0) + spent
+    item.config._ssbench_cpu_tests[item.nodeid] = spent
 
 
 @pytest.hookimpl(trylast=True)
@@ -139,20 +143,28 @@ def pytest_sessionfinish(session):
     config = session.config
     if hasattr(config, "workerinput") and config._ssbench_cpu:
         config.workeroutput["ssbench_cpu"] = config._ssbench_cpu
+        config.workeroutput["ssbench_cpu_tests"] = dict(
+            sorted(config._ssbench_cpu_tests.items(), key=lambda kv: -kv[1])[:SHOWN_TESTS])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    for module, secs in getattr(node, "workeroutput", {}).get("ssbench_cpu", {}).items():
+    output = getattr(node, "workeroutput", {})
+    for module, secs in output.get("ssbench_cpu", {}).items():
         node.config._ssbench_cpu[module] = node.config._ssbench_cpu.get(module, 0.0) + secs
+    node.config._ssbench_cpu_tests.update(output.get("ssbench_cpu_tests", {}))
 
 
 def pytest_terminal_summary(terminalreporter, config):
     cpu = config._ssbench_cpu
     if not cpu:
         return
-    total = sum(cpu.values())
+    total = sum(cpu.values()) or 1e-9      # a run too short to be counted (no division by 0)
     terminalreporter.write_sep("=", f"CPU seconds per test module, everything its tests started "
                                     f"({total:.0f} s in all; the {min(SHOWN, len(cpu))} heaviest)")
     for module, secs in sorted(cpu.items(), key=lambda kv: -kv[1])[:SHOWN]:
         terminalreporter.write_line(f"{secs:8.1f}s {100 * secs / total:5.1f} %  {module}")
+    tests = sorted(config._ssbench_cpu_tests.items(), key=lambda kv: -kv[1])[:SHOWN_TESTS]
+    terminalreporter.write_sep("-", f"the {len(tests)} heaviest tests (set-up, call and tear-down)")
+    for nodeid, secs in tests:
+        terminalreporter.write_line(f"{secs:8.1f}s {100 * secs / total:5.1f} %  {nodeid}")
