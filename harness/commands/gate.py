@@ -22,7 +22,7 @@ def register(sub) -> None:
         description="Compare a candidate against a baseline per permutation and metric (receive rate, "
                     "send rate, SEND p50/p99, end-to-end p99).\n"
                     "A metric regresses when its effect is beyond max(--min-effect, --k x the baseline's "
-                    "robust spread)\nAND a one-sided exact Mann-Whitney U test (Benjamini-Hochberg across "
+                    "robust spread),\nat most --max-effect, AND a one-sided exact Mann-Whitney U test (Benjamini-Hochberg across "
                     "all tests) is significant.\nWith fewer than --min-reps repetitions a side the test "
                     "cannot be significant: the verdict is\ninconclusive (a warning, exit 0), never a "
                     "regression on effect size alone.\nLost messages, more errors or a disabled queue fail "
@@ -43,6 +43,9 @@ def register(sub) -> None:
                     help="threshold = max(min-effect, k x baseline robust spread / median) (default 2)")
     st.add_argument("--min-effect", type=float, default=0.05,
                     help="smallest relative effect ever called a regression (default 0.05 = 5%%)")
+    st.add_argument("--max-effect", type=float, default=0.5,
+                    help="the threshold's ceiling: a rate halved is beyond it however noisy the baseline "
+                         "(default 0.5 = 50%%; significance is still required)")
     st.add_argument("--min-reps", type=int, default=4,
                     help="repetitions a side needed to judge significance (default 4; fewer: inconclusive)")
     st.add_argument("--alpha", type=float, default=0.05,
@@ -77,7 +80,7 @@ def cmd_gate(args) -> int:
     metrics = None
     if args.metrics is not None:
         metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
-    settings = GateSettings(k=args.k, min_effect=args.min_effect, min_reps=args.min_reps, alpha=args.alpha,
+    settings = GateSettings(k=args.k, min_effect=args.min_effect, max_effect=args.max_effect, min_reps=args.min_reps, alpha=args.alpha,
                             spread=args.spread,
                             **({"metrics": metrics} if metrics is not None else {})).validate()
     if args.interleave is not None:

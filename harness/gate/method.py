@@ -34,8 +34,12 @@ FAILING = (FAIL, REGRESSION)
 class GateSettings:
     """The gate's knobs; the defaults are documented in docs/gate.md."""
 
-    k: float = 2.0                # threshold = max(min_effect, k x relative baseline spread)
+    k: float = 2.0                # threshold = min(max_effect, max(min_effect, k x relative baseline spread))
     min_effect: float = 0.05      # never call anything under 5 % a regression
+    #: a rate halved (a latency doubled) is beyond the threshold however wide the baseline's
+    #: spread: without a ceiling a spread over 50 % put the threshold past 100 %, which no drop
+    #: of a rate can pass (a 7x slower candidate read "within threshold 110.7 %")
+    max_effect: float = 0.5
     min_reps: int = 4             # repetitions a side needed to judge significance
     alpha: float = 0.05           # false discovery rate for Benjamini-Hochberg
     spread: str = "mad"           # mad (MAD x 1.4826) or iqr (IQR / 1.349)
@@ -46,6 +50,8 @@ class GateSettings:
             raise UserError(f"--k must be a finite number >= 0, got {self.k}")
         if not 0 <= self.min_effect < 1:
             raise UserError(f"--min-effect must be a fraction in [0, 1), got {self.min_effect}")
+        if not self.min_effect <= self.max_effect < 1:
+            raise UserError(f"--max-effect must be a fraction in [min-effect, 1), got {self.max_effect}")
         if self.min_reps < 2:
             raise UserError(f"--min-reps must be at least 2, got {self.min_reps}")
         if not 0 < self.alpha < 1:
@@ -69,7 +75,8 @@ class GateSettings:
 
     def describe(self) -> str:
         spread = "MAD x 1.4826" if self.spread == "mad" else "IQR / 1.349"
-        return (f"threshold = max({self.min_effect:.0%}, k={self.k:g} x baseline spread ({spread}) / median); "
+        return (f"threshold = max({self.min_effect:.0%}, k={self.k:g} x baseline spread ({spread}) / median), "
+                f"at most {self.max_effect:.0%}; "
                 f"significance = one-sided exact Mann-Whitney U (>= {self.min_reps} reps a side), "
                 f"Benjamini-Hochberg over all permutation x metric tests at FDR {self.alpha:g}; "
                 f"regression = beyond the threshold AND significant; fewer reps: inconclusive")

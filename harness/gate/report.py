@@ -97,7 +97,7 @@ class GateReport:
             "settings": {**asdict(self.settings), "correction": CORRECTION,
                          "significance": "one-sided exact Mann-Whitney U",
                          "effect": "r = median(candidate)/median(baseline), inverted for latencies; r < 1 is worse",
-                         "threshold": "max(min_effect, k x baseline robust spread / baseline median)",
+                         "threshold": "min(max_effect, max(min_effect, k x baseline robust spread / baseline median))",
                          "regression": "effect beyond the threshold AND significant (BH q <= alpha)",
                          "inconclusive": "fewer than min_reps repetitions a side, or a smallest possible "
                                          "p-value above alpha: no test, no regression on effect alone"},

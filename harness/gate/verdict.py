@@ -4,8 +4,9 @@ Per permutation and metric, with ``b`` the baseline's repetitions and ``c`` the 
 
 * effect ``r = median(c) / median(b)`` for rates, inverted for latencies
   (``median(b) / median(c)``), so ``r < 1`` always means "worse";
-* threshold ``t = max(min_effect, k x relative robust spread of b)`` (default
-  ``max(5 %, 2 x MAD x 1.4826 / median)``); the effect is beyond it when ``r < 1 - t``;
+* threshold ``t = min(max_effect, max(min_effect, k x relative robust spread of b))`` (default
+  ``max(5 %, 2 x MAD x 1.4826 / median)``, at most 50 %); the effect is beyond it when
+  ``r < 1 - t``;
 * significance: one-sided exact Mann-Whitney U (candidate worse), Benjamini-Hochberg across
   all permutation x metric p-values of the comparison: significant when ``q <= alpha``;
 * verdict: ``regression`` when beyond the threshold AND significant; ``warning`` when only
@@ -106,7 +107,7 @@ def compare_samples(baseline: Mapping[str, Mapping[str, Sequence[float]]],
             row.candidate_median = median(c)
             row.r = effect_ratio(row.baseline_median, row.candidate_median, metric.higher_is_better)
             row.baseline_spread = stats.relative_spread(b, settings.spread)
-            row.threshold = max(settings.min_effect, settings.k * row.baseline_spread)
+            row.threshold = min(settings.max_effect, max(settings.min_effect, settings.k * row.baseline_spread))
             row.effect_beyond = row.r < 1.0 - row.threshold
             row.min_p = stats.min_p_value(len(b), len(c))
             if settings.can_judge(len(b), len(c)):

@@ -493,8 +493,24 @@ def test_files_and_memory_paths_agree(tmp_path):
     assert [(r.metric, r.verdict, r.p, r.q) for r in mem] == [(r.metric, r.verdict, r.p, r.q) for r in files]
 
 
+def test_a_rate_7x_lower_is_a_regression_however_noisy_the_baseline():
+    """The threshold's ceiling (max_effect): a baseline whose spread is over 50 % (seen in a
+    loaded `make test`: 1,184 msg/s median, threshold 110.7 %) still fails a candidate 7 times
+    slower, all of whose repetitions are below all of the baseline's; without the ceiling no
+    drop of a rate could pass a threshold over 100 %."""
+    b = {PERM: {"receive_rate": [400.0, 1100.0, 1270.0, 2600.0]}}
+    c = {PERM: {"receive_rate": [160.0, 165.0, 169.0, 172.0]}}
+    row, = compare_samples(b, c, GateSettings(metrics=("receive_rate",)))
+    assert 2 * row.baseline_spread > 1.0, row       # k x spread alone: a threshold past 100 %
+    assert row.threshold == 0.5 and row.effect_beyond and row.verdict == REGRESSION, row
+    # the same data with the ceiling lifted (as before it existed): the effect is never beyond
+    row, = compare_samples(b, c, GateSettings(metrics=("receive_rate",), max_effect=0.99))
+    assert not row.effect_beyond and row.verdict == WARNING, row
+
+
 def test_settings_validation():
-    for bad in (dict(k=-1), dict(min_effect=1.5), dict(min_reps=1), dict(alpha=0), dict(spread="sd"),
+    for bad in (dict(k=-1), dict(min_effect=1.5), dict(max_effect=1.0), dict(min_effect=0.3, max_effect=0.2),
+                dict(min_reps=1), dict(alpha=0), dict(spread="sd"),
                 dict(metrics=("nope",)), dict(metrics=())):
         with pytest.raises(UserError):
             GateSettings(**bad).validate()

@@ -39,6 +39,10 @@ def test_a_child_processes_cpu_counts_and_a_sleep_does_not(tmp_path):
                        env={**__import__("os").environ, "PYTHONPATH": str(support)})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     got = {m.group(2): float(m.group(1)) for m in re.finditer(r"^\s*([\d.]+)s\s+[\d.]+ %\s+(\S+)$", r.stdout, re.M)}
-    assert set(got) == {"test_burn.py", "test_sleep.py"}, r.stdout
-    assert 0.9 <= got["test_burn.py"] < 3.0, got
-    assert got["test_sleep.py"] < 0.3, got
+    # the modules, then the tests in them (the same figures: one test a module)
+    assert set(got) == {"test_burn.py", "test_sleep.py", "test_burn.py::test_burn", "test_sleep.py::test_sleep"}, r.stdout
+    for name in ("test_burn.py", "test_burn.py::test_burn"):
+        assert 0.9 <= got[name] < 3.0, got
+    for name in ("test_sleep.py", "test_sleep.py::test_sleep"):
+        assert got[name] < 0.3, got
+    assert r.stdout.index("test_burn.py::test_burn") > r.stdout.index("heaviest tests"), r.stdout
