@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest_faults import REPO, check_account, finish, ssbench_popen, wait_for
+from conftest_faults import FAULT_RATE, REPO, check_account, finish, ssbench_popen, wait_for
 
 from harness.results import counts_in_verdicts
 
@@ -26,8 +26,10 @@ RECEIVING = re.compile(r"running: [1-9][\d,]* msg/s received")
 
 
 def matrix(tmp_path: Path, *, dialogs="per_thread", server="durable", threads=4, measure=12,
-           waitfor_ms=300) -> Path:
+           waitfor_ms=300, rate: int | None = None) -> Path:
+    """One permutation; open loop at ``rate`` SENDs/s (None: closed loop)."""
     p = tmp_path / "disturbed.yaml"
+    rate_axis = "" if rate is None else f"  rate: [{rate}]\n"
     p.write_text(f"""\
 name: disturbed
 axes:
@@ -36,7 +38,7 @@ axes:
   dialogs: [{dialogs}]
   payload_bytes: [100]
   server: [{server}]
-run:
+{rate_axis}run:
   warmup_seconds: 1
   measure_seconds: {measure}
   repetitions: 1
@@ -114,7 +116,10 @@ def test_a_held_conversation_group_is_a_receive_stall_with_its_blocking_chain(pg
 
     out = tmp_path / "run"
     env = dict(os.environ, SSBENCH_EMBEDDED_LOCK_SAMPLE_MS="100")
-    p, lines = start_in_window(matrix(tmp_path, dialogs="shared", server="delayed", waitfor_ms=20000), out, env)
+    # open loop (conftest_faults.FAULT_RATE): the senders go on through the stall without taking
+    # both cores for the 12 s window
+    p, lines = start_in_window(matrix(tmp_path, dialogs="shared", server="delayed", waitfor_ms=20000,
+                                      rate=FAULT_RATE), out, env)
     t = EmbeddedTarget.default()
     try:
         with psycopg.connect(t.conninfo(t.target_db), application_name="pytest-group-holder") as c:
