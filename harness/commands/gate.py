@@ -40,7 +40,7 @@ def register(sub) -> None:
     mode.add_argument("--candidate", metavar="RUN_DIR", help="stored candidate run directory (with --baseline)")
     st = p.add_argument_group("method")
     st.add_argument("--k", type=float, default=2.0,
-                    help="threshold = max(min-effect, k x baseline robust spread / median) (default 2)")
+                    help="threshold = max(min-effect, k x baseline robust spread / median), at most max-effect (default 2)")
     st.add_argument("--min-effect", type=float, default=0.05,
                     help="smallest relative effect ever called a regression (default 0.05 = 5%%)")
     st.add_argument("--max-effect", type=float, default=0.5,
