@@ -38,7 +38,8 @@ FAULT_RATE = 200
 
 
 def write_matrix(tmp_path: Path, name="fault", initiators=1, threads=2, measure=6, warmup=1,
-                 drain=30, extra_run="", rate: int | None = FAULT_RATE) -> Path:
+                 drain=30, extra_run="", rate: int | None = FAULT_RATE, dialogs="per_thread",
+                 server="durable", waitfor_ms=300) -> Path:
     """A one-permutation matrix, open loop at ``rate`` SENDs/s per initiator (None: closed loop)."""
     p = tmp_path / f"{name}.yaml"
     rate_axis = "" if rate is None else f"  rate: [{rate}]\n"
@@ -47,9 +48,9 @@ name: {name}
 axes:
   initiators: [{initiators}]
   threads: [{threads}]
-  dialogs: [per_thread]
+  dialogs: [{dialogs}]
   payload_bytes: [100]
-  server: [durable]
+  server: [{server}]
 {rate_axis}run:
   warmup_seconds: {warmup}
   measure_seconds: {measure}
@@ -59,7 +60,7 @@ axes:
 {extra_run}broker:
   max_queue_readers: 2
   receive_top: 10000
-  waitfor_timeout_ms: 300
+  waitfor_timeout_ms: {waitfor_ms}
   monitor_interval_seconds: 0.2
 """)
     return p

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest_faults import FAULT_RATE, REPO, check_account, finish, ssbench_popen, wait_for
+from conftest_faults import FAULT_RATE, REPO, check_account, finish, ssbench_popen, wait_for, write_matrix
 
 from harness.results import counts_in_verdicts
 
@@ -27,30 +27,9 @@ RECEIVING = re.compile(r"running: [1-9][\d,]* msg/s received")
 
 def matrix(tmp_path: Path, *, dialogs="per_thread", server="durable", threads=4, measure=12,
            waitfor_ms=300, rate: int | None = None) -> Path:
-    """One permutation; open loop at ``rate`` SENDs/s (None: closed loop)."""
-    p = tmp_path / "disturbed.yaml"
-    rate_axis = "" if rate is None else f"  rate: [{rate}]\n"
-    p.write_text(f"""\
-name: disturbed
-axes:
-  initiators: [1]
-  threads: [{threads}]
-  dialogs: [{dialogs}]
-  payload_bytes: [100]
-  server: [{server}]
-{rate_axis}run:
-  warmup_seconds: 1
-  measure_seconds: {measure}
-  repetitions: 1
-  drain_timeout_seconds: 60
-  sample_interval_seconds: 0.25
-broker:
-  max_queue_readers: 2
-  receive_top: 10000
-  waitfor_timeout_ms: {waitfor_ms}
-  monitor_interval_seconds: 0.2
-""")
-    return p
+    """One permutation, 12 s measured, 60 s to drain; closed loop unless ``rate`` is given."""
+    return write_matrix(tmp_path, name="disturbed", threads=threads, measure=measure, drain=60, rate=rate,
+                        dialogs=dialogs, server=server, waitfor_ms=waitfor_ms)
 
 
 def start_in_window(m: Path, out: Path, env=None, after: float = 2.5):
