@@ -686,18 +686,27 @@ $$;
 -- A transaction that had RECEIVEd rolled back (the reader calls this in a new transaction).
 -- Five in a row disable the queue, as SQL Server's poison-message detection does. Returns
 -- true when the queue is now disabled.
+-- SQL Server counts a rollback as it happens, so the fifth disables the queue before any
+-- other reader can RECEIVE again. Here the count comes in a second transaction, so another
+-- reader can take the poison message in between and roll back too; its RECEIVE would have
+-- been refused on SQL Server, so a rollback recorded after the queue is disabled is not
+-- counted (five stays five with two readers). The UPDATE waits on the queue's row, then
+-- re-reads is_receive_enabled.
 CREATE FUNCTION ssb.record_rollback(p_error text DEFAULT NULL) RETURNS boolean
 LANGUAGE sql VOLATILE
 AS $$
-    UPDATE ssb.queues
-       SET consecutive_rollbacks = consecutive_rollbacks + 1,
-           rollbacks_total = rollbacks_total + 1,
-           last_error = coalesce(p_error, last_error),
-           is_receive_enabled = is_receive_enabled AND consecutive_rollbacks + 1 < 5,
-           disabled_at = CASE WHEN is_receive_enabled AND consecutive_rollbacks + 1 >= 5
-                              THEN clock_timestamp() ELSE disabled_at END
-     WHERE name = 'MySSBLabTestQueue'
-    RETURNING NOT is_receive_enabled
+    WITH counted AS (
+        UPDATE ssb.queues
+           SET consecutive_rollbacks = consecutive_rollbacks + 1,
+               rollbacks_total = rollbacks_total + 1,
+               last_error = coalesce(p_error, last_error),
+               is_receive_enabled = consecutive_rollbacks + 1 < 5,
+               disabled_at = CASE WHEN consecutive_rollbacks + 1 >= 5
+                                  THEN clock_timestamp() ELSE disabled_at END
+         WHERE name = 'MySSBLabTestQueue' AND is_receive_enabled
+        RETURNING NOT is_receive_enabled AS disabled
+    )
+    SELECT coalesce((SELECT disabled FROM counted), true)
 $$;
 
 -- The whole activation procedure as one CALL (loops until the WAITFOR times out, one
