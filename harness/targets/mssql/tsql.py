@@ -294,29 +294,15 @@ def statement(file: str, name: str, params: Mapping[str, Any] | None = None) -> 
     return "\n".join(line for line in out[0].splitlines() if not line.lstrip().startswith("--"))
 
 
+#: a string literal ('' inside is a quote; an unterminated one runs to the end), a ``--``
+#: comment to the end of its line, or a ``?`` marker: scanned left to right, so a ``?`` or
+#: ``--`` inside a literal, or a quote inside a comment, is part of that token
+_MARKER_TOKENS = re.compile(r"'(?:[^']|'')*'?|--[^\n]*|\?")
+
+
 def _marker_positions(sql: str) -> list[int]:
     """Offsets of the ODBC ``?`` markers outside string literals and ``--`` comments."""
-    out: list[int] = []
-    in_str = False
-    i = 0
-    while i < len(sql):
-        c = sql[i]
-        if in_str:
-            if c == "'":
-                if sql[i + 1:i + 2] == "'":
-                    i += 1
-                else:
-                    in_str = False
-        elif c == "'":
-            in_str = True
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            i = len(sql) if j < 0 else j
-            continue
-        elif c == "?":
-            out.append(i)
-        i += 1
-    return out
+    return [m.start() for m in _MARKER_TOKENS.finditer(sql) if m.group() == "?"]
 
 
 def parameter_markers(sql: str) -> int:

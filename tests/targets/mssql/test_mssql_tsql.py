@@ -8,6 +8,8 @@ import re
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.targets.mssql import tsql
 from harness.targets.mssql.target import message_prefix
@@ -125,6 +127,35 @@ def test_split_batches():
 
 def test_parameter_markers():
     assert tsql.parameter_markers("SELECT ? , N'?' -- ?\n, '''?'''") == 1
+
+
+def _markers_char_by_char(sql: str) -> list[int]:
+    """The reference: the scanner tsql._marker_positions was before its regular expression."""
+    out, in_str, i = [], False, 0
+    while i < len(sql):
+        c = sql[i]
+        if in_str:
+            if c == "'":
+                if sql[i + 1:i + 2] == "'":
+                    i += 1
+                else:
+                    in_str = False
+        elif c == "'":
+            in_str = True
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = len(sql) if j < 0 else j
+            continue
+        elif c == "?":
+            out.append(i)
+        i += 1
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="'?-\nN a", max_size=40))
+def test_marker_positions_match_a_char_by_char_scan(sql):
+    assert tsql._marker_positions(sql) == _markers_char_by_char(sql)
 
 
 # --------------------------------------------------------------------------- every section
