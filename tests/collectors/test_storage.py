@@ -5,10 +5,8 @@ tests/faults/test_disturbances.py."""
 
 from __future__ import annotations
 
-import math
-import random
-import statistics
 
+import numpy as np
 import pytest
 
 from harness.collectors.base import SampleContext, WindowView
@@ -20,25 +18,22 @@ WINDOW_S = 6.0          # make bench's window
 PROBES_PER_S = 10       # PROBE_INTERVAL_S = 0.1
 
 
-def lognormal_median(rng: random.Random, median_ms: float, sigma: float, n: int) -> float:
-    return statistics.median(median_ms * math.exp(rng.gauss(0.0, sigma)) for _ in range(n))
+def lognormal_medians(rng: np.random.Generator, median_ms: float, sigma: float, shape: tuple[int, ...]) -> np.ndarray:
+    """The median of ``shape[-1]`` lognormal probe latencies, for each of ``shape[:-1]``."""
+    return np.median(median_ms * np.exp(sigma * rng.standard_normal(shape)), axis=-1)
 
 
-def flag_rate(rng: random.Random, reps_so_far: int, factor: float, *, median_ms=2.0, sigma=1.0,
+def flag_rate(rng: np.random.Generator, reps_so_far: int, factor: float, *, median_ms=2.0, sigma=1.0,
               trials=3000) -> float:
     """Windows flagged when the disk's median is ``factor`` times its idle median. Probe
     latencies are lognormal with ``sigma`` (measured within idle windows on the test VM: p90 /
     median 3 to 4, sigma about 1); the window's figure is the mean over its 1 s ticks of each
     tick's median probe; the run's typical is the median of ``reps_so_far`` idle references of
-    REFERENCE_S / REFERENCE_INTERVAL_S probes each."""
+    REFERENCE_S / REFERENCE_INTERVAL_S probes each. (numpy: ``trials`` windows at once.)"""
     n_ref = int(REFERENCE_S / REFERENCE_INTERVAL_S)
-    flagged = 0
-    for _ in range(trials):
-        typical = statistics.median(lognormal_median(rng, median_ms, sigma, n_ref) for _ in range(reps_so_far))
-        window = statistics.fmean(lognormal_median(rng, median_ms * factor, sigma, PROBES_PER_S)
-                                  for _ in range(int(WINDOW_S)))
-        flagged += noisy_storage(window, typical)
-    return flagged / trials
+    typical = np.median(lognormal_medians(rng, median_ms, sigma, (trials, reps_so_far, n_ref)), axis=1)
+    window = lognormal_medians(rng, median_ms * factor, sigma, (trials, int(WINDOW_S), PROBES_PER_S)).mean(axis=1)
+    return sum(noisy_storage(float(w), float(t)) for w, t in zip(window, typical)) / trials
 
 
 @pytest.mark.parametrize("reps_so_far", [1, 3, 10])
@@ -48,7 +43,7 @@ def test_an_undisturbed_disk_is_not_flagged_and_a_loaded_one_rarely(reps_so_far)
     thread's own scheduling: measured window over idle reference 0.9 to 2.0 in 10 repetitions,
     durable and delayed, 32 threads); a disk twice as slow is flagged in at most 7 % of windows
     (none of the 10 measured was)."""
-    rng = random.Random(reps_so_far)
+    rng = np.random.default_rng(reps_so_far)
     assert flag_rate(rng, reps_so_far, 1.0) == 0.0
     assert flag_rate(rng, reps_so_far, 2.0) <= 0.07
 
@@ -61,7 +56,7 @@ def test_a_disk_four_times_slower_is_flagged(factor, reps_so_far, at_least):
     in 5 s windows). Simulated: a disk 4 times slower is flagged in at least 94 % of windows
     of a run's first repetition (96 % once ten references make the typical), 5 times slower in
     99 %, 8 times in every one."""
-    assert flag_rate(random.Random(int(factor * 10) + reps_so_far), reps_so_far, factor) >= at_least
+    assert flag_rate(np.random.default_rng(int(factor * 10) + reps_so_far), reps_so_far, factor) >= at_least
 
 
 def test_the_thresholds_are_the_documented_ones():
