@@ -40,27 +40,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness.dialogstrategy import DialogStrategy  # noqa: E402
 from harness.matrix import BrokerSettings  # noqa: E402
 from harness.targets.embedded.sender import EmbeddedSender  # noqa: E402
 from harness.targets.embedded.server import EmbeddedServer  # noqa: E402
 from harness.targets.embedded.target import EmbeddedTarget  # noqa: E402
 
-#: every_n and shared per strategy (harness.dialogstrategy)
-STRATEGIES = {"per_thread": (1, False), "trick150": (150, False), "shared": (1, True)}
+STRATEGIES = ("per_thread", "trick150", "shared")
 BROKER = BrokerSettings(max_queue_readers=4, receive_top=10000, waitfor_timeout_ms=1000, monitor_interval_seconds=1.0)
 
 
-def prepared(target: EmbeddedTarget, threads: int, strategies: list[str], profile: str) -> dict[str, list[int]]:
-    """A clean window with every strategy's dialogs begun (in the order given): the usable
-    slots each strategy's threads send on. Then the warm-up, settle and the broker, as a run."""
+def prepared(target: EmbeddedTarget, threads: int, strategies: dict[str, DialogStrategy],
+             profile: str) -> dict[str, list[int]]:
+    """A clean window with every strategy's dialogs begun (label -> strategy, in that order):
+    the usable slots each label's threads send on. Then the warm-up, settle and the broker, as
+    a run."""
     target.prepare(1, profile, BROKER)
     slots: dict[str, list[int]] = {}
     base = 0
-    for name in dict.fromkeys(strategies):
-        every_n, shared = STRATEGIES[name]
-        usable = 1 if shared else threads
-        target.create_dialogs(1, usable, every_n)
-        slots[name] = [base + 1] * threads if shared else [base + k + 1 for k in range(threads)]
+    for name, strategy in strategies.items():
+        usable = strategy.usable_dialogs(threads)
+        target.create_dialogs(1, usable, strategy.every_n)
+        slots[name] = [base + 1] * threads if strategy.shared else [base + k + 1 for k in range(threads)]
         base += usable
     target.warm_up(1)
     target.settle()
@@ -121,8 +122,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", help="embedded server data directory (default: $SSBENCH_PGDATA or the cache)")
     p.add_argument("--prefix", default="ssbslice", help="database prefix (default ssbslice)")
-    p.add_argument("--a", default="per_thread", choices=sorted(STRATEGIES))
-    p.add_argument("--b", default="trick150", choices=sorted(STRATEGIES))
+    p.add_argument("--a", default="per_thread", choices=STRATEGIES)
+    p.add_argument("--b", default="trick150", choices=STRATEGIES)
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--window", type=float, default=8, help="W: one strategy's window, s (a slices window is 2W)")
     p.add_argument("--slice", type=float, default=1, help="S: the slices' length, s")
@@ -134,8 +135,7 @@ def main() -> int:
     a = p.parse_args()
     # A/A: the same strategy on both sides, under two labels (and two sets of dialogs)
     la, lb = (a.a, a.b) if a.a != a.b else (a.a, a.b + "'")
-    if lb.endswith("'"):
-        STRATEGIES[lb] = STRATEGIES[a.b]
+    strategies = {la: DialogStrategy.parse(a.a), lb: DialogStrategy.parse(a.b)}
     server = EmbeddedServer(Path(a.data_dir) if a.data_dir else None)
     target = EmbeddedTarget(server, prefix=a.prefix)
     target.provision(1)
@@ -148,14 +148,14 @@ def main() -> int:
                 if design == "windows":
                     rates = {}
                     for name in ((la, lb) if r % 2 == 0 else (lb, la)):
-                        slots = prepared(target, a.threads, [la, lb], a.profile)
+                        slots = prepared(target, a.threads, strategies, a.profile)
                         try:
                             rates.update(drive(target, a.threads, lambda t, n=name: (n, slots[n]), a.window,
                                                a.warmup, a.payload))
                         finally:
                             target.stop()
                 else:
-                    slots = prepared(target, a.threads, [la, lb], a.profile)
+                    slots = prepared(target, a.threads, strategies, a.profile)
                     first, second = (la, lb) if r % 2 == 0 else (lb, la)
 
                     def sched(t, first=first, second=second, slots=slots):
