@@ -268,11 +268,33 @@ def _valid(sample: Iterable[tuple[int, float | None]]) -> list[tuple[int, float]
 
 
 def _look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int) -> Outcome:
-    """One look: a gain or a loss read from the ``1 - alpha_r`` interval, else no difference
-    from the ``1 - 2 alpha_r`` one; an undecided look reports the wider (and says why)."""
+    """One look at two independent samples: Welch's interval of the log ratio."""
     mt, vt, nt = _moments(t)
     mb, vb, nb = _moments(b)
     d = (mt - mb) if higher else (mb - mt)
+    sd = f"s.d. {_pct(math.sqrt(vt)):.1f} % and {_pct(math.sqrt(vb)):.1f} % per repetition"
+    return _read(d, vt, nt, vb, nb, rule, rnd, sd, "repetitions a side")
+
+
+def _paired_look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int) -> Outcome:
+    """One look at two samples measured in the same windows (``t[i]`` and ``b[i]`` in one):
+    the one-sample t interval of the windows' log ratios. A level the window shares with both
+    sides cancels in each ratio. (Welch's half-width with a second variance of 0 is exactly it:
+    ``n - 1`` degrees of freedom.)"""
+    diffs = [math.log(x) - math.log(y) for x, y in zip(t, b)]
+    n = len(diffs)
+    mean = math.fsum(diffs) / n
+    var = math.fsum((x - mean) ** 2 for x in diffs) / (n - 1)
+    d = mean if higher else -mean
+    sd = f"s.d. {_pct(math.sqrt(var)):.1f} % of a window's ratio"
+    return _read(d, var, n, 0.0, n, rule, rnd, sd, "windows")
+
+
+def _read(d: float, vt: float, nt: int, vb: float, nb: int, rule: Rule, rnd: int, sd: str,
+          unit: str) -> Outcome:
+    """A look's verdict: a gain or a loss read from the ``1 - alpha_r`` interval, else no
+    difference from the ``1 - 2 alpha_r`` one; an undecided look reports the wider (and says
+    why: ``sd`` the spread, ``unit`` what more of would decide)."""
     conf = rule.confidence_at(rnd)
     h = _half_width(vt, nt, vb, nb, conf)
     lo, hi = _pct(d - h), _pct(d + h)
@@ -287,31 +309,38 @@ def _look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int) ->
         return Outcome(NO_DIFFERENCE, _pct(d), lo_eq, hi_eq, nt, nb, eq_conf, rnd)
     # out is inconclusive here: had the wider interval lain within the margins, so would this one
     need = needed_reps(vt, vb, d, rule, max(nt, nb) + 1)
-    sd = f"s.d. {_pct(math.sqrt(vt)):.1f} % and {_pct(math.sqrt(vb)):.1f} % per repetition"
     if need is None and _gap(d, rule.threshold_pct)[0] < ON_THRESHOLD:
         why = (f"the gain {_pct(d):+.1f} % sits on the +-{rule.threshold_pct:g} % threshold ({sd}): "
                "more repetitions would help little")
     elif need is None:
         why = (f"the interval [{lo:+.1f}, {hi:+.1f}] % straddles a threshold; at this spread ({sd}) more "
-               f"than {NEEDED_LIMIT} repetitions a side would be needed")
+               f"than {NEEDED_LIMIT} {unit} would be needed")
     else:
         why = (f"the interval [{lo:+.1f}, {hi:+.1f}] % straddles a threshold; at this spread ({sd}) "
-               f"about {need} repetitions a side would decide")
+               f"about {need} {unit} would decide")
     return replace(out, reason=why, needed=need)
 
 
 def judge(treatment: Iterable[tuple[int, float | None]], baseline: Iterable[tuple[int, float | None]],
-          rule: Rule, higher_is_better: bool = True) -> Outcome:
+          rule: Rule, higher_is_better: bool = True, paired: bool = False) -> Outcome:
     """The verdict of one comparison under ``rule``: the looks replayed in round order (a
     fixed run: one look with every repetition); the first decisive look is the answer, else the
     last look, inconclusive with its reason. Values that are None, not finite or not positive
-    are left out (a rate of 0 has no ratio)."""
+    are left out (a rate of 0 has no ratio). ``paired``: the two sides were measured in the
+    same windows, repetition ``r`` of each in window ``r`` (an alternated run): each look judges
+    the log ratios of the windows both sides count, and a window one side lost counts for
+    neither."""
     t, b = _valid(treatment), _valid(baseline)
     if rule.max_reps is not None:    # a sequential rule never looks past its last look
         t, b = [x for x in t if x[0] <= rule.max_reps], [x for x in b if x[0] <= rule.max_reps]
+    if paired:
+        both = dict(b)
+        t = [(r, v) for r, v in dict(t).items() if r in both]
+        b = [(r, both[r]) for r, _ in t]
     rounds = sorted({r for r, _ in t} | {r for r, _ in b})
     if not rule.sequential:
         rounds = rounds[-1:]
+    look = _paired_look if paired else _look
     last: Outcome | None = None
     seen: tuple[int, int] | None = None
     for rnd in rounds:
@@ -320,14 +349,15 @@ def judge(treatment: Iterable[tuple[int, float | None]], baseline: Iterable[tupl
         if len(tt) < rule.min_reps or len(bb) < rule.min_reps or (len(tt), len(bb)) == seen:
             continue
         seen = (len(tt), len(bb))
-        last = _look(tt, bb, rule, higher_is_better, rnd)
+        last = look(tt, bb, rule, higher_is_better, rnd)
         if last.decided:
             return last
     if last is not None:
         return last
     gain = _pct(_log_ratio([v for _, v in t], [v for _, v in b], higher_is_better)) if t and b else None
+    what = "windows both sides count" if paired else "repetitions on a side"
     return Outcome(INCONCLUSIVE, gain, None, None, len(t), len(b),
-                   reason=f"fewer than {rule.min_reps} repetitions on a side ({len(t)} and {len(b)} counted)")
+                   reason=f"fewer than {rule.min_reps} {what} ({len(t)} and {len(b)} counted)")
 
 
 def _log_ratio(t: Sequence[float], b: Sequence[float], higher: bool) -> float:

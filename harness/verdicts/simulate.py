@@ -93,15 +93,29 @@ def _sample(rng: np.random.Generator, model: str, spread: float, effect_pct: flo
     return list(enumerate(values.tolist(), start=1))
 
 
+def _levels(rng: np.random.Generator, n: int, level: float) -> np.ndarray:
+    """Each window's own level (log-normal, s.d. ``level``): what the machine gave that window
+    (docs/embedded.md, "The machine keeps a level of its own")."""
+    return np.exp(rng.normal(0.0, level, n)) if level > 0 else np.ones(n)
+
+
 def simulate_comparisons(effect_pct: float, rule: Rule, *, model: str = "lognormal", spread: float = 0.05,
-                         trials: int = 1000, seed: int = 1) -> Tally:
+                         trials: int = 1000, seed: int = 1, level: float = 0.0,
+                         paired: bool = False) -> Tally:
     """``trials`` independent comparisons with a true gain of ``effect_pct``, each replayed to
-    the rule's maximum (a fixed rule: its ``min_reps`` repetitions, one look)."""
+    the rule's maximum (a fixed rule: its ``min_reps`` repetitions, one look). Each value is
+    also multiplied by its window's level (s.d. ``level``): ``paired``, both sides' repetition
+    ``r`` share window ``r`` and its level, and are judged on their ratios (an alternated run);
+    otherwise each repetition has a window of its own (the present design)."""
     rng = np.random.default_rng(seed)
     n = rule.max_reps or rule.min_reps
     tally = Tally()
     for _ in range(trials):
-        o = judge(_sample(rng, model, spread, effect_pct, n), _sample(rng, model, spread, 0.0, n), rule)
+        lt = _levels(rng, n, level)
+        lb = lt if paired else _levels(rng, n, level)
+        t = [(r, v * w) for (r, v), w in zip(_sample(rng, model, spread, effect_pct, n), lt)]
+        b = [(r, v * w) for (r, v), w in zip(_sample(rng, model, spread, 0.0, n), lb)]
+        o = judge(t, b, rule, paired=paired)
         tally.trials += 1
         tally.verdicts[o.verdict] += 1
         tally.wrong += wrong(o.verdict, effect_pct, rule.threshold_pct)

@@ -200,3 +200,47 @@ def test_needed_reps_is_the_first_count_that_decides(var_t, var_b, d, threshold,
     rule = Rule(threshold_pct=threshold) if looks is None else Rule(threshold_pct=threshold, min_reps=looks[0],
                                                                     max_reps=looks[1], rho=rho)
     assert needed_reps(var_t, var_b, d, rule, start) == _needed_one_by_one(var_t, var_b, d, rule, start)
+
+
+# --------------------------------------------------------------------------- paired (alternated runs)
+
+@pytest.mark.parametrize("n,conf,seed", [(3, 0.95, 1), (5, 0.9512, 2), (8, 0.99, 3)])
+def test_a_paired_look_is_scipys_one_sample_interval_of_the_windows_ratios(n, conf, seed):
+    """Both sides measured in the same windows: the interval is the one-sample t interval of
+    the per-window log ratios (scipy.stats.ttest_1samp), which a level the windows share
+    leaves untouched."""
+    rng = np.random.default_rng(seed)
+    level = rng.lognormal(0, 0.3, n)                   # each window's own level, shared
+    t = 1100 * level * rng.lognormal(0, 0.02, n)
+    b = 1000 * level * rng.lognormal(0, 0.02, n)
+    ref = stats.ttest_1samp(np.log(t) - np.log(b), 0.0).confidence_interval(conf)
+    rule = Rule(threshold_pct=0.0, alpha=1 - conf)     # a fixed rule: one look at this level
+    o = judge(reps(*t), reps(*b), rule, paired=True)
+    assert o.confidence == pytest.approx(conf)
+    assert (o.ci_low_pct, o.ci_high_pct) == pytest.approx((100 * math.expm1(ref.low), 100 * math.expm1(ref.high)),
+                                                          rel=1e-9)
+    # the same values judged as independent windows: the shared level is noise, far wider
+    w = judge(reps(*t), reps(*b), rule)
+    assert w.ci_high_pct - w.ci_low_pct > 3 * (o.ci_high_pct - o.ci_low_pct)
+
+
+def test_paired_windows_pair_by_repetition_and_a_window_one_side_lost_counts_for_neither():
+    rule = Rule(threshold_pct=5.0)
+    t = [(1, 110.0), (2, 220.0), (3, 330.0), (5, 550.0)]       # window 4 lost on this side
+    b = [(1, 100.0), (2, 200.0), (3, 300.0), (4, 999.0), (5, 500.0)]
+    o = judge(t, b, rule, paired=True)
+    assert (o.n_treatment, o.n_baseline) == (4, 4) and o.gain_pct == pytest.approx(10.0)
+    assert o.verdict == GAIN and o.ci_low_pct == pytest.approx(10.0)    # every window +10 %: zero width
+    o = judge([(1, 110.0), (2, 220.0)], b, rule, paired=True)
+    assert o.verdict == INCONCLUSIVE and "fewer than 3 windows both sides count (2 and 2 counted)" in o.reason
+    # lower is better: the ratio is read the other way
+    assert judge(t, b, rule, higher_is_better=False, paired=True).verdict == LOSS
+
+
+def test_an_undecided_paired_look_says_how_many_windows_would_decide():
+    o = judge(reps(104.0, 98.0, 109.0), reps(100.0, 100.0, 100.0), Rule(threshold_pct=10.0), paired=True)
+    assert o.verdict == INCONCLUSIVE and "of a window's ratio" in o.reason and "windows would decide" in o.reason
+    diffs = np.log([1.04, 0.98, 1.09])
+    # the count is the paired one: the ratios' variance, none on the other side
+    assert o.needed == needed_reps(float(np.var(diffs, ddof=1)), 0.0, float(diffs.mean()), Rule(threshold_pct=10.0), 4)
+    assert o.needed is not None and o.needed > 3

@@ -100,3 +100,38 @@ def test_a_family_like_make_bench_through_the_auto_loop():
     assert run.comparisons.decided_rate >= 5 / 6, run.comparisons.verdicts
     assert run.comparisons.verdicts[LOSS] == 200 and run.comparisons.verdicts[NO_DIFFERENCE] >= 300
     assert max(run.rounds) <= 5
+
+
+# --------------------------------------------------------------------------- paired (alternated runs)
+
+#: the machine's window level (docs/embedded.md: 8 to 9 % for the vCPU alone) and the noise left
+#: inside a window, per side (alternating slices measured 5.4 % per window of the ratio: 3.8 % a side)
+LEVEL, WITHIN = 0.10, 0.038
+
+
+@pytest.mark.parametrize("model", ["lognormal", "outliers", "drift"])
+def test_paired_windows_keep_the_level_without_an_effect(model):
+    """Both sides in the same windows, judged on the windows' ratios over six looks: false gains
+    and losses within 2.5 % each, any wrong verdict within 5 %, however large the level the
+    windows share."""
+    trials = 2000
+    for thr in (0.0, 5.0):
+        t = simulate_comparisons(0.0, Rule(threshold_pct=thr, **AUTO), model=model, spread=WITHIN, level=LEVEL,
+                                 paired=True, trials=trials, seed=13)
+        assert within(t.rate(GAIN), ALPHA / 2, trials), (thr, t.verdicts)
+        assert within(t.rate(LOSS), ALPHA / 2, trials), (thr, t.verdicts)
+        assert within(t.wrong_rate, ALPHA, trials), (thr, t.verdicts)
+
+
+@pytest.mark.parametrize("effect,right", [(0.0, NO_DIFFERENCE), (20.0, GAIN), (-20.0, LOSS)])
+def test_paired_windows_decide_what_separate_windows_cannot(effect, right):
+    """make bench's threshold (10 %), 3 to 8 windows, the machine's level shared by both sides:
+    no effect is no difference, +-20 % a gain or a loss, in most comparisons and never the wrong
+    way. Each repetition in a window of its own (the present design, Welch), the same level and
+    noise decide few."""
+    trials, rule = 1000, Rule(threshold_pct=10.0, **AUTO)
+    paired = simulate_comparisons(effect, rule, spread=WITHIN, level=LEVEL, paired=True, trials=trials, seed=17)
+    apart = simulate_comparisons(effect, rule, spread=WITHIN, level=LEVEL, trials=trials, seed=17)
+    assert paired.wrong == 0 and apart.wrong <= 0.01 * trials, (paired.verdicts, apart.verdicts)
+    assert paired.rate(right) >= 0.85, paired.verdicts
+    assert apart.rate(right) <= 0.6, apart.verdicts
