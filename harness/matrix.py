@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .brokersettings import BROKER_FIELDS, OPTIONAL_BROKER, BrokerSettings, broker_values  # noqa: F401
+from . import alternation
 from .dialogstrategy import DialogStrategy
 from .errors import UserError, show
 from .runsettings import AUTO, AUTO_FIELDS, AUTO_MAX, AUTO_MIN, RUN_FIELDS, RUN_ORDERS, RunSettings  # noqa: F401
@@ -48,7 +49,8 @@ AXIS_FIELDS = {"priority": "high_priority_share"}
 TARGET_FEATURES = {"priority": "emulate priority", "backlog": "turn activation off for a backlog drain",
                    "dialog_lifetime": "retire dialogs after messages_per_dialog",
                    "transport_rate_limit": "emulate a transport rate limit",
-                   "client_cpu_per_send": "emulate a client CPU cost per SEND"}
+                   "client_cpu_per_send": "emulate a client CPU cost per SEND",
+                   "alternate": "alternate dialog strategies inside one window"}
 #: the broker settings that use a feature when not 0 (Matrix.feature_uses)
 FEATURE_SETTINGS = {"priority": "high_priority_share", "transport_rate_limit": "transport_rate_limit",
                     "client_cpu_per_send": "client_cpu_us_per_send"}
@@ -250,7 +252,8 @@ class Matrix:
         uses = {feature: setting(name) for feature, name in FEATURE_SETTINGS.items()}
         return {"priority": used("priority", bool) + uses.pop("priority"),
                 "backlog": ["run.backlog_messages"] if self.run.backlog_messages else [],
-                "dialog_lifetime": used("messages_per_dialog", lambda v: v is not None), **uses}
+                "dialog_lifetime": used("messages_per_dialog", lambda v: v is not None),
+                "alternate": ["run.alternate"] if self.run.alternate else [], **uses}
 
     def check_servers(self, target: str, profiles: Iterable[str], *, supports: Iterable[str] = (),
                       aliases: bool = False) -> None:
@@ -392,6 +395,7 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
             profiles[key] = loc.value
             lines[f"embedded_profiles.{key}"] = loc.line
     _check_blocks_distinct(m, doc.get("blocks"), err)
+    alternation.check(m.run, list(m.permutations()), m.lines, path)
     return m
 
 

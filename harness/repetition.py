@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from . import alternation
 from .collectors import SampleContext, Sampler, default_collectors
 from .collectors.host import CLIENT_BOUND_WORKER_CPU
 from .errors import TargetError
@@ -132,7 +133,7 @@ class Repetition:
                 t.prepare(p.initiators, self.profile, p.broker)
                 self.dialogs_created = 0
                 for i in range(1, p.initiators + 1):
-                    self.dialogs_created += t.create_dialogs(i, self.usable, p.dialogs.every_n)
+                    self.dialogs_created += self._begin_dialogs(i)
                     t.warm_up(i)
                 t.settle()      # a steady state before the window (embedded: vacuum, WAL, checkpoint)
                 t.start()
@@ -150,6 +151,10 @@ class Repetition:
             self.abort()
             raise
         return self.partial
+
+    def _begin_dialogs(self, initiator: int) -> int:
+        """Begin the permutation's dialogs on ``initiator`` (the caller holds the lock)."""
+        return self.target.create_dialogs(initiator, self.usable, self.perm.dialogs.every_n)
 
     def _client_pids(self) -> dict[str, int]:
         pids = dict(self.client_pids()) if self.client_pids else {}
@@ -288,9 +293,9 @@ class Repetition:
                    web: dict[str, Any] | None) -> tuple[RepetitionSummary, dict[str, Histogram]]:
         t, p = self.target, self.perm
         start = res.spawn_complete + warmup
-        wd = merge_workers(res.worker_files, start, start + measure)
+        wd = self._window_data(res.worker_files, start, start + measure)
         with self.lock:
-            e2e_us = t.telemetry.e2e_latencies_us(wd.start, wd.end)
+            e2e_us = self._e2e_latencies(wd)
             by_prio = (t.telemetry.e2e_latencies_by_priority_us(wd.start, wd.end)
                        if p.broker.high_priority_share else {})
         e2e = Histogram()
@@ -311,13 +316,14 @@ class Repetition:
                                 error_samples=wd.error_samples, users_spawned=wd.users_spawned,
                                 users_active=wd.users_active, send_latency_corrected=wd.latency_corrected,
                                 workers=wd.workers, send_latency_by_priority=wd.latency_by_priority,
-                                sends_cut_at_stop=wd.sends_cut_at_stop, send_latency_in_flight=wd.latency_in_flight),
+                                sends_cut_at_stop=wd.sends_cut_at_stop, send_latency_in_flight=wd.latency_in_flight,
+                                member_seconds=wd.member_seconds),
             e2e_latency=e2e, e2e_latency_by_priority={k: _histogram(v) for k, v in by_prio.items()},
             collected={**self.sampler.summary_fields(wd.start, wd.end),
                                         **({"cpu_pinning": self.pinning} if self.pinning else {})},
             collector_errors=self.sampler.errors, web=web,
             offered_rate=p.rate * p.initiators if p.rate else None, rate_tolerance=self.settings.rate_tolerance,
-            client_bound_cpu=CLIENT_BOUND_WORKER_CPU, receiving=self.receiving)
+            client_bound_cpu=CLIENT_BOUND_WORKER_CPU, receiving=self.receiving, alternation=self._alternation())
         self._workers = wd.workers
         # latency.json's SEND histogram is the summary's: completed in the window, plus any in
         # flight across its end (a frozen server)
@@ -325,6 +331,18 @@ class Repetition:
         if wd.latency_corrected is not None:
             lat["send_corrected"] = wd.latency_corrected
         return build_repetition_summary(data), lat
+
+    def _window_data(self, files: list[Path], start: float, end: float):
+        """The workers' SENDs in the measured window (an alternated window: a member's slices)."""
+        return merge_workers(files, start, end)
+
+    def _e2e_latencies(self, wd) -> list[int]:
+        """The end-to-end latencies of the window's messages (the caller holds the lock)."""
+        return self.target.telemetry.e2e_latencies_us(wd.start, wd.end)
+
+    def _alternation(self) -> dict[str, Any] | None:
+        """The summary's ``alternation`` record (harness.alternation); None: not alternated."""
+        return None
 
     def _phases(self, summary: RepetitionSummary) -> tuple[float, float]:
         """The measured window's start and end, for each sample's phase in samples.jsonl."""
@@ -350,6 +368,104 @@ class Repetition:
                                               **({"send_corrected": lat["send_corrected"].to_json()}
                                                  if "send_corrected" in lat else {})})
         write_json(partial / "summary.json", summary)
+
+
+@dataclass
+class AlternatedRepetition(Repetition):
+    """Repetition ``rep`` of ``members`` (``perm`` is the first) in one alternated window.
+    :meth:`run` returns their summaries, in the members' order."""
+
+    members: list[Permutation] = field(default_factory=list)
+    slice_seconds: float = 0.5
+    partials: dict[str, Path] = field(default_factory=dict)
+    created: dict[str, int] = field(default_factory=dict)
+    _member: int | None = None
+
+    def setup(self) -> Path:
+        for q in self.members[1:]:
+            self.partials[q.id] = self.run_dir.begin_rep(q.id, self.rep)
+        partial = super().setup()
+        self.partials[self.perm.id] = partial
+        return partial
+
+    def _begin_dialogs(self, initiator: int) -> int:
+        n = 0
+        for q in self.members:    # in order: member j's slots follow the earlier members'
+            made = self.target.create_dialogs(initiator, q.dialogs.usable_dialogs(q.threads), q.dialogs.every_n)
+            self.created[q.id] = self.created.get(q.id, 0) + made
+            n += made
+        return n
+
+    def swarm_plan(self, **kw):
+        plan = super().swarm_plan(**kw)
+        plan.spec.alternation = [q.dialogs.usable_dialogs(q.threads) for q in self.members]
+        plan.spec.slice_seconds = self.slice_seconds
+        return plan
+
+    def run(self) -> list[RepetitionSummary]:  # type: ignore[override]
+        self.setup()
+        try:
+            res = self.run_swarm(measure_seconds=self.settings.measure_seconds * len(self.members))
+        except BaseException:
+            self.abort()
+            raise
+        return self.finish_members(res)
+
+    def finish_members(self, res) -> list[RepetitionSummary]:
+        """Drain and stop once, then each member's summary from its slices, written into its
+        own partial directory; every member is committed once all are written."""
+        k, out = len(self.members), []
+        first = self.perm
+        try:
+            self.on_status("draining: waiting for the queues to empty")
+            final = self._drain()
+            if self.stop_event.is_set():
+                raise Interrupted()
+            self.sampler.stop()
+            with self.lock:
+                restarts = self.target.broker_restarts()
+                self.target.stop()
+            self._unpin()
+            for j, q in enumerate(self.members):
+                self.perm, self._member, self.partial = q, j, self.partials[q.id]
+                self.dialogs_created = self.created.get(q.id, 0)
+                summary, lat = self._summarize(res, final, self.settings.warmup_seconds,
+                                               self.settings.measure_seconds * k, None)
+                summary.broker_restarts = restarts
+                if summary.send_latency_ms.count == 0:
+                    raise RepetitionFailed(f"{q.id} rep {self.rep}: no SEND completed in its slices of the "
+                                           "alternated window: the repetition measured nothing")
+                self._write(summary, lat)
+                out.append(summary)
+                if j == 0:
+                    first_e2e = lat["e2e"]
+        except BaseException:
+            self.perm, self._member = first, None
+            self.abort()
+            raise
+        self.perm, self._member = first, None
+        for q in self.members:
+            self.run_dir.commit_rep(q.id, self.rep, self.partials[q.id])
+            self.run_dir.write_permutation_summary(q.id, q.values())
+        if self.feed is not None:   # the live endpoint shows the window under its first member
+            self.feed.committed(out[0], first_e2e)
+        return out
+
+    # the member's share of the window (Repetition._summarize's hooks)
+    def _window_data(self, files, start, end):
+        if self._member is None:
+            return super()._window_data(files, start, end)
+        return merge_workers(files, start, end, member=(self.slice_seconds, len(self.members), self._member))
+
+    def _e2e_latencies(self, wd) -> list[int]:
+        if self._member is None:
+            return super()._e2e_latencies(wd)
+        k, j = len(self.members), self._member
+        return [us for sent, us in self.target.telemetry.e2e_sent_latencies_us(wd.start, wd.end)
+                if alternation.member_at(sent / 1e6, self.slice_seconds, k) == j]
+
+    def _alternation(self) -> dict[str, Any] | None:
+        return alternation.record([q.id for q in self.members], self.slice_seconds, self._member)
 
 
 def worker_samples(workers: list[dict]) -> list[tuple[float, str, str, str, float]]:

@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from . import alternation
 from .cpuawake import CpusAwake
 from .errors import UserError
 from .load.series import LOGS_DIR, SwarmSeries
@@ -20,7 +21,7 @@ from .load.swarm import Swarm
 from .matrix import Matrix, Permutation
 from .progress import Progress
 from .backlog import BacklogRepetition
-from .repetition import Interrupted, Repetition
+from .repetition import AlternatedRepetition, Interrupted, Repetition
 from .results import RepetitionSummary, RunDir, disturbance, host_cpu_speed, utc_now_iso, write_atomic
 from .targets.base import Target
 from .verdicts import Rule, rows_from_summaries
@@ -89,11 +90,25 @@ class Runner:
         for perm, rep in todo:
             if self.stop_event.is_set():
                 raise Interrupted()
-            summary = self.run_repetition(perm, rep)
-            self.progress.advance()
-            self.run_dir.update_run(permutations_done=self.progress.done)
-            self._report(perm, rep, summary)
+            if self.run_dir.is_complete(perm.id, rep):    # its group's alternated window ran it
+                continue
+            for q, summary in self._run_window(perm, rep):
+                self.progress.advance()
+                self.run_dir.update_run(permutations_done=self.progress.done)
+                self._report(q, rep, summary)
         return self.lost_total
+
+    def _run_window(self, perm: Permutation, rep: int,
+                    wanted: set[str] | None = None) -> list[tuple[Permutation, RepetitionSummary]]:
+        """Repetition ``rep`` of ``perm``; with ``run.alternate`` (harness.alternation) one window
+        for every member of its group that is ``wanted`` (None: all) and not complete yet."""
+        if self.matrix.run.alternate:
+            group = [q for q in alternation.members(self.matrix.permutations(), perm)
+                     if q.id == perm.id or ((wanted is None or q.id in wanted)
+                                            and not self.run_dir.is_complete(q.id, rep))]
+            if len(group) > 1:
+                return list(zip(group, self.run_repetition(group[0], rep, group=group)))
+        return [(perm, self.run_repetition(perm, rep))]
 
     def _damaged(self, perm: Permutation, rep: int) -> bool:
         """A committed repetition whose summary does not read back is set aside and run again."""
@@ -152,15 +167,19 @@ class Runner:
             for pid in todo:
                 if self.stop_event.is_set():
                     raise Interrupted()
+                if rd.is_complete(pid, rnd):              # its group's alternated window ran it
+                    continue
                 t0 = time.monotonic()
-                summary = self.run_repetition(perms[pid], rnd)
-                spent, timed = spent + time.monotonic() - t0, timed + 1
-                if windows is not None:
-                    windows += self._window(perms[pid])
-                self.progress.advance()
-                rd.update_run(permutations_done=self.progress.done, permutations_total=self.progress.total,
-                              auto=self._clock(rnd, spent, timed, windows, budget, begun))
-                self._report(perms[pid], rnd, summary)
+                ran = self._run_window(perms[pid], rnd, wanted=set(todo))
+                spent, timed = spent + time.monotonic() - t0, timed + len(ran)
+                if windows is not None:    # one warm-up, each member's measured time
+                    windows += self._window(perms[pid]) + sum(self.matrix.run_for(q).measure_seconds
+                                                              for q, _ in ran[1:])
+                for q, summary in ran:
+                    self.progress.advance()
+                    rd.update_run(permutations_done=self.progress.done, permutations_total=self.progress.total,
+                                  auto=self._clock(rnd, spent, timed, windows, budget, begun))
+                    self._report(q, rnd, summary)
         assert plan is not None
         self._conclude(plan, self._clock(plan.number - 1, spent, timed, windows, budget, begun))
         return self.lost_total
@@ -252,7 +271,9 @@ class Runner:
                            f"lost {lost}, ETA {self.progress.eta()}{flag}")
 
     # ------------------------------------------------------------------ one repetition
-    def run_repetition(self, perm: Permutation, rep: int) -> RepetitionSummary:
+    def run_repetition(self, perm: Permutation, rep: int, group: list[Permutation] | None = None):
+        """One repetition (a RepetitionSummary); with ``group`` (``perm`` its first) one
+        alternated window of them all (their summaries, in order)."""
         phase = {"now": "preparing"}
 
         def status(text: str) -> None:
@@ -267,15 +288,20 @@ class Runner:
                 self.progress.status(f"{perm.id} rep {rep}: {what}: {rate:,.0f} msg/s received, "
                                      f"xmitq {xq or 0:,.0f}")
 
-        # run.backlog_messages: the backlog drain (harness.backlog), else the load repetition
+        # run.backlog_messages: the backlog drain (harness.backlog); an alternated group's window;
+        # else the load repetition
         cls = BacklogRepetition if self.matrix.run.backlog_messages else Repetition
+        extra = {}
+        if group:
+            cls, extra = AlternatedRepetition, dict(members=group, slice_seconds=self.matrix.run.slice_seconds)
         r = cls(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
                        profile=resolve_profile(self.matrix, self.target, perm.server),
                        settings=self.matrix.run_for(perm), lock=self.lock, stop_event=self.stop_event,
                        on_status=status, on_tick=live, remote=self.remote, metrics=self.metrics,
-                       swarms=self.swarms)
+                       swarms=self.swarms, **extra)
         summary = r.run()
-        self.lost_total += summary.messages_lost
+        # an alternated window's accounting is the window's, the same in each member's summary
+        self.lost_total += summary[0].messages_lost if group else summary.messages_lost
         return summary
 
 

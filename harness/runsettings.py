@@ -51,6 +51,11 @@ class RunSettings:
     #: the SEND path (harness.load.spec.SEND_MODES): ``auto`` (gevent's hub for a sender that
     #: can pump, an OS thread per user otherwise) or ``thread`` (an OS thread per user always)
     send_mode: str = "auto"
+    #: the permutations that differ only in their dialog strategy share each window, every
+    #: client thread switching between their dialogs every ``slice_seconds`` on the wall clock
+    #: (harness.alternation; docs/matrices.md): their comparisons are judged window by window
+    alternate: bool = False
+    slice_seconds: float = 0.5
 
     @property
     def auto(self) -> bool:
@@ -92,6 +97,8 @@ RUN_FIELDS = {
     "backlog_messages": (int, 0, 100_000_000),
     "workers_per_initiator": (int, 1, 64),
     "send_mode": (str, ("auto", "thread"), None),
+    "alternate": (bool, None, None),
+    "slice_seconds": (float, 0.1, 60),
 }
 
 

@@ -222,6 +222,8 @@ def _summary_columns(F, corrupt: str) -> list:
                                              "receive_top")],
         p["rate"].alias("rate"),
         w["measure_seconds"].alias("measure_seconds"),
+        # an alternated window (run.alternate): its start names the window both sides shared
+        F.when(c("alternation").isNotNull(), w["measure_start"]).alias("alt_window"),
         *[c(n).alias(n) for n in ("messages_sent", "messages_received", "messages_lost", "drained",
                                   "send_rate", "receive_rate")],
         lat_s["p50"].alias("send_p50_ms"), lat_s["p95"].alias("send_p95_ms"), lat_s["p99"].alias("send_p99_ms"),

@@ -91,6 +91,8 @@ SUMMARY = _s(
     ("queue_growth", DoubleType()), ("receive_stalled", BooleanType()),
     ("stall_chains", ArrayType(StringType())), ("sends_in_flight_at_end", DoubleType()),
     ("cpu_pinning", MapType(StringType(), ArrayType(LongType()))),
+    ("alternation", _s(("members", ArrayType(StringType())), ("slice_seconds", DoubleType()),
+                       ("member", LongType()))),
     ("workers", ArrayType(WORKER)), ("client_hosts", ArrayType(CLIENT_HOST)),
     ("users_expected", DoubleType()), ("users_spawned", DoubleType()), ("users_active", DoubleType()),
     ("errors", DoubleType()), ("error_samples", StringType()), ("collector_errors", StringType()),

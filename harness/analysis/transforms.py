@@ -121,8 +121,9 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
              F.concat_ws(",", F.array_sort(F.collect_list("rep")).cast("array<string>")).alias("reps")]
     # the repetitions (numbers, statuses) and their rates in repetition order: the driver's
     # intervals and verdicts use them (harness.verdicts.pairs.samples)
-    by_rep = F.array_sort(F.collect_list(F.struct("rep", "status", *VALUE_METRICS)))
-    aggs += [by_rep.getField("rep").alias("rep_numbers"), by_rep.getField("status").alias("rep_statuses")]
+    by_rep = F.array_sort(F.collect_list(F.struct("rep", "status", "alt_window", *VALUE_METRICS)))
+    aggs += [by_rep.getField("rep").alias("rep_numbers"), by_rep.getField("status").alias("rep_statuses"),
+             by_rep.getField("alt_window").alias("rep_windows")]
     for m in VALUE_METRICS:
         aggs.append(by_rep.getField(m).alias(f"{m}_values"))
     g = reps.groupBy("run_id", "perm_id").agg(*aggs)
@@ -134,7 +135,7 @@ def permutation_stats(reps: DataFrame) -> DataFrame:
     cols += [F.col(c) for c in ("messages_lost", "errors", "client_bound_reps", "disturbed_reps", "max_xmitq_depth",
                                 "max_queue_depth", "client_cpu_percent", "server_cpu_percent",
                                 "activation_tasks_started_per_s", "dialog_errors_lost",
-                                "statuses", "reps", "rep_numbers", "rep_statuses")]
+                                "statuses", "reps", "rep_numbers", "rep_statuses", "rep_windows")]
     cols += [F.col(f"{m}_values") for m in VALUE_METRICS]
     return g.select(*cols)
 

@@ -35,8 +35,10 @@ def cmd_matrix(args) -> int:
         for perm in m.permutations():
             print(json.dumps(perm.values()))
         return 0
+    alternated = (f"; dialog strategies alternating every {m.run.slice_seconds:g}s inside each window"
+                  if m.run.alternate else "")
     print(f"# {m.name}: {len(m)} permutations x {m.run.describe_repetitions()}; "
-          f"warm-up {m.run.warmup_seconds:g}s, measured {m.run.measure_seconds:g}s")
+          f"warm-up {m.run.warmup_seconds:g}s, measured {m.run.measure_seconds:g}s{alternated}")
     for case in m.cases:
         if case.run:
             r = case.run_settings(m.run)

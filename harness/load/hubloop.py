@@ -17,6 +17,10 @@ maximum seconds, doubling) and SENDs through ``send`` (the sender's blocking SEN
 hub's threadpool by the caller), which reconnects a lost connection; after a success the hub
 drives the (new) connection again. After ``give_up_after`` seconds of nothing but errors the
 loop gives up (:attr:`gave_up`).
+
+An alternated window (``choose``: harness.load.spec.SwarmSpec.alternation) gives the loop one
+dialog per member strategy, ``dialog`` being a list: each SEND takes the one ``choose()`` names
+(the slice the wall clock is in), through a pump of its own on the same connection.
 """
 
 from __future__ import annotations
@@ -32,8 +36,11 @@ _perf, _time = time.perf_counter, time.time
 
 class HubLoop:
     def __init__(self, sender, dialog, payload, pacer=None, *, send, backoff=(0.01, 1.0),
-                 give_up_after: float = 10.0):
-        self._sender, self._dialog, self._payload, self._pacer = sender, dialog, payload, pacer
+                 give_up_after: float = 10.0, choose=None):
+        self._sender, self._payload, self._pacer = sender, payload, pacer
+        self._dialogs = list(dialog) if choose is not None else [dialog]
+        self._choose = choose or (lambda: 0)
+        self._pumps: list = []
         self._send = send             # blocking SEND (cooperative for the calling greenlet)
         self._backoff, self._give_up_after = backoff, give_up_after
         self.results: list = []
@@ -91,10 +98,11 @@ class HubLoop:
     # ------------------------------------------------------------------ driven by the hub
     def _attach(self) -> bool:
         self._detach()
-        pump = self._sender.pump(self._dialog, self._payload)
-        if pump is None:
+        pumps = [self._sender.pump(d, self._payload) for d in self._dialogs]
+        if any(p is None for p in pumps):
             return False
-        self._pump = pump
+        self._pumps = pumps
+        pump = self._pump = pumps[0]
         self._read = self._loop.io(pump.fileno, 1)
         self._write = self._loop.io(pump.fileno, 2)
         self._read.start(self._on_readable)       # stays armed while the hub drives the connection
@@ -106,6 +114,7 @@ class HubLoop:
                 w.stop()
                 w.close()
         self._read = self._write = self._pump = None
+        self._pumps = []
 
     def _next(self) -> None:
         """Begin the next SEND, or arm a timer for its slot (open loop)."""
@@ -147,6 +156,7 @@ class HubLoop:
         self._inflight = True
         self._start = time.perf_counter()
         try:
+            self._pump = self._pumps[self._choose()]
             if self._pump.begin():
                 self._write.start(self._on_writable)
         except Exception as e:
@@ -180,6 +190,7 @@ class HubLoop:
                 end = _perf()
                 self.results.append((_time(), end - self._start, None, None))
                 self._start = _perf()
+                self._pump = self._pumps[self._choose()]
                 if self._pump.begin():
                     self._write.start(self._on_writable)
                 return
@@ -228,7 +239,7 @@ class HubLoop:
             intended = pacer.wait(gevent.sleep) if pacer is not None else None
             start = time.perf_counter()
             try:
-                send(self._dialog, self._payload)
+                send(self._dialogs[self._choose()], self._payload)
                 exc = None
             except Exception as e:
                 exc = e

@@ -39,6 +39,7 @@ import gevent
 from locust import User, constant, events, task
 from locust.exception import StopUser
 
+from harness.alternation import member_at
 from harness.load import master, worker
 from harness.load.hubloop import HubLoop
 from harness.load.locust_stats import log_batch
@@ -104,6 +105,8 @@ class ServiceBrokerUser(User):
             pacer = self._recorder.schedule.pacer(self._user)
         backoff = dict(backoff=(BACKOFF_FIRST_S, BACKOFF_MAX_S), give_up_after=GIVE_UP_AFTER_S)
         # the SEND paths the sender's class declares (harness.targets.sender.SendPaths)
+        if spec.alternation:    # an alternated window: the dialog of the slice the clock is in
+            backoff["choose"] = _slice_chooser(spec.slice_seconds, len(spec.alternation))
         if spec.send_mode == "auto" and not spec.messages_per_dialog and self._sender.paths.pump:
             self._loop = HubLoop(self._sender, self._dialog, self._payload, pacer,
                                  send=self._blocking_send, **backoff)
@@ -123,7 +126,10 @@ class ServiceBrokerUser(User):
             sender = None
             try:
                 sender = offload.call(self, factory, sender_spec)
-                dialog = offload.call(self, sender.dialog, self._slot)
+                if spec.alternation:   # one dialog per member strategy (harness.alternation)
+                    dialog = [offload.call(self, sender.dialog, slot) for slot in spec.alternation_slots(self._user)]
+                else:
+                    dialog = offload.call(self, sender.dialog, self._slot)
                 if spec.messages_per_dialog:    # a finite dialog lifetime (docs/matrices.md)
                     offload.call(self, sender.set_dialog_lifetime, spec.messages_per_dialog, spec.fire_and_forget)
                 return sender, dialog
@@ -187,6 +193,17 @@ class ServiceBrokerUser(User):
                 and (loop is None or loop.done()):
             self._sender = None
             side.offload.call(self, sender.close)
+
+
+def _slice_chooser(slice_seconds: float, k: int):
+    """Which member's dialog a SEND beginning now takes: the slice of the wall clock, the same
+    on every worker and host (harness.alternation.member_at)."""
+    clock = time.time
+
+    def choose() -> int:
+        return member_at(clock(), slice_seconds, k)
+
+    return choose
 
 
 def _first_line(e: BaseException) -> str:

@@ -101,8 +101,11 @@ class SendLoop:
     """
 
     def __init__(self, send, dialog, payload, pacer=None, *, backoff=(0.01, 1.0),
-                 give_up_after: float = 10.0):
+                 give_up_after: float = 10.0, choose=None):
+        # an alternated window: ``dialog`` is one dialog per member and each SEND takes the one
+        # ``choose()`` names (harness.load.spec.SwarmSpec.alternation)
         self._send, self._dialog, self._payload, self._pacer = send, dialog, payload, pacer
+        self._choose = choose
         self._backoff, self._give_up_after = backoff, give_up_after
         self.results: collections.deque = collections.deque()
         self.gave_up = False
@@ -126,6 +129,7 @@ class SendLoop:
     def _run(self) -> None:
         perf, now = time.perf_counter, time.time
         send, dialog, payload, pacer = self._send, self._dialog, self._payload, self._pacer
+        choose, dialogs = self._choose, self._dialog
         put = self.results.append
         failing_since = None
         backoff = self._backoff[0]
@@ -136,6 +140,8 @@ class SendLoop:
                     intended = pacer.wait(self._sleep)
                     if self._stopping:
                         break
+                if choose is not None:
+                    dialog = dialogs[choose()]
                 start = perf()
                 try:
                     send(dialog, payload)

@@ -43,6 +43,20 @@ class SwarmSpec:
     #: the live metrics endpoint (harness.metrics): each worker sends a Progress this often
     #: (protocol.Progress); 0: none (the endpoint is off, and the workers send nothing extra)
     progress_interval_seconds: float = 0.0
+    #: an alternated window (run.alternate, harness.alternation): each member strategy's usable
+    #: dialogs per initiator, in the order they were begun (empty: one strategy), and the slice
+    #: each SEND's dialog is chosen by: member ``int(time.time() / slice_seconds) % k``
+    alternation: list[int] = field(default_factory=list)
+    slice_seconds: float = 0.0
+
+    def alternation_slots(self, user: int) -> list[int]:
+        """User ``user``'s dialog slot of each member of an alternated window: member ``j``'s
+        dialogs follow the earlier members', and user k sends on its ``k % usable``-th."""
+        out, offset = [], 0
+        for usable in self.alternation:
+            out.append(offset + user % max(1, usable) + 1)
+            offset += usable
+        return out
 
     def usable_dialogs(self, initiator: int) -> int:
         return int(self.usable.get(str(initiator), 1))

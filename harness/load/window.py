@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.alternation import member_at
 from harness.results.histogram import Histogram
 
 
@@ -37,9 +38,14 @@ class WindowData:
     #: (which keeps the SENDs completed in the window: the send rate), added to the reported
     #: SEND latency by the summary
     latency_in_flight: Histogram = field(default_factory=Histogram)
+    #: an alternated window's member (``merge_workers(member=...)``): the seconds of its own
+    #: slices inside the window (None: the whole window is this permutation's)
+    member_seconds: float | None = None
 
     @property
     def seconds(self) -> float:
+        if self.member_seconds is not None:
+            return self.member_seconds
         return max(self.end - self.start, 0.0)
 
     @property
@@ -70,25 +76,36 @@ def in_flight_at_end(slow, b0: int, b1: int, bucket_seconds: float):
             yield int(us)
 
 
-def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
+def merge_workers(files: list[Path], start: float, end: float,
+                  member: tuple[float, int, int] | None = None) -> WindowData:
     """SENDs completed within the measured window, which starts at the first bucket boundary at
     or after ``start`` and lasts ``end - start`` (rounded to whole buckets); the window reported
-    is exactly the span of those buckets."""
+    is exactly the span of those buckets. ``member`` (slice seconds, members, j): an alternated
+    window's member ``j``, its buckets only (a SEND counts for the slice it completed in: each
+    slice gains the SENDs in flight at its start and loses those at its end, one per user)."""
     wd = None
     for f in files:
         data = json.loads(Path(f).read_text())
         bs = float(data["bucket_seconds"])
         # whole buckets [b0, b1) (the master keeps the load on a little past `end`)
         b0, b1 = window_buckets(start, end, bs)
+        if member is not None:
+            mine_only = {b for b in range(b0, b1) if member_at(b * bs, member[0], member[1]) == member[2]}
+            in_window = mine_only.__contains__
+        else:
+            def in_window(b: int, b0=b0, b1=b1) -> bool:
+                return b0 <= b < b1
         if wd is None:
             wd = WindowData(start=b0 * bs, end=b1 * bs)
+            if member is not None:
+                wd.member_seconds = len(mine_only) * bs
         init = int(data["initiator"])
         mine = {"initiator": init, "worker": int(data.get("worker", 1)), "host": str(data.get("host", "")),
                 "sends": 0, "errors": 0, "samples": data.get("samples", [])}
         for b, counts in data["buckets"].items():
             n = sum(counts.values())
             wd.sends_total += n
-            if b0 <= int(b) < b1:
+            if in_window(int(b)):
                 for us, c in counts.items():
                     wd.latency.add(int(us), c)
                 wd.per_initiator_window[init] = wd.per_initiator_window.get(init, 0) + n
@@ -96,18 +113,18 @@ def merge_workers(files: list[Path], start: float, end: float) -> WindowData:
         for b, counts in data.get("corrected", {}).items():
             if wd.latency_corrected is None:
                 wd.latency_corrected = Histogram()
-            if b0 <= int(b) < b1:
+            if in_window(int(b)):
                 for us, c in counts.items():
                     wd.latency_corrected.add(int(us), c)
         for prio, buckets in data.get("priority", {}).items():
             h = wd.latency_by_priority.setdefault(prio, Histogram())
             for b, counts in buckets.items():
-                if b0 <= int(b) < b1:
+                if in_window(int(b)):
                     for us, c in counts.items():
                         h.add(int(us), c)
         for b, n in data["errors"].items():
             wd.errors_total += n
-            if b0 <= int(b) < b1:
+            if in_window(int(b)):
                 wd.errors_window += n
                 mine["errors"] += n
         wd.error_samples.extend(data.get("error_samples", [])[:10])

@@ -363,6 +363,10 @@ class RepetitionSummary(Document):
     #: their latency is in send_latency_ms, not in send_rate (absent: none)
     sends_in_flight_at_end: int | None = field(default=None, metadata={"omit_none": True})
     cpu_pinning: dict[str, list[int]] | None = field(default=None, metadata={"omit_none": True})
+    #: an alternated window (run.alternate, harness.alternation): ``members`` (the permutation
+    #: ids sharing it, in slice order), ``slice_seconds`` and this one's ``member`` index; its
+    #: rates are over its own slices (window.measure_seconds), its window figures shared
+    alternation: dict[str, Any] | None = field(default=None, metadata={"omit_none": True})
     #: per Locust worker process and per client host (absent in summaries older than them)
     workers: list[WorkerResult] = field(default_factory=list, metadata={"omit_empty": True})
     client_hosts: list[ClientHost] = field(default_factory=list, metadata={"omit_empty": True})

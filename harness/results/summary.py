@@ -166,6 +166,8 @@ class ClientRecord:
     send_latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
     #: SENDs still running when the users were stopped (see RepetitionSummary)
     sends_cut_at_stop: int = 0
+    #: an alternated window's member: the seconds of its own slices (None: the whole window)
+    member_seconds: float | None = None
 
 
 @dataclass
@@ -197,6 +199,8 @@ class RepetitionData:
     client_bound_cpu: float = 90.0
     #: False where the window receives nothing by design (a backlog fill, activation off)
     receiving: bool = True
+    #: an alternated window (run.alternate): its members, slice and this member's index
+    alternation: dict[str, Any] | None = None
 
 
 def _mean(values: list[float]) -> float | None:
@@ -237,7 +241,7 @@ def latency_summary(h: Histogram) -> LatencySummary:
 
 def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     c, a = d.client, d.accounting
-    seconds = max(c.window_end - c.window_start, 1e-9)
+    seconds = max(c.member_seconds if c.member_seconds is not None else c.window_end - c.window_start, 1e-9)
     per_init = [InitiatorResult(initiator=i.initiator, sent=i.sent, received=i.received,
                                 lost=max(0, i.sent - i.received - i.xmitq), xmitq_left=i.xmitq)
                 for i in a.initiators]
@@ -303,7 +307,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         collector_errors=list(d.collector_errors[:10]),
         poison_messages=a.poison_messages, queue_disabled=a.queue_disabled,
         messages_undelivered=undelivered, status=status,
-        web=d.web, **col)
+        web=d.web, alternation=d.alternation, **col)
 
 
 def summarize_permutation(permutation: dict[str, Any],

@@ -52,6 +52,8 @@ class Capabilities:
     #: (``broker.client_cpu_us_per_send``)
     transport_rate_limit: bool = False
     client_cpu_per_send: bool = False
+    #: alternated windows (``run.alternate``): :meth:`Telemetry.e2e_sent_latencies_us`
+    alternate: bool = False
     #: the matrix's ``embedded_profiles:`` section maps ``axes.server`` values to its profiles
     profile_aliases: bool = False
     #: the engine whose numbers these are when the target emulates Service Broker on another
@@ -60,7 +62,7 @@ class Capabilities:
 
     #: the matrix features among the capabilities (harness.matrix.Matrix.check_servers)
     FEATURES: ClassVar[tuple[str, ...]] = ("priority", "backlog", "dialog_lifetime", "transport_rate_limit",
-                                           "client_cpu_per_send")
+                                           "client_cpu_per_send", "alternate")
 
     def features(self) -> frozenset[str]:
         return frozenset(f for f in self.FEATURES if getattr(self, f))

@@ -86,6 +86,12 @@ class Telemetry(abc.ABC):
         that declare the ``priority`` capability."""
         return {}
 
+    def e2e_sent_latencies_us(self, start_epoch: float, end_epoch: float) -> list[tuple[int, int]]:
+        """(send time in epoch microseconds, :meth:`e2e_latencies_us`'s latency) of the same
+        messages: an alternated window (``run.alternate``) gives each strategy the messages
+        sent in its slices. For targets that declare the ``alternate`` capability."""
+        return []
+
     def dialog_stats(self) -> dict[str, Any] | None:
         """Dialog lifetime accounting since the last prepare (docs/matrices.md): ``dialogs_begun``
         and ``dialogs_ended`` by the initiators' SEND path, Error messages ``errors_received`` and

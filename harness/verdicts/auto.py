@@ -39,7 +39,7 @@ def through(rows: Sequence[Mapping[str, Any]], rnd: int) -> list[dict[str, Any]]
         new = dict(row)
         new["rep_numbers"] = [reps[i] for i in keep]
         for k, v in row.items():
-            if k == "rep_statuses" or (k.endswith("_values") and isinstance(v, list)):
+            if k in ("rep_statuses", "rep_windows") or (k.endswith("_values") and isinstance(v, list)):
                 new[k] = [v[i] for i in keep if i < len(v)]
         out.append(new)
     return out

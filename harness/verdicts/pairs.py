@@ -108,6 +108,7 @@ def rows_from_summaries(summaries: Iterable[RepetitionSummary], run_id: str = ""
         row = flat_permutation({**reps[0].permutation, "id": reps[0].permutation_id}, run_id or reps[0].run_id)
         row["rep_numbers"] = [s.repetition for s in reps]
         row["rep_statuses"] = [s.status for s in reps]
+        row["rep_windows"] = [s.window.measure_start if s.alternation else None for s in reps]
         for m in metrics:
             row[f"{m.name}_values"] = [metric_value(s, m) for s in reps]
         rows.append(row)
@@ -128,7 +129,8 @@ def with_repetitions(rows: Iterable[Mapping[str, Any]], reps: Iterable[Mapping[s
     out = []
     for row in rows:
         mine = sorted(by_perm.get((row.get("run_id"), row.get("perm_id")), []), key=lambda r: r.get("rep") or 0)
-        new = dict(row, rep_numbers=[r.get("rep") for r in mine], rep_statuses=[r.get("status") for r in mine])
+        new = dict(row, rep_numbers=[r.get("rep") for r in mine], rep_statuses=[r.get("status") for r in mine],
+                   rep_windows=[r.get("alt_window") for r in mine])
         for m in metrics:
             new[f"{m.name}_values"] = [_number(r.get(m.name)) for r in mine]
         out.append(new)
@@ -147,6 +149,15 @@ def samples(row: Mapping[str, Any], metric: Metric) -> list[tuple[int, float]]:
     statuses = list(row.get("rep_statuses") or [None] * len(values))
     return [(int(r), float(v)) for r, s, v in zip(reps, statuses, values)
             if v is not None and counts_in_verdicts(s)]
+
+
+def shared_windows(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Were the two rows' repetitions measured in the same alternated windows (run.alternate):
+    every repetition number both have, in one window (the same start), and at least one?"""
+    wa = dict(zip(a.get("rep_numbers") or [], a.get("rep_windows") or []))
+    wb = dict(zip(b.get("rep_numbers") or [], b.get("rep_windows") or []))
+    common = set(wa) & set(wb)
+    return bool(common) and all(wa[r] is not None and wa[r] == wb[r] for r in common)
 
 
 def kept_out(row: Mapping[str, Any]) -> list[tuple[int, str]]:
@@ -253,7 +264,7 @@ def judge_metric(pairing: Pairing, metric: Metric, rule: Rule) -> Outcome:
     exercise it as its reason."""
     base_metric = VALUE_BY_NAME.get(metric.baseline or "", metric)
     out = judge(samples(pairing.treatment, metric), samples(pairing.baseline, base_metric), rule,
-                metric.higher_is_better)
+                metric.higher_is_better, paired=shared_windows(pairing.treatment, pairing.baseline))
     if pairing.family == "technique" and engaged(pairing.axis, pairing.treatment, pairing.baseline,
                                                pairing.base_raw)[0] is False:
         out = replace(out, verdict=NOT_EXERCISED, reason=not_exercised_words(pairing.axis), needed=None)

@@ -302,6 +302,14 @@ SELECT initiator, DATEDIFF_BIG(microsecond, sent_at, received_at), high
 FROM [dbo].[messageDrop]
 WHERE warmup = 0 AND received_at >= ? AND received_at < ?;
 
+-- @@ e2e_sent_latencies
+-- The same, with each message's send time (the initiator's clock) in microseconds since 1970:
+-- an alternated window (run.alternate) gives each strategy the messages sent in its slices.
+SELECT initiator, DATEDIFF_BIG(microsecond, sent_at, received_at),
+       DATEDIFF_BIG(microsecond, CAST('19700101' AS datetime2(7)), sent_at)
+FROM [dbo].[messageDrop]
+WHERE warmup = 0 AND received_at >= ? AND received_at < ?;
+
 -- @@ queue_exact
 SELECT COUNT_BIG(*) FROM [dbo].{{ident:queue}} WITH (NOLOCK);
 

@@ -66,6 +66,7 @@ class EmbeddedTarget(Provisioning, Telemetry, Target):
 
     kind = "embedded"
     capabilities = Capabilities(backlog=True, dialog_lifetime=True, profile_aliases=True, emulation="PostgreSQL",
+                                alternate=True,
                                 transport_rate_limit=True, client_cpu_per_send=True)
 
     def __init__(self, server: EmbeddedServer | str | Path | None = None, *, prefix: str = "ssb"):

@@ -167,6 +167,13 @@ class Telemetry(TargetTelemetry):
                            (int(start_epoch * 1_000_000), int(end_epoch * 1_000_000)))
         return [int(r[0]) for r in rows]
 
+    def e2e_sent_latencies_us(self, start_epoch: float, end_epoch: float) -> list[tuple[int, int]]:
+        rows = self._query(self.target_db,
+                           "SELECT sent_us, received_us - sent_us FROM ssb.message_drop WHERE NOT warmup "
+                           "AND received_us >= %s AND received_us < %s",
+                           (int(start_epoch * 1_000_000), int(end_epoch * 1_000_000)))
+        return [(int(r[0]), int(r[1])) for r in rows]
+
     def log_flush_stats(self) -> tuple[float, float] | None:
         """Cumulative WAL fsyncs and their milliseconds, every backend type (pg_stat_io; timed
         with track_wal_io_timing, which provisioning switches on)."""

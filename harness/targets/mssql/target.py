@@ -50,7 +50,7 @@ class MssqlTarget(Session, Target, Telemetry):
     """A topology of real SQL Server databases (see :mod:`harness.targets.mssql.topology`)."""
 
     kind = "mssql"
-    capabilities = Capabilities(priority=True, backlog=True, dialog_lifetime=True)
+    capabilities = Capabilities(priority=True, backlog=True, dialog_lifetime=True, alternate=True)
     option = "a topology YAML file"
     opens_files = True
 
@@ -363,6 +363,9 @@ class MssqlTarget(Session, Target, Telemetry):
 
     def e2e_latencies_by_priority_us(self, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
         return telemetry.e2e_latencies_by_priority_us(self, start_epoch, end_epoch)
+
+    def e2e_sent_latencies_us(self, start_epoch: float, end_epoch: float) -> list[tuple[int, int]]:
+        return telemetry.e2e_sent_latencies_us(self, start_epoch, end_epoch)
 
     def messages_processed(self) -> int:
         target, _ = self._active()

@@ -216,19 +216,31 @@ def server_cpu_percent(s: Session) -> dict[str, float | None]:
 
 
 def e2e_latencies_us(s: Session, start_epoch: float, end_epoch: float) -> list[int]:
-    return [us for _, us in _e2e_rows(s, start_epoch, end_epoch, by_priority=False)]
+    return [us for _, us, _ in _e2e_rows(s, start_epoch, end_epoch, "e2e_latencies")]
 
 
 def e2e_latencies_by_priority_us(s: Session, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
     """End-to-end latencies split by the dialog's priority (``high``: begun on the
     high-priority contract; ``normal``: the others), for a ``priority`` axis."""
     out: dict[str, list[int]] = {"high": [], "normal": []}
-    for high, us in _e2e_rows(s, start_epoch, end_epoch, by_priority=True):
-        out["high" if high else "normal"].append(us)
+    for _, us, row in _e2e_rows(s, start_epoch, end_epoch, "e2e_latencies_by_priority"):
+        out["high" if row[2] else "normal"].append(us)
     return out
 
 
-def _e2e_rows(s: Session, start_epoch: float, end_epoch: float, by_priority: bool) -> list[tuple[bool, int]]:
+def e2e_sent_latencies_us(s: Session, start_epoch: float, end_epoch: float) -> list[tuple[int, int]]:
+    """(send time in this machine's clock, epoch microseconds; latency) of the same messages,
+    for an alternated window (run.alternate): the initiator stamped the send time in its own
+    clock, corrected here by its measured offset."""
+    _, inits = s._active()
+    off_us = {idx: round(s._offsets_s.get(inst.server_key, 0.0) * 1e6) for idx, inst in enumerate(inits, start=1)}
+    return [(int(row[2]) - off_us.get(init, 0), us)
+            for init, us, row in _e2e_rows(s, start_epoch, end_epoch, "e2e_sent_latencies")]
+
+
+def _e2e_rows(s: Session, start_epoch: float, end_epoch: float, section: str) -> list[tuple[int, int, tuple]]:
+    """(initiator, latency in microseconds corrected for the clocks' offsets, the row) of every
+    measured message ``section`` returns for the window [start, end) of this machine's clock."""
     target, inits = s._active()
     off_t = s._offsets_s.get(target.server_key, 0.0)
     # the window in the target's clock (received_at is SYSUTCDATETIME() there)
@@ -236,10 +248,8 @@ def _e2e_rows(s: Session, start_epoch: float, end_epoch: float, by_priority: boo
     end = EPOCH + dt.timedelta(seconds=end_epoch + off_t)
     skew_us = {idx: round((off_t - s._offsets_s.get(inst.server_key, off_t)) * 1e6)
                for idx, inst in enumerate(inits, start=1)}
-    section = "e2e_latencies_by_priority" if by_priority else "e2e_latencies"
     rows = s._query(target, "target", section, [start, end], purpose="admin")
-    return [(bool(r[2]) if by_priority else False, max(0, int(r[1]) - skew_us.get(int(r[0]), 0)))
-            for r in rows]
+    return [(int(r[0]), max(0, int(r[1]) - skew_us.get(int(r[0]), 0)), tuple(r)) for r in rows]
 
 
 # --------------------------------------------------------------------------- the diagnosis' evidence
@@ -323,5 +333,5 @@ def page_object(s: Session, inst, resource: str) -> str:
 __all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "counter_kind", "parse_perf_counters",
            "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
            "queue_depths", "activation", "server_cpu_percent", "e2e_latencies_us",
-           "e2e_latencies_by_priority_us", "dialog_stats", "activated_tasks", "procedure_time", "broker_waits",
+           "e2e_latencies_by_priority_us", "e2e_sent_latencies_us", "dialog_stats", "activated_tasks", "procedure_time", "broker_waits",
            "page_latch_waiters", "page_object"]

@@ -360,6 +360,8 @@ class FakeServer:
             return [(1, 5000), (2, 7000)]
         if sec == "target.e2e_latencies_by_priority":
             return [(1, 5000, 1), (2, 7000, 0), (1, 9000, 0)]
+        if sec == "target.e2e_sent_latencies":   # sent 1500.000 s and 1500.010 s (initiators' clocks)
+            return [(1, 5000, 1_500_000_000_000), (2, 7000, 1_500_010_000_000)]
         return None
 
 

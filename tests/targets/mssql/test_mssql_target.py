@@ -390,6 +390,11 @@ def test_e2e_latency_clock_correction(fake):
     by = t.e2e_latencies_by_priority_us(1000.0, 2000.0)
     assert len(by["high"]) == 1 and len(by["normal"]) == 2
     assert abs(by["high"][0] - 2000) < 1500 and abs(by["normal"][0] - 5000) < 1500
+    # an alternated window: each message's send time in our clock (initiator 1's stamp is a
+    # millisecond behind ours, initiator 2's on time), with the same corrected latencies
+    sent = t.e2e_sent_latencies_us(1000.0, 2000.0)
+    assert abs(sent[0][0] - 1_500_000_001_000) < 500 and abs(sent[1][0] - 1_500_010_000_000) < 500
+    assert [us for _, us in sent] == lat
 
 
 # --------------------------------------------------------------------------- check, teardown

@@ -225,6 +225,7 @@ EXPECTED_MARKERS = {
     ("objects", "config_set"): 4, ("objects", "objects_present"): 4,
     ("objects", "owned_record"): 4, ("objects", "ownership"): 5,
     ("target", "e2e_latencies"): 2, ("target", "e2e_latencies_by_priority"): 2,
+    ("target", "e2e_sent_latencies"): 2,
     ("initiator", "call_create_dialogs"): 3, ("initiator", "call_send"): 2,
     ("initiator", "dialog_handle"): 1,
     ("collectors", "activated_tasks"): 1, ("collectors", "queue_monitor"): 1,

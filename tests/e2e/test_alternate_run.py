@@ -1,0 +1,70 @@
+"""`ssbench run` with ``run.alternate`` end to end on the embedded target (real PostgreSQL,
+broker process and Locust swarm): the strategies of a group share each window, each member's
+summary covers its own slices, the members' SENDs add up to the window's, every message is
+accounted for, and the verdicts judge the comparison window by window."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.load.window import merge_workers
+from harness.results import RunDir
+from harness.verdicts import Rule, rows_from_summaries
+from harness.verdicts.pairs import judge_all, shared_windows
+from support.embedded import REPO
+
+pytestmark = pytest.mark.slow
+
+MATRIX = """
+name: alt
+axes: {initiators: [1], threads: [4], dialogs: [per_thread, shared], payload_bytes: [100], server: [durable]}
+run: {warmup_seconds: 1, measure_seconds: 2, repetitions: 3, alternate: true, slice_seconds: 0.5,
+      drain_timeout_seconds: 60, sample_interval_seconds: 0.5}
+broker: {max_queue_readers: 2, waitfor_timeout_ms: 500, monitor_interval_seconds: 0.2}
+"""
+
+
+def test_an_alternated_run_shares_each_window_and_judges_it_paired(pg_server, tmp_path):
+    m = tmp_path / "alt.yaml"
+    m.write_text(MATRIX)
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(m), "--out", str(out)], cwd=REPO,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    per, shared = "i1-t4-per_thread-p100-durable", "i1-t4-shared-p100-durable"
+    s = {(p.parent.parent.name, int(p.parent.name[4:])): json.loads(p.read_text())
+         for p in out.glob("*/rep-*/summary.json")}
+    assert sorted(s) == sorted((pid, rep) for pid in (per, shared) for rep in (1, 2, 3))
+    # three windows, not six: one swarm per repetition, its recordings with the first member
+    for rep in (1, 2, 3):
+        assert list((out / per / f"rep-{rep:02d}").glob("worker-*.json"))
+        assert not list((out / shared / f"rep-{rep:02d}").glob("worker-*.json"))
+    for rep in (1, 2, 3):
+        a, b = s[(per, rep)], s[(shared, rep)]
+        assert a["window"]["measure_start"] == b["window"]["measure_start"]       # one window
+        assert a["alternation"] == {"members": [per, shared], "slice_seconds": 0.5, "member": 0}
+        assert b["alternation"]["member"] == 1
+        for x in (a, b):
+            assert x["window"]["measure_seconds"] == pytest.approx(2.0, abs=0.11)   # its own slices
+            assert x["send_rate"] > 0 and x["receive_rate"] > 0
+            # the messages sent in its slices were received (the receiving side keeps up here)
+            assert x["receive_rate"] == pytest.approx(x["send_rate"], rel=0.25)
+            assert x["messages_lost"] == 0 and x["drained"] and x["messages_sent"] == x["messages_received"]
+        # the members' SENDs are the window's, split and none counted twice
+        files = sorted((out / per / f"rep-{rep:02d}").glob("worker-*.json"))
+        whole = merge_workers(files, a["window"]["measure_start"], a["window"]["measure_end"])
+        assert round(a["send_rate"] * a["window"]["measure_seconds"]) + \
+            round(b["send_rate"] * b["window"]["measure_seconds"]) == whole.count
+    rd = RunDir(out)
+    rows = {r["perm_id"]: r for r in rows_from_summaries(rd.readable_summaries(), rd.run_id)}
+    assert shared_windows(rows[per], rows[shared])
+    (j,) = [j for j in judge_all(list(rows.values()), default=Rule(threshold_pct=10.0))
+            if j.pairing.value == "shared"]
+    # the paired interval: as many windows as repetitions, both sides
+    assert (j.outcome.n_treatment, j.outcome.n_baseline) == (3, 3)
+    # one shared dialog is slower than one per thread at 4 threads on PostgreSQL (its lock)
+    assert j.outcome.gain_pct < 0, j.outcome
