@@ -110,7 +110,7 @@ def test_a_target_config_is_read_without_connecting(plugins):
     assert config.capabilities.features() == frozenset() and config.alias_profiles() is None
     embedded = factory.target_config("embedded")
     assert embedded.capabilities.features() == {"backlog", "dialog_lifetime", "transport_rate_limit",
-                                                "client_cpu_per_send"}
+                                                "client_cpu_per_send", "alternate"}
     assert embedded.alias_profiles() == ["durable", "delayed"]
 
 
