@@ -152,6 +152,20 @@ class Repetition:
             raise
         return self.partial
 
+    def _drain_and_stop(self):
+        """Wait for the queues to empty, then stop the collectors and the broker side: the
+        final counts and the broker's restarts."""
+        self.on_status("draining: waiting for the queues to empty")
+        final = self._drain()
+        if self.stop_event.is_set():
+            raise Interrupted()
+        self.sampler.stop()
+        with self.lock:
+            restarts = self.target.broker_restarts()
+            self.target.stop()
+        self._unpin()
+        return final, restarts
+
     def _begin_dialogs(self, initiator: int) -> int:
         """Begin the permutation's dialogs on ``initiator`` (the caller holds the lock)."""
         return self.target.create_dialogs(initiator, self.usable, self.perm.dialogs.every_n)
@@ -219,15 +233,7 @@ class Repetition:
         """Drain, stop, verify, summarize, write and commit. ``warmup_seconds`` and
         ``measure_seconds`` default to the run settings (the web UI passes its session's)."""
         try:
-            self.on_status("draining: waiting for the queues to empty")
-            final = self._drain()
-            if self.stop_event.is_set():
-                raise Interrupted()
-            self.sampler.stop()
-            with self.lock:
-                restarts = self.target.broker_restarts()
-                self.target.stop()
-            self._unpin()
+            final, restarts = self._drain_and_stop()
             warmup = self.settings.warmup_seconds if warmup_seconds is None else warmup_seconds
             measure = self.settings.measure_seconds if measure_seconds is None else measure_seconds
             summary, lat = self._summarize(res, final, warmup, measure, web)
@@ -417,15 +423,7 @@ class AlternatedRepetition(Repetition):
         k, out = len(self.members), []
         first = self.perm
         try:
-            self.on_status("draining: waiting for the queues to empty")
-            final = self._drain()
-            if self.stop_event.is_set():
-                raise Interrupted()
-            self.sampler.stop()
-            with self.lock:
-                restarts = self.target.broker_restarts()
-                self.target.stop()
-            self._unpin()
+            final, restarts = self._drain_and_stop()
             for j, q in enumerate(self.members):
                 self.perm, self._member, self.partial = q, j, self.partials[q.id]
                 self.dialogs_created = self.created.get(q.id, 0)

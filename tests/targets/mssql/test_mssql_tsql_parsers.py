@@ -111,6 +111,7 @@ def _drive(path: Path, fake) -> None:
         t.messages_processed()
         t.e2e_latencies_us(0.0, 1e9)
         t.e2e_latencies_by_priority_us(0.0, 1e9)
+        t.e2e_sent_latencies_us(0.0, 1e9)       # an alternated window (run.alternate)
         t.activated_tasks()               # the diagnosis' evidence (docs/diagnosis.md)
         t.procedure_time(0.0, 1e9)
         t.broker_waits()
