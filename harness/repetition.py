@@ -386,6 +386,7 @@ class AlternatedRepetition(Repetition):
     partials: dict[str, Path] = field(default_factory=dict)
     created: dict[str, int] = field(default_factory=dict)
     _member: int | None = None
+    _sent: list[list[int]] | None = None
 
     def setup(self) -> Path:
         for q in self.members[1:]:
@@ -458,9 +459,12 @@ class AlternatedRepetition(Repetition):
     def _e2e_latencies(self, wd) -> list[int]:
         if self._member is None:
             return super()._e2e_latencies(wd)
-        k, j = len(self.members), self._member
-        return [us for sent, us in self.target.telemetry.e2e_sent_latencies_us(wd.start, wd.end)
-                if alternation.member_at(sent / 1e6, self.slice_seconds, k) == j]
+        if self._sent is None:   # the window's messages, read once for all its members
+            k = len(self.members)
+            self._sent = [[] for _ in range(k)]
+            for sent, us in self.target.telemetry.e2e_sent_latencies_us(wd.start, wd.end):
+                self._sent[alternation.member_at(sent / 1e6, self.slice_seconds, k)].append(us)
+        return self._sent[self._member]
 
     def _alternation(self) -> dict[str, Any] | None:
         return alternation.record([q.id for q in self.members], self.slice_seconds, self._member)

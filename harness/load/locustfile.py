@@ -103,15 +103,15 @@ class ServiceBrokerUser(User):
             if self._recorder.schedule is None:
                 self._recorder.schedule = Schedule(spec.rate, spec.users_of(initiator) or 1)
             pacer = self._recorder.schedule.pacer(self._user)
-        backoff = dict(backoff=(BACKOFF_FIRST_S, BACKOFF_MAX_S), give_up_after=GIVE_UP_AFTER_S)
+        loop_kw = dict(backoff=(BACKOFF_FIRST_S, BACKOFF_MAX_S), give_up_after=GIVE_UP_AFTER_S)
         # the SEND paths the sender's class declares (harness.targets.sender.SendPaths)
         if spec.alternation:    # an alternated window: the dialog of the slice the clock is in
-            backoff["choose"] = _slice_chooser(spec.slice_seconds, len(spec.alternation))
+            loop_kw["choose"] = _slice_chooser(spec.slice_seconds, len(spec.alternation))
         if spec.send_mode == "auto" and not spec.messages_per_dialog and self._sender.paths.pump:
             self._loop = HubLoop(self._sender, self._dialog, self._payload, pacer,
-                                 send=self._blocking_send, **backoff)
+                                 send=self._blocking_send, **loop_kw)
         else:
-            self._loop = SendLoop(self._sender.send, self._dialog, self._payload, pacer, **backoff)
+            self._loop = SendLoop(self._sender.send, self._dialog, self._payload, pacer, **loop_kw)
         self._loop.start()
 
     def _connect(self, spec, initiator: int):
