@@ -103,6 +103,7 @@ def pytest_configure(config):
     config._ssbench_cpu = {}
     config._ssbench_cpu_tests = {}
     config._ssbench_cpu_group = None
+    config._ssbench_spans = {}      # xdist worker -> (first test's start, last test's end, tests' wall)
     if config.getoption("durations", None) is None or not hasattr(os, "getpid"):
         return
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
@@ -130,8 +131,10 @@ def pytest_runtest_protocol(item, nextitem):
     if group is None:
         yield
         return
-    before = group.seconds()
+    before, started = group.seconds(), time.time()
     yield
+    first, _, busy = item.config._ssbench_spans.get("self", (started, 0.0, 0.0))
+    item.config._ssbench_spans["self"] = (first, time.time(), busy + time.time() - started)
     spent = group.seconds() - before
     module = item.nodeid.split("::", 1)[0]
     item.config._ssbench_cpu[module] = item.config._ssbench_cpu.get(module, 0.0) + spent
@@ -145,6 +148,8 @@ def pytest_sessionfinish(session):
         config.workeroutput["ssbench_cpu"] = config._ssbench_cpu
         config.workeroutput["ssbench_cpu_tests"] = dict(
             sorted(config._ssbench_cpu_tests.items(), key=lambda kv: -kv[1])[:SHOWN_TESTS])
+        if "self" in config._ssbench_spans:
+            config.workeroutput["ssbench_span"] = config._ssbench_spans["self"]
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -153,6 +158,8 @@ def pytest_testnodedown(node, error):
     for module, secs in output.get("ssbench_cpu", {}).items():
         node.config._ssbench_cpu[module] = node.config._ssbench_cpu.get(module, 0.0) + secs
     node.config._ssbench_cpu_tests.update(output.get("ssbench_cpu_tests", {}))
+    if "ssbench_span" in output:
+        node.config._ssbench_spans[node.gateway.id] = tuple(output["ssbench_span"])
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -168,3 +175,11 @@ def pytest_terminal_summary(terminalreporter, config):
     terminalreporter.write_sep("-", f"the {len(tests)} heaviest tests (set-up, call and tear-down)")
     for nodeid, secs in tests:
         terminalreporter.write_line(f"{secs:8.1f}s {100 * secs / total:5.1f} %  {nodeid}")
+    spans = {k: v for k, v in config._ssbench_spans.items() if k != "self"}
+    if spans:
+        # the part's critical path: a worker that ends long before the last one left a core idle
+        t0 = min(first for first, _, _ in spans.values())
+        terminalreporter.write_sep("-", "xdist workers: their tests' span from the first test's start (s)")
+        for worker, (first, last, busy) in sorted(spans.items(), key=lambda kv: kv[1][1]):
+            terminalreporter.write_line(f"  {worker}: {first - t0:6.1f} to {last - t0:6.1f}, "
+                                        f"tests' wall time {busy:6.1f}")

@@ -46,3 +46,23 @@ def test_a_child_processes_cpu_counts_and_a_sleep_does_not(tmp_path):
     for name in ("test_sleep.py", "test_sleep.py::test_sleep"):
         assert got[name] < 0.3, got
     assert r.stdout.index("test_burn.py::test_burn") > r.stdout.index("heaviest tests"), r.stdout
+
+
+def test_each_xdist_workers_span_is_printed(tmp_path):
+    """With xdist, the controller prints when each worker's tests started and ended: a worker
+    that ends long before the others left a core idle (the part's critical path)."""
+    (tmp_path / "test_burn.py").write_text(BURN)
+    (tmp_path / "test_sleep.py").write_text(SLEEP)
+    support = Path(cpu_accounting.__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                        "--dist", "loadscope", "-p", "support.cpu_accounting", "--rootdir", str(tmp_path),
+                        "-c", "/dev/null", "--durations=1", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**__import__("os").environ, "PYTHONPATH": str(support)})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    spans = {m.group(1): (float(m.group(2)), float(m.group(3)), float(m.group(4))) for m in re.finditer(
+        r"^\s+(gw\d): +([\d.]+) to +([\d.]+), tests' wall time +([\d.]+)$", r.stdout, re.M)}
+    assert set(spans) == {"gw0", "gw1"}, r.stdout
+    assert min(first for first, _, _ in spans.values()) == 0.0
+    for first, last, busy in spans.values():
+        assert 0.9 <= busy <= last - first + 0.1, spans     # each worker ran one test of ≥ 1 s
