@@ -15,7 +15,9 @@ This module adds only what a browser sees:
 * with ``--web-login``, the login of :mod:`harness.web.auth`;
 * a "Broker metrics" tab (Locust's extended tabs: its rows ride on the ``/stats/requests`` poll
   the UI makes every 2 s), a ``/ssbench/metrics`` JSON endpoint, a ``/ssbench/status`` endpoint
-  and a standalone page at ``/ssbench/``.
+  and a standalone page at ``/ssbench/``;
+* a ``/stats/requests`` asked while the master is stopping is answered once it has stopped
+  (:mod:`harness.web.polls`: Locust's page would poll no more after an answer saying "stopping").
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import os
 from locust import events
 
 from harness.web.form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DIALOG_CHOICES
+from harness.web.polls import until_stopped
 from harness import environment as envvars
 
 log = logging.getLogger("ssbench.web")
@@ -105,6 +108,13 @@ def _install_pages(environment, side) -> None:
     @app.before_request
     def _open_swarm_in_the_start_request():
         return _open_from_form(environment, side)
+
+    @app.before_request
+    def _hold_stats_while_stopping():
+        if request.path.rstrip("/").endswith("/stats/requests"):
+            from locust.runners import STATE_STOPPING
+
+            until_stopped(environment.runner, STATE_STOPPING)
 
     @app.after_request
     def _extend_stats(response):

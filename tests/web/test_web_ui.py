@@ -182,10 +182,11 @@ def _stop_swarm(driver) -> None:
     try:
         _until(lambda: _header(driver, "Status").upper() == "STOPPED", 60, "status STOPPED")
     except AssertionError as e:
-        # seen once in eight runs beside three CPU hogs (and in one CI-equivalent run): the page kept STOPPING and
-        # stopped refreshing (its broker metrics too) while the session had been saved. Say what
-        # the server answers the page's own session now, and how fast, to tell a stalled page
-        # from a master that never reached STOPPED.
+        # seen once in eight runs beside three CPU hogs (and in two CI-equivalent runs): the page kept
+        # STOPPING and stopped refreshing (its broker metrics too) while the session had been saved:
+        # Locust's page polls no more once a poll says "stopping", which the master now never
+        # answers (harness.web.polls). Say what the server answers the page's own session now, and
+        # how fast, to tell a stalled page from a master that never reached STOPPED.
         raise AssertionError(f"{e}; the server, asked from the page: {_fetch_from_page(driver, 'stats/requests')}")
 
 
