@@ -5,7 +5,8 @@ that stage with its remedy (docs/diagnosis.md); ``ssbench run`` prints the diagn
 The client and server-CPU cases measure CPU shares: they run alone (``make test``'s second part),
 from a matrix of those two cases. The five others (a lock, the log, the readers, RECEIVE TOP (1),
 the transport: each a limit built far below what the host can do) run in the parallel part, from
-a matrix of those five. Both matrices are matrices/bottlenecks.yaml with the other cases left out.
+a matrix of those five, with windows of 1 s + 3 s. Both matrices are matrices/bottlenecks.yaml
+with the other cases left out.
 
 The server-CPU case needs the host's CPUs to itself: on a host whose other processes take more
 CPU than the server (a repetition flagged noisy_host), the diagnosis rightly does not blame the
@@ -53,23 +54,29 @@ def test_the_matrix_builds_every_stage_small():
 
 #: the cases that measure CPU shares, which other tests running beside them would disturb
 CPU_CASES = ("client", "server_cpu")
+#: the other five hold with shorter windows than the matrix's 2 s + 5 s: 12 samples of 0.25 s
+#: in the window (passed alone, and beside two CPU hogs, twice each, 2026-11-27); the test costs
+#: 65 CPU-s instead of 105 alone
+SHORT_WINDOWS = {"warmup_seconds": 1, "measure_seconds": 3}
 
 
-def _matrix_of(cases, tmp_path):
-    """matrices/bottlenecks.yaml with only ``cases`` (everything else as committed)."""
+def _matrix_of(cases, tmp_path, **run):
+    """matrices/bottlenecks.yaml with only ``cases`` (everything else as committed, but the
+    ``run`` settings given)."""
     doc = yaml.safe_load(MATRIX.read_text())
     doc["cases"] = [c for c in doc["cases"] if c["name"] in cases]
+    doc["run"].update(run)
     assert [c["name"] for c in doc["cases"]] == list(cases)
     path = tmp_path / "bottlenecks.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 
 
-def _run_and_check(cases, tmp_path):
+def _run_and_check(cases, tmp_path, **run):
     """``ssbench run`` of those cases; each is diagnosed as built (server_cpu on a noisy host:
     a warning). Returns the run's stdout."""
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(_matrix_of(cases, tmp_path)),
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(_matrix_of(cases, tmp_path, **run)),
                         "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     # the terminal: the diagnosis after the repetitions' table
@@ -95,7 +102,7 @@ def _run_and_check(cases, tmp_path):
 
 
 def test_every_permutation_but_the_cpu_shares_is_diagnosed_as_built(pg_server, tmp_path):
-    stdout = _run_and_check([c for c in BUILT if c not in CPU_CASES], tmp_path)
+    stdout = _run_and_check([c for c in BUILT if c not in CPU_CASES], tmp_path, **SHORT_WINDOWS)
     assert "i1-t8-shared-p100-durable-send_lock: SEND: row lock of the shared dialog" in stdout
 
 
