@@ -34,11 +34,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .errors import UserError
+from .runsettings import BUCKET_SECONDS
 
 #: the permutation values an alternated group's members may differ in
 DIALOG_KEYS = ("id", "index", "dialogs", "dialogs_every_n", "dialogs_shared")
-#: a slice is a whole number of the recorder's buckets (harness.load.recorder.BUCKET_SECONDS)
-BUCKET_SECONDS = 0.1
 
 
 def member_at(epoch: float, slice_seconds: float, members: int) -> int:

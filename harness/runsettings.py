@@ -15,6 +15,10 @@ from typing import Any
 from .errors import show
 from .yamlsrc import Located
 
+#: the width of the time buckets a worker records its SENDs in (harness.load.recorder); an
+#: alternated window's slice is a whole number of them (harness.alternation)
+BUCKET_SECONDS = 0.1
+
 @dataclass(frozen=True)
 class RunSettings:
     warmup_seconds: float = 10.0
