@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -99,7 +100,35 @@ class CpuGroup:
                 time.sleep(0.1)
 
 
+class SpeedProbe(threading.Thread):
+    """The machine's CPU speed through the run: every :attr:`every` seconds, the CPU time of
+    this thread for a fixed empty loop (as harness.collectors.cpuspeed does per window). On a
+    virtual machine the same work costs from run to run up to a third more CPU time; the
+    probe's median lets two runs' CPU seconds be compared."""
+
+    WORK = 200_000
+
+    def __init__(self, every: float = 2.0):
+        super().__init__(name="ssbench-test-speed-probe", daemon=True)
+        self.every, self.ms, self._halt = every, [], threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.wait(self.every):
+            c0 = time.thread_time()
+            for _ in range(self.WORK):
+                pass
+            self.ms.append((time.thread_time() - c0) * 1000.0)
+
+    def stop(self) -> list[float]:
+        self._halt.set()
+        return sorted(self.ms)
+
+
 def pytest_configure(config):
+    config._ssbench_speed = None
+    if config.getoption("durations", None) is not None and not hasattr(config, "workerinput"):
+        config._ssbench_speed = SpeedProbe()     # the controller, or the one process
+        config._ssbench_speed.start()
     config._ssbench_cpu = {}
     config._ssbench_cpu_tests = {}
     config._ssbench_cpu_group = None
@@ -163,6 +192,14 @@ def pytest_testnodedown(node, error):
 
 
 def pytest_terminal_summary(terminalreporter, config):
+    probe = getattr(config, "_ssbench_speed", None)
+    if probe is not None:
+        ms = probe.stop()
+        if ms:
+            q = lambda f: ms[min(len(ms) - 1, int(f * len(ms)))]   # noqa: E731
+            terminalreporter.write_line(
+                f"CPU speed probe: a fixed loop took {q(0.5):.2f} ms of CPU (median; p10 {q(0.1):.2f}, "
+                f"p90 {q(0.9):.2f}; {len(ms)} probes): the larger, the slower this machine ran")
     cpu = config._ssbench_cpu
     if not cpu:
         return

@@ -66,3 +66,20 @@ def test_each_xdist_workers_span_is_printed(tmp_path):
     assert min(first for first, _, _ in spans.values()) == 0.0
     for first, last, busy in spans.values():
         assert 0.9 <= busy <= last - first + 0.1, spans     # each worker ran one test of ≥ 1 s
+
+
+def test_the_machines_speed_is_probed_through_the_run(tmp_path):
+    """The controller times a fixed loop every 2 s and prints the median: a run of 5 s has probes."""
+    (tmp_path / "test_sleep5.py").write_text("import time\ndef test_sleep():\n    time.sleep(5.0)\n")
+    support = Path(cpu_accounting.__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        "-p", "support.cpu_accounting", "--rootdir", str(tmp_path), "-c", "/dev/null",
+                        "--durations=1", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**__import__("os").environ, "PYTHONPATH": str(support)})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    m = re.search(r"CPU speed probe: a fixed loop took ([\d.]+) ms of CPU \(median; p10 ([\d.]+), "
+                  r"p90 ([\d.]+); (\d+) probes\)", r.stdout)
+    assert m, r.stdout
+    med, p10, p90, n = float(m.group(1)), float(m.group(2)), float(m.group(3)), int(m.group(4))
+    assert n >= 2 and 0 < p10 <= med <= p90 < 1000, m.group(0)
