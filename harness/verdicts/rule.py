@@ -146,6 +146,7 @@ class Outcome:
     look: int | None = None             # the round (repetition number) of that look
     reason: str = ""                    # why inconclusive ("" when decided)
     needed: int | None = None           # repetitions a side that would likely decide, at this spread
+    paired: bool = False                # judged window by window (both sides in the same windows)
 
     @property
     def decided(self) -> bool:
@@ -330,6 +331,12 @@ def judge(treatment: Iterable[tuple[int, float | None]], baseline: Iterable[tupl
     same windows, repetition ``r`` of each in window ``r`` (an alternated run): each look judges
     the log ratios of the windows both sides count, and a window one side lost counts for
     neither."""
+    out = _judge(treatment, baseline, rule, higher_is_better, paired)
+    return replace(out, paired=True) if paired else out
+
+
+def _judge(treatment: Iterable[tuple[int, float | None]], baseline: Iterable[tuple[int, float | None]],
+           rule: Rule, higher_is_better: bool, paired: bool) -> Outcome:
     t, b = _valid(treatment), _valid(baseline)
     if rule.max_reps is not None:    # a sequential rule never looks past its last look
         t, b = [x for x in t if x[0] <= rule.max_reps], [x for x in b if x[0] <= rule.max_reps]

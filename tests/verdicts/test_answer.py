@@ -103,3 +103,26 @@ def test_a_host_whose_cpu_speed_moved_is_named_under_an_inconclusive_table(noisy
     decided = judge_all([row("p8", "per_thread", 8, [100, 101, 99]), row("t8", "trick150", 8, [150, 152, 149])],
                         default=Rule(threshold_pct=5.0, min_reps=3, max_reps=5))
     assert note not in key_answer(decided, ["r"], {"r": {"host_cpu_speed": h}}).section(KEY).notes
+
+
+def test_the_key_table_says_which_comparisons_were_judged_paired():
+    """A comparison whose sides shared their windows (an alternated run) reads "n/n paired" in
+    the reps column and has "paired": true; one judged with Welch reads "n/n"."""
+    from harness.verdicts.answer import key_row
+    from harness.verdicts.pairs import Judged
+    from harness.verdicts.rule import Rule, judge
+
+    rule = Rule()
+    t = [(r, v) for r, v in enumerate((100.0, 102.0, 99.0, 101.0), 1)]
+    b = [(r, v) for r, v in enumerate((80.0, 81.0, 79.5, 80.5), 1)]
+    paired, welch = judge(t, b, rule, paired=True), judge(t, b, rule)
+    assert paired.paired and not welch.paired and paired.verdict == welch.verdict == "gain"
+
+    class P:   # the pairing's fields key_row reads
+        family, label, baseline_value, context, axis = "strategy", "trick150", "per_thread", "", "dialogs"
+        treatment = {"run_id": "r", "threads": 8, "total_threads": 8}
+        baseline = {"run_id": "r"}
+        metric = type("M", (), {"name": "receive_rate", "text": "receive rate", "higher_is_better": True})()
+
+    rows = [key_row(Judged(P, o, rule)) for o in (paired, welch)]
+    assert [(r["reps_text"], r["paired"]) for r in rows] == [("4/4 paired", True), ("4/4", False)]
