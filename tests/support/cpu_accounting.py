@@ -102,9 +102,9 @@ class CpuGroup:
 
 class SpeedProbe(threading.Thread):
     """The machine's CPU speed through the run: every :attr:`every` seconds, the CPU time of
-    this thread for a fixed empty loop (as harness.collectors.cpuspeed does per window). On a
-    virtual machine the same work costs from run to run up to a third more CPU time; the
-    probe's median lets two runs' CPU seconds be compared."""
+    this thread for a fixed empty loop (as harness.collectors.cpuspeed does per window). On the
+    2-vCPU test VM the parallel part of nearly the same tests took 1,202 CPU-s in one run and
+    1,544 in another; the probe's median lets two runs' CPU seconds be compared."""
 
     WORK = 200_000
 
