@@ -28,16 +28,22 @@ def test_sleep():
 '''
 
 
-def test_a_child_processes_cpu_counts_and_a_sleep_does_not(tmp_path):
-    (tmp_path / "test_burn.py").write_text(BURN)
-    (tmp_path / "test_sleep.py").write_text(SLEEP)
+def _pytest(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """A pytest run of its own on the test files in ``tmp_path``, with this plugin and ``args``."""
     support = Path(cpu_accounting.__file__).resolve().parent.parent
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args,
                         "-p", "support.cpu_accounting", "--rootdir", str(tmp_path), "-c", "/dev/null",
                         "--durations=1", str(tmp_path)],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path,
                        env={**__import__("os").environ, "PYTHONPATH": str(support)})
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r
+
+
+def test_a_child_processes_cpu_counts_and_a_sleep_does_not(tmp_path):
+    (tmp_path / "test_burn.py").write_text(BURN)
+    (tmp_path / "test_sleep.py").write_text(SLEEP)
+    r = _pytest(tmp_path, "-p", "no:xdist")
     got = {m.group(2): float(m.group(1)) for m in re.finditer(r"^\s*([\d.]+)s\s+[\d.]+ %\s+(\S+)$", r.stdout, re.M)}
     # the modules, then the tests in them (the same figures: one test a module)
     assert set(got) == {"test_burn.py", "test_sleep.py", "test_burn.py::test_burn", "test_sleep.py::test_sleep"}, r.stdout
@@ -53,13 +59,7 @@ def test_each_xdist_workers_span_is_printed(tmp_path):
     that ends long before the others left a core idle (the part's critical path)."""
     (tmp_path / "test_burn.py").write_text(BURN)
     (tmp_path / "test_sleep.py").write_text(SLEEP)
-    support = Path(cpu_accounting.__file__).resolve().parent.parent
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
-                        "--dist", "loadscope", "-p", "support.cpu_accounting", "--rootdir", str(tmp_path),
-                        "-c", "/dev/null", "--durations=1", str(tmp_path)],
-                       capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                       env={**__import__("os").environ, "PYTHONPATH": str(support)})
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = _pytest(tmp_path, "-n", "2", "--dist", "loadscope")
     spans = {m.group(1): (float(m.group(2)), float(m.group(3)), float(m.group(4))) for m in re.finditer(
         r"^\s+(gw\d): +([\d.]+) to +([\d.]+), tests' wall time +([\d.]+)$", r.stdout, re.M)}
     assert set(spans) == {"gw0", "gw1"}, r.stdout
@@ -71,13 +71,7 @@ def test_each_xdist_workers_span_is_printed(tmp_path):
 def test_the_machines_speed_is_probed_through_the_run(tmp_path):
     """The controller times a fixed loop every 2 s and prints the median: a run of 5 s has probes."""
     (tmp_path / "test_sleep5.py").write_text("import time\ndef test_sleep():\n    time.sleep(5.0)\n")
-    support = Path(cpu_accounting.__file__).resolve().parent.parent
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                        "-p", "support.cpu_accounting", "--rootdir", str(tmp_path), "-c", "/dev/null",
-                        "--durations=1", str(tmp_path)],
-                       capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                       env={**__import__("os").environ, "PYTHONPATH": str(support)})
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = _pytest(tmp_path, "-p", "no:xdist")
     m = re.search(r"CPU speed probe: a fixed loop took ([\d.]+) ms of CPU \(median; p10 ([\d.]+), "
                   r"p90 ([\d.]+); (\d+) probes\)", r.stdout)
     assert m, r.stdout
