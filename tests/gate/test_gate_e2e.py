@@ -375,19 +375,36 @@ def _ssbench_run(matrix: Path, out: Path, delay_ms: int | None) -> Path:
     return run_dir
 
 
+def _runner_at_head() -> str | None:
+    """None when the runner is committed at HEAD (a baseline worktree of HEAD can run), else why not."""
+    if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", "HEAD:harness/commands/run.py"],
+                      capture_output=True).returncode != 0:
+        return "the runner is not committed at HEAD yet: the baseline worktree could not run"
+    return None
+
+
 @pytest.mark.slow
-@pytest.mark.alone   # B against A must pass: runs measured minutes apart, with nothing else changing the machine's load
+@pytest.mark.alone   # B against A must pass: the same code, with nothing else changing the machine's load
 def test_gate_on_the_embedded_target_catches_a_slowed_send(tmp_path, pg_server, capsys):
-    """Three real runs of a 1-permutation, 4-repetition matrix (2 s measured): A and B at full
-    speed, C with a 20 ms delay inside SEND. The gate fails C against A and passes B against A."""
-    reason = _runner_available()
+    """The stored mode (``--baseline DIR --candidate DIR``) on real runs of a 1-permutation
+    matrix (2 s measured, 4 repetitions): A and B at full speed, C with a 20 ms delay inside
+    SEND. The gate fails C against A and passes B against A.
+
+    A and B are the two sides of one interleaved run of HEAD against this checkout (no delay),
+    so the machine's drift falls on both: run one after the other, B was once 12 % slower than A
+    with every repetition of B below every one of A (CI-equivalent run ci32, 2026-11-27: the
+    server's commits took 0.51 ms against 0.45), a real regression for the gate to report."""
+    reason = _runner_available() or _runner_at_head()
     if reason:
         pytest.skip(reason)
     matrix = tmp_path / "gatetest.yaml"
     matrix.write_text(MATRIX)
-    a = _ssbench_run(matrix, tmp_path / "a", None)
+    env = {k: v for k, v in os.environ.items() if k != "SSBENCH_EMBEDDED_SEND_DELAY_MS"}
+    run_interleaved("HEAD", matrix, settings=GateSettings(), rounds=4, seed=7, out_dir=tmp_path / "ab",
+                    runner=SubprocessRunner(target="embedded", env=env), echo=lambda s: None)
+    a, b = tmp_path / "ab" / "baseline", tmp_path / "ab" / "candidate"
     c = _ssbench_run(matrix, tmp_path / "c", 20)
-    b = _ssbench_run(matrix, tmp_path / "b", None)
+    capsys.readouterr()
     assert main(["gate", "--baseline", str(a), "--candidate", str(c)]) == 1
     out = capsys.readouterr().out
     assert "REGRESSION" in out, out
@@ -402,12 +419,9 @@ def test_gate_on_the_embedded_target_catches_a_slowed_send(tmp_path, pg_server, 
 def test_interleaved_gate_on_the_embedded_target(tmp_path, pg_server):
     """`--interleave HEAD` with the real runner, the candidate slowed by the SEND delay (set
     for the candidate side only): the gate fails. Needs the runner committed at HEAD."""
-    reason = _runner_available()
+    reason = _runner_available() or _runner_at_head()
     if reason:
         pytest.skip(reason)
-    if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", "HEAD:harness/commands/run.py"],
-                      capture_output=True).returncode != 0:
-        pytest.skip("the runner is not committed at HEAD yet: the baseline worktree could not run")
     matrix = tmp_path / "gatetest.yaml"
     matrix.write_text(MATRIX)
     env = {k: v for k, v in os.environ.items() if k != "SSBENCH_EMBEDDED_SEND_DELAY_MS"}
