@@ -19,6 +19,7 @@ from .yamlsrc import Located
 #: alternated window's slice is a whole number of them (harness.alternation)
 BUCKET_SECONDS = 0.1
 
+
 @dataclass(frozen=True)
 class RunSettings:
     warmup_seconds: float = 10.0

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from harness.results.store import write_atomic
 from harness.runsettings import BUCKET_SECONDS
+
 MAX_ERROR_SAMPLES = 20
 #: a SEND at least this slow is also kept with its start time (``slow``)
 SLOW_SEND_S = 1.0
