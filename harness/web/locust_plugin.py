@@ -28,6 +28,7 @@ import logging
 import os
 
 from locust import events
+from locust.runners import STATE_STOPPING
 
 from harness.web.form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DIALOG_CHOICES
 from harness.web.polls import until_stopped
@@ -112,8 +113,6 @@ def _install_pages(environment, side) -> None:
     @app.before_request
     def _hold_stats_while_stopping():
         if request.path.rstrip("/").endswith("/stats/requests"):
-            from locust.runners import STATE_STOPPING
-
             until_stopped(environment.runner, STATE_STOPPING)
 
     @app.after_request
