@@ -19,6 +19,8 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+from harness.load.protocol import ProtocolError
+
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict], dict]
@@ -45,12 +47,31 @@ class ControlServer:
                 if fn is None:
                     self._reply(404, {"ok": False, "error": "not found"})
                     return
+                route = self.path[len(prefix):]
                 try:
                     n = int(self.headers.get("Content-Length") or 0)
-                    body = json.loads(self.rfile.read(n) or b"{}") if n else {}
+                    raw = self.rfile.read(n) if n else b""
+                except (OSError, ValueError):
+                    raw = None
+                if raw is None or len(raw) < n:
+                    # the caller went away mid-request (a master killed, or its greenlet ended,
+                    # while it sent): nobody reads a reply, and its process watch reports why
+                    log.debug("control %s %s: the request ended before its body", method, route)
+                    return
+                try:
+                    body = json.loads(raw) if raw else {}
+                except ValueError as e:
+                    log.warning("control %s %s: not JSON: %s", method, route, e)
+                    self._reply(400, {"ok": False, "error": f"not JSON: {e}"})
+                    return
+                try:
                     out = fn(body)
+                except ProtocolError as e:   # a message this side cannot read: one line, no traceback
+                    log.warning("control %s %s: %s", method, route, e)
+                    self._reply(400, {"ok": False, "error": f"{type(e).__name__}: {e}"})
+                    return
                 except Exception as e:  # reported to the caller, logged here
-                    log.exception("control %s %s", method, self.path[len(prefix):])
+                    log.exception("control %s %s", method, route)
                     out = {"ok": False, "error": f"{type(e).__name__}: {e}"}
                 self._reply(200, out)
 
