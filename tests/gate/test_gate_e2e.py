@@ -385,26 +385,34 @@ def _runner_at_head() -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.alone   # B against A must pass: the same code, with nothing else changing the machine's load
-def test_gate_on_the_embedded_target_catches_a_slowed_send(tmp_path, pg_server, capsys):
-    """The stored mode (``--baseline DIR --candidate DIR``) on real runs of a 1-permutation
-    matrix (2 s measured, 4 repetitions): A and B at full speed, C with a 20 ms delay inside
-    SEND. The gate fails C against A and passes B against A.
+def test_gate_on_the_embedded_target_catches_a_slowed_send(tmp_path, pg_server, capsys, monkeypatch):
+    """The gate's two modes on real runs of a 1-permutation matrix (2 s measured, 4
+    repetitions). First ``ssbench gate --interleave HEAD MATRIX``, the command users put in CI:
+    HEAD against this checkout, the same code, must pass. Its two sides are A and B of the stored
+    mode (``--baseline DIR --candidate DIR``), with C a run with a 20 ms delay inside SEND: the
+    gate fails C against A and passes B against A.
 
-    A and B are the two sides of one interleaved run of HEAD against this checkout (no delay),
-    so the machine's drift falls on both: run one after the other, B was once 12 % slower than A
-    with every repetition of B below every one of A (CI-equivalent run ci32, 2026-11-27: the
-    server's commits took 0.51 ms against 0.45), a real regression for the gate to report."""
+    A and B come from one interleaved run so the machine's drift falls on both: run one after
+    the other, B was once 12 % slower than A with every repetition of B below every one of A
+    (CI-equivalent run ci32, 2026-11-27: the server's commits took 0.51 ms against 0.45), a real
+    regression for the gate to report. This test is also the gate's self-comparison that
+    ``.ci/run`` ran as a step of its own until 2026-11-27 (146 s a run)."""
     reason = _runner_available() or _runner_at_head()
     if reason:
         pytest.skip(reason)
     matrix = tmp_path / "gatetest.yaml"
     matrix.write_text(MATRIX)
-    env = {k: v for k, v in os.environ.items() if k != "SSBENCH_EMBEDDED_SEND_DELAY_MS"}
-    run_interleaved("HEAD", matrix, settings=GateSettings(), rounds=4, seed=7, out_dir=tmp_path / "ab",
-                    runner=SubprocessRunner(target="embedded", env=env), echo=lambda s: None)
+    monkeypatch.delenv("SSBENCH_EMBEDDED_SEND_DELAY_MS", raising=False)
+    monkeypatch.chdir(REPO)
+    capsys.readouterr()
+    rc = main(["gate", "--interleave", "HEAD", str(matrix), "--rounds", "4", "--seed", "7",
+               "--out", str(tmp_path / "ab")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert f"gate.json: {tmp_path / 'ab' / 'candidate' / 'gate.json'}" in out, out
+    assert json.loads((tmp_path / "ab" / "candidate" / "gate.json").read_text())["mode"] == "interleaved"
     a, b = tmp_path / "ab" / "baseline", tmp_path / "ab" / "candidate"
     c = _ssbench_run(matrix, tmp_path / "c", 20)
-    capsys.readouterr()
     assert main(["gate", "--baseline", str(a), "--candidate", str(c)]) == 1
     out = capsys.readouterr().out
     assert "REGRESSION" in out, out
