@@ -395,8 +395,8 @@ def test_gate_on_the_embedded_target_catches_a_slowed_send(tmp_path, pg_server, 
     A and B come from one interleaved run so the machine's drift falls on both: run one after
     the other, B was once 12 % slower than A with every repetition of B below every one of A
     (CI-equivalent run ci32, 2026-11-27: the server's commits took 0.51 ms against 0.45), a real
-    regression for the gate to report. This test is also the gate's self-comparison that
-    ``.ci/run`` ran as a step of its own until 2026-11-27 (146 s a run)."""
+    regression for the gate to report. (``.ci/run`` also runs the self-comparison on
+    ``matrices/gate.yaml``, as a step after ``make test``.)"""
     reason = _runner_available() or _runner_at_head()
     if reason:
         pytest.skip(reason)
