@@ -108,6 +108,17 @@ def main() -> int:
     out = {"what": "s.d. of an A/A window's log ratio by slice length, one recording (PostgreSQL emulation, "
                    "not SQL Server)", "sends": len(done), "seconds": a.seconds, "window_s": a.window,
            "members": a.members, "postgresql": target.version, "by_slice": {}}
+    width = 0.1
+    buckets = [0] * int(a.seconds / width)
+    for t in done:
+        buckets[min(int((t - start) / width), len(buckets) - 1)] += 1
+    m = statistics.mean(buckets)
+    dev = [b - m for b in buckets]
+    lag1 = sum(x * y for x, y in zip(dev, dev[1:])) / sum(x * x for x in dev)
+    out["buckets_0_1s"] = {"mean": round(m, 1), "sd_pct": round(100 * statistics.pstdev(buckets) / m, 1),
+                           "lag1_autocorr": round(lag1, 3)}
+    print(f"{len(done)} SENDs; per 0.1 s: mean {m:.1f}, s.d. {100 * statistics.pstdev(buckets) / m:.1f} %, "
+          f"lag-1 autocorrelation {lag1:.2f}", flush=True)
     for s in SLICES:
         xs = noise(done, start, a.seconds, a.window, a.members, s)
         out["by_slice"][f"{s:g}"] = {"windows": len(xs), "mean_pct": round(100 * statistics.mean(xs), 2),
