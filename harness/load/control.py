@@ -50,8 +50,13 @@ class ControlServer:
                 route = self.path[len(prefix):]
                 try:
                     n = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    log.warning("control %s %s: bad Content-Length", method, route)
+                    self._reply(400, {"ok": False, "error": "bad Content-Length"})
+                    return
+                try:
                     raw = self.rfile.read(n) if n else b""
-                except (OSError, ValueError):
+                except OSError:
                     raw = None
                 if raw is None or len(raw) < n:
                     # the caller went away mid-request (a master killed, or its greenlet ended,

@@ -81,6 +81,7 @@ def test_a_message_the_controller_cannot_read_is_a_400_in_one_line(capfd, caplog
     try:
         wrong = _raw(srv, b'POST {path} HTTP/1.0\r\nContent-Length: 15\r\n\r\n{"type": "xyz"}', reset=False)
         garbled = _raw(srv, b'POST {path} HTTP/1.0\r\nContent-Length: 5\r\n\r\n{"ty"', reset=False)
+        no_length = _raw(srv, b'POST {path} HTTP/1.0\r\nContent-Length: five\r\n\r\n{}', reset=False)
         ok = _raw(srv, b'POST {path} HTTP/1.0\r\nContent-Length: %d\r\n\r\n' % len(body := (
             b'{"type": "status", "v": %d, "swarm_id": "s", "phase": "running"}' % Status().to_wire()["v"])) + body,
             reset=False)
@@ -88,6 +89,7 @@ def test_a_message_the_controller_cannot_read_is_a_400_in_one_line(capfd, caplog
         srv.stop()
     assert wrong.startswith(b"HTTP/1.0 400") and b"expected a status message, got 'xyz'" in wrong, wrong
     assert garbled.startswith(b"HTTP/1.0 400") and b"not JSON" in garbled, garbled
+    assert no_length.startswith(b"HTTP/1.0 400") and b"bad Content-Length" in no_length, no_length
     assert ok.startswith(b"HTTP/1.0 200") and b'"phase": "running"' in ok, ok
-    assert [r.exc_info for r in caplog.records if r.name == "harness.load.control"] == [None, None]
+    assert [r.exc_info for r in caplog.records if r.name == "harness.load.control"] == [None, None, None]
     assert "Traceback" not in capfd.readouterr().err
