@@ -23,6 +23,7 @@ These are PostgreSQL numbers from an emulation, never SQL Server's. Example:
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import math
 import statistics
@@ -66,16 +67,16 @@ def record(target: EmbeddedTarget, seconds: float, warmup: float, payload: int,
 
 def noise(done: list[float], start: float, seconds: float, window: float, members: int,
           slice_s: float) -> list[float]:
-    """Each whole window's log(rate of member 1 / rate of member 0), the SENDs dealt by slices."""
+    """Each whole window's log(rate of member 1 / rate of member 0), the SENDs (``done``, in
+    order) dealt by slices."""
     span = window * members
     out = []
     for w in range(int(seconds // span)):
         lo = start + w * span
         hi = lo + span
         counts = [0] * members
-        for t in done:
-            if lo <= t < hi:
-                counts[member_at(t, slice_s, members)] += 1
+        for t in done[bisect.bisect_left(done, lo):bisect.bisect_left(done, hi)]:
+            counts[member_at(t, slice_s, members)] += 1
         # each member's time in the window: the slices it owns (whole windows of whole slices
         # give each the same time only when span is a multiple of members x slice)
         owned = [0.0] * members

@@ -40,25 +40,26 @@ class ControlServer:
         class _H(BaseHTTPRequestHandler):
             def _handle(self, method: str) -> None:
                 prefix = f"/{server.token}"
-                if not self.path.startswith(prefix + "/"):
-                    self._reply(404, {"ok": False, "error": "not found"})
-                    return
-                fn = server.routes.get(f"{method} {self.path[len(prefix):]}")
+                route = self.path[len(prefix):] if self.path.startswith(prefix + "/") else None
+                fn = server.routes.get(f"{method} {route}") if route is not None else None
                 if fn is None:
                     self._reply(404, {"ok": False, "error": "not found"})
                     return
-                route = self.path[len(prefix):]
+
+                def refuse(error: str) -> None:   # a request this side cannot read: one line, a 400
+                    log.warning("control %s %s: %s", method, route, error)
+                    self._reply(400, {"ok": False, "error": error})
+
                 try:
                     n = int(self.headers.get("Content-Length") or 0)
                 except ValueError:
-                    log.warning("control %s %s: bad Content-Length", method, route)
-                    self._reply(400, {"ok": False, "error": "bad Content-Length"})
+                    refuse("bad Content-Length")
                     return
                 try:
                     raw = self.rfile.read(n) if n else b""
                 except OSError:
-                    raw = None
-                if raw is None or len(raw) < n:
+                    raw = b""
+                if len(raw) < n:
                     # the caller went away mid-request (a master killed, or its greenlet ended,
                     # while it sent): nobody reads a reply, and its process watch reports why
                     log.debug("control %s %s: the request ended before its body", method, route)
@@ -66,14 +67,12 @@ class ControlServer:
                 try:
                     body = json.loads(raw) if raw else {}
                 except ValueError as e:
-                    log.warning("control %s %s: not JSON: %s", method, route, e)
-                    self._reply(400, {"ok": False, "error": f"not JSON: {e}"})
+                    refuse(f"not JSON: {e}")
                     return
                 try:
                     out = fn(body)
-                except ProtocolError as e:   # a message this side cannot read: one line, no traceback
-                    log.warning("control %s %s: %s", method, route, e)
-                    self._reply(400, {"ok": False, "error": f"{type(e).__name__}: {e}"})
+                except ProtocolError as e:   # another version or type: no traceback
+                    refuse(f"{type(e).__name__}: {e}")
                     return
                 except Exception as e:  # reported to the caller, logged here
                     log.exception("control %s %s", method, route)
