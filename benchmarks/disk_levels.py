@@ -38,6 +38,20 @@ import time
 SEGMENT = 16 << 20
 
 
+def tick_means(seconds: float, tick: float, once) -> list[float]:
+    """Call ``once()`` (it returns the seconds it measured) for ``seconds``; the mean of each
+    ``tick`` seconds, in milliseconds."""
+    ticks, cur = [], []
+    start = time.perf_counter()
+    next_tick = start + tick
+    while time.perf_counter() - start < seconds:
+        cur.append(once())
+        if time.perf_counter() >= next_tick:
+            ticks.append(1000 * statistics.fmean(cur))
+            cur, next_tick = [], next_tick + tick
+    return ticks
+
+
 def flush_ticks(directory: str, seconds: float, block: int, tick: float) -> list[float]:
     """Mean milliseconds per fdatasync over each tick of a loop of append + fdatasync."""
     fd, path = tempfile.mkstemp(prefix="ssbench-disk-levels-", dir=directory)
@@ -46,10 +60,10 @@ def flush_ticks(directory: str, seconds: float, block: int, tick: float) -> list
             os.write(fd, b"\0" * (1 << 20))
         os.fsync(fd)
         os.lseek(fd, 0, os.SEEK_SET)
-        data, offset, ticks, cur = b"x" * block, 0, [], []
-        start = time.perf_counter()
-        next_tick = start + tick
-        while time.perf_counter() - start < seconds:
+        data, offset = b"x" * block, 0
+
+        def once() -> float:
+            nonlocal offset
             if offset + block > SEGMENT:
                 offset = 0
                 os.lseek(fd, 0, os.SEEK_SET)
@@ -57,12 +71,9 @@ def flush_ticks(directory: str, seconds: float, block: int, tick: float) -> list
             offset += block
             t = time.perf_counter()
             os.fdatasync(fd)
-            now = time.perf_counter()
-            cur.append(now - t)
-            if now >= next_tick:
-                ticks.append(1000 * statistics.fmean(cur))
-                cur, next_tick = [], next_tick + tick
-        return ticks
+            return time.perf_counter() - t
+
+        return tick_means(seconds, tick, once)
     finally:
         os.close(fd)
         os.unlink(path)
@@ -72,18 +83,14 @@ def cpu_ticks(seconds: float, tick: float, loop: int = 20000) -> list[float]:
     """Mean milliseconds of this thread's CPU time per run of an empty loop of ``loop``
     iterations, over each tick (the CPU probe of harness.collectors.cpuspeed, run without a
     pause): how fast the vCPU runs right now."""
-    ticks, cur = [], []
-    start = time.perf_counter()
-    next_tick = start + tick
-    while time.perf_counter() - start < seconds:
+
+    def once() -> float:
         t = time.thread_time()
         for _ in range(loop):
             pass
-        cur.append(time.thread_time() - t)
-        if time.perf_counter() >= next_tick:
-            ticks.append(1000 * statistics.fmean(cur))
-            cur, next_tick = [], next_tick + tick
-    return ticks
+        return time.thread_time() - t
+
+    return tick_means(seconds, tick, once)
 
 
 def memory_ticks(seconds: float, tick: float) -> list[float]:
@@ -97,19 +104,14 @@ def memory_ticks(seconds: float, tick: float) -> list[float]:
     a = rng.integers(0, 1 << 30, size=32 << 20, dtype=np.int64)
     idx = rng.integers(0, a.size, size=1 << 20)
     dst, src = np.empty(8 << 20, dtype=np.int64), a[: 8 << 20]
-    ticks, cur = [], []
-    start = time.perf_counter()
-    next_tick = start + tick
-    while time.perf_counter() - start < seconds:
+
+    def once() -> float:
         t = time.perf_counter()
         a[idx].sum()
         np.copyto(dst, src)
-        now = time.perf_counter()
-        cur.append(now - t)
-        if now >= next_tick:
-            ticks.append(1000 * statistics.fmean(cur))
-            cur, next_tick = [], next_tick + tick
-    return ticks
+        return time.perf_counter() - t
+
+    return tick_means(seconds, tick, once)
 
 
 def autocorrelation(x: list[float], lag: int) -> float:
