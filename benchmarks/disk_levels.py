@@ -134,7 +134,8 @@ def summarize(ticks: list[float], tick: float, window: float, reps: int) -> dict
         "windows": len(windows), "window_sd_pct": round(100 * statistics.stdev(windows), 1),
         "window_sd_if_independent_pct": round(100 * sd_tick / math.sqrt(per), 1),
         f"max_min_of_{reps}": {"median": round(statistics.median(spreads), 3),
-                               "p90": round(spreads[int(0.9 * (len(spreads) - 1))], 3)},
+                               "p90": round(spreads[int(0.9 * (len(spreads) - 1))], 3),
+                               "max": round(spreads[-1], 3)},
     }
 
 

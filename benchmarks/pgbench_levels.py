@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import statistics
 import subprocess
@@ -34,22 +33,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from disk_levels import summarize  # noqa: E402
 from harness.targets.embedded.server import SUPERUSER, EmbeddedServer, bin_dir  # noqa: E402
 
 DB = "ssbench_pgbench_levels"
 MODES = {"tpcb": [], "select": ["-S"]}
-
-
-def levels(rates: list[float], reps: int) -> dict:
-    """The s.d. of the windows' log rates and the max/min of every ``reps`` consecutive ones."""
-    logs = [math.log(r) for r in rates]
-    spreads = sorted(max(rates[i:i + reps]) / min(rates[i:i + reps]) for i in range(len(rates) - reps + 1))
-    return {"windows": len(rates), "mean": round(statistics.fmean(rates)),
-            "sd_pct": round(100 * statistics.stdev(logs), 1),
-            f"max_min_of_{reps}": {"median": round(statistics.median(spreads), 3),
-                                   "p90": round(spreads[int(0.9 * (len(spreads) - 1))], 3),
-                                   "max": round(spreads[-1], 3)}}
 
 
 def main() -> int:
@@ -81,10 +71,13 @@ def main() -> int:
                                       "-c", str(n), "-j", str(min(n, 2)), "-T", str(args.seconds),
                                       "-P", str(args.window), DB], capture_output=True, text=True, check=True)
                 rates = [float(m.group(1)) for m in re.finditer(r"progress: [\d.]+ s, ([\d.]+) tps", out.stderr)][1:]
-                row = {"clients": n, "mode": mode, **levels(rates, args.reps)}
+                # one tick per window: the windows' log s.d. and max/min of disk_levels.py
+                lv = summarize(rates, args.window, args.window, args.reps)
+                row = {"clients": n, "mode": mode, "windows": len(rates), "mean_tps": round(statistics.fmean(rates)),
+                       "sd_pct": lv["window_sd_pct"], f"max_min_of_{args.reps}": lv[f"max_min_of_{args.reps}"]}
                 results.append(row)
                 mm = row[f"max_min_of_{args.reps}"]
-                print(f"{mode:6s} {n:3d} clients: {row['mean']:8,} tps, {len(rates)} windows of {args.window} s, "
+                print(f"{mode:6s} {n:3d} clients: {row['mean_tps']:8,} tps, {len(rates)} windows of {args.window} s, "
                       f"s.d. {row['sd_pct']} %; max/min of {args.reps}: median {mm['median']}, "
                       f"p90 {mm['p90']}, max {mm['max']}")
                 print("    windows: " + ", ".join(f"{r:,.0f}" for r in rates), flush=True)
