@@ -31,10 +31,8 @@ import errno
 import json
 import logging
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -43,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..ports import free_port
 from .auth import TOKEN_ENV, new_token
 from .control import ControlServer
 from .hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS
@@ -79,40 +78,6 @@ def die_with_parent() -> None:
         return
     if os.getppid() == 1:  # the parent died before prctl took effect
         os._exit(1)
-
-
-#: where the kernel picks outgoing connections' local ports when it cannot say (Linux's default)
-EPHEMERAL_DEFAULT = (32768, 60999)
-
-
-def ephemeral_ports(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
-    try:
-        lo, hi = (int(x) for x in Path(path).read_text().split())
-        return lo, hi
-    except (OSError, ValueError):
-        return EPHEMERAL_DEFAULT
-
-
-def free_port(rng: random.Random | None = None) -> int:
-    """A TCP port on 127.0.0.1 that nobody listens on, for a listener started a moment later
-    (the Locust master, a web UI). Taken below the ephemeral range: a port of that range,
-    free when checked, can become the local port of any outgoing connection (a database
-    session, an HTTP call) before the listener binds it, and the listener then fails with
-    "Address already in use" (seen in CI). Only another listener choosing at random at the
-    same moment can take one of these. Falls back to a port the kernel picks."""
-    lo, _ = ephemeral_ports()
-    band = range(max(1024, lo - 20000), lo)
-    rng = rng or random.SystemRandom()
-    for port in rng.sample(band, min(len(band), 64)) if len(band) > 0 else ():
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -563,4 +528,4 @@ def is_no_space(e: BaseException) -> bool:
 
 
 __all__ = ["LOCUSTFILE", "ProtocolError", "RemoteWorkers", "Swarm", "SwarmFailed", "SwarmResult",
-           "child_env", "die_with_parent", "free_port", "worker_cmd"]
+           "child_env", "die_with_parent", "worker_cmd"]

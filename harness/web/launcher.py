@@ -38,7 +38,8 @@ from pathlib import Path
 from ..errors import TargetError, UserError
 from ..load.auth import TOKEN_ENV, new_token, token_from_env, token_problem
 from ..load.hosts import MASTER_PORT
-from ..load.swarm import Swarm, free_port
+from ..load.swarm import Swarm
+from ..ports import free_port
 from ..matrix import BrokerSettings
 from ..targets.base import Target
 from .auth import DEFAULT_SESSION_MINUTES, MASTER_ENV, Credentials, is_loopback

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.load.swarm import free_port
+from harness.ports import free_port
 
 from support.dashboard import APT, dashboard, queries, substitute
 

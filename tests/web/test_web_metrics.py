@@ -14,7 +14,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.load.swarm import free_port
+from harness.ports import free_port
 from support.embedded import wait_for
 from test_web_ui import WebProcess
 

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from ...errors import TargetError, UserError
 from ... import environment
+from ...ports import free_port
 
 log = logging.getLogger(__name__)
 
@@ -214,12 +214,6 @@ class EmbeddedServer:
         d.chmod(0o777 if self._user else 0o700)
         return d
 
-    @staticmethod
-    def _free_port() -> int:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
     # ------------------------------------------------------------------ state
     def _read_state(self) -> dict | None:
         try:
@@ -289,7 +283,7 @@ class EmbeddedServer:
         if self._user:
             self._prepare_root()
         st = self._read_state() or {}
-        port = st.get("port") or self._free_port()
+        port = st.get("port") or free_port()
         sock = self._socket_dir()
         args = [str(bin_dir() / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file), "-w",
                 "-t", "60", "-o", f"-p {port} -k {sock}", "start"]
@@ -297,7 +291,7 @@ class EmbeddedServer:
             self._run(args, timeout=90)
         except TargetError:
             # the remembered port may have been taken by someone else: one retry on a new one
-            port = self._free_port()
+            port = free_port()
             args[-2] = f"-p {port} -k {sock}"
             self._run(args, timeout=90)
         self.state_file.write_text(json.dumps({"port": port, "socket_dir": str(sock)}))

@@ -5,7 +5,7 @@ master's "Address already in use")."""
 import random
 import socket
 
-from harness.load.swarm import EPHEMERAL_DEFAULT, ephemeral_ports, free_port
+from harness.ports import EPHEMERAL_DEFAULT, ephemeral_ports, free_port
 
 
 def test_the_port_is_below_the_ephemeral_range_and_bindable():
