@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.ports import free_port
 from support import synth
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,12 +47,6 @@ pytestmark = [
 
 TABLES = ("permutations", "dialog_gains", "crossover", "top_waits", "wait_profile", "repetitions",
           "queue_timeseries", "issues")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 #: short-lived JVMs on 2 cores: one GC thread, the C1 compiler only (see harness.analysis.spark)
