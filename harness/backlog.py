@@ -84,6 +84,13 @@ class BacklogRepetition(Repetition):
         start, end = super()._phases(summary)
         return start, min(end, self.drain.t_on) if self.drain is not None else end
 
+    def _e2e_latencies(self, wd) -> list[int]:
+        """The fill's receipts, which end at the latest when activation came on: the window is
+        whole recording buckets and may reach past the fill's stop into the first receipts of
+        the drain (activation is off for the whole fill, so this is normally empty)."""
+        end = wd.end if self.drain is None else min(wd.end, self.drain.t_on)
+        return self.target.telemetry.e2e_latencies_us(wd.start, end)
+
     # ------------------------------------------------------------------ 2. the fill
     def _fill(self) -> tuple[SwarmResult, float]:
         """SEND until the initiators have sent ``run.backlog_messages`` (or the measured window

@@ -43,6 +43,24 @@ def test_backlog_set_activation_is_part_of_the_target_interface():
         Target.set_activation(type("T", (), {"kind": "x"})(), False)
 
 
+def test_the_fill_counts_no_receipt_after_activation_came_on():
+    """The fill's window is whole recording buckets and can end after activation came on; its
+    receipts stop at that moment (seen once in CI: the drain's first receipts gave a fill with
+    activation off a receive rate of 272.7 msg/s)."""
+    from harness.backlog import BacklogRepetition, DrainRecord
+    from harness.load.window import WindowData
+
+    asked = []
+    telemetry = type("Tm", (), {"e2e_latencies_us": lambda self, a, b: asked.append((a, b)) or []})()
+    rep = BacklogRepetition.__new__(BacklogRepetition)
+    rep.target = type("T", (), {"telemetry": telemetry})()
+    rep.drain = DrainRecord(backlog=10, t_on=1000.4)
+    rep._e2e_latencies(WindowData(start=990.0, end=1001.0))
+    rep.drain = None
+    rep._e2e_latencies(WindowData(start=990.0, end=1001.0))
+    assert asked == [(990.0, 1000.4), (990.0, 1001.0)]
+
+
 @pytest.mark.slow
 def test_backlog_drain_is_measured(pg_server, tmp_path):
     m = tmp_path / "backlog.yaml"
