@@ -178,10 +178,13 @@ def _repetition(f: _Families, rep: RepetitionState) -> None:
 
 
 def _client(f: _Families, base: list[str], rep: RepetitionState) -> None:
-    for (initiator, worker, phase), n in sorted(rep.sends.items()):
-        f.add("ssbench_sends", base + [phase, initiator, worker], n)
-    for (initiator, worker, phase), n in sorted(rep.errors.items()):
-        f.add("ssbench_send_errors", base + [phase, initiator, worker], n)
+    # every known worker's counters from 0 in every phase (Prometheus's advice for label values
+    # known in advance): rate() and increase() see a series' first SENDs only as a rise from a
+    # scraped value, and a short phase may reach the endpoint in a single step
+    known = {(i, w, ph) for i, w in rep.workers for ph in PHASES} | set(rep.sends) | set(rep.errors)
+    for initiator, worker, phase in sorted(known):
+        f.add("ssbench_sends", base + [phase, initiator, worker], rep.sends.get((initiator, worker, phase), 0))
+        f.add("ssbench_send_errors", base + [phase, initiator, worker], rep.errors.get((initiator, worker, phase), 0))
     for name, hists in (("ssbench_send_latency_seconds", rep.latency),
                         ("ssbench_send_latency_corrected_seconds", rep.corrected)):
         for (initiator, phase), b in sorted(hists.items()):

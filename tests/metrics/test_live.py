@@ -189,6 +189,29 @@ def test_sampler_ticks_become_gauges_with_bounded_labels():
     assert names <= exposed_names(), names - exposed_names()
 
 
+def test_a_workers_counters_start_at_zero_so_a_phase_reached_in_one_step_shows_a_rise():
+    """Seen once in CI: a 2 s measured phase reached the endpoint in one Progress step, its
+    series appeared at its total and Prometheus's rate() over it was 0 throughout. Every known
+    worker's SEND and error counters are exposed from 0 in every phase before any SEND."""
+    live = LiveState(command="run")
+    feed = live.repetition("run", "perm", 1)
+    feed.window(1.0, 2.0)
+    rec = Recorder(1, bucket_seconds=0.1)
+    rec.track_progress()
+    live.current.clock = lambda: T0 + 0.5
+    feed.progress(progress_of(rec, 1, None, now=T0 + 0.5))        # the worker is known, no SEND yet
+    first = scrape(live)
+    for name in ("ssbench_sends_total", "ssbench_send_errors_total"):
+        assert sorted((lab["phase"], v) for lab, v in first[name]) == \
+            [("drain", 0.0), ("measure", 0.0), ("warmup", 0.0)], name
+    for i in range(30):                                            # the whole measured phase at once
+        rec.record(T0 + 1.05 + i * 0.05, 0.001, None)
+    live.current.clock = lambda: T0 + 9.0
+    feed.progress(progress_of(rec, 2, T0, now=T0 + 9.0, final=True, stop_requested=T0 + 3.0))
+    second = {lab["phase"]: v for lab, v in scrape(live)["ssbench_sends_total"]}
+    assert second == {"warmup": 0.0, "measure": 30.0, "drain": 0.0}
+
+
 def test_only_the_repetition_in_progress_and_the_last_committed_are_exposed():
     live = LiveState(command="run")
     live.begin_run("r", "m", "t")
