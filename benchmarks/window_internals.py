@@ -7,14 +7,20 @@ Two modes, run by hand beside ``ssbench run`` on the embedded target:
 could follow: ``pg_stat_wal`` (records, full-page images, bytes), the WAL's writes, fsyncs and
 their time (``pg_stat_io``), checkpoints and background-writer writes, autovacuum workers and
 the oldest snapshot they hold, the block device's writes, flushes and their time
-(``/proc/diskstats``), dirty page cache, and the CPU seconds of every process class (backends
-by application name: senders, readers, transport; autovacuum; Locust; the broker; the rest).
+(``/proc/diskstats``), dirty page cache, the CPU seconds of every process class (backends
+by application name: senders, readers, transport; autovacuum; Locust; the broker; the rest),
+and in the emulation's databases (``--databases``) each ``ssb`` table's scans (sequential
+scans, tuples they read, index entries read, dead tuples) and the snapshot horizon: the oldest
+``backend_xmin`` of a session that holds it back (an autovacuum worker only while it analyzes:
+a plain VACUUM is ignored by the horizon) and whose it is.
 
 ``windows RUN_DIR OUT.jsonl`` joins those samples to the run's measured windows and prints, per
 repetition of one dialog strategy (``--dialogs``, default per_thread): its receive rate, WAL
 bytes and full-page images per message, WAL fsyncs per second and milliseconds per fsync as
 PostgreSQL timed them beside the device's own milliseconds per flush, checkpoints, the share
-of samples with an autovacuum worker, and CPU cores per process class.
+of samples with an autovacuum worker (and analyzing), the service queue's sequentially read
+tuples and head-index entries per message, the horizon's p90 age in transactions, and CPU
+cores per process class.
 
     .venv/bin/python benchmarks/window_internals.py sample /tmp/wi.jsonl &
     .venv/bin/ssbench run MATRIX --out /tmp/wi-run; kill %1
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import collections
+import contextlib
 import glob
 import json
 import os
@@ -74,7 +81,29 @@ def _processes(names: dict, apps: dict) -> dict:
     return dict(acc)
 
 
-def sample(out: Path, every: float) -> None:
+#: a session holding the snapshot horizon back: any with a snapshot but a plain VACUUM's
+HORIZON = """SELECT coalesce(application_name, '') || ' ' || backend_type, age(backend_xmin)
+               FROM pg_stat_activity
+              WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+                AND (backend_type <> 'autovacuum worker' OR query ILIKE '%analyze%')
+              ORDER BY age(backend_xmin) DESC LIMIT 1"""
+TABLES = """SELECT relname, seq_scan, seq_tup_read, coalesce(idx_tup_fetch, 0), n_dead_tup
+              FROM pg_stat_user_tables WHERE schemaname = 'ssb'"""
+INDEXES = "SELECT indexrelname, idx_tup_read FROM pg_stat_user_indexes WHERE schemaname = 'ssb'"
+
+
+def _tables(conns: dict) -> dict:
+    """Per database: each ssb table's [seq_scan, seq_tup_read, idx_tup_fetch, n_dead_tup] and
+    each index's idx_tup_read (a fresh statistics snapshot per call)."""
+    out = {}
+    for db, c in conns.items():
+        c.execute("SELECT pg_stat_clear_snapshot()")
+        out[db] = {"tables": {r[0]: list(r[1:]) for r in c.execute(TABLES)},
+                   "indexes": dict(c.execute(INDEXES).fetchall())}
+    return out
+
+
+def sample(out: Path, every: float, databases: list[str]) -> None:
     import psycopg
 
     from harness.targets.embedded.server import EmbeddedServer
@@ -87,15 +116,20 @@ def sample(out: Path, every: float) -> None:
                 time.sleep(0.5)
                 continue
             try:
-                with psycopg.connect(info.conninfo(), autocommit=True) as c:
+                with contextlib.ExitStack() as stack:
+                    c = stack.enter_context(psycopg.connect(info.conninfo(), autocommit=True))
+                    conns = {db: stack.enter_context(psycopg.connect(info.conninfo(db), autocommit=True))
+                             for db in databases}
                     while True:
                         t = time.time()
                         w = c.execute("SELECT wal_records, wal_fpi, wal_bytes::bigint FROM pg_stat_wal").fetchone()
                         io = c.execute("SELECT coalesce(sum(fsyncs), 0), coalesce(sum(fsync_time), 0) "
                                        "FROM pg_stat_io WHERE object = 'wal'").fetchone()
                         ck = c.execute("SELECT num_timed + num_requested, buffers_written FROM pg_stat_checkpointer").fetchone()
-                        av = c.execute("SELECT count(*), max(age(backend_xmin)) FROM pg_stat_activity "
+                        av = c.execute("SELECT count(*), max(age(backend_xmin)), "
+                                       "count(*) FILTER (WHERE query ILIKE '%analyze%') FROM pg_stat_activity "
                                        "WHERE backend_type = 'autovacuum worker'").fetchone()
+                        horizon = c.execute(HORIZON).fetchone()
                         apps = {str(pid): (app or "backend").rstrip("0123456789-")
                                 for pid, app in c.execute("SELECT pid, application_name FROM pg_stat_activity "
                                                           "WHERE backend_type = 'client backend'")}
@@ -107,13 +141,31 @@ def sample(out: Path, every: float) -> None:
                             "t": t, "wal_records": w[0], "wal_fpi": w[1], "wal_bytes": w[2],
                             "fsyncs": float(io[0]), "fsync_ms": float(io[1]), "checkpoints": ck[0],
                             "checkpoint_buffers": ck[1], "autovacuum": av[0], "autovacuum_xmin_age": av[1],
+                            "autovacuum_analyze": av[2], "horizon_age": horizon[1] if horizon else 0,
+                            "horizon_by": horizon[0] if horizon else "", "db": _tables(conns),
                             "disk_writes": int(d[7]), "disk_write_ms": int(d[10]), "disk_flushes": int(d[18]),
                             "disk_flush_ms": int(d[19]), "dirty_kb": dirty, "cpu": _processes(names, apps)}) + "\n")
                         f.flush()
                         time.sleep(every)
-            except psycopg.Error as e:  # the server restarted between repetitions
+            except psycopg.Error as e:  # the server restarted between repetitions, or no such database yet
                 print(f"window_internals: {e}".splitlines()[0], file=sys.stderr)
                 time.sleep(0.5)
+
+
+def _p90(xs: list) -> float:
+    xs = sorted(xs)
+    return xs[int(0.9 * (len(xs) - 1))] if xs else 0.0
+
+
+def _queue(a: dict, b: dict, msgs: int, db: str = "ssb_target") -> dict:
+    """The service queue's tuples read by sequential scans and its head index's (the primary
+    key's: RECEIVE's FIFO head) entries read, per message, between two samples."""
+    if db not in a.get("db", {}) or db not in b.get("db", {}):
+        return {"queue seq tup/msg": float("nan"), "head idx/msg": float("nan")}
+    ta, tb = a["db"][db]["tables"].get("service_queue"), b["db"][db]["tables"].get("service_queue")
+    ia, ib = a["db"][db]["indexes"].get("service_queue_pkey"), b["db"][db]["indexes"].get("service_queue_pkey")
+    return {"queue seq tup/msg": (tb[1] - ta[1]) / max(msgs, 1) if ta and tb else float("nan"),
+            "head idx/msg": (ib - ia) / max(msgs, 1) if ia is not None and ib is not None else float("nan")}
 
 
 def windows(run: Path, samples: Path, dialogs: str) -> None:
@@ -149,6 +201,9 @@ def windows(run: Path, samples: Path, dialogs: str) -> None:
             "device ms/flush": (b["disk_flush_ms"] - a["disk_flush_ms"]) / max(flushes, 1),
             "checkpoints": b["checkpoints"] - a["checkpoints"],
             "autovacuum %": 100 * sum(1 for r in inside if r["autovacuum"]) / max(len(inside), 1),
+            "analyze %": 100 * sum(1 for r in inside if r.get("autovacuum_analyze")) / max(len(inside), 1),
+            **_queue(a, b, msgs),
+            "horizon p90": _p90([r.get("horizon_age", 0) for r in inside]),
         }, cpu))
     if not table:
         raise SystemExit(f"no repetition of dialogs={dialogs} in {run}")
@@ -166,6 +221,8 @@ def main() -> int:
     s = sub.add_parser("sample")
     s.add_argument("out", type=Path)
     s.add_argument("--every", type=float, default=0.25)
+    s.add_argument("--databases", default="ssb_target,ssb_init1",
+                   help="the emulation's databases whose ssb tables are read (default: the embedded target's)")
     w = sub.add_parser("windows")
     w.add_argument("run", type=Path)
     w.add_argument("samples", type=Path)
@@ -173,7 +230,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.mode == "sample":
         try:
-            sample(args.out, args.every)
+            sample(args.out, args.every, [d for d in args.databases.split(",") if d])
         except KeyboardInterrupt:
             pass
     else:
