@@ -53,8 +53,8 @@ def _device() -> str:
     return Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}").resolve().name
 
 
-def _processes(names: dict, apps: dict) -> dict:
-    """CPU seconds per process class, from /proc."""
+def _processes(names: dict, apps: dict, roles: dict | None = None) -> dict:
+    """CPU seconds per process class, from /proc; ``roles`` gets each process's class."""
     acc = collections.Counter()
     for p in os.listdir("/proc"):
         if not p.isdigit():
@@ -78,6 +78,8 @@ def _processes(names: dict, apps: dict) -> dict:
         else:
             cls = "other"
         acc[cls] += (int(rest[11]) + int(rest[12])) / HZ
+        if roles is not None:
+            roles[p] = cls
     return dict(acc)
 
 
@@ -108,7 +110,7 @@ def sample(out: Path, every: float, databases: list[str]) -> None:
 
     from harness.targets.embedded.server import EmbeddedServer
 
-    server, dev, names = EmbeddedServer(), _device(), {}
+    server, dev, names, roles, told = EmbeddedServer(), _device(), {}, {}, {}
     with out.open("a") as f:
         while True:
             info = server.info()
@@ -144,7 +146,10 @@ def sample(out: Path, every: float, databases: list[str]) -> None:
                             "autovacuum_analyze": av[2], "horizon_age": horizon[1] if horizon else 0,
                             "horizon_by": horizon[0] if horizon else "", "db": _tables(conns),
                             "disk_writes": int(d[7]), "disk_write_ms": int(d[10]), "disk_flushes": int(d[18]),
-                            "disk_flush_ms": int(d[19]), "dirty_kb": dirty, "cpu": _processes(names, apps)}) + "\n")
+                            "disk_flush_ms": int(d[19]), "dirty_kb": dirty, "cpu": _processes(names, apps, roles),
+                            # each process's class once it is known (benchmarks/window_perf.py's pid -> class)
+                            "roles": {p: r for p, r in roles.items() if told.get(p) != r}}) + "\n")
+                        told.update(roles)
                         f.flush()
                         time.sleep(every)
             except psycopg.Error as e:  # the server restarted between repetitions, or no such database yet
