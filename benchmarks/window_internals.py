@@ -157,6 +157,20 @@ def sample(out: Path, every: float, databases: list[str]) -> None:
                 time.sleep(0.5)
 
 
+def window_messages(path: Path, s: dict) -> float:
+    """The messages received in a repetition's measured window, every member's of an alternated
+    one (they share its counters): each member's receive rate over its own seconds. Not
+    ``messages_received``: that is the whole repetition's (warm-up and drain too), and every
+    member of an alternated window reports the same one."""
+    total = 0.0
+    for pid in (s.get("alternation") or {}).get("members") or [s["permutation_id"]]:
+        rep = path.parent.parent.parent / pid / path.parent.name / "summary.json"
+        if rep.exists():
+            m = json.loads(rep.read_text())
+            total += m["receive_rate"] * m["window"]["measure_seconds"]
+    return total
+
+
 def _p90(xs: list) -> float:
     xs = sorted(xs)
     return xs[int(0.9 * (len(xs) - 1))] if xs else 0.0
@@ -188,12 +202,7 @@ def windows(run: Path, samples: Path, dialogs: str) -> None:
         w = s["window"]
         a, b = at(w["measure_start"]), at(w["measure_end"])
         dt = max(b["t"] - a["t"], 1e-9)
-        group = (s.get("alternation") or {}).get("members") or [s["permutation_id"]]
-        msgs = 0
-        for pid in group:  # every member's messages share the window's WAL
-            rep = Path(f).parent.parent.parent / pid / Path(f).parent.name / "summary.json"
-            if rep.exists():
-                msgs += json.loads(rep.read_text())["messages_received"]
+        msgs = window_messages(Path(f), s)
         fs = b["fsyncs"] - a["fsyncs"]
         flushes = b["disk_flushes"] - a["disk_flushes"]
         inside = [r for r in rows if w["measure_start"] <= r["t"] <= w["measure_end"]]

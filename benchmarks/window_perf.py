@@ -33,6 +33,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from window_internals import window_messages  # noqa: E402  (the sampler's companion script)
+
 #: ``perf script -F comm,pid,time,ip,sym,dso``: "comm pid time: ip sym (dso)"
 LINE = re.compile(r"^\s*(.*?)\s+(\d+)\s+([\d.]+):\s+[0-9a-f]+\s+(\S+)\s+\((.*)\)\s*$")
 
@@ -44,15 +47,9 @@ def windows(run: Path, dialogs: str) -> list[dict]:
         s = json.loads(Path(f).read_text())
         if s["permutation"]["dialogs"] != dialogs:
             continue
-        msgs = 0.0
-        for pid in (s.get("alternation") or {}).get("members") or [s["permutation_id"]]:
-            rep = Path(f).parent.parent.parent / pid / Path(f).parent.name / "summary.json"
-            if rep.exists():
-                m = json.loads(rep.read_text())
-                msgs += m["receive_rate"] * m["window"]["measure_seconds"]
         w = s["window"]
         out.append({"rep": s["repetition"], "start": w["measure_start"], "end": w["measure_end"],
-                    "rate": s["receive_rate"], "msgs": msgs, "classes": collections.Counter(),
+                    "rate": s["receive_rate"], "msgs": window_messages(Path(f), s), "classes": collections.Counter(),
                     "symbols": collections.Counter()})
     if not out:
         raise SystemExit(f"no repetition of dialogs={dialogs} in {run}")
