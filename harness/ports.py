@@ -21,10 +21,11 @@ def ephemeral_ports(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tup
 def free_port(rng: random.Random | None = None) -> int:
     """A TCP port on 127.0.0.1 that nobody listens on, for a listener started a moment later
     (the Locust master, a web UI, the embedded PostgreSQL server). Taken below the ephemeral
-    range: a port of that range, free when checked, can become the local port of any outgoing connection (a database
-    session, an HTTP call) before the listener binds it, and the listener then fails with
-    "Address already in use" (seen in CI). Only another listener choosing at random at the
-    same moment can take one of these. Falls back to a port the kernel picks."""
+    range: a port of that range, free when checked, can become the local port of any outgoing
+    connection (a database session, an HTTP call) before the listener binds it, and the
+    listener then fails with "Address already in use" (seen in CI). Only another listener
+    choosing at random at the same moment can take one of these. Falls back to a port the
+    kernel picks."""
     lo, _ = ephemeral_ports()
     band = range(max(1024, lo - 20000), lo)
     rng = rng or random.SystemRandom()
