@@ -56,18 +56,19 @@ def main() -> int:
     if any(m not in MODES for m in modes) or args.seconds < args.window * (args.reps + 2):
         ap.error(f"--modes of {sorted(MODES)}; --seconds at least --window x (--reps + 2)")
 
-    info = EmbeddedServer().start()
+    server = EmbeddedServer()
+    info, pgbench = server.start(), str(server.pgbench_path())
     conn = ["-h", str(info.socket_dir), "-p", str(info.port), "-U", SUPERUSER]
     psql = [str(bin_dir() / "psql"), *conn, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", "postgres"]
     subprocess.run([*psql, "-c", f"DROP DATABASE IF EXISTS {DB}", "-c", f"CREATE DATABASE {DB}"], check=True)
     results = []
     try:
-        subprocess.run([str(bin_dir() / "pgbench"), *conn, "-q", "-i", "-s", str(args.scale), DB],
+        subprocess.run([pgbench, *conn, "-q", "-i", "-s", str(args.scale), DB],
                        check=True, capture_output=True)
         for n in clients:
             for mode in modes:
                 subprocess.run([*psql, "-c", "CHECKPOINT"], check=True)
-                out = subprocess.run([str(bin_dir() / "pgbench"), *conn, "-n", "-M", "prepared", *MODES[mode],
+                out = subprocess.run([pgbench, *conn, "-n", "-M", "prepared", *MODES[mode],
                                       "-c", str(n), "-j", str(min(n, 2)), "-T", str(args.seconds),
                                       "-P", str(args.window), DB], capture_output=True, text=True, check=True)
                 rates = [float(m.group(1)) for m in re.finditer(r"progress: [\d.]+ s, ([\d.]+) tps", out.stderr)][1:]
