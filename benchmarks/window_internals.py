@@ -157,6 +157,14 @@ def sample(out: Path, every: float, databases: list[str]) -> None:
                 time.sleep(0.5)
 
 
+def strategy_summaries(run: Path, dialogs: str):
+    """(path, summary) of every repetition of the run's permutations with ``dialogs``."""
+    for f in sorted(glob.glob(str(run / "*" / "rep-*" / "summary.json"))):
+        s = json.loads(Path(f).read_text())
+        if s["permutation"]["dialogs"] == dialogs:
+            yield Path(f), s
+
+
 def window_messages(path: Path, s: dict) -> float:
     """The messages received in a repetition's measured window, every member's of an alternated
     one (they share its counters): each member's receive rate over its own seconds. Not
@@ -195,10 +203,7 @@ def windows(run: Path, samples: Path, dialogs: str) -> None:
         return rows[min(bisect.bisect_left(ts, t), len(rows) - 1)]
 
     table = []
-    for f in sorted(glob.glob(str(run / "*" / "rep-*" / "summary.json"))):
-        s = json.loads(Path(f).read_text())
-        if s["permutation"]["dialogs"] != dialogs:
-            continue
+    for f, s in strategy_summaries(run, dialogs):
         w = s["window"]
         a, b = at(w["measure_start"]), at(w["measure_end"])
         dt = max(b["t"] - a["t"], 1e-9)

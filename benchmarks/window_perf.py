@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import collections
-import glob
 import json
 import re
 import subprocess
@@ -34,7 +33,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from window_internals import window_messages  # noqa: E402  (the sampler's companion script)
+from window_internals import strategy_summaries, window_messages  # noqa: E402  (the sampler's companion script)
 
 #: ``perf script -F comm,pid,time,ip,sym,dso``: "comm pid time: ip sym (dso)"
 LINE = re.compile(r"^\s*(.*?)\s+(\d+)\s+([\d.]+):\s+[0-9a-f]+\s+(\S+)\s+\((.*)\)\s*$")
@@ -43,13 +42,10 @@ LINE = re.compile(r"^\s*(.*?)\s+(\d+)\s+([\d.]+):\s+[0-9a-f]+\s+(\S+)\s+\((.*)\)
 def windows(run: Path, dialogs: str) -> list[dict]:
     """The measured windows of ``dialogs``: start, end, its receive rate, every member's messages."""
     out = []
-    for f in sorted(glob.glob(str(run / "*" / "rep-*" / "summary.json"))):
-        s = json.loads(Path(f).read_text())
-        if s["permutation"]["dialogs"] != dialogs:
-            continue
+    for f, s in strategy_summaries(run, dialogs):
         w = s["window"]
         out.append({"rep": s["repetition"], "start": w["measure_start"], "end": w["measure_end"],
-                    "rate": s["receive_rate"], "msgs": window_messages(Path(f), s), "classes": collections.Counter(),
+                    "rate": s["receive_rate"], "msgs": window_messages(f, s), "classes": collections.Counter(),
                     "symbols": collections.Counter()})
     if not out:
         raise SystemExit(f"no repetition of dialogs={dialogs} in {run}")
