@@ -124,7 +124,8 @@ class Repetition:
 
     # ------------------------------------------------------------------ 1. setup
     def setup(self) -> Path:
-        """Prepare the target and start the collectors; returns the partial directory."""
+        """Prepare the target and start the collectors, and return once their idle references
+        are in (no SEND may touch them); returns the partial directory."""
         t, p = self.target, self.perm
         self.partial = self.run_dir.begin_rep(p.id, self.rep)
         self.on_status(f"preparing ({p.initiators} x {p.dialogs.dialogs_created(p.threads)} dialogs)")
@@ -147,6 +148,9 @@ class Repetition:
             self.sampler = Sampler(ctx, default_collectors(t.telemetry), interval=self.settings.sample_interval_seconds,
                                    on_tick=self._on_tick if self.feed is not None else self.on_tick)
             self.sampler.start()
+            self.sampler.wait_for_references(self.stop_event)   # the probes' idle references, before any SEND
+            if self.stop_event.is_set():
+                raise Interrupted()
         except BaseException:
             self.abort()
             raise

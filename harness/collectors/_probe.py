@@ -3,8 +3,9 @@ typical figure to judge a window's against (the storage collector's fsync, the C
 collector's loop).
 
 The probe runs from the collectors' start: every :attr:`ProbeThread.reference_interval` during
-its first :attr:`ProbeThread.reference_s` (the idle reference: the warm-up has drained and the
-swarm's first SEND is seconds away), then every :attr:`ProbeThread.interval`. A repetition's
+its first :attr:`ProbeThread.reference_s` (the idle reference: the warm-up has drained, and the
+repetition holds the swarm's first SEND back until it is in: Collector.reference_pending), then
+every :attr:`ProbeThread.interval`. A repetition's
 reference is the median of those first probes; the run's typical is the median of the
 references of its repetitions so far (:class:`RunReferences`: a run's repetitions share its
 process).
@@ -66,6 +67,14 @@ class ProbeThread(threading.Thread):
     def between(self, start: float, end: float) -> list[float]:
         with self._lock:
             return [ms for ts, ms in self.samples if start <= ts < end]
+
+    def reference_taken(self) -> bool:
+        """Are the idle reference's probes all in (or did the probe end: it takes no more)?"""
+        if self.error is not None or (self.ident is not None and not self.is_alive()):
+            return True
+        with self._lock:
+            t0 = self.samples[0][0] if self.samples else None
+        return t0 is not None and time.time() - t0 >= self.reference_s
 
     def idle_reference(self, now: float) -> float | None:
         """The median of the probes of the first ``reference_s`` once they are all in (None

@@ -45,6 +45,12 @@ class Collector:
         over the measured window. Most families contribute none."""
         return {}
 
+    def reference_pending(self) -> bool:
+        """True while this collector still takes an idle reference that no load may touch (a
+        probe's first seconds): the repetition holds the swarm's first SEND back until no
+        collector's is pending (:meth:`Sampler.wait_for_references`)."""
+        return False
+
     def close(self) -> None:
         pass
 
@@ -180,6 +186,21 @@ class Sampler:
         self._thread = threading.Thread(target=self._loop, name="ssbench-sampler", daemon=True)
         self._thread.start()
         return self
+
+    #: the longest wait for the collectors' idle references (a probe that cannot start ends its
+    #: own wait: it reports an error and is no longer pending)
+    REFERENCE_WAIT_S = 10.0
+
+    def wait_for_references(self, stop: threading.Event | None = None, timeout: float = REFERENCE_WAIT_S) -> float:
+        """Block until no collector takes an idle reference any more (or ``stop`` is set, or
+        ``timeout``): the swarm's first SEND comes after it. Returns the seconds waited."""
+        t0 = time.monotonic()
+        stop = stop or threading.Event()
+        while time.monotonic() - t0 < timeout and not stop.is_set():
+            if not any(c.reference_pending() for c in self.collectors):
+                break
+            stop.wait(0.01)
+        return time.monotonic() - t0
 
     def stop(self) -> None:
         self._stop.set()

@@ -14,7 +14,7 @@ was slower). The rate of a CPU-bound window follows it (docs/embedded.md, "CPU s
   the thread runs on. A tick's figure is the median of its probes.
 * **Window**: ``cpu_probe_ms`` is the mean over the window's ticks; ``cpu_reference_ms`` the
   run's typical (the median of its repetitions' idle references: the probes of the first
-  :data:`REFERENCE_S` of the collectors, before the swarm's first SEND); ``cpu_speed`` their
+  :data:`REFERENCE_S` of the collectors, which the swarm's first SEND waits for); ``cpu_speed`` their
   ratio (1.0: the typical speed; 0.7: the host ran the window 30 % slower). A window below
   :data:`SLOW_CPU_SPEED` is ``slow_cpu``: the repetition is ``noisy_host``, with the figure.
 """
@@ -80,6 +80,9 @@ class CpuSpeedCollector(Collector):
         self.last_probe_ts = now
         self.reference_ms = CpuSpeedCollector.references.take(self.probe, now, self.reference_ms)
         return [("probe_ms", "", statistics.median(probes))] if probes else []
+
+    def reference_pending(self) -> bool:
+        return self.probe is None or not self.probe.reference_taken()
 
     def summary_fields(self, ctx, window):
         ticks = window.series(self.family, "probe_ms")

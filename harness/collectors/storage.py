@@ -13,7 +13,7 @@ whose disk was disturbed (issue 24: storage noise is host noise).
   by time, since a slow disk yields fewer probes) is compared with the run's
   typical (``storage_reference_ms``): the median of the idle references of the run's
   repetitions so far (each the median probe of the first :data:`REFERENCE_S` of its collectors:
-  the warm-up has drained and the swarm's first SEND is seconds away). A window whose figure
+  the warm-up has drained, and the swarm's first SEND waits for it). A window whose figure
   is at least :data:`NOISY_STORAGE_RATIO` times the typical and
   :data:`NOISY_STORAGE_MIN_MS` above it is flagged ``noisy_storage``: something else was
   writing to the same disk (calibrated with benchmarks/storage_noise.py, error rates in
@@ -34,9 +34,9 @@ from .base import Collector
 PROBE_INTERVAL_S = 0.1
 #: bytes written per probe (one file-system block)
 PROBE_BYTES = 4096
-#: the idle reference: the probes of the first seconds of the collectors, before the first SEND
-#: (measured: the swarm's first SEND comes 2.9 to 6.3 s after the collectors start), taken
-#: every REFERENCE_INTERVAL_S
+#: the idle reference: the probes of the first seconds of the collectors, taken every
+#: REFERENCE_INTERVAL_S; the swarm's first SEND waits for it (Sampler.wait_for_references: a
+#: swarm kept from the last repetition sent its first SEND 0.7 s after the collectors started)
 REFERENCE_S = 1.5
 REFERENCE_INTERVAL_S = 0.02
 #: a window's probe median at least this many times the reference ...
@@ -130,8 +130,11 @@ class StorageCollector(Collector):
 
     def _take_reference(self, now: float) -> None:
         """The idle reference: the probes of the first REFERENCE_S after the probe started (the
-        collectors start once the warm-up drained, seconds before the swarm's first SEND)."""
+        collectors start once the warm-up drained; the swarm's first SEND waits for it)."""
         self.reference_ms = StorageCollector.references.take(self.probe, now, self.reference_ms)
+
+    def reference_pending(self) -> bool:
+        return not self.started or (self.probe is not None and not self.probe.reference_taken())
 
     def summary_fields(self, ctx, window):
         out = {}

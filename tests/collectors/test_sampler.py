@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from harness.collectors.base import Collector, SampleContext, Sampler
 from harness.errors import TargetError
@@ -43,3 +44,31 @@ def test_collectors_that_fail_alike_share_one_line_and_repeat_only_after_a_while
     with caplog.at_level(logging.WARNING, logger="harness.collectors.base"):
         sampler.tick()
     assert caplog.records[0].getMessage().endswith("(and 12 more failures since)")
+
+
+def test_the_wait_for_references_ends_when_the_probes_idle_references_are_in():
+    """A real CPU speed probe with a 0.3 s reference: the wait lasts until its first probe is
+    0.3 s old (the swarm's first SEND comes after), and a stop ends it at once."""
+    from harness.collectors.cpuspeed import CpuProbe, CpuSpeedCollector
+
+    class Short(CpuSpeedCollector):
+        def sample(self, ctx, now):
+            if self.probe is None:
+                self.probe = CpuProbe(interval=0.05, reference_interval=0.01, reference_s=0.3)
+                self.probe.start()
+            return []
+
+    s = Sampler(SampleContext(target=None, lock=threading.Lock()), [Counting(), Short()], interval=0.05)
+    s.start()
+    try:
+        waited = s.wait_for_references()
+        first = s.collectors[1].probe.samples[0][0]
+        assert 0.25 <= waited < 2.0 and not s.collectors[1].reference_pending()
+        assert time.time() - first >= 0.3
+    finally:
+        s.stop()
+    never = Sampler(SampleContext(target=None, lock=threading.Lock()), [Short()], interval=0.05)  # never started
+    stop = threading.Event()
+    stop.set()
+    assert never.wait_for_references(stop) < 0.1
+    assert not Counting().reference_pending()

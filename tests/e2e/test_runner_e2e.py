@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.collectors.storage import REFERENCE_S
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny.yaml"
 
@@ -62,6 +64,10 @@ def test_tiny_matrix_end_to_end(pg_server, tmp_path):
         assert queue_keys == {"xmitq.i1", "xmitq.i2", "queue"}
         assert any(x["family"] == "activation" and x["metric"] == "tasks_running" and x["value"] > 0
                    for x in samples)
+        # the swarm's first SEND waits for the probes' idle references (the first REFERENCE_S
+        # of the collectors); a worker's buckets are keyed by tenths of a second
+        first_send = min(int(b) for w in rep.glob("worker-*.json") for b in json.loads(w.read_text())["buckets"]) / 10
+        assert first_send >= samples[0]["ts"] + REFERENCE_S - 0.1, (first_send - samples[0]["ts"])
         lat = json.loads((rep / "latency.json").read_text())
         assert sum(lat["send"].values()) == d["send_latency_ms"]["count"]
         assert (rep / "locust_stats.csv").exists()
