@@ -234,7 +234,7 @@ def _summary_columns(F, corrupt: str) -> list:
                                   "activation_tasks_started_per_s", "dialog_errors_lost",
                                   # a disturbed window's figures (harness.results.disturbance)
                                   "other_cpu_percent", "steal_percent", "cpu_speed", "slow_cpu",
-                                  "cpu_probe_ms", "cpu_reference_ms", "storage_probe_ms",
+                                  "cpu_probe_ms", "cpu_reference_ms", "cross_cpu_ns", "storage_probe_ms",
                                   "storage_reference_ms", "freeze_seconds", "receive_stall_seconds",
                                   "receive_send_ratio", "queue_growth")],
         # what the technique comparisons judge and whether their mechanism engaged

@@ -83,7 +83,7 @@ SUMMARY = _s(
     ("worker_cpu_percent", MapType(StringType(), DoubleType())), ("client_bound", BooleanType()),
     ("other_cpu_percent", DoubleType()), ("steal_percent", DoubleType()), ("noisy_host", BooleanType()),
     ("cpu_probe_ms", DoubleType()), ("cpu_reference_ms", DoubleType()), ("cpu_speed", DoubleType()),
-    ("slow_cpu", BooleanType()),
+    ("slow_cpu", BooleanType()), ("cross_cpu_ns", DoubleType()),
     ("commit_latency_ms", DoubleType()), ("storage_probe_ms", DoubleType()),
     ("storage_reference_ms", DoubleType()), ("noisy_storage", BooleanType()),
     ("freeze_seconds", DoubleType()), ("server_frozen", BooleanType()),

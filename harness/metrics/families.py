@@ -80,6 +80,8 @@ METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "ssbench_steal_percent": ("gauge", (), "CPU stolen by the hypervisor, % of the machine."),
     "ssbench_cpu_probe_milliseconds": ("gauge", (), "The host's CPU probe: a fixed loop's own CPU time, ms "
                                                     "(higher: the host's CPU ran slower)."),
+    "ssbench_cross_cpu_round_trip_nanoseconds": ("gauge", (), "A cache line's round trip between two of this "
+                                                              "host's CPUs, ns (higher: CPUs farther apart)."),
     # end to end (the target's receive times, read after the drain)
     "ssbench_e2e_latency_seconds": ("histogram", ("phase",),
                                     "End-to-end latency of the measured window, once the repetition is committed."),
@@ -96,7 +98,8 @@ SAMPLED = {("throughput", "received_per_s"): "ssbench_received_messages_per_seco
            ("host", "system_memory_percent"): "ssbench_controller_memory_percent",
            ("host", "other_cpu_percent"): "ssbench_other_cpu_percent",
            ("host", "steal_percent"): "ssbench_steal_percent",
-           ("cpu_speed", "probe_ms"): "ssbench_cpu_probe_milliseconds"}
+           ("cpu_speed", "probe_ms"): "ssbench_cpu_probe_milliseconds",
+           ("cross_cpu", "round_trip_ns"): "ssbench_cross_cpu_round_trip_nanoseconds"}
 
 
 class _Families:

@@ -339,6 +339,9 @@ class RepetitionSummary(Document):
     cpu_reference_ms: float | None = field(default=None, metadata={"omit_none": True})
     cpu_speed: float | None = field(default=None, metadata={"omit_none": True})
     slow_cpu: bool = field(default=False, metadata={"omit_false": True})
+    #: the host's cross-CPU latency (harness.collectors.crosscpu): a cache line's round trip
+    #: between two of the machine's CPUs, ns, mean over the window's ticks; recorded, not judged
+    cross_cpu_ns: float | None = field(default=None, metadata={"omit_none": True})
     #: storage (harness.collectors.storage): the server's commit latency (median over the
     #: window's ticks of the mean log flush, ms), the fsync probe beside its data (window
     #: median, ms), its reference (the idle probe before the window) and whether the window's

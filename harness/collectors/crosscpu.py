@@ -1,0 +1,118 @@
+"""The host's cross-CPU latency of the moment: how long a cache line takes to go from one of
+this machine's CPUs to another and back (issue 24).
+
+On the 2-vCPU test VM of 2026-11-27 night the round trip between its two vCPUs (a C loop) took
+either about 80 ns or about 360 to 400 ns, switching every few tens of seconds to minutes: the
+host placed the two vCPUs on cores sharing a cache, or far apart. PostgreSQL's backends hand
+locks, buffer headers and the WAL's insert position from CPU to CPU on every commit, so at 8
+and 32 client threads a window's rate follows that level (up to 20 to 30 % lower on the far
+one), while the CPU speed probe (a loop in one CPU's own cache) and the steal time do not move.
+
+* **Probe** (``round_trip_ns``): a process of this collector (harness.collectors._crosscpu)
+  pinned to the first CPU this process may use, with a partner pinned to the last, bounces a
+  counter in shared memory: every :data:`PROBE_INTERVAL_S`, :data:`BURSTS` bursts of
+  :data:`ROUNDS` round trips, the fastest burst's nanoseconds per round trip (so a burst in
+  which the load preempted either side does not count). A tick's figure is the median of its
+  probes. It includes the interpreter's own work (the same in every probe): 190 ns on that VM
+  where the C loop took 80, 380 where it took 360.
+* **Window** (``cross_cpu_ns``): the mean over the window's ticks. Recorded, not judged: what
+  level counts as disturbed is not calibrated yet (docs/embedded.md, "Cross-CPU latency").
+
+Linux only, and only where this process may use at least two CPUs; elsewhere it records nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import statistics
+import subprocess
+import sys
+
+from ._probe import ProbeThread
+from .base import Collector
+
+#: seconds between two probes
+PROBE_INTERVAL_S = 0.2
+#: round trips per burst, and bursts per probe (the fastest counts)
+ROUNDS = 100
+BURSTS = 5
+
+
+def probe_cpus() -> tuple[int, int] | None:
+    """The two CPUs to probe between: the first and the last this process may use."""
+    if not hasattr(os, "sched_getaffinity") or not hasattr(os, "fork"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return (cpus[0], cpus[-1]) if len(cpus) >= 2 else None
+
+
+class CrossCpuProbe(ProbeThread):
+    """Asks the probe process for one figure every ``interval`` seconds."""
+
+    what = "cross-CPU probe"
+
+    def __init__(self, cpus: tuple[int, int], interval: float = PROBE_INTERVAL_S, rounds: int = ROUNDS,
+                 bursts: int = BURSTS):
+        super().__init__(interval, interval, 0.0)
+        self.cpus, self.rounds, self.bursts = cpus, rounds, bursts
+        self.proc: subprocess.Popen | None = None
+
+    def prepare(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.collectors._crosscpu", *(str(x) for x in (*self.cpus, self.rounds,
+                                                                                          self.bursts))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+
+    def measure(self) -> float:
+        try:
+            self.proc.stdin.write("\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise OSError(errno.EPIPE, "the probe process ended") from None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise OSError(errno.EPIPE, "the probe process ended")
+        return float(line)
+
+    def cleanup(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+
+class CrossCpuCollector(Collector):
+    family = "cross_cpu"
+
+    def __init__(self):
+        self.started = False
+        self.probe: CrossCpuProbe | None = None
+        self.last_probe_ts = 0.0
+
+    def sample(self, ctx, now):
+        if not self.started:
+            self.started = True
+            cpus = probe_cpus()
+            if cpus is not None:
+                self.probe = CrossCpuProbe(cpus)
+                self.probe.start()
+        if self.probe is None:
+            return []
+        if self.probe.error:
+            raise RuntimeError(self.probe.error)
+        probes = [x for x in self.probe.between(self.last_probe_ts, now) if x == x]   # nan: no answer
+        self.last_probe_ts = now
+        return [("round_trip_ns", "", statistics.median(probes))] if probes else []
+
+    def summary_fields(self, ctx, window):
+        ticks = window.series(self.family, "round_trip_ns")
+        return {"cross_cpu_ns": round(statistics.fmean(ticks), 1)} if ticks else {}
+
+    def close(self) -> None:
+        if self.probe is not None:
+            self.probe.stop()

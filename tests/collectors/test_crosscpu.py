@@ -1,0 +1,52 @@
+"""harness.collectors.crosscpu: the cross-CPU probe, real processes pinned to real CPUs. Two
+CPUs bounce a cache line in well under a microsecond; one CPU, where each side must wait for
+the scheduler to run the other, takes milliseconds: the figure is the CPUs' communication."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from harness.collectors.base import SampleContext, Sampler
+from harness.collectors.crosscpu import CrossCpuCollector, CrossCpuProbe, probe_cpus
+from support.embedded import REPO
+
+pytestmark = pytest.mark.skipif(probe_cpus() is None, reason="needs Linux and at least two CPUs for this process")
+
+
+def test_two_cpus_answer_in_under_a_microsecond_and_one_cpu_takes_the_scheduler():
+    cpus = probe_cpus()
+    cross = subprocess.run([sys.executable, "-m", "harness.collectors._crosscpu", str(cpus[0]), str(cpus[1]), "100", "5"],
+                           input="\n" * 5, capture_output=True, text=True, timeout=60, cwd=REPO)
+    same = subprocess.run([sys.executable, "-m", "harness.collectors._crosscpu", str(cpus[0]), str(cpus[0]), "3", "1"],
+                          input="\n", capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert cross.returncode == 0 and same.returncode == 0, cross.stderr + same.stderr
+    across = statistics.median(float(x) for x in cross.stdout.split())
+    alone = float(same.stdout.split()[0])
+    assert 10 < across < 5_000, cross.stdout
+    assert alone > 50 * across, (alone, across)
+
+
+def test_the_collector_records_a_window_figure_and_leaves_no_process_behind():
+    me = psutil.Process()
+    s = Sampler(SampleContext(target=None, lock=threading.Lock()), [CrossCpuCollector()], interval=0.25)
+    t0 = time.time()
+    s.start()
+    time.sleep(1.6)
+    probe: CrossCpuProbe = s.collectors[0].probe
+    helper = psutil.Process(probe.proc.pid)
+    family = helper.children()
+    assert len(family) == 1 and set(helper.cpu_affinity()) == {probe_cpus()[0]}
+    assert set(family[0].cpu_affinity()) == {probe_cpus()[1]}
+    s.stop()
+    fields = s.summary_fields(t0, time.time())
+    assert 10 < fields["cross_cpu_ns"] < 5_000, fields
+    assert not s.errors
+    assert not helper.is_running() or helper.status() == psutil.STATUS_ZOMBIE
+    assert not any(p.pid == family[0].pid for p in me.children(recursive=True))
