@@ -33,6 +33,21 @@ def host_cpu_speed(summaries: Iterable[Any]) -> dict[str, Any] | None:
             "sd_pct": round(100.0 * (math.exp(sd) - 1.0), 1)}
 
 
+def host_cross_cpu(summaries: Iterable[Any]) -> dict[str, Any] | None:
+    """How far the host's cross-CPU latency (harness.collectors.crosscpu) moved across a run's
+    windows: the lowest and highest ``cross_cpu_ns`` (an alternated window's members share
+    one figure, counted once); None with fewer than 2 windows measured."""
+    seen: dict[Any, float] = {}
+    for s in summaries:
+        ns = getattr(s, "cross_cpu_ns", None)
+        if ns:
+            start = getattr(getattr(s, "window", None), "measure_start", None)
+            seen[start if start is not None else id(s)] = float(ns)
+    if len(seen) < 2:
+        return None
+    return {"windows": len(seen), "min_ns": round(min(seen.values()), 1), "max_ns": round(max(seen.values()), 1)}
+
+
 def median(values: Iterable[float | None]) -> float | None:
     """Median of the values that are not None (None when there are none)."""
     vals = [v for v in values if v is not None]

@@ -203,6 +203,18 @@ def host_note(auto: Mapping[str, Any] | None) -> str | None:
             "corrected for it")
 
 
+def cross_cpu_note(auto: Mapping[str, Any] | None) -> str | None:
+    """What a run's windows measured of the host's cross-CPU latency (its auto record's
+    ``host_cross_cpu``): said whenever recorded, as a figure, not a judgement; None otherwise."""
+    h = (auto or {}).get("host_cross_cpu") or {}
+    if not h:
+        return None
+    return (f"host: a cache line's round trip between two of its CPUs took {h['min_ns']:.0f} to {h['max_ns']:.0f} ns "
+            f"across the run's {h['windows']} windows (cross_cpu_ns; docs/embedded.md, \"Cross-CPU latency\": on a VM "
+            "whose host runs its vCPUs far apart part of the time, a permutation's absolute rates follow it; "
+            "alternated strategies share each window's)")
+
+
 def key_row(j: Judged, auto: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One key-table row (JSON-able) for a judged comparison; ``auto``: its run's ``auto``
     record from run.json (why the run stopped adding rounds)."""
@@ -274,6 +286,8 @@ def key_section(judged: Iterable[Judged], autos: Mapping[str, Mapping[str, Any]]
             notes.append(f"{r['verdict']}: {where}: {r['reason']}")
     if any(r["verdict"] == INCONCLUSIVE for r in rows):
         notes += [n for n in (host_note(a) for a in autos.values()) if n]
+    if rows:
+        notes += [n for n in (cross_cpu_note(a) for a in autos.values()) if n]
     decided = sum(1 for r in rows if r["verdict"] not in (INCONCLUSIVE, NOT_EXERCISED))
     idle = sum(1 for r in rows if r["verdict"] == NOT_EXERCISED)
     title = (f"Key results: {decided} of {len(rows)} comparisons decided" + (f", {idle} not exercised" if idle else "")

@@ -126,3 +126,28 @@ def test_the_key_table_says_which_comparisons_were_judged_paired():
 
     rows = [key_row(Judged(P, o, rule)) for o in (paired, welch)]
     assert [(r["reps_text"], r["paired"]) for r in rows] == [("4/4 paired", True), ("4/4", False)]
+
+
+def test_the_hosts_cross_cpu_latency_is_the_key_tables_last_note_whatever_the_verdicts():
+    """The run's record of its cross-CPU latency (harness.results.host_cross_cpu: an alternated
+    window's members counted once) is said under the key table, decided or not: a figure."""
+    from types import SimpleNamespace
+
+    from harness.results import host_cross_cpu
+    from harness.verdicts.answer import cross_cpu_note
+
+    def summary(start, ns):
+        return SimpleNamespace(cross_cpu_ns=ns, window=SimpleNamespace(measure_start=start))
+
+    h = host_cross_cpu([summary(1.0, 201.4), summary(1.0, 201.4), summary(2.0, 368.1), summary(3.0, None)])
+    assert h == {"windows": 2, "min_ns": 201.4, "max_ns": 368.1}
+    assert host_cross_cpu([summary(1.0, 201.4), summary(1.0, 201.4)]) is None
+    note = cross_cpu_note({"host_cross_cpu": h})
+    assert note.startswith("host: a cache line's round trip between two of its CPUs took 201 to 368 ns across "
+                           "the run's 2 windows")
+    assert cross_cpu_note({}) is None and cross_cpu_note(None) is None
+    decided = judge_all([row("p8", "per_thread", 8, [100, 101, 99]), row("t8", "trick150", 8, [150, 152, 149])],
+                        default=Rule(threshold_pct=5.0, min_reps=3, max_reps=5))
+    assert key_answer(decided, ["r"], {"r": {"host_cross_cpu": h}}).section(KEY).notes[-1] == note
+    assert key_answer(judged(), ["r"], {"r": {"host_cross_cpu": h}}).section(KEY).notes[-1] == note
+    assert not any("cache line" in n for n in key_answer(decided, ["r"], {"r": {}}).section(KEY).notes)
