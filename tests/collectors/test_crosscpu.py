@@ -50,3 +50,37 @@ def test_the_collector_records_a_window_figure_and_leaves_no_process_behind():
     assert not s.errors
     assert not helper.is_running() or helper.status() == psutil.STATUS_ZOMBIE
     assert not any(p.pid == family[0].pid for p in me.children(recursive=True))
+
+
+def test_a_stopped_partner_gives_nan_not_a_hang_and_a_killed_probe_takes_its_partner_along():
+    """Real signals: the partner SIGSTOPped, the next probe answers ``nan`` (no answer within
+    50 ms) instead of waiting for it; the probe process SIGKILLed, its partner exits on its own.
+    (A partner stopped in the middle of a burst, PROBE_LIMIT_S, cannot be hit on purpose: a
+    probe's bursts last a fraction of a millisecond.)"""
+    import math
+    import os
+    import signal
+
+    from harness.collectors._crosscpu import PROBE_LIMIT_S
+
+    cpus = probe_cpus()
+    p = subprocess.Popen([sys.executable, "-m", "harness.collectors._crosscpu", str(cpus[0]), str(cpus[1]), "100", "5"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, cwd=REPO)
+    try:
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert 10 < float(p.stdout.readline()) < 5_000
+        partner = psutil.Process(p.pid).children()[0]
+        partner.send_signal(signal.SIGSTOP)
+        t0 = time.monotonic()
+        p.stdin.write("\n")
+        p.stdin.flush()
+        line = p.stdout.readline()
+        assert time.monotonic() - t0 < PROBE_LIMIT_S + 3 and (math.isnan(float(line))), line
+        partner.send_signal(signal.SIGCONT)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        assert partner.wait(timeout=5) is not None or not partner.is_running()
+    finally:
+        if p.poll() is None:
+            p.kill()
