@@ -17,8 +17,8 @@ from harness.targets.base import SendPaths, Sender
 from harness.targets.sender import open_sender, sender_class, sender_factory
 from support import PLUGINS_DIR
 
-BUILT_IN_COLLECTORS = ["activation", "broker", "broker_waits", "cpu_speed", "dialogs", "host", "locks", "page_latch", "queues", "stalls",
-                       "storage", "throughput", "waits"]
+BUILT_IN_COLLECTORS = ["activation", "broker", "broker_waits", "cpu_speed", "cross_cpu", "dialogs", "host", "locks",
+                       "page_latch", "queues", "stalls", "storage", "throughput", "waits"]
 
 
 @pytest.fixture
