@@ -5,10 +5,9 @@ collector's loop).
 The probe runs from the collectors' start: every :attr:`ProbeThread.reference_interval` during
 its first :attr:`ProbeThread.reference_s` (the idle reference: the warm-up has drained, and the
 repetition holds the swarm's first SEND back until it is in: Collector.reference_pending), then
-every :attr:`ProbeThread.interval`. A repetition's
-reference is the median of those first probes; the run's typical is the median of the
-references of its repetitions so far (:class:`RunReferences`: a run's repetitions share its
-process).
+every :attr:`ProbeThread.interval`. A repetition's reference is the median of those first
+probes; the run's typical is the median of the references of its repetitions so far
+(:class:`RunReferences`: a run's repetitions share its process).
 """
 
 from __future__ import annotations
