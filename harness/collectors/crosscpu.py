@@ -18,6 +18,7 @@ one), while the CPU speed probe (a loop in one CPU's own cache) and the steal ti
 * **Window** (``cross_cpu_ns``): the mean over the window's ticks. Recorded, not judged: what
   level counts as disturbed is not calibrated yet (docs/embedded.md, "Cross-CPU latency").
 
+It probes the machine ssbench runs on: the embedded target's too, not a remote SQL Server's.
 Linux only, and only where this process may use at least two CPUs; elsewhere it records nothing.
 """
 
