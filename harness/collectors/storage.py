@@ -39,6 +39,8 @@ PROBE_BYTES = 4096
 #: swarm kept from the last repetition sent its first SEND 0.7 s after the collectors started)
 REFERENCE_S = 1.5
 REFERENCE_INTERVAL_S = 0.02
+#: the probe's file in the directory the target names: this prefix, then the process and probe
+PROBE_FILE_PREFIX = ".ssbench-fsync-probe-"
 #: a window's probe median at least this many times the reference ...
 NOISY_STORAGE_RATIO = 3.0
 #: ... and at least this many milliseconds above it is flagged noisy_storage
@@ -53,7 +55,7 @@ class FsyncProbe(ProbeThread):
     def __init__(self, directory: Path, interval: float = PROBE_INTERVAL_S,
                  reference_interval: float = REFERENCE_INTERVAL_S, reference_s: float = REFERENCE_S):
         super().__init__(interval, reference_interval, reference_s)
-        self.path = Path(directory) / f".ssbench-fsync-probe-{os.getpid()}-{id(self):x}"
+        self.path = Path(directory) / f"{PROBE_FILE_PREFIX}{os.getpid()}-{id(self):x}"
         self._block = os.urandom(PROBE_BYTES)
         self._fd: int | None = None
 

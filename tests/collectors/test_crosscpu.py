@@ -22,10 +22,11 @@ pytestmark = pytest.mark.skipif(probe_cpus() is None, reason="needs Linux and at
 
 def test_two_cpus_answer_in_under_a_microsecond_and_one_cpu_takes_the_scheduler():
     cpus = probe_cpus()
-    cross = subprocess.run([sys.executable, "-m", "harness.collectors._crosscpu", str(cpus[0]), str(cpus[1]), "100", "5"],
-                           input="\n" * 5, capture_output=True, text=True, timeout=60, cwd=REPO)
-    same = subprocess.run([sys.executable, "-m", "harness.collectors._crosscpu", str(cpus[0]), str(cpus[0]), "3", "1"],
-                          input="\n", capture_output=True, text=True, timeout=60, cwd=REPO)
+    probe = [sys.executable, "-m", "harness.collectors._crosscpu"]
+    cross = subprocess.run(probe + [str(cpus[0]), str(cpus[1]), "100", "5"], input="\n" * 5, capture_output=True,
+                           text=True, timeout=60, cwd=REPO)
+    same = subprocess.run(probe + [str(cpus[0]), str(cpus[0]), "3", "1"], input="\n", capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
     assert cross.returncode == 0 and same.returncode == 0, cross.stderr + same.stderr
     across = statistics.median(float(x) for x in cross.stdout.split())
     alone = float(same.stdout.split()[0])

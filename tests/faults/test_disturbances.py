@@ -18,7 +18,7 @@ import psutil
 import pytest
 from conftest_faults import FAULT_RATE, REPO, check_account, finish, ssbench_popen, wait_for, write_matrix
 
-from harness.collectors.storage import REFERENCE_S
+from harness.collectors.storage import PROBE_FILE_PREFIX, REFERENCE_S
 from harness.results import counts_in_verdicts
 
 pytestmark = pytest.mark.slow
@@ -33,16 +33,16 @@ def matrix(tmp_path: Path, *, dialogs="per_thread", server="durable", threads=4,
                         dialogs=dialogs, server=server, waitfor_ms=waitfor_ms)
 
 
-def start_in_window(m: Path, out: Path, env=None, after: float = 2.5):
+def start_in_window(m: Path, out: Path, env=None):
     """Start ``ssbench run`` and return once the target receives (the swarm has spawned) and
-    ``after`` more seconds have passed: past the 1 s Locust warm-up, inside the window."""
+    2.5 s more have passed: past the 1 s Locust warm-up, inside the window."""
     p = ssbench_popen("run", str(m), "--out", str(out), env=env)
     lines: list[str] = []
     deadline = time.monotonic() + 180
     while not any(RECEIVING.search(x) for x in lines):
         assert p.poll() is None and time.monotonic() < deadline, "".join(lines)[-3000:]
         wait_for(lines, p, "msg/s received", 5)
-    time.sleep(after)
+    time.sleep(2.5)
     return p, lines
 
 
@@ -132,11 +132,11 @@ def test_a_disk_written_by_another_process_is_noisy_storage(pg_server, tmp_path,
     senders, have the CPU they need (closed loop they wrote less and the probe saw less)."""
     out = tmp_path / "run"
     probe_dir = pg_server.data_dir.parent
-    before = set(probe_dir.glob(".ssbench-fsync-probe-*"))
+    before = set(probe_dir.glob(PROBE_FILE_PREFIX + "*"))
     p = ssbench_popen("run", str(matrix(tmp_path, measure=6, rate=FAULT_RATE)), "--out", str(out))
     lines: list[str] = []
     deadline = time.monotonic() + 180
-    while not set(probe_dir.glob(".ssbench-fsync-probe-*")) - before:   # the collectors started
+    while not set(probe_dir.glob(PROBE_FILE_PREFIX + "*")) - before:   # the collectors started
         assert p.poll() is None and time.monotonic() < deadline, "".join(lines + p.stderr.readlines())[-3000:]
         time.sleep(0.02)
     time.sleep(REFERENCE_S + 0.1)
