@@ -215,6 +215,17 @@ def cross_cpu_note(auto: Mapping[str, Any] | None) -> str | None:
             "alternated strategies share each window's)")
 
 
+def spread_note(auto: Mapping[str, Any] | None) -> str | None:
+    """How far a run's permutations' rates spread over their repetitions (its auto record's
+    ``rate_spread``): said whenever recorded, as a figure; None otherwise."""
+    s = (auto or {}).get("rate_spread") or {}
+    if not s:
+        return None
+    return (f"rates: each permutation's repetitions spread by {s['min']:.2f} to {s['max']:.2f} (max/min receive rate, "
+            f"{s['permutations']} permutations; the widest {s['widest']}): what one repetition's rate is worth on this "
+            "machine; the intervals above carry it (docs/embedded.md, \"What the spread follows\")")
+
+
 def key_row(j: Judged, auto: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One key-table row (JSON-able) for a judged comparison; ``auto``: its run's ``auto``
     record from run.json (why the run stopped adding rounds)."""
@@ -287,7 +298,7 @@ def key_section(judged: Iterable[Judged], autos: Mapping[str, Mapping[str, Any]]
     if any(r["verdict"] == INCONCLUSIVE for r in rows):
         notes += [n for n in (host_note(a) for a in autos.values()) if n]
     if rows:
-        notes += [n for n in (cross_cpu_note(a) for a in autos.values()) if n]
+        notes += [n for a in autos.values() for n in (spread_note(a), cross_cpu_note(a)) if n]
     decided = sum(1 for r in rows if r["verdict"] not in (INCONCLUSIVE, NOT_EXERCISED))
     idle = sum(1 for r in rows if r["verdict"] == NOT_EXERCISED)
     title = (f"Key results: {decided} of {len(rows)} comparisons decided" + (f", {idle} not exercised" if idle else "")

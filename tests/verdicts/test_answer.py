@@ -151,3 +151,33 @@ def test_the_hosts_cross_cpu_latency_is_the_key_tables_last_note_whatever_the_ve
     assert key_answer(decided, ["r"], {"r": {"host_cross_cpu": h}}).section(KEY).notes[-1] == note
     assert key_answer(judged(), ["r"], {"r": {"host_cross_cpu": h}}).section(KEY).notes[-1] == note
     assert not any("cache line" in n for n in key_answer(decided, ["r"], {"r": {}}).section(KEY).notes)
+
+
+def test_the_permutations_spread_is_said_under_the_key_table_before_the_cross_cpu_note():
+    """harness.results.rate_spread: per permutation, max/min of the receive rates of the
+    repetitions that count in verdicts (a noisy_storage one is left out; one counted repetition gives
+    no spread); the key table says the narrowest and widest, and names the widest."""
+    from types import SimpleNamespace
+
+    from harness.results import host_cross_cpu, rate_spread
+    from harness.verdicts.answer import spread_note
+
+    def rep(pid, rate, status="ok", start=1.0):
+        return SimpleNamespace(permutation_id=pid, receive_rate=rate, status=status, cross_cpu_ns=200.0 + start,
+                               window=SimpleNamespace(measure_start=start))
+
+    reps = [rep("a", 100.0), rep("a", 110.0), rep("a", 50.0, "noisy_storage"), rep("b", 200.0), rep("b", 250.0),
+            rep("c", 300.0), rep("d", 10.0), rep("d", 0.0, start=2.0)]
+    s = rate_spread(reps)
+    assert s == {"permutations": 2, "min": 1.1, "max": 1.25, "widest": "b"}
+    assert rate_spread([rep("a", 100.0), rep("b", 120.0)]) is None
+    note = spread_note({"rate_spread": s})
+    assert note.startswith("rates: each permutation's repetitions spread by 1.10 to 1.25 (max/min receive rate, "
+                           "2 permutations; the widest b)")
+    assert spread_note({}) is None and spread_note(None) is None
+    auto = {"rate_spread": s, "host_cross_cpu": host_cross_cpu(reps)}
+    decided = judge_all([row("p8", "per_thread", 8, [100, 101, 99]), row("t8", "trick150", 8, [150, 152, 149])],
+                        default=Rule(threshold_pct=5.0, min_reps=3, max_reps=5))
+    notes = key_answer(decided, ["r"], {"r": auto}).section(KEY).notes
+    assert notes[-2] == note and notes[-1].startswith("host: a cache line's round trip")
+    assert not any(n.startswith("rates:") for n in key_answer(decided, ["r"], {"r": {}}).section(KEY).notes)
