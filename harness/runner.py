@@ -22,8 +22,7 @@ from .matrix import Matrix, Permutation
 from .progress import Progress
 from .backlog import BacklogRepetition
 from .repetition import AlternatedRepetition, Interrupted, Repetition
-from .results import (RepetitionSummary, RunDir, disturbance, host_cpu_speed, host_cross_cpu, rate_spread, utc_now_iso,
-                      write_atomic)
+from .results import RepetitionSummary, RunDir, disturbance, host_cpu_speed, host_cross_cpu, utc_now_iso, write_atomic
 from .targets.base import Target
 from .verdicts import Rule, rows_from_summaries
 from .verdicts.answer import comparison_words, host_note, key_row, stop_words, threads_text
@@ -221,8 +220,7 @@ class Runner:
         record = {**clock, "stopped": plan.stop, "comparisons": len(plan.judged),
                   "decided": len(plan.judged) - len(plan.undecided) - len(idle), "not_exercised": len(idle)}
         summaries = list(self.run_dir.readable_summaries())
-        for key, host in (("host_cpu_speed", host_cpu_speed(summaries)), ("host_cross_cpu", host_cross_cpu(summaries)),
-                          ("rate_spread", rate_spread(summaries))):
+        for key, host in (("host_cpu_speed", host_cpu_speed(summaries)), ("host_cross_cpu", host_cross_cpu(summaries))):
             if host is not None:
                 record[key] = host
         rows = [key_row(j, record) for j in plan.undecided]

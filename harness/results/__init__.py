@@ -16,7 +16,7 @@ from .model import (DISTURBED_STATUSES, KEPT_OUT_OF_VERDICTS, LATENCY_SCHEMA, PE
                     counts_in_verdicts)
 from .reader import REP_RE, TAIL_RE, RepRef, RunReader, find_runs, latest_unfinished, read_json, rep_name
 from .store import RunDir, utc_now_iso, write_atomic, write_json, write_jsonl
-from .summary import (build_repetition_summary, disturbance, host_cpu_speed, host_cross_cpu, median, rate_spread,
+from .summary import (build_repetition_summary, disturbance, host_cpu_speed, host_cross_cpu, median,
                       repetition_status, summarize_permutation)
 
 __all__ = ["DISTURBED_STATUSES", "KEPT_OUT_OF_VERDICTS", "counts_in_verdicts", "disturbance", "Histogram",
@@ -24,4 +24,4 @@ __all__ = ["DISTURBED_STATUSES", "KEPT_OUT_OF_VERDICTS", "counts_in_verdicts", "
            "PermutationSummary", "RepetitionSummary", "RunRecord", "check_schema", "REP_RE", "TAIL_RE",
            "RepRef", "RunReader", "find_runs", "latest_unfinished", "read_json", "rep_name", "RunDir",
            "utc_now_iso", "write_atomic", "write_json", "write_jsonl", "build_repetition_summary", "median",
-           "repetition_status", "summarize_permutation", "host_cpu_speed", "host_cross_cpu", "rate_spread"]
+           "repetition_status", "summarize_permutation", "host_cpu_speed", "host_cross_cpu"]

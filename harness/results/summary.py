@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence
 
 from .histogram import Histogram
 from .model import (ClientHost, InitiatorResult, WorkerResult, LatencySummary, Medians, PermutationSummary, RepetitionSummary,
-                    TargetRef, TopWait, Window, counts_in_verdicts)
+                    TargetRef, TopWait, Window)
 
 
 def host_cpu_speed(summaries: Iterable[Any]) -> dict[str, Any] | None:
@@ -46,23 +46,6 @@ def host_cross_cpu(summaries: Iterable[Any]) -> dict[str, Any] | None:
     if len(seen) < 2:
         return None
     return {"windows": len(seen), "min_ns": round(min(seen.values()), 1), "max_ns": round(max(seen.values()), 1)}
-
-
-def rate_spread(summaries: Iterable[Any]) -> dict[str, Any] | None:
-    """How far each permutation's receive rates spread over its repetitions that count in
-    verdicts: the smallest and largest max/min across the permutations with at least 2 of
-    them, and the permutation of the largest; None when no permutation has 2."""
-    rates: dict[str, list[float]] = {}
-    for s in summaries:
-        rate = getattr(s, "receive_rate", None)
-        if rate and counts_in_verdicts(getattr(s, "status", None)):
-            rates.setdefault(s.permutation_id, []).append(float(rate))
-    spreads = {pid: max(r) / min(r) for pid, r in rates.items() if len(r) >= 2}
-    if not spreads:
-        return None
-    widest = max(spreads, key=spreads.__getitem__)
-    return {"permutations": len(spreads), "min": round(min(spreads.values()), 3),
-            "max": round(spreads[widest], 3), "widest": widest}
 
 
 def median(values: Iterable[float | None]) -> float | None:

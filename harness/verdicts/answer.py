@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, TextIO
 
+from ..results import counts_in_verdicts
 from .pairs import Judged, Pairing, kept_out, pays_from
 from .rule import INCONCLUSIVE, NOT_EXERCISED
 from .techniques import how_to_exercise
@@ -215,15 +216,34 @@ def cross_cpu_note(auto: Mapping[str, Any] | None) -> str | None:
             "alternated strategies share each window's)")
 
 
-def spread_note(auto: Mapping[str, Any] | None) -> str | None:
-    """How far a run's permutations' rates spread over their repetitions (its auto record's
-    ``rate_spread``): said whenever recorded, as a figure; None otherwise."""
-    s = (auto or {}).get("rate_spread") or {}
-    if not s:
+def rate_spread(judged: Iterable[Judged]) -> dict[str, Any] | None:
+    """How far each compared permutation's receive rates spread over its repetitions that
+    count in verdicts: the smallest and largest max/min across the permutations with at least
+    2 of them, and the permutation of the largest; None when none has 2."""
+    rows = {}
+    for j in judged:
+        for r in (j.pairing.treatment, j.pairing.baseline):
+            rows[(r.get("run_id"), r.get("perm_id"))] = r
+    spreads = {}
+    for (_, pid), r in rows.items():
+        rates = [float(v) for v, s in zip(r.get("receive_rate_values") or [], r.get("rep_statuses") or [])
+                 if v and counts_in_verdicts(s)]
+        if len(rates) >= 2:
+            spreads[pid] = max(rates) / min(rates)
+    if not spreads:
         return None
-    return (f"rates: each permutation's repetitions spread by {s['min']:.2f} to {s['max']:.2f} (max/min receive rate, "
-            f"{s['permutations']} permutations; the widest {s['widest']}): what one repetition's rate is worth on this "
-            "machine; the intervals above carry it (docs/embedded.md, \"What the spread follows\")")
+    widest = max(spreads, key=spreads.__getitem__)
+    return {"permutations": len(spreads), "min": round(min(spreads.values()), 3), "max": round(spreads[widest], 3),
+            "widest": widest}
+
+
+def spread_note(spread: Mapping[str, Any] | None) -> str | None:
+    """The note saying :func:`rate_spread`'s figure (None without one)."""
+    if not spread:
+        return None
+    return (f"rates: each permutation's repetitions spread by {spread['min']:.2f} to {spread['max']:.2f} (max/min "
+            f"receive rate, {spread['permutations']} permutations; the widest {spread['widest']}): what one repetition's "
+            "rate is worth on this machine; the intervals above carry it (docs/embedded.md, \"What the spread follows\")")
 
 
 def key_row(j: Judged, auto: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -275,7 +295,7 @@ def key_section(judged: Iterable[Judged], autos: Mapping[str, Mapping[str, Any]]
     """The key table of judged comparisons (dialog strategies and techniques alike), with one
     note per inconclusive comparison saying why, one per technique not exercised saying how to
     exercise it, and how to read the verdicts."""
-    autos = autos or {}
+    autos, judged = autos or {}, list(judged)
     rows = [key_row(j, autos.get(j.pairing.treatment.get("run_id") or "")) for j in judged]
     _add_pays_from(rows)
     columns = [c for c in KEY_COLUMNS if c.key != "run_id" or len({r["run_id"] for r in rows}) > 1]
@@ -298,7 +318,7 @@ def key_section(judged: Iterable[Judged], autos: Mapping[str, Mapping[str, Any]]
     if any(r["verdict"] == INCONCLUSIVE for r in rows):
         notes += [n for n in (host_note(a) for a in autos.values()) if n]
     if rows:
-        notes += [n for a in autos.values() for n in (spread_note(a), cross_cpu_note(a)) if n]
+        notes += [n for n in [spread_note(rate_spread(judged))] + [cross_cpu_note(a) for a in autos.values()] if n]
     decided = sum(1 for r in rows if r["verdict"] not in (INCONCLUSIVE, NOT_EXERCISED))
     idle = sum(1 for r in rows if r["verdict"] == NOT_EXERCISED)
     title = (f"Key results: {decided} of {len(rows)} comparisons decided" + (f", {idle} not exercised" if idle else "")

@@ -99,7 +99,7 @@ def test_a_host_whose_cpu_speed_moved_is_named_under_an_inconclusive_table(noisy
     quiet = host_cpu_speed([SimpleNamespace(cpu_speed=v) for v in (0.98, 1.0, 1.02)])
     assert quiet["sd_pct"] <= HOST_NOTE_SD_PCT and host_note({"host_cpu_speed": quiet}) is None
     key = key_answer(judged(), ["r"], {"r": {"host_cpu_speed": h}}).section(KEY)
-    assert key.notes[-1] == note
+    assert key.notes[-2] == note and key.notes[-1].startswith("rates:")
     decided = judge_all([row("p8", "per_thread", 8, [100, 101, 99]), row("t8", "trick150", 8, [150, 152, 149])],
                         default=Rule(threshold_pct=5.0, min_reps=3, max_reps=5))
     assert note not in key_answer(decided, ["r"], {"r": {"host_cpu_speed": h}}).section(KEY).notes
@@ -154,30 +154,28 @@ def test_the_hosts_cross_cpu_latency_is_the_key_tables_last_note_whatever_the_ve
 
 
 def test_the_permutations_spread_is_said_under_the_key_table_before_the_cross_cpu_note():
-    """harness.results.rate_spread: per permutation, max/min of the receive rates of the
-    repetitions that count in verdicts (a noisy_storage one is left out; one counted repetition gives
-    no spread); the key table says the narrowest and widest, and names the widest."""
-    from types import SimpleNamespace
+    """rate_spread: per compared permutation (each counted once), max/min of the receive rates
+    of the repetitions that count in verdicts (a noisy_storage one is left out; a permutation
+    with one such repetition has no spread); the key table says the narrowest and the widest,
+    names the widest, decided or not, and says nothing without a spread."""
+    from harness.verdicts.answer import rate_spread, spread_note
 
-    from harness.results import host_cross_cpu, rate_spread
-    from harness.verdicts.answer import spread_note
-
-    def rep(pid, rate, status="ok", start=1.0):
-        return SimpleNamespace(permutation_id=pid, receive_rate=rate, status=status, cross_cpu_ns=200.0 + start,
-                               window=SimpleNamespace(measure_start=start))
-
-    reps = [rep("a", 100.0), rep("a", 110.0), rep("a", 50.0, "noisy_storage"), rep("b", 200.0), rep("b", 250.0),
-            rep("c", 300.0), rep("d", 10.0), rep("d", 0.0, start=2.0)]
-    s = rate_spread(reps)
-    assert s == {"permutations": 2, "min": 1.1, "max": 1.25, "widest": "b"}
-    assert rate_spread([rep("a", 100.0), rep("b", 120.0)]) is None
-    note = spread_note({"rate_spread": s})
-    assert note.startswith("rates: each permutation's repetitions spread by 1.10 to 1.25 (max/min receive rate, "
-                           "2 permutations; the widest b)")
-    assert spread_note({}) is None and spread_note(None) is None
-    auto = {"rate_spread": s, "host_cross_cpu": host_cross_cpu(reps)}
-    decided = judge_all([row("p8", "per_thread", 8, [100, 101, 99]), row("t8", "trick150", 8, [150, 152, 149])],
-                        default=Rule(threshold_pct=5.0, min_reps=3, max_reps=5))
-    notes = key_answer(decided, ["r"], {"r": auto}).section(KEY).notes
+    rows = [row("p8", "per_thread", 8, [100, 110, 50], ["ok", "ok", "noisy_storage"]),
+            row("t8", "trick150", 8, [200, 250, 240]), row("s8", "shared", 8, [30, 33, 31]),
+            row("p32", "per_thread", 32, [300, 300, 300]), row("t32", "trick150", 32, [10, 11, 9]),
+            row("s32", "shared", 32, [5, 90, 90], ["ok", "noisy_storage", "server_frozen"])]
+    decided = judge_all(rows, default=Rule(threshold_pct=5.0, min_reps=3, max_reps=5))
+    s = rate_spread(decided)
+    assert s == {"permutations": 5, "min": 1.0, "max": 1.25, "widest": "t8"}
+    note = spread_note(s)
+    assert note.startswith("rates: each permutation's repetitions spread by 1.00 to 1.25 (max/min receive rate, "
+                           "5 permutations; the widest t8)")
+    assert spread_note(None) is None and rate_spread([]) is None
+    h = {"windows": 2, "min_ns": 201.4, "max_ns": 368.1}
+    notes = key_answer(decided, ["r"], {"r": {"host_cross_cpu": h}}).section(KEY).notes
     assert notes[-2] == note and notes[-1].startswith("host: a cache line's round trip")
-    assert not any(n.startswith("rates:") for n in key_answer(decided, ["r"], {"r": {}}).section(KEY).notes)
+    assert key_answer(decided, ["r"]).section(KEY).notes[-1] == note
+    one = judge_all([row("p8", "per_thread", 8, [100, 101, 140], ["ok", "noisy_storage", "noisy_storage"]),
+                     row("t8", "trick150", 8, [150, 90, 160], ["ok", "server_frozen", "noisy_storage"])],
+                    default=Rule(threshold_pct=5.0, min_reps=3, max_reps=5))
+    assert not any(n.startswith("rates:") for n in key_answer(one, ["r"]).section(KEY).notes)
