@@ -225,16 +225,16 @@ def rate_spread(judged: Iterable[Judged]) -> dict[str, Any] | None:
         for r in (j.pairing.treatment, j.pairing.baseline):
             rows[(r.get("run_id"), r.get("perm_id"))] = r
     spreads = {}
-    for (_, pid), r in rows.items():
+    for key, r in rows.items():
         rates = [float(v) for v, s in zip(r.get("receive_rate_values") or [], r.get("rep_statuses") or [])
                  if v and counts_in_verdicts(s)]
         if len(rates) >= 2:
-            spreads[pid] = max(rates) / min(rates)
+            spreads[key] = max(rates) / min(rates)
     if not spreads:
         return None
-    widest = max(spreads, key=spreads.__getitem__)
+    run, pid = widest = max(spreads, key=spreads.__getitem__)
     return {"permutations": len(spreads), "min": round(min(spreads.values()), 3), "max": round(spreads[widest], 3),
-            "widest": widest}
+            "widest": pid if len({k[0] for k in spreads}) == 1 else f"{run}/{pid}"}
 
 
 def spread_note(spread: Mapping[str, Any] | None) -> str | None:

@@ -171,6 +171,11 @@ def test_the_permutations_spread_is_said_under_the_key_table_before_the_cross_cp
     assert note.startswith("rates: each permutation's repetitions spread by 1.00 to 1.25 (max/min receive rate, "
                            "5 permutations; the widest t8)")
     assert spread_note(None) is None and rate_spread([]) is None
+    two_runs = judge_all(rows + [{**rows[0], "run_id": "r2", "receive_rate_values": [100.0, 100.0, 200.0],
+                                  "rep_statuses": ["ok"] * 3},
+                                 {**rows[1], "run_id": "r2", "receive_rate_values": [100.0, 100.0, 150.0]}],
+                         default=Rule(threshold_pct=5.0, min_reps=3, max_reps=5))
+    assert rate_spread(two_runs) == {"permutations": 7, "min": 1.0, "max": 2.0, "widest": "r2/p8"}
     h = {"windows": 2, "min_ns": 201.4, "max_ns": 368.1}
     notes = key_answer(decided, ["r"], {"r": {"host_cross_cpu": h}}).section(KEY).notes
     assert notes[-2] == note and notes[-1].startswith("host: a cache line's round trip")
