@@ -294,7 +294,8 @@ def _add_pays_from(rows: list[dict[str, Any]]) -> None:
 def key_section(judged: Iterable[Judged], autos: Mapping[str, Mapping[str, Any]] | None = None) -> Section:
     """The key table of judged comparisons (dialog strategies and techniques alike), with one
     note per inconclusive comparison saying why, one per technique not exercised saying how to
-    exercise it, and how to read the verdicts."""
+    exercise it, how to read the verdicts, how far the compared permutations' own rates spread
+    (:func:`rate_spread`) and what the host's probes saw."""
     autos, judged = autos or {}, list(judged)
     rows = [key_row(j, autos.get(j.pairing.treatment.get("run_id") or "")) for j in judged]
     _add_pays_from(rows)
