@@ -37,8 +37,9 @@ def blocks(samples: Path, block: int) -> dict[str, list[float]]:
     with samples.open() as f:
         for line in f:
             r = json.loads(line)
-            if r.get("phase") == "measure" and ((r["family"], r["metric"]) in FIGURES or (r["family"], r["metric"]) == RATE):
-                series.setdefault((r["family"], r["metric"]), []).append(float(r["value"]))
+            key = (r["family"], r["metric"])
+            if r.get("phase") == "measure" and (key in FIGURES or key == RATE):
+                series.setdefault(key, []).append(float(r["value"]))
     out = {}
     for key, name in [(RATE, "rate"), *FIGURES.items()]:
         v = series.get(key, [])

@@ -23,7 +23,8 @@ def write_window(path: Path, rates: list[float]) -> None:
 
 def test_blocks_spread_and_the_commit_latency_mirror(tmp_path):
     write_window(tmp_path / "p" / "rep-01", [100.0] * 3 + [150.0] * 3 + [120.0] * 3)
-    write_window(tmp_path / "p" / "rep-02", [200.0] * 3 + [200.0] * 3 + [220.0] * 3 + [999.0])   # a partial block: dropped
+    # the last second is a partial block: dropped
+    write_window(tmp_path / "p" / "rep-02", [200.0] * 3 + [200.0] * 3 + [220.0] * 3 + [999.0])
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "window_blocks.py"), str(tmp_path), "--block", "3"],
                          capture_output=True, text=True, check=True).stdout
     res = json.loads(out.strip().splitlines()[-1])
