@@ -35,11 +35,15 @@ check-java:
 # The venv, with ssbench and its test extras. uv installs them (pip installs uv first): on a
 # fresh machine it downloads and builds in parallel, about half pip's time (benchmarks/install_time.py).
 # The same packages either way, compiled to bytecode as pip would; if uv cannot be had, pip does it.
+# PyPI has pyspark only as a source archive, and each install leaves a new 1.5 to 2.4 GB build of
+# it in uv's cache: `uv cache prune` then removes what no install uses any more (under a second).
+# Without it, 30 installs on one machine filled its disk (66.5 GiB pruned, 2026-11-28).
 $(STAMP): pyproject.toml | check-python
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "$(BIN)/uv pip install --compile-bytecode -e '.[test]'"; \
 	if ! { $(BIN)/python -m pip install --quiet uv && \
-	       $(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode -e '.[test]'; }; then \
+	       $(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode -e '.[test]' && \
+	       { $(BIN)/uv cache prune --quiet || true; }; }; then \
 	  echo "uv could not install ssbench: pip does instead" >&2; \
 	  $(BIN)/python -m pip install --quiet --upgrade pip && $(BIN)/python -m pip install --quiet -e '.[test]'; \
 	fi
@@ -68,8 +72,9 @@ test-fast: $(STAMP) bytecode
 # ssbench's own modules compiled ahead (pip compiled the dependencies when it installed them):
 # every Locust, broker and ssbench process imports them, and where PYTHONDONTWRITEBYTECODE is
 # set none of them would write the bytecode it compiled. Only what changed is compiled again.
+# compileall prints only what it could not compile or write (a full disk, say), and fails then.
 bytecode: $(STAMP)
-	@$(BIN)/python -m compileall -q -j 0 harness >/dev/null
+	@$(BIN)/python -m compileall -q -j 0 harness
 
 web: $(STAMP)
 	$(BIN)/ssbench web --target $(TARGET)

@@ -162,6 +162,7 @@ def _cds_options(gc_opts: str) -> list[str]:
         d, key, final = paths
         quiet = "-Xlog:cds*=off"
         if _installed(final):
+            os.utime(final)         # its last use: _prune_archives keeps the recently used
             return [f"-XX:SharedArchiveFile={final}", quiet]
         d.mkdir(parents=True, exist_ok=True)
         for part in d.glob(f"spark-cds-{key}.*.part"):
@@ -177,6 +178,7 @@ def _cds_options(gc_opts: str) -> list[str]:
                 os.replace(part, final)
                 return [f"-XX:SharedArchiveFile={final}", quiet]
             part.unlink(missing_ok=True)
+        _prune_archives(d, key)
         part = d / f"spark-cds-{key}.{os.getpid()}.part"
         # claimed at once (the JVM replaces the file when it exits): a JVM started meanwhile
         # sees a live writer and neither waits nor writes an archive of its own
@@ -203,6 +205,43 @@ def _archive(gc_opts: str) -> tuple[Path, str, Path] | None:
     key = hashlib.sha256(ident.encode()).hexdigest()[:16]
     d = cache_dir()
     return d, key, d / f"spark-cds-{key}.jsa"
+
+
+KEEP_ARCHIVES = 2
+"""Other keys' archives kept when a new one is written: the most recently used. Each Java,
+pyspark installation (a fresh clone's venv is one) and GC option set has its own, ~180 MB: 28
+of them, 4.9 GB, had piled up on one machine where CI runs from fresh clones."""
+
+
+def _prune_archives(d: Path, key: str, now: float | None = None) -> list[Path]:
+    """Remove the archives of keys other than ``key`` but the :data:`KEEP_ARCHIVES` most
+    recently used, and other keys' parts whose writer is gone and that are over an hour old.
+    A JVM using a removed archive keeps its mapping; one started with it later runs without
+    (-Xshare:auto). Returns what it removed."""
+    import time
+
+    now = time.time() if now is None else now
+    gone: list[Path] = []
+    others = []
+    for p in d.glob("spark-cds-*"):
+        name = p.name.split(".")
+        if name[0] == f"spark-cds-{key}":
+            continue
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        if p.suffix == ".jsa":
+            others.append((st.st_mtime, p))
+        elif p.suffix == ".part":
+            pid = int(name[1]) if len(name) == 3 and name[1].isdigit() else 0
+            if now - st.st_mtime > 3600 and not (pid and _alive(pid)):
+                gone.append(p)
+    others.sort(reverse=True)
+    gone += [p for _, p in others[KEEP_ARCHIVES:]]
+    for p in gone:
+        p.unlink(missing_ok=True)
+    return gone
 
 
 def _installed(final: Path) -> bool:

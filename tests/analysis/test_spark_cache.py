@@ -1,0 +1,46 @@
+"""What the Spark class-data-sharing archives leave in ssbench's cache (harness.analysis.spark
+._prune_archives): each Java, pyspark installation and GC option set has an archive of its own
+(~180 MB), and a machine where CI runs from fresh clones makes a new one per clone. Writing a
+new one removes all but the most recently used others, and other keys' abandoned parts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from harness.analysis import spark
+
+
+def _file(path, age: float, now: float):
+    path.write_bytes(b"x")
+    os.utime(path, (now - age, now - age))
+    return path
+
+
+def test_a_new_archive_keeps_only_the_most_recently_used_others(tmp_path):
+    now = 1_800_000_000.0
+    mine = _file(tmp_path / "spark-cds-aaaa.jsa", 9e5, now)           # this key's: never removed
+    old = [_file(tmp_path / f"spark-cds-o{i}.jsa", 1000.0 * (i + 1), now) for i in range(5)]
+    other = _file(tmp_path / "tsqlparse-x", 9e5, now)                  # not an archive
+    gone = spark._prune_archives(tmp_path, "aaaa", now=now)
+    assert sorted(gone) == sorted(old[spark.KEEP_ARCHIVES:])
+    assert all(p.exists() for p in [mine, other, *old[:spark.KEEP_ARCHIVES]])
+    assert not any(p.exists() for p in old[spark.KEEP_ARCHIVES:])
+
+
+def test_abandoned_parts_go_and_live_or_recent_ones_stay(tmp_path):
+    now = 1_800_000_000.0
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        abandoned = _file(tmp_path / f"spark-cds-b.{dead}.part", 7200, now)
+        live = _file(tmp_path / f"spark-cds-c.{child.pid}.part", 7200, now)
+        recent = _file(tmp_path / f"spark-cds-d.{dead}.part", 60, now)
+        mine = _file(tmp_path / f"spark-cds-aaaa.{dead}.part", 7200, now)  # its own key: _cds_options' job
+        assert spark._prune_archives(tmp_path, "aaaa", now=now) == [abandoned]
+        assert live.exists() and recent.exists() and mine.exists() and not abandoned.exists()
+    finally:
+        child.kill()
+        child.wait()
