@@ -5,7 +5,9 @@
 Each scenario runs ``--trials`` seeded comparisons through the gate's own statistics
 (:mod:`harness.gate.simulate`: every metric of every permutation with independent relative
 noise per repetition) and counts the overall verdicts: ``fails`` is the gate exiting 1, the
-rest exit 0 (``pass``, ``warning`` or ``inconclusive``). docs/gate.md quotes this output.
+rest exit 0 (``pass``, ``warning`` or ``inconclusive``); ``improved`` is the share of
+comparisons with a row called improved (false when there is only noise). docs/gate.md quotes
+this output.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ SCENARIOS = [
     ("10 % rate drop, 5 reps, 1 perm, 3 % noise", 65, 5, 1, 0.03, "normal", 0.10, 0.0),
     ("10 % rate drop, 5 reps, 2 perms (gate.yaml), 3 % noise", 66, 5, 2, 0.03, "normal", 0.10, 0.0),
     ("20 % latency rise, 5 reps, 1 perm, 3 % noise", 67, 5, 1, 0.03, "normal", 0.0, 0.20),
+    ("10 % rate gain, 4 reps, 1 perm, 3 % noise", 68, 4, 1, 0.03, "normal", -0.10, 0.0),
+    ("10 % rate gain, 5 reps, 2 perms (gate.yaml), 3 % noise", 69, 5, 2, 0.03, "normal", -0.10, 0.0),
 ]
 
 
@@ -47,20 +51,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=400)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = ap.parse_args(argv)
-    head = ("scenario", "fails (exit 1)", "pass", "warning", "inconclusive")
+    head = ("scenario", "fails (exit 1)", "pass", "warning", "inconclusive", "improved")
     if args.markdown:
         print("| " + " | ".join(head) + " |")
-        print("| --- | ---: | ---: | ---: | ---: |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
     else:
-        print(f"{head[0]:<58} {head[1]:>14} {head[2]:>8} {head[3]:>8} {head[4]:>13}")
+        print(f"{head[0]:<58} {head[1]:>14} {head[2]:>8} {head[3]:>8} {head[4]:>13} {head[5]:>9}")
     t0 = time.monotonic()
     for label, seed, reps, perms, cv, kind, drop, rise in SCENARIOS:
         r = simulate(seed, reps, perms, cv, kind, rate_drop=drop, latency_rise=rise, trials=args.trials)
-        cells = [f"{r.failed:.2%}", f"{r.rate(PASS):.2%}", f"{r.rate(WARNING):.2%}", f"{r.rate(INCONCLUSIVE):.2%}"]
+        cells = [f"{r.failed:.2%}", f"{r.rate(PASS):.2%}", f"{r.rate(WARNING):.2%}", f"{r.rate(INCONCLUSIVE):.2%}",
+                 f"{r.improved:.2%}"]
         if args.markdown:
             print("| " + " | ".join([label, *cells]) + " |")
         else:
-            print(f"{label:<58} {cells[0]:>14} {cells[1]:>8} {cells[2]:>8} {cells[3]:>13}")
+            print(f"{label:<58} {cells[0]:>14} {cells[1]:>8} {cells[2]:>8} {cells[3]:>13} {cells[4]:>9}")
     print(f"\n{args.trials} trials per scenario, {time.monotonic() - t0:.1f} s; default settings "
           "(k=2, min effect 5 %, min reps 4, BH FDR 0.05)")
     return 0

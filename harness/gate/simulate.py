@@ -3,9 +3,10 @@ real change (used by tests/gate and ``benchmarks/gate_rates.py``; figures in doc
 
 A trial draws a baseline and a candidate for ``perms`` permutations, every metric of every
 permutation with independent relative noise per repetition, the candidate's rates lowered by
-``rate_drop`` and its latencies raised by ``latency_rise``; it runs
+``rate_drop`` (raised when negative) and its latencies raised by ``latency_rise``; it runs
 :func:`~harness.gate.verdict.compare_samples` and takes the gate's overall verdict the way
-:class:`~harness.gate.report.GateReport` does. Seeded, so every figure is reproducible.
+:class:`~harness.gate.report.GateReport` does, and whether any row was called ``improved``.
+Seeded, so every figure is reproducible.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from .method import FAILING, INCONCLUSIVE, PASS, REGRESSION, WARNING, GateSettings, worst
+from .method import FAILING, IMPROVED, INCONCLUSIVE, PASS, REGRESSION, WARNING, GateSettings, worst
 from .verdict import compare_samples
 
 #: typical values of the five metrics (a receive rate of 3000 msg/s and the latencies in ms)
@@ -51,6 +52,7 @@ class Rates:
 
     trials: int
     counts: dict[str, int] = field(default_factory=dict)   # overall verdict -> trials
+    improved_trials: int = 0                                # trials with a row called improved
 
     def rate(self, *verdicts: str) -> float:
         return sum(self.counts.get(v, 0) for v in verdicts) / self.trials
@@ -64,6 +66,11 @@ class Rates:
     def passed(self) -> float:
         """The gate exits 0 (pass, warning or inconclusive)."""
         return 1.0 - self.failed
+
+    @property
+    def improved(self) -> float:
+        """A row is called ``improved`` (a false claim when there is only noise)."""
+        return self.improved_trials / self.trials
 
 
 def simulate(seed: int, reps: int, perms: int, cv: float, kind: str = "normal", rate_drop: float = 0.0,
@@ -79,4 +86,5 @@ def simulate(seed: int, reps: int, perms: int, cv: float, kind: str = "normal", 
             v = worst(v, r.verdict)
         v = v if v in (REGRESSION, WARNING, INCONCLUSIVE) else PASS
         out.counts[v] = out.counts.get(v, 0) + 1
+        out.improved_trials += any(r.verdict == IMPROVED for r in rows)
     return out

@@ -10,7 +10,9 @@ Per permutation and metric, with ``b`` the baseline's repetitions and ``c`` the 
 * significance: one-sided exact Mann-Whitney U (candidate worse), Benjamini-Hochberg across
   all permutation x metric p-values of the comparison: significant when ``q <= alpha``;
 * verdict: ``regression`` when beyond the threshold AND significant; ``warning`` when only
-  one holds; ``improved`` when beyond the threshold the other way; else ``pass``. With too
+  one holds; ``improved`` when beyond the threshold the other way AND significantly better
+  (the mirror test, one-sided the other way, its p-values adjusted as a family of their own:
+  improvements are claims too); else ``pass``. With too
   few repetitions for the test to ever reach significance (fewer than ``min_reps`` a side, or
   a smallest possible p-value above ``alpha``) no test is run and the row is
   ``inconclusive``, whatever its effect: one repetition never fails on effect size alone;
@@ -46,6 +48,8 @@ class MetricResult:
     threshold: float | None            # fraction: effect beyond it when r < 1 - threshold
     p: float | None                    # one-sided exact Mann-Whitney U (None: not judged)
     q: float | None = None             # Benjamini-Hochberg adjusted p
+    p_better: float | None = None      # the mirror test: one-sided, "the candidate is better"
+    q_better: float | None = None      # its Benjamini-Hochberg adjusted p (improvements' family)
     effect_beyond: bool = False
     significant: bool | None = None    # None: not judged (too few repetitions)
     significance_judged: bool = False
@@ -113,9 +117,11 @@ def compare_samples(baseline: Mapping[str, Mapping[str, Sequence[float]]],
             if settings.can_judge(len(b), len(c)):
                 row.significance_judged = True
                 row.p = stats.mann_whitney_worse(b, c, metric.higher_is_better)
+                row.p_better = stats.mann_whitney_worse(c, b, metric.higher_is_better)
     qs = stats.benjamini_hochberg([r.p for r in rows])
-    for row, q in zip(rows, qs):
-        row.q = q
+    qs_better = stats.benjamini_hochberg([r.p_better for r in rows])
+    for row, q, q_better in zip(rows, qs, qs_better):
+        row.q, row.q_better = q, q_better
         if row.verdict == NO_DATA:
             continue
         _verdict(row, settings)
@@ -167,8 +173,13 @@ def _verdict(row: MetricResult, settings: GateSettings) -> None:
         row.verdict = WARNING
         row.reason = (f"significantly worse (q={row.q:.3g}) but within threshold "
                       f"{row.threshold:.1%} (r={row.r:.3f})")
-    elif better_beyond:
+    elif better_beyond and row.q_better is not None and row.q_better <= settings.alpha:
         row.verdict = IMPROVED
+        row.reason = f"{_effect_words(row)}, significant (q={row.q_better:.3g})"
+    elif better_beyond:
+        row.verdict = PASS
+        row.reason = (f"{_effect_words(row)}, but not significant (q={row.q_better:.3g} > {settings.alpha:g}): "
+                      "not called an improvement")
     else:
         row.verdict = PASS
 
