@@ -323,7 +323,8 @@ def _client(s: RepetitionSummary, send: float, closed: bool) -> Finding | None:
 
 def _send_waits(s: RepetitionSummary) -> Finding | None:
     """The largest SEND-side wait category, when it holds enough of the users' time."""
-    seconds = s.window.measure_seconds or 0
+    # the waits are the window's (an alternated window's: every member's slices), per second of it
+    seconds = s.window.span_seconds or 0
     users = s.users_active or s.users_expected
     if not s.top_waits or not seconds or not users:
         return None
@@ -349,6 +350,9 @@ def _send_waits(s: RepetitionSummary) -> Finding | None:
         detail = f"page latch on {top}"
     text = (f"{cat} waits {ms[cat]:,.0f} ms/s ({tops[cat]} the largest): {ms[cat] / 1000:.1f} of "
             f"{users} users waiting, {_pct(share)} of their time")
+    members = len((s.alternation or {}).get("members") or ())
+    if members > 1:
+        text += f" (the alternated window's waits: its {members} strategies' together)"
     if cat == "page latch" and objects:
         text += "; waiting on " + ", ".join(f"{k} ({v:.1f} tasks)" for k, v in
                                              sorted(objects.items(), key=lambda kv: -kv[1])[:3])

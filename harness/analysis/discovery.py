@@ -222,6 +222,9 @@ def _summary_columns(F, corrupt: str) -> list:
                                              "receive_top")],
         p["rate"].alias("rate"),
         w["measure_seconds"].alias("measure_seconds"),
+        # the window's wall-clock length (harness.results.model.Window.span_seconds): its waits'
+        F.when(w["measure_end"] - w["measure_start"] > 0, w["measure_end"] - w["measure_start"])
+        .otherwise(w["measure_seconds"]).alias("window_seconds"),
         # an alternated window (run.alternate): its start names the window both sides shared
         F.when(c("alternation").isNotNull(), w["measure_start"]).alias("alt_window"),
         *[c(n).alias(n) for n in ("messages_sent", "messages_received", "messages_lost", "drained",

@@ -9,7 +9,7 @@ the measured window: the sum of its ``waits/wait_ms_per_s`` samples over the mea
 divided by the number of measured ticks of that repetition (the most samples any one series has
 in the window; a wait type absent from a tick waited 0 ms then). A permutation's rate is the
 mean over the repetitions that have wait data. Repetitions without samples fall back to their
-summary's ``top_waits`` (``wait_time_ms / measure_seconds``). Idle (benign) waits are not
+summary's ``top_waits`` (``wait_time_ms`` per second of the window's length). Idle (benign) waits are not
 here: each target's ``wait_stats()`` leaves them out before the collectors sample them, so
 every wait the analysis sees counts (shares, top waits, the diagnosis).
 """
@@ -206,12 +206,14 @@ def rep_wait_rates(metrics: DataFrame | None, reps: DataFrame,
     if fallback:
         keys = [f"{r}/{p}/{n}" for r, p, n in fallback]
         summary = reps.where(F.concat_ws("/", "run_id", "perm_id", F.col("rep").cast("string")).isin(keys))
-    from_summary = (summary.select("run_id", "perm_id", "rep", "measure_seconds",
+    # the waits are the window's: per second of its length (an alternated member's
+    # measure_seconds is only its own slices)
+    from_summary = (summary.select("run_id", "perm_id", "rep", "window_seconds",
                                    F.explode_outer("top_waits").alias("w"))
-                    .where(F.col("w").isNotNull() & (F.col("measure_seconds") > 0))
+                    .where(F.col("w").isNotNull() & (F.col("window_seconds") > 0))
                     .select("run_id", "perm_id", "rep", F.col("w.wait_type").alias("wait_type"),
-                            (F.col("w.wait_time_ms") / F.col("measure_seconds")).alias("wait_ms_per_s"),
-                            (F.col("w.waiting_tasks") / F.col("measure_seconds")).alias("waiting_tasks_per_s"),
+                            (F.col("w.wait_time_ms") / F.col("window_seconds")).alias("wait_ms_per_s"),
+                            (F.col("w.waiting_tasks") / F.col("window_seconds")).alias("waiting_tasks_per_s"),
                             F.lit("summary").alias("source")))
     if not parts:
         return from_summary

@@ -230,6 +230,14 @@ class Window(Document):
     measure_end: float
     spawn_complete: float | None = None
 
+    @property
+    def span_seconds(self) -> float:
+        """The window's wall-clock length, over which its shared figures (waits, CPU, storage)
+        were taken. ``measure_seconds`` unless the window was alternated: a member's
+        ``measure_seconds`` is its own slices, the window spans every member's."""
+        span = (self.measure_end or 0.0) - (self.measure_start or 0.0)
+        return span if span > 0 else self.measure_seconds
+
 
 @dataclass
 class InitiatorResult(Document):

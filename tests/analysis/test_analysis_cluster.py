@@ -288,15 +288,20 @@ def test_spark_connect_gives_the_local_report(cluster, run_dir, local_run, base)
     assert_same_report(local_run[0], out)
 
 
-def test_no_class_data_archive_with_a_configuration_directory_on_the_class_path(monkeypatch, tmp_path):
+def test_no_class_data_archive_with_a_configuration_directory_on_the_class_path(tmp_path):
     """SPARK_CONF_DIR goes on the JVM's class path; the JDK then refuses a dynamic CDS archive
-    (printing 'Cannot have non-empty directory in paths' when the JVM exits), so none is used."""
-    from harness.analysis import spark
+    (printing 'Cannot have non-empty directory in paths' when the JVM exits), so none is used.
+    Asked in a process of its own: one whose JVM already runs (a Spark test before this one in
+    the same xdist worker) gets no options whatever the environment."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SSBENCH_SPARK_CDS", "SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR",
+                        "SPARK_DIST_CLASSPATH")}
+    env["SSBENCH_CACHE"] = str(tmp_path)
+    code = "from harness.analysis import spark; print(' '.join(spark._cds_options('-XX:+UseSerialGC')))"
 
-    monkeypatch.setenv("SSBENCH_CACHE", str(tmp_path))
-    monkeypatch.delenv("SSBENCH_SPARK_CDS", raising=False)
-    for var in ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH"):
-        monkeypatch.delenv(var, raising=False)
-    assert any("SharedArchive" in o or "ArchiveClasses" in o for o in spark._cds_options("-XX:+UseSerialGC"))
-    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
-    assert spark._cds_options("-XX:+UseSerialGC") == []
+    def options(extra):
+        return subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**env, **extra}, capture_output=True,
+                              text=True, timeout=60, check=True).stdout.strip()
+
+    assert options({"SPARK_CONF_DIR": str(tmp_path)}) == ""
+    assert "-XX:ArchiveClassesAtExit=" in options({})     # without it: this machine's first archive

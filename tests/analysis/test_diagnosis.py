@@ -44,6 +44,21 @@ def test_a_wait_holding_less_than_a_quarter_of_the_users_time_names_nothing():
     assert (above.stage, above.detail, above.confidence) == ("SEND", "log flush", D.CLEAR)
 
 
+def test_an_alternated_members_waits_are_per_second_of_the_whole_window():
+    """An alternated window (run.alternate) spans every member's slices; its waits are the
+    window's, in each member's summary, while the member's measure_seconds is its own slices.
+    Per member's seconds, 3 members' 6,000 ms/s of log flush read 18,000 ms/s: "18.0 of 8 users
+    waiting, 225 % of their time" (a make bench run of 2026-11-28 printed 142 % at 32 users)."""
+    from harness.results.model import Window
+    from support.summaries import T
+    alt = one(waits={"WRITELOG": 6000.0 * 3},          # top_waits hold 3 T of the window's waits
+              window=Window(warmup_seconds=2, measure_seconds=T, measure_start=0.0, measure_end=3 * T),
+              alternation={"members": ["a", "b", "c"], "slice_seconds": 0.5, "member": 1})
+    assert "6,000 ms/s" in alt.primary.evidence and "75 % of their time" in alt.primary.evidence
+    assert "the alternated window's waits: its 3 strategies' together" in alt.primary.evidence
+    assert "strategies" not in one(waits={"WRITELOG": 6000.0}).primary.evidence
+
+
 @pytest.mark.parametrize("kw, says", [
     ({"workers": [WorkerResult(initiator=1, worker=1, cpu_percent=91.0)]}, "a Locust worker at 91 % of a core"),
     ({"client_cpu_demand": 95.0}, "on a CPU or waiting for one 95 % of the time"),
