@@ -9,9 +9,9 @@ the measured window: the sum of its ``waits/wait_ms_per_s`` samples over the mea
 divided by the number of measured ticks of that repetition (the most samples any one series has
 in the window; a wait type absent from a tick waited 0 ms then). A permutation's rate is the
 mean over the repetitions that have wait data. Repetitions without samples fall back to their
-summary's ``top_waits`` (``wait_time_ms`` per second of the window's length). Idle (benign) waits are not
-here: each target's ``wait_stats()`` leaves them out before the collectors sample them, so
-every wait the analysis sees counts (shares, top waits, the diagnosis).
+summary's ``top_waits`` (``wait_time_ms`` per second of the window's length). Idle (benign)
+waits are not here: each target's ``wait_stats()`` leaves them out before the collectors sample
+them, so every wait the analysis sees counts (shares, top waits, the diagnosis).
 """
 
 from __future__ import annotations
