@@ -8,8 +8,9 @@ fastest, so a burst in which either side was preempted by the load does not coun
 lines the partner blocks on a pipe and takes no CPU. What a round trip costs is the cost of
 moving a cache line between the two CPUs and back, plus the interpreter's own work (the same
 in every burst): on the 2-vCPU test VM about 190 ns where a C version of the same loop took
-80 ns, and 380 ns where it took 360 (its vCPUs on cores far apart on the host). Its standard input closed, it stops its partner and exits; a partner
-whose parent went away exits within a second (a timer, so nothing is added to the spin loops).
+80 ns, and 380 ns where it took 360 (its vCPUs on cores far apart on the host). Its standard
+input closed, it stops its partner and exits; a partner whose parent went away exits within a
+second (a timer, so nothing is added to the spin loops).
 """
 
 from __future__ import annotations

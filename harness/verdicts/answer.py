@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, TextIO
 
-from ..results import counts_in_verdicts
-from .pairs import Judged, Pairing, kept_out, pays_from
+from .metrics import RECEIVE_RATE
+from .pairs import Judged, Pairing, kept_out, pays_from, samples
 from .rule import INCONCLUSIVE, NOT_EXERCISED
 from .techniques import how_to_exercise
 
@@ -226,9 +226,8 @@ def rate_spread(judged: Iterable[Judged]) -> dict[str, Any] | None:
             rows[(r.get("run_id"), r.get("perm_id"))] = r
     spreads = {}
     for key, r in rows.items():
-        rates = [float(v) for v, s in zip(r.get("receive_rate_values") or [], r.get("rep_statuses") or [])
-                 if v and counts_in_verdicts(s)]
-        if len(rates) >= 2:
+        rates = [v for _, v in samples(r, RECEIVE_RATE)]
+        if len(rates) >= 2 and min(rates) > 0:
             spreads[key] = max(rates) / min(rates)
     if not spreads:
         return None
