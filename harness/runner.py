@@ -259,8 +259,9 @@ class Runner:
         elif s.status == "behind":
             flag = (f"  [behind: {s.achieved_rate or 0:,.0f} of {s.offered_rate or 0:,.0f} SENDs/s offered, "
                     f"corrected SEND p99 {(s.send_latency_corrected_ms.p99 if s.send_latency_corrected_ms else None) or float('nan'):.1f} ms]")
-        elif s.status == "noisy_host":
-            flag = f"  [{disturbance(s)}]"
+        elif disturbance(s):
+            flag = f"  [{disturbance(s)}" + (f"; behind: {s.achieved_rate or 0:,.0f} of {s.offered_rate or 0:,.0f} "
+                                             "SENDs/s offered" if s.behind else "") + "]"
         elif s.status != "ok":
             flag = f"  [{s.status}]"
         if s.backlog_messages is not None:

@@ -395,7 +395,7 @@ def diagnose_rep(s: RepetitionSummary) -> RepDiagnosis:
         rivals = [f for f in down if f is not top and f.stage != top.stage]
         findings = [top] + sorted([f for f in down if f is not top] + up, key=lambda f: -f.strength)
         return RepDiagnosis(s.repetition, top.stage, top.detail, MIXED if rivals else CLEAR, findings)
-    if not closed and s.status != "behind":
+    if not closed and not s.behind:
         f = Finding("offered load", "the offered rate", 1.0,
                     f"achieved {_rate(send)} of the {_rate(s.offered_rate)} SENDs/s offered, and no queue grew",
                     "offered load")

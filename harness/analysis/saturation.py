@@ -61,7 +61,7 @@ def rows_from_runs(run_dirs: Iterable[str | Path], skip_unreadable: bool = False
                 "e2e_p99_ms": s.e2e_latency_ms.p99,
                 "send_p99_ms": corrected.p99 if corrected is not None else s.send_latency_ms.p99,
                 "corrected": corrected is not None,
-                "behind": s.status == "behind",
+                "behind": s.behind,
                 "sustainable": best.get(base_id) is not None and perm.get("rate") == best.get(base_id),
                 "threads": perm.get("total_threads"),
             })

@@ -98,7 +98,7 @@ SUMMARY = _s(
     ("errors", DoubleType()), ("error_samples", StringType()), ("collector_errors", StringType()),
     ("poison_messages", DoubleType()), ("queue_disabled", BooleanType()),
     ("messages_undelivered", DoubleType()), ("broker_restarts", DoubleType()),
-    ("offered_rate", DoubleType()), ("achieved_rate", DoubleType()),
+    ("offered_rate", DoubleType()), ("achieved_rate", DoubleType()), ("behind", BooleanType()),
     ("send_latency_corrected_ms", LATENCY_STATS),
     ("send_latency_high_ms", LATENCY_STATS), ("send_latency_normal_ms", LATENCY_STATS),
     ("e2e_latency_high_ms", LATENCY_STATS), ("e2e_latency_normal_ms", LATENCY_STATS),

@@ -34,7 +34,7 @@ LATENCY_SCHEMA = "ssbench.latency/1"
 
 #: repetition statuses, in precedence order: the first that applies is the repetition's status
 STATUSES = ("lost", "undelivered", "queue_disabled", "server_frozen", "errors", "users_idle", "receive_stalled",
-            "behind", "noisy_storage", "noisy_host", "client_bound", "ok")
+            "noisy_storage", "behind", "noisy_host", "client_bound", "ok")
 #: statuses of a window disturbed relative to the rest of its run (the target froze, its receive
 #: side stalled, the disk was far slower than the run's typical): shown everywhere with their
 #: figures, and kept out of every verdict
@@ -395,6 +395,9 @@ class RepetitionSummary(Document):
     #: the SEND latency from each SEND's intended time (corrected for coordinated omission)
     offered_rate: float | None = field(default=None, metadata={"omit_none": True})
     achieved_rate: float | None = field(default=None, metadata={"omit_none": True})
+    #: the achieved rate fell short of the offered one by more than run.rate_tolerance; the
+    #: status is ``behind`` unless a more severe one applies (a disturbed window: noisy_storage)
+    behind: bool = field(default=False, metadata={"omit_false": True})
     send_latency_corrected_ms: LatencySummary | None = field(default=None, metadata={"omit_none": True})
     #: a ``priority`` axis (SQL Server target): SEND latency of the dialogs begun at high
     #: priority and of the others (permutation.broker.high_priority_share of them are high)
@@ -463,6 +466,7 @@ class RepetitionSummary(Document):
         if s.status not in STATUSES:
             raise UserError(f"unknown status {s.status!r} (expected one of {', '.join(STATUSES)})",
                             file=file, field="status")
+        s.behind = s.behind or s.status == "behind"   # summaries before the flag had the status only
         return s
 
 

@@ -118,14 +118,14 @@ def repetition_status(*, lost: int, queue_disabled: bool, errors: int, users_act
                       undelivered: int = 0, behind: bool = False, server_frozen: bool = False,
                       receive_stalled: bool = False, noisy_storage: bool = False) -> str:
     """The first that applies: lost > undelivered > queue_disabled > server_frozen > errors >
-    users_idle > receive_stalled > behind > noisy_storage > noisy_host > client_bound > ok
-    (:data:`~harness.results.model.STATUSES`; the disturbed ones come before noisy_host and
-    client_bound, which count in verdicts, so a disturbed window is never counted as merely
-    noisy or client-bound)."""
+    users_idle > receive_stalled > noisy_storage > behind > noisy_host > client_bound > ok
+    (:data:`~harness.results.model.STATUSES`; the disturbed ones come before behind, noisy_host
+    and client_bound, which count in verdicts, so a disturbed window is never counted as merely
+    behind, noisy or client-bound; its ``behind`` flag still says whether it fell behind)."""
     for status, applies in (("lost", lost), ("undelivered", undelivered), ("queue_disabled", queue_disabled),
                             ("server_frozen", server_frozen), ("errors", errors),
                             ("users_idle", users_active < users_expected), ("receive_stalled", receive_stalled),
-                            ("behind", behind), ("noisy_storage", noisy_storage), ("noisy_host", noisy_host),
+                            ("noisy_storage", noisy_storage), ("behind", behind), ("noisy_host", noisy_host),
                             ("client_bound", client_bound)):
         if applies:
             return status
@@ -285,7 +285,8 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         send_latency.merge(c.send_latency_in_flight)
         col["sends_in_flight_at_end"] = c.send_latency_in_flight.count
     if d.offered_rate:
-        col.update(offered_rate=round(d.offered_rate, 3), achieved_rate=send_rate)
+        behind = is_behind(d.offered_rate, send_rate, d.rate_tolerance)
+        col.update(offered_rate=round(d.offered_rate, 3), achieved_rate=send_rate, behind=behind)
         if c.send_latency_corrected is not None:
             col["send_latency_corrected_ms"] = latency_summary(c.send_latency_corrected)
     for prio in ("high", "normal"):
@@ -299,7 +300,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     status = repetition_status(lost=lost, queue_disabled=a.queue_disabled, errors=c.errors_total,
                                users_active=c.users_active, users_expected=users_due,
                                client_bound=client_bound, noisy_host=noisy_host, undelivered=undelivered,
-                               behind=is_behind(d.offered_rate, send_rate, d.rate_tolerance),
+                               behind=bool(col.get("behind")),
                                server_frozen=progress["server_frozen"], receive_stalled=progress["receive_stalled"],
                                noisy_storage=noisy_storage)
     return RepetitionSummary(
