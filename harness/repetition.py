@@ -329,7 +329,7 @@ class Repetition:
                                 sends_cut_at_stop=wd.sends_cut_at_stop, send_latency_in_flight=wd.latency_in_flight,
                                 member_seconds=wd.member_seconds),
             e2e_latency=e2e, e2e_latency_by_priority={k: _histogram(v) for k, v in by_prio.items()},
-            collected={**self.sampler.summary_fields(wd.start, wd.end),
+            collected={**self.sampler.summary_fields(wd.start, wd.end, self._member_slices()),
                                         **({"cpu_pinning": self.pinning} if self.pinning else {})},
             collector_errors=self.sampler.errors, web=web,
             offered_rate=p.rate * p.initiators if p.rate else None, rate_tolerance=self.settings.rate_tolerance,
@@ -349,6 +349,11 @@ class Repetition:
     def _e2e_latencies(self, wd) -> list[int]:
         """The end-to-end latencies of the window's messages (the caller holds the lock)."""
         return self.target.telemetry.e2e_latencies_us(wd.start, wd.end)
+
+    def _member_slices(self) -> tuple[float, int, int] | None:
+        """An alternated member's slices (slice_seconds, members, index) for the collectors
+        that split the window's figures by slice; None: not alternated."""
+        return None
 
     def _alternation(self) -> dict[str, Any] | None:
         """The summary's ``alternation`` record (harness.alternation); None: not alternated."""
@@ -458,7 +463,7 @@ class AlternatedRepetition(Repetition):
     def _window_data(self, files, start, end):
         if self._member is None:
             return super()._window_data(files, start, end)
-        return merge_workers(files, start, end, member=(self.slice_seconds, len(self.members), self._member))
+        return merge_workers(files, start, end, member=self._member_slices())
 
     def _e2e_latencies(self, wd) -> list[int]:
         if self._member is None:
@@ -469,6 +474,9 @@ class AlternatedRepetition(Repetition):
             for sent, us in self.target.telemetry.e2e_sent_latencies_us(wd.start, wd.end):
                 self._sent[alternation.member_at(sent / 1e6, self.slice_seconds, k)].append(us)
         return self._sent[self._member]
+
+    def _member_slices(self) -> tuple[float, int, int] | None:
+        return None if self._member is None else (self.slice_seconds, len(self.members), self._member)
 
     def _alternation(self) -> dict[str, Any] | None:
         return alternation.record([q.id for q in self.members], self.slice_seconds, self._member)

@@ -321,22 +321,43 @@ def _client(s: RepetitionSummary, send: float, closed: bool) -> Finding | None:
                    "; ".join(parts) + f"; SEND p50 {s.send_latency_ms.p50 or 0:.2f} ms", "client")
 
 
-def _send_waits(s: RepetitionSummary) -> Finding | None:
-    """The largest SEND-side wait category, when it holds enough of the users' time."""
-    # the waits are the window's (an alternated window's: every member's slices), per second of it
-    seconds = s.window.span_seconds or 0
-    users = s.users_active or s.users_expected
-    if not s.top_waits or not seconds or not users:
-        return None
+def _wait_rates(s: RepetitionSummary) -> tuple[dict[str, float], dict[str, str], str] | None:
+    """The users' waits per wait category, ms per second, the largest wait type of each, and
+    where they come from. The sampled sessions of the load (``session_waits``: its own
+    sessions, an alternated member's own slices) where the target gives them; else the
+    server's cumulative waits (``top_waits``: every session's, an alternated window's every
+    member's, per second of the window)."""
     ms: dict[str, float] = {}
     tops: dict[str, str] = {}
-    for w in s.top_waits:
+    sampled = s.session_waits is not None and bool(s.session_wait_samples)
+    if sampled:
+        waits = sorted((s.session_waits or {}).get("sender", {}).items(), key=lambda kv: -kv[1])
+        rates = [(wt, n * 1000.0) for wt, n in waits]
+        where = f"the users' sessions, {s.session_wait_samples} samples"
+        if len((s.alternation or {}).get("members") or ()) > 1:
+            where += " in this strategy's slices"
+    else:
+        seconds = s.window.span_seconds or 0
+        if not s.top_waits or not seconds:
+            return None
+        rates = [(w.wait_type, w.wait_time_ms / seconds) for w in s.top_waits]
+        members = len((s.alternation or {}).get("members") or ())
+        where = f"the alternated window's waits: its {members} strategies' together" if members > 1 else ""
+    for wait_type, rate in rates:
         for cat, prefixes in WAIT_CATEGORIES.items():
-            if w.wait_type.startswith(prefixes):
-                ms[cat] = ms.get(cat, 0.0) + w.wait_time_ms / seconds
-                tops.setdefault(cat, w.wait_type)
-    if not ms:
+            if wait_type.startswith(prefixes):
+                ms[cat] = ms.get(cat, 0.0) + rate
+                tops.setdefault(cat, wait_type)
+    return ms, tops, where
+
+
+def _send_waits(s: RepetitionSummary) -> Finding | None:
+    """The largest SEND-side wait category, when it holds enough of the users' time."""
+    users = s.users_active or s.users_expected
+    got = _wait_rates(s) if users else None
+    if not got or not got[0]:
         return None
+    ms, tops, where = got
     cat = max(ms, key=ms.get)
     share = ms[cat] / 1000.0 / users
     if share < WAIT_MIN_SHARE:
@@ -349,10 +370,7 @@ def _send_waits(s: RepetitionSummary) -> Finding | None:
         top = max(objects, key=objects.get)
         detail = f"page latch on {top}"
     text = (f"{cat} waits {ms[cat]:,.0f} ms/s ({tops[cat]} the largest): {ms[cat] / 1000:.1f} of "
-            f"{users} users waiting, {_pct(share)} of their time")
-    members = len((s.alternation or {}).get("members") or ())
-    if members > 1:
-        text += f" (the alternated window's waits: its {members} strategies' together)"
+            f"{users} users waiting, {_pct(share)} of their time" + (f" ({where})" if where else ""))
     if cat == "page latch" and objects:
         text += "; waiting on " + ", ".join(f"{k} ({v:.1f} tasks)" for k, v in
                                              sorted(objects.items(), key=lambda kv: -kv[1])[:3])

@@ -86,6 +86,8 @@ SUMMARY = _s(
     ("slow_cpu", BooleanType()), ("cross_cpu_ns", DoubleType()),
     ("commit_latency_ms", DoubleType()), ("storage_probe_ms", DoubleType()),
     ("storage_reference_ms", DoubleType()), ("noisy_storage", BooleanType()),
+    ("session_waits", MapType(StringType(), MapType(StringType(), DoubleType()))),
+    ("session_wait_samples", DoubleType()),
     ("freeze_seconds", DoubleType()), ("server_frozen", BooleanType()),
     ("receive_stall_seconds", DoubleType()), ("receive_send_ratio", DoubleType()),
     ("queue_growth", DoubleType()), ("receive_stalled", BooleanType()),

@@ -62,6 +62,9 @@ class WindowView:
     start: float
     end: float
     samples: tuple[Sample, ...]
+    #: an alternated window's member (slice_seconds, members, this one's index), whose figures
+    #: a collector that can split them by slice gives over its own slices; None: the whole window
+    member: tuple[float, int, int] | None = None
 
     def series(self, family: str, metric: str, key: str | None = None, *, from_start_on: bool = False,
                key_prefix: str | None = None) -> list[float]:
@@ -158,10 +161,12 @@ class Sampler:
             log.warning("collector%s %s: %s: %s%s", "s" if len(group) > 1 else "", names, kind, group[0][1],
                         f" (and {more} more failures since)" if more else "")
 
-    def summary_fields(self, start: float, end: float) -> dict[str, Any]:
-        """Every collector's summary fields over [start, end); a failing collector is recorded
-        in ``errors`` and contributes nothing."""
-        view = WindowView(start, end, tuple(self.samples))
+    def summary_fields(self, start: float, end: float,
+                       member: tuple[float, int, int] | None = None) -> dict[str, Any]:
+        """Every collector's summary fields over [start, end) (``member``: an alternated
+        window's member, :attr:`WindowView.member`); a failing collector is recorded in
+        ``errors`` and contributes nothing."""
+        view = WindowView(start, end, tuple(self.samples), member)
         out: dict[str, Any] = {}
         for c in self.collectors:
             try:

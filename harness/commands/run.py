@@ -354,7 +354,9 @@ def summary_order(s) -> tuple:
 
 
 def print_run_table(run_path: Path, stream=None) -> None:
-    """One line per repetition, in the matrix's order (permutation index, then repetition)."""
+    """One line per repetition, in the matrix's order (permutation index, then repetition). Its
+    top wait is the users' (the sampled senders' largest, session_waits) where measured, else
+    the server's over the window (top_waits: an alternated window's strategies share it)."""
     from ..results import RunReader
 
     stream = stream or sys.stdout
@@ -367,7 +369,9 @@ def print_run_table(run_path: Path, stream=None) -> None:
     print(f"{'permutation':<{w}} {'rep':>3} {'send/s':>9} {'recv/s':>9} {'SEND p99 ms':>11} "
           f"{'e2e p99 ms':>10} {'lost':>5}  {'status':<12} top wait", file=stream)
     for d in rows:
-        tw = d.top_waits[0].wait_type if d.top_waits else "-"
+        senders = (d.session_waits or {}).get("sender") or {}
+        tw = (max(senders, key=senders.get) if senders else
+              d.top_waits[0].wait_type if d.top_waits else "-")
         sp99, ep99 = d.send_latency_ms.p99, d.e2e_latency_ms.p99
         print(f"{d.permutation_id:<{w}} {d.repetition:>3} {d.send_rate:>9.0f} {d.receive_rate:>9.0f} "
               f"{sp99 if sp99 is not None else nan:>11.2f} {ep99 if ep99 is not None else nan:>10.2f} "

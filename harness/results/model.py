@@ -358,6 +358,12 @@ class RepetitionSummary(Document):
     storage_probe_ms: float | None = field(default=None, metadata={"omit_none": True})
     storage_reference_ms: float | None = field(default=None, metadata={"omit_none": True})
     noisy_storage: bool = field(default=False, metadata={"omit_false": True})
+    #: the test's sessions waiting, sampled (harness.collectors.sessionwaits): mean sessions
+    #: waiting by role (``sender``: the load's, ``reader``: the activated tasks) and wait type,
+    #: over the window (an alternated member: over its own slices), and how many samples;
+    #: absent where the target cannot tell
+    session_waits: dict[str, dict[str, float]] | None = field(default=None, metadata={"omit_none": True})
+    session_wait_samples: int | None = field(default=None, metadata={"omit_none": True})
     #: the target's progress (harness.collectors.stalls, harness.results.summary.progress_flags):
     #: the longest gap between collector ticks beyond the usual interval (a frozen server), the
     #: longest span with nothing received while SENDs went on and readers ran, receive rate over

@@ -120,6 +120,15 @@ class Telemetry(abc.ABC):
         (sys.dm_os_latch_stats: SERVICE_BROKER_WAITFOR_MANAGER, ...). Empty where unknown."""
         return []
 
+    def session_waits(self) -> list[tuple[str, str, int]] | None:
+        """Sessions of the test waiting now, by role and wait type (benign waits excluded):
+        (``"sender"`` (the load's SENDs) or ``"reader"`` (the activated RECEIVE tasks), SQL
+        Server wait type, sessions). SQL Server: sys.dm_exec_requests of the load's and the
+        activated tasks' sessions (sys.dm_broker_activated_tasks); sampled several times a
+        second by the session-waits collector, which tells an alternated window's strategies
+        apart by their slices. None where the target cannot tell."""
+        return None
+
     def page_latch_waiters(self) -> list[tuple[str, str, int]]:
         """Tasks waiting on a page latch now, by page: (wait type, the page's object, e.g.
         ``ssb_init1.sys.sysdesend``, or ``page 7:1:1234`` where the server cannot map it, tasks).

@@ -59,6 +59,36 @@ def test_an_alternated_members_waits_are_per_second_of_the_whole_window():
     assert "strategies" not in one(waits={"WRITELOG": 6000.0}).primary.evidence
 
 
+def test_sampled_session_waits_tell_an_alternated_windows_strategies_apart():
+    """make bench of 2026-11-28: in one alternated window, shared at 32 threads ran at 1,819
+    msg/s and per_thread at 11,614, yet both read "log flush waits 45,503 ms/s": the server's
+    waits are the window's. The users' sampled waits in each member's own slices are not; the
+    readers' waits (same window) count against nobody's users."""
+    from harness.results.model import Window
+    from support.summaries import T
+    common = dict(waits={"WRITELOG": 3 * 6000.0, "LCK_M_X": 3 * 2000.0},
+                  window=Window(warmup_seconds=2, measure_seconds=T, measure_start=0.0, measure_end=3 * T))
+    shared = one(perm={"dialogs": "shared", "dialogs_shared": True}, **common,
+                 alternation={"members": ["p", "t", "s"], "slice_seconds": 0.5, "member": 2},
+                 session_waits={"sender": {"LCK_M_X": 6.5, "WRITELOG": 0.9}, "reader": {"WRITELOG": 3.0}},
+                 session_wait_samples=60)
+    per_thread = one(**common, alternation={"members": ["p", "t", "s"], "slice_seconds": 0.5, "member": 0},
+                     session_waits={"sender": {"WRITELOG": 5.2, "LCK_M_X": 0.1}, "reader": {"WRITELOG": 3.0}},
+                     session_wait_samples=60)
+    assert (shared.stage, shared.detail) == ("SEND", "row lock of the shared dialog")
+    assert D.REMEDIES[shared.primary.remedy].axis == "dialogs: [per_thread]"
+    assert shared.primary.evidence.startswith("lock waits 6,500 ms/s (LCK_M_X the largest): 6.5 of 8 users waiting, "
+                                              "81 % of their time (the users' sessions, 60 samples in this "
+                                              "strategy's slices)"), shared.primary.evidence
+    assert (per_thread.stage, per_thread.detail) == ("SEND", "log flush")
+    assert "5.2 of 8 users waiting, 65 % of their time" in per_thread.primary.evidence
+    # without samples (older summaries, a target that cannot tell): the server's waits, said so
+    assert one(**common).primary.evidence.startswith("log flush waits 6,000 ms/s")
+    # sampled, nobody of the users waiting: no SEND wait, whatever the server's waits say
+    idle = one(waits={"WRITELOG": 7000.0}, session_waits={"reader": {"WRITELOG": 2.0}}, session_wait_samples=40)
+    assert idle.detail != "log flush"
+
+
 @pytest.mark.parametrize("kw, says", [
     ({"workers": [WorkerResult(initiator=1, worker=1, cpu_percent=91.0)]}, "a Locust worker at 91 % of a core"),
     ({"client_cpu_demand": 95.0}, "on a CPU or waiting for one 95 % of the time"),

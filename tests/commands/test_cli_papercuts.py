@@ -146,3 +146,28 @@ def test_analyze_quiet_bad_input_is_one_line(capsys, tmp_path):
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
     assert captured.err.startswith(f"ssbench: error: {tmp_path / 'missing'}: ") and captured.err.count("\n") == 1
+
+
+def test_bench_table_top_wait_is_the_users_where_sampled(tmp_path, capsys):
+    """An alternated window's top_waits are its strategies' together; the users' own sampled
+    waits (session_waits) tell the shared dialog's lock queue from the others' log flush."""
+    import json
+
+    from support import synth
+    from harness.commands.run import print_run_table
+
+    spec = synth.SynthSpec(name="waits", initiators=(1,), threads=(8,), dialogs=("per_thread", "shared"),
+                           payloads=(100,), servers=("durable",), repetitions=1, warmup_seconds=1,
+                           measure_seconds=2, drain_seconds=1)
+    run = synth.synthesize(tmp_path, spec, run_id="20261128-000000-waits")
+    for f in run.glob("*/rep-01/summary.json"):
+        doc = json.loads(f.read_text())
+        doc["top_waits"] = [{"wait_type": "WRITELOG", "wait_time_ms": 9000.0, "waiting_tasks": 90, "share": 0.9}]
+        if "shared" in f.parent.parent.name:
+            doc["session_waits"] = {"sender": {"WRITELOG": 0.5, "LCK_M_X": 6.1}, "reader": {"WRITELOG": 7.0}}
+            doc["session_wait_samples"] = 60
+        f.write_text(json.dumps(doc))
+    print_run_table(run)
+    top = {ln.split()[0].split("-")[2]: ln.split()[-1] for ln in capsys.readouterr().out.splitlines()
+           if ln.startswith("i1-")}
+    assert top == {"per_thread": "WRITELOG", "shared": "LCK_M_X"}

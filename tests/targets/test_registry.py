@@ -18,7 +18,7 @@ from harness.targets.sender import open_sender, sender_class, sender_factory
 from support import PLUGINS_DIR
 
 BUILT_IN_COLLECTORS = ["activation", "broker", "broker_waits", "cpu_speed", "cross_cpu", "dialogs", "host", "locks",
-                       "page_latch", "queues", "stalls", "storage", "throughput", "waits"]
+                       "page_latch", "queues", "session_waits", "stalls", "storage", "throughput", "waits"]
 
 
 @pytest.fixture

@@ -96,6 +96,17 @@ SELECT latch_class, waiting_requests_count, wait_time_ms
 FROM sys.dm_os_latch_stats
 WHERE latch_class LIKE N'SERVICE[_]BROKER%' AND (waiting_requests_count > 0 OR wait_time_ms > 0);
 
+-- @@ session_waits
+-- Requests waiting now, by role: the activated RECEIVE tasks (sys.dm_broker_activated_tasks)
+-- and the load's sessions (program_name: the sender connections' APP=), by wait type.
+SELECT CASE WHEN t.spid IS NOT NULL THEN N'reader' ELSE N'sender' END, r.wait_type, COUNT(*)
+FROM sys.dm_exec_requests AS r
+JOIN sys.dm_exec_sessions AS s ON s.session_id = r.session_id
+LEFT JOIN (SELECT DISTINCT spid FROM sys.dm_broker_activated_tasks) AS t ON t.spid = r.session_id
+WHERE r.wait_type IS NOT NULL AND r.session_id <> @@SPID
+  AND (t.spid IS NOT NULL OR s.program_name = ?)
+GROUP BY CASE WHEN t.spid IS NOT NULL THEN N'reader' ELSE N'sender' END, r.wait_type;
+
 -- @@ page_latch_waiters
 -- Tasks waiting on a page latch now, by page: resource_description is
 -- 'database_id:file_id:page_id' (the paper's hot sys.sysdesend pages show up here).

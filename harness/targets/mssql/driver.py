@@ -582,6 +582,9 @@ class ConnSpec:
                        password_env=self.password_env, secret=password or None)
 
 
+SENDER_APP = "ssbench-sender"   #: the load's program_name (APP=): session_waits tells its waits apart
+
+
 def spec_for(instance, driver_cfg, *, sender: bool = False, database: str | None = None,
              label: str | None = None) -> ConnSpec:
     """A :class:`ConnSpec` for a topology instance (admin login, or the sender login)."""
@@ -593,6 +596,5 @@ def spec_for(instance, driver_cfg, *, sender: bool = False, database: str | None
         trust_server_certificate=driver_cfg.trust_server_certificate,
         host_name_in_certificate=driver_cfg.host_name_in_certificate,
         tds_version=driver_cfg.tds_version, encryption=driver_cfg.encryption,
-        login_timeout=driver_cfg.login_timeout_seconds,
-        query_timeout=driver_cfg.query_timeout_seconds,
-        label=label or instance.name)
+        login_timeout=driver_cfg.login_timeout_seconds, query_timeout=driver_cfg.query_timeout_seconds,
+        app=SENDER_APP if sender else ConnSpec.app, label=label or instance.name)

@@ -358,6 +358,9 @@ class MssqlTarget(Session, Target, Telemetry):
     def page_latch_waiters(self) -> list[tuple[str, str, int]]:
         return telemetry.page_latch_waiters(self)
 
+    def session_waits(self) -> list[tuple[str, str, int]]:
+        return telemetry.session_waits(self)
+
     def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
         return telemetry.e2e_latencies_us(self, start_epoch, end_epoch)
 

@@ -14,7 +14,7 @@ import datetime as dt
 from typing import Any, Iterable
 
 from ..base import PerfCounter, WaitStat
-from .driver import OdbcError
+from .driver import SENDER_APP, OdbcError
 from .session import EPOCH, Session, version_tuple
 
 #: Waits that say nothing about the workload (idle background tasks, timers, sleeping
@@ -293,6 +293,18 @@ def broker_waits(s: Session) -> list[WaitStat]:
     return sorted((WaitStat(k, int(v[0]), v[1]) for k, v in acc.items()), key=lambda w: -w.wait_time_ms)
 
 
+def session_waits(s: Session) -> list[tuple[str, str, int]]:
+    """The load's and the activated tasks' requests waiting now on the permutation's instances,
+    by role and wait type (benign waits left out), summed over the instances."""
+    counts: dict[tuple[str, str], int] = {}
+    for inst in s._active_servers().values():
+        for role, wait_type, n in s._query(inst, "collectors", "session_waits", [SENDER_APP], database="master"):
+            if not is_benign_wait(str(wait_type)):
+                key = (str(role), str(wait_type))
+                counts[key] = counts.get(key, 0) + int(n)
+    return [(role, wt, n) for (role, wt), n in sorted(counts.items())]
+
+
 def page_latch_waiters(s: Session) -> list[tuple[str, str, int]]:
     """Tasks waiting on a page latch now on the permutation's instances, each page named by its
     object (:func:`page_object`)."""
@@ -334,4 +346,4 @@ __all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "counter_kind", "
            "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
            "queue_depths", "activation", "server_cpu_percent", "e2e_latencies_us",
            "e2e_latencies_by_priority_us", "e2e_sent_latencies_us", "dialog_stats", "activated_tasks", "procedure_time", "broker_waits",
-           "page_latch_waiters", "page_object"]
+           "page_latch_waiters", "page_object", "session_waits"]

@@ -477,3 +477,30 @@ def test_load_drain_per_initiator_and_telemetry(target):
     assert (c.sent, c.received, c.in_flight, c.errors) == (0, 0, 0, 0)
     assert target.wait_stats() == [] and target.messages_processed() == 0
     assert counter(target, "SQL SEND Total") == 0 and counter(target, "Tasks Started/sec") == 0
+
+
+def test_session_waits_name_the_blocked_sender_by_role(target):
+    """A SEND queued behind another transaction's lock on its dialog's row is a ``sender``
+    session waiting on a lock; nothing of the harness's own sessions counts."""
+    target.prepare(1, "delayed", settings())
+    target.create_dialogs(1, 1, 1)
+    s = open_sender(target.sender_spec(1))
+    holder = db(target, target.initiator_db(1))
+    done = threading.Event()
+    try:
+        h = s.dialog(1)
+        s.send(h, b"first")
+        holder.autocommit = False
+        assert holder.execute("SELECT send_seq FROM ssb.sysdesend WHERE send_seq > 0 FOR UPDATE").fetchall()
+        th = threading.Thread(target=lambda: (s.send(h, b"blocked"), done.set()))
+        th.start()
+        got = wait_for(lambda: [r for r in target.session_waits() if r[0] == "sender"], 10, "the blocked SEND")
+        assert not done.is_set()
+        assert len(got) == 1 and got[0][1].startswith("LCK_M_") and got[0][2] == 1, got
+        holder.commit()
+        th.join(10)
+        assert done.is_set()
+        assert not [r for r in target.session_waits() if r[0] == "sender" and r[1].startswith("LCK_M_")]
+    finally:
+        holder.close()
+        s.close()

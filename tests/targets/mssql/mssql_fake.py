@@ -63,6 +63,9 @@ class FakeServer:
         self.pages: dict[tuple[int, int, int], tuple] = {(7, 1, 1234): ("ssb_init1", "sys", "sysdesend", 1, "DATA_PAGE")}
         self.broker_waits = [("BROKER_RECEIVE_WAITFOR", 12, 24000.0), ("BROKER_TASK_STOP", 2, 40.0)]
         self.broker_latches = [("SERVICE_BROKER_WAITFOR_MANAGER", 9, 310.0)]
+        # requests waiting now by role (session_waits): (role, wait type, requests), per server
+        self.session_waiters: list[tuple] = [("sender", "LCK_M_X", 5), ("sender", "WRITELOG", 2),
+                                             ("reader", "WRITELOG", 1), ("reader", "BROKER_RECEIVE_WAITFOR", 3)]
 
     def batches(self, what: str | None = None, server: str | None = None, db: str | None = None):
         return [(s, d, w, q) for s, d, w, q, _ in self.log
@@ -254,6 +257,9 @@ class FakeServer:
             return [(f.version, "Developer Edition", s, "RTM", "ssbench")]
         if sec == "collectors.page_latch_waiters":
             return list(f.page_waiters)
+        if sec == "collectors.session_waits":
+            f.session_waits_app = params
+            return list(f.session_waiters)
         if sec == "collectors.page_info":
             row = f.pages.get(tuple(params))
             return [row] if row else [(None, None, None, None, None)]

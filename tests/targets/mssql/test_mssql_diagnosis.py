@@ -14,6 +14,7 @@ from pathlib import Path
 from harness.collectors.base import SampleContext, WindowView
 from harness.collectors.waits import BrokerWaitCollector, PageLatchCollector
 from harness.matrix import BrokerSettings
+from harness.targets.mssql.driver import ConnSpec
 from harness.targets.mssql.session import EPOCH
 from harness.targets.mssql.target import MssqlTarget
 from support.summaries import summary
@@ -41,6 +42,18 @@ def test_page_latches_are_named_by_their_object_on_2019_and_later(fake):
     q = fake.sql(what="collectors.sql page_latch_waiters")
     assert "FROM sys.dm_os_waiting_tasks" in q and "PAGELATCH[_]%" in q
     assert "sys.dm_db_page_info(?, ?, ?, 'LIMITED')" in fake.sql(what="collectors.sql page_info")
+
+
+def test_session_waits_by_role_summed_over_the_servers_benign_ones_left_out(fake):
+    t = _target(DIST)
+    assert len(t._active_servers()) == 2
+    assert t.session_waits() == [("reader", "WRITELOG", 2), ("sender", "LCK_M_X", 10), ("sender", "WRITELOG", 4)]
+    q = fake.sql(what="collectors.sql session_waits")
+    assert "sys.dm_exec_requests" in q and "sys.dm_broker_activated_tasks" in q and "@@SPID" in q
+    assert fake.session_waits_app == ("ssbench-sender",)
+    # the load's connections carry that program name; the harness's own do not
+    spec = t.sender_spec(1)["connection"]
+    assert spec["app"] == "ssbench-sender" and "APP=ssbench-sender" in ConnSpec.from_dict(spec).connection_string(None)
 
 
 def test_before_2019_the_raw_page_ids_stay_and_say_so(fake):

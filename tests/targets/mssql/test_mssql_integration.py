@@ -80,6 +80,7 @@ def test_tiny_flow(target):
     assert len(lat) == 12 and all(0 <= us < 60_000_000 for us in lat)
     # collectors answer
     assert isinstance(target.wait_stats(), list)
+    assert all(role in ("sender", "reader") and n > 0 for role, _, n in target.session_waits())
     names = {(p.object_name, p.counter_name) for p in target.perf_counters()}
     assert any(o == "Broker Statistics" for o, _ in names)
     assert set(target.queue_depths()) == {"xmitq.i1", "xmitq.i2", "queue"}

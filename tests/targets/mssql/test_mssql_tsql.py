@@ -233,6 +233,7 @@ EXPECTED_MARKERS = {
     # the diagnosis' evidence (harness.targets.mssql.telemetry: a page's database, file, page id;
     # the window's start and end in the order the query uses them)
     ("collectors", "page_info"): 3, ("target", "procedure_time"): 9,
+    ("collectors", "session_waits"): 1,    # the load's program name
 }
 
 

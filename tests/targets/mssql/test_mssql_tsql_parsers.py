@@ -116,6 +116,7 @@ def _drive(path: Path, fake) -> None:
         t.procedure_time(0.0, 1e9)
         t.broker_waits()
         t.page_latch_waiters()
+        t.session_waits()
         t.errors()
         t.describe()
     t.teardown()

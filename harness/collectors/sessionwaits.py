@@ -1,0 +1,114 @@
+"""Session waits: who of the test waits now, and on what, sampled several times a second.
+
+The wait statistics (:mod:`harness.collectors.waits`, sys.dm_os_wait_stats' shape) are the
+whole server's, cumulative over the whole window: they cannot tell the load's SENDs from the
+activated readers, nor, in an alternated window (``run.alternate``), one dialog strategy's
+slices from another's, so a shared dialog's lock queue and a per-thread dialog's log flush
+read alike. A sample of the sessions waiting at a known instant can: its role is the session's
+(:meth:`Telemetry.session_waits`: the load's ``sender`` sessions, the activated ``reader``
+tasks) and the instant lies in one member's slice (:func:`harness.alternation.member_at`).
+
+A thread of this collector samples every :data:`INTERVAL_S`. The summary's ``session_waits``
+is the mean number of sessions waiting per role and wait type over the window's samples (an
+alternated member's: over the samples in its own slices), the top :data:`TOP_WAITS` of each
+role, and ``session_wait_samples`` how many samples that mean is over. A mean of 10.3 sessions
+waiting is 10,300 ms of wait per second. A SEND that began in one slice and still waits in the
+next is counted in the next: at 0.5 s slices and millisecond waits, a small share.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from ..alternation import member_at
+from .base import Collector
+
+#: seconds between two samples
+INTERVAL_S = 0.1
+#: wait types kept per role in the summary
+TOP_WAITS = 5
+
+
+class SessionWaitThread(threading.Thread):
+    """Calls ``session_waits`` every ``interval`` seconds through the sampling context (its
+    lock); keeps (epoch, rows). A failure ends it with :attr:`error` set."""
+
+    def __init__(self, ctx, interval: float = INTERVAL_S):
+        super().__init__(name="ssbench-session-waits", daemon=True)
+        self.ctx, self.interval = ctx, interval
+        self.samples: list[tuple[float, list[tuple[str, str, int]]]] = []
+        self.supported = True
+        self.error: str | None = None
+        self._halt = threading.Event()
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            c0 = time.perf_counter()
+            ts = time.time()
+            try:
+                rows = self.ctx.call(self.ctx.telemetry.session_waits)
+            except Exception as e:  # recorded by the next tick; the run goes on
+                self.error = f"{type(e).__name__}: {e}"
+                return
+            if rows is None:        # the target cannot tell
+                self.supported = False
+                return
+            with self._lock:
+                self.samples.append((ts, list(rows)))
+            self._halt.wait(max(0.0, self.interval - (time.perf_counter() - c0)))
+
+    def between(self, start: float, end: float) -> list[tuple[float, list[tuple[str, str, int]]]]:
+        with self._lock:
+            return [s for s in self.samples if start <= s[0] < end]
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self.ident is not None:
+            self.join(timeout=10)
+
+
+def mean_waits(samples: list[tuple[float, list[tuple[str, str, int]]]]) -> dict[str, dict[str, float]]:
+    """Mean sessions waiting per role and wait type over ``samples`` (a sample without a
+    role's waits counts as none waiting), the top TOP_WAITS of each role."""
+    sums: dict[str, dict[str, float]] = {}
+    for _, rows in samples:
+        for role, wait_type, n in rows:
+            per = sums.setdefault(role, {})
+            per[wait_type] = per.get(wait_type, 0.0) + n
+    k = len(samples) or 1
+    return {role: {wt: round(v / k, 3) for wt, v in sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_WAITS]}
+            for role, per in sorted(sums.items())}
+
+
+class SessionWaitCollector(Collector):
+    family = "session_waits"
+
+    def __init__(self):
+        self.thread: SessionWaitThread | None = None
+
+    def sample(self, ctx, now):
+        if self.thread is None:
+            self.thread = SessionWaitThread(ctx)
+            self.thread.start()
+        if self.thread.error:
+            raise RuntimeError(self.thread.error)
+        return ()
+
+    def summary_fields(self, ctx, window) -> dict[str, Any]:
+        t = self.thread
+        if t is None or not t.supported:
+            return {}
+        samples = t.between(window.start, window.end)
+        if window.member is not None:
+            slice_seconds, members, mine = window.member
+            samples = [s for s in samples if member_at(s[0], slice_seconds, members) == mine]
+        if not samples:
+            return {}
+        return {"session_waits": mean_waits(samples), "session_wait_samples": len(samples)}
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.thread.stop()
