@@ -227,6 +227,9 @@ def _summary_columns(F, corrupt: str) -> list:
         .otherwise(w["measure_seconds"]).alias("window_seconds"),
         # an alternated window (run.alternate): its start names the window both sides shared
         F.when(c("alternation").isNotNull(), w["measure_start"]).alias("alt_window"),
+        # its waits by strategy: the test's sessions sampled in each member's own slices
+        (F.coalesce(F.size(c("alternation")["members"]), F.lit(0)) > 1).alias("alternated"),
+        c("session_waits").alias("session_waits"),
         *[c(n).alias(n) for n in ("messages_sent", "messages_received", "messages_lost", "drained",
                                   "send_rate", "receive_rate")],
         lat_s["p50"].alias("send_p50_ms"), lat_s["p95"].alias("send_p95_ms"), lat_s["p99"].alias("send_p99_ms"),

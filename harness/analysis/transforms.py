@@ -180,12 +180,36 @@ def _category(col):
     return expr
 
 
+def session_wait_rates(reps: DataFrame) -> DataFrame:
+    """Per (run_id, perm_id, rep, wait_type) of an alternated member with sampled session waits:
+    the test's sessions' (senders' and readers') mean sessions waiting in its own slices, as ms
+    of wait per second (10.3 waiting = 10,300 ms/s), ``source`` 'sessions'. The server's waits
+    of such a window are every strategy's together."""
+    roles = (reps.where(F.col("alternated") & F.col("session_waits").isNotNull())
+             .select("run_id", "perm_id", "rep", F.explode("session_waits").alias("role", "waits")))
+    return (roles.select("run_id", "perm_id", "rep", F.explode("waits").alias("wait_type", "waiting"))
+            .groupBy("run_id", "perm_id", "rep", "wait_type")
+            .agg((F.sum("waiting") * 1000.0).alias("wait_ms_per_s"))
+            .select("run_id", "perm_id", "rep", "wait_type", "wait_ms_per_s",
+                    F.lit(None).cast("double").alias("waiting_tasks_per_s"), F.lit("sessions").alias("source")))
+
+
 def rep_wait_rates(metrics: DataFrame | None, reps: DataFrame,
                    fallback: list[tuple[str, str, int]] | None = None) -> DataFrame:
     """Per (run_id, perm_id, rep, wait_type): wait_ms_per_s and waiting_tasks_per_s over the
     measured window, with ``source`` 'samples', or 'summary' for the repetitions listed in
     ``fallback`` (run_id, perm_id, rep: those without wait samples), from their summary's
-    top_waits. ``fallback`` None: every repetition without wait samples, found by Spark."""
+    top_waits. ``fallback`` None: every repetition without wait samples, found by Spark. An
+    alternated member with sampled session waits takes those instead (:func:`session_wait_rates`)."""
+    sessions = session_wait_rates(reps)
+    keys = sessions.select("run_id", "perm_id", "rep").distinct()
+    return sessions.unionByName(_window_wait_rates(metrics, reps, fallback).join(keys, ["run_id", "perm_id", "rep"],
+                                                                                "left_anti"))
+
+
+def _window_wait_rates(metrics: DataFrame | None, reps: DataFrame,
+                       fallback: list[tuple[str, str, int]] | None) -> DataFrame:
+    """:func:`rep_wait_rates` from the server's waits: the samples, else the summary's."""
     parts = []
     if metrics is not None:
         ticks = rep_ticks(metrics)

@@ -33,7 +33,8 @@ TOP_WAITS = 5
 
 class SessionWaitThread(threading.Thread):
     """Calls ``session_waits`` every ``interval`` seconds through the sampling context (its
-    lock); keeps (epoch, rows). A failure ends it with :attr:`error` set."""
+    lock); keeps (epoch, rows). A failed call sets :attr:`error` (the collector's next tick
+    reports it) and the sampling goes on: a restarted server is sampled again."""
 
     def __init__(self, ctx, interval: float = INTERVAL_S):
         super().__init__(name="ssbench-session-waits", daemon=True)
@@ -50,14 +51,14 @@ class SessionWaitThread(threading.Thread):
             ts = time.time()
             try:
                 rows = self.ctx.call(self.ctx.telemetry.session_waits)
-            except Exception as e:  # recorded by the next tick; the run goes on
+            except Exception as e:  # reported by the collector's next tick; the sampling goes on
                 self.error = f"{type(e).__name__}: {e}"
-                return
-            if rows is None:        # the target cannot tell
-                self.supported = False
-                return
-            with self._lock:
-                self.samples.append((ts, list(rows)))
+            else:
+                if rows is None:    # the target cannot tell
+                    self.supported = False
+                    return
+                with self._lock:
+                    self.samples.append((ts, list(rows)))
             self._halt.wait(max(0.0, self.interval - (time.perf_counter() - c0)))
 
     def between(self, start: float, end: float) -> list[tuple[float, list[tuple[str, str, int]]]]:
@@ -93,8 +94,9 @@ class SessionWaitCollector(Collector):
         if self.thread is None:
             self.thread = SessionWaitThread(ctx)
             self.thread.start()
-        if self.thread.error:
-            raise RuntimeError(self.thread.error)
+        error, self.thread.error = self.thread.error, None
+        if error:
+            raise RuntimeError(error)
         return ()
 
     def summary_fields(self, ctx, window) -> dict[str, Any]:

@@ -537,3 +537,40 @@ def test_help_does_not_import_pyspark():
             "    try: main(['--help'])\n    except SystemExit: pass\n"
             "assert 'pyspark' not in sys.modules and 'matplotlib' not in sys.modules, sorted(sys.modules)\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_an_alternated_members_wait_profile_is_its_sessions_in_its_slices(spark, tmp_path):
+    """make bench's strategies share each window, and with it the server's waits; the wait
+    profile of each takes the sessions sampled in its own slices (source 'sessions'), so the
+    shared dialog's lock queue and per_thread's log flush read apart. A run without samples of
+    its sessions keeps the server's waits."""
+    import json
+
+    from harness.analysis import discovery
+    from harness.analysis import transforms as T
+
+    spec = synth.SynthSpec(name="alt", initiators=(1,), threads=(8,), dialogs=("per_thread", "shared"),
+                           payloads=(100,), servers=("durable",), repetitions=2, warmup_seconds=1,
+                           measure_seconds=2, drain_seconds=1)
+    run = synth.synthesize(tmp_path, spec, run_id="20261128-000001-alt")
+    members = sorted(p.name for p in run.iterdir() if p.is_dir() and p.name.startswith("i1-"))
+    for f in run.glob("i1-*/rep-0*/summary.json"):
+        doc = json.loads(f.read_text())
+        perm = f.parent.parent.name
+        doc["top_waits"] = [{"wait_type": "WRITELOG", "wait_time_ms": 9000.0, "waiting_tasks": 90, "share": 1.0}]
+        doc["window"].update(measure_start=100.0, measure_end=104.0)
+        if f.parent.name == "rep-01":     # rep 2: an older summary, without session_waits or alternation
+            doc["alternation"] = {"members": members, "slice_seconds": 0.5, "member": members.index(perm)}
+            doc["session_waits"] = ({"sender": {"LCK_M_X": 6.1, "WRITELOG": 0.5}, "reader": {"WRITELOG": 0.25}}
+                                    if "shared" in perm else {"sender": {"WRITELOG": 5.0}, "reader": {"WRITELOG": 0.25}})
+            doc["session_wait_samples"] = 20
+        f.write_text(json.dumps(doc))
+    for f in run.glob("i1-*/rep-0*/samples.jsonl"):
+        f.write_text("")                   # no per-tick waits: the summaries' are the server's
+    reps = discovery.read_summaries(spark, discovery.discover([run]))
+    got = {(r.perm_id.split("-")[2], r.rep, r.wait_type): (r.wait_ms_per_s, r.source)
+           for r in T.rep_wait_rates(None, reps).collect()}
+    assert got == {
+        ("shared", 1, "LCK_M_X"): (6100.0, "sessions"), ("shared", 1, "WRITELOG"): (750.0, "sessions"),
+        ("per_thread", 1, "WRITELOG"): (5250.0, "sessions"),
+        ("shared", 2, "WRITELOG"): (2250.0, "summary"), ("per_thread", 2, "WRITELOG"): (2250.0, "summary")}
