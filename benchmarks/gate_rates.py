@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.gate.method import INCONCLUSIVE, PASS, WARNING  # noqa: E402
 from harness.gate.simulate import simulate  # noqa: E402
 
-# (label, seed, reps, perms, cv, kind, rate_drop, latency_rise)
+# (label, seed, reps, perms, cv, kind, rate_drop, latency_rise[, simulate's other arguments])
 SCENARIOS = [
     ("noise only, 1 rep, 18 perms (bench.yaml), 3 % noise", 11, 1, 18, 0.03, "normal", 0.0, 0.0),
     ("noise only, 1 rep, 18 perms, 25 % noise", 12, 1, 18, 0.25, "normal", 0.0, 0.0),
@@ -43,6 +43,16 @@ SCENARIOS = [
     ("20 % latency rise, 5 reps, 1 perm, 3 % noise", 67, 5, 1, 0.03, "normal", 0.0, 0.20),
     ("10 % rate gain, 4 reps, 1 perm, 3 % noise", 68, 4, 1, 0.03, "normal", -0.10, 0.0),
     ("10 % rate gain, 5 reps, 2 perms (gate.yaml), 3 % noise", 69, 5, 2, 0.03, "normal", -0.10, 0.0),
+    # a round's second run 5 % slower (a position effect), 5 % noise: the rounds' orders drawn
+    # one by one (the gate before 2026-11-28) or counterbalanced in pairs (the gate now)
+    ("noise, 5 % position effect, 5 reps, 2 perms, 5 % noise, orders drawn per round", 71, 5, 2, 0.05, "normal",
+     0.0, 0.0, {"position_effect": 0.05, "balanced": False}),
+    ("noise, 5 % position effect, 5 reps, 2 perms, 5 % noise, counterbalanced", 71, 5, 2, 0.05, "normal",
+     0.0, 0.0, {"position_effect": 0.05}),
+    ("noise, 5 % position effect, 6 reps, 2 perms, 5 % noise, orders drawn per round", 72, 6, 2, 0.05, "normal",
+     0.0, 0.0, {"position_effect": 0.05, "balanced": False}),
+    ("noise, 5 % position effect, 6 reps, 2 perms, 5 % noise, counterbalanced", 72, 6, 2, 0.05, "normal",
+     0.0, 0.0, {"position_effect": 0.05}),
 ]
 
 
@@ -56,16 +66,17 @@ def main(argv: list[str] | None = None) -> int:
         print("| " + " | ".join(head) + " |")
         print("| --- | ---: | ---: | ---: | ---: | ---: |")
     else:
-        print(f"{head[0]:<58} {head[1]:>14} {head[2]:>8} {head[3]:>8} {head[4]:>13} {head[5]:>9}")
+        print(f"{head[0]:<80} {head[1]:>14} {head[2]:>8} {head[3]:>8} {head[4]:>13} {head[5]:>9}")
     t0 = time.monotonic()
-    for label, seed, reps, perms, cv, kind, drop, rise in SCENARIOS:
-        r = simulate(seed, reps, perms, cv, kind, rate_drop=drop, latency_rise=rise, trials=args.trials)
+    for label, seed, reps, perms, cv, kind, drop, rise, *more in SCENARIOS:
+        r = simulate(seed, reps, perms, cv, kind, rate_drop=drop, latency_rise=rise, trials=args.trials,
+                     **(more[0] if more else {}))
         cells = [f"{r.failed:.2%}", f"{r.rate(PASS):.2%}", f"{r.rate(WARNING):.2%}", f"{r.rate(INCONCLUSIVE):.2%}",
                  f"{r.improved:.2%}"]
         if args.markdown:
             print("| " + " | ".join([label, *cells]) + " |")
         else:
-            print(f"{label:<58} {cells[0]:>14} {cells[1]:>8} {cells[2]:>8} {cells[3]:>13} {cells[4]:>9}")
+            print(f"{label:<80} {cells[0]:>14} {cells[1]:>8} {cells[2]:>8} {cells[3]:>13} {cells[4]:>9}")
     print(f"\n{args.trials} trials per scenario, {time.monotonic() - t0:.1f} s; default settings "
           "(k=2, min effect 5 %, min reps 4, BH FDR 0.05)")
     return 0

@@ -35,7 +35,7 @@ def register(sub) -> None:
                    help="matrix file for --interleave, e.g. matrices/gate.yaml")
     mode = p.add_argument_group("mode (one of)")
     mode.add_argument("--interleave", metavar="BASELINE_REF",
-                      help="git revision of the baseline: run it and the working tree alternately (A B A B ...)")
+                      help="git revision of the baseline: run it and the working tree alternately (A B, B A, ...)")
     mode.add_argument("--baseline", metavar="RUN_DIR", help="stored baseline run directory (results/<run-id>)")
     mode.add_argument("--candidate", metavar="RUN_DIR", help="stored candidate run directory (with --baseline)")
     st = p.add_argument_group("method")

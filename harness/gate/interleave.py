@@ -8,8 +8,9 @@ runs both sides in the same time window, so slow drift hits both alike:
    into a temporary directory (removed again at the end, also on errors and Ctrl-C).
 2. The matrix is copied with ``run.repetitions: 1`` (``<out>/matrix-1rep.yaml``).
 3. For each round ``1..N`` (N = the matrix's repetitions unless ``--rounds``): both sides run
-   once, in a random order per round drawn from ``random.Random(seed)`` (the seed and the
-   orders are recorded in ``interleave.json``). One side is one invocation of
+   once, in an order counterbalanced over pairs of rounds, drawn from ``random.Random(seed)``
+   (:func:`~harness.gate.method.side_orders`; the seed and the orders are recorded in
+   ``interleave.json``). One side is one invocation of
    ``python -m harness.cli run <matrix-1rep.yaml> --target <target> --out <out>/rounds/round-NN-<side>``
    with ``cwd``, ``PYTHONPATH`` and ``SSBENCH_HOME`` set to that side's checkout, so the
    baseline imports its own ``harness`` package and reads its own ``workloads/`` (checked
@@ -53,13 +54,12 @@ import yaml
 from ..errors import TargetError, UserError
 from ..results import RunDir, RunReader, counts_in_verdicts, find_runs, write_atomic, write_json
 from .compare import compare_runs
-from .method import GateSettings
+from .method import SIDES, GateSettings, side_orders
 from .report import GateReport, write_report
 from .rundata import load_run
 
 log = logging.getLogger(__name__)
 
-SIDES = ("baseline", "candidate")
 #: replacement rounds at most, for repetitions kept out of the comparison (both sides together)
 MAX_REPLACEMENTS = 2
 INTERLEAVE_SCHEMA = "ssbench.gate-interleave/1"
@@ -342,14 +342,9 @@ class InterleaveResult:
 
 
 def round_orders(seed: int, rounds: int) -> list[tuple[str, str]]:
-    """The order of the two sides in each round: random per round, reproducible from the seed."""
-    rng = random.Random(seed)
-    orders = []
-    for _ in range(rounds):
-        order = list(SIDES)
-        rng.shuffle(order)
-        orders.append((order[0], order[1]))
-    return orders
+    """The order of the two sides in each round: counterbalanced in pairs of rounds
+    (:func:`~harness.gate.method.side_orders`), reproducible from the seed."""
+    return side_orders(random.Random(seed), rounds)
 
 
 def default_code_root() -> Path:

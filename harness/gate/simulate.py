@@ -3,7 +3,9 @@ real change (used by tests/gate and ``benchmarks/gate_rates.py``; figures in doc
 
 A trial draws a baseline and a candidate for ``perms`` permutations, every metric of every
 permutation with independent relative noise per repetition, the candidate's rates lowered by
-``rate_drop`` (raised when negative) and its latencies raised by ``latency_rise``; it runs
+``rate_drop`` (raised when negative) and its latencies raised by ``latency_rise``, and the
+side that ran second in a round (:func:`~harness.gate.method.side_orders`, counterbalanced or
+drawn per round) slower by ``position_effect`` (rates lowered, latencies raised); it runs
 :func:`~harness.gate.verdict.compare_samples` and takes the gate's overall verdict the way
 :class:`~harness.gate.report.GateReport` does, and whether any row was called ``improved``.
 Seeded, so every figure is reproducible.
@@ -15,7 +17,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from .method import FAILING, IMPROVED, INCONCLUSIVE, PASS, REGRESSION, WARNING, GateSettings, worst
+from .method import FAILING, IMPROVED, INCONCLUSIVE, PASS, REGRESSION, SIDES, WARNING, GateSettings, side_orders, worst
 from .verdict import compare_samples
 
 #: typical values of the five metrics (a receive rate of 3000 msg/s and the latencies in ms)
@@ -35,15 +37,22 @@ def noise(rng: random.Random, cv: float, kind: str) -> float:
 
 
 def side(rng: random.Random, reps: int, perms: int, cv: float, kind: str = "normal",
-         rate_drop: float = 0.0, latency_rise: float = 0.0) -> dict[str, dict[str, list[float]]]:
-    """One side's samples, ``{permutation: {metric: [value per repetition]}}``."""
+         rate_drop: float = 0.0, latency_rise: float = 0.0,
+         second: list[bool] | None = None, position_effect: float = 0.0) -> dict[str, dict[str, list[float]]]:
+    """One side's samples, ``{permutation: {metric: [value per repetition]}}``; ``second[i]``:
+    this side ran second in round i, slower by ``position_effect``."""
     out = {}
     for p in range(perms):
         out[f"perm{p}"] = {
             m: [v * ((1 - rate_drop) if m.endswith("rate") else (1 + latency_rise)) * noise(rng, cv, kind)
-                for _ in range(reps)]
+                * _slower(m, position_effect if second and second[i] else 0.0)
+                for i in range(reps)]
             for m, v in BASE.items()}
     return out
+
+
+def _slower(metric: str, by: float) -> float:
+    return (1 - by) if metric.endswith("rate") else (1 + by)
 
 
 @dataclass
@@ -74,13 +83,18 @@ class Rates:
 
 
 def simulate(seed: int, reps: int, perms: int, cv: float, kind: str = "normal", rate_drop: float = 0.0,
-             latency_rise: float = 0.0, trials: int = 400, settings: GateSettings = GateSettings()) -> Rates:
-    """Run ``trials`` seeded comparisons of ``reps`` repetitions a side and count the verdicts."""
+             latency_rise: float = 0.0, trials: int = 400, settings: GateSettings = GateSettings(),
+             position_effect: float = 0.0, balanced: bool = True) -> Rates:
+    """Run ``trials`` seeded comparisons of ``reps`` repetitions a side and count the verdicts;
+    each trial draws its rounds' orders (``balanced``: counterbalanced, as the gate does)."""
     rng = random.Random(seed)
     out = Rates(trials=trials)
     for _ in range(trials):
-        rows = compare_samples(side(rng, reps, perms, cv, kind),
-                               side(rng, reps, perms, cv, kind, rate_drop, latency_rise), settings)
+        orders = side_orders(rng, reps, balanced)
+        base, cand = ([o[1] == s for o in orders] for s in SIDES)
+        rows = compare_samples(side(rng, reps, perms, cv, kind, second=base, position_effect=position_effect),
+                               side(rng, reps, perms, cv, kind, rate_drop, latency_rise, cand, position_effect),
+                               settings)
         v = PASS
         for r in rows:
             v = worst(v, r.verdict)

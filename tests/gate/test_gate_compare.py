@@ -576,9 +576,21 @@ def test_noise_alone_is_called_an_improvement_in_under_5_percent_of_comparisons(
     assert rates.improved <= 0.05, f"false improvements in {rates.improved:.3f} ({reps} reps, {perms} perms, {cv:.0%})"
 
 
+@pytest.mark.parametrize("reps", [5, 6])
+def test_counterbalanced_orders_keep_a_position_effect_from_failing_the_gate(reps):
+    """A round's second run 5 % slower under 5 % noise, and no change: with the rounds' orders
+    drawn one by one the gate failed 5.5 % (5 rounds) and 4 % (6) of such comparisons
+    (benchmarks/gate_rates.py); counterbalanced in pairs, as the gate draws them, at most 2 %."""
+    drawn = simulate(7100 + reps, reps, 2, 0.05, position_effect=0.05, balanced=False, trials=TRIALS)
+    balanced = simulate(7100 + reps, reps, 2, 0.05, position_effect=0.05, trials=TRIALS)
+    assert balanced.failed <= 0.025 and balanced.improved <= 0.025, balanced
+    assert balanced.failed < drawn.failed, (balanced, drawn)
+
+
 def test_a_ten_percent_gain_is_called_an_improvement():
     rates = simulate(2027, reps=5, perms=2, cv=0.03, rate_drop=-0.10, trials=TRIALS)
-    assert rates.improved >= 0.95 and rates.failed == 0.0, rates
+    # the latencies are unchanged: they fail on noise alone as rarely as in a noise-only gate
+    assert rates.improved >= 0.95 and rates.failed <= 0.01, rates
 
 
 # --------------------------------------------------------------------------- a run of the previous main
