@@ -20,6 +20,7 @@ from ...errors import TargetError
 from ...native import allocate_lock
 from ..base import SendPaths, Sender
 from ._db import connect
+from .waits import SENDER_APP_PREFIX
 
 SEND_SQL = b"SELECT ssb.send($1::uuid, $2::bytea)"
 _STMT = b"ssbench_send"
@@ -57,7 +58,7 @@ class EmbeddedSender(Sender):
         #: an emulation knob (broker.client_cpu_us_per_send): CPU this process spends before each SEND
         self._cpu_us = int(client_cpu_us or 0)
         self._conninfo = conninfo
-        self._app = application_name or f"ssbench-sender-i{initiator or 0}"
+        self._app = application_name or f"{SENDER_APP_PREFIX}i{initiator or 0}"
         self._lock = allocate_lock()
         self._dialogs: dict[int, str] = {}
         self._lost = False       # the connection broke: the next call reconnects

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..base import Counts, InitiatorCounts, PerfCounter, WaitStat
 from ..telemetry import Telemetry as TargetTelemetry
 from ._db import QUEUE
-from .waits import READER_APP_PREFIX, map_wait
+from .waits import ACTIVE_SESSIONS_QUERY, READER_APP_PREFIX, SENDER_APP_PREFIX, map_wait
 
 
 class Telemetry(TargetTelemetry):
@@ -64,19 +64,15 @@ class Telemetry(TargetTelemetry):
         return [WaitStat(w, int(n), float(ms)) for w, n, ms in rows]
 
     #: the roles of session_waits, by application_name (the load's senders, the activation readers)
-    SESSION_ROLES = (("ssbench-sender-", "sender"), (READER_APP_PREFIX, "reader"))
+    SESSION_ROLES = ((SENDER_APP_PREFIX, "sender"), (READER_APP_PREFIX, "reader"))
 
     def session_waits(self) -> list[tuple[str, str, int]]:
         """pg_stat_activity now: the senders' and readers' sessions, their wait events mapped as
         the broker's wait sampler maps them (harness.targets.embedded.waits.map_wait)."""
         n = self._initiators or self._provisioned
         dbs = [self.target_db] + [self.initiator_db(i) for i in range(1, n + 1)]
-        rows = self._query(self.target_db,
-                           "SELECT application_name, wait_event_type, wait_event FROM pg_stat_activity "
-                           "WHERE backend_type = 'client backend' AND datname = ANY (%s) "
-                           "AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'", (dbs,))
         counts: dict[tuple[str, str], int] = {}
-        for app, wtype, wevent in rows:
+        for _, _, wtype, wevent, app in self._query(self.target_db, ACTIVE_SESSIONS_QUERY, (dbs,)):
             role = next((r for prefix, r in self.SESSION_ROLES if (app or "").startswith(prefix)), None)
             _, _, wait_type, benign = map_wait(wtype, wevent, app)
             if role is not None and not benign:

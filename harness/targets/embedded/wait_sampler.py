@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from ._db import connect, connection_lost
-from .waits import map_wait
+from .waits import ACTIVE_SESSIONS_QUERY, map_wait
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -71,10 +71,7 @@ class WaitSampler(PeriodicSampler):
     """Samples pg_stat_activity and accumulates wait time per wait event into ssb.wait_stats."""
 
     app = "ssbench-wait-sampler"
-    QUERY = ("SELECT pid, datname, wait_event_type, wait_event, application_name "
-             "FROM pg_stat_activity "
-             "WHERE backend_type = 'client backend' AND datname = ANY (%s) "
-             "AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'")
+    QUERY = ACTIVE_SESSIONS_QUERY
 
     def __init__(self, broker: "Broker"):
         super().__init__(broker, "wait-sampler", broker.opts.sample_interval_s)

@@ -17,6 +17,14 @@ READER_APP_PREFIX = "ssbench-reader"
 #: ...unless the activation procedure is doing its own work (broker.processing_us_per_message,
 #: ssb.process_work): then the sleep is the procedure's, SQL Server's WAITFOR (DELAY).
 PROCESSING_APP_SUFFIX = "/processing"
+#: The load's sessions (the senders' application_name: this, then the initiator, ``i1``).
+SENDER_APP_PREFIX = "ssbench-sender-"
+#: The test's sessions doing something now (not idle), with their wait event: what the
+#: broker's wait sampler accumulates and Telemetry.session_waits counts (%s: the databases).
+ACTIVE_SESSIONS_QUERY = ("SELECT pid, datname, wait_event_type, wait_event, application_name "
+                         "FROM pg_stat_activity "
+                         "WHERE backend_type = 'client backend' AND datname = ANY (%s) "
+                         "AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'")
 
 #: (wait_event_type, wait_event) -> SQL Server wait type. ``None`` as the event: any event of
 #: that type not listed more specifically.
