@@ -8,7 +8,8 @@ read alike. A sample of the sessions waiting at a known instant can: its role is
 (:meth:`Telemetry.session_waits`: the load's ``sender`` sessions, the activated ``reader``
 tasks) and the instant lies in one member's slice (:func:`harness.alternation.member_at`).
 
-A thread of this collector samples every :data:`INTERVAL_S`. The summary's ``session_waits``
+A thread of this collector samples every :data:`INTERVAL_S`; each tick records the mean of the
+samples since the last (``waiting``, keyed ``role/wait_type``). The summary's ``session_waits``
 is the mean number of sessions waiting per role and wait type over the window's samples (an
 alternated member's: over the samples in its own slices), the top :data:`TOP_WAITS` of each
 role, and ``session_wait_samples`` how many samples that mean is over. A mean of 10.3 sessions
@@ -89,15 +90,19 @@ class SessionWaitCollector(Collector):
 
     def __init__(self):
         self.thread: SessionWaitThread | None = None
+        self.last = 0.0
 
     def sample(self, ctx, now):
+        """Each tick: the mean sessions waiting over the samples since the last tick, as
+        ``waiting`` keyed ``role/wait_type`` (the live ``ssbench_sessions_waiting``)."""
         if self.thread is None:
             self.thread = SessionWaitThread(ctx)
             self.thread.start()
         error, self.thread.error = self.thread.error, None
         if error:
             raise RuntimeError(error)
-        return ()
+        samples, self.last = self.thread.between(self.last, now), now
+        return [("waiting", f"{role}/{wt}", n) for role, per in mean_waits(samples).items() for wt, n in per.items()]
 
     def summary_fields(self, ctx, window) -> dict[str, Any]:
         t = self.thread

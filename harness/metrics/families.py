@@ -70,6 +70,9 @@ METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "ssbench_dialogs": ("gauge", ("count",), "Dialog lifetime counts since the repetition began."),
     "ssbench_wait_time_ms_per_second": ("gauge", ("wait_type",),
                                         "The top waits: wait time per second, averaged over the last ticks."),
+    "ssbench_sessions_waiting": ("gauge", ("role", "wait_type"),
+                                 "Sessions of the test waiting, by role (sender: the load's; reader: the "
+                                 "activated tasks) and wait type: the mean of the last tick's samples."),
     "ssbench_process_cpu_percent": ("gauge", ("role",),
                                     "CPU of this host's processes, % of one core: client (ssbench and its "
                                     "swarm), server (the database server's processes here)."),
@@ -223,6 +226,9 @@ def _sampled(f: _Families, base: list[str], rep: RepetitionState) -> None:
             f.add("ssbench_dialogs", base + [metric], v)
         elif family == "host" and metric in ("cpu_percent", "rss_bytes") and key in ("client", "server"):
             f.add(f"ssbench_process_{metric}", base + [key], v)
+        elif family == "session_waits" and metric == "waiting":
+            role, _, wait_type = key.partition("/")
+            f.add("ssbench_sessions_waiting", base + [role, wait_type], v)
     for wait_type, ms in rep.waits.top():
         f.add("ssbench_wait_time_ms_per_second", base + [wait_type], ms)
 

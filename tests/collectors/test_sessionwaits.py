@@ -95,6 +95,18 @@ def test_a_target_that_cannot_tell_gives_no_fields_and_a_failure_is_reported():
     c.close()
 
 
+def test_each_tick_records_the_mean_of_its_own_samples():
+    c = SessionWaitCollector()
+    ctx = SampleContext(FakeTarget(SlicedTelemetry()), threading.Lock())
+    assert c.sample(ctx, time.time()) == []           # starts the thread: nothing sampled yet
+    time.sleep(1.0)
+    got = dict((key, v) for metric, key, v in c.sample(ctx, time.time()) if metric == "waiting")
+    c.close()
+    # a second of samples spans both members' slices: some of each
+    assert 1.0 < got["sender/LCK_M_X"] < 7.0 and 0.3 < got["sender/WRITELOG"] < 2.7, got
+    assert 0.1 < got["reader/WRITELOG"] < 0.9, got
+
+
 def test_the_sampler_hands_the_member_to_the_collectors():
     c = SessionWaitCollector()
     s = Sampler(SampleContext(FakeTarget(SlicedTelemetry()), threading.Lock()), [c], interval=0.2).start()

@@ -155,7 +155,9 @@ def test_sampler_ticks_become_gauges_with_bounded_labels():
                    ("broker", "sql_sends_per_s", "Broker Statistics", 40),
                    ("host", "cpu_percent", "client", 30), ("host", "cpu_percent", "server", 60),
                    ("host", "cpu_percent", "worker.i1.w1", 20), ("host", "rss_bytes", "server", 1e8),
-                   ("dialogs", "endpoints", "initiator.CO", 4), *waits))
+                   ("dialogs", "endpoints", "initiator.CO", 4),
+                   ("session_waits", "waiting", "sender/LCK_M_X", 5.5), ("session_waits", "waiting", "reader/WRITELOG", 1),
+                   *waits))
     feed.status("running")
     got = scrape(live)
 
@@ -173,6 +175,8 @@ def test_sampler_ticks_become_gauges_with_bounded_labels():
     assert one("ssbench_activation_tasks_started_per_second") == 0.5
     assert one("ssbench_perf_counter", object="Broker Statistics", counter="sql_sends_per_s") == 40
     assert one("ssbench_process_cpu_percent", role="server") == 60
+    assert one("ssbench_sessions_waiting", role="sender", wait_type="LCK_M_X") == 5.5
+    assert one("ssbench_sessions_waiting", role="reader", wait_type="WRITELOG") == 1
     assert one("ssbench_repetition_state", state="running") == 1
     assert one("ssbench_repetition_phase", phase="warmup") == 1       # the end of spawning is not known yet
     assert one("ssbench_run_info", run_id="run-1", matrix="tiny", command="run") == 1
