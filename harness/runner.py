@@ -248,6 +248,8 @@ class Runner:
     def _report(self, perm: Permutation, rep: int, s: RepetitionSummary) -> None:
         lost = s.messages_lost
         flag = ""
+        shortfall = f"behind: {s.achieved_rate or 0:,.0f} of {s.offered_rate or 0:,.0f} SENDs/s offered"
+        why = disturbance(s)
         if lost:
             flag = f"  !!! {lost} MESSAGES LOST !!!"
         elif s.status == "undelivered":
@@ -257,11 +259,10 @@ class Runner:
             flag = (f"  !!! only {s.users_active} of {s.users_expected} users were sending "
                     "through the window !!!")
         elif s.status == "behind":
-            flag = (f"  [behind: {s.achieved_rate or 0:,.0f} of {s.offered_rate or 0:,.0f} SENDs/s offered, "
-                    f"corrected SEND p99 {(s.send_latency_corrected_ms.p99 if s.send_latency_corrected_ms else None) or float('nan'):.1f} ms]")
-        elif disturbance(s):
-            flag = f"  [{disturbance(s)}" + (f"; behind: {s.achieved_rate or 0:,.0f} of {s.offered_rate or 0:,.0f} "
-                                             "SENDs/s offered" if s.behind else "") + "]"
+            flag = (f"  [{shortfall}, corrected SEND p99 "
+                    f"{(s.send_latency_corrected_ms.p99 if s.send_latency_corrected_ms else None) or float('nan'):.1f} ms]")
+        elif why:
+            flag = f"  [{why}" + (f"; {shortfall}" if s.behind else "") + "]"
         elif s.status != "ok":
             flag = f"  [{s.status}]"
         if s.backlog_messages is not None:
