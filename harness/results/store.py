@@ -22,6 +22,9 @@ from .model import RUN_SCHEMA, RunRecord
 from .reader import RepRef, RunReader, latest_unfinished, read_json, rep_name
 from .summary import summarize_permutation
 
+#: a run directory's claim: created exclusively by the run that owns it (RunDir.create)
+CLAIM = ".claimed"
+
 __all__ = ["RunDir", "read_json", "rep_name", "utc_now_iso", "write_atomic", "write_json", "write_jsonl"]
 
 
@@ -90,24 +93,43 @@ class RunDir(RunReader):
 
     @classmethod
     def create(cls, results_root: Path, matrix_name: str, out: Path | None = None) -> "RunDir":
+        """A new run's directory, claimed by this process alone: ``out``, or
+        ``<results_root>/<UTC time>-<matrix>[-N]``. The claim is an exclusive create (mkdir, or the
+        claim file in an ``out`` that exists empty), so two runs started in the same second never
+        share a directory."""
         if out is not None:
             path = Path(out)
             if path.exists() and not path.is_dir():
                 raise UserError("exists and is not a directory", file=str(path))
-            if path.exists() and any(path.iterdir()):
+            if not cls._claim(path):
                 raise UserError("exists and is not empty (use --resume to continue that run)",
                                 file=str(path))
-        else:
-            path = Path(results_root) / cls.new_run_id(matrix_name)
-            n = 1
-            while path.exists():
-                n += 1
-                path = Path(results_root) / f"{cls.new_run_id(matrix_name)}-{n}"
+            return cls(path)
+        base = Path(results_root) / cls.new_run_id(matrix_name)
+        path, n = base, 1
+        while not cls._claim(path, fresh=True):
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
+        return cls(path)
+
+    @staticmethod
+    def _claim(path: Path, fresh: bool = False) -> bool:
+        """Make ``path`` this run's: create it, or (not ``fresh``) take an empty one, by creating
+        its claim file exclusively. False when another run has it."""
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.mkdir()
+            except FileExistsError:
+                if fresh or not path.is_dir() or any(p.name != CLAIM for p in path.iterdir()):
+                    return False
+            try:
+                os.close(os.open(path / CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            except FileExistsError:
+                return False
         except OSError as e:
             raise UserError(f"cannot create the run directory ({e.strerror or e})", file=str(path)) from None
-        return cls(path)
+        return True
 
     @classmethod
     def latest_for(cls, results_root: Path, matrix_name: str) -> "RunDir | None":

@@ -78,3 +78,26 @@ def test_create_refuses_a_file_and_a_non_empty_directory(tmp_path):
     make_run(tmp_path, "used")
     with pytest.raises(UserError, match="not empty"):
         RunDir.create(tmp_path, "m", tmp_path / "used")
+
+
+def test_runs_started_in_the_same_second_never_share_a_directory(tmp_path, monkeypatch):
+    """Each create claims its directory exclusively: eight threads racing on one run id (the
+    clock's second) get eight directories, and an empty --out is taken by one run only."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    monkeypatch.setattr(RunDir, "new_run_id", staticmethod(lambda name: f"20260101-000000-{name}"))
+    gate = Barrier(8)
+
+    def create(i):
+        gate.wait()
+        return RunDir.create(tmp_path / "results", "m", tmp_path / "out" if i % 2 else None).path
+
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(create, i) for i in range(8)]
+    made = [f.result() for f in futures if f.exception() is None]
+    refused = [f.exception() for f in futures if f.exception() is not None]
+    assert len(made) == len(set(made)) == 5, made
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == [
+        "20260101-000000-m", "20260101-000000-m-2", "20260101-000000-m-3", "20260101-000000-m-4"]
+    assert len(refused) == 3 and all("not empty" in str(e) for e in refused)
