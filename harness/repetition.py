@@ -320,7 +320,7 @@ class Repetition:
             warmup_seconds=warmup, spawn_complete=res.spawn_complete,
             dialogs_created=self.dialogs_created, usable_dialogs=self.usable * p.initiators,
             users_expected=users_expected,
-            accounting=final.accounting(),
+            accounting=final,
             client=ClientRecord(window_start=wd.start, window_end=wd.end, send_latency=wd.latency,
                                 sends_total=wd.sends_total, errors_total=wd.errors_total,
                                 error_samples=wd.error_samples, users_spawned=wd.users_spawned,

@@ -52,6 +52,7 @@ class Runner:
         self.stop_event = stop_event or threading.Event()
         self.lock = threading.Lock()
         self.lost_total = 0
+        self.duplicated_total = 0
         # one Locust master and its local workers for the whole run (client hosts' workers
         # connect to a master of each repetition's own: `ssbench worker` starts one per swarm)
         self.swarms = SwarmSeries(run_dir.path / LOGS_DIR) if remote is None else None
@@ -250,8 +251,9 @@ class Runner:
         flag = ""
         shortfall = f"behind: {s.achieved_rate or 0:,.0f} of {s.offered_rate or 0:,.0f} SENDs/s offered"
         why = disturbance(s)
-        if lost:
-            flag = f"  !!! {lost} MESSAGES LOST !!!"
+        if lost or s.messages_duplicated:
+            flag = "  !!! " + ", ".join(f"{n} MESSAGES {what}" for n, what in
+                                        ((lost, "LOST"), (s.messages_duplicated, "DUPLICATED")) if n) + " !!!"
         elif s.status == "undelivered":
             flag = (f"  !!! {s.messages_undelivered} messages still queued when the drain timed out "
                     "(undelivered, not lost) !!!")
@@ -304,7 +306,9 @@ class Runner:
                        swarms=self.swarms, **extra)
         summary = r.run()
         # an alternated window's accounting is the window's, the same in each member's summary
-        self.lost_total += summary[0].messages_lost if group else summary.messages_lost
+        first = summary[0] if group else summary
+        self.lost_total += first.messages_lost
+        self.duplicated_total += first.messages_duplicated
         return summary
 
 

@@ -47,7 +47,8 @@ WINDOW = _s(("warmup_seconds", DoubleType()), ("measure_seconds", DoubleType()),
             ("spawn_complete", DoubleType()))
 
 PER_INITIATOR = _s(("initiator", LongType()), ("sent", DoubleType()), ("received", DoubleType()),
-                   ("lost", DoubleType()), ("xmitq_left", DoubleType()))
+                   ("lost", DoubleType()), ("xmitq_left", DoubleType()), ("queued", DoubleType()),
+                   ("poison", DoubleType()), ("duplicates", DoubleType()))
 
 WORKER = _s(("initiator", LongType()), ("worker", LongType()), ("host", StringType()),
             ("users", DoubleType()), ("users_active", DoubleType()), ("sends", DoubleType()),
@@ -98,7 +99,7 @@ SUMMARY = _s(
     ("workers", ArrayType(WORKER)), ("client_hosts", ArrayType(CLIENT_HOST)),
     ("users_expected", DoubleType()), ("users_spawned", DoubleType()), ("users_active", DoubleType()),
     ("errors", DoubleType()), ("error_samples", StringType()), ("collector_errors", StringType()),
-    ("poison_messages", DoubleType()), ("queue_disabled", BooleanType()),
+    ("poison_messages", DoubleType()), ("messages_duplicated", DoubleType()), ("queue_disabled", BooleanType()),
     ("messages_undelivered", DoubleType()), ("broker_restarts", DoubleType()),
     ("offered_rate", DoubleType()), ("achieved_rate", DoubleType()), ("behind", BooleanType()),
     ("send_latency_corrected_ms", LATENCY_STATS),

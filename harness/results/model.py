@@ -33,7 +33,7 @@ PERMUTATION_SCHEMA = "ssbench.permutation/1"
 LATENCY_SCHEMA = "ssbench.latency/1"
 
 #: repetition statuses, in precedence order: the first that applies is the repetition's status
-STATUSES = ("lost", "undelivered", "queue_disabled", "server_frozen", "errors", "users_idle", "receive_stalled",
+STATUSES = ("lost", "duplicated", "undelivered", "queue_disabled", "server_frozen", "errors", "users_idle", "receive_stalled",
             "noisy_storage", "behind", "noisy_host", "client_bound", "ok")
 #: statuses of a window disturbed relative to the rest of its run (the target froze, its receive
 #: side stalled, the disk was far slower than the run's typical): shown everywhere with their
@@ -90,6 +90,8 @@ class Document:
             if v == [] and f.metadata.get("omit_empty"):   # fields older documents do not have
                 continue
             if v is False and f.metadata.get("omit_false"):
+                continue
+            if f.metadata.get("omit_default") and v == f.default:   # fields older documents lack
                 continue
             out[f.name] = _dump(v)
         out.update(getattr(self, "extra", {}) or {})
@@ -241,11 +243,17 @@ class Window(Document):
 
 @dataclass
 class InitiatorResult(Document):
+    """One initiator's accounting (harness.results.summary.InitiatorAccount): the totals of the
+    summary are the sums of these."""
+
     initiator: int
     sent: int
     received: int
     lost: int
     xmitq_left: int = 0
+    queued: int = field(default=0, metadata={"omit_default": True})
+    poison: int = field(default=0, metadata={"omit_default": True})
+    duplicates: int = field(default=0, metadata={"omit_default": True})
 
 
 @dataclass
@@ -394,6 +402,9 @@ class RepetitionSummary(Document):
     error_samples: list[str] = field(default_factory=list)
     collector_errors: list[str] = field(default_factory=list)
     poison_messages: int = 0
+    #: tallies of a message beyond its first (exactly-once delivery broken): never offset
+    #: against a loss (status ``duplicated``)
+    messages_duplicated: int = field(default=0, metadata={"omit_default": True})
     queue_disabled: bool = False
     messages_undelivered: int = 0
     broker_restarts: int = 0

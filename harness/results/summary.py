@@ -113,16 +113,16 @@ def disturbance(s: Any) -> str | None:
     return None
 
 
-def repetition_status(*, lost: int, queue_disabled: bool, errors: int, users_active: int,
+def repetition_status(*, lost: int, queue_disabled: bool, duplicated: int = 0, errors: int, users_active: int,
                       users_expected: int, client_bound: bool, noisy_host: bool = False,
                       undelivered: int = 0, behind: bool = False, server_frozen: bool = False,
                       receive_stalled: bool = False, noisy_storage: bool = False) -> str:
-    """The first that applies: lost > undelivered > queue_disabled > server_frozen > errors >
+    """The first that applies: lost > duplicated > undelivered > queue_disabled > server_frozen > errors >
     users_idle > receive_stalled > noisy_storage > behind > noisy_host > client_bound > ok
     (:data:`~harness.results.model.STATUSES`; the disturbed ones come before behind, noisy_host
     and client_bound, which count in verdicts, so a disturbed window is never counted as merely
     behind, noisy or client-bound; its ``behind`` flag still says whether it fell behind)."""
-    for status, applies in (("lost", lost), ("undelivered", undelivered), ("queue_disabled", queue_disabled),
+    for status, applies in (("lost", lost), ("duplicated", duplicated), ("undelivered", undelivered), ("queue_disabled", queue_disabled),
                             ("server_frozen", server_frozen), ("errors", errors),
                             ("users_idle", users_active < users_expected), ("receive_stalled", receive_stalled),
                             ("noisy_storage", noisy_storage), ("behind", behind), ("noisy_host", noisy_host),
@@ -134,28 +134,58 @@ def repetition_status(*, lost: int, queue_disabled: bool, errors: int, users_act
 
 @dataclass
 class InitiatorAccount:
-    """Exact accounting of one initiator after the drain (the target's own counts)."""
+    """One initiator's data messages after the drain, as the target counts them. A message
+    counts once however often it was tallied: ``received`` is distinct messages, and the tallies
+    beyond a message's first are ``duplicates``, so a duplicate never stands in for a loss."""
 
     initiator: int
     sent: int
-    received: int
-    xmitq: int = 0
+    received: int                 # distinct messages processed
+    xmitq: int = 0                # still in its transmission queue
+    queued: int = 0               # delivered to the target queue, not yet received
+    poison: int = 0               # in the target's error table and never received
+    duplicates: int = 0           # tallies beyond a message's first
+
+    @property
+    def in_flight(self) -> int:
+        return self.xmitq + self.queued
+
+    @property
+    def lost(self) -> int:
+        """Sent and neither received, nor poison (received into the error table), nor still
+        queued (undelivered: it is there and will be delivered)."""
+        return max(0, self.sent - self.received - self.poison - self.in_flight)
+
+    @property
+    def undelivered(self) -> int:
+        return min(self.in_flight, max(0, self.sent - self.received - self.poison))
 
 
 @dataclass
 class Accounting:
+    """Exact accounting of a repetition after the drain (:meth:`harness.targets.base.Target.counts`):
+    per initiator, so the initiators' figures always sum to the totals."""
+
     initiators: list[InitiatorAccount]
-    poison_messages: int = 0      # received into the error table: not lost
     queue_disabled: bool = False
-    in_flight: int = 0            # still queued (transmission queues + target queue)
+
+    def _sum(self, name: str) -> int:
+        return sum(getattr(c, name) for c in self.initiators)
+
+    sent = property(lambda self: self._sum("sent"))
+    received = property(lambda self: self._sum("received"))
+    poison = property(lambda self: self._sum("poison"))
+    duplicates = property(lambda self: self._sum("duplicates"))
+    in_flight = property(lambda self: self._sum("in_flight"))
+    lost = property(lambda self: self._sum("lost"))
+    undelivered = property(lambda self: self._sum("undelivered"))
+    target_queue = property(lambda self: self._sum("queued"))
 
     @property
-    def sent(self) -> int:
-        return sum(c.sent for c in self.initiators)
-
-    @property
-    def received(self) -> int:
-        return sum(c.received for c in self.initiators)
+    def settled(self) -> bool:
+        """Queues empty and every message sent accounted for: processed, or in the error table
+        (a poison message is received and logged, not lost)."""
+        return self.in_flight == 0 and self.received + self.poison >= self.sent
 
 
 @dataclass
@@ -257,13 +287,10 @@ def latency_summary(h: Histogram) -> LatencySummary:
 def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     c, a = d.client, d.accounting
     seconds = max(c.member_seconds if c.member_seconds is not None else c.window_end - c.window_start, 1e-9)
-    per_init = [InitiatorResult(initiator=i.initiator, sent=i.sent, received=i.received,
-                                lost=max(0, i.sent - i.received - i.xmitq), xmitq_left=i.xmitq)
+    per_init = [InitiatorResult(initiator=i.initiator, sent=i.sent, received=i.received, lost=i.lost,
+                                xmitq_left=i.xmitq, queued=i.queued, poison=i.poison, duplicates=i.duplicates)
                 for i in a.initiators]
-    # a poison message is received into the error table, not lost; a message still queued when
-    # the drain timed out is undelivered (it is there, and will be delivered), not lost
-    lost = max(0, a.sent - a.received - a.poison_messages - a.in_flight)
-    undelivered = min(a.in_flight, max(0, a.sent - a.received - a.poison_messages))
+    lost, undelivered = a.lost, a.undelivered
     col = dict(d.collected)
     top_waits = [w if isinstance(w, TopWait) else TopWait(**w) for w in col.pop("top_waits", [])]
     workers, client_hosts = worker_results(c.workers, c.window_start, c.window_end, d.client_bound_cpu)
@@ -297,7 +324,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     # open loop: a user has slots in the window only if the schedule reaches it (at a low rate
     # and many users, some users have none: idle by design, not stuck)
     users_due = min(d.users_expected, int(d.offered_rate * seconds)) if d.offered_rate else d.users_expected
-    status = repetition_status(lost=lost, queue_disabled=a.queue_disabled, errors=c.errors_total,
+    status = repetition_status(lost=lost, duplicated=a.duplicates, queue_disabled=a.queue_disabled, errors=c.errors_total,
                                users_active=c.users_active, users_expected=users_due,
                                client_bound=client_bound, noisy_host=noisy_host, undelivered=undelivered,
                                behind=bool(col.get("behind")),
@@ -311,7 +338,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
                       spawn_complete=d.spawn_complete),
         dialogs_created=d.dialogs_created, usable_dialogs=d.usable_dialogs,
         messages_sent=a.sent, messages_sent_client=c.sends_total, messages_received=a.received,
-        messages_lost=lost, drained=a.in_flight == 0, per_initiator=per_init,
+        messages_lost=lost, messages_duplicated=a.duplicates, drained=a.in_flight == 0, per_initiator=per_init,
         messages_sent_client_cut=c.sends_cut_at_stop or None,
         send_rate=send_rate,
         receive_rate=receive_rate,
@@ -321,7 +348,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         users_expected=d.users_expected, users_spawned=c.users_spawned, users_active=c.users_active,
         errors=c.errors_total, error_samples=list(c.error_samples[:10]),
         collector_errors=list(d.collector_errors[:10]),
-        poison_messages=a.poison_messages, queue_disabled=a.queue_disabled,
+        poison_messages=a.poison, queue_disabled=a.queue_disabled,
         messages_undelivered=undelivered, status=status,
         web=d.web, alternation=d.alternation, **col)
 

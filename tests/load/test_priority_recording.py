@@ -23,7 +23,7 @@ def data() -> RepetitionData:
         run_id="run", permutation={"id": "i1-t2-per_thread-p100-sql-hp0.5"}, repetition=1,
         target=TargetRef("mssql", "SQL Server", "sql"), warmup_seconds=1.0, spawn_complete=99.0,
         dialogs_created=2, usable_dialogs=2, users_expected=2,
-        accounting=Accounting([InitiatorAccount(1, 8, 8, 0)], poison_messages=0, in_flight=0),
+        accounting=Accounting([InitiatorAccount(1, 8, 8, 0)]),
         client=ClientRecord(window_start=100.0, window_end=102.0, send_latency=Histogram({1000: 3, 8000: 5}),
                             sends_total=8, users_spawned=2, users_active=2),
         e2e_latency=Histogram({5000: 8}))

@@ -14,13 +14,15 @@ ORDER = [s for s in STATUSES if s != "ok"]
 
 
 def conditions(**on):
-    base = dict(lost=0, queue_disabled=False, errors=0, users_active=4, users_expected=4, client_bound=False,
+    base = dict(lost=0, duplicated=0, queue_disabled=False, errors=0, users_active=4, users_expected=4, client_bound=False,
                 noisy_host=False, undelivered=0, behind=False, server_frozen=False, receive_stalled=False,
                 noisy_storage=False)
     for flag in ("server_frozen", "receive_stalled", "noisy_storage"):
         base[flag] = bool(on.get(flag))
     if on.get("lost"):
         base["lost"] = 3
+    if on.get("duplicated"):
+        base["duplicated"] = 1
     if on.get("queue_disabled"):
         base["queue_disabled"] = True
     if on.get("errors"):
@@ -38,10 +40,11 @@ def conditions(**on):
     return base
 
 
-@pytest.mark.parametrize("flags", [c for n in range(len(ORDER) + 1) for c in itertools.combinations(ORDER, n)])
-def test_status_is_the_first_condition_that_applies(flags):
-    expected = next((s for s in ORDER if s in flags), "ok")
-    assert repetition_status(**conditions(**{f: True for f in flags})) == expected
+def test_status_is_the_first_condition_that_applies():
+    """Every combination of the conditions (2^12), in one test."""
+    for flags in (c for n in range(len(ORDER) + 1) for c in itertools.combinations(ORDER, n)):
+        expected = next((s for s in ORDER if s in flags), "ok")
+        assert repetition_status(**conditions(**{f: True for f in flags})) == expected, flags
 
 
 def data(**over) -> RepetitionData:
@@ -50,8 +53,7 @@ def data(**over) -> RepetitionData:
         run_id="run", permutation={"id": "i2-t2-per_thread-p100-durable"}, repetition=1,
         target=TargetRef("embedded", "PostgreSQL emulation", "durable"), warmup_seconds=1.0,
         spawn_complete=99.0, dialogs_created=4, usable_dialogs=4, users_expected=4,
-        accounting=Accounting([InitiatorAccount(1, 6, 6, 0), InitiatorAccount(2, 5, 4, 1)], poison_messages=0,
-                              in_flight=1),
+        accounting=Accounting([InitiatorAccount(1, 6, 6, 0), InitiatorAccount(2, 5, 4, 1)]),
         client=ClientRecord(window_start=100.0, window_end=102.0, send_latency=lat, sends_total=11,
                             users_spawned=4, users_active=4),
         e2e_latency=Histogram({5000: 9}),
@@ -73,15 +75,29 @@ def test_builder_accounts_per_initiator_and_rates():
 
 
 def test_a_message_neither_received_nor_queued_is_lost():
-    s = build_repetition_summary(data(accounting=Accounting([InitiatorAccount(1, 6, 4, 1)], in_flight=1)))
+    s = build_repetition_summary(data(accounting=Accounting([InitiatorAccount(1, 6, 4, 1)])))
     assert s.messages_lost == 1 and s.messages_undelivered == 1 and s.status == "lost"
     assert s.top_waits[0].wait_type == "WRITELOG" and s.max_xmitq_depth == 7 and s.client_cpu_percent == 12.5
 
 
 def test_poison_messages_are_received_not_lost():
-    d = data(accounting=Accounting([InitiatorAccount(1, 5, 4, 0)], poison_messages=1))
+    d = data(accounting=Accounting([InitiatorAccount(1, 5, 4, 0, poison=1)]))
     s = build_repetition_summary(d)
     assert s.messages_lost == 0 and s.poison_messages == 1 and s.status == "ok" and s.drained
+
+
+def test_a_duplicate_never_hides_a_loss_and_the_initiators_sum_to_the_totals():
+    """Initiator 1 lost one message and had another tallied twice: 5 sent, 4 distinct received,
+    1 duplicate. A count of tallies (5) would have read 'nothing lost'."""
+    a = Accounting([InitiatorAccount(1, 5, 4, duplicates=1), InitiatorAccount(2, 5, 3, queued=1, poison=1)])
+    s = build_repetition_summary(data(accounting=a))
+    assert (s.messages_lost, s.messages_duplicated, s.messages_undelivered) == (1, 1, 1)
+    assert s.status == "lost" and s.poison_messages == 1
+    for name, total in (("lost", s.messages_lost), ("sent", s.messages_sent), ("received", s.messages_received),
+                        ("poison", s.poison_messages), ("duplicates", s.messages_duplicated)):
+        assert sum(getattr(i, name) for i in s.per_initiator) == total, name
+    dup = build_repetition_summary(data(accounting=Accounting([InitiatorAccount(1, 5, 5, duplicates=2)])))
+    assert dup.messages_lost == 0 and dup.messages_duplicated == 2 and dup.status == "duplicated"
 
 
 def test_the_summary_is_valid_json_for_its_own_reader():
@@ -138,8 +154,8 @@ def test_a_disturbed_window_that_fell_behind_is_disturbed_and_says_it_fell_behin
 
 
 def test_every_disturbed_status_precedes_every_status_that_counts():
-    counted = [st for st in STATUSES if counts_in_verdicts(st) and st not in ("lost", "undelivered", "queue_disabled",
-                                                                               "errors", "users_idle")]
+    counted = [st for st in STATUSES if counts_in_verdicts(st) and st not in ("lost", "duplicated", "undelivered",
+                                                                               "queue_disabled", "errors", "users_idle")]
     assert counted == ["behind", "noisy_host", "client_bound", "ok"]
     assert max(STATUSES.index(st) for st in DISTURBED_STATUSES) < min(STATUSES.index(st) for st in counted)
 

@@ -106,7 +106,7 @@ def test_fire_and_forget_loses_the_targets_error(target, ff):
         s.close()
     _process(target)
     counts = target.counts()
-    assert counts.sent == 3 and counts.received == 2 and counts.errors == 1 and counts.in_flight == 0
+    assert counts.sent == 3 and counts.received == 2 and counts.poison == 1 and counts.in_flight == 0
     stats = target.dialog_stats()
     assert (stats["errors_lost"], stats["errors_received"]) == ((1, 0) if ff else (0, 1)), stats
     assert stats["dialogs_begun"] == stats["dialogs_ended"] == 3

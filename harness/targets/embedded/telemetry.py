@@ -13,6 +13,35 @@ from ._db import QUEUE
 from .waits import ACTIVE_SESSIONS_QUERY, READER_APP_PREFIX, SENDER_APP_PREFIX, map_wait
 
 
+#: an initiator's data messages (not warm-up: flag bit 0 of the header) still in its
+#: transmission queue
+XMITQ_DATA = ("SELECT count(*) FROM ssb.sysxmitqueue WHERE msgtype = 1 "
+              "AND NOT (length(msgbody) >= 16 AND (get_byte(msgbody, 15) & 1) = 1)")
+#: per initiator, the target's side of the accounting: distinct messages received, tallies beyond
+#: a message's first, messages in the error table never received, data messages still queued
+TARGET_COUNTS = """
+WITH d AS (SELECT initiator, count(DISTINCT (diag_id, msgseqnum)) AS received,
+                  count(*) - count(DISTINCT (diag_id, msgseqnum)) AS duplicates
+             FROM ssb.message_drop WHERE NOT warmup GROUP BY initiator),
+     e AS (SELECT initiator, count(DISTINCT (diag_id, msgseqnum)) AS poison
+             FROM ssb.message_errors x
+            WHERE NOT ssb.is_warmup(x.message_val)
+              AND NOT EXISTS (SELECT 1 FROM ssb.message_drop m
+                               WHERE m.diag_id = x.diag_id AND m.msgseqnum = x.msgseqnum)
+            GROUP BY initiator),
+     q AS (SELECT initiator, count(*) AS queued FROM ssb.service_queue
+            WHERE msgtype = 1 AND NOT ssb.is_warmup(msgbody) GROUP BY initiator)
+SELECT i, coalesce(d.received, 0), coalesce(q.queued, 0), coalesce(e.poison, 0), coalesce(d.duplicates, 0)
+  FROM (SELECT initiator AS i FROM d UNION SELECT initiator FROM e UNION SELECT initiator FROM q) AS k
+  LEFT JOIN d ON d.initiator = k.i LEFT JOIN e ON e.initiator = k.i LEFT JOIN q ON q.initiator = k.i
+"""
+
+
+def _target_side(row) -> dict[str, int]:
+    received, queued, poison, duplicates = (int(v) for v in (row or (0, 0, 0, 0)))
+    return {"received": received, "queued": queued, "poison": poison, "duplicates": duplicates}
+
+
 class Telemetry(TargetTelemetry):
     """What the runner and the collectors read from the embedded target."""
 
@@ -20,23 +49,19 @@ class Telemetry(TargetTelemetry):
     _provisioned: int
 
     def counts(self) -> Counts:
-        """Exact counts since the last prepare, warm-up excluded. Read upstream first (sent, then
-        transmission queues, then the target queue, then the drop table), so a message moving
-        while we count is counted twice rather than missed: a drain never ends early."""
+        """Exact counts of data messages since the last prepare, warm-up excluded. Read upstream
+        first (sent, then transmission queues, then the target side), so a message moving while
+        we count is counted twice rather than missed: a drain never ends early. A message counts
+        once however often the drop table has it (the rest are duplicates), and as poison only
+        when it is in the error table and was never received."""
         n = self._initiators or self._provisioned
         sent = {i: int(self._one(self.initiator_db(i), "SELECT ssb.sent_count()")) for i in range(1, n + 1)}
-        xmitq = {i: int(self._one(self.initiator_db(i), "SELECT count(*) FROM ssb.sysxmitqueue"))
-                 for i in range(1, n + 1)}
-        queue = int(self._one(self.target_db, "SELECT count(*) FROM ssb.service_queue"))
-        received = dict(self._query(self.target_db,
-                                    "SELECT initiator, count(*) FROM ssb.message_drop WHERE NOT warmup "
-                                    "GROUP BY initiator"))
-        errors, disabled = self._query(self.target_db,
-                                       "SELECT (SELECT count(*) FROM ssb.message_errors), NOT is_receive_enabled "
-                                       "FROM ssb.queues WHERE name = %s", (QUEUE,))[0]
-        return Counts(initiators=[InitiatorCounts(i, sent[i], int(received.get(i, 0)), xmitq[i])
-                                  for i in range(1, n + 1)],
-                      target_queue=queue, errors=int(errors), queue_disabled=bool(disabled))
+        xmitq = {i: int(self._one(self.initiator_db(i), XMITQ_DATA)) for i in range(1, n + 1)}
+        side = {int(r[0]): r[1:] for r in self._query(self.target_db, TARGET_COUNTS)}
+        disabled = self._one(self.target_db, "SELECT NOT is_receive_enabled FROM ssb.queues WHERE name = %s",
+                             (QUEUE,))
+        return Counts(initiators=[InitiatorCounts(i, sent[i], xmitq=xmitq[i], **_target_side(side.get(i)))
+                                  for i in range(1, n + 1)], queue_disabled=bool(disabled))
 
     def dialog_stats(self) -> dict:
         """Dialog lifetime accounting since the last prepare, summed over the initiators, and

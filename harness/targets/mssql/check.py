@@ -217,7 +217,7 @@ def smoke(s: "MssqlTarget", messages: int = 10, usable: int = 2, every_n: int = 
                 if row[2]:
                     stuck.append(f"{inst.name}: {row[2]}")
         raise TargetError("smoke test failed: " + "; ".join(detail)
-                          + f"; target queue {c.target_queue}, errors {c.errors}"
+                          + f"; target queue {c.target_queue}, errors {c.poison}"
                           + (f"; transmission_status: {' | '.join(stuck)}" if stuck else ""))
     return c
 

@@ -296,7 +296,9 @@ class MssqlTarget(Session, Target, Telemetry):
         errors = int(self._scalar(target, "target", "error_count") or 0)
         state = self._query(target, "collectors", "queue_state", [self.topology.broker.queue])
         disabled = bool(state) and not state[0][0]
-        return Counts(initiators=per, target_queue=queue, errors=errors, queue_disabled=disabled)
+        if per:   # not yet counted per initiator: the target queue and the error table on the first
+            per[0].queued, per[0].poison = queue, errors
+        return Counts(initiators=per, queue_disabled=disabled)
 
     def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:
         """Poll the cheap partition row counts; read exact counts once they reach zero.

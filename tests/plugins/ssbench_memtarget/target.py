@@ -179,9 +179,9 @@ class MemoryTarget(Target, MemoryTelemetry):
     def counts(self) -> Counts:
         b = self.broker
         with b.lock:
-            return Counts(initiators=[InitiatorCounts(i, b.sent[i], b.received[i], len(b.xmitq[i]))
-                                      for i in range(1, self._initiators + 1)],
-                          target_queue=len(b.queue))
+            queued = {i: sum(1 for m in b.queue if m[0] == i) for i in range(1, self._initiators + 1)}
+            return Counts(initiators=[InitiatorCounts(i, b.sent[i], b.received[i], len(b.xmitq[i]), queued[i])
+                                      for i in range(1, self._initiators + 1)])
 
     # ---------------------------------------------------------------- telemetry
     def queue_depths(self, exact: bool = False) -> dict[str, int]:

@@ -212,8 +212,35 @@ def test_poison_message_goes_to_error_table_and_batch_commits(target):
         assert t.execute("SELECT messages, processed, errors FROM ssb.receive_tally").fetchone() == (5, 4, 1)
         assert t.execute("SELECT consecutive_rollbacks FROM ssb.queues").fetchone()[0] == 0
     c = target.counts()
-    assert (c.sent, c.received, c.errors, c.in_flight, c.queue_disabled) == (5, 4, 1, 0, False)
+    assert (c.sent, c.received, c.poison, c.in_flight, c.queue_disabled) == (5, 4, 1, 0, False)
     assert target.drain(5).in_flight == 0
+
+
+def test_a_duplicated_message_never_hides_a_lost_one(target):
+    """The drop table holds one message twice and lacks another, and the error table logs a
+    message that was also received (a retried batch): the counts see one loss, one duplicate and
+    no poison, where counting rows would have read 'nothing lost'."""
+    target.prepare(1, "delayed", settings())
+    target.create_dialogs(1, 1, 1)
+    s = open_sender(target.sender_spec(1))
+    try:
+        h = s.dialog(1)
+        for i in range(1, 5):
+            s.send(h, f"ok {i}".encode())
+    finally:
+        s.close()
+    deliver(target)
+    with db(target, target.target_db) as t:
+        assert t.execute("SELECT ssb.activation_procedure(10000, 0)").fetchone()[0] == 4
+        t.execute("INSERT INTO ssb.message_drop SELECT * FROM ssb.message_drop WHERE msgseqnum = 1")
+        t.execute("DELETE FROM ssb.message_drop WHERE msgseqnum = 2")
+        t.execute("INSERT INTO ssb.message_errors (batch_id, initiator, diag_id, msgseqnum, error_state, "
+                  "error_message, message_val) SELECT batch_id, initiator, diag_id, msgseqnum, 'x', 'retried', "
+                  "message_val FROM ssb.message_drop WHERE msgseqnum = 3")
+    c = target.counts()
+    (i,) = c.initiators
+    assert (i.sent, i.received, i.duplicates, i.poison, i.lost) == (4, 3, 1, 0, 1)
+    assert (c.lost, c.duplicates, c.in_flight) == (1, 1, 0)
 
 
 def test_five_rollbacks_disable_the_queue(target):
@@ -246,7 +273,7 @@ def test_five_rollbacks_disable_the_queue(target):
         # fix the procedure (TRY/CATCH) and re-enable: everything gets through, the poison to errors
         target.set_queue_options(try_catch=True, enabled=True)
         c = target.drain(20)
-        assert (c.sent, c.received, c.errors, c.in_flight, c.queue_disabled) == (3, 2, 1, 0, False)
+        assert (c.sent, c.received, c.poison, c.in_flight, c.queue_disabled) == (3, 2, 1, 0, False)
     finally:
         s.close()
         target.stop()
@@ -474,7 +501,7 @@ def test_load_drain_per_initiator_and_telemetry(target):
     # prepare = NEW_BROKER: everything is gone
     target.prepare(1, "durable", settings())
     c = target.counts()
-    assert (c.sent, c.received, c.in_flight, c.errors) == (0, 0, 0, 0)
+    assert (c.sent, c.received, c.in_flight, c.poison) == (0, 0, 0, 0)
     assert target.wait_stats() == [] and target.messages_processed() == 0
     assert counter(target, "SQL SEND Total") == 0 and counter(target, "Tasks Started/sec") == 0
 

@@ -74,7 +74,7 @@ def test_tiny_flow(target):
             sender.close()
     c = target.drain(60)
     assert [(x.initiator, x.sent, x.received) for x in c.initiators] == [(1, 7, 7), (2, 5, 5)]
-    assert c.in_flight == 0 and c.errors == 0 and not c.queue_disabled
+    assert c.in_flight == 0 and c.poison == 0 and not c.queue_disabled
     assert target.messages_processed() == 12
     lat = target.e2e_latencies_us(t_start - 60, time.time() + 60)
     assert len(lat) == 12 and all(0 <= us < 60_000_000 for us in lat)
