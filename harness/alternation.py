@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .errors import UserError
+from .results.fields import axis_names
 from .runsettings import BUCKET_SECONDS
 
 #: the permutation values an alternated group's members may differ in
-DIALOG_KEYS = ("id", "index", "dialogs", "dialogs_every_n", "dialogs_shared")
+DIALOG_KEYS = axis_names("identity", "strategy")
 
 
 def member_at(epoch: float, slice_seconds: float, members: int) -> int:

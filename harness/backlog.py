@@ -184,9 +184,8 @@ class BacklogRepetition(Repetition):
         e2e = Histogram()
         e2e.extend_us(e2e_us)
         lat["e2e"] = e2e
-        summary.e2e_latency_ms = latency_summary(e2e)
-        summary.backlog_messages = d.backlog
-        summary.drain_seconds = None if d.seconds is None else round(d.seconds, 4)
-        summary.drain_rate = None if d.rate is None else round(d.rate, 3)
+        summary = summary.replace(e2e_latency_ms=latency_summary(e2e), backlog_messages=d.backlog,
+                                  drain_seconds=None if d.seconds is None else round(d.seconds, 4),
+                                  drain_rate=None if d.rate is None else round(d.rate, 3))
         return summary, lat
 

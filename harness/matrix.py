@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace as _replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .results.fields import AXES
 from .brokersettings import BROKER_FIELDS, OPTIONAL_BROKER, BrokerSettings, broker_values  # noqa: F401
 from . import alternation
 from .dialogstrategy import DialogStrategy
@@ -38,11 +39,12 @@ SERVER_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 # (dialog strategies: harness.dialogstrategy, broker settings: harness.brokersettings and run settings:
 # harness.runsettings, re-exported here)
 
-# Axes: required ones first, in expansion order; optional broker axes override BrokerSettings.
-REQUIRED_AXES = ("initiators", "threads", "dialogs", "payload_bytes", "server")
-OPTIONAL_AXES = ("max_queue_readers", "receive_top", "waitfor_timeout_ms", "priority", "processing_us_per_message")
+# Axes (declared in harness.results.fields.AXES): required ones first, in expansion order;
+# optional broker axes override BrokerSettings.
+REQUIRED_AXES = tuple(a.matrix_name for a in AXES if a.matrix == "required")
+OPTIONAL_AXES = tuple(a.matrix_name for a in AXES if a.matrix == "optional" and a.broker)
 #: optional axes named differently from the BrokerSettings field they set
-AXIS_FIELDS = {"priority": "high_priority_share"}
+AXIS_FIELDS = {a.alias: a.name for a in AXES if a.alias}
 #: features only some targets implement (each target declares its own,
 #: harness.targets.base.Capabilities), and what messages say a target lacking one cannot do
 #: (Matrix.feature_uses: the matrix fields that use each)
@@ -57,19 +59,17 @@ FEATURE_SETTINGS = {"priority": "high_priority_share", "transport_rate_limit": "
 
 #: optional load axes: ``rate`` is the offered SENDs per second per initiator (open loop,
 #: docs/matrices.md); absent, every user sends as fast as its SEND returns (closed loop)
-LOAD_AXES = ("rate",)
+LOAD_AXES = tuple(a.name for a in AXES if a.matrix == "optional" and a.role == "load")
 MAX_RATE = 1_000_000.0
 #: optional dialog-lifetime axes (docs/matrices.md, "Conversation lifetime"):
 #: ``messages_per_dialog`` (1, N or ``unlimited``: messages a dialog carries before the sender
 #: retires it and begins a new one) and ``fire_and_forget`` (true: the initiator ENDs a retired
 #: dialog right after its last SEND instead of waiting for the target's EndDialog). Absent, a
 #: dialog is reused for the whole run (``unlimited``) and ids are unchanged.
-DIALOG_AXES = ("messages_per_dialog", "fire_and_forget")
+DIALOG_AXES = tuple(a.name for a in AXES if a.matrix == "optional" and a.role == "technique" and not a.broker)
 MAX_MESSAGES_PER_DIALOG = 1_000_000_000
 # (the activation helper's waitfor_timeout_ms / priority axes go beside OPTIONAL_AXES)
-AXIS_TOKENS = {"initiators": "i", "threads": "t", "payload_bytes": "p",
-               "max_queue_readers": "r", "receive_top": "top", "waitfor_timeout_ms": "wf",
-               "priority": "hp", "processing_us_per_message": "proc"}
+AXIS_TOKENS = {a.matrix_name: a.token for a in AXES if a.token}
 ALL_AXES = REQUIRED_AXES + OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES
 TOP_KEYS = {"name", "description", "axes", "blocks", "run", "broker", "embedded_profiles", "cases"}
 #: the axes a block may give (``blocks:``, docs/matrices.md): the matrix is the union of one

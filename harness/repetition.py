@@ -241,14 +241,13 @@ class Repetition:
             warmup = self.settings.warmup_seconds if warmup_seconds is None else warmup_seconds
             measure = self.settings.measure_seconds if measure_seconds is None else measure_seconds
             summary, lat = self._summarize(res, final, warmup, measure, web)
-            summary.broker_restarts = restarts
+            samples = list(summary.error_samples or [])
             if require_sends and summary.send_latency_ms.count == 0:
-                first = f" (first error: {summary.error_samples[0]})" if summary.error_samples else ""
+                first = f" (first error: {samples[0]})" if samples else ""
                 raise RepetitionFailed(f"{self.perm.id} rep {self.rep}: no SEND completed in the measured window, "
                                        f"{summary.errors} failed{first}: the repetition measured nothing")
-            summary.error_samples.extend(error_samples or [])
-            if res.stats_csv is None:
-                summary.error_samples.append("Locust wrote no stats CSV")
+            samples += (error_samples or []) + (["Locust wrote no stats CSV"] if res.stats_csv is None else [])
+            summary = summary.replace(broker_restarts=restarts, error_samples=samples)
             self._write(summary, lat)
         except BaseException:
             self.abort()
@@ -439,7 +438,7 @@ class AlternatedRepetition(Repetition):
                 self.dialogs_created = self.created.get(q.id, 0)
                 summary, lat = self._summarize(res, final, self.settings.warmup_seconds,
                                                self.settings.measure_seconds * k, None)
-                summary.broker_restarts = restarts
+                summary = summary.replace(broker_restarts=restarts)
                 if summary.send_latency_ms.count == 0:
                     raise RepetitionFailed(f"{q.id} rep {self.rep}: no SEND completed in its slices of the "
                                            "alternated window: the repetition measured nothing")

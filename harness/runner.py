@@ -24,7 +24,7 @@ from .backlog import BacklogRepetition
 from .repetition import AlternatedRepetition, Interrupted, Repetition
 from .results import RepetitionSummary, RunDir, disturbance, host_cpu_speed, host_cross_cpu, utc_now_iso, write_atomic
 from .targets.base import Target
-from .verdicts import Rule, rows_from_summaries
+from .verdicts import Rule, permutation_rows
 from .verdicts.answer import comparison_words, host_note, key_row, stop_words, threads_text
 from .verdicts.auto import STOP_DECIDED, STOP_NONE, RoundPlan, fit_round, plan_round
 
@@ -141,7 +141,7 @@ class Runner:
         begun = dict(clock.get("round_plan") or {})
         plan: RoundPlan | None = None
         for rnd in range(1, (rule.max_reps or rule.min_reps) + 2):
-            plan = plan_round(rnd, list(perms), rows_from_summaries(rd.readable_summaries(), rd.run_id), rule)
+            plan = plan_round(rnd, list(perms), permutation_rows(s.row() for s in rd.readable_summaries()), rule)
             if plan.stop:
                 break
             if rnd > rule.min_reps:
@@ -246,33 +246,34 @@ class Runner:
         if note:
             self.progress.line(f"  {note}")
 
-    def _report(self, perm: Permutation, rep: int, s: RepetitionSummary) -> None:
-        lost = s.messages_lost
+    def _report(self, perm: Permutation, rep: int, summary: RepetitionSummary) -> None:
+        r = summary.row()
+        nan = float("nan")
+        lost, status = r["messages_lost"], r["status"]
         flag = ""
-        shortfall = f"behind: {s.achieved_rate or 0:,.0f} of {s.offered_rate or 0:,.0f} SENDs/s offered"
-        why = disturbance(s)
-        if lost or s.messages_duplicated:
+        shortfall = f"behind: {r['achieved_rate'] or 0:,.0f} of {r['offered_rate'] or 0:,.0f} SENDs/s offered"
+        why = disturbance(r)
+        if lost or r["messages_duplicated"]:
             flag = "  !!! " + ", ".join(f"{n} MESSAGES {what}" for n, what in
-                                        ((lost, "LOST"), (s.messages_duplicated, "DUPLICATED")) if n) + " !!!"
-        elif s.status == "undelivered":
-            flag = (f"  !!! {s.messages_undelivered} messages still queued when the drain timed out "
+                                        ((lost, "LOST"), (r["messages_duplicated"], "DUPLICATED")) if n) + " !!!"
+        elif status == "undelivered":
+            flag = (f"  !!! {r['messages_undelivered']} messages still queued when the drain timed out "
                     "(undelivered, not lost) !!!")
-        elif s.status == "users_idle":
-            flag = (f"  !!! only {s.users_active} of {s.users_expected} users were sending "
+        elif status == "users_idle":
+            flag = (f"  !!! only {r['users_active']} of {r['users_expected']} users were sending "
                     "through the window !!!")
-        elif s.status == "behind":
-            flag = (f"  [{shortfall}, corrected SEND p99 "
-                    f"{(s.send_latency_corrected_ms.p99 if s.send_latency_corrected_ms else None) or float('nan'):.1f} ms]")
+        elif status == "behind":
+            flag = f"  [{shortfall}, corrected SEND p99 {r['send_corrected_p99_ms'] or nan:.1f} ms]"
         elif why:
-            flag = f"  [{why}" + (f"; {shortfall}" if s.behind else "") + "]"
-        elif s.status != "ok":
-            flag = f"  [{s.status}]"
-        if s.backlog_messages is not None:
-            flag += (f"  backlog {s.backlog_messages:,} drained in {s.drain_seconds or float('nan'):.2f} s "
-                     f"({s.drain_rate or 0:,.0f} msg/s)")
-        p99 = s.send_latency_ms.p99
-        self.progress.line(f"{perm.id} rep {rep}: send {s.send_rate:.0f} msg/s, receive "
-                           f"{s.receive_rate:.0f} msg/s, SEND p99 {p99 if p99 is not None else float('nan'):.2f} ms, "
+            flag = f"  [{why}" + (f"; {shortfall}" if r["behind"] else "") + "]"
+        elif status != "ok":
+            flag = f"  [{status}]"
+        if r["backlog_messages"] is not None:
+            flag += (f"  backlog {r['backlog_messages']:,} drained in {r['drain_seconds'] or nan:.2f} s "
+                     f"({r['drain_rate'] or 0:,.0f} msg/s)")
+        p99 = r["send_p99_ms"]
+        self.progress.line(f"{perm.id} rep {rep}: send {r['send_rate']:.0f} msg/s, receive "
+                           f"{r['receive_rate']:.0f} msg/s, SEND p99 {p99 if p99 is not None else nan:.2f} ms, "
                            f"lost {lost}, ETA {self.progress.eta()}{flag}")
 
     # ------------------------------------------------------------------ one repetition
@@ -308,7 +309,7 @@ class Runner:
         # an alternated window's accounting is the window's, the same in each member's summary
         first = summary[0] if group else summary
         self.lost_total += first.messages_lost
-        self.duplicated_total += first.messages_duplicated
+        self.duplicated_total += first.messages_duplicated or 0
         return summary
 
 

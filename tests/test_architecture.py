@@ -178,3 +178,86 @@ def test_the_kind_check_catches(source):
 ])
 def test_the_kind_check_lets_values_through(source):
     assert not kind_tests(source, {"embedded", "mssql"}), source
+
+
+# --------------------------------------------------------------------------- one declaration per field
+
+def _field_lists(source: str, names: set[str], least: int = 4) -> list[tuple[int, list[str]]]:
+    """Literal tuples, lists and sets in ``source`` naming ``least`` or more of ``names``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            hits = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in names]
+            if len(hits) >= least:
+                out.append((node.lineno, hits))
+    return out
+
+
+def _registry_names() -> set[str]:
+    from harness.results import fields
+
+    return {f.name for f in fields.FIELDS} | {a.name for a in fields.AXES} | {d.name for d in fields.DERIVED}
+
+
+def test_no_hand_written_list_of_result_fields_outside_the_registry():
+    """Every list of summary fields, table columns or axes comes from harness/results/fields.py
+    (its roles, flags and helpers): a literal list of four or more of their names elsewhere in
+    harness/ is a second copy of the contract."""
+    names = _registry_names()
+    registry = REPO / "harness" / "results" / "fields.py"
+    found = [f"{p.relative_to(REPO)}:{line}: {hits}" for p in sorted((REPO / "harness").rglob("*.py"))
+             if p != registry for line, hits in _field_lists(p.read_text(), names)]
+    assert not found, "declare these in the registry and derive them:\n" + "\n".join(found)
+
+
+def test_the_field_list_check_catches_a_copy():
+    names = _registry_names()
+    assert _field_lists('KEYS = ("run_id", "server", "initiators", "threads")', names)
+    assert not _field_lists('KEYS = ("run_id", "server", "x", "y")', names)
+
+
+def _analysis_imports() -> dict[str, set[str]]:
+    """harness/analysis modules -> the analysis modules each imports, at any depth of the code
+    (an import inside a function counts: it is where a cycle hides)."""
+    root = REPO / "harness" / "analysis"
+    mods = {p.stem for p in root.glob("*.py")}
+    graph = {}
+    for p in root.glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                module = node.module if node.level == 0 else "harness.analysis." * (node.level == 1) + node.module
+                if module.startswith("harness.analysis."):
+                    deps.add(module.split(".")[2])
+                elif module == "harness.analysis":
+                    deps |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps |= {a.name for a in node.names}
+        graph[p.stem] = (deps & mods) - {p.stem, "__init__"}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+
+    def visit(n: str, path: list[str]) -> list[str] | None:
+        state[n] = 1
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return path[path.index(m):] + [m]
+            if m not in state and (c := visit(m, path + [m])):
+                return c
+        state[n] = 2
+        return None
+
+    return next((c for n in sorted(graph) if n not in state and (c := visit(n, [n]))), None)
+
+
+def test_no_import_cycle_in_the_analysis():
+    cycle = _cycle(_analysis_imports())
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_cycle_check_catches_one():
+    assert _cycle({"report": {"plots"}, "plots": {"diagnosis_view"}, "diagnosis_view": {"report"}})
+    assert _cycle({"report": {"plots", "html"}, "plots": {"html"}, "html": set()}) is None

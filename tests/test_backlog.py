@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.targets.base import Target
+from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,7 +70,7 @@ def test_backlog_drain_is_measured(pg_server, tmp_path):
     r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(m), "--out", str(out)], cwd=REPO,
                        env=dict(os.environ), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    s = {p.parent.parent.name: json.loads(p.read_text()) for p in out.glob("*/rep-*/summary.json")}
+    s = {p.parent.parent.name: read_summary(p) for p in out.glob("*/rep-*/summary.json")}
     assert set(s) == {"i1-t4-per_thread-p100-durable-r1-top50", "i1-t4-per_thread-p100-durable-r4-top50"}
     for pid, d in s.items():
         # the whole backlog sat in the target queue, then every message was processed

@@ -17,7 +17,7 @@ from harness.progress import Progress
 from harness.repetition import Interrupted
 from harness.results import RunDir
 from harness.runner import Runner
-from harness.verdicts import Rule, rows_from_summaries
+from harness.verdicts import Rule, permutation_rows
 from harness.verdicts.answer import key_row
 from harness.verdicts.auto import plan_round
 from harness.verdicts.pairs import judge_all
@@ -84,7 +84,7 @@ def setup(tmp_path, monkeypatch):
 
 
 def judged_through(rd, matrix, rnd):
-    rows = rows_from_summaries(rd.readable_summaries(), rd.run_id)
+    rows = permutation_rows(s.row() for s in rd.readable_summaries())
     return plan_round(rnd, [p.id for p in matrix.permutations()], rows, Rule.of_run(rd.read_run()["matrix"]["run"]))
 
 
@@ -106,7 +106,7 @@ def test_a_round_that_does_not_fit_runs_the_comparisons_that_do(setup):
     left = {(x["perm_id"], x["baseline_perm_id"]) for x in auto["round_plan"]["left_out"]}
     assert left == {(j.pairing.perm_ids) for j in plan4.undecided if "-t8-" in j.pairing.perm_ids[0]}
     rows = {(r["comparison"], r["total_threads"]): r for r in
-            (key_row(j, auto) for j in judge_all(rows_from_summaries(rd.readable_summaries(), rd.run_id),
+            (key_row(j, auto) for j in judge_all(permutation_rows(s.row() for s in rd.readable_summaries()),
                                                   default=Rule.of_run(rd.read_run()["matrix"]["run"])))}
     assert "left no room for it in round 4" in rows[("trick150", 8)]["reason"]
     assert "left no room for round 5" in rows[("trick150", 1)]["reason"] or rows[("trick150", 1)]["verdict"] != "inconclusive"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.saturate import Probe, SearchSettings, depth_slope_per_s, search
+from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -175,7 +176,7 @@ def test_saturate_drives_several_processes_per_initiator(pg_server, tmp_path):
     [res] = json.loads((out / "saturation.json").read_text())["permutations"]
     assert 1 <= len(res["probes"]) <= 2
     for p in res["probes"]:
-        s = json.loads((out / p["permutation_id"] / "rep-01" / "summary.json").read_text())
+        s = read_summary(out / p["permutation_id"] / "rep-01" / "summary.json")
         assert len(s["workers"]) == 2 and s["users_active"] == 2, (s["workers"], s["users_active"])
         assert s["messages_lost"] == 0
 

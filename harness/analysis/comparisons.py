@@ -1,6 +1,6 @@
 """Dialog-strategy comparisons with their uncertainty, on the driver (plain Python rows).
 
-The permutations table (Spark, :func:`harness.analysis.transforms.permutation_stats`) carries
+The permutations table (:func:`harness.analysis.tables.permutation_stats`) carries
 each permutation's repetitions in order (``rep_numbers``, ``rep_statuses``) and their rates
 (``receive_rate_values``, ``send_rate_values``); from those this module computes:
 
@@ -9,12 +9,10 @@ each permutation's repetitions in order (``rep_numbers``, ``rep_statuses``) and 
 * :func:`dialog_gains`: the rows of the ``dialog_gains`` table from the judged dialog-strategy
   comparisons (:func:`harness.verdicts.judge_all`: the stopping rule's gain, interval and
   verdict, docs/statistics.md);
-* :func:`crossover`: per (run, server, strategy, initiators, payload) where the strategy pays:
+* :func:`crossover`: per strategy and everything but the thread count, where the strategy pays:
   the first total thread count from which every point's verdict is ``gain``
   (:func:`harness.verdicts.pays_from`, as the key table's "pays from"), and the verdict at the
   most threads measured.
-
-The tables' Spark schemas (for Parquet) are here as DDL strings, so this module needs no Spark.
 """
 
 from __future__ import annotations
@@ -23,52 +21,29 @@ from collections import defaultdict
 from typing import Any
 
 from ..verdicts import VERDICTS, Judged, pays_from
-from ..verdicts.pairs import BASELINE_STRATEGY, GAIN_KEYS, OTHER_AXES  # noqa: F401  (re-exported)
+from ..verdicts.pairs import GAIN_KEYS
 from . import uncertainty as U
 
-CROSS_KEYS = ("run_id", "server", "strategy", "initiators", "payload_bytes")
-
-INTERVAL_SCHEMA = ("run_id string, perm_id string, synthetic boolean, receive_rate_ci_low double, "
-                   "receive_rate_ci_high double, send_rate_ci_low double, send_rate_ci_high double")
-GAINS_SCHEMA = ("run_id string, synthetic boolean, server string, strategy string, initiators bigint, "
-                "threads bigint, total_threads bigint, payload_bytes bigint, perm_id string, "
-                "baseline_perm_id string, n bigint, baseline_n bigint, baseline_receive_rate double, "
-                "receive_rate double, gain_pct double, gain_ci_low_pct double, gain_ci_high_pct double, "
-                "verdict string, baseline_send_rate double, send_rate double, send_gain_pct double, "
-                "confidence double, look bigint, kept_out bigint, reason string, threshold_pct double")
-CROSSOVER_SCHEMA = ("run_id string, synthetic boolean, server string, strategy string, initiators bigint, "
-                    "payload_bytes bigint, verdict string, crossover_total_threads bigint, "
-                    "gain_at_max_threads_pct double, gain_at_max_threads_ci_low_pct double, "
-                    "gain_at_max_threads_ci_high_pct double, max_total_threads bigint, max_gain_pct double, "
-                    "max_gain_ci_low_pct double, max_gain_ci_high_pct double, max_gain_verdict string, "
-                    "max_gain_total_threads bigint, points bigint, min_reps bigint, verdicts string, "
-                    "threshold_pct double")
-
-
-def columns(ddl: str) -> list[str]:
-    return [part.strip().split(" ", 1)[0] for part in ddl.split(",")]
+#: a strategy's crossover is found along the thread counts of everything else equal
+CROSS_KEYS = tuple(k for k in GAIN_KEYS if k != "threads") + ("strategy",)
 
 
 def _values(row: dict[str, Any], key: str) -> list[float]:
     return [v for v in (row.get(key) or []) if v is not None]
 
 
-def rate_intervals(perms: list[dict[str, Any]], synthetic_runs: set[str]) -> list[dict[str, Any]]:
+def rate_intervals(perms: list[dict[str, Any]], synthetic_runs: set[str]) -> None:
     """Adds ``receive_rate_ci_low/high``, ``send_rate_ci_low/high`` (None below
-    :data:`~.uncertainty.MIN_REPS` repetitions) and ``synthetic`` to each permutation row, in
-    place; returns the rows of :data:`INTERVAL_SCHEMA`."""
-    out = []
+    :data:`~.uncertainty.MIN_REPS` repetitions) and ``synthetic`` to each permutation row."""
     for p in perms:
         p["synthetic"] = p["run_id"] in synthetic_runs
         for m in ("receive_rate", "send_rate"):
             ci = U.bootstrap_median(_values(p, f"{m}_values"))
             p[f"{m}_ci_low"], p[f"{m}_ci_high"] = ci if ci else (None, None)
-        out.append({k: p[k] for k in columns(INTERVAL_SCHEMA)})
-    return out
 
 
 def dialog_gains(judged: list[Judged]) -> list[dict[str, Any]]:
-    """Rows of :data:`GAINS_SCHEMA` from the judged comparisons: the dialog strategies' (each
+    """Rows of the ``dialog_gains`` table from the judged comparisons: the dialog strategies' (each
     against one dialog per thread with everything else equal). ``n``/``baseline_n`` are the
     repetitions the verdict rests on, ``kept_out`` those left out of it (both sides)."""
     from ..verdicts.pairs import kept_out
@@ -80,9 +55,8 @@ def dialog_gains(judged: list[Judged]) -> list[dict[str, Any]]:
         p, b, c = j.pairing.treatment, j.pairing.baseline, j.outcome
         bs, s = b.get("send_rate_median"), p.get("send_rate_median")
         rows.append({
-            "run_id": p["run_id"], "synthetic": bool(p.get("synthetic")), "server": p["server"],
-            "strategy": p["dialogs"], "initiators": p["initiators"], "threads": p["threads"],
-            "total_threads": p["total_threads"], "payload_bytes": p["payload_bytes"], "perm_id": p["perm_id"],
+            **{k: p.get(k) for k in GAIN_KEYS}, "synthetic": bool(p.get("synthetic")),
+            "strategy": p["dialogs"], "total_threads": p["total_threads"], "perm_id": p["perm_id"],
             "baseline_perm_id": b["perm_id"], "n": c.n_treatment, "baseline_n": c.n_baseline,
             "baseline_receive_rate": b.get("receive_rate_median"), "receive_rate": p.get("receive_rate_median"),
             "gain_pct": c.gain_pct, "gain_ci_low_pct": c.ci_low_pct, "gain_ci_high_pct": c.ci_high_pct,
@@ -90,13 +64,13 @@ def dialog_gains(judged: list[Judged]) -> list[dict[str, Any]]:
             "send_gain_pct": 100.0 * (s / bs - 1.0) if s is not None and bs else None,
             "confidence": c.confidence, "look": c.look, "kept_out": len(kept_out(p)) + len(kept_out(b)),
             "reason": c.reason or None, "threshold_pct": j.rule.threshold_pct,
-            **{k: p.get(k) for k in OTHER_AXES},
         })
     return rows
 
 
 def crossover(gains: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (run, server, strategy, initiators, payload): rows of :data:`CROSSOVER_SCHEMA`.
+    """Per strategy and everything but the thread count (:data:`CROSS_KEYS`): rows of the
+    ``crossover`` table.
 
     ``crossover_total_threads``: the first total thread count from which the verdict is
     ``gain`` at that and every larger thread count measured (None: never). ``verdict``: the
@@ -104,7 +78,7 @@ def crossover(gains: list[dict[str, Any]]) -> list[dict[str, Any]]:
     interval and verdict (a large median gain can still be inconclusive)."""
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for g in gains:
-        groups[tuple(g[k] for k in CROSS_KEYS) + tuple(g.get(k) for k in OTHER_AXES)].append(g)
+        groups[tuple(g.get(k) for k in CROSS_KEYS)].append(g)
     out = []
     for key, pts in groups.items():
         pts.sort(key=lambda g: g["total_threads"])
@@ -116,7 +90,7 @@ def crossover(gains: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for g in pts:
             counts[g["verdict"]] += 1
         out.append({
-            **dict(zip(CROSS_KEYS + OTHER_AXES, key)), "synthetic": last["synthetic"], "verdict": last["verdict"],
+            **dict(zip(CROSS_KEYS, key)), "synthetic": last["synthetic"], "verdict": last["verdict"],
             "crossover_total_threads": cross, "gain_at_max_threads_pct": last["gain_pct"],
             "gain_at_max_threads_ci_low_pct": last["gain_ci_low_pct"],
             "gain_at_max_threads_ci_high_pct": last["gain_ci_high_pct"], "max_total_threads": last["total_threads"],
@@ -130,9 +104,3 @@ def crossover(gains: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "threshold_pct": last["threshold_pct"],
         })
     return out
-
-
-def as_tuples(rows: list[dict[str, Any]], ddl: str) -> list[tuple]:
-    """Rows in the column order of ``ddl`` (for spark.createDataFrame)."""
-    cols = columns(ddl)
-    return [tuple(r.get(c) for c in cols) for r in rows]

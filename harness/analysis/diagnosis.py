@@ -20,7 +20,7 @@ fires too, ``not enough data`` when the summary lacks what the test needs. A per
 its repetitions' majority (``mixed`` when they disagree). Every stage carries its remedy: the
 technique, the matrix axis to try it with, and where it comes from (the paper, the seeds).
 
-Pure Python over :class:`harness.results.RepetitionSummary`: the Spark job, ``ssbench run`` /
+Pure Python over the repetitions' flat rows (harness.results.fields.flat_row): the analysis, ``ssbench run`` /
 ``bench`` / ``analyze`` and the notebook all call :func:`diagnose`. The thresholds' error rates
 are simulated in tests/analysis/test_diagnosis.py (docs/diagnosis.md gives the figures).
 """
@@ -32,7 +32,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..results.model import RepetitionSummary, target_capabilities
+from ..results.fields import axis_names
+from .tables import category
+from ..results.model import target_capabilities
+
+#: a repetition's flat row (harness.results.fields.flat_row: a summary's row(), or a row of the
+#: analysis' repetitions table)
+Row = dict[str, Any]
 
 CLEAR, MIXED, NO_DATA = "clear", "mixed", "not enough data"
 
@@ -67,7 +73,8 @@ WAITFOR_LATCH = "SERVICE_BROKER_WAITFOR_MANAGER"
 #: its wait per second (ms/s) per reader that makes it the receive stage's reason
 WAITFOR_LATCH_MS_PER_READER = 100.0
 
-WAIT_CATEGORIES = {"lock": ("LCK_M_",), "page latch": ("PAGELATCH_",), "log flush": ("WRITELOG", "LOGBUFFER")}
+#: the wait categories (harness.analysis.tables.category) that hold users inside a SEND
+SEND_WAITS = ("lock", "page latch", "log flush")
 
 
 @dataclass(frozen=True)
@@ -162,6 +169,10 @@ class RepDiagnosis:
         return self.findings[0] if self.findings else None
 
 
+def _lat(s: Row, stat: str) -> float | None:
+    return (s["send_latency_ms"] or {}).get(stat)
+
+
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -178,57 +189,57 @@ def _pct(v: float) -> str:
 
 def _growing(g: Any, send: float) -> bool:
     """The queue grew through the window: slope and the low end of its interval over their shares."""
-    return (g is not None and g.per_s >= GROWTH_MIN_SHARE * send and g.ci_low >= GROWTH_CI_MIN_SHARE * send)
+    return (g is not None and g["per_s"] >= GROWTH_MIN_SHARE * send and g["ci_low"] >= GROWTH_CI_MIN_SHARE * send)
 
 
 def _growth_text(name: str, g: Any) -> str:
-    return (f"the {name} grew {_rate(g.per_s)} msg/s [95 % CI {_rate(g.ci_low)}, {_rate(g.ci_high)}] "
-            f"({_rate(g.first)} -> {_rate(g.last)} messages)")
+    return (f"the {name} grew {_rate(g['per_s'])} msg/s [95 % CI {_rate(g['ci_low'])}, {_rate(g['ci_high'])}] "
+            f"({_rate(g['first'])} -> {_rate(g['last'])} messages)")
 
 
-def _readers(s: RepetitionSummary) -> tuple[float | None, int | None]:
-    running = _num(s.activation_tasks_running)
-    limit = s.activation_max_readers or (s.permutation.get("broker") or {}).get("max_queue_readers")
+def _readers(s: Row) -> tuple[float | None, int | None]:
+    running = _num(s["activation_tasks_running"])
+    limit = s["activation_max_readers"] or s["max_queue_readers"]
     return running, limit
 
 
-def _downstream(s: RepetitionSummary, send: float) -> list[Finding]:
+def _downstream(s: Row, send: float) -> list[Finding]:
     out = []
-    if _growing(s.xmitq_depth_growth, send):
-        g = s.xmitq_depth_growth
-        tr = f"; the transport moved {_rate(s.transport_rate)} msg/s" if s.transport_rate is not None else ""
-        out.append(Finding("transmission", "the transmission queue grows", g.per_s / (GROWTH_MIN_SHARE * send),
+    if _growing(s["xmitq_depth_growth"], send):
+        g = s["xmitq_depth_growth"]
+        tr = f"; the transport moved {_rate(s['transport_rate'])} msg/s" if s['transport_rate'] is not None else ""
+        out.append(Finding("transmission", "the transmission queue grows", g["per_s"] / (GROWTH_MIN_SHARE * send),
                            f"{_growth_text('transmission queue', g)} while SEND ran {_rate(send)} msg/s{tr}",
                            "transmission", downstream=True))
-    if _growing(s.queue_depth_growth, send):
+    if _growing(s["queue_depth_growth"], send):
         out += _receive_side(s, send)
-    if s.xmitq_depth_growth is None and s.queue_depth_growth is None:   # an older summary: the rates only
-        backlog = (send - s.receive_rate) / send
+    if s["xmitq_depth_growth"] is None and s["queue_depth_growth"] is None:   # an older summary: the rates only
+        backlog = (send - s["receive_rate"]) / send
         if backlog >= BACKLOG_MIN_SHARE:
-            where = "transmission" if (s.max_xmitq_depth or 0) > (s.max_queue_depth or 0) else "receive"
+            where = "transmission" if (s["max_xmitq_depth"] or 0) > (s["max_queue_depth"] or 0) else "receive"
             out.append(Finding(where, "a backlog (no growth figures in this summary)", backlog / BACKLOG_MIN_SHARE,
-                               f"SEND {_rate(send)} msg/s but receive {_rate(s.receive_rate)} msg/s "
+                               f"SEND {_rate(send)} msg/s but receive {_rate(s['receive_rate'])} msg/s "
                                f"({_pct(backlog)} behind); deepest queue: the "
                                f"{'transmission' if where == 'transmission' else 'target'} queue",
                                "transmission" if where == "transmission" else "readers", downstream=True))
     return out
 
 
-def _receive_side(s: RepetitionSummary, send: float) -> list[Finding]:
+def _receive_side(s: Row, send: float) -> list[Finding]:
     """The target queue grows: the readers' time in the procedure's own work says processing,
     else RECEIVE and activation (which reason, which remedy)."""
-    g = s.queue_depth_growth
-    strength = g.per_s / (GROWTH_MIN_SHARE * send)
+    g = s["queue_depth_growth"]
+    strength = g["per_s"] / (GROWTH_MIN_SHARE * send)
     base = f"{_growth_text('target queue', g)} while SEND ran {_rate(send)} msg/s"
     running, limit = _readers(s)
-    busy = _num(s.procedure_busy)
+    busy = _num(s["procedure_busy"])
     readers = max(running or 0.0, 1.0) if running is not None else float(limit or 1)
     share = busy / readers if busy is not None else None
     reader_text = (f"{running:.1f} of {limit} readers running" if running is not None and limit
                    else f"MAX_QUEUE_READERS {limit}")
     detail, remedy, why = _receive_reason(s, running, limit)
     proc = f"; the procedure's own work only {_pct(share)} of their time" if share is not None else ""
-    per = f"{s.procedure_us_per_message:,.0f} µs per message" if s.procedure_us_per_message else "its work"
+    per = f"{s['procedure_us_per_message']:,.0f} µs per message" if s['procedure_us_per_message'] else "its work"
 
     def processing(k: float) -> Finding:
         return Finding("processing", "the activation procedure's own work per message", strength * k,
@@ -246,15 +257,14 @@ def _receive_side(s: RepetitionSummary, send: float) -> list[Finding]:
     return [processing(1.0), receive(0.99)] if share >= 0.5 else [receive(1.0), processing(0.99)]
 
 
-def _receive_reason(s: RepetitionSummary, running: float | None, limit: int | None) -> tuple[str, str, str]:
+def _receive_reason(s: Row, running: float | None, limit: int | None) -> tuple[str, str, str]:
     """(detail, remedy key, evidence) of a receive-bound repetition, in the paper's order."""
-    b = s.permutation.get("broker") or {}
-    waitfor, monitor = b.get("waitfor_timeout_ms"), b.get("monitor_interval_seconds")
-    started = _num(s.activation_tasks_started_per_s) or 0.0
-    latch = (s.broker_waits or {}).get(WAITFOR_LATCH, 0.0)
-    hits = _num(s.activation_task_limit_per_s)
-    at_max = (_num(s.activation_at_max_share) or 0.0) >= 0.5 or (hits or 0.0) > 0
-    per_receive = _num(s.messages_per_receive)
+    waitfor, monitor = s["waitfor_timeout_ms"], s["monitor_interval_seconds"]
+    started = _num(s["activation_tasks_started_per_s"]) or 0.0
+    latch = (s["broker_waits"] or {}).get(WAITFOR_LATCH, 0.0)
+    hits = _num(s["activation_task_limit_per_s"])
+    at_max = (_num(s["activation_at_max_share"]) or 0.0) >= 0.5 or (hits or 0.0) > 0
+    per_receive = _num(s["messages_per_receive"])
     readers = f"{running:.1f} of {limit} readers running" if running is not None else f"MAX_QUEUE_READERS {limit}"
     if latch and running and latch / running >= WAITFOR_LATCH_MS_PER_READER:
         return ("readers queue on the WAITFOR manager latch", "fewer_readers",
@@ -263,17 +273,17 @@ def _receive_reason(s: RepetitionSummary, running: float | None, limit: int | No
         return ("activation tasks churn under a short WAITFOR", "waitfor",
                 f"{started:.2f} activation tasks started per second; WAITFOR {waitfor} ms is shorter than the "
                 f"queue monitor's {monitor:g} s")
-    if s.permutation.get("dialogs_shared") and (limit or 0) > 1:
+    if s["dialogs_shared"] and (limit or 0) > 1:
         return ("one conversation group: one reader at a time", "one_group",
                 f"one shared dialog per initiator: its messages are one conversation group ({readers})")
-    if per_receive is not None and per_receive < 2 and (b.get("receive_top") or 0) < 10:
+    if per_receive is not None and per_receive < 2 and (s["receive_top"] or 0) < 10:
         return ("one message per RECEIVE", "receive_top",
-                f"{per_receive:.1f} messages per RECEIVE (RECEIVE TOP ({b.get('receive_top')})); {readers}")
+                f"{per_receive:.1f} messages per RECEIVE (RECEIVE TOP ({s['receive_top']})); {readers}")
     if per_receive is not None and per_receive < 2:
         # RECEIVE takes one conversation's messages: a dialog or two per message leaves it one
-        mpd = s.permutation.get("messages_per_dialog")
+        mpd = s["messages_per_dialog"]
         return ("one message per RECEIVE: too few messages per dialog", "reuse",
-                f"{per_receive:.1f} data messages per RECEIVE with RECEIVE TOP ({b.get('receive_top')})"
+                f"{per_receive:.1f} data messages per RECEIVE with RECEIVE TOP ({s['receive_top']})"
                 + (f" ({mpd} per dialog)" if mpd else "") + f"; {readers}")
     if at_max:
         hit = f", Task Limit Reached {hits:.1f}/s" if hits else ""
@@ -282,15 +292,15 @@ def _receive_reason(s: RepetitionSummary, running: float | None, limit: int | No
             f"{readers}: the queue monitor starts one per {monitor or 5:g} s")
 
 
-def _client(s: RepetitionSummary, send: float, closed: bool) -> Finding | None:
-    cpu = max([w.cpu_percent for w in s.workers if w.cpu_percent is not None]
-              + [v for v in (s.worker_cpu_percent or {}).values() if v is not None], default=None)
-    demand = _num(s.client_cpu_demand)
+def _client(s: Row, send: float, closed: bool) -> Finding | None:
+    cpu = max([w["cpu_percent"] for w in s["workers"] or () if w.get("cpu_percent") is not None]
+              + [v for v in (s["worker_cpu_percent"] or {}).values() if v is not None], default=None)
+    demand = _num(s["client_cpu_demand"])
     duty = None
-    if closed and s.users_active and s.send_latency_ms.mean is not None:
-        duty = send * s.send_latency_ms.mean / 1000.0 / s.users_active
+    if closed and s["users_active"] and _lat(s, "mean") is not None:
+        duty = send * _lat(s, "mean") / 1000.0 / s["users_active"]
     parts, strength = [], 0.0
-    if s.client_bound and (cpu is None or cpu < CLIENT_CPU):
+    if s["client_bound"] and (cpu is None or cpu < CLIENT_CPU):
         parts.append("the repetition was flagged client_bound (a worker process at its CPU limit)")
         strength = 1.0
     if cpu is not None and cpu >= CLIENT_CPU:
@@ -300,28 +310,28 @@ def _client(s: RepetitionSummary, send: float, closed: bool) -> Finding | None:
         parts.append(f"its busiest thread on a CPU or waiting for one {demand:.0f} % of the time"
                      + (f" (on a CPU {cpu:.0f} % of a core)" if cpu is not None else ""))
         strength = max(strength, demand / CLIENT_DEMAND)
-    workers = sum(v for v in (s.worker_cpu_percent or {}).values() if v is not None)
-    host = _num(s.host_cpu_utilization)
-    if (s.server_on_host and host is not None and host >= HOST_CPU and s.server_cpu_percent
-            and workers >= s.server_cpu_percent):
+    workers = sum(v for v in (s["worker_cpu_percent"] or {}).values() if v is not None)
+    host = _num(s["host_cpu_utilization"])
+    if (s["server_on_host"] and host is not None and host >= HOST_CPU and s["server_cpu_percent"]
+            and workers >= s["server_cpu_percent"]):
         # the host's CPUs are the limit, and the load generator takes more of them than the server
         parts.append(f"the host's CPUs {_pct(host)} busy and the Locust workers taking more of them "
-                     f"({workers:.0f} % of a core) than the database server ({s.server_cpu_percent:.0f} %)")
-        strength = max(strength, min(2.0, workers / max(s.server_cpu_percent, 1.0)))
-    if closed and s.users_expected and s.users_active < s.users_expected:
-        parts.append(f"only {s.users_active} of {s.users_expected} users sending through the window")
-        strength = max(strength, 1.0 + (s.users_expected - s.users_active) / s.users_expected)
+                     f"({workers:.0f} % of a core) than the database server ({s['server_cpu_percent']:.0f} %)")
+        strength = max(strength, min(2.0, workers / max(s["server_cpu_percent"], 1.0)))
+    if closed and s["users_expected"] and s["users_active"] < s["users_expected"]:
+        parts.append(f"only {s['users_active']} of {s['users_expected']} users sending through the window")
+        strength = max(strength, 1.0 + (s["users_expected"] - s["users_active"]) / s["users_expected"])
     if duty is not None and duty < SEND_DUTY_MIN:
         parts.append(f"users inside a SEND {_pct(duty)} of the time ({_rate(send)} msg/s x "
-                     f"{s.send_latency_ms.mean:.2f} ms / {s.users_active} users)")
+                     f"{_lat(s, 'mean'):.2f} ms / {s['users_active']} users)")
         strength = max(strength, SEND_DUTY_MIN / max(duty, 1e-3))
     if not parts:
         return None
     return Finding("client", "the load generator", strength,
-                   "; ".join(parts) + f"; SEND p50 {s.send_latency_ms.p50 or 0:.2f} ms", "client")
+                   "; ".join(parts) + f"; SEND p50 {_lat(s, 'p50') or 0:.2f} ms", "client")
 
 
-def _wait_rates(s: RepetitionSummary) -> tuple[dict[str, float], dict[str, str], str] | None:
+def _wait_rates(s: Row) -> tuple[dict[str, float], dict[str, str], str] | None:
     """The users' waits per wait category, ms per second, the largest wait type of each, and
     where they come from. The sampled sessions of the load (``session_waits``: its own
     sessions, an alternated member's own slices) where the target gives them; else the
@@ -329,31 +339,31 @@ def _wait_rates(s: RepetitionSummary) -> tuple[dict[str, float], dict[str, str],
     member's, per second of the window)."""
     ms: dict[str, float] = {}
     tops: dict[str, str] = {}
-    sampled = s.session_waits is not None and bool(s.session_wait_samples)
+    sampled = s["session_waits"] is not None and bool(s["session_wait_samples"])
     if sampled:
-        waits = sorted((s.session_waits or {}).get("sender", {}).items(), key=lambda kv: -kv[1])
+        waits = sorted((s["session_waits"] or {}).get("sender", {}).items(), key=lambda kv: -kv[1])
         rates = [(wt, n * 1000.0) for wt, n in waits]
-        where = f"the users' sessions, {s.session_wait_samples} samples"
-        if len((s.alternation or {}).get("members") or ()) > 1:
+        where = f"the users' sessions, {s['session_wait_samples']} samples"
+        if len((s["alternation"] or {}).get("members") or ()) > 1:
             where += " in this strategy's slices"
     else:
-        seconds = s.window.span_seconds or 0
-        if not s.top_waits or not seconds:
+        seconds = s["span_seconds"] or 0
+        if not s["top_waits"] or not seconds:
             return None
-        rates = [(w.wait_type, w.wait_time_ms / seconds) for w in s.top_waits]
-        members = len((s.alternation or {}).get("members") or ())
+        rates = [(w["wait_type"], w["wait_time_ms"] / seconds) for w in s["top_waits"]]
+        members = len((s["alternation"] or {}).get("members") or ())
         where = f"the alternated window's waits: its {members} strategies' together" if members > 1 else ""
     for wait_type, rate in rates:
-        for cat, prefixes in WAIT_CATEGORIES.items():
-            if wait_type.startswith(prefixes):
-                ms[cat] = ms.get(cat, 0.0) + rate
-                tops.setdefault(cat, wait_type)
+        cat = category(wait_type)
+        if cat in SEND_WAITS:
+            ms[cat] = ms.get(cat, 0.0) + rate
+            tops.setdefault(cat, wait_type)
     return ms, tops, where
 
 
-def _send_waits(s: RepetitionSummary) -> Finding | None:
+def _send_waits(s: Row) -> Finding | None:
     """The largest SEND-side wait category, when it holds enough of the users' time."""
-    users = s.users_active or s.users_expected
+    users = s["users_active"] or s["users_expected"]
     got = _wait_rates(s) if users else None
     if not got or not got[0]:
         return None
@@ -362,10 +372,10 @@ def _send_waits(s: RepetitionSummary) -> Finding | None:
     share = ms[cat] / 1000.0 / users
     if share < WAIT_MIN_SHARE:
         return None
-    shared = bool(s.permutation.get("dialogs_shared"))
+    shared = bool(s["dialogs_shared"])
     detail = {"lock": "row lock of the shared dialog" if shared else "lock waits",
               "page latch": "page latch", "log flush": "log flush"}[cat]
-    objects = s.page_latch_objects or {}
+    objects = s["page_latch_objects"] or {}
     if cat == "page latch" and objects:
         top = max(objects, key=objects.get)
         detail = f"page latch on {top}"
@@ -378,59 +388,59 @@ def _send_waits(s: RepetitionSummary) -> Finding | None:
                    "lock_shared" if cat == "lock" and shared else cat)
 
 
-def _server_cpu(s: RepetitionSummary) -> Finding | None:
-    local = bool(s.server_on_host) and s.server_cpu_percent is not None
-    util = _num(s.host_cpu_utilization) if local else _num(s.server_cpu_utilization)
+def _server_cpu(s: Row) -> Finding | None:
+    local = bool(s["server_on_host"]) and s["server_cpu_percent"] is not None
+    util = _num(s["host_cpu_utilization"]) if local else _num(s["server_cpu_utilization"])
     limit = HOST_CPU if local else SERVER_CPU
     if util is None or util < limit:
         return None
     if local:
         # the host's CPUs are the limit of whoever takes most of them: the server when it takes
         # more than the Locust workers (else the client stage says so) and a quarter of a core
-        workers = sum(v for v in (s.worker_cpu_percent or {}).values() if v is not None)
-        if s.server_cpu_percent < max(workers, LOCAL_SERVER_MIN_CPU):
+        workers = sum(v for v in (s["worker_cpu_percent"] or {}).values() if v is not None)
+        if s["server_cpu_percent"] < max(workers, LOCAL_SERVER_MIN_CPU):
             return None
-        parts = [f"server {s.server_cpu_percent:.0f} %", f"Locust workers {workers:.0f} %"]
-        if s.other_cpu_percent is not None:
-            parts.append(f"other processes {s.other_cpu_percent:.0f} %")
-        text = (f"the host's {s.host_cpus or '?'} CPUs {_pct(util)} busy, shared with the server "
+        parts = [f"server {s['server_cpu_percent']:.0f} %", f"Locust workers {workers:.0f} %"]
+        if s["other_cpu_percent"] is not None:
+            parts.append(f"other processes {s['other_cpu_percent']:.0f} %")
+        text = (f"the host's {s['host_cpus'] or '?'} CPUs {_pct(util)} busy, shared with the server "
                 f"({', '.join(parts)} of a core)")
     else:
         text = f"the busiest database server's CPUs {_pct(util)} busy"
     return Finding("server CPU", "the database server's CPUs", util / limit, text, "server CPU")
 
 
-def diagnose_rep(s: RepetitionSummary) -> RepDiagnosis:
+def diagnose_rep(s: Row) -> RepDiagnosis:
     """One repetition: every stage whose evidence fires, the strongest first, and the verdict."""
-    send = _num(s.send_rate)
-    if not send or not s.window.measure_seconds:
-        return RepDiagnosis(s.repetition, None, "", NO_DATA, reason="no SEND in the measured window")
-    closed = not s.offered_rate
+    send = _num(s["send_rate"])
+    if not send or not s["measure_seconds"]:
+        return RepDiagnosis(s["rep"], None, "", NO_DATA, reason="no SEND in the measured window")
+    closed = not s["offered_rate"]
     down = _downstream(s, send)
     up = [f for f in (_client(s, send, closed), _send_waits(s), _server_cpu(s)) if f is not None]
     if down:
         top = max(down, key=lambda f: f.strength)
         rivals = [f for f in down if f is not top and f.stage != top.stage]
         findings = [top] + sorted([f for f in down if f is not top] + up, key=lambda f: -f.strength)
-        return RepDiagnosis(s.repetition, top.stage, top.detail, MIXED if rivals else CLEAR, findings)
-    if not closed and not s.behind:
+        return RepDiagnosis(s["rep"], top.stage, top.detail, MIXED if rivals else CLEAR, findings)
+    if not closed and not s["behind"]:
         f = Finding("offered load", "the offered rate", 1.0,
-                    f"achieved {_rate(send)} of the {_rate(s.offered_rate)} SENDs/s offered, and no queue grew",
+                    f"achieved {_rate(send)} of the {_rate(s['offered_rate'])} SENDs/s offered, and no queue grew",
                     "offered load")
-        return RepDiagnosis(s.repetition, f.stage, f.detail, CLEAR, [f] + up)
+        return RepDiagnosis(s["rep"], f.stage, f.detail, CLEAR, [f] + up)
     if not up:
-        if s.xmitq_depth_growth is None and not s.top_waits:
-            return RepDiagnosis(s.repetition, None, "", NO_DATA, reason="no wait, queue or CPU figures")
+        if s["xmitq_depth_growth"] is None and not s["top_waits"]:
+            return RepDiagnosis(s["rep"], None, "", NO_DATA, reason="no wait, queue or CPU figures")
         f = Finding("SEND", "no wait or CPU limit stands out", 1.0,
-                    f"SEND {_rate(send)} msg/s, receive {_rate(s.receive_rate)} msg/s, no queue grew; no wait "
+                    f"SEND {_rate(send)} msg/s, receive {_rate(s['receive_rate'])} msg/s, no queue grew; no wait "
                     f"category holds {_pct(WAIT_MIN_SHARE)} of the users' time", "send")
-        return RepDiagnosis(s.repetition, f.stage, f.detail, MIXED, [f])
+        return RepDiagnosis(s["rep"], f.stage, f.detail, MIXED, [f])
     up.sort(key=lambda f: -f.strength)
     # client first: a load generator at its limit caps everything after it
     top = next((f for f in up if f.stage == "client"), up[0])
     rivals = [f for f in up if f is not top and f.strength >= 1.0 and not (
         top.stage == "SEND" and f.stage == "server CPU" and top.strength >= 2.0)]
-    return RepDiagnosis(s.repetition, top.stage, top.detail, MIXED if rivals else CLEAR,
+    return RepDiagnosis(s["rep"], top.stage, top.detail, MIXED if rivals else CLEAR,
                         [top] + [f for f in up if f is not top])
 
 
@@ -463,20 +473,22 @@ class Diagnosis:
         return f"{self.stage}: {self.detail}" if self.stage else self.confidence
 
 
-def diagnose_permutation(summaries: Iterable[RepetitionSummary], capabilities: dict[str, Any] | None = None) -> Diagnosis:
-    """The diagnosis of one permutation's repetitions; ``capabilities``: what its run's target
-    declared (run.json ``target.capabilities``; default: by the recorded kind)."""
-    reps = sorted(summaries, key=lambda s: s.repetition)
+def diagnose_permutation(rows: Iterable[Row], capabilities: dict[str, Any] | None = None) -> Diagnosis:
+    """The diagnosis of one permutation's repetitions (flat rows); ``capabilities``: what its
+    run's target declared (run.json ``target.capabilities``; default: by the recorded kind)."""
+    reps = sorted(rows, key=lambda s: s["rep"])
     if not reps:
         raise ValueError("no repetition to diagnose")
     first = reps[0]
     ds = [diagnose_rep(s) for s in reps]
     named = [d for d in ds if d.stage]
-    base = dict(run_id=first.run_id, perm_id=first.permutation_id, permutation=dict(first.permutation),
+    kind = first["target_kind"]
+    base = dict(run_id=first["run_id"], perm_id=first["perm_id"],
+                permutation={"index": first["perm_index"], **{k: first[k] for k in axis_names(but=("id", "index"))}},
                 reps=len(reps), rep_stages=[d.stage or NO_DATA for d in ds],
-                send_rate=statistics.median(s.send_rate for s in reps),
-                receive_rate=statistics.median(s.receive_rate for s in reps), target_kind=first.target.kind,
-                emulation=(capabilities or target_capabilities({"kind": first.target.kind})).get("emulation"))
+                send_rate=statistics.median(s["send_rate"] for s in reps),
+                receive_rate=statistics.median(s["receive_rate"] for s in reps), target_kind=kind,
+                emulation=(capabilities or target_capabilities({"kind": kind})).get("emulation"))
     if not named:
         return Diagnosis(**base, stage=None, detail="", confidence=NO_DATA,
                          evidence="; ".join(sorted({d.reason for d in ds if d.reason})), remedy=None)
@@ -492,9 +504,9 @@ def diagnose_permutation(summaries: Iterable[RepetitionSummary], capabilities: d
     evidence = typical.primary.evidence
     if len(ds) > 1:
         evidence += f" (rep {typical.rep}; {len(agree)} of {len(ds)} repetitions name {stage})"
-    noisy = [s for s in reps if s.noisy_host]
+    noisy = [s for s in reps if s["noisy_host"]]
     if 2 * len(noisy) > len(reps):       # the figures measured a shared machine: say so
-        other = statistics.median(s.other_cpu_percent or 0.0 for s in noisy)
+        other = statistics.median(s["other_cpu_percent"] or 0.0 for s in noisy)
         evidence += f"; noisy host: other processes took {other:.0f} % of a core"
     return Diagnosis(**base, stage=stage, detail=detail, confidence=CLEAR if clear else MIXED,
                      evidence=evidence, remedy=remedy_for(typical.primary, first), also=", ".join(others))
@@ -508,25 +520,24 @@ def _vote(ds: list[RepDiagnosis], key) -> str:
     return max(tied, key=lambda k: max(d.primary.strength for d in ds if key(d) == k))
 
 
-def remedy_for(f: Finding, s: RepetitionSummary) -> Remedy:
+def remedy_for(f: Finding, s: Row) -> Remedy:
     """The finding's remedy; processing with readers already 2 per core asks for less work."""
     r = REMEDIES[f.remedy]
     if f.stage == "processing":
         _, limit = _readers(s)
-        cores = s.host_cpus if s.server_on_host else None
+        cores = s["host_cpus"] if s["server_on_host"] else None
         if limit and cores and limit >= 2 * cores:
             return Remedy("less work per message: set-based processing, or the work moved out of the "
                           "activation procedure (readers are already 2 per core)", r.axis, r.source)
     return r
 
 
-def diagnose(summaries: Iterable[RepetitionSummary],
-             capabilities: dict[str, dict[str, Any]] | None = None) -> list[Diagnosis]:
-    """Every permutation of the given repetition summaries (any number of runs), in the
+def diagnose(rows: Iterable[Row], capabilities: dict[str, dict[str, Any]] | None = None) -> list[Diagnosis]:
+    """Every permutation of the given repetitions' flat rows (any number of runs), in the
     matrix's order; ``capabilities``: what each run's target declared, by run id."""
-    groups: dict[tuple[str, str], list[RepetitionSummary]] = {}
-    for s in summaries:
-        groups.setdefault((s.run_id, s.permutation_id), []).append(s)
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for s in rows:
+        groups.setdefault((s["run_id"], s["perm_id"]), []).append(s)
     out = [diagnose_permutation(g, (capabilities or {}).get(run_id)) for (run_id, _), g in groups.items()]
     return sorted(out, key=lambda d: (d.run_id, d.permutation.get("index") or 0, d.perm_id))
 
@@ -542,4 +553,4 @@ def diagnose_run(path) -> list[Diagnosis]:
         caps = {reader.run_id: target_capabilities(reader.record().target)} if reader.exists() else None
     except UserError:                     # a damaged run.json: the summaries' kind tells
         caps = None
-    return diagnose(reader.readable_summaries(), caps)
+    return diagnose((s.row() for s in reader.readable_summaries()), caps)

@@ -3,7 +3,7 @@ the ``diagnosis`` table (Parquet/CSV), the columns it adds to the permutations t
 section "What limits throughput, and what to try", the terminal text at the end of ``ssbench
 run`` / ``bench`` / ``analyze``, and where the limit moves as the thread count grows.
 
-Pure Python (no Spark); the table schemas are DDL strings for the Spark job.
+Pure Python (no Spark).
 """
 
 from __future__ import annotations
@@ -14,26 +14,19 @@ import textwrap
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..results.model import RepetitionSummary
-from .diagnosis import Diagnosis, diagnose, diagnose_run
+from ..results.fields import COMPARED_ROLES, axis_names
+from .diagnosis import Diagnosis, diagnose_run
+from .html import run_label, table
 
-DIAGNOSIS_SCHEMA = ("run_id string, perm_id string, perm_index bigint, case string, initiators bigint, "
-                    "threads bigint, total_threads bigint, dialogs string, payload_bytes bigint, server string, "
-                    "target_kind string, reps bigint, stage string, detail string, confidence string, "
-                    "evidence string, technique string, try_axis string, source string, also string, "
-                    "rep_stages string, send_rate double, receive_rate double")
-#: what the permutations table gets (joined on run_id, perm_id)
-LIMIT_SCHEMA = "run_id string, perm_id string, limit string, limit_stage string, limit_confidence string, limit_remedy string"
-MOVES_SCHEMA = "run_id string, context string, moves string"
 #: one-or-two-letter marks of the stages (the wait-profile plot writes them above its bars)
 STAGE_MARKS = {"client": "CL", "SEND": "SD", "transmission": "TX", "receive": "RC", "processing": "PR",
                "server CPU": "CPU", "offered load": "OL", None: "?"}
-#: permutation values that are not "everything else" when comparing thread counts
-_NOT_CONTEXT = {"id", "index", "threads", "total_threads", "offered_rate"}
+#: the permutation values that are "everything else" when comparing thread counts
+_CONTEXT = axis_names(*COMPARED_ROLES, but=("threads",))
 
 
 def rows(diags: Iterable[Diagnosis]) -> list[dict[str, Any]]:
-    """The ``diagnosis`` table: one row per permutation, :data:`DIAGNOSIS_SCHEMA`."""
+    """The ``diagnosis`` table: one row per permutation."""
     out = []
     for d in diags:
         p, r = d.permutation, d.remedy
@@ -49,7 +42,8 @@ def rows(diags: Iterable[Diagnosis]) -> list[dict[str, Any]]:
 
 
 def limit_columns(diags: Iterable[Diagnosis]) -> list[dict[str, Any]]:
-    """The permutations table's diagnosis columns, :data:`LIMIT_SCHEMA`."""
+    """The permutations table's diagnosis columns (run_id, perm_id, limit, limit_stage,
+    limit_confidence, limit_remedy)."""
     return [{"run_id": d.run_id, "perm_id": d.perm_id, "limit": d.limit, "limit_stage": d.stage,
              "limit_confidence": d.confidence, "limit_remedy": d.remedy.technique if d.remedy else None}
             for d in diags]
@@ -57,8 +51,8 @@ def limit_columns(diags: Iterable[Diagnosis]) -> list[dict[str, Any]]:
 
 def _context(p: dict[str, Any], varying: set[str]) -> str:
     parts = [f"i{p.get('initiators')}", str(p.get("dialogs")), f"p{p.get('payload_bytes')}", str(p.get("server"))]
-    for k in sorted(varying - {"initiators", "dialogs", "payload_bytes", "server", "dialogs_every_n",
-                               "dialogs_shared"}):
+    shown = {"initiators", "payload_bytes", "server", *axis_names("strategy")}
+    for k in sorted(varying - shown):
         v = p.get(k)
         parts.append(f"{k}={json.dumps(v, sort_keys=True) if isinstance(v, dict) else v}")
     return " ".join(parts)
@@ -66,11 +60,11 @@ def _context(p: dict[str, Any], varying: set[str]) -> str:
 
 def limit_moves(diags: list[Diagnosis]) -> list[dict[str, Any]]:
     """Where the limit moves with the thread count: per run and everything else equal, the
-    stage at each thread count (only where there are two or more), :data:`MOVES_SCHEMA`."""
+    stage at each thread count (only where there are two or more): run_id, context, moves."""
     out = []
     for run_id in sorted({d.run_id for d in diags}):
         mine = [d for d in diags if d.run_id == run_id]
-        keys = {k for d in mine for k in d.permutation} - _NOT_CONTEXT
+        keys = set(_CONTEXT)
         varying = {k for k in keys if len({json.dumps(d.permutation.get(k), sort_keys=True) for d in mine}) > 1}
         groups: dict[str, list[Diagnosis]] = {}
         for d in mine:
@@ -136,7 +130,6 @@ def report_section(diags: list[Diagnosis], synthetic_runs: set[str] | None = Non
     notebook shows it too)."""
     if not diags:
         return ""
-    from .report import run_label, table
 
     synthetic_runs = synthetic_runs or set()
     body = [dict(r, limit=d.limit, run_label=run_label(d.run_id, d.run_id in synthetic_runs))
@@ -159,20 +152,3 @@ def report_section(diags: list[Diagnosis], synthetic_runs: set[str] | None = Non
                            [("run_label", "run", "l"), ("context", "everything else", "l"),
                             ("moves", "total threads: limit", "l")]))
     return "\n".join(parts)
-
-
-def diagnose_files(paths: Iterable[str | Path], capabilities: dict[str, dict[str, Any]] | None = None) -> list[Diagnosis]:
-    """The diagnosis of the repetitions whose summary.json files are given (the Spark job passes
-    the ones it accepted, and what each run's target declared, by run id); an unreadable one is
-    skipped (the job reports it already)."""
-    from ..errors import UserError
-    from ..results.reader import read_json
-
-    summaries = []
-    for p in paths:
-        try:
-            summaries.append(RepetitionSummary.from_json(read_json(Path(p)), file=str(p)))
-        except UserError:
-            continue
-    return diagnose(summaries, capabilities)
-

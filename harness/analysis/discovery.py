@@ -6,10 +6,10 @@
 each run.json as a :class:`harness.results.RunRecord`. Problems are collected as :class:`Issue`
 (the file's path and what is wrong) instead of stopping the analysis.
 
-:func:`read_summaries` and :func:`read_samples` read all repetitions' files with Spark, with the
-explicit schemas of :mod:`.schemas`. A corrupt summary (or a summary that does not fit the
-schema, or of another major schema version) is dropped and reported by name; corrupt lines of a
-samples file are skipped, counted and reported by file.
+:func:`read_summaries` reads every summary once through the results model into its flat row
+(a damaged summary, or one of an unsupported version, is left out and reported by name);
+:func:`read_samples` reads every samples file with Spark, with the explicit schema of
+:mod:`.schemas` (corrupt lines are skipped, counted and reported by file).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..results import DISTURBED_STATUSES, SUMMARY_SCHEMA, TAIL_RE, RunReader, RunRecord, read_json
+from ..results import TAIL_RE, RepRef, RunReader, RunRecord, read_json
 from ..results.model import target_capabilities
 
 
@@ -170,123 +170,25 @@ def _tail_columns(F, file_col):
             path.alias("file"))
 
 
-def read_summaries(spark, disc: Discovery):
-    """One row per repetition with the summary's fields flattened; corrupt or schema-violating
-    summaries are added to ``disc.issues`` and their repetitions left out (also from
-    ``disc.reps``, so their samples are not read either). Returns a checkpointed DataFrame."""
-    from pyspark.sql import functions as F
-
-    from .schemas import CORRUPT, SUMMARY, with_corrupt
-
-    # The files are small and many: Python reads their text (milliseconds), Spark parses it with
-    # the explicit schema (from_json, PERMISSIVE, corrupt-record column) -- the same parser and
-    # semantics as spark.read.json, without Spark's per-file overhead (~10 ms of CPU each).
-    docs = []
+def read_summaries(disc: Discovery) -> list[dict[str, Any]]:
+    """One flat row per repetition (harness.results.fields.flat_row), each summary read once
+    through the results model (its schema version and fields checked there). A summary that does
+    not read is an issue and its repetition is left out (also of ``disc.reps``, so its samples
+    are not read either)."""
+    rows, bad = [], set()
     for r in disc.reps:
         try:
-            text = r.summary.read_text(encoding="utf-8", errors="replace")
-        except OSError as e:
-            disc.issues.append(Issue(str(r.summary), f"unreadable ({e.strerror}): repetition skipped"))
+            summary = RepRef(r.run_id, r.perm_id, r.rep, r.dir).summary()
+        except UserError as e:
+            bad.add((r.run_id, r.perm_id, r.rep))
+            problem = f"{e.field}: {e.detail}" if e.field else e.detail
+            disc.issues.append(Issue(str(r.summary), f"damaged ({problem}): repetition skipped"))
             continue
-        docs.append((r.run_id, r.perm_id, r.rep, str(r.summary), text))
-    src = spark.createDataFrame(docs, "run_id string, perm_id string, rep int, file string, text string")
-    raw = src.select("run_id", "perm_id", "rep", "file",
-                     F.from_json("text", with_corrupt(SUMMARY),
-                                 {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}).alias("s"))
-    flat = raw.select("run_id", "perm_id", "rep", "file", *_summary_columns(F, CORRUPT)).localCheckpoint()
-    return _without_bad_summaries(F, flat, disc)
-
-
-def _summary_columns(F, corrupt: str) -> list:
-    """The repetitions table's columns, from a parsed summary ``s``."""
-    def c(name: str):
-        return F.col(f"s.{name}")
-
-    CORRUPT = corrupt
-    p, lat_s, lat_e, w, tgt = (c("permutation"), c("send_latency_ms"), c("e2e_latency_ms"), c("window"),
-                               c("target"))
-    return [
-        (c(CORRUPT).isNotNull() | (c("schema").isNull() & c("permutation_id").isNull())).alias("_bad"),
-        c("schema").alias("_schema"),
-        c("permutation_id").alias("summary_perm_id"),
-        p["initiators"].alias("initiators"), p["threads"].alias("threads"),
-        F.coalesce(p["total_threads"], p["initiators"] * p["threads"]).alias("total_threads"),
-        p["dialogs"].alias("dialogs"), p["dialogs_every_n"].alias("dialogs_every_n"),
-        p["dialogs_shared"].alias("dialogs_shared"), p["payload_bytes"].alias("payload_bytes"),
-        p["server"].alias("server"), p["index"].alias("perm_index"),
-        tgt["kind"].alias("target_kind"), tgt["label"].alias("target_label"),
-        tgt["profile"].alias("target_profile"),
-        # technique axes (harness.analysis.techniques; null: the axis' default)
-        p["messages_per_dialog"].alias("messages_per_dialog"), p["fire_and_forget"].alias("fire_and_forget"),
-        *[p["broker"][n].alias(n) for n in ("waitfor_timeout_ms", "high_priority_share", "max_queue_readers",
-                                             "receive_top")],
-        p["rate"].alias("rate"),
-        w["measure_seconds"].alias("measure_seconds"),
-        # the window's wall-clock length (harness.results.model.Window.span_seconds): its waits'
-        F.when(w["measure_end"] - w["measure_start"] > 0, w["measure_end"] - w["measure_start"])
-        .otherwise(w["measure_seconds"]).alias("window_seconds"),
-        # an alternated window (run.alternate): its start names the window both sides shared
-        F.when(c("alternation").isNotNull(), w["measure_start"]).alias("alt_window"),
-        # its waits by strategy: the test's sessions sampled in each member's own slices
-        (F.coalesce(F.size(c("alternation")["members"]), F.lit(0)) > 1).alias("alternated"),
-        c("session_waits").alias("session_waits"),
-        *[c(n).alias(n) for n in ("messages_sent", "messages_received", "messages_lost", "drained",
-                                  "send_rate", "receive_rate")],
-        lat_s["p50"].alias("send_p50_ms"), lat_s["p95"].alias("send_p95_ms"), lat_s["p99"].alias("send_p99_ms"),
-        lat_e["p50"].alias("e2e_p50_ms"), lat_e["p95"].alias("e2e_p95_ms"), lat_e["p99"].alias("e2e_p99_ms"),
-        *[c(n).alias(n) for n in ("top_waits", "max_xmitq_depth", "max_queue_depth", "client_cpu_percent",
-                                  "client_bound", "server_cpu_percent", "errors", "status",
-                                  "users_expected", "users_spawned", "users_active",
-                                  "activation_tasks_started_per_s", "dialog_errors_lost",
-                                  # a disturbed window's figures (harness.results.disturbance)
-                                  "other_cpu_percent", "steal_percent", "cpu_speed", "slow_cpu",
-                                  "cpu_probe_ms", "cpu_reference_ms", "cross_cpu_ns", "storage_probe_ms",
-                                  "storage_reference_ms", "freeze_seconds", "receive_stall_seconds",
-                                  "receive_send_ratio", "queue_growth")],
-        # what the technique comparisons judge and whether their mechanism engaged
-        # (harness.analysis.techniques)
-        *[c(n).alias(n) for n in ("activation_tasks_started_in_window", "activation_tasks_ended_in_window",
-                                  "activation_tasks_max_running", "dialogs_ended_in_window")],
-        c("send_latency_high_ms")["count"].alias("high_priority_sends"),
-        c("e2e_latency_high_ms")["p99"].alias("e2e_high_p99_ms"),
-        c("e2e_latency_normal_ms")["p99"].alias("e2e_normal_p99_ms"),
-        # harness.results.counts_in_verdicts, as a column: a disturbed repetition counts in no verdict
-        F.coalesce(c("status").isin(list(DISTURBED_STATUSES)), F.lit(False)).alias("disturbed"),
-    ]
-
-
-def _without_bad_summaries(F, flat, disc: Discovery):
-    """``flat`` without the repetitions whose summary is damaged, of another schema version or
-    missing a required field; each one an issue (and out of ``disc.reps``)."""
-    required = ["initiators", "threads", "dialogs", "payload_bytes", "server", "send_rate", "receive_rate"]
-    family, _, major = SUMMARY_SCHEMA.partition("/")
-    version_ok = F.col("_schema").isNull() | F.col("_schema").rlike(
-        "^" + family.replace(".", "[.]") + "/" + major + "([.].*)?$")
-    missing_any = ~version_ok
-    for c in required:
-        missing_any = missing_any | F.col(c).isNull()
-    checks = (flat.where(F.col("_bad") | missing_any)
-              .select("file", "run_id", "perm_id", "rep", "_bad", "_schema", version_ok.alias("_version_ok"),
-                      *[F.col(c).isNull().alias(c) for c in required])
-              .collect())
-    bad_files = set()
-    for row in checks:
-        bad_files.add(row["file"])
-        skipped = (row["run_id"], row["perm_id"], row["rep"])
-        disc.reps = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) != skipped]
-        if row["_bad"]:
-            disc.issues.append(Issue(row["file"], "damaged (not JSON, or does not fit the "
-                                                  f"{SUMMARY_SCHEMA} schema): repetition skipped"))
-        elif not row["_version_ok"]:
-            disc.issues.append(Issue(row["file"], f"unsupported schema version {row['_schema']!r} (this ssbench "
-                                                  f"reads {SUMMARY_SCHEMA}): repetition skipped"))
-        else:
-            missing = [c for c in required if row[c]]
-            disc.issues.append(Issue(row["file"], f"missing field(s) {', '.join(missing)}: "
-                                                  "repetition skipped"))
-    drop = ("_bad", "_schema", "file")
-    good = flat.where(~(F.col("_bad") | missing_any)).drop(*drop) if bad_files else flat.drop(*drop)
-    return good
+        row = summary.row()
+        row.update(run_id=r.run_id, perm_id=r.perm_id, rep=r.rep)
+        rows.append(row)
+    disc.reps = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) not in bad]
+    return rows
 
 
 def read_samples(spark, disc: Discovery, reps: list[RepFiles] | None = None):

@@ -7,14 +7,15 @@ Also runnable on its own, e.g. on a cluster::
     spark-submit harness/analysis/job.py [--out DIR] [--threshold PCT] RUN_DIR [RUN_DIR ...]
 
 Outputs (``RUN_DIR/report/`` by default; with several runs and no ``out``, a
-``report-<UTC time>`` directory beside the first run): ``tables/<name>.parquet`` (Spark) and
+``report-<UTC time>`` directory beside the first run): ``tables/<name>.parquet`` and
 ``tables/<name>.csv``, ``plots/*.png``, ``index.html`` and ``answer.json`` (the key table,
 :mod:`harness.verdicts.answer`: what ``ssbench analyze`` and ``ssbench bench`` print).
 
-Design for volume: the samples of every repetition are read by one ``spark.read.json`` with
-an explicit schema and reduced in one aggregation to measured-window statistics per series
-(small); everything after that, the plots included, works on small aggregated frames. Only the
-few plotted permutations' time series are read again.
+One way through: each summary is read once, by the results model, into its flat row
+(harness.results.fields); Spark reads every samples file once with an explicit schema and reduces
+it (the volume of a run) to per-repetition aggregates, which come back to Python once; the
+tables, verdicts, diagnosis, plots and report are computed and written here, from small rows.
+Only the few plotted repetitions' time series are read again.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as _dt
-import io
-import json
 import shutil
 import sys
 import time
@@ -35,12 +34,13 @@ from typing import Any, Callable
 if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `harness` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.analysis import diagnosis_view, discovery, plots, report, techniques  # noqa: E402
+from harness.analysis import diagnosis, diagnosis_view, discovery, plots, report, techniques  # noqa: E402
+from harness.analysis.writer import write_arrow, write_table  # noqa: E402
 from harness.errors import UserError  # noqa: E402
-from harness.results import write_atomic, write_json  # noqa: E402
+from harness.results import fields, write_atomic, write_json  # noqa: E402
 from harness.results.model import target_capabilities  # noqa: E402
 from harness import environment  # noqa: E402
-from harness.verdicts import Answer, Rule, judge_all, key_answer, with_repetitions  # noqa: E402
+from harness.verdicts import Answer, Rule, judge_all, key_answer  # noqa: E402
 
 MARKER = ".ssbench-report"
 
@@ -140,6 +140,10 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
     # (the issues are counted at the end: reading the summaries and samples finds more)
     say(f"found {len(disc.reps)} repetitions in {len(disc.runs)} run(s)")
     helper = start_plot_helper()
+    # the summaries are read (Python) while the JVM starts
+    reading = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssbench-summaries")
+    reps = reading.submit(discovery.read_summaries, disc)
+    reading.shutdown(wait=False)
     own = False
     try:
         if spark is None:
@@ -152,7 +156,7 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
             spark = get_spark(master, input_bytes=disc.samples_bytes, remote=remote)
             where = remote or spark.conf.get("spark.master", None) or "?"
             say(f"Spark {spark.version} on {where} ready after {time.monotonic() - t0:.1f} s")
-        return _run(spark, disc, out_dir, threshold_pct, top_waits, say, t0, helper)
+        return _run(spark, disc, reps.result(), out_dir, threshold_pct, top_waits, say, t0, helper)
     finally:
         if helper is not None:
             helper.shutdown(wait=True, cancel_futures=True)
@@ -162,74 +166,46 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
             stop_session(spark)     # and the JVM gone, its archive written, before the command returns
 
 
-def _rows(df) -> list[dict[str, Any]]:
-    return [r.asDict(recursive=True) for r in df.collect()]
-
-
-def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float | None, n_top: int,
-         say: Callable[[str], None], t0: float, helper=None) -> AnalysisResult:
+def _run(spark, disc: discovery.Discovery, reps: list[dict[str, Any]], out_dir: Path, threshold_pct: float | None,
+         n_top: int, say: Callable[[str], None], t0: float, helper=None) -> AnalysisResult:
+    """Summaries read once (Python, the results model), samples reduced once (Spark), the small
+    tables judged and written here: one way through."""
     from harness.analysis import comparisons as C
-    from harness.analysis import transforms as T
+    from harness.analysis import tables as T
 
-    tables: dict[str, Any] = {}
-    reps = discovery.read_summaries(spark, disc)
-    rep_keys = {(r.run_id, r.perm_id, r.rep) for r in disc.reps}
-    metrics, with_waits = _reduce_samples(spark, disc, tables)
+    tdir = out_dir / "tables"
+    tdir.mkdir(parents=True, exist_ok=True)
+    reps = T.sort_rows(reps, "repetitions")
+    written = {"sample_metrics": []}
+    sampled, extras = _reduce_samples(spark, disc, tdir, written)
     say(f"samples reduced after {time.monotonic() - t0:.1f} s")
-
-    stats = T.permutation_stats(reps).localCheckpoint()
-    fallback: list[tuple[str, str, int]] | None = sorted(rep_keys - with_waits)
-    if metrics is None or len(fallback) > 200:  # let Spark find them (an anti-join) instead of a long IN list
-        fallback = None
-    profile = T.wait_profile(T.rep_wait_rates(metrics, reps, fallback)).localCheckpoint()
-    extras = T.sample_extras(metrics) if metrics is not None else None
-    perms_df = T.permutations_table(stats, extras, T.wait_shares(profile, stats)).localCheckpoint()
-    top_df = T.top_waits(profile, n_top)
-
-    # intervals, gains, verdicts and crossovers on the driver (harness.analysis.comparisons):
-    # the values per permutation are its few repetitions
-    perms = _sorted(_rows(perms_df), "permutations")
+    profile = T.sort_rows(T.wait_profile(T.rep_wait_rates(reps, sampled)), "wait_profile")
+    perms = T.sort_rows(T.permutations_table(reps, extras, profile), "permutations")
     synthetic_runs = {r.run_id for r in disc.runs if is_synthetic(r, perms)}
-    intervals = C.rate_intervals(perms, synthetic_runs)
-    perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(intervals, C.INTERVAL_SCHEMA), C.INTERVAL_SCHEMA),
-                             ["run_id", "perm_id"], "left")
-    diags, diag_rows, moves, perms_df = _diagnose(spark, disc, perms, perms_df, tables)
-    rep_rows = _sorted(_rows(reps), "repetitions")
-    rules, gains, cross, tech, answer = judge_runs(disc, perms, rep_rows, threshold_pct, out_dir / "index.html")
-    tech_df = spark.createDataFrame(C.as_tuples(tech, techniques.TECHNIQUE_SCHEMA), techniques.TECHNIQUE_SCHEMA)
-    gains_df = spark.createDataFrame(C.as_tuples(gains, C.GAINS_SCHEMA), C.GAINS_SCHEMA)
-    cross_df = spark.createDataFrame(C.as_tuples(cross, C.CROSSOVER_SCHEMA), C.CROSSOVER_SCHEMA)
-    profile_rows = _sorted(_rows(profile), "wait_profile")
+    C.rate_intervals(perms, synthetic_runs)
+    diags, diag_rows, moves = _diagnose(disc, perms, reps)
+    rules, gains, cross, tech, answer = judge_runs(disc, perms, threshold_pct, out_dir / "index.html")
     say(f"aggregated {len(perms)} permutations after {time.monotonic() - t0:.1f} s")
-
-    chosen, series = _timeseries(spark, disc, perms, tables)
-    tables.update({
-        "permutations": perms_df, "dialog_gains": gains_df, "crossover": cross_df, "top_waits": top_df,
-        "technique_gains": tech_df,
-        "wait_profile": profile, "repetitions": reps,
-    })
-    # Spark writes the tables in a thread while Python draws the plots: the JVM and the
-    # interpreter work at the same time.
-    csv_rows = {"permutations": perms, "dialog_gains": gains, "crossover": cross, "queue_timeseries": series,
-                "technique_gains": tech, "diagnosis": diag_rows, "limit_moves": moves}
-    csv_rows["wait_profile"] = profile_rows
-    csv_rows["top_waits"] = [w for w in profile_rows if w["rank"] is not None and w["rank"] <= n_top]
-    csv_rows["repetitions"] = rep_rows
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssbench-tables") as pool:
-        writing = pool.submit(write_tables, out_dir / "tables", tables, csv_rows, {"sample_metrics"}, say)
-        all_plots, targets, server_labels = draw_plots(disc, perms, gains, cross, profile_rows, series, chosen,
-                                                       out_dir / "plots", rules, helper, tech)
-        say(f"{sum(1 for p in all_plots if not p.skipped)} plots after {time.monotonic() - t0:.1f} s")
-        written = writing.result()
-    written["issues"] = [write_issues(out_dir / "tables", disc)]
+    chosen, series = _timeseries(spark, disc, perms)
+    rows = {"permutations": perms, "repetitions": reps, "dialog_gains": gains, "crossover": cross,
+            "technique_gains": tech, "wait_profile": profile,
+            "top_waits": [w for w in profile if w["rank"] <= n_top], "queue_timeseries": series,
+            "diagnosis": diag_rows, "limit_moves": moves}
+    for name, table_rows in rows.items():
+        cols = list(fields.columns()) if name == "repetitions" else None
+        written[name] = write_table(tdir, name, table_rows, cols)
+    written["issues"] = write_table(tdir, "issues", [{"path": i.path, "problem": i.problem} for i in disc.issues],
+                                    ["path", "problem"])
     say(f"tables written after {time.monotonic() - t0:.1f} s")
-
+    all_plots, targets, server_labels = draw_plots(disc, perms, gains, cross, profile, series, chosen,
+                                                   out_dir / "plots", rules, helper, tech, reps)
+    say(f"{sum(1 for p in all_plots if not p.skipped)} plots after {time.monotonic() - t0:.1f} s")
     key_rows = report.key_rows(perms, cross, server_labels)
     diag_html = diagnosis_view.report_section(diags, synthetic_runs)
     write_json(out_dir / "answer.json", answer.to_json())
     path = report.write_index(out_dir, disc, targets, perms, key_rows, all_plots, answer, written,
                               time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs, techniques=tech,
-                              diagnosis_html=diag_html, disturbed=[r for r in csv_rows["repetitions"] if r.get("disturbed")])
+                              diagnosis_html=diag_html, disturbed=[r for r in reps if r.get("disturbed")])
     say(f"report written after {time.monotonic() - t0:.1f} s")
     notes = report.about_targets(disc, targets, synthetic_runs) + report.verdict_words(gains)
     return AnalysisResult(index=path, permutations=perms, gains=gains, crossover=cross, key_rows=key_rows,
@@ -238,56 +214,53 @@ def _run(spark, disc: discovery.Discovery, out_dir: Path, threshold_pct: float |
                           diagnosis_html=diag_html)
 
 
-def _reduce_samples(spark, disc: discovery.Discovery, tables: dict[str, Any]):
-    """Every repetition's samples reduced to measured-window statistics (``tables
-    ["sample_metrics"]``), the damaged ones reported as issues: the statistics (None without
-    samples) and the repetitions whose samples have wait statistics."""
+def _reduce_samples(spark, disc: discovery.Discovery, tdir: Path, written: dict[str, list[str]]):
+    """Every repetition's samples reduced on Spark to measured-window statistics per series
+    (written as ``tables/sample_metrics.parquet``), and further to the per-repetition waits and
+    extras the tables need, which come back here once; damaged lines are reported as issues."""
     from pyspark.sql import functions as F
 
-    from harness.analysis import transforms as T
+    from harness.analysis import transforms as S
 
     samples = discovery.read_samples(spark, disc)
     if samples is None:
-        return None, set()
+        return [], []
     # localCheckpoint (not cache): materialized once, and later queries start from it with a
-    # short plan -- with cache() every query still carries (and matches) the whole lineage,
-    # which costs ~1-2 s of planning per query here.
-    metrics = T.measured_metrics(samples).localCheckpoint()
-    per_rep = (metrics.groupBy("run_id", "perm_id", "rep")
-               .agg(F.sum(F.when(F.col("_bad"), F.col("n"))).alias("bad"),
-                    F.max(F.when(~F.col("_bad") & (F.col("family") == "waits"), F.lit(1))).alias("waits"))
-               .collect())
-    discovery.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.bad) for r in per_rep if r.bad])
-    with_waits: set[tuple[str, str, int]] = {(r.run_id, r.perm_id, r.rep) for r in per_rep if r.waits}
-    metrics = metrics.where(~F.col("_bad"))
-    tables["sample_metrics"] = metrics.drop("_bad")
-    return metrics, with_waits
+    # short plan (with cache() every query still carries, and matches, the whole lineage)
+    metrics = S.measured_metrics(samples).localCheckpoint()
+    bad = metrics.where(F.col("_bad")).groupBy("run_id", "perm_id", "rep").agg(F.sum("n").alias("n")).collect()
+    discovery.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.n) for r in bad])
+    metrics = metrics.where(~F.col("_bad")).drop("_bad")
+    written["sample_metrics"] = write_arrow(tdir, "sample_metrics", _arrow(metrics))
+    return _dicts(S.rep_waits(metrics)), _dicts(S.rep_extras(metrics))
 
 
-def _diagnose(spark, disc: discovery.Discovery, perms: list[dict], perms_df, tables: dict[str, Any]):
-    """What limits throughput (harness.analysis.diagnosis), from the summaries the reader
-    accepted: the limit columns joined to the permutations (rows and table), the diagnosis and
-    limit_moves tables; returns the diagnoses, both tables' rows and the permutations table."""
-    from harness.analysis import comparisons as C
+def _dicts(df) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in df.collect()]
 
-    diags = diagnosis_view.diagnose_files((r.summary for r in disc.reps), {r.run_id: r.capabilities for r in disc.runs})
+
+def _arrow(df):
+    """A Spark frame as an Arrow table (Spark 4's toArrow; rows, through Python, before it)."""
+    import pyarrow as pa
+
+    return df.toArrow() if hasattr(df, "toArrow") else pa.Table.from_pylist(_dicts(df))
+
+
+def _diagnose(disc: discovery.Discovery, perms: list[dict], reps: list[dict]):
+    """What limits throughput (harness.analysis.diagnosis) from the repetitions' rows: the limit
+    columns added to the permutation rows; the diagnoses, and the diagnosis and limit_moves rows."""
+    diags = diagnosis.diagnose(reps, {r.run_id: r.capabilities for r in disc.runs})
     limits = {(r["run_id"], r["perm_id"]): r for r in diagnosis_view.limit_columns(diags)}
     for p in perms:
         p.update(limits.get((p["run_id"], p["perm_id"]), {}))
-    perms_df = perms_df.join(spark.createDataFrame(C.as_tuples(list(limits.values()), diagnosis_view.LIMIT_SCHEMA),
-                                                   diagnosis_view.LIMIT_SCHEMA), ["run_id", "perm_id"], "left")
-    diag_rows, moves = diagnosis_view.rows(diags), diagnosis_view.limit_moves(diags)
-    tables["diagnosis"] = spark.createDataFrame(C.as_tuples(diag_rows, diagnosis_view.DIAGNOSIS_SCHEMA),
-                                                diagnosis_view.DIAGNOSIS_SCHEMA)
-    tables["limit_moves"] = spark.createDataFrame(C.as_tuples(moves, diagnosis_view.MOVES_SCHEMA),
-                                                  diagnosis_view.MOVES_SCHEMA)
-    return diags, diag_rows, moves, perms_df
+    return diags, diagnosis_view.rows(diags), diagnosis_view.limit_moves(diags)
 
 
-def _timeseries(spark, disc: discovery.Discovery, perms: list[dict[str, Any]], tables: dict[str, Any]):
+def _timeseries(spark, disc: discovery.Discovery, perms: list[dict[str, Any]]):
     """The time series of the highest-load permutation of each dialog strategy (per run): the
-    chosen repetitions and their queue depths over time (``tables["queue_timeseries"]``)."""
-    from harness.analysis import transforms as T
+    chosen repetitions and their queue depths over time."""
+    from harness.analysis import tables as T
+    from harness.analysis import transforms as S
 
     chosen = choose_timeseries(perms, disc)
     series: list[dict[str, Any]] = []
@@ -296,33 +269,24 @@ def _timeseries(spark, disc: discovery.Discovery, perms: list[dict[str, Any]], t
         sub = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) in want]
         ts_samples = discovery.read_samples(spark, disc, sub)
         if ts_samples is not None:
-            ts_df = T.queue_timeseries(ts_samples).localCheckpoint()
-            series = _sorted(_rows(ts_df), "queue_timeseries")
-            tables["queue_timeseries"] = ts_df
+            series = T.sort_rows(_dicts(S.queue_timeseries(ts_samples)), "queue_timeseries")
     return chosen, series
 
 
-def judge_runs(disc: discovery.Discovery, perms: list[dict[str, Any]], rep_rows: list[dict[str, Any]],
-               threshold_pct: float | None, index: Path):
+def judge_runs(disc: discovery.Discovery, perms: list[dict[str, Any]], threshold_pct: float | None, index: Path):
     """Every comparison of the runs judged under its run's rule (harness.verdicts) on the
-    repetitions' values (``rep_rows``, the repetitions table: numbers, statuses, metrics): the
-    rules by run, the dialog_gains, crossover and technique_gains rows, and the key answer."""
+    repetitions' values the permutation rows carry: the rules by run, the dialog_gains,
+    crossover and technique_gains rows, and the key answer."""
     from harness.analysis import comparisons as C
+    from harness.analysis import tables as T
 
     rules = {r.run_id: Rule.of_run((r.meta.get("matrix") or {}).get("run"), threshold_pct) for r in disc.runs}
-    judged = judge_all(with_repetitions(perms, rep_rows), rules, Rule().with_threshold(threshold_pct))
-    gains = _sorted(C.dialog_gains(judged), "dialog_gains")
-    cross = _sorted(C.crossover(gains), "crossover")
+    judged = judge_all(perms, rules, Rule().with_threshold(threshold_pct))
+    gains = T.sort_rows(C.dialog_gains(judged), "dialog_gains")
+    cross = T.sort_rows(C.crossover(gains), "crossover")
     answer = key_answer(judged, [r.run_id for r in disc.runs], {r.run_id: r.meta.get("auto") for r in disc.runs},
                         report=str(index))
     return rules, gains, cross, techniques.technique_gains(judged), answer
-
-
-def _sorted(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
-    from harness.analysis.transforms import SORT_KEYS
-
-    keys = [k for k in SORT_KEYS.get(table, ()) if rows and k in rows[0]]
-    return sorted(rows, key=lambda r: tuple((r[k] is None, r[k] if r[k] is not None else 0) for k in keys))
 
 
 #: Plots drawn by the helper process (about half the drawing time); the rest in this process.
@@ -362,7 +326,7 @@ def start_plot_helper():
 
 
 def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, chosen, plot_dir: Path,
-               rules: dict[str, Rule] | None = None, helper=None, tech=()):
+               rules: dict[str, Rule] | None = None, helper=None, tech=(), reps=()):
     """Every plot of every run, grouped by section. Returns (plots, target text per run,
     server label per (run, server)). ``helper``: a process pool from :func:`start_plot_helper`
     (its plots are drawn here instead when it fails)."""
@@ -397,9 +361,9 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
             ("latency", (prow, ctx, plot_dir)),
         ]
         if any(p.get("rate") for p in prow):     # a rate axis: open-loop figures
-            jobs.append(("open_loop", (run.path, ctx, plot_dir)))
+            jobs.append(("open_loop", (by_run(reps, run.run_id), run.path, ctx, plot_dir)))
         if ((run.meta.get("matrix") or {}).get("run") or {}).get("backlog_messages"):
-            jobs.append(("backlog_drain", (run.path, ctx, plot_dir)))
+            jobs.append(("backlog_drain", (by_run(reps, run.run_id), ctx, plot_dir)))
         if any(t["run_id"] == run.run_id for t in tech):
             jobs.append(("technique_gains", (by_run(list(tech), run.run_id), ctx, plot_dir, threshold_pct)))
     if len(disc.runs) > 1 and perms:
@@ -480,73 +444,6 @@ def choose_timeseries(perms: list[dict[str, Any]], disc: discovery.Discovery, pe
             out.append({"run_id": run.run_id, "perm_id": p["perm_id"], "dialogs": s,
                         "rep": with_samples[(run.run_id, p["perm_id"])]})
     return out
-
-
-def write_tables(tdir: Path, tables: dict[str, Any], csv_rows: dict[str, list[dict[str, Any]]],
-                 parquet_only: set[str], say: Callable[[str], None] | None = None) -> dict[str, list[str]]:
-    """Parquet (a Spark directory) and CSV (one file) of each table; CSV from already collected
-    rows when given, else written by Spark and moved to a single file. Returns the relative
-    paths written per table."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
-    from harness.analysis.transforms import SORT_KEYS
-
-    started = time.monotonic()
-    tdir.mkdir(parents=True, exist_ok=True)
-    written: dict[str, list[str]] = {}
-    for name, df in tables.items():
-        files = []
-        keys = [k for k in SORT_KEYS.get(name, ()) if k in df.columns]
-        df = df.coalesce(1).sortWithinPartitions(*keys) if keys else df.coalesce(1)
-        df.write.mode("overwrite").parquet(str(tdir / f"{name}.parquet"))
-        files.append(f"tables/{name}.parquet")
-        if name not in parquet_only:
-            if name in csv_rows:
-                _csv_from_rows(tdir / f"{name}.csv", df.columns, csv_rows[name])
-            else:
-                flat = df.select(*[F.to_json(F.col(f.name)).alias(f.name)
-                                   if isinstance(f.dataType, (ArrayType, MapType, StructType)) else F.col(f.name)
-                                   for f in df.schema.fields])
-                tmp = tdir / f".{name}.csv.tmp"
-                flat.write.mode("overwrite").option("header", True).csv(str(tmp))
-                part = next(tmp.glob("part-*.csv"), None)
-                if part is None:  # an empty frame: Spark may write no part file
-                    _csv_from_rows(tdir / f"{name}.csv", df.columns, [])
-                else:
-                    part.replace(tdir / f"{name}.csv")
-                shutil.rmtree(tmp, ignore_errors=True)
-            files.append(f"tables/{name}.csv")
-        written[name] = files
-        if say:
-            say(f"  table {name} written ({time.monotonic() - started:.1f} s into writing)")
-    return written
-
-
-def _csv_from_rows(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
-    buf = io.StringIO(newline="")
-    w = csv.writer(buf)
-    w.writerow(columns)
-    for r in rows:
-        w.writerow([_csv_value(r.get(c)) for c in columns])
-    write_atomic(path, buf.getvalue())
-
-
-def _csv_value(v: Any) -> Any:
-    """CSV cells as Spark writes them: empty for null, true/false, JSON for nested values."""
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (list, dict)):
-        return json.dumps(v)
-    return v
-
-
-def write_issues(tdir: Path, disc: discovery.Discovery) -> str:
-    _csv_from_rows(tdir / "issues.csv", ["path", "problem"],
-                   [{"path": i.path, "problem": i.problem} for i in disc.issues])
-    return "tables/issues.csv"
 
 
 # --------------------------------------------------------------------------- spark-submit entry

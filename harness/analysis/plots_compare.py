@@ -5,6 +5,7 @@ are :mod:`.plots`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -112,14 +113,15 @@ def technique_gains(rows: list[Row], ctx: RunContext, out_dir: Path, threshold_p
     return out
 
 
-def open_loop(run_path: Path, ctx: RunContext, out_dir: Path) -> list[Plot]:
+def open_loop(reps: list[dict[str, Any]], run_path: Path, ctx: RunContext, out_dir: Path) -> list[Plot]:
     """Open-loop repetitions of a run (a ``rate`` axis): latency against achieved throughput, one
     curve per dialog strategy (:mod:`.saturation`, the figure ``ssbench saturate`` writes), and
-    the achieved rate against the offered one. None when the run has no paced repetition."""
-    from .saturation import latency_vs_throughput_figure, rows_from_runs
+    the achieved rate against the offered one (``reps``: the run's flat repetition rows). None
+    when the run has no paced repetition."""
+    from .saturation import curve_rows, latency_vs_throughput_figure
 
     section = "Open loop: offered rate, achieved rate and latency"
-    rows = [r for r in rows_from_runs([run_path], skip_unreadable=True) if r["offered_rate"]]
+    rows = [r for r in curve_rows(reps, run_path) if r["offered_rate"]]
     if not rows:
         return []
     out = []
@@ -156,15 +158,15 @@ def open_loop(run_path: Path, ctx: RunContext, out_dir: Path) -> list[Plot]:
     return out
 
 
-def backlog_drain(run_path: Path, ctx: RunContext, out_dir: Path) -> list[Plot]:
-    """Backlog drain (``run.backlog_messages``): the drain rate of each repetition against
-    MAX_QUEUE_READERS, one line per RECEIVE TOP (n) (medians, repetitions as points). None
-    when the run has no drain."""
-    from ..results import RunReader, median
+def backlog_drain(reps: list[dict[str, Any]], ctx: RunContext, out_dir: Path) -> list[Plot]:
+    """Backlog drain (``run.backlog_messages``): the drain rate of each repetition (``reps``: the
+    run's flat repetition rows) against MAX_QUEUE_READERS, one line per RECEIVE TOP (n)
+    (medians, repetitions as points). None when the run has no drain."""
+    from ..results import median
 
     section = "Backlog drain"
-    rows = [(s.permutation.get("broker") or {}, s.permutation.get("dialogs"), s.drain_rate)
-            for s in RunReader(run_path).readable_summaries() if s.drain_rate]
+    rows = [(r["receive_top"], r["max_queue_readers"], r["dialogs"], r["drain_rate"]) for r in reps
+            if r.get("drain_rate")]
     if not rows:
         return []
     fig = Figure(figsize=(8.5, 5.4))
@@ -172,9 +174,8 @@ def backlog_drain(run_path: Path, ctx: RunContext, out_dir: Path) -> list[Plot]:
     fig.subplots_adjust(top=1 - TITLE_TOP_IN / 5.4, left=0.12, right=0.97, bottom=0.11)
     cmap = matplotlib.colormaps["tab10"]
     series: dict[tuple, dict[int, list[float]]] = {}
-    for broker, dialogs, rate in rows:
-        key = (broker.get("receive_top"), dialogs)
-        series.setdefault(key, {}).setdefault(broker.get("max_queue_readers") or 0, []).append(rate)
+    for top, readers, dialogs, rate in rows:
+        series.setdefault((top, dialogs), {}).setdefault(readers or 0, []).append(rate)
     for k, ((top, dialogs), by_readers) in enumerate(sorted(series.items(), key=lambda kv: str(kv[0]))):
         xs = sorted(by_readers)
         c = cmap(k % 10)

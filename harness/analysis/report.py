@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import re
 from pathlib import Path
 from typing import Any, Iterable
@@ -13,80 +12,9 @@ from ..results import disturbance, write_atomic
 from ..verdicts import MIN_REPS, Answer, Section
 from ..verdicts.answer import pct_interval as pct_ci
 from .discovery import Discovery
+from .html import CSS, _e, fmt, run_label, table  # noqa: F401  (the report's building blocks)
 from .plots import STRATEGY_ORDER, Plot, strategy_label
-
-CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:1.5em auto;max-width:1250px;
- padding:0 1em;color:#222;line-height:1.4}
-h1{font-size:1.5em;margin-bottom:.2em} h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:1.8em}
-h3{font-size:1.05em;margin:1.2em 0 .4em}
-table{border-collapse:collapse;font-size:.82em;margin:.5em 0}
-th,td{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}
-th{background:#f2f2f2;position:sticky;top:0;white-space:normal;vertical-align:bottom} td.l,th.l{text-align:left}
-tr:nth-child(even) td{background:#fafafa}
-.meta td{text-align:left;white-space:normal}
-.issues{background:#fff4e5;border-left:5px solid #f0a030;padding:.6em 1em}
-.alarm{background:#fdecea;border-left:5px solid #d93025;padding:.6em 1em;font-weight:bold}
-.note{color:#666;font-style:italic}
-.plot{margin:1em 0 2em} .plot img{max-width:100%;border:1px solid #e4e4e4}
-.pos{color:#0a7d32} .neg{color:#b3261e}
-td.v-gain{background:#e3f4e8!important;color:#0a5d26;font-weight:bold;text-align:left}
-td.v-loss{background:#fbe3e1!important;color:#8c1d18;font-weight:bold;text-align:left}
-td.v-nodiff{color:#333;text-align:left} td.v-inconclusive{color:#777;font-style:italic;text-align:left}
-.synthetic{background:#fdecea;border:3px solid #d93025;padding:.6em 1em;font-weight:bold;color:#8c1d18}
-.about{background:#f3f6fb;border-left:5px solid #5b7fbf;padding:.4em 1em;margin:.6em 0}
-details summary{cursor:pointer;font-weight:bold;margin:.6em 0}
-code{background:#f4f4f4;padding:0 3px}
-"""
-
-
-def _e(v: Any) -> str:
-    return html.escape("" if v is None else str(v))
-
-
-def fmt(v: Any, kind: str = "") -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        if v != v:
-            return "–"
-        if kind == "pct":
-            return f"{v:+.1f} %"
-        if kind == "share":
-            return f"{100 * v:.0f} %"
-        if kind == "rate":
-            return f"{v:,.0f}"
-        if kind == "ms":
-            return f"{v:.3g}"
-        return f"{v:,.1f}" if abs(v) >= 100 else f"{v:.3g}"
-    if isinstance(v, int):
-        return f"{v:,}" if kind == "rate" else str(v)
-    return str(v)
-
-
-VERDICT_CLASS = {"gain": "v-gain", "loss": "v-loss", "no difference": "v-nodiff", "inconclusive": "v-inconclusive",
-                 "not exercised": "v-inconclusive"}
-
-
-def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], limit: int | None = None) -> str:
-    """``columns``: (key, header, kind); kind 'l' left-aligns text, 'verdict' colours a
-    verdict (green only for ``gain``)."""
-    head = "".join(f'<th class="{"l" if k == "l" else ""}">{_e(h)}</th>' for _, h, k in columns)
-    body = []
-    for r in rows[:limit] if limit else rows:
-        cells = []
-        for key, _, kind in columns:
-            v = r.get(key)
-            cls = "l" if kind == "l" else ""
-            if kind == "verdict":
-                cls = VERDICT_CLASS.get(v, "l")
-            cells.append(f'<td class="{cls}">{_e(fmt(v, kind))}</td>')
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    more = f'<p class="note">{len(rows) - limit} more rows in the CSV.</p>' if limit and len(rows) > limit else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
-
+from .techniques_report import section_html as technique_section_html
 
 def _provenance(disc: Discovery, targets: dict[str, str]) -> str:
     rows = []
@@ -174,10 +102,6 @@ TABLE_FILES = [
 ]
 
 
-def run_label(run_id: str, synthetic: bool) -> str:
-    return f"{run_id} (SYNTHETIC)" if synthetic else run_id
-
-
 def key_rows(perms: list[dict], cross: list[dict], server_labels: dict[tuple[str, str], str]) -> list[dict]:
     """The key table: the crossover rows with display labels, the gains with their intervals as
     text, and the strategy's peak receive rate (median) over the thread counts."""
@@ -215,9 +139,7 @@ def _thresholds(rows: list[dict]) -> str:
 def technique_section(rows: list[dict]) -> str:
     """The techniques-against-baselines section (harness.analysis.techniques_report); empty when
     the runs have no technique axis with two values."""
-    from .techniques_report import section_html
-
-    return section_html(rows)
+    return technique_section_html(rows)
 
 
 def verdict_words(gains: list[dict]) -> str:

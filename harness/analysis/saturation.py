@@ -28,43 +28,51 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from ..results import RunReader
+from ..results.fields import axis_names
 
 matplotlib.use("Agg")
 
 STRATEGY_COLOR = {"per_thread": "#d62728", "trick150": "#1f77b4", "shared": "#2ca02c"}
-#: permutation fields that do not make a new curve (the rate is the curve's x)
-NOT_A_CURVE = {"id", "index", "rate", "offered_rate", "dialogs", "dialogs_every_n", "dialogs_shared"}
+#: axes that do not make a new curve (the rate is the curve's x)
+NOT_A_CURVE = {"rate", "total_threads", *axis_names("strategy")}
 
 
 def rows_from_runs(run_dirs: Iterable[str | Path], skip_unreadable: bool = False) -> list[dict[str, Any]]:
-    """One plain row per complete repetition of the runs (what the plot needs); with
-    ``skip_unreadable`` a corrupt summary is left out instead of raising."""
+    """:func:`curve_rows` of every complete repetition of the runs; with ``skip_unreadable`` a
+    corrupt summary is left out instead of raising."""
     rows = []
     for run in run_dirs:
         reader = RunReader(run)
-        sat_path = Path(run) / "saturation.json"
-        best = {}
-        if sat_path.is_file():
-            for p in json.loads(sat_path.read_text()).get("permutations", []):
-                best[p["permutation"]["id"]] = p.get("sustainable_rate")
-        for s in (reader.readable_summaries() if skip_unreadable else reader.summaries()):
-            perm = dict(s.permutation)
-            corrected = s.send_latency_corrected_ms
-            base_id = perm["id"].rsplit("-rate", 1)[0] if perm.get("rate") else perm["id"]
-            rows.append({
-                "run_id": s.run_id, "label": s.target.label, "permutation_id": s.permutation_id,
-                "dialogs": perm.get("dialogs", "?"),
-                "curve": tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in perm.items()
-                                      if k not in NOT_A_CURVE)),
-                "rate": perm.get("rate"), "offered_rate": s.offered_rate,
-                "throughput": s.achieved_rate if s.achieved_rate is not None else s.send_rate,
-                "e2e_p99_ms": s.e2e_latency_ms.p99,
-                "send_p99_ms": corrected.p99 if corrected is not None else s.send_latency_ms.p99,
-                "corrected": corrected is not None,
-                "behind": s.behind,
-                "sustainable": best.get(base_id) is not None and perm.get("rate") == best.get(base_id),
-                "threads": perm.get("total_threads"),
-            })
+        reps = [s.row() for s in (reader.readable_summaries() if skip_unreadable else reader.summaries())]
+        rows += curve_rows(reps, Path(run))
+    return rows
+
+
+def curve_rows(reps: Iterable[dict[str, Any]], run: Path | None = None) -> list[dict[str, Any]]:
+    """One plain row per repetition (flat rows, harness.results.fields) for the plot; the
+    sustainable rates of ``run``'s saturation.json when it has one."""
+    best = {}
+    sat_path = Path(run) / "saturation.json" if run is not None else None
+    if sat_path is not None and sat_path.is_file():
+        for p in json.loads(sat_path.read_text()).get("permutations", []):
+            best[p["permutation"]["id"]] = p.get("sustainable_rate")
+    rows = []
+    for r in reps:
+        base_id = r["perm_id"].rsplit("-rate", 1)[0] if r.get("rate") else r["perm_id"]
+        corrected = r.get("send_corrected_p99_ms") is not None
+        rows.append({
+            "run_id": r["run_id"], "label": r.get("target_label"), "permutation_id": r["perm_id"],
+            "dialogs": r.get("dialogs") or "?",
+            "curve": tuple(sorted((k, json.dumps(r.get(k), sort_keys=True)) for k in axis_names(but=("id", "index"))
+                                  if k not in NOT_A_CURVE)),
+            "rate": r.get("rate"), "offered_rate": r.get("offered_rate"),
+            "throughput": r["achieved_rate"] if r.get("achieved_rate") is not None else r["send_rate"],
+            "e2e_p99_ms": r.get("e2e_p99_ms"),
+            "send_p99_ms": r["send_corrected_p99_ms"] if corrected else r.get("send_p99_ms"),
+            "corrected": corrected, "behind": bool(r.get("behind")),
+            "sustainable": best.get(base_id) is not None and r.get("rate") == best.get(base_id),
+            "threads": r.get("total_threads"),
+        })
     return rows
 
 

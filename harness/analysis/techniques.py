@@ -19,8 +19,8 @@ either arm the verdict is ``not exercised`` and the row says how to exercise it:
 differ in a setting that did nothing, and whatever their values say is not the technique's
 effect.
 
-Pure Python on the driver's permutation rows (no Spark): its table schema is a DDL string. One
-row per comparison and compared metric (``primary`` marks the axis' primary one, the key
+Pure Python on the driver's permutation rows (no Spark). One row per comparison and compared
+metric (``primary`` marks the axis' primary one, the key
 table's row).
 """
 
@@ -33,17 +33,6 @@ from ..verdicts import NOT_EXERCISED, TECHNIQUE_AXES, Judged, engaged, judge_met
 from ..verdicts.metrics import Metric
 from ..verdicts.pairs import kept_out, samples
 from ..verdicts.techniques import VALUE_BY_NAME, axis_note, how_to_exercise, repetitions  # noqa: F401
-
-TECHNIQUE_SCHEMA = ("run_id string, synthetic boolean, axis string, value string, baseline_value string, "
-                    "server string, initiators bigint, threads bigint, dialogs string, payload_bytes bigint, "
-                    "rate double, context string, perm_id string, baseline_perm_id string, metric string, "
-                    "metric_label string, primary boolean, lower_is_better boolean, n bigint, baseline_n bigint, "
-                    "baseline_median double, median double, gain_pct double, gain_ci_low_pct double, "
-                    "gain_ci_high_pct double, verdict string, confidence double, look bigint, kept_out bigint, "
-                    "reason string, threshold_pct double, exercised boolean, engagement string, "
-                    "baseline_engagement double, engagement_value double, how_to_exercise string, "
-                    "shown_metric string, baseline_shown double, shown double")
-
 
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
@@ -84,10 +73,10 @@ def _metric_rows(j: Judged) -> list[dict[str, Any]]:
 
 
 def technique_gains(judged: list[Judged]) -> list[dict[str, Any]]:
-    """Rows of :data:`TECHNIQUE_SCHEMA` from the judged technique comparisons (in the order of
+    """Rows of the ``technique_gains`` table from the judged technique comparisons (in the order of
     :func:`~harness.verdicts.pairs.technique_pairings`), one per metric the axis moves, primary
     first. ``judged``: :func:`harness.verdicts.judge_all` on permutation rows carrying their
-    repetitions' values (:func:`harness.verdicts.with_repetitions`). Axes absent from the runs
+    repetitions' values (:func:`harness.verdicts.permutation_rows`). Axes absent from the runs
     (or with one value) give no rows."""
     rows: list[dict[str, Any]] = []
     for j in judged:

@@ -4,7 +4,7 @@ their baselines" section.
 One line per comparison: its primary metric's medians, gain with its interval and verdict
 (latencies: lower is better, a fall is a gain), what showed the mechanism at work in each arm,
 the axis' other metrics in words; then, for every comparison whose mechanism never engaged, how
-to exercise it; and the rows read back from a report's ``tables/technique_gains.csv``. The
+to exercise it; and the rows read back from a report's ``tables/technique_gains.parquet``. The
 terminal's answer is the key table (harness.verdicts.answer), where each technique comparison
 is a row on its primary metric, "not exercised" ones with how to exercise them. No Spark and no
 matplotlib here.
@@ -12,13 +12,12 @@ matplotlib here.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any
 
-from .techniques import NOT_EXERCISED, TECHNIQUE_AXES, TECHNIQUE_SCHEMA
+from .html import run_label, table
+from .techniques import NOT_EXERCISED, TECHNIQUE_AXES
 
-CSV_NAME = "technique_gains.csv"
 
 
 def comparisons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -103,7 +102,6 @@ def section_html(rows: list[dict[str, Any]]) -> str:
     from html import escape
 
     from ..verdicts import MIN_REPS
-    from .report import run_label, table
 
     cs = comparisons(rows)
     if not cs:
@@ -129,16 +127,9 @@ def section_html(rows: list[dict[str, Any]]) -> str:
                + "".join(f"<li>{escape(n)}</li>" for n in missing) + "</ul></div>" if missing else ""))
 
 
-_TYPES = {"double": float, "bigint": int, "boolean": lambda s: s == "true", "string": str}
-
-
 def load_rows(index: Path) -> list[dict[str, Any]]:
-    """The technique rows written next to a report (``tables/technique_gains.csv``), typed as
-    :data:`~.techniques.TECHNIQUE_SCHEMA`; [] when the report has none."""
-    f = Path(index).parent / "tables" / CSV_NAME
-    if not f.exists():
-        return []
-    types = dict(part.strip().split(" ", 1) for part in TECHNIQUE_SCHEMA.split(","))
-    with f.open(newline="", encoding="utf-8") as fh:
-        return [{k: (None if v == "" else _TYPES[types.get(k, "string")](v)) for k, v in r.items()}
-                for r in csv.DictReader(fh)]
+    """The technique rows written next to a report (``tables/technique_gains.parquet``); [] when
+    the report has none."""
+    from .writer import read_table
+
+    return read_table(Path(index).parent / "tables", "technique_gains")

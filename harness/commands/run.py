@@ -346,11 +346,11 @@ def natural_key(text: str) -> tuple:
                  for part in re.split(r"(\d+)", text) if part)
 
 
-def summary_order(s) -> tuple:
+def row_order(r: dict) -> tuple:
     """The matrix's order (the permutation's index), then the repetition; permutation ids in
     natural order when a summary has no index."""
-    index = s.permutation.get("index")
-    return (index is None, index if index is not None else 0, natural_key(s.permutation_id), s.repetition)
+    index = r["perm_index"]
+    return (index is None, index if index is not None else 0, natural_key(r["perm_id"]), r["rep"])
 
 
 def print_run_table(run_path: Path, stream=None) -> None:
@@ -360,19 +360,19 @@ def print_run_table(run_path: Path, stream=None) -> None:
     from ..results import RunReader
 
     stream = stream or sys.stdout
-    rows = sorted(RunReader(run_path).summaries(), key=summary_order)
+    rows = sorted((s.row() for s in RunReader(run_path).summaries()), key=row_order)
     if not rows:
         return
     nan = float("nan")
-    print(f"\n{rows[0].target.label}: numbers are this target's, measured on this machine", file=stream)
-    w = max(36, *(len(d.permutation_id) for d in rows))
+    print(f"\n{rows[0]['target_label']}: numbers are this target's, measured on this machine", file=stream)
+    w = max(36, *(len(d["perm_id"]) for d in rows))
     print(f"{'permutation':<{w}} {'rep':>3} {'send/s':>9} {'recv/s':>9} {'SEND p99 ms':>11} "
           f"{'e2e p99 ms':>10} {'lost':>5}  {'status':<12} top wait", file=stream)
     for d in rows:
-        senders = (d.session_waits or {}).get("sender") or {}
+        senders = (d["session_waits"] or {}).get("sender") or {}
         tw = (max(senders, key=senders.get) if senders else
-              d.top_waits[0].wait_type if d.top_waits else "-")
-        sp99, ep99 = d.send_latency_ms.p99, d.e2e_latency_ms.p99
-        print(f"{d.permutation_id:<{w}} {d.repetition:>3} {d.send_rate:>9.0f} {d.receive_rate:>9.0f} "
+              d["top_waits"][0]["wait_type"] if d["top_waits"] else "-")
+        sp99, ep99 = d["send_p99_ms"], d["e2e_p99_ms"]
+        print(f"{d['perm_id']:<{w}} {d['rep']:>3} {d['send_rate']:>9.0f} {d['receive_rate']:>9.0f} "
               f"{sp99 if sp99 is not None else nan:>11.2f} {ep99 if ep99 is not None else nan:>10.2f} "
-              f"{d.messages_lost:>5}  {d.status:<12} {tw}", file=stream)
+              f"{d['messages_lost']:>5}  {d['status']:<12} {tw}", file=stream)

@@ -301,8 +301,7 @@ def combine_runs(run_dirs: list[tuple[int, Path]], dest: Path, *, side: str,
             n = counters[ref.perm_id] = counters.get(ref.perm_id, 0) + 1
             target = out.rep_dir(ref.perm_id, n)
             shutil.copytree(ref.dir, target, copy_function=_link_or_copy)
-            summary = ref.summary()
-            summary.repetition = n
+            summary = ref.summary().replace(repetition=n)
             summary.extra["interleave"] = {"round": round_no, "side": side, "source": str(ref.dir)}
             permutations[ref.perm_id] = summary.permutation
             write_json(target / "summary.json", summary)

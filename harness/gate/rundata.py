@@ -30,19 +30,19 @@ class Rep:
 
     @property
     def messages_lost(self) -> int:
-        return self.summary.messages_lost
+        return self.summary.get("messages_lost", 0)
 
     @property
     def errors(self) -> int:
-        return self.summary.errors
+        return self.summary.get("errors", 0)
 
     @property
     def queue_disabled(self) -> bool:
-        return self.summary.queue_disabled
+        return bool(self.summary.get("queue_disabled"))
 
     @property
     def client_bound(self) -> bool:
-        return self.summary.client_bound
+        return bool(self.summary.get("client_bound"))
 
     @property
     def status(self) -> str:
@@ -87,13 +87,12 @@ class RunData:
 def metric_value(summary: RepetitionSummary, metric: Metric, file: str) -> float | None:
     """The metric's value in a summary (None for a latency without data); a value that is not
     a finite number is a UserError naming the file and field."""
-    cur: Any = summary
-    for key in metric.path:
-        cur = getattr(cur, key)
+    cur = summary.get(metric.name)
     if cur is None:
         return None
     if not math.isfinite(cur):
-        raise UserError(f"must be a finite number, got {cur!r}", file=file, field=".".join(metric.path))
+        raise UserError(f"must be a finite number, got {cur!r}", file=file,
+                        field=".".join(metric.field.path or (metric.name,)))
     return float(cur)
 
 

@@ -15,15 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from .histogram import Histogram
-from .model import (ClientHost, InitiatorResult, WorkerResult, LatencySummary, Medians, PermutationSummary, RepetitionSummary,
-                    TargetRef, TopWait, Window)
+from .fields import FIELDS
+from .model import PermutationSummary, RepetitionSummary
+from .records import Alternation, ClientHost, InitiatorResult, LatencySummary, TargetRef, TopWait, WorkerResult
 
 
 def host_cpu_speed(summaries: Iterable[Any]) -> dict[str, Any] | None:
     """How far the host's CPU speed (harness.collectors.cpuspeed) moved across a run's windows:
     the lowest and highest ``cpu_speed`` and the log-normal s.d. in percent; None with fewer
     than 2 windows measured."""
-    speeds = [float(s.cpu_speed) for s in summaries if getattr(s, "cpu_speed", None)]
+    speeds = [float(s.get("cpu_speed")) for s in summaries if s.get("cpu_speed")]
     if len(speeds) < 2:
         return None
     logs = [math.log(v) for v in speeds]
@@ -39,9 +40,9 @@ def host_cross_cpu(summaries: Iterable[Any]) -> dict[str, Any] | None:
     one figure, counted once); None with fewer than 2 windows measured."""
     seen: dict[Any, float] = {}
     for s in summaries:
-        ns = getattr(s, "cross_cpu_ns", None)
+        ns = s.get("cross_cpu_ns")
         if ns:
-            start = getattr(getattr(s, "window", None), "measure_start", None)
+            start = s.get("measure_start")
             seen[start if start is not None else id(s)] = float(ns)
     if len(seen) < 2:
         return None
@@ -85,9 +86,8 @@ def progress_flags(*, freeze_seconds: float | None, receive_stall_seconds: float
 def disturbance(s: Any) -> str | None:
     """Why a repetition is disturbed (or its host noisy), with its figure, in one line; None
     when it is neither. ``s``: a RepetitionSummary or a mapping with its
-    fields (a row of the analysis' repetitions table)."""
-    def get(name):
-        return s.get(name) if isinstance(s, dict) else getattr(s, name, None)
+    fields (a flat row: harness.results.fields.flat_row)."""
+    get = s.get
 
     def num(name, fmt="{:.1f}"):
         v = get(name)
@@ -330,12 +330,12 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
                                behind=bool(col.get("behind")),
                                server_frozen=progress["server_frozen"], receive_stalled=progress["receive_stalled"],
                                noisy_storage=noisy_storage)
-    return RepetitionSummary(
+    return RepetitionSummary.of(
         run_id=d.run_id, permutation_id=d.permutation["id"], repetition=d.repetition,
         permutation=d.permutation, target=d.target,
-        window=Window(warmup_seconds=d.warmup_seconds, measure_seconds=round(seconds, 3),
-                      measure_start=c.window_start, measure_end=c.window_end,
-                      spawn_complete=d.spawn_complete),
+        warmup_seconds=d.warmup_seconds, measure_seconds=round(seconds, 3), measure_start=c.window_start,
+        measure_end=c.window_end, span_seconds=round(c.window_end - c.window_start, 3),
+        spawn_complete=d.spawn_complete,
         dialogs_created=d.dialogs_created, usable_dialogs=d.usable_dialogs,
         messages_sent=a.sent, messages_sent_client=c.sends_total, messages_received=a.received,
         messages_lost=lost, messages_duplicated=a.duplicates, drained=a.in_flight == 0, per_initiator=per_init,
@@ -350,26 +350,19 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         collector_errors=list(d.collector_errors[:10]),
         poison_messages=a.poison, queue_disabled=a.queue_disabled,
         messages_undelivered=undelivered, status=status,
-        web=d.web, alternation=d.alternation, **col)
+        web=d.web, alternation=Alternation(**d.alternation) if d.alternation else None, **col)
+
+
+#: the fields whose median across repetitions a permutation's summary.json holds
+MEDIAN_FIELDS = tuple(f.name for f in FIELDS if f.summarized)
 
 
 def summarize_permutation(permutation: dict[str, Any],
                           reps: Sequence[RepetitionSummary]) -> PermutationSummary:
     reps = sorted(reps, key=lambda r: r.repetition)
+    medians = {name: median(r[name] for r in reps) for name in MEDIAN_FIELDS}
     return PermutationSummary(
         permutation=permutation, repetitions=[r.repetition for r in reps],
-        median=Medians(send_rate=median(r.send_rate for r in reps),
-                       receive_rate=median(r.receive_rate for r in reps),
-                       send_p50_ms=median(r.send_latency_ms.p50 for r in reps),
-                       send_p99_ms=median(r.send_latency_ms.p99 for r in reps),
-                       e2e_p99_ms=median(r.e2e_latency_ms.p99 for r in reps),
-                       offered_rate=median(r.offered_rate for r in reps),
-                       achieved_rate=median(r.achieved_rate for r in reps),
-                       send_corrected_p50_ms=median(r.send_latency_corrected_ms.p50 for r in reps
-                                                    if r.send_latency_corrected_ms is not None),
-                       send_corrected_p99_ms=median(r.send_latency_corrected_ms.p99 for r in reps
-                                                    if r.send_latency_corrected_ms is not None),
-                       drain_seconds=median(r.drain_seconds for r in reps),
-                       drain_rate=median(r.drain_rate for r in reps)),
-        messages_lost=sum(r.messages_lost for r in reps), errors=sum(r.errors for r in reps),
+        median={k: v for k, v in medians.items() if v is not None},
+        messages_lost=sum(r.messages_lost for r in reps), errors=sum(r.errors or 0 for r in reps),
         behind=sum(r.status == "behind" for r in reps) if any(r.offered_rate for r in reps) else None)

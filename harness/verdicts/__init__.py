@@ -18,16 +18,16 @@ docs/statistics.md describes the method and its guarantee.
 
 from .answer import Answer, Column, Section, key_answer, key_row, key_section, read_answer
 from .metrics import METRIC_BY_NAME, METRICS, RECEIVE_RATE, Metric
-from .pairs import (Judged, Pairing, judge_all, judge_metric, judge_pairing, pays_from, rows_from_summaries,
-                    run_comparisons, samples, with_repetitions)
+from .pairs import (Judged, Pairing, judge_all, judge_metric, judge_pairing, pays_from, permutation_rows,
+                    run_comparisons, samples)
 from .rule import (ALPHA, GAIN, INCONCLUSIVE, LOSS, MIN_REPS, NO_DIFFERENCE, NOT_EXERCISED, VERDICTS, Outcome, Rule,
                    decide, judge, welch_interval)
 from .techniques import TECHNIQUE_AXES, TechniqueAxis, engaged
 
 __all__ = ["Answer", "Column", "Section", "key_answer", "key_row", "key_section", "read_answer",
            "METRIC_BY_NAME", "METRICS", "RECEIVE_RATE", "Metric",
-           "Judged", "Pairing", "judge_all", "judge_metric", "judge_pairing", "pays_from", "rows_from_summaries",
-           "run_comparisons", "samples", "with_repetitions",
+           "Judged", "Pairing", "judge_all", "judge_metric", "judge_pairing", "pays_from", "permutation_rows",
+           "run_comparisons", "samples",
            "ALPHA", "GAIN", "INCONCLUSIVE", "LOSS", "MIN_REPS", "NO_DIFFERENCE", "NOT_EXERCISED", "VERDICTS",
            "Outcome", "Rule", "decide", "judge", "welch_interval",
            "TECHNIQUE_AXES", "TechniqueAxis", "engaged"]

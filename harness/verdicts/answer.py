@@ -25,16 +25,17 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, TextIO
 
 from .metrics import RECEIVE_RATE
+from ..results.fields import COMPARISON_KEYS, axis_names
 from .pairs import Judged, Pairing, kept_out, pays_from, samples
 from .rule import INCONCLUSIVE, NOT_EXERCISED
 from .techniques import how_to_exercise
 
 ANSWER_SCHEMA = "ssbench.answer/1"
 KEY = "key"
+#: a strategy comparison's row leaves the strategy out (it is the comparison)
+STRATEGY = axis_names("strategy")
 #: what stays the same along a row group's thread counts ("pays from" is per group)
-GROUP_KEYS = ("run_id", "kind", "comparison", "baseline", "metric", "server", "initiators", "payload_bytes",
-              "context", "rate", "messages_per_dialog", "fire_and_forget", "waitfor_timeout_ms",
-              "high_priority_share", "max_queue_readers", "receive_top", "dialogs")
+GROUP_KEYS = ("kind", "comparison", "baseline", "metric", "context", *(k for k in COMPARISON_KEYS if k != "threads"))
 
 
 @dataclass
@@ -264,11 +265,8 @@ def key_row(j: Judged, auto: Mapping[str, Any] | None = None) -> dict[str, Any]:
         "judged_on": (p.metric.text + ("" if p.metric.higher_is_better else ", lower is better")
                       if p.family == "technique" or p.metric.name != "receive_rate" else None),
         "metric": p.metric.name, "higher_is_better": p.metric.higher_is_better,
-        "server": t.get("server"), "initiators": t.get("initiators"), "threads": t.get("threads"),
-        "total_threads": t.get("total_threads"), "payload_bytes": t.get("payload_bytes"),
-        "dialogs": t.get("dialogs") if p.family == "technique" else None, "context": p.context,
-        **{k: t.get(k) for k in ("rate", "messages_per_dialog", "fire_and_forget", "waitfor_timeout_ms",
-                                 "high_priority_share", "max_queue_readers", "receive_top")},
+        **{k: t.get(k) for k in COMPARISON_KEYS[1:] if p.family == "technique" or k not in STRATEGY},
+        "total_threads": t.get("total_threads"), "context": p.context,
         "perm_id": t.get("perm_id"), "baseline_perm_id": p.baseline.get("perm_id"),
         "gain_pct": o.gain_pct, "ci_low_pct": o.ci_low_pct, "ci_high_pct": o.ci_high_pct,
         "confidence": o.confidence, "gain_text": pct_interval(o.gain_pct, o.ci_low_pct, o.ci_high_pct),
@@ -337,11 +335,11 @@ def run_answer(path: str | Path) -> Answer:
     """The key table of one run directory straight from its summaries (no Spark): what
     ``ssbench bench --no-analysis`` prints; the analysis computes the same from its tables."""
     from ..results import RunReader
-    from .pairs import judge_all, rows_from_summaries
+    from .pairs import judge_all, permutation_rows
     from .rule import Rule
 
     reader = RunReader(path)
     record = reader.record().to_json() if reader.exists() else {}
     rule = Rule.of_run((record.get("matrix") or {}).get("run"))
-    judged = judge_all(rows_from_summaries(reader.readable_summaries(), reader.run_id), default=rule)
+    judged = judge_all(permutation_rows(s.row() for s in reader.readable_summaries()), default=rule)
     return key_answer(judged, [reader.run_id], {reader.run_id: record.get("auto") or {}})

@@ -1,9 +1,9 @@
 """The metrics a comparison is judged on, and the per-repetition values it reads.
 
-A :class:`Metric` is one value of a repetition: where it is in ``rep-NN/summary.json`` (its
-``path`` in :class:`harness.results.RepetitionSummary`), which way is better, and its name, which
-is also its column in the analysis' repetitions table (harness.analysis.discovery) and the key
-of its values in a permutation row (``<name>_values``, :mod:`.pairs`).
+A :class:`Metric` is a summary field of the registry (harness.results.fields: its unit, where it
+is in ``summary.json`` and which way is better) with the label a reader sees; its name is also
+its column in the analysis' repetitions table and the key of its values in a permutation row
+(``<name>_values``, :mod:`.pairs`).
 
 :data:`METRICS` is the gate's catalog (docs/gate.md); the technique axes add the metrics they
 are judged on and what shows their mechanism at work (:mod:`.techniques`).
@@ -11,24 +11,40 @@ are judged on and what shows their mechanism at work (:mod:`.techniques`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..results import RepetitionSummary
+from ..results.fields import BY_NAME, LOWER, Field
 
 
 @dataclass(frozen=True)
 class Metric:
-    """A metric compared per repetition: where it is in ``rep-NN/summary.json`` and which way
-    is better. ``baseline``: the metric of the baseline arm when it differs (the high-priority
-    messages' p99 against the p99 of every message of a baseline without priority)."""
+    """A summary field compared per repetition. ``baseline``: the metric of the baseline arm when
+    it differs (the high-priority messages' p99 against the p99 of every message of a baseline
+    without priority)."""
 
     name: str
-    path: tuple[str, ...]
-    higher_is_better: bool
-    unit: str
     label: str = ""
     baseline: str | None = None
+
+    @property
+    def field(self) -> Field:
+        return BY_NAME[self.name]
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.field.direction != LOWER
+
+    @property
+    def unit(self) -> str:
+        return self.field.unit
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """Where it is in ``summary.json``."""
+        f = self.field
+        return tuple(p for p in (f.section, *(f.path or (f.name,))) if p)
 
     @property
     def text(self) -> str:
@@ -36,24 +52,21 @@ class Metric:
         return self.label or self.name
 
 
-RECEIVE_RATE = Metric("receive_rate", ("receive_rate",), True, "msg/s", "receive rate (msg/s)")
-E2E_P99 = Metric("e2e_p99_ms", ("e2e_latency_ms", "p99"), False, "ms", "e2e p99 (ms)")
+RECEIVE_RATE = Metric("receive_rate", "receive rate (msg/s)")
+E2E_P99 = Metric("e2e_p99_ms", "e2e p99 (ms)")
 #: the gate's catalog of metrics (harness.gate.method)
 METRICS: tuple[Metric, ...] = (
     RECEIVE_RATE,
-    Metric("send_rate", ("send_rate",), True, "msg/s", "send rate (msg/s)"),
-    Metric("send_p50_ms", ("send_latency_ms", "p50"), False, "ms", "SEND p50 (ms)"),
-    Metric("send_p99_ms", ("send_latency_ms", "p99"), False, "ms", "SEND p99 (ms)"),
+    Metric("send_rate", "send rate (msg/s)"),
+    Metric("send_p50_ms", "SEND p50 (ms)"),
+    Metric("send_p99_ms", "SEND p99 (ms)"),
     E2E_P99,
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 
 
-def metric_value(summary: RepetitionSummary, metric: Metric) -> float | None:
-    """The metric's value in one summary (None: absent, or not a number)."""
-    cur: Any = summary
-    for key in metric.path:
-        cur = getattr(cur, key, None)
-        if cur is None:
-            return None
-    return float(cur) if isinstance(cur, (int, float)) and not isinstance(cur, bool) else None
+def metric_value(summary: Any, metric: Metric) -> float | None:
+    """The metric's value in a summary or a flat row (None: absent, or not a finite number)."""
+    v = summary.get(metric.name)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return float(v) if ok else None

@@ -11,13 +11,13 @@ loop (harness.runner, after every round), the analysis (the ``dialog_gains`` and
 
 A comparison is metric-agnostic: two samples of a named :class:`Metric` with a direction.
 
-Permutations are plain rows (dicts) with the axes flat, as the analysis' permutations table has
-them: :func:`flat_permutation` makes one from a summary's ``permutation`` (what the runner
-reads), and the repetitions' values ride along as ``rep_numbers``, ``rep_statuses`` and
-``<metric>_values`` in repetition order (:func:`rows_from_summaries` for the runner,
-:func:`with_repetitions` from the analysis' repetitions table; :func:`samples` reads them,
-keeping out what :func:`harness.results.counts_in_verdicts` keeps out). A technique comparison
-is judged on its axis' primary metric, or is "not exercised" (:mod:`.techniques`).
+Permutations are plain rows (dicts): the axes flat, as a summary's flat row has them
+(harness.results.fields.flat_row), with their repetitions' values in repetition order
+(``rep_numbers``, ``rep_statuses``, ``rep_windows``, ``<metric>_values``): :func:`permutation_rows`
+makes them from the repetitions' flat rows, for the runner and the analysis alike;
+:func:`samples` reads them, keeping out what :func:`harness.results.counts_in_verdicts` keeps
+out. A technique comparison is judged on its axis' primary metric, or is "not exercised"
+(:mod:`.techniques`).
 """
 
 from __future__ import annotations
@@ -26,25 +26,20 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
-from ..results import RepetitionSummary, counts_in_verdicts
+from ..results import counts_in_verdicts
+from ..results.fields import COMPARISON_KEYS, axis_names
 from .metrics import METRIC_BY_NAME, METRICS, RECEIVE_RATE, Metric, metric_value  # noqa: F401  (re-exported)
 from .rule import GAIN, Outcome, Rule, judge
 from .techniques import NOT_EXERCISED, TECHNIQUE_AXES, VALUE_BY_NAME, VALUES, engaged, not_exercised_words
 
 
 BASELINE_STRATEGY = "per_thread"
-#: the technique axes and the offered rate are part of "everything else equal" (a matrix that
-#: crosses dialog strategies with, say, receive_top compares strategies at each receive_top)
-OTHER_AXES = ("rate", "messages_per_dialog", "fire_and_forget", "waitfor_timeout_ms", "high_priority_share",
-              "max_queue_readers", "receive_top")
-GAIN_KEYS = ("run_id", "server", "initiators", "threads", "payload_bytes") + OTHER_AXES
-#: the flat axes of a permutation row
-FLAT_AXES = ("initiators", "threads", "total_threads", "dialogs", "payload_bytes", "server") + OTHER_AXES
-BROKER_AXES = ("waitfor_timeout_ms", "high_priority_share", "max_queue_readers", "receive_top")
-
-
+#: everything else equal in a dialog-strategy comparison: every compared axis but the strategy
+GAIN_KEYS = tuple(k for k in COMPARISON_KEYS if k not in axis_names("strategy"))
+#: the technique axes and the offered rate: part of "everything else equal", shown beside
+OTHER_AXES = axis_names("load", "technique")
 #: what else must be equal for two permutations to be compared on a technique axis
-CONTEXT_KEYS = ("run_id", "server", "initiators", "threads", "dialogs", "payload_bytes", "rate")
+CONTEXT_KEYS = tuple(k for k in COMPARISON_KEYS if k not in axis_names("technique"))
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,62 +73,24 @@ class Pairing:
 
 # --------------------------------------------------------------------------- rows
 
-def flat_permutation(values: Mapping[str, Any], run_id: str = "") -> dict[str, Any]:
-    """A permutation row from a summary's ``permutation`` (harness.matrix.Permutation.values):
-    the axes flat, as the analysis reads them (harness.analysis.discovery)."""
-    broker = values.get("broker") if isinstance(values.get("broker"), Mapping) else {}
-    row = {"run_id": run_id, "perm_id": values.get("id"), "perm_index": values.get("index")}
-    for k in ("initiators", "threads", "total_threads", "dialogs", "payload_bytes", "server", "rate",
-              "messages_per_dialog", "fire_and_forget"):
-        row[k] = values.get(k)
-    if row["total_threads"] is None and row["initiators"] and row["threads"]:
-        row["total_threads"] = row["initiators"] * row["threads"]
-    for k in BROKER_AXES:
-        row[k] = broker.get(k)
-    return row
-
-
-def rows_from_summaries(summaries: Iterable[RepetitionSummary], run_id: str = "",
-                        metrics: Iterable[Metric] = VALUES) -> list[dict[str, Any]]:
-    """Permutation rows (:func:`flat_permutation`) with their repetitions' numbers, statuses and
-    values (every metric and measure of :data:`~.techniques.VALUES`) in repetition order: what
-    the runner judges after each round."""
-    by_perm: dict[str, list[RepetitionSummary]] = defaultdict(list)
-    for s in summaries:
-        by_perm[s.permutation_id].append(s)
-    rows = []
-    metrics = tuple(metrics)
-    for reps in by_perm.values():
-        reps.sort(key=lambda s: s.repetition)
-        row = flat_permutation({**reps[0].permutation, "id": reps[0].permutation_id}, run_id or reps[0].run_id)
-        row["rep_numbers"] = [s.repetition for s in reps]
-        row["rep_statuses"] = [s.status for s in reps]
-        row["rep_windows"] = [s.window.measure_start if s.alternation else None for s in reps]
-        for m in metrics:
-            row[f"{m.name}_values"] = [metric_value(s, m) for s in reps]
-        rows.append(row)
-    rows.sort(key=lambda r: (r.get("perm_index") or 0, r["perm_id"]))
-    return rows
-
-
-def with_repetitions(rows: Iterable[Mapping[str, Any]], reps: Iterable[Mapping[str, Any]],
-                     metrics: Iterable[Metric] = VALUES) -> list[dict[str, Any]]:
-    """The permutation rows with their repetitions' numbers, statuses and values of ``metrics``
-    in repetition order, from repetition rows (``run_id``, ``perm_id``, ``rep``, ``status`` and
-    a column per metric name, as the analysis' repetitions table has them): the shape
-    :func:`rows_from_summaries` gives the runner."""
+def permutation_rows(reps: Iterable[Mapping[str, Any]], metrics: Iterable[Metric] = VALUES) -> list[dict[str, Any]]:
+    """One row per permutation from its repetitions' flat rows (harness.results.fields.flat_row,
+    or the analysis' repetitions table): the first repetition's axes and identity, then the
+    repetitions' numbers, statuses, windows and values of ``metrics`` in repetition order."""
     by_perm: dict[tuple[Any, Any], list[Mapping[str, Any]]] = defaultdict(list)
     for r in reps:
         by_perm[(r.get("run_id"), r.get("perm_id"))].append(r)
     metrics = tuple(metrics)
     out = []
-    for row in rows:
-        mine = sorted(by_perm.get((row.get("run_id"), row.get("perm_id")), []), key=lambda r: r.get("rep") or 0)
-        new = dict(row, rep_numbers=[r.get("rep") for r in mine], rep_statuses=[r.get("status") for r in mine],
+    for mine in by_perm.values():
+        mine.sort(key=lambda r: r.get("rep") or 0)
+        row = {k: mine[0].get(k) for k in ("run_id", "perm_id", "perm_index", *axis_names(but=("id", "index")))}
+        row.update(rep_numbers=[r.get("rep") for r in mine], rep_statuses=[r.get("status") for r in mine],
                    rep_windows=[r.get("alt_window") for r in mine])
         for m in metrics:
-            new[f"{m.name}_values"] = [_number(r.get(m.name)) for r in mine]
-        out.append(new)
+            row[f"{m.name}_values"] = [_number(r.get(m.name)) for r in mine]
+        out.append(row)
+    out.sort(key=lambda r: (r.get("run_id") or "", r.get("perm_index") or 0, r["perm_id"]))
     return out
 
 

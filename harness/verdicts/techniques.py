@@ -58,16 +58,16 @@ class TechniqueAxis:
         return self.metrics[0]
 
 
-def _measure(name: str, *path: str) -> Metric:
+def _measure(name: str) -> Metric:
     """A per-repetition count or rate read for engagement or shown beside (never judged)."""
-    return Metric(name, path or (name,), True, "")
+    return Metric(name)
 
 
 #: what the technique axes read besides their metrics (engagement, shown values)
 MEASURES: tuple[Metric, ...] = (
     _measure("dialogs_ended_in_window"), _measure("activation_tasks_started_in_window"),
     _measure("activation_tasks_ended_in_window"), _measure("activation_tasks_max_running"),
-    _measure("high_priority_sends", "send_latency_high_ms", "count"),
+    _measure("high_priority_sends"),
     _measure("activation_tasks_started_per_s"), _measure("dialog_errors_lost"),
 )
 
@@ -84,7 +84,7 @@ def _readers_above_baseline(rep: Mapping[str, Any], base: Any) -> float | None:
     return None if running is None or base is None else max(0.0, float(running) - float(base))
 
 
-E2E_P50 = Metric("e2e_p50_ms", ("e2e_latency_ms", "p50"), False, "ms", "e2e p50 (ms)")
+E2E_P50 = Metric("e2e_p50_ms", "e2e p50 (ms)")
 DIALOGS_ENDED = Engagement(
     _sum("dialogs_ended_in_window"), "dialogs ended inside the window",
     "a retired dialog ends after messages_per_dialog messages: give each thread enough SENDs in the window "
@@ -111,10 +111,8 @@ TECHNIQUE_AXES: dict[str, TechniqueAxis] = {
                    "of several queue-monitor periods"),
         shown="activation_tasks_started_per_s"),
     "high_priority_share": TechniqueAxis(
-        "zero", (Metric("e2e_high_p99_ms", ("e2e_latency_high_ms", "p99"), False, "ms",
-                        "high-priority e2e p99 (ms)", "e2e_p99_ms"),
-                 Metric("e2e_normal_p99_ms", ("e2e_latency_normal_ms", "p99"), False, "ms",
-                        "normal-priority e2e p99 (ms)", "e2e_p99_ms")),
+        "zero", (Metric("e2e_high_p99_ms", "high-priority e2e p99 (ms)", "e2e_p99_ms"),
+                 Metric("e2e_normal_p99_ms", "normal-priority e2e p99 (ms)", "e2e_p99_ms")),
         "no high-priority dialogs is the baseline; judged on the high-priority messages' end-to-end "
         "latency against the baseline's (lower is better), and on what the others pay",
         Engagement(_sum("high_priority_sends"), "high-priority messages sent inside the window",

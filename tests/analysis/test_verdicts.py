@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from support import synth
+from support.summaries import edit
 
 pytestmark = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
                                 reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)")
@@ -117,14 +118,14 @@ def test_unsupported_schema_versions_are_named_and_skipped(spark, tmp_path):
     run = synth.synthesize(tmp_path, synth.small_spec(name="v", repetitions=2, **AXES), run_id="20261122-v")
     summary = run / "i1-t5-trick150-p100-durable" / "rep-02" / "summary.json"
     doc = json.loads(summary.read_text())
-    doc["schema"] = "ssbench.summary/2"
+    doc["schema"] = "ssbench.summary/3"
     summary.write_text(json.dumps(doc))
     record = json.loads((run / "run.json").read_text())
     record["schema"] = "ssbench.run/9"
     (run / "run.json").write_text(json.dumps(record))
     result = analyze_result([run], spark=spark)
     problems = {i.path: i.problem for i in result.issues}
-    assert "unsupported schema version 'ssbench.summary/2'" in problems[str(summary)]
+    assert "unsupported schema version 'ssbench.summary/3'" in problems[str(summary)]
     assert "unsupported schema version 'ssbench.run/9'" in problems[str(run / "run.json")]
     perms = {p["perm_id"]: p for p in result.permutations}
     assert perms["i1-t5-trick150-p100-durable"]["n"] == 1 and perms["i1-t5-per_thread-p100-durable"]["n"] == 2
@@ -145,11 +146,8 @@ def test_disturbed_repetitions_are_shown_and_left_out_of_verdicts(spark, tmp_pat
                            run_id="20261122-dist")
     perm = "i1-t20-trick150-p100-durable"
     for rep in (1, 2, 3):
-        path = run / perm / f"rep-{rep:02d}" / "summary.json"
-        doc = json.loads(path.read_text())
-        doc.update(status="receive_stalled", receive_stalled=True, receive_stall_seconds=4.0,
-                   receive_send_ratio=0.1, queue_growth=9000.0)
-        path.write_text(json.dumps(doc))
+        edit(run / perm / f"rep-{rep:02d}" / "summary.json", status="receive_stalled", receive_stalled=True,
+             receive_stall_seconds=4.0, receive_send_ratio=0.1, queue_growth=9000.0)
     result = analyze_result([run], spark=spark, threshold_pct=5.0)
     by_point = {(g["initiators"], g["threads"]): g for g in result.gains}
     assert by_point[(1, 20)]["verdict"] == "inconclusive" and by_point[(1, 20)]["n"] == 2   # 5 less 3

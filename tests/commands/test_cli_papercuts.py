@@ -47,13 +47,11 @@ def test_bench_table_in_the_matrix_order(tmp_path, capsys):
 
 
 def test_bench_order_without_an_index_is_natural():
-    from types import SimpleNamespace
+    from harness.commands.run import row_order
 
-    from harness.commands.run import summary_order
-
-    rows = [SimpleNamespace(permutation_id=f"i1-t{t}-per_thread-p{p}-durable", repetition=1, permutation={})
+    rows = [{"perm_id": f"i1-t{t}-per_thread-p{p}-durable", "rep": 1, "perm_index": None}
             for t, p in ((32, 100), (8, 8000), (1, 100), (8, 100))]
-    assert [r.permutation_id for r in sorted(rows, key=summary_order)] == [
+    assert [r["perm_id"] for r in sorted(rows, key=row_order)] == [
         "i1-t1-per_thread-p100-durable", "i1-t8-per_thread-p100-durable",
         "i1-t8-per_thread-p8000-durable", "i1-t32-per_thread-p100-durable"]
 
@@ -162,10 +160,11 @@ def test_bench_table_top_wait_is_the_users_where_sampled(tmp_path, capsys):
     run = synth.synthesize(tmp_path, spec, run_id="20261128-000000-waits")
     for f in run.glob("*/rep-01/summary.json"):
         doc = json.loads(f.read_text())
-        doc["top_waits"] = [{"wait_type": "WRITELOG", "wait_time_ms": 9000.0, "waiting_tasks": 90, "share": 0.9}]
+        waits = doc.setdefault("waits", {})
+        waits["top_waits"] = [{"wait_type": "WRITELOG", "wait_time_ms": 9000.0, "waiting_tasks": 90, "share": 0.9}]
         if "shared" in f.parent.parent.name:
-            doc["session_waits"] = {"sender": {"WRITELOG": 0.5, "LCK_M_X": 6.1}, "reader": {"WRITELOG": 7.0}}
-            doc["session_wait_samples"] = 60
+            waits["session_waits"] = {"sender": {"WRITELOG": 0.5, "LCK_M_X": 6.1}, "reader": {"WRITELOG": 7.0}}
+            waits["session_wait_samples"] = 60
         f.write_text(json.dumps(doc))
     print_run_table(run)
     top = {ln.split()[0].split("-")[2]: ln.split()[-1] for ln in capsys.readouterr().out.splitlines()

@@ -6,12 +6,12 @@ up and, bounded by the monitor, stays under one per period. A long timeout keeps
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def test_short_waitfor_churns_activation_tasks(pg_server, tmp_path):
     r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(matrix), "--out", str(out)],
                        cwd=REPO, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    s = {p.parent.parent.name: json.loads(p.read_text()) for p in out.glob("*/rep-*/summary.json")}
+    s = {p.parent.parent.name: read_summary(p) for p in out.glob("*/rep-*/summary.json")}
     short = s["i1-t2-per_thread-p100-durable-wf50-rate5"]
     long_ = s["i1-t2-per_thread-p100-durable-wf3000-rate5"]
     for d, ms in ((short, 50), (long_, 3000)):

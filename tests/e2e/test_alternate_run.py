@@ -13,7 +13,7 @@ import pytest
 
 from harness.load.window import merge_workers
 from harness.results import RunDir, counts_in_verdicts
-from harness.verdicts import Rule, rows_from_summaries
+from harness.verdicts import Rule, permutation_rows
 from harness.verdicts.pairs import judge_all, shared_windows
 from support.embedded import REPO
 
@@ -63,7 +63,7 @@ def test_an_alternated_run_shares_each_window_and_judges_it_paired(pg_server, tm
         assert round(a["send_rate"] * a["window"]["measure_seconds"]) + \
             round(b["send_rate"] * b["window"]["measure_seconds"]) == whole.count
     rd = RunDir(out)
-    rows = {r["perm_id"]: r for r in rows_from_summaries(rd.readable_summaries(), rd.run_id)}
+    rows = {r["perm_id"]: r for r in permutation_rows(s.row() for s in rd.readable_summaries())}
     assert shared_windows(rows[per], rows[shared])
     (j,) = [j for j in judge_all(list(rows.values()), default=Rule(threshold_pct=10.0))
             if j.pairing.value == "shared"]

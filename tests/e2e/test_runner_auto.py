@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from harness.results import RunReader
-from harness.verdicts import Rule, rows_from_summaries
+from harness.verdicts import Rule, permutation_rows
 from harness.verdicts.auto import plan_round
 from support.embedded import REPO
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ def check_rounds(out: Path) -> dict:
     reader = RunReader(out)
     record = reader.record().to_json()
     rule = Rule.of_run(record["matrix"]["run"])
-    rows = rows_from_summaries(reader.summaries(), reader.run_id)
+    rows = permutation_rows(s.row() for s in reader.summaries())
     got = reps_of(out)
     auto = record["auto"]
     for rnd in range(1, auto["rounds"] + 1):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.collectors.storage import REFERENCE_S
+from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny.yaml"
@@ -28,7 +29,7 @@ def ssbench(*args, env=None, **kw):
 
 
 def summaries(run: Path) -> dict[str, dict]:
-    return {p.parent.parent.name: json.loads(p.read_text()) for p in run.glob("*/rep-*/summary.json")}
+    return {p.parent.parent.name: read_summary(p) for p in run.glob("*/rep-*/summary.json")}
 
 
 def test_tiny_matrix_end_to_end(pg_server, tmp_path):

@@ -13,6 +13,7 @@ import pytest
 
 from harness.matrix import load_matrix
 from support.embedded import REPO
+from support.summaries import read as read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +53,7 @@ def test_run_accounts_for_every_message_and_dialog(pg_server, tmp_path):
     r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(m), "--out", str(out)], cwd=REPO,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    s = {p.parent.parent.name: json.loads(p.read_text()) for p in out.glob("*/rep-*/summary.json")}
+    s = {p.parent.parent.name: read_summary(p) for p in out.glob("*/rep-*/summary.json")}
     base = "i1-t2-per_thread-p100-durable"
     assert sorted(s) == sorted(f"{base}-{t}" for t in ("mpd1", "mpd1-ff", "mpd5", "mpd5-ff", "mpdunlimited"))
     for pid, x in s.items():

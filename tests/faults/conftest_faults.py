@@ -191,7 +191,9 @@ def audit(initiators: int) -> Audit:
 def rep_summary(run: Path) -> dict:
     files = sorted(run.glob("*/rep-[0-9][0-9]/summary.json"))   # not a damaged one set aside
     assert len(files) == 1, files
-    return json.loads(files[0].read_text())
+    from support.summaries import read
+
+    return read(files[0])
 
 
 def check_account(run: Path, initiators: int, figures) -> Audit:

@@ -5,7 +5,6 @@ still counted in the databases (conftest_faults.check_account)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -20,6 +19,7 @@ from conftest_faults import FAULT_RATE, REPO, check_account, finish, ssbench_pop
 
 from harness.collectors.storage import PROBE_FILE_PREFIX, REFERENCE_S
 from harness.results import counts_in_verdicts
+from support.summaries import read as read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def start_in_window(m: Path, out: Path, env=None):
 
 
 def summary(out: Path) -> dict:
-    return json.loads(next(out.glob("*/rep-01/summary.json")).read_text())
+    return read_summary(next(out.glob("*/rep-01/summary.json")))
 
 
 def server_processes(pg_server) -> list[psutil.Process]:

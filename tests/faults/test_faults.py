@@ -11,6 +11,7 @@ import time
 import pytest
 from conftest_faults import (broker_pids, can_mount_tmpfs, check_account, finish, locust_processes, ssbench, start_run,
                              wait_for, write_matrix)
+from support.summaries import read as read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +31,7 @@ def test_sigkill_of_the_runner_takes_its_swarm_with_it_and_resume_completes(pg_s
     assert not locust_processes(str(out)), "the swarm outlived its runner"
     r = ssbench("run", str(m), "--out", str(out), "--resume")
     assert r.returncode == 0, r.stderr[-3000:]
-    s = json.loads(next(out.glob("*/rep-01/summary.json")).read_text())
+    s = read_summary(next(out.glob("*/rep-01/summary.json")))
     assert s["users_spawned"] == s["users_expected"] == 2, s
     check_account(out, 1, figures)
     fault()
@@ -170,7 +171,7 @@ def test_a_killed_broker_is_restarted_and_nothing_is_lost(pg_server, tmp_path, f
         os.kill(b, signal.SIGKILL)
     err = finish(p, lines)
     assert p.returncode == 0, err[-3000:]
-    s = json.loads(next(out.glob("*/rep-01/summary.json")).read_text())
+    s = read_summary(next(out.glob("*/rep-01/summary.json")))
     assert s["broker_restarts"] >= 1, s
     check_account(out, 1, figures)
     fault()

@@ -293,9 +293,9 @@ def test_note_for_users_that_were_not_sending(tmp_path):
 @pytest.fixture
 def noisy_kept_out(monkeypatch):
     """``noisy_host`` kept out of verdicts, as a status added to KEPT_OUT_OF_VERDICTS would be."""
-    from harness.results import model
+    from harness.results import fields
 
-    monkeypatch.setattr(model, "KEPT_OUT_OF_VERDICTS", frozenset({"noisy_host"}))
+    monkeypatch.setattr(fields, "KEPT_OUT_OF_VERDICTS", frozenset({"noisy_host"}))
 
 
 def test_auto_runs_with_different_repetitions_per_permutation(tmp_path, noisy_kept_out):
@@ -428,10 +428,10 @@ def test_cli_input_errors_exit_2_and_name_the_file(tmp_path, capsys, case):
         (base / PERM / "rep-02" / "summary.json").write_text(json.dumps(doc))       # Infinity
         expect = "rep-02/summary.json: send_latency_ms.p99: must be a finite number"
     elif case == "schema_version":
-        doc = make_summary(PERM, 4) | {"schema": "ssbench.summary/2"}
+        doc = make_summary(PERM, 4) | {"schema": "ssbench.summary/3"}
         (cand / PERM / "rep-04" / "summary.json").write_text(json.dumps(doc))
-        expect = ("rep-04/summary.json: schema: unsupported schema version 'ssbench.summary/2' "
-                  "(this ssbench reads ssbench.summary/1)")
+        expect = ("rep-04/summary.json: schema: unsupported schema version 'ssbench.summary/3' "
+                  "(this ssbench reads ssbench.summary/2)")
     elif case == "run_schema_version":
         run = json.loads((base / "run.json").read_text()) | {"schema": "ssbench.run/3"}
         (base / "run.json").write_text(json.dumps(run))

@@ -27,6 +27,7 @@ from harness.gate import GateSettings, compare_runs, load_run
 from harness.gate.interleave import (MAX_REPLACEMENTS, GateRunError, Side, SubprocessRunner, find_run_dir,
                                      round_orders, run_interleaved)
 from test_gate_compare import PERM, make_summary, write_run
+from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -164,7 +165,7 @@ def test_interleave_plumbing_with_a_fake_runner(scratch_repo, tmp_path):
         reps = sorted(p.name for p in (combined / PERM).iterdir() if p.name.startswith("rep-"))
         assert reps == [f"rep-{i:02d}" for i in range(1, 7)]
         for i in range(1, 7):
-            s = json.loads((combined / PERM / f"rep-{i:02d}" / "summary.json").read_text())
+            s = read_summary(combined / PERM / f"rep-{i:02d}" / "summary.json")
             assert s["repetition"] == i and s["interleave"]["round"] == i and s["interleave"]["side"] == side
         run = json.loads((combined / "run.json").read_text())
         assert [r["round"] for r in run["gate_interleave"]["rounds"]] == list(range(1, 7))
@@ -321,7 +322,7 @@ def test_subprocess_runner_runs_each_side_with_its_own_code(fake_harness_repo, t
                           echo=lambda s: None)
     for side, rate in (("baseline", 1000.0), ("candidate", 700.0)):
         for i in range(1, 5):
-            s = json.loads((out / side / PERM / f"rep-{i:02d}" / "summary.json").read_text())
+            s = read_summary(out / side / PERM / f"rep-{i:02d}" / "summary.json")
             assert s["receive_rate"] == pytest.approx(rate, rel=0.02)
             assert s["target_arg"] == "embedded" and s["repetitions_line"] == ["  repetitions: 1"]
             home = Path(s["ssbench_home"])

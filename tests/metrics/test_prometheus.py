@@ -34,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.ports import free_port
 
 from support.dashboard import APT, dashboard, queries, substitute
+from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny.yaml"
@@ -123,7 +124,7 @@ def observed(pg_server, tmp_path_factory):
 
 
 def summaries(out: Path) -> dict[str, dict]:
-    return {p.parent.parent.name: json.loads(p.read_text()) for p in out.glob("*/rep-01/summary.json")}
+    return {p.parent.parent.name: read_summary(p) for p in out.glob("*/rep-01/summary.json")}
 
 
 def values(rows, name, **labels) -> list[tuple[dict, float]]:

@@ -36,7 +36,7 @@ def available() -> bool:
 
 class CpuGroup:
     """A cgroup of its own, whose CPU counter covers every process in it and all they start
-    (also used by benchmarks/analysis_cpu.py)."""
+    (also used by benchmarks/analysis_time.py)."""
 
     PREFIX = "ssbench-"
 

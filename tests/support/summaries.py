@@ -1,15 +1,16 @@
-"""Repetition summaries built in the tests, for the diagnosis (harness.analysis.diagnosis)."""
+"""Repetitions built in the tests, as the flat rows the diagnosis reads (harness.analysis.diagnosis)."""
 
 from __future__ import annotations
 
-from harness.results.model import (Growth, LatencySummary, RepetitionSummary, TargetRef, TopWait, Window,
-                                   WorkerResult)
+from harness.results.model import RepetitionSummary
+from harness.results.records import Growth, LatencySummary, TargetRef, TopWait, WorkerResult
 
 T = 5.0   # measured seconds
 
 
-def summary(rep: int = 1, perm: dict | None = None, waits: dict | None = None, **kw) -> RepetitionSummary:
-    """A repetition at 1,000 msg/s, 8 users all sending, nothing growing, no wait to speak of."""
+def summary(rep: int = 1, perm: dict | None = None, waits: dict | None = None, **kw) -> dict:
+    """A repetition's flat row at 1,000 msg/s, 8 users all sending, nothing growing, no wait to
+    speak of."""
     p = {"id": "i1-t8-per_thread-p100-durable", "index": 1, "initiators": 1, "threads": 8, "total_threads": 8,
          "dialogs": "per_thread", "dialogs_every_n": 1, "dialogs_shared": False, "payload_bytes": 100,
          "server": "durable", "broker": {"max_queue_readers": 4, "receive_top": 10000, "waitfor_timeout_ms": 3000,
@@ -17,7 +18,7 @@ def summary(rep: int = 1, perm: dict | None = None, waits: dict | None = None, *
     p.update(perm or {})
     base = dict(run_id="r", permutation_id=p["id"], repetition=rep, permutation=p,
                 target=TargetRef("mssql", "SQL Server 16.0", "durable"),
-                window=Window(warmup_seconds=2, measure_seconds=T, measure_start=0.0, measure_end=T),
+                warmup_seconds=2, measure_seconds=T, measure_start=0.0, measure_end=T, span_seconds=T, status="ok",
                 dialogs_created=8, usable_dialogs=8, messages_sent=5000, messages_sent_client=5000,
                 messages_received=5000, messages_lost=0, drained=True, per_initiator=[],
                 send_rate=1000.0, receive_rate=1000.0,
@@ -31,8 +32,24 @@ def summary(rep: int = 1, perm: dict | None = None, waits: dict | None = None, *
                 activation_at_max_share=0.2, activation_task_limit_per_s=0.0, procedure_us_per_message=50.0,
                 procedure_busy=0.05, messages_per_receive=40.0, server_cpu_utilization=0.3, host_cpus=2)
     base.update(kw)
-    return RepetitionSummary(**base)
+    return RepetitionSummary.of(**base).row()
 
 
 def grows(per_s: float, low: float | None = None) -> Growth:
     return Growth(per_s, per_s * 0.8 if low is None else low, per_s * 1.2, 100, 100 + per_s * T, 20)
+
+
+def read(path) -> dict:
+    """A written summary.json as the tests read it: the document's top level (its permutation,
+    target and window among them) with every field by its flat name (its row)."""
+    from harness.results import read_json
+
+    doc = read_json(path)
+    return {**doc, **RepetitionSummary.from_json(doc, file=str(path)).row()}
+
+
+def edit(path, **values) -> None:
+    """Rewrite a written summary.json with fields replaced, each by its registry name."""
+    from harness.results import read_json, write_json
+
+    write_json(path, RepetitionSummary.from_json(read_json(path), file=str(path)).replace(**values))

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.results import RunRecord, RepetitionSummary, summarize_permutation, write_atomic, write_json
-from harness.results.model import (InitiatorResult, LatencySummary, TargetRef, TopWait, Window)
+from harness.results.records import InitiatorResult, LatencySummary, TargetRef, TopWait
 
 PAPER_THREADS = (1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50)
 
@@ -333,13 +333,13 @@ def write_repetition(perm_dir: Path, perm: dict[str, Any], rep: int, spec: Synth
     users = i * t
     cpu_client_mean = round(statistics.fmean(cpu_client), 2) if cpu_client else 0.0
     tasks = min(readers, max(1, math.ceil(receive_rate / 2500.0)))
-    summary = RepetitionSummary(
+    summary = RepetitionSummary.of(
         run_id=run_id, permutation_id=perm["id"], repetition=rep, permutation=perm,
         target=TargetRef(kind=spec.target_kind, label=spec.label,
                          profile=_profile(perm["server"], spec.target_kind)),
-        window=Window(warmup_seconds=spec.warmup_seconds, measure_seconds=spec.measure_seconds,
-                      measure_start=measure_start, measure_end=measure_start + n_meas * dt,
-                      spawn_complete=t0 + min(n_warm, 1) * dt),
+        warmup_seconds=spec.warmup_seconds, measure_seconds=spec.measure_seconds,
+        measure_start=measure_start, measure_end=measure_start + n_meas * dt, span_seconds=n_meas * dt,
+        spawn_complete=t0 + min(n_warm, 1) * dt,
         dialogs_created=i * (1 if perm["dialogs_shared"] else t) * perm["dialogs_every_n"],
         usable_dialogs=i * (1 if perm["dialogs_shared"] else t),
         messages_sent=sent_total, messages_sent_client=sent_total,

@@ -36,7 +36,7 @@ def test_a_synthetic_run_reads_back_through_the_model(tmp_path):
     for perm in reader.permutation_ids():
         ps = reader.permutation_summary(perm)
         assert isinstance(ps, PermutationSummary) and ps.repetitions == [1, 2]
-        assert ps.median.send_rate == statistics.median(s.send_rate for s in reader.summaries(perm))
+        assert ps.median["send_rate"] == statistics.median(s.send_rate for s in reader.summaries(perm))
 
 
 def test_same_as_and_effect_shape_the_rates(tmp_path):

@@ -16,6 +16,7 @@ import yaml
 
 from harness.analysis.techniques_report import load_rows
 from support.embedded import REPO
+from support.summaries import read as read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,7 @@ def test_the_short_waitfor_churns_tasks_inside_the_window_and_is_judged_on_laten
     assert r.returncode == 0, r.stderr[-3000:]
     reps: dict[int, list[dict]] = {50: [], 3000: []}
     for p in sorted(out.glob("*/rep-*/summary.json")):
-        s = json.loads(p.read_text())
+        s = read_summary(p)
         reps[s["permutation"]["broker"]["waitfor_timeout_ms"]].append(s)
         assert s["messages_sent"] > 20 and s["messages_sent"] == s["messages_received"] and not s["messages_lost"]
     # interleaved rounds: 3, then more while the comparison is undecided (a busy host's tail)

@@ -9,6 +9,6 @@ import pytest
 def noisy_kept_out(monkeypatch):
     """Keep ``noisy_host`` repetitions out of verdicts, as a status added to
     ``harness.results.KEPT_OUT_OF_VERDICTS`` would be (no status is kept out today)."""
-    from harness.results import model
+    from harness.results import fields
 
-    monkeypatch.setattr(model, "KEPT_OUT_OF_VERDICTS", frozenset({"noisy_host"}))
+    monkeypatch.setattr(fields, "KEPT_OUT_OF_VERDICTS", frozenset({"noisy_host"}))

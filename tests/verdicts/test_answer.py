@@ -84,19 +84,17 @@ def test_a_run_directory_answers_without_spark():
 def test_a_host_whose_cpu_speed_moved_is_named_under_an_inconclusive_table(noisy_kept_out):
     """The run's record of its host's CPU speed (harness.results.host_cpu_speed) adds a note when
     a comparison stayed inconclusive and the speed spread beyond HOST_NOTE_SD_PCT; not otherwise."""
-    from types import SimpleNamespace
-
     from harness.results import host_cpu_speed
     from harness.verdicts.answer import HOST_NOTE_SD_PCT, host_note
 
     speeds = [0.77, 1.31, 1.0, 0.95, 1.1]
-    h = host_cpu_speed([SimpleNamespace(cpu_speed=v) for v in speeds] + [SimpleNamespace(cpu_speed=None)])
+    h = host_cpu_speed([{"cpu_speed": v} for v in speeds] + [{"cpu_speed": None}])
     assert h == {"windows": 5, "min": 0.77, "max": 1.31, "sd_pct": 21.6}
-    assert host_cpu_speed([SimpleNamespace(cpu_speed=1.0)]) is None
+    assert host_cpu_speed([{"cpu_speed": 1.0}]) is None
     note = host_note({"host_cpu_speed": h})
     assert note.startswith("host: its CPU's own speed moved across the run's 5 windows, from 0.77 to 1.31 of "
                            "its typical (s.d. 22 %, cpu probe;") and "not corrected" in note
-    quiet = host_cpu_speed([SimpleNamespace(cpu_speed=v) for v in (0.98, 1.0, 1.02)])
+    quiet = host_cpu_speed([{"cpu_speed": v} for v in (0.98, 1.0, 1.02)])
     assert quiet["sd_pct"] <= HOST_NOTE_SD_PCT and host_note({"host_cpu_speed": quiet}) is None
     key = key_answer(judged(), ["r"], {"r": {"host_cpu_speed": h}}).section(KEY)
     assert key.notes[-2] == note and key.notes[-1].startswith("rates:")
@@ -131,13 +129,11 @@ def test_the_key_table_says_which_comparisons_were_judged_paired():
 def test_the_hosts_cross_cpu_latency_is_the_key_tables_last_note_whatever_the_verdicts():
     """The run's record of its cross-CPU latency (harness.results.host_cross_cpu: an alternated
     window's members counted once) is said under the key table, decided or not: a figure."""
-    from types import SimpleNamespace
-
     from harness.results import host_cross_cpu
     from harness.verdicts.answer import cross_cpu_note
 
     def summary(start, ns):
-        return SimpleNamespace(cross_cpu_ns=ns, window=SimpleNamespace(measure_start=start))
+        return {"cross_cpu_ns": ns, "measure_start": start}      # a flat row (a summary reads alike)
 
     h = host_cross_cpu([summary(1.0, 201.4), summary(1.0, 201.4), summary(2.0, 368.1), summary(3.0, None)])
     assert h == {"windows": 2, "min_ns": 201.4, "max_ns": 368.1}

@@ -10,9 +10,9 @@ import pytest
 
 from harness.matrix import load_matrix
 from harness.results import KEPT_OUT_OF_VERDICTS, RepetitionSummary, counts_in_verdicts
-from harness.verdicts import (RECEIVE_RATE, Rule, judge_all, rows_from_summaries, run_comparisons, samples,
-                              with_repetitions)
-from harness.verdicts.pairs import METRIC_BY_NAME, flat_permutation, kept_out, pays_from
+from harness.results.fields import flat_axes
+from harness.verdicts import RECEIVE_RATE, Rule, judge_all, permutation_rows, run_comparisons, samples
+from harness.verdicts.pairs import METRIC_BY_NAME, kept_out, pays_from
 
 REPO = Path(__file__).resolve().parents[2]
 GATE_RUN = REPO / "tests" / "gate" / "data" / "run-2aae5f3"
@@ -69,10 +69,10 @@ def test_repetitions_kept_out_of_verdicts_do_not_count(noisy_kept_out):
     assert samples({"receive_rate_values": [5.0, None, 7.0]}, RECEIVE_RATE) == [(1, 5.0), (3, 7.0)]
 
 
-def test_rows_from_summaries_have_the_shape_of_the_analysis_rows():
+def test_permutation_rows_from_stored_summaries():
     summaries = [RepetitionSummary.from_json(json.loads(p.read_text()))
                  for p in sorted(GATE_RUN.glob("*/rep-*/summary.json"))]
-    rows = rows_from_summaries(summaries)
+    rows = permutation_rows(s.row() for s in summaries)
     assert [r["perm_id"] for r in rows] == ["i2-t2-per_thread-p100-durable", "i2-t2-trick150-p100-durable"]
     r = rows[0]
     assert (r["initiators"], r["threads"], r["total_threads"], r["dialogs"]) == (2, 2, 4, "per_thread")
@@ -91,20 +91,22 @@ def test_rows_from_summaries_have_the_shape_of_the_analysis_rows():
 
 def test_a_matrix_permutation_flattens_as_the_analysis_reads_it():
     m = load_matrix(REPO / "matrices" / "techniques.yaml")
-    rows = [flat_permutation(p.values(), "x") for p in m.permutations()]
+    rows = [{"run_id": "x", "perm_id": p.id, **flat_axes(p.values())} for p in m.permutations()]
     axes = {p.axis for p in run_comparisons(rows)}
     assert {"messages_per_dialog", "waitfor_timeout_ms"} <= axes
 
 
-def test_the_analysis_rows_from_repetition_rows_have_the_runners_shape():
-    perm = {"run_id": "r", "perm_id": "a", "dialogs": "per_thread"}
-    reps = [{"run_id": "r", "perm_id": "a", "rep": 2, "status": "noisy_host", "receive_rate": 90, "e2e_p99_ms": 7.0},
-            {"run_id": "r", "perm_id": "a", "rep": 1, "status": "ok", "receive_rate": 100, "e2e_p99_ms": None},
+def test_permutation_rows_from_repetition_rows_in_repetition_order():
+    reps = [{"run_id": "r", "perm_id": "a", "dialogs": "per_thread", "rep": 2, "status": "noisy_host",
+             "receive_rate": 90, "e2e_p99_ms": 7.0},
+            {"run_id": "r", "perm_id": "a", "dialogs": "per_thread", "rep": 1, "status": "ok", "receive_rate": 100,
+             "e2e_p99_ms": None},
             {"run_id": "r", "perm_id": "b", "rep": 1, "status": "ok", "receive_rate": 5}]
-    (r,) = with_repetitions([perm], reps)
+    r, b = permutation_rows(reps)
+    assert (r["perm_id"], r["dialogs"], b["perm_id"]) == ("a", "per_thread", "b")
     assert (r["rep_numbers"], r["rep_statuses"]) == ([1, 2], ["ok", "noisy_host"])
     assert r["receive_rate_values"] == [100.0, 90.0] and r["e2e_p99_ms_values"] == [None, 7.0]
-    assert r["dialogs_ended_in_window_values"] == [None, None] and "rep_numbers" not in perm
+    assert r["dialogs_ended_in_window_values"] == [None, None]
 
 
 def test_latency_metrics_read_lower_as_better():

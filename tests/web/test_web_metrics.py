@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.ports import free_port
 from support.embedded import wait_for
 from test_web_ui import WebProcess
+from support.summaries import read as read_summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -52,7 +53,7 @@ def test_a_web_session_is_served_live_and_committed_as_saved(pg_server, tmp_path
         s.post(url + "stop", timeout=300)
         run = wait_for(lambda: [p.parent for p in results.glob("*-web*/run.json")
                              if json.loads(p.read_text()).get("status") == "complete"], 180, "the saved session", poll=0.3)[0]
-        d = json.loads(next(run.glob("*/rep-01/summary.json")).read_text())
+        d = read_summary(next(run.glob("*/rep-01/summary.json")))
         rows = wait_for(lambda: (lambda r: r if total(r, "ssbench_repetition_state", state="complete") else None)(
             scrape(metrics)), 30, "the committed session", poll=0.3)
     except BaseException:

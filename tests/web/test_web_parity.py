@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from test_web_ui import REPO, WebProcess
+from support.summaries import read as read_summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -58,7 +59,7 @@ def test_ramp_down_quiesces_and_a_session_has_per_worker_figures(pg_server, tmp_
         s.post(url + "stop", timeout=300)
         run = _until(lambda: [p.parent for p in results.glob("*-web*/run.json")
                               if json.loads(p.read_text()).get("status") == "complete"], 180, "the saved session")[0]
-        d = json.loads(next(run.glob("*/rep-01/summary.json")).read_text())
+        d = read_summary(next(run.glob("*/rep-01/summary.json")))
     except BaseException:
         print("---- ssbench web\n" + web.output)
         raise

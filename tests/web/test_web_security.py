@@ -23,6 +23,7 @@ import pytest
 import requests
 
 from test_web_ui import REPO, WebProcess
+from support.summaries import read as read_summary
 
 USER, PASSWORD = "benchadmin", "Pw-7q2xZ-never-on-the-wire"
 #: a password variable a remote worker reads on its own host (the mssql sender's kind of
@@ -294,7 +295,7 @@ def test_remote_worker_session_writes_no_secret(pg_server, tmp_path):
         results = tmp_path / "results"
         run = _until(lambda: [p.parent for p in results.glob("*-web*/run.json")
                               if json.loads(p.read_text()).get("status") == "complete"], 120, "the saved run")[0]
-        summary = json.loads(next(run.glob("*/rep-01/summary.json")).read_text())
+        summary = read_summary(next(run.glob("*/rep-01/summary.json")))
         assert summary["messages_sent"] > 0 and summary["web"]["initiators_with_users"] == [1, 2], summary["web"]
         recordings = sorted(p.name for p in run.glob("*/rep-01/**/*") if p.name.startswith("worker-i"))
         assert any(n.startswith("worker-i2") for n in recordings) or summary["messages_sent"] > 0

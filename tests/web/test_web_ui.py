@@ -26,6 +26,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -318,7 +319,7 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
                      "the session's run directory")
         rep = next(run.glob("*/rep-01"))
         assert rep.parent.name == f"i1-t{USERS}-{DIALOGS}-p{PAYLOAD}-durable"
-        summary = json.loads((rep / "summary.json").read_text())
+        summary = read_summary(rep / "summary.json")
         assert summary["schema"] == "ssbench.summary/1"
         assert summary["permutation"]["dialogs"] == DIALOGS and summary["permutation"]["payload_bytes"] == PAYLOAD
         assert summary["permutation"]["total_threads"] == USERS
@@ -353,7 +354,7 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
         time.sleep(2)
         _stop_swarm(driver)
         runs = _until(lambda: (lambda r: r if len(r) == 2 else None)(_saved_runs(results)), 90, "the second run")
-        s2 = json.loads(next(runs[1].glob("*/rep-01/summary.json")).read_text())
+        s2 = read_summary(next(runs[1].glob("*/rep-01/summary.json")))
         assert s2["permutation_id"] == "i1-t2-shared-p100-durable", s2["permutation_id"]
         assert s2["dialogs_created"] == 1 and s2["usable_dialogs"] == 1, s2
         assert s2["send_rate"] > 0 and s2["messages_lost"] == 0 and s2["drained"], s2

@@ -1,0 +1,235 @@
+"""The analysis' tables from the repetitions' flat rows and the samples' per-repetition
+aggregates (harness.analysis.transforms, Spark): plain Python over small rows.
+
+Statistics across repetitions are exact: the median and the quartiles interpolate linearly
+between order statistics (as Python's ``statistics.quantiles(..., method="inclusive")`` and
+Spark's ``percentile``); IQR = Q3 - Q1.
+
+Wait analysis. A wait type's rate in one repetition is the wait time it accrued per second of
+the measured window: the sum of its ``waits/wait_ms_per_s`` samples over the measured ticks
+divided by the repetition's measured ticks (the most samples any one series has in the window; a
+wait type absent from a tick waited 0 ms then). A permutation's rate is the mean over the
+repetitions that have wait data. Repetitions without wait samples fall back to their summary's
+``top_waits`` (``wait_time_ms`` per second of the window's span); an alternated member with
+sampled session waits takes those (the test's sessions in its own slices; the server's waits of
+such a window are every strategy's together). Idle (benign) waits are not here: each target's
+``wait_stats()`` leaves them out before the collectors sample them.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+from typing import Any, Iterable
+
+from ..results.fields import FIELDS
+from ..verdicts import permutation_rows
+from ..verdicts.pairs import GAIN_KEYS
+from .comparisons import CROSS_KEYS
+
+#: how each output table is sorted when written
+SORT_KEYS = {
+    "permutations": ("run_id", "perm_index", "perm_id"),
+    "repetitions": ("run_id", "perm_index", "perm_id", "rep"),
+    "dialog_gains": ("run_id", "strategy", *GAIN_KEYS[1:]),
+    "crossover": ("run_id", "strategy", *CROSS_KEYS[1:]),
+    "wait_profile": ("run_id", "perm_id", "rank", "wait_type"),
+    "top_waits": ("run_id", "perm_id", "rank"),
+    "queue_timeseries": ("run_id", "perm_id", "rep", "key", "elapsed_s"),
+}
+#: per-repetition metrics summarized across repetitions (median, quartiles, min, max)
+METRICS = tuple(f.name for f in FIELDS if f.summarized)
+#: wait categories (first match wins): SQL Server wait types (what both targets report; the
+#: embedded one maps PostgreSQL's wait events to them) and raw PostgreSQL events
+WAIT_CATEGORIES = tuple((name, re.compile(p, re.I)) for name, p in (
+    ("page latch", r"^(PAGELATCH_.*|LWLock:(BufferContent|buffer_content|BufferMapping|buffer_mapping)"
+                   r"|BufferPin.*)$"),
+    ("log flush", r"^(WRITELOG|LOGBUFFER|IO:WAL.*|LWLock:(WALWrite|WALInsert|WALBufMapping|WALWriteLock)"
+                  r"|WALWrite.*|WALSync.*)$"),
+    ("lock", r"^(LCK_M_.*|Lock:.*)$"),
+    ("client", r"^(ASYNC_NETWORK_IO|Client:.*)$"),
+    ("io", r"^(PAGEIOLATCH_.*|IO_COMPLETION|IO:.*)$"),
+    ("cpu", r"^(SOS_SCHEDULER_YIELD|CPU.*)$"),
+))
+#: the wait categories whose share of the wait time the permutations table shows
+SHARE_CATEGORIES = ("page latch", "log flush", "lock")
+
+
+def category(wait_type: str) -> str:
+    return next((name for name, rx in WAIT_CATEGORIES if rx.match(wait_type or "")), "other")
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float] | tuple[None, None, None]:
+    """Q1, median, Q3 by linear interpolation between order statistics."""
+    v = sorted(values)
+    if not v:
+        return None, None, None
+    if len(v) == 1:
+        return v[0], v[0], v[0]
+    q1, q2, q3 = statistics.quantiles(v, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def _by_perm(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        out[(r["run_id"], r["perm_id"])].append(r)
+    return out
+
+
+def _sum(values: Iterable[Any]) -> float | None:
+    v = [x for x in values if x is not None]
+    return sum(v) if v else None
+
+
+def _median(values: Iterable[Any]) -> float | None:
+    v = [x for x in values if x is not None]
+    return statistics.median(v) if v else None
+
+
+def permutation_stats(reps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per permutation across its repetitions: its row of the verdicts (harness.verdicts.
+    permutation_rows: the axes, the repetitions' numbers, statuses, windows and values); for
+    each of :data:`METRICS` the median, Q1, Q3, IQR, min and max; n; lost messages, errors,
+    client-bound and disturbed repetitions, the summaries' largest queue depths, median CPU,
+    the statuses and repetitions."""
+    by = _by_perm(reps)
+    out = []
+    for row in permutation_rows(reps):
+        mine = sorted(by[(row["run_id"], row["perm_id"])], key=lambda r: r["rep"])
+        row.update(n=len(mine), **{k: mine[0].get(k) for k in ("target_kind", "target_label", "target_profile")})
+        for m in METRICS:
+            vals = [r[m] for r in mine if r.get(m) is not None]
+            q1, med, q3 = quartiles(vals)
+            row.update({f"{m}_median": med, f"{m}_q1": q1, f"{m}_q3": q3,
+                        f"{m}_iqr": None if q1 is None else q3 - q1,
+                        f"{m}_min": min(vals, default=None), f"{m}_max": max(vals, default=None)})
+        row.update(
+            messages_lost=sum(r.get("messages_lost") or 0 for r in mine), errors=sum(r.get("errors") or 0 for r in mine),
+            client_bound_reps=sum(bool(r.get("client_bound")) for r in mine),
+            disturbed_reps=sum(bool(r.get("disturbed")) for r in mine),
+            max_xmitq_depth=max((r["max_xmitq_depth"] for r in mine if r.get("max_xmitq_depth") is not None),
+                                default=None),
+            max_queue_depth=max((r["max_queue_depth"] for r in mine if r.get("max_queue_depth") is not None),
+                                default=None),
+            client_cpu_percent=_median(r.get("client_cpu_percent") for r in mine),
+            server_cpu_percent=_median(r.get("server_cpu_percent") for r in mine),
+            activation_tasks_started_per_s=_median(r.get("activation_tasks_started_per_s") for r in mine),
+            dialog_errors_lost=_sum(r.get("dialog_errors_lost") for r in mine),
+            statuses=",".join(sorted({r["status"] for r in mine})),
+            reps=",".join(str(r["rep"]) for r in mine))
+        out.append(row)
+    return out
+
+
+def sample_extras(rep_extras: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per permutation from the samples' per-repetition aggregates (transforms.rep_extras): the
+    largest queue depths in the measured windows, mean client and server CPU, most activation
+    tasks running, task-limit hits per second, the repetitions with samples."""
+    out = {}
+    for key, mine in _by_perm(rep_extras).items():
+        def mean(name):
+            v = [r[name] for r in mine if r.get(name) is not None]
+            return sum(v) / len(v) if v else None
+
+        def most(name):
+            return max((r[name] for r in mine if r.get(name) is not None), default=None)
+
+        out[key] = {"xmitq_depth_max_measured": most("xmitq_depth_max"), "queue_depth_max_measured": most("queue_depth_max"),
+                    "client_cpu_mean": mean("client_cpu_mean"), "server_cpu_mean": mean("server_cpu_mean"),
+                    "activation_tasks_max": most("tasks_running_max"),
+                    "activation_limit_per_s": mean("task_limit_per_s"), "sample_reps": len(mine)}
+    return out
+
+
+def rep_wait_rates(reps: list[dict[str, Any]], sampled: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (run_id, perm_id, rep, wait_type): wait_ms_per_s and waiting_tasks_per_s over the
+    measured window with its ``source``: ``sessions`` (an alternated member's sampled sessions),
+    ``samples`` (the server's wait samples: transforms.rep_waits, sums over the ticks and the
+    ticks) or ``summary`` (its top_waits, where it has no wait samples)."""
+    from_samples: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for w in sampled:
+        ticks = w["ticks"] or 0
+        if ticks:
+            from_samples[(w["run_id"], w["perm_id"], w["rep"])].append(
+                {"wait_type": w["wait_type"], "wait_ms_per_s": (w["ms_sum"] or 0.0) / ticks,
+                 "waiting_tasks_per_s": (w["tasks_sum"] or 0.0) / ticks, "source": "samples"})
+    out = []
+    for r in reps:
+        key = (r["run_id"], r["perm_id"], r["rep"])
+        if r.get("alternated") and r.get("session_waits"):
+            per: dict[str, float] = defaultdict(float)
+            for waits in r["session_waits"].values():
+                for wt, waiting in (waits or {}).items():
+                    per[wt] += 1000.0 * (waiting or 0.0)
+            rows = [{"wait_type": wt, "wait_ms_per_s": ms, "waiting_tasks_per_s": None, "source": "sessions"}
+                    for wt, ms in per.items()]
+        elif key in from_samples:
+            rows = from_samples[key]
+        else:
+            span = r.get("span_seconds") or 0.0
+            rows = [{"wait_type": w["wait_type"], "wait_ms_per_s": w["wait_time_ms"] / span,
+                     "waiting_tasks_per_s": w["waiting_tasks"] / span, "source": "summary"}
+                    for w in (r.get("top_waits") or []) if span > 0]
+        out += [{"run_id": key[0], "perm_id": key[1], "rep": key[2], **w} for w in rows]
+    return out
+
+
+def wait_profile(rep_waits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (run_id, perm_id, wait_type): mean wait_ms_per_s over the repetitions with wait data,
+    category, share of the permutation's wait time and rank (1 = top)."""
+    out = []
+    for (run_id, perm_id), mine in _by_perm(rep_waits).items():
+        n = len({w["rep"] for w in mine})
+        per: dict[str, dict[str, Any]] = {}
+        for w in mine:
+            p = per.setdefault(w["wait_type"], {"ms": 0.0, "tasks": None, "sources": set()})
+            p["ms"] += w["wait_ms_per_s"] or 0.0
+            if w["waiting_tasks_per_s"] is not None:
+                p["tasks"] = (p["tasks"] or 0.0) + w["waiting_tasks_per_s"]
+            p["sources"].add(w["source"])
+        total = sum(p["ms"] for p in per.values()) / n
+        ranked = sorted(per.items(), key=lambda kv: (-kv[1]["ms"], kv[0]))
+        for rank, (wt, p) in enumerate(ranked, start=1):
+            ms = p["ms"] / n
+            out.append({"run_id": run_id, "perm_id": perm_id, "wait_type": wt, "wait_ms_per_s": ms,
+                        "waiting_tasks_per_s": None if p["tasks"] is None else p["tasks"] / n,
+                        "source": ",".join(sorted(p["sources"])), "reps": n, "category": category(wt),
+                        "share": ms / total if total > 0 else None, "rank": rank})
+    return out
+
+
+def wait_shares(profile: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per permutation: the shares of page-latch, log-flush and lock waits in its wait time, the
+    top wait and its share, and the wait time per second. What limits throughput is the
+    diagnosis' (these shares alone cannot say it; docs/diagnosis.md)."""
+    out = {}
+    for key, mine in _by_perm(profile).items():
+        top = min(mine, key=lambda w: w["rank"])
+        shares = {c.replace(" ", "_") + "_share": sum(w["share"] or 0.0 for w in mine if w["category"] == c)
+                  for c in SHARE_CATEGORIES}
+        out[key] = {**shares, "top_wait": top["wait_type"], "top_wait_share": top["share"],
+                    "wait_ms_per_s_total": sum(w["wait_ms_per_s"] for w in mine)}
+    return out
+
+
+def permutations_table(reps: list[dict[str, Any]], rep_extras: list[dict[str, Any]],
+                       profile: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The permutations table: :func:`permutation_stats` with the samples' extras and the wait
+    shares (the job adds the intervals and the diagnosis' columns)."""
+    extras, shares = sample_extras(rep_extras), wait_shares(profile)
+    blank_extras = dict.fromkeys(next(iter(extras.values()), {}), None)
+    blank_shares = dict.fromkeys(("page_latch_share", "log_flush_share", "lock_share", "top_wait",
+                                  "top_wait_share", "wait_ms_per_s_total"), None)
+    out = []
+    for row in permutation_stats(reps):
+        key = (row["run_id"], row["perm_id"])
+        out.append({**row, **extras.get(key, blank_extras), **shares.get(key, blank_shares)})
+    return out
+
+
+def sort_rows(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
+    """``rows`` in the table's :data:`SORT_KEYS` order (nulls last)."""
+    keys = [k for k in SORT_KEYS.get(table, ()) if rows and k in rows[0]]
+    return sorted(rows, key=lambda r: tuple((r[k] is None, r[k] if r[k] is not None else 0) for k in keys))

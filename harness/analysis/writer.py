@@ -1,0 +1,94 @@
+"""The one writer of the analysis' tables: each table as ``tables/<name>.parquet`` (pyarrow) and
+``tables/<name>.csv``, from plain rows; and :func:`read_table`, what the notebook and the tests
+read back.
+
+Columns are the rows' keys in first-seen order. A list of numbers, strings or booleans stays a
+list in Parquet; a mapping, or a list of mappings, is its JSON text (as in the CSV). In CSV a
+null is empty, a boolean ``true``/``false``, and a nested value its JSON text.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..results import write_atomic
+
+
+def columns_of(rows: list[dict[str, Any]], first: tuple[str, ...] = ()) -> list[str]:
+    """``first``, then every other key of the rows in first-seen order."""
+    seen = dict.fromkeys(first)
+    for r in rows:
+        seen.update(dict.fromkeys(r))
+    return list(seen)
+
+
+def _nested(v: Any) -> bool:
+    return isinstance(v, dict) or (isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v))
+
+
+def _column(values: list[Any]) -> pa.Array:
+    if any(_nested(v) for v in values):
+        values = [None if v is None else json.dumps(v) for v in values]
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):      # mixed types: their text
+        return pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v)) for v in values])
+
+
+def arrow_table(rows: list[dict[str, Any]], columns: list[str]) -> pa.Table:
+    return pa.table({c: _column([r.get(c) for r in rows]) for c in columns})
+
+
+def write_table(tdir: Path, name: str, rows: list[dict[str, Any]], columns: list[str] | None = None,
+                csv_too: bool = True) -> list[str]:
+    """``tables/<name>.parquet`` and (``csv_too``) ``tables/<name>.csv``, each written
+    atomically; the relative paths written."""
+    cols = columns or columns_of(rows)
+    buf = pa.BufferOutputStream()
+    pq.write_table(arrow_table(rows, cols), buf)
+    write_atomic(tdir / f"{name}.parquet", buf.getvalue().to_pybytes())
+    files = [f"tables/{name}.parquet"]
+    if csv_too:
+        write_csv(tdir / f"{name}.csv", cols, rows)
+        files.append(f"tables/{name}.csv")
+    return files
+
+
+def write_arrow(tdir: Path, name: str, table: pa.Table) -> list[str]:
+    """A table Spark handed over as Arrow (the samples' reduction), Parquet only."""
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf)
+    write_atomic(tdir / f"{name}.parquet", buf.getvalue().to_pybytes())
+    return [f"tables/{name}.parquet"]
+
+
+def write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    out = io.StringIO(newline="")
+    w = csv.writer(out)
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([_csv_value(r.get(c)) for c in columns])
+    write_atomic(path, out.getvalue())
+
+
+def _csv_value(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, dict)):
+        return json.dumps(v)
+    return v
+
+
+def read_table(tdir: Path, name: str) -> list[dict[str, Any]]:
+    """A written table's rows ([] when it was not written)."""
+    f = Path(tdir) / f"{name}.parquet"
+    return pq.read_table(f).to_pylist() if f.exists() else []
