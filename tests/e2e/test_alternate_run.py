@@ -16,6 +16,7 @@ from harness.results import RunDir, counts_in_verdicts
 from harness.verdicts import Rule, permutation_rows
 from harness.verdicts.pairs import judge_all, shared_windows
 from support.embedded import REPO
+from support.summaries import read as read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,7 @@ def test_an_alternated_run_shares_each_window_and_judges_it_paired(pg_server, tm
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     per, shared = "i1-t4-per_thread-p100-durable", "i1-t4-shared-p100-durable"
-    s = {(p.parent.parent.name, int(p.parent.name[4:])): json.loads(p.read_text())
+    s = {(p.parent.parent.name, int(p.parent.name[4:])): read_summary(p)
          for p in out.glob("*/rep-*/summary.json")}
     # the auto rounds: 3, and a 4th only if the comparison was still undecided; both sides alike
     reps = sorted(rep for pid, rep in s if pid == per)

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "netns-test-token-" + "x" * 32
@@ -158,7 +159,7 @@ def test_remote_workers_netns_end_to_end(pg_server, net, tmp_path):
     assert run.returncode == 0, stderr[-3000:] + logs
     assert [w.returncode for w in workers] == [0, 0], logs
     [sp] = list(out.glob("*/rep-01/summary.json"))
-    d = json.loads(sp.read_text())
+    d = read_summary(sp)
     assert (d["users_expected"], d["users_spawned"], d["users_active"]) == (8, 8, 8), (d["status"], d["workers"])
     assert d["messages_lost"] == 0 and d["messages_sent"] > 0 and d["messages_sent"] == d["messages_received"], d
     assert all(p["sent"] > 0 and p["sent"] == p["received"] for p in d["per_initiator"])
@@ -199,7 +200,7 @@ def test_remote_workers_netns_two_per_initiator_unassigned(pg_server, net, tmp_p
         _stop([run, *workers])
     assert run.returncode == 0, stderr[-3000:]
     [sp] = list(out.glob("*/rep-01/summary.json"))
-    d = json.loads(sp.read_text())
+    d = read_summary(sp)
     assert (d["users_expected"], d["users_spawned"], d["users_active"]) == (8, 8, 8), (d["status"], d["workers"])
     assert d["messages_lost"] == 0 and d["messages_sent"] == d["messages_received"] > 0, d
     assert sorted((w["initiator"], w["worker"]) for w in d["workers"]) == [(1, 1), (1, 2), (2, 1), (2, 2)]
@@ -258,7 +259,7 @@ def test_remote_workers_extra_worker_gets_no_users(pg_server, tmp_path):
         _stop([run, *workers])
     assert run.returncode == 0, stderr[-3000:]
     [sp] = list(out.glob("*/rep-01/summary.json"))
-    d = json.loads(sp.read_text())
+    d = read_summary(sp)
     assert (d["users_expected"], d["users_spawned"], d["users_active"]) == (8, 8, 8), (d["status"], d["workers"])
     assert d["messages_lost"] == 0 and d["messages_sent"] == d["messages_received"] > 0, d
     assert sorted(w["initiator"] for w in d["workers"]) == [1, 2]

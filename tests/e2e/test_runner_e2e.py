@@ -128,7 +128,7 @@ def test_repetitions_are_interleaved_and_cpus_pinned(pg_server, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     starts = []
     for p in sorted(out.glob("*/rep-*/summary.json")):
-        d = json.loads(p.read_text())
+        d = read_summary(p)
         starts.append((d["window"]["measure_start"], d["permutation"]["dialogs"], d["repetition"]))
         if len(os.sched_getaffinity(0)) >= 2:
             assert d["cpu_pinning"]["server"] and d["cpu_pinning"]["client"], d.get("cpu_pinning")

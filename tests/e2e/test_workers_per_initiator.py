@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,7 +55,7 @@ def test_workers_per_initiator_two_processes_every_user_active(pg_server, tmp_pa
     r = ssbench("run", str(write_matrix(tmp_path)), "--workers-per-initiator", "2", "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     [summary_path] = list(out.glob("*/rep-01/summary.json"))
-    d = json.loads(summary_path.read_text())
+    d = read_summary(summary_path)
     rep = summary_path.parent
     # 2 initiators x 2 processes, each process 4 / 2 = 2 users, each recording written by the master
     assert sorted(p.name for p in rep.glob("worker-i*.json")) == [
@@ -102,7 +103,7 @@ def test_three_threads_over_two_processes_split_three_and_none_is_lost(pg_server
     for perm, want in (("i1-t1-", {"worker-i1-w1.json": ["0"]}),
                        ("i1-t3-", {"worker-i1-w1.json": ["0", "1"], "worker-i1-w2.json": ["2"]})):
         [summary_path] = list(out.glob(f"{perm}*/rep-01/summary.json"))
-        d = json.loads(summary_path.read_text())
+        d = read_summary(summary_path)
         users = {p.name: sorted(json.loads(p.read_text())["users"]) for p in summary_path.parent.glob("worker-i*.json")}
         assert users == want, users
         n = sum(len(v) for v in want.values())
