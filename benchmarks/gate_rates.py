@@ -2,9 +2,11 @@
 
     PYTHONPATH=. python benchmarks/gate_rates.py [--trials 400] [--markdown]
 
-Each scenario runs ``--trials`` seeded comparisons through the gate's own statistics
-(:mod:`harness.gate.simulate`: every metric of every permutation with independent relative
-noise per repetition) and counts the overall verdicts: ``fails`` is the gate exiting 1, the
+Each scenario runs ``--trials`` seeded gates through the gate's own rule
+(:func:`harness.verdicts.simulate.simulate_gate`: every metric of every permutation with
+relative noise per repetition, ``shared`` of its variance a level each round shares with both
+sides; judged paired by round as an interleaved gate is, or unpaired as two stored runs are)
+and counts the overall verdicts: ``fails`` is the gate exiting 1, the
 rest exit 0 (``pass``, ``warning`` or ``inconclusive``); ``improved`` is the share of
 comparisons with a row called improved (false when there is only noise). docs/gate.md quotes
 this output.
@@ -19,8 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.gate.method import INCONCLUSIVE, PASS, WARNING  # noqa: E402
-from harness.gate.simulate import simulate  # noqa: E402
+from harness.verdicts.regression import INCONCLUSIVE, PASS, WARNING  # noqa: E402
+from harness.verdicts.simulate import simulate_gate as simulate  # noqa: E402
+
+#: a share of the noise's variance each round shares with both sides (interleaving's reason)
+HALF = {"shared": 0.5}
+UNPAIRED = {"paired": False}
 
 # (label, seed, reps, perms, cv, kind, rate_drop, latency_rise[, simulate's other arguments])
 SCENARIOS = [
@@ -35,16 +41,27 @@ SCENARIOS = [
     ("noise only, 5 reps, 2 perms, 3 % log-normal", 53, 5, 2, 0.03, "lognormal", 0.0, 0.0),
     ("noise only, 5 reps, 2 perms, 3 % + 1 rep in 10 at 12 %", 54, 5, 2, 0.03, "outliers", 0.0, 0.0),
     ("noise only, 5 reps, 2 perms, 10 % noise", 55, 5, 2, 0.10, "normal", 0.0, 0.0),
+    ("noise only, 5 reps, 2 perms, 10 % noise, half shared by the round", 56, 5, 2, 0.10, "normal", 0.0, 0.0, HALF),
+    ("noise only, 5 reps, 2 perms, 10 % noise, unpaired (stored runs)", 57, 5, 2, 0.10, "normal", 0.0, 0.0,
+     UNPAIRED),
     ("10 % rate drop, 1 rep, 2 perms, 3 % noise", 61, 1, 2, 0.03, "normal", 0.10, 0.0),
     ("10 % rate drop, 3 reps, 2 perms, 3 % noise", 63, 3, 2, 0.03, "normal", 0.10, 0.0),
     ("10 % rate drop, 4 reps, 1 perm, 3 % noise", 64, 4, 1, 0.03, "normal", 0.10, 0.0),
     ("10 % rate drop, 5 reps, 1 perm, 3 % noise", 65, 5, 1, 0.03, "normal", 0.10, 0.0),
+    ("10 % rate drop, 5 reps, 1 perm, 3 % noise, half shared by the round", 65, 5, 1, 0.03, "normal", 0.10, 0.0,
+     HALF),
+    ("10 % rate drop, 5 reps, 1 perm, 3 % noise, unpaired (stored runs)", 65, 5, 1, 0.03, "normal", 0.10, 0.0,
+     UNPAIRED),
     ("10 % rate drop, 5 reps, 2 perms (gate.yaml), 3 % noise", 66, 5, 2, 0.03, "normal", 0.10, 0.0),
+    ("10 % rate drop, 5 reps, 2 perms (gate.yaml), 3 % noise, half shared by the round", 66, 5, 2, 0.03, "normal",
+     0.10, 0.0, HALF),
+    ("10 % rate drop, 5 reps, 2 perms (gate.yaml), 10 % noise, half shared by the round", 67, 5, 2, 0.10, "normal",
+     0.10, 0.0, HALF),
     ("20 % latency rise, 5 reps, 1 perm, 3 % noise", 67, 5, 1, 0.03, "normal", 0.0, 0.20),
     ("10 % rate gain, 4 reps, 1 perm, 3 % noise", 68, 4, 1, 0.03, "normal", -0.10, 0.0),
     ("10 % rate gain, 5 reps, 2 perms (gate.yaml), 3 % noise", 69, 5, 2, 0.03, "normal", -0.10, 0.0),
     # a round's second run 5 % slower (a position effect), 5 % noise: the rounds' orders drawn
-    # one by one (the gate before 2026-11-28) or counterbalanced in pairs (the gate now)
+    # one by one or counterbalanced in pairs (as the gate draws them)
     ("noise, 5 % position effect, 5 reps, 2 perms, 5 % noise, orders drawn per round", 71, 5, 2, 0.05, "normal",
      0.0, 0.0, {"position_effect": 0.05, "balanced": False}),
     ("noise, 5 % position effect, 5 reps, 2 perms, 5 % noise, counterbalanced", 71, 5, 2, 0.05, "normal",
@@ -78,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{label:<80} {cells[0]:>14} {cells[1]:>8} {cells[2]:>8} {cells[3]:>13} {cells[4]:>9}")
     print(f"\n{args.trials} trials per scenario, {time.monotonic() - t0:.1f} s; default settings "
-          "(k=2, min effect 5 %, min reps 4, BH FDR 0.05)")
+          "(k=2, min effect 5 %, min reps 4, BH FDR 0.01); paired by round unless said")
     return 0
 
 

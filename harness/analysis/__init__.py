@@ -10,17 +10,18 @@ Entry points:
   (tables as rows, plots, issues) -- what the notebook displays.
 - :func:`harness.analysis.job.find_runs`: a run directory, or the runs in a results directory.
 
-Modules: ``spark`` (session), ``schemas`` (explicit StructTypes, checked against the results
-model by a test), ``discovery`` (finding and reading runs through harness.results.RunReader,
-problems reported per file), ``transforms`` (DataFrame -> DataFrame), ``uncertainty``
-(bootstrap intervals of the throughput points, numpy), ``comparisons`` (gains, crossovers and
-intervals on the driver, judged by harness.verdicts), ``techniques`` (each technique axis
+Modules: ``spark`` (session), ``schemas`` (the samples' explicit schema), ``discovery``
+(finding runs through harness.results.RunReader, reading each summary once; problems reported
+per file), ``transforms`` (the samples reduced on Spark), ``tables`` (the tables, from rows),
+``writer`` (the one writer of the tables), ``comparisons`` (gains, crossovers and the throughput
+points' intervals, judged by harness.verdicts), ``techniques`` (each technique axis
 against its baseline on every metric it moves, or "not exercised", judged by harness.verdicts),
 ``techniques_report`` (their report section; the terminal's answer is the key table),
 ``diagnosis`` (what limits throughput per permutation and what to try, pure Python over the
 summaries; docs/diagnosis.md), ``diagnosis_view`` (its tables, report section and terminal
 text), ``plots`` (matplotlib, Agg), ``plots_compare`` (the several-runs view and technique
-figures), ``report`` (index.html), ``job`` (orchestration). Synthetic runs (marked SYNTHETIC)
+figures), ``html`` (the report's building blocks), ``report`` (index.html), ``job``
+(orchestration). Synthetic runs (marked SYNTHETIC)
 are written by tests/support/synth.py, test data outside the package.
 
 Importing this package does not import pyspark; its modules that need Spark import it.

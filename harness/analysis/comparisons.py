@@ -4,8 +4,9 @@ The permutations table (:func:`harness.analysis.tables.permutation_stats`) carri
 each permutation's repetitions in order (``rep_numbers``, ``rep_statuses``) and their rates
 (``receive_rate_values``, ``send_rate_values``); from those this module computes:
 
-* :func:`rate_intervals`: the bootstrap interval of each permutation's median rates
-  (throughput points, :mod:`.uncertainty`);
+* :func:`rate_intervals`: each permutation's throughput points, the geometric mean of its
+  repetitions' rates that count with its t interval (:func:`harness.verdicts.estimate.mean_interval`:
+  the estimate the verdicts rest on);
 * :func:`dialog_gains`: the rows of the ``dialog_gains`` table from the judged dialog-strategy
   comparisons (:func:`harness.verdicts.judge_all`: the stopping rule's gain, interval and
   verdict, docs/statistics.md);
@@ -17,28 +18,31 @@ each permutation's repetitions in order (``rep_numbers``, ``rep_statuses``) and 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
 from ..verdicts import VERDICTS, Judged, pays_from
 from ..verdicts.pairs import GAIN_KEYS
-from . import uncertainty as U
+from ..verdicts import MIN_REPS
+from ..verdicts.estimate import mean_interval
+from ..verdicts.metrics import METRIC_BY_NAME
+from ..verdicts.pairs import samples
 
 #: a strategy's crossover is found along the thread counts of everything else equal
 CROSS_KEYS = tuple(k for k in GAIN_KEYS if k != "threads") + ("strategy",)
 
 
-def _values(row: dict[str, Any], key: str) -> list[float]:
-    return [v for v in (row.get(key) or []) if v is not None]
-
-
-def rate_intervals(perms: list[dict[str, Any]], synthetic_runs: set[str]) -> None:
-    """Adds ``receive_rate_ci_low/high``, ``send_rate_ci_low/high`` (None below
-    :data:`~.uncertainty.MIN_REPS` repetitions) and ``synthetic`` to each permutation row."""
+def rate_intervals(perms: list[dict[str, Any]], synthetic_runs: set[str], confidence: float = 0.95) -> None:
+    """Adds to each permutation row ``synthetic`` and, for the receive and send rates, the
+    geometric mean of the repetitions that count (``<rate>_mean``) and its interval
+    (``<rate>_ci_low/high``; None below :data:`~harness.verdicts.MIN_REPS` repetitions)."""
     for p in perms:
         p["synthetic"] = p["run_id"] in synthetic_runs
         for m in ("receive_rate", "send_rate"):
-            ci = U.bootstrap_median(_values(p, f"{m}_values"))
+            v = [x for _, x in samples(p, METRIC_BY_NAME[m]) if x > 0]
+            p[f"{m}_mean"] = math.exp(math.fsum(map(math.log, v)) / len(v)) if v else None
+            ci = mean_interval(v, confidence) if len(v) >= MIN_REPS else None
             p[f"{m}_ci_low"], p[f"{m}_ci_high"] = ci if ci else (None, None)
 
 

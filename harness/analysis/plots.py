@@ -258,7 +258,7 @@ def throughput(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
             sub = [r for r in rows if r["initiators"] == i]
             for p, prow in sorted(_by(sub, "payload_bytes").items()):
                 prow.sort(key=lambda r: r["total_threads"])
-                _points(ax, [r["total_threads"] for r in prow], [_num(r["receive_rate_median"]) for r in prow],
+                _points(ax, [r["total_threads"] for r in prow], [_num(r["receive_rate_mean"]) for r in prow],
                         [r["n"] for r in prow], colors[p[0]], lo=[r.get("receive_rate_ci_low") for r in prow],
                         hi=[r.get("receive_rate_ci_high") for r in prow], label=_payload_label(p[0]))
             ax.set_title(f"{i} initiator{'s' if i > 1 else ''}")

@@ -42,7 +42,7 @@ def runs_comparison(perms: list[Row], contexts: list[RunContext], out_dir: Path)
         x = [pos[r["perm_id"]] - 0.3 + k * step if len(run_ids) > 1 else pos[r["perm_id"]] for r in runrows]
         label = f"{c.run_id}{chr(10) + '(SYNTHETIC)' if c.synthetic else ''}"
         for ax, m in zip(axes, ("receive_rate", "send_rate")):
-            _points(ax, x, [_num(r[f"{m}_median"]) for r in runrows], [r["n"] for r in runrows], cmap(k % 10),
+            _points(ax, x, [_num(r[f"{m}_mean"]) for r in runrows], [r["n"] for r in runrows], cmap(k % 10),
                     lo=[r.get(f"{m}_ci_low") for r in runrows], hi=[r.get(f"{m}_ci_high") for r in runrows],
                     ls="none", label=label)
     axes[0].set_ylabel("messages/s processed by the target")

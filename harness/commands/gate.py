@@ -22,8 +22,8 @@ def register(sub) -> None:
         description="Compare a candidate against a baseline per permutation and metric (receive rate, "
                     "send rate, SEND p50/p99, end-to-end p99).\n"
                     "A metric regresses when its effect is beyond max(--min-effect, --k x the baseline's "
-                    "robust spread),\nat most --max-effect, AND a one-sided exact Mann-Whitney U test (Benjamini-Hochberg across "
-                    "all tests) is significant.\nWith fewer than --min-reps repetitions a side the test "
+                    "robust spread),\nat most --max-effect, AND a one-sided t test of the log ratio (paired by "
+                    "round in the interleaved mode;\nBenjamini-Hochberg across all tests) is significant.\nWith fewer than --min-reps repetitions a side the test "
                     "cannot be significant: the verdict is\ninconclusive (a warning, exit 0), never a "
                     "regression on effect size alone.\nLost messages, more errors or a disabled queue fail "
                     "whatever the throughput and however few the repetitions.\n\n"
@@ -48,8 +48,8 @@ def register(sub) -> None:
                          "(default 0.5 = 50%%; significance is still required)")
     st.add_argument("--min-reps", type=int, default=4,
                     help="repetitions a side needed to judge significance (default 4; fewer: inconclusive)")
-    st.add_argument("--alpha", type=float, default=0.05,
-                    help="false discovery rate for Benjamini-Hochberg (default 0.05)")
+    st.add_argument("--alpha", type=float, default=0.01,
+                    help="false discovery rate for Benjamini-Hochberg (default 0.01)")
     st.add_argument("--spread", choices=("mad", "iqr"), default="mad",
                     help="robust spread: mad = MAD x 1.4826, iqr = IQR / 1.349 (default mad)")
     st.add_argument("--metrics", default=None,
@@ -75,7 +75,7 @@ def cmd_gate(args) -> int:
     import sys
 
     from ..gate import INCONCLUSIVE, GateSettings, compare_runs, load_run, write_report
-    from ..gate.method import WARNING
+    from ..verdicts.regression import WARNING
 
     metrics = None
     if args.metrics is not None:

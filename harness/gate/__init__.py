@@ -7,20 +7,23 @@ Public API::
     report = compare_runs(load_run("results/base"), load_run("results/cand"), GateSettings())
     print(report.format_table()); write_report(report); sys.exit(report.exit_code)
 
-:mod:`.stats` holds the statistics, :mod:`.method` the metrics, settings and verdict names,
-:mod:`.rundata` the loading of run directories (through :class:`harness.results.RunReader`),
-:mod:`.verdict` the comparison and verdicts, :mod:`.report` the table and gate.json,
-:mod:`.compare` the entry point, :mod:`.interleave` the interleaved A/B mode and
-:mod:`.simulate` the simulated false-alarm and detection rates. See docs/gate.md.
+The gate is the pairing of two runs' repetitions (:mod:`.compare`; paired by round where the
+rounds interleave), its integrity checks (:mod:`.integrity`) and the regression rule of
+harness.verdicts (:mod:`harness.verdicts.regression`: settings, verdicts, the estimate);
+:mod:`.rundata` loads run directories (through :class:`harness.results.RunReader`),
+:mod:`.report` writes the table and gate.json, :mod:`.interleave` runs the interleaved A/B mode.
+Its error rates are simulated by :func:`harness.verdicts.simulate.simulate_gate`. See
+docs/gate.md.
 """
 
 from __future__ import annotations
 
 from .compare import compare_runs, provenance_differences
-from .method import INCONCLUSIVE, METRICS, GateSettings
+from ..verdicts.metrics import METRICS
+from ..verdicts.regression import INCONCLUSIVE, GateSettings, MetricResult, compare_samples
+from .integrity import IntegrityResult
 from .report import GateReport, write_report
 from .rundata import RunData, load_run
-from .verdict import IntegrityResult, MetricResult, compare_samples
 from .interleave import (InterleaveResult, Side, SubprocessRunner, combine_runs, round_orders,
                          run_interleaved)
 

@@ -17,10 +17,11 @@ from typing import Any, Mapping
 
 from ..errors import UserError
 from ..results import disturbance
-from .method import INCONCLUSIVE, METRICS, NO_DATA, GateSettings
+from ..verdicts.metrics import METRICS
+from ..verdicts.regression import INCONCLUSIVE, NO_DATA, GateSettings, compare_samples
+from .integrity import check_integrity
 from .report import GateReport
 from .rundata import RunData
-from .verdict import check_integrity, compare_samples
 
 
 # --------------------------------------------------------------------------- provenance
@@ -85,8 +86,9 @@ def _kept_out_is_inconclusive(rows, baseline: RunData, candidate: RunData) -> No
 
 
 def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings = GateSettings(),
-                 *, check_provenance: bool = True) -> GateReport:
-    """Compare two loaded runs; UserError when they have no permutation in common."""
+                 *, check_provenance: bool = True, paired: bool = False) -> GateReport:
+    """Compare two loaded runs; UserError when they have no permutation in common. ``paired``:
+    the runs' repetition ``i`` ran in the same round (an interleaved gate's sides)."""
     settings.validate()
     common = [p for p in candidate.perms if p in baseline.perms]
     if not common:
@@ -100,7 +102,7 @@ def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings =
         notes.append(f"permutation {p} only in the candidate: not compared")
     b_samples = {p: {m.name: baseline.perms[p].samples(m.name) for m in METRICS} for p in common}
     c_samples = {p: {m.name: candidate.perms[p].samples(m.name) for m in METRICS} for p in common}
-    rows = compare_samples(b_samples, c_samples, settings)
+    rows = compare_samples(b_samples, c_samples, settings, paired)
     _kept_out_is_inconclusive(rows, baseline, candidate)
     integrity = [check_integrity(p, baseline.perms[p], candidate.perms[p]) for p in common]
     for p in common:

@@ -9,14 +9,14 @@ runs both sides in the same time window, so slow drift hits both alike:
 2. The matrix is copied with ``run.repetitions: 1`` (``<out>/matrix-1rep.yaml``).
 3. For each round ``1..N`` (N = the matrix's repetitions unless ``--rounds``): both sides run
    once, in an order counterbalanced over pairs of rounds, drawn from ``random.Random(seed)``
-   (:func:`~harness.gate.method.side_orders`; the seed and the orders are recorded in
+   (:func:`~harness.verdicts.auto.side_orders`; the seed and the orders are recorded in
    ``interleave.json``). One side is one invocation of
    ``python -m harness.cli run <matrix-1rep.yaml> --target <target> --out <out>/rounds/round-NN-<side>``
    with ``cwd``, ``PYTHONPATH`` and ``SSBENCH_HOME`` set to that side's checkout, so the
    baseline imports its own ``harness`` package and reads its own ``workloads/`` (checked
    before the first round: every ``harness`` module must load from the side's checkout).
    A side whose round left a repetition out of the comparison (a disturbed window:
-   ``harness.results.counts_in_verdicts``) gets a replacement round of its own after the
+   ``harness.results.counts_in_verdicts``) gets a replacement round (both sides) after the
    planned rounds, up to :data:`MAX_REPLACEMENTS` in all, so a frozen server or a slow disk in
    one round does not leave that side short of the repetitions the significance test needs
    (recorded in ``interleave.json``'s ``replacements``).
@@ -54,7 +54,8 @@ import yaml
 from ..errors import TargetError, UserError
 from ..results import RunDir, RunReader, counts_in_verdicts, find_runs, write_atomic, write_json
 from .compare import compare_runs
-from .method import SIDES, GateSettings, side_orders
+from ..verdicts.auto import SIDES, side_orders
+from ..verdicts.regression import GateSettings
 from .report import GateReport, write_report
 from .rundata import load_run
 
@@ -342,7 +343,7 @@ class InterleaveResult:
 
 def round_orders(seed: int, rounds: int) -> list[tuple[str, str]]:
     """The order of the two sides in each round: counterbalanced in pairs of rounds
-    (:func:`~harness.gate.method.side_orders`), reproducible from the seed."""
+    (:func:`~harness.verdicts.auto.side_orders`), reproducible from the seed."""
     return side_orders(random.Random(seed), rounds)
 
 
@@ -415,7 +416,8 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     candidate_dir = combine_runs(runs["candidate"], out / "candidate", side="candidate", matrix_file=matrix_file)
     # same machine, same interpreter and packages by construction; the workload versions in
     # run.json differ exactly when the change under test is in workloads/: no provenance warnings
-    report = compare_runs(load_run(baseline_dir), load_run(candidate_dir), settings, check_provenance=False)
+    report = compare_runs(load_run(baseline_dir), load_run(candidate_dir), settings, check_provenance=False,
+                          paired=True)
     report.mode = "interleaved"
     record["status"] = "complete"
     record["ended"] = _now()
@@ -459,10 +461,11 @@ def _run_rounds(wt: "Worktree", runner, orders, record: dict[str, Any], out: Pat
                     one(i, name, f"{i}/{len(orders)}")
             record["replacements"] = []
             i = len(orders)
-            while len(record["replacements"]) < MAX_REPLACEMENTS and (short := _short_side(runs, len(orders))):
+            while len(record["replacements"]) < MAX_REPLACEMENTS and _short_rounds(runs, len(orders)):
                 i += 1
-                record["replacements"].append({"round": i, "side": short})
-                one(i, short, f"{i} (a replacement: {short} repetition(s) kept out of the comparison)")
+                record["replacements"].append({"round": i})
+                for name in (SIDES if i % 2 else SIDES[::-1]):
+                    one(i, name, f"{i} (a replacement: a round kept out of the comparison)")
     except BaseException as e:
         record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         record["error"] = str(e)
@@ -472,21 +475,19 @@ def _run_rounds(wt: "Worktree", runner, orders, record: dict[str, Any], out: Pat
     return runs
 
 
-def _short_side(runs: dict[str, list[tuple[int, Path]]], planned: int) -> str | None:
-    """The side (the one furthest behind) some permutation of which has fewer than ``planned``
-    repetitions that count in the comparison (``counts_in_verdicts``), or None."""
-    short: dict[str, int] = {}
+def _short_rounds(runs: dict[str, list[tuple[int, Path]]], planned: int) -> bool:
+    """Has some permutation fewer than ``planned`` rounds in which both sides count in the
+    comparison (``counts_in_verdicts``: the rounds the paired comparison reads)?"""
+    counted: dict[str, dict[str, set[int]]] = {name: {} for name in SIDES}
+    perms: set[str] = set()
     for name in SIDES:
-        counts: dict[str, int] = {}
-        for _, run_dir in runs[name]:
+        for rnd, run_dir in runs[name]:
             reader = RunReader(run_dir)
             for perm in reader.permutation_ids():
-                counts[perm] = counts.get(perm, 0) + sum(
-                    1 for s in reader.readable_summaries(perm) if counts_in_verdicts(s.status))
-        missing = max((planned - c for c in counts.values()), default=0)
-        if missing > 0:
-            short[name] = missing
-    return max(short, key=lambda n: short[n]) if short else None
+                perms.add(perm)
+                if any(counts_in_verdicts(s.status) for s in reader.readable_summaries(perm)):
+                    counted[name].setdefault(perm, set()).add(rnd)
+    return any(len(counted["baseline"].get(p, set()) & counted["candidate"].get(p, set())) < planned for p in perms)
 
 
 def _now() -> str:

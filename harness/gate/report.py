@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..results import write_json
-from .method import (CORRECTION, FAIL, FAILING, GATE_SCHEMA, INCONCLUSIVE, NO_DATA, PASS, REGRESSION,
-                     SEVERITY, WARNING, GateSettings, worst)
+from ..verdicts.regression import (FAIL, FAILING, INCONCLUSIVE, NO_DATA, PASS, REGRESSION, SEVERITY, WARNING,
+                                   GateSettings, MetricResult, why_inconclusive, worst)
+from .integrity import IntegrityResult
 from .rundata import RunData
-from .verdict import IntegrityResult, MetricResult, why_inconclusive
+
+GATE_SCHEMA = "ssbench.gate/1"
+CORRECTION = "benjamini-hochberg"
 
 #: effects beyond the threshold listed by name in the inconclusive warning (the rest counted)
 LIST_AT_MOST = 8
@@ -95,12 +98,13 @@ class GateReport:
             "baseline": side(self.baseline),
             "candidate": side(self.candidate),
             "settings": {**asdict(self.settings), "correction": CORRECTION,
-                         "significance": "one-sided exact Mann-Whitney U",
+                         "significance": "one-sided t test of the log ratio of the geometric means, paired "
+                                         "by round where the rounds interleave (rows: paired), else Welch",
                          "effect": "r = median(candidate)/median(baseline), inverted for latencies; r < 1 is worse",
                          "threshold": "min(max_effect, max(min_effect, k x baseline robust spread / baseline median))",
                          "regression": "effect beyond the threshold AND significant (BH q <= alpha)",
-                         "inconclusive": "fewer than min_reps repetitions a side, or a smallest possible "
-                                         "p-value above alpha: no test, no regression on effect alone"},
+                         "inconclusive": "fewer than min_reps repetitions a side: no test, no regression on "
+                                         "effect alone"},
             "tests": sum(1 for r in self.rows if r.p is not None),
             "permutations": self.permutation_verdicts,
             "inconclusive": {"rows": len(inconclusive),

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..results import RepetitionSummary, RepRef, RunReader, counts_in_verdicts
-from .method import METRICS, Metric
+from ..verdicts.metrics import METRICS, Metric
 
 
 @dataclass
@@ -45,6 +45,12 @@ class Rep:
         return bool(self.summary.get("client_bound"))
 
     @property
+    def round(self) -> int:
+        """The round an interleaved gate ran it in (its side's runs combined: ``interleave``),
+        else its repetition: what pairs the two sides."""
+        return int((self.summary.extra.get("interleave") or {}).get("round", self.repetition))
+
+    @property
     def status(self) -> str:
         return self.summary.status
 
@@ -62,10 +68,10 @@ class PermData:
     id: str
     reps: list[Rep]
 
-    def samples(self, metric: str) -> list[float]:
-        """The metric's values of the repetitions that count in verdicts
+    def samples(self, metric: str) -> list[tuple[int, float]]:
+        """(round, value) of the repetitions that count in verdicts
         (:func:`harness.results.counts_in_verdicts`); a permutation may have any number."""
-        return [r.values[metric] for r in self.reps  # type: ignore[misc]
+        return [(r.round, r.values[metric]) for r in self.reps  # type: ignore[misc]
                 if r.values.get(metric) is not None and counts_in_verdicts(r.status)]
 
     def kept_out(self) -> list[Rep]:

@@ -54,7 +54,7 @@ class Metric:
 
 RECEIVE_RATE = Metric("receive_rate", "receive rate (msg/s)")
 E2E_P99 = Metric("e2e_p99_ms", "e2e p99 (ms)")
-#: the gate's catalog of metrics (harness.gate.method)
+#: the gate's catalog of metrics (harness.verdicts.regression)
 METRICS: tuple[Metric, ...] = (
     RECEIVE_RATE,
     Metric("send_rate", "send rate (msg/s)"),

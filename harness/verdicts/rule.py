@@ -44,6 +44,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
+from .estimate import Estimate, estimate
+
 
 ALPHA = 0.05
 #: fewer kept repetitions than this on either side: no look, verdict inconclusive
@@ -178,39 +180,14 @@ def _pct(x: float) -> float:
     return 100.0 * math.expm1(x)
 
 
-def _moments(values: Sequence[float]) -> tuple[float, float, int]:
-    logs = [math.log(v) for v in values]
-    n = len(logs)
-    mean = math.fsum(logs) / n
-    var = math.fsum((x - mean) ** 2 for x in logs) / (n - 1)
-    return mean, var, n
-
-
-def _half_width(var_t: float, n_t: int, var_b: float, n_b: int, confidence: float) -> float:
-    """Welch's half-width of the difference of two means."""
-    vt, vb = var_t / n_t, var_b / n_b
-    se2 = vt + vb
-    if se2 <= 0.0:
-        return 0.0
-    df = se2 * se2 / (vt * vt / (n_t - 1) + vb * vb / (n_b - 1))
-    # the Student t quantile (scipy.stats.t.ppf without its overhead), imported at the first
-    # interval: scipy.special takes about 0.3 CPU-s to import, which every ssbench process that
-    # imports the runner (a gate's side run, each test's run) would pay without judging anything
-    from scipy.special import stdtrit
-
-    return float(stdtrit(df, 0.5 + confidence / 2.0)) * math.sqrt(se2)
-
-
 def welch_interval(treatment: Sequence[float], baseline: Sequence[float], confidence: float,
                    higher_is_better: bool = True) -> tuple[float, float, float]:
     """``(d, low, high)`` on the log scale: the Welch t interval at ``confidence`` of
     ``mean(log treatment) - mean(log baseline)`` (negated when lower is better). Values must be
     positive, at least two a side. Identical repetitions give a zero-width interval."""
-    mt, vt, nt = _moments(treatment)
-    mb, vb, nb = _moments(baseline)
-    d = (mt - mb) if higher_is_better else (mb - mt)
-    h = _half_width(vt, nt, vb, nb, confidence)
-    return d, d - h, d + h
+    e = estimate(treatment, baseline, higher_is_better)
+    lo, hi = e.interval(confidence)
+    return e.d, lo, hi
 
 
 def _gap(d: float, threshold_pct: float) -> tuple[float, bool]:
@@ -224,17 +201,18 @@ def _gap(d: float, threshold_pct: float) -> tuple[float, bool]:
     return min(d - down, up - d), True
 
 
-def needed_reps(var_t: float, var_b: float, d: float, rule: Rule, start: int) -> int | None:
+def needed_reps(e: Estimate, rule: Rule, start: int) -> int | None:
     """The smallest equal number of repetitions a side (from ``start``) whose interval at the
     level of the look with that many repetitions (the last look's beyond it), at these
     variances and this estimate, would decide; None beyond :data:`NEEDED_LIMIT` or when the
     estimate sits on a threshold."""
-    gap, equivalence = _gap(d, rule.threshold_pct)
+    gap, equivalence = _gap(e.d, rule.threshold_pct)
     if gap <= 0.0:
         return None
 
     def decides(n: int) -> bool:
-        return _half_width(var_t, n, var_b, n, rule.confidence_at(n, equivalence)) < gap
+        at_n = replace(e, n_t=n, n_b=n)
+        return at_n.half_width(rule.confidence_at(n, equivalence)) < gap
 
     grid = _needed_grid(max(start, 2))
     # Up to the rule's last look each count has its own level, which need not fall as the
@@ -268,48 +246,34 @@ def _valid(sample: Iterable[tuple[int, float | None]]) -> list[tuple[int, float]
                   if v is not None and math.isfinite(float(v)) and float(v) > 0.0)
 
 
-def _look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int) -> Outcome:
-    """One look at two independent samples: Welch's interval of the log ratio."""
-    mt, vt, nt = _moments(t)
-    mb, vb, nb = _moments(b)
-    d = (mt - mb) if higher else (mb - mt)
-    sd = f"s.d. {_pct(math.sqrt(vt)):.1f} % and {_pct(math.sqrt(vb)):.1f} % per repetition"
-    return _read(d, vt, nt, vb, nb, rule, rnd, sd, "repetitions a side")
+def _look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int, paired: bool) -> Outcome:
+    """One look: the estimate of the two samples (paired: of the windows' log ratios, ``t[i]``
+    and ``b[i]`` in one window) read by :func:`_read`."""
+    e = estimate(t, b, higher, paired)
+    if paired:
+        sd = f"s.d. {_pct(math.sqrt(e.var_t)):.1f} % of a window's ratio"
+    else:
+        sd = f"s.d. {_pct(math.sqrt(e.var_t)):.1f} % and {_pct(math.sqrt(e.var_b)):.1f} % per repetition"
+    return _read(e, rule, rnd, sd, "windows" if paired else "repetitions a side")
 
 
-def _paired_look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int) -> Outcome:
-    """One look at two samples measured in the same windows (``t[i]`` and ``b[i]`` in one):
-    the one-sample t interval of the windows' log ratios. A level the window shares with both
-    sides cancels in each ratio. (Welch's half-width with a second variance of 0 is exactly it:
-    ``n - 1`` degrees of freedom.)"""
-    diffs = [math.log(x) - math.log(y) for x, y in zip(t, b)]
-    n = len(diffs)
-    mean = math.fsum(diffs) / n
-    var = math.fsum((x - mean) ** 2 for x in diffs) / (n - 1)
-    d = mean if higher else -mean
-    sd = f"s.d. {_pct(math.sqrt(var)):.1f} % of a window's ratio"
-    return _read(d, var, n, 0.0, n, rule, rnd, sd, "windows")
-
-
-def _read(d: float, vt: float, nt: int, vb: float, nb: int, rule: Rule, rnd: int, sd: str,
-          unit: str) -> Outcome:
+def _read(e: Estimate, rule: Rule, rnd: int, sd: str, unit: str) -> Outcome:
     """A look's verdict: a gain or a loss read from the ``1 - alpha_r`` interval, else no
     difference from the ``1 - 2 alpha_r`` one; an undecided look reports the wider (and says
     why: ``sd`` the spread, ``unit`` what more of would decide)."""
+    d, nt, nb = e.d, e.n_t, e.n_b
     conf = rule.confidence_at(rnd)
-    h = _half_width(vt, nt, vb, nb, conf)
-    lo, hi = _pct(d - h), _pct(d + h)
+    lo, hi = (_pct(x) for x in e.interval(conf))
     verdict = decide(lo, hi, rule.threshold_pct)
     out = Outcome(verdict, _pct(d), lo, hi, nt, nb, conf, rnd)
     if verdict in (GAIN, LOSS):
         return out
     eq_conf = rule.confidence_at(rnd, equivalence=True)
-    h_eq = _half_width(vt, nt, vb, nb, eq_conf)
-    lo_eq, hi_eq = _pct(d - h_eq), _pct(d + h_eq)
+    lo_eq, hi_eq = (_pct(x) for x in e.interval(eq_conf))
     if decide(lo_eq, hi_eq, rule.threshold_pct) == NO_DIFFERENCE:
         return Outcome(NO_DIFFERENCE, _pct(d), lo_eq, hi_eq, nt, nb, eq_conf, rnd)
     # out is inconclusive here: had the wider interval lain within the margins, so would this one
-    need = needed_reps(vt, vb, d, rule, max(nt, nb) + 1)
+    need = needed_reps(e, rule, max(nt, nb) + 1)
     if need is None and _gap(d, rule.threshold_pct)[0] < ON_THRESHOLD:
         why = (f"the gain {_pct(d):+.1f} % sits on the +-{rule.threshold_pct:g} % threshold ({sd}): "
                "more repetitions would help little")
@@ -347,7 +311,6 @@ def _judge(treatment: Iterable[tuple[int, float | None]], baseline: Iterable[tup
     rounds = sorted({r for r, _ in t} | {r for r, _ in b})
     if not rule.sequential:
         rounds = rounds[-1:]
-    look = _paired_look if paired else _look
     last: Outcome | None = None
     seen: tuple[int, int] | None = None
     for rnd in rounds:
@@ -356,7 +319,7 @@ def _judge(treatment: Iterable[tuple[int, float | None]], baseline: Iterable[tup
         if len(tt) < rule.min_reps or len(bb) < rule.min_reps or (len(tt), len(bb)) == seen:
             continue
         seen = (len(tt), len(bb))
-        last = look(tt, bb, rule, higher_is_better, rnd)
+        last = _look(tt, bb, rule, higher_is_better, rnd, paired)
         if last.decided:
             return last
     if last is not None:

@@ -12,18 +12,28 @@ repetition from one of :data:`NOISE_MODELS` (``spread`` is its scale). Two simul
 
 tests/verdicts/test_stopping_rule.py asserts the documented levels on these;
 benchmarks/stopping_rule.py prints the full table of docs/statistics.md.
+
+* :func:`simulate_gate`: the regression gate (:mod:`.regression`): every metric of every
+  permutation with relative noise per repetition, part of it a level each round shares with
+  both sides, the candidate changed by a known amount, and a position effect on the side that
+  ran second in a round (:func:`~harness.verdicts.auto.side_orders`); counts the gate's overall
+  verdicts and the rows called ``improved``. tests/gate asserts its levels;
+  benchmarks/gate_rates.py prints docs/gate.md's table.
 """
 
 from __future__ import annotations
 
+import math
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
 
-from .auto import fit_round, plan_round
+from .auto import SIDES, fit_round, plan_round, side_orders
 from .pairs import judge_all
+from .regression import FAILING, IMPROVED, PASS, REGRESSION, WARNING, GateSettings, compare_samples, worst
 from .rule import GAIN, INCONCLUSIVE, LOSS, NO_DIFFERENCE, Rule, judge
 
 
@@ -208,4 +218,99 @@ def simulate_runs(effects: Effects, rule: Rule, *, model: str = "lognormal",
             any_false |= bad and j.outcome.verdict in (GAIN, LOSS)
         out.runs_with_wrong += any_wrong
         out.runs_with_false_effect += any_false
+    return out
+
+
+# --------------------------------------------------------------------------- the regression gate
+
+#: typical values of the five metrics (a receive rate of 3000 msg/s and the latencies in ms)
+BASE = {"receive_rate": 3000.0, "send_rate": 3000.0, "send_p50_ms": 2.0, "send_p99_ms": 8.0, "e2e_p99_ms": 30.0}
+NOISE_KINDS = ("normal", "lognormal", "outliers")
+
+
+def noise(rng: random.Random, cv: float, kind: str) -> float:
+    """A multiplicative noise factor with relative spread ``cv``."""
+    if kind == "normal":
+        return 1 + rng.gauss(0, cv)
+    if kind == "lognormal":
+        return math.exp(rng.gauss(0, cv))
+    if kind == "outliers":          # one repetition in ten is four times as noisy
+        return 1 + rng.gauss(0, cv * (4 if rng.random() < 0.1 else 1))
+    raise ValueError(f"unknown noise kind {kind!r} (expected one of {', '.join(NOISE_KINDS)})")
+
+
+def side(rng: random.Random, reps: int, perms: int, cv: float, kind: str = "normal",
+         rate_drop: float = 0.0, latency_rise: float = 0.0, second: list[bool] | None = None,
+         position_effect: float = 0.0, levels: list[list[float]] | None = None) -> dict[str, dict[str, list[float]]]:
+    """One side's samples, ``{permutation: {metric: [value per repetition]}}``; ``second[i]``:
+    this side ran second in round i, slower by ``position_effect``; ``levels[p][i]``: the level
+    round i of permutation p shares with the other side."""
+    out = {}
+    for p in range(perms):
+        out[f"perm{p}"] = {
+            m: [v * ((1 - rate_drop) if m.endswith("rate") else (1 + latency_rise)) * noise(rng, cv, kind)
+                * _slower(m, position_effect if second and second[i] else 0.0) * (levels[p][i] if levels else 1.0)
+                for i in range(reps)]
+            for m, v in BASE.items()}
+    return out
+
+
+def _slower(metric: str, by: float) -> float:
+    return (1 - by) if metric.endswith("rate") else (1 + by)
+
+
+@dataclass
+class GateRates:
+    """Outcomes of ``trials`` simulated comparisons, as fractions of the trials."""
+
+    trials: int
+    counts: dict[str, int] = field(default_factory=dict)   # overall verdict -> trials
+    improved_trials: int = 0                                # trials with a row called improved
+
+    def rate(self, *verdicts: str) -> float:
+        return sum(self.counts.get(v, 0) for v in verdicts) / self.trials
+
+    @property
+    def failed(self) -> float:
+        """The gate exits 1 (a regression; integrity does not vary in these simulations)."""
+        return self.rate(*FAILING)
+
+    @property
+    def passed(self) -> float:
+        """The gate exits 0 (pass, warning or inconclusive)."""
+        return 1.0 - self.failed
+
+    @property
+    def improved(self) -> float:
+        """A row is called ``improved`` (a false claim when there is only noise)."""
+        return self.improved_trials / self.trials
+
+
+def simulate_gate(seed: int, reps: int, perms: int, cv: float, kind: str = "normal", rate_drop: float = 0.0,
+                  latency_rise: float = 0.0, trials: int = 400, settings: GateSettings = GateSettings(),
+                  position_effect: float = 0.0, balanced: bool = True, shared: float = 0.0,
+                  paired: bool = True) -> GateRates:
+    """Run ``trials`` seeded gates of ``reps`` rounds and count the verdicts. The noise's
+    relative spread ``cv`` is split: a share ``shared`` of its variance is the round's level,
+    common to both sides (what interleaving is for: the machine's speed in those minutes), the
+    rest independent per run. Each trial draws its rounds' orders (``balanced``: counterbalanced,
+    as the gate does) and judges paired by round (``paired``, the interleaved gate) or not
+    (stored runs)."""
+    rng = random.Random(seed)
+    out = GateRates(trials=trials)
+    own = cv * math.sqrt(1.0 - shared)
+    for _ in range(trials):
+        orders = side_orders(rng, reps, balanced)
+        base, cand = ([o[1] == s for o in orders] for s in SIDES)
+        levels = [[math.exp(rng.gauss(0, cv * math.sqrt(shared))) for _ in range(reps)] for _ in range(perms)]
+        rows = compare_samples(side(rng, reps, perms, own, kind, second=base, position_effect=position_effect,
+                                    levels=levels),
+                               side(rng, reps, perms, own, kind, rate_drop, latency_rise, cand, position_effect, levels),
+                               settings, paired)
+        v = PASS
+        for r in rows:
+            v = worst(v, r.verdict)
+        v = v if v in (REGRESSION, WARNING, INCONCLUSIVE) else PASS
+        out.counts[v] = out.counts.get(v, 0) + 1
+        out.improved_trials += any(r.verdict == IMPROVED for r in rows)
     return out

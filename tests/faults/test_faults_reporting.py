@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from conftest_faults import (can_mount_tmpfs, check_account, finish, locust_processes, ssbench, start_run,
                              write_matrix)
+from support.summaries import read as read_summary
 
 pytestmark = pytest.mark.slow
 
@@ -101,7 +102,7 @@ def test_a_matrix_beyond_the_servers_connections_is_refused_and_failed_connects_
             h.close()
     assert r.returncode == 0, r.stderr[-3000:]
     [path] = list(out.glob("*/rep-01/summary.json"))
-    d = json.loads(path.read_text())
+    d = read_summary(path)
     assert d["errors"] > 0 and any("too many clients" in x for x in d["error_samples"]), (d["errors"], d["error_samples"])
     assert d["status"] == "errors" and d["users_active"] < 40 and d["messages_lost"] == 0, d["status"]
     fault()

@@ -13,8 +13,8 @@ import pytest
 from harness.cli import main
 from harness.errors import UserError
 from harness.gate import GateSettings, compare_runs, compare_samples, load_run, write_report
-from harness.gate.method import FAIL, IMPROVED, INCONCLUSIVE, NO_DATA, PASS, REGRESSION, WARNING
-from harness.gate.simulate import BASE, simulate
+from harness.verdicts.regression import FAIL, IMPROVED, INCONCLUSIVE, NO_DATA, PASS, REGRESSION, WARNING
+from harness.verdicts.simulate import BASE, simulate_gate as simulate
 from harness.results import RepetitionSummary
 
 PERM = "i1-t4-per_thread-p100-durable"
@@ -99,7 +99,7 @@ def test_regression_needs_effect_and_significance(tmp_path):
     assert by["receive_rate"].verdict == REGRESSION
     assert by["receive_rate"].r == pytest.approx(2700 / 3000)
     assert by["receive_rate"].threshold == pytest.approx(0.05)          # 5 % floor: baseline spread is tiny
-    assert by["receive_rate"].p == pytest.approx(1 / 252)
+    assert by["receive_rate"].p < 1e-6 and by["receive_rate"].q <= 0.01       # Welch's t on the logs
     assert by["send_p99_ms"].verdict == PASS                          # identical latencies
     assert rep.verdict == REGRESSION and rep.exit_code == 1
 
@@ -159,7 +159,6 @@ def test_fewer_than_min_reps_is_inconclusive_not_a_regression(tmp_path):
     assert row.p is None and row.significance_judged is False and row.significant is None
     assert row.effect_beyond and row.verdict == INCONCLUSIVE
     assert "fewer than 4 a side" in row.reason and "10.0% worse" in row.reason
-    assert row.min_p == pytest.approx(1 / 20)
     assert rep.verdict == INCONCLUSIVE and rep.exit_code == 0
     table = rep.format_table()
     assert "inconclusive (worse, unproven)" in table
@@ -186,7 +185,7 @@ def test_one_repetition_never_fails_on_effect_alone(tmp_path, capsys):
     assert doc["inconclusive"] == {"rows": 10, "worse_beyond_threshold": 2}   # both rates of PERM
     assert doc["tests"] == 0 and doc["warnings"] and "inconclusive" in doc["settings"]
     row = next(r for r in doc["rows"] if r["permutation"] == PERM and r["metric"] == "receive_rate")
-    assert row["verdict"] == "inconclusive" and row["min_p"] == 0.5 and row["p"] is None
+    assert row["verdict"] == "inconclusive" and row["p"] is None
     # --strict wants a decision: an inconclusive gate exits 1 there
     assert run_gate("--baseline", str(base), "--candidate", str(cand), "--no-report", "--strict") == 1
 
@@ -205,35 +204,37 @@ def test_integrity_failure_fails_even_with_one_repetition(tmp_path, capsys):
     assert "gate: FAIL" in capsys.readouterr().out
 
 
-def test_too_few_reps_for_alpha_is_inconclusive(tmp_path):
-    """--min-reps 2 with 2 repetitions a side: the exact test's smallest p is 1/6 > 0.05, it
-    can never be significant: inconclusive (the rule is the smallest possible p, not only
-    the count)."""
-    base = write_run(tmp_path / "b", {PERM: reps_of([3000, 3010])})
-    cand = write_run(tmp_path / "c", {PERM: reps_of([2000, 2010])})
-    rep = compare_runs(load_run(base), load_run(cand), GateSettings(min_reps=2))
-    row = next(r for r in rep.rows if r.metric == "receive_rate")
-    assert row.verdict == INCONCLUSIVE and "can never be significant" in row.reason
-    assert rep.exit_code == 0
-    # 3 a side reaches 1/20 = alpha: judged (and BH over 5 tests keeps q above alpha: a warning)
-    base3 = write_run(tmp_path / "b3", {PERM: reps_of([3000, 3010, 2990])})
-    cand3 = write_run(tmp_path / "c3", {PERM: reps_of([2000, 2010, 1990])})
-    row3 = next(r for r in compare_runs(load_run(base3), load_run(cand3), GateSettings(min_reps=3)).rows
-                if r.metric == "receive_rate")
-    assert row3.significance_judged and row3.p == pytest.approx(1 / 20) and row3.verdict == WARNING
+def test_paired_by_round_compares_the_rounds_both_sides_count(tmp_path):
+    """An interleaved gate's sides ran round by round: each round's level (the machine's speed
+    in those minutes) is in both, and cancels in the round's ratio. Unpaired, these rounds'
+    levels (2,600 to 3,400) hide a clean 4 % drop; paired, it is significant. A round one side
+    lost is compared by neither: with too few rounds left, inconclusive."""
+    levels = [3000, 3400, 2600, 3200, 2800]
+    base = write_run(tmp_path / "b", {PERM: reps_of(levels)})
+    cand = write_run(tmp_path / "c", {PERM: reps_of([x * 0.96 * (1 + (-1) ** i * 0.002) for i, x in enumerate(levels)])})
+    settings = GateSettings(min_effect=0.03, k=0.0)
+    unpaired = next(r for r in compare_runs(load_run(base), load_run(cand), settings).rows if r.metric == "receive_rate")
+    paired = next(r for r in compare_runs(load_run(base), load_run(cand), settings, paired=True).rows
+                  if r.metric == "receive_rate")
+    assert unpaired.p > 0.2 and unpaired.verdict == WARNING
+    assert paired.paired and paired.p < 1e-4 and paired.verdict == REGRESSION
+    short = write_run(tmp_path / "s", {PERM: reps_of([x * 0.96 for x in levels[:3]])})
+    row = next(r for r in compare_runs(load_run(base), load_run(short), settings, paired=True).rows
+               if r.metric == "receive_rate")
+    assert (row.n_baseline, row.n_candidate, row.verdict) == (3, 3, INCONCLUSIVE)
 
 
 def test_bh_across_permutations_and_metrics(tmp_path):
-    """A lone 8 % drop in one metric of one permutation with 4 reps a side cannot pass BH
-    across 10 tests (smallest p is 1/70): a warning, not a regression. A drop that hits every
-    metric (what a slower SEND does) is a regression."""
-    base = write_run(tmp_path / "b", {PERM: reps_of([3000, 3010, 2990, 3005]),
+    """A lone noisy 8 % drop in one metric of one permutation with 4 reps a side, significant
+    alone (p < 0.01), cannot pass BH across 10 tests: a warning, not a regression. A drop that
+    hits every metric (what a slower SEND does) is a regression."""
+    base = write_run(tmp_path / "b", {PERM: reps_of([3000, 3100, 2900, 3050]),
                                       PERM2: reps_of([3000, 3010, 2990, 3005])})
-    lone = [dict(receive_rate=r, send_rate=3000 + i) for i, r in enumerate([2760, 2770, 2750, 2765])]
+    lone = [dict(receive_rate=r, send_rate=3000 + i) for i, r in enumerate([2760, 2850, 2660, 2810])]
     cand = write_run(tmp_path / "c", {PERM: lone, PERM2: reps_of([3000, 3010, 2990, 3005])})
     rep = compare_runs(load_run(base), load_run(cand))
     row = next(r for r in rep.rows if r.metric == "receive_rate" and r.permutation == PERM)
-    assert row.p == pytest.approx(1 / 70) and row.q > 0.05
+    assert row.p < 0.01 and row.q > 0.01
     assert row.verdict == WARNING and rep.exit_code == 0
     slow = [dict(receive_rate=2700 + i, send_rate=2700 + i, send_p50=2.5 + i / 100, send_p99=10 + i / 100,
                  e2e_p99=38 + i / 100) for i in range(4)]
@@ -374,7 +375,7 @@ def test_cli_table_json_and_exit_codes(tmp_path, capsys):
     assert doc["settings"]["correction"] == "benjamini-hochberg" and doc["settings"]["k"] == 2.0
     assert doc["permutations"] == {PERM: "regression"}
     row = next(r for r in doc["rows"] if r["metric"] == "receive_rate")
-    assert row["threshold"] == pytest.approx(0.05) and row["p"] == pytest.approx(1 / 252)
+    assert row["threshold"] == pytest.approx(0.05) and row["p"] < 1e-6 and row["paired"] is False
     # same run against itself: pass
     assert run_gate("--baseline", str(base), "--candidate", str(base), "--no-report") == 0
     assert not (base / "gate.json").exists()
@@ -517,9 +518,13 @@ def test_settings_validation():
 
 
 # --------------------------------------------------------------------------- acceptance: simulations
-# (harness.gate.simulate; benchmarks/gate_rates.py prints the same figures, docs/gate.md has them)
+# (harness.verdicts.simulate.simulate_gate; benchmarks/gate_rates.py prints the same figures, docs/gate.md
+# has them)
 
 TRIALS = 400
+#: the share of the noise's variance a round shares with both sides, as a 10-round
+#: self-comparison of gate.yaml measured it (0.18 to 0.66, median 0.40: docs/findings/gate-rounds.md)
+ROUNDS = 0.4
 
 
 @pytest.mark.parametrize("reps,perms,cv,kind", [
@@ -535,6 +540,15 @@ def test_noise_only_passes_at_least_95_percent(reps, perms, cv, kind):
     assert rates.passed >= 0.95, f"noise-only pass rate {rates.passed:.3f} ({reps} reps, {perms} perms, {cv:.0%} {kind})"
 
 
+@pytest.mark.parametrize("shared,paired", [(0.0, True), (ROUNDS, True), (0.0, False)])
+def test_noise_alone_fails_at_most_1_percent_of_gates_at_10_percent_noise(shared, paired):
+    """gate.yaml's shape (2 permutations x 5 metrics, 5 rounds), 10 % noise: the one-sided test,
+    Benjamini-Hochberg at 0.01, holds a gate's false regressions at 1 % whatever the noise
+    (the rule before it, an exact Mann-Whitney U at 0.05, failed 2.65 % at independent noise)."""
+    rates = simulate(55, 5, 2, 0.10, shared=shared, paired=paired, trials=2000)
+    assert rates.failed <= 0.0125, rates
+
+
 @pytest.mark.parametrize("reps,perms", [(1, 18), (1, 2), (3, 2), (3, 18)])
 def test_too_few_repetitions_never_fail_and_say_inconclusive(reps, perms):
     """bench.yaml (1 repetition, 18 permutations) and 3 repetitions: noise-only comparisons
@@ -548,13 +562,13 @@ def test_too_few_repetitions_never_fail_and_say_inconclusive(reps, perms):
 
 def test_ten_percent_throughput_drop_is_caught_90_percent():
     """The acceptance criterion: 5 repetitions a side, 3 % noise, a 10 % drop of the rates."""
-    caught = simulate(2024, reps=5, perms=1, cv=0.03, rate_drop=0.10, trials=TRIALS).failed
+    caught = simulate(2024, reps=5, perms=1, cv=0.03, rate_drop=0.10, trials=TRIALS, shared=ROUNDS).failed
     assert caught >= 0.90, f"detection rate {caught:.3f}"
 
 
 def test_ten_percent_drop_in_the_gate_matrix_is_caught():
     """The same in matrices/gate.yaml's shape: 2 permutations x 5 repetitions, both slowed."""
-    caught = simulate(2026, reps=5, perms=2, cv=0.03, rate_drop=0.10, trials=TRIALS).failed
+    caught = simulate(2026, reps=5, perms=2, cv=0.03, rate_drop=0.10, trials=TRIALS, shared=ROUNDS).failed
     assert caught >= 0.90, f"detection rate {caught:.3f}"
 
 
@@ -588,7 +602,7 @@ def test_counterbalanced_orders_keep_a_position_effect_from_failing_the_gate(rep
 
 
 def test_a_ten_percent_gain_is_called_an_improvement():
-    rates = simulate(2027, reps=5, perms=2, cv=0.03, rate_drop=-0.10, trials=TRIALS)
+    rates = simulate(2027, reps=5, perms=2, cv=0.03, rate_drop=-0.10, trials=TRIALS, shared=ROUNDS)
     # the latencies are unchanged: they fail on noise alone as rarely as in a noise-only gate
     assert rates.improved >= 0.95 and rates.failed <= 0.01, rates
 

@@ -195,14 +195,15 @@ def test_interleave_same_code_passes(scratch_repo, tmp_path):
 @needs_git
 def test_a_disturbed_repetition_gets_a_replacement_round(scratch_repo, tmp_path):
     """A candidate repetition kept out of the comparison (noisy storage) is replaced by a round
-    of the candidate alone, so the regression is still judged on 4 repetitions a side; the
-    replacements stop at MAX_REPLACEMENTS however many are disturbed."""
+    of both sides, so the regression is still judged on 4 rounds both sides count (the paired
+    comparison reads those); the replacements stop at MAX_REPLACEMENTS however many are
+    disturbed."""
     runner = FakeRunner({"baseline": 3000.0, "candidate": 1000.0}, disturbed={(2, "candidate"): "noisy_storage"})
     out = tmp_path / "out"
     res = run_interleaved("HEAD", scratch_repo / "matrix.yaml", seed=3, out_dir=out, repo=scratch_repo,
                           runner=runner, echo=lambda s: None)
-    assert [(c["round"], c["side"]) for c in runner.calls[8:]] == [(5, "candidate")]
-    assert json.loads((out / "interleave.json").read_text())["replacements"] == [{"round": 5, "side": "candidate"}]
+    assert sorted((c["round"], c["side"]) for c in runner.calls[8:]) == [(5, "baseline"), (5, "candidate")]
+    assert json.loads((out / "interleave.json").read_text())["replacements"] == [{"round": 5}]
     assert res.report.exit_code == 1, res.report.format_table()
     assert any("kept out" in n or "left out" in n for n in res.report.notes), res.report.notes
 
@@ -210,7 +211,7 @@ def test_a_disturbed_repetition_gets_a_replacement_round(scratch_repo, tmp_path)
     runner = FakeRunner({"baseline": 3000.0, "candidate": 3000.0}, disturbed=every)
     run_interleaved("HEAD", scratch_repo / "matrix.yaml", seed=3, out_dir=tmp_path / "out2", repo=scratch_repo,
                     runner=runner, echo=lambda s: None)
-    assert len(runner.calls) == 8 + MAX_REPLACEMENTS
+    assert len(runner.calls) == 8 + 2 * MAX_REPLACEMENTS
 
 
 @needs_git

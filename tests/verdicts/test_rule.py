@@ -158,7 +158,9 @@ def test_an_undecided_comparison_says_how_many_repetitions_would_decide():
                  Rule(threshold_pct=10.0, min_reps=o.needed + 5, max_reps=o.needed + 5))
     assert many.verdict == NO_DIFFERENCE
     # an estimate on the threshold itself: more repetitions help little
-    assert needed_reps(0.01, 0.01, math.log(1.10), rule, 3) is None
+    from harness.verdicts.estimate import Estimate
+
+    assert needed_reps(Estimate(math.log(1.10), 0.01, 3, 0.01, 3), rule, 3) is None
     o = judge(reps(110.0, 100.0, 120.0, 110.0), reps(100.0, 100.0, 100.0, 100.0), rule)
     assert o.verdict == INCONCLUSIVE and "sits on the +-10 % threshold" in o.reason
     # a huge spread: more than the limit, said as such (not "on the threshold")
@@ -176,14 +178,15 @@ def test_a_threshold_override_replaces_the_runs():
 
 def _needed_one_by_one(var_t, var_b, d, rule, start):
     """needed_reps as it was: every count in turn (1 up to 50, then 10 % apart)."""
-    from harness.verdicts.rule import NEEDED_LIMIT, _gap, _half_width
+    from harness.verdicts.estimate import Estimate
+    from harness.verdicts.rule import NEEDED_LIMIT, _gap
 
     gap, equivalence = _gap(d, rule.threshold_pct)
     if gap <= 0.0:
         return None
     n = max(start, 2)
     while n <= NEEDED_LIMIT:
-        if _half_width(var_t, n, var_b, n, rule.confidence_at(n, equivalence)) < gap:
+        if Estimate(d, var_t, n, var_b, n).half_width(rule.confidence_at(n, equivalence)) < gap:
             return n
         n = n + 1 if n < 50 else int(n * 1.1)
     return None
@@ -199,7 +202,10 @@ def test_needed_reps_is_the_first_count_that_decides(var_t, var_b, d, threshold,
     (before the last look each count's own level, which need not fall, is tried in turn)."""
     rule = Rule(threshold_pct=threshold) if looks is None else Rule(threshold_pct=threshold, min_reps=looks[0],
                                                                     max_reps=looks[1], rho=rho)
-    assert needed_reps(var_t, var_b, d, rule, start) == _needed_one_by_one(var_t, var_b, d, rule, start)
+    from harness.verdicts.estimate import Estimate
+
+    e = Estimate(d, var_t, 2, var_b, 2)
+    assert needed_reps(e, rule, start) == _needed_one_by_one(var_t, var_b, d, rule, start)
 
 
 # --------------------------------------------------------------------------- paired (alternated runs)
@@ -242,5 +248,8 @@ def test_an_undecided_paired_look_says_how_many_windows_would_decide():
     assert o.verdict == INCONCLUSIVE and "of a window's ratio" in o.reason and "windows would decide" in o.reason
     diffs = np.log([1.04, 0.98, 1.09])
     # the count is the paired one: the ratios' variance, none on the other side
-    assert o.needed == needed_reps(float(np.var(diffs, ddof=1)), 0.0, float(diffs.mean()), Rule(threshold_pct=10.0), 4)
+    from harness.verdicts.estimate import Estimate
+
+    e = Estimate(float(diffs.mean()), float(np.var(diffs, ddof=1)), 3, 0.0, 3, paired=True)
+    assert o.needed == needed_reps(e, Rule(threshold_pct=10.0), 4)
     assert o.needed is not None and o.needed > 3

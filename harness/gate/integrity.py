@@ -1,0 +1,43 @@
+"""The gate's integrity check: messages lost, errors and disabled queues fail a comparison
+whatever the throughput and however few the repetitions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..verdicts.regression import FAIL, PASS
+from .rundata import PermData
+
+
+@dataclass
+class IntegrityResult:
+    permutation: str
+    candidate_lost: int
+    baseline_lost: int
+    candidate_errors_per_rep: float
+    baseline_errors_per_rep: float
+    candidate_queue_disabled: bool
+    verdict: str = PASS
+    reasons: list[str] = field(default_factory=list)
+
+
+def check_integrity(perm: str, baseline: PermData, candidate: PermData) -> IntegrityResult:
+    """Messages lost, errors and disabled queues: a failure whatever the throughput."""
+    c_lost = sum(r.messages_lost for r in candidate.reps)
+    b_lost = sum(r.messages_lost for r in baseline.reps)
+    c_err = sum(r.errors for r in candidate.reps) / len(candidate.reps)
+    b_err = sum(r.errors for r in baseline.reps) / len(baseline.reps)
+    disabled = any(r.queue_disabled for r in candidate.reps)
+    res = IntegrityResult(permutation=perm, candidate_lost=c_lost, baseline_lost=b_lost,
+                          candidate_errors_per_rep=c_err, baseline_errors_per_rep=b_err,
+                          candidate_queue_disabled=disabled)
+    if c_lost > 0:
+        reps = [r.repetition for r in candidate.reps if r.messages_lost > 0]
+        res.reasons.append(f"candidate lost {c_lost} message(s) (rep {', '.join(map(str, reps))})")
+    if c_err > b_err:
+        res.reasons.append(f"errors rose: {c_err:g} per repetition (baseline {b_err:g})")
+    if disabled:
+        res.reasons.append("candidate queue disabled (poison messages)")
+    if res.reasons:
+        res.verdict = FAIL
+    return res
