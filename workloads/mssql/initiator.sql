@@ -368,6 +368,14 @@ SELECT CAST(handle AS nvarchar(36)), high FROM [dbo].[dialogs] WHERE k = ?;
 SELECT ISNULL(SUM(sent), 0), ISNULL(SUM(begun), 0), ISNULL(SUM(ended), 0)
 FROM [dbo].[ssbench_counts];
 
+-- @@ xmitq_data
+-- This initiator's measured data messages still in its transmission queue: not EndDialog or
+-- Error messages, not warm-up messages, not another service's (a DBA's database has its own).
+-- A body the view does not show (NULL) counts as measured.
+SELECT COUNT_BIG(*) FROM sys.transmission_queue
+WHERE to_service_name = {{lit:service}} AND message_type_name = {{lit:message_type}}
+  AND (message_body IS NULL OR SUBSTRING(message_body, 1, 4) <> 0x53534257);
+
 -- @@ dialog_errors_received
 -- Error messages the target sent back that ssbench_initiator_end received and recorded.
 SELECT COUNT_BIG(*) FROM [dbo].[ssbench_dialog_errors]

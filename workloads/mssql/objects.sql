@@ -104,6 +104,12 @@ IF OBJECT_ID(N'dbo.' + {{lit:table}}, N'U') IS NULL
         message_type nvarchar(256) NULL,
         error nvarchar(4000) NOT NULL,
         messageVal varbinary(2000) NULL);
+GO
+-- seq: the message's sequence number in its conversation ([dialog], the receiving side's
+-- handle): with it the accounting tells a data message that never reached messageDrop (poison)
+-- from one processed before a later statement failed
+IF COL_LENGTH(N'dbo.' + {{lit:table}}, N'seq') IS NULL
+    ALTER TABLE [dbo].{{ident:table}} ADD seq bigint NULL;
 
 -- @@ config_table
 -- ssbench's settings in this database (e.g. the target's broker GUID on an initiator).

@@ -283,22 +283,36 @@ class MssqlTarget(Session, Target, Telemetry):
 
     # ------------------------------------------------------------------ accounting
     def counts(self) -> Counts:
+        """Each initiator's data messages, warm-up excluded: sent (its ssbench_counts), in its
+        transmission queue, in the target queue, received (distinct messages of the drop table;
+        tallies beyond a message's first are duplicates) and poison (in the error table, never
+        in the drop table). Read upstream first, so a message moving meanwhile is counted twice
+        rather than missed. The drop table is read whole only once the queues hold none of the
+        test's messages (the drain's last reading); before, received is the tally."""
         target, inits = self._active()
-        received = {int(r[0]): int(r[1] or 0)
-                    for r in self._query(target, "target", "received_by_initiator")}
+        names = self._names()
         per = []
         for idx, inst in enumerate(inits, start=1):
             sent = max(0, self._sent_counts(inst)[0] - self._baseline.get(idx, (0, 0, 0))[0])
-            xmitq = int(self._scalar(inst, "collectors", "xmitq_exact") or 0)
-            per.append(InitiatorCounts(initiator=idx, sent=sent, received=received.get(idx, 0),
-                                       xmitq=xmitq))
-        queue = int(self._scalar(target, "target", "queue_exact", params=self._names()) or 0)
-        errors = int(self._scalar(target, "target", "error_count") or 0)
+            xmitq = int(self._scalar(inst, "initiator", "xmitq_data", params=names) or 0)
+            per.append(InitiatorCounts(initiator=idx, sent=sent, received=0, xmitq=xmitq))
+        queued = self._by_initiator(target, "queued_by_initiator")
+        tallied = self._by_initiator(target, "received_by_initiator")
+        poison = self._by_initiator(target, "poison_by_initiator")
+        rows = {} if any(c.xmitq for c in per) or any(queued.values()) else {
+            int(r[0]): (int(r[1] or 0), int(r[2] or 0))
+            for r in self._query(target, "target", "distinct_by_initiator", purpose="admin")}
+        for c in per:
+            c.queued, c.poison = queued.get(c.initiator, 0), poison.get(c.initiator, 0)
+            n, distinct = rows.get(c.initiator, (tallied.get(c.initiator, 0),) * 2)
+            c.received, c.duplicates = distinct, n - distinct
         state = self._query(target, "collectors", "queue_state", [self.topology.broker.queue])
-        disabled = bool(state) and not state[0][0]
-        if per:   # not yet counted per initiator: the target queue and the error table on the first
-            per[0].queued, per[0].poison = queue, errors
-        return Counts(initiators=per, queue_disabled=disabled)
+        return Counts(initiators=per, queue_disabled=bool(state) and not state[0][0])
+
+    def _by_initiator(self, inst: Instance, section: str) -> dict[int, int]:
+        """initiator -> count, from a target.sql section's (initiator, count, ...) rows."""
+        return {int(r[0]): int(r[1] or 0) for r in self._query(inst, "target", section, params=self._names())
+                if r[0] is not None}
 
     def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:
         """Poll the cheap partition row counts; read exact counts once they reach zero.

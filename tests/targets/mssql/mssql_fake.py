@@ -18,6 +18,7 @@ import hashlib
 import re
 import threading
 import uuid
+from collections import Counter
 
 from broker_model import BrokerError, BrokerModel, Session
 
@@ -131,7 +132,8 @@ class FakeServer:
             return []
         if sec in ("initiator.truncate_tables", "initiator.truncate_dialogs", "target.truncate_tables"):
             db = m.db(s, d)
-            db.dialogs.clear(), db.counts.clear(), db.received.clear(), db.dialog_errors.clear()
+            db.dialogs.clear(), db.counts.clear(), db.drop.clear(), db.dialog_errors.clear()
+            db.errors.clear()
             return []
         if sec == "initiator.sent_counts":
             m.pump()
@@ -209,6 +211,10 @@ class FakeServer:
             return []
         if sec in ("target.activation_on", "target.activation_off"):
             m.db(s, d).activation = sec.endswith("on")
+            return []
+        if sec == "target.queue_enable":
+            db = m.db(s, d)
+            db.receive_enabled, db.rollbacks = True, 0
             return []
         return None
 
@@ -339,9 +345,24 @@ class FakeServer:
             m.pump()
             if s in f.tally:
                 return f.tally[s]
-            return [(i, r[0], r[1]) for i, r in sorted(m.db(s, d).received.items())]
+            return [(i, r[0], r[1]) for i, r in sorted(m.tallied(m.db(s, d)).items())]
+        if sec == "target.distinct_by_initiator":
+            if s in f.tally:
+                return [(i, n, n) for i, n, _ in f.tally[s]]
+            rows: dict[int, list] = {}
+            for i, conv, seq, warm in m.db(s, d).drop:
+                if not warm:
+                    rows.setdefault(i, []).append((conv, seq))
+            return [(i, len(v), len(set(v))) for i, v in sorted(rows.items())]
+        if sec == "target.poison_by_initiator":
+            return sorted(Counter(i for i, _, _ in m.poison(m.db(s, d))).items())
+        if sec == "target.queued_by_initiator":
+            m.pump()
+            return sorted(Counter(x.initiator_no for x in m.db(s, d).queue if x.measured).items())
+        if sec == "initiator.xmitq_data":
+            return [(0,)]
         if sec == "target.processed_total":
-            return [(sum(r[0] for r in m.db(s, d).received.values()),)]
+            return [(sum(r[0] for r in m.tallied(m.db(s, d)).values()),)]
         if sec == "collectors.endpoint_states":
             m.pump()
             states: dict[str, list] = {}
@@ -350,14 +371,12 @@ class FakeServer:
                 row[0] += 1
                 row[1] += int(e.initiator)
             return [(st, n, i) for st, (n, i) in sorted(states.items())]
-        if sec == "target.error_count":
-            return [(len(m.db(s, d).errors),)]
         if sec == "collectors.xmitq_fast":
             return [(0, 1)]
         if sec in ("collectors.activated_tasks", "collectors.xmitq_exact"):
             return [(0,)]
         if sec == "collectors.queue_state":
-            return [(1, 1, 1, 16, "dbo.SRPerf_Queue_LabTest")]
+            return [(int(m.db(s, d).receive_enabled), 1, 1, 16, "dbo.SRPerf_Queue_LabTest")]
         if sec == "collectors.wait_stats":
             return f.waits
         if sec == "collectors.server_cpu":

@@ -189,3 +189,38 @@ def test_a_reset_survives_an_endpoint_deleted_under_it(fake, monkeypatch):
     with pytest.raises(TargetError) as e:
         t.prepare(1, "durable", BrokerSettings())
     assert "Is the topology provisioned" not in str(e.value)   # that hint is for missing objects only
+
+
+# --------------------------------------------------------------------------- issue 52, item 1
+
+def test_a_duplicate_never_stands_in_for_a_loss(fake, monkeypatch):
+    """A message in the drop table twice counts once, the second is a duplicate; the drop table
+    is read whole only once the queues hold none of the test's messages (the drain's last
+    reading), and per initiator, so the initiators' figures are the totals' parts."""
+    install_senders(monkeypatch, fake)
+    t = ready(fake, monkeypatch)
+    s = MssqlSender(t.sender_spec(1))
+    for _ in range(4):
+        s.send(s.dialog(1), bytes(100))
+    s.close()
+    target = fake.db(S, "ssbench_target")
+    target.activation = False                          # queued: the drop table is not read
+    n = len(fake.log)
+    c = t.counts()
+    assert (c.target_queue, c.received, c.lost) == (4, 0, 0)
+    assert "target.sql distinct_by_initiator" not in whats_since(fake, n)
+    target.activation = True
+    fake.model.pump()
+    target.drop[-2] = target.drop[-1]                 # one message tallied twice, another never
+    c = t.drain(1, poll=0.01)
+    i = c.initiators[0]
+    assert (i.sent, i.received, i.duplicates, i.lost) == (4, 3, 1, 1), i
+    assert (c.received, c.duplicates, c.lost) == (3, 1, 1)
+    for q in ("received_by_initiator", "distinct_by_initiator", "poison_by_initiator", "queued_by_initiator"):
+        assert "GROUP BY" in tsql.statement("target", q, {"queue": "q", "message_type": "m"}), q
+    assert "NOT EXISTS (SELECT * FROM [dbo].[messageDrop]" in tsql.statement(
+        "target", "poison_by_initiator", {"message_type": "m"})
+
+
+def whats_since(fake, n: int) -> list[str]:
+    return [w for _, _, w, _, _ in fake.log[n:]]
