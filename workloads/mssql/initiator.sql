@@ -128,7 +128,7 @@ BEGIN
     DECLARE @dh uniqueidentifier, @rows int, @groups int, @ended int, @err nvarchar(4000);
     WHILE 1 = 1
     BEGIN
-        SET @rows = NULL;
+        SELECT @rows = NULL, @ended = 0;
         BEGIN TRY
             BEGIN TRANSACTION;
             WAITFOR (
@@ -159,7 +159,6 @@ BEGIN
             FROM @msgs
             WHERE message_type IN (N'http://schemas.microsoft.com/SQL/ServiceBroker/Error',
                                    N'https://schemas.microsoft.com/SQL/ServiceBroker/Error');
-            SET @ended = 0;
             WHILE 1 = 1
             BEGIN
                 SET @dh = NULL;
@@ -177,10 +176,17 @@ BEGIN
         BEGIN CATCH
             -- a doomed transaction is rolled back (its messages go back to the queue); otherwise
             -- what was received is kept with the error, one row per message not yet ended (or
-            -- one row for the error alone), and committed
+            -- one row for the error alone), and committed, with the dialogs ended before the
+            -- failure counted: they commit too
             SET @err = CONCAT(N'error ', ERROR_NUMBER(), N' at line ', ERROR_LINE(), N': ',
                               ERROR_MESSAGE());
             IF XACT_STATE() = -1 ROLLBACK TRANSACTION;
+            IF XACT_STATE() = 1 AND @ended > 0
+            BEGIN
+                UPDATE [dbo].[ssbench_counts] SET ended = ended + @ended WHERE spid = @@SPID;
+                IF @@ROWCOUNT = 0
+                    INSERT INTO [dbo].[ssbench_counts] (spid, ended) VALUES (@@SPID, @ended);
+            END;
             INSERT INTO [dbo].[ssbench_dialog_errors] (received_at, [dialog], message_type, error, messageVal)
             SELECT SYSUTCDATETIME(), m.[dialog], m.message_type, @err, CAST(m.message_body AS varbinary(2000))
             FROM (VALUES (1)) AS one (x)

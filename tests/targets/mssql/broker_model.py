@@ -487,18 +487,26 @@ class BrokerModel:
                 if e.kind == "data" and e.initiator and e.conv is not None and (e.conv, e.seq) not in dropped}
 
     def _initiator_end(self, db: Db, msgs: list) -> None:
+        """ssbench_initiator_end: record the Error messages, END each dialog, count them. With
+        the fault ``end_fails`` the last END CONVERSATION fails: the CATCH commits the dialogs
+        ended before it, counted only when its text updates ssbench_counts."""
         text = db.proc("initiator_end_procedure")
+        fails = (db.faults.pop(0) if db.faults else None) == "end_fails"
         ended = 0
         endpoint = self._endpoints_by_conv(db)
-        for m in msgs:
+        for k, m in enumerate(msgs):
             ep = endpoint(m.conv)
             if m.kind == "error" and "ssbench_dialog_errors" in text:
                 db.dialog_errors.append(("Service Broker error message", m.conv))
+            if fails and k == len(msgs) - 1:
+                db.dialog_errors.append(("error 8426", m.conv))
+                break
             if ep is not None:
                 db.endpoints.pop(ep.handle)          # both sides ended: deleted
                 self.committed.append(("end", db.name, m.conv))
                 ended += 1
-        if "ssbench_counts" in text:
+        counts = text[text.index("BEGIN CATCH"):] if fails and "BEGIN CATCH" in text else text
+        if "ssbench_counts" in counts:
             row = db.counts.setdefault(self.activation_spid, [0, 0, 0])
             row[2] += ended
 

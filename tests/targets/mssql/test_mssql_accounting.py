@@ -224,3 +224,24 @@ def test_a_duplicate_never_stands_in_for_a_loss(fake, monkeypatch):
 
 def whats_since(fake, n: int) -> list[str]:
     return [w for _, _, w, _, _ in fake.log[n:]]
+
+
+# --------------------------------------------------------------------------- issue 52, item 13
+
+def test_the_initiator_readers_catch_counts_the_dialogs_it_commits(fake, monkeypatch):
+    """An END CONVERSATION that fails in ssbench_initiator_end: its CATCH commits the dialogs it
+    had ended before the failure, and counts them (dialogs_ended equals what committed)."""
+    install_senders(monkeypatch, fake)
+    t = ready(fake, monkeypatch)
+    init = fake.db(S, "ssbench_init1")
+    s = MssqlSender(t.sender_spec(1))
+    s.set_dialog_lifetime(1, False)                  # the target ends every dialog
+    for slot in (1, 2):
+        s.send(s.dialog(slot), bytes(100))
+    init.faults = ["end_fails"]                      # the next RECEIVE: two EndDialogs, one fails
+    t.drain(1, poll=0.01)
+    s.close()
+    ended = len(measured(fake, "end"))
+    assert ended == 1 and t.dialog_stats()["dialogs_ended"] == ended
+    catch = last(fake, "initiator.sql initiator_end_procedure").split("BEGIN CATCH", 1)[1]
+    assert catch.index("SET ended = ended + @ended") < catch.index("IF XACT_STATE() = 1 COMMIT")
