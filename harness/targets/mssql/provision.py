@@ -292,7 +292,9 @@ def _teardown_database(s: Session, inst: Instance, partners: list[Instance], kep
     disable, unrestorable = db_options.broker_changes(s, inst)
     kept += unrestorable
     if ("SERVICE", b.service) in owned:
-        s._run(inst, "teardown", "end_conversations", names)
+        left = s._reset(inst, "teardown", "end_conversations")
+        if left:
+            kept.append(left)
     for p in partners:
         s._run(inst, "teardown", "route_drop", {"route": f"ssbench_to_{p.name}"})
     if s.topology.role(inst) == "initiator":

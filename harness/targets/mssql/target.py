@@ -209,7 +209,9 @@ class MssqlTarget(Session, Target, Telemetry):
                 self._run(inst, "initiator", "truncate_tables")
         else:
             for inst in [*family, target]:
-                self._run(inst, "objects", "call_reset")
+                left = self._reset(inst)
+                if left:
+                    log.warning("%s", left)
         # 3. the server profile, once the options as the DBA had them are recorded (restored by
         # close() after the run and by teardown)
         for inst in [target, *family]:

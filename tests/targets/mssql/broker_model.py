@@ -127,6 +127,7 @@ class Db:
     rollbacks: int = 0                                    # RECEIVE transactions rolled back in a row
     faults: list = field(default_factory=list)            # what happens to each next RECEIVE
     vanishing_endpoint: bool = False                      # one is deleted while a reset walks
+    stuck_endpoints: int = 0                              # a reset cannot end these (three passes)
 
     def proc(self, section: str) -> str:
         return self.procs.get(section, "")
@@ -329,22 +330,27 @@ class BrokerModel:
             n += 1
         return n
 
-    def reset(self, db: Db) -> None:
-        """EXEC dbo.ssbench_reset: every conversation ended WITH CLEANUP, the tables emptied.
-        With ``vanishing_endpoint`` one endpoint is deleted by the broker while the procedure
-        walks its static list: an END CONVERSATION without TRY/CATCH around it fails."""
+    def reset(self, db: Db) -> list:
+        """EXEC dbo.ssbench_reset: every conversation ended WITH CLEANUP, the tables emptied;
+        returns its row (conversations ended, left, END CONVERSATIONs that failed). With
+        ``vanishing_endpoint`` one endpoint is deleted by the broker while the procedure walks
+        its static list: an END CONVERSATION without TRY/CATCH around it fails. With
+        ``stuck_endpoints`` that many stay, after three failing passes."""
         walker = db.proc("reset_procedure")
         if "ssbench_end_conversations" in walker:
             walker = db.proc("end_conversations_procedure")
         if db.vanishing_endpoint and db.endpoints and "BEGIN TRY" not in walker:
             raise BrokerError(8426, "The conversation handle is not found.")
         db.vanishing_endpoint = False
-        db.endpoints.clear()
+        stuck = min(db.stuck_endpoints, len(db.endpoints))
+        row = (len(db.endpoints) - stuck, stuck, 3 * stuck)
+        db.endpoints = dict(list(db.endpoints.items())[:stuck])
         db.queue.clear()
         for part in (db.dialogs, db.counts, db.drop):
             part.clear()
         db.dialog_errors.clear()
         db.errors.clear()
+        return [row] if "conversations_left" in walker else []
 
     # ------------------------------------------------------------------ the broker at work
     def pump(self) -> None:

@@ -128,8 +128,9 @@ class FakeServer:
         if sec == "initiator.call_warm_up":
             return [(m.warm_up(sess, m.db(s, d)),)]
         if sec == "objects.call_reset":
-            m.reset(m.db(s, d))
-            return []
+            return m.reset(m.db(s, d))
+        if sec == "teardown.end_conversations":
+            return m.reset(m.db(s, d)) if m.db(s, d).procs else []
         if sec in ("initiator.truncate_tables", "initiator.truncate_dialogs", "target.truncate_tables"):
             db = m.db(s, d)
             db.dialogs.clear(), db.counts.clear(), db.drop.clear(), db.dialog_errors.clear()

@@ -245,3 +245,20 @@ def test_the_initiator_readers_catch_counts_the_dialogs_it_commits(fake, monkeyp
     assert ended == 1 and t.dialog_stats()["dialogs_ended"] == ended
     catch = last(fake, "initiator.sql initiator_end_procedure").split("BEGIN CATCH", 1)[1]
     assert catch.index("SET ended = ended + @ended") < catch.index("IF XACT_STATE() = 1 COMMIT")
+
+
+# --------------------------------------------------------------------------- issue 52, item 12
+
+def test_a_partial_reset_says_so(fake, monkeypatch, caplog):
+    """ssbench_reset returns the conversations it ended, left and failed to end: a reset that
+    leaves some says so at prepare (a warning) and at teardown (a line of what stayed)."""
+    install_senders(monkeypatch, fake)
+    t = ready(fake, monkeypatch)
+    fake.db(S, "ssbench_init1").stuck_endpoints = 2
+    with caplog.at_level("WARNING"):
+        t.prepare(1, "durable", BrokerSettings())
+    assert any("left 2 conversation(s)" in r.getMessage() and "ssbench_init1" in r.getMessage()
+               for r in caplog.records), caplog.text
+    kept = t.teardown()
+    assert any("left 2 conversation(s)" in k for k in kept), kept
+    assert "conversations_left" in last(fake, "objects.sql end_conversations_procedure")
