@@ -262,3 +262,26 @@ def test_a_partial_reset_says_so(fake, monkeypatch, caplog):
     kept = t.teardown()
     assert any("left 2 conversation(s)" in k for k in kept), kept
     assert "conversations_left" in last(fake, "objects.sql end_conversations_procedure")
+
+
+# --------------------------------------------------------------------------- issue 52, item 11
+
+def test_a_retiring_sender_begins_a_new_dialog_after_a_failed_send(fake, monkeypatch):
+    """The target answers the slot's dialog with an Error (its message type validates XML) and
+    the initiator's reader ends it: the next SEND on that dialog fails, and the one after it
+    begins a new dialog instead of failing for ever."""
+    install_senders(monkeypatch, fake)
+    t = ready(fake, monkeypatch)
+    target = fake.db(S, "ssbench_target")
+    s = MssqlSender(t.sender_spec(1))
+    s.set_dialog_lifetime(5, False)
+    target.message_types["//MySSB.com/Lab/M_Test"] = "XML"
+    s.send(s.dialog(1), bytes(100))                  # begins a dialog; the target errors it
+    fake.model.pump()                                # the initiator's reader ends its side
+    target.message_types["//MySSB.com/Lab/M_Test"] = "NONE"
+    with pytest.raises(TargetError):
+        s.send(s.dialog(1), bytes(100))
+    for _ in range(3):
+        s.send(s.dialog(1), bytes(100))
+    s.close()
+    assert s.dialogs_begun == 2 and len(measured(fake)) == 4
