@@ -562,10 +562,10 @@ class ConnSpec:
             parts += [f"Server={odbc_value(f'tcp:{self.host},{self.port}')}",
                       f"Database={odbc_value(self.database)}",
                       f"Encrypt={self.encrypt_value()}",
-                      f"TrustServerCertificate={'Yes' if self.trust_server_certificate else 'No'}",
-                      f"APP={odbc_value(self.app)}"]
+                      f"TrustServerCertificate={'Yes' if self.trust_server_certificate else 'No'}"]
             if self.host_name_in_certificate:
                 parts.append(f"HostNameInCertificate={odbc_value(self.host_name_in_certificate)}")
+        parts.append(f"APP={odbc_value(self.app)}")   # both drivers: session_waits finds the senders by it
         if self.auth == "integrated":
             parts.append("Trusted_Connection=Yes")
         else:
