@@ -45,20 +45,31 @@ IF DB_ID({{lit:database}}) IS NULL
     CREATE DATABASE {{ident:database}};
 
 -- @@ enable_broker
--- ENABLE_BROKER needs an exclusive database lock: ROLLBACK IMMEDIATE ends other sessions.
+-- A database ssbench created (harness/targets/mssql/exclusive.py): ENABLE_BROKER needs an
+-- exclusive database lock, and ROLLBACK IMMEDIATE rolls back the other sessions there.
 ALTER DATABASE {{ident:database}} SET ENABLE_BROKER WITH ROLLBACK IMMEDIATE;
 
+-- @@ enable_broker_wait
+-- A database ssbench did not create: no termination clause, so ENABLE_BROKER "will wait until
+-- the other sessions release their locks" (ALTER DATABASE SET options); ssbench cancels the wait
+-- after 30 s and refuses. Nobody else's transaction is rolled back.
+ALTER DATABASE {{ident:database}} SET ENABLE_BROKER;
+
 -- @@ new_broker
--- A new broker identifier: every existing conversation of the database is ended with an
--- error, and every route naming the old identifier must be re-created (ssbench does). Run by
--- prepare with broker.reset: new_broker, for duplicate GUIDs within the topology, and by
--- provision only when ENABLE_BROKER failed with error 9772 (another database of the instance
--- has the same identifier enabled).
+-- A new broker identifier: every existing conversation of the database is removed, and every
+-- route naming the old identifier must be re-created (ssbench does). Only on a database ssbench
+-- created: prepare with broker.reset: new_broker, duplicate GUIDs within the topology, and
+-- provision when ENABLE_BROKER failed with error 9772 (another database of the instance has
+-- the same identifier enabled).
 ALTER DATABASE {{ident:database}} SET NEW_BROKER WITH ROLLBACK IMMEDIATE;
 
 -- @@ disable_broker
--- teardown: the database had message delivery off before ssbench enabled it
+-- teardown: the database had message delivery off before ssbench enabled it (ssbench created it)
 ALTER DATABASE {{ident:database}} SET DISABLE_BROKER WITH ROLLBACK IMMEDIATE;
+
+-- @@ disable_broker_wait
+-- teardown, a database ssbench did not create: waits for the other sessions (enable_broker_wait)
+ALTER DATABASE {{ident:database}} SET DISABLE_BROKER;
 
 -- @@ delayed_durability
 ALTER DATABASE {{ident:database}} SET DELAYED_DURABILITY = {{kw:delayed_durability}};

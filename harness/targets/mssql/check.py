@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ...errors import TargetError
 from ...matrix import BrokerSettings
 from ..base import Counts
-from . import db_options, driver
+from . import db_options, driver, exclusive
 from .session import MIN_VERSION, Session, version_tuple
 
 if TYPE_CHECKING:
@@ -69,7 +69,12 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
         else:
             out += _impersonation_lines(s, inst, label)
         if dup:
-            out.append(("warn", label, f"same broker GUID as {', '.join(dup)} (provision runs NEW_BROKER)"))
+            out.append(("warn", label, f"same broker GUID as {', '.join(dup)} (provision gives a copy "
+                                       "ssbench created a new one, and refuses when it created neither)"))
+        if topo.broker.reset == "new_broker":
+            refusal = exclusive.new_broker_refusal(s, inst, "broker.reset: new_broker")
+            if refusal:
+                out.append(("fail", label, refusal.split(": ", 1)[1] + ": use broker.reset: cleanup"))
         out += _database_lines(s, inst, label, info)
     for t, i, _ in pairs:
         if t.name not in guids or i.name not in guids:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 
 from ...errors import TargetError
-from . import db_options, driver, ownership, tsql
+from . import db_options, driver, exclusive, ownership, tsql
 from .dialog_security import (dialog_cert, dialog_security, install_peer_certificate, own_certificate,
                               peer_user)
 from .session import MIN_VERSION, Session, random_password, version_tuple
@@ -53,6 +53,7 @@ def _ensure_database(s: Session, inst: Instance, created: set[str]) -> dict[str,
         s._run(inst, "server", "create_database", {"database": inst.database},
                database="master")
         created.add(inst.name)
+        exclusive.mark_created(s, inst)
         info = s._database_info(inst)
         if info is None:
             raise TargetError(f"database {inst.database} was not created on {inst.server_key}")
@@ -61,33 +62,31 @@ def _ensure_database(s: Session, inst: Instance, created: set[str]) -> dict[str,
     before = {db_options.BROKER_ENABLED: int(bool(info[2])), db_options.BROKER_GUID: str(info[3]).lower()}
     if not info[2]:
         log.info("enabling Service Broker in %s", inst.database)
-        s._pool.discard(inst.server_key, inst.database)
         try:
-            s._run(inst, "server", "enable_broker", {"database": inst.database},
-                   database="master")
+            exclusive.set_broker(s, inst, True)
         except driver.QueryError as e:
             if e.native != DUPLICATE_BROKER_ID:
                 raise
             # another database of this instance has the same broker identifier enabled (a copy):
-            # only a new identifier lets this one deliver. NEW_BROKER ends every conversation
-            # this database had, with an error: say so.
-            log.warning("%s: ENABLE_BROKER failed with error 9772 (another database of this "
-                        "instance has the same broker identifier): giving it a new one (SET "
-                        "NEW_BROKER), which ends every conversation it had", inst.where())
-            s._run(inst, "server", "new_broker", {"database": inst.database},
-                   database="master")
+            # only a new identifier lets this one deliver (exclusive.new_broker: ssbench's only)
+            exclusive.new_broker(s, inst, "ENABLE_BROKER failed with error 9772 (another database "
+                                          "of this instance has the same broker identifier): a new one")
+            log.warning("%s: ENABLE_BROKER failed with error 9772 (another database of this instance "
+                        "has the same broker identifier): gave it a new one (SET NEW_BROKER)", inst.where())
     return before
 
 
 def _dedupe_guids(s: Session, insts: list[Instance]) -> None:
-    """Every database needs its own broker GUID (copies of a database share one)."""
+    """Every database needs its own broker GUID (copies of a database share one): the copies
+    ssbench created get a new one (a database it did not create is kept as it is; two of those
+    sharing one are refused: exclusive.new_broker)."""
     seen: dict[str, Instance] = {}
-    for inst in sorted(insts, key=lambda i: s.topology.role(i) != "target"):
+    for inst in sorted(insts, key=lambda i: (exclusive.created(s, i), s.topology.role(i) != "target")):
         g = s._broker_guid(inst, refresh=True)
         if g in seen:
-            log.warning("%s shares broker GUID %s with %s; giving it a new one (NEW_BROKER)",
+            exclusive.new_broker(s, inst, f"sharing broker GUID {g} with {seen[g].where()}: a new one")
+            log.warning("%s shared broker GUID %s with %s; gave it a new one (NEW_BROKER)",
                         inst.where(), g, seen[g].where())
-            s._new_broker(inst)
             g = s._guids[inst.name]
         seen[g] = inst
 
@@ -320,7 +319,10 @@ def _teardown_database(s: Session, inst: Instance, partners: list[Instance], kep
     keep = mine and not drop_databases
     s._run(inst, "teardown", "owned_prune" if keep else "owned_drop")
     if disable and not (mine and drop_databases):
-        db_options.disable_broker(s, inst)   # last: it ends every session in the database
+        try:           # last: it needs the database to itself (exclusive.set_broker)
+            exclusive.set_broker(s, inst, False)
+        except TargetError as e:
+            kept.append(f"message delivery left enabled: {e}")
     return mine
 
 

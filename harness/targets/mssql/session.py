@@ -139,10 +139,10 @@ class Session:
             return fn(self._pool.get(inst, database, purpose))
 
     def _run(self, inst: Instance, file: str, section: str, params: dict[str, Any] | None = None,
-             database: str | None = None, purpose: str = "admin") -> None:
+             database: str | None = None, purpose: str = "admin", timeout: Any = ...) -> None:
         batches = tsql.batches(file, section, params or {})
         self._retrying(inst, database, purpose,
-                       lambda c: c.run_batches(batches, what=f"{file}.sql {section}"))
+                       lambda c: c.run_batches(batches, timeout=timeout, what=f"{file}.sql {section}"))
 
     def _query(self, inst: Instance, file: str, section: str, args: Iterable[Any] = (),
                params: dict[str, Any] | None = None, database: str | None = None,
@@ -205,11 +205,6 @@ class Session:
                 raise TargetError(f"database {inst.database} does not exist on {inst.server_key}")
             self._guids[inst.name] = str(info[3]).lower()
         return self._guids[inst.name]
-
-    def _new_broker(self, inst: Instance) -> None:
-        self._pool.discard(inst.server_key, inst.database)
-        self._run(inst, "server", "new_broker", {"database": inst.database}, database="master")
-        self._broker_guid(inst, refresh=True)
 
     def _reset(self, inst: Instance, file: str = "objects", section: str = "call_reset") -> str | None:
         """Run ssbench_reset (every conversation of the service ended WITH CLEANUP, ssbench's

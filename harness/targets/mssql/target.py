@@ -34,7 +34,7 @@ from typing import Any
 from ...errors import TargetError, UserError
 from ...matrix import BrokerSettings, high_priority_permille
 from ..base import Capabilities, Counts, InitiatorCounts, PerfCounter, Target, TargetConfig, Telemetry, WaitStat
-from . import check as _check, db_options, driver, provision as _provision, telemetry
+from . import check as _check, db_options, driver, exclusive, provision as _provision, telemetry
 from .session import EPOCH, Session, as_datetime, message_prefix
 from .telemetry import BENIGN_WAITS, counter_object, is_benign_wait, parse_perf_counters
 from .topology import Instance, Topology, load_topology
@@ -190,6 +190,11 @@ class MssqlTarget(Session, Target, Telemetry):
         prof = topo.profile(profile)
         family = [topo.instances[n] for n in prof.initiators]
         self._profile, self._n_initiators, self._broker = prof.name, initiators, broker
+        if topo.broker.reset == "new_broker":       # refused before anything changes
+            for inst in [target, *family]:
+                refusal = exclusive.new_broker_refusal(self, inst, "broker.reset: new_broker")
+                if refusal:
+                    raise TargetError(refusal + ": use broker.reset: cleanup")
         # 1. no new receive tasks (the initiators' readers neither); let the running ones finish
         # their WAITFOR
         self._run(target, "target", "activation_off", self._names())
@@ -199,7 +204,7 @@ class MssqlTarget(Session, Target, Telemetry):
         # 2. every conversation and message gone
         if topo.broker.reset == "new_broker":
             for inst in [target, *family]:
-                self._new_broker(inst)
+                exclusive.new_broker(self, inst, "broker.reset: new_broker")
             # every route naming one of the new GUIDs, in whatever profile
             renamed = {target.name, *(i.name for i in family)}
             _provision.routing(self, [p for p in topo.pairs()

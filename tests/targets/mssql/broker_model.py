@@ -128,6 +128,8 @@ class Db:
     faults: list = field(default_factory=list)            # what happens to each next RECEIVE
     vanishing_endpoint: bool = False                      # one is deleted while a reset walks
     stuck_endpoints: int = 0                              # a reset cannot end these (three passes)
+    other_sessions: int = 0                               # sessions using it (a DBA's applications)
+    rolled_back: int = 0                                  # their transactions ROLLBACK IMMEDIATE ended
 
     def proc(self, section: str) -> str:
         return self.procs.get(section, "")

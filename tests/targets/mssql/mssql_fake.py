@@ -55,6 +55,7 @@ class FakeServer:
         self.db_perms: dict[tuple[str, str], tuple] = {}   # (server, db) -> (db_owner, ALTER)
         self.provisioned: set[tuple[str, str]] = set()     # (server, db): objects present
         self.enable_broker_error: dict[tuple[str, str], int] = {}   # (server, db) -> native error
+        self.created_broker_enabled = True     # is_broker_enabled of a database CREATE DATABASE makes
         # the diagnosis' evidence (docs/diagnosis.md): the product version server_info reports,
         # tasks waiting on page latches (wait type, 'db:file:page', tasks), the objects
         # sys.dm_db_page_info maps pages to ((db, file, page) -> row), and Service Broker's waits
@@ -161,12 +162,18 @@ class FakeServer:
             db = m.db(s, d)
             return [(db.delayed_durability, db.honor, int(db.broker_enabled), db.guid, db.master_key,
                      db.key_by_server)]
-        if sec in ("server.enable_broker", "server.new_broker", "server.disable_broker"):
+        if sec in ("server.enable_broker", "server.new_broker", "server.disable_broker",
+                   "server.enable_broker_wait", "server.disable_broker_wait"):
             db = m.db(s, re.search(r"ALTER DATABASE \[([^\]]+)\]", sql).group(1))
             native = self.enable_broker_error.pop((s, db.name.lower()), None)
-            if sec == "server.enable_broker" and native:
+            if sec.startswith("server.enable_broker") and native:
                 raise BrokerError(native, "ENABLE_BROKER failed")
-            db.broker_enabled = sec != "server.disable_broker"
+            if db.other_sessions and "ROLLBACK IMMEDIATE" not in sql:   # waits for them
+                raise driver_mod.QueryTimeoutError(f"{d}: the call exceeded its query timeout",
+                                                   sqlstate="HYT00")
+            if "ROLLBACK IMMEDIATE" in sql:
+                db.rolled_back += db.other_sessions
+            db.broker_enabled = not sec.startswith("server.disable_broker")
             if sec == "server.new_broker":
                 db.guid = str(uuid.uuid4()).upper()
                 db.endpoints.clear()
@@ -296,6 +303,7 @@ class FakeServer:
         if sec == "server.create_database":
             name = re.search(r"CREATE DATABASE \[([^\]]+)\]", sql).group(1)
             m.db(s, name).guid = str(uuid.uuid4()).upper()
+            m.db(s, name).broker_enabled = f.created_broker_enabled
             return []
         if sec == "server.own_certificate":
             name = re.search(r"CERT_ID\(N'([^']+)'\)", sql).group(1)

@@ -149,12 +149,18 @@ def test_check_tries_the_owners_impersonation(fake, monkeypatch):
 
 
 def test_new_broker_only_for_a_duplicate_broker_id(fake, caplog):
-    dba_databases(fake, broker_enabled=False)
+    fake.created_broker_enabled = False              # databases ssbench creates: ENABLE_BROKER
     fake.enable_broker_error[(S, "ssbench_init1")] = 9772
     with caplog.at_level(logging.WARNING):
         MssqlTarget.from_file(str(SINGLE)).provision(max_initiators=1)
     assert len(fake.batches(what="server.sql new_broker")) == 1 and "9772" in caplog.text
-    fake.log.clear()
+    for part in (fake.dbs, fake.owned, fake.owned_tables, fake.log):
+        part.clear()
+    dba_databases(fake, broker_enabled=False)        # a DBA's database: NEW_BROKER is refused
+    fake.enable_broker_error[(S, "ssbench_init1")] = 9772
+    with pytest.raises(TargetError, match="ssbench did not create this database"):
+        MssqlTarget.from_file(str(SINGLE)).provision(max_initiators=1)
+    assert not fake.batches(what="server.sql new_broker")
     fake.db(S, "ssbench_init1").broker_enabled = False
     fake.enable_broker_error[(S, "ssbench_init1")] = 5070     # another session uses the database
     with pytest.raises(TargetError, match="error 5070"):

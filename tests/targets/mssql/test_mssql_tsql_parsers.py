@@ -74,7 +74,11 @@ def _drive(path: Path, fake) -> None:
     t = MssqlTarget.from_file(str(path))
     t.check()
     first = t.topology.instances[t.topology.profile(None).initiators[0]]
-    fake.db(first.server_key, first.database)["broker"] = False   # the DBA's: DISABLE_BROKER at teardown
+    if t.topology.broker.reset == "cleanup":
+        fake.db(first.server_key, first.database)["broker"] = False   # the DBA's: DISABLE_BROKER at teardown
+    else:                                 # NEW_BROKER runs only on databases ssbench creates
+        for part in (fake.dbs, fake.owned, fake.owned_tables):
+            part.clear()
     t.provision()
     for db in fake.dbs.values():         # a database with the broker disabled: ENABLE_BROKER
         db["broker"] = False
@@ -127,6 +131,7 @@ def _drive(path: Path, fake) -> None:
 def _capture(monkeypatch, tmp_path) -> tuple[list[tuple[str, str]], set[tuple[str, str]]]:
     f = install(monkeypatch)
     install_senders(monkeypatch, f)
+    f.created_broker_enabled = False      # ENABLE_BROKER at provision, DISABLE_BROKER at teardown
     for path in _variants(tmp_path):
         _drive(path, f)
     sent = [(SENDER_CALLS.get(w, w), tsql.named_markers(q)) for _, _, w, q, _ in f.log]
