@@ -76,6 +76,10 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
             if refusal:
                 out.append(("fail", label, refusal.split(": ", 1)[1] + ": use broker.reset: cleanup"))
         out += _database_lines(s, inst, label, info)
+    if topo.layout == "distributed":
+        from .provision import encryption_problems  # noqa: PLC0415
+
+        out += [("fail", "endpoint encryption", p) for p in encryption_problems(s, pairs)]
     for t, i, _ in pairs:
         if t.name not in guids or i.name not in guids:
             continue

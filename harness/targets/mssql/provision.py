@@ -147,6 +147,43 @@ def endpoint_problems(s: Session, inst: Instance, row: tuple, owned: bool) -> li
     return out
 
 
+def endpoint_encryption(desc: str | None) -> tuple[str, frozenset[str]]:
+    """sys.service_broker_endpoints.encryption_algorithm_desc -> (ENCRYPTION setting, algorithms):
+    NONE is DISABLED, a list with NONE is SUPPORTED, a list without it REQUIRED."""
+    algos = {a.strip().upper() for a in str(desc or "NONE").replace(",", " ").split()}
+    if algos <= {"NONE"}:
+        return "DISABLED", frozenset()
+    return ("SUPPORTED" if "NONE" in algos else "REQUIRED"), frozenset(algos - {"NONE"})
+
+
+def encryption_problems(s: Session, pairs: list[Pair]) -> list[str]:
+    """Endpoints of the topology that cannot talk to each other: one with ENCRYPTION = REQUIRED
+    accepts only SUPPORTED or REQUIRED peers, and two that encrypt need an algorithm in common
+    (CREATE ENDPOINT). ssbench's own endpoints get broker.endpoint_encryption (AES, the default
+    algorithm); an existing one used as it is keeps its own."""
+    own = s.topology.broker.endpoint_encryption.upper()
+    mine = (own, frozenset() if own == "DISABLED" else frozenset({"AES"}))
+    setting: dict[str, tuple[str, str, frozenset[str]]] = {}
+    for key, inst in s._servers(x for pair in pairs for x in pair[:2]).items():
+        rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
+        if rows and not endpoint_owned(s, inst, rows[0][0]):
+            setting[key] = (f"endpoint [{rows[0][0]}] on {inst.host}:{inst.port}", *endpoint_encryption(rows[0][4]))
+        else:
+            setting[key] = (f"ssbench's endpoint on {inst.host}:{inst.port}", *mine)
+    out = []
+    for a, b in sorted({tuple(sorted((t.server_key, i.server_key))) for t, i, _ in pairs
+                        if t.server_key != i.server_key}):
+        (na, ma, aa), (nb, mb, ab) = sorted((setting[a], setting[b]), key=lambda x: x[1] != "REQUIRED")
+        if {ma, mb} == {"REQUIRED", "DISABLED"}:
+            out.append(f"{na} has ENCRYPTION = {ma} and {nb} ENCRYPTION = {mb}: an endpoint that requires "
+                       "encryption accepts only SUPPORTED or REQUIRED peers, and the messages would stay in "
+                       "sys.transmission_queue; set broker.endpoint_encryption: supported")
+        elif "DISABLED" not in (ma, mb) and not aa & ab:
+            out.append(f"{na} encrypts with {', '.join(sorted(aa))} and {nb} with {', '.join(sorted(ab))}: "
+                       "no algorithm in common")
+    return out
+
+
 def _foreign_endpoint(s: Session, inst: Instance) -> tuple | None:
     """The instance's Service Broker endpoint when ssbench did not create it (None when there
     is none or it is ssbench's); raises unless it can be used as it is."""
@@ -255,6 +292,9 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
     if topo.layout == "distributed":        # refuse a foreign endpoint before changing anything
         for inst in s._servers(insts).values():
             _foreign_endpoint(s, inst)
+        problems = encryption_problems(s, pairs)
+        if problems:
+            raise TargetError("; ".join(problems))
     created: set[str] = set()
     before = {inst.name: _ensure_database(s, inst, created) for inst in insts}
     state = {}

@@ -327,7 +327,9 @@ class FakeServer:
         if sec == "server.endpoint_create":
             name = re.search(r"CREATE ENDPOINT \[([^\]]+)\]", sql).group(1)
             port = int(re.search(r"LISTENER_PORT = (\d+)", sql).group(1))
-            f.endpoints[s] = [(name, port, "STARTED", "CERTIFICATE", "NONE", "cert")]
+            enc = re.search(r"ENCRYPTION = (\w+)", sql).group(1)
+            desc = {"DISABLED": "NONE", "SUPPORTED": "NONE, AES", "REQUIRED": "AES"}[enc]
+            f.endpoints[s] = [(name, port, "STARTED", "CERTIFICATE", desc, "cert")]
             return []
         if sec == "objects.objects_present":
             objs = 1 if k in f.provisioned else 0
