@@ -159,6 +159,19 @@ BEGIN CATCH
     SELECT CAST(CONCAT(N'error ', ERROR_NUMBER(), N': ', ERROR_MESSAGE()) AS nvarchar(4000));
 END CATCH;
 
+-- @@ dialog_certificates
+-- Certificates Service Broker could pick for this database's dialogs instead of ssbench's: it
+-- uses the owner's certificate that is valid, marked ACTIVE FOR BEGIN_DIALOG, has a private key
+-- the master key protects, and expires last ("Certificates for Dialog Security", "Certificates
+-- and Service Broker"). dbo owns ssbench's services; ssbench's certificate expires on the date
+-- given (or as it was created).
+SELECT c.name, c.expiry_date
+FROM sys.certificates AS c
+WHERE c.principal_id = DATABASE_PRINCIPAL_ID(N'dbo') AND c.name <> ?
+  AND c.is_active_for_begin_dialog = 1 AND c.pvt_key_encryption_type = 'MK'
+  AND c.start_date <= GETUTCDATE() AND c.expiry_date > GETUTCDATE()
+  AND c.expiry_date >= ISNULL((SELECT expiry_date FROM sys.certificates WHERE name = ?), CAST(? AS datetime));
+
 -- @@ proxy_user
 -- Dialog security: a user without login stands for the other side's service owner.
 IF NOT EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})

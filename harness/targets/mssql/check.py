@@ -125,6 +125,10 @@ def _database_lines(s: Session, inst, label: str, info: tuple) -> list[tuple]:
                                    "master key (is_master_key_encrypted_by_server = 0: restored "
                                    "or attached from another instance?): dialogs stall on session "
                                    "keys; provision creates ssbench's again"))
+    if b.dialog_encryption:
+        from .dialog_security import competing_certificates  # noqa: PLC0415
+
+        out += [("fail", label, line.split(": ", 1)[1]) for line in competing_certificates(s, inst)]
     out.append(("ok" if objs else "warn", label,
                 "Service Broker objects present" if objs else "not provisioned yet"))
     if objs:

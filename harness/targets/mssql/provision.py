@@ -18,8 +18,8 @@ import logging
 
 from ...errors import TargetError
 from . import db_options, driver, exclusive, ownership, tsql
-from .dialog_security import (dialog_cert, dialog_security, install_peer_certificate, own_certificate,
-                              peer_user)
+from .dialog_security import (competing_certificates, dialog_cert, dialog_security, install_peer_certificate,
+                              own_certificate, peer_user)
 from .session import MIN_VERSION, Session, random_password, version_tuple
 from .topology import Instance
 
@@ -302,6 +302,9 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
         state[inst.name] = ownership.owned_state(s, inst)
         ownership.refuse_foreign(s, inst, topo.role(inst), state[inst.name])
         ownership.refuse_unusable(s, inst)
+        competing = competing_certificates(s, inst) if topo.broker.dialog_encryption else []
+        if competing:
+            raise TargetError("; ".join(competing))
     for inst in insts:
         if inst.name in created:
             ownership.record(s, inst, "DATABASE", inst.database)

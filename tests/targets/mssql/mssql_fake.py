@@ -56,6 +56,9 @@ class FakeServer:
         self.provisioned: set[tuple[str, str]] = set()     # (server, db): objects present
         self.enable_broker_error: dict[tuple[str, str], int] = {}   # (server, db) -> native error
         self.created_broker_enabled = True     # is_broker_enabled of a database CREATE DATABASE makes
+        # (server, db) -> [(name, expiry date)]: certificates dbo owns besides ssbench's, valid,
+        # ACTIVE FOR BEGIN_DIALOG, their private key protected by the master key
+        self.foreign_certs: dict[tuple[str, str], list] = {}
         # the diagnosis' evidence (docs/diagnosis.md): the product version server_info reports,
         # tasks waiting on page latches (wait type, 'db:file:page', tasks), the objects
         # sys.dm_db_page_info maps pages to ((db, file, page) -> row), and Service Broker's waits
@@ -204,6 +207,8 @@ class FakeServer:
             usage = db.contracts.get(c1, {}).get(mt)
             return [(db.message_types.get(mt), int(c1 in db.contracts),
                      usage[0] if usage else None, usage[1] if usage else None)]
+        if sec == "objects.dialog_certificates":     # dbo's other valid, active, MK-protected ones
+            return [(n, e) for n, e in self.foreign_certs.get(k, []) if e >= params[2]]
         if sec == "objects.impersonate_owner":
             return [(m.db(s, d).impersonation_error,)]
         if sec == "objects.remote_service_binding":

@@ -166,3 +166,29 @@ def test_new_broker_only_for_a_duplicate_broker_id(fake, caplog):
     with pytest.raises(TargetError, match="error 5070"):
         MssqlTarget.from_file(str(SINGLE)).provision(max_initiators=1)
     assert not fake.batches(what="server.sql new_broker")
+
+
+# --------------------------------------------------------------------------- issue 52, item 5
+
+def test_a_dbo_certificate_service_broker_would_pick_is_refused(fake, monkeypatch):
+    """Service Broker signs a dialog with its service owner's valid, active certificate that
+    expires last ("Certificates for Dialog Security"): a DBA's certificate owned by dbo that
+    expires after ssbench's would be used, and the peers do not have it. check fails and
+    provision refuses before creating anything; one that expires earlier is no matter."""
+    import datetime as dt
+
+    from mssql_fake import install_senders
+
+    install_senders(monkeypatch, fake)
+    dba_databases(fake)
+    fake.foreign_certs[(S, "ssbench_init1")] = [("dba_signing", dt.date(2200, 1, 1))]
+    t = MssqlTarget.from_file(str(SINGLE))
+    fails = [d for st, _, d in t.check() if st == "fail" and "dba_signing" in d]
+    assert fails and "ACTIVE FOR BEGIN_DIALOG = OFF" in fails[0]
+    with pytest.raises(TargetError, match=r"certificate \[dba_signing\] owned by dbo expires 2200-01-01"):
+        t.provision()
+    assert not fake.batches(what="server.sql own_certificate")
+    fake.foreign_certs[(S, "ssbench_init1")] = [("dba_signing", dt.date(2027, 1, 1))]
+    t.provision()
+    q = fake.sql(what="objects.sql dialog_certificates")
+    assert "is_active_for_begin_dialog = 1" in q and "pvt_key_encryption_type = 'MK'" in q
