@@ -66,6 +66,8 @@ def test_readers_that_live_on_start_and_end_nothing_in_the_window():
     ctx = run(c, Scripted(rows, instances=("db", "_Total")), range(6))
     got = c.summary_fields(ctx, WindowView(2.0, 5.0, ()))
     assert (got["activation_tasks_started_in_window"], got["activation_tasks_ended_in_window"]) == (0, 0)
+    # issue 52, item 6: two tasks started in all, counted once (the _Total row, not db + _Total)
+    assert got["activation_tasks_started"] == 2 and got["activation_tasks_max_running"] == 2
     # a second reader joining inside the window started a task and ended none
     rows = [(0, 0), (1, 1), (1, 1), (2, 2), (2, 2), (2, 2)]
     c = ActivationCollector()

@@ -56,6 +56,8 @@ def is_benign_wait(wait_type: str) -> bool:
 #: Performance objects the collectors keep (matched on the part after the instance prefix).
 BROKER_OBJECTS = ("Broker Activation", "Broker Statistics", "Broker/DBM Transport",
                   "Broker TO Statistics")
+#: its instances are the databases and _Total
+ACTIVATION_OBJECT = "Broker Activation"
 #: Counters that only grow although their names do not say "/sec" or "Total" (their cntr_type,
 #: 65792, is the "last observed value" type of current values too: Broker Statistics' "SQL SEND
 #: Total" is reported like Activation's "Tasks Running").
@@ -122,10 +124,16 @@ def wait_stats(s: Session) -> list[WaitStat]:
 
 
 def perf_counters_by_server(s: Session) -> dict[str, list[PerfCounter]]:
+    """The Broker objects per instance of the permutation. Broker Activation reports each
+    database and _Total (which counts every queue of the instance): only the target database's
+    instance is kept, so activation figures are the test queue's, counted once."""
+    target, _ = s._active()
     out: dict[str, list[PerfCounter]] = {}
     for key, inst in s._active_servers().items():
         rows = s._query(inst, "collectors", "perf_counters", database="master")
-        out[s._server_label(key)] = parse_perf_counters(rows)
+        out[s._server_label(key)] = [
+            c for c in parse_perf_counters(rows) if c.object_name != ACTIVATION_OBJECT
+            or (key == target.server_key and c.instance_name.lower() == target.database.lower())]
     return out
 
 

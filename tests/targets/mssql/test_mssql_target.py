@@ -363,6 +363,24 @@ def test_perf_counters_summed_over_servers(fake, monkeypatch):
     assert c.value == 40.0 and c.kind == "cumulative"
 
 
+def test_activation_counters_are_the_target_databases_alone(fake, monkeypatch):
+    """Issue 52, item 6: Broker Activation reports each database and _Total; only the target
+    database's instance is kept (not _Total, which counts every queue of the instance, nor an
+    initiator's or a DBA's database)."""
+    orig = FakeConn.execute
+
+    def counters(self, sql, params=(), timeout=..., what=""):
+        if what == "collectors.sql perf_counters":
+            return [("SQLServer:Broker Activation", "Tasks Started/sec", inst, 5, 272696576)
+                    for inst in ("SSBReceiver", "SSBSender", "dba_db", "_Total")]
+        return orig(self, sql, params, timeout, what)
+
+    monkeypatch.setattr(FakeConn, "execute", counters)
+    t = MssqlTarget.from_file(str(DIST))
+    t._profile, t._n_initiators = "durable", 3
+    assert [(c.instance_name, c.value) for c in t.perf_counters()] == [("SSBReceiver", 5.0)]
+
+
 def test_depths_activation_cpu(fake):
     t = MssqlTarget.from_file(str(DIST))
     t._profile, t._n_initiators = "durable", 3
