@@ -293,7 +293,10 @@ FIELDS: tuple[Field, ...] = tuple([
               ("storage_reference_ms", float, "the run's typical storage probe (idle references)", _MS),
               ("noisy_storage", bool, "probe >= 3 x typical and >= typical + 2 ms: another writer")),
     *_section("waits",
-              ("top_waits", list[TopWait], "the window's top waits (wait time, tasks, share)", {"column": False}),
+              ("top_waits", list[TopWait], "the window's top waits (wait time, signal wait included; tasks; share; "
+                                           "its signal wait where the target tells)", {"column": False}),
+              ("signal_wait_ms_per_s", float, "every wait type's signal wait per second: tasks runnable, waiting "
+                                              "for a CPU (SQL Server)", {"unit": "ms/s"}),
               ("session_waits", dict[str, dict[str, float]], "the test's sessions waiting, sampled: mean sessions "
                                                              "by role (sender, reader) and wait type",
                {"column": False}),

@@ -29,6 +29,10 @@ class WaitStat:
     wait_type: str
     waiting_tasks: int
     wait_time_ms: float
+    #: the part of wait_time_ms spent runnable, waiting for a CPU after the resource came free
+    #: (sys.dm_os_wait_stats: wait_time_ms "is inclusive of signal_wait_time_ms"); None where the
+    #: target cannot tell
+    signal_wait_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -93,3 +93,28 @@ def test_dialogs_ended_inside_the_window():
     c = DialogCollector()
     ctx = run(c, Scripted([0] * 7), range(6))
     assert c.summary_fields(ctx, WindowView(1.5, 4.5, ()))["dialogs_ended_in_window"] == 0
+
+
+def test_top_waits_keep_the_signal_wait_apart():
+    """Issue 52, item 7: each top wait carries the part of it spent runnable (signal wait), and
+    the summary the window's signal wait per second over every wait type."""
+    from harness.collectors.waits import WaitCollector
+    from harness.targets.telemetry import WaitStat
+
+    class Waits:
+        telemetry = property(lambda self: self)
+
+        def __init__(self):
+            self.k = -1
+
+        def wait_stats(self):
+            self.k += 1
+            return [WaitStat("WRITELOG", 10 * self.k, 1000.0 * self.k, 800.0 * self.k),
+                    WaitStat("LCK_M_X", self.k, 100.0 * self.k, 10.0 * self.k)]
+
+    c = WaitCollector()
+    ctx = run(c, Waits(), range(6))
+    got = c.summary_fields(ctx, WindowView(1.0, 5.0, ()))
+    top = {w["wait_type"]: w for w in got["top_waits"]}
+    assert top["WRITELOG"]["wait_time_ms"] == 4000.0 and top["WRITELOG"]["signal_wait_ms"] == 3200.0
+    assert got["signal_wait_ms_per_s"] == (3200.0 + 40.0) / 4

@@ -4,7 +4,9 @@
 
 -- @@ wait_stats
 -- Cumulative since the instance started or since DBCC SQLPERF('sys.dm_os_wait_stats', CLEAR).
-SELECT wait_type, waiting_tasks_count, wait_time_ms
+-- wait_time_ms includes signal_wait_time_ms (the time runnable, waiting for a CPU after the
+-- resource came free): both are read, so the resource wait and the CPU queue are told apart.
+SELECT wait_type, waiting_tasks_count, wait_time_ms, signal_wait_time_ms
 FROM sys.dm_os_wait_stats
 WHERE waiting_tasks_count > 0 OR wait_time_ms > 0;
 
@@ -98,14 +100,17 @@ WHERE latch_class LIKE N'SERVICE[_]BROKER%' AND (waiting_requests_count > 0 OR w
 
 -- @@ session_waits
 -- Requests waiting now, by role: the activated RECEIVE tasks (sys.dm_broker_activated_tasks)
--- and the load's sessions (program_name: the sender connections' APP=), by wait type.
-SELECT CASE WHEN t.spid IS NOT NULL THEN N'reader' ELSE N'sender' END, r.wait_type, COUNT(*)
+-- and the load's sessions (program_name: the sender connections' APP=), by wait type; a
+-- request that is runnable (its resource came free, it waits for a CPU: signal wait) counts
+-- as RUNNABLE.
+SELECT CASE WHEN t.spid IS NOT NULL THEN N'reader' ELSE N'sender' END,
+       ISNULL(r.wait_type, N'RUNNABLE'), COUNT(*)
 FROM sys.dm_exec_requests AS r
 JOIN sys.dm_exec_sessions AS s ON s.session_id = r.session_id
 LEFT JOIN (SELECT DISTINCT spid FROM sys.dm_broker_activated_tasks) AS t ON t.spid = r.session_id
-WHERE r.wait_type IS NOT NULL AND r.session_id <> @@SPID
+WHERE (r.wait_type IS NOT NULL OR r.status = N'runnable') AND r.session_id <> @@SPID
   AND (t.spid IS NOT NULL OR s.program_name = ?)
-GROUP BY CASE WHEN t.spid IS NOT NULL THEN N'reader' ELSE N'sender' END, r.wait_type;
+GROUP BY CASE WHEN t.spid IS NOT NULL THEN N'reader' ELSE N'sender' END, ISNULL(r.wait_type, N'RUNNABLE');
 
 -- @@ page_latch_waiters
 -- Tasks waiting on a page latch now, by page: resource_description is

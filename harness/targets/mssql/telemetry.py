@@ -105,21 +105,22 @@ def wait_stats_by_server(s: Session) -> dict[str, list[WaitStat]]:
     for key, inst in s._active_servers().items():
         rows = s._query(inst, "collectors", "wait_stats", database="master")
         out[s._server_label(key)] = sorted(
-            (WaitStat(str(r[0]), int(r[1]), float(r[2])) for r in rows
+            (WaitStat(str(r[0]), int(r[1]), float(r[2]), float(r[3] or 0.0)) for r in rows
              if not is_benign_wait(str(r[0]))),
             key=lambda w: -w.wait_time_ms)
     return out
 
 
 def wait_stats(s: Session) -> list[WaitStat]:
-    """Summed over the active permutation's SQL Server instances."""
+    """Summed over the active permutation's SQL Server instances (wait and signal wait)."""
     acc: dict[str, list[float]] = {}
     for stats in wait_stats_by_server(s).values():
         for w in stats:
-            a = acc.setdefault(w.wait_type, [0, 0.0])
+            a = acc.setdefault(w.wait_type, [0, 0.0, 0.0])
             a[0] += w.waiting_tasks
             a[1] += w.wait_time_ms
-    return sorted((WaitStat(k, int(v[0]), v[1]) for k, v in acc.items()),
+            a[2] += w.signal_wait_ms or 0.0
+    return sorted((WaitStat(k, int(v[0]), v[1], v[2]) for k, v in acc.items()),
                   key=lambda w: -w.wait_time_ms)
 
 

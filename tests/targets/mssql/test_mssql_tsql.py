@@ -219,7 +219,7 @@ def test_every_section_renders(layout, every_n, file, section):
 # ODBC parameters each query binds (the target passes exactly these).
 EXPECTED_MARKERS = {
     ("initiator", "call_send_retiring"): 5, ("collectors", "endpoint_states"): 1,
-    ("objects", "contract_check"): 4, ("objects", "config_keep"): 3,
+    ("objects", "contract_check"): 4, ("objects", "config_keep"): 3, ("objects", "dialog_certificates"): 3,
     ("server", "database_info"): 1,
     ("server", "certificate_public"): 1, ("server", "certificate_thumbprint"): 1,
     ("objects", "config_set"): 4, ("objects", "objects_present"): 4,
