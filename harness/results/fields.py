@@ -256,7 +256,9 @@ FIELDS: tuple[Field, ...] = tuple([
           direction=LOWER, path=("e2e_latency_normal_ms", "p99")),
     *_section("host",
               ("client_cpu_percent", float, "ssbench's and Locust's processes, window mean", _PCT),
-              ("server_cpu_percent", float, "the database server's processes on this host, window mean", _PCT),
+              ("server_cpu_percent", float, "the database server's CPU, window mean: its processes on this host, "
+                                            "or a remote SQL Server's resource pools sampled every tick (summed over "
+                                            "its instances)", _PCT),
               ("worker_cpu_percent", dict[str, float], "each local Locust worker (key worker.i<K>.w<W>)",
                {**_PCT, "column": False}),
               ("client_bound", bool, "a Locust worker process at or above 90 % of a core"),
@@ -271,7 +273,8 @@ FIELDS: tuple[Field, ...] = tuple([
                {"unit": "ns"}),
               ("cpu_pinning", dict[str, list[int]], "run.pin_cpus: the CPU sets used", {"column": False}),
               ("server_on_host", bool, "the database server runs on this host"),
-              ("server_cpu_utilization", float, "share of the server's CPUs it used"),
+              ("server_cpu_utilization", float, "share of the server's CPUs it used (SQL Server: the busiest "
+                                                "instance over its schedulers)"),
               ("host_cpu_utilization", float, "share of this host's CPUs busy"),
               ("host_cpus", int, "CPUs of this host"),
               ("client_cpu_demand", float, "the busiest Locust worker thread on a CPU or waiting for one",

@@ -139,9 +139,10 @@ class Telemetry(abc.ABC):
         Empty where the target has no page latches to show."""
         return []
 
-    def server_cpu_percent(self) -> dict[str, float | None]:
-        """CPU of remote database servers (percent of each machine), by server name, for
-        servers the host collector cannot see (empty for local servers)."""
+    def server_cpu_ms(self) -> dict[str, tuple[float, int]]:
+        """Remote database servers the host collector cannot see, by server name: (CPU
+        milliseconds the server used so far, cumulative; the CPUs it runs on). The collector
+        samples it every tick, so the window's figure covers the window. Empty for local servers."""
         return {}
 
     def log_flush_stats(self) -> tuple[float, float] | None:

@@ -59,18 +59,12 @@ JOIN sys.partitions AS p ON p.object_id = it.object_id AND p.index_id IN (0, 1)
 WHERE q.name = ? AND q.schema_id = SCHEMA_ID(N'dbo');
 
 -- @@ server_cpu
--- SQL Server's CPU use (percent of the whole machine) from the most recent scheduler-monitor
--- record of the ring buffer (one record a minute).
-SELECT TOP (1)
-    x.record.value('(./Record/SchedulerMonitorEvent/SystemHealth/ProcessUtilization)[1]', 'int') AS sql_cpu,
-    x.record.value('(./Record/SchedulerMonitorEvent/SystemHealth/SystemIdle)[1]', 'int') AS system_idle
-FROM (
-    SELECT rb.[timestamp], CONVERT(xml, rb.record) AS record
-    FROM sys.dm_os_ring_buffers AS rb
-    WHERE rb.ring_buffer_type = N'RING_BUFFER_SCHEDULER_MONITOR'
-      AND rb.record LIKE N'%<SystemHealth>%'
-) AS x
-ORDER BY x.[timestamp] DESC;
+-- SQL Server's CPU so far: every resource pool's total_cpu_usage_ms (the internal and default
+-- pools included; cumulative since the Resource Governor statistics were reset), and the
+-- schedulers it runs on. Sampled every tick, the difference covers exactly the window (the
+-- scheduler-monitor ring buffer has one record a minute).
+SELECT (SELECT SUM(total_cpu_usage_ms) FROM sys.dm_resource_governor_resource_pools),
+       (SELECT COUNT(*) FROM sys.dm_os_schedulers WHERE status = N'VISIBLE ONLINE');
 
 -- @@ endpoint_states
 -- The conversation endpoints of the test's service by state (sys.conversation_endpoints), and

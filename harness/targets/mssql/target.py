@@ -365,8 +365,8 @@ class MssqlTarget(Session, Target, Telemetry):
     def dialog_stats(self) -> dict[str, Any]:
         return telemetry.dialog_stats(self)
 
-    def server_cpu_percent(self) -> dict[str, float | None]:
-        return telemetry.server_cpu_percent(self)
+    def server_cpu_ms(self) -> dict[str, tuple[float, int]]:
+        return telemetry.server_cpu_ms(self)
 
     # the diagnosis' evidence (docs/diagnosis.md)
     def activated_tasks(self) -> tuple[int, int] | None:

@@ -214,13 +214,15 @@ def dialog_stats(s: Session) -> dict[str, Any]:
             "errors_lost": None, "endpoints": endpoints}
 
 
-def server_cpu_percent(s: Session) -> dict[str, float | None]:
-    """Per SQL Server instance of the permutation: SQL Server's CPU use in percent of the
-    whole machine, from the latest RING_BUFFER_SCHEDULER_MONITOR record (one a minute)."""
-    out: dict[str, float | None] = {}
+def server_cpu_ms(s: Session) -> dict[str, tuple[float, int]]:
+    """Per SQL Server instance of the permutation: (CPU milliseconds SQL Server used so far,
+    every resource pool's total_cpu_usage_ms; its schedulers). Cumulative: the host collector
+    samples it every tick and takes the window's difference."""
+    out: dict[str, tuple[float, int]] = {}
     for key, inst in s._active_servers().items():
         rows = s._query(inst, "collectors", "server_cpu", database="master")
-        out[s._server_label(key)] = float(rows[0][0]) if rows and rows[0][0] is not None else None
+        if rows and rows[0][0] is not None:
+            out[s._server_label(key)] = (float(rows[0][0]), int(rows[0][1] or 0))
     return out
 
 
@@ -353,6 +355,6 @@ def page_object(s: Session, inst, resource: str) -> str:
 
 __all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "counter_kind", "parse_perf_counters",
            "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
-           "queue_depths", "activation", "server_cpu_percent", "e2e_latencies_us",
+           "queue_depths", "activation", "server_cpu_ms", "e2e_latencies_us",
            "e2e_latencies_by_priority_us", "e2e_sent_latencies_us", "dialog_stats", "activated_tasks", "procedure_time", "broker_waits",
            "page_latch_waiters", "page_object", "session_waits"]

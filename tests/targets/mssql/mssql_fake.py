@@ -395,8 +395,8 @@ class FakeServer:
             return [(int(m.db(s, d).receive_enabled), 1, 1, 16, "dbo.SRPerf_Queue_LabTest")]
         if sec == "collectors.wait_stats":
             return f.waits
-        if sec == "collectors.server_cpu":
-            return [(45, 50)]
+        if sec == "collectors.server_cpu":             # CPU ms so far, schedulers
+            return [(45000.0, 4)]
         if sec == "target.e2e_latencies":
             return [(1, 5000), (2, 7000)]
         if sec == "target.e2e_latencies_by_priority":

@@ -391,7 +391,8 @@ def test_depths_activation_cpu(fake):
     assert "xmitq_fast" in " ".join(whats(fake)) and "xmitq_exact" in " ".join(whats(fake))
     a = t.activation()
     assert a["tasks_running"] == 0 and a["is_activation_enabled"] and a["max_readers"] == 16
-    assert t.server_cpu_percent() == {"target": 45.0, "init1": 45.0, "init2": 45.0, "init3": 45.0}
+    assert t.server_cpu_ms() == {n: (45000.0, 4) for n in ("target", "init1", "init2", "init3")}
+    assert "total_cpu_usage_ms" in fake.sql(what="collectors.sql server_cpu")
 
 
 def test_e2e_latency_clock_correction(fake):
