@@ -104,6 +104,13 @@ class Telemetry(abc.ABC):
         the target cannot tell."""
         return None
 
+    def dialog_counts(self) -> dict[str, Any] | None:
+        """:meth:`dialog_stats`' counts, asked every tick while the load runs: a target whose
+        endpoint breakdown costs more than a tick should (SQL Server: a GROUP BY over
+        sys.conversation_endpoints) leaves ``endpoints`` out here and reads its counters without
+        waiting on the senders. By default: dialog_stats."""
+        return self.dialog_stats()
+
     # ---------------------------------------------------------------- the diagnosis' evidence (docs/diagnosis.md)
     def activated_tasks(self) -> tuple[int, int] | None:
         """(activation tasks running now for the test's queue, its MAX_QUEUE_READERS): SQL

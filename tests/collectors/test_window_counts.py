@@ -37,6 +37,8 @@ class Scripted:
         return {"dialogs_begun": self.rows[self.k], "dialogs_ended": self.rows[self.k], "errors_received": 0,
                 "errors_lost": 0, "endpoints": {}}
 
+    dialog_counts = dialog_stats      # Telemetry's default
+
 
 def run(collector, target, ticks):
     ctx = SampleContext(target=target, lock=threading.Lock())

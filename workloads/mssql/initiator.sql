@@ -374,6 +374,13 @@ SELECT CAST(handle AS nvarchar(36)), high FROM [dbo].[dialogs] WHERE k = ?;
 SELECT ISNULL(SUM(sent), 0), ISNULL(SUM(begun), 0), ISNULL(SUM(ended), 0)
 FROM [dbo].[ssbench_counts];
 
+-- @@ sent_counts_live
+-- The same for the collectors, every tick while senders run: WITH (NOLOCK), so the read never
+-- waits on a SEND's open transaction (its LCK_M_S would land in the waits the diagnosis reads).
+-- A SEND not yet committed may be counted: a rate, not the accounting (sent_counts).
+SELECT ISNULL(SUM(sent), 0), ISNULL(SUM(begun), 0), ISNULL(SUM(ended), 0)
+FROM [dbo].[ssbench_counts] WITH (NOLOCK);
+
 -- @@ xmitq_data
 -- This initiator's measured data messages still in its transmission queue: not EndDialog or
 -- Error messages, not warm-up messages, not another service's (a DBA's database has its own).
@@ -383,6 +390,7 @@ WHERE to_service_name = {{lit:service}} AND message_type_name = {{lit:message_ty
   AND (message_body IS NULL OR SUBSTRING(message_body, 1, 4) <> 0x53534257);
 
 -- @@ dialog_errors_received
--- Error messages the target sent back that ssbench_initiator_end received and recorded.
-SELECT COUNT_BIG(*) FROM [dbo].[ssbench_dialog_errors]
+-- Error messages the target sent back that ssbench_initiator_end received and recorded (READPAST:
+-- rows only inserted; one the reader has not committed yet is skipped, never waited on).
+SELECT COUNT_BIG(*) FROM [dbo].[ssbench_dialog_errors] WITH (READPAST)
 WHERE error = N'Service Broker error message';

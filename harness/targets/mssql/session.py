@@ -217,10 +217,11 @@ class Session:
                 f"({failed} END CONVERSATION WITH CLEANUP failed over three passes); their messages "
                 "may be counted in the next permutation: run it again, or end them by hand")
 
-    def _sent_counts(self, inst: Instance) -> tuple[int, int, int]:
+    def _sent_counts(self, inst: Instance, live: bool = False) -> tuple[int, int, int]:
         """(SENDs committed, dialogs begun, dialogs ended) by the SEND path of an initiator
-        database (its ssbench_counts, updated inside each sending transaction)."""
-        rows = self._query(inst, "initiator", "sent_counts")
+        database (its ssbench_counts, updated inside each sending transaction). ``live``: for the
+        collectors while senders run, without waiting on their transactions (WITH (NOLOCK))."""
+        rows = self._query(inst, "initiator", "sent_counts_live" if live else "sent_counts")
         return (int(rows[0][0] or 0), int(rows[0][1] or 0), int(rows[0][2] or 0)) if rows else (0, 0, 0)
 
     # ------------------------------------------------------------------ code the permutation sets

@@ -365,6 +365,9 @@ class MssqlTarget(Session, Target, Telemetry):
     def dialog_stats(self) -> dict[str, Any]:
         return telemetry.dialog_stats(self)
 
+    def dialog_counts(self) -> dict[str, Any]:
+        return telemetry.dialog_counts(self)
+
     def server_cpu_ms(self) -> dict[str, tuple[float, int]]:
         return telemetry.server_cpu_ms(self)
 

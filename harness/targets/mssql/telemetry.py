@@ -186,14 +186,32 @@ def activation(s: Session) -> dict[str, Any]:
     return out
 
 
-def dialog_stats(s: Session) -> dict[str, Any]:
+def dialog_counts(s: Session, live: bool = True) -> dict[str, Any]:
     """Dialog lifetime accounting since the permutation's prepare: the dialogs the initiators'
     SEND path began and ended and the Error messages their reader received, counted by ssbench
     itself (dbo.ssbench_counts, dbo.ssbench_dialog_errors: once both sides have ended a dialog
-    its initiator endpoint is deleted, so sys.conversation_endpoints cannot count them), and
-    the conversation endpoints left behind, by side and state. SQL Server discards an Error that
-    reaches an endpoint its side had ended (fire and forget) without a trace a query can count:
-    ``errors_lost`` is None."""
+    its initiator endpoint is deleted, so sys.conversation_endpoints cannot count them). SQL
+    Server discards an Error that reaches an endpoint its side had ended (fire and forget)
+    without a trace a query can count: ``errors_lost`` is None. ``live`` (every tick): read
+    without waiting on the senders' transactions."""
+    _, inits = s._active()
+    begun = ended = errors = 0
+    baseline = getattr(s, "_baseline", {})
+    for idx, inst in enumerate(inits, start=1):
+        _, b, e = s._sent_counts(inst, live=live)
+        base = baseline.get(idx, (0, 0, 0))
+        begun += max(0, b - base[1])
+        ended += max(0, e - base[2])
+        errors += int(s._scalar(inst, "initiator", "dialog_errors_received") or 0)
+    return {"dialogs_begun": begun, "dialogs_ended": ended, "errors_received": errors,
+            "errors_lost": None}
+
+
+def dialog_stats(s: Session) -> dict[str, Any]:
+    """:func:`dialog_counts` as committed, and the conversation endpoints left behind, by side
+    and state: a GROUP BY over sys.conversation_endpoints, which grows with the target's CLOSED
+    endpoints under a finite lifetime (about 30 minutes each), so the collectors ask for it after
+    the window only."""
     target, inits = s._active()
     svc = s.topology.broker.service
     endpoints: dict[str, int] = {}
@@ -202,16 +220,7 @@ def dialog_stats(s: Session) -> dict[str, Any]:
             for state, n, _ in s._query(inst, "collectors", "endpoint_states", [svc]):
                 key = f"{side}.{str(state).strip()}"   # SO, SI, CO, DI, DO, ER, CD as on SQL Server
                 endpoints[key] = endpoints.get(key, 0) + int(n)
-    begun = ended = errors = 0
-    baseline = getattr(s, "_baseline", {})
-    for idx, inst in enumerate(inits, start=1):
-        _, b, e = s._sent_counts(inst)
-        base = baseline.get(idx, (0, 0, 0))
-        begun += max(0, b - base[1])
-        ended += max(0, e - base[2])
-        errors += int(s._scalar(inst, "initiator", "dialog_errors_received") or 0)
-    return {"dialogs_begun": begun, "dialogs_ended": ended, "errors_received": errors,
-            "errors_lost": None, "endpoints": endpoints}
+    return {**dialog_counts(s, live=False), "endpoints": endpoints}
 
 
 def server_cpu_ms(s: Session) -> dict[str, tuple[float, int]]:
@@ -356,5 +365,5 @@ def page_object(s: Session, inst, resource: str) -> str:
 __all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "counter_kind", "parse_perf_counters",
            "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
            "queue_depths", "activation", "server_cpu_ms", "e2e_latencies_us",
-           "e2e_latencies_by_priority_us", "e2e_sent_latencies_us", "dialog_stats", "activated_tasks", "procedure_time", "broker_waits",
+           "e2e_latencies_by_priority_us", "e2e_sent_latencies_us", "dialog_counts", "dialog_stats", "activated_tasks", "procedure_time", "broker_waits",
            "page_latch_waiters", "page_object", "session_waits"]

@@ -613,3 +613,33 @@ def test_backlog_set_activation_renders_alter_queue(fake):
     t.set_activation(True)
     on = fake.sql(what="target.sql activation_on")
     assert "STATUS = ON" in on and "MAX_QUEUE_READERS = 3" in on and "ALTER QUEUE [dbo].[MySSBLabTestQueue]" in on
+
+
+def test_collectors_never_wait_on_the_senders_or_scan_closed_endpoints(fake):
+    """Issue 52, item 9: every tick, the dialog collector reads ssbench_counts WITH (NOLOCK) (a
+    SUM at READ COMMITTED waits on every SEND's open transaction, its LCK_M_S in the measured
+    waits) and leaves the GROUP BY over sys.conversation_endpoints, which grows with the target's
+    CLOSED endpoints, to after the window; the tallies are read WITH (READPAST)."""
+    import threading
+
+    from harness.collectors.base import SampleContext, WindowView
+    from harness.collectors.dialogs import DialogCollector
+    from harness.collectors.throughput import ThroughputCollector
+
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    t.prepare(2, "durable", BrokerSettings())
+    ctx = SampleContext(target=t, lock=threading.Lock())
+    dialogs, throughput = DialogCollector(), ThroughputCollector()
+    fake.log.clear()
+    for k in range(3):
+        dialogs.sample(ctx, float(k))
+        throughput.sample(ctx, float(k))
+    ticks = whats(fake)
+    assert "collectors.sql endpoint_states" not in ticks and "initiator.sql sent_counts" not in ticks
+    assert ticks.count("initiator.sql sent_counts_live") == 6
+    assert "WITH (NOLOCK)" in fake.sql(what="initiator.sql sent_counts_live")
+    assert "WITH (READPAST)" in fake.sql(what="target.sql processed_total")
+    assert "WITH (READPAST)" in fake.sql(what="initiator.sql dialog_errors_received")
+    fields = dialogs.summary_fields(ctx, WindowView(0.5, 2.5, ()))
+    assert "endpoints" in fields and "collectors.sql endpoint_states" in whats(fake)

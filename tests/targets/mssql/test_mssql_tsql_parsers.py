@@ -111,6 +111,7 @@ def _drive(path: Path, fake) -> None:
         t.perf_counters()
         t.activation()
         t.dialog_stats()
+        t.dialog_counts()                 # every tick (the dialog collector)
         t.server_cpu_ms()
         t.messages_processed()
         t.e2e_latencies_us(0.0, 1e9)
