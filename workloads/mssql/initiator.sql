@@ -394,3 +394,55 @@ WHERE to_service_name = {{lit:service}} AND message_type_name = {{lit:message_ty
 -- rows only inserted; one the reader has not committed yet is skipped, never waited on).
 SELECT COUNT_BIG(*) FROM [dbo].[ssbench_dialog_errors] WITH (READPAST)
 WHERE error = N'Service Broker error message';
+
+-- @@ sender_user_of
+-- The user the sender login maps to in this database (by SID), if any.
+SELECT dp.name
+FROM sys.database_principals AS dp
+JOIN sys.server_principals AS sp ON sp.sid = dp.sid
+WHERE sp.name = ?;
+
+-- @@ sender_user
+-- The sender login's user in this initiator database, when it has none (ssbench records it
+-- and teardown drops it).
+IF NOT EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})
+    CREATE USER {{ident:user}} FOR LOGIN {{ident:login}};
+
+-- @@ sender_grants
+-- What the load's sessions need: EXECUTE on the procedures they call (the SEND and the
+-- ssbench_counts update inside ssbench_send are reached through its ownership chain; the
+-- retiring ones run EXECUTE AS OWNER), SELECT on dbo.dialogs (a slot's handle) and RECEIVE on
+-- the initiator's queue (SEND requires RECEIVE on the queue of the sending service).
+-- CREATE OR ALTER PROCEDURE keeps these grants when prepare re-creates the procedures.
+GRANT EXECUTE ON OBJECT::[dbo].[ssbench_send] TO {{ident:user}};
+GRANT EXECUTE ON OBJECT::[dbo].[ssbench_send_retiring] TO {{ident:user}};
+GRANT EXECUTE ON OBJECT::[dbo].[ssbench_initiator_reader_on] TO {{ident:user}};
+GRANT SELECT ON OBJECT::[dbo].[dialogs] TO {{ident:user}};
+GRANT RECEIVE ON OBJECT::[dbo].{{ident:queue}} TO {{ident:user}};
+
+-- @@ sender_user_drop
+-- teardown: the sender's user, when ssbench created it
+IF EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})
+    DROP USER {{ident:user}};
+
+-- @@ check_sender
+-- ssbench mssql check, connected as the sender login: its calls in a transaction that is rolled
+-- back (a dialog begun by ssbench_send_retiring, as dbo, then a SEND on it by ssbench_send, as
+-- the sender), nothing left behind. Returns the error (NULL: it worked) and whether the sender
+-- may turn the initiator queue's reader on (a finite dialog lifetime).
+SET XACT_ABORT ON;
+DECLARE @h TABLE (next_handle nvarchar(36));
+DECLARE @dh uniqueidentifier, @k int, @err nvarchar(4000);
+BEGIN TRY
+    BEGIN TRANSACTION;
+    SET @k = (SELECT TOP (1) k FROM [dbo].[dialogs]);
+    INSERT INTO @h EXEC [dbo].[ssbench_send_retiring] @dh = NULL, @payload = 0x, @last = 0, @fire_and_forget = 0;
+    SET @dh = (SELECT TOP (1) CAST(next_handle AS uniqueidentifier) FROM @h);
+    EXEC [dbo].[ssbench_send] @dh = @dh, @payload = 0x;
+    ROLLBACK TRANSACTION;
+END TRY
+BEGIN CATCH
+    SET @err = CONCAT(N'error ', ERROR_NUMBER(), N': ', ERROR_MESSAGE());
+    IF XACT_STATE() <> 0 ROLLBACK TRANSACTION;
+END CATCH;
+SELECT @err, HAS_PERMS_BY_NAME(N'dbo.ssbench_initiator_reader_on', N'OBJECT', N'EXECUTE');

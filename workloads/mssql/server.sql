@@ -210,3 +210,6 @@ CREATE ROUTE {{ident:route}}
 -- (run in msdb)
 IF EXISTS (SELECT * FROM sys.routes WHERE name = {{lit:route}})
     DROP ROUTE {{ident:route}};
+
+-- @@ login_exists
+SELECT COUNT(*) FROM sys.server_principals WHERE name = ?;

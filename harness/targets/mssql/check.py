@@ -75,7 +75,12 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
             refusal = exclusive.new_broker_refusal(s, inst, "broker.reset: new_broker")
             if refusal:
                 out.append(("fail", label, refusal.split(": ", 1)[1] + ": use broker.reset: cleanup"))
-        out += _database_lines(s, inst, label, info)
+        lines = _database_lines(s, inst, label, info)
+        out += lines
+        if topo.role(inst) == "initiator" and ("ok", label, "Service Broker objects present") in lines:
+            from .sender_login import check_lines  # noqa: PLC0415
+
+            out += check_lines(s, inst, label)
     if topo.layout == "distributed":
         from .provision import encryption_problems  # noqa: PLC0415
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 
 from ...errors import TargetError
-from . import db_options, driver, exclusive, ownership, tsql
+from . import db_options, driver, exclusive, ownership, sender_login, tsql
 from .dialog_security import (competing_certificates, dialog_cert, dialog_security, install_peer_certificate,
                               own_certificate, peer_user)
 from .session import MIN_VERSION, Session, random_password, version_tuple
@@ -303,8 +303,9 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
         ownership.refuse_foreign(s, inst, topo.role(inst), state[inst.name])
         ownership.refuse_unusable(s, inst)
         competing = competing_certificates(s, inst) if topo.broker.dialog_encryption else []
-        if competing:
-            raise TargetError("; ".join(competing))
+        refused = sender_login.refusal(s, inst) if topo.role(inst) == "initiator" else None
+        if competing or refused:
+            raise TargetError("; ".join([*competing, *([refused] if refused else [])]))
     for inst in insts:
         if inst.name in created:
             ownership.record(s, inst, "DATABASE", inst.database)
@@ -314,6 +315,9 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
         _create_objects(s, inst, topo.role(inst), index.get(inst.name, 1), state[inst.name])
         db_options.remember(s, inst, before[inst.name])
     dialog_security(s, pairs)
+    for inst in insts:
+        if topo.role(inst) == "initiator":
+            sender_login.grant(s, inst)
     if topo.layout == "distributed":
         _transport(s, pairs)
     routing(s, pairs)
@@ -359,6 +363,7 @@ def _teardown_database(s: Session, inst: Instance, partners: list[Instance], kep
         if cls == "TABLE" and not name.lower().startswith("ssbench_"):
             s._run(inst, "teardown", "table_drop", {"table": name})
     s._run(inst, "teardown", "own_certificate_drop", {"certificate": dialog_cert(inst)})
+    sender_login.drop(s, inst, owned)
     keep = mine and not drop_databases
     s._run(inst, "teardown", "owned_prune" if keep else "owned_drop")
     if disable and not (mine and drop_databases):

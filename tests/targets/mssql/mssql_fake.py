@@ -27,7 +27,8 @@ from harness.targets.mssql import driver as driver_mod, session as session_mod, 
 #: MssqlSender names its calls for its error messages; these are their template sections.
 SENDER_CALLS = {"send": "initiator.sql call_send", "dialog lookup": "initiator.sql dialog_handle",
                 "send retiring": "initiator.sql call_send_retiring",
-                "initiator reader on": "initiator.sql call_initiator_reader_on"}
+                "initiator reader on": "initiator.sql call_initiator_reader_on",
+                "check as the sender": "initiator.sql check_sender"}
 #: template sections whose batch installs a procedure the model reads (broker_model.py)
 PROCEDURES = ("send_procedure", "send_retiring_procedure", "initiator_end_procedure", "reset_procedure",
               "end_conversations_procedure", "activation_procedure", "initiator_reader_procedure")
@@ -59,6 +60,12 @@ class FakeServer:
         # (server, db) -> [(name, expiry date)]: certificates dbo owns besides ssbench's, valid,
         # ACTIVE FOR BEGIN_DIALOG, their private key protected by the master key
         self.foreign_certs: dict[tuple[str, str], list] = {}
+        # the sender login (sender_auth): logins missing from the server, each database's users by
+        # login, the users granted the sender's permissions; the admin login is db_owner
+        self.missing_logins: set[str] = set()
+        self.db_users: dict[tuple[str, str], dict[str, str]] = {}
+        self.grants: dict[tuple[str, str], set[str]] = {}
+        self.admin_logins = {"sa", "ssbench"}        # the example topologies' auth
         # the diagnosis' evidence (docs/diagnosis.md): the product version server_info reports,
         # tasks waiting on page latches (wait type, 'db:file:page', tasks), the objects
         # sys.dm_db_page_info maps pages to ((db, file, page) -> row), and Service Broker's waits
@@ -112,8 +119,30 @@ class FakeServer:
                 return out
         return []
 
-    def _sender(self, sess, s, d, k, sec, sql, params, cancel):
+    def _sender(self, sess, s, d, k, sec, sql, params, cancel):  # noqa: C901
         m = self.model
+        if sec == "server.login_exists":
+            return [(int(params[0] not in self.missing_logins),)]
+        if sec == "initiator.sender_user_of":
+            user = self.db_users.get(k, {}).get(params[0])
+            return [(user,)] if user else []
+        if sec == "initiator.sender_user":
+            login = re.search(r"FOR LOGIN \[([^\]]+)\]", sql).group(1)
+            self.db_users.setdefault(k, {})[login] = re.search(r"CREATE USER \[([^\]]+)\]", sql).group(1)
+            return []
+        if sec == "initiator.sender_grants":
+            self.grants.setdefault(k, set()).add(re.search(r"TO \[([^\]]+)\];", sql).group(1))
+            return []
+        if sec == "initiator.sender_user_drop":
+            name = re.search(r"name = N'([^']+)'", sql).group(1)
+            self.db_users[k] = {lg: u for lg, u in self.db_users.get(k, {}).items() if u != name}
+            return []
+        if sec == "initiator.check_sender":
+            login = getattr(sess, "login", None)
+            if login in self.admin_logins or self.db_users.get(k, {}).get(login) in self.grants.get(k, set()):
+                return [(None, 1)]
+            return [("error 229: The EXECUTE permission was denied on the object 'ssbench_send_retiring', "
+                     f"database '{d}', schema 'dbo'.", 0)]
         if sec == "initiator.dialog_handle":
             handle, high = m.db(s, d).dialogs.get(params[0], (str(uuid.UUID(int=params[0])), False))
             return [(handle, int(high))] if ", high" in sql else [(handle,)]
@@ -429,24 +458,30 @@ class FakeConn:
         return self.fake.execute(self.session, self.server, self.db, what, sql, tuple(params))
 
 
+_REAL_CONNECT = driver_mod.ConnSpec.connect
+
+
 def install(monkeypatch) -> "FakeServer":
-    """Route every connection of every MssqlTarget to a new FakeServer."""
+    """Route every connection of every MssqlTarget to a new FakeServer (the admin pool's, and a
+    spec's own connection, as check's connection as the sender)."""
     f = FakeServer()
 
     def get(pool, inst, database=None, purpose="admin"):
         return FakeConn(f, inst.server_key, database or inst.database)
 
+    def connect(spec, *, autocommit=True, query_timeout=...):
+        conn = FakeConn(f, f"{spec.host.lower()}:{spec.port}", spec.database)
+        conn.session.login = spec.user
+        return conn
+
     monkeypatch.setattr(session_mod.Pool, "get", get)
+    monkeypatch.setattr(driver_mod.ConnSpec, "connect", connect)
     return f
 
 
 def install_senders(monkeypatch, f: "FakeServer") -> None:
-    """MssqlSender connections (ConnSpec.connect) go to ``f`` too; pyodbc is not needed."""
-
-    def connect(spec, *, autocommit=True, query_timeout=...):
-        return FakeConn(f, f"{spec.host.lower()}:{spec.port}", spec.database)
-
-    monkeypatch.setattr(driver_mod.ConnSpec, "connect", connect)
+    """MssqlSender connections (ConnSpec.connect, which install routes to ``f``) need neither
+    pyodbc nor an installed driver."""
     monkeypatch.setattr(driver_mod, "pyodbc_module", lambda: None)
     monkeypatch.setattr(driver_mod, "drivers", lambda: ["ODBC Driver 18 for SQL Server", "FreeTDS"])
 
@@ -560,6 +595,7 @@ def install_raw_senders(monkeypatch, f: "FakeServer") -> FakePyodbc:
     Connection, watchdog, error mapping) over :class:`FakePyodbc`."""
     odbc = FakePyodbc(f)
     monkeypatch.setattr(driver_mod, "pyodbc_module", lambda: odbc)
+    monkeypatch.setattr(driver_mod.ConnSpec, "connect", _REAL_CONNECT)
     monkeypatch.setenv("SSBENCH_MSSQL_PASSWORD", "not-a-real-password")
     return odbc
 

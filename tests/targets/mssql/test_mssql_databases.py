@@ -192,3 +192,38 @@ def test_a_dbo_certificate_service_broker_would_pick_is_refused(fake, monkeypatc
     t.provision()
     q = fake.sql(what="objects.sql dialog_certificates")
     assert "is_active_for_begin_dialog = 1" in q and "pvt_key_encryption_type = 'MK'" in q
+
+
+# --------------------------------------------------------------------------- issue 52, item 14
+
+def test_the_sender_login_is_granted_what_it_needs_and_check_connects_as_it(fake, tmp_path, monkeypatch):
+    """A sender_auth login of its own gets a user in each initiator database (recorded, dropped
+    at teardown) and what its calls need; check connects as it and runs a SEND in a transaction
+    rolled back, so a missing grant shows before a run, not mid-run. A login that does not exist
+    is refused with one line."""
+    from mssql_fake import install_senders
+
+    install_senders(monkeypatch, fake)
+    topo = tmp_path / "t.yaml"
+    topo.write_text(SINGLE.read_text() + "\nsender_auth: {kind: sql, user: ssbench_sender, "
+                                         "password_env: SSBENCH_SENDER_PASSWORD}\n")
+    t = MssqlTarget.from_file(str(topo))
+    t.provision(max_initiators=1)
+    assert fake.grants[(S, "ssbench_init1")] == {"ssbench_sender"}
+    assert ("USER", "ssbench_sender") in fake.owned[(S, "ssbench_init1")]
+    grants = fake.sql(what="initiator.sql sender_grants")
+    for g in ("GRANT EXECUTE ON OBJECT::[dbo].[ssbench_send] TO [ssbench_sender];",
+              "GRANT SELECT ON OBJECT::[dbo].[dialogs] TO [ssbench_sender];",
+              "GRANT RECEIVE ON OBJECT::[dbo].[MySSBLabTestQueue] TO [ssbench_sender];"):
+        assert g in grants, g
+    sender = [r for r in t.check(max_initiators=1) if "the sender (" in r[2]]
+    assert [r[0] for r in sender] == ["ok"] and "SQL login ssbench_sender" in sender[0][2], sender
+    assert "ROLLBACK TRANSACTION" in fake.sql(what="check as the sender")
+    fake.grants[(S, "ssbench_init1")].clear()                  # a DBA revoked them
+    sender = [r for r in t.check(max_initiators=1) if "the sender (" in r[2]]
+    assert sender[0][0] == "fail" and "error 229" in sender[0][2], sender
+    t.teardown()
+    assert "ssbench_sender" not in fake.db_users.get((S, "ssbench_init1"), {}).values()
+    fake.missing_logins.add("ssbench_sender")
+    with pytest.raises(TargetError, match="the sender login ssbench_sender .* does not exist"):
+        MssqlTarget.from_file(str(topo)).provision(max_initiators=1)

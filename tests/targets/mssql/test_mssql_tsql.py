@@ -220,6 +220,7 @@ def test_every_section_renders(layout, every_n, file, section):
 EXPECTED_MARKERS = {
     ("initiator", "call_send_retiring"): 5, ("collectors", "endpoint_states"): 1,
     ("objects", "contract_check"): 4, ("objects", "config_keep"): 3, ("objects", "dialog_certificates"): 3,
+    ("initiator", "sender_user_of"): 1, ("server", "login_exists"): 1,
     ("server", "database_info"): 1,
     ("server", "certificate_public"): 1, ("server", "certificate_thumbprint"): 1,
     ("objects", "config_set"): 4, ("objects", "objects_present"): 4,

@@ -60,6 +60,9 @@ def _variants(tmp_path: Path) -> list[Path]:
                          {"endpoint_encryption": "supported"}):
                 doc = copy.deepcopy(base)
                 doc.setdefault("broker", {}).update(reset=reset, **opts)
+                if opts:                  # the load's own login: its user and grants
+                    doc["sender_auth"] = {"kind": "sql", "user": "ssbench_sender",
+                                          "password_env": "SSBENCH_MSSQL_SENDER_PASSWORD"}
                 for prof in doc.get("profiles", {}).values():
                     prof.setdefault("delayed_durability", "disabled")
                 p = tmp_path / f"{layout}-{reset}-{len(out)}.yaml"
