@@ -35,7 +35,7 @@ def _check_version(s: Session, inst: Instance) -> str:
     row = s._server_info(inst)
     version = row[0]
     if version_tuple(version) < MIN_VERSION:
-        raise TargetError(f"{inst.host}:{inst.port} runs SQL Server {version}; ssbench needs "
+        raise TargetError(f"{inst.server} runs SQL Server {version}; ssbench needs "
                           "SQL Server 2016 SP1 (13.0.4001) or later (CREATE OR ALTER, "
                           "DATEDIFF_BIG, CERTENCODED)")
     return version
@@ -47,8 +47,8 @@ def _ensure_database(s: Session, inst: Instance, created: set[str]) -> dict[str,
     info = s._database_info(inst)
     if info is None:
         if not s.topology.broker.create_databases:
-            raise TargetError(f"database {inst.database} does not exist on {inst.host}:"
-                              f"{inst.port} (broker.create_databases is false)")
+            raise TargetError(f"database {inst.database} does not exist on {inst.server} "
+                              "(broker.create_databases is false)")
         log.info("creating database %s on %s", inst.database, inst.server_key)
         s._run(inst, "server", "create_database", {"database": inst.database},
                database="master")
@@ -167,9 +167,9 @@ def encryption_problems(s: Session, pairs: list[Pair]) -> list[str]:
     for key, inst in s._servers(x for pair in pairs for x in pair[:2]).items():
         rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
         if rows and not endpoint_owned(s, inst, rows[0][0]):
-            setting[key] = (f"endpoint [{rows[0][0]}] on {inst.host}:{inst.port}", *endpoint_encryption(rows[0][4]))
+            setting[key] = (f"endpoint [{rows[0][0]}] on {inst.server}", *endpoint_encryption(rows[0][4]))
         else:
-            setting[key] = (f"ssbench's endpoint on {inst.host}:{inst.port}", *mine)
+            setting[key] = (f"ssbench's endpoint on {inst.server}", *mine)
     out = []
     for a, b in sorted({tuple(sorted((t.server_key, i.server_key))) for t, i, _ in pairs
                         if t.server_key != i.server_key}):
@@ -191,7 +191,7 @@ def _foreign_endpoint(s: Session, inst: Instance) -> tuple | None:
     if rows and not endpoint_owned(s, inst, rows[0][0]):
         problems = endpoint_problems(s, inst, rows[0], owned=False)
         if problems:
-            raise TargetError(f"{inst.host}:{inst.port}: " + "; ".join(problems))
+            raise TargetError(f"{inst.server}: " + "; ".join(problems))
         return rows[0]
     return None
 
@@ -208,7 +208,7 @@ def _endpoint(s: Session, inst: Instance, label: str) -> tuple[str, tuple[bytes,
         rows2 = s._query(inst, "server", "certificate_public", [cert], database="master",
                          purpose="admin")
         if not rows2 or rows2[0][0] is None:
-            raise TargetError(f"{inst.host}:{inst.port}: certificate {cert} of endpoint [{name}] "
+            raise TargetError(f"{inst.server}: certificate {cert} of endpoint [{name}] "
                               "is not readable")
         return name, (bytes(rows2[0][0]), bytes(rows2[0][1]))
     rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
@@ -404,7 +404,7 @@ def teardown(s: Session, drop_databases: bool = False) -> list[str]:
                 s._run(inst, "server", "endpoint_drop", {"endpoint": rows[0][0]}, database="master")
                 s._run(inst, "server", "endpoint_owner_drop", database="master")
             elif rows:
-                kept.append(f"{inst.host}:{inst.port}: endpoint {rows[0][0]} (not created by "
+                kept.append(f"{inst.server}: endpoint {rows[0][0]} (not created by "
                             "ssbench; its CONNECT grants went with ssbench's peer logins)")
             for peer in servers:
                 if peer != key:

@@ -45,7 +45,7 @@ def refusal(s: Session, inst: Instance) -> str | None:
         return f"{inst.where()}: {e}: grant by hand, for its user: {script(s, inst, 'SENDER_USER')}"
     if not s._scalar(inst, "server", "login_exists", [auth.user], database="master", purpose="admin"):
         return (f"{inst.where()}: the sender login {auth.user} (sender_auth) does not exist on "
-                f"{inst.host}:{inst.port}: create it (CREATE LOGIN), then run provision again")
+                f"{inst.server}: create it (CREATE LOGIN), then run provision again")
     return None
 
 
