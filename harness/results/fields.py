@@ -294,7 +294,10 @@ FIELDS: tuple[Field, ...] = tuple([
               ("commit_latency_ms", float, "the server's mean log flush (median over the ticks)", _MS),
               ("storage_probe_ms", float, "a 4 KiB overwrite + fdatasync beside the data: window median", _MS),
               ("storage_reference_ms", float, "the run's typical storage probe (idle references)", _MS),
-              ("noisy_storage", bool, "probe >= 3 x typical and >= typical + 2 ms: another writer")),
+              ("noisy_storage", bool, "probe >= 3 x typical and >= typical + 2 ms: another writer"),
+              ("log_events", list[str], "what ran on the test's databases' logs inside the window: a log that "
+                                        "autogrew, a backup (SQL Server's msdb.dbo.backupset); a warning each",
+               {"column": False})),
     *_section("waits",
               ("top_waits", list[TopWait], "the window's top waits (wait time, signal wait included; tasks; share; "
                                            "its signal wait where the target tells)", {"column": False}),

@@ -158,6 +158,17 @@ class Telemetry(abc.ABC):
         write stall). None where the target cannot tell."""
         return None
 
+    def log_sizes_mb(self) -> dict[str, float]:
+        """The size of each of the test's databases' logs now, MB, by database: a log that grew
+        inside the measured window autogrew under the load. Empty where unknown."""
+        return {}
+
+    def log_events(self, start_epoch: float, end_epoch: float) -> list[str]:
+        """What ran on the test's databases' logs during [start, end) (epoch seconds) that the
+        load competed with, one line each: SQL Server's backups (msdb.dbo.backupset). Empty
+        where unknown."""
+        return []
+
     def storage_probe_dir(self) -> "str | Path | None":
         """A directory on the file system of the target's data where the storage collector may
         time small fsyncs (the embedded server's data directory's parent); None for a remote

@@ -66,6 +66,27 @@ WHERE q.name = ? AND q.schema_id = SCHEMA_ID(N'dbo');
 SELECT (SELECT SUM(total_cpu_usage_ms) FROM sys.dm_resource_governor_resource_pools),
        (SELECT COUNT(*) FROM sys.dm_os_schedulers WHERE status = N'VISIBLE ONLINE');
 
+-- @@ log_sizes
+-- Every database's log size in MB (sys.master_files, size in 8-KB pages), each tick: a log that
+-- grew inside the measured window autogrew under the load.
+SELECT DB_NAME(database_id), SUM(CAST(size AS bigint)) * 8 / 1024.0
+FROM sys.master_files
+WHERE type = 1
+GROUP BY database_id;
+
+-- @@ backups_between
+-- Backups of a database that overlapped a window given in UTC (msdb.dbo.backupset: a row per
+-- finished backup, its dates in the server's local time; time_zone is the offset from UTC in
+-- 15-minute steps, 127 when unknown: then the server's current offset).
+SELECT b.type, b.backup_start_date, b.backup_finish_date
+FROM msdb.dbo.backupset AS b
+CROSS APPLY (SELECT IIF(b.time_zone = 127 OR b.time_zone IS NULL,
+                        DATEDIFF(minute, SYSUTCDATETIME(), SYSDATETIME()),
+                        15 * b.time_zone) AS offset_min) AS z
+WHERE b.database_name = ?
+  AND DATEADD(minute, -z.offset_min, b.backup_start_date) < ?
+  AND DATEADD(minute, -z.offset_min, b.backup_finish_date) >= ?;
+
 -- @@ endpoint_states
 -- The conversation endpoints of the test's service by state (sys.conversation_endpoints), and
 -- how many this database began. Once both sides have ended a dialog its initiator endpoint

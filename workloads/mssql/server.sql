@@ -36,13 +36,27 @@ LEFT JOIN sys.certificates AS c ON c.certificate_id = e.certificate_id;
 
 -- @@ database_info
 SELECT d.name, d.database_id, d.is_broker_enabled, CAST(d.service_broker_guid AS nvarchar(36)),
-       d.delayed_durability_desc, d.state_desc, SUSER_SNAME(d.owner_sid), d.user_access_desc
+       d.delayed_durability_desc, d.state_desc, SUSER_SNAME(d.owner_sid), d.user_access_desc,
+       d.recovery_model_desc
 FROM sys.databases AS d
 WHERE d.name = ?;
 
 -- @@ create_database
 IF DB_ID({{lit:database}}) IS NULL
     CREATE DATABASE {{ident:database}};
+
+-- @@ log_file
+-- A database's log file: its logical name and size in MB (size is in 8-KB pages).
+SELECT TOP (1) name, CAST(size AS bigint) * 8 / 1024
+FROM sys.master_files
+WHERE database_id = DB_ID(?) AND type = 1;
+
+-- @@ log_size
+-- A database ssbench created takes model's log size and growth: its log is sized
+-- (broker.log_size_mb, a quarter of it per growth) so autogrowth does not land in the first
+-- permutation as WRITELOG. Only ever larger (MODIFY FILE cannot shrink a file).
+ALTER DATABASE {{ident:database}}
+    MODIFY FILE (NAME = {{ident:file}}, SIZE = {{int:size_mb}}MB, FILEGROWTH = {{int:growth_mb}}MB);
 
 -- @@ enable_broker
 -- A database ssbench created (harness/targets/mssql/exclusive.py): ENABLE_BROKER needs an

@@ -54,6 +54,7 @@ def _ensure_database(s: Session, inst: Instance, created: set[str]) -> dict[str,
                database="master")
         created.add(inst.name)
         exclusive.mark_created(s, inst)
+        _size_log(s, inst)
         info = s._database_info(inst)
         if info is None:
             raise TargetError(f"database {inst.database} was not created on {inst.server_key}")
@@ -74,6 +75,16 @@ def _ensure_database(s: Session, inst: Instance, created: set[str]) -> dict[str,
             log.warning("%s: ENABLE_BROKER failed with error 9772 (another database of this instance "
                         "has the same broker identifier): gave it a new one (SET NEW_BROKER)", inst.where())
     return before
+
+
+def _size_log(s: Session, inst: Instance) -> None:
+    """The log of a database ssbench just created: broker.log_size_mb, growing by a quarter of
+    it, instead of model's (its autogrowth would land in the first permutation as WRITELOG)."""
+    size = s.topology.broker.log_size_mb
+    rows = s._query(inst, "server", "log_file", [inst.database], database="master", purpose="admin") if size else []
+    if rows and int(rows[0][1] or 0) < size:
+        s._run(inst, "server", "log_size", {"database": inst.database, "file": str(rows[0][0]), "size_mb": size,
+                                            "growth_mb": max(64, size // 4)}, database="master")
 
 
 def _dedupe_guids(s: Session, insts: list[Instance]) -> None:

@@ -114,7 +114,20 @@ class MssqlTarget(Session, Target, Telemetry):
                                     "high_priority_share": self._broker.high_priority_share}},
             "clock_offsets_ms": {self._server_label(k): round(v * 1000, 3)
                                  for k, v in self._offsets_s.items()},
+            "databases": self._databases([target, *inits]),
         }
+
+    def _databases(self, insts: list[Instance]) -> dict[str, dict[str, Any]]:
+        """Each database's recovery model, log size and whether ssbench created it (run.json):
+        a DBA's log backups and a FULL log that grows are part of what a run measured."""
+        out: dict[str, dict[str, Any]] = {}
+        for inst in insts:
+            info = self._database_info(inst)
+            log_file = self._query(inst, "server", "log_file", [inst.database], database="master", purpose="admin")
+            out[inst.name] = {"recovery_model": info[8] if info and len(info) > 8 else None,
+                              "log_mb": int(log_file[0][1]) if log_file else None,
+                              "created_by_ssbench": exclusive.created(self, inst) if info else None}
+        return out
 
     def profiles(self) -> list[str]:
         return list(self.topology.profiles)
@@ -370,6 +383,12 @@ class MssqlTarget(Session, Target, Telemetry):
 
     def server_cpu_ms(self) -> dict[str, tuple[float, int]]:
         return telemetry.server_cpu_ms(self)
+
+    def log_sizes_mb(self) -> dict[str, float]:
+        return telemetry.log_sizes_mb(self)
+
+    def log_events(self, start_epoch: float, end_epoch: float) -> list[str]:
+        return telemetry.log_events(self, start_epoch, end_epoch)
 
     # the diagnosis' evidence (docs/diagnosis.md)
     def activated_tasks(self) -> tuple[int, int] | None:

@@ -168,6 +168,40 @@ def queue_depths(s: Session, exact: bool = False) -> dict[str, int]:
     return out
 
 
+#: msdb.dbo.backupset.type
+BACKUP_TYPES = {"D": "full database", "I": "differential", "L": "log", "F": "file", "G": "differential file",
+                "P": "partial", "Q": "differential partial"}
+
+
+def log_sizes_mb(s: Session) -> dict[str, float]:
+    """The permutation's databases' log sizes (MB) by instance name: sys.master_files per server."""
+    target, inits = s._active()
+    out: dict[str, float] = {}
+    for key, inst in s._active_servers().items():
+        sizes = {str(r[0]).lower(): float(r[1] or 0) for r in s._query(inst, "collectors", "log_sizes", database="master")
+                 if r[0] is not None}
+        for db in [target, *inits]:
+            if db.server_key == key and db.database.lower() in sizes:
+                out[db.name] = sizes[db.database.lower()]
+    return out
+
+
+def log_events(s: Session, start_epoch: float, end_epoch: float) -> list[str]:
+    """Backups of the permutation's databases that overlapped [start, end) (msdb.dbo.backupset,
+    the window in each server's clock): a log backup reads and truncates the log the load writes."""
+    target, inits = s._active()
+    out = []
+    for inst in [target, *inits]:
+        off = s._offsets_s.get(inst.server_key, 0.0)
+        a = EPOCH + dt.timedelta(seconds=start_epoch + off)
+        b = EPOCH + dt.timedelta(seconds=end_epoch + off)
+        for kind, began, ended in s._query(inst, "collectors", "backups_between", [inst.database, b, a],
+                                           database="master"):
+            out.append(f"{inst.where()}: a {BACKUP_TYPES.get(str(kind).strip(), str(kind))} backup ran from "
+                       f"{began} to {ended} (server time), inside the measured window: it competed with the load")
+    return out
+
+
 def activation(s: Session) -> dict[str, Any]:
     """sys.dm_broker_activated_tasks, sys.dm_broker_queue_monitors and sys.service_queues
     for the target queue."""
@@ -364,6 +398,6 @@ def page_object(s: Session, inst, resource: str) -> str:
 
 __all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "counter_kind", "parse_perf_counters",
            "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
-           "queue_depths", "activation", "server_cpu_ms", "e2e_latencies_us",
+           "queue_depths", "activation", "server_cpu_ms", "log_sizes_mb", "log_events", "e2e_latencies_us",
            "e2e_latencies_by_priority_us", "e2e_sent_latencies_us", "dialog_counts", "dialog_stats", "activated_tasks", "procedure_time", "broker_waits",
            "page_latch_waiters", "page_object", "session_waits"]

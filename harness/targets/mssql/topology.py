@@ -80,7 +80,7 @@ INSTANCE_KEYS = {"host", "port", "database", "auth", "sender_auth", "broker_host
 PROFILE_KEYS = {"target", "initiators", "delayed_durability", "description"}
 BROKER_KEYS = set(PAPER_NAMES) | {"dialog_encryption", "endpoint_name", "endpoint_encryption",
                                   "use_existing_endpoint", "reset", "create_databases",
-                                  "certificate_years"}
+                                  "certificate_years", "log_size_mb"}
 
 
 # --------------------------------------------------------------------------- model
@@ -193,6 +193,7 @@ class BrokerConfig:
     reset: str = "cleanup"                  # cleanup: END CONVERSATION WITH CLEANUP; new_broker
     create_databases: bool = True
     certificate_years: int = 10
+    log_size_mb: int = 1024                 # the log of a database ssbench creates (0: model's)
 
 
 @dataclass
@@ -561,6 +562,7 @@ class _TopologyParser:
             create_databases=r.boolean(b, "create_databases", "broker.create_databases", True),
             certificate_years=r.number(b, "certificate_years", "broker.certificate_years", 10, 1, 100,
                                        integer=True),
+            log_size_mb=r.number(b, "log_size_mb", "broker.log_size_mb", 1024, 0, 1_048_576, integer=True),
         )
         if broker.queue.lower().startswith("ssbench_") or broker.activation_procedure.lower().startswith("ssbench_"):
             raise r.err("names starting with ssbench_ are reserved for ssbench's own objects",

@@ -326,7 +326,18 @@ class FakeServer:
             if db is None:
                 return []
             return [(params[0], 5, db.broker_enabled, db.guid, db.delayed_durability, "ONLINE", db.owner,
-                     "MULTI_USER")]
+                     "MULTI_USER", db.recovery_model)]
+        if sec == "server.log_file":
+            db = m.db(s, params[0], create=False)
+            return [(f"{params[0]}_log", db.log_mb)] if db else []
+        if sec == "server.log_size":
+            m.db(s, re.search(r"ALTER DATABASE \[([^\]]+)\]", sql).group(1)).log_mb = int(
+                re.search(r"SIZE = (\d+)MB", sql).group(1))
+            return []
+        if sec == "collectors.log_sizes":
+            return [(db.name, float(db.log_mb)) for (srv, _), db in list(m.dbs.items()) if srv == s and not isinstance(db, dict)]
+        if sec == "collectors.backups_between":
+            return list(m.db(s, params[0]).backups)
         if sec == "server.drop_database":
             name = re.search(r"DROP DATABASE \[([^\]]+)\]", sql).group(1).lower()
             m.dbs.pop((s, name), None)

@@ -227,3 +227,38 @@ def test_the_sender_login_is_granted_what_it_needs_and_check_connects_as_it(fake
     fake.missing_logins.add("ssbench_sender")
     with pytest.raises(TargetError, match="the sender login ssbench_sender .* does not exist"):
         MssqlTarget.from_file(str(topo)).provision(max_initiators=1)
+
+
+# --------------------------------------------------------------------------- issue 52, item 16
+
+def test_logs_sized_recovery_model_recorded_and_log_events_warned(fake, monkeypatch, caplog):
+    """A database ssbench creates takes model's log: it is sized (broker.log_size_mb, a quarter
+    of it per growth) so autogrowth does not land in the first permutation; run.json records each
+    database's recovery model and log size; a log that grew or a backup that ran inside the
+    window is a warning and a line of the summary's log_events."""
+    import threading
+
+    from harness.collectors.base import Sample, SampleContext, WindowView
+    from harness.collectors.storage import StorageCollector
+
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision(max_initiators=1)
+    assert fake.db(S, "ssbench_target").log_mb == 1024
+    assert "SIZE = 1024MB, FILEGROWTH = 256MB" in fake.sql(what="server.sql log_size")
+    t.prepare(1, "durable", BrokerSettings())
+    dbs = t.describe()["databases"]
+    assert dbs["target"] == {"recovery_model": "FULL", "log_mb": 1024, "created_by_ssbench": True}
+    ctx = SampleContext(target=t, lock=threading.Lock())
+    col, samples = StorageCollector(), []
+    for k in range(4):
+        if k == 2:
+            fake.db(S, "ssbench_init1").log_mb = 1280               # autogrowth under the load
+        samples += [Sample(float(k), "storage", m, key, v) for m, key, v in col.sample(ctx, float(k))]
+    fake.db(S, "ssbench_target").backups = [("L", "2026-01-01 10:00:01", "2026-01-01 10:00:03")]
+    with caplog.at_level("WARNING"):
+        fields = col.summary_fields(ctx, WindowView(0.0, 4.0, tuple(samples)))
+    events = fields["log_events"]
+    assert any(e.startswith("init1: its log grew from 1,024 MB to 1,280 MB") for e in events), events
+    assert any("a log backup ran from 2026-01-01 10:00:01" in e for e in events), events
+    assert all(e in caplog.text for e in events)
+    assert "msdb.dbo.backupset" in fake.sql(what="collectors.sql backups_between")

@@ -116,6 +116,8 @@ def _drive(path: Path, fake) -> None:
         t.dialog_stats()
         t.dialog_counts()                 # every tick (the dialog collector)
         t.server_cpu_ms()
+        t.log_sizes_mb()
+        t.log_events(0.0, 1e9)
         t.messages_processed()
         t.e2e_latencies_us(0.0, 1e9)
         t.e2e_latencies_by_priority_us(0.0, 1e9)
