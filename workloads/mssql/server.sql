@@ -11,7 +11,8 @@ SELECT CAST(SERVERPROPERTY('ProductVersion') AS nvarchar(128)) AS product_versio
        CAST(SERVERPROPERTY('Edition') AS nvarchar(128)) AS edition,
        CAST(SERVERPROPERTY('ServerName') AS nvarchar(256)) AS server_name,
        CAST(SERVERPROPERTY('ProductLevel') AS nvarchar(128)) AS product_level,
-       SUSER_SNAME() AS login_name;
+       SUSER_SNAME() AS login_name,
+       CAST(SERVERPROPERTY('EngineEdition') AS int) AS engine_edition;   -- 5 Azure SQL Database, 8 Managed Instance
 
 -- @@ permissions
 -- What each step needs on the instance (ssbench mssql check prints a line for each missing one).
@@ -37,7 +38,7 @@ LEFT JOIN sys.certificates AS c ON c.certificate_id = e.certificate_id;
 -- @@ database_info
 SELECT d.name, d.database_id, d.is_broker_enabled, CAST(d.service_broker_guid AS nvarchar(36)),
        d.delayed_durability_desc, d.state_desc, SUSER_SNAME(d.owner_sid), d.user_access_desc,
-       d.recovery_model_desc
+       d.recovery_model_desc, CAST(IIF(d.replica_id IS NULL, 0, 1) AS int) AS in_availability_group
 FROM sys.databases AS d
 WHERE d.name = ?;
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ...errors import TargetError
 from ...matrix import BrokerSettings
 from ..base import Counts
-from . import db_options, driver, exclusive
+from . import db_options, driver, exclusive, platforms
 from .session import MIN_VERSION, Session, version_tuple
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
         out.append(("ok" if ok else "fail", label,
                     f"SQL Server {row[0]} {row[1]}, logged in as {row[4]}"
                     + ("" if ok else "; needs 2016 SP1 (13.0.4001) or later")))
+        out += [("fail", label, line) for line in platforms.server_refusals(s, inst)]
         missing = [i.database for i in insts if i.server_key == key and infos[i.name] is None]
         out += _permission_lines(s, inst, label, missing)
         if topo.layout == "distributed":
@@ -68,6 +69,10 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
                                        "TO [sa]"))
         else:
             out += _impersonation_lines(s, inst, label)
+        if len(info) > 9 and info[9]:
+            out.append(("warn", label, "in an availability group: message delivery and the broker identifier "
+                                       "cannot change there; route to its listener (broker_host) and put the "
+                                       "Service Broker endpoint on every replica (docs/sqlserver.md)"))
         if dup:
             out.append(("warn", label, f"same broker GUID as {', '.join(dup)} (provision gives a copy "
                                        "ssbench created a new one, and refuses when it created neither)"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import TargetError
-from . import driver
+from . import driver, platforms
 
 if TYPE_CHECKING:
     from .session import Session
@@ -43,8 +43,9 @@ def mark_created(s: "Session", inst: "Instance") -> None:
 
 def new_broker_refusal(s: "Session", inst: "Instance", why: str) -> str | None:
     """Why ssbench will not give this database a new broker GUID (None: it may)."""
-    if created(s, inst):
-        return None
+    refusal = platforms.availability_group_refusal(s, inst, f"SET NEW_BROKER ({why})")
+    if refusal or created(s, inst):
+        return refusal
     return (f"{inst.where()}: {why} would run ALTER DATABASE [{inst.database}] SET NEW_BROKER, which "
             "ends every conversation in the database (not only ssbench's) and gives it a new broker "
             "GUID that the routes naming it must be re-created with; ssbench did not create this "
@@ -65,6 +66,9 @@ def set_broker(s: "Session", inst: "Instance", enable: bool) -> None:
     """ENABLE_BROKER or DISABLE_BROKER: with ROLLBACK IMMEDIATE on a database ssbench created;
     on another, waiting for the other sessions up to EXCLUSIVE_WAIT_SECONDS, then refused."""
     option = "ENABLE_BROKER" if enable else "DISABLE_BROKER"
+    refusal = platforms.availability_group_refusal(s, inst, f"SET {option}")
+    if refusal:
+        raise TargetError(refusal)
     section = "enable_broker" if enable else "disable_broker"
     s._pool.discard(inst.server_key, inst.database)
     params = {"database": inst.database}

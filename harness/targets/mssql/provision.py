@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 
 from ...errors import TargetError
-from . import db_options, driver, exclusive, ownership, sender_login, tsql
+from . import db_options, driver, exclusive, ownership, platforms, sender_login, tsql
 from .dialog_security import (competing_certificates, dialog_cert, dialog_security, install_peer_certificate,
                               own_certificate, peer_user)
 from .session import MIN_VERSION, Session, random_password, version_tuple
@@ -300,6 +300,9 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
     insts = topo.used_instances(max_initiators)
     for inst in s._servers(insts).values():
         _check_version(s, inst)
+        refused = platforms.server_refusals(s, inst)
+        if refused:
+            raise TargetError("; ".join(refused))
     if topo.layout == "distributed":        # refuse a foreign endpoint before changing anything
         for inst in s._servers(insts).values():
             _foreign_endpoint(s, inst)

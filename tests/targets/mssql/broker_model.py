@@ -130,6 +130,7 @@ class Db:
     stuck_endpoints: int = 0                              # a reset cannot end these (three passes)
     other_sessions: int = 0                               # sessions using it (a DBA's applications)
     recovery_model: str = "FULL"                          # sys.databases.recovery_model_desc
+    in_availability_group: bool = False                   # sys.databases.replica_id IS NOT NULL
     log_mb: int = 8                                       # the log file's size (model's: 8 MB)
     backups: list = field(default_factory=list)           # msdb.dbo.backupset rows in a window
     rolled_back: int = 0                                  # their transactions ROLLBACK IMMEDIATE ended

@@ -70,6 +70,7 @@ class FakeServer:
         # tasks waiting on page latches (wait type, 'db:file:page', tasks), the objects
         # sys.dm_db_page_info maps pages to ((db, file, page) -> row), and Service Broker's waits
         self.version = "16.0.4135.4"
+        self.engine_edition: dict[str, int] = {}   # server -> SERVERPROPERTY('EngineEdition') (3 by default)
         self.page_waiters: list[tuple] = [("PAGELATCH_EX", "7:1:1234", 3), ("PAGELATCH_SH", "7:1:1234", 1),
                                           ("PAGELATCH_EX", "7:1:88", 1)]
         self.pages: dict[tuple[int, int, int], tuple] = {(7, 1, 1234): ("ssb_init1", "sys", "sysdesend", 1, "DATA_PAGE")}
@@ -302,7 +303,7 @@ class FakeServer:
             f.endpoints.pop(s, None)
             return []
         if sec == "server.server_info":
-            return [(f.version, "Developer Edition", s, "RTM", "ssbench")]
+            return [(f.version, "Developer Edition", s, "RTM", "ssbench", f.engine_edition.get(s, 3))]
         if sec == "collectors.page_latch_waiters":
             return list(f.page_waiters)
         if sec == "collectors.session_waits":
@@ -326,7 +327,7 @@ class FakeServer:
             if db is None:
                 return []
             return [(params[0], 5, db.broker_enabled, db.guid, db.delayed_durability, "ONLINE", db.owner,
-                     "MULTI_USER", db.recovery_model)]
+                     "MULTI_USER", db.recovery_model, int(db.in_availability_group))]
         if sec == "server.log_file":
             db = m.db(s, params[0], create=False)
             return [(f"{params[0]}_log", db.log_mb)] if db else []

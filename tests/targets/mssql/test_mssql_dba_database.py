@@ -128,3 +128,48 @@ def test_message_delivery_waits_for_the_dbas_sessions_and_refuses(fake):
     assert any(k.startswith("message delivery left enabled") for k in kept), kept
     assert not any("ROLLBACK IMMEDIATE" in q for _, q in statements_reaching(fake, DBS))
     assert all(fake.db(S, n).rolled_back == 0 for n in DBS)
+
+
+# --------------------------------------------------------------------------- issue 52, item 17
+
+def test_managed_instance_and_azure_sql_database_are_refused_where_they_cannot_work(fake, tmp_path, monkeypatch):
+    """Azure SQL Managed Instance has no CREATE REMOTE SERVICE BINDING and links instances through
+    a Server Trust Group, not ssbench's endpoint; Azure SQL Database has no Service Broker: one
+    line each, before anything changes, in check and provision."""
+    install_senders(monkeypatch, fake)
+    dist = REPO / "topologies" / "example-distributed.yaml"
+    fake.engine_edition["sqltarget.lab.example:1433"] = 8
+    t = MssqlTarget.from_file(str(dist))
+    fails = [d for st, _, d in t.check() if st == "fail" and "Managed Instance" in d]
+    assert any("Server Trust Group" in d for d in fails) and any("REMOTE SERVICE BINDING" in d for d in fails)
+    with pytest.raises(TargetError, match="Server Trust Group .* use layout: single; .*broker.dialog_encryption: false"):
+        t.provision()
+    assert not fake.batches(what="server.sql create_database")
+    fake.engine_edition[S] = 8                                 # one Managed Instance, no dialog security
+    topo = tmp_path / "mi.yaml"
+    topo.write_text(SINGLE.read_text() + "\nbroker:\n  dialog_encryption: false\n")
+    MssqlTarget.from_file(str(topo)).provision(max_initiators=1)
+    fake.engine_edition[S] = 5
+    with pytest.raises(TargetError, match="Azure SQL Database, which has no Service Broker"):
+        MssqlTarget.from_file(str(topo)).provision(max_initiators=1)
+
+
+def test_a_database_in_an_availability_group_keeps_its_broker_settings(fake, tmp_path):
+    """ENABLE_BROKER, DISABLE_BROKER and NEW_BROKER cannot run on a database of an availability
+    group: refused with one line (at teardown, a line of what stayed)."""
+    dba_databases(fake, broker_enabled=False)
+    fake.db(S, "ssbench_init1").in_availability_group = True
+    with pytest.raises(TargetError, match="in an availability group, where SET ENABLE_BROKER cannot run"):
+        MssqlTarget.from_file(str(SINGLE)).provision(max_initiators=1)
+    for part in (fake.dbs, fake.owned, fake.owned_tables):       # databases ssbench creates
+        part.clear()
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision(max_initiators=1)
+    fake.db(S, "ssbench_init1").in_availability_group = True    # added to a group since
+    topo = tmp_path / "t.yaml"
+    topo.write_text(SINGLE.read_text() + "\nbroker:\n  reset: new_broker\n")
+    with pytest.raises(TargetError, match="availability group, where SET NEW_BROKER"):
+        MssqlTarget.from_file(str(topo)).prepare(1, "durable", BrokerSettings())
+    fake.db(S, "ssbench_init1").config["original.broker_enabled"] = "0"     # delivery was off before
+    kept = t.teardown()
+    assert any("message delivery left enabled" in k and "availability group" in k for k in kept), kept
