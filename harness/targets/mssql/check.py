@@ -69,17 +69,7 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
                                        "TO [sa]"))
         else:
             out += _impersonation_lines(s, inst, label)
-        if len(info) > 9 and info[9]:
-            out.append(("warn", label, "in an availability group: message delivery and the broker identifier "
-                                       "cannot change there; route to its listener (broker_host) and put the "
-                                       "Service Broker endpoint on every replica (docs/sqlserver.md)"))
-        if dup:
-            out.append(("warn", label, f"same broker GUID as {', '.join(dup)} (provision gives a copy "
-                                       "ssbench created a new one, and refuses when it created neither)"))
-        if topo.broker.reset == "new_broker":
-            refusal = exclusive.new_broker_refusal(s, inst, "broker.reset: new_broker")
-            if refusal:
-                out.append(("fail", label, refusal.split(": ", 1)[1] + ": use broker.reset: cleanup"))
+        out += _broker_identity_lines(s, inst, label, info, dup)
         lines = _database_lines(s, inst, label, info)
         out += lines
         if topo.role(inst) == "initiator" and ("ok", label, "Service Broker objects present") in lines:
@@ -102,6 +92,24 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
                         f"names broker {r[2]} but {t.name} has {guids[t.name]} (run provision)"))
         else:
             out.append(("ok", f"route {i.name} -> {t.name}", f"{r[3]}"))
+    return out
+
+
+def _broker_identity_lines(s: Session, inst, label: str, info: tuple, dup: list[str]) -> list[tuple]:
+    """An availability group's database, a broker GUID shared with another database of the
+    topology, and NEW_BROKER where ssbench would refuse it."""
+    out = []
+    if len(info) > 9 and info[9]:
+        out.append(("warn", label, "in an availability group: message delivery and the broker identifier "
+                                   "cannot change there; route to its listener (broker_host) and put the "
+                                   "Service Broker endpoint on every replica (docs/sqlserver.md)"))
+    if dup:
+        out.append(("warn", label, f"same broker GUID as {', '.join(dup)} (provision gives a copy "
+                                   "ssbench created a new one, and refuses when it created neither)"))
+    if s.topology.broker.reset == "new_broker":
+        refusal = exclusive.new_broker_refusal(s, inst, "broker.reset: new_broker")
+        if refusal:
+            out.append(("fail", label, refusal.split(": ", 1)[1] + ": use broker.reset: cleanup"))
     return out
 
 
