@@ -336,7 +336,8 @@ def _wait_rates(s: Row) -> tuple[dict[str, float], dict[str, str], str] | None:
     where they come from. The sampled sessions of the load (``session_waits``: its own
     sessions, an alternated member's own slices) where the target gives them; else the
     server's cumulative waits (``top_waits``: every session's, an alternated window's every
-    member's, per second of the window)."""
+    member's, per second of the window): their resource wait, the signal wait (runnable,
+    waiting for a CPU, inside wait_time_ms) counted as the cpu category."""
     ms: dict[str, float] = {}
     tops: dict[str, str] = {}
     sampled = s["session_waits"] is not None and bool(s["session_wait_samples"])
@@ -350,12 +351,15 @@ def _wait_rates(s: Row) -> tuple[dict[str, float], dict[str, str], str] | None:
         seconds = s["span_seconds"] or 0
         if not s["top_waits"] or not seconds:
             return None
-        rates = [(w["wait_type"], w["wait_time_ms"] / seconds) for w in s["top_waits"]]
+        rates = [(w["wait_type"], (w["wait_time_ms"] - (w.get("signal_wait_ms") or 0.0)) / seconds)
+                 for w in s["top_waits"]]
+        if s["signal_wait_ms_per_s"]:
+            rates.append(("RUNNABLE", s["signal_wait_ms_per_s"]))
         members = len((s["alternation"] or {}).get("members") or ())
         where = f"the alternated window's waits: its {members} strategies' together" if members > 1 else ""
     for wait_type, rate in rates:
         cat = category(wait_type)
-        if cat in SEND_WAITS:
+        if cat in SEND_WAITS or cat == "cpu":
             ms[cat] = ms.get(cat, 0.0) + rate
             tops.setdefault(cat, wait_type)
     return ms, tops, where
@@ -372,6 +376,11 @@ def _send_waits(s: Row) -> Finding | None:
     share = ms[cat] / 1000.0 / users
     if share < WAIT_MIN_SHARE:
         return None
+    if cat == "cpu":        # signal wait: runnable tasks queue for a CPU, not for a lock or the log
+        return Finding("server CPU", "tasks waiting for a CPU (signal wait)", share / WAIT_MIN_SHARE,
+                       f"signal wait {ms[cat]:,.0f} ms/s ({tops[cat]} the largest): {ms[cat] / 1000:.1f} of "
+                       f"{users} users runnable, waiting for a CPU, {_pct(share)} of their time"
+                       + (f" ({where})" if where else ""), "server CPU")
     shared = bool(s["dialogs_shared"])
     detail = {"lock": "row lock of the shared dialog" if shared else "lock waits",
               "page latch": "page latch", "log flush": "log flush"}[cat]

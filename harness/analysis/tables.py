@@ -50,7 +50,7 @@ WAIT_CATEGORIES = tuple((name, re.compile(p, re.I)) for name, p in (
     ("lock", r"^(LCK_M_.*|Lock:.*)$"),
     ("client", r"^(ASYNC_NETWORK_IO|Client:.*)$"),
     ("io", r"^(PAGEIOLATCH_.*|IO_COMPLETION|IO:.*)$"),
-    ("cpu", r"^(SOS_SCHEDULER_YIELD|CPU.*)$"),
+    ("cpu", r"^(SOS_SCHEDULER_YIELD|CPU.*|RUNNABLE)$"),   # RUNNABLE: signal wait (waiting for a CPU)
 ))
 #: the wait categories whose share of the wait time the permutations table shows
 SHARE_CATEGORIES = ("page latch", "log flush", "lock")

@@ -11,6 +11,10 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
+#: the instance sys.dm_os_performance_counters sums a per-database counter's instances into
+TOTAL = "_Total"
+
+
 class CounterDeltas:
     """Turns cumulative counters into per-second rates; gauges pass through."""
 
@@ -38,9 +42,12 @@ class CounterDeltas:
         return out
 
     def total(self, object_name: str, counter_name: str) -> float:
-        """Increase of a cumulative counter since the first sample (all instances)."""
-        return sum(self.last[k] - self.first[k] for k in self.last
-                   if k[0] == object_name and k[1] == counter_name)
+        """Increase of a cumulative counter since the first sample: its ``_Total`` instance where
+        there is one (SQL Server reports each database and _Total, which already sums them),
+        else the sum over its instances."""
+        keys = [k for k in self.last if k[0] == object_name and k[1] == counter_name]
+        keys = [k for k in keys if k[2] == TOTAL] or keys
+        return sum(self.last[k] - self.first[k] for k in keys)
 
 
 def window_ticks(ticks: list[tuple], start: float, end: float) -> tuple[tuple, tuple] | None:

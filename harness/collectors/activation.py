@@ -49,7 +49,7 @@ class ActivationCollector(Collector):
 
     def max_running(self) -> float:
         vals = [v for k, v in self.deltas.max_gauge.items() if k[1].startswith("Tasks Running")]
-        return max(vals) if vals else 0.0
+        return max(vals) if vals else 0.0   # _Total, where there is one, is the largest
 
     def window_tasks(self, start: float, end: float) -> tuple[float, float, float] | None:
         """Activation tasks started and ended inside [start, end], and the seconds between the

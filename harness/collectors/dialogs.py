@@ -1,7 +1,7 @@
 """Dialog lifetime (docs/matrices.md, ``messages_per_dialog`` and ``fire_and_forget``): dialogs
 begun and ended by the initiators' SEND path, Error messages received or lost, and the
-conversation endpoints by side and state (sys.conversation_endpoints), every tick; the totals
-after the drain go into the summary, with the dialogs ended inside the measured window (from
+conversation endpoints by side and state (sys.conversation_endpoints: after the drain only,
+where the target's breakdown is costly); the totals after the drain go into the summary, with the dialogs ended inside the measured window (from
 the two ticks that bound it: whether a lifetime technique engaged there)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class DialogCollector(Collector):
         self.ended_at: list[tuple[float, float]] = []
 
     def sample(self, ctx, now):
-        stats = ctx.call(ctx.telemetry.dialog_stats)
+        stats = ctx.call(ctx.telemetry.dialog_counts)     # every tick: cheap, never waits on a SEND
         if stats is None:
             return []
         if stats.get("dialogs_ended") is not None:

@@ -1,5 +1,6 @@
 """Host CPU and memory (psutil): the load generators (client) and the database server's
-processes on this host (server), plus each Locust worker separately (to spot a client-bound
+processes on this host (server; a remote server's own CPU figure, sampled every tick, where the
+target gives one), plus each Locust worker separately (to spot a client-bound
 run: one worker near 100% of a core), and what the rest of the machine takes: CPU used by
 processes that are neither ssbench, its Locust swarm, its broker nor the server
 (``other_cpu_percent``) and CPU steal by the hypervisor (``steal_percent``). A repetition whose
@@ -44,6 +45,8 @@ class HostCollector(Collector):
         self._demand: dict[int, tuple[float, dict[int, int]]] = {}   # pid -> (when, ns per thread)
         self._procs: dict[int, psutil.Process] = {}
         self._ncpu = psutil.cpu_count() or 1
+        #: remote servers (Telemetry.server_cpu_ms): name -> (when, cumulative CPU ms, CPUs)
+        self._remote: dict[str, tuple[float, float, int]] = {}
         self._prev_times = psutil.cpu_times()
         psutil.cpu_percent(None)  # prime the system-wide counter
 
@@ -101,8 +104,9 @@ class HostCollector(Collector):
         def total(pids, i):
             return sum(m[p][i] for p in pids if p in m)
 
-        out = [("cpu_percent", "client", total(client, 0)), ("rss_bytes", "client", total(client, 1)),
-               ("cpu_percent", "server", total(server, 0)), ("rss_bytes", "server", total(server, 1))]
+        out = [("cpu_percent", "client", total(client, 0)), ("rss_bytes", "client", total(client, 1))]
+        if server:       # a remote server's is _remote_cpu's (a 0 here read as a local server)
+            out += [("cpu_percent", "server", total(server, 0)), ("rss_bytes", "server", total(server, 1))]
         for name, pid in sorted(workers.items()):
             out.append(("cpu_percent", name, total([pid], 0)))
             demand = self._cpu_demand(pid, now)
@@ -118,6 +122,25 @@ class HostCollector(Collector):
             out.append(("other_cpu_percent", "", max(0.0, busy - mine)))
             out.append(("steal_percent", "", steal))
         out.append(("system_memory_percent", "", psutil.virtual_memory().percent))
+        if not server:
+            out += self._remote_cpu(ctx, now)
+        return out
+
+    def _remote_cpu(self, ctx, now: float) -> list[tuple[str, str, float]]:
+        """Remote servers' CPU since the last tick, percent of one core as the local server's
+        processes (key ``server``: their sum; ``server.<name>``: each), from their cumulative
+        CPU milliseconds. A counter that went back (its statistics were reset) skips a tick."""
+        out, total = [], None
+        for name, (ms, cpus) in sorted(ctx.call(ctx.telemetry.server_cpu_ms).items()):
+            prev = self._remote.get(name)
+            self._remote[name] = (now, ms, cpus)
+            if prev is None or now <= prev[0] or ms < prev[1]:
+                continue
+            pct = (ms - prev[1]) / ((now - prev[0]) * 1000.0) * 100.0
+            out.append(("cpu_percent", f"server.{name}", pct))
+            total = (total or 0.0) + pct
+        if total is not None:
+            out.append(("cpu_percent", "server", total))
         return out
 
     def _cpu_demand(self, pid: int, now: float) -> list[float] | None:
@@ -155,18 +178,17 @@ class HostCollector(Collector):
         demand = [mean(window.series(self.family, "cpu_demand", k)) for k in worker_cpu]
         server = window.series(self.family, "cpu_percent", "server")
         server_mean = mean(server)
-        # the diagnosis' server-CPU evidence: the share of the server's CPUs in use
-        utilization = server_mean / (100.0 * self._server_cpus(ctx)) if server_mean is not None else None
-        if not server:
-            # remote servers (SQL Server): the target's own figure (% of the machine), if any
-            per_server = ctx.call(ctx.telemetry.server_cpu_percent)
-            server_mean = mean([v for v in per_server.values() if v is not None])
-            # the busiest server of the topology
-            utilization = max((v / 100.0 for v in per_server.values() if v is not None), default=None)
+        if self._remote:     # remote servers: the busiest one's share of its own CPUs
+            shares = [mean(window.series(self.family, "cpu_percent", f"server.{n}")) / (100.0 * cpus)
+                      for n, (_, _, cpus) in self._remote.items()
+                      if cpus and window.series(self.family, "cpu_percent", f"server.{n}")]
+            utilization = max(shares, default=None)
+        else:                # the diagnosis' server-CPU evidence: the share of the server's CPUs in use
+            utilization = server_mean / (100.0 * self._server_cpus(ctx)) if server_mean is not None else None
         other = mean(window.series(self.family, "other_cpu_percent"))
         steal = mean(window.series(self.family, "steal_percent"))
         host = mean(window.series(self.family, "system_cpu_percent"))
-        return {"server_on_host": bool(server),
+        return {"server_on_host": bool(server) and not self._remote,
                 "server_cpu_utilization": round(utilization, 4) if utilization is not None else None,
                 "host_cpu_utilization": round(host / 100.0, 4) if host is not None else None,
                 "host_cpus": self._ncpu,

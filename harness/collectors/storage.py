@@ -18,10 +18,15 @@ whose disk was disturbed (issue 24: storage noise is host noise).
   :data:`NOISY_STORAGE_MIN_MS` above it is flagged ``noisy_storage``: something else was
   writing to the same disk (calibrated with benchmarks/storage_noise.py, error rates in
   tests/collectors/test_storage.py and docs/embedded.md, "Storage noise").
+* **Log events** (``log_events``, a warning each): what happened to the test's databases' logs
+  inside the window that the load competed with: a log that grew (its size, sampled every tick,
+  :meth:`Target.log_sizes_mb`: autogrowth) and a backup that ran (:meth:`Target.log_events`:
+  SQL Server's msdb.dbo.backupset). Reported, not judged.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import statistics
 import time
@@ -29,6 +34,8 @@ from pathlib import Path
 
 from ._probe import ProbeThread, RunReferences
 from .base import Collector
+
+log = logging.getLogger(__name__)
 
 #: seconds between two probes
 PROBE_INTERVAL_S = 0.1
@@ -119,6 +126,7 @@ class StorageCollector(Collector):
                     out.append(("commit_latency_ms", "", ms / flushes))
                 out.append(("log_flushes_per_s", "", max(0.0, flushes) / max(now - self.prev[0], 1e-6)))
             self.prev = (now, stats)
+        out += [("log_size_mb", name, mb) for name, mb in sorted(ctx.call(ctx.telemetry.log_sizes_mb).items())]
         if self.probe is not None:
             if self.probe.error:
                 raise RuntimeError(self.probe.error)
@@ -153,6 +161,21 @@ class StorageCollector(Collector):
             if typical is not None:
                 out["storage_reference_ms"] = round(typical, 3)
             out["noisy_storage"] = noisy_storage(out.get("storage_probe_ms"), typical)
+        events = self.log_growth(window) + ctx.call(ctx.telemetry.log_events, window.start, window.end)
+        for line in events:
+            log.warning("%s", line)
+        if events:
+            out["log_events"] = events
+        return out
+
+    def log_growth(self, window) -> list[str]:
+        """A log whose size grew between the window's first and last tick (autogrowth)."""
+        out = []
+        for name in sorted({s.key for s in window.samples if s.family == self.family and s.metric == "log_size_mb"}):
+            sizes = window.series(self.family, "log_size_mb", name)
+            if len(sizes) >= 2 and sizes[-1] > sizes[0]:
+                out.append(f"{name}: its log grew from {sizes[0]:,.0f} MB to {sizes[-1]:,.0f} MB inside the measured "
+                           "window (autogrowth: the load waited on it, as WRITELOG; size the log beforehand)")
         return out
 
     def close(self) -> None:

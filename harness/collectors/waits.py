@@ -16,42 +16,57 @@ class WaitCollector(Collector):
     source = "wait_stats"
 
     def __init__(self):
-        self.snapshots: list[tuple[float, dict[str, tuple[int, float]]]] = []
+        #: (when, wait type -> (waiting tasks, wait ms, signal wait ms or None)), cumulative
+        self.snapshots: list[tuple[float, dict[str, tuple[int, float, float | None]]]] = []
 
     def sample(self, ctx, now):
-        stats = {w.wait_type: (w.waiting_tasks, w.wait_time_ms) for w in ctx.call(getattr(ctx.telemetry, self.source))}
+        stats = {w.wait_type: (w.waiting_tasks, w.wait_time_ms, w.signal_wait_ms)
+                 for w in ctx.call(getattr(ctx.telemetry, self.source))}
         out = []
         if self.snapshots:
             t0, prev = self.snapshots[-1]
             dt = max(now - t0, 1e-6)
-            for wt, (tasks, ms) in stats.items():
-                ptasks, pms = prev.get(wt, (0, 0.0))
+            for wt, (tasks, ms, sig) in stats.items():
+                ptasks, pms, psig = prev.get(wt, (0, 0.0, None))
                 dms, dtasks = ms - pms, tasks - ptasks
                 if dms > 0 or dtasks > 0:
                     out.append(("wait_ms_per_s", wt, dms / dt))
                     out.append(("waiting_tasks_per_s", wt, dtasks / dt))
+                    if sig is not None and sig > (psig or 0.0):
+                        out.append(("signal_wait_ms_per_s", wt, (sig - (psig or 0.0)) / dt))
         self.snapshots.append((now, stats))
         return out
 
     def summary_fields(self, ctx, window):
+        """``top_waits`` (wait_time_ms: sys.dm_os_wait_stats' total, signal wait included; and
+        signal_wait_ms, the part of it spent runnable, where the target tells) and
+        ``signal_wait_ms_per_s``: every wait type's signal wait per second of the window, the
+        time tasks spent waiting for a CPU (docs/diagnosis.md)."""
         waits = self.window_delta(window.start, window.end)
-        total = sum(ms for _, ms in waits.values()) or 1.0
+        total = sum(ms for _, ms, _ in waits.values()) or 1.0
         top = sorted(waits.items(), key=lambda kv: -kv[1][1])[:TOP_WAITS]
-        return {"top_waits": [{"wait_type": k, "wait_time_ms": round(ms, 3), "waiting_tasks": n,
-                               "share": round(ms / total, 4)} for k, (n, ms) in top]}
+        out: dict = {"top_waits": [{"wait_type": k, "wait_time_ms": round(ms, 3), "waiting_tasks": n,
+                                    "share": round(ms / total, 4),
+                                    **({} if sig is None else {"signal_wait_ms": round(sig, 3)})}
+                                   for k, (n, ms, sig) in top]}
+        signal = [sig for _, _, sig in waits.values() if sig is not None]
+        if signal:
+            out["signal_wait_ms_per_s"] = round(sum(signal) / max(window.end - window.start, 1e-9), 3)
+        return out
 
-    def window_delta(self, start: float, end: float) -> dict[str, tuple[int, float]]:
-        """Cumulative wait deltas between the snapshots nearest the window's edges."""
+    def window_delta(self, start: float, end: float) -> dict[str, tuple[int, float, float | None]]:
+        """Cumulative wait deltas between the snapshots nearest the window's edges: (waiting
+        tasks, wait ms, signal wait ms or None) per wait type whose wait grew."""
         if not self.snapshots:
             return {}
         before = [s for s in self.snapshots if s[0] <= start] or self.snapshots[:1]
         upto = [s for s in self.snapshots if s[0] <= end] or self.snapshots[:1]
         a, b = before[-1][1], upto[-1][1]
         out = {}
-        for wt, (tasks, ms) in b.items():
-            pt, pm = a.get(wt, (0, 0.0))
+        for wt, (tasks, ms, sig) in b.items():
+            pt, pm, ps = a.get(wt, (0, 0.0, None))
             if ms - pm > 0:
-                out[wt] = (tasks - pt, ms - pm)
+                out[wt] = (tasks - pt, ms - pm, None if sig is None else sig - (ps or 0.0))
         return out
 
 
@@ -66,7 +81,7 @@ class BrokerWaitCollector(WaitCollector):
     def summary_fields(self, ctx, window):
         seconds = max(window.end - window.start, 1e-9)
         waits = self.window_delta(window.start, window.end)
-        return {"broker_waits": {k: round(ms / seconds, 3) for k, (_, ms) in sorted(waits.items())}} if waits else {}
+        return {"broker_waits": {k: round(ms / seconds, 3) for k, (_, ms, _) in sorted(waits.items())}} if waits else {}
 
 
 class PageLatchCollector(Collector):

@@ -256,7 +256,9 @@ FIELDS: tuple[Field, ...] = tuple([
           direction=LOWER, path=("e2e_latency_normal_ms", "p99")),
     *_section("host",
               ("client_cpu_percent", float, "ssbench's and Locust's processes, window mean", _PCT),
-              ("server_cpu_percent", float, "the database server's processes on this host, window mean", _PCT),
+              ("server_cpu_percent", float, "the database server's CPU, window mean: its processes on this host, "
+                                            "or a remote SQL Server's resource pools sampled every tick (summed over "
+                                            "its instances)", _PCT),
               ("worker_cpu_percent", dict[str, float], "each local Locust worker (key worker.i<K>.w<W>)",
                {**_PCT, "column": False}),
               ("client_bound", bool, "a Locust worker process at or above 90 % of a core"),
@@ -271,7 +273,8 @@ FIELDS: tuple[Field, ...] = tuple([
                {"unit": "ns"}),
               ("cpu_pinning", dict[str, list[int]], "run.pin_cpus: the CPU sets used", {"column": False}),
               ("server_on_host", bool, "the database server runs on this host"),
-              ("server_cpu_utilization", float, "share of the server's CPUs it used"),
+              ("server_cpu_utilization", float, "share of the server's CPUs it used (SQL Server: the busiest "
+                                                "instance over its schedulers)"),
               ("host_cpu_utilization", float, "share of this host's CPUs busy"),
               ("host_cpus", int, "CPUs of this host"),
               ("client_cpu_demand", float, "the busiest Locust worker thread on a CPU or waiting for one",
@@ -291,9 +294,15 @@ FIELDS: tuple[Field, ...] = tuple([
               ("commit_latency_ms", float, "the server's mean log flush (median over the ticks)", _MS),
               ("storage_probe_ms", float, "a 4 KiB overwrite + fdatasync beside the data: window median", _MS),
               ("storage_reference_ms", float, "the run's typical storage probe (idle references)", _MS),
-              ("noisy_storage", bool, "probe >= 3 x typical and >= typical + 2 ms: another writer")),
+              ("noisy_storage", bool, "probe >= 3 x typical and >= typical + 2 ms: another writer"),
+              ("log_events", list[str], "what ran on the test's databases' logs inside the window: a log that "
+                                        "autogrew, a backup (SQL Server's msdb.dbo.backupset); a warning each",
+               {"column": False})),
     *_section("waits",
-              ("top_waits", list[TopWait], "the window's top waits (wait time, tasks, share)", {"column": False}),
+              ("top_waits", list[TopWait], "the window's top waits (wait time, signal wait included; tasks; share; "
+                                           "its signal wait where the target tells)", {"column": False}),
+              ("signal_wait_ms_per_s", float, "every wait type's signal wait per second: tasks runnable, waiting "
+                                              "for a CPU (SQL Server)", {"unit": "ms/s"}),
               ("session_waits", dict[str, dict[str, float]], "the test's sessions waiting, sampled: mean sessions "
                                                              "by role (sender, reader) and wait type",
                {"column": False}),

@@ -180,9 +180,12 @@ class ClientHost(Document):
 @dataclass(frozen=True)
 class TopWait(Document):
     wait_type: str
-    wait_time_ms: float
+    wait_time_ms: float                # sys.dm_os_wait_stats' total: signal wait included
     waiting_tasks: int
     share: float
+    #: the part of wait_time_ms spent runnable, waiting for a CPU (absent where the target
+    #: cannot tell: the embedded target, older summaries)
+    signal_wait_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,10 @@ class WaitStat:
     wait_type: str
     waiting_tasks: int
     wait_time_ms: float
+    #: the part of wait_time_ms spent runnable, waiting for a CPU after the resource came free
+    #: (sys.dm_os_wait_stats: wait_time_ms "is inclusive of signal_wait_time_ms"); None where the
+    #: target cannot tell
+    signal_wait_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,13 @@ class Telemetry(abc.ABC):
         the target cannot tell."""
         return None
 
+    def dialog_counts(self) -> dict[str, Any] | None:
+        """:meth:`dialog_stats`' counts, asked every tick while the load runs: a target whose
+        endpoint breakdown costs more than a tick should (SQL Server: a GROUP BY over
+        sys.conversation_endpoints) leaves ``endpoints`` out here and reads its counters without
+        waiting on the senders. By default: dialog_stats."""
+        return self.dialog_stats()
+
     # ---------------------------------------------------------------- the diagnosis' evidence (docs/diagnosis.md)
     def activated_tasks(self) -> tuple[int, int] | None:
         """(activation tasks running now for the test's queue, its MAX_QUEUE_READERS): SQL
@@ -135,9 +146,10 @@ class Telemetry(abc.ABC):
         Empty where the target has no page latches to show."""
         return []
 
-    def server_cpu_percent(self) -> dict[str, float | None]:
-        """CPU of remote database servers (percent of each machine), by server name, for
-        servers the host collector cannot see (empty for local servers)."""
+    def server_cpu_ms(self) -> dict[str, tuple[float, int]]:
+        """Remote database servers the host collector cannot see, by server name: (CPU
+        milliseconds the server used so far, cumulative; the CPUs it runs on). The collector
+        samples it every tick, so the window's figure covers the window. Empty for local servers."""
         return {}
 
     def log_flush_stats(self) -> tuple[float, float] | None:
@@ -145,6 +157,17 @@ class Telemetry(abc.ABC):
         commit latency (embedded: PostgreSQL's WAL fsyncs; SQL Server: the log file's writes and
         write stall). None where the target cannot tell."""
         return None
+
+    def log_sizes_mb(self) -> dict[str, float]:
+        """The size of each of the test's databases' logs now, MB, by database: a log that grew
+        inside the measured window autogrew under the load. Empty where unknown."""
+        return {}
+
+    def log_events(self, start_epoch: float, end_epoch: float) -> list[str]:
+        """What ran on the test's databases' logs during [start, end) (epoch seconds) that the
+        load competed with, one line each: SQL Server's backups (msdb.dbo.backupset). Empty
+        where unknown."""
+        return []
 
     def storage_probe_dir(self) -> "str | Path | None":
         """A directory on the file system of the target's data where the storage collector may

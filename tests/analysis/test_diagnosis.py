@@ -336,3 +336,20 @@ def test_growth_detector_error_rates(n, dt, model, amp, max_fp, min_power):
     fp = _rate(rng, 600, 0.0, n=n, dt=dt, amp=amp, model=model)
     power = _rate(rng, 300, 0.25, n=n, dt=dt, amp=amp, model=model)
     assert fp <= max_fp and power >= min_power, (fp, power)
+
+
+def test_signal_wait_is_cpu_pressure_not_the_resource_it_followed():
+    """Issue 52, item 7: wait_time_ms includes signal_wait_time_ms (sys.dm_os_wait_stats). On a
+    CPU-bound server WRITELOG carries the time its tasks then spent runnable: 7,000 ms/s of
+    which 6,400 signal. The SEND stage reads the resource wait (600 ms/s: no log flush stands
+    out) and the signal wait as CPU pressure, not DELAYED_DURABILITY."""
+    from harness.results.model import TopWait
+    from support.summaries import T
+    cpu = one(top_waits=[TopWait("WRITELOG", 7000.0 * T, 100, 1.0, signal_wait_ms=6400.0 * T)],
+              signal_wait_ms_per_s=6400.0)
+    assert (cpu.stage, cpu.detail) == ("server CPU", "tasks waiting for a CPU (signal wait)"), cpu
+    assert "signal wait 6,400 ms/s" in cpu.primary.evidence and cpu.primary.remedy == "server CPU"
+    assert all(f.remedy != "log flush" for f in cpu.findings)
+    # sampled sessions: a runnable request is counted as RUNNABLE, the CPU category too
+    sampled = one(session_waits={"sender": {"RUNNABLE": 5.0, "WRITELOG": 0.5}}, session_wait_samples=40)
+    assert sampled.stage == "server CPU"

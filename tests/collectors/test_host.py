@@ -29,7 +29,7 @@ class LocalTarget:
     def server_pids(self):
         return []
 
-    def server_cpu_percent(self):
+    def server_cpu_ms(self):
         return {}
 
 
@@ -44,6 +44,31 @@ def sample_for(collector, seconds, client_pids=dict):
         now = time.time()
         samples += [Sample(now, "host", m, k, v) for m, k, v in collector.sample(ctx, now)]
     return ctx, WindowView(t0, time.time() + 1, tuple(samples))
+
+
+class RemoteServers(LocalTarget):
+    """Two remote servers (SQL Server instances): CPU milliseconds so far, and their CPUs."""
+
+    now = 0.0
+
+    def server_cpu_ms(self):
+        return {"target": (1500.0 * self.now, 4), "init1": (500.0 * self.now, 2)}
+
+
+def test_a_remote_servers_cpu_covers_the_window_in_one_unit():
+    """Issue 52, item 8: a remote server's CPU is sampled every tick (SQL Server: its resource
+    pools' cumulative CPU), so a 4 s window has its own figure (the scheduler-monitor ring
+    buffer has one record a minute, read once after the drain), in percent of one core as the
+    embedded target's server processes; utilization is the busiest server's share of its CPUs."""
+    target, col = RemoteServers(), HostCollector()
+    ctx = SampleContext(target=target, lock=threading.Lock())
+    samples = []
+    for k in range(7):
+        target.now = 1000.0 + k
+        samples += [Sample(target.now, "host", m, key, v) for m, key, v in col.sample(ctx, target.now)]
+    fields = col.summary_fields(ctx, WindowView(1001.5, 1005.5, tuple(samples)))
+    assert fields["server_cpu_percent"] == 200.0              # 1.5 + 0.5 cores
+    assert fields["server_cpu_utilization"] == 0.375 and fields["server_on_host"] is False
 
 
 def orphan_hog() -> int:

@@ -82,6 +82,12 @@ class FakeTarget:
         self.flushes = [self.flushes[0] + 100, self.flushes[1] + 250.0]   # 2.5 ms per flush
         return tuple(self.flushes)
 
+    def log_sizes_mb(self):          # Telemetry's defaults: this target cannot tell
+        return {}
+
+    def log_events(self, start, end):
+        return []
+
 
 def test_collector_reports_commit_latency_probe_and_typical(tmp_path, monkeypatch):
     import threading

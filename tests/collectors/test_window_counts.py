@@ -37,6 +37,8 @@ class Scripted:
         return {"dialogs_begun": self.rows[self.k], "dialogs_ended": self.rows[self.k], "errors_received": 0,
                 "errors_lost": 0, "endpoints": {}}
 
+    dialog_counts = dialog_stats      # Telemetry's default
+
 
 def run(collector, target, ticks):
     ctx = SampleContext(target=target, lock=threading.Lock())
@@ -66,6 +68,8 @@ def test_readers_that_live_on_start_and_end_nothing_in_the_window():
     ctx = run(c, Scripted(rows, instances=("db", "_Total")), range(6))
     got = c.summary_fields(ctx, WindowView(2.0, 5.0, ()))
     assert (got["activation_tasks_started_in_window"], got["activation_tasks_ended_in_window"]) == (0, 0)
+    # issue 52, item 6: two tasks started in all, counted once (the _Total row, not db + _Total)
+    assert got["activation_tasks_started"] == 2 and got["activation_tasks_max_running"] == 2
     # a second reader joining inside the window started a task and ended none
     rows = [(0, 0), (1, 1), (1, 1), (2, 2), (2, 2), (2, 2)]
     c = ActivationCollector()
@@ -91,3 +95,28 @@ def test_dialogs_ended_inside_the_window():
     c = DialogCollector()
     ctx = run(c, Scripted([0] * 7), range(6))
     assert c.summary_fields(ctx, WindowView(1.5, 4.5, ()))["dialogs_ended_in_window"] == 0
+
+
+def test_top_waits_keep_the_signal_wait_apart():
+    """Issue 52, item 7: each top wait carries the part of it spent runnable (signal wait), and
+    the summary the window's signal wait per second over every wait type."""
+    from harness.collectors.waits import WaitCollector
+    from harness.targets.telemetry import WaitStat
+
+    class Waits:
+        telemetry = property(lambda self: self)
+
+        def __init__(self):
+            self.k = -1
+
+        def wait_stats(self):
+            self.k += 1
+            return [WaitStat("WRITELOG", 10 * self.k, 1000.0 * self.k, 800.0 * self.k),
+                    WaitStat("LCK_M_X", self.k, 100.0 * self.k, 10.0 * self.k)]
+
+    c = WaitCollector()
+    ctx = run(c, Waits(), range(6))
+    got = c.summary_fields(ctx, WindowView(1.0, 5.0, ()))
+    top = {w["wait_type"]: w for w in got["top_waits"]}
+    assert top["WRITELOG"]["wait_time_ms"] == 4000.0 and top["WRITELOG"]["signal_wait_ms"] == 3200.0
+    assert got["signal_wait_ms_per_s"] == (3200.0 + 40.0) / 4

@@ -15,7 +15,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "targets" / "mssql"))
-from mssql_fake import install, install_raw_senders  # noqa: E402
+from broker_model import Msg  # noqa: E402
+from mssql_fake import install, install_raw_senders, install_senders  # noqa: E402
 
 from harness.errors import TargetError  # noqa: E402
 from harness.matrix import BrokerSettings  # noqa: E402
@@ -23,6 +24,7 @@ from harness.targets.mssql.sender import MssqlSender  # noqa: E402
 from harness.targets.mssql.target import MssqlTarget  # noqa: E402
 
 USERS, SENDS = 4, 25     # per initiator; each user SENDs 25 messages
+S = "127.0.0.1:1433"
 
 
 def _user(t: MssqlTarget, initiator: int, slot: int, tally: Counter, lock: threading.Lock) -> None:
@@ -91,4 +93,66 @@ def test_finite_dialog_lifetimes_on_sql_server_account_for_every_send(monkeypatc
     # created before the load and each user's last one, if it had not reached its limit
     assert set(stats["endpoints"]) <= {"initiator.CO", "target.CO", "target.CD"}, stats
     assert begun - ended == stats["endpoints"]["initiator.CO"] - 2 * USERS > 0, stats
+    fault()
+
+
+def _send(t: MssqlTarget, initiator: int, n: int) -> None:
+    s = MssqlSender(t.sender_spec(initiator))
+    try:
+        for _ in range(n):
+            s.send(s.dialog(1), bytes(100))
+    finally:
+        s.close()
+
+
+def test_error_rows_of_every_kind_and_doomed_rollbacks_hide_no_loss(monkeypatch, fault, figures):
+    """The target's error table holds rows that are not lost data messages: Service Broker Error
+    messages, messages without a valid header, rows of an error alone (a doomed transaction
+    rolled back, its messages received again later; the RECEIVE that failed once the fifth
+    rollback disabled the queue) and whole batches logged after a failure caught past the
+    tally (their data messages received). Two data messages are really lost (discarded by the
+    message type's validation) and three are poison (the drop-table insert failed). The account,
+    per initiator and in total, must equal the model's own log of what happened to each."""
+    fake = install(monkeypatch)
+    install_senders(monkeypatch, fake)
+    t = MssqlTarget.from_file(str(REPO / "topologies" / "example-single.yaml"))
+    t.provision(max_initiators=2)
+    t.prepare(2, "durable", BrokerSettings(max_queue_readers=2))
+    for i in (1, 2):
+        t.create_dialogs(i, 2, 1)
+        t.warm_up(i)
+    target, model = fake.db(S, "ssbench_target"), fake.model
+    model.pump()
+
+    def phase(faults, *sends):
+        target.faults[:] = faults
+        for i, n in sends:
+            _send(t, i, n)
+        model.pump()
+
+    phase(["doomed", "doomed"], (1, 5), (2, 5))       # two rollbacks, then received
+    phase(["end_fails"], (1, 4))                      # tallied, then the whole batch logged
+    phase(["drop_fails"], (2, 3))                     # logged, never in the drop table: poison
+    conv = next(iter(target.endpoints.values())).conv
+    target.queue += [Msg(conv, "data", bad=True), Msg(conv, "error")]   # nobody's; an Error
+    model.pump()
+    target.message_types["//MySSB.com/Lab/M_Test"] = "XML"             # discarded: really lost
+    phase([], (2, 2))
+    target.message_types["//MySSB.com/Lab/M_Test"] = "NONE"
+    phase(["doomed"] * 5, (1, 3))                     # the queue disabled: still queued
+    c = t.drain(0.2, poll=0.01)
+
+    assert {e.kind for e in target.errors} == {None, "data", "error"}   # every kind of row
+    committed = {(e[2], e[3]) for e in model.committed if e[0] == "send" and not e[4]}
+    delivered = {(conv, seq) for conv, seq, warm in model.delivered if not warm}
+    poisoned = set(model.poisoned)
+    queued = {(m.conv, m.seq) for m in target.queue if m.measured}
+    lost = committed - delivered - poisoned - queued
+    figures["messages lost"] += abs(c.lost - len(lost))   # a loss the account missed, or invented
+    assert len(lost) == 2 and len(poisoned) == 3 and len(queued) == 3, (lost, poisoned, queued)
+    assert c.queue_disabled and c.sent == len(committed) == 22
+    assert c.lost == len(lost) == 2, (c.lost, c)
+    assert [(x.initiator, x.sent, x.received, x.poison, x.queued, x.lost) for x in c.initiators] == [
+        (1, 12, 9, 0, 3, 0), (2, 10, 5, 3, 0, 2)], c.initiators
+    assert sum(x.lost for x in c.initiators) == c.lost and c.poison == len(poisoned)
     fault()

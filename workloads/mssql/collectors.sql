@@ -4,7 +4,9 @@
 
 -- @@ wait_stats
 -- Cumulative since the instance started or since DBCC SQLPERF('sys.dm_os_wait_stats', CLEAR).
-SELECT wait_type, waiting_tasks_count, wait_time_ms
+-- wait_time_ms includes signal_wait_time_ms (the time runnable, waiting for a CPU after the
+-- resource came free): both are read, so the resource wait and the CPU queue are told apart.
+SELECT wait_type, waiting_tasks_count, wait_time_ms, signal_wait_time_ms
 FROM sys.dm_os_wait_stats
 WHERE waiting_tasks_count > 0 OR wait_time_ms > 0;
 
@@ -57,18 +59,33 @@ JOIN sys.partitions AS p ON p.object_id = it.object_id AND p.index_id IN (0, 1)
 WHERE q.name = ? AND q.schema_id = SCHEMA_ID(N'dbo');
 
 -- @@ server_cpu
--- SQL Server's CPU use (percent of the whole machine) from the most recent scheduler-monitor
--- record of the ring buffer (one record a minute).
-SELECT TOP (1)
-    x.record.value('(./Record/SchedulerMonitorEvent/SystemHealth/ProcessUtilization)[1]', 'int') AS sql_cpu,
-    x.record.value('(./Record/SchedulerMonitorEvent/SystemHealth/SystemIdle)[1]', 'int') AS system_idle
-FROM (
-    SELECT rb.[timestamp], CONVERT(xml, rb.record) AS record
-    FROM sys.dm_os_ring_buffers AS rb
-    WHERE rb.ring_buffer_type = N'RING_BUFFER_SCHEDULER_MONITOR'
-      AND rb.record LIKE N'%<SystemHealth>%'
-) AS x
-ORDER BY x.[timestamp] DESC;
+-- SQL Server's CPU so far: every resource pool's total_cpu_usage_ms (the internal and default
+-- pools included; cumulative since the Resource Governor statistics were reset), and the
+-- schedulers it runs on. Sampled every tick, the difference covers exactly the window (the
+-- scheduler-monitor ring buffer has one record a minute).
+SELECT (SELECT SUM(total_cpu_usage_ms) FROM sys.dm_resource_governor_resource_pools),
+       (SELECT COUNT(*) FROM sys.dm_os_schedulers WHERE status = N'VISIBLE ONLINE');
+
+-- @@ log_sizes
+-- Every database's log size in MB (sys.master_files, size in 8-KB pages), each tick: a log that
+-- grew inside the measured window autogrew under the load.
+SELECT DB_NAME(database_id), SUM(CAST(size AS bigint)) * 8 / 1024.0
+FROM sys.master_files
+WHERE type = 1
+GROUP BY database_id;
+
+-- @@ backups_between
+-- Backups of a database that overlapped a window given in UTC (msdb.dbo.backupset: a row per
+-- finished backup, its dates in the server's local time; time_zone is the offset from UTC in
+-- 15-minute steps, 127 when unknown: then the server's current offset).
+SELECT b.type, b.backup_start_date, b.backup_finish_date
+FROM msdb.dbo.backupset AS b
+CROSS APPLY (SELECT IIF(b.time_zone = 127 OR b.time_zone IS NULL,
+                        DATEDIFF(minute, SYSUTCDATETIME(), SYSDATETIME()),
+                        15 * b.time_zone) AS offset_min) AS z
+WHERE b.database_name = ?
+  AND DATEADD(minute, -z.offset_min, b.backup_start_date) < ?
+  AND DATEADD(minute, -z.offset_min, b.backup_finish_date) >= ?;
 
 -- @@ endpoint_states
 -- The conversation endpoints of the test's service by state (sys.conversation_endpoints), and
@@ -98,14 +115,17 @@ WHERE latch_class LIKE N'SERVICE[_]BROKER%' AND (waiting_requests_count > 0 OR w
 
 -- @@ session_waits
 -- Requests waiting now, by role: the activated RECEIVE tasks (sys.dm_broker_activated_tasks)
--- and the load's sessions (program_name: the sender connections' APP=), by wait type.
-SELECT CASE WHEN t.spid IS NOT NULL THEN N'reader' ELSE N'sender' END, r.wait_type, COUNT(*)
+-- and the load's sessions (program_name: the sender connections' APP=), by wait type; a
+-- request that is runnable (its resource came free, it waits for a CPU: signal wait) counts
+-- as RUNNABLE.
+SELECT CASE WHEN t.spid IS NOT NULL THEN N'reader' ELSE N'sender' END,
+       ISNULL(r.wait_type, N'RUNNABLE'), COUNT(*)
 FROM sys.dm_exec_requests AS r
 JOIN sys.dm_exec_sessions AS s ON s.session_id = r.session_id
 LEFT JOIN (SELECT DISTINCT spid FROM sys.dm_broker_activated_tasks) AS t ON t.spid = r.session_id
-WHERE r.wait_type IS NOT NULL AND r.session_id <> @@SPID
+WHERE (r.wait_type IS NOT NULL OR r.status = N'runnable') AND r.session_id <> @@SPID
   AND (t.spid IS NOT NULL OR s.program_name = ?)
-GROUP BY CASE WHEN t.spid IS NOT NULL THEN N'reader' ELSE N'sender' END, r.wait_type;
+GROUP BY CASE WHEN t.spid IS NOT NULL THEN N'reader' ELSE N'sender' END, ISNULL(r.wait_type, N'RUNNABLE');
 
 -- @@ page_latch_waiters
 -- Tasks waiting on a page latch now, by page: resource_description is

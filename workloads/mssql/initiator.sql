@@ -128,7 +128,7 @@ BEGIN
     DECLARE @dh uniqueidentifier, @rows int, @groups int, @ended int, @err nvarchar(4000);
     WHILE 1 = 1
     BEGIN
-        SET @rows = NULL;
+        SELECT @rows = NULL, @ended = 0;
         BEGIN TRY
             BEGIN TRANSACTION;
             WAITFOR (
@@ -159,7 +159,6 @@ BEGIN
             FROM @msgs
             WHERE message_type IN (N'http://schemas.microsoft.com/SQL/ServiceBroker/Error',
                                    N'https://schemas.microsoft.com/SQL/ServiceBroker/Error');
-            SET @ended = 0;
             WHILE 1 = 1
             BEGIN
                 SET @dh = NULL;
@@ -177,10 +176,17 @@ BEGIN
         BEGIN CATCH
             -- a doomed transaction is rolled back (its messages go back to the queue); otherwise
             -- what was received is kept with the error, one row per message not yet ended (or
-            -- one row for the error alone), and committed
+            -- one row for the error alone), and committed, with the dialogs ended before the
+            -- failure counted: they commit too
             SET @err = CONCAT(N'error ', ERROR_NUMBER(), N' at line ', ERROR_LINE(), N': ',
                               ERROR_MESSAGE());
             IF XACT_STATE() = -1 ROLLBACK TRANSACTION;
+            IF XACT_STATE() = 1 AND @ended > 0
+            BEGIN
+                UPDATE [dbo].[ssbench_counts] SET ended = ended + @ended WHERE spid = @@SPID;
+                IF @@ROWCOUNT = 0
+                    INSERT INTO [dbo].[ssbench_counts] (spid, ended) VALUES (@@SPID, @ended);
+            END;
             INSERT INTO [dbo].[ssbench_dialog_errors] (received_at, [dialog], message_type, error, messageVal)
             SELECT SYSUTCDATETIME(), m.[dialog], m.message_type, @err, CAST(m.message_body AS varbinary(2000))
             FROM (VALUES (1)) AS one (x)
@@ -368,7 +374,75 @@ SELECT CAST(handle AS nvarchar(36)), high FROM [dbo].[dialogs] WHERE k = ?;
 SELECT ISNULL(SUM(sent), 0), ISNULL(SUM(begun), 0), ISNULL(SUM(ended), 0)
 FROM [dbo].[ssbench_counts];
 
+-- @@ sent_counts_live
+-- The same for the collectors, every tick while senders run: WITH (NOLOCK), so the read never
+-- waits on a SEND's open transaction (its LCK_M_S would land in the waits the diagnosis reads).
+-- A SEND not yet committed may be counted: a rate, not the accounting (sent_counts).
+SELECT ISNULL(SUM(sent), 0), ISNULL(SUM(begun), 0), ISNULL(SUM(ended), 0)
+FROM [dbo].[ssbench_counts] WITH (NOLOCK);
+
+-- @@ xmitq_data
+-- This initiator's measured data messages still in its transmission queue: not EndDialog or
+-- Error messages, not warm-up messages, not another service's (a DBA's database has its own).
+-- A body the view does not show (NULL) counts as measured.
+SELECT COUNT_BIG(*) FROM sys.transmission_queue
+WHERE to_service_name = {{lit:service}} AND message_type_name = {{lit:message_type}}
+  AND (message_body IS NULL OR SUBSTRING(message_body, 1, 4) <> 0x53534257);
+
 -- @@ dialog_errors_received
--- Error messages the target sent back that ssbench_initiator_end received and recorded.
-SELECT COUNT_BIG(*) FROM [dbo].[ssbench_dialog_errors]
+-- Error messages the target sent back that ssbench_initiator_end received and recorded (READPAST:
+-- rows only inserted; one the reader has not committed yet is skipped, never waited on).
+SELECT COUNT_BIG(*) FROM [dbo].[ssbench_dialog_errors] WITH (READPAST)
 WHERE error = N'Service Broker error message';
+
+-- @@ sender_user_of
+-- The user the sender login maps to in this database (by SID), if any.
+SELECT dp.name
+FROM sys.database_principals AS dp
+JOIN sys.server_principals AS sp ON sp.sid = dp.sid
+WHERE sp.name = ?;
+
+-- @@ sender_user
+-- The sender login's user in this initiator database, when it has none (ssbench records it
+-- and teardown drops it).
+IF NOT EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})
+    CREATE USER {{ident:user}} FOR LOGIN {{ident:login}};
+
+-- @@ sender_grants
+-- What the load's sessions need: EXECUTE on the procedures they call (the SEND and the
+-- ssbench_counts update inside ssbench_send are reached through its ownership chain; the
+-- retiring ones run EXECUTE AS OWNER), SELECT on dbo.dialogs (a slot's handle) and RECEIVE on
+-- the initiator's queue (SEND requires RECEIVE on the queue of the sending service).
+-- CREATE OR ALTER PROCEDURE keeps these grants when prepare re-creates the procedures.
+GRANT EXECUTE ON OBJECT::[dbo].[ssbench_send] TO {{ident:user}};
+GRANT EXECUTE ON OBJECT::[dbo].[ssbench_send_retiring] TO {{ident:user}};
+GRANT EXECUTE ON OBJECT::[dbo].[ssbench_initiator_reader_on] TO {{ident:user}};
+GRANT SELECT ON OBJECT::[dbo].[dialogs] TO {{ident:user}};
+GRANT RECEIVE ON OBJECT::[dbo].{{ident:queue}} TO {{ident:user}};
+
+-- @@ sender_user_drop
+-- teardown: the sender's user, when ssbench created it
+IF EXISTS (SELECT * FROM sys.database_principals WHERE name = {{lit:user}})
+    DROP USER {{ident:user}};
+
+-- @@ check_sender
+-- ssbench mssql check, connected as the sender login: its calls in a transaction that is rolled
+-- back (a dialog begun by ssbench_send_retiring, as dbo, then a SEND on it by ssbench_send, as
+-- the sender), nothing left behind. Returns the error (NULL: it worked) and whether the sender
+-- may turn the initiator queue's reader on (a finite dialog lifetime).
+SET XACT_ABORT ON;
+DECLARE @h TABLE (next_handle nvarchar(36));
+DECLARE @dh uniqueidentifier, @k int, @err nvarchar(4000);
+BEGIN TRY
+    BEGIN TRANSACTION;
+    SET @k = (SELECT TOP (1) k FROM [dbo].[dialogs]);
+    INSERT INTO @h EXEC [dbo].[ssbench_send_retiring] @dh = NULL, @payload = 0x, @last = 0, @fire_and_forget = 0;
+    SET @dh = (SELECT TOP (1) CAST(next_handle AS uniqueidentifier) FROM @h);
+    EXEC [dbo].[ssbench_send] @dh = @dh, @payload = 0x;
+    ROLLBACK TRANSACTION;
+END TRY
+BEGIN CATCH
+    SET @err = CONCAT(N'error ', ERROR_NUMBER(), N': ', ERROR_MESSAGE());
+    IF XACT_STATE() <> 0 ROLLBACK TRANSACTION;
+END CATCH;
+SELECT @err, HAS_PERMS_BY_NAME(N'dbo.ssbench_initiator_reader_on', N'OBJECT', N'EXECUTE');

@@ -104,6 +104,12 @@ IF OBJECT_ID(N'dbo.' + {{lit:table}}, N'U') IS NULL
         message_type nvarchar(256) NULL,
         error nvarchar(4000) NOT NULL,
         messageVal varbinary(2000) NULL);
+GO
+-- seq: the message's sequence number in its conversation ([dialog], the receiving side's
+-- handle): with it the accounting tells a data message that never reached messageDrop (poison)
+-- from one processed before a later statement failed
+IF COL_LENGTH(N'dbo.' + {{lit:table}}, N'seq') IS NULL
+    ALTER TABLE [dbo].{{ident:table}} ADD seq bigint NULL;
 
 -- @@ config_table
 -- ssbench's settings in this database (e.g. the target's broker GUID on an initiator).
@@ -152,6 +158,19 @@ END TRY
 BEGIN CATCH
     SELECT CAST(CONCAT(N'error ', ERROR_NUMBER(), N': ', ERROR_MESSAGE()) AS nvarchar(4000));
 END CATCH;
+
+-- @@ dialog_certificates
+-- Certificates Service Broker could pick for this database's dialogs instead of ssbench's: it
+-- uses the owner's certificate that is valid, marked ACTIVE FOR BEGIN_DIALOG, has a private key
+-- the master key protects, and expires last ("Certificates for Dialog Security", "Certificates
+-- and Service Broker"). dbo owns ssbench's services; ssbench's certificate expires on the date
+-- given (or as it was created).
+SELECT c.name, c.expiry_date
+FROM sys.certificates AS c
+WHERE c.principal_id = DATABASE_PRINCIPAL_ID(N'dbo') AND c.name <> ?
+  AND c.is_active_for_begin_dialog = 1 AND c.pvt_key_encryption_type = 'MK'
+  AND c.start_date <= GETUTCDATE() AND c.expiry_date > GETUTCDATE()
+  AND c.expiry_date >= ISNULL((SELECT expiry_date FROM sys.certificates WHERE name = ?), CAST(? AS datetime));
 
 -- @@ proxy_user
 -- Dialog security: a user without login stands for the other side's service owner.

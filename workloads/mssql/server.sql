@@ -11,7 +11,8 @@ SELECT CAST(SERVERPROPERTY('ProductVersion') AS nvarchar(128)) AS product_versio
        CAST(SERVERPROPERTY('Edition') AS nvarchar(128)) AS edition,
        CAST(SERVERPROPERTY('ServerName') AS nvarchar(256)) AS server_name,
        CAST(SERVERPROPERTY('ProductLevel') AS nvarchar(128)) AS product_level,
-       SUSER_SNAME() AS login_name;
+       SUSER_SNAME() AS login_name,
+       CAST(SERVERPROPERTY('EngineEdition') AS int) AS engine_edition;   -- 5 Azure SQL Database, 8 Managed Instance
 
 -- @@ permissions
 -- What each step needs on the instance (ssbench mssql check prints a line for each missing one).
@@ -36,7 +37,8 @@ LEFT JOIN sys.certificates AS c ON c.certificate_id = e.certificate_id;
 
 -- @@ database_info
 SELECT d.name, d.database_id, d.is_broker_enabled, CAST(d.service_broker_guid AS nvarchar(36)),
-       d.delayed_durability_desc, d.state_desc, SUSER_SNAME(d.owner_sid), d.user_access_desc
+       d.delayed_durability_desc, d.state_desc, SUSER_SNAME(d.owner_sid), d.user_access_desc,
+       d.recovery_model_desc, CAST(IIF(d.replica_id IS NULL, 0, 1) AS int) AS in_availability_group
 FROM sys.databases AS d
 WHERE d.name = ?;
 
@@ -44,21 +46,45 @@ WHERE d.name = ?;
 IF DB_ID({{lit:database}}) IS NULL
     CREATE DATABASE {{ident:database}};
 
+-- @@ log_file
+-- A database's log file: its logical name and size in MB (size is in 8-KB pages).
+SELECT TOP (1) name, CAST(size AS bigint) * 8 / 1024
+FROM sys.master_files
+WHERE database_id = DB_ID(?) AND type = 1;
+
+-- @@ log_size
+-- A database ssbench created takes model's log size and growth: its log is sized
+-- (broker.log_size_mb, a quarter of it per growth) so autogrowth does not land in the first
+-- permutation as WRITELOG. Only ever larger (MODIFY FILE cannot shrink a file).
+ALTER DATABASE {{ident:database}}
+    MODIFY FILE (NAME = {{ident:file}}, SIZE = {{int:size_mb}}MB, FILEGROWTH = {{int:growth_mb}}MB);
+
 -- @@ enable_broker
--- ENABLE_BROKER needs an exclusive database lock: ROLLBACK IMMEDIATE ends other sessions.
+-- A database ssbench created (harness/targets/mssql/exclusive.py): ENABLE_BROKER needs an
+-- exclusive database lock, and ROLLBACK IMMEDIATE rolls back the other sessions there.
 ALTER DATABASE {{ident:database}} SET ENABLE_BROKER WITH ROLLBACK IMMEDIATE;
 
+-- @@ enable_broker_wait
+-- A database ssbench did not create: no termination clause, so ENABLE_BROKER "will wait until
+-- the other sessions release their locks" (ALTER DATABASE SET options); ssbench cancels the wait
+-- after 30 s and refuses. Nobody else's transaction is rolled back.
+ALTER DATABASE {{ident:database}} SET ENABLE_BROKER;
+
 -- @@ new_broker
--- A new broker identifier: every existing conversation of the database is ended with an
--- error, and every route naming the old identifier must be re-created (ssbench does). Run by
--- prepare with broker.reset: new_broker, for duplicate GUIDs within the topology, and by
--- provision only when ENABLE_BROKER failed with error 9772 (another database of the instance
--- has the same identifier enabled).
+-- A new broker identifier: every existing conversation of the database is removed, and every
+-- route naming the old identifier must be re-created (ssbench does). Only on a database ssbench
+-- created: prepare with broker.reset: new_broker, duplicate GUIDs within the topology, and
+-- provision when ENABLE_BROKER failed with error 9772 (another database of the instance has
+-- the same identifier enabled).
 ALTER DATABASE {{ident:database}} SET NEW_BROKER WITH ROLLBACK IMMEDIATE;
 
 -- @@ disable_broker
--- teardown: the database had message delivery off before ssbench enabled it
+-- teardown: the database had message delivery off before ssbench enabled it (ssbench created it)
 ALTER DATABASE {{ident:database}} SET DISABLE_BROKER WITH ROLLBACK IMMEDIATE;
+
+-- @@ disable_broker_wait
+-- teardown, a database ssbench did not create: waits for the other sessions (enable_broker_wait)
+ALTER DATABASE {{ident:database}} SET DISABLE_BROKER;
 
 -- @@ delayed_durability
 ALTER DATABASE {{ident:database}} SET DELAYED_DURABILITY = {{kw:delayed_durability}};
@@ -199,3 +225,6 @@ CREATE ROUTE {{ident:route}}
 -- (run in msdb)
 IF EXISTS (SELECT * FROM sys.routes WHERE name = {{lit:route}})
     DROP ROUTE {{ident:route}};
+
+-- @@ login_exists
+SELECT COUNT(*) FROM sys.server_principals WHERE name = ?;

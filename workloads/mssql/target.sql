@@ -39,6 +39,13 @@ GO
 IF COL_LENGTH(N'[dbo].[messageDrop]', N'high') IS NULL
     ALTER TABLE [dbo].[messageDrop] ADD high bit NOT NULL DEFAULT 0;
 GO
+-- [dialog] and seq: the target's conversation handle and the message's sequence number in it
+-- (RECEIVE's message_sequence_number) identify a message, so the accounting counts a message
+-- once however often it was tallied, and one in the error table as poison only when it never
+-- reached this table
+IF COL_LENGTH(N'[dbo].[messageDrop]', N'seq') IS NULL
+    ALTER TABLE [dbo].[messageDrop] ADD [dialog] uniqueidentifier NULL, seq bigint NULL;
+GO
 -- The paper's tally: messages processed by each WAITFOR - RECEIVE and when. Every RECEIVE
 -- that returned messages writes at least one row: one per initiator whose data messages it
 -- received, and one with initiator NULL for the rest (EndDialog, Error, messages without a
@@ -72,7 +79,8 @@ BEGIN
         message_type sysname,
         message_body varbinary(max),
         [dialog] uniqueidentifier,
-        contract sysname);
+        contract sysname,
+        seq bigint);
     DECLARE @rows int, @data int, @now datetime2(7), @dh uniqueidentifier, @err nvarchar(4000);
     DECLARE @work datetime;
 
@@ -89,7 +97,8 @@ BEGIN
                     message_type_name,
                     message_body,
                     conversation_handle,
-                    service_contract_name
+                    service_contract_name,
+                    message_sequence_number
                 FROM [dbo].{{ident:queue}}
                 INTO @receive
             ), TIMEOUT {{int:waitfor_timeout_ms}};
@@ -103,9 +112,10 @@ BEGIN
             SET @now = SYSUTCDATETIME();
 
             -- Copy the first 2,000 bytes of every data message to the drop table.
-            INSERT INTO [dbo].[messageDrop] (initiator, sent_at, received_at, warmup, messageVal, high)
+            INSERT INTO [dbo].[messageDrop] (initiator, sent_at, received_at, warmup, messageVal, high,
+                                             [dialog], seq)
             SELECT h.initiator, h.sent_at, @now, h.warmup, CAST(r.message_body AS varbinary(2000)),
-                   CASE WHEN r.contract = N'ssbench_high_priority' THEN 1 ELSE 0 END
+                   CASE WHEN r.contract = N'ssbench_high_priority' THEN 1 ELSE 0 END, r.[dialog], r.seq
             FROM @receive AS r
             CROSS APPLY (SELECT
                 CASE SUBSTRING(r.message_body, 1, 4)
@@ -158,8 +168,8 @@ BEGIN
                 VALUES (@now, NULL, 0, 0, @rows, SYSUTCDATETIME());
 
             -- Bad messages (no parsable header) and Service Broker Error messages: error table.
-            INSERT INTO [dbo].[messageErrors] (received_at, [dialog], message_type, error, messageVal)
-            SELECT @now, r.[dialog], r.message_type,
+            INSERT INTO [dbo].[messageErrors] (received_at, [dialog], seq, message_type, error, messageVal)
+            SELECT @now, r.[dialog], r.seq, r.message_type,
                    CASE WHEN r.message_type = {{lit:message_type}}
                         THEN N'message without a valid ssbench header'
                         ELSE N'Service Broker error message' END,
@@ -216,8 +226,10 @@ BEGIN
             IF XACT_STATE() = 1
             BEGIN
                 -- Never roll back: log what was received and commit (the paper's tech-tip).
-                INSERT INTO [dbo].[messageErrors] (received_at, [dialog], message_type, error, messageVal)
-                SELECT SYSUTCDATETIME(), [dialog], message_type, @err,
+                -- Data messages processed before the failure are in messageDrop too: the
+                -- accounting counts them as received, not as poison.
+                INSERT INTO [dbo].[messageErrors] (received_at, [dialog], seq, message_type, error, messageVal)
+                SELECT SYSUTCDATETIME(), [dialog], seq, message_type, @err,
                        CAST(message_body AS varbinary(2000))
                 FROM @receive;
                 IF @@ROWCOUNT = 0
@@ -274,16 +286,56 @@ TRUNCATE TABLE [dbo].[receiveTally];
 TRUNCATE TABLE [dbo].[messageErrors];
 
 -- @@ received_by_initiator
+-- The tally per initiator: measured and warm-up data messages processed (one row per RECEIVE
+-- and initiator: cheap to read while the queues still hold messages).
 SELECT initiator, SUM(CAST(messages - warmup_messages AS bigint)), SUM(CAST(warmup_messages AS bigint))
 FROM [dbo].[receiveTally]
 WHERE initiator IS NOT NULL
 GROUP BY initiator;
 
--- @@ processed_total
-SELECT ISNULL(SUM(CAST(messages - warmup_messages AS bigint)), 0) FROM [dbo].[receiveTally];
+-- @@ distinct_by_initiator
+-- Measured messages in the drop table per initiator: rows, and distinct messages (a message is
+-- its conversation and sequence number): rows beyond a message's first are duplicates. It reads
+-- the whole table: the accounting asks once the queues hold none of the test's messages.
+SELECT d.initiator, SUM(d.n), COUNT_BIG(*)
+FROM (SELECT initiator, [dialog], seq, COUNT_BIG(*) AS n
+      FROM [dbo].[messageDrop]
+      WHERE warmup = 0
+      GROUP BY initiator, [dialog], seq) AS d
+GROUP BY d.initiator;
 
--- @@ error_count
-SELECT COUNT_BIG(*) FROM [dbo].[messageErrors];
+-- @@ poison_by_initiator
+-- Measured data messages in the error table that never reached the drop table, per initiator
+-- (from the message header). Left out: Service Broker Error and EndDialog messages, rows of an
+-- error alone (a RECEIVE that failed; a doomed transaction rolled back, its messages back in
+-- the queue and received again later), messages without a valid header (nobody's) and data
+-- messages processed before a later statement failed (in messageDrop too: received).
+SELECT x.initiator, COUNT_BIG(*)
+FROM (SELECT DISTINCT e.[dialog], e.seq,
+             TRY_CONVERT(smallint, CONVERT(varchar(3), SUBSTRING(e.messageVal, 5, 3))) AS initiator
+      FROM [dbo].[messageErrors] AS e
+      WHERE e.message_type = {{lit:message_type}} AND e.[dialog] IS NOT NULL AND e.seq IS NOT NULL
+        AND SUBSTRING(e.messageVal, 1, 4) IN (0x53534231, 0x5353424C)
+        AND NOT EXISTS (SELECT * FROM [dbo].[messageDrop] AS d
+                        WHERE d.[dialog] = e.[dialog] AND d.seq = e.seq)) AS x
+WHERE x.initiator IS NOT NULL
+GROUP BY x.initiator;
+
+-- @@ queued_by_initiator
+-- Measured data messages still in the target queue, per initiator (WITH (NOLOCK): a SELECT on a
+-- queue must not block its readers, "Querying Queues"). EndDialog and Error messages and
+-- warm-up messages are not counted.
+SELECT TRY_CONVERT(smallint, CONVERT(varchar(3), SUBSTRING(message_body, 5, 3))), COUNT_BIG(*)
+FROM [dbo].{{ident:queue}} WITH (NOLOCK)
+WHERE message_type_name = {{lit:message_type}}
+  AND SUBSTRING(message_body, 1, 4) IN (0x53534231, 0x5353424C)
+GROUP BY TRY_CONVERT(smallint, CONVERT(varchar(3), SUBSTRING(message_body, 5, 3)));
+
+-- @@ processed_total
+-- Every tick (the throughput collector): READPAST skips the rows of RECEIVE transactions still
+-- open, so the read never waits on a reader (an LCK_M_S in the measured waits); the tally is
+-- only inserted into, so what it skips is exactly what has not committed yet.
+SELECT ISNULL(SUM(CAST(messages - warmup_messages AS bigint)), 0) FROM [dbo].[receiveTally] WITH (READPAST);
 
 -- @@ error_samples
 SELECT TOP (5) received_at, message_type, error FROM [dbo].[messageErrors] ORDER BY id;

@@ -11,8 +11,11 @@
 * :mod:`.provision`: provisioning and teardown, with :mod:`.ownership` (what ssbench created,
   what it refuses to take over), :mod:`.dialog_security` (certificates, master keys, the remote
   service binding or none) and :mod:`.db_options` (the database options ssbench changes,
-  recorded first and put back). :mod:`.telemetry`: the DMV collectors. :mod:`.check`: the
-  preflight check and the smoke test.
+  recorded first and put back), :mod:`.exclusive` (what ssbench does to a database it did not
+  create: nothing that reaches another session), :mod:`.platforms` (Managed Instance, Azure SQL
+  Database, availability groups) and :mod:`.sender_login` (the load's login: its grants, a check
+  connected as it). :mod:`.telemetry`: the DMV collectors. :mod:`.check`: the preflight check
+  and the smoke test.
 * :mod:`.target`: :class:`~.target.MssqlTarget`, the run-time Target (the paper's flow,
   accounting), delegating to the modules above.
 * :mod:`.sender`: :class:`~.sender.MssqlSender`, one connection per Locust user.

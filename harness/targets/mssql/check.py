@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ...errors import TargetError
 from ...matrix import BrokerSettings
 from ..base import Counts
-from . import db_options, driver
+from . import db_options, driver, exclusive, platforms
 from .session import MIN_VERSION, Session, version_tuple
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
         out.append(("ok" if ok else "fail", label,
                     f"SQL Server {row[0]} {row[1]}, logged in as {row[4]}"
                     + ("" if ok else "; needs 2016 SP1 (13.0.4001) or later")))
+        out += [("fail", label, line) for line in platforms.server_refusals(s, inst)]
         missing = [i.database for i in insts if i.server_key == key and infos[i.name] is None]
         out += _permission_lines(s, inst, label, missing)
         if topo.layout == "distributed":
@@ -68,9 +69,17 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
                                        "TO [sa]"))
         else:
             out += _impersonation_lines(s, inst, label)
-        if dup:
-            out.append(("warn", label, f"same broker GUID as {', '.join(dup)} (provision runs NEW_BROKER)"))
-        out += _database_lines(s, inst, label, info)
+        out += _broker_identity_lines(s, inst, label, info, dup)
+        lines = _database_lines(s, inst, label, info)
+        out += lines
+        if topo.role(inst) == "initiator" and ("ok", label, "Service Broker objects present") in lines:
+            from .sender_login import check_lines  # noqa: PLC0415
+
+            out += check_lines(s, inst, label)
+    if topo.layout == "distributed":
+        from .provision import encryption_problems  # noqa: PLC0415
+
+        out += [("fail", "endpoint encryption", p) for p in encryption_problems(s, pairs)]
     for t, i, _ in pairs:
         if t.name not in guids or i.name not in guids:
             continue
@@ -83,6 +92,24 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
                         f"names broker {r[2]} but {t.name} has {guids[t.name]} (run provision)"))
         else:
             out.append(("ok", f"route {i.name} -> {t.name}", f"{r[3]}"))
+    return out
+
+
+def _broker_identity_lines(s: Session, inst, label: str, info: tuple, dup: list[str]) -> list[tuple]:
+    """An availability group's database, a broker GUID shared with another database of the
+    topology, and NEW_BROKER where ssbench would refuse it."""
+    out = []
+    if len(info) > 9 and info[9]:
+        out.append(("warn", label, "in an availability group: message delivery and the broker identifier "
+                                   "cannot change there; route to its listener (broker_host) and put the "
+                                   "Service Broker endpoint on every replica (docs/sqlserver.md)"))
+    if dup:
+        out.append(("warn", label, f"same broker GUID as {', '.join(dup)} (provision gives a copy "
+                                   "ssbench created a new one, and refuses when it created neither)"))
+    if s.topology.broker.reset == "new_broker":
+        refusal = exclusive.new_broker_refusal(s, inst, "broker.reset: new_broker")
+        if refusal:
+            out.append(("fail", label, refusal.split(": ", 1)[1] + ": use broker.reset: cleanup"))
     return out
 
 
@@ -116,6 +143,10 @@ def _database_lines(s: Session, inst, label: str, info: tuple) -> list[tuple]:
                                    "master key (is_master_key_encrypted_by_server = 0: restored "
                                    "or attached from another instance?): dialogs stall on session "
                                    "keys; provision creates ssbench's again"))
+    if b.dialog_encryption:
+        from .dialog_security import competing_certificates  # noqa: PLC0415
+
+        out += [("fail", label, line.split(": ", 1)[1]) for line in competing_certificates(s, inst)]
     out.append(("ok" if objs else "warn", label,
                 "Service Broker objects present" if objs else "not provisioned yet"))
     if objs:

@@ -83,10 +83,4 @@ def broker_changes(s: Session, inst: Instance) -> tuple[bool, list[str]]:
     return rec.get(BROKER_ENABLED) == "0" and cur[BROKER_ENABLED] == 1, kept
 
 
-def disable_broker(s: Session, inst: Instance) -> None:
-    """Message delivery off again (DISABLE_BROKER needs the database to itself, as ENABLE_BROKER)."""
-    s._pool.discard(inst.server_key, inst.database)
-    s._run(inst, "server", "disable_broker", {"database": inst.database}, database="master")
-
-
-__all__ = ["current", "remember", "recorded", "restore", "broker_changes", "disable_broker"]
+__all__ = ["current", "remember", "recorded", "restore", "broker_changes"]

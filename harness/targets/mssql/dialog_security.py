@@ -59,6 +59,19 @@ def usable_master_key(s: Session, inst: Instance, cert: str) -> None:
     s._run(inst, "server", "master_key_drop", database=inst.database)
 
 
+def competing_certificates(s: Session, inst: Instance) -> list[str]:
+    """A certificate dbo owns that Service Broker would sign this database's dialogs with
+    instead of ssbench's (the owner's valid, active certificate that expires last: "Certificates
+    for Dialog Security"): the peers have only ssbench's, so its dialogs would fail. One line each."""
+    cert, expiry = dialog_cert(inst), cert_dates(s)["expiry_date"]
+    rows = s._query(inst, "objects", "dialog_certificates", [cert, cert, expiry], purpose="admin")
+    return [f"{inst.where()}: certificate [{name}] owned by dbo expires {str(until)[:10]}, no earlier than "
+            f"ssbench's [{cert}]: Service Broker signs the dialogs of dbo's services with dbo's valid "
+            "certificate that expires last, and the peers do not have that one; set ACTIVE FOR "
+            f"BEGIN_DIALOG = OFF on it (ALTER CERTIFICATE [{name}]), or broker.certificate_years beyond it"
+            for name, until in rows]
+
+
 def own_certificate(s: Session, inst: Instance, cert: str, subject: str,
                     database: str) -> tuple[bytes, bytes]:
     """ssbench's certificate in ``database`` (master: transport security; the instance's own
@@ -136,5 +149,5 @@ def dialog_security(s: Session, pairs: list[Pair]) -> None:
             s._run(inst, "objects", "revoke_send_public" if encrypted else "grant_send_public", names)
 
 
-__all__ = ["cert_dates", "usable_master_key", "own_certificate", "install_peer_certificate",
+__all__ = ["cert_dates", "usable_master_key", "competing_certificates", "own_certificate", "install_peer_certificate",
            "dialog_cert", "peer_user", "binding_name", "dialog_security"]

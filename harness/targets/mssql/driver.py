@@ -2,20 +2,16 @@
 
 The generic part (:func:`connect`, :class:`Connection`, :func:`map_error`) works with any ODBC
 driver; the tests exercise it against PostgreSQL through psqlODBC. The SQL Server part builds
-connection strings for Microsoft's "ODBC Driver 18 for SQL Server" (``Encrypt``,
-``TrustServerCertificate``, ``HostNameInCertificate``) and for FreeTDS (``TDS_Version``,
-``Encryption``) from a :class:`ConnSpec`, which is JSON-able and never holds a password: the
+connection strings for Microsoft's "ODBC Driver 18 for SQL Server" and for FreeTDS (named
+instances too) from a :class:`ConnSpec`, which is JSON-able and never holds a password: the
 password is read from the environment variable the spec names, at connect time.
 
-* Autocommit is set explicitly on every connection (``pyodbc.connect(autocommit=...)``) and
-  checked after connecting.
-* Login timeout: ``pyodbc.connect(timeout=...)`` (SQL_ATTR_LOGIN_TIMEOUT).
+* Autocommit is set explicitly on every connection and checked after connecting; login timeout:
+  ``pyodbc.connect(timeout=...)`` (SQL_ATTR_LOGIN_TIMEOUT).
 * Query timeout, per call: a process-wide watchdog thread calls ``Cursor.cancel()``
-  (SQLCancel, which ODBC allows from another thread; Microsoft's driver, FreeTDS and psqlODBC
-  implement it) when a call overruns. pyodbc's ``Connection.timeout`` is not used: its setter
-  changes SQL_ATTR_CONNECTION_TIMEOUT, and the SQL_ATTR_QUERY_TIMEOUT it stores is applied
-  only to cursors created afterwards, so the connection's one reused cursor would keep the
-  first call's value.
+  (SQLCancel, which ODBC allows from another thread) when a call overruns. pyodbc's
+  ``Connection.timeout`` is not used: the SQL_ATTR_QUERY_TIMEOUT it stores reaches only cursors
+  created afterwards, so the connection's one reused cursor would keep the first call's value.
 * A cancelled call discards its connection: SQL Server's attention does not roll back a
   transaction the call opened (unless XACT_ABORT is ON); later calls would nest inside it until
   the close rolled all back. Closing rolls it back now; the next call opens a new connection.
@@ -27,8 +23,7 @@ password is read from the environment variable the spec names, at connect time.
   ``pyodbc.drivers()``), certificate validation under ODBC Driver 18 (these four only when
   connecting), query timeout.
 * Encrypt: ``yes``/``no`` for ODBC Driver 17 and older, ``Mandatory``/``Optional``/``Strict``
-  for 18 and later. FreeTDS: a password containing ``}`` is refused (FreeTDS 1.3 reads a
-  braced value up to the first ``};`` without undoubling ``}}``; 1.4 undoubles it).
+  for 18 and later. FreeTDS refuses a password with ``}`` (1.3 and 1.4 read ``}}`` apart).
 
 pyodbc is imported lazily (:func:`pyodbc_module`), so ssbench works without unixODBC as long
 as no SQL Server target is used.
@@ -503,22 +498,26 @@ class ConnSpec:
     query_timeout: float = 60.0
     app: str = "ssbench"
     label: str = ""
+    instance: str = ""                # a named instance: found through SQL Browser when port is 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ConnSpec":
-        names = {f.name for f in fields(cls)}
-        unknown = set(d) - names
+        unknown = set(d) - {f.name for f in fields(cls)}
         if unknown:
             raise ValueError(f"unknown connection spec keys: {sorted(unknown)}")
         return cls(**d)
 
     @property
+    def server(self) -> str:          # host:port, or host\INSTANCE[,port] (named instances)
+        return self.host + (f"\\{self.instance}" + (f",{self.port}" if self.port else "") if self.instance
+                            else f":{self.port}")
+
+    @property
     def where(self) -> str:
-        lab = f"{self.label} " if self.label else ""
-        return f"{lab}({self.host}:{self.port}, database {self.database})"
+        return f"{self.label + ' ' if self.label else ''}({self.server}, database {self.database})"
 
     def password(self) -> str | None:
         if self.auth != "sql":
@@ -546,10 +545,10 @@ class ConnSpec:
 
     def connection_string(self, password: str | None) -> str:
         parts = [f"Driver={{{self.driver.replace('}', '}}')}}}"]
-        if self.flavor == "freetds":
-            parts += [f"Server={odbc_value(self.host)}", f"Port={self.port}",
-                      f"Database={odbc_value(self.database)}", f"TDS_Version={self.tds_version}",
-                      "ClientCharset=UTF-8"]
+        if self.flavor == "freetds":    # Server=host\INSTANCE names an instance (FreeTDS's attributes)
+            parts += [f"Server={odbc_value(self.server.split(',')[0] if self.instance else self.host)}",
+                      *([f"Port={self.port}"] if self.port else []),
+                      f"Database={odbc_value(self.database)}", f"TDS_Version={self.tds_version}", "ClientCharset=UTF-8"]
             if self.encryption:
                 parts.append(f"Encryption={self.encryption}")
             if password and "}" in password:
@@ -559,13 +558,13 @@ class ConnSpec:
                     "first '};' and keeps '}}' doubled, 1.4 undoubles it): choose a password "
                     "without '}', or use driver.kind: msodbc")
         else:
-            parts += [f"Server={odbc_value(f'tcp:{self.host},{self.port}')}",
+            parts += [f"Server={odbc_value('tcp:' + self.server.replace(':', ',', 1))}",
                       f"Database={odbc_value(self.database)}",
                       f"Encrypt={self.encrypt_value()}",
-                      f"TrustServerCertificate={'Yes' if self.trust_server_certificate else 'No'}",
-                      f"APP={odbc_value(self.app)}"]
+                      f"TrustServerCertificate={'Yes' if self.trust_server_certificate else 'No'}"]
             if self.host_name_in_certificate:
                 parts.append(f"HostNameInCertificate={odbc_value(self.host_name_in_certificate)}")
+        parts.append(f"APP={odbc_value(self.app)}")   # both drivers: session_waits finds the senders by it
         if self.auth == "integrated":
             parts.append("Trusted_Connection=Yes")
         else:
@@ -591,6 +590,7 @@ def spec_for(instance, driver_cfg, *, sender: bool = False, database: str | None
     auth = instance.sender_auth if sender else instance.auth
     return ConnSpec(
         flavor=driver_cfg.kind, driver=driver_cfg.name, host=instance.host, port=instance.port,
+        instance=instance.instance_name,
         database=database or instance.database, auth=auth.kind, user=auth.user,
         password_env=auth.password_env, encrypt=driver_cfg.encrypt,
         trust_server_certificate=driver_cfg.trust_server_certificate,

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 
 from ...errors import TargetError
-from . import db_options, driver, ownership, tsql
-from .dialog_security import (dialog_cert, dialog_security, install_peer_certificate, own_certificate,
-                              peer_user)
+from . import db_options, driver, exclusive, ownership, platforms, sender_login, tsql
+from .dialog_security import (competing_certificates, dialog_cert, dialog_security, install_peer_certificate,
+                              own_certificate, peer_user)
 from .session import MIN_VERSION, Session, random_password, version_tuple
 from .topology import Instance
 
@@ -35,7 +35,7 @@ def _check_version(s: Session, inst: Instance) -> str:
     row = s._server_info(inst)
     version = row[0]
     if version_tuple(version) < MIN_VERSION:
-        raise TargetError(f"{inst.host}:{inst.port} runs SQL Server {version}; ssbench needs "
+        raise TargetError(f"{inst.server} runs SQL Server {version}; ssbench needs "
                           "SQL Server 2016 SP1 (13.0.4001) or later (CREATE OR ALTER, "
                           "DATEDIFF_BIG, CERTENCODED)")
     return version
@@ -47,12 +47,14 @@ def _ensure_database(s: Session, inst: Instance, created: set[str]) -> dict[str,
     info = s._database_info(inst)
     if info is None:
         if not s.topology.broker.create_databases:
-            raise TargetError(f"database {inst.database} does not exist on {inst.host}:"
-                              f"{inst.port} (broker.create_databases is false)")
+            raise TargetError(f"database {inst.database} does not exist on {inst.server} "
+                              "(broker.create_databases is false)")
         log.info("creating database %s on %s", inst.database, inst.server_key)
         s._run(inst, "server", "create_database", {"database": inst.database},
                database="master")
         created.add(inst.name)
+        exclusive.mark_created(s, inst)
+        _size_log(s, inst)
         info = s._database_info(inst)
         if info is None:
             raise TargetError(f"database {inst.database} was not created on {inst.server_key}")
@@ -61,33 +63,41 @@ def _ensure_database(s: Session, inst: Instance, created: set[str]) -> dict[str,
     before = {db_options.BROKER_ENABLED: int(bool(info[2])), db_options.BROKER_GUID: str(info[3]).lower()}
     if not info[2]:
         log.info("enabling Service Broker in %s", inst.database)
-        s._pool.discard(inst.server_key, inst.database)
         try:
-            s._run(inst, "server", "enable_broker", {"database": inst.database},
-                   database="master")
+            exclusive.set_broker(s, inst, True)
         except driver.QueryError as e:
             if e.native != DUPLICATE_BROKER_ID:
                 raise
             # another database of this instance has the same broker identifier enabled (a copy):
-            # only a new identifier lets this one deliver. NEW_BROKER ends every conversation
-            # this database had, with an error: say so.
-            log.warning("%s: ENABLE_BROKER failed with error 9772 (another database of this "
-                        "instance has the same broker identifier): giving it a new one (SET "
-                        "NEW_BROKER), which ends every conversation it had", inst.where())
-            s._run(inst, "server", "new_broker", {"database": inst.database},
-                   database="master")
+            # only a new identifier lets this one deliver (exclusive.new_broker: ssbench's only)
+            exclusive.new_broker(s, inst, "ENABLE_BROKER failed with error 9772 (another database "
+                                          "of this instance has the same broker identifier): a new one")
+            log.warning("%s: ENABLE_BROKER failed with error 9772 (another database of this instance "
+                        "has the same broker identifier): gave it a new one (SET NEW_BROKER)", inst.where())
     return before
 
 
+def _size_log(s: Session, inst: Instance) -> None:
+    """The log of a database ssbench just created: broker.log_size_mb, growing by a quarter of
+    it, instead of model's (its autogrowth would land in the first permutation as WRITELOG)."""
+    size = s.topology.broker.log_size_mb
+    rows = s._query(inst, "server", "log_file", [inst.database], database="master", purpose="admin") if size else []
+    if rows and int(rows[0][1] or 0) < size:
+        s._run(inst, "server", "log_size", {"database": inst.database, "file": str(rows[0][0]), "size_mb": size,
+                                            "growth_mb": max(64, size // 4)}, database="master")
+
+
 def _dedupe_guids(s: Session, insts: list[Instance]) -> None:
-    """Every database needs its own broker GUID (copies of a database share one)."""
+    """Every database needs its own broker GUID (copies of a database share one): the copies
+    ssbench created get a new one (a database it did not create is kept as it is; two of those
+    sharing one are refused: exclusive.new_broker)."""
     seen: dict[str, Instance] = {}
-    for inst in sorted(insts, key=lambda i: s.topology.role(i) != "target"):
+    for inst in sorted(insts, key=lambda i: (exclusive.created(s, i), s.topology.role(i) != "target")):
         g = s._broker_guid(inst, refresh=True)
         if g in seen:
-            log.warning("%s shares broker GUID %s with %s; giving it a new one (NEW_BROKER)",
+            exclusive.new_broker(s, inst, f"sharing broker GUID {g} with {seen[g].where()}: a new one")
+            log.warning("%s shared broker GUID %s with %s; gave it a new one (NEW_BROKER)",
                         inst.where(), g, seen[g].where())
-            s._new_broker(inst)
             g = s._guids[inst.name]
         seen[g] = inst
 
@@ -148,6 +158,43 @@ def endpoint_problems(s: Session, inst: Instance, row: tuple, owned: bool) -> li
     return out
 
 
+def endpoint_encryption(desc: str | None) -> tuple[str, frozenset[str]]:
+    """sys.service_broker_endpoints.encryption_algorithm_desc -> (ENCRYPTION setting, algorithms):
+    NONE is DISABLED, a list with NONE is SUPPORTED, a list without it REQUIRED."""
+    algos = {a.strip().upper() for a in str(desc or "NONE").replace(",", " ").split()}
+    if algos <= {"NONE"}:
+        return "DISABLED", frozenset()
+    return ("SUPPORTED" if "NONE" in algos else "REQUIRED"), frozenset(algos - {"NONE"})
+
+
+def encryption_problems(s: Session, pairs: list[Pair]) -> list[str]:
+    """Endpoints of the topology that cannot talk to each other: one with ENCRYPTION = REQUIRED
+    accepts only SUPPORTED or REQUIRED peers, and two that encrypt need an algorithm in common
+    (CREATE ENDPOINT). ssbench's own endpoints get broker.endpoint_encryption (AES, the default
+    algorithm); an existing one used as it is keeps its own."""
+    own = s.topology.broker.endpoint_encryption.upper()
+    mine = (own, frozenset() if own == "DISABLED" else frozenset({"AES"}))
+    setting: dict[str, tuple[str, str, frozenset[str]]] = {}
+    for key, inst in s._servers(x for pair in pairs for x in pair[:2]).items():
+        rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
+        if rows and not endpoint_owned(s, inst, rows[0][0]):
+            setting[key] = (f"endpoint [{rows[0][0]}] on {inst.server}", *endpoint_encryption(rows[0][4]))
+        else:
+            setting[key] = (f"ssbench's endpoint on {inst.server}", *mine)
+    out = []
+    for a, b in sorted({tuple(sorted((t.server_key, i.server_key))) for t, i, _ in pairs
+                        if t.server_key != i.server_key}):
+        (na, ma, aa), (nb, mb, ab) = sorted((setting[a], setting[b]), key=lambda x: x[1] != "REQUIRED")
+        if {ma, mb} == {"REQUIRED", "DISABLED"}:
+            out.append(f"{na} has ENCRYPTION = {ma} and {nb} ENCRYPTION = {mb}: an endpoint that requires "
+                       "encryption accepts only SUPPORTED or REQUIRED peers, and the messages would stay in "
+                       "sys.transmission_queue; set broker.endpoint_encryption: supported")
+        elif "DISABLED" not in (ma, mb) and not aa & ab:
+            out.append(f"{na} encrypts with {', '.join(sorted(aa))} and {nb} with {', '.join(sorted(ab))}: "
+                       "no algorithm in common")
+    return out
+
+
 def _foreign_endpoint(s: Session, inst: Instance) -> tuple | None:
     """The instance's Service Broker endpoint when ssbench did not create it (None when there
     is none or it is ssbench's); raises unless it can be used as it is."""
@@ -155,7 +202,7 @@ def _foreign_endpoint(s: Session, inst: Instance) -> tuple | None:
     if rows and not endpoint_owned(s, inst, rows[0][0]):
         problems = endpoint_problems(s, inst, rows[0], owned=False)
         if problems:
-            raise TargetError(f"{inst.host}:{inst.port}: " + "; ".join(problems))
+            raise TargetError(f"{inst.server}: " + "; ".join(problems))
         return rows[0]
     return None
 
@@ -172,7 +219,7 @@ def _endpoint(s: Session, inst: Instance, label: str) -> tuple[str, tuple[bytes,
         rows2 = s._query(inst, "server", "certificate_public", [cert], database="master",
                          purpose="admin")
         if not rows2 or rows2[0][0] is None:
-            raise TargetError(f"{inst.host}:{inst.port}: certificate {cert} of endpoint [{name}] "
+            raise TargetError(f"{inst.server}: certificate {cert} of endpoint [{name}] "
                               "is not readable")
         return name, (bytes(rows2[0][0]), bytes(rows2[0][1]))
     rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
@@ -253,9 +300,15 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
     insts = topo.used_instances(max_initiators)
     for inst in s._servers(insts).values():
         _check_version(s, inst)
+        refused = platforms.server_refusals(s, inst)
+        if refused:
+            raise TargetError("; ".join(refused))
     if topo.layout == "distributed":        # refuse a foreign endpoint before changing anything
         for inst in s._servers(insts).values():
             _foreign_endpoint(s, inst)
+        problems = encryption_problems(s, pairs)
+        if problems:
+            raise TargetError("; ".join(problems))
     created: set[str] = set()
     before = {inst.name: _ensure_database(s, inst, created) for inst in insts}
     state = {}
@@ -263,6 +316,10 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
         state[inst.name] = ownership.owned_state(s, inst)
         ownership.refuse_foreign(s, inst, topo.role(inst), state[inst.name])
         ownership.refuse_unusable(s, inst)
+        competing = competing_certificates(s, inst) if topo.broker.dialog_encryption else []
+        refused = sender_login.refusal(s, inst) if topo.role(inst) == "initiator" else None
+        if competing or refused:
+            raise TargetError("; ".join([*competing, *([refused] if refused else [])]))
     for inst in insts:
         if inst.name in created:
             ownership.record(s, inst, "DATABASE", inst.database)
@@ -272,6 +329,9 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
         _create_objects(s, inst, topo.role(inst), index.get(inst.name, 1), state[inst.name])
         db_options.remember(s, inst, before[inst.name])
     dialog_security(s, pairs)
+    for inst in insts:
+        if topo.role(inst) == "initiator":
+            sender_login.grant(s, inst)
     if topo.layout == "distributed":
         _transport(s, pairs)
     routing(s, pairs)
@@ -292,7 +352,9 @@ def _teardown_database(s: Session, inst: Instance, partners: list[Instance], kep
     disable, unrestorable = db_options.broker_changes(s, inst)
     kept += unrestorable
     if ("SERVICE", b.service) in owned:
-        s._run(inst, "teardown", "end_conversations", names)
+        left = s._reset(inst, "teardown", "end_conversations")
+        if left:
+            kept.append(left)
     for p in partners:
         s._run(inst, "teardown", "route_drop", {"route": f"ssbench_to_{p.name}"})
     if s.topology.role(inst) == "initiator":
@@ -315,10 +377,14 @@ def _teardown_database(s: Session, inst: Instance, partners: list[Instance], kep
         if cls == "TABLE" and not name.lower().startswith("ssbench_"):
             s._run(inst, "teardown", "table_drop", {"table": name})
     s._run(inst, "teardown", "own_certificate_drop", {"certificate": dialog_cert(inst)})
+    sender_login.drop(s, inst, owned)
     keep = mine and not drop_databases
     s._run(inst, "teardown", "owned_prune" if keep else "owned_drop")
     if disable and not (mine and drop_databases):
-        db_options.disable_broker(s, inst)   # last: it ends every session in the database
+        try:           # last: it needs the database to itself (exclusive.set_broker)
+            exclusive.set_broker(s, inst, False)
+        except TargetError as e:
+            kept.append(f"message delivery left enabled: {e}")
     return mine
 
 
@@ -352,7 +418,7 @@ def teardown(s: Session, drop_databases: bool = False) -> list[str]:
                 s._run(inst, "server", "endpoint_drop", {"endpoint": rows[0][0]}, database="master")
                 s._run(inst, "server", "endpoint_owner_drop", database="master")
             elif rows:
-                kept.append(f"{inst.host}:{inst.port}: endpoint {rows[0][0]} (not created by "
+                kept.append(f"{inst.server}: endpoint {rows[0][0]} (not created by "
                             "ssbench; its CONNECT grants went with ssbench's peer logins)")
             for peer in servers:
                 if peer != key:

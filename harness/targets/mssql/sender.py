@@ -84,9 +84,16 @@ class MssqlSender(Sender):
     def _send_retiring(self, dialog: str, payload: bytes) -> None:
         live = self._live.setdefault(dialog, [None, 0])
         last = live[1] + 1 >= self._per_dialog
-        nxt = self._conn.scalar(self._retiring_sql, (live[0], bytes(payload), int(last), int(self._ff),
-                                                     int(self._high.get(dialog, False))),
-                                what="send retiring")
+        try:
+            nxt = self._conn.scalar(self._retiring_sql, (live[0], bytes(payload), int(last), int(self._ff),
+                                                         int(self._high.get(dialog, False))),
+                                    what="send retiring")
+        except TargetError:
+            # the slot's dialog may be unusable now (a cancel that landed after COMMIT, an Error
+            # from the target that ended it): the next SEND begins a new one (the old is left to
+            # the next reset)
+            live[0], live[1] = None, 0
+            raise
         if live[0] is None:
             self.dialogs_begun += 1
         if last:

@@ -139,10 +139,10 @@ class Session:
             return fn(self._pool.get(inst, database, purpose))
 
     def _run(self, inst: Instance, file: str, section: str, params: dict[str, Any] | None = None,
-             database: str | None = None, purpose: str = "admin") -> None:
+             database: str | None = None, purpose: str = "admin", timeout: Any = ...) -> None:
         batches = tsql.batches(file, section, params or {})
         self._retrying(inst, database, purpose,
-                       lambda c: c.run_batches(batches, what=f"{file}.sql {section}"))
+                       lambda c: c.run_batches(batches, timeout=timeout, what=f"{file}.sql {section}"))
 
     def _query(self, inst: Instance, file: str, section: str, args: Iterable[Any] = (),
                params: dict[str, Any] | None = None, database: str | None = None,
@@ -206,15 +206,22 @@ class Session:
             self._guids[inst.name] = str(info[3]).lower()
         return self._guids[inst.name]
 
-    def _new_broker(self, inst: Instance) -> None:
-        self._pool.discard(inst.server_key, inst.database)
-        self._run(inst, "server", "new_broker", {"database": inst.database}, database="master")
-        self._broker_guid(inst, refresh=True)
+    def _reset(self, inst: Instance, file: str = "objects", section: str = "call_reset") -> str | None:
+        """Run ssbench_reset (every conversation of the service ended WITH CLEANUP, ssbench's
+        tables emptied); a line saying what it left behind, or None when it left nothing."""
+        rows = self._query(inst, file, section, params=self._names(), purpose="admin")
+        _, left, failed = (int(x or 0) for x in rows[0][:3]) if rows and len(rows[0]) >= 3 else (0, 0, 0)
+        if not left:
+            return None
+        return (f"{inst.where()}: the reset left {left} conversation(s) of {self.topology.broker.service} "
+                f"({failed} END CONVERSATION WITH CLEANUP failed over three passes); their messages "
+                "may be counted in the next permutation: run it again, or end them by hand")
 
-    def _sent_counts(self, inst: Instance) -> tuple[int, int, int]:
+    def _sent_counts(self, inst: Instance, live: bool = False) -> tuple[int, int, int]:
         """(SENDs committed, dialogs begun, dialogs ended) by the SEND path of an initiator
-        database (its ssbench_counts, updated inside each sending transaction)."""
-        rows = self._query(inst, "initiator", "sent_counts")
+        database (its ssbench_counts, updated inside each sending transaction). ``live``: for the
+        collectors while senders run, without waiting on their transactions (WITH (NOLOCK))."""
+        rows = self._query(inst, "initiator", "sent_counts_live" if live else "sent_counts")
         return (int(rows[0][0] or 0), int(rows[0][1] or 0), int(rows[0][2] or 0)) if rows else (0, 0, 0)
 
     # ------------------------------------------------------------------ code the permutation sets

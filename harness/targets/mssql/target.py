@@ -34,7 +34,7 @@ from typing import Any
 from ...errors import TargetError, UserError
 from ...matrix import BrokerSettings, high_priority_permille
 from ..base import Capabilities, Counts, InitiatorCounts, PerfCounter, Target, TargetConfig, Telemetry, WaitStat
-from . import check as _check, db_options, driver, provision as _provision, telemetry
+from . import check as _check, db_options, driver, exclusive, provision as _provision, telemetry
 from .session import EPOCH, Session, as_datetime, message_prefix
 from .telemetry import BENIGN_WAITS, counter_object, is_benign_wait, parse_perf_counters
 from .topology import Instance, Topology, load_topology
@@ -114,7 +114,20 @@ class MssqlTarget(Session, Target, Telemetry):
                                     "high_priority_share": self._broker.high_priority_share}},
             "clock_offsets_ms": {self._server_label(k): round(v * 1000, 3)
                                  for k, v in self._offsets_s.items()},
+            "databases": self._databases([target, *inits]),
         }
+
+    def _databases(self, insts: list[Instance]) -> dict[str, dict[str, Any]]:
+        """Each database's recovery model, log size and whether ssbench created it (run.json):
+        a DBA's log backups and a FULL log that grows are part of what a run measured."""
+        out: dict[str, dict[str, Any]] = {}
+        for inst in insts:
+            info = self._database_info(inst)
+            log_file = self._query(inst, "server", "log_file", [inst.database], database="master", purpose="admin")
+            out[inst.name] = {"recovery_model": info[8] if info and len(info) > 8 else None,
+                              "log_mb": int(log_file[0][1]) if log_file else None,
+                              "created_by_ssbench": exclusive.created(self, inst) if info else None}
+        return out
 
     def profiles(self) -> list[str]:
         return list(self.topology.profiles)
@@ -190,6 +203,11 @@ class MssqlTarget(Session, Target, Telemetry):
         prof = topo.profile(profile)
         family = [topo.instances[n] for n in prof.initiators]
         self._profile, self._n_initiators, self._broker = prof.name, initiators, broker
+        if topo.broker.reset == "new_broker":       # refused before anything changes
+            for inst in [target, *family]:
+                refusal = exclusive.new_broker_refusal(self, inst, "broker.reset: new_broker")
+                if refusal:
+                    raise TargetError(refusal + ": use broker.reset: cleanup")
         # 1. no new receive tasks (the initiators' readers neither); let the running ones finish
         # their WAITFOR
         self._run(target, "target", "activation_off", self._names())
@@ -199,7 +217,7 @@ class MssqlTarget(Session, Target, Telemetry):
         # 2. every conversation and message gone
         if topo.broker.reset == "new_broker":
             for inst in [target, *family]:
-                self._new_broker(inst)
+                exclusive.new_broker(self, inst, "broker.reset: new_broker")
             # every route naming one of the new GUIDs, in whatever profile
             renamed = {target.name, *(i.name for i in family)}
             _provision.routing(self, [p for p in topo.pairs()
@@ -209,7 +227,9 @@ class MssqlTarget(Session, Target, Telemetry):
                 self._run(inst, "initiator", "truncate_tables")
         else:
             for inst in [*family, target]:
-                self._run(inst, "objects", "call_reset")
+                left = self._reset(inst)
+                if left:
+                    log.warning("%s", left)
         # 3. the server profile, once the options as the DBA had them are recorded (restored by
         # close() after the run and by teardown)
         for inst in [target, *family]:
@@ -283,22 +303,36 @@ class MssqlTarget(Session, Target, Telemetry):
 
     # ------------------------------------------------------------------ accounting
     def counts(self) -> Counts:
+        """Each initiator's data messages, warm-up excluded: sent (its ssbench_counts), in its
+        transmission queue, in the target queue, received (distinct messages of the drop table;
+        tallies beyond a message's first are duplicates) and poison (in the error table, never
+        in the drop table). Read upstream first, so a message moving meanwhile is counted twice
+        rather than missed. The drop table is read whole only once the queues hold none of the
+        test's messages (the drain's last reading); before, received is the tally."""
         target, inits = self._active()
-        received = {int(r[0]): int(r[1] or 0)
-                    for r in self._query(target, "target", "received_by_initiator")}
+        names = self._names()
         per = []
         for idx, inst in enumerate(inits, start=1):
             sent = max(0, self._sent_counts(inst)[0] - self._baseline.get(idx, (0, 0, 0))[0])
-            xmitq = int(self._scalar(inst, "collectors", "xmitq_exact") or 0)
-            per.append(InitiatorCounts(initiator=idx, sent=sent, received=received.get(idx, 0),
-                                       xmitq=xmitq))
-        queue = int(self._scalar(target, "target", "queue_exact", params=self._names()) or 0)
-        errors = int(self._scalar(target, "target", "error_count") or 0)
+            xmitq = int(self._scalar(inst, "initiator", "xmitq_data", params=names) or 0)
+            per.append(InitiatorCounts(initiator=idx, sent=sent, received=0, xmitq=xmitq))
+        queued = self._by_initiator(target, "queued_by_initiator")
+        tallied = self._by_initiator(target, "received_by_initiator")
+        poison = self._by_initiator(target, "poison_by_initiator")
+        rows = {} if any(c.xmitq for c in per) or any(queued.values()) else {
+            int(r[0]): (int(r[1] or 0), int(r[2] or 0))
+            for r in self._query(target, "target", "distinct_by_initiator", purpose="admin")}
+        for c in per:
+            c.queued, c.poison = queued.get(c.initiator, 0), poison.get(c.initiator, 0)
+            n, distinct = rows.get(c.initiator, (tallied.get(c.initiator, 0),) * 2)
+            c.received, c.duplicates = distinct, n - distinct
         state = self._query(target, "collectors", "queue_state", [self.topology.broker.queue])
-        disabled = bool(state) and not state[0][0]
-        if per:   # not yet counted per initiator: the target queue and the error table on the first
-            per[0].queued, per[0].poison = queue, errors
-        return Counts(initiators=per, queue_disabled=disabled)
+        return Counts(initiators=per, queue_disabled=bool(state) and not state[0][0])
+
+    def _by_initiator(self, inst: Instance, section: str) -> dict[int, int]:
+        """initiator -> count, from a target.sql section's (initiator, count, ...) rows."""
+        return {int(r[0]): int(r[1] or 0) for r in self._query(inst, "target", section, params=self._names())
+                if r[0] is not None}
 
     def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:
         """Poll the cheap partition row counts; read exact counts once they reach zero.
@@ -344,8 +378,17 @@ class MssqlTarget(Session, Target, Telemetry):
     def dialog_stats(self) -> dict[str, Any]:
         return telemetry.dialog_stats(self)
 
-    def server_cpu_percent(self) -> dict[str, float | None]:
-        return telemetry.server_cpu_percent(self)
+    def dialog_counts(self) -> dict[str, Any]:
+        return telemetry.dialog_counts(self)
+
+    def server_cpu_ms(self) -> dict[str, tuple[float, int]]:
+        return telemetry.server_cpu_ms(self)
+
+    def log_sizes_mb(self) -> dict[str, float]:
+        return telemetry.log_sizes_mb(self)
+
+    def log_events(self, start_epoch: float, end_epoch: float) -> list[str]:
+        return telemetry.log_events(self, start_epoch, end_epoch)
 
     # the diagnosis' evidence (docs/diagnosis.md)
     def activated_tasks(self) -> tuple[int, int] | None:

@@ -56,6 +56,8 @@ def is_benign_wait(wait_type: str) -> bool:
 #: Performance objects the collectors keep (matched on the part after the instance prefix).
 BROKER_OBJECTS = ("Broker Activation", "Broker Statistics", "Broker/DBM Transport",
                   "Broker TO Statistics")
+#: its instances are the databases and _Total
+ACTIVATION_OBJECT = "Broker Activation"
 #: Counters that only grow although their names do not say "/sec" or "Total" (their cntr_type,
 #: 65792, is the "last observed value" type of current values too: Broker Statistics' "SQL SEND
 #: Total" is reported like Activation's "Tasks Running").
@@ -103,29 +105,36 @@ def wait_stats_by_server(s: Session) -> dict[str, list[WaitStat]]:
     for key, inst in s._active_servers().items():
         rows = s._query(inst, "collectors", "wait_stats", database="master")
         out[s._server_label(key)] = sorted(
-            (WaitStat(str(r[0]), int(r[1]), float(r[2])) for r in rows
+            (WaitStat(str(r[0]), int(r[1]), float(r[2]), float(r[3] or 0.0)) for r in rows
              if not is_benign_wait(str(r[0]))),
             key=lambda w: -w.wait_time_ms)
     return out
 
 
 def wait_stats(s: Session) -> list[WaitStat]:
-    """Summed over the active permutation's SQL Server instances."""
+    """Summed over the active permutation's SQL Server instances (wait and signal wait)."""
     acc: dict[str, list[float]] = {}
     for stats in wait_stats_by_server(s).values():
         for w in stats:
-            a = acc.setdefault(w.wait_type, [0, 0.0])
+            a = acc.setdefault(w.wait_type, [0, 0.0, 0.0])
             a[0] += w.waiting_tasks
             a[1] += w.wait_time_ms
-    return sorted((WaitStat(k, int(v[0]), v[1]) for k, v in acc.items()),
+            a[2] += w.signal_wait_ms or 0.0
+    return sorted((WaitStat(k, int(v[0]), v[1], v[2]) for k, v in acc.items()),
                   key=lambda w: -w.wait_time_ms)
 
 
 def perf_counters_by_server(s: Session) -> dict[str, list[PerfCounter]]:
+    """The Broker objects per instance of the permutation. Broker Activation reports each
+    database and _Total (which counts every queue of the instance): only the target database's
+    instance is kept, so activation figures are the test queue's, counted once."""
+    target, _ = s._active()
     out: dict[str, list[PerfCounter]] = {}
     for key, inst in s._active_servers().items():
         rows = s._query(inst, "collectors", "perf_counters", database="master")
-        out[s._server_label(key)] = parse_perf_counters(rows)
+        out[s._server_label(key)] = [
+            c for c in parse_perf_counters(rows) if c.object_name != ACTIVATION_OBJECT
+            or (key == target.server_key and c.instance_name.lower() == target.database.lower())]
     return out
 
 
@@ -159,6 +168,40 @@ def queue_depths(s: Session, exact: bool = False) -> dict[str, int]:
     return out
 
 
+#: msdb.dbo.backupset.type
+BACKUP_TYPES = {"D": "full database", "I": "differential", "L": "log", "F": "file", "G": "differential file",
+                "P": "partial", "Q": "differential partial"}
+
+
+def log_sizes_mb(s: Session) -> dict[str, float]:
+    """The permutation's databases' log sizes (MB) by instance name: sys.master_files per server."""
+    target, inits = s._active()
+    out: dict[str, float] = {}
+    for key, inst in s._active_servers().items():
+        sizes = {str(r[0]).lower(): float(r[1] or 0) for r in s._query(inst, "collectors", "log_sizes", database="master")
+                 if r[0] is not None}
+        for db in [target, *inits]:
+            if db.server_key == key and db.database.lower() in sizes:
+                out[db.name] = sizes[db.database.lower()]
+    return out
+
+
+def log_events(s: Session, start_epoch: float, end_epoch: float) -> list[str]:
+    """Backups of the permutation's databases that overlapped [start, end) (msdb.dbo.backupset,
+    the window in each server's clock): a log backup reads and truncates the log the load writes."""
+    target, inits = s._active()
+    out = []
+    for inst in [target, *inits]:
+        off = s._offsets_s.get(inst.server_key, 0.0)
+        a = EPOCH + dt.timedelta(seconds=start_epoch + off)
+        b = EPOCH + dt.timedelta(seconds=end_epoch + off)
+        for kind, began, ended in s._query(inst, "collectors", "backups_between", [inst.database, b, a],
+                                           database="master"):
+            out.append(f"{inst.where()}: a {BACKUP_TYPES.get(str(kind).strip(), str(kind))} backup ran from "
+                       f"{began} to {ended} (server time), inside the measured window: it competed with the load")
+    return out
+
+
 def activation(s: Session) -> dict[str, Any]:
     """sys.dm_broker_activated_tasks, sys.dm_broker_queue_monitors and sys.service_queues
     for the target queue."""
@@ -177,14 +220,32 @@ def activation(s: Session) -> dict[str, Any]:
     return out
 
 
-def dialog_stats(s: Session) -> dict[str, Any]:
+def dialog_counts(s: Session, live: bool = True) -> dict[str, Any]:
     """Dialog lifetime accounting since the permutation's prepare: the dialogs the initiators'
     SEND path began and ended and the Error messages their reader received, counted by ssbench
     itself (dbo.ssbench_counts, dbo.ssbench_dialog_errors: once both sides have ended a dialog
-    its initiator endpoint is deleted, so sys.conversation_endpoints cannot count them), and
-    the conversation endpoints left behind, by side and state. SQL Server discards an Error that
-    reaches an endpoint its side had ended (fire and forget) without a trace a query can count:
-    ``errors_lost`` is None."""
+    its initiator endpoint is deleted, so sys.conversation_endpoints cannot count them). SQL
+    Server discards an Error that reaches an endpoint its side had ended (fire and forget)
+    without a trace a query can count: ``errors_lost`` is None. ``live`` (every tick): read
+    without waiting on the senders' transactions."""
+    _, inits = s._active()
+    begun = ended = errors = 0
+    baseline = getattr(s, "_baseline", {})
+    for idx, inst in enumerate(inits, start=1):
+        _, b, e = s._sent_counts(inst, live=live)
+        base = baseline.get(idx, (0, 0, 0))
+        begun += max(0, b - base[1])
+        ended += max(0, e - base[2])
+        errors += int(s._scalar(inst, "initiator", "dialog_errors_received") or 0)
+    return {"dialogs_begun": begun, "dialogs_ended": ended, "errors_received": errors,
+            "errors_lost": None}
+
+
+def dialog_stats(s: Session) -> dict[str, Any]:
+    """:func:`dialog_counts` as committed, and the conversation endpoints left behind, by side
+    and state: a GROUP BY over sys.conversation_endpoints, which grows with the target's CLOSED
+    endpoints under a finite lifetime (about 30 minutes each), so the collectors ask for it after
+    the window only."""
     target, inits = s._active()
     svc = s.topology.broker.service
     endpoints: dict[str, int] = {}
@@ -193,25 +254,18 @@ def dialog_stats(s: Session) -> dict[str, Any]:
             for state, n, _ in s._query(inst, "collectors", "endpoint_states", [svc]):
                 key = f"{side}.{str(state).strip()}"   # SO, SI, CO, DI, DO, ER, CD as on SQL Server
                 endpoints[key] = endpoints.get(key, 0) + int(n)
-    begun = ended = errors = 0
-    baseline = getattr(s, "_baseline", {})
-    for idx, inst in enumerate(inits, start=1):
-        _, b, e = s._sent_counts(inst)
-        base = baseline.get(idx, (0, 0, 0))
-        begun += max(0, b - base[1])
-        ended += max(0, e - base[2])
-        errors += int(s._scalar(inst, "initiator", "dialog_errors_received") or 0)
-    return {"dialogs_begun": begun, "dialogs_ended": ended, "errors_received": errors,
-            "errors_lost": None, "endpoints": endpoints}
+    return {**dialog_counts(s, live=False), "endpoints": endpoints}
 
 
-def server_cpu_percent(s: Session) -> dict[str, float | None]:
-    """Per SQL Server instance of the permutation: SQL Server's CPU use in percent of the
-    whole machine, from the latest RING_BUFFER_SCHEDULER_MONITOR record (one a minute)."""
-    out: dict[str, float | None] = {}
+def server_cpu_ms(s: Session) -> dict[str, tuple[float, int]]:
+    """Per SQL Server instance of the permutation: (CPU milliseconds SQL Server used so far,
+    every resource pool's total_cpu_usage_ms; its schedulers). Cumulative: the host collector
+    samples it every tick and takes the window's difference."""
+    out: dict[str, tuple[float, int]] = {}
     for key, inst in s._active_servers().items():
         rows = s._query(inst, "collectors", "server_cpu", database="master")
-        out[s._server_label(key)] = float(rows[0][0]) if rows and rows[0][0] is not None else None
+        if rows and rows[0][0] is not None:
+            out[s._server_label(key)] = (float(rows[0][0]), int(rows[0][1] or 0))
     return out
 
 
@@ -344,6 +398,6 @@ def page_object(s: Session, inst, resource: str) -> str:
 
 __all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "counter_kind", "parse_perf_counters",
            "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
-           "queue_depths", "activation", "server_cpu_percent", "e2e_latencies_us",
-           "e2e_latencies_by_priority_us", "e2e_sent_latencies_us", "dialog_stats", "activated_tasks", "procedure_time", "broker_waits",
+           "queue_depths", "activation", "server_cpu_ms", "log_sizes_mb", "log_events", "e2e_latencies_us",
+           "e2e_latencies_by_priority_us", "e2e_sent_latencies_us", "dialog_counts", "dialog_stats", "activated_tasks", "procedure_time", "broker_waits",
            "page_latch_waiters", "page_object", "session_waits"]

@@ -53,6 +53,9 @@ ENDPOINT_ENCRYPTION = ("disabled", "supported", "required")
 RESET_MODES = ("cleanup", "new_broker")
 PROFILE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")   # the matrix's server-axis rule
 INSTANCE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
+#: a SQL Server named instance (host: HOST\\INSTANCE): at most 16 characters, a letter, '_' or '#'
+#: first, then letters, digits, '_', '$' or '#'
+NAMED_INSTANCE_RE = re.compile(r"^[A-Za-z_#][A-Za-z0-9_$#]{0,15}$")
 MAX_INITIATORS = 64
 
 # The paper's names (its configuration script): every one may be overridden under `broker:`.
@@ -77,10 +80,20 @@ INSTANCE_KEYS = {"host", "port", "database", "auth", "sender_auth", "broker_host
 PROFILE_KEYS = {"target", "initiators", "delayed_durability", "description"}
 BROKER_KEYS = set(PAPER_NAMES) | {"dialog_encryption", "endpoint_name", "endpoint_encryption",
                                   "use_existing_endpoint", "reset", "create_databases",
-                                  "certificate_years"}
+                                  "certificate_years", "log_size_mb"}
 
 
 # --------------------------------------------------------------------------- model
+
+def check_server(value: str, what: str = "host") -> str:
+    """A host name or IPv4 address, or ``HOST\\INSTANCE`` for a named instance."""
+    host, sep, named = str(value).partition("\\")
+    tsql.validate_host(host, what)
+    if sep and not NAMED_INSTANCE_RE.match(named):
+        raise ValueError(f"{named!r} is not a SQL Server instance name (up to 16 letters, digits, "
+                         "'_', '$' or '#', not starting with a digit or '$')")
+    return value
+
 
 def msodbc_major(driver_name: str) -> int | None:
     """17 for 'ODBC Driver 17 for SQL Server'; None for a name that does not say."""
@@ -127,18 +140,27 @@ class Instance:
     broker_host: str
     broker_port: int = 4022
     description: str = ""
+    #: a named instance (``host: HOST\\INSTANCE``): its port from SQL Browser when ``port`` is 0
+    instance_name: str = ""
+
+    @property
+    def server(self) -> str:
+        """``host:port``, or ``host\\INSTANCE`` (``,port`` when given) for a named instance."""
+        if self.instance_name:
+            return f"{self.host}\\{self.instance_name}" + (f",{self.port}" if self.port else "")
+        return f"{self.host}:{self.port}"
 
     @property
     def server_key(self) -> str:
         """Identifies the SQL Server instance (several databases may share one)."""
-        return f"{self.host.lower()}:{self.port}"
+        return self.server.lower()
 
     @property
     def broker_address(self) -> str:
         return f"TCP://{self.broker_host}:{self.broker_port}"
 
     def where(self) -> str:
-        return f"{self.name} ({self.host}:{self.port}, database {self.database})"
+        return f"{self.name} ({self.server}, database {self.database})"
 
 
 @dataclass(frozen=True)
@@ -171,6 +193,7 @@ class BrokerConfig:
     reset: str = "cleanup"                  # cleanup: END CONVERSATION WITH CLEANUP; new_broker
     create_databases: bool = True
     certificate_years: int = 10
+    log_size_mb: int = 1024                 # the log of a database ssbench creates (0: model's)
 
 
 @dataclass
@@ -234,7 +257,8 @@ class Topology:
             "file": str(self.path) if self.path else None, "sha256": self.sha256,
             "name": self.name, "description": self.description, "layout": self.layout,
             "driver": asdict(self.driver),
-            "instances": {k: {"host": v.host, "port": v.port, "database": v.database,
+            "instances": {k: {"host": v.host, "port": v.port, "instance_name": v.instance_name or None,
+                              "database": v.database,
                               "broker_address": v.broker_address if self.layout == "distributed" else None,
                               "auth": asdict(v.auth), "sender_auth": asdict(v.sender_auth)}
                           for k, v in self.instances.items()},
@@ -250,7 +274,8 @@ class Topology:
     def from_env(cls, prefix: str = "SSBENCH_MSSQL_", initiators: int = 1,
                  database_prefix: str | None = None) -> "Topology":
         """A single-instance topology from environment variables (integration tests, quick
-        trials): ``<prefix>HOST`` (required), ``PORT`` (1433), ``USER``, ``PASSWORD`` (read from
+        trials): ``<prefix>HOST`` (required; ``HOST\\INSTANCE`` for a named instance), ``PORT`` (1433;
+        a named instance's from SQL Browser), ``USER``, ``PASSWORD`` (read from
         the environment at connect time, never copied), ``DRIVER`` (an ODBC driver name;
         ``FreeTDS`` selects the FreeTDS flavour), ``TRUST_CERT`` (1/yes), ``ENCRYPT``
         (mandatory/optional/strict), ``DATABASE_PREFIX`` (``ssbench_``)."""
@@ -258,7 +283,6 @@ class Topology:
         host = env.get(prefix + "HOST")
         if not host:
             raise UserError(f"{prefix}HOST is not set")
-        port = int(env.get(prefix + "PORT") or 1433)
         user = env.get(prefix + "USER")
         auth = Auth("sql", user, prefix + "PASSWORD") if user else Auth("integrated")
         dname = env.get(prefix + "DRIVER") or DEFAULT_DRIVER_NAMES["msodbc"]
@@ -269,13 +293,15 @@ class Topology:
             raise UserError(f"{prefix}ENCRYPT must be one of {', '.join(ENCRYPT_VALUES)}")
         dbp = database_prefix or env.get(prefix + "DATABASE_PREFIX") or "ssbench_"
         tsql.validate_name(dbp + "x", f"{prefix}DATABASE_PREFIX")
-        tsql.validate_host(host, f"{prefix}HOST")
-        instances = {"target": Instance("target", host, port, f"{dbp}target", auth, auth, host)}
+        host, _, named = check_server(host, f"{prefix}HOST").partition("\\")
+        port = int(env.get(prefix + "PORT") or (0 if named else 1433))
+        instances = {"target": Instance("target", host, port, f"{dbp}target", auth, auth, host,
+                                        instance_name=named)}
         names = []
         for i in range(1, initiators + 1):
             n = f"init{i}"
             names.append(n)
-            instances[n] = Instance(n, host, port, f"{dbp}init{i}", auth, auth, host)
+            instances[n] = Instance(n, host, port, f"{dbp}init{i}", auth, auth, host, instance_name=named)
         prof = Profile("default", "target", tuple(names))
         return cls(path=None, name="env", description=f"from {prefix}* environment variables",
                    layout="single",
@@ -402,8 +428,10 @@ class _TopologyParser:
             if not INSTANCE_NAME_RE.match(key):
                 raise r.err("instance names are a letter then up to 31 letters, digits or '_'", loc, fld)
             m = r.mapping(loc, fld, INSTANCE_KEYS)
-            host = r.string(m, "host", f"{fld}.host", required=True, parent=loc, check=tsql.validate_host)
-            port = r.number(m, "port", f"{fld}.port", 1433, 1, 65535, integer=True)
+            host, _, named = r.string(m, "host", f"{fld}.host", required=True, parent=loc,
+                                      check=check_server).partition("\\")
+            # a named instance's port comes from SQL Browser (UDP 1434) unless given
+            port = r.number(m, "port", f"{fld}.port", 0 if named else 1433, 1, 65535, integer=True)
             database = r.string(m, "database", f"{fld}.database", required=True, parent=loc,
                                 check=tsql.validate_name)
             auth = self.auth(m.get("auth"), f"{fld}.auth", default_auth)
@@ -414,12 +442,12 @@ class _TopologyParser:
             broker_host = r.string(m, "broker_host", f"{fld}.broker_host", host, check=tsql.validate_host)
             broker_port = r.number(m, "broker_port", f"{fld}.broker_port", 4022, 1024, 32767, integer=True)
             instances[key] = Instance(key, host, port, database, auth, sender, broker_host, broker_port,
-                                      r.string(m, "description", f"{fld}.description", "") or "")
+                                      r.string(m, "description", f"{fld}.description", "") or "", named)
         seen_db: dict[tuple[str, str], str] = {}
         for inst in instances.values():
             k = (inst.server_key, inst.database.lower())
             if k in seen_db:
-                raise r.err(f"database {inst.database} on {inst.host}:{inst.port} is also instance "
+                raise r.err(f"database {inst.database} on {inst.server} is also instance "
                             f"{seen_db[k]}: every role needs its own database", self.inst_map[inst.name],
                             f"instances.{inst.name}.database")
             seen_db[k] = inst.name
@@ -534,6 +562,7 @@ class _TopologyParser:
             create_databases=r.boolean(b, "create_databases", "broker.create_databases", True),
             certificate_years=r.number(b, "certificate_years", "broker.certificate_years", 10, 1, 100,
                                        integer=True),
+            log_size_mb=r.number(b, "log_size_mb", "broker.log_size_mb", 1024, 0, 1_048_576, integer=True),
         )
         if broker.queue.lower().startswith("ssbench_") or broker.activation_procedure.lower().startswith("ssbench_"):
             raise r.err("names starting with ssbench_ are reserved for ssbench's own objects",

@@ -20,6 +20,16 @@ relies on is modelled, with the document it comes from, and nothing more.
   binary body and answers with an Error.
 * Activation: the target's procedure processes the queue when its activation is on; the
   initiator's reader (ssbench_initiator_end) ends the initiator's side when it is on.
+* The target's procedure and its error table (workloads/mssql/target.sql; "Remove poison
+  messages"): a data message without a valid header and a Service Broker Error message are
+  logged in messageErrors; a failure the procedure catches while its transaction can still
+  commit logs the whole batch it received (the data messages already copied to messageDrop
+  included) and commits; a doomed transaction is rolled back, its messages go back to the queue
+  and an error row alone is logged; the fifth rollback in a row disables the queue, and the
+  running task's next RECEIVE fails (another error row alone). ``Db.faults`` says what happens
+  to each next RECEIVE: ``doomed``, ``drop_fails`` (the drop-table insert fails), ``end_fails``
+  (an END CONVERSATION fails after the tally). A message failing the message type's validation
+  is discarded before any RECEIVE: really lost.
 
 What an installed procedure does is read from its text (the T-SQL the target rendered): e.g. a
 send procedure without ``SET XACT_ABORT ON`` leaves its transaction open after an attention, one
@@ -68,6 +78,23 @@ class Msg:
     warmup: bool = False
     last: bool = False
     high: bool = False
+    bad: bool = False          # a data message without a valid ssbench header (nobody's)
+
+    @property
+    def measured(self) -> bool:
+        return self.kind == "data" and not self.warmup and not self.bad
+
+
+@dataclass
+class ErrorRow:
+    """A row of the target's messageErrors: the message's kind (None: an error alone), its
+    conversation and sequence number (None when the procedure does not record them), and
+    whose measured message it is (0: none)."""
+
+    kind: str | None
+    conv: str | None = None
+    seq: int | None = None
+    initiator: int = 0
 
 
 @dataclass
@@ -94,9 +121,19 @@ class Db:
     dialog_errors: list = field(default_factory=list)
     queue: list = field(default_factory=list)
     activation: bool = False
-    received: dict = field(default_factory=dict)          # initiator -> [measured, warm-up]
-    errors: list = field(default_factory=list)            # the target's messageErrors
+    drop: list = field(default_factory=list)              # messageDrop: (initiator, conv, seq, warmup)
+    errors: list = field(default_factory=list)            # the target's messageErrors (ErrorRow)
+    receive_enabled: bool = True                          # the queue's STATUS (poison detection)
+    rollbacks: int = 0                                    # RECEIVE transactions rolled back in a row
+    faults: list = field(default_factory=list)            # what happens to each next RECEIVE
     vanishing_endpoint: bool = False                      # one is deleted while a reset walks
+    stuck_endpoints: int = 0                              # a reset cannot end these (three passes)
+    other_sessions: int = 0                               # sessions using it (a DBA's applications)
+    recovery_model: str = "FULL"                          # sys.databases.recovery_model_desc
+    in_availability_group: bool = False                   # sys.databases.replica_id IS NOT NULL
+    log_mb: int = 8                                       # the log file's size (model's: 8 MB)
+    backups: list = field(default_factory=list)           # msdb.dbo.backupset rows in a window
+    rolled_back: int = 0                                  # their transactions ROLLBACK IMMEDIATE ended
 
     def proc(self, section: str) -> str:
         return self.procs.get(section, "")
@@ -155,6 +192,7 @@ class BrokerModel:
         self.lock = threading.RLock()
         self.committed: list[tuple] = []     # ("send", db, conv, seq, warmup) / ("begin"|"end", db, conv)
         self.delivered: list[tuple] = []     # (conv, seq, warmup): data messages the target processed
+        self.poisoned: list[tuple] = []      # (conv, seq): measured ones it logged, never processed
         self.activation_spid = -1
 
     # ------------------------------------------------------------------ databases
@@ -298,22 +336,27 @@ class BrokerModel:
             n += 1
         return n
 
-    def reset(self, db: Db) -> None:
-        """EXEC dbo.ssbench_reset: every conversation ended WITH CLEANUP, the tables emptied.
-        With ``vanishing_endpoint`` one endpoint is deleted by the broker while the procedure
-        walks its static list: an END CONVERSATION without TRY/CATCH around it fails."""
+    def reset(self, db: Db) -> list:
+        """EXEC dbo.ssbench_reset: every conversation ended WITH CLEANUP, the tables emptied;
+        returns its row (conversations ended, left, END CONVERSATIONs that failed). With
+        ``vanishing_endpoint`` one endpoint is deleted by the broker while the procedure walks
+        its static list: an END CONVERSATION without TRY/CATCH around it fails. With
+        ``stuck_endpoints`` that many stay, after three failing passes."""
         walker = db.proc("reset_procedure")
         if "ssbench_end_conversations" in walker:
             walker = db.proc("end_conversations_procedure")
         if db.vanishing_endpoint and db.endpoints and "BEGIN TRY" not in walker:
             raise BrokerError(8426, "The conversation handle is not found.")
         db.vanishing_endpoint = False
-        db.endpoints.clear()
+        stuck = min(db.stuck_endpoints, len(db.endpoints))
+        row = (len(db.endpoints) - stuck, stuck, 3 * stuck)
+        db.endpoints = dict(list(db.endpoints.items())[:stuck])
         db.queue.clear()
-        for part in (db.dialogs, db.counts, db.received):
+        for part in (db.dialogs, db.counts, db.drop):
             part.clear()
         db.dialog_errors.clear()
         db.errors.clear()
+        return [row] if "conversations_left" in walker else []
 
     # ------------------------------------------------------------------ the broker at work
     def pump(self) -> None:
@@ -323,7 +366,7 @@ class BrokerModel:
             for _ in range(10_000):
                 moved = False
                 for db in self.all():
-                    if db.queue and db.activation:
+                    if db.queue and db.activation and db.receive_enabled:
                         self._process(db)
                         moved = True
                 if not moved:
@@ -383,8 +426,21 @@ class BrokerModel:
             self._target_receive(db, msgs)
 
     def _target_receive(self, db: Db, msgs: list) -> None:
+        """One RECEIVE of the target's procedure, and what ``db.faults`` makes of it."""
+        fault = db.faults.pop(0) if db.faults else None
+        if fault == "doomed":                   # rolled back: back to the queue, an error alone
+            db.queue[:0] = msgs
+            db.errors.append(ErrorRow(None))
+            db.rollbacks += 1
+            if db.rollbacks >= 5:               # poison message detection; the task's next RECEIVE fails
+                db.receive_enabled = False
+                db.errors.append(ErrorRow(None))
+            return
+        db.rollbacks = 0
         xml = db.message_types.get(self._message_type(db), "NONE") != "NONE"
+        keeps_seq = "message_sequence_number" in db.proc("activation_procedure")
         endpoint, initiator = self._endpoints_by_conv(db), self._initiators_by_conv()
+        kept = []
         for m in msgs:
             ep = endpoint(m.conv)
             if ep is None:
@@ -393,39 +449,76 @@ class BrokerModel:
                 endpoint.add(ep)
             idb, iep = initiator(m.conv)
             if m.kind == "data" and xml:       # the body is not XML: discarded, an Error back
-                db.errors.append(("validation", m.conv))
                 ep.state = "CD"
                 if idb is not None:
                     idb.queue.append(Msg(m.conv, "error"))
                     iep.state = "DI" if iep.state != "DO" else iep.state
                 continue
-            if m.kind == "data":
-                row = db.received.setdefault(m.initiator_no, [0, 0])
-                row[1 if m.warmup else 0] += 1
+            kept.append(m)
+            if fault == "drop_fails":           # nothing processed: the CATCH logs the batch
+                continue
+            if m.kind == "data" and m.bad:
+                db.errors.append(self._error_row(m, keeps_seq))
+            elif m.kind == "data":
+                db.drop.append((m.initiator_no, m.conv, m.seq, m.warmup))
                 self.delivered.append((m.conv, m.seq, m.warmup))
                 if m.last:                      # 'SSBL': the target ends the dialog
                     ep.state = "CD"
                     if idb is not None:
                         idb.queue.append(Msg(m.conv, "end"))
                         iep.state = "DI"
+            elif m.kind == "error":             # logged; the target ends its side
+                db.errors.append(self._error_row(m, keeps_seq))
+                ep.state = "CD"
             elif m.kind == "end":               # the initiator ended first (fire and forget)
                 ep.state = "CD"
                 if idb is not None:
                     idb.endpoints.pop(iep.handle, None)     # both sides ended: deleted
+        if fault in ("drop_fails", "end_fails"):   # caught, the transaction can commit: the
+            db.errors += [self._error_row(m, keeps_seq) for m in kept]   # whole batch logged
+        if fault == "drop_fails":
+            self.poisoned += [(m.conv, m.seq) for m in kept if m.measured]
+
+    @staticmethod
+    def _error_row(m: Msg, keeps_seq: bool) -> ErrorRow:
+        return ErrorRow(m.kind, m.conv if keeps_seq else None, m.seq if keeps_seq else None,
+                        m.initiator_no if m.measured else 0)
+
+    # ------------------------------------------------------------------ what the target's tables say
+    def tallied(self, db: Db) -> dict[int, list[int]]:
+        """initiator -> [measured, warm-up] data messages in messageDrop (= the tally)."""
+        out: dict[int, list[int]] = {}
+        for i, _, _, warm in db.drop:
+            out.setdefault(i, [0, 0])[1 if warm else 0] += 1
+        return out
+
+    def poison(self, db: Db) -> set[tuple[int, str, int]]:
+        """(initiator, conv, seq) of measured data messages in messageErrors never in messageDrop."""
+        dropped = {(c, q) for _, c, q, _ in db.drop}
+        return {(e.initiator, e.conv, e.seq) for e in db.errors
+                if e.kind == "data" and e.initiator and e.conv is not None and (e.conv, e.seq) not in dropped}
 
     def _initiator_end(self, db: Db, msgs: list) -> None:
+        """ssbench_initiator_end: record the Error messages, END each dialog, count them. With
+        the fault ``end_fails`` the last END CONVERSATION fails: the CATCH commits the dialogs
+        ended before it, counted only when its text updates ssbench_counts."""
         text = db.proc("initiator_end_procedure")
+        fails = (db.faults.pop(0) if db.faults else None) == "end_fails"
         ended = 0
         endpoint = self._endpoints_by_conv(db)
-        for m in msgs:
+        for k, m in enumerate(msgs):
             ep = endpoint(m.conv)
             if m.kind == "error" and "ssbench_dialog_errors" in text:
                 db.dialog_errors.append(("Service Broker error message", m.conv))
+            if fails and k == len(msgs) - 1:
+                db.dialog_errors.append(("error 8426", m.conv))
+                break
             if ep is not None:
                 db.endpoints.pop(ep.handle)          # both sides ended: deleted
                 self.committed.append(("end", db.name, m.conv))
                 ended += 1
-        if "ssbench_counts" in text:
+        counts = text[text.index("BEGIN CATCH"):] if fails and "BEGIN CATCH" in text else text
+        if "ssbench_counts" in counts:
             row = db.counts.setdefault(self.activation_spid, [0, 0, 0])
             row[2] += ended
 
@@ -435,4 +528,4 @@ class BrokerModel:
         return m.group(1) if m else "//MySSB.com/Lab/M_Test"
 
 
-__all__ = ["BrokerModel", "BrokerError", "Db", "Endpoint", "Msg", "Session", "ERROR_TYPE", "END_TYPE"]
+__all__ = ["BrokerModel", "BrokerError", "Db", "Endpoint", "ErrorRow", "Msg", "Session", "ERROR_TYPE", "END_TYPE"]

@@ -18,6 +18,7 @@ import hashlib
 import re
 import threading
 import uuid
+from collections import Counter
 
 from broker_model import BrokerError, BrokerModel, Session
 
@@ -26,7 +27,8 @@ from harness.targets.mssql import driver as driver_mod, session as session_mod, 
 #: MssqlSender names its calls for its error messages; these are their template sections.
 SENDER_CALLS = {"send": "initiator.sql call_send", "dialog lookup": "initiator.sql dialog_handle",
                 "send retiring": "initiator.sql call_send_retiring",
-                "initiator reader on": "initiator.sql call_initiator_reader_on"}
+                "initiator reader on": "initiator.sql call_initiator_reader_on",
+                "check as the sender": "initiator.sql check_sender"}
 #: template sections whose batch installs a procedure the model reads (broker_model.py)
 PROCEDURES = ("send_procedure", "send_retiring_procedure", "initiator_end_procedure", "reset_procedure",
               "end_conversations_procedure", "activation_procedure", "initiator_reader_procedure")
@@ -54,10 +56,21 @@ class FakeServer:
         self.db_perms: dict[tuple[str, str], tuple] = {}   # (server, db) -> (db_owner, ALTER)
         self.provisioned: set[tuple[str, str]] = set()     # (server, db): objects present
         self.enable_broker_error: dict[tuple[str, str], int] = {}   # (server, db) -> native error
+        self.created_broker_enabled = True     # is_broker_enabled of a database CREATE DATABASE makes
+        # (server, db) -> [(name, expiry date)]: certificates dbo owns besides ssbench's, valid,
+        # ACTIVE FOR BEGIN_DIALOG, their private key protected by the master key
+        self.foreign_certs: dict[tuple[str, str], list] = {}
+        # the sender login (sender_auth): logins missing from the server, each database's users by
+        # login, the users granted the sender's permissions; the admin login is db_owner
+        self.missing_logins: set[str] = set()
+        self.db_users: dict[tuple[str, str], dict[str, str]] = {}
+        self.grants: dict[tuple[str, str], set[str]] = {}
+        self.admin_logins = {"sa", "ssbench"}        # the example topologies' auth
         # the diagnosis' evidence (docs/diagnosis.md): the product version server_info reports,
         # tasks waiting on page latches (wait type, 'db:file:page', tasks), the objects
         # sys.dm_db_page_info maps pages to ((db, file, page) -> row), and Service Broker's waits
         self.version = "16.0.4135.4"
+        self.engine_edition: dict[str, int] = {}   # server -> SERVERPROPERTY('EngineEdition') (3 by default)
         self.page_waiters: list[tuple] = [("PAGELATCH_EX", "7:1:1234", 3), ("PAGELATCH_SH", "7:1:1234", 1),
                                           ("PAGELATCH_EX", "7:1:88", 1)]
         self.pages: dict[tuple[int, int, int], tuple] = {(7, 1, 1234): ("ssb_init1", "sys", "sysdesend", 1, "DATA_PAGE")}
@@ -107,8 +120,30 @@ class FakeServer:
                 return out
         return []
 
-    def _sender(self, sess, s, d, k, sec, sql, params, cancel):
+    def _sender(self, sess, s, d, k, sec, sql, params, cancel):  # noqa: C901
         m = self.model
+        if sec == "server.login_exists":
+            return [(int(params[0] not in self.missing_logins),)]
+        if sec == "initiator.sender_user_of":
+            user = self.db_users.get(k, {}).get(params[0])
+            return [(user,)] if user else []
+        if sec == "initiator.sender_user":
+            login = re.search(r"FOR LOGIN \[([^\]]+)\]", sql).group(1)
+            self.db_users.setdefault(k, {})[login] = re.search(r"CREATE USER \[([^\]]+)\]", sql).group(1)
+            return []
+        if sec == "initiator.sender_grants":
+            self.grants.setdefault(k, set()).add(re.search(r"TO \[([^\]]+)\];", sql).group(1))
+            return []
+        if sec == "initiator.sender_user_drop":
+            name = re.search(r"name = N'([^']+)'", sql).group(1)
+            self.db_users[k] = {lg: u for lg, u in self.db_users.get(k, {}).items() if u != name}
+            return []
+        if sec == "initiator.check_sender":
+            login = getattr(sess, "login", None)
+            if login in self.admin_logins or self.db_users.get(k, {}).get(login) in self.grants.get(k, set()):
+                return [(None, 1)]
+            return [("error 229: The EXECUTE permission was denied on the object 'ssbench_send_retiring', "
+                     f"database '{d}', schema 'dbo'.", 0)]
         if sec == "initiator.dialog_handle":
             handle, high = m.db(s, d).dialogs.get(params[0], (str(uuid.UUID(int=params[0])), False))
             return [(handle, int(high))] if ", high" in sql else [(handle,)]
@@ -127,11 +162,13 @@ class FakeServer:
         if sec == "initiator.call_warm_up":
             return [(m.warm_up(sess, m.db(s, d)),)]
         if sec == "objects.call_reset":
-            m.reset(m.db(s, d))
-            return []
+            return m.reset(m.db(s, d))
+        if sec == "teardown.end_conversations":
+            return m.reset(m.db(s, d)) if m.db(s, d).procs else []
         if sec in ("initiator.truncate_tables", "initiator.truncate_dialogs", "target.truncate_tables"):
             db = m.db(s, d)
-            db.dialogs.clear(), db.counts.clear(), db.received.clear(), db.dialog_errors.clear()
+            db.dialogs.clear(), db.counts.clear(), db.drop.clear(), db.dialog_errors.clear()
+            db.errors.clear()
             return []
         if sec == "initiator.sent_counts":
             m.pump()
@@ -158,12 +195,18 @@ class FakeServer:
             db = m.db(s, d)
             return [(db.delayed_durability, db.honor, int(db.broker_enabled), db.guid, db.master_key,
                      db.key_by_server)]
-        if sec in ("server.enable_broker", "server.new_broker", "server.disable_broker"):
+        if sec in ("server.enable_broker", "server.new_broker", "server.disable_broker",
+                   "server.enable_broker_wait", "server.disable_broker_wait"):
             db = m.db(s, re.search(r"ALTER DATABASE \[([^\]]+)\]", sql).group(1))
             native = self.enable_broker_error.pop((s, db.name.lower()), None)
-            if sec == "server.enable_broker" and native:
+            if sec.startswith("server.enable_broker") and native:
                 raise BrokerError(native, "ENABLE_BROKER failed")
-            db.broker_enabled = sec != "server.disable_broker"
+            if db.other_sessions and "ROLLBACK IMMEDIATE" not in sql:   # waits for them
+                raise driver_mod.QueryTimeoutError(f"{d}: the call exceeded its query timeout",
+                                                   sqlstate="HYT00")
+            if "ROLLBACK IMMEDIATE" in sql:
+                db.rolled_back += db.other_sessions
+            db.broker_enabled = not sec.startswith("server.disable_broker")
             if sec == "server.new_broker":
                 db.guid = str(uuid.uuid4()).upper()
                 db.endpoints.clear()
@@ -194,6 +237,8 @@ class FakeServer:
             usage = db.contracts.get(c1, {}).get(mt)
             return [(db.message_types.get(mt), int(c1 in db.contracts),
                      usage[0] if usage else None, usage[1] if usage else None)]
+        if sec == "objects.dialog_certificates":     # dbo's other valid, active, MK-protected ones
+            return [(n, e) for n, e in self.foreign_certs.get(k, []) if e >= params[2]]
         if sec == "objects.impersonate_owner":
             return [(m.db(s, d).impersonation_error,)]
         if sec == "objects.remote_service_binding":
@@ -209,6 +254,10 @@ class FakeServer:
             return []
         if sec in ("target.activation_on", "target.activation_off"):
             m.db(s, d).activation = sec.endswith("on")
+            return []
+        if sec == "target.queue_enable":
+            db = m.db(s, d)
+            db.receive_enabled, db.rollbacks = True, 0
             return []
         return None
 
@@ -254,7 +303,7 @@ class FakeServer:
             f.endpoints.pop(s, None)
             return []
         if sec == "server.server_info":
-            return [(f.version, "Developer Edition", s, "RTM", "ssbench")]
+            return [(f.version, "Developer Edition", s, "RTM", "ssbench", f.engine_edition.get(s, 3))]
         if sec == "collectors.page_latch_waiters":
             return list(f.page_waiters)
         if sec == "collectors.session_waits":
@@ -278,7 +327,18 @@ class FakeServer:
             if db is None:
                 return []
             return [(params[0], 5, db.broker_enabled, db.guid, db.delayed_durability, "ONLINE", db.owner,
-                     "MULTI_USER")]
+                     "MULTI_USER", db.recovery_model, int(db.in_availability_group))]
+        if sec == "server.log_file":
+            db = m.db(s, params[0], create=False)
+            return [(f"{params[0]}_log", db.log_mb)] if db else []
+        if sec == "server.log_size":
+            m.db(s, re.search(r"ALTER DATABASE \[([^\]]+)\]", sql).group(1)).log_mb = int(
+                re.search(r"SIZE = (\d+)MB", sql).group(1))
+            return []
+        if sec == "collectors.log_sizes":
+            return [(db.name, float(db.log_mb)) for (srv, _), db in list(m.dbs.items()) if srv == s and not isinstance(db, dict)]
+        if sec == "collectors.backups_between":
+            return list(m.db(s, params[0]).backups)
         if sec == "server.drop_database":
             name = re.search(r"DROP DATABASE \[([^\]]+)\]", sql).group(1).lower()
             m.dbs.pop((s, name), None)
@@ -289,6 +349,7 @@ class FakeServer:
         if sec == "server.create_database":
             name = re.search(r"CREATE DATABASE \[([^\]]+)\]", sql).group(1)
             m.db(s, name).guid = str(uuid.uuid4()).upper()
+            m.db(s, name).broker_enabled = f.created_broker_enabled
             return []
         if sec == "server.own_certificate":
             name = re.search(r"CERT_ID\(N'([^']+)'\)", sql).group(1)
@@ -312,7 +373,9 @@ class FakeServer:
         if sec == "server.endpoint_create":
             name = re.search(r"CREATE ENDPOINT \[([^\]]+)\]", sql).group(1)
             port = int(re.search(r"LISTENER_PORT = (\d+)", sql).group(1))
-            f.endpoints[s] = [(name, port, "STARTED", "CERTIFICATE", "NONE", "cert")]
+            enc = re.search(r"ENCRYPTION = (\w+)", sql).group(1)
+            desc = {"DISABLED": "NONE", "SUPPORTED": "NONE, AES", "REQUIRED": "AES"}[enc]
+            f.endpoints[s] = [(name, port, "STARTED", "CERTIFICATE", desc, "cert")]
             return []
         if sec == "objects.objects_present":
             objs = 1 if k in f.provisioned else 0
@@ -339,9 +402,24 @@ class FakeServer:
             m.pump()
             if s in f.tally:
                 return f.tally[s]
-            return [(i, r[0], r[1]) for i, r in sorted(m.db(s, d).received.items())]
+            return [(i, r[0], r[1]) for i, r in sorted(m.tallied(m.db(s, d)).items())]
+        if sec == "target.distinct_by_initiator":
+            if s in f.tally:
+                return [(i, n, n) for i, n, _ in f.tally[s]]
+            rows: dict[int, list] = {}
+            for i, conv, seq, warm in m.db(s, d).drop:
+                if not warm:
+                    rows.setdefault(i, []).append((conv, seq))
+            return [(i, len(v), len(set(v))) for i, v in sorted(rows.items())]
+        if sec == "target.poison_by_initiator":
+            return sorted(Counter(i for i, _, _ in m.poison(m.db(s, d))).items())
+        if sec == "target.queued_by_initiator":
+            m.pump()
+            return sorted(Counter(x.initiator_no for x in m.db(s, d).queue if x.measured).items())
+        if sec == "initiator.xmitq_data":
+            return [(0,)]
         if sec == "target.processed_total":
-            return [(sum(r[0] for r in m.db(s, d).received.values()),)]
+            return [(sum(r[0] for r in m.tallied(m.db(s, d)).values()),)]
         if sec == "collectors.endpoint_states":
             m.pump()
             states: dict[str, list] = {}
@@ -350,18 +428,16 @@ class FakeServer:
                 row[0] += 1
                 row[1] += int(e.initiator)
             return [(st, n, i) for st, (n, i) in sorted(states.items())]
-        if sec == "target.error_count":
-            return [(len(m.db(s, d).errors),)]
         if sec == "collectors.xmitq_fast":
             return [(0, 1)]
         if sec in ("collectors.activated_tasks", "collectors.xmitq_exact"):
             return [(0,)]
         if sec == "collectors.queue_state":
-            return [(1, 1, 1, 16, "dbo.SRPerf_Queue_LabTest")]
+            return [(int(m.db(s, d).receive_enabled), 1, 1, 16, "dbo.SRPerf_Queue_LabTest")]
         if sec == "collectors.wait_stats":
             return f.waits
-        if sec == "collectors.server_cpu":
-            return [(45, 50)]
+        if sec == "collectors.server_cpu":             # CPU ms so far, schedulers
+            return [(45000.0, 4)]
         if sec == "target.e2e_latencies":
             return [(1, 5000), (2, 7000)]
         if sec == "target.e2e_latencies_by_priority":
@@ -394,24 +470,30 @@ class FakeConn:
         return self.fake.execute(self.session, self.server, self.db, what, sql, tuple(params))
 
 
+_REAL_CONNECT = driver_mod.ConnSpec.connect
+
+
 def install(monkeypatch) -> "FakeServer":
-    """Route every connection of every MssqlTarget to a new FakeServer."""
+    """Route every connection of every MssqlTarget to a new FakeServer (the admin pool's, and a
+    spec's own connection, as check's connection as the sender)."""
     f = FakeServer()
 
     def get(pool, inst, database=None, purpose="admin"):
         return FakeConn(f, inst.server_key, database or inst.database)
 
+    def connect(spec, *, autocommit=True, query_timeout=...):
+        conn = FakeConn(f, f"{spec.host.lower()}:{spec.port}", spec.database)
+        conn.session.login = spec.user
+        return conn
+
     monkeypatch.setattr(session_mod.Pool, "get", get)
+    monkeypatch.setattr(driver_mod.ConnSpec, "connect", connect)
     return f
 
 
 def install_senders(monkeypatch, f: "FakeServer") -> None:
-    """MssqlSender connections (ConnSpec.connect) go to ``f`` too; pyodbc is not needed."""
-
-    def connect(spec, *, autocommit=True, query_timeout=...):
-        return FakeConn(f, f"{spec.host.lower()}:{spec.port}", spec.database)
-
-    monkeypatch.setattr(driver_mod.ConnSpec, "connect", connect)
+    """MssqlSender connections (ConnSpec.connect, which install routes to ``f``) need neither
+    pyodbc nor an installed driver."""
     monkeypatch.setattr(driver_mod, "pyodbc_module", lambda: None)
     monkeypatch.setattr(driver_mod, "drivers", lambda: ["ODBC Driver 18 for SQL Server", "FreeTDS"])
 
@@ -525,6 +607,7 @@ def install_raw_senders(monkeypatch, f: "FakeServer") -> FakePyodbc:
     Connection, watchdog, error mapping) over :class:`FakePyodbc`."""
     odbc = FakePyodbc(f)
     monkeypatch.setattr(driver_mod, "pyodbc_module", lambda: odbc)
+    monkeypatch.setattr(driver_mod.ConnSpec, "connect", _REAL_CONNECT)
     monkeypatch.setenv("SSBENCH_MSSQL_PASSWORD", "not-a-real-password")
     return odbc
 

@@ -189,3 +189,99 @@ def test_a_reset_survives_an_endpoint_deleted_under_it(fake, monkeypatch):
     with pytest.raises(TargetError) as e:
         t.prepare(1, "durable", BrokerSettings())
     assert "Is the topology provisioned" not in str(e.value)   # that hint is for missing objects only
+
+
+# --------------------------------------------------------------------------- issue 52, item 1
+
+def test_a_duplicate_never_stands_in_for_a_loss(fake, monkeypatch):
+    """A message in the drop table twice counts once, the second is a duplicate; the drop table
+    is read whole only once the queues hold none of the test's messages (the drain's last
+    reading), and per initiator, so the initiators' figures are the totals' parts."""
+    install_senders(monkeypatch, fake)
+    t = ready(fake, monkeypatch)
+    s = MssqlSender(t.sender_spec(1))
+    for _ in range(4):
+        s.send(s.dialog(1), bytes(100))
+    s.close()
+    target = fake.db(S, "ssbench_target")
+    target.activation = False                          # queued: the drop table is not read
+    n = len(fake.log)
+    c = t.counts()
+    assert (c.target_queue, c.received, c.lost) == (4, 0, 0)
+    assert "target.sql distinct_by_initiator" not in whats_since(fake, n)
+    target.activation = True
+    fake.model.pump()
+    target.drop[-2] = target.drop[-1]                 # one message tallied twice, another never
+    c = t.drain(1, poll=0.01)
+    i = c.initiators[0]
+    assert (i.sent, i.received, i.duplicates, i.lost) == (4, 3, 1, 1), i
+    assert (c.received, c.duplicates, c.lost) == (3, 1, 1)
+    for q in ("received_by_initiator", "distinct_by_initiator", "poison_by_initiator", "queued_by_initiator"):
+        assert "GROUP BY" in tsql.statement("target", q, {"queue": "q", "message_type": "m"}), q
+    assert "NOT EXISTS (SELECT * FROM [dbo].[messageDrop]" in tsql.statement(
+        "target", "poison_by_initiator", {"message_type": "m"})
+
+
+def whats_since(fake, n: int) -> list[str]:
+    return [w for _, _, w, _, _ in fake.log[n:]]
+
+
+# --------------------------------------------------------------------------- issue 52, item 13
+
+def test_the_initiator_readers_catch_counts_the_dialogs_it_commits(fake, monkeypatch):
+    """An END CONVERSATION that fails in ssbench_initiator_end: its CATCH commits the dialogs it
+    had ended before the failure, and counts them (dialogs_ended equals what committed)."""
+    install_senders(monkeypatch, fake)
+    t = ready(fake, monkeypatch)
+    init = fake.db(S, "ssbench_init1")
+    s = MssqlSender(t.sender_spec(1))
+    s.set_dialog_lifetime(1, False)                  # the target ends every dialog
+    for slot in (1, 2):
+        s.send(s.dialog(slot), bytes(100))
+    init.faults = ["end_fails"]                      # the next RECEIVE: two EndDialogs, one fails
+    t.drain(1, poll=0.01)
+    s.close()
+    ended = len(measured(fake, "end"))
+    assert ended == 1 and t.dialog_stats()["dialogs_ended"] == ended
+    catch = last(fake, "initiator.sql initiator_end_procedure").split("BEGIN CATCH", 1)[1]
+    assert catch.index("SET ended = ended + @ended") < catch.index("IF XACT_STATE() = 1 COMMIT")
+
+
+# --------------------------------------------------------------------------- issue 52, item 12
+
+def test_a_partial_reset_says_so(fake, monkeypatch, caplog):
+    """ssbench_reset returns the conversations it ended, left and failed to end: a reset that
+    leaves some says so at prepare (a warning) and at teardown (a line of what stayed)."""
+    install_senders(monkeypatch, fake)
+    t = ready(fake, monkeypatch)
+    fake.db(S, "ssbench_init1").stuck_endpoints = 2
+    with caplog.at_level("WARNING"):
+        t.prepare(1, "durable", BrokerSettings())
+    assert any("left 2 conversation(s)" in r.getMessage() and "ssbench_init1" in r.getMessage()
+               for r in caplog.records), caplog.text
+    kept = t.teardown()
+    assert any("left 2 conversation(s)" in k for k in kept), kept
+    assert "conversations_left" in last(fake, "objects.sql end_conversations_procedure")
+
+
+# --------------------------------------------------------------------------- issue 52, item 11
+
+def test_a_retiring_sender_begins_a_new_dialog_after_a_failed_send(fake, monkeypatch):
+    """The target answers the slot's dialog with an Error (its message type validates XML) and
+    the initiator's reader ends it: the next SEND on that dialog fails, and the one after it
+    begins a new dialog instead of failing for ever."""
+    install_senders(monkeypatch, fake)
+    t = ready(fake, monkeypatch)
+    target = fake.db(S, "ssbench_target")
+    s = MssqlSender(t.sender_spec(1))
+    s.set_dialog_lifetime(5, False)
+    target.message_types["//MySSB.com/Lab/M_Test"] = "XML"
+    s.send(s.dialog(1), bytes(100))                  # begins a dialog; the target errors it
+    fake.model.pump()                                # the initiator's reader ends its side
+    target.message_types["//MySSB.com/Lab/M_Test"] = "NONE"
+    with pytest.raises(TargetError):
+        s.send(s.dialog(1), bytes(100))
+    for _ in range(3):
+        s.send(s.dialog(1), bytes(100))
+    s.close()
+    assert s.dialogs_begun == 2 and len(measured(fake)) == 4

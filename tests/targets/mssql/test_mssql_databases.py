@@ -149,14 +149,116 @@ def test_check_tries_the_owners_impersonation(fake, monkeypatch):
 
 
 def test_new_broker_only_for_a_duplicate_broker_id(fake, caplog):
-    dba_databases(fake, broker_enabled=False)
+    fake.created_broker_enabled = False              # databases ssbench creates: ENABLE_BROKER
     fake.enable_broker_error[(S, "ssbench_init1")] = 9772
     with caplog.at_level(logging.WARNING):
         MssqlTarget.from_file(str(SINGLE)).provision(max_initiators=1)
     assert len(fake.batches(what="server.sql new_broker")) == 1 and "9772" in caplog.text
-    fake.log.clear()
+    for part in (fake.dbs, fake.owned, fake.owned_tables, fake.log):
+        part.clear()
+    dba_databases(fake, broker_enabled=False)        # a DBA's database: NEW_BROKER is refused
+    fake.enable_broker_error[(S, "ssbench_init1")] = 9772
+    with pytest.raises(TargetError, match="ssbench did not create this database"):
+        MssqlTarget.from_file(str(SINGLE)).provision(max_initiators=1)
+    assert not fake.batches(what="server.sql new_broker")
     fake.db(S, "ssbench_init1").broker_enabled = False
     fake.enable_broker_error[(S, "ssbench_init1")] = 5070     # another session uses the database
     with pytest.raises(TargetError, match="error 5070"):
         MssqlTarget.from_file(str(SINGLE)).provision(max_initiators=1)
     assert not fake.batches(what="server.sql new_broker")
+
+
+# --------------------------------------------------------------------------- issue 52, item 5
+
+def test_a_dbo_certificate_service_broker_would_pick_is_refused(fake, monkeypatch):
+    """Service Broker signs a dialog with its service owner's valid, active certificate that
+    expires last ("Certificates for Dialog Security"): a DBA's certificate owned by dbo that
+    expires after ssbench's would be used, and the peers do not have it. check fails and
+    provision refuses before creating anything; one that expires earlier is no matter."""
+    import datetime as dt
+
+    from mssql_fake import install_senders
+
+    install_senders(monkeypatch, fake)
+    dba_databases(fake)
+    fake.foreign_certs[(S, "ssbench_init1")] = [("dba_signing", dt.date(2200, 1, 1))]
+    t = MssqlTarget.from_file(str(SINGLE))
+    fails = [d for st, _, d in t.check() if st == "fail" and "dba_signing" in d]
+    assert fails and "ACTIVE FOR BEGIN_DIALOG = OFF" in fails[0]
+    with pytest.raises(TargetError, match=r"certificate \[dba_signing\] owned by dbo expires 2200-01-01"):
+        t.provision()
+    assert not fake.batches(what="server.sql own_certificate")
+    fake.foreign_certs[(S, "ssbench_init1")] = [("dba_signing", dt.date(2027, 1, 1))]
+    t.provision()
+    q = fake.sql(what="objects.sql dialog_certificates")
+    assert "is_active_for_begin_dialog = 1" in q and "pvt_key_encryption_type = 'MK'" in q
+
+
+# --------------------------------------------------------------------------- issue 52, item 14
+
+def test_the_sender_login_is_granted_what_it_needs_and_check_connects_as_it(fake, tmp_path, monkeypatch):
+    """A sender_auth login of its own gets a user in each initiator database (recorded, dropped
+    at teardown) and what its calls need; check connects as it and runs a SEND in a transaction
+    rolled back, so a missing grant shows before a run, not mid-run. A login that does not exist
+    is refused with one line."""
+    from mssql_fake import install_senders
+
+    install_senders(monkeypatch, fake)
+    topo = tmp_path / "t.yaml"
+    topo.write_text(SINGLE.read_text() + "\nsender_auth: {kind: sql, user: ssbench_sender, "
+                                         "password_env: SSBENCH_SENDER_PASSWORD}\n")
+    t = MssqlTarget.from_file(str(topo))
+    t.provision(max_initiators=1)
+    assert fake.grants[(S, "ssbench_init1")] == {"ssbench_sender"}
+    assert ("USER", "ssbench_sender") in fake.owned[(S, "ssbench_init1")]
+    grants = fake.sql(what="initiator.sql sender_grants")
+    for g in ("GRANT EXECUTE ON OBJECT::[dbo].[ssbench_send] TO [ssbench_sender];",
+              "GRANT SELECT ON OBJECT::[dbo].[dialogs] TO [ssbench_sender];",
+              "GRANT RECEIVE ON OBJECT::[dbo].[MySSBLabTestQueue] TO [ssbench_sender];"):
+        assert g in grants, g
+    sender = [r for r in t.check(max_initiators=1) if "the sender (" in r[2]]
+    assert [r[0] for r in sender] == ["ok"] and "SQL login ssbench_sender" in sender[0][2], sender
+    assert "ROLLBACK TRANSACTION" in fake.sql(what="check as the sender")
+    fake.grants[(S, "ssbench_init1")].clear()                  # a DBA revoked them
+    sender = [r for r in t.check(max_initiators=1) if "the sender (" in r[2]]
+    assert sender[0][0] == "fail" and "error 229" in sender[0][2], sender
+    t.teardown()
+    assert "ssbench_sender" not in fake.db_users.get((S, "ssbench_init1"), {}).values()
+    fake.missing_logins.add("ssbench_sender")
+    with pytest.raises(TargetError, match="the sender login ssbench_sender .* does not exist"):
+        MssqlTarget.from_file(str(topo)).provision(max_initiators=1)
+
+
+# --------------------------------------------------------------------------- issue 52, item 16
+
+def test_logs_sized_recovery_model_recorded_and_log_events_warned(fake, monkeypatch, caplog):
+    """A database ssbench creates takes model's log: it is sized (broker.log_size_mb, a quarter
+    of it per growth) so autogrowth does not land in the first permutation; run.json records each
+    database's recovery model and log size; a log that grew or a backup that ran inside the
+    window is a warning and a line of the summary's log_events."""
+    import threading
+
+    from harness.collectors.base import Sample, SampleContext, WindowView
+    from harness.collectors.storage import StorageCollector
+
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision(max_initiators=1)
+    assert fake.db(S, "ssbench_target").log_mb == 1024
+    assert "SIZE = 1024MB, FILEGROWTH = 256MB" in fake.sql(what="server.sql log_size")
+    t.prepare(1, "durable", BrokerSettings())
+    dbs = t.describe()["databases"]
+    assert dbs["target"] == {"recovery_model": "FULL", "log_mb": 1024, "created_by_ssbench": True}
+    ctx = SampleContext(target=t, lock=threading.Lock())
+    col, samples = StorageCollector(), []
+    for k in range(4):
+        if k == 2:
+            fake.db(S, "ssbench_init1").log_mb = 1280               # autogrowth under the load
+        samples += [Sample(float(k), "storage", m, key, v) for m, key, v in col.sample(ctx, float(k))]
+    fake.db(S, "ssbench_target").backups = [("L", "2026-01-01 10:00:01", "2026-01-01 10:00:03")]
+    with caplog.at_level("WARNING"):
+        fields = col.summary_fields(ctx, WindowView(0.0, 4.0, tuple(samples)))
+    events = fields["log_events"]
+    assert any(e.startswith("init1: its log grew from 1,024 MB to 1,280 MB") for e in events), events
+    assert any("a log backup ran from 2026-01-01 10:00:01" in e for e in events), events
+    assert all(e in caplog.text for e in events)
+    assert "msdb.dbo.backupset" in fake.sql(what="collectors.sql backups_between")

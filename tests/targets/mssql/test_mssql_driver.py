@@ -57,6 +57,10 @@ def test_freetds_connection_string():
     cs = spec.connection_string("pw")
     assert cs.startswith("Driver={FreeTDS};Server=sqltarget.lab;Port=1444;Database=SSBReceiver;")
     assert "TDS_Version=7.4;" in cs and "Encryption=require;" in cs and "Encrypt=" not in cs
+    # issue 52, item 10: FreeTDS takes APP= too (its ODBC attributes: "Application name"), so
+    # the sampled session waits find the senders by program_name under either driver
+    sender = driver.spec_for(inst(), DriverConfig(kind="freetds", name="FreeTDS"), sender=True)
+    assert f"APP={driver.SENDER_APP};" in sender.connection_string("pw") and "APP=ssbench;" in cs
 
 
 def test_integrated_auth_string():

@@ -4,6 +4,8 @@ the endpoint, in an extended property of master; existing objects left as they w
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import pytest
@@ -174,3 +176,35 @@ def test_own_endpoint_recorded_altered_and_dropped(fake):
     assert fake.batches(what="server.sql endpoint_alter", server=TGT)
     t.teardown()
     assert TGT not in fake.endpoint_owner and TGT not in fake.endpoints
+
+
+# --------------------------------------------------------------------------- issue 52, item 4
+
+@pytest.mark.parametrize("desc,setting,refused", [
+    ("AES", "disabled", "endpoint [their_broker] on sqltarget.lab.example:1433 has ENCRYPTION = REQUIRED"),
+    ("AES", "supported", None),
+    ("NONE, AES", "disabled", None),
+    ("RC4", "required", "no algorithm in common"),
+])
+def test_an_existing_endpoints_encryption_is_checked(fake, tmp_path, monkeypatch, desc, setting, refused):
+    """An existing endpoint with ENCRYPTION = REQUIRED accepts only SUPPORTED or REQUIRED peers
+    (CREATE ENDPOINT), and ssbench's own are DISABLED by default: check fails and provision
+    refuses before changing anything, unless broker.endpoint_encryption lets them talk."""
+    from mssql_fake import install_senders
+
+    install_senders(monkeypatch, fake)
+    fake.endpoints[TGT] = [("their_broker", 4022, "STARTED", "CERTIFICATE", desc, "their_cert")]
+    fake.certs[(TGT, "master", "their_cert")] = b"their-public-certificate"
+    path = tmp_path / "t.yaml"
+    path.write_text(DIST.read_text().replace("endpoint_encryption: disabled", f"endpoint_encryption: {setting}")
+                    .replace("\nbroker:", "\nbroker:\n  use_existing_endpoint: true", 1))
+    t = MssqlTarget.from_file(str(path))
+    lines = [d for st, what, d in t.check() if st == "fail" and what == "endpoint encryption"]
+    if refused is None:
+        assert not lines
+        t.provision()
+        return
+    assert lines and refused in lines[0], lines
+    with pytest.raises(TargetError, match=re.escape(refused)):
+        t.provision()
+    assert not fake.batches(what="server.sql create_database")      # refused before any change

@@ -300,14 +300,16 @@ def test_drain_takes_the_lock_per_poll_and_stops_on_request(fake):
 # --------------------------------------------------------------------------- collectors
 
 def test_wait_stats_filtered_and_summed(fake):
-    fake.waits = [("WRITELOG", 10, 100.0), ("PAGELATCH_EX", 5, 40.0), ("BROKER_RECEIVE_WAITFOR", 3, 9e6),
-                  ("SLEEP_TASK", 1, 1e6), ("XE_TIMER_EVENT", 1, 1e6), ("LAZYWRITER_SLEEP", 1, 1.0),
-                  ("SQLTRACE_INCREMENTAL_FLUSH_SLEEP", 1, 2.0)]
+    fake.waits = [("WRITELOG", 10, 100.0, 60.0), ("PAGELATCH_EX", 5, 40.0, 1.0), ("BROKER_RECEIVE_WAITFOR", 3, 9e6, 0),
+                  ("SLEEP_TASK", 1, 1e6, 0), ("XE_TIMER_EVENT", 1, 1e6, 0), ("LAZYWRITER_SLEEP", 1, 1.0, 0),
+                  ("SQLTRACE_INCREMENTAL_FLUSH_SLEEP", 1, 2.0, 0)]
     t = MssqlTarget.from_file(str(DIST))
     t._profile, t._n_initiators = "durable", 2
     waits = t.wait_stats()
-    assert [(w.wait_type, w.waiting_tasks, w.wait_time_ms) for w in waits] == \
-        [("WRITELOG", 30, 300.0), ("PAGELATCH_EX", 15, 120.0)]      # 3 servers summed
+    # issue 52, item 7: the signal wait (inside wait_time_ms) is read and summed apart
+    assert [(w.wait_type, w.waiting_tasks, w.wait_time_ms, w.signal_wait_ms) for w in waits] == \
+        [("WRITELOG", 30, 300.0, 180.0), ("PAGELATCH_EX", 15, 120.0, 3.0)]      # 3 servers summed
+    assert "signal_wait_time_ms" in fake.sql(what="collectors.sql wait_stats")
     by = t.wait_stats_by_server()
     assert set(by) == {"target", "init1", "init2"}
     # a single-instance topology is asked once, not once per database
@@ -363,6 +365,24 @@ def test_perf_counters_summed_over_servers(fake, monkeypatch):
     assert c.value == 40.0 and c.kind == "cumulative"
 
 
+def test_activation_counters_are_the_target_databases_alone(fake, monkeypatch):
+    """Issue 52, item 6: Broker Activation reports each database and _Total; only the target
+    database's instance is kept (not _Total, which counts every queue of the instance, nor an
+    initiator's or a DBA's database)."""
+    orig = FakeConn.execute
+
+    def counters(self, sql, params=(), timeout=..., what=""):
+        if what == "collectors.sql perf_counters":
+            return [("SQLServer:Broker Activation", "Tasks Started/sec", inst, 5, 272696576)
+                    for inst in ("SSBReceiver", "SSBSender", "dba_db", "_Total")]
+        return orig(self, sql, params, timeout, what)
+
+    monkeypatch.setattr(FakeConn, "execute", counters)
+    t = MssqlTarget.from_file(str(DIST))
+    t._profile, t._n_initiators = "durable", 3
+    assert [(c.instance_name, c.value) for c in t.perf_counters()] == [("SSBReceiver", 5.0)]
+
+
 def test_depths_activation_cpu(fake):
     t = MssqlTarget.from_file(str(DIST))
     t._profile, t._n_initiators = "durable", 3
@@ -371,7 +391,8 @@ def test_depths_activation_cpu(fake):
     assert "xmitq_fast" in " ".join(whats(fake)) and "xmitq_exact" in " ".join(whats(fake))
     a = t.activation()
     assert a["tasks_running"] == 0 and a["is_activation_enabled"] and a["max_readers"] == 16
-    assert t.server_cpu_percent() == {"target": 45.0, "init1": 45.0, "init2": 45.0, "init3": 45.0}
+    assert t.server_cpu_ms() == {n: (45000.0, 4) for n in ("target", "init1", "init2", "init3")}
+    assert "total_cpu_usage_ms" in fake.sql(what="collectors.sql server_cpu")
 
 
 def test_e2e_latency_clock_correction(fake):
@@ -592,3 +613,33 @@ def test_backlog_set_activation_renders_alter_queue(fake):
     t.set_activation(True)
     on = fake.sql(what="target.sql activation_on")
     assert "STATUS = ON" in on and "MAX_QUEUE_READERS = 3" in on and "ALTER QUEUE [dbo].[MySSBLabTestQueue]" in on
+
+
+def test_collectors_never_wait_on_the_senders_or_scan_closed_endpoints(fake):
+    """Issue 52, item 9: every tick, the dialog collector reads ssbench_counts WITH (NOLOCK) (a
+    SUM at READ COMMITTED waits on every SEND's open transaction, its LCK_M_S in the measured
+    waits) and leaves the GROUP BY over sys.conversation_endpoints, which grows with the target's
+    CLOSED endpoints, to after the window; the tallies are read WITH (READPAST)."""
+    import threading
+
+    from harness.collectors.base import SampleContext, WindowView
+    from harness.collectors.dialogs import DialogCollector
+    from harness.collectors.throughput import ThroughputCollector
+
+    t = MssqlTarget.from_file(str(SINGLE))
+    t.provision()
+    t.prepare(2, "durable", BrokerSettings())
+    ctx = SampleContext(target=t, lock=threading.Lock())
+    dialogs, throughput = DialogCollector(), ThroughputCollector()
+    fake.log.clear()
+    for k in range(3):
+        dialogs.sample(ctx, float(k))
+        throughput.sample(ctx, float(k))
+    ticks = whats(fake)
+    assert "collectors.sql endpoint_states" not in ticks and "initiator.sql sent_counts" not in ticks
+    assert ticks.count("initiator.sql sent_counts_live") == 6
+    assert "WITH (NOLOCK)" in fake.sql(what="initiator.sql sent_counts_live")
+    assert "WITH (READPAST)" in fake.sql(what="target.sql processed_total")
+    assert "WITH (READPAST)" in fake.sql(what="initiator.sql dialog_errors_received")
+    fields = dialogs.summary_fields(ctx, WindowView(0.5, 2.5, ()))
+    assert "endpoints" in fields and "collectors.sql endpoint_states" in whats(fake)

@@ -259,3 +259,36 @@ def test_the_topology_knows_its_file():
     for path in (REPO / "topologies" / "example-distributed.yaml", REPO / "topologies" / "example-single.yaml"):
         topo = load_topology(path)
         assert topo.path == path and topo.to_dict()["file"] == str(path)
+
+
+# --------------------------------------------------------------------------- issue 52, item 15
+
+def test_a_named_instance_is_reached_through_sql_browser(tmp_path):
+    """host: HOST\\INSTANCE names a SQL Server named instance: without a port the drivers ask SQL
+    Browser for it (Server=tcp:host\\INSTANCE; FreeTDS Server=host\\INSTANCE, no Port); with one,
+    the port is used. Databases on one named instance share a server."""
+    from harness.targets.mssql import driver
+    from harness.targets.mssql.topology import DriverConfig, load_topology
+
+    p = tmp_path / "named.yaml"
+    p.write_text("layout: single\nauth: {kind: sql, user: sa, password_env: PW}\n"
+                 "instances:\n"
+                 "  target: {host: 'sql1.lab\\INST1', database: t}\n"
+                 "  init1: {host: 'SQL1.lab\\inst1', database: i}\n"
+                 "target: target\ninitiators: [init1]\n")
+    topo = load_topology(p)
+    tgt, ini = topo.instances["target"], topo.instances["init1"]
+    assert (tgt.host, tgt.instance_name, tgt.port) == ("sql1.lab", "INST1", 0)
+    assert tgt.server == "sql1.lab\\INST1" and tgt.server_key == ini.server_key
+    assert tgt.where() == "target (sql1.lab\\INST1, database t)"
+    cs = driver.spec_for(tgt, DriverConfig()).connection_string("pw")
+    assert "Server=tcp:sql1.lab\\INST1;" in cs
+    fcs = driver.spec_for(tgt, DriverConfig(kind="freetds", name="FreeTDS")).connection_string("pw")
+    assert "Server=sql1.lab\\INST1;" in fcs and "Port=" not in fcs
+    p.write_text(p.read_text().replace("database: t}", "database: t, port: 1500}")
+                 .replace("database: i}", "database: i, port: 1500}"))
+    cs = driver.spec_for(load_topology(p).instances["target"], DriverConfig()).connection_string("pw")
+    assert "Server=tcp:sql1.lab\\INST1,1500;" in cs
+    p.write_text(p.read_text().replace("INST1", "1NST-TOO-LONG-NAME"))
+    with pytest.raises(UserError, match=r"named.yaml:4: instances.target.host: .* is not a SQL Server instance name"):
+        load_topology(p)

@@ -180,7 +180,7 @@ def params(layout: str, every_n: int, initiator: int = 1) -> dict:
         "data_prefix": message_prefix(initiator),
         "warmup_prefix": message_prefix(initiator, warmup=True),
         "dialog_encryption": "ON", "procedure": "SRPerf_Queue_LabTest", "table": "messageDrop",
-        "honor": 1, "honor_kw": "ON",
+        "honor": 1, "honor_kw": "ON", "file": "SSBReceiver_log", "size_mb": 1024, "growth_mb": 256,
     }
 
 
@@ -219,7 +219,9 @@ def test_every_section_renders(layout, every_n, file, section):
 # ODBC parameters each query binds (the target passes exactly these).
 EXPECTED_MARKERS = {
     ("initiator", "call_send_retiring"): 5, ("collectors", "endpoint_states"): 1,
-    ("objects", "contract_check"): 4, ("objects", "config_keep"): 3,
+    ("objects", "contract_check"): 4, ("objects", "config_keep"): 3, ("objects", "dialog_certificates"): 3,
+    ("initiator", "sender_user_of"): 1, ("server", "login_exists"): 1, ("collectors", "backups_between"): 3,
+    ("server", "log_file"): 1,
     ("server", "database_info"): 1,
     ("server", "certificate_public"): 1, ("server", "certificate_thumbprint"): 1,
     ("objects", "config_set"): 4, ("objects", "objects_present"): 4,

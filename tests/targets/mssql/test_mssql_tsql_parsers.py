@@ -60,6 +60,9 @@ def _variants(tmp_path: Path) -> list[Path]:
                          {"endpoint_encryption": "supported"}):
                 doc = copy.deepcopy(base)
                 doc.setdefault("broker", {}).update(reset=reset, **opts)
+                if opts:                  # the load's own login: its user and grants
+                    doc["sender_auth"] = {"kind": "sql", "user": "ssbench_sender",
+                                          "password_env": "SSBENCH_MSSQL_SENDER_PASSWORD"}
                 for prof in doc.get("profiles", {}).values():
                     prof.setdefault("delayed_durability", "disabled")
                 p = tmp_path / f"{layout}-{reset}-{len(out)}.yaml"
@@ -74,7 +77,11 @@ def _drive(path: Path, fake) -> None:
     t = MssqlTarget.from_file(str(path))
     t.check()
     first = t.topology.instances[t.topology.profile(None).initiators[0]]
-    fake.db(first.server_key, first.database)["broker"] = False   # the DBA's: DISABLE_BROKER at teardown
+    if t.topology.broker.reset == "cleanup":
+        fake.db(first.server_key, first.database)["broker"] = False   # the DBA's: DISABLE_BROKER at teardown
+    else:                                 # NEW_BROKER runs only on databases ssbench creates
+        for part in (fake.dbs, fake.owned, fake.owned_tables):
+            part.clear()
     t.provision()
     for db in fake.dbs.values():         # a database with the broker disabled: ENABLE_BROKER
         db["broker"] = False
@@ -107,7 +114,10 @@ def _drive(path: Path, fake) -> None:
         t.perf_counters()
         t.activation()
         t.dialog_stats()
-        t.server_cpu_percent()
+        t.dialog_counts()                 # every tick (the dialog collector)
+        t.server_cpu_ms()
+        t.log_sizes_mb()
+        t.log_events(0.0, 1e9)
         t.messages_processed()
         t.e2e_latencies_us(0.0, 1e9)
         t.e2e_latencies_by_priority_us(0.0, 1e9)
@@ -127,6 +137,7 @@ def _drive(path: Path, fake) -> None:
 def _capture(monkeypatch, tmp_path) -> tuple[list[tuple[str, str]], set[tuple[str, str]]]:
     f = install(monkeypatch)
     install_senders(monkeypatch, f)
+    f.created_broker_enabled = False      # ENABLE_BROKER at provision, DISABLE_BROKER at teardown
     for path in _variants(tmp_path):
         _drive(path, f)
     sent = [(SENDER_CALLS.get(w, w), tsql.named_markers(q)) for _, _, w, q, _ in f.log]

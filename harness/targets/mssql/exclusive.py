@@ -1,0 +1,90 @@
+"""What ssbench does to a database it did not create: nothing that reaches another session.
+
+Three ALTER DATABASE options need the database to themselves. NEW_BROKER removes every
+conversation in the database, not only ssbench's, and gives it a new broker GUID, which every
+route naming the old one (the DBA's included) must be re-created with ("ALTER DATABASE SET
+options"); ENABLE_BROKER and DISABLE_BROKER need an exclusive database lock and, with ROLLBACK
+IMMEDIATE, roll back every other session's open transaction there. On a database ssbench
+created (``dbo.ssbench_owned`` records it) they run as before. On any other: NEW_BROKER is
+refused with one line saying what it would do; ENABLE_BROKER and DISABLE_BROKER run without a
+termination clause, which waits for the other sessions to release their locks, and ssbench
+cancels the wait after :data:`EXCLUSIVE_WAIT_SECONDS` and refuses with one line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...errors import TargetError
+from . import driver, platforms
+
+if TYPE_CHECKING:
+    from .session import Session
+    from .topology import Instance
+
+#: how long ENABLE_BROKER / DISABLE_BROKER wait for a database ssbench did not create
+EXCLUSIVE_WAIT_SECONDS = 30.0
+
+
+def created(s: "Session", inst: "Instance") -> bool:
+    """ssbench created this database: its dbo.ssbench_owned records it (cached per instance;
+    provision marks the databases it creates as it creates them)."""
+    mine: dict[str, bool] = s.__dict__.setdefault("_created_dbs", {})
+    if inst.name not in mine:
+        rows = s._query(inst, "objects", "owned_list", purpose="admin")
+        mine[inst.name] = any(str(c) == "DATABASE" and str(n).lower() == inst.database.lower()
+                              for c, n in rows)
+    return mine[inst.name]
+
+
+def mark_created(s: "Session", inst: "Instance") -> None:
+    s.__dict__.setdefault("_created_dbs", {})[inst.name] = True
+
+
+def new_broker_refusal(s: "Session", inst: "Instance", why: str) -> str | None:
+    """Why ssbench will not give this database a new broker GUID (None: it may)."""
+    refusal = platforms.availability_group_refusal(s, inst, f"SET NEW_BROKER ({why})")
+    if refusal or created(s, inst):
+        return refusal
+    return (f"{inst.where()}: {why} would run ALTER DATABASE [{inst.database}] SET NEW_BROKER, which "
+            "ends every conversation in the database (not only ssbench's) and gives it a new broker "
+            "GUID that the routes naming it must be re-created with; ssbench did not create this "
+            "database, so it does not")
+
+
+def new_broker(s: "Session", inst: "Instance", why: str) -> None:
+    """SET NEW_BROKER WITH ROLLBACK IMMEDIATE on a database ssbench created; refused otherwise."""
+    refusal = new_broker_refusal(s, inst, why)
+    if refusal:
+        raise TargetError(refusal)
+    s._pool.discard(inst.server_key, inst.database)
+    s._run(inst, "server", "new_broker", {"database": inst.database}, database="master")
+    s._broker_guid(inst, refresh=True)
+
+
+def set_broker(s: "Session", inst: "Instance", enable: bool) -> None:
+    """ENABLE_BROKER or DISABLE_BROKER: with ROLLBACK IMMEDIATE on a database ssbench created;
+    on another, waiting for the other sessions up to EXCLUSIVE_WAIT_SECONDS, then refused."""
+    option = "ENABLE_BROKER" if enable else "DISABLE_BROKER"
+    refusal = platforms.availability_group_refusal(s, inst, f"SET {option}")
+    if refusal:
+        raise TargetError(refusal)
+    section = "enable_broker" if enable else "disable_broker"
+    s._pool.discard(inst.server_key, inst.database)
+    params = {"database": inst.database}
+    if created(s, inst):
+        s._run(inst, "server", section, params, database="master")
+        return
+    try:
+        s._run(inst, "server", section + "_wait", params, database="master",
+               timeout=EXCLUSIVE_WAIT_SECONDS)
+    except driver.QueryTimeoutError:
+        raise TargetError(
+            f"{inst.where()}: SET {option} needs the database to itself and other sessions kept it "
+            f"for {EXCLUSIVE_WAIT_SECONDS:g} s; ssbench rolls back nobody's transaction in a database "
+            f"it did not create: run it again when the database is quiet, or run ALTER DATABASE "
+            f"[{inst.database}] SET {option} yourself") from None
+
+
+__all__ = ["EXCLUSIVE_WAIT_SECONDS", "created", "mark_created", "new_broker_refusal", "new_broker",
+           "set_broker"]
