@@ -16,7 +16,7 @@ windows, against what each window's own per-second rates leave uncertain in its 
 s.d. over the square root of their number). What the first has beyond the second is a level a
 window keeps for its whole length, which a longer window would not average away.
 
-    .venv/bin/python benchmarks/spread_covariates.py results/20261126-115635-bench results/20261126-132513-bench
+    .venv/bin/python docs/findings/scripts/spread_covariates.py results/20261126-115635-bench results/20261126-132513-bench
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import statistics
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
 FIGURES = ("storage_probe_ms", "cpu_speed", "commit_latency_ms")

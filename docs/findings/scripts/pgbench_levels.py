@@ -19,7 +19,7 @@ percentile, largest): the spread a permutation's repetitions would show if its r
 pgbench's does. The windows here follow each other; bench's repetitions of a permutation are
 a minute or more apart, which only adds what changes between them. The last line is JSON.
 
-    .venv/bin/python benchmarks/pgbench_levels.py --clients 1,8,32 --seconds 126
+    .venv/bin/python docs/findings/scripts/pgbench_levels.py --clients 1,8,32 --seconds 126
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from disk_levels import summarize  # noqa: E402

@@ -3,15 +3,15 @@ its 6 comparisons, for windows per thread count, the repetitions' spread they gi
 repetition takes, and the time budget; through the real auto loop
 (harness.verdicts.simulate.simulate_runs: plan_round, fit_round, judge_all).
 
-    PYTHONPATH=. python benchmarks/bench_design.py [--runs 400] [--overhead 2] [--spread quiet|measured|recent]
+    PYTHONPATH=. python docs/findings/scripts/bench_design.py [--runs 400] [--overhead 2] [--spread quiet|measured|recent]
 
 Spread: the log-normal s.d. per repetition measured on a quiet 2-core VM over 6 s windows (1
-thread 4.8 %, 8 threads 3.5 %, 32 threads 2 %: docs/embedded.md, "Windows"), scaled by
+thread 4.8 %, 8 threads 3.5 %, 32 threads 2 %: docs/findings/window-length.md), scaled by
 1/sqrt(window) (the 1-thread experiment there: 5.6-6.4 % at 6 s, 2.1-2.3 % at 18 s). A
 repetition costs its warm-up, its window and ``--overhead`` seconds (swarm start and end, drain,
 prepare: about 4 s before the swarm's end and the next start overlapped, 1.6 to 2 s since). ``--spread
 measured`` takes the spreads of three `make bench` runs instead (1 / 8 / 32 threads: 3.4 % over
-16 s, 3.7 % and 2.7 % over 6 s; docs/statistics.md); ``--spread recent`` those of six later runs
+16 s, 3.7 % and 2.7 % over 6 s; docs/findings/bench-design.md); ``--spread recent`` those of six later runs
 (4.8 % over 16 s, 4.4 % and 3.7 % over 6 s). Truth: PostgreSQL's (the 150 trick 0 / -2 / -4 %, one shared dialog 0 / -65 / -86 % at
 1 / 8 / 32 threads)."""
 

@@ -9,9 +9,9 @@ and the dialogs ended inside the window; then the run's key table, as the termin
 (technique rows included, "not exercised" ones with how to exercise them). Each run gets its own directory under --out; the embedded server is the one of
 SSBENCH_PGDATA (give every engineer's run its own).
 
-    SSBENCH_PGDATA=/var/tmp/ssbench-$USER/pg .venv/bin/python benchmarks/techniques_matrix.py --runs 3 \\
+    SSBENCH_PGDATA=/var/tmp/ssbench-$USER/pg .venv/bin/python docs/findings/scripts/techniques_matrix.py --runs 3 \\
         --out /var/tmp/ssbench-$USER/techniques
-    .venv/bin/python benchmarks/techniques_matrix.py --summarize RUN_DIR [RUN_DIR ...]   # no new run
+    .venv/bin/python docs/findings/scripts/techniques_matrix.py --summarize RUN_DIR [RUN_DIR ...]   # no new run
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
 FIGURES = (("receive msg/s", lambda s: s["receive_rate"]), ("e2e p50 ms", lambda s: s["e2e_latency_ms"]["p50"]),

@@ -10,10 +10,10 @@ each figure's log, and the s.d. left after the fsync probe's regression. The las
 JSON object.
 
 Run it on long windows with nothing else changing: a matrix of one permutation with
-``measure_seconds: 90`` (docs/embedded.md, "2026-11-28: one window, 90 s long"), e.g.
+``measure_seconds: 90`` (docs/findings/long-windows.md), e.g.
 bench.yaml's 8-thread ``per_thread`` with ``run: {measure_seconds: 90, repetitions: 3}``:
 
-    .venv/bin/ssbench run long.yaml --out /tmp/long && .venv/bin/python benchmarks/window_blocks.py /tmp/long
+    .venv/bin/ssbench run long.yaml --out /tmp/long && .venv/bin/python docs/findings/scripts/window_blocks.py /tmp/long
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""benchmarks/bench_design.py: the simulation that chose bench.yaml's windows (docs/statistics.md,
-"bench.yaml's design") runs through the real auto loop, and the chosen design beats one window
+"""docs/findings/scripts/bench_design.py: the simulation that chose bench.yaml's former windows
+(docs/findings/bench-design.md) runs through the real auto loop, and the chosen design beats one window
 for all by the margin the docs claim, with no wrong verdict."""
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ import importlib.util
 
 from support.embedded import REPO
 
-# loaded from its file: benchmarks/ on sys.path would show its entry points (a "ceiling" sender)
-# to every later test of this process
-_spec = importlib.util.spec_from_file_location("bench_design", REPO / "benchmarks" / "bench_design.py")
+# loaded from its file: benchmarks/ is not a package
+_spec = importlib.util.spec_from_file_location("bench_design", REPO / "docs" / "findings" / "scripts" / "bench_design.py")
 _mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_mod)
 simulate = _mod.simulate

@@ -2,7 +2,7 @@
 """Does the disk (or the vCPU, or its memory) itself keep a level for seconds at a time? (issue 24; not a test)
 
 The embedded target's rates spread from one window to the next by a level each window keeps
-for its whole length (docs/embedded.md, "What the spread follows"), and they follow the
+for its whole length (docs/findings/spread-covariates.md), and they follow the
 server's WAL flush time (slope about -1). This asks whether that level is already in the disk,
 with no PostgreSQL at all: one thread appends ``--block`` bytes to a 16 MiB file written
 beforehand (like a recycled WAL segment: no allocation, no size change) and ``fdatasync``s
@@ -22,7 +22,7 @@ reads and a copy far larger than the caches, timed by the wall clock), and the s
 It writes to the file system of ``--dir`` (default: where the embedded server keeps its data,
 /var/tmp). Example, and the last line is JSON:
 
-    python benchmarks/disk_levels.py --seconds 150 --block 8192
+    python docs/findings/scripts/disk_levels.py --seconds 150 --block 8192
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ window length would see, for every S side by side on the same SENDs.
 
 These are PostgreSQL numbers from an emulation, never SQL Server's. Example:
 
-    .venv/bin/python benchmarks/slice_length.py --seconds 300 --window 12 --members 3
+    .venv/bin/python docs/findings/scripts/slice_length.py --seconds 300 --window 12 --members 3
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from benchmarks.alternating_slices import prepared  # noqa: E402
+from alternating_slices import prepared  # noqa: E402
 from harness.alternation import member_at  # noqa: E402
 from harness.dialogstrategy import DialogStrategy  # noqa: E402
 from harness.targets.embedded.sender import EmbeddedSender  # noqa: E402

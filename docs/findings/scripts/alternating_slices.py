@@ -4,7 +4,7 @@ not a test)
 
 `make bench` compares strategies window against window: each repetition of a permutation is
 its own window, 10 to 40 s from the other strategy's. On the 2-vCPU VM a window keeps a level
-of its own (s.d. about 10 % of the rate, benchmarks/spread_covariates.py) that the next window
+of its own (s.d. about 10 % of the rate, docs/findings/scripts/spread_covariates.py) that the next window
 has lost, so the comparison's interval is as wide as that level allows.
 
 This measures the other design side by side with it, on the embedded target, round by round:
@@ -22,7 +22,7 @@ client thread, each SEND its own transaction, the broker running (activation rec
 
 These are PostgreSQL numbers from an emulation, never SQL Server's. Example:
 
-    .venv/bin/python benchmarks/alternating_slices.py --a per_thread --b trick150 --threads 8 \\
+    .venv/bin/python docs/findings/scripts/alternating_slices.py --a per_thread --b trick150 --threads 8 \\
         --window 8 --slice 1 --rounds 8
 """
 
@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from harness.dialogstrategy import DialogStrategy  # noqa: E402
 from harness.matrix import BrokerSettings  # noqa: E402

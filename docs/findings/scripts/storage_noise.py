@@ -12,7 +12,7 @@ above the run's typical (the median of the references so far), exactly as
 harness.collectors.storage.noisy_storage decides. Prints the medians and the
 flag rate per condition, the load average, and a last line of JSON.
 
-    .venv/bin/python benchmarks/storage_noise.py --rounds 10 --seconds 6 --mib 8,32 --writers 4
+    .venv/bin/python docs/findings/scripts/storage_noise.py --rounds 10 --seconds 6 --mib 8,32 --writers 4
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
 from harness.collectors.storage import REFERENCE_S, FsyncProbe, noisy_storage  # noqa: E402

@@ -12,8 +12,8 @@ variant it prints the repetitions' receive rates, their max/min and coefficient 
 (stdev / mean), the statuses, and the load average before and after each run; the last line is
 one JSON object. These are PostgreSQL numbers from an emulation, never SQL Server's.
 
-    SSBENCH_PGDATA=/var/tmp/me/pg .venv/bin/python benchmarks/target_spread.py --rounds 2
-    SSBENCH_PGDATA=/var/tmp/me/pg .venv/bin/python benchmarks/target_spread.py --matrix matrices/bench.yaml \\
+    SSBENCH_PGDATA=/var/tmp/me/pg .venv/bin/python docs/findings/scripts/target_spread.py --rounds 2
+    SSBENCH_PGDATA=/var/tmp/me/pg .venv/bin/python docs/findings/scripts/target_spread.py --matrix matrices/bench.yaml \\
         --server durable,delayed --rounds 1
 """
 
@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 SHARED32 = """\
 name: shared32

@@ -1,6 +1,6 @@
 """Several runs' key tables side by side: do repeated `make bench` runs give the same verdicts?
 
-    PYTHONPATH=. python benchmarks/bench_verdicts.py [--former] results/<run-1> results/<run-2> ...
+    PYTHONPATH=. python docs/findings/scripts/bench_verdicts.py [--former] results/<run-1> results/<run-2> ...
 
 For each run: its key table (the report's ``answer.json`` when the run was analysed, else the
 same table computed from the summaries, :func:`harness.verdicts.answer.run_answer`), how long its
@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from harness.results import RunReader  # noqa: E402
 from harness.verdicts.answer import KEY, read_answer, run_answer  # noqa: E402
@@ -33,6 +33,7 @@ def minutes(record: dict) -> float | None:
 
 
 def former(p: str, key: tuple) -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
     from stopping_rule import former_rule
 
     rows = {(j["comparison"], j["total_threads"]): j for j in run_answer(p).section(KEY).rows}

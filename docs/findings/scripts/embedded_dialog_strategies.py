@@ -17,7 +17,7 @@ real run); ``off`` measures the SEND path alone.
 
 These are PostgreSQL numbers from an emulation, never SQL Server's. Example:
 
-    .venv/bin/python benchmarks/embedded_dialog_strategies.py --threads 16,32 --seconds 10 --reps 3
+    .venv/bin/python docs/findings/scripts/embedded_dialog_strategies.py --threads 16,32 --seconds 10 --reps 3
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from harness.matrix import BrokerSettings  # noqa: E402
 from harness.targets.embedded.sender import EmbeddedSender  # noqa: E402

@@ -1,11 +1,12 @@
-"""benchmarks/window_blocks.py: a window's per-second samples cut into blocks, pooled."""
+"""docs/findings/scripts/window_blocks.py (docs/findings/long-windows.md): a window's per-second
+samples cut into blocks, pooled."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def write_window(path: Path, rates: list[float]) -> None:
@@ -25,7 +26,7 @@ def test_blocks_spread_and_the_commit_latency_mirror(tmp_path):
     write_window(tmp_path / "p" / "rep-01", [100.0] * 3 + [150.0] * 3 + [120.0] * 3)
     # the last second is a partial block: dropped
     write_window(tmp_path / "p" / "rep-02", [200.0] * 3 + [200.0] * 3 + [220.0] * 3 + [999.0])
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "window_blocks.py"), str(tmp_path), "--block", "3"],
+    out = subprocess.run([sys.executable, str(REPO / "docs" / "findings" / "scripts" / "window_blocks.py"), str(tmp_path), "--block", "3"],
                          capture_output=True, text=True, check=True).stdout
     res = json.loads(out.strip().splitlines()[-1])
     assert res["blocks"] == 6 and res["windows"] == 2

@@ -3,14 +3,14 @@
 fast ones (issue 24; not a test).
 
 Run by hand beside ``ssbench run`` on the embedded target, with ``perf`` (Debian's
-``linux-perf``) and ``benchmarks/window_internals.py sample`` (it records each process's class:
+``linux-perf``) and ``docs/findings/scripts/window_internals.py sample`` (it records each process's class:
 the senders', readers' and transport's backends by application name, autovacuum, Locust, the
 broker), then join:
 
     perf record -a -F 297 -k CLOCK_REALTIME -o /tmp/w.data -- sleep 100000 &
-    .venv/bin/python benchmarks/window_internals.py sample /tmp/wi.jsonl &
+    .venv/bin/python docs/findings/scripts/window_internals.py sample /tmp/wi.jsonl &
     .venv/bin/ssbench run MATRIX --out /tmp/w-run; kill -INT %1; kill %2
-    .venv/bin/python benchmarks/window_perf.py /tmp/w-run /tmp/w.data /tmp/wi.jsonl
+    .venv/bin/python docs/findings/scripts/window_perf.py /tmp/w-run /tmp/w.data /tmp/wi.jsonl
 
 For each window of one dialog strategy (``--dialogs``, default per_thread; an alternated
 window's members share it) it prints the strategy's receive rate, the window's messages (every

@@ -22,9 +22,9 @@ of samples with an autovacuum worker (and analyzing), the service queue's sequen
 tuples and head-index entries per message, the horizon's p90 age in transactions, and CPU
 cores per process class.
 
-    .venv/bin/python benchmarks/window_internals.py sample /tmp/wi.jsonl &
+    .venv/bin/python docs/findings/scripts/window_internals.py sample /tmp/wi.jsonl &
     .venv/bin/ssbench run MATRIX --out /tmp/wi-run; kill %1
-    .venv/bin/python benchmarks/window_internals.py windows /tmp/wi-run /tmp/wi.jsonl
+    .venv/bin/python docs/findings/scripts/window_internals.py windows /tmp/wi-run /tmp/wi.jsonl
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 HZ = os.sysconf("SC_CLK_TCK")
 
@@ -147,7 +147,7 @@ def sample(out: Path, every: float, databases: list[str]) -> None:
                             "horizon_by": horizon[0] if horizon else "", "db": _tables(conns),
                             "disk_writes": int(d[7]), "disk_write_ms": int(d[10]), "disk_flushes": int(d[18]),
                             "disk_flush_ms": int(d[19]), "dirty_kb": dirty, "cpu": _processes(names, apps, roles),
-                            # each process's class once it is known (benchmarks/window_perf.py's pid -> class)
+                            # each process's class once it is known (docs/findings/scripts/window_perf.py's pid -> class)
                             "roles": {p: r for p, r in roles.items() if told.get(p) != r}}) + "\n")
                         told.update(roles)
                         f.flush()

@@ -3,7 +3,7 @@
 in a fresh interpreter. Every Locust worker and the runner pay the first once per process; the
 SEND path pays nothing.
 
-    .venv/bin/python benchmarks/registry_lookup.py [--samples 15]
+    .venv/bin/python docs/findings/scripts/registry_lookup.py [--samples 15]
 """
 
 from __future__ import annotations
