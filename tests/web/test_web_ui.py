@@ -26,6 +26,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from harness.results.model import SUMMARY_SCHEMA
 from support.summaries import read as read_summary
 
 from support.browser import chromium, require_chromium
@@ -306,7 +307,7 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
         rep = next(run.glob("*/rep-01"))
         assert rep.parent.name == f"i1-t{USERS}-{DIALOGS}-p{PAYLOAD}-durable"
         summary = read_summary(rep / "summary.json")
-        assert summary["schema"] == "ssbench.summary/1"
+        assert summary["schema"] == SUMMARY_SCHEMA
         assert summary["permutation"]["dialogs"] == DIALOGS and summary["permutation"]["payload_bytes"] == PAYLOAD
         assert summary["permutation"]["total_threads"] == USERS
         assert summary["dialogs_created"] == USERS * 150 and summary["usable_dialogs"] == USERS
