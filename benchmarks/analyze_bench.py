@@ -8,7 +8,8 @@ and host metrics -- so ~5.3 M rows, ~0.75 GB of samples.jsonl) and the same with
 repetitions (10x the data and the files), then times ``ssbench analyze RUN --master local[2]``
 on each as a fresh process.
 
-Goal: <= 60 s for the paper-sized set on 2 cores; <= 5x that for 10x the data.
+Goal: <= 60 s for the paper-sized set on 2 cores; <= 5x that for 10x the data; and at most
+about 60 lines printed before the key table (the diagnosis grouped by limit at that scale).
 
     .venv/bin/python benchmarks/analyze_bench.py                 # both sizes, data in /var/tmp
     .venv/bin/python benchmarks/analyze_bench.py --scales 1 --keep --json bench.json
@@ -35,6 +36,8 @@ from support import synth  # noqa: E402
 
 GOAL_PAPER_S = 60.0
 GOAL_FACTOR_10X = 5.0
+#: lines ssbench analyze of the paper-sized set prints before its key table
+GOAL_LINES = 60
 
 
 def _dir_stats(run: Path) -> tuple[int, int, int]:
@@ -59,7 +62,7 @@ def _ssbench() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "harness.cli"]
 
 
-def make_data(root: Path, scale: int, workers: int, reuse: bool) -> Path:
+def make_data(root: Path, scale: int, workers: int, reuse: bool, measure_seconds: int = 60) -> Path:
     run_id = f"bench-paper-x{scale}"
     run = root / run_id
     if reuse and (run / "run.json").is_file():
@@ -68,7 +71,7 @@ def make_data(root: Path, scale: int, workers: int, reuse: bool) -> Path:
     if run.exists():
         shutil.rmtree(run)
     spec = synth.paper_spec(name=f"paper-x{scale}", repetitions=3 * scale, warmup_seconds=10,
-                            measure_seconds=60, drain_seconds=5, interval=1.0)
+                            measure_seconds=measure_seconds, drain_seconds=5, interval=1.0)
     t = time.monotonic()
     print(f"synthesizing {spec.permutations} permutations x {spec.repetitions} repetitions into {run} ...",
           flush=True)
@@ -91,7 +94,11 @@ def time_analyze(run: Path, master: str, out: Path) -> dict:
         print(proc.stderr[-4000:], file=sys.stderr)
         raise SystemExit(f"ssbench analyze failed ({proc.returncode})")
     steps = [ln.split("ssbench analyze: ", 1)[1] for ln in proc.stderr.splitlines() if "ssbench analyze: " in ln]
+    out = proc.stdout.splitlines()
+    key = next((i for i, ln in enumerate(out) if ln.startswith("Key results")), len(out))
     return {"wall_s": round(wall, 1),
+            # what a person reads before the answer: the log, Spark's, the diagnosis (stderr), the report's path
+            "lines_before_key_table": len(proc.stderr.splitlines()) + key,
             "child_cpu_s": round((ru1.children_user - ru0.children_user) + (ru1.children_system - ru0.children_system), 1),
             "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in os.getloadavg()],
             "steps": steps, "report": proc.stdout.strip()}
@@ -108,13 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="reuse data synthesized by a previous run")
     ap.add_argument("--keep", action="store_true", help="keep the data afterwards")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--measure-seconds", type=int, default=60,
+                    help="each repetition's measured window (60: the paper's; less for a quick check)")
     args = ap.parse_args(argv)
 
     root = Path(args.data_dir)
     root.mkdir(parents=True, exist_ok=True)
     results = []
     for scale in [int(s) for s in args.scales.split(",") if s.strip()]:
-        run = make_data(root, scale, args.workers, args.reuse)
+        run = make_data(root, scale, args.workers, args.reuse, args.measure_seconds)
         files, nbytes, rows = _dir_stats(run)
         print(f"x{scale}: {files} samples files, {nbytes / 1e9:.2f} GB, {rows / 1e6:.1f} M sample rows", flush=True)
         timings = []
@@ -122,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             r = time_analyze(run, args.master, root / f"report-x{scale}")
             timings.append(r)
             print(f"  run {k + 1}: {r['wall_s']} s wall, {r['child_cpu_s']} s CPU (load before "
-                  f"{r['loadavg_before'][0]})", flush=True)
+                  f"{r['loadavg_before'][0]}); {r['lines_before_key_table']} lines before the key table "
+                  f"(goal: about {GOAL_LINES})", flush=True)
             for s in r["steps"]:
                 print(f"    {s}")
         results.append({"scale": scale, "samples_files": files, "samples_bytes": nbytes, "sample_rows": rows,

@@ -1,6 +1,6 @@
-"""Benchmark-only senders for the embedded target, registered as the sender ``ceiling`` by the
-entry points of ``benchmarks/ssbench_benchmarks-1.0.dist-info`` (found by Locust workers with
-benchmarks/ on their PYTHONPATH: :func:`spec`).
+"""Benchmark-only senders for the embedded target, named in a sender spec by their import path
+(``ceiling_sender:CeilingSender``: :func:`spec`), found by Locust workers with benchmarks/ on
+their PYTHONPATH (benchmarks/loadbench.py puts it there).
 
 * ``null``: the SEND statement replaced by a near-null one, ``SELECT pg_sleep(0)`` taking the
   same two parameters, so the client's cost per call is what is measured, not the broker's;
@@ -76,5 +76,5 @@ def odbc_available() -> bool:
 
 
 def spec(embedded_spec: dict, *, null: bool = False, slot_offset: int = 0, odbc: dict | None = None) -> dict:
-    return {**embedded_spec, "sender": "ceiling", "null": null, "slot_offset": slot_offset,
+    return {**embedded_spec, "sender": f"{__name__}:CeilingSender", "null": null, "slot_offset": slot_offset,
             **({"odbc": odbc} if odbc else {})}

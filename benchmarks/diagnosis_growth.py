@@ -18,7 +18,6 @@ import numpy as np
 
 from harness.analysis.diagnosis import _growing
 from harness.collectors.queues import growth
-from harness.results.model import Growth
 
 SEND = 1000.0
 
@@ -38,7 +37,7 @@ def depths(rng, n: int, dt: float, grow: float, amp: float, model: str) -> list[
 
 
 def rate(rng, trials: int, **kw) -> float:
-    return sum(_growing(Growth(**growth(depths(rng, **kw))), SEND) for _ in range(trials)) / trials
+    return sum(_growing(growth(depths(rng, **kw)), SEND) for _ in range(trials)) / trials
 
 
 def main() -> None:

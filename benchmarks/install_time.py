@@ -15,6 +15,7 @@ Both need the network (PyPI), so the figures include its speed on the day. It pr
 install's wall and CPU seconds, the medians and the ratio uv/pip; the last line is JSON.
 
     python benchmarks/install_time.py --rounds 2
+    python benchmarks/install_time.py --dry-run        # what it would run, installing nothing
 """
 
 from __future__ import annotations
@@ -67,7 +68,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--python", default=sys.executable if sys.prefix == sys.base_prefix else "python3",
                     help="the interpreter the venvs are made from (default: this one, or python3 in a venv)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print each round's installs, in order, with their commands, and install nothing")
     args = ap.parse_args(argv)
+    if args.dry_run:
+        venv = Path("<clone>/.venv")
+        order = [("pip", "uv") if r % 2 == 0 else ("uv", "pip") for r in range(args.rounds)]
+        for r, tools in enumerate(order):
+            for tool in tools:
+                print(f"round {r + 1} {tool:3s}: " + " && ".join(" ".join(c) for c in commands(tool, venv)))
+        print(json.dumps({"rounds": args.rounds, "dry_run": True, "order": order,
+                          "commands": {t: commands(t, venv) for t in ("pip", "uv")}}))
+        return 0
     got: dict[str, list[tuple[float, float]]] = {"pip": [], "uv": []}
     for r in range(args.rounds):
         for tool in (("pip", "uv") if r % 2 == 0 else ("uv", "pip")):

@@ -4,7 +4,7 @@ the concept's arithmetic (which permutations share a window, which slice an inst
 its checks; :class:`harness.repetition.AlternatedRepetition` runs such a window.
 
 Why: on a shared 2-vCPU machine each window has a level of its own (the vCPU's speed and the
-disk's flush time of those seconds: docs/embedded.md, "The machine keeps a level of its own"),
+disk's flush time of those seconds: docs/embedded.md, "Alternated windows"),
 as wide as the effects a run asks about. Strategies measured in the same window share it, and
 their ratio loses it (the paired rule, docs/statistics.md, "Both sides in the same windows").
 

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from ..results.fields import COMPARED_ROLES, axis_names
 from .diagnosis import Diagnosis, diagnose_run
+from .diagnosis_groups import GROUP_ABOVE, group_by_limit, remedy_text
 from .html import run_label, table
 
 #: one-or-two-letter marks of the stages (the wait-profile plot writes them above its bars)
@@ -82,16 +83,17 @@ def limit_moves(diags: list[Diagnosis]) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- the terminal
 
-def terminal_text(diags: list[Diagnosis], width: int = 100) -> str:
+def terminal_text(diags: list[Diagnosis], width: int = 100, group_above: int = GROUP_ABOVE) -> str:
     """The diagnosis as plain text: per permutation its limit, confidence, evidence and what to
-    try; then where the limit moves with the thread count."""
+    try, then where the limit moves with the thread count; above ``group_above`` permutations
+    the grouped summary instead (:func:`grouped_text`)."""
     if not diags:
         return ""
+    if len(diags) > group_above:
+        return grouped_text(diags, width)
     wrap = lambda head, text: textwrap.fill(text, width, initial_indent=head,  # noqa: E731
                                             subsequent_indent=" " * len(head))
-    lines = ["", "What limits throughput, and what to try (docs/diagnosis.md)"]
-    for engine in sorted({d.emulation for d in diags if d.emulation}):
-        lines.append(f"  ({engine} emulation: the limits found are the emulation's, not SQL Server's)")
+    lines = ["", "What limits throughput, and what to try (docs/diagnosis.md)", *_emulation_lines(diags)]
     for d in diags:
         reps = f"{d.reps} repetition{'s' if d.reps != 1 else ''}"
         lines.append(f"{d.perm_id}: {d.limit}  [{d.confidence}, {reps}]")
@@ -100,7 +102,7 @@ def terminal_text(diags: list[Diagnosis], width: int = 100) -> str:
         if d.also:
             lines.append(wrap("    also fired: ", d.also))
         if d.remedy:
-            lines.append(wrap("    try: ", f"{d.remedy.technique}; matrix: {d.remedy.axis} ({d.remedy.source})"))
+            lines.append(wrap("    try: ", remedy_text(d.remedy)))
     moves = limit_moves(diags)
     if moves:
         lines.append("Where the limit moves with the thread count:")
@@ -109,46 +111,91 @@ def terminal_text(diags: list[Diagnosis], width: int = 100) -> str:
     return "\n".join(lines)
 
 
-def print_runs(paths: Iterable[str | Path], stream=None) -> None:
-    """Print the diagnosis of run directories: the end of ``ssbench run``, ``bench`` and
-    ``analyze``. Summaries that do not read are left out."""
+def _emulation_lines(diags: list[Diagnosis]) -> list[str]:
+    return [f"  ({engine} emulation: the limits found are the emulation's, not SQL Server's)"
+            for engine in sorted({d.emulation for d in diags if d.emulation})]
+
+
+def grouped_text(diags: list[Diagnosis], width: int = 100) -> str:
+    """The diagnosis of many permutations: each limit, how many permutations it holds (with a
+    few of their ids) and its remedy, once; the detail is in the report and ``--json``."""
+    wrap = lambda head, text: textwrap.fill(text, width, initial_indent=head,  # noqa: E731
+                                            subsequent_indent=" " * len(head))
+    groups = group_by_limit(diags)
+    lines = ["", f"What limits throughput, and what to try (docs/diagnosis.md): {len(diags)} permutations, "
+                 f"{len(groups)} limit{'s' if len(groups) != 1 else ''}", *_emulation_lines(diags)]
+    for g in groups:
+        lines.append(f"{g.limit}: {g.count} permutation{'s' if g.count != 1 else ''}  [{g.confidences()}]")
+        lines.append(wrap("    e.g. ", g.examples()))
+        if g.remedy:
+            lines.append(wrap("    try: ", remedy_text(g.remedy)))
+    moves = limit_moves(diags)
+    lines.append(wrap("", "Each permutation's evidence and confidence"
+                          + (f", and where the limit moves with the thread count ({len(moves)} series)"
+                             if moves else "")
+                          + ": the report, tables/diagnosis.csv and --json."))
+    return "\n".join(lines)
+
+
+def print_runs(paths: Iterable[str | Path], stream=None) -> list[Diagnosis]:
+    """Print the diagnosis of run directories (the end of ``ssbench run``, ``bench`` and
+    ``analyze``) and return it. Summaries that do not read are left out."""
     diags = [d for p in paths for d in diagnose_run(p)]
     text = terminal_text(diags)
     if text:
         print(text, file=stream or sys.stdout)
+    return diags
 
 
 # --------------------------------------------------------------------------- the report
 
+#: the report's first diagnosis table: one row per limit, its remedy once
+GROUP_COLUMNS = [("limit", "what limits throughput", "l"), ("count", "permutations", ""),
+                 ("confidence", "confidence", "l"), ("technique", "what to try", "l"),
+                 ("try_axis", "matrix axis", "l"), ("source", "from", "l")]
+#: and the detail, per permutation (its remedy is its limit's, above)
 REPORT_COLUMNS = [("run_label", "run", "l"), ("perm_id", "permutation", "l"), ("limit", "what limits throughput", "l"),
                   ("confidence", "confidence", "l"), ("reps", "reps", ""), ("evidence", "evidence", "l"),
-                  ("technique", "what to try", "l"), ("try_axis", "matrix axis", "l"), ("source", "from", "l")]
+                  ("also", "also fired", "l")]
+
+
+def group_rows(diags: list[Diagnosis]) -> list[dict[str, Any]]:
+    """The report's grouped table: one row per limit and remedy (:func:`group_by_limit`)."""
+    return [{"limit": g.limit, "count": g.count, "confidence": g.confidences(),
+             "technique": g.remedy.technique if g.remedy else None, "try_axis": g.remedy.axis if g.remedy else None,
+             "source": g.remedy.source if g.remedy else None} for g in group_by_limit(diags)]
 
 
 def report_section(diags: list[Diagnosis], synthetic_runs: set[str] | None = None) -> str:
     """The report's "What limits throughput, and what to try" section (an HTML fragment; the
-    notebook shows it too)."""
+    notebook shows it too): the limits with their remedies, then each permutation's evidence
+    (folded away above :data:`GROUP_ABOVE` permutations)."""
     if not diags:
         return ""
 
     synthetic_runs = synthetic_runs or set()
     body = [dict(r, limit=d.limit, run_label=run_label(d.run_id, d.run_id in synthetic_runs))
             for d, r in zip(diags, rows(diags))]
-    cell = "td.l{white-space:normal;min-width:9em;max-width:32em}"
-    parts = [f"<h2>What limits throughput, and what to try</h2><style>#diagnosis {cell}</style>",
+    cell = "td.l{white-space:normal;min-width:7em;max-width:28em}"
+    opened = " open" if len(diags) <= GROUP_ABOVE else ""
+    parts = [f"<h2>What limits throughput, and what to try</h2><style>#diagnosis {cell}</style><div id='diagnosis'>",
              "<p>The whitepaper's chain of reasoning, per permutation (docs/diagnosis.md): a queue that grows "
              "through the measured window names the stage after SEND that falls behind (the transmission queue: "
              "<b>transmission</b>; the target queue: <b>receive</b>, or <b>processing</b> when the readers' time "
              "goes to the activation procedure's own work); when none grows, the limit is the load generator "
              "(<b>client</b>), the <b>SEND</b> itself (the wait that holds the users' time) or the "
              "<b>server CPU</b>. <i>clear</i>: only that stage's evidence fired, in every repetition; "
-             "<i>mixed</i>: another fired too, or the repetitions disagree (the other stages are in the table's "
-             "<code>also</code> column); <i>not enough data</i>: the summaries lack the figures.</p>",
-             f"<div id='diagnosis'>{table(body, REPORT_COLUMNS)}</div>"]
+             "<i>mixed</i>: another fired too, or the repetitions disagree (the <i>also fired</i> column); "
+             "<i>not enough data</i>: the summaries lack the figures.</p>",
+             table(group_rows(diags), GROUP_COLUMNS),
+             f"<details{opened}><summary>Each permutation's evidence ({len(diags)} permutations; also "
+             "tables/diagnosis.csv)</summary>" + table(body, REPORT_COLUMNS) + "</details>"]
     moves = limit_moves(diags)
     if moves:
-        parts.append("<h3>Where the limit moves with the thread count</h3>")
+        parts.append(f"<details{opened}><summary>Where the limit moves with the thread count ({len(moves)} series)"
+                     "</summary>")
         parts.append(table([dict(m, run_label=run_label(m["run_id"], m["run_id"] in synthetic_runs)) for m in moves],
                            [("run_label", "run", "l"), ("context", "everything else", "l"),
-                            ("moves", "total threads: limit", "l")]))
+                            ("moves", "total threads: limit", "l")]) + "</details>")
+    parts.append("</div>")
     return "\n".join(parts)

@@ -13,6 +13,7 @@ body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:1.5em 
 h1{font-size:1.5em;margin-bottom:.2em} h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:1.8em}
 h3{font-size:1.05em;margin:1.2em 0 .4em}
 table{border-collapse:collapse;font-size:.82em;margin:.5em 0}
+.tw{overflow-x:auto;max-width:100%}
 th,td{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}
 th{background:#f2f2f2;position:sticky;top:0;white-space:normal;vertical-align:bottom} td.l,th.l{text-align:left}
 tr:nth-child(even) td{background:#fafafa}
@@ -77,7 +78,8 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], limit
             cells.append(f'<td class="{cls}">{_e(fmt(v, kind))}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = f'<p class="note">{len(rows) - limit} more rows in the CSV.</p>' if limit and len(rows) > limit else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
+    # a wide table scrolls inside its own box: the page itself never scrolls sideways
+    return f"<div class='tw'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}"
 
 
 def run_label(run_id: str, synthetic: bool) -> str:

@@ -196,19 +196,24 @@ def _mapping_rows(mapping: Any) -> list[tuple[str, str]]:
     return rows
 
 
+#: a target's note that says its waits are mapped: the report's own caveat says it, with the mapping
+_WAITS_MAPPED = re.compile(r"wait.{0,40}\bmapped\b|\bmapped\b.{0,40}wait", re.I)
+
+
 def _notes(target: dict[str, Any]) -> list[str]:
+    """The target's notes; its one-line ``note`` only when it has no list (the list says it)."""
     notes = target.get("notes")
     out = [n for n in (notes if isinstance(notes, list) else [notes]) if isinstance(n, str) and n]
-    if isinstance(target.get("note"), str) and target["note"] not in out:
+    if not out and isinstance(target.get("note"), str) and target["note"]:
         out.append(target["note"])
     return out
 
 
 def about_targets(disc: Discovery, targets: dict[str, str], synthetic_runs: set[str]) -> str:
-    """What the reader must know about the runs' targets before reading any number: synthetic
-    data, an emulation's mapped waits (with the run's mapping) and missing page latch (from the
-    capabilities the target declared, run.json ``target.capabilities``), the target's own notes
-    (run.json ``target.notes``). An HTML fragment (the notebook shows it)."""
+    """What the reader must know about the runs' targets before reading any number, each caveat
+    once: synthetic data, an emulation's mapped waits (with the run's mapping) and missing page
+    latch (from the capabilities the target declared, run.json ``target.capabilities``), the
+    target's own notes (run.json ``target.notes``). An HTML fragment (the notebook shows it)."""
     parts = []
     if synthetic_runs:
         parts.append("<div class='synthetic'>SYNTHETIC DATA: " + _e(", ".join(sorted(synthetic_runs)))
@@ -218,8 +223,9 @@ def about_targets(disc: Discovery, targets: dict[str, str], synthetic_runs: set[
     for run in disc.runs:
         t = run.target
         notes = _notes(t)
-        items = [_e(n) for n in notes]
         engine = run.capabilities.get("emulation")
+        # each caveat once: an emulation's wait mapping is said by its own item, with the run's mapping
+        items = [_e(n) for n in notes if not (engine and _WAITS_MAPPED.search(n))]
         if engine:
             items += _emulation_items(str(engine), _mapping_rows(t.get("wait_mapping")), notes)
         if items:

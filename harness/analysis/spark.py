@@ -59,7 +59,7 @@ SMALL_INPUT_BYTES = 200 * 1024 * 1024
 #: SQL settings of a local analysis of small inputs: expressions interpreted, no generated code.
 #: Every new query plan's generated Java is compiled by Janino (whose class lookups scan Spark's
 #: jars) and then by the JIT, work that never pays back on a few thousand rows. Measured with
-#: benchmarks/analysis_cpu.py (fresh processes, alternated, 2 cores): a make bench run of 38
+#: benchmarks/analysis_time.py (fresh processes, alternated, 2 cores): a make bench run of 38
 #: repetitions, 28.3 CPU-s (27.2-28.8) against 30.8 (29.2-32.7), 19.9 s against 22.1; a warm
 #: session's JVM, 8.5-10 CPU-s an analysis against 10.5-11. ``factoryMode`` is Spark's
 #: internal switch between generated and interpreted expressions; the results are the same

@@ -16,7 +16,7 @@ whose disk was disturbed (issue 24: storage noise is host noise).
   the warm-up has drained, and the swarm's first SEND waits for it). A window whose figure
   is at least :data:`NOISY_STORAGE_RATIO` times the typical and
   :data:`NOISY_STORAGE_MIN_MS` above it is flagged ``noisy_storage``: something else was
-  writing to the same disk (calibrated with benchmarks/storage_noise.py, error rates in
+  writing to the same disk (calibrated with docs/findings/scripts/storage_noise.py, error rates in
   tests/collectors/test_storage.py and docs/embedded.md, "Storage noise").
 * **Log events** (``log_events``, a warning each): what happened to the test's databases' logs
   inside the window that the load competed with: a log that grew (its size, sampled every tick,

@@ -44,7 +44,8 @@ def register(sub) -> None:
                    help="print only the report path and the key table (Spark's and the JVM's output and the "
                         "diagnosis are kept out)")
     p.add_argument("--json", action="store_true",
-                   help="print the key table as JSON (alone on stdout) instead of the path and the table")
+                   help="print the key table as JSON (alone on stdout) instead of the path and the table, with each "
+                        "permutation's diagnosis under \"diagnosis\"")
     p.set_defaults(func=cmd_analyze)
 
 
@@ -109,18 +110,21 @@ def cmd_analyze(args) -> int:
         from ..analysis.job import find_runs
 
         print_runs([r for d in args.run_dirs for r in find_runs(d)], stream=sys.stderr)
-    print_answer(result.answer, args.json, path=result.index)
+    print_answer(result.answer, args.json, path=result.index, diagnosis=result.diagnosis)
     return 0
 
 
-def print_answer(answer, as_json: bool, path=None, stream=None) -> None:
+def print_answer(answer, as_json: bool, path=None, stream=None, diagnosis=None) -> None:
     """The end of ``ssbench analyze`` and ``ssbench bench``: the report's path and the key table
-    (harness.verdicts.answer), or the key table alone as JSON."""
+    (harness.verdicts.answer), or the key table alone as JSON, with ``diagnosis`` (the
+    diagnosis table's rows, one per permutation) under ``"diagnosis"`` when given."""
     import json
 
     stream = stream or sys.stdout
     if as_json:
         doc = answer.to_json() if answer is not None else {"sections": []}
+        if diagnosis is not None:
+            doc["diagnosis"] = diagnosis
         print(json.dumps(doc, indent=2), file=stream)
         return
     if path is not None:

@@ -30,7 +30,8 @@ def register(sub) -> None:
     p.add_argument("--no-analysis", action="store_true",
                    help="skip the Spark analysis (the key table is computed from the summaries)")
     p.add_argument("--json", action="store_true",
-                   help="print the key table as JSON, alone on stdout (the repetitions' table goes to stderr)")
+                   help="print the key table as JSON, alone on stdout, with each permutation's diagnosis under "
+                        "\"diagnosis\" (the repetitions' table goes to stderr)")
     from .run import add_scale_arguments
 
     add_scale_arguments(p)
@@ -57,11 +58,11 @@ def cmd_bench(args) -> int:
         else:
             result = analyze_result([rd.path])
     out = sys.stderr if args.json else sys.stdout
-    from ..analysis.diagnosis_view import print_runs
+    from ..analysis.diagnosis_view import print_runs, rows
 
-    print_runs([rd.path], stream=out)
+    diags = print_runs([rd.path], stream=out)
     print(f"\nresults: {rd.path}", file=out)
     if result is not None:
         print(f"report:  {result.index}", file=out)
-    print_answer(result.answer if result is not None else run_answer(rd.path), args.json)
+    print_answer(result.answer if result is not None else run_answer(rd.path), args.json, diagnosis=rows(diags))
     return code

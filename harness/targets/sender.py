@@ -2,7 +2,8 @@
 
 Load generation runs in other processes (Locust workers), so a target hands out a JSON-able
 sender spec (:meth:`harness.targets.base.Target.sender_spec`) whose ``"sender"`` names a
-sender registered in the entry-point group ``ssbench.senders`` (:mod:`.registry`);
+sender registered in the entry-point group ``ssbench.senders`` (:mod:`.registry`), or a
+sender class by import path (``module:Class``);
 :func:`open_sender` turns the spec into a connected :class:`Sender` in any process. Specs
 never contain a password: SQL Server passwords are read from environment variables.
 
@@ -21,10 +22,11 @@ load layer reads the declaration, it never probes for methods:
 from __future__ import annotations
 
 import abc
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
-from ..errors import TargetError
+from ..errors import TargetError, UserError
 from . import registry
 
 
@@ -113,15 +115,33 @@ class SendPump(abc.ABC):
 
 
 def sender_class(spec: dict[str, Any]) -> type[Sender]:
-    """The registered sender class ``spec["sender"]`` names (ValueError for a spec without one)."""
+    """The sender class ``spec["sender"]`` names: a name registered in ``ssbench.senders``, or
+    an import path ``module:Class`` for a sender outside any distribution (a benchmark's, its
+    module on the process's ``sys.path``). ValueError for a spec without one."""
     name = spec.get("sender") if isinstance(spec, dict) else None
     if not isinstance(name, str) or not name:
         raise ValueError(f"a sender spec names its sender (\"sender\": a name registered in "
-                         f"{registry.SENDERS!r}), got keys {sorted(spec) if isinstance(spec, dict) else spec!r}")
-    cls = registry.load(registry.SENDERS, name)
+                         f"{registry.SENDERS!r} or module:Class), got keys "
+                         f"{sorted(spec) if isinstance(spec, dict) else spec!r}")
+    cls = _import_path(name) if ":" in name else registry.load(registry.SENDERS, name)
     if not (isinstance(cls, type) and issubclass(cls, Sender)):
         raise TypeError(f"the sender registered as {name!r} is not a Sender subclass: {cls!r}")
     return cls
+
+
+def _import_path(path: str) -> Any:
+    """The object ``module:attribute`` names, imported now."""
+    module, _, attr = path.partition(":")
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as e:
+        raise UserError(f"sender {path!r}: module {module!r} cannot be imported ({e}); put its directory "
+                        "on PYTHONPATH", field="sender") from None
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+    if obj is None:
+        raise UserError(f"sender {path!r}: module {module!r} has no {attr!r}", field="sender")
+    return obj
 
 
 def sender_factory(spec: dict[str, Any]) -> Callable[[dict[str, Any]], Sender]:

@@ -243,8 +243,8 @@ def spread_note(spread: Mapping[str, Any] | None) -> str | None:
         return None
     return (f"rates: each permutation's repetitions spread by {spread['min']:.2f} to {spread['max']:.2f} (max/min "
             f"receive rate, {spread['permutations']} permutations; the widest {spread['widest']}): what one "
-            "repetition's rate is worth on this machine; the intervals above carry it (docs/embedded.md, \"What the "
-            "spread follows\")")
+            "repetition's rate is worth on this machine; the intervals above carry it (docs/embedded.md, \"Alternated "
+            "windows\")")
 
 
 def key_row(j: Judged, auto: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -105,7 +105,7 @@ def _sample(rng: np.random.Generator, model: str, spread: float, effect_pct: flo
 
 def _levels(rng: np.random.Generator, n: int, level: float) -> np.ndarray:
     """Each window's own level (log-normal, s.d. ``level``): what the machine gave that window
-    (docs/embedded.md, "The machine keeps a level of its own")."""
+    (docs/embedded.md, "Alternated windows")."""
     return np.exp(rng.normal(0.0, level, n)) if level > 0 else np.ones(n)
 
 

@@ -52,7 +52,7 @@ def test_an_undisturbed_disk_is_not_flagged_and_a_loaded_one_rarely(reps_so_far)
                                                           (8.0, 1, 1.0)])
 def test_a_disk_four_times_slower_is_flagged(factor, reps_so_far, at_least):
     """Four writers at 32 MiB per fsync made the window's probe 5.7 to 10.7 times its idle
-    reference in tests/faults/test_disturbances.py (benchmarks/storage_noise.py: 9 to 43 times
+    reference in tests/faults/test_disturbances.py (docs/findings/scripts/storage_noise.py: 9 to 43 times
     in 5 s windows). Simulated: a disk 4 times slower is flagged in at least 94 % of windows
     of a run's first repetition (96 % once ten references make the typical), 5 times slower in
     99 %, 8 times in every one."""

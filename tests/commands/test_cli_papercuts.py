@@ -105,10 +105,10 @@ def test_server_help_with_ssbench_pgdata(monkeypatch, tmp_path):
     assert str(tmp_path / "pg") in _subparser("server").description
 
 
-def test_readme_names_ssbench_pgdata_and_the_root_default():
-    readme = (REPO / "README.md").read_text()
-    assert "SSBENCH_PGDATA" in readme and "/var/tmp/ssbench/pg<major>" in readme
-    assert "docs/analysis-cluster.md" in readme
+def test_the_docs_name_ssbench_pgdata_and_the_root_default():
+    cli = (REPO / "docs" / "cli.md").read_text()
+    assert "SSBENCH_PGDATA" in cli and "/var/tmp/ssbench/pg<major>" in cli
+    assert "docs/analysis-cluster.md" in (REPO / "README.md").read_text()
 
 
 # --------------------------------------------------------------------------- packaging

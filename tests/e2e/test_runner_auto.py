@@ -103,7 +103,10 @@ def test_auto_rounds_resume_and_the_answer(pg_server, tmp_path):
     assert got[IDS[0]][:3] == [1, 2, 3] and got[IDS[1]][:3] == [1, 2, 3]
     assert "auto repetitions: " in r.stderr and "round(s)" in r.stderr
     # the key table the bench prints (JSON, alone on stdout) is the runner's decision
-    (key,) = json.loads(r.stdout)["sections"]
+    doc = json.loads(r.stdout)
+    (key,) = doc["sections"]
+    # beside it, each permutation's diagnosis (the terminal's may be a grouped summary)
+    assert {d["perm_id"] for d in doc["diagnosis"]} == set(IDS) and all(d["confidence"] for d in doc["diagnosis"])
     (row,) = key["rows"]
     assert (row["comparison"], row["baseline"], row["total_threads"]) == ("shared", "per_thread", 2)
     assert (row["verdict"] == "inconclusive") == (auto["decided"] == 0)

@@ -1,5 +1,5 @@
 """An fsync-heavy writer: a real disturbance of a file system, for the storage-noise tests and
-benchmarks/storage_noise.py. ``python tests/support/fsync_writer.py FILE SECONDS MIB`` writes
+docs/findings/scripts/storage_noise.py. ``python tests/support/fsync_writer.py FILE SECONDS MIB`` writes
 MIB MiB and fsyncs it, over and over (cycling through eight such blocks of FILE), for SECONDS
 (or until killed), then removes FILE and prints the MiB/s it wrote."""
 

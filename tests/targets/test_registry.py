@@ -55,6 +55,20 @@ def test_the_plugin_is_registered_nowhere_else():
         open_sender({"sender": "sleep"})
 
 
+def test_a_sender_outside_any_distribution_is_named_by_its_import_path():
+    """A benchmark's sender needs no metadata: ``module:Class`` imports it from the path."""
+    from support import sleep_sender
+
+    assert "sleep" not in registry.names(registry.SENDERS)
+    assert sender_class({"sender": "support.sleep_sender:SleepSender"}) is sleep_sender.SleepSender
+    with pytest.raises(UserError, match=r"sender 'no_such_module:X': module 'no_such_module' cannot be imported"):
+        sender_class({"sender": "no_such_module:X"})
+    with pytest.raises(UserError, match=r"module 'support.sleep_sender' has no 'Nothing'"):
+        sender_class({"sender": "support.sleep_sender:Nothing"})
+    with pytest.raises(TypeError, match="is not a Sender subclass"):
+        sender_class({"sender": "support.sleep_sender:spec"})
+
+
 @pytest.mark.parametrize("spec", [{"kind": "embedded"}, {"sender": ""}, {"sender": 3}, {}])
 def test_a_spec_without_a_sender_name_is_refused(spec):
     with pytest.raises(ValueError, match="a sender spec names its sender"):

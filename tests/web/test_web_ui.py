@@ -26,11 +26,12 @@ from pathlib import Path
 
 import psutil
 import pytest
+from harness.results.model import SUMMARY_SCHEMA
 from support.summaries import read as read_summary
 
+from support.browser import chromium, require_chromium
+
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 ARTIFACTS = REPO / "test-artifacts"
 
 USERS, PAYLOAD, DIALOGS = 4, 256, "trick150"
@@ -88,19 +89,6 @@ class WebProcess:
                 except psutil.NoSuchProcess:
                     pass
             self.proc.wait(timeout=10)
-
-
-def _browser(profile_dir: Path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              f"--user-data-dir={profile_dir}", "--window-size=1400,1300"):
-        opts.add_argument(a)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
 
 
 def _until(fn, timeout: float, what: str, poll: float = 0.25):
@@ -254,8 +242,7 @@ def _diagnose(web: WebProcess, url: str | None, driver) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_web_ui_session_in_a_browser(pg_server, tmp_path):
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver)")
+    require_chromium()
     results = tmp_path / "results"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SSBENCH_WEB")}
     env.update(SSBENCH_WEB_USER=WEB_USER, SSBENCH_WEB_PASSWORD=WEB_PASSWORD)
@@ -265,7 +252,7 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
     driver = None
     try:
         url = web.wait_ready(timeout=120)
-        driver = _browser(tmp_path / "chromium-profile")
+        driver = chromium(tmp_path / "chromium-profile")
         driver.get(url)
 
         # ---- the login page only; a wrong password keeps it so
@@ -320,7 +307,7 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
         rep = next(run.glob("*/rep-01"))
         assert rep.parent.name == f"i1-t{USERS}-{DIALOGS}-p{PAYLOAD}-durable"
         summary = read_summary(rep / "summary.json")
-        assert summary["schema"] == "ssbench.summary/2"
+        assert summary["schema"] == SUMMARY_SCHEMA
         assert summary["permutation"]["dialogs"] == DIALOGS and summary["permutation"]["payload_bytes"] == PAYLOAD
         assert summary["permutation"]["total_threads"] == USERS
         assert summary["dialogs_created"] == USERS * 150 and summary["usable_dialogs"] == USERS

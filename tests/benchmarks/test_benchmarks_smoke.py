@@ -1,0 +1,102 @@
+"""Every benchmark kept in benchmarks/ (benchmarks/README.md) runs end to end in a short, cheap
+invocation and prints what its README says it prints. Smoke tests: the figures are the
+benchmarks' business, run by hand. benchmarks/harness_ceiling.py's own are in
+tests/load/test_harness_ceiling_smoke.py, benchmarks/analyze_bench.py's in
+tests/benchmarks/test_analyze_bench_at_paper_scale.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "benchmarks"
+
+pytestmark = pytest.mark.slow
+
+
+def run(script: str, *args: str, timeout: float = 300, ok=(0,)) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}      # SSBENCH_PGDATA: this test process's server
+    out = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode in ok, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def test_every_script_in_benchmarks_is_in_its_readme_and_smoke_tested():
+    """benchmarks/ lists only kept benchmarks: each in the README, each run by a smoke test."""
+    readme = (BENCH / "README.md").read_text()
+    tests = "".join(p.read_text() for p in [*Path(__file__).parent.glob("test_*.py"),
+                                           REPO / "tests" / "load" / "test_harness_ceiling_smoke.py"])
+    helpers = {"loadbench.py", "ceiling_sender.py"}      # imported by the benchmarks, not run
+    for script in sorted(p.name for p in BENCH.glob("*.py")):
+        assert f"`{script}`" in readme, f"benchmarks/README.md does not describe {script}"
+        if script not in helpers:
+            assert f'"{script}"' in tests, f"no smoke test runs benchmarks/{script}"
+    assert not [p for p in BENCH.iterdir() if p.suffix not in (".py", ".md") and p.name != "__pycache__"]
+
+
+def test_stopping_rule():
+    last = json.loads(run("stopping_rule.py", "--trials", "20", "--runs", "3").strip().splitlines()[-1])
+    assert {"no_effect", "beyond_margin", "power", "families"} <= set(last)
+    assert all(row["wrong"] == 0 for row in last["power"])
+
+
+def test_gate_rates():
+    out = run("gate_rates.py", "--trials", "4", "--markdown")
+    assert "| noise only, 5 reps, 2 perms (gate.yaml), 3 % noise |" in out
+    assert out.count("| --- |") == 1 and "4 trials per scenario" in out
+
+
+def test_diagnosis_growth():
+    out = run("diagnosis_growth.py", "--trials", "20")
+    assert out.startswith("window  samples  fluctuation") and len(out.splitlines()) == 1 + 2 * 3 * 3
+
+
+def test_install_time_measures_what_the_makefile_runs():
+    """--dry-run installs nothing; its uv command is the Makefile's, so the benchmark times the
+    install `make` does."""
+    out = run("install_time.py", "--dry-run", "--rounds", "2")
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last["order"] == [["pip", "uv"], ["uv", "pip"]]
+    uv = last["commands"]["uv"][-1]
+    makefile = (REPO / "Makefile").read_text()
+    recipe = re.search(r"^\s+\$\(BIN\)/uv pip install [^&\n]*", makefile, re.M).group(0)
+    words = shlex.split(recipe.replace("$(BIN)", "x"))
+    for flag in ("--compile-bytecode", "-e", ".[test]"):
+        assert flag in uv and flag in words, (flag, uv, words)
+
+
+def test_send_vs_pgbench(pg_server):
+    # exit 1 when the ratio misses its goal: with 2 clients for a second it may
+    out = run("send_vs_pgbench.py", "--clients", "2", "--seconds", "1", "--warmup", "0.5", "--rounds", "1",
+              ok=(0, 1))
+    assert re.search(r"round 1: ssbench [\d,]+ SEND/s   pgbench [\d,]+ SEND/s", out), out
+    assert "median ratio ssbench / pgbench = " in out
+
+
+def test_ab_ceiling_of_one_checkout_against_itself(pg_server):
+    if not (REPO / ".venv" / "bin" / "python").exists():
+        pytest.skip("ab_ceiling.py runs each checkout with its own .venv (make .venv/.installed)")
+    out = run("ab_ceiling.py", "--a", str(REPO), "--b", str(REPO), "--rounds", "1", "--clients", "2",
+              "--seconds", "1", "--warmup", "0.5", "--variants", "hub", "--sends", "null")
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last["hub_send_per_s"]["a"] > 0 and last["hub_send_per_s"]["b"] > 0, last
+
+
+def test_analysis_time(tmp_path):
+    """One round, this checkout only, on a small synthetic run: a real ssbench analyze."""
+    from support import synth
+
+    run_dir = synth.synthesize(tmp_path / "results",
+                               synth.small_spec(initiators=(1,), threads=(1, 5), measure_seconds=2))
+    run("analysis_time.py", "--rounds", "1", "--json", str(tmp_path / "t.json"), str(run_dir), timeout=900)
+    (figures,) = json.loads((tmp_path / "t.json").read_text()).values()
+    assert figures["this"]["wall_median_s"] > 0 and figures["same_key_table"] is True
