@@ -24,11 +24,11 @@ from ..verdicts.regression import INCONCLUSIVE, GateSettings, MetricResult, comp
 from .integrity import IntegrityResult
 from .report import GateReport, write_report
 from .rundata import RunData, load_run
-from .interleave import (InterleaveResult, Side, SubprocessRunner, combine_runs, round_orders,
+from .interleave import (InterleaveResult, Side, SubprocessRunner, add_round, round_orders,
                          run_interleaved)
 
 __all__ = [
     "INCONCLUSIVE", "METRICS", "GateReport", "GateSettings", "IntegrityResult", "MetricResult", "RunData",
     "compare_runs", "compare_samples", "load_run", "provenance_differences", "write_report",
-    "InterleaveResult", "Side", "SubprocessRunner", "combine_runs", "round_orders", "run_interleaved",
+    "InterleaveResult", "Side", "SubprocessRunner", "add_round", "round_orders", "run_interleaved",
 ]

@@ -20,7 +20,7 @@ runs both sides in the same time window, so slow drift hits both alike:
    planned rounds, up to :data:`MAX_REPLACEMENTS` in all, so a frozen server or a slow disk in
    one round does not leave that side short of the repetitions the significance test needs
    (recorded in ``interleave.json``'s ``replacements``).
-4. The single-repetition runs of each side are combined into one run directory in the
+4. Each single-repetition run is added to its side's run directory as it ends, in the
    documented layout (``<out>/baseline/`` and ``<out>/candidate/``, round i becoming
    ``rep-i``), and those two are compared (:mod:`harness.gate.compare`); ``gate.json`` is
    written next to the candidate run, ``<out>/candidate/gate.json``.
@@ -52,7 +52,7 @@ from typing import Any, Callable, Protocol
 import yaml
 
 from ..errors import TargetError, UserError
-from ..results import RunDir, RunReader, counts_in_verdicts, find_runs, write_atomic, write_json
+from ..results import RunDir, RunReader, counts_in_verdicts, find_runs, read_json, write_atomic, write_json
 from .compare import compare_runs
 from ..verdicts.auto import SIDES, side_orders
 from ..verdicts.regression import GateSettings
@@ -272,50 +272,31 @@ def single_rep_matrix(matrix_file: Path, dest: Path) -> tuple[dict[str, Any], in
     return doc, reps
 
 
-def combine_runs(run_dirs: list[tuple[int, Path]], dest: Path, *, side: str,
-                 matrix_file: Path | None = None) -> Path:
-    """Combine single-repetition runs into one run directory in the documented layout.
-
-    ``run_dirs`` is ``[(round, run_dir)]`` in round order; each complete repetition of a
-    permutation becomes the next ``rep-NN`` of that permutation in ``dest`` (round i is
-    ``rep-i`` when each round ran one repetition). Each summary.json's ``repetition`` is
-    renumbered and gains ``"interleave": {"round": i, "source": ...}``. run.json is the first
-    round's with a ``gate_interleave`` section listing the rounds.
-    """
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    out = RunDir(dest)
-    counters: dict[str, int] = {}
-    permutations: dict[str, dict[str, Any]] = {}
-    rounds_info = []
-    statuses = []
-    first_run: dict[str, Any] | None = None
-    for round_no, run_dir in run_dirs:
-        src = RunReader(run_dir)
-        run = src.record().to_json()
-        first_run = first_run or run
-        statuses.append(run.get("status"))
-        rounds_info.append({"round": round_no, "run_dir": str(run_dir), "run_id": run.get("run_id"),
-                            "status": run.get("status")})
-        for ref in src.reps():
-            n = counters[ref.perm_id] = counters.get(ref.perm_id, 0) + 1
-            target = out.rep_dir(ref.perm_id, n)
-            shutil.copytree(ref.dir, target, copy_function=_link_or_copy)
-            summary = ref.summary().replace(repetition=n)
-            summary.extra["interleave"] = {"round": round_no, "side": side, "source": str(ref.dir)}
-            permutations[ref.perm_id] = summary.permutation
-            write_json(target / "summary.json", summary)
-    assert first_run is not None, "no runs to combine"
-    for perm_id, permutation in permutations.items():
-        out.write_permutation_summary(perm_id, permutation)
-    combined = dict(first_run)
+def add_round(dest: Path, round_no: int, run_dir: Path, *, side: str, matrix_file: Path | None = None) -> Path:
+    """Add one round's single-repetition run to its side's run directory, as the gate goes:
+    each repetition becomes ``rep-<round>`` of its permutation (so an interrupted gate leaves
+    a valid run of the rounds so far, and the sides' repetition numbers are their rounds), its
+    summary gains ``"interleave": {"round": i, "side": ..., "source": ...}``; run.json is the
+    first round's with a ``gate_interleave`` section listing the rounds."""
+    out = RunDir(dest) if dest.exists() else RunDir.create(dest.parent, dest.name, dest)
+    src = RunReader(run_dir)
+    run = src.record().to_json()
+    for ref in src.reps():
+        target = out.rep_dir(ref.perm_id, round_no)
+        shutil.copytree(ref.dir, target, copy_function=_link_or_copy)
+        summary = ref.summary().replace(repetition=round_no)
+        summary.extra["interleave"] = {"round": round_no, "side": side, "source": str(ref.dir)}
+        write_json(target / "summary.json", summary)
+        out.write_permutation_summary(ref.perm_id, summary.permutation)
+    combined = read_json(out.run_json) if out.run_json.exists() else dict(run, gate_interleave={"side": side,
+                                                                                                "rounds": []})
     combined["run_id"] = f"{dest.parent.name}-{side}"
-    combined["status"] = "complete" if all(s in (None, "complete") for s in statuses) else next(
-        s for s in statuses if s not in (None, "complete"))
-    combined["gate_interleave"] = {"side": side, "rounds": rounds_info}
-    write_json(dest / "run.json", combined)
-    if matrix_file is not None:
+    combined["gate_interleave"]["rounds"].append({"round": round_no, "run_dir": str(run_dir),
+                                                  "run_id": run.get("run_id"), "status": run.get("status")})
+    statuses = [r["status"] for r in combined["gate_interleave"]["rounds"]]
+    combined["status"] = next((s for s in statuses if s not in (None, "complete")), "complete")
+    write_json(out.run_json, combined)
+    if matrix_file is not None and not (dest / "matrix.yaml").exists():
         write_atomic(dest / "matrix.yaml", Path(matrix_file).read_bytes())
     return dest
 
@@ -412,8 +393,7 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     runs = _run_rounds(Worktree(git_root, baseline_commit, keep=keep_worktree), runner, orders, record, out,
                        matrix_copy, (baseline_commit, git_root, cand_commit, cand_dirty), echo)
     record["worktree_removed"] = not keep_worktree
-    baseline_dir = combine_runs(runs["baseline"], out / "baseline", side="baseline", matrix_file=matrix_file)
-    candidate_dir = combine_runs(runs["candidate"], out / "candidate", side="candidate", matrix_file=matrix_file)
+    baseline_dir, candidate_dir = out / "baseline", out / "candidate"
     # same machine, same interpreter and packages by construction; the workload versions in
     # run.json differ exactly when the change under test is in workloads/: no provenance warnings
     report = compare_runs(load_run(baseline_dir), load_run(candidate_dir), settings, check_provenance=False,
@@ -452,6 +432,7 @@ def _run_rounds(wt: "Worktree", runner, orders, record: dict[str, Any], out: Pat
                 echo(f"gate: round {what}: {name}")
                 run_dir = Path(runner(sides[name], matrix_copy, side_out, i))
                 runs[name].append((i, run_dir))
+                add_round(out / name, i, run_dir, side=name, matrix_file=Path(record["matrix"]))
                 record["runs"].append({"round": i, "side": name, "run_dir": str(run_dir),
                                        "seconds": round(time.monotonic() - t0, 3)})
                 write_json(out / "interleave.json", record)
