@@ -33,7 +33,7 @@ class Issue:
 
 
 @dataclass
-class RunInfo:
+class FoundRun:
     run_id: str                  # the directory's name (docs/results.md: run-id = directory name)
     path: Path
     meta: dict[str, Any]         # run.json, {} when missing or corrupt
@@ -75,7 +75,7 @@ class RepFiles:
 
 @dataclass
 class Discovery:
-    runs: list[RunInfo]
+    runs: list[FoundRun]
     reps: list[RepFiles]
     issues: list[Issue] = field(default_factory=list)
 
@@ -83,7 +83,7 @@ class Discovery:
     def samples_bytes(self) -> int:
         return sum(r.samples_bytes for r in self.reps)
 
-    def run(self, run_id: str) -> RunInfo:
+    def run(self, run_id: str) -> FoundRun:
         return next(r for r in self.runs if r.run_id == run_id)
 
 
@@ -96,7 +96,7 @@ def is_run_dir(path: Path) -> bool:
 def discover(run_dirs: list[str | Path]) -> Discovery:
     """Walk ``run_dirs``. Raises UserError when a directory does not exist, two runs share a
     name, or there is no complete repetition at all; everything else becomes an Issue."""
-    runs: list[RunInfo] = []
+    runs: list[FoundRun] = []
     reps: list[RepFiles] = []
     issues: list[Issue] = []
     seen: dict[str, Path] = {}
@@ -112,7 +112,7 @@ def discover(run_dirs: list[str | Path]) -> Discovery:
         seen[run_id] = path
         meta = _read_run_json(reader, issues)
         target = meta.get("target") if isinstance(meta.get("target"), dict) else {}
-        info = RunInfo(run_id=run_id, path=path, meta=meta, target_kind=target.get("kind"),
+        info = FoundRun(run_id=run_id, path=path, meta=meta, target_kind=target.get("kind"),
                        target_label=target.get("label"))
         if meta.get("status") not in (None, "complete"):
             issues.append(Issue(str(reader.run_json),

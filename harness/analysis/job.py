@@ -392,7 +392,7 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
     return [p for group in sections.values() for p in group], targets, server_labels
 
 
-def run_context(run: discovery.RunInfo, perms: list[dict[str, Any]]) -> plots.RunContext:
+def run_context(run: discovery.FoundRun, perms: list[dict[str, Any]]) -> plots.RunContext:
     """Title context of a run: the target's label and capabilities from run.json, else from the
     summaries (their label, and the capabilities of their kind's target)."""
     kind, label = run.target_kind, run.target_label
@@ -414,7 +414,7 @@ def run_context(run: discovery.RunInfo, perms: list[dict[str, Any]]) -> plots.Ru
                             profile_aliases=bool(caps.get("profile_aliases")), server_profiles=profiles)
 
 
-def is_synthetic(run: discovery.RunInfo, perms: list[dict[str, Any]]) -> bool:
+def is_synthetic(run: discovery.FoundRun, perms: list[dict[str, Any]]) -> bool:
     """run.json says ``"synthetic": true``, or the summaries' target label starts with SYNTHETIC
     (a synthetic run without its run.json)."""
     return run.synthetic or any(plots.is_synthetic_label(p.get("target_label")) for p in perms

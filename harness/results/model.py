@@ -79,10 +79,10 @@ def _section_class(section: str) -> type:
     """A frozen record of a section's fields (None where absent), from the registry."""
     specs = [(f.name, f.type | None, field(default=None, metadata={"required": f.required}))
              for f in STORED[section]]
-    return dataclasses.make_dataclass(f"{section.title()}Section", specs, bases=(Section,), frozen=True)
+    return dataclasses.make_dataclass(f"{section.title()}SummarySection", specs, bases=(SummarySection,), frozen=True)
 
 
-class Section(Document):
+class SummarySection(Document):
     """One section of a repetition summary (``window``, ``accounting``, ``load``, ...)."""
 
     @classmethod

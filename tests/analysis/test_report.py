@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.analysis.discovery import Discovery, RunInfo
+from harness.analysis.discovery import Discovery, FoundRun
 from harness.analysis.report import about_targets, verdict_words
 
 EMBEDDED = {"kind": "embedded", "label": "PostgreSQL 18.6 emulation of Service Broker",
@@ -19,7 +19,7 @@ EMBEDDED = {"kind": "embedded", "label": "PostgreSQL 18.6 emulation of Service B
 
 
 def _disc(target: dict, run_id: str = "r1") -> Discovery:
-    run = RunInfo(run_id=run_id, path=Path("/nonexistent") / run_id, meta={"target": target},
+    run = FoundRun(run_id=run_id, path=Path("/nonexistent") / run_id, meta={"target": target},
                   target_kind=target.get("kind"), target_label=target.get("label"))
     return Discovery(runs=[run], reps=[])
 

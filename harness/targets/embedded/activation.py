@@ -28,7 +28,7 @@ log = logging.getLogger("ssbench.broker")
 MONITOR_TICK_S = 0.05
 
 
-class Reader(threading.Thread):
+class ActivatedReader(threading.Thread):
     """One activation task: runs the activation procedure until its WAITFOR times out."""
 
     def __init__(self, broker: "Broker", task_id: int):

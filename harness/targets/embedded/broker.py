@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from ._db import connect
-from .activation import QueueMonitor, Reader
+from .activation import QueueMonitor, ActivatedReader
 from .lock_sampler import LockSampler
 from .transport import Transport
 from .wait_sampler import WaitSampler
@@ -65,7 +65,7 @@ class Broker:
         self.opts = opts
         self.stopping = threading.Event()
         self.lock = threading.Lock()
-        self.readers: dict[int, Reader] = {}
+        self.readers: dict[int, ActivatedReader] = {}
         self.next_task_id = 0
         self.control: psycopg.Connection | None = None
         self.threads: list[threading.Thread] = []
@@ -81,7 +81,7 @@ class Broker:
         with self.lock:
             self.next_task_id += 1
             task_id = self.next_task_id
-            reader = Reader(self, task_id)
+            reader = ActivatedReader(self, task_id)
             # record the start before the task runs: the counters never lag what happened
             conn.execute("INSERT INTO ssb.activation_tasks (task_id, reader, started_at) "
                          "VALUES (%s, %s, to_timestamp(%s))",
@@ -92,7 +92,7 @@ class Broker:
             reader.start()
         log.info("activation: started task %d", task_id)
 
-    def task_ended(self, reader: Reader) -> None:
+    def task_ended(self, reader: ActivatedReader) -> None:
         try:
             reader.conn.execute(
                 "UPDATE ssb.activation_tasks SET ended_at = clock_timestamp(), batches = %s, messages = %s, "

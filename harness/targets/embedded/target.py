@@ -37,7 +37,7 @@ from .provisioning import MAX_INITIATORS, Provisioning, sql_file
 from .runlock import RunLock
 from .server import EmbeddedServer, ServerInfo
 from .supervisor import BrokerSupervisor
-from .telemetry import Telemetry
+from .telemetry import EmbeddedTelemetry
 from ... import environment
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ SETTLE_TABLES = {False: ("ssb.sysdesend", "ssb.sysxmitqueue", "ssb.dialogs", "ss
                         "ssb.message_drop", "ssb.receive_tally")}
 
 
-class EmbeddedTarget(Provisioning, Telemetry, Target):
+class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
     """Service Broker emulated on the embedded PostgreSQL server.
 
     ``server``: an :class:`EmbeddedServer`, or its data directory, or None for the default one

@@ -8,7 +8,7 @@ Mixed into :class:`~harness.targets.embedded.target.EmbeddedTarget` (uses ``_que
 from __future__ import annotations
 
 from ..base import Counts, InitiatorCounts, PerfCounter, WaitStat
-from ..telemetry import Telemetry as TargetTelemetry
+from ..telemetry import Telemetry
 from ._db import QUEUE
 from .waits import ACTIVE_SESSIONS_QUERY, READER_APP_PREFIX, SENDER_APP_PREFIX, map_wait
 
@@ -42,7 +42,7 @@ def _target_side(row) -> dict[str, int]:
     return {"received": received, "queued": queued, "poison": poison, "duplicates": duplicates}
 
 
-class Telemetry(TargetTelemetry):
+class EmbeddedTelemetry(Telemetry):
     """What the runner and the collectors read from the embedded target."""
 
     _initiators: int

@@ -13,13 +13,13 @@ from ...errors import TargetError
 from ...matrix import BrokerSettings
 from ..base import Counts
 from . import db_options, driver, exclusive, platforms
-from .session import MIN_VERSION, Session, version_tuple
+from .session import MIN_VERSION, ServerSession, version_tuple
 
 if TYPE_CHECKING:
     from .target import MssqlTarget
 
 
-def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str, str]]:
+def check(s: ServerSession, max_initiators: int | None = None) -> list[tuple[str, str, str]]:
     """Preflight: ``[(status, what, detail)]`` with status ``ok``, ``warn`` or ``fail``.
     Connection failures raise (they are the first thing to fix)."""
     topo = s.topology
@@ -95,7 +95,7 @@ def check(s: Session, max_initiators: int | None = None) -> list[tuple[str, str,
     return out
 
 
-def _broker_identity_lines(s: Session, inst, label: str, info: tuple, dup: list[str]) -> list[tuple]:
+def _broker_identity_lines(s: ServerSession, inst, label: str, info: tuple, dup: list[str]) -> list[tuple]:
     """An availability group's database, a broker GUID shared with another database of the
     topology, and NEW_BROKER where ssbench would refuse it."""
     out = []
@@ -113,7 +113,7 @@ def _broker_identity_lines(s: Session, inst, label: str, info: tuple, dup: list[
     return out
 
 
-def _database_lines(s: Session, inst, label: str, info: tuple) -> list[tuple]:
+def _database_lines(s: ServerSession, inst, label: str, info: tuple) -> list[tuple]:
     """Message delivery, the login's rights, ssbench's objects and stuck messages in a database."""
     b = s.topology.broker
     out = []
@@ -158,7 +158,7 @@ def _database_lines(s: Session, inst, label: str, info: tuple) -> list[tuple]:
     return out
 
 
-def _impersonation_lines(s: Session, inst, label: str) -> list[tuple]:
+def _impersonation_lines(s: ServerSession, inst, label: str) -> list[tuple]:
     """Activation runs its procedures EXECUTE AS OWNER, which fails (with a line in the
     ERRORLOG only) when the database owner cannot be impersonated, e.g. a login the server
     cannot resolve although sys.databases names one: EXECUTE AS USER = 'dbo'; REVERT; tells."""
@@ -171,7 +171,7 @@ def _impersonation_lines(s: Session, inst, label: str) -> list[tuple]:
                             "a login this server has")]
 
 
-def _permission_lines(s: Session, inst, label: str, missing_dbs: list[str]) -> list[tuple]:
+def _permission_lines(s: ServerSession, inst, label: str, missing_dbs: list[str]) -> list[tuple]:
     """One line per permission a step needs on this instance (CONTROL SERVER covers all)."""
     topo = s.topology
     cols = ("control_server", "view_server_state", "create_endpoint", "alter_any_login",
@@ -200,7 +200,7 @@ def _permission_lines(s: Session, inst, label: str, missing_dbs: list[str]) -> l
     return out
 
 
-def _endpoint_lines(s: Session, inst, label: str) -> list[tuple]:
+def _endpoint_lines(s: ServerSession, inst, label: str) -> list[tuple]:
     """The Service Broker endpoint: absent, ssbench's, or another one; its state."""
     from .provision import endpoint_owned, endpoint_problems  # noqa: PLC0415
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 
 from . import tsql
-from .session import Session
+from .session import ServerSession
 from .topology import Instance
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ DURABILITY, HONOR = "original.delayed_durability", "original.honor_broker_priori
 BROKER_ENABLED, BROKER_GUID = "original.broker_enabled", "original.broker_guid"
 
 
-def current(s: Session, inst: Instance) -> dict[str, object]:
+def current(s: ServerSession, inst: Instance) -> dict[str, object]:
     """The database's options now (objects.sql database_options), and its master key's state."""
     rows = s._query(inst, "objects", "database_options", purpose="admin")
     dd, honor, enabled, guid, key, by_server = rows[0]
@@ -36,7 +36,7 @@ def current(s: Session, inst: Instance) -> dict[str, object]:
             "master_key_by_server": int(by_server or 0)}
 
 
-def remember(s: Session, inst: Instance, before: dict[str, object] | None = None) -> None:
+def remember(s: ServerSession, inst: Instance, before: dict[str, object] | None = None) -> None:
     """Record the options as they are now (``before``: values read before provision changed
     the broker's) unless a value is recorded already. Needs dbo.ssbench_config."""
     values = {**current(s, inst), **(before or {})}
@@ -47,12 +47,12 @@ def remember(s: Session, inst: Instance, before: dict[str, object] | None = None
             sql, (n, v, n), what="objects.sql config_keep"))
 
 
-def recorded(s: Session, inst: Instance) -> dict[str, str]:
+def recorded(s: ServerSession, inst: Instance) -> dict[str, str]:
     return {str(n): str(v) for n, v in s._query(inst, "objects", "config_list", purpose="admin")
             if str(n).startswith("original.")}
 
 
-def restore(s: Session, inst: Instance) -> list[str]:
+def restore(s: ServerSession, inst: Instance) -> list[str]:
     """DELAYED_DURABILITY and HONOR_BROKER_PRIORITY back to their recorded values (each only
     when it differs); returns what was changed, for the log."""
     rec, cur = recorded(s, inst), current(s, inst)
@@ -72,7 +72,7 @@ def restore(s: Session, inst: Instance) -> list[str]:
     return done
 
 
-def broker_changes(s: Session, inst: Instance) -> tuple[bool, list[str]]:
+def broker_changes(s: ServerSession, inst: Instance) -> tuple[bool, list[str]]:
     """At teardown: (turn message delivery off again, lines for what cannot be given back)."""
     rec, cur = recorded(s, inst), current(s, inst)
     kept = []

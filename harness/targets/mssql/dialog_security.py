@@ -22,7 +22,7 @@ import logging
 
 from ...errors import TargetError
 from . import db_options, ownership
-from .session import Session, random_password
+from .session import ServerSession, random_password
 from .topology import Instance
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 Pair = tuple[Instance, Instance, int]
 
 
-def cert_dates(s: Session) -> dict[str, dt.date]:
+def cert_dates(s: ServerSession) -> dict[str, dt.date]:
     today = dt.datetime.now(dt.timezone.utc).date()
     # a day back, so a peer whose clock runs behind does not see a not-yet-valid certificate
     years = s.topology.broker.certificate_years
@@ -41,7 +41,7 @@ def cert_dates(s: Session) -> dict[str, dt.date]:
     return {"start_date": today - dt.timedelta(days=1), "expiry_date": expiry}
 
 
-def usable_master_key(s: Session, inst: Instance, cert: str) -> None:
+def usable_master_key(s: ServerSession, inst: Instance, cert: str) -> None:
     """A user database's master key must be one this instance can open (see the module)."""
     opts = db_options.current(s, inst)
     if not opts["master_key"] or opts["master_key_by_server"]:
@@ -59,7 +59,7 @@ def usable_master_key(s: Session, inst: Instance, cert: str) -> None:
     s._run(inst, "server", "master_key_drop", database=inst.database)
 
 
-def competing_certificates(s: Session, inst: Instance) -> list[str]:
+def competing_certificates(s: ServerSession, inst: Instance) -> list[str]:
     """A certificate dbo owns that Service Broker would sign this database's dialogs with
     instead of ssbench's (the owner's valid, active certificate that expires last: "Certificates
     for Dialog Security"): the peers have only ssbench's, so its dialogs would fail. One line each."""
@@ -72,7 +72,7 @@ def competing_certificates(s: Session, inst: Instance) -> list[str]:
             for name, until in rows]
 
 
-def own_certificate(s: Session, inst: Instance, cert: str, subject: str,
+def own_certificate(s: ServerSession, inst: Instance, cert: str, subject: str,
                     database: str) -> tuple[bytes, bytes]:
     """ssbench's certificate in ``database`` (master: transport security; the instance's own
     database: dialog security), with a master key; returns its public part and thumbprint."""
@@ -91,7 +91,7 @@ def own_certificate(s: Session, inst: Instance, cert: str, subject: str,
     return bytes(rows[0][0]), bytes(rows[0][1])
 
 
-def install_peer_certificate(s: Session, inst: Instance, database: str, cert: str, user: str,
+def install_peer_certificate(s: ServerSession, inst: Instance, database: str, cert: str, user: str,
                              public: tuple[bytes, bytes]) -> None:
     """Install (or replace, if the peer's certificate changed) a peer's public certificate
     owned by ``user``."""
@@ -118,7 +118,7 @@ def binding_name(target: Instance) -> str:
     return f"ssbench_rsb_{target.name}"
 
 
-def dialog_security(s: Session, pairs: list[Pair]) -> None:
+def dialog_security(s: ServerSession, pairs: list[Pair]) -> None:
     """Certificates and users on both sides; the remote service binding (encryption on) or
     SEND for public (encryption off): see the module."""
     publics: dict[str, tuple[bytes, bytes]] = {}

@@ -19,14 +19,14 @@ from ...errors import TargetError
 from . import driver, platforms
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .session import ServerSession
     from .topology import Instance
 
 #: how long ENABLE_BROKER / DISABLE_BROKER wait for a database ssbench did not create
 EXCLUSIVE_WAIT_SECONDS = 30.0
 
 
-def created(s: "Session", inst: "Instance") -> bool:
+def created(s: "ServerSession", inst: "Instance") -> bool:
     """ssbench created this database: its dbo.ssbench_owned records it (cached per instance;
     provision marks the databases it creates as it creates them)."""
     mine: dict[str, bool] = s.__dict__.setdefault("_created_dbs", {})
@@ -37,11 +37,11 @@ def created(s: "Session", inst: "Instance") -> bool:
     return mine[inst.name]
 
 
-def mark_created(s: "Session", inst: "Instance") -> None:
+def mark_created(s: "ServerSession", inst: "Instance") -> None:
     s.__dict__.setdefault("_created_dbs", {})[inst.name] = True
 
 
-def new_broker_refusal(s: "Session", inst: "Instance", why: str) -> str | None:
+def new_broker_refusal(s: "ServerSession", inst: "Instance", why: str) -> str | None:
     """Why ssbench will not give this database a new broker GUID (None: it may)."""
     refusal = platforms.availability_group_refusal(s, inst, f"SET NEW_BROKER ({why})")
     if refusal or created(s, inst):
@@ -52,7 +52,7 @@ def new_broker_refusal(s: "Session", inst: "Instance", why: str) -> str | None:
             "database, so it does not")
 
 
-def new_broker(s: "Session", inst: "Instance", why: str) -> None:
+def new_broker(s: "ServerSession", inst: "Instance", why: str) -> None:
     """SET NEW_BROKER WITH ROLLBACK IMMEDIATE on a database ssbench created; refused otherwise."""
     refusal = new_broker_refusal(s, inst, why)
     if refusal:
@@ -62,7 +62,7 @@ def new_broker(s: "Session", inst: "Instance", why: str) -> None:
     s._broker_guid(inst, refresh=True)
 
 
-def set_broker(s: "Session", inst: "Instance", enable: bool) -> None:
+def set_broker(s: "ServerSession", inst: "Instance", enable: bool) -> None:
     """ENABLE_BROKER or DISABLE_BROKER: with ROLLBACK IMMEDIATE on a database ssbench created;
     on another, waiting for the other sessions up to EXCLUSIVE_WAIT_SECONDS, then refused."""
     option = "ENABLE_BROKER" if enable else "DISABLE_BROKER"

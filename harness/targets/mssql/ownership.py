@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...errors import TargetError
 from . import tsql
-from .session import Session
+from .session import ServerSession
 from .topology import Instance
 
 #: Objects provisioning creates under the paper's or configured names, by class. ssbench
@@ -25,7 +25,7 @@ MASTER_KEY = ("MASTER KEY", "##MS_DatabaseMasterKey##")
 State = dict[tuple[str, str], tuple[bool, bool]]
 
 
-def ownership(s: Session, inst: Instance) -> State:
+def ownership(s: ServerSession, inst: Instance) -> State:
     """(class, name) -> (present, recorded as ssbench's) for the named objects of ``inst``."""
     b = s.topology.broker
     rows = s._query(inst, "objects", "ownership",
@@ -34,7 +34,7 @@ def ownership(s: Session, inst: Instance) -> State:
     return {(str(r[0]), str(r[1])): (bool(r[2]), bool(r[3])) for r in rows}
 
 
-def owned_state(s: Session, inst: Instance) -> State:
+def owned_state(s: ServerSession, inst: Instance) -> State:
     """Create dbo.ssbench_owned if needed and return :func:`ownership`. A database an ssbench
     from before ownership records provisioned (dbo.ssbench_config, no dbo.ssbench_owned) has
     its objects recorded as ssbench's."""
@@ -48,18 +48,18 @@ def owned_state(s: Session, inst: Instance) -> State:
     return state
 
 
-def owned(s: Session, inst: Instance) -> set[tuple[str, str]]:
+def owned(s: ServerSession, inst: Instance) -> set[tuple[str, str]]:
     """Everything dbo.ssbench_owned records (empty when provisioning never ran here)."""
     return {(str(c), str(n)) for c, n in s._query(inst, "objects", "owned_list", purpose="admin")}
 
 
-def record(s: Session, inst: Instance, cls: str, name: str) -> None:
+def record(s: ServerSession, inst: Instance, cls: str, name: str) -> None:
     sql = tsql.statement("objects", "owned_record")
     s._retrying(inst, None, "admin", lambda c: c.execute(sql, (cls, name, cls, name),
                                                         what="objects.sql owned_record"))
 
 
-def wanted(s: Session, role: str) -> set[tuple[str, str]]:
+def wanted(s: ServerSession, role: str) -> set[tuple[str, str]]:
     b = s.topology.broker
     out = {("MESSAGE TYPE", b.message_type), ("CONTRACT", b.contract), ("QUEUE", b.queue),
            ("SERVICE", b.service)} | {("TABLE", t) for t in ROLE_TABLES[role]}
@@ -68,7 +68,7 @@ def wanted(s: Session, role: str) -> set[tuple[str, str]]:
     return out
 
 
-def refuse_foreign(s: Session, inst: Instance, role: str, state: State) -> None:
+def refuse_foreign(s: ServerSession, inst: Instance, role: str, state: State) -> None:
     """Existing queues, services, the activation procedure and the paper's tables that ssbench
     did not create are not taken over (it would empty, alter or replace them)."""
     foreign = sorted(k for k in wanted(s, role)
@@ -81,7 +81,7 @@ def refuse_foreign(s: Session, inst: Instance, role: str, state: State) -> None:
             "under broker: in the topology")
 
 
-def refuse_unusable(s: Session, inst: Instance) -> None:
+def refuse_unusable(s: ServerSession, inst: Instance) -> None:
     """An existing message type must validate nothing and an existing contract must carry it
     SENT BY ANY, as ssbench creates them (objects.sql contract_check): with VALIDATION =
     WELL_FORMED_XML the target discards every binary message ssbench sends and answers with

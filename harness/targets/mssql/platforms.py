@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .session import ServerSession
     from .topology import Instance
 
 AZURE_SQL_DATABASE, MANAGED_INSTANCE = 5, 8
 
 
-def server_refusals(s: "Session", inst: "Instance") -> list[str]:
+def server_refusals(s: "ServerSession", inst: "Instance") -> list[str]:
     """What this SQL Server cannot do for the topology, one line each (empty: nothing)."""
     row = s._server_info(inst)
     edition = int(row[5]) if len(row) > 5 and row[5] is not None else None
@@ -43,12 +43,12 @@ def server_refusals(s: "Session", inst: "Instance") -> list[str]:
     return out
 
 
-def in_availability_group(s: "Session", inst: "Instance") -> bool:
+def in_availability_group(s: "ServerSession", inst: "Instance") -> bool:
     info = s._database_info(inst)
     return bool(info and len(info) > 9 and info[9])
 
 
-def availability_group_refusal(s: "Session", inst: "Instance", what: str) -> str | None:
+def availability_group_refusal(s: "ServerSession", inst: "Instance", what: str) -> str | None:
     """Why ``what`` (SET ENABLE_BROKER, NEW_BROKER, ...) cannot run on this database: it is in an
     availability group (None: it is not)."""
     if not in_availability_group(s, inst):

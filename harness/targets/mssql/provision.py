@@ -9,7 +9,7 @@ Broker endpoint, a login per peer instance with CONNECT on the endpoint), then t
 BROKER_INSTANCE both ways (and msdb routes for local delivery). It records what it creates
 (:mod:`.ownership`) and the database options before it changes them (:mod:`.db_options`);
 :func:`teardown` removes what it created and puts the options back. Every function takes the
-:class:`~.session.Session` of the target.
+:class:`~.session.ServerSession` of the target.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ...errors import TargetError
 from . import db_options, driver, exclusive, ownership, platforms, sender_login, tsql
 from .dialog_security import (competing_certificates, dialog_cert, dialog_security, install_peer_certificate,
                               own_certificate, peer_user)
-from .session import MIN_VERSION, Session, random_password, version_tuple
+from .session import MIN_VERSION, ServerSession, random_password, version_tuple
 from .topology import Instance
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ Pair = tuple[Instance, Instance, int]
 DUPLICATE_BROKER_ID = 9772
 
 
-def _check_version(s: Session, inst: Instance) -> str:
+def _check_version(s: ServerSession, inst: Instance) -> str:
     row = s._server_info(inst)
     version = row[0]
     if version_tuple(version) < MIN_VERSION:
@@ -41,7 +41,7 @@ def _check_version(s: Session, inst: Instance) -> str:
     return version
 
 
-def _ensure_database(s: Session, inst: Instance, created: set[str]) -> dict[str, object]:
+def _ensure_database(s: ServerSession, inst: Instance, created: set[str]) -> dict[str, object]:
     """The database exists, is online and has message delivery on; returns its broker state
     before provision changed it (for :func:`.db_options.remember`)."""
     info = s._database_info(inst)
@@ -77,7 +77,7 @@ def _ensure_database(s: Session, inst: Instance, created: set[str]) -> dict[str,
     return before
 
 
-def _size_log(s: Session, inst: Instance) -> None:
+def _size_log(s: ServerSession, inst: Instance) -> None:
     """The log of a database ssbench just created: broker.log_size_mb, growing by a quarter of
     it, instead of model's (its autogrowth would land in the first permutation as WRITELOG)."""
     size = s.topology.broker.log_size_mb
@@ -87,7 +87,7 @@ def _size_log(s: Session, inst: Instance) -> None:
                                             "growth_mb": max(64, size // 4)}, database="master")
 
 
-def _dedupe_guids(s: Session, insts: list[Instance]) -> None:
+def _dedupe_guids(s: ServerSession, insts: list[Instance]) -> None:
     """Every database needs its own broker GUID (copies of a database share one): the copies
     ssbench created get a new one (a database it did not create is kept as it is; two of those
     sharing one are refused: exclusive.new_broker)."""
@@ -102,7 +102,7 @@ def _dedupe_guids(s: Session, insts: list[Instance]) -> None:
         seen[g] = inst
 
 
-def _create_objects(s: Session, inst: Instance, role: str, index: int,
+def _create_objects(s: ServerSession, inst: Instance, role: str, index: int,
                     before: ownership.State) -> None:
     """Create the database's objects and record in dbo.ssbench_owned what ssbench created
     (an existing message type or contract is used as it is and not recorded)."""
@@ -124,14 +124,14 @@ def _create_objects(s: Session, inst: Instance, role: str, index: int,
             ownership.record(s, inst, *key)
 
 
-def endpoint_owned(s: Session, inst: Instance, name: str) -> bool:
+def endpoint_owned(s: ServerSession, inst: Instance, name: str) -> bool:
     """ssbench created this endpoint: master's extended property names it, or (an ssbench from
     before the record) its name has the reserved ssbench_ prefix."""
     owner = s._scalar(inst, "server", "endpoint_owner", database="master", purpose="admin")
     return owner == name or name.lower().startswith("ssbench_")
 
 
-def endpoint_problems(s: Session, inst: Instance, row: tuple, owned: bool) -> list[str]:
+def endpoint_problems(s: ServerSession, inst: Instance, row: tuple, owned: bool) -> list[str]:
     """Why an existing Service Broker endpoint (a broker_endpoints row) cannot serve ssbench,
     one sentence each; [] when it can. ssbench re-creates the settings of its own endpoint at
     provision, so only its state matters there."""
@@ -167,7 +167,7 @@ def endpoint_encryption(desc: str | None) -> tuple[str, frozenset[str]]:
     return ("SUPPORTED" if "NONE" in algos else "REQUIRED"), frozenset(algos - {"NONE"})
 
 
-def encryption_problems(s: Session, pairs: list[Pair]) -> list[str]:
+def encryption_problems(s: ServerSession, pairs: list[Pair]) -> list[str]:
     """Endpoints of the topology that cannot talk to each other: one with ENCRYPTION = REQUIRED
     accepts only SUPPORTED or REQUIRED peers, and two that encrypt need an algorithm in common
     (CREATE ENDPOINT). ssbench's own endpoints get broker.endpoint_encryption (AES, the default
@@ -195,7 +195,7 @@ def encryption_problems(s: Session, pairs: list[Pair]) -> list[str]:
     return out
 
 
-def _foreign_endpoint(s: Session, inst: Instance) -> tuple | None:
+def _foreign_endpoint(s: ServerSession, inst: Instance) -> tuple | None:
     """The instance's Service Broker endpoint when ssbench did not create it (None when there
     is none or it is ssbench's); raises unless it can be used as it is."""
     rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
@@ -207,7 +207,7 @@ def _foreign_endpoint(s: Session, inst: Instance) -> tuple | None:
     return None
 
 
-def _endpoint(s: Session, inst: Instance, label: str) -> tuple[str, tuple[bytes, bytes]]:
+def _endpoint(s: ServerSession, inst: Instance, label: str) -> tuple[str, tuple[bytes, bytes]]:
     """The instance's Service Broker endpoint: created (and recorded) by ssbench, altered only
     when ssbench created it, or an existing one used exactly as it is with
     ``broker.use_existing_endpoint``. Returns its name and the public part of the certificate
@@ -234,7 +234,7 @@ def _endpoint(s: Session, inst: Instance, label: str) -> tuple[str, tuple[bytes,
     return name, public
 
 
-def _transport(s: Session, pairs: list[Pair]) -> None:
+def _transport(s: ServerSession, pairs: list[Pair]) -> None:
     """Transport security between instances: the Service Broker endpoint authenticating with
     a certificate in master, and for every peer instance a login, a master user owning the
     peer's public certificate and CONNECT on the endpoint."""
@@ -262,7 +262,7 @@ def _transport(s: Session, pairs: list[Pair]) -> None:
                {"endpoint": endpoints[a], "login": login}, database="master")
 
 
-def routing(s: Session, pairs: list[Pair]) -> None:
+def routing(s: ServerSession, pairs: list[Pair]) -> None:
     """Routes with BROKER_INSTANCE both ways (TCP to the far endpoint, or LOCAL), msdb
     routes for local delivery (distributed layout), and the target's GUID for BEGIN DIALOG."""
     service = s.topology.broker.service
@@ -287,13 +287,13 @@ def routing(s: Session, pairs: list[Pair]) -> None:
                     local_done.add(inst.name)
 
 
-def _config_set(s: Session, inst: Instance, name: str, value: str) -> None:
+def _config_set(s: ServerSession, inst: Instance, name: str, value: str) -> None:
     sql = tsql.statement("objects", "config_set")
     s._retrying(inst, None, "admin", lambda c: c.execute(sql, (value, name, name, value),
                                         what="objects.sql config_set"))
 
 
-def provision(s: Session, max_initiators: int | None = None) -> None:
+def provision(s: ServerSession, max_initiators: int | None = None) -> None:
     """Create everything the topology needs, idempotently (safe to run again)."""
     topo = s.topology
     pairs = topo.pairs(max_initiators)
@@ -339,7 +339,7 @@ def provision(s: Session, max_initiators: int | None = None) -> None:
              len(s._servers(insts)))
 
 
-def _teardown_database(s: Session, inst: Instance, partners: list[Instance], kept: list[str],
+def _teardown_database(s: ServerSession, inst: Instance, partners: list[Instance], kept: list[str],
                        drop_databases: bool) -> bool:
     """Remove what ssbench created in one database and put its options back; returns whether
     ssbench created the database."""
@@ -388,7 +388,7 @@ def _teardown_database(s: Session, inst: Instance, partners: list[Instance], kep
     return mine
 
 
-def teardown(s: Session, drop_databases: bool = False) -> list[str]:
+def teardown(s: ServerSession, drop_databases: bool = False) -> list[str]:
     """Remove what provision created (all profiles), and nothing else: objects under the
     paper's or configured names only when dbo.ssbench_owned records them, the endpoint only
     when ssbench created it, databases only when asked and ssbench created them; database

@@ -15,7 +15,7 @@ import logging
 
 from ...errors import TargetError
 from . import driver, ownership, tsql
-from .session import Session
+from .session import ServerSession
 from .topology import Instance
 
 log = logging.getLogger(__name__)
@@ -29,12 +29,12 @@ def separate(inst: Instance) -> bool:
     return inst.sender_auth != inst.auth
 
 
-def script(s: Session, inst: Instance, user: str) -> str:
+def script(s: ServerSession, inst: Instance, user: str) -> str:
     """The grants, as the DBA would run them in the initiator database."""
     return " ".join(tsql.batches("initiator", "sender_grants", s._names(user=user)))
 
 
-def refusal(s: Session, inst: Instance) -> str | None:
+def refusal(s: ServerSession, inst: Instance) -> str | None:
     """Why provision cannot grant the sender what it needs (before it changes anything)."""
     auth = inst.sender_auth
     if not separate(inst) or auth.kind != "sql":
@@ -49,7 +49,7 @@ def refusal(s: Session, inst: Instance) -> str | None:
     return None
 
 
-def grant(s: Session, inst: Instance) -> None:
+def grant(s: ServerSession, inst: Instance) -> None:
     """The sender's user and grants in an initiator database (see the module)."""
     if not separate(inst):
         return
@@ -67,14 +67,14 @@ def grant(s: Session, inst: Instance) -> None:
     s._run(inst, "initiator", "sender_grants", s._names(user=str(user)))
 
 
-def drop(s: Session, inst: Instance, owned: set[tuple[str, str]]) -> None:
+def drop(s: ServerSession, inst: Instance, owned: set[tuple[str, str]]) -> None:
     """teardown: the sender's users ssbench created in this database."""
     for cls, name in sorted(owned):
         if cls == USER:
             s._run(inst, "initiator", "sender_user_drop", {"user": name})
 
 
-def check_lines(s: Session, inst: Instance, label: str, dialog_lifetime: bool = True) -> list[tuple]:
+def check_lines(s: ServerSession, inst: Instance, label: str, dialog_lifetime: bool = True) -> list[tuple]:
     """Connect as the sender and run its calls in a transaction rolled back: one line."""
     who = inst.sender_auth.describe()
     spec = driver.spec_for(inst, s.topology.driver, sender=True, label=f"{inst.name} as the sender")

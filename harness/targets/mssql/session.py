@@ -1,6 +1,6 @@
 """Connections and the shared state of a SQL Server topology in use.
 
-:class:`Session` is the part of :class:`~.target.MssqlTarget` every concern shares: the
+:class:`ServerSession` is the part of :class:`~.target.MssqlTarget` every concern shares: the
 topology, the connection pool, the active permutation (profile, initiators, broker settings),
 what was learnt from the servers (versions, broker GUIDs, clock offsets), and the helpers that
 run a rendered template (:mod:`.tsql`) on an instance with one reconnect on a broken
@@ -102,7 +102,7 @@ class Pool:
             c.close()
 
 
-class Session:
+class ServerSession:
     """A topology, its connections and the active permutation."""
 
     def __init__(self, topology: Topology):
@@ -248,5 +248,5 @@ class Session:
         self._pool.close_all()
 
 
-__all__ = ["Session", "Pool", "MIN_VERSION", "EPOCH", "message_prefix", "random_password",
+__all__ = ["ServerSession", "Pool", "MIN_VERSION", "EPOCH", "message_prefix", "random_password",
            "as_datetime", "version_tuple"]

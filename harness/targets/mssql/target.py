@@ -35,7 +35,7 @@ from ...errors import TargetError, UserError
 from ...matrix import BrokerSettings, high_priority_permille
 from ..base import Capabilities, Counts, InitiatorCounts, PerfCounter, Target, TargetConfig, Telemetry, WaitStat
 from . import check as _check, db_options, driver, exclusive, provision as _provision, telemetry
-from .session import EPOCH, Session, as_datetime, message_prefix
+from .session import EPOCH, ServerSession, as_datetime, message_prefix
 from .telemetry import BENIGN_WAITS, counter_object, is_benign_wait, parse_perf_counters
 from .topology import Instance, Topology, load_topology
 
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 MISSING_OBJECT_ERRORS = (208, 2812)
 
 
-class MssqlTarget(Session, Target, Telemetry):
+class MssqlTarget(ServerSession, Target, Telemetry):
     """A topology of real SQL Server databases (see :mod:`harness.targets.mssql.topology`)."""
 
     kind = "mssql"
@@ -55,7 +55,7 @@ class MssqlTarget(Session, Target, Telemetry):
     opens_files = True
 
     def __init__(self, topology: Topology):
-        Session.__init__(self, topology)
+        ServerSession.__init__(self, topology)
         self.label = "SQL Server"
         self._baseline: dict[int, tuple[int, int, int]] = {}
 
@@ -449,7 +449,7 @@ class MssqlTarget(Session, Target, Telemetry):
                 log.warning("%s: could not put its database options back (%s); run: ssbench mssql "
                             "teardown %s, or set them by hand", inst.where(), e,
                             self.topology.path or "TOPOLOGY.yaml")
-        Session.close(self)
+        ServerSession.close(self)
 
     def smoke(self, messages: int = 10, usable: int = 2, every_n: int = 1, timeout: float = 60.0,
               profile: str | None = None) -> Counts:

@@ -4,7 +4,7 @@ sys.dm_os_wait_stats (benign waits filtered here, the one list), sys.dm_os_perfo
 (the Broker objects), transmission and service queue depths (partition row counts, or exact
 counts), sys.dm_broker_activated_tasks / sys.dm_broker_queue_monitors / sys.service_queues,
 the scheduler-monitor ring buffer (CPU), and the target's drop table for end-to-end latency.
-Every function takes the :class:`~.session.Session` of the running target; the SQL is in
+Every function takes the :class:`~.session.ServerSession` of the running target; the SQL is in
 ``workloads/mssql/collectors.sql`` and ``target.sql``.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from ..base import PerfCounter, WaitStat
 from .driver import SENDER_APP, OdbcError
-from .session import EPOCH, Session, version_tuple
+from .session import EPOCH, ServerSession, version_tuple
 
 #: Waits that say nothing about the workload (idle background tasks, timers, sleeping
 #: receivers). The one list the collectors use; the rest of sys.dm_os_wait_stats is reported.
@@ -100,7 +100,7 @@ def parse_perf_counters(rows: Iterable[tuple]) -> list[PerfCounter]:
     return out
 
 
-def wait_stats_by_server(s: Session) -> dict[str, list[WaitStat]]:
+def wait_stats_by_server(s: ServerSession) -> dict[str, list[WaitStat]]:
     out: dict[str, list[WaitStat]] = {}
     for key, inst in s._active_servers().items():
         rows = s._query(inst, "collectors", "wait_stats", database="master")
@@ -111,7 +111,7 @@ def wait_stats_by_server(s: Session) -> dict[str, list[WaitStat]]:
     return out
 
 
-def wait_stats(s: Session) -> list[WaitStat]:
+def wait_stats(s: ServerSession) -> list[WaitStat]:
     """Summed over the active permutation's SQL Server instances (wait and signal wait)."""
     acc: dict[str, list[float]] = {}
     for stats in wait_stats_by_server(s).values():
@@ -124,7 +124,7 @@ def wait_stats(s: Session) -> list[WaitStat]:
                   key=lambda w: -w.wait_time_ms)
 
 
-def perf_counters_by_server(s: Session) -> dict[str, list[PerfCounter]]:
+def perf_counters_by_server(s: ServerSession) -> dict[str, list[PerfCounter]]:
     """The Broker objects per instance of the permutation. Broker Activation reports each
     database and _Total (which counts every queue of the instance): only the target database's
     instance is kept, so activation figures are the test queue's, counted once."""
@@ -138,7 +138,7 @@ def perf_counters_by_server(s: Session) -> dict[str, list[PerfCounter]]:
     return out
 
 
-def perf_counters(s: Session) -> list[PerfCounter]:
+def perf_counters(s: ServerSession) -> list[PerfCounter]:
     """Summed over instances (per-second counters and gauges both add up)."""
     acc: dict[tuple[str, str, str], PerfCounter] = {}
     for counters in perf_counters_by_server(s).values():
@@ -151,7 +151,7 @@ def perf_counters(s: Session) -> list[PerfCounter]:
     return list(acc.values())
 
 
-def queue_depths(s: Session, exact: bool = False) -> dict[str, int]:
+def queue_depths(s: ServerSession, exact: bool = False) -> dict[str, int]:
     target, inits = s._active()
     out: dict[str, int] = {}
     for idx, inst in enumerate(inits, start=1):
@@ -173,7 +173,7 @@ BACKUP_TYPES = {"D": "full database", "I": "differential", "L": "log", "F": "fil
                 "P": "partial", "Q": "differential partial"}
 
 
-def log_sizes_mb(s: Session) -> dict[str, float]:
+def log_sizes_mb(s: ServerSession) -> dict[str, float]:
     """The permutation's databases' log sizes (MB) by instance name: sys.master_files per server."""
     target, inits = s._active()
     out: dict[str, float] = {}
@@ -186,7 +186,7 @@ def log_sizes_mb(s: Session) -> dict[str, float]:
     return out
 
 
-def log_events(s: Session, start_epoch: float, end_epoch: float) -> list[str]:
+def log_events(s: ServerSession, start_epoch: float, end_epoch: float) -> list[str]:
     """Backups of the permutation's databases that overlapped [start, end) (msdb.dbo.backupset,
     the window in each server's clock): a log backup reads and truncates the log the load writes."""
     target, inits = s._active()
@@ -202,7 +202,7 @@ def log_events(s: Session, start_epoch: float, end_epoch: float) -> list[str]:
     return out
 
 
-def activation(s: Session) -> dict[str, Any]:
+def activation(s: ServerSession) -> dict[str, Any]:
     """sys.dm_broker_activated_tasks, sys.dm_broker_queue_monitors and sys.service_queues
     for the target queue."""
     target, _ = s._active()
@@ -220,7 +220,7 @@ def activation(s: Session) -> dict[str, Any]:
     return out
 
 
-def dialog_counts(s: Session, live: bool = True) -> dict[str, Any]:
+def dialog_counts(s: ServerSession, live: bool = True) -> dict[str, Any]:
     """Dialog lifetime accounting since the permutation's prepare: the dialogs the initiators'
     SEND path began and ended and the Error messages their reader received, counted by ssbench
     itself (dbo.ssbench_counts, dbo.ssbench_dialog_errors: once both sides have ended a dialog
@@ -241,7 +241,7 @@ def dialog_counts(s: Session, live: bool = True) -> dict[str, Any]:
             "errors_lost": None}
 
 
-def dialog_stats(s: Session) -> dict[str, Any]:
+def dialog_stats(s: ServerSession) -> dict[str, Any]:
     """:func:`dialog_counts` as committed, and the conversation endpoints left behind, by side
     and state: a GROUP BY over sys.conversation_endpoints, which grows with the target's CLOSED
     endpoints under a finite lifetime (about 30 minutes each), so the collectors ask for it after
@@ -257,7 +257,7 @@ def dialog_stats(s: Session) -> dict[str, Any]:
     return {**dialog_counts(s, live=False), "endpoints": endpoints}
 
 
-def server_cpu_ms(s: Session) -> dict[str, tuple[float, int]]:
+def server_cpu_ms(s: ServerSession) -> dict[str, tuple[float, int]]:
     """Per SQL Server instance of the permutation: (CPU milliseconds SQL Server used so far,
     every resource pool's total_cpu_usage_ms; its schedulers). Cumulative: the host collector
     samples it every tick and takes the window's difference."""
@@ -269,11 +269,11 @@ def server_cpu_ms(s: Session) -> dict[str, tuple[float, int]]:
     return out
 
 
-def e2e_latencies_us(s: Session, start_epoch: float, end_epoch: float) -> list[int]:
+def e2e_latencies_us(s: ServerSession, start_epoch: float, end_epoch: float) -> list[int]:
     return [us for _, us, _ in _e2e_rows(s, start_epoch, end_epoch, "e2e_latencies")]
 
 
-def e2e_latencies_by_priority_us(s: Session, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
+def e2e_latencies_by_priority_us(s: ServerSession, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
     """End-to-end latencies split by the dialog's priority (``high``: begun on the
     high-priority contract; ``normal``: the others), for a ``priority`` axis."""
     out: dict[str, list[int]] = {"high": [], "normal": []}
@@ -282,7 +282,7 @@ def e2e_latencies_by_priority_us(s: Session, start_epoch: float, end_epoch: floa
     return out
 
 
-def e2e_sent_latencies_us(s: Session, start_epoch: float, end_epoch: float) -> list[tuple[int, int]]:
+def e2e_sent_latencies_us(s: ServerSession, start_epoch: float, end_epoch: float) -> list[tuple[int, int]]:
     """(send time in this machine's clock, epoch microseconds; latency) of the same messages,
     for an alternated window (run.alternate): the initiator stamped the send time in its own
     clock, corrected here by its measured offset."""
@@ -292,7 +292,7 @@ def e2e_sent_latencies_us(s: Session, start_epoch: float, end_epoch: float) -> l
             for init, us, row in _e2e_rows(s, start_epoch, end_epoch, "e2e_sent_latencies")]
 
 
-def _e2e_rows(s: Session, start_epoch: float, end_epoch: float, section: str) -> list[tuple[int, int, tuple]]:
+def _e2e_rows(s: ServerSession, start_epoch: float, end_epoch: float, section: str) -> list[tuple[int, int, tuple]]:
     """(initiator, latency in microseconds corrected for the clocks' offsets, the row) of every
     measured message ``section`` returns for the window [start, end) of this machine's clock."""
     target, inits = s._active()
@@ -312,7 +312,7 @@ def _e2e_rows(s: Session, start_epoch: float, end_epoch: float, section: str) ->
 PAGE_INFO_MAJOR = 15
 
 
-def activated_tasks(s: Session) -> tuple[int, int] | None:
+def activated_tasks(s: ServerSession) -> tuple[int, int] | None:
     """sys.dm_broker_activated_tasks for the test's queue against its MAX_QUEUE_READERS
     (sys.service_queues.max_readers); None when the queue is not found."""
     a = activation(s)
@@ -321,7 +321,7 @@ def activated_tasks(s: Session) -> tuple[int, int] | None:
     return int(a["tasks_running"]), int(a["max_readers"])
 
 
-def procedure_time(s: Session, start_epoch: float, end_epoch: float) -> dict[str, float]:
+def procedure_time(s: ServerSession, start_epoch: float, end_epoch: float) -> dict[str, float]:
     """The activation procedure's own time (the tally's received_at to finished_at) over [start,
     end), the window in the target's clock (Target.procedure_time)."""
     target, _ = s._active()
@@ -334,7 +334,7 @@ def procedure_time(s: Session, start_epoch: float, end_epoch: float) -> dict[str
             "messages": float(messages or 0), "receives": float(receives or 0)}
 
 
-def broker_waits(s: Session) -> list[WaitStat]:
+def broker_waits(s: ServerSession) -> list[WaitStat]:
     """Summed over the permutation's instances: Service Broker's own waits, idle ones included
     (BROKER_*), and its latch classes (SERVICE_BROKER_*, sys.dm_os_latch_stats)."""
     acc: dict[str, list[float]] = {}
@@ -347,7 +347,7 @@ def broker_waits(s: Session) -> list[WaitStat]:
     return sorted((WaitStat(k, int(v[0]), v[1]) for k, v in acc.items()), key=lambda w: -w.wait_time_ms)
 
 
-def session_waits(s: Session) -> list[tuple[str, str, int]]:
+def session_waits(s: ServerSession) -> list[tuple[str, str, int]]:
     """The load's and the activated tasks' requests waiting now on the permutation's instances,
     by role and wait type (benign waits left out), summed over the instances."""
     counts: dict[tuple[str, str], int] = {}
@@ -359,7 +359,7 @@ def session_waits(s: Session) -> list[tuple[str, str, int]]:
     return [(role, wt, n) for (role, wt), n in sorted(counts.items())]
 
 
-def page_latch_waiters(s: Session) -> list[tuple[str, str, int]]:
+def page_latch_waiters(s: ServerSession) -> list[tuple[str, str, int]]:
     """Tasks waiting on a page latch now on the permutation's instances, each page named by its
     object (:func:`page_object`)."""
     out = []
@@ -369,7 +369,7 @@ def page_latch_waiters(s: Session) -> list[tuple[str, str, int]]:
     return out
 
 
-def page_object(s: Session, inst, resource: str) -> str:
+def page_object(s: ServerSession, inst, resource: str) -> str:
     """``database.schema.object`` of the page ``database_id:file_id:page_id`` through
     sys.dm_db_page_info (2019 and later; cached per page), else the raw page id, saying why."""
     parts = resource.strip().split(":")

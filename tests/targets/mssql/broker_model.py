@@ -148,7 +148,7 @@ class Db:
         setattr(self, self._KEYS[key], value)
 
 
-class Session:
+class ServerSession:
     """One connection: its @@SPID and its transaction (nesting, undo, deliveries at COMMIT)."""
 
     def __init__(self, model: "BrokerModel"):
@@ -223,7 +223,7 @@ class BrokerModel:
         return t
 
     # ------------------------------------------------------------------ the send procedures
-    def _count(self, sess: Session, db: Db, sent: int = 0, begun: int = 0, ended: int = 0) -> None:
+    def _count(self, sess: ServerSession, db: Db, sent: int = 0, begun: int = 0, ended: int = 0) -> None:
         row = db.counts.setdefault(sess.spid, [0, 0, 0])
 
         def add(sign=1):
@@ -232,7 +232,7 @@ class BrokerModel:
             row[2] += sign * ended
         sess.change(add, lambda: add(-1))
 
-    def _send(self, sess: Session, db: Db, ep: Endpoint, *, last=False, warmup=False) -> None:
+    def _send(self, sess: ServerSession, db: Db, ep: Endpoint, *, last=False, warmup=False) -> None:
         if ep.handle not in db.endpoints or ep.state not in ("SO", "CO"):
             raise BrokerError(8426, f"The conversation handle \"{ep.handle}\" is not found or not open")
         seq = ep.send_seq + 1
@@ -253,24 +253,24 @@ class BrokerModel:
         m = re.search(r"0x53534231((?:3\d){3})3B", db.proc("send_procedure"))
         return int(bytes.fromhex(m.group(1)).decode()) if m else 0
 
-    def _begin_dialog(self, sess: Session, db: Db, high: bool) -> Endpoint:
+    def _begin_dialog(self, sess: ServerSession, db: Db, high: bool) -> Endpoint:
         ep = Endpoint(str(uuid.uuid4()), str(uuid.uuid4()), True, high=high)
         sess.change(lambda: db.endpoints.__setitem__(ep.handle, ep), lambda: db.endpoints.pop(ep.handle, None))
         sess.deferred.append(lambda: self.committed.append(("begin", db.name, ep.conv)))
         return ep
 
-    def _end(self, sess: Session, db: Db, ep: Endpoint) -> None:
+    def _end(self, sess: ServerSession, db: Db, ep: Endpoint) -> None:
         old = ep.state
         sess.change(lambda: setattr(ep, "state", "DO"), lambda: setattr(ep, "state", old))
         target = self.target_of(db)
         sess.deferred.append(lambda: (target.queue.append(Msg(ep.conv, "end")),
                                       self.committed.append(("end", db.name, ep.conv))))
 
-    def _in_procedure(self, sess: Session, text: str, body, cancel):
+    def _in_procedure(self, sess: ServerSession, text: str, body, cancel):
         """Run a send procedure's body inside its BEGIN TRANSACTION ... COMMIT. A failing
         statement: with XACT_ABORT ON the transaction rolls back, without it only the statement
         fails (it changed nothing here) and the procedure goes on to its COMMIT. ``cancel``
-        injects an attention after the SEND, before the COMMIT (see :meth:`Session.attention`)."""
+        injects an attention after the SEND, before the COMMIT (see :meth:`ServerSession.attention`)."""
         sess.begin()
         try:
             out = body()
@@ -282,7 +282,7 @@ class BrokerModel:
         sess.commit()
         return out
 
-    def send(self, sess: Session, db: Db, handle: str, cancel=None) -> list:
+    def send(self, sess: ServerSession, db: Db, handle: str, cancel=None) -> list:
         """EXEC dbo.ssbench_send @dh, @payload, as the installed procedure does it."""
         text = db.proc("send_procedure")
         ep = db.endpoints.get(str(handle).lower()) or Endpoint(str(handle), "", True, state="gone")
@@ -294,7 +294,7 @@ class BrokerModel:
             return []
         return self._in_procedure(sess, text, body, cancel)
 
-    def send_retiring(self, sess: Session, db: Db, params: tuple, cancel=None) -> list:
+    def send_retiring(self, sess: ServerSession, db: Db, params: tuple, cancel=None) -> list:
         """EXEC dbo.ssbench_send_retiring @dh, @payload, @last, @fire_and_forget[, @high]."""
         text = db.proc("send_retiring_procedure")
         dh, _, last, ff = params[:4]
@@ -327,7 +327,7 @@ class BrokerModel:
                 db.dialogs[k] = (ep.handle, high)
         return usable * every_n
 
-    def warm_up(self, sess: Session, db: Db) -> int:
+    def warm_up(self, sess: ServerSession, db: Db) -> int:
         n = 0
         for ep in [e for e in db.endpoints.values() if e.initiator and e.state in ("SO", "CO")]:
             sess.begin()
@@ -528,4 +528,4 @@ class BrokerModel:
         return m.group(1) if m else "//MySSB.com/Lab/M_Test"
 
 
-__all__ = ["BrokerModel", "BrokerError", "Db", "Endpoint", "ErrorRow", "Msg", "Session", "ERROR_TYPE", "END_TYPE"]
+__all__ = ["BrokerModel", "BrokerError", "Db", "Endpoint", "ErrorRow", "Msg", "ServerSession", "ERROR_TYPE", "END_TYPE"]

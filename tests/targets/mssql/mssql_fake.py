@@ -20,7 +20,7 @@ import threading
 import uuid
 from collections import Counter
 
-from broker_model import BrokerError, BrokerModel, Session
+from broker_model import BrokerError, BrokerModel, ServerSession
 
 from harness.targets.mssql import driver as driver_mod, session as session_mod, tsql
 
@@ -96,7 +96,7 @@ class FakeServer:
         self.db(server, name).counts.setdefault(0, [0, 0, 0])[0] += n
 
     # ------------------------------------------------------------------ one batch
-    def execute(self, sess: Session, s: str, d: str, what: str, sql: str, params: tuple, cancel=None):
+    def execute(self, sess: ServerSession, s: str, d: str, what: str, sql: str, params: tuple, cancel=None):
         assert "{{" not in sql and "}}" not in sql
         self.log.append((s, d, what, sql, tuple(params)))
         sec = SENDER_CALLS.get(what, what).replace(".sql ", ".")
@@ -452,7 +452,7 @@ class FakeConn:
 
     def __init__(self, fake: FakeServer, server: str, db: str):
         self.fake, self.server, self.db = fake, server, db
-        self.session = Session(fake.model)
+        self.session = ServerSession(fake.model)
 
     def close(self):
         if self.session.trancount:
@@ -531,7 +531,7 @@ class FakePyodbc:
 class FakeRaw:
     def __init__(self, odbc: FakePyodbc, server: str, db: str, autocommit: bool):
         self.odbc, self.server, self.db, self.autocommit = odbc, server, db, autocommit
-        self.session = Session(odbc.fake.model)
+        self.session = ServerSession(odbc.fake.model)
         self.closed = False
 
     def cursor(self) -> "FakeCursor":
