@@ -87,7 +87,7 @@ class BacklogRepetition(Repetition):
         start, end = super()._phases(summary)
         return start, self._fill_end(end)
 
-    def _e2e_latencies(self, wd) -> list[int]:
+    def _e2e_latencies(self, wd, m) -> list[int]:
         """The fill's receipts (activation is off for the whole fill: normally none; seen in CI
         without the cut, the drain's first receipts counted as the fill's)."""
         return self.target.telemetry.e2e_latencies_us(wd.start, self._fill_end(wd.end))
@@ -175,9 +175,9 @@ class BacklogRepetition(Repetition):
         self.sampler.samples.extend(out)
 
     # ------------------------------------------------------------------ the summary
-    def _summarize(self, res, final, warmup, measure, web) -> tuple[RepetitionSummary, dict[str, Histogram]]:
+    def _summarize(self, res, final, warmup, measure, web, m) -> tuple[RepetitionSummary, dict[str, Histogram]]:
         self.receiving = False       # the fill receives nothing by design: not a receive stall
-        summary, lat = super()._summarize(res, final, warmup, measure, web)
+        summary, lat = super()._summarize(res, final, warmup, measure, web, m)
         d = self.drain
         with self.lock:
             e2e_us = self.target.telemetry.e2e_latencies_us(d.t_on, time.time() + 1.0)

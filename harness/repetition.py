@@ -240,7 +240,7 @@ class Repetition:
             final, restarts = self._drain_and_stop()
             warmup = self.settings.warmup_seconds if warmup_seconds is None else warmup_seconds
             measure = self.settings.measure_seconds if measure_seconds is None else measure_seconds
-            summary, lat = self._summarize(res, final, warmup, measure, web)
+            summary, lat = self._summarize(res, final, warmup, measure, web, self._one())
             samples = list(summary.error_samples or [])
             if require_sends and summary.send_latency_ms.count == 0:
                 first = f" (first error: {samples[0]})" if samples else ""
@@ -248,7 +248,7 @@ class Repetition:
                                        f"{summary.errors} failed{first}: the repetition measured nothing")
             samples += (error_samples or []) + (["Locust wrote no stats CSV"] if res.stats_csv is None else [])
             summary = summary.replace(broker_restarts=restarts, error_samples=samples)
-            self._write(summary, lat)
+            self._write(summary, lat, self.partial)
         except BaseException:
             self.abort()
             raise
@@ -298,13 +298,19 @@ class Repetition:
     def _drain(self) -> Counts:
         return self.target.drain(self.settings.drain_timeout_seconds, lock=self.lock, stop=self.stop_event)
 
+    def _one(self) -> "Member":
+        """This repetition's one member: its permutation, the whole window."""
+        return Member(self.perm, self.partial, self.dialogs_created)
+
     def _summarize(self, res: SwarmResult, final: Counts, warmup: float, measure: float,
-                   web: dict[str, Any] | None) -> tuple[RepetitionSummary, dict[str, Histogram]]:
-        t, p = self.target, self.perm
+                   web: dict[str, Any] | None, m: "Member") -> tuple[RepetitionSummary, dict[str, Histogram]]:
+        """Member ``m``'s summary of the window: a function of the member, the swarm's result
+        and the accounting (no state of the repetition changes)."""
+        t, p = self.target, m.perm
         start = res.spawn_complete + warmup
-        wd = self._window_data(res.worker_files, start, start + measure)
+        wd = self._window_data(res.worker_files, start, start + measure, m)
         with self.lock:
-            e2e_us = self._e2e_latencies(wd)
+            e2e_us = self._e2e_latencies(wd, m)
             by_prio = (t.telemetry.e2e_latencies_by_priority_us(wd.start, wd.end)
                        if p.broker.high_priority_share else {})
         e2e = Histogram()
@@ -317,7 +323,7 @@ class Repetition:
             run_id=self.run_dir.run_id, permutation=permutation, repetition=self.rep,
             target=TargetRef(kind=t.kind, label=t.label, profile=self.profile),
             warmup_seconds=warmup, spawn_complete=res.spawn_complete,
-            dialogs_created=self.dialogs_created, usable_dialogs=self.usable * p.initiators,
+            dialogs_created=m.dialogs_created, usable_dialogs=self.usable * p.initiators,
             users_expected=users_expected,
             accounting=final,
             client=ClientRecord(window_start=wd.start, window_end=wd.end, send_latency=wd.latency,
@@ -328,11 +334,11 @@ class Repetition:
                                 sends_cut_at_stop=wd.sends_cut_at_stop, send_latency_in_flight=wd.latency_in_flight,
                                 member_seconds=wd.member_seconds),
             e2e_latency=e2e, e2e_latency_by_priority={k: _histogram(v) for k, v in by_prio.items()},
-            collected={**self.sampler.summary_fields(wd.start, wd.end, self._member_slices()),
+            collected={**self.sampler.summary_fields(wd.start, wd.end, self._member_slices(m)),
                                         **({"cpu_pinning": self.pinning} if self.pinning else {})},
             collector_errors=self.sampler.errors, web=web,
             offered_rate=p.rate * p.initiators if p.rate else None, rate_tolerance=self.settings.rate_tolerance,
-            client_bound_cpu=CLIENT_BOUND_WORKER_CPU, receiving=self.receiving, alternation=self._alternation())
+            client_bound_cpu=CLIENT_BOUND_WORKER_CPU, receiving=self.receiving, alternation=self._alternation(m))
         self._workers = wd.workers
         # latency.json's SEND histogram is the summary's: completed in the window, plus any in
         # flight across its end (a frozen server)
@@ -341,20 +347,20 @@ class Repetition:
             lat["send_corrected"] = wd.latency_corrected
         return build_repetition_summary(data), lat
 
-    def _window_data(self, files: list[Path], start: float, end: float):
-        """The workers' SENDs in the measured window (an alternated window: a member's slices)."""
-        return merge_workers(files, start, end)
+    def _window_data(self, files: list[Path], start: float, end: float, m: "Member"):
+        """The workers' SENDs in the measured window (an alternated member: in its slices)."""
+        return merge_workers(files, start, end, member=self._member_slices(m))
 
-    def _e2e_latencies(self, wd) -> list[int]:
+    def _e2e_latencies(self, wd, m: "Member") -> list[int]:
         """The end-to-end latencies of the window's messages (the caller holds the lock)."""
         return self.target.telemetry.e2e_latencies_us(wd.start, wd.end)
 
-    def _member_slices(self) -> tuple[float, int, int] | None:
+    def _member_slices(self, m: "Member") -> tuple[float, int, int] | None:
         """An alternated member's slices (slice_seconds, members, index) for the collectors
         that split the window's figures by slice; None: not alternated."""
         return None
 
-    def _alternation(self) -> dict[str, Any] | None:
+    def _alternation(self, m: "Member") -> dict[str, Any] | None:
         """The summary's ``alternation`` record (harness.alternation); None: not alternated."""
         return None
 
@@ -362,14 +368,13 @@ class Repetition:
         """The measured window's start and end, for each sample's phase in samples.jsonl."""
         return summary.window.measure_start, summary.window.measure_end
 
-    def _write(self, summary: RepetitionSummary, lat: dict[str, Histogram]) -> None:
+    def _write(self, summary: RepetitionSummary, lat: dict[str, Histogram], partial: Path) -> None:
         start, end = self._phases(summary)
         t0 = self.sampler.started
 
         def phase(ts):
             return "warmup" if ts < start else ("measure" if ts < end else "drain")
 
-        partial = self.partial
         rows = [(s.ts, s.family, s.metric, s.key, s.value) for s in self.sampler.samples]
         rows += worker_samples(getattr(self, "_workers", []))
         rows.sort(key=lambda r: r[0])
@@ -393,7 +398,6 @@ class AlternatedRepetition(Repetition):
     slice_seconds: float = 0.5
     partials: dict[str, Path] = field(default_factory=dict)
     created: dict[str, int] = field(default_factory=dict)
-    _member: int | None = None
     _sent: list[list[int]] | None = None
 
     def setup(self) -> Path:
@@ -430,55 +434,52 @@ class AlternatedRepetition(Repetition):
         """Drain and stop once, then each member's summary from its slices, written into its
         own partial directory; every member is committed once all are written."""
         k, out = len(self.members), []
-        first = self.perm
+        members = [Member(q, self.partials[q.id], self.created.get(q.id, 0), j) for j, q in enumerate(self.members)]
         try:
             final, restarts = self._drain_and_stop()
-            for j, q in enumerate(self.members):
-                self.perm, self._member, self.partial = q, j, self.partials[q.id]
-                self.dialogs_created = self.created.get(q.id, 0)
+            for m in members:
                 summary, lat = self._summarize(res, final, self.settings.warmup_seconds,
-                                               self.settings.measure_seconds * k, None)
+                                               self.settings.measure_seconds * k, None, m)
                 summary = summary.replace(broker_restarts=restarts)
                 if summary.send_latency_ms.count == 0:
-                    raise RepetitionFailed(f"{q.id} rep {self.rep}: no SEND completed in its slices of the "
+                    raise RepetitionFailed(f"{m.perm.id} rep {self.rep}: no SEND completed in its slices of the "
                                            "alternated window: the repetition measured nothing")
-                self._write(summary, lat)
-                out.append(summary)
-                if j == 0:
-                    first_e2e = lat["e2e"]
+                self._write(summary, lat, m.partial)
+                out.append((summary, lat["e2e"]))
         except BaseException:
-            self.perm, self._member = first, None
             self.abort()
             raise
-        self.perm, self._member = first, None
         for q in self.members:
             self.run_dir.commit_rep(q.id, self.rep, self.partials[q.id])
             self.run_dir.write_permutation_summary(q.id, q.values())
         if self.feed is not None:   # the live endpoint shows the window under its first member
-            self.feed.committed(out[0], first_e2e)
-        return out
+            self.feed.committed(*out[0])
+        return [summary for summary, _ in out]
 
-    # the member's share of the window (Repetition._summarize's hooks)
-    def _window_data(self, files, start, end):
-        if self._member is None:
-            return super()._window_data(files, start, end)
-        return merge_workers(files, start, end, member=self._member_slices())
-
-    def _e2e_latencies(self, wd) -> list[int]:
-        if self._member is None:
-            return super()._e2e_latencies(wd)
+    def _e2e_latencies(self, wd, m: "Member") -> list[int]:
         if self._sent is None:   # the window's messages, read once for all its members
             k = len(self.members)
             self._sent = [[] for _ in range(k)]
             for sent, us in self.target.telemetry.e2e_sent_latencies_us(wd.start, wd.end):
                 self._sent[alternation.member_at(sent / 1e6, self.slice_seconds, k)].append(us)
-        return self._sent[self._member]
+        return self._sent[m.index]
 
-    def _member_slices(self) -> tuple[float, int, int] | None:
-        return None if self._member is None else (self.slice_seconds, len(self.members), self._member)
+    def _member_slices(self, m: "Member") -> tuple[float, int, int] | None:
+        return (self.slice_seconds, len(self.members), m.index)
 
-    def _alternation(self) -> dict[str, Any] | None:
-        return alternation.record([q.id for q in self.members], self.slice_seconds, self._member)
+    def _alternation(self, m: "Member") -> dict[str, Any] | None:
+        return alternation.record([q.id for q in self.members], self.slice_seconds, m.index)
+
+
+@dataclass(frozen=True)
+class Member:
+    """What a summary is of: a permutation of the window (an alternated window's member
+    ``index``; None: the whole window), its partial directory and the dialogs it began."""
+
+    perm: Permutation
+    partial: Path
+    dialogs_created: int
+    index: int | None = None
 
 
 def worker_samples(workers: list[dict]) -> list[tuple[float, str, str, str, float]]:

@@ -56,9 +56,9 @@ def test_the_fill_counts_no_receipt_after_activation_came_on():
     rep = BacklogRepetition.__new__(BacklogRepetition)
     rep.target = type("T", (), {"telemetry": telemetry})()
     rep.drain = DrainRecord(backlog=10, t_on=1000.4)
-    rep._e2e_latencies(WindowData(start=990.0, end=1001.0))
+    rep._e2e_latencies(WindowData(start=990.0, end=1001.0), None)
     rep.drain = None
-    rep._e2e_latencies(WindowData(start=990.0, end=1001.0))
+    rep._e2e_latencies(WindowData(start=990.0, end=1001.0), None)
     assert asked == [(990.0, 1000.4), (990.0, 1001.0)]
 
 
