@@ -45,26 +45,18 @@ appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
 """
 
 
-#: JVM options of a local analysis (SSBENCH_SPARK_JAVA_OPTS replaces them). On 2 cores a cold
-#: JVM spends much of a short job compiling. Measured on this project's analysis:
-#: - the serial collector: no concurrent GC threads competing for the 2 cores;
-#: - small inputs (< SMALL_INPUT_BYTES of samples): the C1 compiler alone roughly halves the
-#:   CPU time (C2's compilations never pay back); large inputs: C2 parses JSON ~3x faster, so
-#:   the default tiered compilation is kept;
-#: - a class-data-sharing archive of Spark's classes (AppCDS, see _cds_options) cuts JVM start
-#:   from ~7 s to ~2.5 s and the first queries' class loading.
+#: JVM options of a local analysis (SSBENCH_SPARK_JAVA_OPTS replaces them): the serial
+#: collector (no GC threads competing for 2 cores); for small inputs (< SMALL_INPUT_BYTES of
+#: samples) the C1 compiler alone, whose compilations pay back in a short job; and a
+#: class-data-sharing archive of Spark's classes (AppCDS, _cds_options). Each is kept because a
+#: side-by-side measurement justified it (docs/findings/analysis-time.md).
 LOCAL_JAVA_OPTS = "-XX:+UseSerialGC"
 SMALL_INPUT_OPTS = "-XX:TieredStopAtLevel=1"
-SMALL_INPUT_BYTES = 200 * 1024 * 1024
-#: SQL settings of a local analysis of small inputs: expressions interpreted, no generated code.
-#: Every new query plan's generated Java is compiled by Janino (whose class lookups scan Spark's
-#: jars) and then by the JIT, work that never pays back on a few thousand rows. Measured with
-#: benchmarks/analysis_time.py (fresh processes, alternated, 2 cores): a make bench run of 38
-#: repetitions, 28.3 CPU-s (27.2-28.8) against 30.8 (29.2-32.7), 19.9 s against 22.1; a warm
-#: session's JVM, 8.5-10 CPU-s an analysis against 10.5-11. ``factoryMode`` is Spark's
-#: internal switch between generated and interpreted expressions; the results are the same
-#: (tests/analysis compare them with Python's and with a standalone cluster's, which keeps
-#: code generation).
+SMALL_INPUT_BYTES = 50 * 1024 * 1024
+#: SQL settings of a local analysis of small inputs: expressions interpreted, no generated code
+#: (each query plan's generated Java is compiled by Janino and the JIT, which never pays back on
+#: a few thousand rows; on 190 MiB of samples it does). ``factoryMode`` is Spark's internal
+#: switch; the results are the same (tests/analysis compare them with a standalone cluster's).
 SMALL_INPUT_SQL = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
