@@ -36,8 +36,8 @@ check-java:
 # fresh machine it downloads and builds in parallel, about half pip's time (benchmarks/install_time.py).
 # The same packages either way, compiled to bytecode as pip would; if uv cannot be had, pip does it.
 # PyPI has pyspark only as a source archive, and each install leaves a new 1.5 to 2.4 GB build of
-# it in uv's cache: `uv cache prune` then removes what no install uses any more (under a second).
-# Without it, 30 installs on one machine filled its disk (66.5 GiB pruned, 2026-11-28).
+# it in uv's cache: `uv cache prune` then removes what no install uses any more (under a second;
+# without it, repeated installs fill a disk: docs/findings/install-time.md).
 $(STAMP): pyproject.toml | check-python
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "$(BIN)/uv pip install --compile-bytecode -e '.[test]'"; \

@@ -1,12 +1,8 @@
 """The host's cross-CPU latency of the moment: how long a cache line takes to go from one of
-this machine's CPUs to another and back (issue 24).
-
-On the 2-vCPU test VM of 2026-11-27 night the round trip between its two vCPUs (a C loop) took
-either about 80 ns or about 360 to 400 ns, switching every few tens of seconds to minutes: the
-host placed the two vCPUs on cores sharing a cache, or far apart. PostgreSQL's backends hand
-locks, buffer headers and the WAL's insert position from CPU to CPU on every commit, so at 8
-and 32 client threads a window's rate follows that level (up to 20 to 30 % lower on the far
-one), while the CPU speed probe (a loop in one CPU's own cache) and the steal time do not move.
+this machine's CPUs to another and back. A VM's host may place its vCPUs on cores sharing a
+cache or far apart, and move them; PostgreSQL's backends hand locks, buffer headers and the
+WAL's insert position from CPU to CPU on every commit, so a window's rate can follow that level
+while the CPU speed probe and the steal time do not move (measured: docs/findings/cross-cpu.md).
 
 * **Probe** (``round_trip_ns``): a process of this collector (harness.collectors._crosscpu)
   pinned to the first CPU this process may use, with a partner pinned to the last, bounces a
