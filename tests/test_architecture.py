@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -261,3 +262,10 @@ def test_no_import_cycle_in_the_analysis():
 def test_the_cycle_check_catches_one():
     assert _cycle({"report": {"plots"}, "plots": {"diagnosis_view"}, "diagnosis_view": {"report"}})
     assert _cycle({"report": {"plots", "html"}, "plots": {"html"}, "html": set()}) is None
+
+
+def test_no_analysis_module_shadows_the_standard_library():
+    """spark-submit runs harness/analysis/job.py as a script, which puts its directory first on
+    sys.path: a module named like a standard one (html.py) would hide it."""
+    names = {p.stem for p in (REPO / "harness" / "analysis").glob("*.py")}
+    assert not names & set(sys.stdlib_module_names)

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 from ..results.fields import COMPARED_ROLES, axis_names
 from .diagnosis import Diagnosis, diagnose_run
 from .diagnosis_groups import GROUP_ABOVE, group_by_limit, remedy_text
-from .html import run_label, table
+from .markup import run_label, table
 
 #: one-or-two-letter marks of the stages (the wait-profile plot writes them above its bars)
 STAGE_MARKS = {"client": "CL", "SEND": "SD", "transmission": "TX", "receive": "RC", "processing": "PR",

@@ -202,6 +202,7 @@ def _run(spark, disc: discovery.Discovery, reps: list[dict[str, Any]], out_dir: 
     say(f"{sum(1 for p in all_plots if not p.skipped)} plots after {time.monotonic() - t0:.1f} s")
     key_rows = report.key_rows(perms, cross, server_labels)
     diag_html = diagnosis_view.report_section(diags, synthetic_runs)
+    answer.diagnosis = diag_rows
     write_json(out_dir / "answer.json", answer.to_json())
     path = report.write_index(out_dir, disc, targets, perms, key_rows, all_plots, answer, written,
                               time.monotonic() - t0, gains=gains, synthetic_runs=synthetic_runs, techniques=tech,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .html import run_label, table
+from .markup import run_label, table
 from .techniques import NOT_EXERCISED, TECHNIQUE_AXES
 
 

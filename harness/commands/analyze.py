@@ -124,7 +124,7 @@ def print_answer(answer, as_json: bool, path=None, stream=None, diagnosis=None) 
     if as_json:
         doc = answer.to_json() if answer is not None else {"sections": []}
         if diagnosis is not None:
-            doc["diagnosis"] = diagnosis
+            doc["diagnosis"] = diagnosis                # the same rows answer.json holds
         print(json.dumps(doc, indent=2), file=stream)
         return
     if path is not None:

@@ -96,6 +96,7 @@ class Answer:
     runs: list[str]
     sections: list[Section] = field(default_factory=list)
     report: str | None = None
+    diagnosis: list[dict[str, Any]] | None = None    # one row per permutation (docs/diagnosis.md)
 
     def add(self, section: Section) -> "Answer":
         self.sections.append(section)
@@ -105,13 +106,14 @@ class Answer:
         return next((s for s in self.sections if s.key == key), None)
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": ANSWER_SCHEMA, "runs": self.runs, "report": self.report,
-                "sections": [s.to_json() for s in self.sections]}
+        doc = {"schema": ANSWER_SCHEMA, "runs": self.runs, "report": self.report,
+               "sections": [s.to_json() for s in self.sections]}
+        return doc if self.diagnosis is None else {**doc, "diagnosis": self.diagnosis}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "Answer":
         return cls(list(doc.get("runs") or []), [Section.from_json(s) for s in doc.get("sections") or []],
-                   doc.get("report"))
+                   doc.get("report"), doc.get("diagnosis"))
 
     def render(self, stream: TextIO) -> None:
         for s in self.sections:
