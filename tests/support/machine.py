@@ -5,7 +5,8 @@ The probe's figure grows on a slower CPU and does not move with load or a quota 
 the thread's own CPU); the CPUs and the quota say how much of that CPU the run may have.
 
 Only the standard library: ``python3 tests/support/machine.py`` prints the machine's line before
-the venv exists (.ci/run prints it beside each step's time)."""
+the venv exists (.ci/run prints it beside each step's time); ``--workers``, make test's xdist
+workers for this machine."""
 
 from __future__ import annotations
 
@@ -157,5 +158,15 @@ def describe(sorted_ms: list[float]) -> str:
             f"{cpus()} CPUs, {share}")
 
 
+def test_workers() -> int:
+    """make test's xdist workers: two per CPU's worth of time this process may have (4 on 2
+    cores; 2 under a quota of 1 CPU, so that each test still gets half a CPU of whatever speed
+    and its deadlines, heartbeats and windows hold), at least 2."""
+    return max(2, round(2 * effective_cpus()))
+
+
 if __name__ == "__main__":
-    print(f"machine: {describe(probe())}; load average {os.getloadavg()[0]:.1f}", file=sys.stdout)
+    if sys.argv[1:] == ["--workers"]:
+        print(test_workers())
+    else:
+        print(f"machine: {describe(probe())}; load average {os.getloadavg()[0]:.1f}", file=sys.stdout)
