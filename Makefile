@@ -8,16 +8,18 @@ STAMP  := $(VENV)/.installed
 MATRIX ?= matrices/bench.yaml
 TARGET ?= embedded
 PYTEST_ARGS ?=
-# make test's parallel part: pytest-xdist worker processes, each with its own embedded server
-TEST_WORKERS ?= 4
+# make test's parallel part: pytest-xdist worker processes, each with its own embedded server;
+# two per CPU's worth of time this process may have (4 on 2 cores, 2 under a 1-CPU quota)
+TEST_WORKERS ?= $(shell $(PYTHON) tests/support/machine.py --workers 2>/dev/null || echo 4)
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: bench test test-fast web gate server-stop clean check-python check-java help bytecode
+.PHONY: bench test test-fast test-slow web gate server-stop clean check-python check-java help bytecode
 
 help:
 	@echo "make bench   run $(MATRIX) on the embedded target and build the report"
 	@echo "make test    run the test suite (what CI runs)"
 	@echo "make test-fast  the unit tests only: no server, no swarm, no Spark (under 2 minutes)"
+	@echo "make test-slow  make test as on a machine half as fast (a CPU quota: tools/slow-machine)"
 	@echo "make web     Locust web UI on the embedded target (127.0.0.1)"
 	@echo "make gate    regression gate: interleaved baseline (HEAD) vs working tree on matrices/gate.yaml"
 	@echo "make clean   stop the embedded server, remove .venv and build debris (results/ is kept)"
@@ -68,6 +70,13 @@ test-fast: $(STAMP) bytecode
 	$(PYTEST) -n 2 --dist loadscope --ssbench-part fast $(PYTEST_ARGS) || rc=$$?; \
 	$(PYTEST) -p no:xdist --ssbench-part fast-alone $(PYTEST_ARGS) || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	exit $$rc
+
+# make test as if on a machine half as fast: everything it starts shares a CPU quota of
+# SLOW_CPUS (default: half the CPUs this machine has) through tools/slow-machine (cgroup v2
+# cpu.max, v1 cpu.cfs_quota_us or systemd-run; needs root or a delegated cgroup).
+SLOW_CPUS ?=
+test-slow: $(STAMP)
+	tools/slow-machine $(if $(SLOW_CPUS),--cpus $(SLOW_CPUS)) -- $(MAKE) test
 
 # ssbench's own modules compiled ahead (pip compiled the dependencies when it installed them):
 # every Locust, broker and ssbench process imports them, and where PYTHONDONTWRITEBYTECODE is

@@ -24,7 +24,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ["support.cpu_accounting"]
+pytest_plugins = ["support.cpu_accounting", "support.parts"]
 
 # pytest keeps each test module's compiled, assertion-rewritten code only where bytecode may be
 # written; with PYTHONDONTWRITEBYTECODE set (as on the CI machines) every test process would
@@ -36,7 +36,7 @@ sys.dont_write_bytecode = False
 SERVER_FIXTURES = frozenset({"pg_server", "pg_data_dir", "private_server"})
 #: ``make test-fast`` (``--ssbench-part fast``) leaves out the tests with any of these marks: the
 #: unit tests are left (no server, no swarm, no Spark, no browser)
-NOT_FAST = ("slow", "server", "spark", "browser", "e2e")
+NOT_FAST = ("slow", "server", "spark", "browser", "e2e", "swarm")
 #: fixture set-ups at least this long are listed in the terminal summary
 SLOW_FIXTURE_S = 0.5
 #: the xdist scope of every test that uses the in-process Spark session (the ``spark`` fixture):
@@ -151,11 +151,22 @@ def pg_server(pg_data_dir):
     srv.stop(mode="immediate")    # no shutdown checkpoint: pytest_unconfigure deletes the data next
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for this test process, started on first use: every test that uses
+    it runs on one xdist worker (SPARK_GROUP), so the suite starts one such JVM."""
+    from harness.analysis.spark import get_spark
+
+    s = get_spark("local[2]", app_name="ssbench-tests", shuffle_partitions=2, driver_memory="1g", input_bytes=0)
+    yield s
+    s.stop()
+
+
 # --------------------------------------------------------------------------- markers and the two parts
 
 def pytest_collection_modifyitems(config, items):
-    """Mark what a test needs from its fixtures and folder (``server``, ``spark``, ``e2e``); keep
-    one part. In an xdist worker the long tests come first: the scheduler hands out modules in
+    """Mark what a test needs from its fixtures and folder (``server``, ``spark``, ``e2e``; what it
+    starts and the rules about it: tests/support/parts.py, first); keep one part. In an xdist worker the long tests come first: the scheduler hands out modules in
     this order, so the longest start at once instead of trailing at the end."""
     e2e = REPO / "tests" / "e2e"
     for item in items:
@@ -237,7 +248,9 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def _in_part(item, part: str) -> bool:
-    alone = item.get_closest_marker("alone") is not None
+    from support.parts import is_alone
+
+    alone = is_alone(item)
     if part in ("fast", "fast-alone"):
         return not any(item.get_closest_marker(m) for m in NOT_FAST) and alone == (part == "fast-alone")
     return alone == (part == "alone")

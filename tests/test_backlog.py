@@ -63,6 +63,8 @@ def test_the_fill_counts_no_receipt_after_activation_came_on():
 
 
 @pytest.mark.slow
+@pytest.mark.swarm
+@pytest.mark.untimed("the backlog's counts and the drain's figures exist; no rate is judged")
 def test_backlog_drain_is_measured(pg_server, tmp_path):
     m = tmp_path / "backlog.yaml"
     m.write_text(MATRIX)

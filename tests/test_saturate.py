@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.saturate import Probe, SearchSettings, depth_slope_per_s, search
+from support import machine
 from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,25 +75,30 @@ broker:
 
 
 @pytest.mark.slow
+@pytest.mark.swarm
+@pytest.mark.untimed("the ceiling is a 20 ms sleep in every SEND; the floor, 40 % of it, is stretched to this machine")
 def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
     """Every SEND takes at least 20 ms (the embedded target's send-delay knob): 2 users cannot
     exceed 2 / 0.020 = 100 SENDs/s. The search must land at or below that ceiling (an offered
     rate up to 5 % above what was achieved counts as kept up) and above 40 % of it. The ceiling
     is a sleep, not CPU, so this runs in the parallel part: beside other tests (load averages
-    3.7 and 9) the search landed at 87.5/s every time (probes 25, 50, 100, 75, 87.5)."""
+    3.7 and 9) the search landed at 87.5/s every time (probes 25, 50, 100, 75, 87.5).
+    --workers-per-initiator reaches the probes: each is a repetition with two Locust worker
+    processes for the initiator, one user each, both sending."""
     m = tmp_path / "sat.yaml"
     m.write_text(MATRIX)
     out = tmp_path / "run"
     env = dict(os.environ, SSBENCH_EMBEDDED_SEND_DELAY_MS="20")
     r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(m), "--out", str(out),
-                        "--start-rate", "25", "--precision", "0.2", "--max-probes", "5"],
+                        "--start-rate", "25", "--precision", "0.2", "--max-probes", "5",
+                        "--workers-per-initiator", "2"],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads((out / "saturation.json").read_text())
     assert doc["schema"] == "ssbench.saturation/1"
     [res] = doc["permutations"]
     rate = res["sustainable_rate"]
-    assert 40 <= rate <= 105, res
+    assert 40 / machine.slowness() <= rate <= 105, res
     assert res["evidence"]["achieved_rate"] <= 101, res
     assert res["first_unsustained_rate"] > rate and 2 <= len(res["probes"]) <= 5
     ev = res["evidence"]
@@ -101,7 +107,9 @@ def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
     # the table on stdout names the permutation and its rate; every probe is a repetition
     assert "i1-t2-per_thread-p100-durable" in r.stdout and f"{rate:g}" in r.stdout
     for p in res["probes"]:
-        assert (out / p["permutation_id"] / "rep-01" / "summary.json").exists()
+        s = read_summary(out / p["permutation_id"] / "rep-01" / "summary.json")
+        assert len(s["workers"]) == 2 and s["users_active"] == 2, (s["workers"], s["users_active"])
+        assert s["messages_lost"] == 0
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
     # the analysis' latency-against-throughput plot reads the probes back (one curve per strategy)
     from harness.analysis.saturation import main as plot_main, rows_from_runs
@@ -160,25 +168,6 @@ def test_saturate_refuses_a_backlog_matrix(tmp_path):
     r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(m)], cwd=REPO, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "run.backlog_messages" in r.stderr and "Traceback" not in r.stderr, r.stderr
-
-
-@pytest.mark.slow
-def test_saturate_drives_several_processes_per_initiator(pg_server, tmp_path):
-    """--workers-per-initiator reaches the probes: each is a repetition with two Locust worker
-    processes for the initiator, one user each, both sending."""
-    m = tmp_path / "sat.yaml"
-    m.write_text(MATRIX)
-    out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(m), "--out", str(out),
-                        "--start-rate", "50", "--max-probes", "2", "--workers-per-initiator", "2"],
-                       cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    [res] = json.loads((out / "saturation.json").read_text())["permutations"]
-    assert 1 <= len(res["probes"]) <= 2
-    for p in res["probes"]:
-        s = read_summary(out / p["permutation_id"] / "rep-01" / "summary.json")
-        assert len(s["workers"]) == 2 and s["users_active"] == 2, (s["workers"], s["users_active"])
-        assert s["messages_lost"] == 0
 
 
 @pytest.mark.parametrize("args, message", [

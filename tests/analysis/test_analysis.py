@@ -2,7 +2,7 @@
 Python (statistics module) computed from the same raw files, missing/corrupt files reported
 by name, plots written as real PNGs and linked from index.html, labels, the CLI.
 
-One SparkSession (local[2], tests/analysis/conftest.py) for the package's tests."""
+One SparkSession (local[2], the suite's spark fixture in tests/conftest.py) for the package's tests."""
 
 from __future__ import annotations
 
@@ -506,18 +506,27 @@ def test_cli_analyze_prints_report_path_then_the_key_table(spark, tiny_run, tmp_
     assert out[-1] == "Key results: no comparison (no permutation has a baseline with everything else equal)"
 
 
-def test_cli_analyze_prints_the_diagnosis_on_stderr(spark, tiny_run, tmp_path, capsys):
-    """Without -q: what limits throughput on stderr (with Spark's log); stdout stays the path and
-    the key table."""
+def test_cli_analyze_prints_the_diagnosis_and_the_issues_on_stderr(spark, tiny_run, tmp_path, capsys):
+    """Without -q: what limits throughput on stderr (with Spark's log), and the issues, each
+    damaged file named (a second repetition whose summary.json was cut in half, as a full disk
+    or a crash would leave it); stdout stays the path and the key table."""
     from harness.cli import main
 
-    assert main(["analyze", str(tiny_run), "--out", str(tmp_path / "cli2")]) == 0
+    run = tmp_path / tiny_run.name
+    shutil.copytree(tiny_run, run)
+    [rep] = list(run.glob("*/rep-01"))
+    damaged = rep.parent / "rep-02" / "summary.json"
+    shutil.copytree(rep, damaged.parent)
+    text = damaged.read_text()
+    damaged.write_text(text[: len(text) // 2])
+    assert main(["analyze", str(run), "--out", str(tmp_path / "cli2")]) == 0
     cap = capsys.readouterr()
     out = cap.out.strip().splitlines()
     assert out[0] == str((tmp_path / "cli2" / "index.html").resolve())
     assert out[-1].startswith("Key results:") and "What limits throughput" not in cap.out
     assert "What limits throughput, and what to try (docs/diagnosis.md)" in cap.err
     assert "i1-t8-per_thread-p100" in cap.err.split("What limits throughput")[1]
+    assert "1 issue(s)" in cap.err and f"warning: {damaged}: damaged" in cap.err, cap.err[-3000:]
 
 
 def test_cli_without_java_says_how_to_get_it(tiny_run, monkeypatch, capsys):

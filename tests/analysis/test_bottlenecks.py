@@ -2,11 +2,11 @@
 Locust swarm): every permutation, each a stage of the diagnosis built on purpose, is diagnosed as
 that stage with its remedy (docs/diagnosis.md); ``ssbench run`` prints the diagnosis at its end.
 
-The client and server-CPU cases measure CPU shares: they run alone (``make test``'s second part),
-from a matrix of those two cases. The five others (a lock, the log, the readers, RECEIVE TOP (1),
-the transport: each a limit built far below what the host can do) run in the parallel part, from
-a matrix of those five, with windows of 1 s + 3 s. Both matrices are matrices/bottlenecks.yaml
-with the other cases left out.
+One run of all seven cases, in the alone part (a diagnosis from a real swarm: the suite's own
+tests running beside it would be the noise it diagnoses). The client and server-CPU cases
+measure CPU shares, with the matrix's windows; the five others (a lock, the log, the readers,
+RECEIVE TOP (1), the transport: each a limit built far below what the host can do) with windows
+of 1 s + 3 s of their own (a case's ``run:``). Otherwise the matrix is matrices/bottlenecks.yaml.
 
 The server-CPU case needs the host's CPUs to itself: on a host whose other processes take more
 CPU than the server (a repetition flagged noisy_host), the diagnosis rightly does not blame the
@@ -52,41 +52,44 @@ def test_the_matrix_builds_every_stage_small():
     assert stages == {"client", "SEND", "transmission", "receive", "processing", "server CPU"}
 
 
-#: the cases that measure CPU shares, which other tests running beside them would disturb
+#: the cases that measure CPU shares: the matrix's windows
 CPU_CASES = ("client", "server_cpu")
 #: the other five hold with shorter windows than the matrix's 2 s + 5 s: 12 samples of 0.25 s
-#: in the window (passed alone, and beside two CPU hogs, twice each, 2026-11-27); the test costs
-#: 65 CPU-s instead of 105 alone
+#: in the window (passed alone, and beside two CPU hogs, twice each, 2026-11-27)
 SHORT_WINDOWS = {"warmup_seconds": 1, "measure_seconds": 3}
 
 
-def _matrix_of(cases, tmp_path, **run):
-    """matrices/bottlenecks.yaml with only ``cases`` (everything else as committed, but the
-    ``run`` settings given)."""
+def _matrix(tmp_path):
+    """matrices/bottlenecks.yaml as committed, the cases but the CPU ones with SHORT_WINDOWS."""
     doc = yaml.safe_load(MATRIX.read_text())
-    doc["cases"] = [c for c in doc["cases"] if c["name"] in cases]
-    doc["run"].update(run)
-    assert [c["name"] for c in doc["cases"]] == list(cases)
+    for case in doc["cases"]:
+        if case["name"] not in CPU_CASES:
+            case["run"] = dict(SHORT_WINDOWS)
+    assert [c["name"] for c in doc["cases"]] == list(BUILT)
     path = tmp_path / "bottlenecks.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 
 
-def _run_and_check(cases, tmp_path, **run):
-    """``ssbench run`` of those cases; each is diagnosed as built (server_cpu on a noisy host:
-    a warning). Returns the run's stdout."""
+@pytest.mark.swarm
+@pytest.mark.timing   # diagnoses from CPU shares, rates and queue growth
+def test_every_permutation_is_diagnosed_as_built(pg_server, tmp_path):
+    """``ssbench run`` of the seven cases; each is diagnosed as built (server_cpu on a noisy host:
+    a warning)."""
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(_matrix_of(cases, tmp_path, **run)),
-                        "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=1200)
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(_matrix(tmp_path)), "--out", str(out)],
+                       cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     # the terminal: the diagnosis after the repetitions' table
     assert "What limits throughput, and what to try" in r.stdout
+    assert "i1-t8-shared-p100-durable-send_lock: SEND: row lock of the shared dialog" in r.stdout
     diags = {d.permutation["case"]: d for d in diagnose_run(out)}
-    assert set(diags) == set(cases)
+    assert set(diags) == set(BUILT)
     noisy = {s.permutation["case"]: s for s in RunReader(out).summaries() if s.noisy_host}
+    windows = {s.permutation["case"]: s.window.measure_seconds for s in RunReader(out).summaries()}
+    assert windows == {c: 5.0 if c in CPU_CASES else 3.0 for c in BUILT}, windows
     wrong = []
-    for case in cases:
-        stage, detail, remedy = BUILT[case]
+    for case, (stage, detail, remedy) in BUILT.items():
         d = diags[case]
         got = (d.stage, d.detail if detail else None, d.remedy)
         if got == (stage, detail, remedy) and d.confidence in (CLEAR, MIXED):
@@ -98,14 +101,3 @@ def _run_and_check(cases, tmp_path, **run):
         wrong.append(f"{case}: built as {stage} ({detail or 'any'}), diagnosed {d.limit} [{d.confidence}]: "
                      f"{d.evidence}; try {d.remedy}")
     assert not wrong, "\n".join(wrong)
-    return r.stdout
-
-
-def test_every_permutation_but_the_cpu_shares_is_diagnosed_as_built(pg_server, tmp_path):
-    stdout = _run_and_check([c for c in BUILT if c not in CPU_CASES], tmp_path, **SHORT_WINDOWS)
-    assert "i1-t8-shared-p100-durable-send_lock: SEND: row lock of the shared dialog" in stdout
-
-
-@pytest.mark.alone   # CPU shares, which other tests running beside them would disturb
-def test_the_cpu_share_permutations_are_diagnosed_as_built(pg_server, tmp_path):
-    _run_and_check(list(CPU_CASES), tmp_path)

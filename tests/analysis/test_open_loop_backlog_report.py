@@ -14,7 +14,8 @@ import pytest
 
 from support.embedded import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark,
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.swarm,
+              pytest.mark.untimed("the report's sections and the summaries' figures exist; their values are not judged"),
               pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
                                  reason="Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)")]
 

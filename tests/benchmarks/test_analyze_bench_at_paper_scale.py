@@ -18,7 +18,7 @@ from support.browser import chromium, require_chromium
 REPO = Path(__file__).resolve().parents[2]
 LAPTOP = (1366, 768)
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +46,7 @@ def test_a_paper_sized_analysis_prints_at_most_60_lines_before_the_key_table(pap
 
 
 @pytest.mark.browser
+@pytest.mark.untimed("the page's layout and what it says")
 def test_the_paper_sized_report_fits_a_laptop_screen(paper, tmp_path):
     require_chromium()
     root, _, _ = paper

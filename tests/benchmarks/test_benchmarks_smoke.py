@@ -74,6 +74,8 @@ def test_install_time_measures_what_the_makefile_runs():
         assert flag in uv and flag in words, (flag, uv, words)
 
 
+@pytest.mark.swarm
+@pytest.mark.untimed("the lines it prints; its ratio may miss its goal")
 def test_send_vs_pgbench(pg_server):
     # exit 1 when the ratio misses its goal: with 2 clients for a second it may
     out = run("send_vs_pgbench.py", "--clients", "2", "--seconds", "1", "--warmup", "0.5", "--rounds", "1",
@@ -82,6 +84,8 @@ def test_send_vs_pgbench(pg_server):
     assert "median ratio ssbench / pgbench = " in out
 
 
+@pytest.mark.swarm
+@pytest.mark.untimed("figures above zero")
 def test_ab_ceiling_of_one_checkout_against_itself(pg_server):
     if not (REPO / ".venv" / "bin" / "python").exists():
         pytest.skip("ab_ceiling.py runs each checkout with its own .venv (make .venv/.installed)")
@@ -91,6 +95,7 @@ def test_ab_ceiling_of_one_checkout_against_itself(pg_server):
     assert last["hub_send_per_s"]["a"] > 0 and last["hub_send_per_s"]["b"] > 0, last
 
 
+@pytest.mark.spark
 def test_analysis_time(tmp_path):
     """One round, this checkout only, on a small synthetic run: a real ssbench analyze."""
     from support import synth

@@ -79,7 +79,7 @@ class _WallAndCpuProbe(CpuProbe):
 
 
 @pytest.mark.slow
-@pytest.mark.alone   # the machine's load is the test's own: nothing else may add to it
+@pytest.mark.timing   # the machine's load is the test's own: nothing else may add to it
 def test_the_machines_load_does_not_move_the_probe():
     """Every CPU of the machine kept busy by other processes (three times over) in alternate
     half-seconds: the probe's thread waits for a CPU then (its wall time per probe grows, 2.9 to

@@ -53,6 +53,7 @@ def test_the_collector_records_a_window_figure_and_leaves_no_process_behind():
     assert not any(p.pid == family[0].pid for p in me.children(recursive=True))
 
 
+@pytest.mark.untimed("a hang bound: the probe's own limit plus 3 s")
 def test_a_stopped_partner_gives_nan_not_a_hang_and_a_killed_probe_takes_its_partner_along():
     """Real signals: the partner SIGSTOPped, the next probe answers ``nan`` (no answer within
     50 ms) instead of waiting for it; the probe process SIGKILLed, its partner exits on its own.

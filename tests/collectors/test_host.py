@@ -80,7 +80,7 @@ def orphan_hog() -> int:
     return pid
 
 
-@pytest.mark.alone   # shares of a core, measured
+@pytest.mark.timing   # shares of a core, measured
 def test_a_cpu_hog_outside_ssbench_flags_the_window():
     pid = orphan_hog()
     try:
@@ -94,7 +94,7 @@ def test_a_cpu_hog_outside_ssbench_flags_the_window():
     assert fields["noisy_host"] is True
 
 
-@pytest.mark.alone
+@pytest.mark.timing   # shares of a core, measured
 def test_ssbench_own_children_are_not_other():
     """A busy child (as the Locust workers and the broker are) counts as client, not other."""
     hog = subprocess.Popen([sys.executable, "-c", HOG])

@@ -7,6 +7,8 @@ import logging
 import threading
 import time
 
+import pytest
+
 from harness.collectors.base import Collector, SampleContext, Sampler
 from harness.errors import TargetError
 
@@ -46,6 +48,7 @@ def test_collectors_that_fail_alike_share_one_line_and_repeat_only_after_a_while
     assert caplog.records[0].getMessage().endswith("(and 12 more failures since)")
 
 
+@pytest.mark.untimed("a lower bound: a slower host only lengthens the wait")
 def test_the_wait_for_references_ends_when_the_probes_idle_references_are_in():
     """A real CPU speed probe with a 0.3 s reference: the wait lasts until its first probe is
     0.3 s old (the swarm's first SEND comes after), and a stop ends it at once."""

@@ -18,7 +18,7 @@ from harness.verdicts.pairs import judge_all, shared_windows
 from support.embedded import REPO
 from support.summaries import read as read_summary
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.swarm]
 
 MATRIX = """
 name: alt
@@ -30,6 +30,7 @@ broker: {max_queue_readers: 2, waitfor_timeout_ms: 500, monitor_interval_seconds
 """
 
 
+@pytest.mark.untimed("windows, slices, counts and the pairing of the verdict; the gain it finds is not judged")
 def test_an_alternated_run_shares_each_window_and_judges_it_paired(pg_server, tmp_path):
     m = tmp_path / "alt.yaml"
     m.write_text(MATRIX)
@@ -55,8 +56,6 @@ def test_an_alternated_run_shares_each_window_and_judges_it_paired(pg_server, tm
         for x in (a, b):
             assert x["window"]["measure_seconds"] == pytest.approx(2.0, abs=0.11)   # its own slices
             assert x["send_rate"] > 0 and x["receive_rate"] > 0
-            # the messages sent in its slices were received (the receiving side keeps up here)
-            assert x["receive_rate"] == pytest.approx(x["send_rate"], rel=0.25)
             assert x["messages_lost"] == 0 and x["drained"] and x["messages_sent"] == x["messages_received"]
         # the members' SENDs are the window's, split and none counted twice
         files = sorted((out / per / f"rep-{rep:02d}").glob("worker-*.json"))
@@ -73,6 +72,4 @@ def test_an_alternated_run_shares_each_window_and_judges_it_paired(pg_server, tm
     counted = sum(counts_in_verdicts(s[(per, rep)]["status"]) for rep in reps)
     assert all(s[(per, rep)]["status"] == s[(shared, rep)]["status"] for rep in reps)
     assert (j.outcome.n_treatment, j.outcome.n_baseline) == (counted, counted)
-    if counted:
-        # one shared dialog is slower than one per thread at 4 threads on PostgreSQL (its lock)
-        assert j.outcome.gain_pct < 0, j.outcome
+    assert (j.outcome.gain_pct is not None) == bool(counted), j.outcome

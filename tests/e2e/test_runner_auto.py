@@ -33,8 +33,8 @@ axes:
   payload_bytes: [100]
   server: [durable]
 run:
-  warmup_seconds: 0.5
-  measure_seconds: 1
+  warmup_seconds: 1
+  measure_seconds: 1.5           # a busy host's swarm still completes SENDs in it (1 s once did not)
   repetitions: auto
   max_repetitions: 4
 {extra}  drain_timeout_seconds: 30
@@ -76,9 +76,16 @@ def check_rounds(out: Path) -> dict:
     return auto
 
 
-def test_auto_rounds_resume_and_the_answer(pg_server, tmp_path):
+@pytest.mark.swarm
+@pytest.mark.untimed("the rounds are checked against the rule replayed on the repetitions the run wrote, and the "
+                     "budget's stop against the seconds the run recorded, not against this machine's speed")
+def test_auto_rounds_resume_the_budget_and_the_answer(pg_server, tmp_path):
+    """A run interrupted in its second round, resumed by ``ssbench bench``: every round ran what
+    the rule planned; the minimum rounds always run and a fourth does not fit in the 6 s budget
+    (budget_minutes 0.1, or the comparison was decided first); the bench's key table is the
+    runner's decision."""
     matrix = tmp_path / "auto.yaml"
-    matrix.write_text(MATRIX.format(extra=""))
+    matrix.write_text(MATRIX.format(extra="  budget_minutes: 0.1\n"))
     out = tmp_path / "run"
     p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(matrix), "--out", str(out)],
                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -98,9 +105,12 @@ def test_auto_rounds_resume_and_the_answer(pg_server, tmp_path):
     r = ssbench("bench", "--matrix", str(matrix), "--out", str(out), "--resume", "--no-analysis", "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     auto = check_rounds(out)
-    assert auto["spent_seconds"] > spent and auto["stopped"] in ("decided", "max")
-    got = reps_of(out)
-    assert got[IDS[0]][:3] == [1, 2, 3] and got[IDS[1]][:3] == [1, 2, 3]
+    assert auto["spent_seconds"] > spent
+    # the minimum rounds always run; a fourth does not fit in 6 seconds
+    assert auto["rounds"] == 3 and auto["stopped"] in ("budget", "decided")
+    assert reps_of(out) == {IDS[0]: [1, 2, 3], IDS[1]: [1, 2, 3]}
+    if auto["stopped"] == "budget":
+        assert "the time budget (0.1 min) left no room for round 4" in r.stderr
     assert "auto repetitions: " in r.stderr and "round(s)" in r.stderr
     # the key table the bench prints (JSON, alone on stdout) is the runner's decision
     doc = json.loads(r.stdout)
@@ -114,17 +124,3 @@ def test_auto_rounds_resume_and_the_answer(pg_server, tmp_path):
         (u,) = auto["undecided"]
         assert u["reason"] == row["reason"] and (u["n"], u["baseline_n"]) == (row["n"], row["baseline_n"])
         assert f"inconclusive: shared vs per_thread at 2 threads: {row['gain_text']}" in r.stderr
-
-
-def test_the_time_budget_stops_the_rounds(pg_server, tmp_path):
-    matrix = tmp_path / "auto.yaml"
-    matrix.write_text(MATRIX.format(extra="  budget_minutes: 0.1\n"))
-    out = tmp_path / "run"
-    r = ssbench("run", str(matrix), "--out", str(out))
-    assert r.returncode == 0, r.stderr[-3000:]
-    auto = check_rounds(out)
-    # the minimum rounds always run; a fourth does not fit in 6 seconds
-    assert auto["rounds"] == 3 and auto["stopped"] in ("budget", "decided")
-    assert reps_of(out) == {IDS[0]: [1, 2, 3], IDS[1]: [1, 2, 3]}
-    if auto["stopped"] == "budget":
-        assert "the time budget (0.1 min) left no room for round 4" in r.stderr

@@ -15,12 +15,16 @@ from pathlib import Path
 import pytest
 
 from harness.collectors.storage import REFERENCE_S
+from support.parts import starts
 from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny.yaml"
 
 pytestmark = pytest.mark.slow
+#: the tests that start a swarm (all but the refusal)
+untimed = pytest.mark.untimed("counts, files, exit codes and the order of recorded times; no figure depends on "
+                              "the host's speed")
 
 
 def ssbench(*args, env=None, **kw):
@@ -32,13 +36,41 @@ def summaries(run: Path) -> dict[str, dict]:
     return {p.parent.parent.name: read_summary(p) for p in run.glob("*/rep-*/summary.json")}
 
 
-def test_tiny_matrix_end_to_end(pg_server, tmp_path):
+@pytest.fixture(scope="module")
+@starts("swarm")
+def tiny(pg_server, tmp_path_factory):
+    """tests/data/tiny.yaml with 2 repetitions and run.pin_cpus, run once for the module: started,
+    interrupted (Ctrl-C) while the second permutation's first repetition runs, then resumed to
+    the end. Returns the run directory, the interrupted run's record and exit code, the first
+    repetition's summary as the interruption left it, and the resumed ``ssbench run``."""
+    tmp_path = tmp_path_factory.mktemp("tiny")
+    matrix = tmp_path / "tiny.yaml"
+    matrix.write_text(TINY.read_text().replace("  repetitions: 1\n", "  repetitions: 2\n  pin_cpus: true\n"))
     out = tmp_path / "run"
     env = dict(os.environ, SSBENCH_MSSQL_PASSWORD="not-a-real-password")
-    r = ssbench("run", str(TINY), "--out", str(out), env=env)
+    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(matrix), "--out", str(out)],
+                         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = out / "i2-t2-per_thread-p100-durable" / "rep-01" / "summary.json"
+    deadline = time.monotonic() + 300
+    while not first.exists() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+    assert first.exists(), p.communicate()[1][-3000:]
+    time.sleep(1.0)  # the second permutation is under way
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=180)
+    interrupted = {"returncode": p.returncode, "stderr": err, "record": json.loads((out / "run.json").read_text()),
+                   "second_done": (out / "i2-t2-trick150-p100-durable" / "rep-01" / "summary.json").exists(),
+                   "first": first.read_text()}
+    resumed = ssbench("run", str(matrix), "--out", str(out), "--resume", env=env)
+    return out, interrupted, resumed
+
+
+@untimed
+def test_tiny_matrix_end_to_end(tiny):
+    out, _, r = tiny
     assert r.returncode == 0, r.stderr[-3000:]
     run = json.loads((out / "run.json").read_text())
-    assert run["status"] == "complete" and run["permutations_done"] == 2
+    assert run["status"] == "complete" and run["permutations_done"] == 4     # 2 permutations x 2 repetitions
     assert run["target"]["kind"] == "embedded" and "PostgreSQL" in run["target"]["label"]
     assert run["matrix"]["sha256"] and run["ssbench"]["version"] and run["host"]["cpu_count"]
     assert run["software"]["locust"]
@@ -46,7 +78,8 @@ def test_tiny_matrix_end_to_end(pg_server, tmp_path):
 
     s = summaries(out)
     assert set(s) == {"i2-t2-per_thread-p100-durable", "i2-t2-trick150-p100-durable"}
-    for pid, d in s.items():
+    for p in out.glob("*/rep-*/summary.json"):
+        d = read_summary(p)
         assert d["messages_lost"] == 0, d
         assert d["messages_sent"] > 0 and d["messages_sent"] == d["messages_received"]
         assert [p["initiator"] for p in d["per_initiator"]] == [1, 2]
@@ -56,7 +89,7 @@ def test_tiny_matrix_end_to_end(pg_server, tmp_path):
         assert d["send_latency_ms"]["p50"] > 0 and d["e2e_latency_ms"]["p99"] >= d["e2e_latency_ms"]["p50"]
         assert d["activation_tasks_started"] >= 1
         assert d["top_waits"], "no waits sampled"
-        rep = out / pid / "rep-01"
+        rep = p.parent
         samples = [json.loads(line) for line in (rep / "samples.jsonl").read_text().splitlines()]
         fams = {x["family"] for x in samples}
         assert {"waits", "queues", "activation", "broker", "throughput", "host"} <= fams
@@ -80,27 +113,15 @@ def test_tiny_matrix_end_to_end(pg_server, tmp_path):
     assert not list(out.glob("*/.rep-*.partial"))
 
 
-def test_interrupt_then_resume_completes_only_missing(pg_server, tmp_path):
-    out = tmp_path / "run"
-    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(TINY), "--out", str(out)],
-                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first = out / "i2-t2-per_thread-p100-durable" / "rep-01" / "summary.json"
-    deadline = time.monotonic() + 300
-    while not first.exists() and time.monotonic() < deadline and p.poll() is None:
-        time.sleep(0.2)
-    assert first.exists(), p.communicate()[1][-3000:]
-    time.sleep(1.0)  # the second permutation is under way
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=180)
-    assert p.returncode == 130, err[-3000:]
-    run = json.loads((out / "run.json").read_text())
-    assert run["status"] == "interrupted"
-    assert not (out / "i2-t2-trick150-p100-durable" / "rep-01" / "summary.json").exists()
-    before = first.read_text()
-
-    r = ssbench("run", str(TINY), "--out", str(out), "--resume")
+@untimed
+def test_interrupt_then_resume_completes_only_missing(tiny):
+    out, interrupted, r = tiny
+    assert interrupted["returncode"] == 130, interrupted["stderr"][-3000:]
+    assert interrupted["record"]["status"] == "interrupted"
+    assert not interrupted["second_done"]
     assert r.returncode == 0, r.stderr[-3000:]
-    assert first.read_text() == before  # the complete repetition was not redone
+    first = out / "i2-t2-per_thread-p100-durable" / "rep-01" / "summary.json"
+    assert first.read_text() == interrupted["first"]  # the complete repetition was not redone
     s = summaries(out)
     assert set(s) == {"i2-t2-per_thread-p100-durable", "i2-t2-trick150-p100-durable"}
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
@@ -116,15 +137,12 @@ def test_resume_refuses_a_changed_matrix(pg_server, tmp_path):
     assert r.returncode == 2 and "matrix file changed" in r.stderr
 
 
-def test_repetitions_are_interleaved_and_cpus_pinned(pg_server, tmp_path):
+@untimed
+def test_repetitions_are_interleaved_and_cpus_pinned(tiny, pg_server):
     """run.order interleaved (the default): rep 1 of both permutations, then rep 2 of both
-    (A B A B), so drift hits both alike; run.pin_cpus puts server and swarm on separate CPUs."""
-    matrix = tmp_path / "tiny2.yaml"
-    text = TINY.read_text().replace("  repetitions: 1\n", "  repetitions: 2\n  pin_cpus: true\n")
-    text = text.replace("initiators: [2]", "initiators: [1]")
-    matrix.write_text(text)
-    out = tmp_path / "run"
-    r = ssbench("run", str(matrix), "--out", str(out))
+    (A B A B), so drift hits both alike, also across an interruption and its resume;
+    run.pin_cpus puts server and swarm on separate CPUs."""
+    out, _, r = tiny
     assert r.returncode == 0, r.stderr[-3000:]
     starts = []
     for p in sorted(out.glob("*/rep-*/summary.json")):
@@ -136,7 +154,7 @@ def test_repetitions_are_interleaved_and_cpus_pinned(pg_server, tmp_path):
     order = [(dialogs, rep) for _, dialogs, rep in sorted(starts)]
     assert order == [("per_thread", 1), ("trick150", 1), ("per_thread", 2), ("trick150", 2)], order
     assert "analyze with: ssbench analyze" in r.stderr
-    assert "i1-t2-per_thread-p100-durable" in r.stdout.split("measured on this machine")[-1]
+    assert "i2-t2-per_thread-p100-durable" in r.stdout.split("measured on this machine")[-1]
     import psutil
 
     # the shared server got every CPU back
@@ -144,6 +162,8 @@ def test_repetitions_are_interleaved_and_cpus_pinned(pg_server, tmp_path):
     assert len(srv.cpu_affinity()) == len(os.sched_getaffinity(0))
 
 
+@pytest.mark.swarm
+@untimed
 def test_a_case_is_measured_over_its_own_window(pg_server, tmp_path):
     """A case's ``run:`` windows (docs/matrices.md): the runner measures its permutations over
     them, the other case over the matrix's, and each summary records the window it had."""

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 MATRIX = """
 name: dl
 axes: {initiators: [1], threads: [2], dialogs: [per_thread], payload_bytes: [100], server: [durable],
-       messages_per_dialog: [1, 5, unlimited], fire_and_forget: [false, true]}
+       messages_per_dialog: [1, 5, unlimited], fire_and_forget: [false, true], rate: [100]}
 run: {warmup_seconds: 1, measure_seconds: 2, repetitions: 1, drain_timeout_seconds: 60,
       sample_interval_seconds: 0.5}
 broker: {max_queue_readers: 2, waitfor_timeout_ms: 500, monitor_interval_seconds: 0.2}
@@ -46,6 +46,8 @@ def test_techniques_matrix_is_small_and_shows_each_technique_against_its_baselin
     assert m.run.auto and m.run.most_repetitions <= 5 and m.run.budget_minutes <= 8
 
 
+@pytest.mark.swarm
+@pytest.mark.untimed("counts of messages and dialogs")
 def test_run_accounts_for_every_message_and_dialog(pg_server, tmp_path):
     m = tmp_path / "dl.yaml"
     m.write_text(MATRIX)
@@ -54,7 +56,7 @@ def test_run_accounts_for_every_message_and_dialog(pg_server, tmp_path):
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     s = {p.parent.parent.name: read_summary(p) for p in out.glob("*/rep-*/summary.json")}
-    base = "i1-t2-per_thread-p100-durable"
+    base = "i1-t2-per_thread-p100-durable-rate100"     # open loop at 100 SENDs/s
     assert sorted(s) == sorted(f"{base}-{t}" for t in ("mpd1", "mpd1-ff", "mpd5", "mpd5-ff", "mpdunlimited"))
     for pid, x in s.items():
         assert x["messages_sent"] > 0 and x["messages_sent"] == x["messages_received"], (pid, x)

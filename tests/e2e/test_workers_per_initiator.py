@@ -24,6 +24,7 @@ axes:
   dialogs: [per_thread]
   payload_bytes: [100]
   server: [durable]
+  rate: [200]                   # open loop: every user sends, without taking both cores
 run:
   warmup_seconds: 3             # every user connected before the window, even on a loaded machine
   measure_seconds: 2
@@ -50,6 +51,8 @@ def write_matrix(tmp_path: Path, extra: str = "") -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.swarm
+@pytest.mark.untimed("users, processes and counts")
 def test_workers_per_initiator_two_processes_every_user_active(pg_server, tmp_path):
     out = tmp_path / "run"
     r = ssbench("run", str(write_matrix(tmp_path)), "--workers-per-initiator", "2", "--out", str(out))
@@ -91,6 +94,8 @@ def test_workers_per_initiator_two_processes_every_user_active(pg_server, tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.swarm
+@pytest.mark.untimed("users, processes and counts")
 def test_three_threads_over_two_processes_split_three_and_none_is_lost(pg_server, tmp_path):
     """Threads split as evenly as possible (3 over 2: 2 + 1), each user on its own dialog slot;
     an initiator with 1 thread gets one process, not two."""

@@ -31,10 +31,11 @@ def ssbench(*args, timeout=600, **kw) -> subprocess.CompletedProcess:
 
 
 #: SENDs per second per initiator: a fault needs messages in flight, not a saturated server. Open
-#: loop at this rate took 9.4-9.5 CPU-s for a 1 s warm-up and a 6 s window (1 initiator, 2
+#: loop at 200/s took 9.4-9.5 CPU-s for a 1 s warm-up and a 6 s window (1 initiator, 2
 #: threads), closed loop 16.2-16.6 (measured side by side, alternated): a closed loop takes both
-#: cores for its whole window, CPU every other test of the parallel part waits for.
-FAULT_RATE = 200
+#: cores for its whole window, CPU every other test of the parallel part waits for. Most of what
+#: is left is each run's fixed cost (about 4 CPU-s: its processes' start, the databases).
+FAULT_RATE = 50
 
 
 def write_matrix(tmp_path: Path, name="fault", initiators=1, threads=2, measure=6, warmup=1,
@@ -208,7 +209,10 @@ def check_account(run: Path, initiators: int, figures) -> Audit:
     assert s["messages_received"] == a.delivered_not_warmup, (s["messages_received"], a)
     from harness.results import DISTURBED_STATUSES
 
-    assert s["messages_lost"] == 0 and s["status"] in ("ok", "noisy_host", "client_bound", *DISTURBED_STATUSES), s
+    # the statuses a slow or busy host gives a healthy repetition count too (its open loop fell
+    # behind its offered rate, the host's other processes took CPU): the account is what is judged
+    assert s["messages_lost"] == 0 and s["status"] in ("ok", "noisy_host", "client_bound", "behind",
+                                                       *DISTURBED_STATUSES), s
     perm = json.loads((run / s["permutation_id"] / "summary.json").read_text())
     record = json.loads((run / "run.json").read_text())
     assert perm["messages_lost"] == record["messages_lost"] == 0

@@ -21,7 +21,11 @@ from harness.collectors.storage import PROBE_FILE_PREFIX, REFERENCE_S
 from harness.results import counts_in_verdicts
 from support.summaries import read as read_summary
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.swarm]
+#: the frozen server's and the held group's: a disturbance the test makes itself, a sleep of its
+#: own, is measured back to within seconds
+untimed = pytest.mark.untimed("the disturbance is the test's own sleep (8 s, 5 s), read back to within a few seconds, "
+                              "and the account is counted in the databases")
 
 RECEIVING = re.compile(r"running: [1-9][\d,]* msg/s received")
 
@@ -55,14 +59,17 @@ def server_processes(pg_server) -> list[psutil.Process]:
     return [main] + main.children(recursive=True)
 
 
+@untimed
 def test_a_frozen_server_is_flagged_with_its_length_and_the_sends_in_flight(pg_server, tmp_path, fault, figures):
     """issue 26, 4: PostgreSQL's processes SIGSTOPped inside the window and resumed after it
     ended. The repetition is ``server_frozen`` with the freeze's length, and its SEND latency
     includes the SENDs that were in flight across the window's end (they took the freeze's
     length), where before it said a few milliseconds and ``ok`` / ``noisy_host``."""
-    freeze = 14.0
+    freeze = 8.0
     out = tmp_path / "run"
-    p, lines = start_in_window(matrix(tmp_path), out)
+    # open loop: the SENDs in flight when the server stops are there all the same, without a
+    # closed loop taking both cores for the rest of the window
+    p, lines = start_in_window(matrix(tmp_path, measure=6, rate=FAULT_RATE), out)
     procs = server_processes(pg_server)
     try:
         for proc in procs:
@@ -85,6 +92,7 @@ def test_a_frozen_server_is_flagged_with_its_length_and_the_sends_in_flight(pg_s
     fault()
 
 
+@untimed
 def test_a_held_conversation_group_is_a_receive_stall_with_its_blocking_chain(pg_server, tmp_path, fault, figures):
     """issue 30: one shared dialog, its conversation group locked from a test session for 5 s
     inside the window (the readers skip it, receive nothing, the senders go on). The
@@ -97,9 +105,9 @@ def test_a_held_conversation_group_is_a_receive_stall_with_its_blocking_chain(pg
     out = tmp_path / "run"
     env = dict(os.environ, SSBENCH_EMBEDDED_LOCK_SAMPLE_MS="100")
     # open loop (conftest_faults.FAULT_RATE): the senders go on through the stall without taking
-    # both cores for the 12 s window
+    # both cores for the 9 s window
     p, lines = start_in_window(matrix(tmp_path, dialogs="shared", server="delayed", waitfor_ms=20000,
-                                      rate=FAULT_RATE), out, env)
+                                      rate=FAULT_RATE, measure=9), out, env)
     t = EmbeddedTarget.default()
     try:
         with psycopg.connect(t.conninfo(t.target_db), application_name="pytest-group-holder") as c:
@@ -122,7 +130,7 @@ def test_a_held_conversation_group_is_a_receive_stall_with_its_blocking_chain(pg
     fault()
 
 
-@pytest.mark.alone   # it disturbs the disk of every test running beside it, and they would disturb its own
+@pytest.mark.timing   # it disturbs the disk of every test running beside it, and they would disturb its own
 def test_a_disk_written_by_another_process_is_noisy_storage(pg_server, tmp_path, fault, figures):
     """issue 24, 2: four processes writing 32 MiB and fsyncing it, over and over, on the file
     system of the server's data from the end of the probe's idle reference (the collectors'

@@ -13,13 +13,14 @@ from conftest_faults import (broker_pids, can_mount_tmpfs, check_account, finish
                              wait_for, write_matrix)
 from support.summaries import read as read_summary
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.swarm,
+              pytest.mark.untimed("the account is counted in the databases; no figure depends on the host's speed")]
 
 
 def test_sigkill_of_the_runner_takes_its_swarm_with_it_and_resume_completes(pg_server, tmp_path, fault, figures):
     """1. ``ssbench run`` killed (SIGKILL) mid-window: no Locust process lives on SENDing, and a
     resume started at once completes with every message accounted for exactly once."""
-    m = write_matrix(tmp_path, measure=5)
+    m = write_matrix(tmp_path, measure=3)
     out = tmp_path / "run"
     p, lines = start_run(m, out, settle=2)
     assert locust_processes(str(out)), "no swarm found to orphan"
@@ -40,7 +41,7 @@ def test_sigkill_of_the_runner_takes_its_swarm_with_it_and_resume_completes(pg_s
 def test_ctrl_c_during_the_drain_leaves_the_repetition_incomplete_never_lost(pg_server, tmp_path, fault, figures):
     """2. Ctrl-C while draining: nothing is reported lost (the messages are queued, not lost),
     the repetition is redone on resume, and run.json agrees with the summaries."""
-    m = write_matrix(tmp_path, measure=4, drain=60)
+    m = write_matrix(tmp_path, measure=3, drain=60)
     out = tmp_path / "run"
     p, lines = start_run(m, out, settle=1)
     brokers = broker_pids(p.pid)
@@ -73,7 +74,7 @@ def test_ctrl_c_during_the_drain_leaves_the_repetition_incomplete_never_lost(pg_
 def test_a_killed_worker_fails_the_repetition_and_resume_redoes_it(pg_server, tmp_path, fault, figures):
     """3. A Locust worker killed mid-window: the repetition fails naming the worker and when,
     is not committed, and is redone on resume."""
-    m = write_matrix(tmp_path, initiators=2, measure=5)
+    m = write_matrix(tmp_path, initiators=2, measure=3)
     out = tmp_path / "run"
     p, lines = start_run(m, out, settle=2)
     workers = [w for w in locust_processes(str(out)) if "--worker" in " ".join(w.cmdline())]
@@ -98,7 +99,7 @@ def test_a_postgresql_crash_is_one_clear_line_and_users_stop(pg_server, tmp_path
     lost (durability held). Runs in the parallel part: the server it takes down is this test
     process's own (one per xdist worker, whose tests run one at a time), and it is started
     again whatever happens, so no later test of this process finds it down."""
-    m = write_matrix(tmp_path, measure=5, drain=20)
+    m = write_matrix(tmp_path, measure=3, drain=20)
     out = tmp_path / "run"
     try:
         p, lines = start_run(m, out, settle=2)
@@ -139,7 +140,7 @@ def test_a_full_disk_is_one_line_nothing_half_written_and_resumable(pg_server, t
         pytest.skip("needs root and tmpfs mounts to fill a filesystem for real (mount -t tmpfs)")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "ssbench-full", str(mnt)], check=True)
     try:
-        m = write_matrix(tmp_path, measure=3)
+        m = write_matrix(tmp_path, measure=3, rate=200)       # enough recorded not to fit in 160 KiB
         out = mnt / "run"
         r = ssbench("run", str(m), "--out", str(out))
         err = r.stderr
@@ -159,12 +160,21 @@ def test_a_full_disk_is_one_line_nothing_half_written_and_resumable(pg_server, t
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-def test_a_killed_broker_is_restarted_and_nothing_is_lost(pg_server, tmp_path, fault, figures):
-    """4. The embedded broker process killed mid-window: supervised and restarted (counted in
-    the summary); every message is delivered exactly once and the run says so."""
-    m = write_matrix(tmp_path, measure=8)
+def test_a_second_run_is_refused_and_a_killed_broker_is_restarted_nothing_lost(pg_server, tmp_path, fault, figures):
+    """6. A second ``ssbench run`` on the same embedded server refuses (exit 2, naming the
+    holder) instead of resetting the databases under the first; 4. then the first run's embedded
+    broker process is killed mid-window: supervised and restarted (counted in the summary). The
+    first run completes intact: every message delivered exactly once, and the run says so."""
+    m = write_matrix(tmp_path, measure=5)
     out = tmp_path / "run"
-    p, lines = start_run(m, out, settle=2)
+    p, lines = start_run(m, out, settle=0)
+    second = ssbench("run", str(m), "--out", str(tmp_path / "second"))
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert f"pid {p.pid}" in second.stderr and "Traceback" not in second.stderr, second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+    assert not (tmp_path / "second").exists()
+    fault()
+    figures["faults injected"] += 1       # the broker's death, the second fault of this run
     brokers = broker_pids(p.pid)
     assert brokers
     for b in brokers:
@@ -173,22 +183,5 @@ def test_a_killed_broker_is_restarted_and_nothing_is_lost(pg_server, tmp_path, f
     assert p.returncode == 0, err[-3000:]
     s = read_summary(next(out.glob("*/rep-01/summary.json")))
     assert s["broker_restarts"] >= 1, s
-    check_account(out, 1, figures)
-    fault()
-
-
-def test_two_runs_on_one_server_the_second_refuses_naming_the_first(pg_server, tmp_path, fault, figures):
-    """6. A second ``ssbench run`` on the same embedded server refuses (exit 2, naming the
-    holder) instead of resetting the databases under the first, which completes intact."""
-    m = write_matrix(tmp_path, measure=6)
-    out = tmp_path / "run"
-    p, lines = start_run(m, out, settle=0)
-    second = ssbench("run", str(m), "--out", str(tmp_path / "second"))
-    assert second.returncode == 2, second.stderr[-2000:]
-    assert f"pid {p.pid}" in second.stderr and "Traceback" not in second.stderr, second.stderr
-    assert len(second.stderr.strip().splitlines()) == 1, second.stderr
-    assert not (tmp_path / "second").exists()
-    err = finish(p, lines)
-    assert p.returncode == 0, err[-3000:]
     check_account(out, 1, figures)
     fault()

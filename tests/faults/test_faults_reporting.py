@@ -17,9 +17,12 @@ import psycopg
 import pytest
 from conftest_faults import (can_mount_tmpfs, check_account, finish, locust_processes, ssbench, start_run,
                              write_matrix)
+from support import machine
 from support.summaries import read as read_summary
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.swarm,
+              pytest.mark.untimed("exit codes, messages and the account counted in the databases; a time bound is "
+                                  "stretched to this machine (support.machine.allowance)")]
 
 
 def _fill(mount, leave: int) -> None:
@@ -43,7 +46,7 @@ def test_a_full_disk_inside_the_window_is_exit_5_at_once(pg_server, tmp_path, fa
         pytest.skip("needs root and tmpfs mounts to fill a filesystem for real (mount -t tmpfs)")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "ssbench-full2", str(mnt)], check=True)
     try:
-        m = write_matrix(tmp_path, threads=8, measure=6)
+        m = write_matrix(tmp_path, threads=8, measure=3, rate=200)
         out = mnt / "run"
         # as soon as the repetition's directory exists (the issue's reproduction): the recordings
         # of 8 users' SENDs, written at the swarm's end, no longer fit
@@ -58,7 +61,8 @@ def test_a_full_disk_inside_the_window_is_exit_5_at_once(pg_server, tmp_path, fa
         assert p.returncode == 5, err[-3000:]
         assert "no space left" in err and "--resume" in err and "Traceback" not in err, err[-3000:]
         assert "no recording" not in err
-        assert took < 45, took          # the window (6 s), the drain, the write that failed: not a minute
+        # the window (3 s), the drain, the write that failed: not a minute
+        assert took < machine.allowance(45), took
         os.unlink(mnt / "filler")
         r = ssbench("run", str(m), "--out", str(out), "--resume")
         assert r.returncode == 0, r.stderr[-3000:]
@@ -104,7 +108,12 @@ def test_a_matrix_beyond_the_servers_connections_is_refused_and_failed_connects_
     [path] = list(out.glob("*/rep-01/summary.json"))
     d = read_summary(path)
     assert d["errors"] > 0 and any("too many clients" in x for x in d["error_samples"]), (d["errors"], d["error_samples"])
-    assert d["status"] == "errors" and d["users_active"] < 40 and d["messages_lost"] == 0, d["status"]
+    # errors, unless a disturbance the host caused (a busy host's sampler gap read as a frozen
+    # server) precedes it: which status comes first is tests/results/test_summary.py's
+    from harness.results import DISTURBED_STATUSES
+
+    assert d["status"] in ("errors", *DISTURBED_STATUSES) and d["users_active"] < 40, d["status"]
+    assert d["messages_lost"] == 0
     fault()
 
 
@@ -133,7 +142,8 @@ def test_a_killed_master_stops_the_swarm_at_once(pg_server, tmp_path, fault, fig
     assert p.returncode == 3, err[-3000:]
     assert f"the Locust master (pid {pid}) died at" in err and "resume" in err, err[-2000:]
     assert "no recording" not in err and "Traceback" not in err
-    assert took < 10, took                     # the drain of what was sent, not the 10 s window or a minute
+    # the drain of what was sent, not the 10 s window or a minute
+    assert took < machine.allowance(10), took
     assert not locust_processes(str(out)), "a worker kept running after its master died"
     assert not list(out.glob("*/rep-*/summary.json"))
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
@@ -149,7 +159,7 @@ def test_two_ctrl_cs_leave_an_interrupted_run_with_a_quoted_resume_command(pg_se
     into a shell, resumes the run."""
     odd = tmp_path / "my matrices" / "prüfung (v2)"
     odd.mkdir(parents=True)
-    m = write_matrix(odd, name="fault", measure=6)
+    m = write_matrix(odd, name="fault", measure=3)
     out = tmp_path / "runs with spaces" / "ürun"
     p, lines = start_run(m, out, settle=1)
     p.send_signal(signal.SIGINT)
@@ -171,9 +181,10 @@ def test_two_ctrl_cs_leave_an_interrupted_run_with_a_quoted_resume_command(pg_se
 
 
 def test_a_damaged_summary_is_reported_alike_and_redone_on_resume(pg_server, tmp_path, fault, figures):
-    """7. A committed summary.json truncated to half: ``analyze`` counts it among its issues and
-    names it; ``run --resume`` sets the repetition aside, says so, and runs it again. A healthy
-    run's master log has no warning about heartbeats before the token proof (8)."""
+    """7. A committed summary.json truncated to half: ``run --resume`` sets the repetition aside,
+    says so, and runs it again (``analyze`` counting it among its issues and naming it is
+    tests/analysis/test_analysis.py's test_cli_analyze_prints_the_diagnosis_and_the_issues_on_stderr).
+    A healthy run's master log has no warning about heartbeats before the token proof (8)."""
     m = write_matrix(tmp_path, measure=2)
     out = tmp_path / "run"
     r = ssbench("run", str(m), "--out", str(out))
@@ -184,9 +195,6 @@ def test_a_damaged_summary_is_reported_alike_and_redone_on_resume(pg_server, tmp
     summary = rep / "summary.json"
     text = summary.read_text()
     summary.write_text(text[: len(text) // 2])
-    a = ssbench("analyze", str(out), "--out", str(tmp_path / "report"), timeout=900)
-    assert a.returncode == 0, a.stderr[-3000:]
-    assert "1 issue(s)" in a.stderr and f"warning: {summary}: damaged" in a.stderr, a.stderr[-3000:]
     r = ssbench("run", str(m), "--out", str(out), "--resume")
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"{summary}: not valid JSON" in r.stderr and "set aside as rep-01.damaged-" in r.stderr, r.stderr[-3000:]

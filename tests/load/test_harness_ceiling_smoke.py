@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 KEYS = {"hub_cpu_us_per_send", "thread_cpu_us_per_send", "hub_send_per_s", "thread_send_per_s",
         "pgbench_send_per_s", "two_process_ratio", "hub_vs_pgbench", "thread_vs_pgbench"}
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.swarm,
+              pytest.mark.untimed("the JSON line's keys, and figures above zero")]
 
 
 def test_harness_ceiling_prints_its_json(pg_server):

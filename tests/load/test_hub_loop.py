@@ -118,7 +118,7 @@ def test_a_killed_connection_is_one_failed_send_then_it_reconnects(target, sende
     assert counts.settled and ok <= counts.sent <= ok + len(errors), (counts, ok, len(errors))
 
 
-@pytest.mark.alone   # sends counted over a window timed by the clock
+@pytest.mark.timing   # sends counted over a window timed by the clock
 def test_open_loop_keeps_its_slots_and_a_stop_ends_a_slot_wait(target, senders):
     schedule = Schedule(rate=200.0, users=USERS)
     got = _run(_loops(senders, [schedule.pacer(u) for u in range(USERS)]), 1.0)

@@ -17,7 +17,7 @@ from support import sleep_sender
 from support.swarm import run_swarm
 
 # throughput ratios and overlap timed by the clock: nothing else may share the CPUs
-pytestmark = pytest.mark.alone
+pytestmark = pytest.mark.timing   # overlaps timed by the clock
 
 SLEEP = 0.05
 WARMUP, MEASURE = 1.0, 3.0
@@ -38,6 +38,7 @@ def _rate(pg_server, tmp_path, users: int, mode: str) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["thread", "auto"])
+@pytest.mark.swarm
 def test_users_run_concurrently(pg_server, tmp_path, mode):
     """mode thread: each user SENDs from its own OS thread (any blocking driver, pyodbc); mode
     auto: the same for this sender, which cannot pump (a sender that can is driven by the hub)."""

@@ -14,6 +14,7 @@ import pytest
 from harness.errors import UserError
 from harness.load.pacing import Schedule
 from harness.matrix import load_matrix
+from support import machine
 from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +44,7 @@ def test_open_loop_a_late_joiner_owes_nothing_for_the_past_and_never_skips():
     assert first == pytest.approx(s2.t0) and q.late == 1 and q.next_slot() == pytest.approx(s2.t0 + 0.001)
 
 
+@pytest.mark.untimed("a lower bound: no SEND starts before its slot")
 def test_a_sleep_that_ends_early_never_starts_a_send_before_its_slot():
     """gevent's sleep can end before its time (libev measures from the loop's cached time): the
     pacer sleeps again until the slot is due, and such a wait is not counted late."""
@@ -106,7 +108,8 @@ broker:
 
 
 @pytest.mark.slow
-@pytest.mark.alone   # achieved rate within 5 % of the offered one, latency within 15 ms of the service time
+@pytest.mark.swarm
+@pytest.mark.timing   # achieved rate within 5 % of the offered one, latency within 15 ms of the service time
 def test_open_loop_runs_hit_the_offered_rate_and_are_flagged_behind(pg_server, tmp_path):
     """Every SEND takes 20 ms (the embedded target's send-delay knob), so 2 users can do about
     100 SENDs/s: 40/s is sustained, 400/s is not."""
@@ -124,7 +127,7 @@ def test_open_loop_runs_hit_the_offered_rate_and_are_flagged_behind(pg_server, t
     assert abs(ok["achieved_rate"] - 40.0) <= 40.0 * 0.05, ok
     # kept up: the corrected latency is close to the service time (>= 20 ms each)
     svc, cor = ok["send_latency_ms"], ok["send_latency_corrected_ms"]
-    assert svc["p50"] >= 20 and cor["count"] == svc["count"] and cor["p50"] < svc["p50"] + 15, ok
+    assert svc["p50"] >= 20 and cor["count"] == svc["count"] and cor["p50"] < svc["p50"] + machine.allowance(15), ok
     slow = s["i1-t2-per_thread-p100-durable-rate400"]
     assert slow["offered_rate"] == 400.0 and slow["status"] == "behind", slow
     assert 40 < slow["achieved_rate"] < 200, slow

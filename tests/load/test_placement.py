@@ -80,6 +80,8 @@ DISPATCH = textwrap.dedent("""
 """)
 
 
+@pytest.mark.swarm
+@pytest.mark.untimed("which worker got which users")
 def test_the_dispatcher_gives_each_placed_worker_its_quota_and_none_to_others():
     r = subprocess.run([sys.executable, "-c", DISPATCH], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -92,6 +94,8 @@ def test_the_dispatcher_gives_each_placed_worker_its_quota_and_none_to_others():
 
 
 @pytest.mark.parametrize("n, rate, steps", [(5, 1000, 1), (6, 2, 3)])
+@pytest.mark.swarm
+@pytest.mark.untimed("the steps of the ramp, counted")
 def test_the_dispatcher_ramps_at_the_spawn_rate(n, rate, steps):
     code = DISPATCH.replace('quotas = {"w1": 3, "w2": 2}', f'quotas = {{"w1": {n - n // 2}, "w2": {n // 2}}}') \
         .replace("total == 5", f"total == {n}").replace("d.new_dispatch(5, spawn_rate=1000)",

@@ -40,6 +40,8 @@ def _swarm(series: SwarmSeries, spec: dict, users: dict[str, int], out):
 
 
 @pytest.mark.slow
+@pytest.mark.swarm
+@pytest.mark.untimed("which processes served which swarm, and counts")
 def test_one_master_serves_the_runs_swarms_and_a_new_set_starts_when_needed(pg_server, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", pythonpath_env()["PYTHONPATH"])   # the workers load the sleep sender
     spec = sleep_sender.spec(pg_server.info().conninfo(), 0.01)

@@ -8,9 +8,13 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from harness.load import swarm
+from support import machine
 
 
+@pytest.mark.untimed("its time bounds are stretched to this machine (support.machine.allowance)")
 def test_wait_closed_joins_every_ended_swarm_and_returns_at_once_when_none_is_left():
     done: list[int] = []
 
@@ -27,4 +31,4 @@ def test_wait_closed_joins_every_ended_swarm_and_returns_at_once_when_none_is_le
     assert sorted(done) == [0, 1] and not swarm._CLOSING
     t0 = time.monotonic()
     swarm.Swarm.wait_closed()
-    assert time.monotonic() - t0 < 0.05
+    assert time.monotonic() - t0 < machine.allowance(0.05)

@@ -47,6 +47,8 @@ def _swarm(target, tmp_path, monkeypatch, sender_spec, rate: float = 0.0):
     return wd, users, res.stop_requested, ended
 
 
+@pytest.mark.swarm
+@pytest.mark.untimed("counts")
 def test_thread_loop_every_user_sends_and_nothing_is_lost_or_counted_twice(target, tmp_path, monkeypatch):
     _prepare(target)
     target.start()
@@ -70,7 +72,8 @@ def test_thread_loop_every_user_sends_and_nothing_is_lost_or_counted_twice(targe
     assert ended - stop_requested < 10, ended - stop_requested
 
 
-@pytest.mark.alone   # the achieved rate against the offered one
+@pytest.mark.swarm
+@pytest.mark.timing   # the achieved rate against the offered one
 def test_thread_loop_open_loop_paces_and_stops_during_a_wait(target, tmp_path, monkeypatch):
     """Open loop at a low rate: each user's thread waits ~1 s between SENDs; it keeps the
     schedule (latency from the intended time recorded too) and the stop cuts its wait short."""

@@ -25,6 +25,7 @@ from harness.errors import UserError
 from harness.load.protocol import Progress
 from harness.metrics import EndpointSettings, LiveState, Metrics
 from harness.metrics.server import Endpoint
+from support import machine
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny.yaml"
@@ -69,6 +70,7 @@ def test_prometheus_text_and_openmetrics_on_request(endpoint):
     assert e.scrapes == 2
 
 
+@pytest.mark.untimed("a lower bound: a slower host only lengthens the wait")
 def test_a_token_is_required_once_set_and_checked_in_constant_time(endpoint):
     e = endpoint(token=TOKEN)
     t0 = time.monotonic()
@@ -137,11 +139,13 @@ def test_off_loopback_it_serves_only_with_a_token(endpoint):
     assert get(url)[0] == 401 and get(url, {"Authorization": f"Bearer {TOKEN}"})[0] == 200
 
 
+@pytest.mark.untimed("lower bounds are the endpoint's own waits; its time bounds are stretched to this machine "
+                     "(support.machine.allowance)")
 def test_the_end_waits_for_a_last_scrape_only_when_someone_scrapes():
     m = Metrics(EndpointSettings(port=0, linger_seconds=5), "run").start()
     t0 = time.monotonic()
     m.close()                                    # never scraped: nobody to wait for
-    assert time.monotonic() - t0 < 1
+    assert time.monotonic() - t0 < machine.allowance(1)
     m = Metrics(EndpointSettings(port=0, linger_seconds=10), "run").start()
     assert get(m.url)[0] == 200
     said = []
@@ -149,7 +153,7 @@ def test_the_end_waits_for_a_last_scrape_only_when_someone_scrapes():
     t0 = time.monotonic()
     m.close(said.append)
     waited = time.monotonic() - t0
-    assert 0.9 <= waited < 5, waited             # returned at the next scrape, not after 10 s
+    assert 0.9 <= waited < machine.allowance(5), waited             # returned at the next scrape, not after 10 s
     assert said and "last scrape" in said[0]
 
 
@@ -275,6 +279,8 @@ def test_off_loopback_with_tls_needs_the_web_login_or_the_token_and_exposes_no_s
         assert "PWD=***" in body and "password=***" in body and "token=***" in body
 
 
+@pytest.mark.untimed("lower bounds are the endpoint's own waits; its time bounds are stretched to this machine "
+                     "(support.machine.allowance)")
 def test_every_recent_scraper_gets_its_last_scrape():
     """Two scrapers (Prometheus and another, or two Prometheus servers): the end waits for both."""
     m = Metrics(EndpointSettings(port=0, linger_seconds=10), "run").start()
@@ -284,4 +290,4 @@ def test_every_recent_scraper_gets_its_last_scrape():
     threading.Timer(1.5, lambda: get(m.url, {"User-Agent": "Prometheus/2.42"})).start()
     t0 = time.monotonic()
     m.close()
-    assert 1.4 <= time.monotonic() - t0 < 5
+    assert 1.4 <= time.monotonic() - t0 < machine.allowance(5)

@@ -40,7 +40,8 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny.yaml"
 TOKEN = "prometheus-test-token-" + "x" * 20
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.swarm,
+              pytest.mark.untimed("scraped totals against the summaries', and series that exist")]
 
 
 class Scraper(threading.Thread):

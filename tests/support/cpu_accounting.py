@@ -23,15 +23,23 @@ from pathlib import Path
 
 import pytest
 
-ROOTS = (Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup"))
+from . import machine
+
 SHOWN = 20
 SHOWN_TESTS = 30
 
 
+def roots() -> list[tuple[Path, str]]:
+    """Where this process may count CPU: (its own cgroup in a hierarchy, the counter's file),
+    v1's cpuacct first. Its own, not the hierarchy's root: a group made there stays under any
+    CPU quota set above this process (tools/slow-machine)."""
+    return ([(d, "cpuacct.usage") for _, d in machine.cgroup_dirs("cpuacct")]
+            + [(d, "cpu.stat") for _, d in machine.cgroup_dirs("", "cgroup2")])
+
+
 def available() -> bool:
     """Whether this process could measure its tests (a cgroup hierarchy it may write)."""
-    return any(((r / "cpuacct.usage").exists() or (r / "cpu.stat").exists()) and os.access(r, os.W_OK)
-               for r in ROOTS)
+    return any((r / usage).exists() and os.access(r, os.W_OK) for r, usage in roots())
 
 
 class CpuGroup:
@@ -47,8 +55,7 @@ class CpuGroup:
     def create(cls, name: str) -> "CpuGroup | None":
         """A new group ``ssbench-<name>`` in the first hierarchy this process may write (None:
         none). Empty groups left by processes that are gone (a killed run) are removed first."""
-        for root in ROOTS:
-            usage = "cpuacct.usage" if (root / "cpuacct.usage").exists() else "cpu.stat"
+        for root, usage in roots():
             if not (root / usage).exists() or not os.access(root, os.W_OK):
                 continue
             for stale in root.glob(f"{cls.PREFIX}*-[0-9]*"):
@@ -102,11 +109,9 @@ class CpuGroup:
 
 class SpeedProbe(threading.Thread):
     """The machine's CPU speed through the run: every :attr:`every` seconds, the CPU time of
-    this thread for a fixed empty loop (as harness.collectors.cpuspeed does per window). On the
-    2-vCPU test VM the parallel part of nearly the same tests took 1,202 CPU-s in one run and
-    1,544 in another; the probe's median lets two runs' CPU seconds be compared."""
-
-    WORK = 200_000
+    this thread for a fixed empty loop (support.machine.probe_ms). On the 2-vCPU test VM the
+    parallel part of nearly the same tests took 1,202 CPU-s in one run and 1,544 in another;
+    the probe's median lets two runs' CPU seconds be compared."""
 
     def __init__(self, every: float = 2.0):
         super().__init__(name="ssbench-test-speed-probe", daemon=True)
@@ -114,14 +119,17 @@ class SpeedProbe(threading.Thread):
 
     def run(self) -> None:
         while not self._halt.wait(self.every):
-            c0 = time.thread_time()
-            for _ in range(self.WORK):
-                pass
-            self.ms.append((time.thread_time() - c0) * 1000.0)
+            self.ms.append(machine.probe_ms())
 
     def stop(self) -> list[float]:
         self._halt.set()
         return sorted(self.ms)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--ssbench-cpu-out", default=None, metavar="FILE",
+                     help="with --durations, write every test module's and test's CPU seconds as JSON "
+                          "(each part adds its own: 'parallel', 'alone'...)")
 
 
 def pytest_configure(config):
@@ -175,8 +183,9 @@ def pytest_sessionfinish(session):
     config = session.config
     if hasattr(config, "workerinput") and config._ssbench_cpu:
         config.workeroutput["ssbench_cpu"] = config._ssbench_cpu
+        every = config.getoption("--ssbench-cpu-out") is not None
         config.workeroutput["ssbench_cpu_tests"] = dict(
-            sorted(config._ssbench_cpu_tests.items(), key=lambda kv: -kv[1])[:SHOWN_TESTS])
+            sorted(config._ssbench_cpu_tests.items(), key=lambda kv: -kv[1])[:None if every else SHOWN_TESTS])
         if "self" in config._ssbench_spans:
             config.workeroutput["ssbench_span"] = config._ssbench_spans["self"]
 
@@ -196,13 +205,11 @@ def pytest_terminal_summary(terminalreporter, config):
     if probe is not None:
         ms = probe.stop()
         if ms:
-            q = lambda f: ms[min(len(ms) - 1, int(f * len(ms)))]   # noqa: E731
-            terminalreporter.write_line(
-                f"CPU speed probe: a fixed loop took {q(0.5):.2f} ms of CPU (median; p10 {q(0.1):.2f}, "
-                f"p90 {q(0.9):.2f}; {len(ms)} probes): the larger, the slower this machine ran")
+            terminalreporter.write_line(f"CPU speed probe: {machine.describe(ms)}")
     cpu = config._ssbench_cpu
     if not cpu:
         return
+    _write_json(config)
     total = sum(cpu.values()) or 1e-9      # a run too short to be counted (no division by 0)
     terminalreporter.write_sep("=", f"CPU seconds per test module, everything its tests started "
                                     f"({total:.0f} s in all; the {min(SHOWN, len(cpu))} heaviest)")
@@ -220,3 +227,22 @@ def pytest_terminal_summary(terminalreporter, config):
         for worker, (first, last, busy) in sorted(spans.items(), key=lambda kv: kv[1][1]):
             terminalreporter.write_line(f"  {worker}: {first - t0:6.1f} to {last - t0:6.1f}, "
                                         f"tests' wall time {busy:6.1f}")
+
+
+def _write_json(config) -> None:
+    """``--ssbench-cpu-out``: this part's CPU seconds per module and per test, added to the file
+    under the part's name (make test's two parts write in turn)."""
+    import json
+
+    out = config.getoption("--ssbench-cpu-out")
+    if not out:
+        return
+    try:
+        doc = json.loads(Path(out).read_text())
+    except (OSError, ValueError):
+        doc = {}
+    part = config.getoption("--ssbench-part", None) or "all"
+    doc[part] = {"total": round(sum(config._ssbench_cpu.values()), 1),
+                 "modules": {k: round(v, 2) for k, v in sorted(config._ssbench_cpu.items(), key=lambda kv: -kv[1])},
+                 "tests": {k: round(v, 2) for k, v in sorted(config._ssbench_cpu_tests.items(), key=lambda kv: -kv[1])}}
+    Path(out).write_text(json.dumps(doc, indent=1) + "\n")

@@ -17,6 +17,8 @@ from harness.targets.embedded.server import EmbeddedServer
 from harness.targets.embedded.target import EmbeddedTarget
 from harness.targets.embedded.transport import TransportLink
 
+from . import machine
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -71,7 +73,9 @@ def provisioned(server: EmbeddedServer, prefix: str, initiators: int = 1):
 
 
 def wait_for(cond, timeout: float, what: str, poll: float = 0.05):
-    deadline = time.monotonic() + timeout
+    """``cond()`` once it is true; ``timeout`` is set on the reference machine and stretched to
+    this one (support.machine.allowance): a slow host waits longer before it fails."""
+    deadline = time.monotonic() + machine.allowance(timeout)
     while True:
         v = cond()
         if v:

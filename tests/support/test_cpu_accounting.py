@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support import cpu_accounting
+from support import cpu_accounting, machine
 
 pytestmark = pytest.mark.skipif(not cpu_accounting.available(), reason="no cgroup this process may create")
 
@@ -69,11 +69,33 @@ def test_each_xdist_workers_span_is_printed(tmp_path):
 
 
 def test_the_machines_speed_is_probed_through_the_run(tmp_path):
-    """The controller times a fixed loop every 2 s and prints the median: a run of 5 s has probes."""
+    """The controller times a fixed loop every 2 s and prints the median, with the CPUs and any
+    quota: a run of 5 s has probes."""
     (tmp_path / "test_sleep5.py").write_text("import time\ndef test_sleep():\n    time.sleep(5.0)\n")
     r = _pytest(tmp_path, "-p", "no:xdist")
-    m = re.search(r"CPU speed probe: a fixed loop took ([\d.]+) ms of CPU \(median; p10 ([\d.]+), "
-                  r"p90 ([\d.]+); (\d+) probes\)", r.stdout)
+    m = re.search(r"CPU speed probe: a fixed loop took ([\d.]+) ms of CPU \(median of (\d+); p10 ([\d.]+), "
+                  r"p90 ([\d.]+)\): .*; (\d+) CPUs, (no CPU quota|a quota of [\d.]+ CPU)", r.stdout)
     assert m, r.stdout
-    med, p10, p90, n = float(m.group(1)), float(m.group(2)), float(m.group(3)), int(m.group(4))
+    med, n, p10, p90 = float(m.group(1)), int(m.group(2)), float(m.group(3)), float(m.group(4))
     assert n >= 2 and 0 < p10 <= med <= p90 < 1000, m.group(0)
+    assert int(m.group(5)) == machine.cpus()
+
+
+def test_a_quota_is_read_where_tools_slow_machine_sets_one(tmp_path):
+    """tools/slow-machine runs a command under a CPU quota: the machine's line names it, and the
+    time bounds the tests stretch to the machine (support.machine.allowance) grow by the share
+    of CPUs taken away (2 CPUs' reference against half a CPU: at least 4 times)."""
+    slow = Path(__file__).resolve().parents[2] / "tools" / "slow-machine"
+    code = (f"import sys; sys.path.insert(0, {str(Path(machine.__file__).parents[1])!r}); "
+            "from support import machine; print(machine.allowance(1.0))")
+    r = subprocess.run([sys.executable, str(slow), "--cpus", "0.5", "--", "sh", "-c",
+                        f"{sys.executable} {machine.__file__} && {sys.executable} -c \"{code}\""],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode == 2 and "no CPU quota can be set here" in r.stderr:
+        pytest.skip(r.stderr.strip())
+    assert r.returncode == 0, r.stderr
+    assert "a quota of 0.5 CPU" in r.stdout, r.stdout
+    assert "under 0.5 of" in r.stderr and "left in place" not in r.stderr, r.stderr
+    stretched = float(r.stdout.strip().splitlines()[-1])
+    assert stretched >= max(1.0, machine.REFERENCE_CPUS / 0.5), r.stdout
+    assert machine.allowance(1.0) >= 1.0

@@ -41,6 +41,8 @@ def _run(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.Complete
 
 
 @pytest.mark.slow
+@pytest.mark.swarm
+@pytest.mark.untimed("counts")
 def test_ssbench_run_on_a_plugins_target_loses_nothing(tmp_path):
     out = tmp_path / "out"
     env = pythonpath_env()

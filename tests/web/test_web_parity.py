@@ -2,9 +2,13 @@
 session does too: a ramp-down to fewer users stops the surplus users after their SEND in flight
 (the client's count equals the database's, nothing cut), the per-worker figures are in the
 summary, and the run lock keeps a headless run off the target while the web UI holds it.
+``ssbench web --metrics-port``: the session's live metrics come from the same swarm and
+repetition as a headless run's (the workers' Progress through the web UI's long-lived master, the
+session's sampler), and once the session is saved its committed figures are its summary's.
 
-Real processes: ``ssbench web`` (a Locust master with the web UI and two local workers) on the
-embedded target, driven through the web UI's own HTTP endpoints."""
+Real processes: one ``ssbench web`` session (a Locust master with the web UI and two local
+workers) on the embedded target, driven through the web UI's own HTTP endpoints, its metrics
+endpoint scraped."""
 
 from __future__ import annotations
 
@@ -15,15 +19,27 @@ import time
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
-from test_web_ui import REPO, WebProcess
+from harness.ports import free_port
+from support import machine
 from support.summaries import read as read_summary
+from test_web_ui import REPO, WebProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400), pytest.mark.swarm]
+
+
+def scrape(url: str) -> list[tuple[str, dict, float]]:
+    text = requests.get(url, timeout=10).text
+    return [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+
+
+def total(rows, name, **labels) -> float:
+    return sum(v for n, lab, v in rows if n == name and all(lab.get(k) == x for k, x in labels.items()))
 
 
 def _until(fn, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + machine.allowance(timeout)   # stretched to this machine
     last = None
     while time.monotonic() < deadline:
         last = fn()
@@ -33,18 +49,29 @@ def _until(fn, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
-def test_ramp_down_quiesces_and_a_session_has_per_worker_figures(pg_server, tmp_path):
+@pytest.mark.untimed("counts (client against database, per worker, scraped against the summary) and the run "
+                     "lock's refusal; no figure depends on the host's speed")
+def test_a_session_ramps_down_has_per_worker_figures_and_serves_its_metrics_live_then_as_saved(pg_server, tmp_path):
     results = tmp_path / "results"
+    port = free_port()
+    metrics = f"http://127.0.0.1:{port}/metrics"
     web = WebProcess(results, cmd=[sys.executable, "-m", "harness.cli", "web", "--target", "embedded", "--port", "0",
-                                   "--master-port", "0", "--initiators", "2", "--results", str(results)])
+                                   "--master-port", "0", "--initiators", "2", "--results", str(results),
+                                   "--metrics-port", str(port), "--metrics-linger", "0"])
     try:
         url = web.wait_ready(120)
+        assert f"live metrics at {metrics}" in web.output
         s = requests.Session()
         form = {"user_count": 8, "spawn_rate": 100, "host": "ssbench:embedded", "ssbench_initiators": 2,
                 "ssbench_payload_bytes": 64, "ssbench_dialogs": "per_thread"}
         assert s.post(url + "swarm", data=form, timeout=300).json().get("success")
         _until(lambda: s.get(url + "stats/requests", timeout=5).json().get("user_count") == 8, 60, "8 users")
         _until(lambda: s.get(url + "stats/requests", timeout=5).json().get("total_rps", 0) > 0, 60, "RPS above 0")
+        live = _until(lambda: (lambda r: r if total(r, "ssbench_sends_total", phase="measure") > 0 else None)(
+            scrape(metrics)), 60, "live SENDs in the measured window")
+        assert total(live, "ssbench_repetition_state", state="running") == 1
+        assert total(live, "ssbench_run_info", matrix="web", command="web") == 1
+        assert sorted(lab["initiator"] for n, lab, _ in live if n == "ssbench_transmission_queue_depth") == ["1", "2"]
         # the run lock: a headless run on the same target is refused while the web UI holds it
         m = tmp_path / "m.yaml"
         m.write_text((REPO / "tests" / "data" / "tiny.yaml").read_text())
@@ -60,6 +87,8 @@ def test_ramp_down_quiesces_and_a_session_has_per_worker_figures(pg_server, tmp_
         run = _until(lambda: [p.parent for p in results.glob("*-web*/run.json")
                               if json.loads(p.read_text()).get("status") == "complete"], 180, "the saved session")[0]
         d = read_summary(next(run.glob("*/rep-01/summary.json")))
+        rows = _until(lambda: (lambda r: r if total(r, "ssbench_repetition_state", state="complete") else None)(
+            scrape(metrics)), 30, "the committed session")
     except BaseException:
         print("---- ssbench web\n" + web.output)
         raise
@@ -74,3 +103,12 @@ def test_ramp_down_quiesces_and_a_session_has_per_worker_figures(pg_server, tmp_
     assert set(workers) == {(1, 1), (2, 1)}, d["workers"]
     assert all(w["sends"] > 0 and w["cpu_percent"] is not None for w in workers.values()), d["workers"]
     assert d["users_spawned"] == 8
+    # the saved session's committed figures, scraped, are its summary's
+    run_id = json.loads((run / "run.json").read_text())["run_id"]
+    p = {"run_id": run_id, "repetition": "1"}
+    assert total(rows, "ssbench_sends_total", **p) == d["messages_sent_client"] > 0
+    assert total(rows, "ssbench_send_errors_total", **p) == d["errors"]
+    for name in ("sent", "received", "lost", "undelivered"):
+        assert total(rows, f"ssbench_repetition_messages_{name}", **p) == d[f"messages_{name}"], name
+    assert total(rows, "ssbench_repetition_status", status=d["status"], **p) == 1
+    assert total(rows, "ssbench_e2e_latency_seconds_count", **p) == d["e2e_latency_ms"]["count"]

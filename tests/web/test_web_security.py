@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from support import machine
 from test_web_ui import REPO, WebProcess
 from support.summaries import read as read_summary
 
@@ -31,6 +32,12 @@ USER, PASSWORD = "benchadmin", "Pw-7q2xZ-never-on-the-wire"
 WORKER_SECRET_ENV, WORKER_SECRET = "SSBENCH_MSSQL_PASSWORD", "Sentinel-Worker-Pw-4471"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+
+def web_session(test):
+    """A test that starts ``ssbench web`` (a Locust master and its workers)."""
+    return pytest.mark.swarm(pytest.mark.untimed("logins, tokens and what is written; no figure depends on the host's "
+                                                 "speed, and the waits are stretched to this machine")(test))
 
 
 class Relay:
@@ -129,7 +136,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def _until(fn, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + machine.allowance(timeout)   # stretched to this machine
     last = None
     while time.monotonic() < deadline:
         last = fn()
@@ -164,6 +171,7 @@ def test_exposed_ui_without_credentials_is_refused(tmp_path):
     assert p.returncode == 2 and "SSBENCH_WORKER_TOKEN" in p.stderr, p.stderr
 
 
+@web_session
 def test_loopback_stays_login_free(pg_server, tmp_path):
     """On 127.0.0.1 without --require-login: no login page, even with credentials set, and no
     token line printed (all workers are local, the master port is on loopback)."""
@@ -185,6 +193,7 @@ def test_loopback_stays_login_free(pg_server, tmp_path):
 
 # --------------------------------------------------------------------------- login, wrong tokens
 
+@web_session
 def test_login_and_wrong_token_workers(pg_server, tmp_path):
     cred_file = tmp_path / "web-credentials"
     cred_file.write_text(f"# ssbench web\n{USER}:{PASSWORD}\n")
@@ -268,6 +277,7 @@ def test_login_and_wrong_token_workers(pg_server, tmp_path):
 
 # --------------------------------------------------------------------------- nothing secret on the wire
 
+@web_session
 def test_remote_worker_session_writes_no_secret(pg_server, tmp_path):
     """A session with a remote worker: results, logs, outputs and every byte between master and
     remote worker hold neither the web password, nor the worker's password variable, nor the
@@ -333,6 +343,7 @@ def test_remote_worker_session_writes_no_secret(pg_server, tmp_path):
 
 # --------------------------------------------------------------------------- TLS
 
+@web_session
 def test_tls_login(pg_server, tmp_path):
     """``--tls-cert/--tls-key``: the UI is served over HTTPS (a self-signed certificate made
     with openssl here), the session cookie is Secure, and ssbench web reaches its own UI."""

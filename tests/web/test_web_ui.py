@@ -31,6 +31,8 @@ from support.summaries import read as read_summary
 
 from support.browser import chromium, require_chromium
 
+from support import machine
+
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 
@@ -60,7 +62,7 @@ class WebProcess:
         return "\n".join(self.lines)
 
     def wait_ready(self, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + machine.allowance(timeout)
         while time.monotonic() < deadline:
             if "ssbench web: ready" in self.output:
                 m = re.search(r"Locust web UI at (https?://\S+/)", self.output)
@@ -92,7 +94,7 @@ class WebProcess:
 
 
 def _until(fn, timeout: float, what: str, poll: float = 0.25):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + machine.allowance(timeout)   # stretched to this machine
     last = None
     while time.monotonic() < deadline:
         try:
@@ -241,6 +243,8 @@ def _diagnose(web: WebProcess, url: str | None, driver) -> None:
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+@pytest.mark.swarm
+@pytest.mark.untimed("what the page shows and the saved runs' counts; its waits are stretched to this machine")
 def test_web_ui_session_in_a_browser(pg_server, tmp_path):
     require_chromium()
     results = tmp_path / "results"

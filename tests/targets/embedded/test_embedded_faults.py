@@ -150,6 +150,7 @@ def crash_target():
             t.close()
 
 
+@pytest.mark.untimed("a count of errors bounded by the outage's own length")
 def test_postgres_crash_mid_send_senders_back_off_broker_restarts_nothing_lost(crash_target):
     """``pg_ctl stop -m immediate`` while four senders SEND (durable profile): while the server
     is down the senders back off instead of spinning (a handful of errors each, not thousands);

@@ -16,6 +16,7 @@ from harness.targets.base import open_sender
 from harness.targets.embedded.sender import burn_cpu
 from harness.targets.embedded.transport import RateLimit
 from harness.targets.embedded.waits import map_wait
+from support import machine
 from support.embedded import deliver, provisioned, send_many, settings, wait_for
 
 @pytest.fixture(scope="module")
@@ -61,6 +62,8 @@ def test_burn_cpu_spends_thread_cpu():
 # --------------------------------------------------------------------------- against the server
 
 @pytest.mark.slow
+@pytest.mark.untimed("lower bounds are the knob's own work or rate limit; its time bounds are stretched to this "
+                     "machine (support.machine.allowance)")
 def test_processing_cost_per_message_and_the_readers(target):
     """One reader, 2 ms of work per message: the tally says about 2 ms per message, the reader
     is busy, its sleep is reported as WAITFOR; warm-up messages are not charged."""
@@ -69,7 +72,7 @@ def test_processing_cost_per_message_and_the_readers(target):
     target.create_dialogs(1, 10, 1)
     t0 = time.monotonic()
     target.warm_up(1)                            # 10 warm-up messages, in-line: not charged
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < machine.allowance(10)
     sent = send_many(target, 1, 15)              # 150 messages
     deliver(target)
     assert target.queue_depths() ["queue"] == target.queue_depths(exact=True)["queue"] == sent
@@ -86,7 +89,7 @@ def test_processing_cost_per_message_and_the_readers(target):
     t = target.procedure_time(start, end)
     assert t["messages"] == sent and t["receives"] >= sent / 20
     per_message_us = t["batch_seconds"] * 1e6 / t["messages"]
-    assert 2000 <= per_message_us < 6000, per_message_us
+    assert 2000 <= per_message_us < 2000 + machine.allowance(4000), per_message_us
     assert t["seconds"] == pytest.approx(t["batch_seconds"], rel=0.05)   # every batch inside the window
     assert end - start >= sent * 0.002            # one reader cannot beat its work
     assert waits.get("WAITFOR", 0) >= 0.5 * sent * 2   # ms: most of the work sampled as WAITFOR
@@ -94,6 +97,8 @@ def test_processing_cost_per_message_and_the_readers(target):
 
 
 @pytest.mark.slow
+@pytest.mark.untimed("lower bounds are the knob's own work or rate limit; its time bounds are stretched to this "
+                     "machine (support.machine.allowance)")
 def test_transport_rate_limit(target):
     """--transport-rate 300: 900 messages take about 3 s to reach the target (the bucket's burst
     of a tenth of a second's worth at most ahead)."""
@@ -108,7 +113,7 @@ def test_transport_rate_limit(target):
         elapsed = time.monotonic() - t0
     finally:
         target.stop()
-    assert (sent - 30) / 300 <= elapsed < 15, elapsed
+    assert (sent - 30) / 300 <= elapsed < machine.allowance(15), elapsed
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from support import machine
 from support.embedded import db, provisioned, settings
 
 pytestmark = pytest.mark.slow
@@ -66,6 +67,7 @@ def test_receive_of_a_large_group_is_fast_with_stale_statistics(target):
     assert min(timings) < 1.0, f"RECEIVE TOP (10000) of one group took {timings} s on stale statistics"
 
 
+@pytest.mark.untimed("its time bounds are stretched to this machine (support.machine.allowance)")
 def test_receive_takes_at_most_top_in_order_and_other_groups_stay_free(target):
     """The rewritten RECEIVE keeps its contract: TOP, order, one group, the group held until the
     transaction ends, another reader served from another group."""
@@ -84,4 +86,4 @@ def test_receive_takes_at_most_top_in_order_and_other_groups_stay_free(target):
             with db(target, target.target_db) as c:
                 t0 = time.perf_counter()
                 assert c.execute("SELECT count(*) FROM ssb.receive(100, 200)").fetchone()[0] == 0
-                assert time.perf_counter() - t0 < 2.0
+                assert time.perf_counter() - t0 < machine.allowance(2.0)

@@ -195,6 +195,7 @@ def test_connect_autocommit(pg):
 
 
 @needs_psqlodbc
+@pytest.mark.untimed("a timeout's or a sleep's own length bounds it, with seconds of slack")
 def test_query_timeout_cancels(pg):
     c = driver.connect(pg_cs(pg), autocommit=True, query_timeout=0.5, where="pg")
     try:
@@ -233,6 +234,7 @@ def closed_port() -> int:
 
 
 @needs_psqlodbc
+@pytest.mark.untimed("a timeout's or a sleep's own length bounds it, with seconds of slack")
 def test_unreachable_host_is_clean(pg):
     port = closed_port()
     t0 = time.monotonic()
@@ -254,6 +256,7 @@ def test_missing_driver_is_clean():
 
 
 @needs_psqlodbc
+@pytest.mark.timing   # an overlap timed by the clock
 def test_calls_overlap_in_threads(pg):
     n = 4
     conns = [driver.connect(pg_cs(pg), autocommit=True, where=f"pg{i}") for i in range(n)]
@@ -271,6 +274,7 @@ def test_calls_overlap_in_threads(pg):
 
 
 @needs_psqlodbc
+@pytest.mark.untimed("a timeout's or a sleep's own length bounds it, with seconds of slack")
 def test_one_call_at_a_time_per_connection(pg):
     c = driver.connect(pg_cs(pg), autocommit=True, where="pg")
     try:
@@ -396,6 +400,7 @@ def test_freetds_refuses_a_password_with_a_brace(monkeypatch):
     assert ms.connection_string("a};b").endswith("PWD={a}};b};")
 
 
+@pytest.mark.untimed("a timeout's or a sleep's own length bounds it, with seconds of slack")
 def test_connection_level_timeout_is_never_set():
     """pyodbc's Connection.timeout is SQL_ATTR_CONNECTION_TIMEOUT plus a value for cursors
     created later: ssbench never sets it; the watchdog enforces each call's timeout."""
@@ -441,6 +446,7 @@ def test_connection_level_timeout_is_never_set():
 
 
 @needs_psqlodbc
+@pytest.mark.untimed("a timeout's or a sleep's own length bounds it, with seconds of slack")
 def test_per_call_timeout_on_a_reused_cursor(pg):
     """The first call creates the connection's cursor with a long timeout; a later call's
     shorter timeout still cancels it, and a longer one still lets it finish."""

@@ -71,6 +71,7 @@ def test_sender_roundtrip_from_other_threads(pg_tables):
     assert rows == [(handles[1], b"\x00payload"), (handles[0], b"x" * 10)]
 
 
+@pytest.mark.timing   # an overlap timed by the clock
 def test_senders_overlap(pg_tables):
     spec, handles, admin, sent = pg_tables
     senders = [open_sender(spec) for _ in range(4)]

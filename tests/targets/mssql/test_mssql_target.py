@@ -280,6 +280,7 @@ def test_drain_returns_when_done(fake):
     assert c.sent == 5 and c.received == 5 and c.in_flight == 0
 
 
+@pytest.mark.untimed("returns on a stop, seconds before its timeout")
 def test_drain_takes_the_lock_per_poll_and_stops_on_request(fake):
     import threading
     import time

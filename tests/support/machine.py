@@ -1,0 +1,172 @@
+"""The machine the suite runs on: its CPUs, any CPU quota over this process (cgroup v2
+``cpu.max``, v1 ``cpu.cfs_quota_us``: tools/slow-machine sets one), and its CPU speed probe, a
+fixed loop timed in its own thread's CPU time (as harness.collectors.cpuspeed does per window).
+The probe's figure grows on a slower CPU and does not move with load or a quota (its time is
+the thread's own CPU); the CPUs and the quota say how much of that CPU the run may have.
+
+Only the standard library: ``python3 tests/support/machine.py`` prints the machine's line before
+the venv exists (.ci/run prints it beside each step's time); ``--workers``, make test's xdist
+workers for this machine."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+#: iterations of the probe's empty loop (about 2.5 ms of CPU on the 2-vCPU test VM)
+WORK = 200_000
+
+
+def probe_ms(work: int = WORK) -> float:
+    """One probe: the loop's CPU time in milliseconds."""
+    c0 = time.thread_time()
+    for _ in range(work):
+        pass
+    return (time.thread_time() - c0) * 1000.0
+
+
+def probe(n: int = 25, every: float = 0.02) -> list[float]:
+    """``n`` probes ``every`` seconds apart, sorted."""
+    out = []
+    for i in range(n):
+        out.append(probe_ms())
+        if i + 1 < n:
+            time.sleep(every)
+    return sorted(out)
+
+
+def quantile(sorted_ms: list[float], f: float) -> float:
+    return sorted_ms[min(len(sorted_ms) - 1, int(f * len(sorted_ms)))]
+
+
+def cpus() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _mounts() -> list[tuple[Path, str, set[str]]]:
+    """(mount point, type, super options) of the cgroup file systems ([] where there are none)."""
+    out = []
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fstype, _, opts = (right.split() + ["", "", ""])[:3]
+        if fstype in ("cgroup", "cgroup2"):
+            out.append((Path(left.split()[4]), fstype, set(opts.split(","))))
+    return out
+
+
+def own_cgroup(controller: str) -> str:
+    """This process's cgroup path in the v1 hierarchy of ``controller`` ('': the v2 one)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return "/"
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        if (controller == "" and ctrls == "") or (controller and controller in ctrls.split(",")):
+            return path
+    return "/"
+
+
+def cgroup_dirs(controller: str, fstype: str = "cgroup") -> list[tuple[Path, Path]]:
+    """(mount point, this process's own cgroup directory) in the hierarchies of ``controller``
+    (v1) or, with ``fstype`` 'cgroup2', in the unified one."""
+    out = []
+    for mnt, kind, opts in _mounts():
+        if kind == fstype == "cgroup2":
+            out.append((mnt, mnt / own_cgroup("").lstrip("/")))
+        elif kind == fstype == "cgroup" and controller in opts:
+            out.append((mnt, mnt / own_cgroup(controller).lstrip("/")))
+    return out
+
+
+def quota() -> float | None:
+    """The CPUs' worth of time this process may use under a cgroup CPU quota (the smallest on
+    the way up from its own cgroup to the root, v2 or v1), or None when none is set."""
+    found = []
+    for fstype, read in (("cgroup2", _v2_quota), ("cgroup", _v1_quota)):
+        for mnt, path in cgroup_dirs("cpu", fstype):
+            while True:
+                q = read(path)
+                if q is not None:
+                    found.append(q)
+                if path == mnt or path == path.parent:
+                    break
+                path = path.parent
+    return min(found) if found else None
+
+
+def _v2_quota(path: Path) -> float | None:
+    try:
+        limit, period = (path / "cpu.max").read_text().split()
+    except (OSError, ValueError):
+        return None
+    return None if limit == "max" else int(limit) / int(period)
+
+
+def _v1_quota(path: Path) -> float | None:
+    try:
+        limit = int((path / "cpu.cfs_quota_us").read_text())
+        period = int((path / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if limit <= 0 else limit / period
+
+
+def effective_cpus() -> float:
+    """The CPUs' worth of time this process may have: its CPUs, or its quota when smaller."""
+    q = quota()
+    return min(cpus(), q) if q is not None else float(cpus())
+
+
+#: the probe's median and the CPUs of the machine the suite's time bounds were set on (the
+#: 2-vCPU test VM, 2026-11-28: 2.45 to 2.8 ms, no quota)
+REFERENCE_MS, REFERENCE_CPUS = 2.5, 2
+_SLOWNESS: list[float] = []
+
+
+def slowness() -> float:
+    """How many times longer than on the reference machine CPU-bound work may take here, at
+    least 1: the probe's median against the reference's, times the reference's CPUs against
+    this process's share of CPUs (a quota of 1 CPU on 2 cores: 2). Probed once per process."""
+    if not _SLOWNESS:
+        ms = statistics.median(probe(15, 0.01))
+        _SLOWNESS.append(max(1.0, ms / REFERENCE_MS) * max(1.0, REFERENCE_CPUS / effective_cpus()))
+    return _SLOWNESS[0]
+
+
+def allowance(seconds: float) -> float:
+    """A time bound set on the reference machine, stretched to this one (:func:`slowness`)."""
+    return seconds * slowness()
+
+
+def describe(sorted_ms: list[float]) -> str:
+    """The machine's line: the probe's median and spread, the CPUs and the quota."""
+    q = quota()
+    share = f"a quota of {q:g} CPU" if q is not None and q < cpus() else "no CPU quota"
+    spread = (f"median of {len(sorted_ms)}; p10 {quantile(sorted_ms, 0.1):.2f}, p90 {quantile(sorted_ms, 0.9):.2f}"
+              if sorted_ms else "no probe")
+    med = f"{statistics.median(sorted_ms):.2f} ms" if sorted_ms else "?"
+    return (f"a fixed loop took {med} of CPU ({spread}): the larger, the slower this machine ran; "
+            f"{cpus()} CPUs, {share}")
+
+
+def test_workers() -> int:
+    """make test's xdist workers: two per CPU's worth of time this process may have (4 on 2
+    cores; 2 under a quota of 1 CPU, so that each test still gets half a CPU of whatever speed
+    and its deadlines, heartbeats and windows hold), at least 2."""
+    return max(2, round(2 * effective_cpus()))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--workers"]:
+        print(test_workers())
+    else:
+        print(f"machine: {describe(probe())}; load average {os.getloadavg()[0]:.1f}", file=sys.stdout)
