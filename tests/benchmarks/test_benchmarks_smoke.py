@@ -100,3 +100,14 @@ def test_analysis_time(tmp_path):
     run("analysis_time.py", "--rounds", "1", "--json", str(tmp_path / "t.json"), str(run_dir), timeout=900)
     (figures,) = json.loads((tmp_path / "t.json").read_text()).values()
     assert figures["this"]["wall_median_s"] > 0 and figures["same_key_table"] is True
+
+
+def test_usl_coverage():
+    """Every table, a few sweeps a cell: the profile / Wald / bootstrap coverage, the band, the
+    comparisons and the lack-of-fit test."""
+    out = run("usl_coverage.py", "--trials", "4", "--boot-trials", "2", "--workers", "1", "--quick", timeout=600)
+    for head in ("1. coverage of the 95 % intervals", "1b. the figure's band", "2. a technique against its baseline",
+                 "3. said not to fit"):
+        assert head in out, out
+    assert "| shared-like (bootstrap) | lognormal 0.05 | 3 |" in out and "| misfit | lognormal 0.03 | 3 |" in out
+
