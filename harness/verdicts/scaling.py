@@ -30,12 +30,14 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from ..results.fields import COMPARISON_KEYS
 from . import usl
 from .metrics import RECEIVE_RATE
-from .pairs import OTHER_AXES, Pairing, run_comparisons, samples
+from .pairs import OTHER_AXES, Pairing, run_comparisons, samples  # noqa: F401  (OTHER_AXES re-exported)
 
-#: what a sweep's permutations share: everything but the thread count
-SWEEP_KEYS = ("run_id", "server", "initiators", "payload_bytes", "dialogs") + OTHER_AXES
+#: what a sweep's permutations share: every compared axis but the thread count (and the matrix
+#: case, a name: scaling.yaml measures its few threads in a case of their own)
+SWEEP_KEYS = tuple(k for k in COMPARISON_KEYS if k not in ("threads", "case"))
 #: the law has three coefficients: four thread counts leave one to test its fit
 MIN_THREAD_COUNTS = 4
 LEVEL = 0.95
