@@ -157,3 +157,18 @@ def test_the_answer_of_a_run_directory_carries_the_model(tmp_path):
     assert rows["shared"]["status"] == "fitted"
     assert rows["shared"]["sigma_ci_low"] <= 0.6 <= rows["shared"]["sigma_ci_high"]
     assert answer.section(MOVES).rows[0]["moves"][:1] == ["sigma"]
+
+
+def test_the_scaling_matrix_is_three_sweeps_of_seven_thread_counts_across_its_cases():
+    """matrices/scaling.yaml measures one and two threads in a case of their own (longer
+    windows): the sweeps join the cases, one per dialog strategy, alternated."""
+    from harness.matrix import load_matrix
+    from harness.results.fields import flat_axes
+    from support.embedded import REPO
+
+    m = load_matrix(REPO / "matrices" / "scaling.yaml")
+    assert m.run.alternate and m.run.planned_repetitions == 3
+    rows = [dict(flat_axes(p.values()), run_id="r") for p in m.permutations()]
+    found = S.groups(rows)
+    assert sorted(k[S.SWEEP_KEYS.index("dialogs")] for k in found) == ["per_thread", "shared", "trick150"]
+    assert all([r["total_threads"] for r in g] == list(THREADS) for g in found.values())
