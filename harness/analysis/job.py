@@ -34,7 +34,7 @@ from typing import Any, Callable
 if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `harness` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.analysis import diagnosis, diagnosis_view, discovery, plots, report, techniques  # noqa: E402
+from harness.analysis import diagnosis, diagnosis_view, discovery, plots, report, scaling, techniques  # noqa: E402
 from harness.analysis.writer import write_arrow, write_table  # noqa: E402
 from harness.errors import UserError  # noqa: E402
 from harness.results import fields, write_atomic, write_json  # noqa: E402
@@ -185,12 +185,13 @@ def _run(spark, disc: discovery.Discovery, reps: list[dict[str, Any]], out_dir: 
     C.rate_intervals(perms, synthetic_runs)
     diags, diag_rows, moves = _diagnose(disc, perms, reps)
     rules, gains, cross, tech, answer = judge_runs(disc, perms, threshold_pct, out_dir / "index.html")
+    sweeps, scaling_rows = scaling.attach(perms, answer)     # and the answer's scalability sections
     say(f"aggregated {len(perms)} permutations after {time.monotonic() - t0:.1f} s")
     chosen, series = _timeseries(spark, disc, perms)
     rows = {"permutations": perms, "repetitions": reps, "dialog_gains": gains, "crossover": cross,
             "technique_gains": tech, "wait_profile": profile,
             "top_waits": [w for w in profile if w["rank"] <= n_top], "queue_timeseries": series,
-            "diagnosis": diag_rows, "limit_moves": moves}
+            "diagnosis": diag_rows, "limit_moves": moves, **scaling_rows}
     for name, table_rows in rows.items():
         cols = list(fields.columns()) if name == "repetitions" else None
         written[name] = write_table(tdir, name, table_rows, cols)
@@ -198,7 +199,7 @@ def _run(spark, disc: discovery.Discovery, reps: list[dict[str, Any]], out_dir: 
                                     ["path", "problem"])
     say(f"tables written after {time.monotonic() - t0:.1f} s")
     all_plots, targets, server_labels = draw_plots(disc, perms, gains, cross, profile, series, chosen,
-                                                   out_dir / "plots", rules, helper, tech, reps)
+                                                   out_dir / "plots", rules, helper, tech, reps, sweeps)
     say(f"{sum(1 for p in all_plots if not p.skipped)} plots after {time.monotonic() - t0:.1f} s")
     key_rows = report.key_rows(perms, cross, server_labels)
     diag_html = diagnosis_view.report_section(diags, synthetic_runs)
@@ -298,8 +299,9 @@ def _plot_call(name: str, args: tuple) -> list[plots.Plot]:
     """Run one plotting function by name (what the helper process executes)."""
     from harness.analysis import plots as P
     from harness.analysis import plots_compare as PC
+    from harness.analysis import plots_scaling as PS
 
-    return (getattr(P, name, None) or getattr(PC, name))(*args)
+    return (getattr(P, name, None) or getattr(PC, name, None) or getattr(PS, name))(*args)
 
 
 def _warm_helper() -> bool:
@@ -327,10 +329,10 @@ def start_plot_helper():
 
 
 def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, chosen, plot_dir: Path,
-               rules: dict[str, Rule] | None = None, helper=None, tech=(), reps=()):
+               rules: dict[str, Rule] | None = None, helper=None, tech=(), reps=(), sweeps=()):
     """Every plot of every run, grouped by section. Returns (plots, target text per run,
     server label per (run, server)). ``helper``: a process pool from :func:`start_plot_helper`
-    (its plots are drawn here instead when it fails)."""
+    (its plots are drawn here instead when it fails); ``sweeps``: the scalability model's."""
     targets: dict[str, str] = {}
     server_labels: dict[tuple[str, str], str] = {}
     by_run = lambda rows, run_id: [r for r in rows if r["run_id"] == run_id]  # noqa: E731
@@ -351,6 +353,7 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
         perm_ids = {p["perm_id"] for p in prow}
         jobs += [
             ("throughput", (prow, ctx, plot_dir)),
+            ("scaling_fits", (list(sweeps), ctx, plot_dir)),
             ("strategy_gain", (prow, g, c, ctx, plot_dir, "trick150", threshold_pct,
                                "One dialog per thread vs the 150 trick (paper Figure 5)")),
             ("strategy_gain", (prow, g, c, ctx, plot_dir, "shared", threshold_pct,

@@ -95,6 +95,11 @@ TABLE_FILES = [
                         "metric the axis moves: gain in % (the metric's better direction) with its interval and "
                         "verdict (the stopping rule's), or not exercised (the mechanism never engaged) with how to "
                         "exercise it"),
+    ("scaling", "per thread sweep (permutations that differ only in their thread count): the Universal "
+                "Scalability Law's λ, σ, κ, peak N* and peak rate with their 95 % intervals, the lack-of-fit test, "
+                "or why it has none (docs/statistics.md, \"How far it scales\")"),
+    ("scaling_moves", "per comparison across thread counts: the change of λ (%), σ and κ with its interval and "
+                      "the coefficients it moves"),
     ("top_waits", "top waits per permutation"),
     ("wait_profile", "every wait type per permutation (idle waits are left out by the targets)"),
     ("queue_timeseries", "queue depths over time of the plotted permutations"),

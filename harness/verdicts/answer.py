@@ -334,14 +334,18 @@ def key_answer(judged: Iterable[Judged], runs: Iterable[str], autos: Mapping[str
 
 
 def run_answer(path: str | Path) -> Answer:
-    """The key table of one run directory straight from its summaries (no Spark): what
-    ``ssbench bench --no-analysis`` prints; the analysis computes the same from its tables."""
+    """The key table of one run directory straight from its summaries (no Spark), and the
+    scalability model's sections (:mod:`.scaling_answer`): what ``ssbench bench --no-analysis``
+    prints; the analysis computes the same from its tables."""
     from ..results import RunReader
     from .pairs import judge_all, permutation_rows
     from .rule import Rule
+    from .scaling_answer import add_sections
 
     reader = RunReader(path)
     record = reader.record().to_json() if reader.exists() else {}
     rule = Rule.of_run((record.get("matrix") or {}).get("run"))
-    judged = judge_all(permutation_rows(s.row() for s in reader.readable_summaries()), default=rule)
-    return key_answer(judged, [reader.run_id], {reader.run_id: record.get("auto") or {}})
+    rows = permutation_rows(s.row() for s in reader.readable_summaries())
+    answer = key_answer(judge_all(rows, default=rule), [reader.run_id], {reader.run_id: record.get("auto") or {}})
+    add_sections(answer, rows)      # how far each thread sweep scales
+    return answer

@@ -165,7 +165,8 @@ def test_cli_prints_the_answer_and_gives_it_to_scripts(spark, two_sets, tmp_path
     _none, real, result = two_sets
     assert main(["analyze", str(real), "--out", str(tmp_path / "r"), "--json", "-q"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    (key,) = doc["sections"]
+    key, *others = doc["sections"]      # then the scalability model's (each strategy's 4 thread counts)
+    assert key["key"] == "key" and [s["key"] for s in others] == ["scaling", "scaling_moves"]
     assert doc["schema"] == "ssbench.answer/1" and doc["runs"] == [real.name]
     assert doc["report"] == str((tmp_path / "r" / "index.html").resolve())
     assert [r["verdict"] for r in key["rows"]] == ["gain"] * 8

@@ -105,3 +105,28 @@ def test_analysis_time(tmp_path):
     run("analysis_time.py", "--rounds", "1", "--json", str(tmp_path / "t.json"), str(run_dir), timeout=900)
     (figures,) = json.loads((tmp_path / "t.json").read_text()).values()
     assert figures["this"]["wall_median_s"] > 0 and figures["same_key_table"] is True
+
+
+def test_usl_coverage():
+    """Every table, a few sweeps a cell: the profile / Wald / bootstrap coverage, the band, the
+    comparisons and the lack-of-fit test."""
+    out = run("usl_coverage.py", "--trials", "4", "--boot-trials", "2", "--workers", "1", "--quick", timeout=600)
+    for head in ("1. coverage of the 95 % intervals", "1b. the figure's band", "2. a technique against its baseline",
+                 "3. said not to fit"):
+        assert head in out, out
+    assert "| shared-like (bootstrap) | lognormal 0.05 | 3 |" in out and "| misfit | lognormal 0.03 | 3 |" in out
+
+
+def test_scaling_runs_on_existing_runs(tmp_path):
+    """Two synthetic sweeps of the law, side by side without Spark: one shared dialog's σ
+    interval above one dialog per thread's in both (exit 0)."""
+    from support import synth
+
+    law = (("per_thread", (2400.0, 0.2, 2e-4)), ("shared", (2400.0, 0.6, 0.03)))
+    runs = [synth.synthesize(tmp_path, synth.SynthSpec(
+        name="sweep", initiators=(1,), threads=(1, 2, 4, 8, 16, 32), dialogs=("per_thread", "shared"), payloads=(100,),
+        servers=("durable",), repetitions=3, warmup_seconds=1, measure_seconds=2, drain_seconds=1, usl=law, seed=seed),
+        run_id=f"20261128-00000{seed}-sweep") for seed in (1, 2)]
+    out = run("scaling_runs.py", "--existing", *map(str, runs), "--no-analysis")
+    assert "| shared σ | " in out and "| shared vs per_thread: moves | raises σ" in out, out
+    assert out.strip().endswith("wholly above one dialog per thread's in every run: True")

@@ -31,7 +31,9 @@ marks every plot, table and report page of such a run SYNTHETIC.
 
 For the statistics' tests, :class:`SynthSpec` can make one strategy a relabelled copy of another
 (``same_as``), give a strategy a true multiplicative effect (``effect``) and add independent
-uniform noise per repetition (``uniform_noise``, e.g. 0.25 for +-25 %).
+uniform noise per repetition (``uniform_noise``, e.g. 0.25 for +-25 %); for the scalability
+model's, a strategy's rates can follow the Universal Scalability Law (``usl``), and fall off a
+cliff from some thread count on (``cliff``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from typing import Any, Iterable
 
 from harness.results import RunRecord, RepetitionSummary, summarize_permutation, write_atomic, write_json
 from harness.results.records import InitiatorResult, LatencySummary, TargetRef, TopWait
+from harness.verdicts import usl
 
 PAPER_THREADS = (1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50)
 
@@ -95,6 +98,12 @@ class SynthSpec:
     uniform_noise: float = 0.0             # and a uniform factor in [1-u, 1+u] per repetition
     same_as: tuple[tuple[str, str], ...] = ()   # (strategy, strategy whose model it copies)
     effect: tuple[tuple[str, float], ...] = ()  # (strategy, true multiplicative effect on rates)
+    #: (strategy, (λ, σ, κ)): its send and receive rates follow the Universal Scalability Law over
+    #: the total threads instead of the model below (harness.verdicts.usl)
+    usl: tuple[tuple[str, tuple[float, float, float]], ...] = ()
+    #: (strategy, total threads, factor): from that many threads on, its rates times the factor (a
+    #: sweep the law does not describe)
+    cliff: tuple[tuple[str, int, float], ...] = ()
     start_epoch: float = 1_763_739_400.0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -223,6 +232,12 @@ def write_repetition(perm_dir: Path, perm: dict[str, Any], rep: int, spec: Synth
     rng = _rng(spec, perm["id"], rep)
     i, t, payload = perm["initiators"], perm["threads"], perm["payload_bytes"]
     m = model(i, t, dict(spec.same_as).get(perm["dialogs"], perm["dialogs"]), payload, perm["server"])
+    law = dict(spec.usl).get(perm["dialogs"])
+    if law:
+        m = dict(m, send=float(usl.rate(i * t, *law)), receive=float(usl.rate(i * t, *law)))
+    for strategy, threads, factor in spec.cliff:
+        if strategy == perm["dialogs"] and i * t >= threads:
+            m = dict(m, send=m["send"] * factor, receive=m["receive"] * factor)
     level = math.exp(rng.gauss(0.0, spec.noise)) * dict(spec.effect).get(perm["dialogs"], 1.0)
     if spec.uniform_noise:
         level *= rng.uniform(1.0 - spec.uniform_noise, 1.0 + spec.uniform_noise)
