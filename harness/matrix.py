@@ -28,6 +28,8 @@ from .runsettings import AUTO, AUTO_FIELDS, AUTO_MAX, AUTO_MIN, RUN_FIELDS, RUN_
 from .runsettings import run_settings, settings as _settings
 from .yamlsrc import Located, load_located, unwrap
 
+DEFAULT_RUN = RunSettings()
+
 __all__ = ["BrokerSettings", "Case", "DialogStrategy", "Matrix", "Permutation", "RunSettings", "RUN_FIELDS",
            "RUN_ORDERS", "broker_values", "high_priority_permille", "high_priority_slot", "load_matrix"]
 
@@ -296,18 +298,26 @@ class Matrix:
             raise UserError(f"expected one of {', '.join(RUN_FIELDS['send_mode'][1])}, got {show(mode)}", field=flag)
         self.run = _replace(self.run, send_mode=mode)
 
-    def to_dict(self) -> dict[str, Any]:
+    def document(self) -> dict[str, Any]:
+        """The matrix as the YAML document :func:`load_matrix` reads back to an equal matrix
+        (run settings at their defaults left out)."""
         def plain(axes: dict[str, list[Any]]) -> dict[str, list[Any]]:
             return {k: [v.token if isinstance(v, DialogStrategy) else
                         ("unlimited" if k == "messages_per_dialog" and v is None else v) for v in vs]
                     for k, vs in axes.items()}
-        return {"name": self.name, "description": self.description, "file": str(self.path),
-                "sha256": self.sha256, "axes": plain(self.axes),
-                **({"blocks": [plain(b) for b in self.blocks]} if self.blocks else {}), "run": asdict(self.run),
-                "broker": broker_values(self.broker), "embedded_profiles": dict(self.embedded_profiles),
+        run = {k: v for k, v in asdict(self.run).items() if v != getattr(DEFAULT_RUN, k)}
+        return {"name": self.name, **({"description": self.description} if self.description else {}),
+                "axes": plain(self.axes), **({"blocks": [plain(b) for b in self.blocks]} if self.blocks else {}),
+                **({"run": run} if run else {}), "broker": broker_values(self.broker),
+                **({"embedded_profiles": dict(self.embedded_profiles)} if self.embedded_profiles else {}),
                 **({"cases": [{"name": c.name, "description": c.description, "axes": plain(c.axes),
                                "broker": broker_values(c.broker), **({"run": dict(c.run)} if c.run else {})}
-                              for c in self.cases]} if self.cases else {}),
+                              for c in self.cases]} if self.cases else {})}
+
+    def to_dict(self) -> dict[str, Any]:
+        """What run.json records: the document, every run setting, the file and its hash."""
+        return {**self.document(), "description": self.description, "file": str(self.path), "sha256": self.sha256,
+                "run": asdict(self.run), "embedded_profiles": dict(self.embedded_profiles),
                 "permutations": len(self)}
 
 

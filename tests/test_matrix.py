@@ -268,3 +268,17 @@ def test_blocks_are_a_union_of_products_each_with_its_own_axes(tmp_path):
     assert d["permutations"] == 5 and "blocks" not in load_matrix(write(tmp_path, GOOD, "g.yaml")).to_dict()
     # the techniques matrix is written this way
     assert load_matrix(REPO / "matrices" / "techniques.yaml").blocks
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parent.parent / "matrices").glob("*.yaml")), ids=lambda p: p.name)
+def test_a_matrix_written_from_its_document_loads_back_equal(path, tmp_path):
+    """Matrix.document() is the one way ssbench writes a matrix (the web session's, the gate's
+    one-repetition copy): it loads back to the same settings and permutations."""
+    import yaml
+    m = load_matrix(path)
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(yaml.safe_dump(m.document(), sort_keys=False))
+    again = load_matrix(copy)
+    assert (again.run, again.broker, again.cases, again.blocks) == (m.run, m.broker, m.cases, m.blocks)
+    assert [p.values() for p in again.permutations()] == [p.values() for p in m.permutations()]
+    assert {**again.to_dict(), "file": "", "sha256": ""} == {**m.to_dict(), "file": "", "sha256": ""}

@@ -4,7 +4,7 @@ cache or far apart, and move them; PostgreSQL's backends hand locks, buffer head
 WAL's insert position from CPU to CPU on every commit, so a window's rate can follow that level
 while the CPU speed probe and the steal time do not move (measured: docs/findings/cross-cpu.md).
 
-* **Probe** (``round_trip_ns``): a process of this collector (harness.collectors._crosscpu)
+* **Probe** (``round_trip_ns``): a process of this collector (harness.collectors.crosscpu_probe)
   pinned to the first CPU this process may use, with a partner pinned to the last, bounces a
   counter in shared memory: every :data:`PROBE_INTERVAL_S`, :data:`BURSTS` bursts of
   :data:`ROUNDS` round trips, the fastest burst's nanoseconds per round trip (so a burst in
@@ -57,7 +57,7 @@ class CrossCpuProbe(ProbeThread):
 
     def prepare(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.collectors._crosscpu", *(str(x) for x in (*self.cpus, self.rounds,
+            [sys.executable, "-m", "harness.collectors.crosscpu_probe", *(str(x) for x in (*self.cpus, self.rounds,
                                                                                           self.bursts))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
 

@@ -12,16 +12,18 @@ the swarm's result (its recordings already written by the controller) and the sa
 reads a session like any run (``results/<UTC time>-web/``).
 
 The measured window is from the end of spawning to the moment Stop was pressed (no warm-up:
-the UI's user decides when to look). ``matrix.yaml`` is the one-permutation matrix that
-``ssbench run`` can replay with the same settings and the session's duration.
+the UI's user decides when to look). The session is a one-permutation :class:`Matrix` built
+from the form; its ``matrix.yaml`` (written again when the session ends, with the session's
+measured window) replays it with ``ssbench run``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -31,7 +33,7 @@ from ..errors import UserError
 from ..load.placement import split
 from ..load.protocol import SwarmPlan, SwarmRequest
 from ..load.swarm import SwarmResult
-from ..matrix import MAX_PAYLOAD_BYTES, BrokerSettings, DialogStrategy, Permutation, RunSettings, load_matrix
+from ..matrix import MAX_PAYLOAD_BYTES, RUN_FIELDS, BrokerSettings, DialogStrategy, Matrix, Permutation, RunSettings
 from ..repetition import Repetition
 from ..results import RunDir, write_atomic
 from ..targets.base import Target
@@ -41,6 +43,8 @@ from .metrics import LiveMetrics
 log = logging.getLogger(__name__)
 
 MATRIX_NAME = "web"
+#: the run settings' shortest window: a session's measured window is unknown until Stop
+UNTIL_STOPPED = RUN_FIELDS["measure_seconds"][1]
 #: how long a web swarm waits for the workers of the initiators it uses
 WORKER_WAIT_S = 15.0
 
@@ -54,6 +58,7 @@ class Session:
     started: float
     description: str
     initiators: list[int]
+    matrix: Matrix
 
     @property
     def perm(self) -> Permutation:
@@ -105,13 +110,12 @@ class WebSessions:
         if not 0 <= payload <= MAX_PAYLOAD_BYTES:
             raise UserError(f"payload bytes must be 0..{MAX_PAYLOAD_BYTES}, got {payload}", field="payload_bytes")
         per_init = {str(i): n for i, n in enumerate(split(users, k), start=1) if n > 0}
-        perm = Permutation(index=1, initiators=k, threads=max(per_init.values()), dialogs=strategy,
-                           payload_bytes=payload, server=self.profile, broker=self.broker)
+        rd = RunDir.create(self.results_root, MATRIX_NAME)
+        m = self._write(self._matrix(rd, k, max(per_init.values()), strategy, payload, spawn_rate))
+        perm = next(m.permutations())
         description = (f"{users} client thread(s) on {k} initiator(s), {strategy.token} dialogs, "
                        f"{payload}-byte messages, profile {self.profile}")
-        rd = RunDir.create(self.results_root, MATRIX_NAME)
-        self._write_matrix(rd, perm, spawn_rate, measure=None)
-        rd.begin_record(load_matrix(rd.path / "matrix.yaml").to_dict(), self.target.describe(), total=1,
+        rd.begin_record(m.to_dict(), self.target.describe(), total=1,
                         web={"users": users, "spawn_rate": spawn_rate, "initiators": k,
                              "dialogs": strategy.token, "payload_bytes": payload})
         self.metrics.reset()
@@ -119,10 +123,7 @@ class WebSessions:
         if self.live is not None:
             self.live.begin_run(rd.run_id, MATRIX_NAME, self.target.label)
         log.info("session %s: preparing (%s)", rd.run_id, description)
-        settings = RunSettings(warmup_seconds=0.0, measure_seconds=0.5, repetitions=1,
-                               drain_timeout_seconds=self.drain_timeout,
-                               sample_interval_seconds=self.sample_interval, spawn_rate=spawn_rate)
-        r = Repetition(target=self.target, run_dir=rd, perm=perm, rep=1, profile=self.profile, settings=settings,
+        r = Repetition(target=self.target, run_dir=rd, perm=perm, rep=1, profile=self.profile, settings=m.run,
                        lock=self.lock, on_tick=self.metrics.on_tick, client_pids=self.client_pids,
                        users_expected=users, metrics=self.live)
         try:
@@ -138,7 +139,7 @@ class WebSessions:
         self.metrics.reset()
         self.idle.clear()
         self.current = Session(run_dir=rd, repetition=r, users=users, spawn_rate=spawn_rate, started=time.time(),
-                               description=description, initiators=[int(i) for i in per_init])
+                               description=description, initiators=[int(i) for i in per_init], matrix=m)
         self.metrics.set_state("running", run_id=rd.run_id, description=description)
         return plan, r.partial
 
@@ -185,8 +186,8 @@ class WebSessions:
                    "initiators_with_users": s.initiators, "ended_by": status}
             summary = s.repetition.finish(res, warmup_seconds=0.0, measure_seconds=measure, web=web,
                                           error_samples=notes, require_sends=False)
-            self._write_matrix(s.run_dir, s.perm, s.spawn_rate, measure=measure)
-            s.run_dir.update_run(matrix=load_matrix(s.run_dir.path / "matrix.yaml").to_dict(), permutations_done=1)
+            m = self._write(replace(s.matrix, run=replace(s.matrix.run, measure_seconds=round(max(measure, UNTIL_STOPPED), 1))))
+            s.run_dir.update_run(matrix=m.to_dict(), permutations_done=1)
             s.run_dir.finish(status, summary.messages_lost)
         except BaseException as e:
             s.run_dir.update_run(error=f"{type(e).__name__}: {e}")
@@ -206,19 +207,22 @@ class WebSessions:
                 "receive_rate": summary.receive_rate, "messages_lost": lost}
 
     # ------------------------------------------------------------------ helpers
-    def _write_matrix(self, rd: RunDir, perm: Permutation, spawn_rate: float, measure: float | None) -> None:
-        """A one-permutation matrix that replays the session with ``ssbench run``."""
-        doc = {
-            "name": MATRIX_NAME,
-            "description": f"Interactive ssbench web session {rd.run_id}",
-            "axes": {"initiators": [perm.initiators], "threads": [perm.threads],
-                     "dialogs": [perm.dialogs.token], "payload_bytes": [perm.payload_bytes],
-                     "server": [perm.server]},
-            "run": {"warmup_seconds": 0, "measure_seconds": round(max(measure or 0.0, 0.5), 1),
-                    "repetitions": 1, "drain_timeout_seconds": self.drain_timeout,
-                    "sample_interval_seconds": self.sample_interval, "spawn_rate": spawn_rate},
-            "broker": asdict(perm.broker),
-        }
-        head = ("# Written by `ssbench web`: this session as a one-permutation matrix (the measured\n"
-                "# window is the session's, from the end of spawning to Stop; threads are per initiator).\n")
-        write_atomic(rd.path / "matrix.yaml", head + yaml.safe_dump(doc, sort_keys=False))
+    def _matrix(self, rd: RunDir, initiators: int, threads: int, dialogs: DialogStrategy, payload: int,
+                spawn_rate: float) -> Matrix:
+        """The session as a one-permutation matrix (threads per initiator; measured until Stop)."""
+        run = RunSettings(warmup_seconds=0.0, measure_seconds=UNTIL_STOPPED, drain_timeout_seconds=self.drain_timeout,
+                          sample_interval_seconds=self.sample_interval, spawn_rate=spawn_rate)
+        return Matrix(path=rd.path / "matrix.yaml", name=MATRIX_NAME, sha256="", embedded_profiles={},
+                      description=f"Interactive ssbench web session {rd.run_id}", run=run, broker=self.broker,
+                      axes={"initiators": [initiators], "threads": [threads], "dialogs": [dialogs],
+                            "payload_bytes": [payload], "server": [self.profile]})
+
+    @staticmethod
+    def _write(m: Matrix) -> Matrix:
+        """``m`` as the matrix.yaml that replays the session (``ssbench run``); returns it with that
+        file's hash."""
+        text = ("# Written by `ssbench web`: this session as a one-permutation matrix (the measured\n"
+                "# window is the session's, from the end of spawning to Stop; threads are per initiator).\n"
+                + yaml.safe_dump(m.document(), sort_keys=False))
+        write_atomic(m.path, text)
+        return replace(m, sha256=hashlib.sha256(text.encode("utf-8")).hexdigest())

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(probe_cpus() is None, reason="needs Linux and at
 
 def test_two_cpus_answer_in_under_a_microsecond_and_one_cpu_takes_the_scheduler():
     cpus = probe_cpus()
-    probe = [sys.executable, "-m", "harness.collectors._crosscpu"]
+    probe = [sys.executable, "-m", "harness.collectors.crosscpu_probe"]
     cross = subprocess.run(probe + [str(cpus[0]), str(cpus[1]), "100", "5"], input="\n" * 5, capture_output=True,
                            text=True, timeout=60, cwd=REPO)
     same = subprocess.run(probe + [str(cpus[0]), str(cpus[0]), "3", "1"], input="\n", capture_output=True, text=True,
@@ -63,10 +63,10 @@ def test_a_stopped_partner_gives_nan_not_a_hang_and_a_killed_probe_takes_its_par
     import os
     import signal
 
-    from harness.collectors._crosscpu import PROBE_LIMIT_S
+    from harness.collectors.crosscpu_probe import PROBE_LIMIT_S
 
     cpus = probe_cpus()
-    p = subprocess.Popen([sys.executable, "-m", "harness.collectors._crosscpu", str(cpus[0]), str(cpus[1]), "100", "5"],
+    p = subprocess.Popen([sys.executable, "-m", "harness.collectors.crosscpu_probe", str(cpus[0]), str(cpus[1]), "100", "5"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, cwd=REPO)
     try:
         p.stdin.write("\n")

@@ -197,11 +197,11 @@ class EmbeddedSender(Sender):
 
     def pump(self, dialog: str, payload: bytes):
         """SENDs of ``payload`` on ``dialog`` as non-blocking libpq steps for an event loop
-        (:class:`.green.LibpqPump`); None with a finite dialog lifetime (the load layer then
+        (:class:`.libpq_pump.LibpqPump`); None with a finite dialog lifetime (the load layer then
         takes the blocking path) or a lost connection (the next blocking SEND reconnects first)."""
         if self._per_dialog or self._lost:
             return None
-        from .green import LibpqPump
+        from .libpq_pump import LibpqPump
 
         pump = LibpqPump(self._pg, _STMT, [dialog.encode(), payload], _FORMATS, self._error)
         if self._cpu_us:

@@ -1,4 +1,4 @@
-"""The cross-CPU probe's process: ``python -m harness.collectors._crosscpu A B ROUNDS BURSTS``.
+"""The cross-CPU probe's process: ``python -m harness.collectors.crosscpu_probe A B ROUNDS BURSTS``.
 
 Pinned to CPU A, it forks a partner pinned to CPU B; the two bounce a counter in one cache line
 of an anonymous shared mapping. For every line read on standard input it times BURSTS bursts
