@@ -214,10 +214,12 @@ class Swarm:
     def worker_pids(self) -> dict[str, int]:
         """The local workers' pids (once the swarm is placed, of its placed slots only: a series'
         idle workers are not this swarm's clients)."""
+        local = {p.pid: n for n, p in self.procs.items() if n.startswith("worker") and p.poll() is None}
         cur = self.current
-        placed = set((cur.facts.get("workers") or {}) if cur is not None else ())
-        return {n: p.pid for n, p in self.procs.items() if n.startswith("worker") and p.poll() is None
-                and (not placed or n.split(".", 1)[-1] in placed)}
+        placed = (cur.facts.get("workers") or {}) if cur is not None else {}
+        if not placed:
+            return {n: pid for pid, n in local.items()}
+        return {f"worker.{slot}": w["pid"] for slot, w in placed.items() if w.get("pid") in local}
 
     def alive(self) -> bool:
         return any(p.poll() is None for p in self.procs.values())

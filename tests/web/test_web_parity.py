@@ -112,3 +112,14 @@ def test_a_session_ramps_down_has_per_worker_figures_and_serves_its_metrics_live
         assert total(rows, f"ssbench_repetition_messages_{name}", **p) == d[f"messages_{name}"], name
     assert total(rows, "ssbench_repetition_status", status=d["status"], **p) == 1
     assert total(rows, "ssbench_e2e_latency_seconds_count", **p) == d["e2e_latency_ms"]["count"]
+    # the session's matrix.yaml replayed headless: the same permutation, a summary with the same
+    # fields (each as present or absent as the session's; the web section is the session's own)
+    replay = tmp_path / "replay"
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(run / "matrix.yaml"), "--out", str(replay)],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    [hp] = list(replay.glob("*/rep-01/summary.json"))
+    h = read_summary(hp)
+    assert hp.parent.parent.name == next(run.glob("*/rep-01")).parent.name   # the same permutation
+    present = lambda doc: {k for k, v in doc.items() if v is not None and k != "web"}  # noqa: E731
+    assert present(h) == present(d), (present(h) ^ present(d))
