@@ -101,7 +101,7 @@ class BacklogRepetition(Repetition):
 
         def enough() -> bool:
             with self.lock:
-                return self.target.counts().sent >= want
+                return self.target.sent_while_running() >= want
 
         t0 = time.time()
         res = self.run_swarm(until=enough)

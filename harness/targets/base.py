@@ -257,6 +257,12 @@ class Target(abc.ABC):
     def counts(self) -> Counts:
         """Exact message accounting since the last :meth:`prepare` (warm-up excluded)."""
 
+    def sent_while_running(self) -> int:
+        """SENDs the initiators committed since :meth:`prepare` (warm-up excluded), read while
+        senders run (the backlog fill polls it): a target whose exact count would wait on the
+        senders' open transactions reads without waiting. By default :meth:`counts`' ``sent``."""
+        return self.counts().sent
+
     def broker_restarts(self) -> int:
         """Times the target's own broker side died and was restarted since :meth:`prepare`
         (0 where the server runs its broker itself, as SQL Server does)."""

@@ -329,6 +329,13 @@ class MssqlTarget(ServerSession, Target, Telemetry):
         state = self._query(target, "collectors", "queue_state", [self.topology.broker.queue])
         return Counts(initiators=per, queue_disabled=bool(state) and not state[0][0])
 
+    def sent_while_running(self) -> int:
+        """:meth:`counts`' sent, WITH (NOLOCK): at READ COMMITTED the read waits on every SEND's
+        open transaction."""
+        _, inits = self._active()
+        return sum(max(0, self._sent_counts(inst, live=True)[0] - self._baseline.get(idx, (0, 0, 0))[0])
+                   for idx, inst in enumerate(inits, start=1))
+
     def _by_initiator(self, inst: Instance, section: str) -> dict[int, int]:
         """initiator -> count, from a target.sql section's (initiator, count, ...) rows."""
         return {int(r[0]): int(r[1] or 0) for r in self._query(inst, "target", section, params=self._names())

@@ -644,3 +644,8 @@ def test_collectors_never_wait_on_the_senders_or_scan_closed_endpoints(fake):
     assert "WITH (READPAST)" in fake.sql(what="initiator.sql dialog_errors_received")
     fields = dialogs.summary_fields(ctx, WindowView(0.5, 2.5, ()))
     assert "endpoints" in fields and "collectors.sql endpoint_states" in whats(fake)
+    # the backlog fill's stop, polled while the senders fill: the same read, not counts()'
+    fake.log.clear()
+    live = t.sent_while_running()
+    assert "initiator.sql sent_counts" not in whats(fake) and whats(fake).count("initiator.sql sent_counts_live") == 2
+    assert live == t.counts().sent                  # one read per initiator, each as counts() reads it
