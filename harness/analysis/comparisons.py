@@ -26,7 +26,7 @@ from ..verdicts import VERDICTS, Judged, pays_from
 from ..verdicts.pairs import GAIN_KEYS
 from ..verdicts import MIN_REPS
 from ..verdicts.estimate import mean_interval
-from ..verdicts.metrics import METRIC_BY_NAME
+from ..verdicts.comparison_metrics import METRIC_BY_NAME
 from ..verdicts.pairs import samples
 
 #: a strategy's crossover is found along the thread counts of everything else equal

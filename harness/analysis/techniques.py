@@ -30,7 +30,7 @@ from typing import Any
 
 from ..results import median
 from ..verdicts import NOT_EXERCISED, TECHNIQUE_AXES, Judged, engaged, judge_metric  # noqa: F401  (re-exported)
-from ..verdicts.metrics import Metric
+from ..verdicts.comparison_metrics import Metric
 from ..verdicts.pairs import kept_out, samples
 from ..verdicts.techniques import VALUE_BY_NAME, axis_note, how_to_exercise, repetitions  # noqa: F401
 

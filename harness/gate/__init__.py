@@ -19,7 +19,7 @@ docs/gate.md.
 from __future__ import annotations
 
 from .compare import compare_runs, provenance_differences
-from ..verdicts.metrics import METRICS
+from ..verdicts.comparison_metrics import METRICS
 from ..verdicts.regression import INCONCLUSIVE, GateSettings, MetricResult, compare_samples
 from .integrity import IntegrityResult
 from .report import GateReport, write_report

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from ..errors import UserError
 from ..results import disturbance
-from ..verdicts.metrics import METRICS
+from ..verdicts.comparison_metrics import METRICS
 from ..verdicts.regression import INCONCLUSIVE, NO_DATA, GateSettings, compare_samples
 from .integrity import check_integrity
 from .report import GateReport

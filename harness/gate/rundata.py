@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..results import RepetitionSummary, RepRef, RunReader, counts_in_verdicts
-from ..verdicts.metrics import METRICS, Metric
+from ..verdicts.comparison_metrics import METRICS, Metric
 
 
 @dataclass

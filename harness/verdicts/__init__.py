@@ -5,7 +5,7 @@ can decide after every round without Spark and all three judge alike:
 
 * :mod:`.rule` — repeated confidence intervals (Welch, on the log ratio) with the error spent
   over the looks, and the verdicts ``gain``, ``loss``, ``no difference``, ``inconclusive``;
-* :mod:`.metrics` — the metrics a comparison is judged on (a direction, where a summary has it);
+* :mod:`.comparison_metrics` — the metrics a comparison is judged on (a direction, where a summary has it);
 * :mod:`.techniques` — the technique axes: baseline, metrics (primary first), what shows the
   mechanism engaged, how to exercise it; ``not exercised``;
 * :mod:`.pairs` — the one list of a run's comparisons (dialog strategies, technique axes) and
@@ -17,7 +17,7 @@ docs/statistics.md describes the method and its guarantee.
 """
 
 from .answer import Answer, Column, Section, key_answer, key_row, key_section, read_answer
-from .metrics import METRIC_BY_NAME, METRICS, RECEIVE_RATE, Metric
+from .comparison_metrics import METRIC_BY_NAME, METRICS, RECEIVE_RATE, Metric
 from .pairs import (Judged, Pairing, judge_all, judge_metric, judge_pairing, pays_from, permutation_rows,
                     run_comparisons, samples)
 from .rule import (ALPHA, GAIN, INCONCLUSIVE, LOSS, MIN_REPS, NO_DIFFERENCE, NOT_EXERCISED, VERDICTS, Outcome, Rule,

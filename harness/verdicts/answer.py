@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, TextIO
 
-from .metrics import RECEIVE_RATE
+from .comparison_metrics import RECEIVE_RATE
 from ..results.fields import COMPARISON_KEYS, axis_names
 from .pairs import Judged, Pairing, kept_out, pays_from, samples
 from .rule import INCONCLUSIVE, NOT_EXERCISED

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..results import counts_in_verdicts
 from ..results.fields import COMPARISON_KEYS, axis_names
-from .metrics import METRIC_BY_NAME, METRICS, RECEIVE_RATE, Metric, metric_value  # noqa: F401  (re-exported)
+from .comparison_metrics import METRIC_BY_NAME, METRICS, RECEIVE_RATE, Metric, metric_value  # noqa: F401  (re-exported)
 from .rule import GAIN, Outcome, Rule, judge
 from .techniques import NOT_EXERCISED, TECHNIQUE_AXES, VALUE_BY_NAME, VALUES, engaged, not_exercised_words
 

@@ -33,7 +33,7 @@ from typing import Mapping, Sequence
 from ..errors import UserError
 from ..results import median
 from .estimate import SPREAD_METHODS, benjamini_hochberg, estimate, relative_spread
-from .metrics import METRIC_BY_NAME, METRICS
+from .comparison_metrics import METRIC_BY_NAME, METRICS
 from .rule import INCONCLUSIVE   # too few repetitions to judge significance
 
 #: a sample: (repetition or round, value) of the repetitions that count, or the values alone

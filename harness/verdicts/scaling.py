@@ -32,7 +32,7 @@ import numpy as np
 
 from ..results.fields import COMPARISON_KEYS
 from . import usl
-from .metrics import RECEIVE_RATE
+from .comparison_metrics import RECEIVE_RATE
 from .pairs import OTHER_AXES, Pairing, run_comparisons, samples  # noqa: F401  (OTHER_AXES re-exported)
 
 #: what a sweep's permutations share: every compared axis but the thread count (and the matrix

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ..results import counts_in_verdicts
-from .metrics import E2E_P99, METRICS, RECEIVE_RATE, Metric
+from .comparison_metrics import E2E_P99, METRICS, RECEIVE_RATE, Metric
 from .rule import NOT_EXERCISED  # noqa: F401  (re-exported)
 
 
