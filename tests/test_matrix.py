@@ -272,8 +272,8 @@ def test_blocks_are_a_union_of_products_each_with_its_own_axes(tmp_path):
 
 @pytest.mark.parametrize("path", sorted((Path(__file__).parent.parent / "matrices").glob("*.yaml")), ids=lambda p: p.name)
 def test_a_matrix_written_from_its_document_loads_back_equal(path, tmp_path):
-    """Matrix.document() is the one way ssbench writes a matrix (the web session's, the gate's
-    one-repetition copy): it loads back to the same settings and permutations."""
+    """Matrix.document() is how ssbench writes a matrix it built (a web session's): it loads
+    back to the same settings and permutations."""
     import yaml
     m = load_matrix(path)
     copy = tmp_path / "copy.yaml"

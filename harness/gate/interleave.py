@@ -45,9 +45,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Protocol
 
 import yaml
 
@@ -58,9 +58,6 @@ from ..verdicts.auto import SIDES, side_orders
 from ..verdicts.regression import GateSettings
 from .report import GateReport, write_report
 from .rundata import load_run
-
-if TYPE_CHECKING:
-    from ..matrix import Matrix
 
 log = logging.getLogger(__name__)
 
@@ -257,14 +254,24 @@ class SubprocessRunner:
 
 # --------------------------------------------------------------------------- combining
 
-def single_rep_matrix(m: Matrix, dest: Path) -> tuple[Matrix, int]:
-    """Write ``m`` with one repetition per invocation (an auto matrix's limits dropped); return
-    (the copy, the rounds ``m`` asks for: its repetitions, an auto matrix's maximum)."""
-    one = replace(m, path=dest, run=replace(m.run, repetitions=1, min_repetitions=None, max_repetitions=None,
-                                            budget_minutes=None))
+def single_rep_matrix(matrix_file: Path, dest: Path) -> tuple[dict[str, Any], int]:
+    """Write a copy of the matrix with ``run.repetitions: 1``; return (document, repetitions).
+    The user's own document, edited: the baseline's revision loads it, and may know other run
+    settings or other defaults than Matrix.document() would write."""
+    try:
+        doc = yaml.safe_load(matrix_file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise UserError(f"cannot read the matrix: {e}", file=str(matrix_file)) from None
+    if not isinstance(doc, dict):
+        raise UserError("a matrix is a mapping", file=str(matrix_file))
+    run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
+    auto = run.get("repetitions") == "auto"   # the rounds of an auto matrix: its maximum
+    reps = int(run.get("max_repetitions", 10) if auto else run.get("repetitions", 1))
+    doc["run"] = {**{k: v for k, v in run.items() if k not in ("min_repetitions", "max_repetitions", "budget_minutes")},
+                  "repetitions": 1}
     write_atomic(dest, "# written by ssbench gate --interleave: one repetition per invocation\n"
-                 + yaml.safe_dump(one.document(), sort_keys=False))
-    return one, m.run.most_repetitions
+                 + yaml.safe_dump(doc, sort_keys=False))
+    return doc, reps
 
 
 def add_round(dest: Path, round_no: int, run_dir: Path, *, side: str, matrix_file: Path | None = None) -> Path:
@@ -371,7 +378,7 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
         raise UserError("output directory exists and is not empty", file=str(out))
     out.mkdir(parents=True, exist_ok=True)
     matrix_copy = out / "matrix-1rep.yaml"
-    single_rep_matrix(m, matrix_copy)
+    single_rep_matrix(matrix_file, matrix_copy)
     orders = round_orders(seed, n_rounds)
     record: dict[str, Any] = {
         "schema": INTERLEAVE_SCHEMA, "baseline_ref": baseline_ref, "baseline_commit": baseline_commit,
