@@ -85,7 +85,7 @@ def true_values(truth) -> dict[str, float]:
             "log_peak_rate": math.log(usl.peak_rate(lam, sigma, kappa))}
 
 
-def wald(sw: usl.Sweep, f: usl.Fit, level: float = 0.95) -> dict[str, tuple[float, float]]:
+def wald(sw: usl.SweepPoints, f: usl.Fit, level: float = 0.95) -> dict[str, tuple[float, float]]:
     """Estimate ± t · standard error, the standard errors from the Jacobian at the fit (log
     scale: log λ, σ, κ; N* and the peak rate by the delta method)."""
     cov = usl.covariance(sw, f)

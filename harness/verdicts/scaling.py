@@ -60,7 +60,7 @@ class Sweep:
     threads: tuple[int, ...]            # the total thread counts with a rate that counts
     status: str
     reason: str = ""
-    data: usl.Sweep | None = field(default=None, repr=False)
+    data: usl.SweepPoints | None = field(default=None, repr=False)
     fit: usl.Fit | None = None          # also of a sweep the law does not fit (its residuals are drawn)
     ci: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     lack: tuple[float, int, int, float] | None = None

@@ -44,7 +44,7 @@ _T_GRID = np.concatenate(([0.0], np.logspace(-12, 0, 61)))
 
 
 @dataclass(frozen=True)
-class Sweep:
+class SweepPoints:
     """A thread sweep reduced to what the fit needs: per thread count ``n_threads``, its
     repetitions' count and the mean of ``log(rate) - log(N)``; the repetitions' squared
     deviations about their own thread count's mean (pure error)."""
@@ -63,15 +63,15 @@ class Sweep:
         return len(self.n_threads)
 
 
-def sweep(points: Iterable[tuple[float, Sequence[float]]]) -> Sweep:
-    """A :class:`Sweep` from ``(thread count, [rates of its repetitions])``; non-positive rates
+def sweep(points: Iterable[tuple[float, Sequence[float]]]) -> SweepPoints:
+    """A :class:`SweepPoints` from ``(thread count, [rates of its repetitions])``; non-positive rates
     are left out (a log needs them above zero), and thread counts left with none."""
     by_n: dict[float, list[float]] = {}
     for n, rates in points:
         by_n.setdefault(float(n), []).extend(float(r) for r in rates if r is not None and r > 0)
     ns = sorted(n for n, rs in by_n.items() if rs)
     z = [np.log(np.asarray(by_n[n])) - math.log(n) for n in ns]
-    return Sweep(np.asarray(ns, dtype=float), np.asarray([len(v) for v in z], dtype=float),
+    return SweepPoints(np.asarray(ns, dtype=float), np.asarray([len(v) for v in z], dtype=float),
                  np.asarray([v.mean() for v in z]), float(sum(((v - v.mean()) ** 2).sum() for v in z)))
 
 
@@ -86,7 +86,7 @@ def rate(n, lam: float, sigma: float, kappa: float):
     return lam * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))
 
 
-def _ss(s: Sweep, sigma, kappa, a=None):
+def _ss(s: SweepPoints, sigma, kappa, a=None):
     """The residual sum of squares at (σ, κ) (arrays broadcast against the thread counts on a
     last axis), with log λ = ``a`` or, when None, its best value for that σ and κ."""
     g = s.mean_z[..., :] + log_d(s.n_threads, np.asarray(sigma)[..., None], np.asarray(kappa)[..., None])
@@ -135,7 +135,7 @@ def peak_rate(lam: float, sigma: float, kappa: float) -> float:
     return lam / sigma if sigma > 0 else math.inf
 
 
-def _polish(s: Sweep, x0: Sequence[float]) -> tuple[np.ndarray, float]:
+def _polish(s: SweepPoints, x0: Sequence[float]) -> tuple[np.ndarray, float]:
     """The least-squares (σ, κ) from ``x0`` within the bounds, log λ at its best value for
     each (its derivative through the mean included in the Jacobian)."""
     sq, n1 = np.sqrt(s.counts), s.n_threads - 1.0
@@ -155,7 +155,7 @@ def _polish(s: Sweep, x0: Sequence[float]) -> tuple[np.ndarray, float]:
     return r.x, s.pure_ss + float(r.fun @ r.fun)
 
 
-def fit(s: Sweep) -> Fit:
+def fit(s: SweepPoints) -> Fit:
     """The least-squares fit (``s`` needs at least 3 thread counts; a sweep is modelled from 4,
     so that one is left to test the fit: :func:`lack_of_fit`)."""
     if s.k < 3:
@@ -169,7 +169,7 @@ def fit(s: Sweep) -> Fit:
     return Fit(float(math.exp(a)), float(x[0]), float(x[1]), float(rss), s.n - 3)
 
 
-def lack_of_fit(s: Sweep, f: Fit) -> tuple[float, int, int, float] | None:
+def lack_of_fit(s: SweepPoints, f: Fit) -> tuple[float, int, int, float] | None:
     """The lack-of-fit F test against pure error: (F, its two degrees of freedom, p value);
     None when it cannot be made (no repetition beyond one per thread count, or as many thread
     counts as coefficients)."""
@@ -208,7 +208,7 @@ def _min_over(grid: np.ndarray, ss_of: Callable[[np.ndarray], np.ndarray], lo: f
     return best
 
 
-def profile_ss(s: Sweep, f: Fit, what: str, c: float) -> float:
+def profile_ss(s: SweepPoints, f: Fit, what: str, c: float) -> float:
     """The least residual sum of squares with ``what`` held at ``c``: ``sigma``, ``kappa``,
     ``peak`` (N*), ``log_lam`` (log λ), ``log_peak_rate`` (log X(N*)) or ``log_rate@N`` (log X
     at N threads)."""
@@ -221,7 +221,7 @@ def profile_ss(s: Sweep, f: Fit, what: str, c: float) -> float:
     return _profile2(s, what, c)
 
 
-def _profile2(s: Sweep, what: str, c: float) -> float:
+def _profile2(s: SweepPoints, what: str, c: float) -> float:
     """:func:`profile_ss` of a quantity that involves λ: the least over (σ, κ), log λ given by
     the constraint. Over σ as :func:`_min_over` does, each σ's value the least over κ, found for
     every σ of a step at once (:func:`_rows_min`)."""
@@ -229,7 +229,7 @@ def _profile2(s: Sweep, what: str, c: float) -> float:
     return _min_over(_SIGMA_GRID, lambda sg: _rows_min(s, sg, a_of), 0.0, SIGMA_MAX)
 
 
-def _rows_min(s: Sweep, sigmas: np.ndarray, a_of: Callable) -> np.ndarray:
+def _rows_min(s: SweepPoints, sigmas: np.ndarray, a_of: Callable) -> np.ndarray:
     """For each σ of ``sigmas`` the least residual sum of squares over κ, log λ = ``a_of(σ, κ)``:
     κ's grid, then each row zoomed in around its own best point (one array operation a zoom)."""
     sg = sigmas[:, None]
@@ -274,7 +274,7 @@ def threshold(f: Fit, level: float) -> float:
     return f.s2 * float(stats.f.ppf(level, 1, f.df))
 
 
-def interval(s: Sweep, f: Fit, what: str, level: float = 0.95) -> tuple[float, float]:
+def interval(s: SweepPoints, f: Fit, what: str, level: float = 0.95) -> tuple[float, float]:
     """The profile-likelihood interval of ``what`` (:func:`profile_ss`) at ``level``. σ and κ
     stop at their bounds; N* may be unbounded above (inf), and so may the peak rate."""
     if f.df < 1 or not f.s2 > 0:
@@ -334,7 +334,7 @@ def _end(excess: Callable[[float], float], est: float, bound: float, side: int, 
     return bound
 
 
-def covariance(s: Sweep, f: Fit) -> np.ndarray:
+def covariance(s: SweepPoints, f: Fit) -> np.ndarray:
     """The covariance of (log λ, σ, κ) at the fit, ``s² (JᵀJ)⁻¹`` with J the Jacobian of the
     log rates (the Wald approximation: for the figure's band, not the coefficients' intervals)."""
     n = s.n_threads
@@ -343,7 +343,7 @@ def covariance(s: Sweep, f: Fit) -> np.ndarray:
     return f.s2 * np.linalg.pinv((jac * s.counts[:, None]).T @ jac)
 
 
-def band(s: Sweep, f: Fit, ns: Sequence[float], level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def band(s: SweepPoints, f: Fit, ns: Sequence[float], level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Pointwise ``level`` intervals of the rate X(N) at ``ns``: log X ± t · its standard error
     by the delta method (docs/statistics.md: within the sweep the law is nearly linear in its
     coefficients, where Wald and profile intervals cover alike)."""
