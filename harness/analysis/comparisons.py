@@ -1,19 +1,9 @@
 """Dialog-strategy comparisons with their uncertainty, on the driver (plain Python rows).
 
-The permutations table (:func:`harness.analysis.tables.permutation_stats`) carries
-each permutation's repetitions in order (``rep_numbers``, ``rep_statuses``) and their rates
-(``receive_rate_values``, ``send_rate_values``); from those this module computes:
-
-* :func:`rate_intervals`: each permutation's throughput points, the geometric mean of its
-  repetitions' rates that count with its t interval (:func:`harness.verdicts.estimate.mean_interval`:
-  the estimate the verdicts rest on);
-* :func:`dialog_gains`: the rows of the ``dialog_gains`` table from the judged dialog-strategy
-  comparisons (:func:`harness.verdicts.judge_all`: the stopping rule's gain, interval and
-  verdict, docs/statistics.md);
-* :func:`crossover`: per strategy and everything but the thread count, where the strategy pays:
-  the first total thread count from which every point's verdict is ``gain``
-  (:func:`harness.verdicts.pays_from`, as the key table's "pays from"), and the verdict at the
-  most threads measured.
+From the permutations table's repetitions and rates: :func:`rate_intervals` (each throughput
+point's geometric mean with its t interval), :func:`dialog_gains` (the judged dialog-strategy
+comparisons, docs/statistics.md) and :func:`crossover` (the thread count from which a strategy
+pays, as the key table's "pays from").
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """What limits throughput, and what to try: a diagnosis per permutation (docs/diagnosis.md).
 
-The whitepaper found its answers as a chain: throughput stops growing, which waits grow, on
-which system table's pages, which technique relieves them. This module automates that chain
-over the repetition summaries (the evidence fields the collectors write, docs/results.md):
-
-1. **Downstream of SEND.** A queue that grows through the measured window holds what a later
-   stage does not keep up with: the transmission queue (the **transmission** stage), or the
-   target queue, whose readers spend their time either in the activation procedure's own work
-   (**processing**) or in RECEIVE and activation (**receive**).
-2. **Up to SEND**, when no queue grows: the load generator (**client**: a worker process busy
-   near a core, users not all sending, or users outside their SEND most of the time), the SEND
-   itself (**SEND**: the row lock of a shared dialog, page latches, the log flush), or the
-   database server's CPUs near their count (**server CPU**).
-3. An open-loop run that kept up with its offered rate is limited by that rate (**offered load**).
-
-Each stage's test compares a figure with a threshold (below); a repetition's diagnosis is the
-stage whose evidence fires, ``clear`` when nothing competes with it, ``mixed`` when another stage
-fires too, ``not enough data`` when the summary lacks what the test needs. A permutation's is
-its repetitions' majority (``mixed`` when they disagree). Every stage carries its remedy: the
-technique, the matrix axis to try it with, and where it comes from (the paper, the seeds).
-
-Pure Python over the repetitions' flat rows (harness.results.fields.flat_row): the analysis, ``ssbench run`` /
-``bench`` / ``analyze`` and the notebook all call :func:`diagnose`. The thresholds' error rates
-are simulated in tests/analysis/test_diagnosis.py (docs/diagnosis.md gives the figures).
+The whitepaper's chain over the summaries' flat rows: a growing queue points downstream of SEND
+(transmission, processing, receive), else the limit is up to SEND (client, SEND, server CPU) or
+the offered rate. A repetition's diagnosis is the stage whose threshold fires (``clear``,
+``mixed``, ``not enough data``), a permutation's its repetitions' majority, each with its remedy;
+tests/analysis/test_diagnosis.py simulates the thresholds' error rates.
 """
 
 from __future__ import annotations

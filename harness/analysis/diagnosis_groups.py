@@ -1,9 +1,8 @@
 """The diagnosis at scale: permutations grouped by what limits them, each remedy stated once.
 
-A paper-sized run (528 permutations) has a handful of distinct limits; printing each
-permutation's evidence and remedy would bury the answer. :func:`group_by_limit` gives the
-terminal's summary and the report's first table (docs/diagnosis.md); the per-permutation detail
-stays in the report, ``tables/diagnosis.csv`` and ``--json``. Pure Python.
+:func:`group_by_limit` gives the terminal's summary and the report's first table
+(docs/diagnosis.md); the per-permutation detail stays in the report, ``tables/diagnosis.csv``
+and ``--json``. Pure Python.
 """
 
 from __future__ import annotations

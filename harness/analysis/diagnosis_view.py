@@ -1,9 +1,7 @@
-"""Where users look at the diagnosis (:mod:`harness.analysis.diagnosis`, docs/diagnosis.md):
-the ``diagnosis`` table (Parquet/CSV), the columns it adds to the permutations table, the report
-section "What limits throughput, and what to try", the terminal text at the end of ``ssbench
-run`` / ``bench`` / ``analyze``, and where the limit moves as the thread count grows.
+"""Where users see the diagnosis (docs/diagnosis.md): its table, report section and terminal text.
 
-Pure Python (no Spark).
+Also the columns it adds to the permutations table, and where the limit moves as the thread
+count grows. Pure Python.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""Find and read run directories (layout: ``docs/results.md``).
+"""Find and read run directories (layout: docs/results.md).
 
-:func:`discover` lists the runs, permutations and complete repetitions through
-:class:`harness.results.RunReader` (the one reader of run directories: ``rep-NN/`` with a
-``summary.json``; ``.rep-NN.partial/`` directories are in progress and never listed) and reads
-each run.json as a :class:`harness.results.RunRecord`. Problems are collected as :class:`Issue`
-(the file's path and what is wrong) instead of stopping the analysis.
-
-:func:`read_summaries` reads every summary once through the results model into its flat row
-(a damaged summary, or one of an unsupported version, is left out and reported by name);
-:func:`read_samples` reads every samples file with Spark, with the explicit schema of
-:mod:`.schemas` (corrupt lines are skipped, counted and reported by file).
+:func:`discover` lists runs, permutations and complete repetitions through
+:class:`harness.results.RunReader`; :func:`read_summaries` reads each summary once into its flat
+row; :func:`read_samples` reads the samples with Spark and :mod:`.schemas`' explicit schema.
+Problems (a damaged file, an unsupported version, corrupt lines) become :class:`Issue` rows
+naming the file instead of stopping the analysis.
 """
 
 from __future__ import annotations

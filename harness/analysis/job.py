@@ -1,21 +1,10 @@
 """The analysis job: run directories in, a report directory out.
 
-    analyze(run_dirs, out=None, master=None) -> Path of index.html
-
-Also runnable on its own, e.g. on a cluster::
-
     spark-submit harness/analysis/job.py [--out DIR] [--threshold PCT] RUN_DIR [RUN_DIR ...]
 
-Outputs (``RUN_DIR/report/`` by default; with several runs and no ``out``, a
-``report-<UTC time>`` directory beside the first run): ``tables/<name>.parquet`` and
-``tables/<name>.csv``, ``plots/*.png``, ``index.html`` and ``answer.json`` (the key table,
-:mod:`harness.verdicts.answer`: what ``ssbench analyze`` and ``ssbench bench`` print).
-
-One way through: each summary is read once, by the results model, into its flat row
-(harness.results.fields); Spark reads every samples file once with an explicit schema and reduces
-it (the volume of a run) to per-repetition aggregates, which come back to Python once; the
-tables, verdicts, diagnosis, plots and report are computed and written here, from small rows.
-Only the few plotted repetitions' time series are read again.
+:func:`analyze` writes tables, plots, ``index.html`` and ``answer.json`` under
+``RUN_DIR/report/``. Each summary is read once into its flat row and each samples file once by
+Spark into per-repetition aggregates; everything after is plain Python over small rows.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """PNG plots (matplotlib, Agg backend) from the job's small aggregated tables.
 
-Every function takes plain Python rows (dicts, as collected from the aggregated frames), a
-:class:`RunContext` and an output directory, and returns a list of :class:`Plot`: a written
-file, or a skip with the reason (an axis with one value still plots; a strategy or a table that
-is absent is skipped, never a crash). Every figure names the run id and the target; embedded
-runs are labelled "PostgreSQL emulation", never "SQL Server".
+Each function takes plain rows, a :class:`RunContext` and a directory, and returns
+:class:`Plot` items: a written file or a skip with its reason, never a crash. Every figure names
+the run and the target; embedded runs say "PostgreSQL emulation", never "SQL Server".
 """
 
 from __future__ import annotations

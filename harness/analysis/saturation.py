@@ -1,18 +1,10 @@
 """Latency against throughput from repetition summaries: one curve per dialog strategy.
 
-The view of open-loop runs and of ``ssbench saturate`` (whose probes are ordinary
-repetitions): each repetition is a point at its achieved SEND rate (``achieved_rate``, or
-``send_rate`` for a closed-loop repetition) and its p99 latency, end to end (left) and SEND
-(right: corrected for coordinated omission where the repetition was paced, service time
-otherwise). Points of one dialog strategy (and the same other axes) form a curve, sorted by
-offered rate; a repetition that fell behind (or was not sustained) is drawn hollow. With a
-``saturation.json`` in the run, the highest sustained rate of each curve is marked.
-
-Standalone, reading run directories through :mod:`harness.results` only (no Spark)::
+Each repetition is a point at its achieved SEND rate and its p99 latency (end to end, and SEND:
+corrected for coordinated omission when paced); a repetition that fell behind is hollow, and a
+run's ``saturation.json`` marks each curve's highest sustained rate. No Spark::
 
     python -m harness.analysis.saturation RUN_DIR [RUN_DIR ...] [--out latency_vs_throughput.png]
-
-:func:`plot_latency_vs_throughput` is the function a report can call: rows in, a PNG out.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The scalability model in the analysis: the answer's sections and the ``scaling`` and
-``scaling_moves`` tables' rows (:mod:`harness.verdicts.scaling`,
-:mod:`harness.verdicts.scaling_answer`); the figure is :mod:`.plots_scaling`.
+"""The scalability model in the analysis: the answer's sections and the ``scaling`` tables' rows.
 
-Pure Python on the permutation rows, which carry their repetitions' values.
+From :mod:`harness.verdicts.scaling` over the permutation rows; the figure is
+:mod:`.plots_scaling`. Pure Python.
 """
 
 from __future__ import annotations

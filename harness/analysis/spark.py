@@ -1,19 +1,10 @@
 """The SparkSession the analysis runs in.
 
-Local by default (``local[*]``), any master when given (``--master spark://host:7077``,
-``local[2]``, ...), or a Spark Connect server (``--remote sc://host:15002``; see
-docs/analysis-cluster.md). Under ``spark-submit`` the master and settings spark-submit was
-given are kept. The UI is off, the driver binds to 127.0.0.1 when local, shuffles use few
-partitions (the aggregated tables are small) and Spark's console chatter is cut to errors.
-
-Local sessions are tuned for 2 cores (see LOCAL_JAVA_OPTS): serial GC, the C1 compiler alone
-and interpreted expressions for small inputs, no adaptive execution, driver-side file listing,
-and an AppCDS archive of Spark's classes in ~/.cache/ssbench (created by the first analysis,
-~190 MB).
-
-Environment: SSBENCH_SPARK_DRIVER_MEMORY (default 2g), SSBENCH_SPARK_JAVA_OPTS (replaces the
-local JVM options, CDS included), SSBENCH_SPARK_CDS=0 (no CDS archive), SSBENCH_SPARK_CODEGEN=1
-(code generation for small inputs too, see SMALL_INPUT_SQL), SSBENCH_CACHE.
+Local (``local[*]``) by default, any ``--master``, or Spark Connect (``--remote``;
+docs/analysis-cluster.md); under ``spark-submit`` its settings are kept. Local sessions are
+tuned for small inputs on few cores (:data:`LOCAL_JAVA_OPTS`: serial GC, C1 only, an AppCDS
+archive in the cache); docs/environment.md lists the variables that change them and
+docs/findings/spark-settings.md the measurements behind them.
 """
 
 from __future__ import annotations

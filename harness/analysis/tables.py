@@ -1,19 +1,10 @@
-"""The analysis' tables from the repetitions' flat rows and the samples' per-repetition
-aggregates (harness.analysis.transforms, Spark): plain Python over small rows.
+"""The analysis' tables from the repetitions' flat rows and the samples' aggregates: plain Python.
 
-Statistics across repetitions are exact: the median and the quartiles interpolate linearly
-between order statistics (as Python's ``statistics.quantiles(..., method="inclusive")`` and
-Spark's ``percentile``); IQR = Q3 - Q1.
-
-Wait analysis. A wait type's rate in one repetition is the wait time it accrued per second of
-the measured window: the sum of its ``waits/wait_ms_per_s`` samples over the measured ticks
-divided by the repetition's measured ticks (the most samples any one series has in the window; a
-wait type absent from a tick waited 0 ms then). A permutation's rate is the mean over the
-repetitions that have wait data. Repetitions without wait samples fall back to their summary's
-``top_waits`` (``wait_time_ms`` per second of the window's span); an alternated member with
-sampled session waits takes those (the test's sessions in its own slices; the server's waits of
-such a window are every strategy's together). Idle (benign) waits are not here: each target's
-``wait_stats()`` leaves them out before the collectors sample them.
+Quantiles across repetitions interpolate between order statistics (as ``statistics.quantiles``
+with ``method="inclusive"`` and Spark's ``percentile``). A wait type's rate is its wait time
+per second of the measured window, averaged over the repetitions with wait data (falling back to
+the summary's ``top_waits``; an alternated member uses its sampled session waits). Idle waits
+are left out by each target's ``wait_stats()``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
-"""Techniques against their baselines: each technique judged on the metric it moves, and
-"not exercised" when its mechanism never engaged.
+"""Techniques against their baselines: each judged on the metrics it moves, or "not exercised".
 
-A technique axis is a matrix axis whose values are "a technique" and "what you would do
-without it" (docs/matrices.md, docs/statistics.md). The axes are declared once, in
-:data:`harness.verdicts.techniques.TECHNIQUE_AXES` (the metrics each moves, the first its
-primary metric, whose verdict is the comparison's; what shows its mechanism engaged; how to make
-it engage), and paired by :func:`harness.verdicts.pairs.technique_pairings` (every value against
-its axis' baseline with everything else equal: run, server, initiators, threads, dialog
-strategy, payload, offered rate and the other technique axes), part of the one list of a run's
-comparisons that the auto-repetition loop and the key table use too.
-
-Every metric of an axis is judged by the stopping rule under its run's rule
-(:func:`harness.verdicts.judge_metric`, as the dialog strategies: the gain of the geometric
-mean in the metric's better direction, its repeated confidence interval and verdict; for a
-latency lower is better, so a fall is a gain) on the repetitions that count, taken from the
-repetition rows (number and status). When the mechanism never engaged in any repetition of
-either arm the verdict is ``not exercised`` and the row says how to exercise it: the arms then
-differ in a setting that did nothing, and whatever their values say is not the technique's
-effect.
-
-Pure Python on the driver's permutation rows (no Spark). One row per comparison and compared
-metric (``primary`` marks the axis' primary one, the key
-table's row).
+The axes are declared in :data:`harness.verdicts.techniques.TECHNIQUE_AXES` and paired by
+:func:`harness.verdicts.pairs.technique_pairings`; every metric of an axis is judged by the
+stopping rule (:func:`harness.verdicts.judge_metric`) on the repetitions that count. Pure
+Python on the driver's permutation rows: one row per comparison and metric, ``primary`` marking
+the key table's row.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""The technique comparisons (:mod:`.techniques`) in the report: its "Techniques against
-their baselines" section.
+"""The report's "Techniques against their baselines" section (:mod:`.techniques`).
 
-One line per comparison: its primary metric's medians, gain with its interval and verdict
-(latencies: lower is better, a fall is a gain), what showed the mechanism at work in each arm,
-the axis' other metrics in words; then, for every comparison whose mechanism never engaged, how
-to exercise it; and the rows read back from a report's ``tables/technique_gains.parquet``. The
-terminal's answer is the key table (harness.verdicts.answer), where each technique comparison
-is a row on its primary metric, "not exercised" ones with how to exercise them. No Spark and no
-matplotlib here.
+One line per comparison (primary metric's medians, gain, interval, verdict, what showed the
+mechanism at work), then how to exercise those not exercised; and the rows read back from
+``tables/technique_gains.parquet``. No Spark and no matplotlib here.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""The samples' reduction on Spark: every repetition's ``samples.jsonl`` (the volume of a run)
-to small per-repetition aggregates, which come back to Python once (harness.analysis.tables).
+"""The samples' reduction on Spark: ``samples.jsonl`` to small per-repetition aggregates.
 
 :func:`measured_metrics` is the one pass over the raw samples; :func:`rep_waits` and
-:func:`rep_extras` reduce it further to what the tables need; :func:`queue_timeseries` keeps the
-plotted repetitions' queue depths over time.
+:func:`rep_extras` reduce it further; :func:`queue_timeseries` keeps the plotted repetitions'
+queue depths.
 """
 
 from __future__ import annotations

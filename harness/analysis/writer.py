@@ -1,10 +1,7 @@
-"""The one writer of the analysis' tables: each table as ``tables/<name>.parquet`` (pyarrow) and
-``tables/<name>.csv``, from plain rows; and :func:`read_table`, what the notebook and the tests
-read back.
+"""The one writer of the analysis' tables (Parquet and CSV, from plain rows); :func:`read_table`.
 
-Columns are the rows' keys in first-seen order. A list of numbers, strings or booleans stays a
-list in Parquet; a mapping, or a list of mappings, is its JSON text (as in the CSV). In CSV a
-null is empty, a boolean ``true``/``false``, and a nested value its JSON text.
+Columns are the rows' keys in first-seen order. Lists of scalars stay lists in Parquet;
+mappings are JSON text. In CSV a null is empty, a boolean ``true``/``false``, a nested value JSON.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""The regression gate: fail CI on a real regression, not on noise.
+"""The regression gate: fail CI on a real regression, not on noise (docs/gate.md).
 
-Public API::
-
-    from harness.gate import GateSettings, load_run, compare_runs, write_report, run_interleaved
-
-    report = compare_runs(load_run("results/base"), load_run("results/cand"), GateSettings())
-    print(report.format_table()); write_report(report); sys.exit(report.exit_code)
-
-The gate is the pairing of two runs' repetitions (:mod:`.compare`; paired by round where the
-rounds interleave), its integrity checks (:mod:`.integrity`) and the regression rule of
-harness.verdicts (:mod:`harness.verdicts.regression`: settings, verdicts, the estimate);
-:mod:`.rundata` loads run directories (through :class:`harness.results.RunReader`),
-:mod:`.report` writes the table and gate.json, :mod:`.interleave` runs the interleaved A/B mode.
-Its error rates are simulated by :func:`harness.verdicts.simulate.simulate_gate`. See
-docs/gate.md.
+:func:`compare_runs` of two :func:`load_run` results gives a report (table, gate.json, exit
+code). :mod:`.compare` pairs repetitions, :mod:`.integrity` checks them, the rule is
+:mod:`harness.verdicts.regression`; :mod:`.interleave` runs the interleaved A/B mode.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Compare a candidate run against a baseline run: the entry point of the gate.
 
-:func:`compare_runs` loads nothing itself (:func:`~harness.gate.rundata.load_run` reads run
-directories through :class:`harness.results.RunReader`); it compares the permutations both runs
-have (:mod:`.verdict`: effect, threshold, significance, integrity), notes what makes the
-comparison suspect (provenance, client-bound or idle-user repetitions, differing settings) and
-returns a :class:`~harness.gate.report.GateReport` (table, gate.json, exit code).
-
-The method is in :mod:`.verdict` and docs/gate.md. Exit codes: 0 pass, warning or
-inconclusive; 1 regression or failure; 2 input error (:class:`harness.errors.UserError`,
-naming the file).
+:func:`compare_runs` judges the permutations both runs have (:mod:`harness.verdicts.regression`
+and :mod:`.integrity`), notes what makes the comparison suspect (provenance, client-bound or
+idle-user repetitions, differing settings) and returns a
+:class:`~harness.gate.report.GateReport`. Exit codes: 0 pass, warning or inconclusive; 1
+regression or failure; 2 input error.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The gate's view of a run directory, read through :class:`harness.results.RunReader`.
 
-``run.json`` is a :class:`~harness.results.RunRecord` and each complete repetition's
-``summary.json`` a :class:`~harness.results.RepetitionSummary` (their ``from_json`` checks the
-schema version and names the file and field of anything malformed); the gate keeps, per
-repetition, the metrics it compares and the integrity fields.
+Per complete repetition it keeps the metrics the gate compares and the integrity fields; the
+results model refuses a malformed file naming the file and field.
 """
 
 from __future__ import annotations

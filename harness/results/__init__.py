@@ -1,15 +1,9 @@
-"""The results contract and its one reader and writer (layout: ``docs/results.md``).
+"""The results contract and its one reader and writer (layout: docs/results.md).
 
-* :mod:`.fields` — the field registry: every matrix axis and summary field, declared once;
-* :mod:`.model` — typed documents (run.json, repetition and permutation summaries) with a
-  schema version and to/from JSON; :mod:`.records` the records they nest;
-* :mod:`.summary` — pure functions that build the summaries from plain data;
-* :mod:`.reader` — the one reader of run directories;
-* :mod:`.store` — the one atomic writer and :class:`RunDir`;
-* :mod:`.histogram` — exact, mergeable latency histograms (latency.json).
-
-This package is the bottom layer: it imports nothing of ssbench but :mod:`harness.errors` and
-:mod:`harness.brokersettings`.
+:mod:`.fields` (the field registry), :mod:`.model` and :mod:`.records` (typed documents),
+:mod:`.summary` (building them), :mod:`.reader`, :mod:`.store` (the atomic writer) and
+:mod:`.histogram`. The bottom layer: it imports nothing of ssbench but :mod:`harness.errors`
+and :mod:`harness.brokersettings`.
 """
 
 from .histogram import Histogram

@@ -1,15 +1,9 @@
 """The field registry: every matrix axis and every repetition-summary field, declared once.
 
-Each :class:`Field` has a name (unique: its key in ``summary.json``'s section, its column in the
-analysis' tables and its key in a flat row), a type, a unit, the section of ``summary.json`` it
-lives in, its direction (higher or lower is better, or neither) and one line of meaning. From
-this registry come the summary's reading and writing (:mod:`.model`), its flat row
-(:func:`flat_row`: what the analysis, the verdicts, the diagnosis and the gate read), the Spark
-schema (harness.analysis.schemas), the key tuples that identify a permutation (:func:`axis_names`),
-and the field tables of docs/results.md (:func:`markdown`, checked current by a test).
-
-Adding a summary field is one :class:`Field` here plus the code that measures it (a collector's
-``summary_fields`` or the summary builder); a name used but not declared fails a test.
+A :class:`Field` has a unique name, type, unit, section, direction and one line of meaning.
+The summary's model, its flat row (:func:`flat_row`), the Spark schema, the permutation keys
+(:func:`axis_names`) and docs/results.md's tables (:func:`markdown`) all come from it. A new
+summary field is one :class:`Field` here plus the code that measures it.
 """
 
 from __future__ import annotations

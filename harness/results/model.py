@@ -1,15 +1,9 @@
 """The results contract: typed documents with a schema version and to/from JSON.
 
-Every file a run writes that another part of ssbench reads back is one of these classes:
-
-* :class:`RunRecord` — ``run.json`` (provenance and status of a run);
-* :class:`RepetitionSummary` — ``<perm>/rep-NN/summary.json`` (one measured repetition), built
-  from the field registry (:mod:`.fields`): one frozen record per section;
-* :class:`PermutationSummary` — ``<perm>/summary.json`` (the repetitions of one permutation).
-
-A document of an unsupported version is refused with one line naming the file; a summary of
-schema version 1 (one flat object) is read into this version's sections (:func:`upgrade_v1`).
-Fields a newer minor writer adds are kept in ``extra`` and written back.
+:class:`RunRecord` (``run.json``), :class:`RepetitionSummary` (``rep-NN/summary.json``, one
+frozen record per section, from :mod:`.fields`) and :class:`PermutationSummary`. An unsupported
+version is refused with one line naming the file; version 1 summaries are upgraded
+(:func:`upgrade_v1`); fields a newer minor writer adds are kept in ``extra``.
 """
 
 from __future__ import annotations

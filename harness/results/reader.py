@@ -1,9 +1,7 @@
-"""The one reader of run directories (layout: ``docs/results.md``).
+"""The one reader of run directories (layout: docs/results.md): :class:`RunReader`.
 
-Analysis, the gate (compare and interleave), ``ssbench bench``, ``--resume`` and the web
-sessions all list runs, permutations and repetitions through :class:`RunReader`; nothing else
-globs a run directory. A repetition is complete exactly when ``rep-NN/summary.json`` exists
-(``.rep-NN.partial/`` directories are in progress and never listed).
+Nothing else globs a run directory. A repetition is complete exactly when
+``rep-NN/summary.json`` exists; ``.rep-NN.partial/`` directories are never listed.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Writing a run directory: the one atomic writer and :class:`RunDir`.
 
-Everything is written atomically: a file goes to a temporary name in its directory, is
-flushed and fsynced, renamed, and the directory is fsynced; a repetition is assembled in
-``.rep-NN.partial/`` and renamed to ``rep-NN/`` when complete, so a repetition exists exactly
-when it is whole. Reading goes through :mod:`harness.results.reader`.
+A file is written to a temporary name, fsynced, renamed, and its directory fsynced; a
+repetition is assembled in ``.rep-NN.partial/`` and renamed to ``rep-NN/``, so it exists exactly
+when it is whole.
 """
 
 from __future__ import annotations

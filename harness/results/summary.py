@@ -1,10 +1,8 @@
 """Build the summaries from plain data: pure functions, no I/O, no target, no Locust.
 
-:func:`build_repetition_summary` turns what a repetition measured (the window, the exact
-accounting, the client's recording, the collectors' contributions) into a
+:func:`build_repetition_summary` turns a repetition's measurements into a
 :class:`~harness.results.model.RepetitionSummary`; :func:`repetition_status` holds the status
-precedence; :func:`summarize_permutation` and :func:`median` aggregate repetitions (the one
-median over repetitions that ssbench's Python code uses).
+precedence; :func:`summarize_permutation` and :func:`median` aggregate repetitions.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """The answer of a run on the terminal, in the report and for scripts: the key table.
 
-Entry points:
-
-* :func:`key_answer` builds an :class:`Answer` from a run's judged comparisons
-  (:func:`harness.verdicts.pairs.judge_all`): one row per comparison (strategy or technique on
-  its axis' primary metric, threads, gain with its interval, verdict, "pays from", repetitions
-  used) and, under it, why each inconclusive comparison stayed so and how to exercise each
-  technique that was not exercised;
-* :meth:`Answer.render` prints it as text, :meth:`Answer.to_json` gives it to scripts
-  (``--json``), :func:`read_answer` reads the ``answer.json`` the analysis writes beside its
-  report (the report's key table is drawn from the same rows).
-
-Other parts add to an answer without changing this module: ``answer.add(Section(...))`` appends
-a section of their own (a diagnosis, say), rendered after the key table in text, JSON and HTML;
-:func:`key_row` builds a key-table row from any judged comparison, for code that judges more
-comparisons and appends them with ``answer.section(KEY).rows.append(...)``.
+:func:`key_answer` builds an :class:`Answer` (a row per comparison, and why each undecided one
+is so); it renders as text, JSON (``--json``) and HTML. Other parts add sections
+(``answer.add(Section(...))``) or rows (:func:`key_row`) without changing this module.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """``run.repetitions: auto``: which permutations each round runs, and when the rounds stop.
 
-Round ``r`` runs repetition ``r``. Rounds 1 to ``min`` run every permutation (interleaved, in
-the matrix's order); after that a round runs only the permutations of comparisons still
-undecided (treatment and baseline alike, so the round stays interleaved), judged on the
-repetitions of rounds up to ``r - 1`` (:func:`plan_round`). A technique comparison whose
-mechanism never engaged ("not exercised", harness.verdicts.techniques) is settled: no round is
-added for it, since more repetitions at the same settings would not engage it. The rounds stop
-when every comparison is decided (or not exercised), at ``max``, or when no comparison's
-repetitions fit in what is left of the time budget. A round that does not fit whole runs the
-undecided comparisons that do (:func:`fit_round`): comparisons that share a permutation go
-together, so a comparison in the round gets a repetition on both sides; the comparisons left
-out are left for the budget. A matrix without comparisons runs ``min`` rounds.
-
-:func:`plan_round` is a pure function of the repetitions on disk; :func:`fit_round` also of the
-time spent, so the runner records each round's permutations when the round begins, and an
-interrupted run resumes exactly where it was: the same rounds, the same permutations, the same
-looks.
+Rounds 1 to ``min`` run every permutation; later rounds only both sides of comparisons still
+undecided, until all are settled, ``max``, or the time budget (:func:`fit_round`).
+:func:`plan_round` is a pure function of the repetitions on disk, so a resumed run continues
+exactly where it was.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The metrics a comparison is judged on, and the per-repetition values it reads.
 
-A :class:`Metric` is a summary field of the registry (harness.results.fields: its unit, where it
-is in ``summary.json`` and which way is better) with the label a reader sees; its name is also
-its column in the analysis' repetitions table and the key of its values in a permutation row
-(``<name>_values``, :mod:`.pairs`).
-
-:data:`METRICS` is the gate's catalog (docs/gate.md); the technique axes add the metrics they
-are judged on and what shows their mechanism at work (:mod:`.techniques`).
+A :class:`Metric` is a field of the registry (harness.results.fields: unit, place in
+``summary.json``, direction) with a reader's label; its name is also its column in the
+repetitions table and ``<name>_values`` in a permutation row (:mod:`.pairs`). :data:`METRICS`
+is the gate's catalog (docs/gate.md); the technique axes add theirs (:mod:`.techniques`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The one estimate of a difference that every judgement of ssbench rests on.
 
-Two samples of one metric (each value one repetition) are compared on the log scale: ``d`` is
-the log ratio of their geometric means (sign flipped when lower is better, so ``d > 0`` is
-better), a gain of ``100 * (exp(d) - 1)`` percent. The **design** says how its standard error is
-estimated: ``unpaired`` (Welch: unequal variances, Welch-Satterthwaite degrees of freedom) or
-``paired`` (the two sides measured in the same windows or rounds: the one-sample t of the
-units' log ratios, ``n - 1`` degrees of freedom; a level a unit shares with both sides cancels).
-From an :class:`Estimate` come its t intervals (the stopping rule's, :mod:`.rule`; the plots'
-points, :func:`mean_interval`) and one-sided p-values (the gate, with Benjamini-Hochberg across
-a run's comparisons: :func:`benjamini_hochberg`). :func:`relative_spread` is the robust spread
-of one sample the gate scales its threshold with.
+``d``, the log ratio of two samples' geometric means (``d > 0`` is better), with an
+``unpaired`` (Welch) or ``paired`` (same windows or rounds) standard error. An :class:`Estimate`
+gives t intervals and one-sided p-values (:func:`benjamini_hochberg` for the gate);
+:func:`relative_spread` scales the gate's threshold.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """A run's comparisons: which permutation is compared with which, on what metric.
 
-:func:`run_comparisons` is the one list of a run's comparisons, used by the auto-repetition
-loop (harness.runner, after every round), the analysis (the ``dialog_gains`` and
-``technique_gains`` tables, the report) and the terminal answer (:mod:`.answer`):
-
-* every **dialog strategy** against one dialog per thread (:data:`BASELINE_STRATEGY`) with
-  everything else equal (:data:`GAIN_KEYS`);
-* every **technique axis** value against its axis' baseline (:data:`TECHNIQUE_AXES`) with
-  everything else equal (:data:`CONTEXT_KEYS` and the other technique axes).
-
-A comparison is metric-agnostic: two samples of a named :class:`Metric` with a direction.
-
-Permutations are plain rows (dicts): the axes flat, as a summary's flat row has them
-(harness.results.fields.flat_row), with their repetitions' values in repetition order
-(``rep_numbers``, ``rep_statuses``, ``rep_windows``, ``<metric>_values``): :func:`permutation_rows`
-makes them from the repetitions' flat rows, for the runner and the analysis alike;
-:func:`samples` reads them, keeping out what :func:`harness.results.counts_in_verdicts` keeps
-out. A technique comparison is judged on its axis' primary metric, or is "not exercised"
-(:mod:`.techniques`).
+:func:`run_comparisons` is the one list, read by the auto rounds, the analysis and the key
+table: every dialog strategy against one dialog per thread (:data:`BASELINE_STRATEGY`), every
+technique value against its axis' baseline, everything else equal. Permutations are plain rows
+(a summary's flat row plus its repetitions' values in order, :func:`permutation_rows`);
+:func:`samples` keeps out what :func:`harness.results.counts_in_verdicts` keeps out.
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
 """The regression rule: a candidate against a baseline, one row per permutation and metric.
 
-
-Per permutation and metric, with ``b`` the baseline's repetitions and ``c`` the candidate's,
-judged by the one estimate of harness.verdicts (:mod:`harness.verdicts.estimate`):
-
-* effect ``r = median(c) / median(b)`` for rates, inverted for latencies
-  (``median(b) / median(c)``), so ``r < 1`` always means "worse";
-* threshold ``t = min(max_effect, max(min_effect, k x relative robust spread))`` (default
-  ``max(5 %, 2 x MAD x 1.4826 / median)``, at most 50 %) of the baseline's repetitions, or,
-  paired, of the rounds' ratios (divided by sqrt 2: a side's share); the effect is beyond it
-  when ``r < 1 - t``;
-* significance: the one-sided t test of the log ratio of the geometric means (candidate worse),
-  **paired by round** where the rounds interleave the two sides (``gate --interleave``: a level a
-  round shares with both sides cancels) and unpaired (Welch) between stored runs; Benjamini-
-  Hochberg across all permutation x metric p-values of the comparison: significant when
-  ``q <= alpha`` (default 0.01);
-* verdict: ``regression`` when beyond the threshold AND significant; ``warning`` when only
-  one holds; ``improved`` when beyond the threshold the other way AND significantly better
-  (the mirror test, its p-values adjusted as a family of their own: improvements are claims
-  too); else ``pass``. With fewer than ``min_reps`` repetitions (paired: rounds) a side no test
-  is run and the row is ``inconclusive``, whatever its effect: one repetition never fails on
-  effect size alone;
-(Integrity, whatever the throughput: harness.gate.integrity.)
+An effect beyond a threshold scaled by the baseline's robust spread, and a one-sided t test of
+the log ratio (paired by round where rounds interleave) with Benjamini-Hochberg: ``regression``
+needs both, ``warning`` one, ``improved`` the mirror; too few repetitions are ``inconclusive``,
+never a failure. docs/gate.md has the method and the defaults.
 """
 
 from __future__ import annotations

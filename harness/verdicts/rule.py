@@ -1,39 +1,9 @@
 """The stopping rule: repeated confidence intervals with the error spent over the looks.
 
-A comparison is two samples of one metric, each value one repetition of a permutation, tagged
-with its repetition number (the round of an interleaved run), and a direction (higher or lower
-is better). Its statistic is the log ratio of the geometric means, ``d = mean(log t) - mean(log
-b)`` (sign flipped when lower is better): the gain is ``100 * (exp(d) - 1)`` percent.
-
-**Looks.** A run with ``repetitions: auto`` looks at a comparison after every round from
-``min_reps`` to ``max_reps`` in which its data grew; a run with a fixed number of repetitions
-looks once, at the end. **The error spent.** The look after round ``r`` spends ``alpha_r`` of the
-comparison's ``alpha``, from the power family of spending functions ``alpha * t ** RHO`` at the
-information fraction ``t = r / max_reps`` (Kim and DeMets, "Design and analysis of group
-sequential tests based on the type I error spending rate function", Biometrika 74, 1987; ``RHO
-= 3``, close to O'Brien and Fleming's boundaries): ``alpha_r = alpha * ((r / max) ** 3 - ((r - 1)
-/ max) ** 3)``, the first look taking all the spending up to it, so the ``alpha_r`` add up to
-``alpha``. A fixed run's one look spends all of it. Early looks, with few repetitions, spend
-little; the last look most. **Intervals.** At each look the Welch t interval of ``d`` (unequal
-variances, Welch-Satterthwaite degrees of freedom) at level ``1 - alpha_r`` for a gain or a loss
-and at ``1 - 2 alpha_r`` for no difference (an equivalence test at level ``alpha`` reads the ``1
-- 2 alpha`` interval: Schuirmann's two one-sided tests, 1987): by Bonferroni's inequality the
-probability that *any* look's interval misses the true ratio on a given side is at most
-``alpha / 2`` for the first and ``alpha`` for the second. These are repeated confidence intervals
-(Jennison and Turnbull, "Repeated confidence intervals for group sequential clinical trials",
-Controlled Clinical Trials 5, 1984; "Interim analyses: the repeated confidence interval
-approach", JRSS B 51, 1989), whose coverage holds whatever decides when to stop: a budget, an
-interruption, another comparison's rounds. **Verdicts** read the intervals against the threshold
-``m`` percent, which is also the equivalence margin (three-way decisions from repeated
-intervals: Jennison and Turnbull, "Sequential equivalence testing and repeated confidence
-intervals", Biometrics 49, 1993): ``gain`` when the whole ``1 - alpha_r`` interval is above
-``+m``, ``loss`` when wholly below ``-m``, ``no difference`` when the ``1 - 2 alpha_r`` interval
-lies within ``+-m``, else ``inconclusive``; the first decisive look is final. A gain or a loss is
-wrong only if its interval missed the truth on one side (at most ``alpha / 2`` each), and no
-difference only if the truth lies beyond a margin and the narrower interval missed it on that
-side (at most ``alpha``), so whatever the truth each comparison's probability of any wrong
-verdict is at most ``alpha`` (5 %). docs/statistics.md has the guarantee's conditions, the
-family of a run and the simulation that measures it.
+The statistic is the log ratio of two samples' geometric means. Each look spends part of
+``alpha`` (power family, ``RHO = 3``) and reads Welch intervals against the margin; the first
+decisive look is final, and whatever decides when to stop, a comparison's probability of a
+wrong verdict is at most ``alpha``. docs/statistics.md has the method, sources and simulation.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """How far each thread sweep scales: the Universal Scalability Law per group of permutations.
 
-A **sweep** is a group of permutations that differ only in their thread count (same run,
-server, initiators, payload, dialog strategy and technique axes: :data:`SWEEP_KEYS`). With at
-least :data:`MIN_THREAD_COUNTS` thread counts, its repetitions' receive rates (those that count
-in verdicts: :func:`harness.verdicts.pairs.samples`) are fitted with :mod:`.usl`: λ, σ, κ, the
-peak N* and the rate there, each with its 95 % profile-likelihood interval, unless the law does
-not fit (the lack-of-fit test at :data:`FIT_ALPHA`), which is said instead of coefficients. A
-sweep with fewer thread counts says why it has no model.
-
-A **shift** is a comparison of the run (:func:`harness.verdicts.pairs.run_comparisons`: a dialog
-strategy against one dialog per thread, a technique against its baseline) seen across the thread
-counts: both sweeps fitted, the difference of each coefficient with its interval (MOVER from the
-two sweeps' intervals at :data:`MOVE_LEVEL`, Bonferroni over the three coefficients), and the
-coefficients whose interval excludes no change are the ones it moves.
-
-Entry points take plain permutation rows (:func:`harness.verdicts.pairs.rows_from_summaries`,
-:func:`~harness.verdicts.pairs.with_repetitions`): :func:`sweeps`, :func:`shifts`,
-:func:`curve` (the fitted curve and its band), :func:`table_rows`; :mod:`.scaling_answer` turns
-them into the answer's sections. docs/statistics.md ("How far it scales") has the method and
-its coverage by simulation.
+A **sweep** is the permutations that differ only in their thread count (:data:`SWEEP_KEYS`);
+with at least :data:`MIN_THREAD_COUNTS` counts its rates that count are fitted with :mod:`.usl`
+(or said not to fit). A **shift** is a run comparison seen across thread counts: the change of
+each coefficient with its MOVER interval. :mod:`.scaling_answer` turns them into the answer's
+sections; docs/statistics.md ("How far it scales") has the method.
 """
 
 from __future__ import annotations

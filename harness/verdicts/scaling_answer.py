@@ -1,17 +1,9 @@
 """The scalability model in the answer: a line per sweep and a line per shift.
 
-:func:`add_sections` adds to an :class:`~harness.verdicts.answer.Answer` (the terminal of
-``ssbench analyze`` and ``ssbench bench``, ``--json``, the report) two sections built from plain
-permutation rows with their repetitions' rates (:mod:`.scaling`):
-
-* ``scaling``: per sweep (permutations that differ only in their thread count) λ, σ, κ, the
-  peak N* and its rate with their 95 % intervals, and the lack-of-fit test's p; or "does not
-  fit" or "no model", with why in a note;
-* ``scaling_moves``: per comparison seen across thread counts, the change of each coefficient
-  with its interval and the coefficients it moves.
-
-Neither is added when no group of the rows has two thread counts, nor the second when no sweep
-is fitted.
+:func:`add_sections` adds ``scaling`` (per sweep: λ, σ, κ, the peak and its rate with 95 %
+intervals, or why there is no model) and ``scaling_moves`` (per comparison across thread
+counts: the coefficients it moves) to an :class:`~harness.verdicts.answer.Answer`, from plain
+permutation rows (:mod:`.scaling`); neither when no group has two thread counts.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
-"""Simulated runs with a known truth: the error rate and the power of the stopping rule.
+"""Simulated runs with a known truth: the error rates and power of the stopping rule and gate.
 
-Each repetition's rate is ``1000 x (1 + effect) x noise``, the noise drawn independently per
-repetition from one of :data:`NOISE_MODELS` (``spread`` is its scale). Two simulations:
-
-* :func:`simulate_comparisons`: one comparison, replayed look by look to the rule's maximum
-  (what :func:`harness.verdicts.rule.judge` does with an auto run's data);
-* :func:`simulate_runs`: a family like ``make bench``'s: per thread count one dialog per
-  thread, the 150 trick and one shared dialog, judged by the real auto loop
-  (:func:`harness.verdicts.auto.plan_round` decides which permutations each round runs; the
-  baseline is shared by two comparisons).
-
-tests/verdicts/test_stopping_rule.py asserts the documented levels on these;
-benchmarks/stopping_rule.py prints the full table of docs/statistics.md.
-
-* :func:`simulate_gate`: the regression gate (:mod:`.regression`): every metric of every
-  permutation with relative noise per repetition, part of it a level each round shares with
-  both sides, the candidate changed by a known amount, and a position effect on the side that
-  ran second in a round (:func:`~harness.verdicts.auto.side_orders`); counts the gate's overall
-  verdicts and the rows called ``improved``. tests/gate asserts its levels;
-  benchmarks/gate_rates.py prints docs/gate.md's table.
+Rates are ``1000 x (1 + effect) x noise`` (:data:`NOISE_MODELS`). :func:`simulate_comparisons`,
+:func:`simulate_runs` (through the real auto loop) and :func:`simulate_gate`; the tests assert
+the documented levels, and benchmarks/ prints the tables of docs/statistics.md and docs/gate.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """The technique axes: the one declaration of what each technique is judged on.
 
-A technique axis is a matrix axis whose values are "a technique" and "what you would do without
-it" (docs/matrices.md, docs/statistics.md). :data:`TECHNIQUE_AXES` declares, for each axis and
-nowhere else, how its baseline value is chosen, the metrics it moves (the first is its primary
-metric, whose verdict is the comparison's; latencies are lower-is-better), why, what shows that
-its mechanism engaged in a repetition (:class:`Engagement`) and how to make it engage, and a
-value shown beside it without a verdict. The pairing (:func:`harness.verdicts.pairs.
-technique_pairings`), the runner's auto rounds, the analysis' ``technique_gains`` table and the
-key table all read it here.
-
-**Not exercised.** When the mechanism never engaged in any repetition that counts of either arm
-(only the technique's arm, where only it can engage it: :attr:`Engagement.treatment_only`) —
-no activation task started or ended inside the window of a WAITFOR comparison, no dialog ended
-in a lifetime comparison, no high-priority message in a priority comparison — the verdict is
-:data:`NOT_EXERCISED`: the arms differ in a setting that did nothing, and whatever their values
-say is not the technique's effect. It is settled, not decided (:attr:`harness.verdicts.rule.
-Outcome.settled`): the auto rounds add none for it (more repetitions at the same settings do not
-engage a mechanism; another offered load does, which is :attr:`Engagement.how`), and the key
-table counts it apart from the decided comparisons. A repetition without the record (an older
-summary) leaves engagement unknown: the comparison is judged as any other.
+:data:`TECHNIQUE_AXES` says, per axis, its baseline value, the metrics it moves (primary
+first), what shows its mechanism engaged (:class:`Engagement`) and how to make it engage. The
+pairing, the auto rounds, the analysis and the key table all read it here. When the mechanism
+engaged in no repetition that counts, the verdict is :data:`NOT_EXERCISED`: settled, since more
+repetitions at the same settings would not engage it (docs/statistics.md).
 """
 
 from __future__ import annotations

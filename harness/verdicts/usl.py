@@ -1,26 +1,9 @@
 """Gunther's Universal Scalability Law fitted to a thread sweep, with profile-likelihood intervals.
 
-``X(N) = λ N / (1 + σ (N − 1) + κ N (N − 1))``: λ the rate of one thread, σ the contention
-(serialisation: the rate levels off at λ/σ) and κ the coherency (crosstalk between threads,
-growing with their square: the rate peaks at ``N* = sqrt((1 − σ)/κ)`` and then falls). Gunther,
-*Guerrilla Capacity Planning* (Springer 2007), chapters 4 to 6.
-
-**The fit.** Nonlinear least squares on the log of every repetition's rate (the noise of a
-rate is multiplicative, as the verdicts assume: :mod:`.rule`), with σ in [0, 1] and κ in
-[0, 1] (the R package usl's bounds). On the log scale λ enters linearly, so for given σ and κ
-its estimate is a mean: only σ and κ are searched (a variable projection), from the best point
-of a grid so that a local minimum is not taken for the fit.
-
-**Intervals** are profile-likelihood (profile t) intervals: the values ``c`` of a quantity
-whose best fit with the quantity held at ``c`` raises the residual sum of squares by at most
-``s² F(1, n − 3; level)`` (Bates and Watts, *Nonlinear Regression Analysis and Its
-Applications*, 1988, ch. 6; what R's ``confint`` of an ``nls`` fit computes). Unlike the Wald
-interval (estimate ± t · standard error, which the R package and lmfit report) they follow the
-likelihood's asymmetry and stop at a bound. docs/statistics.md has their coverage by simulation.
-
-**Does the model fit?** With repetitions the residual splits into pure error (repetitions
-about their thread count's mean) and lack of fit; the F test of their ratio
-(:func:`lack_of_fit`) says whether the law describes the sweep at all.
+``X(N) = λ N / (1 + σ (N − 1) + κ N (N − 1))``, fitted by least squares on the log rates
+(multiplicative noise, as :mod:`.rule` assumes) with σ, κ in [0, 1] and λ profiled out;
+profile t intervals follow the likelihood's asymmetry, and :func:`lack_of_fit` tests whether the
+law fits at all. docs/statistics.md ("How far it scales") has the method, sources and coverage.
 """
 
 from __future__ import annotations
