@@ -1,21 +1,9 @@
-"""The driver interface every system under test implements, in three small parts:
+"""The driver interface every system under test implements, in three small parts.
 
-* :class:`Target` (this module): the lifecycle and the exact accounting of one
-  initiator/target topology, what its class declares it can do (:class:`Capabilities`), and
-  how it is configured from ``--target`` without connecting (:class:`TargetConfig`);
-* :class:`~harness.targets.sender.Sender`: one client connection's SEND, in the Locust
-  workers, with the SEND paths it declares (:mod:`harness.targets.sender`);
-* :class:`~harness.targets.telemetry.Telemetry`: what the collectors read
-  (:mod:`harness.targets.telemetry`).
-
-Targets, senders and collectors are registered by name through entry points
-(:mod:`harness.targets.registry`); :mod:`harness.targets.factory` builds the target
-``--target`` names. Everything outside ``harness/targets/`` talks to a target through these
-interfaces only: it never tests a target's kind or label (tests/test_architecture.py), it
-reads a capability or a value the target provides. docs/targets.md is the guide to writing one.
-
-This module re-exports the interface's types, so ``from harness.targets.base import ...`` is
-the one import a caller needs.
+:class:`Target` (lifecycle, exact accounting, :class:`Capabilities`, :class:`TargetConfig`),
+:class:`~harness.targets.sender.Sender` and :class:`~harness.targets.telemetry.Telemetry`,
+re-exported here. Code outside ``harness/targets/`` uses only these, never a target's kind
+(tests/test_architecture.py); docs/targets.md is the guide to writing a target.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The target ``--target`` names, through the registry (entry-point group ``ssbench.targets``).
 
-``--target`` takes a registered target's name (``embedded``), ``NAME:ARG`` (``mssql:lab.yaml``),
-or the path of an existing file, which goes to the one registered target that opens files
-(``opens_files``: the SQL Server target's topology files). :func:`target_config` reads it
-without connecting (the commands check the matrix and the load settings with that before
-anything starts); :func:`make_target` builds the target.
+A registered name (``embedded``), ``NAME:ARG`` (``mssql:lab.yaml``) or an existing file (for the
+target that opens files). :func:`target_config` reads it without connecting, so commands check
+their input before anything starts; :func:`make_target` builds the target.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Plugins by name, through Python entry points: targets, senders and collectors.
 
-A distribution registers what it brings in its metadata (``pyproject.toml``)::
-
-    [project.entry-points."ssbench.targets"]
-    embedded = "harness.targets.embedded.target:EmbeddedTarget"      # a Target subclass
-
-    [project.entry-points."ssbench.senders"]
-    embedded = "harness.targets.embedded.sender:EmbeddedSender"      # a Sender subclass
-
-    [project.entry-points."ssbench.collectors"]
-    waits = "harness.collectors.waits:WaitCollector"                 # a Collector subclass
-
-ssbench's own are declared that way too; a third target is a package that registers itself
-(docs/targets.md), with no edit to ssbench. The lookup happens in every process that needs it
-(the runner, each Locust worker), from that process's ``sys.path``: an installed distribution,
-or a ``*.dist-info`` directory with an ``entry_points.txt`` on ``PYTHONPATH``.
+A distribution registers them in the groups ``ssbench.targets``, ``ssbench.senders`` and
+``ssbench.collectors`` of its metadata, as ssbench's own pyproject.toml does; a third target is
+a package that registers itself, with no edit to ssbench (docs/targets.md). Every process that
+needs a plugin (the runner, each Locust worker) looks it up on its own ``sys.path``.
 """
 
 from __future__ import annotations

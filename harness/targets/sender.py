@@ -1,22 +1,9 @@
 """The SEND path: a :class:`Sender` per client connection, and the send paths it declares.
 
-Load generation runs in other processes (Locust workers), so a target hands out a JSON-able
-sender spec (:meth:`harness.targets.base.Target.sender_spec`) whose ``"sender"`` names a
-sender registered in the entry-point group ``ssbench.senders`` (:mod:`.registry`), or a
-sender class by import path (``module:Class``);
-:func:`open_sender` turns the spec into a connected :class:`Sender` in any process. Specs
-never contain a password: SQL Server passwords are read from environment variables.
-
-A sender declares which of the load layer's SEND paths it can take (:class:`SendPaths`); the
-load layer reads the declaration, it never probes for methods:
-
-* every sender: blocking :meth:`Sender.send`, called from an OS thread of its own for the
-  whole swarm (a database driver that releases the GIL, as pyodbc and psycopg do);
-* ``pump``: :meth:`Sender.pump` gives one connection's SEND as non-blocking steps
-  (:class:`SendPump`) that gevent's hub drives (harness.load.hubloop), the cheapest path. A
-  pump repeats one SEND (one dialog, one payload), so a finite dialog lifetime, where each
-  SEND depends on the previous one's result, takes the blocking path; so does the SEND after
-  an error (it reconnects a lost connection).
+A target hands out a JSON-able spec (never a password); :func:`open_sender` connects it in any
+process. A sender declares its paths (:class:`SendPaths`) and the load layer never probes:
+blocking :meth:`Sender.send` on an OS thread of its own, and, for a ``pump`` sender,
+non-blocking steps for gevent's hub (:class:`SendPump`) when SENDs repeat one dialog and payload.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """What the collectors and the summary read from a target: :class:`Telemetry`.
 
-Shapes follow SQL Server's DMVs so collectors compute the same things on every target:
-
-* :meth:`Telemetry.wait_stats` is shaped like ``sys.dm_os_wait_stats`` (cumulative).
-* :meth:`Telemetry.perf_counters` is shaped like ``sys.dm_os_performance_counters`` rows.
-* :meth:`Telemetry.queue_depths` gives transmission-queue and target-queue depth.
-
-Three methods are required (a repetition's summary needs them); the others default to "this
-target cannot tell" (empty), and the collectors that read them then record nothing. A target
-hands its telemetry out as :attr:`harness.targets.base.Target.telemetry` (by default the target
-itself, when its class implements this interface). A collector that needs more than this
-(its ``reads``, :class:`harness.collectors.base.Collector`) names an interface derived from
-this one; it runs only against targets whose telemetry implements it.
+Shapes follow SQL Server's DMVs (``wait_stats`` as sys.dm_os_wait_stats, ``perf_counters`` as
+sys.dm_os_performance_counters, ``queue_depths``), so collectors compute the same on every target.
+Three methods are required; the others default to "cannot tell", and their collectors then
+record nothing. A collector needing more names a derived interface (its ``reads``) and runs
+only where the target's telemetry implements it.
 """
 
 from __future__ import annotations

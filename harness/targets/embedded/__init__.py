@@ -1,0 +1,1 @@
+"""The embedded target: Service Broker emulated on a private PostgreSQL server."""

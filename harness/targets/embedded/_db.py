@@ -1,8 +1,7 @@
 """Connections to the embedded server, shared by the target, the sender and the broker.
 
-Also the "raw array" adaptation the transport uses: arrays read from one database are passed
-to another as the server's own binary representation, never parsed into Python objects (a
-1,000-message batch costs well under a millisecond of Python instead of tens).
+Also the "raw array" adaptation the transport uses: arrays pass from one database to another
+in the server's binary form, never parsed into Python objects.
 """
 
 from __future__ import annotations

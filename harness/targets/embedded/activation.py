@@ -1,12 +1,9 @@
 """The embedded broker's activation: the queue monitor and its activation tasks (readers).
 
-* **Queue monitor**: while messages wait in the queue, starts one activation task (a reader)
-  per monitor interval at most (5 s on SQL Server), up to MAX_QUEUE_READERS, and counts Task
-  Limit Reached when it would start one but the limit is reached.
-* **Readers** (activation tasks, one thread and one connection each): call the activation
-  procedure ``ssb.activation_procedure()`` in a loop, one transaction per batch; exit when a
-  WAITFOR times out with no message. A failed batch is rolled back and recorded
-  (``ssb.record_rollback``): five in a row disable the queue, as SQL Server does.
+As SQL Server does it: while messages wait, the monitor starts at most one reader per monitor
+interval, up to MAX_QUEUE_READERS (counting Task Limit Reached); a reader calls
+``ssb.activation_procedure()`` in a loop, one transaction per batch, and exits when a WAITFOR
+times out. Five rolled-back batches in a row disable the queue.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
-"""The embedded target's broker process: transport, queue monitor / activation, wait sampler.
+"""The embedded target's broker process: transport, queue monitor / activation, samplers.
 
-What SQL Server does inside the engine, done here by one Python process with one PostgreSQL
-connection per activity:
-
-* **Transport** (one thread per initiator, :mod:`.transport`): moves committed messages from
-  each initiator's transmission queue to the target's service queue, exactly once.
-* **Queue monitor** and **readers** (:mod:`.activation`): activation, as SQL Server does it
-  (one new task per monitor interval at most, up to MAX_QUEUE_READERS; five rollbacks in a row
-  disable the queue).
-* **Wait sampler** (:mod:`.wait_sampler`): ``pg_stat_activity`` sampled every 25 ms into
-  SQL Server-named wait statistics (see :mod:`harness.targets.embedded.waits`).
-* **Lock sampler** (:mod:`.lock_sampler`, diagnostic, off unless ``--lock-sample-ms``): who
-  blocks whom (``pg_blocking_pids``), and long transactions, into ``ssb.lock_samples``.
-
-Run it as ``python -m harness.targets.embedded.broker`` (``--help``); normally
-:meth:`EmbeddedTarget.start` does. SIGTERM or SIGINT stops it cleanly (readers are cancelled:
-their current batch rolls back and stays in the queue); SIGKILL is safe too. Only one broker
-runs per target database (it holds an advisory lock there).
+What SQL Server does inside the engine, in one process with a connection per activity
+(:mod:`.transport`, :mod:`.activation`, :mod:`.wait_sampler`, :mod:`.lock_sampler`). SIGTERM
+stops it cleanly, SIGKILL is safe; an advisory lock allows one broker per target database.
 """
 
 from __future__ import annotations

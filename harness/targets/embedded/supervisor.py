@@ -1,12 +1,9 @@
 """The embedded broker process, supervised: started, watched, restarted when it dies.
 
-SQL Server's broker is part of the engine: it does not stop while the server runs. The
-emulation's broker is a separate process (:mod:`.broker`), so something must play that part:
-:class:`BrokerSupervisor` starts it, polls it, and when it dies without being asked to (killed,
-crashed, lost its control connection) waits until its database sessions are gone and starts it
-again with the same command, counting the restart. The transport's ACK protocol makes a
-restart safe: whatever was in flight is moved again and de-duplicated by the target, so every
-message is delivered exactly once.
+SQL Server's broker never stops while the server runs; the emulation's is a separate process,
+so :class:`BrokerSupervisor` restarts it when it dies unasked (after its sessions are gone),
+counting restarts. The transport's ACK protocol makes a restart safe: every message is still
+delivered exactly once.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The embedded target: a PostgreSQL emulation of Service Broker's send / transmit / receive path.
 
-Topology on the private embedded PostgreSQL server (:mod:`.server`): one target database
-(``ssb_target``) and one database per initiator (``ssb_init1`` ...), loaded from
-``workloads/embedded/{target,initiator}.sql``. The broker process (:mod:`.broker`) moves
-messages and runs activation. This class is the target's lifecycle (reset, dialogs, warm-up,
-the supervised broker, the run lock); provisioning lives in :mod:`.provisioning`, counts and
-telemetry in :mod:`.telemetry`, the broker's supervision in :mod:`.supervisor`.
-
-Its numbers are PostgreSQL's. Every report says so (:attr:`label`); docs/embedded.md explains
-what the emulation reproduces of SQL Server and what it does not.
+A target database and one database per initiator on the private server (:mod:`.server`),
+loaded from ``workloads/embedded/``; the broker process (:mod:`.broker`) moves messages and runs
+activation. This class is the lifecycle; :mod:`.provisioning`, :mod:`.telemetry` and
+:mod:`.supervisor` hold the rest. Its numbers are PostgreSQL's, and every report says so
+(:attr:`label`; docs/embedded.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The embedded broker's transport: moves messages between an initiator and the target.
 
-A :class:`TransportLink` moves committed messages from the initiator's transmission queue
-(``ssb.sysxmitqueue``) to the target's service queue in batches, and removes them from the
-transmission queue only after the target committed them (the ACK). The target de-duplicates by
-dialog and sequence number (a receive high-water mark per dialog in ``ssb.sysdercv``), so a
-crash at any point neither loses nor duplicates a message. The way back (EndDialog messages
-from the target) uses the same protocol. :class:`Transport` is the broker's thread per
-initiator running a link in a loop; ``EmbeddedTarget.warm_up`` runs a link in-line.
+A :class:`TransportLink` copies committed messages from ``ssb.sysxmitqueue`` to the target's
+queue in batches and deletes them only after the target committed (the ACK); the target
+de-duplicates by dialog and sequence number, so a crash anywhere neither loses nor duplicates a
+message. :class:`Transport` runs a link per initiator in the broker.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """PostgreSQL wait events -> SQL Server wait types, for the embedded target's wait statistics.
 
-The broker's wait sampler reads ``pg_stat_activity`` every few tens of milliseconds; every
-sampled session that is waiting accrues the time since the previous sample to the SQL Server
-wait type its PostgreSQL wait event maps to, and a session entering a wait (a different wait
-from its previous sample) counts one waiting task. The table below is the documented mapping
-(docs/embedded.md repeats it); the analogy is loose by nature: PostgreSQL is not SQL Server.
-
-Benign waits are stored but left out of :meth:`EmbeddedTarget.wait_stats`, as SQL Server
-wait-analysis queries leave out idle and sleep waits.
+Every waiting session sampled accrues the time since the previous sample to the SQL Server wait
+type its wait event maps to; entering a new wait counts one waiting task. The mapping is loose
+by nature (docs/embedded.md). Benign waits are stored but left out of
+:meth:`EmbeddedTarget.wait_stats`, as SQL Server wait queries leave out idle waits.
 """
 
 from __future__ import annotations

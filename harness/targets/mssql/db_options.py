@@ -1,15 +1,9 @@
 """The database options ssbench changes: recorded before the first change, put back after.
 
-A database ssbench did not create must come back as it was. ssbench changes
-DELAYED_DURABILITY (the profile's, at every prepare), HONOR_BROKER_PRIORITY (per permutation:
-ON with a ``priority`` axis, OFF otherwise) and message delivery (ENABLE_BROKER at provision;
-NEW_BROKER gives the database a new broker GUID, which cannot be given back). The value each
-had before ssbench first changed it is kept in the database's ``dbo.ssbench_config``
-(objects.sql ``config_keep`` records a name only once, so neither a later provision nor a run
-interrupted halfway records ssbench's own value). :func:`restore` puts DELAYED_DURABILITY and
-HONOR_BROKER_PRIORITY back after every run (``MssqlTarget.close``) and at teardown;
-:func:`broker_changes` says, at teardown, whether message delivery must be turned off again
-and whether the broker GUID changed.
+DELAYED_DURABILITY, HONOR_BROKER_PRIORITY and message delivery; each one's value before
+ssbench first changed it is kept in ``dbo.ssbench_config`` (recorded once, so a rerun never
+records ssbench's own value). :func:`restore` puts the first two back after every run and at
+teardown; :func:`broker_changes` says what teardown must undo (a new broker GUID cannot be).
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Dialog security and the certificates provisioning exchanges.
 
-Each database's dbo owns a certificate (its private key protected by the database master key,
-itself encrypted by the instance's service master key, so nobody needs its random password
-later); each side installs the other's public part (CERTENCODED, CREATE CERTIFICATE FROM
-BINARY) for a user without login. With ``broker.dialog_encryption: true`` (the paper) the
-initiator's remote service binding (ANONYMOUS = OFF) names the target's: full dialog security.
-With ``false`` there is no binding (BEGIN DIALOG ... WITH ENCRYPTION = OFF still encrypts when
-one exists) and the far side's operations run as public, so public gets SEND on each service.
-
-A database restored or attached on another instance keeps a master key this instance's
-service master key cannot open (``sys.databases.is_master_key_encrypted_by_server`` = 0):
-dialogs then stall on session keys. :func:`usable_master_key` recreates a master key ssbench
-created, with ssbench's certificate, and the exchange installs the new public part on the peers
-(their thumbprint check sees it changed); a master key ssbench did not create is refused.
+Each database's dbo owns a certificate (key protected by the database master key, itself by the
+service master key); each side installs the other's public part for a user without login. With
+``broker.dialog_encryption: true`` a remote service binding gives full dialog security; with
+``false`` there is none and public gets SEND. :func:`usable_master_key` recreates a master key
+ssbench created that this instance cannot open (a restored database); another is refused.
 """
 
 from __future__ import annotations

@@ -1,32 +1,10 @@
 """pyodbc plumbing: connection strings, autocommit, per-call timeouts, clean errors.
 
-The generic part (:func:`connect`, :class:`Connection`, :func:`map_error`) works with any ODBC
-driver; the tests exercise it against PostgreSQL through psqlODBC. The SQL Server part builds
-connection strings for Microsoft's "ODBC Driver 18 for SQL Server" and for FreeTDS (named
-instances too) from a :class:`ConnSpec`, which is JSON-able and never holds a password: the
-password is read from the environment variable the spec names, at connect time.
-
-* Autocommit is set explicitly on every connection and checked after connecting; login timeout:
-  ``pyodbc.connect(timeout=...)`` (SQL_ATTR_LOGIN_TIMEOUT).
-* Query timeout, per call: a process-wide watchdog thread calls ``Cursor.cancel()``
-  (SQLCancel, which ODBC allows from another thread) when a call overruns. pyodbc's
-  ``Connection.timeout`` is not used: the SQL_ATTR_QUERY_TIMEOUT it stores reaches only cursors
-  created afterwards, so the connection's one reused cursor would keep the first call's value.
-* A cancelled call discards its connection: SQL Server's attention does not roll back a
-  transaction the call opened (unless XACT_ABORT is ON); later calls would nest inside it until
-  the close rolled all back. Closing rolls it back now; the next call opens a new connection.
-* A connection may be called from any thread, one call at a time (a lock); pyodbc releases the
-  GIL while the driver works, so N connections called from N threads really wait in parallel
-  (the load generator runs each user's SENDs on its own OS thread, harness.load.offload.SendLoop).
-* Errors become :class:`OdbcError` subclasses of :class:`harness.errors.TargetError` with one
-  readable line: login failure, unreachable host, missing ODBC driver (listing
-  ``pyodbc.drivers()``), certificate validation under ODBC Driver 18 (these four only when
-  connecting), query timeout.
-* Encrypt: ``yes``/``no`` for ODBC Driver 17 and older, ``Mandatory``/``Optional``/``Strict``
-  for 18 and later. FreeTDS refuses a password with ``}`` (1.3 and 1.4 read ``}}`` apart).
-
-pyodbc is imported lazily (:func:`pyodbc_module`), so ssbench works without unixODBC as long
-as no SQL Server target is used.
+:func:`connect`, :class:`Connection` and :func:`map_error` work with any ODBC driver; a
+:class:`ConnSpec` (never a password: it names its environment variable) builds strings for ODBC
+Driver 18 and FreeTDS. A watchdog thread cancels an overrunning call, whose connection is then
+discarded: an attention does not roll back its transaction (docs/sqlserver.md, "Transactions,
+cancels and XACT_ABORT"). pyodbc is imported lazily, so ssbench runs without unixODBC.
 """
 
 from __future__ import annotations

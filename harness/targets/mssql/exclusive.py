@@ -1,14 +1,9 @@
 """What ssbench does to a database it did not create: nothing that reaches another session.
 
-Three ALTER DATABASE options need the database to themselves. NEW_BROKER removes every
-conversation in the database, not only ssbench's, and gives it a new broker GUID, which every
-route naming the old one (the DBA's included) must be re-created with ("ALTER DATABASE SET
-options"); ENABLE_BROKER and DISABLE_BROKER need an exclusive database lock and, with ROLLBACK
-IMMEDIATE, roll back every other session's open transaction there. On a database ssbench
-created (``dbo.ssbench_owned`` records it) they run as before. On any other: NEW_BROKER is
-refused with one line saying what it would do; ENABLE_BROKER and DISABLE_BROKER run without a
-termination clause, which waits for the other sessions to release their locks, and ssbench
-cancels the wait after :data:`EXCLUSIVE_WAIT_SECONDS` and refuses with one line.
+NEW_BROKER ends every conversation in the database and changes its broker GUID; ENABLE_BROKER
+and DISABLE_BROKER need an exclusive lock. On a database ssbench created they run; on any other
+NEW_BROKER is refused, and the other two wait without a termination clause, cancelled after
+:data:`EXCLUSIVE_WAIT_SECONDS` with a one-line refusal (docs/sqlserver.md).
 """
 
 from __future__ import annotations

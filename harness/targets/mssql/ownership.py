@@ -1,10 +1,8 @@
 """What provisioning owns in a database, and what it refuses to take over.
 
-``dbo.ssbench_owned`` records what ssbench created (teardown drops that and nothing else).
-Before changing anything, provision refuses an existing queue, service, activation procedure
-or paper table it did not create (it would empty, alter or replace them), and an existing
-message type or contract that is not what ssbench would create (:func:`refuse_unusable`): it
-uses those as they are.
+``dbo.ssbench_owned`` records what ssbench created; teardown drops that and nothing else.
+Provision refuses an existing queue, service, procedure or table it did not create, and a
+message type or contract unlike its own (:func:`refuse_unusable`).
 """
 
 from __future__ import annotations

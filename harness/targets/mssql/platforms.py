@@ -1,15 +1,10 @@
-"""Where Service Broker runs differently: Azure SQL Database, Azure SQL Managed Instance and
-databases in an Always On availability group. What cannot work is refused with one line before
-anything changes (docs/sqlserver.md, "Managed Instance and availability groups").
+"""Where Service Broker runs differently: Azure SQL, Managed Instance, availability groups.
 
-* Azure SQL Database (``SERVERPROPERTY('EngineEdition')`` 5) has no Service Broker.
-* Managed Instance (8): ``CREATE REMOTE SERVICE BINDING`` is not supported (no dialog security:
-  ``broker.dialog_encryption: false``), and messages between instances go through a Server
-  Trust Group with routes to port 4022, not ssbench's endpoint and transport certificates (only
-  ``layout: single``). Service Broker is always on there (ENABLE_BROKER is not supported, and
-  ssbench only runs it when delivery is off).
-* A database in an availability group (``sys.databases.replica_id``): message delivery cannot be
-  turned on or off, nor the broker identifier renewed, once it is in the group.
+What cannot work is refused with one line before anything changes: Azure SQL Database has no
+Service Broker; Managed Instance has no remote service binding and routes only through a Server
+Trust Group (``layout: single``, no dialog security); in an availability group message delivery
+and the broker identifier cannot change (docs/sqlserver.md, "Managed Instance and availability
+groups").
 """
 
 from __future__ import annotations

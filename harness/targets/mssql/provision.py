@@ -1,15 +1,10 @@
 """Provisioning and teardown of the SQL Server topology.
 
-:func:`provision` creates (idempotently) the databases, the paper's message type, contract,
-queues and services, the tables and procedures, dialog security (:mod:`.dialog_security`:
-certificates exchanged with CERTENCODED / CREATE CERTIFICATE FROM BINARY, users without login,
-GRANT SEND, remote service bindings with ANONYMOUS = OFF), and for the distributed layout
-transport security (a certificate per instance in master, a certificate-authenticated Service
-Broker endpoint, a login per peer instance with CONNECT on the endpoint), then the routes with
-BROKER_INSTANCE both ways (and msdb routes for local delivery). It records what it creates
-(:mod:`.ownership`) and the database options before it changes them (:mod:`.db_options`);
-:func:`teardown` removes what it created and puts the options back. Every function takes the
-:class:`~.session.ServerSession` of the target.
+:func:`provision` creates, idempotently, what the paper's topology needs (docs/sqlserver.md,
+"What gets built"): databases, Service Broker objects, tables and procedures, dialog security,
+transport security and routes for the distributed layout. It records what it creates
+(:mod:`.ownership`) and the options it changes (:mod:`.db_options`); :func:`teardown` removes
+that and puts the options back.
 """
 
 from __future__ import annotations

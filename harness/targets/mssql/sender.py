@@ -1,16 +1,9 @@
 """The SQL Server sender: one pyodbc connection per Locust user (client thread).
 
-A :class:`MssqlSender` is built from :meth:`MssqlTarget.sender_spec` in any process. The spec
-carries host, port, database, driver settings and the *name* of the environment variable that
-holds the password, never the password itself. The connection runs in autocommit mode, so each
-``EXEC dbo.ssbench_send`` (one SEND ON CONVERSATION, and its count) is its own transaction, as the
-paper's test clients called their stored procedure. A call its query timeout cancels takes its
-connection with it (driver.Connection: the server rolls back what it left open); the next call
-opens a new one.
-
-pyodbc releases the GIL while the driver waits for the server, so the Locust side can offload
-calls to real threads; a sender may be called from a thread other than the one that opened it
-(one call at a time: the connection serialises calls with a lock).
+Built from :meth:`MssqlTarget.sender_spec` in any process (the spec names the password's
+environment variable, never the password). Autocommit: each ``EXEC dbo.ssbench_send`` is its
+own transaction, as the paper's clients did. A timed-out call discards its connection
+(:mod:`.driver`). pyodbc releases the GIL, so calls run on real threads, one at a time.
 """
 
 from __future__ import annotations

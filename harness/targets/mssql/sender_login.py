@@ -1,12 +1,9 @@
-"""The load's login (``sender_auth``): what it needs in each initiator database, and a check that
-connects as it.
+"""The load's login (``sender_auth``): what it needs in each initiator database, and a check.
 
-Provision grants the sender what its calls need (``initiator.sql sender_grants``): a SQL login
-that exists gets a user in each initiator database when it maps to none (recorded in
-``dbo.ssbench_owned``, dropped at teardown) and the grants; a missing login is refused with one
-line; an integrated (Windows) sender is a principal ssbench cannot name, so provision prints the
-exact script. ``ssbench mssql check`` connects as the sender and runs its calls in a transaction
-that is rolled back (``check_sender``), so a missing grant shows there, not mid-run.
+Provision grants it what its calls need (a user for an existing SQL login, recorded for
+teardown; a missing login is refused; for an integrated login the exact script is printed).
+``ssbench mssql check`` runs its calls as it in a rolled-back transaction, so a missing grant
+shows there, not mid-run.
 """
 
 from __future__ import annotations

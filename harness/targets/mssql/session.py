@@ -1,11 +1,8 @@
 """Connections and the shared state of a SQL Server topology in use.
 
-:class:`ServerSession` is the part of :class:`~.target.MssqlTarget` every concern shares: the
-topology, the connection pool, the active permutation (profile, initiators, broker settings),
-what was learnt from the servers (versions, broker GUIDs, clock offsets), and the helpers that
-run a rendered template (:mod:`.tsql`) on an instance with one reconnect on a broken
-connection. Provisioning (:mod:`.provision`), telemetry (:mod:`.telemetry`) and the preflight
-check (:mod:`.check`) are functions of a session.
+:class:`ServerSession` is what every concern of :class:`~.target.MssqlTarget` shares: topology,
+connection pool, the active permutation, what the servers said (versions, broker GUIDs, clock
+offsets), and running a rendered template on an instance with one reconnect.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """The SQL Server target: the SQLCAT whitepaper's Service Broker topology, driven through pyodbc.
 
-:class:`MssqlTarget` implements :class:`harness.targets.base.Target` for a topology file
-(:mod:`.topology`). Everything it runs on the servers is a rendered template from
-``workloads/mssql/`` (:mod:`.tsql`). By concern:
-
-* :mod:`.session`: connections, the active permutation, what the servers said.
-* :mod:`.provision`: :meth:`MssqlTarget.provision` and :meth:`MssqlTarget.teardown`.
-* this module: the run-time flow. :meth:`prepare` resets between permutations (END
-  CONVERSATION WITH CLEANUP, or SET NEW_BROKER and re-created routes), applies the server
-  profile (DELAYED_DURABILITY) and the queue's broker settings (RECEIVE TOP, WAITFOR timeout,
-  MAX_QUEUE_READERS); :meth:`create_dialogs` runs the paper's 150-trick script,
-  :meth:`warm_up` its cursor script; accounting and draining.
-* :mod:`.telemetry`: the DMV collectors.
-* :mod:`.check`: :meth:`check` (preflight) and :meth:`smoke` (a tiny end-to-end flow).
-
-Message accounting: ``sent`` is the growth of the initiator's ``dbo.ssbench_counts`` since
-dialogs were created and warmed up: the send procedures count each SEND inside its own
-transaction, so exactly the committed ones count, retired dialogs included (an initiator's
-conversation endpoint, and its send_sequence, is deleted once both sides have ended the
-dialog); ``received`` is the activation procedure's tally per initiator (the initiator number
-travels in the message header); warm-up messages are marked and excluded. The database options
-a permutation changes are put back by :meth:`MssqlTarget.close` (:mod:`.db_options`).
+:class:`MssqlTarget` is the run-time flow (prepare, dialogs, warm-up, accounting, draining) over
+templates from ``workloads/mssql/``; :mod:`.session`, :mod:`.provision`, :mod:`.telemetry` and
+:mod:`.check` hold the rest. ``sent`` and ``received`` are exact counts kept by the procedures
+(docs/sqlserver.md, "Accounting"); :meth:`MssqlTarget.close` puts changed options back.
 """
 
 from __future__ import annotations

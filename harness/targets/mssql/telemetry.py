@@ -1,10 +1,8 @@
 """The SQL Server target's collectors: DMVs read while a permutation runs.
 
-sys.dm_os_wait_stats (benign waits filtered here, the one list), sys.dm_os_performance_counters
-(the Broker objects), transmission and service queue depths (partition row counts, or exact
-counts), sys.dm_broker_activated_tasks / sys.dm_broker_queue_monitors / sys.service_queues,
-the scheduler-monitor ring buffer (CPU), and the target's drop table for end-to-end latency.
-Every function takes the :class:`~.session.ServerSession` of the running target; the SQL is in
+Wait stats (benign waits filtered here, the one list), Broker performance counters, queue
+depths, activated tasks and queue monitors, the scheduler-monitor ring buffer (CPU) and the
+end-to-end latency table. Functions of a :class:`~.session.ServerSession`; the SQL is in
 ``workloads/mssql/collectors.sql`` and ``target.sql``.
 """
 

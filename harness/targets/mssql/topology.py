@@ -1,29 +1,10 @@
 """SQL Server topology files: which instances, which layout, which server profiles, which driver.
 
-A topology names SQL Server databases ("instances" here: a server plus a database), the target
-and the initiators, and the server profiles the matrix's ``server`` axis picks from::
-
-    name: paper-lab
-    layout: distributed            # distributed: each initiator on its own server, routed over
-                                   # Service Broker endpoints (the paper); single: one server
-    driver:
-      kind: msodbc                 # msodbc (ODBC Driver 18 for SQL Server) | freetds
-      encrypt: mandatory           # mandatory | optional | strict
-      trust_server_certificate: false
-    auth:                          # default login for every instance
-      kind: sql                    # sql | integrated
-      user: ssbench
-      password_env: SSBENCH_MSSQL_PASSWORD   # the password is read from this variable
-    instances:
-      target: {host: sqltgt.lab, port: 1433, database: SSBReceiver, broker_port: 4022}
-      init1:  {host: sqlin1.lab, port: 1433, database: SSBSender, broker_port: 4022}
-    target: target
-    initiators: [init1]
-    profiles:
-      durable: {delayed_durability: disabled}
-
-See ``docs/sqlserver.md`` for every key. Literal passwords are refused. Every error names the
-file, the line and the field (:class:`harness.errors.UserError`, exit code 2).
+A topology names the instances (a server plus a database), the target and the initiators, the
+layout (``distributed`` as in the paper, or ``single``), the driver, the login (a password only
+by the name of its environment variable: literal passwords are refused) and the server profiles
+the matrix's ``server`` axis picks from. docs/sqlserver.md has an example and every key. Errors
+name the file, the line and the field (:class:`harness.errors.UserError`, exit code 2).
 """
 
 from __future__ import annotations

@@ -1,31 +1,9 @@
 """T-SQL rendering: validated, quoted identifiers and N'...' literals, never string concatenation.
 
-The T-SQL ssbench runs lives in ``workloads/mssql/*.sql``. A file holds named sections::
-
-    -- @@ create_queue
-    IF NOT EXISTS (SELECT * FROM sys.service_queues WHERE name = {{lit:queue}})
-        CREATE QUEUE [dbo].{{ident:queue}} WITH STATUS = ON, RETENTION = OFF ON [PRIMARY];
-    GO
-
-and a section is split into batches on ``GO`` lines (as sqlcmd does). Placeholders are typed;
-every value goes through the formatter of its kind:
-
-========  ===============================================================================
-kind      rendered as
-========  ===============================================================================
-ident     ``[name]``: the name is validated first (see :func:`validate_name`), ``]`` can
-          therefore never occur, and it is bracket-quoted anyway (``]`` doubled)
-sbname    ``[//MySSB.com/Lab/S_Test]``: a service, contract or message type name, validated
-          by :func:`validate_broker_name`, bracket-quoted
-lit       ``N'text'`` with ``'`` doubled; NUL and other control characters are refused
-int       a Python ``int`` (never a bool or a string), as decimal digits
-hex       ``0x...``: ``bytes`` as a binary constant (a certificate from CERTENCODED)
-guid      ``N'xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx'``: a UUID, canonical lower-case form
-kw        one keyword from :data:`KEYWORDS` (``ON``, ``DISABLED``, ``FORCED``, ...)
-date      ``N'YYYYMMDD'`` from a :class:`datetime.date`
-========  ===============================================================================
-
-There is no "raw" kind: nothing is pasted into T-SQL as is.
+The templates live in ``workloads/mssql/*.sql``: named sections (``-- @@ name``) split into
+batches on ``GO`` lines, with typed placeholders (``{{ident:queue}}``, ``{{lit:queue}}``, ...),
+each value rendered by its kind's formatter. There is no "raw" kind: nothing is pasted into
+T-SQL as is. docs/sqlserver.md lists the kinds.
 """
 
 from __future__ import annotations
