@@ -1,29 +1,9 @@
-"""Alternated windows (``run.alternate``): the permutations that differ only in their dialog
-strategy share each window, and their comparisons are judged window by window. This module is
-the concept's arithmetic (which permutations share a window, which slice an instant is in) and
-its checks; :class:`harness.repetition.AlternatedRepetition` runs such a window.
+"""Alternated windows (``run.alternate``): dialog strategies that share each window.
 
-Why: on a shared 2-vCPU machine each window has a level of its own (the vCPU's speed and the
-disk's flush time of those seconds: docs/embedded.md, "Alternated windows"),
-as wide as the effects a run asks about. Strategies measured in the same window share it, and
-their ratio loses it (the paired rule, docs/statistics.md, "Both sides in the same windows").
-
-How (docs/matrices.md, ``run.alternate``):
-
-* the permutations whose values differ only in ``dialogs`` form a group (:func:`members`);
-  running a member's repetition ``r`` runs one window for every member the caller wants whose
-  repetition ``r`` is not complete yet;
-* the target is prepared once and every member's dialogs are begun, member after member on
-  each initiator, so member ``j``'s dialog slots follow the earlier members'
-  (:meth:`harness.load.spec.SwarmSpec.alternation_slots`);
-* the window lasts ``measure_seconds`` per member; every client thread looks up one dialog per
-  member and each SEND takes the dialog of the slice the wall clock is in (:func:`member_at`:
-  the same clock on every worker and host);
-* each member's summary counts the SENDs completed in its slices
-  (:func:`harness.load.window.merge_workers` with ``member``) and the messages sent in its
-  slices and received in the window (:meth:`Telemetry.e2e_sent_latencies_us`), over the time
-  of its slices. The window's own figures (CPU, storage, waits, flags) are the window's, in
-  every member's summary; its ``alternation`` record names the group.
+The permutations that differ only in ``dialogs`` (:func:`members`) run in one window, each SEND
+taking the dialog of the wall-clock slice (:func:`member_at`), so the window's level cancels in
+the paired rule (docs/statistics.md; docs/findings/alternating-slices.md). This module is the
+arithmetic and checks; :class:`harness.repetition.AlternatedRepetition` runs the window.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """Backlog drain: the paper's batch-processing scenario (``run.backlog_messages``).
 
-A repetition in this mode, after the usual setup (prepare, dialogs, warm-up, broker side,
-collectors):
-
-1. turns activation off on the target queue (:meth:`Target.set_activation`; returns once no
-   activation task runs);
-2. fills: the permutation's swarm SENDs (closed loop, or paced with a ``rate`` axis) until
-   ``backlog_messages`` SENDs have committed, or ``measure_seconds`` have passed since the
-   users were all started, whichever comes first; the fill is the repetition's measured
-   window (its SEND rate and latency are the fill's);
-3. waits until every transmission queue is empty, so the whole backlog sits in the target
-   queue (``backlog_messages`` in the summary is that exact count, at least the setting: the
-   swarm stops a little after the count is reached);
-4. turns activation on and polls the messages processed since, every
-   :data:`POLL_SECONDS`, until the backlog is processed (or ``drain_timeout_seconds``):
-   ``drain_seconds`` is activation on to the first poll that saw every backlog message
-   processed, ``drain_rate`` the backlog over it. The drain over time goes to samples.jsonl
-   (family ``drain``), the end-to-end latency of the drained messages (their time in the
-   backlog included) to ``e2e_latency_ms``.
-
-Then the usual finish: drain check, verify (sent = received), summary, commit. The drain rate
-is what MAX_QUEUE_READERS and RECEIVE TOP(N) (matrix axes) govern.
+A repetition turns activation off, fills the target queue (the swarm SENDs until
+``backlog_messages`` have committed or ``measure_seconds`` pass: the measured window), waits for
+the transmission queues to empty, then turns activation on and polls every
+:data:`POLL_SECONDS` until the backlog is processed. ``drain_seconds`` and ``drain_rate`` are
+what MAX_QUEUE_READERS and RECEIVE TOP(N) govern; docs/matrices.md has the settings.
 """
 
 from __future__ import annotations

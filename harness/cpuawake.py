@@ -1,18 +1,10 @@
-"""Idle CPUs kept awake while a run measures (``run.keep_cpus_awake``, docs/embedded.md,
-"Idle CPUs").
+"""Idle CPUs kept awake while a run measures (``run.keep_cpus_awake``).
 
-On a virtual machine an idle vCPU halts, and the hypervisor wakes it when work arrives for it:
-a client thread's SEND answered by the server, the server's commit answered by the disk. How
-long that wake-up takes depends on the host's load at that moment, so a one-thread ping-pong's
-rate follows the host, window by window. Linux's PM QoS interface holds the CPUs' wake-up
-latency at 0 µs for as long as a process keeps ``/dev/cpu_dma_latency`` open with 0 written to
-it: the cpuidle governor then polls instead of halting (what tuned's latency-performance
-profile does for a whole machine). Closing the file ends the request, so a killed run leaves
-nothing behind.
-
-Polling idle CPUs burn their time on the host: the request lasts for the run only, and only
-where the matrix asks. It needs write access to the file (root); elsewhere the run goes on,
-says why once, and records it.
+On a virtual machine a halted vCPU's wake-up time follows the host's load, and a ping-pong's
+rate with it (docs/findings/idle-cpus.md). Holding ``/dev/cpu_dma_latency`` open with 0 written
+makes the cpuidle governor poll instead (Linux PM QoS); closing it ends the request, so a killed
+run leaves nothing behind. It costs host CPU, so it lasts for the run only, where the matrix
+asks; without write access (root) the run goes on and records why.
 """
 
 from __future__ import annotations

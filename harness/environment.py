@@ -1,15 +1,10 @@
 """Every environment variable ssbench reads, declared once: its name, what it does, its default.
 
-Settings come from four places, and a later one in this list overrides an earlier one:
-the built-in defaults, the matrix (``run:``, ``broker:``), the target's file (a topology's
-``client_hosts:`` section), these environment variables, and command-line flags. Each command
-resolves them once, before anything starts (``ssbench run`` in harness.commands.run); the
-Locust processes get what they need from the swarm protocol's messages, never from here
-(only the run's token and the controller's address travel in their environment: secrets and
-addresses, not settings).
-
-Code reads a variable through :func:`get` (or :func:`flag`) with a constant of this module, so
-``docs/environment.md`` (checked against :data:`VARIABLES` by a test) lists them all.
+Precedence, later wins: built-in defaults, the matrix, the target's file, environment
+variables, command-line flags. Each command resolves them once, before anything starts; Locust
+processes get settings through the swarm protocol, never from here. Code reads a variable with
+:func:`get` or :func:`flag` and a constant of this module, so docs/environment.md (checked
+against :data:`VARIABLES` by a test) lists them all.
 """
 
 from __future__ import annotations

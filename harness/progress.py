@@ -1,8 +1,6 @@
-"""Progress of a matrix run: a live bar with rate and ETA on a terminal (rich), plain lines
-otherwise (CI logs, pipes).
+"""Progress of a matrix run: a live bar with rate and ETA on a terminal, plain lines otherwise.
 
-The ETA counts only the repetitions this invocation ran: after ``--resume`` the skipped ones
-would otherwise make it look far too short.
+The ETA counts only the repetitions this invocation ran, so ``--resume`` does not skew it.
 """
 
 from __future__ import annotations

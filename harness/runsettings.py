@@ -1,10 +1,7 @@
-"""A matrix's ``run:`` settings (:class:`RunSettings`) and their parsing, re-exported by
-:mod:`harness.matrix` (docs/matrices.md).
+"""A matrix's ``run:`` settings (:class:`RunSettings`) and their parsing (docs/matrices.md).
 
-``repetitions`` is an integer or ``auto`` (:mod:`harness.verdicts.auto`: interleaved rounds
-until every comparison is decided, from ``min_repetitions`` to ``max_repetitions`` within
-``budget_minutes``); :func:`settings` checks any settings section against its spec (the
-matrix's ``broker:`` too), naming the file, line and field of a bad value.
+``repetitions`` is an integer or ``auto`` (:mod:`harness.verdicts.auto`); :func:`settings`
+checks any settings section against its spec, naming the file, line and field of a bad value.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """YAML input files (matrices, topologies) with line numbers for every value.
 
-Every value is wrapped in :class:`Located` (value + 1-based line), so validation errors can
-name the file, the line and the field. Duplicate keys and non-string keys are errors.
-
-The files are small and hand-written, so the loader is strict and bounded: at most
-:data:`MAX_FILE_BYTES` of UTF-8 text without control characters, one document, nesting at most
-:data:`MAX_DEPTH` deep and :data:`MAX_NODES` values in all, no anchors or aliases (``&a``,
-``*a``: what billion-laughs and recursive documents are made of) and no tags but the core
-schema's (``!!str``, ``!!int``, ``!!float``, ``!!bool``, ``!!null``, ``!!seq``, ``!!map``). Each
-refusal is a :class:`~harness.errors.UserError` naming the file and the line. Events come from
-libyaml when it is there (PyYAML's pure-Python parser otherwise); the tree is built here
-without recursion, so no input can exhaust the stack.
+Every value is a :class:`Located` (value and line) so errors name the file, line and field.
+The loader is strict and bounded, for small hand-written files: size, depth and node limits, no
+duplicate or non-string keys, no anchors or aliases, core-schema tags only, no recursion. Each
+refusal is a :class:`~harness.errors.UserError`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""A host probe: a thread that times one small, fixed piece of work again and again, and the run's
-typical figure to judge a window's against (the storage collector's fsync, the CPU speed
-collector's loop).
+"""A host probe: a thread that times one small, fixed piece of work again and again.
 
-The probe runs from the collectors' start: every :attr:`ProbeThread.reference_interval` during
-its first :attr:`ProbeThread.reference_s` (the idle reference: the warm-up has drained, and the
-repetition holds the swarm's first SEND back until it is in: Collector.reference_pending), then
-every :attr:`ProbeThread.interval`. A repetition's reference is the median of those first
-probes; the run's typical is the median of the references of its repetitions so far
-(:class:`RunReferences`: a run's repetitions share its process).
+It runs from the collectors' start: densely during its first :attr:`ProbeThread.reference_s`
+(the idle reference, which the swarm's first SEND waits for), then every
+:attr:`ProbeThread.interval`. The run's typical is the median of its repetitions' references
+(:class:`RunReferences`), the figure a window is judged against.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""Broker Activation counters: tasks running, tasks started, task limit reached, procedures
-invoked (rates from cumulative values), and the activation tasks started and ended inside the
-measured window (the paper's recommendation 3: a WAITFOR timeout too short for the queue
-monitor's 5 s period churns activation tasks). No target counts the tasks that ended: they are
-the tasks started minus the increase of Tasks Running between the window's two bounding ticks
-(both read in one call, so they agree with each other). Each tick also the test queue's
-activated tasks against its MAX_QUEUE_READERS (Telemetry.activated_tasks)."""
+"""Broker Activation counters, and the activation tasks started and ended inside the window.
+
+Rates of tasks running, started, task limit reached and procedures invoked. Tasks ended are
+started minus the growth of Tasks Running between the window's bounding ticks (no target counts
+them); they show the paper's recommendation 3, a WAITFOR timeout shorter than the queue
+monitor's period churning tasks. Each tick also records activated tasks against
+MAX_QUEUE_READERS.
+"""
 
 from __future__ import annotations
 

@@ -1,22 +1,10 @@
-"""The host's CPU speed of the moment: a probe that times a fixed piece of work in the CPU time
-of its own thread, to see a virtual machine's vCPU slowed down by its host (issue 24).
+"""The host's CPU speed of the moment, to see a virtual machine's vCPU slowed by its host.
 
-Neither the other processes' CPU nor the steal time shows it: on the 2-vCPU test VM a loop of
-fixed work took from 5.6 to 10.4 ms of its own thread's CPU time from one second to the next on
-an idle machine, in two clusters (about 6 and about 9 ms, each lasting seconds), with steal at 0
-and the wall time equal to the CPU time (the thread was not waiting for a CPU: the CPU it had
-was slower). The rate of a CPU-bound window follows it (docs/embedded.md, "CPU speed").
-
-* **Probe** (``probe_ms``): a thread of this collector runs :data:`WORK` iterations of an
-  empty Python loop every :data:`PROBE_INTERVAL_S` and times them with
-  ``time.thread_time()``, the CPU time of its own thread: time spent waiting for a CPU or for
-  the GIL is not counted, so the machine's load does not move it, only the speed of the CPU
-  the thread runs on. A tick's figure is the median of its probes.
-* **Window**: ``cpu_probe_ms`` is the mean over the window's ticks; ``cpu_reference_ms`` the
-  run's typical (the median of its repetitions' idle references: the probes of the first
-  :data:`REFERENCE_S` of the collectors, which the swarm's first SEND waits for); ``cpu_speed`` their
-  ratio (1.0: the typical speed; 0.7: the host ran the window 30 % slower). A window below
-  :data:`SLOW_CPU_SPEED` is ``slow_cpu``: the repetition is ``noisy_host``, with the figure.
+Neither steal time nor other processes' CPU shows it (docs/findings/cpu-speed.md). A probe
+(:mod:`._probe`) times :data:`WORK` iterations of an empty loop in its own thread's CPU time,
+which waiting for a CPU or the GIL does not move. ``cpu_speed`` is the run's typical probe over
+the window's (1.0: typical, 0.7: 30 % slower); below :data:`SLOW_CPU_SPEED` the window is
+``slow_cpu`` and the repetition ``noisy_host``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""Dialog lifetime (docs/matrices.md, ``messages_per_dialog`` and ``fire_and_forget``): dialogs
-begun and ended by the initiators' SEND path, Error messages received or lost, and the
-conversation endpoints by side and state (sys.conversation_endpoints: after the drain only,
-where the target's breakdown is costly); the totals after the drain go into the summary, with the dialogs ended inside the measured window (from
-the two ticks that bound it: whether a lifetime technique engaged there)."""
+"""Dialog lifetime (docs/matrices.md, ``messages_per_dialog``, ``fire_and_forget``).
+
+Dialogs begun and ended by the SEND path, Error messages, and conversation endpoints by side
+and state (after the drain only); the dialogs ended inside the window show whether a lifetime
+technique engaged.
+"""
 
 from __future__ import annotations
 

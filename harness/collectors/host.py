@@ -1,11 +1,9 @@
-"""Host CPU and memory (psutil): the load generators (client) and the database server's
-processes on this host (server; a remote server's own CPU figure, sampled every tick, where the
-target gives one), plus each Locust worker separately (to spot a client-bound
-run: one worker near 100% of a core), and what the rest of the machine takes: CPU used by
-processes that are neither ssbench, its Locust swarm, its broker nor the server
-(``other_cpu_percent``) and CPU steal by the hypervisor (``steal_percent``). A repetition whose
-window saw either above its threshold is flagged ``noisy_host``: its numbers measured a shared
-machine."""
+"""Host CPU and memory (psutil): client, server, each Locust worker, and the rest of the machine.
+
+A worker near 100 % of a core marks a client-bound run; CPU used by other processes
+(``other_cpu_percent``) or stolen by the hypervisor (``steal_percent``) above its threshold
+flags the window ``noisy_host``: its numbers measured a shared machine.
+"""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Blocking chains (diagnostic): who blocked whom, per tick, where the target samples it.
 
-The embedded target's broker samples ``pg_blocking_pids`` and long transactions when its lock
-sampler is switched on (``SSBENCH_EMBEDDED_LOCK_SAMPLE_MS``, docs/embedded.md); each tick this
-collector reads the chains seen since the previous tick (:meth:`Target.blocking_chains`) into
-``samples.jsonl``: family ``locks``, metric ``blocked_s``, key the chain ("waiter [wait] <-
-holder [state]"), value the seconds it was seen. Nothing when the sampler is off.
+Each tick reads the chains seen since the last (:meth:`Target.blocking_chains`; the embedded
+lock sampler, ``SSBENCH_EMBEDDED_LOCK_SAMPLE_MS``) into ``samples.jsonl``: family ``locks``,
+metric ``blocked_s``, keyed by chain. Nothing when the sampler is off.
 """
 
 from __future__ import annotations

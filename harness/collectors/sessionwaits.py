@@ -1,20 +1,10 @@
-"""Session waits: who of the test waits now, and on what, sampled several times a second.
+"""Session waits: which of the test's sessions wait now, and on what, several times a second.
 
-The wait statistics (:mod:`harness.collectors.waits`, sys.dm_os_wait_stats' shape) are the
-whole server's, cumulative over the whole window: they cannot tell the load's SENDs from the
-activated readers, nor, in an alternated window (``run.alternate``), one dialog strategy's
-slices from another's, so a shared dialog's lock queue and a per-thread dialog's log flush
-read alike. A sample of the sessions waiting at a known instant can: its role is the session's
-(:meth:`Telemetry.session_waits`: the load's ``sender`` sessions, the activated ``reader``
-tasks) and the instant lies in one member's slice (:func:`harness.alternation.member_at`).
-
-A thread of this collector samples every :data:`INTERVAL_S`; each tick records the mean of the
-samples since the last (``waiting``, keyed ``role/wait_type``). The summary's ``session_waits``
-is the mean number of sessions waiting per role and wait type over the window's samples (an
-alternated member's: over the samples in its own slices), the top :data:`TOP_WAITS` of each
-role, and ``session_wait_samples`` how many samples that mean is over. A mean of 10.3 sessions
-waiting is 10,300 ms of wait per second. A SEND that began in one slice and still waits in the
-next is counted in the next: at 0.5 s slices and millisecond waits, a small share.
+The server's wait statistics are cumulative and global: they cannot tell senders from readers,
+nor one alternated strategy's slices from another's. A sample of waiting sessions can: its role
+comes from :meth:`Telemetry.session_waits` and its instant lies in one member's slice. Each tick
+records the mean of its samples (``waiting``, keyed ``role/wait_type``); ``session_waits`` is the
+mean number waiting per role and type over the window (10.3 waiting = 10,300 ms of wait per s).
 """
 
 from __future__ import annotations

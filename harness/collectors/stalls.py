@@ -1,21 +1,8 @@
-"""A target that stopped making progress inside the measured window: the figures the summary
-judges (``harness.results.summary.progress_flags``) and documents (docs/results.md).
+"""A target that stopped making progress inside the measured window (docs/results.md).
 
-* **Freeze** (``freeze_seconds``): the longest time between two collector ticks that overlaps
-  the window, beyond the usual tick interval. The collectors query the target every tick; a
-  target that answers nobody (its processes stopped, a lock on everything, the harness itself
-  stopped) leaves a hole in every series at once (issue 26: a SIGSTOPped server).
-* **Receive stall** (``receive_stall_seconds``): the longest span inside the window during
-  which the target received nothing (its cumulative ``processed_total`` did not move) although
-  SENDs went on and activation tasks were running: readers that receive nothing while
-  messages arrive (issue 30: 8 s, the collectors sampling throughout). A span with no reader
-  running is activation doing what it is configured to do (a monitor period, a WAITFOR
-  timeout), not a stall. The span is certain: from the first tick that saw the count to the
-  last tick that saw it unchanged.
-* ``queue_growth``: the target queue plus the transmission queues, last tick of the window
-  minus first (messages): a target falling behind its load.
-* ``stall_chains``: with the embedded target's lock sampler on, the blocking chains seen
-  during the longest receive stall (or freeze), most seen first.
+``freeze_seconds`` (the longest gap between ticks), ``receive_stall_seconds`` (nothing received
+while SENDs went on and readers ran), ``queue_growth`` and ``stall_chains`` (blocking chains of
+the longest stall); ``harness.results.summary.progress_flags`` judges them.
 """
 
 from __future__ import annotations

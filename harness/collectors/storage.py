@@ -1,27 +1,10 @@
-"""Storage: the server's commit latency and an fsync probe beside its data, to flag a window
-whose disk was disturbed (issue 24: storage noise is host noise).
+"""Storage: the server's commit latency and an fsync probe beside its data, to flag a noisy disk.
 
-* **Commit latency** (``commit_latency_ms``): the target's own log flushes over each tick, mean
-  milliseconds per flush (:meth:`Target.log_flush_stats`: PostgreSQL's WAL fsyncs from
-  ``pg_stat_io``; None where the target cannot tell). It depends on the load (a flush carries
-  more commits at higher rates), so it is reported, not judged.
-* **Probe** (``probe_ms``): a thread of this collector overwrites one 4 KiB block of a file in
-  the directory the target names (:meth:`Target.storage_probe_dir`: the embedded server's data
-  directory's parent, the same file system) and ``fdatasync``s it every
-  :data:`PROBE_INTERVAL_S`, timing each: what one small durable write costs on that disk right
-  now. Its mean over the window's ticks of each tick's median (``storage_probe_ms``: weighted
-  by time, since a slow disk yields fewer probes) is compared with the run's
-  typical (``storage_reference_ms``): the median of the idle references of the run's
-  repetitions so far (each the median probe of the first :data:`REFERENCE_S` of its collectors:
-  the warm-up has drained, and the swarm's first SEND waits for it). A window whose figure
-  is at least :data:`NOISY_STORAGE_RATIO` times the typical and
-  :data:`NOISY_STORAGE_MIN_MS` above it is flagged ``noisy_storage``: something else was
-  writing to the same disk (calibrated with docs/findings/scripts/storage_noise.py, error rates in
-  tests/collectors/test_storage.py and docs/embedded.md, "Storage noise").
-* **Log events** (``log_events``, a warning each): what happened to the test's databases' logs
-  inside the window that the load competed with: a log that grew (its size, sampled every tick,
-  :meth:`Target.log_sizes_mb`: autogrowth) and a backup that ran (:meth:`Target.log_events`:
-  SQL Server's msdb.dbo.backupset). Reported, not judged.
+``commit_latency_ms`` is the target's own log flush time (reported, not judged: it follows the
+load). The probe (:mod:`._probe`) ``fdatasync``s one 4 KiB block beside the server's data every
+:data:`PROBE_INTERVAL_S`; a window whose figure is at least :data:`NOISY_STORAGE_RATIO` times the
+run's typical and :data:`NOISY_STORAGE_MIN_MS` above it is ``noisy_storage`` (calibration and
+error rates: docs/findings/storage-noise.md). ``log_events`` reports log growth and backups.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""``ssbench analyze RUN_DIR [RUN_DIR ...] [--master URL | --remote sc://HOST:PORT] [--out DIR]``:
-the Spark analysis.
+"""``ssbench analyze RUN_DIR...``: the Spark analysis (docs/results.md).
 
-Reads the runs' summaries and samples (``docs/results.md``), writes Parquet and CSV tables,
-PNG plots, ``index.html`` and ``answer.json`` under ``RUN_DIR/report/`` (or ``--out``), prints
-the report's path and ends with the key table (``--json``: the key table as JSON, alone on
-stdout). pyspark is imported only when the command runs, so ``ssbench --help`` stays fast.
-``-q``: the JVM's own output (its start-up warnings, Spark's log lines) goes to a temporary
-file, shown only when the analysis fails for a reason other than bad input.
+Writes tables, plots, ``index.html`` and ``answer.json`` under ``RUN_DIR/report/`` (or
+``--out``), prints the report's path and the key table (``--json``: the key table alone).
+pyspark is imported only when the command runs; ``-q`` hides the JVM's output unless the
+analysis fails.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """``ssbench gate``: the regression gate (exit 0 pass, 1 regression, 2 usage or input error).
 
-Two modes:
-
-* ``ssbench gate --interleave BASELINE_REF MATRIX``: run the baseline git revision and the
-  working tree alternately on this machine and compare them (recommended);
-* ``ssbench gate --baseline RUN_DIR --candidate RUN_DIR``: compare two stored runs (warns
-  when their provenance differs).
-
-See docs/gate.md for the method and the defaults.
+``--interleave BASELINE_REF MATRIX`` runs the baseline revision and the working tree alternately
+on this machine (recommended); ``--baseline RUN_DIR --candidate RUN_DIR`` compares two stored
+runs. docs/gate.md has the method and the defaults.
 """
 
 from __future__ import annotations

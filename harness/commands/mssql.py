@@ -1,15 +1,9 @@
 """``ssbench mssql check|provision|teardown|smoke TOPOLOGY.yaml``: the SQL Server target.
 
-* ``check``: connect to every instance of the topology and report versions, the permissions
-  each step needs, databases (is_broker_enabled, broker GUIDs), endpoints (owner, state),
-  provisioned objects, routes and stuck messages; one line per failed check.
-* ``provision``: create (idempotently) everything the paper's topology needs, recording what
-  it created; it does not take over existing objects or alter an endpoint it did not create.
-* ``teardown``: remove what ssbench created, and nothing else (``--drop-databases`` drops the
-  databases ssbench created too); prints a KEPT line for each object left in place.
-* ``smoke``: a tiny flow (dialogs, warm-up, a few messages, drain, sent == received).
-
-See docs/sqlserver.md.
+``check`` reports versions, permissions, broker state, objects and routes; ``provision``
+creates what the paper's topology needs, never taking over objects it did not create;
+``teardown`` removes what ssbench created and nothing else; ``smoke`` runs a tiny flow
+(sent == received). See docs/sqlserver.md.
 """
 
 from __future__ import annotations
