@@ -110,19 +110,13 @@ def _alive(pid: int) -> bool:
 def _cds_options(gc_opts: str) -> list[str]:
     """JVM options for an AppCDS archive of the classes Spark loads (JDK 13+ dynamic archive).
 
-    The first local analysis on a machine runs with ``-XX:ArchiveClassesAtExit``: its JVM
-    writes ``<cache>/spark-cds-<key>.<pid>.part`` when it exits (~150 MB, 10 to 15 s), and
-    the analysis waits for it (:func:`stop_session`); a later start runs with
-    ``-XX:SharedArchiveFile``.
-    The key covers the java binary and version, pyspark's location and version and the GC
-    options, so a changed installation makes a new archive. An unusable archive is ignored by
-    the JVM (-Xshare:auto). SSBENCH_SPARK_CDS=0 turns this off; so does a Spark or Hadoop
-    configuration directory in the environment (the JDK refuses an archive with directories on
-    the class path).
-
-    The part is claimed (created empty) when the JVM is started: JVMs started meanwhile run
-    without an archive instead of each writing one. :func:`stop_session` ends the JVM and
-    installs the archive at once.
+    The first local analysis runs with ``-XX:ArchiveClassesAtExit``: its JVM writes
+    ``<cache>/spark-cds-<key>.<pid>.part`` when it exits, and :func:`stop_session` waits for it
+    and installs it; later starts use ``-XX:SharedArchiveFile``. The key covers java, pyspark
+    and the GC options, so a changed installation makes a new archive; the JVM ignores an
+    unusable one (-Xshare:auto). The part is claimed when the JVM starts, so JVMs started
+    meanwhile run without an archive instead of each writing one. Off with SSBENCH_SPARK_CDS=0
+    or a Spark or Hadoop configuration directory (the JDK refuses directories on the class path).
     """
     global _ARCHIVING
     if not environment.flag("SSBENCH_SPARK_CDS"):
@@ -273,8 +267,8 @@ def _archive_job() -> None:
 
 def write_archive(timeout: float = 300.0) -> Path | None:
     """Write the AppCDS archive now, when a local analysis would start without one it could
-    have (:func:`archive_missing`): a short Spark job in a process of its own, waited for (about
-    25 s on 2 cores, most of it the JVM writing the archive). Returns the archive, or None
+    have (:func:`archive_missing`): a short Spark job in a process of its own, waited for
+    (docs/findings/spark-settings.md). Returns the archive, or None
     (off, no Java, or the job failed)."""
     final = _local_archive()
     if final is None or _installed(final):

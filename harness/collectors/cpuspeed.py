@@ -19,7 +19,7 @@ from .base import Collector
 PROBE_INTERVAL_S = 0.1
 REFERENCE_INTERVAL_S = 0.02
 REFERENCE_S = 1.5
-#: iterations of the probe's loop (0.3 to 0.55 ms of CPU on the 2-vCPU test VM, idle)
+#: iterations of the probe's loop: a fraction of a millisecond of CPU (docs/findings/cpu-speed.md)
 WORK = 20_000
 #: a window whose CPU ran below this share of the run's typical speed is slow_cpu (noisy_host)
 SLOW_CPU_SPEED = 0.8

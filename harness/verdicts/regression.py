@@ -37,8 +37,8 @@ class GateSettings:
     k: float = 2.0                # threshold = min(max_effect, max(min_effect, k x relative baseline spread))
     min_effect: float = 0.05      # never call anything under 5 % a regression
     #: a rate halved (a latency doubled) is beyond the threshold however wide the baseline's
-    #: spread: without a ceiling a spread over 50 % put the threshold past 100 %, which no drop
-    #: of a rate can pass (a 7x slower candidate read "within threshold 110.7 %")
+    #: spread: without a ceiling a spread over 50 % would put the threshold past 100 %, which no
+    #: drop of a rate can pass
     max_effect: float = 0.5
     min_reps: int = 4             # repetitions (paired: rounds) a side needed to judge significance
     alpha: float = 0.01           # false discovery rate for Benjamini-Hochberg

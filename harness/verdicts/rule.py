@@ -49,8 +49,8 @@ class Rule:
     min_reps: int = MIN_REPS
     max_reps: int | None = None
     alpha: float = ALPHA
-    #: the spending function's power; None spends ``alpha / K`` at every look (the former rule,
-    #: and with ``alpha = K x 5 %`` the 95 %-at-every-look peeking the simulations compare with)
+    #: the spending function's power; None spends ``alpha / K`` at every look (Bonferroni; with
+    #: ``alpha = K x 5 %``, the 95 %-at-every-look peeking the simulations compare with)
     rho: float | None = RHO
 
     @property

@@ -35,7 +35,7 @@ def _outliers(rng: np.random.Generator, n: int, s: float) -> np.ndarray:
 
 
 def _drift(rng: np.random.Generator, n: int, s: float) -> np.ndarray:
-    """Log-normal, and the first round 20 % slower on every permutation (issue 24's first pass)."""
+    """Log-normal, and the first round 20 % slower on every permutation (a cold first pass)."""
     x = _lognormal(rng, n, s)
     x[:1] *= 0.8
     return x

@@ -303,7 +303,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
 
     # ------------------------------------------------------------------ steady state
     def settle(self) -> None:
-        """A quieter window (issue 24): with the warm-up processed and the broker not yet
+        """A quieter window: with the warm-up processed and the broker not yet
         started, vacuum and analyze the emulation's tables (autovacuum would otherwise do the
         warm-up's dead rows in the window's first seconds, and an emptied queue table can be
         truncated now, while nobody holds it), keep WAL segments in reserve for the window
