@@ -1,10 +1,9 @@
 """What limits throughput, and what to try: a diagnosis per permutation (docs/diagnosis.md).
 
-The whitepaper's chain over the summaries' flat rows: a growing queue points downstream of SEND
-(transmission, processing, receive), else the limit is up to SEND (client, SEND, server CPU) or
-the offered rate. A repetition's diagnosis is the stage whose threshold fires (``clear``,
-``mixed``, ``not enough data``), a permutation's its repetitions' majority, each with its remedy;
-tests/analysis/test_diagnosis.py simulates the thresholds' error rates.
+The whitepaper's chain over the summaries' flat rows: a growing queue points downstream of SEND,
+else the limit is up to SEND or the offered rate. A repetition's diagnosis is the stage whose
+threshold fires, a permutation's its repetitions' majority, each with its remedy; the
+thresholds' error rates are simulated in tests/analysis/test_diagnosis.py.
 """
 
 from __future__ import annotations

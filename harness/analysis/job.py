@@ -1,6 +1,4 @@
-"""The analysis job: run directories in, a report directory out.
-
-    spark-submit harness/analysis/job.py [--out DIR] [--threshold PCT] RUN_DIR [RUN_DIR ...]
+"""The analysis job: run directories in, a report directory out (``spark-submit`` runs it too).
 
 :func:`analyze` writes tables, plots, ``index.html`` and ``answer.json`` under
 ``RUN_DIR/report/``. Each summary is read once into its flat row and each samples file once by

@@ -1,10 +1,8 @@
 """What the collectors and the summary read from a target: :class:`Telemetry`.
 
-Shapes follow SQL Server's DMVs (``wait_stats`` as sys.dm_os_wait_stats, ``perf_counters`` as
-sys.dm_os_performance_counters, ``queue_depths``), so collectors compute the same on every target.
-Three methods are required; the others default to "cannot tell", and their collectors then
-record nothing. A collector needing more names a derived interface (its ``reads``) and runs
-only where the target's telemetry implements it.
+Shaped like SQL Server's DMVs, so collectors compute the same on every target. Three methods are
+required; the rest default to "cannot tell", and their collectors record nothing. A collector
+needing more names a derived interface (its ``reads``) and runs only where it is implemented.
 """
 
 from __future__ import annotations

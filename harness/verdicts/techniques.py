@@ -1,10 +1,9 @@
 """The technique axes: the one declaration of what each technique is judged on.
 
-:data:`TECHNIQUE_AXES` says, per axis, its baseline value, the metrics it moves (primary
-first), what shows its mechanism engaged (:class:`Engagement`) and how to make it engage. The
-pairing, the auto rounds, the analysis and the key table all read it here. When the mechanism
-engaged in no repetition that counts, the verdict is :data:`NOT_EXERCISED`: settled, since more
-repetitions at the same settings would not engage it (docs/statistics.md).
+:data:`TECHNIQUE_AXES`: per axis its baseline, the metrics it moves (primary first), what shows
+its mechanism engaged (:class:`Engagement`) and how to make it engage. Where it engaged in no
+repetition that counts, the verdict is :data:`NOT_EXERCISED`, settled: more repetitions at the
+same settings would not engage it (docs/statistics.md).
 """
 
 from __future__ import annotations

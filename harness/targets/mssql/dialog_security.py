@@ -1,10 +1,9 @@
 """Dialog security and the certificates provisioning exchanges.
 
-Each database's dbo owns a certificate (key protected by the database master key, itself by the
-service master key); each side installs the other's public part for a user without login. With
-``broker.dialog_encryption: true`` a remote service binding gives full dialog security; with
-``false`` there is none and public gets SEND. :func:`usable_master_key` recreates a master key
-ssbench created that this instance cannot open (a restored database); another is refused.
+Each database's dbo owns a certificate; each side installs the other's public part for a user
+without login. ``broker.dialog_encryption: true`` adds a remote service binding (full dialog
+security); ``false`` has none, and public gets SEND. :func:`usable_master_key` recreates a master
+key ssbench created that this instance cannot open; another is refused.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""Provisioning and teardown of the SQL Server topology.
+"""Provisioning and teardown of the SQL Server topology (docs/sqlserver.md, "What gets built").
 
-:func:`provision` creates, idempotently, what the paper's topology needs (docs/sqlserver.md,
-"What gets built"): databases, Service Broker objects, tables and procedures, dialog security,
-transport security and routes for the distributed layout. It records what it creates
-(:mod:`.ownership`) and the options it changes (:mod:`.db_options`); :func:`teardown` removes
-that and puts the options back.
+:func:`provision` creates, idempotently, what the paper's topology needs, recording what it
+creates (:mod:`.ownership`) and the options it changes (:mod:`.db_options`); :func:`teardown`
+removes that and puts the options back.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """SQL Server topology files: which instances, which layout, which server profiles, which driver.
 
-A topology names the instances (a server plus a database), the target and the initiators, the
-layout (``distributed`` as in the paper, or ``single``), the driver, the login (a password only
-by the name of its environment variable: literal passwords are refused) and the server profiles
-the matrix's ``server`` axis picks from. docs/sqlserver.md has an example and every key. Errors
-name the file, the line and the field (:class:`harness.errors.UserError`, exit code 2).
+Instances (a server and a database), target and initiators, layout, driver, login (a password
+only by its environment variable's name) and server profiles; docs/sqlserver.md has an example
+and every key. Errors name the file, line and field (exit code 2).
 """
 
 from __future__ import annotations
