@@ -19,9 +19,10 @@ and the real SEND (``ssb.send``):
 * ``hub@S`` / ``thread@S`` (any S): that loop with each user's greenlet taking its finished
   SENDs every S seconds (the spec's ``report_interval_seconds``; default 0.2), to compare;
 * with ``--metrics``, each ssbench variant V above also runs as ``V+metrics``, alternating
-  with it: the live metrics endpoint on (each worker sends a Progress every
-  ``--metrics-interval`` seconds, the master forwards them, this process keeps the live state
-  and serves it to a scraper every second). The cost printed is V+metrics's client CPU per
+  with it: the live metrics endpoint on (each worker sends its recorder's delta every
+  ``--metrics-interval`` seconds, else every second; the master keeps the live figures of its
+  merge and posts them with its heartbeat, this process keeps the live state and serves it to a
+  scraper every second). The cost printed is V+metrics's client CPU per
   SEND over V's, per round (median and spread); the Locust master's and this controller
   process's CPU per SEND are printed too (the endpoint's other costs).
 
@@ -107,7 +108,7 @@ def main() -> int:
     ap.add_argument("--metrics", action="store_true",
                     help="run each ssbench variant with the live metrics endpoint on too (V+metrics), alternating")
     ap.add_argument("--metrics-interval", type=float, default=1.0,
-                    help="with --metrics: each worker's Progress interval, seconds (a run's sample interval; default 1)")
+                    help="with --metrics: each worker's delta interval, seconds (a run's sample interval; default 1)")
     args = ap.parse_args()
     variants = [v for v in args.variants.split(",") if v]
     if args.metrics:

@@ -1,8 +1,9 @@
 """Shared pieces of the load benchmarks (send_vs_pgbench.py, harness_ceiling.py): the embedded
 target set up for N clients, one real Locust swarm measured over its window (SEND rate and the
 worker processes' CPU per SEND, from /proc; the master's and this controller process's too),
-optionally with the live metrics endpoint on (the workers' Progress messages, the master
-forwarding them, this process keeping the live state and serving it to a scraper every second),
+optionally with the live metrics endpoint on (the master keeping the live figures of its merge
+of the workers' deltas and posting them, this process keeping the live state and serving it to
+a scraper every second),
 and pgbench on the same server (rate and its CPU).
 
 These are PostgreSQL numbers from an emulation, never SQL Server's.
@@ -27,6 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.load.protocol import SwarmPlan  # noqa: E402
 from harness.load.spec import SwarmSpec  # noqa: E402
+from harness.load.series import SwarmSeries  # noqa: E402
 from harness.load.swarm import Swarm, SwarmFailed  # noqa: E402
 from harness.load.window import merge_workers  # noqa: E402
 from harness.matrix import BrokerSettings  # noqa: E402
@@ -131,7 +133,7 @@ class _Scraper(threading.Thread):
 @contextlib.contextmanager
 def live_metrics(name: str):
     """The live metrics endpoint on a free loopback port, scraped every second: yields a
-    repetition's feed of its real LiveState (its ``progress`` is the swarm's ``on_progress``)."""
+    repetition's feed of its real LiveState (its ``client`` is the swarm's ``on_live``)."""
     from harness.metrics import EndpointSettings, Metrics
 
     m = Metrics(EndpointSettings(port=0, linger_seconds=0), "benchmark").start()
@@ -153,16 +155,17 @@ def ssbench(target, sender_specs: dict[str, dict], threads: int, payload: int, s
     """One real swarm (a master and ``workers_per_initiator`` Locust workers per entry of
     ``sender_specs``, ``threads`` users per entry) in send mode ``mode``; every user must be
     sending through the window and no SEND may fail. ``metrics`` > 0: the live metrics endpoint
-    on, each worker sending a Progress every ``metrics`` seconds (as a run with
-    ``--metrics-port`` and that sample interval does)."""
+    on, each worker sending its delta every ``metrics`` seconds (as a run with
+    ``--metrics-port`` and that sample interval does; else every second)."""
     old = dict(os.environ)
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(BENCH_DIR)])
     users = {k: threads for k in sender_specs}
     spec = SwarmSpec(sender_specs=sender_specs, payload_bytes=payload, usable=dict(users), users=dict(users),
-                     send_mode=mode, progress_interval_seconds=metrics,
+                     send_mode=mode, sample_interval_seconds=metrics or 1.0,
                      **({"report_interval_seconds": report_interval} if report_interval else {}))
     plan = SwarmPlan(spec=spec, users=dict(users), workers_per_initiator=workers_per_initiator,
-                     warmup_seconds=warmup, measure_seconds=seconds)
+                     warmup_seconds=warmup, measure_seconds=seconds,
+                     live_window=[warmup, seconds] if metrics else None)
     cpu: list[_CpuWindow] = []
 
     def started(swarm: Swarm) -> None:
@@ -171,15 +174,16 @@ def ssbench(target, sender_specs: dict[str, dict], threads: int, payload: int, s
 
     try:
         with (live_metrics(Path(work).name) if metrics else contextlib.nullcontext()) as feed:
-            res = Swarm.run_one(plan, Path(work), 1000, on_started=started,
-                                on_progress=feed.progress if feed is not None else None)
+            with contextlib.closing(SwarmSeries(Path(work))) as series:
+                res = series.run(plan, Path(work), 1000, on_started=started,
+                                 on_live=feed.client if feed is not None else None)
     except SwarmFailed as e:
         raise SystemExit(f"the Locust swarm did not run: {e}") from None
     finally:
         os.environ.clear()
         os.environ.update(old)
-    if feed is not None:    # the live totals are the recordings' (every Progress arrived)
-        live_total = sum(feed.rep.sends.values())
+    if feed is not None:    # the live totals are the recordings' (every delta arrived)
+        live_total = sum(n for *_, n in feed.rep.client.get("sends", ()))
         if live_total != merge_workers(res.worker_files, 0, 1).sends_total:
             raise SystemExit(f"the live SEND total {live_total} is not the recordings'")
     cpu[0].join(5)

@@ -7,10 +7,10 @@ In order:
    begin the permutation's dialogs on every initiator per its strategy; warm up (one message on
    every dialog begun, as the paper does); start the broker side; wait for the warm-up to
    drain; start the collectors.
-2. The swarm: :meth:`Repetition.run_swarm` for a headless run (a Locust master and
-   ``run.workers_per_initiator`` workers per initiator, local or on client hosts (``remote``),
-   one user per client thread, stopped by the master after the warm-up and measured windows),
-   or the Locust web UI's own swarm for ``ssbench web``.
+2. The swarm: :meth:`Repetition.run_swarm` for a headless run (on the run's Locust master and
+   its ``run.workers_per_initiator`` workers per initiator, local or on client hosts
+   (``remote``), one user per client thread, stopped by the master after the warm-up and
+   measured windows), or the Locust web UI's own swarm for ``ssbench web``.
 3. :meth:`Repetition.finish`: drain (transmission and target queues empty, with a timeout),
    stop the collectors and the broker side, verify (sent = received per initiator), build the
    summary (:func:`harness.results.build_repetition_summary`), write samples, latency and
@@ -18,8 +18,8 @@ In order:
 
 The caller keeps only its own bookkeeping: the matrix runner its loop, progress and resume;
 the web UI its sessions. With ``metrics`` (the live endpoint's state, :mod:`harness.metrics`)
-the repetition feeds it the same collector ticks, the workers' recorders (their ``Progress``
-messages: only then do the workers send any) and, once committed, its summary.
+the repetition feeds it the same collector ticks, the live figures of the master's merge of the
+workers' recorders (only then does the master keep any) and, once committed, its summary.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from .load.spec import SwarmSpec
 from .load.series import SwarmSeries
 from .load.swarm import RemoteWorkers, Swarm, SwarmFailed, SwarmResult
 from .load.window import merge_workers
-from .load.protocol import Progress
 from .matrix import Permutation, RunSettings
 from .metrics.live import LiveState, RepetitionFeed
 from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
@@ -83,8 +82,8 @@ class Repetition:
     remote: RemoteWorkers | None = None
     #: the live metrics endpoint's state (--metrics-port); None: off
     metrics: LiveState | None = None
-    #: the run's master and local workers, kept from one repetition to the next (None: a master
-    #: and workers of this repetition's own, Swarm.run_one)
+    #: the run's master and workers, kept from one repetition to the next (a headless swarm
+    #: runs there; None: a web UI session, whose swarm is the web UI's)
     swarms: SwarmSeries | None = None
 
     #: does the measured window receive (False: a backlog fill, activation off by design)
@@ -113,10 +112,10 @@ class Repetition:
         if self.on_tick is not None:
             self.on_tick(samples)
 
-    def on_progress(self, p: Progress) -> None:
-        """A worker's Progress (the swarm's ``on_progress``)."""
+    def on_live(self, figures: dict) -> None:
+        """The master's live figures of the swarm (the swarm's ``on_live``)."""
         if self.feed is not None:
-            self.feed.progress(p)
+            self.feed.client(figures)
 
     @property
     def usable(self) -> int:
@@ -181,9 +180,10 @@ class Repetition:
         return pids
 
     def swarm_plan(self, *, warmup_seconds: float, measure_seconds: float, users: dict[str, int] | None = None,
-                   single: bool = True) -> SwarmPlan:
+                   live_window: tuple[float, float] | None = None) -> SwarmPlan:
         """The swarm of this repetition: the spec every user gets, its users per initiator
-        (default: the permutation's threads on each of its initiators) and windows."""
+        (default: the permutation's threads on each of its initiators) and windows; with the
+        live endpoint, the window of its live figures (default: the swarm's)."""
         s, p = self.settings, self.perm
         users = users or {str(i): p.threads for i in range(1, p.initiators + 1)}
         spec = SwarmSpec(sender_specs={k: self.target.sender_spec(int(k)) for k in users},
@@ -191,31 +191,31 @@ class Repetition:
                          rate=p.rate or 0.0, users=dict(users), sample_interval_seconds=s.sample_interval_seconds,
                          high_priority_share=p.broker.high_priority_share,
                          messages_per_dialog=p.messages_per_dialog or 0, fire_and_forget=p.fire_and_forget,
-                         send_mode=s.send_mode,
-                         progress_interval_seconds=s.sample_interval_seconds if self.feed is not None else 0.0)
+                         send_mode=s.send_mode)
+        live = None
         if self.feed is not None:
-            self.feed.window(warmup_seconds, measure_seconds)
+            live = list(live_window or (warmup_seconds, measure_seconds))
+            self.feed.window(*live)
             self.feed.status("running")   # the swarm is planned, so it starts (a web session says no more)
         return SwarmPlan(spec=spec, users=dict(users), workers_per_initiator=s.workers_per_initiator,
                          warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
                          worker_wait_seconds=self.remote.wait_seconds if self.remote else LOCAL_WORKER_WAIT_S,
-                         single=single)
+                         live_window=live)
 
     # ------------------------------------------------------------------ 2. the headless swarm
     def run_swarm(self, *, measure_seconds: float | None = None, until=None) -> SwarmResult:
         """One headless swarm: warm-up and measured windows (or until ``until()``: the backlog
         fill), then its recordings in the partial directory."""
         s = self.settings
+        # a fill's window ends when it is stopped (harness.backlog)
         plan = self.swarm_plan(warmup_seconds=s.warmup_seconds if until is None else 0.0,
-                               measure_seconds=s.measure_seconds if measure_seconds is None else measure_seconds)
-        if until is not None and self.feed is not None:
-            self.feed.window(0.0, 0.0)   # a fill's window ends when it is stopped (harness.backlog)
+                               measure_seconds=s.measure_seconds if measure_seconds is None else measure_seconds,
+                               live_window=None if until is None else (0.0, 0.0))
         self.on_status("running")
         try:
-            kw = dict(stop_event=self.stop_event, on_started=self._swarm_started, until=until,
-                      on_progress=self.on_progress if self.feed is not None else None)
-            res = (self.swarms.run(plan, self.partial, s.spawn_rate, **kw) if self.swarms is not None
-                   else Swarm.run_one(plan, self.partial, s.spawn_rate, remote=self.remote, **kw))
+            res = self.swarms.run(plan, self.partial, s.spawn_rate, stop_event=self.stop_event,
+                                  on_started=self._swarm_started, until=until,
+                                  on_live=self.on_live if self.feed is not None else None)
         except SwarmFailed as e:
             raise RepetitionFailed(f"{e} (the repetition is not kept; --resume redoes it)") from None
         if self.stop_event.is_set() or res.interrupted:
@@ -270,7 +270,7 @@ class Repetition:
 
     def abort(self) -> None:
         """Best effort: stop the collectors and the broker side (nothing committed); a headless
-        swarm that failed is already gone (Swarm.run_one and SwarmSeries.run close it)."""
+        swarm that failed is already gone (SwarmSeries.run closes it)."""
         if self.feed is not None:
             self.feed.aborted()
         self._unpin()

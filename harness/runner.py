@@ -53,9 +53,8 @@ class Runner:
         self.lock = threading.Lock()
         self.lost_total = 0
         self.duplicated_total = 0
-        # one Locust master and its local workers for the whole run (client hosts' workers
-        # connect to a master of each repetition's own: `ssbench worker` starts one per swarm)
-        self.swarms = SwarmSeries(run_dir.path / LOGS_DIR) if remote is None else None
+        # one Locust master and its workers (local, or on client hosts) for the whole run
+        self.swarms = SwarmSeries(run_dir.path / LOGS_DIR, remote)
 
     # ------------------------------------------------------------------ whole run
     def run(self) -> int:
@@ -68,8 +67,7 @@ class Runner:
                 self.run_dir.update_run(cpu_awake=awake.record())
                 return self._run()
         finally:
-            if self.swarms is not None:
-                self.swarms.close()
+            self.swarms.close()
             Swarm.wait_closed()     # the last swarm's processes gone, their logs whole
 
     def _run(self) -> int:

@@ -208,8 +208,8 @@ class Saturation:
         self.remote = remote     # harness.load.swarm.RemoteWorkers: workers on client hosts
         self.metrics = metrics   # harness.metrics.LiveState: the live endpoint (None: off)
         self.results: list[dict[str, Any]] = []
-        # one Locust master and its local workers for every probe (client hosts: one per probe)
-        self.swarms = SwarmSeries(run_dir.path / LOGS_DIR) if remote is None else None
+        # one Locust master and its workers (local, or on client hosts) for every probe
+        self.swarms = SwarmSeries(run_dir.path / LOGS_DIR, remote)
 
     def probe(self, base: Permutation, rate: float) -> Probe:
         if self.stop_event.is_set():
@@ -241,8 +241,7 @@ class Saturation:
                 self.results.append(permutation_result(base, res))
                 self.write()
         finally:
-            if self.swarms is not None:
-                self.swarms.close()
+            self.swarms.close()
             Swarm.wait_closed()     # the last swarm's processes gone, their logs whole
         return self.results
 

@@ -2,7 +2,7 @@
 UI for interactive runs, with live broker metrics (docs/web.md).
 
 ``ssbench web --worker --master-host HOST [--master-port 5557] [--initiator N]`` is
-``ssbench worker --master HOST:5557 --initiator N --swarms 1``: a worker on another host for a
+``ssbench worker --master HOST:5557 --initiator N --runs 1``: a worker on another host for a
 master started by ``ssbench web`` (with the run's token in ``$SSBENCH_WORKER_TOKEN``), until that
 master quits.
 
@@ -91,7 +91,7 @@ def cmd_web(args) -> int:
             raise UserError("--worker needs --master-host (the host running 'ssbench web')", field="--master-host")
         if args.initiator is not None and args.initiator < 1:
             raise UserError(f"must be 1 or more, got {args.initiator}", field="--initiator")
-        return run_workers(args.master_host, args.master_port, args.initiator or 1, None, swarms=1)
+        return run_workers(args.master_host, args.master_port, args.initiator or 1, None, runs=1)
 
     if args.initiators < 1:
         raise UserError("must be at least 1", field="--initiators")

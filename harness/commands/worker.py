@@ -1,11 +1,12 @@
 """``ssbench worker --master HOST[:PORT] [--initiator K] [--worker W]``: a Locust worker on a
 client host, for ``ssbench run --remote-workers`` on the controller (docs/scale-out.md).
 
-Each repetition of the run starts a fresh Locust master; this command keeps a worker connected
-to the master's address, one Locust worker process per swarm, until ``--swarms`` swarms have run
-or Ctrl-C. The worker proves the run's token (``$SSBENCH_WORKER_TOKEN``, the same as the
-controller's), gets the swarm spec from the master and sends its recording back over Locust's
-messages: nothing is shared on disk."""
+A run keeps one Locust master for all its repetitions; this command keeps a Locust worker
+connected to the master's address, one worker process per master (a run, or a web UI's
+lifetime; a new one when a failed swarm took its master with it), until ``--runs`` masters have
+ended or Ctrl-C. The worker proves the run's token (``$SSBENCH_WORKER_TOKEN``, the same as the
+controller's), gets each swarm's spec from the master and streams its recorder's deltas back
+over Locust's messages: nothing is shared on disk."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ def register(sub) -> None:
     p = sub.add_parser(
         "worker", help="run Locust workers on a client host for 'ssbench run --remote-workers'",
         description="Connect Locust workers to the master of 'ssbench run --remote-workers' on the controller, "
-                    "one per swarm (each repetition starts a new master at the same address), until --swarms "
-                    "swarms have run or Ctrl-C. Needs the run's token in $SSBENCH_WORKER_TOKEN (the same value "
+                    "one worker process per master (a run keeps one master for all its repetitions), until "
+                    "--runs masters have ended or Ctrl-C. Needs the run's token in $SSBENCH_WORKER_TOKEN (the same value "
                     "on the controller and every client host); the swarm spec comes from the master and the "
                     "recording goes back to it over Locust's messages. The SEND connections go from this host "
                     "to the target's initiators: the target must be reachable from here. See docs/scale-out.md.")
@@ -35,10 +36,11 @@ def register(sub) -> None:
                    help="the initiator this worker drives (default: the master picks one that is short of workers)")
     p.add_argument("--worker", type=int, default=None, metavar="W",
                    help="this worker's index among its initiator's workers, 1..N (default: the master picks)")
-    p.add_argument("--swarms", type=int, default=0, metavar="N",
-                   help="stop after N swarms ended (one per repetition; a swarm that had no place for this worker, e.g. a permutation with fewer initiators, counts too; default 0: until Ctrl-C)")
+    p.add_argument("--runs", type=int, default=0, metavar="N",
+                   help="stop after N masters ended (one per run, unless a failed swarm took the run's master "
+                        "with it: the run starts a new one; default 0: until Ctrl-C)")
     p.add_argument("--retry-seconds", type=float, default=2.0, metavar="S",
-                   help="pause before reconnecting after a swarm ended or the master was unreachable (default 2)")
+                   help="pause before reconnecting after a master ended or was unreachable (default 2)")
     p.set_defaults(func=cmd_worker)
 
 
@@ -56,15 +58,16 @@ def cmd_worker(args) -> int:
             raise UserError(f"must be 1 or more, got {value}", field=flag)
     if args.worker is not None and args.initiator is None:
         raise UserError("--worker needs --initiator", field="--worker")
-    if args.swarms < 0 or args.retry_seconds < 0:
-        raise UserError("must not be negative", field="--swarms" if args.swarms < 0 else "--retry-seconds")
-    return run_workers(host, port, args.initiator, args.worker, args.swarms, args.retry_seconds)
+    if args.runs < 0 or args.retry_seconds < 0:
+        raise UserError("must not be negative", field="--runs" if args.runs < 0 else "--retry-seconds")
+    return run_workers(host, port, args.initiator, args.worker, args.runs, args.retry_seconds)
 
 
-def run_workers(host: str, port: int, initiator: int | None, worker: int | None, swarms: int = 0,
+def run_workers(host: str, port: int, initiator: int | None, worker: int | None, runs: int = 0,
                 retry_seconds: float = 2.0) -> int:
     """One Locust worker process after the other for the master at ``host:port`` (each built by
-    harness.load.swarm.worker_cmd), until ``swarms`` of them ended (0: until Ctrl-C)."""
+    harness.load.swarm.worker_cmd, each lasting as long as its master), until ``runs`` of them
+    ended (0: until Ctrl-C)."""
     from ..errors import UserError
     from ..load.auth import TOKEN_ENV, token_from_env, token_problem
     from ..load.swarm import child_env, die_with_parent, worker_cmd
@@ -99,8 +102,8 @@ def run_workers(host: str, port: int, initiator: int | None, worker: int | None,
             return REFUSED_EXIT
         if rc == 0:
             done += 1
-            print(f"ssbench worker: swarm {done} ended", file=sys.stderr)
-            if swarms and done >= swarms:
+            print(f"ssbench worker: master {done} ended", file=sys.stderr)
+            if runs and done >= runs:
                 return 0
         else:
             print(f"ssbench worker: the Locust worker exited with code {rc}; reconnecting", file=sys.stderr)

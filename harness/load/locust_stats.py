@@ -1,75 +1,69 @@
-"""Finished SENDs into Locust's own statistics, a batch at a time.
+"""A worker's delta into Locust's statistics, in the master: Locust's web UI, console and CSVs
+show the merge's SENDs (:mod:`harness.load.merge`).
 
-Locust's statistics (its console table, its web UI, the master's merge of its workers'
-reports) are kept next to ssbench's exact recording (:mod:`harness.load.recorder`), which is
-what the results are made of. Locust's way in is one ``events.request`` per request: on the
-green SEND path that event and its two ``StatsEntry.log`` calls cost about as much client CPU
-as the SEND itself (benchmarks/harness_ceiling.py). :func:`log_batch` puts a batch of
-successful SENDs into the same ``StatsEntry`` fields that ``log`` would have set one by one,
-each at its own completion time (not the time it was reported), and keeps ``log``'s per-second
-snapshots of the response times for the web UI's current percentiles. A test holds it equal
-to Locust's own per-request path (batches of several users overlap in time: the latest
-completion stays the entry's last request time, as Locust's own merge keeps it). Failed SENDs still go through ``events.request`` one by one:
-they are rare, and Locust's error table wants each exception.
+Locust's own way is each worker logging every request into its statistics and reporting them to
+the master every 3 s, which extends its own entries with them. ssbench's workers log nothing
+there: their recorder is the one source, and :func:`log_delta` turns each delta into the
+``StatsEntry`` a worker's report would have carried (its SENDs counted in the seconds they
+completed in, response times rounded by Locust's ``bucket_response_time``, the failures by
+error text) and extends the ``SEND`` entry and the total with it, as Locust's master does
+(``StatsEntry.extend``, which also keeps the per-second snapshots of the web UI's current
+percentiles). Response times are the successful SENDs' (the recorder keeps no failure's).
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from itertools import chain, repeat
+from operator import mul, truediv
 
 from locust import stats as _locust_stats
+from locust.stats import StatsEntry, StatsError
 
 _LOCUST_BUCKET = _locust_stats.bucket_response_time
+METHOD, NAME = "SSB", "SEND"
 
 
-def log_batch(stats, method: str, name: str, done: list[tuple[float, float]], content_length: int) -> None:
-    """Log successful requests ``done`` = [(completion epoch, response time ms)], in completion
-    order, each ``content_length`` long, into ``stats`` (a ``locust.stats.RequestStats``): its
-    total and its ``(name, method)`` entry, as ``RequestStats.log_request`` would one by one
-    (the sum of response times up to float rounding: it is added per second, not per request)."""
-    if not done:
+def log_delta(stats, d, content_length: int) -> None:
+    """Add delta ``d`` (:class:`harness.load.protocol.Delta`) to ``stats`` (a
+    ``locust.stats.RequestStats``), each SEND ``content_length`` long."""
+    for text, n in d.error_kinds.items():      # (sent at once; their buckets once ended)
+        err = stats.errors.setdefault(StatsError.create_key(METHOD, NAME, text), StatsError(METHOD, NAME, text))
+        err.occurrences += n
+        err.first_seen, err.last_seen = err.first_seen or time.time(), time.time()   # as the master heard
+    if not d.buckets and not d.errors:
         return
+    e = StatsEntry(stats, NAME, METHOD)
+    bs = float(d.bucket_seconds)
+    for b, counts in d.buckets.items():
+        n = sum(counts.values())
+        e.num_reqs_per_sec[int((int(b) + 0.5) * bs)] += n      # the second the bucket is in
+        e.num_requests += n
+        e.total_response_time += sum(map(mul, counts.keys(), counts.values())) / 1000.0
+        lo, hi = min(counts) / 1000.0, max(counts) / 1000.0
+        e.min_response_time = lo if e.min_response_time is None else min(e.min_response_time, lo)
+        e.max_response_time = max(e.max_response_time, hi)
+        for k, c in _rounded(counts).items():
+            e.response_times[k] += c
+    for b, n in d.errors.items():
+        t = int((int(b) + 0.5) * bs)
+        e.num_reqs_per_sec[t] += n
+        e.num_fail_per_sec[t] += n
+        e.num_requests += n
+        e.num_failures += n
+    e.last_request_timestamp = (max(int(b) for b in (*d.buckets, *d.errors)) + 1) * bs
+    e.total_content_length = content_length * e.num_requests
+    key = (NAME, METHOD)
+    if key not in stats.entries:
+        stats.entries[key] = StatsEntry(stats, NAME, METHOD, use_response_times_cache=True)
+    stats.entries[key].extend(e)
+    stats.total.extend(e)
+
+
+def _rounded(counts: dict) -> Counter:
+    """{latency us: n} as Locust's response-time dict ({rounded ms: n})."""
     bucket = _locust_stats.bucket_response_time     # looked up each time: Locust allows replacing it
-    entries = (stats.total, stats.entries[(name, method)])
-    # one group per whole second: log() snapshots the response times when a new second begins
-    i, n = 0, len(done)
-    while i < n:
-        t = int(done[i][0])
-        if int(done[-1][0]) == t:      # the usual batch: within one second
-            j = n
-        else:
-            j = i + 1
-            while j < n and int(done[j][0]) == t:
-                j += 1
-        times = [rt for _e, rt in done[i:j]]
-        last = done[j - 1][0]
-        if bucket is _LOCUST_BUCKET:   # Locust's own: below 100 ms it is round(), done in C
-            small = [x for x in times if x < 100]
-            counts = Counter(map(round, small))
-            if len(small) < len(times):
-                counts.update(bucket(x) for x in times if x >= 100)
-        else:
-            counts = Counter(map(bucket, times))
-        group = (t, last, len(times), sum(times), min(times), max(times), counts.items())
-        for entry in entries:
-            _apply(entry, group, content_length)
-        i = j
-
-
-def _apply(entry, group, content_length: int) -> None:
-    """What the group's calls of ``entry.log`` within one second do, the last at ``last``."""
-    t, last, n, total, lo, hi, counts = group
-    if entry.use_response_times_cache and entry.last_request_timestamp and t > int(entry.last_request_timestamp):
-        entry._cache_response_times(t - 1)
-    entry.num_requests += n
-    entry.num_reqs_per_sec[t] += n
-    # batches of different users overlap in time: the latest completion stays the latest
-    prev = entry.last_request_timestamp
-    entry.last_request_timestamp = last if prev is None else max(prev, last)
-    entry.total_response_time += total
-    entry.min_response_time = lo if entry.min_response_time is None else min(entry.min_response_time, lo)
-    entry.max_response_time = max(entry.max_response_time, hi)
-    rt = entry.response_times
-    for k, c in counts:
-        rt[k] += c
-    entry.total_content_length += content_length * n
+    ms = list(map(truediv, counts, repeat(1000.0)))
+    keys = map(round, ms) if bucket is _LOCUST_BUCKET and max(counts) < 100_000 else map(bucket, ms)
+    return Counter(chain.from_iterable(map(repeat, keys, counts.values())))

@@ -15,9 +15,10 @@ Each user's SENDs run in one of two loops, for the whole swarm:
   lifetime (each SEND depends on the previous one's result), or the spec's ``send_mode``
   ``thread``: a real OS thread per user loops over SENDs.
 
-The user's greenlet only takes the finished SENDs every ``report_interval_seconds`` and reports
-them: exactly to the recorder (:mod:`harness.load.recorder`), in batches to Locust's statistics
-(:mod:`harness.load.locust_stats`), each failure through ``events.request``. When Locust stops a
+The user's greenlet only takes the finished SENDs every ``report_interval_seconds`` and hands
+them to the recorder (:mod:`harness.load.recorder`), the one source of a SEND's figures: its
+deltas go to the master, which merges them once for the recordings, Locust's statistics and
+the live figures (:mod:`harness.load.merge`). When Locust stops a
 user (the swarm's end, the web UI's Stop or a ramp-down to fewer users), ``on_stop`` ends its
 loop after the SEND in flight and reports it, so a SEND the database committed is never left
 uncounted; one still running after :data:`QUIESCE_S` is counted as cut
@@ -42,7 +43,6 @@ from locust.exception import StopUser
 from harness.alternation import member_at
 from harness.load import master, worker
 from harness.load.hubloop import HubLoop
-from harness.load.locust_stats import log_batch
 from harness.load.offload import SendLoop
 from harness.load.pacing import Schedule
 from harness.matrix import high_priority_slot
@@ -138,9 +138,6 @@ class ServiceBrokerUser(User):
                     offload.call(self, sender.close)
                 err = ConnectFailed(f"connecting to initiator {initiator}: {_first_line(e)}")
                 self._recorder.record_many([(time.time(), time.perf_counter() - t0, err, None)])
-                self.environment.events.request.fire(
-                    request_type="SSB", name="CONNECT", response_time=(time.perf_counter() - t0) * 1000.0,
-                    response_length=0, exception=err, context={"dialog_slot": self._slot})
             now = time.monotonic()
             failing_since = failing_since or now
             if now - failing_since > GIVE_UP_AFTER_S:
@@ -161,20 +158,9 @@ class ServiceBrokerUser(User):
             raise StopUser()
 
     def _report(self, results) -> None:
-        """Record and report finished SENDs: (end epoch, elapsed s, exception, intended epoch).
-        The recorder keeps them exactly; Locust's statistics get the successful ones as one
-        batch (:func:`harness.load.locust_stats.log_batch`) and each failure as an event."""
-        if not results:
-            return
+        """Record finished SENDs: (end epoch, elapsed s, exception, intended epoch), exactly; the
+        recorder's deltas feed Locust's statistics too (in the master, harness.load.merge)."""
         self._recorder.record_many(results, self._user, self._priority)
-        size = len(self._payload)
-        log_batch(self.environment.stats, "SSB", "SEND",
-                  [(end, elapsed * 1000.0) for end, elapsed, exc, _ in results if exc is None], size)
-        for end, elapsed, exc, _ in results:
-            if exc is not None:
-                self.environment.events.request.fire(
-                    request_type="SSB", name="SEND", response_time=elapsed * 1000.0, response_length=size,
-                    exception=exc, context={"dialog_slot": self._slot})
 
     def on_stop(self) -> None:
         """The user is stopped (its greenlet killed between hand-overs): end its loop after the

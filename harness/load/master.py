@@ -19,16 +19,15 @@ A swarm, the same way in both modes:
    message; the dispatcher gives each exactly its users.
 4. Windows: a headless plan has a warm-up and a measured window timed from the end of spawning;
    the master stops the swarm a little after them. The web UI's swarm runs until Stop.
-5. At the stop the workers' recordings come back; the master forwards each to the controller,
-   which writes it (the master writes no file), then reports ``ended`` with Locust's own
-   statistics as CSV text, as soon as every worker has stopped its users and sent its recording
-   (Locust's own ``test_stop`` comes up to a second later: its master polls the workers' user
-   count once a second). A headless master then quits.
-
-A worker's ``Progress`` messages (the live metrics endpoint: only when the plan's spec asks for
-them) are forwarded to the controller one at a time, in the order they came, by one greenlet,
-stamped with the worker's slot and the swarm's spawn and stop times; every one has been
-forwarded before ``ended`` is reported.
+5. All along, each worker's deltas are merged once (:class:`harness.load.merge.SwarmMerge`):
+   its recording, Locust's statistics (:func:`harness.load.locust_stats.log_delta`) and, when
+   the plan asks, the live figures, posted to the controller with the heartbeat. A worker's
+   last delta completes its recording, which the master posts to the controller, which writes
+   it (the master writes no file). The master reports ``ended`` with Locust's own statistics as
+   CSV text and the final live figures as soon as every worker has stopped its users and its
+   recording is in (Locust's own ``test_stop`` comes up to a second later: its master polls the
+   workers' user count once a second). The master then waits for its next swarm (a run's next
+   repetition, the web UI's next start) or the controller's quit.
 
 All along, a heartbeat greenlet posts the swarm's ``Status`` to the controller every
 :data:`HEARTBEAT_S`; the reply (``Command``) may ask to stop the swarm now or to quit. A placed
@@ -46,10 +45,11 @@ from gevent.event import Event
 
 from .auth import MasterGuard
 from .control import ControlClient
+from .merge import SwarmMerge
 from .placement import Slot, assign, make_dispatcher, rescale, slots
 from .. import environment as envvars
-from .protocol import (LOCUST_TYPES, WELCOME, Assignment, Claim, Command, Failure, Notice, Progress, Recording,
-                       Status, SwarmPlan, SwarmRequest, slot_name)
+from .protocol import (LOCUST_TYPES, WELCOME, Assignment, Claim, Command, Delta, Failure, Notice, Recording, Status,
+                       SwarmPlan, SwarmRequest, slot_name)
 
 log = logging.getLogger("ssbench.master")
 
@@ -57,7 +57,6 @@ STOP_MARGIN_S = 0.5          # past the windows: the window starts at a recordin
 STOPPED_POLL_S = 0.05        # after the stop: how often to look whether every worker has stopped
 RECORDING_WAIT_S = 60.0      # after the stop, for every placed worker's recording
 MISSING_GRACE_S = 15.0       # after the stop, for the recording of a worker Locust marked missing
-PROGRESS_FLUSH_S = 30.0      # at the end, for the Progress messages still to forward
 HEARTBEAT_S = 0.25
 CONTROLLER_SILENT_S = 10.0
 CONTROL_ENV = "SSBENCH_CONTROL"
@@ -65,12 +64,16 @@ CONTROL_ENV = "SSBENCH_CONTROL"
 
 class MasterSide:
     def __init__(self, environment, control: ControlClient, token: str):
+        from .locust_stats import log_delta   # imports locust: in the master process only
+
+        self._log_delta = log_delta
         self.env = environment
         self.runner = environment.runner
         self.control = control
         self.guard = MasterGuard(self.runner, token, on_refused=self._refused).install()
         self.claims: dict[str, Claim] = {}
         self.plan: SwarmPlan | None = None
+        self.merge: SwarmMerge | None = None     # this swarm's deltas, merged once
         self.placed: dict[str, Slot] = {}        # client id -> slot
         self.recorded: set[str] = set()          # slot names whose recording was forwarded
         self.forwarding: set[str] = set()        # slot names whose recording is being forwarded
@@ -91,14 +94,10 @@ class MasterSide:
         self._start_seen = 0                     # the last Command.start taken
         self._locust_stopped = Event()           # Locust fired test_stop for the last swarm started
         self._locust_stopped.set()
-        self._progress: list[Progress] = []      # to forward, oldest first
-        self._progress_busy = False
-        self._progress_ready = Event()
         runner, events = self.runner, environment.events
         environment.dispatcher_class = make_dispatcher(self._quotas)
         runner.register_message(LOCUST_TYPES["claim"], self._on_claim)
-        runner.register_message(LOCUST_TYPES["recording"], self._on_recording, concurrent=True)
-        runner.register_message(LOCUST_TYPES["progress"], self._on_progress)
+        runner.register_message(LOCUST_TYPES["delta"], self._on_delta)
         runner.register_message(LOCUST_TYPES["failure"], self._on_worker_failure)
         events.worker_connect.add_listener(self._on_connect)
         events.test_start.add_listener(self._on_test_start)
@@ -108,7 +107,6 @@ class MasterSide:
         # Locust's own test_stop only (_on_test_stop is also called early, by _end_when_stopped)
         events.test_stop.add_listener(lambda **_kw: self._locust_stopped.set())
         gevent.spawn(self._heartbeat)
-        gevent.spawn(self._forward_progress)
 
     # ------------------------------------------------------------------ workers
     def _on_connect(self, client_id, **_kw) -> None:
@@ -120,22 +118,15 @@ class MasterSide:
         except ValueError as e:
             log.warning("worker %s: %s", msg.node_id, e)
             return
-        if self.plan is not None and self.plan.single and self.phase not in ("placing", "idle") \
-                and msg.node_id not in self.placed:
-            self._no_slot(msg.node_id)      # came after its headless swarm was placed
 
     def _no_slot(self, cid: str) -> None:
-        """A worker with no slot in this swarm (said once): a headless swarm's is told to quit."""
+        """A worker with no slot in this swarm (said once): it waits for the next one."""
         if cid in self.unslotted:
             return
         self.unslotted.add(cid)
         claim = self.claims.get(cid)
-        # a long-lived master's idle workers wait for its next swarm: said at info level only
-        (log.warning if self._single() else log.info)(
-            "worker %s (%s) has no slot in this swarm%s", cid, claim.host if claim else "?",
-            ": told to quit" if self._single() else "")
-        if self._single():
-            self.runner.send_message("quit", None, client_id=cid)
+        log.info("worker %s (%s) has no slot in this swarm: it waits for the next one", cid,
+                 claim.host if claim else "?")
 
     def _refused(self, worker: str, reason: str) -> None:
         self._post("/notice", Notice(text=f"refused worker {worker}: {reason}"))
@@ -170,7 +161,7 @@ class MasterSide:
         """The plan (asked once per swarm) and every slot placed, waiting up to the plan's worker
         wait; a headless master does this from its start (:meth:`prepare_headless`), so missing
         workers are named even while Locust itself still waits for them."""
-        self.plan, self.placed, self.recorded, self.failures, self.facts = None, {}, set(), [], {}
+        self.plan, self.merge, self.placed, self.recorded, self.failures, self.facts = None, None, {}, set(), [], {}
         self.forwarding = set()
         self.unslotted, self.lost = set(), set()
         self._ending = False
@@ -182,7 +173,7 @@ class MasterSide:
         if plan.error or plan.spec is None:
             self._set_phase("idle")
             return self._fail("plan", f"the controller could not prepare the swarm: {plan.error}")
-        self.plan = plan
+        self.plan, self.merge = plan, SwarmMerge(plan)
         wanted = slots(plan.users, plan.workers_per_initiator)
         deadline = time.monotonic() + plan.worker_wait_seconds
         while True:
@@ -249,13 +240,14 @@ class MasterSide:
         runner = self.runner
         why = self.open_swarm(int(runner.target_user_count or 0), float(runner.spawn_rate or 1))
         if why is not None:
-            gevent.spawn_later(0.1, runner.quit if self._single() else runner.stop)
+            gevent.spawn_later(0.1, runner.stop)
 
     # ------------------------------------------------------------------ 4. windows
     def _on_spawned(self, user_count, **_kw) -> None:
         if self.plan is None or "spawn_complete" in self.facts:
             return
         self.facts.update(spawn_complete=time.time(), user_count=user_count)
+        self._live_window()
         self._set_phase("running")
         if self.plan.measure_seconds > 0:
             self._timer = gevent.spawn_later(self.plan.warmup_seconds + self.plan.measure_seconds + STOP_MARGIN_S,
@@ -263,67 +255,56 @@ class MasterSide:
 
     def stop_swarm(self) -> None:
         if self.phase in ("spawning", "running"):
-            self.facts.setdefault("stop_requested", time.time())
+            self._stop_requested()
             self._set_phase("stopping")
             # on a greenlet of its own: Locust's stop waits for the workers' users and then fires
             # test_stop, and the swarm's end kills the window timer that may be calling this
             gevent.spawn(self.runner.stop)
 
     # ------------------------------------------------------------------ 5. recordings and the end
-    def _of_this_swarm(self, cls, msg, dropped: str = ""):
-        """A placed worker's Recording or Progress of this swarm, stamped with the slot it was
-        assigned (whatever it says), and that slot; None otherwise (``dropped``: logged)."""
+    def _stop_requested(self) -> None:
+        self.facts.setdefault("stop_requested", time.time())
+        self._live_window()
+
+    def _live_window(self) -> None:
+        if self.merge is not None and self.merge.live is not None:
+            self.merge.live.window(self.facts.get("spawn_complete"), self.facts.get("stop_requested"))
+
+    def _on_delta(self, environment, msg, **_kw) -> None:
+        """A placed worker's delta of this swarm (stamped with the slot it was assigned,
+        whatever it says), merged once: its recording, Locust's statistics, the live figures.
+        Its last one completes the recording, which goes to the controller."""
         try:
-            m = cls.from_wire(msg.data)
+            d = Delta.from_wire(msg.data)
         except ValueError as e:
             log.warning("worker %s: %s", msg.node_id, e)
-            return None
-        slot = self.placed.get(msg.node_id)
-        if self.plan is None or slot is None or m.swarm_id != self.plan.swarm_id:
-            if dropped:
-                log.warning("dropped %s from %s: not a worker of this swarm", dropped, msg.node_id)
-            return None
-        m.initiator, m.worker = slot.initiator, slot.worker
-        return m, slot
-
-    def _on_recording(self, environment, msg, **_kw) -> None:
-        got = self._of_this_swarm(Recording, msg, dropped="a recording")
-        if got is None:
             return
-        rec, slot = got
+        slot = self.placed.get(msg.node_id)
+        if self.merge is None or slot is None or d.swarm_id != self.merge.swarm_id:
+            log.info("dropped a delta from %s: not a worker of this swarm", msg.node_id)
+            return
+        d.initiator, d.worker = slot.initiator, slot.worker
+        problem = self.merge.add(d)
+        if problem is not None:
+            self._fail("worker", problem)
+            return
+        self._log_delta(self.env.stats, d, self.plan.spec.payload_bytes)
+        if d.final:
+            self.forwarding.add(slot.name)
+            gevent.spawn(self._forward_recording, slot.name)
+
+    def _forward_recording(self, name: str) -> None:
         # awaited until the controller has it: the worker may quit (and leave Locust's clients)
         # while its recording, a large post on a loaded machine, is still on its way
-        self.forwarding.add(slot.name)
+        merge = self.merge
+        s = merge.slots[name]
         try:
-            reply = self._post("/recording", rec, timeout=120)
+            reply = self._post("/recording", Recording(swarm_id=merge.swarm_id, initiator=s.initiator,
+                                                       worker=s.worker, data=merge.recording(name)), timeout=120)
             if reply is not None and reply.get("ok"):
-                self.recorded.add(slot.name)
+                self.recorded.add(name)
         finally:
-            self.forwarding.discard(slot.name)
-
-    def _on_progress(self, environment, msg, **_kw) -> None:
-        got = self._of_this_swarm(Progress, msg)   # (a worker of no swarm: nothing live to show)
-        if got is not None:
-            self._progress.append(got[0])
-            self._progress_ready.set()
-
-    def _forward_progress(self) -> None:
-        """One greenlet forwards the Progress messages, in order (a live total never runs
-        ahead of the deltas before it)."""
-        while True:
-            self._progress_ready.wait()
-            self._progress_ready.clear()
-            while self._progress:
-                p = self._progress.pop(0)
-                self._progress_busy = True
-                p.spawn_complete, p.stop_requested = self.facts.get("spawn_complete"), self.facts.get("stop_requested")
-                self._post("/progress", p)
-                self._progress_busy = False
-
-    def _flush_progress(self) -> None:
-        deadline = time.monotonic() + PROGRESS_FLUSH_S
-        while (self._progress or self._progress_busy) and time.monotonic() < deadline:
-            gevent.sleep(0.02)
+            self.forwarding.discard(name)
 
     def _on_worker_failure(self, environment, msg, **_kw) -> None:
         try:
@@ -334,10 +315,12 @@ class MasterSide:
         self._fail("worker", f"{slot.name if slot else msg.node_id}: {f.text}")
 
     def _on_test_stopping(self, **_kw) -> None:
+        if self.plan is None or self.phase in ("idle", "ended"):
+            return
+        self._stop_requested()      # the web UI's Stop: its window ends now
         # a headless master only: the web UI's swarm may be started again at once, and Locust's
         # late test_stop must not end the next one (a series' next swarm waits for it: _start_next)
-        if self.plan is not None and (self.plan.single or self.headless) and self.phase not in ("idle", "ended"):
-            self.facts.setdefault("stop_requested", time.time())
+        if self.headless:
             gevent.spawn(self._end_when_stopped)
 
     def _end_when_stopped(self) -> None:
@@ -355,7 +338,7 @@ class MasterSide:
         if self.plan is None or self.phase in ("idle", "ended") or self._ending:
             return
         self._ending = True
-        self.facts.setdefault("stop_requested", time.time())
+        self._stop_requested()
         self._set_phase("stopping")
         if self._timer is not None:
             self._timer.kill(block=False)
@@ -382,23 +365,17 @@ class MasterSide:
         deadline = time.monotonic() + RECORDING_WAIT_S
         while self._awaited() and time.monotonic() < deadline:
             gevent.sleep(0.1)
-        self._flush_progress()
         names = sorted(s.name for s in self.placed.values())
         self.facts.update(recorded=sorted(self.recorded), missing=[n for n in names if n not in self.recorded])
         # "ended" is posted with Locust's statistics. The phase changes only once that post is
         # answered: the heartbeat posts the phase meanwhile, and an "ended" without the CSVs
         # reaching the controller first would end the swarm without them.
+        live = self.merge.live.snapshot(final=True) if self.merge.live is not None else None
         self._post("/status", Status(swarm_id=self.plan.swarm_id, phase="ended",
-                                     facts={**self.facts, **_locust_csv(self.env)}), timeout=120)
+                                     facts={**self.facts, **_locust_csv(self.env)}, live=live), timeout=120)
         self.phase = "ended"
-        if self._single():
-            self.runner.quit()
-        else:
-            self.plan = None
-            self._set_phase("idle")
-
-    def _single(self) -> bool:
-        return self.plan is None or self.plan.single
+        self.plan = self.merge = None
+        self._set_phase("idle")
 
     def _start_next(self, users: int, spawn_rate: float) -> None:
         """A series' next swarm (Command.start): once Locust has seen the last one stopped (its
@@ -422,8 +399,9 @@ class MasterSide:
         self._post_status()
 
     def _post_status(self) -> Command | None:
+        live = self.merge.live if self.merge is not None else None
         reply = self._post("/status", Status(swarm_id=self.plan.swarm_id if self.plan else "", phase=self.phase,
-                                             facts=self.facts))
+                                             facts=self.facts, live=live.snapshot() if live and live.changed else None))
         if reply is None:
             return None
         try:

@@ -24,18 +24,18 @@ Claim          worker -> master             who the worker is (host, pid) and wh
                                             it asks for (``--initiator``, ``--worker``)
 Assignment     master -> worker             the spec and the worker's slot, before its
                                             users spawn (Locust delivers in order)
-Recording      worker -> master ->          the worker's exact SEND histograms, per-user
-               controller                   counts, process and host samples
-Progress       worker -> master ->          the SENDs the worker's recorder took since its
-               controller                   last Progress (exact histogram deltas) and its
-                                            new probe samples, every
-                                            ``spec.progress_interval_seconds`` and once at
-                                            the end, before its Recording (only when the
-                                            spec asks: the live metrics endpoint is on)
+Delta          worker -> master             what the worker's recorder took since its last
+                                            Delta (exact histogram deltas, errors, slow
+                                            SENDs) and its probe's new samples, every
+                                            ``spec.sample_interval_seconds``; the last one
+                                            (``final``) completes its recording
+Recording      master -> controller         a worker slot's recording, merged from its
+                                            deltas (the controller writes it)
 Status         master -> controller         the swarm's phase and facts (placed workers,
-                                            spawn complete, ended); also the heartbeat,
+                                            spawn complete, ended), and the merge's live
+                                            figures when they changed; also the heartbeat,
                                             every 0.25 s; answered by a Command
-Command        controller -> master         stop the swarm now; quit
+Command        controller -> master         stop the swarm now; quit; start the next one
 Failure        worker -> master,            something that makes the swarm untrustworthy
                master -> controller         (workers missing, a worker lost, no spec)
 Notice         master -> controller         a line for the terminal (a refused worker)
@@ -111,6 +111,8 @@ class SwarmPlan(Message):
     """The controller's answer: ``spec`` for the users; ``users`` per initiator in use (keys are
     initiator numbers as strings); up to ``workers_per_initiator`` workers per initiator (never
     more than its users); ``measure_seconds`` 0: the swarm runs until it is stopped (web UI).
+    ``live_window``: the master keeps the live figures of this window (``[warm-up, measured
+    seconds]``, measured 0: until the stop; :mod:`harness.load.merge`), None: none.
     ``error``: the controller could not prepare the swarm (no swarm then)."""
 
     TYPE: ClassVar[str] = "swarm_plan"
@@ -120,10 +122,7 @@ class SwarmPlan(Message):
     warmup_seconds: float = 0.0
     measure_seconds: float = 0.0
     worker_wait_seconds: float = 60.0
-    #: a headless swarm: the master quits when it has ended, and tells workers without a slot to
-    #: quit (the next repetition has a master of its own); False: a long-lived master (the web
-    #: UI's, or a run's SwarmSeries) keeps them idle for its next swarm
-    single: bool = True
+    live_window: list | None = None
     error: str | None = None
 
     @property
@@ -140,19 +139,22 @@ class Status(Message):
     ``running``, ``stopping``, ``ended``. Facts are sent once known: ``workers`` (slot
     ``i<K>.w<W>`` -> host, pid), ``spawn_complete`` (epoch seconds) and ``user_count``,
     ``stop_requested`` (epoch), and at ``ended`` the slots ``recorded`` and ``missing`` and
-    Locust's own statistics as CSV text (``stats_csv``, ``failures_csv``, ``exceptions_csv``)."""
+    Locust's own statistics as CSV text (``stats_csv``, ``failures_csv``, ``exceptions_csv``).
+    ``live``: the merge's live figures (:meth:`harness.load.merge.LiveFigures.snapshot`), when
+    the plan asked for them and they changed."""
 
     TYPE: ClassVar[str] = "status"
     swarm_id: str = ""
     phase: str = "idle"
     facts: dict = field(default_factory=dict)
+    live: dict | None = None
 
 
 @dataclass
 class Command(Message):
     """The controller's answer to a Status: ``stop`` the swarm now (its recordings still come
     back); ``quit`` the master once the swarm has ended; ``start``: a run's next swarm, on the
-    master and workers kept for the whole run (:class:`harness.load.swarm.SwarmSeries`):
+    master and workers kept for the whole run (:class:`harness.load.series.SwarmSeries`):
     ``users`` at ``spawn_rate``, asked once per ``start`` number (the heartbeat repeats it until
     the master asks for its plan)."""
 
@@ -213,8 +215,8 @@ class Assignment(Message):
 
 @dataclass
 class Recording(Message):
-    """A worker's recording (:meth:`harness.load.recorder.Recorder.to_json` plus ``host`` and
-    ``samples``); the master forwards it as is, stamped with the slot it assigned."""
+    """A worker slot's recording, merged by the master from the worker's deltas
+    (:meth:`harness.load.merge.SlotRecording.to_json`), for the controller to write."""
 
     TYPE: ClassVar[str] = "recording"
     swarm_id: str = ""
@@ -228,36 +230,38 @@ class Recording(Message):
 
 
 @dataclass
-class Progress(Message):
-    """A worker's SENDs finished since its previous Progress, from the same recorder as its
-    Recording (:meth:`harness.load.recorder.Recorder.take_progress`): ``buckets`` (completion
-    bucket -> [latencies us, SENDs]: two lists of the same length), ``errors`` (bucket -> failed
-    SENDs) and, in open loop, ``corrected`` (as ``buckets``, latency from the intended time),
-    bucket numbers as strings, buckets of ``bucket_seconds``; ``slow``: the new SENDs of at
-    least the recorder's ``SLOW_SEND_S`` ([start epoch, latency us]: one in flight across the
-    window's end counts in the window's latency, as in the summary); ``users`` registered so
-    far; its probe's ``samples`` taken
-    since (``[ts, process CPU, host CPU, host memory percent, host memory used]``). ``final``:
-    the last one, sent just before the Recording. The master forwards each in order, stamped
-    with the slot it assigned and the swarm's ``spawn_complete`` and ``stop_requested`` as it
-    knows them (what the controller needs to place each bucket in its window)."""
+class Delta(Message):
+    """What a worker's recorder took since its previous Delta
+    (:meth:`harness.load.recorder.Recorder.take_delta`): ``buckets`` and ``corrected``
+    (completion bucket -> {latency us: SENDs}; ``corrected``: open loop, from the intended
+    time), ``errors`` (bucket -> failed SENDs), ``priority`` (priority -> buckets), ``slow``
+    (the new SENDs of at least the recorder's ``SLOW_SEND_S``: [start epoch, latency us]),
+    ``error_kinds`` (error text -> failures), ``users`` registered so far, and its probe's
+    ``samples`` taken since (``[ts, process CPU, host CPU, host memory percent, host memory
+    used]``). ``seq`` numbers them from 1: the master refuses a gap (the recording would be
+    incomplete). ``final``: the last one, with every bucket left, ``user_spans`` (user ->
+    [first completion, last completion, SENDs]) and ``sends_cut_at_stop``. Only on Locust's
+    channel (msgpack: integer keys travel as they are)."""
 
-    TYPE: ClassVar[str] = "progress"
+    TYPE: ClassVar[str] = "delta"
     swarm_id: str = ""
     initiator: int = 0
     worker: int = 0
     seq: int = 0
     final: bool = False
     bucket_seconds: float = 0.1
+    host: str = ""
+    pid: int = 0
     buckets: dict = field(default_factory=dict)
     errors: dict = field(default_factory=dict)
     corrected: dict = field(default_factory=dict)
+    priority: dict = field(default_factory=dict)
     slow: list = field(default_factory=list)
+    error_kinds: dict = field(default_factory=dict)
     users: int = 0
-    host: str = ""
     samples: list = field(default_factory=list)
-    spawn_complete: float | None = None
-    stop_requested: float | None = None
+    user_spans: dict = field(default_factory=dict)
+    sends_cut_at_stop: int = 0
 
 
 def slot_name(initiator: int, worker: int) -> str:
@@ -271,5 +275,5 @@ def recording_file(initiator: int, worker: int) -> str:
 
 #: Locust message types of the master <-> worker link (the HTTP link uses the routes of
 #: harness.load.swarm.ROUTES)
-LOCUST_TYPES = {cls.TYPE: f"ssbench_{cls.TYPE}" for cls in (Claim, Assignment, Recording, Progress, Failure)}
+LOCUST_TYPES = {cls.TYPE: f"ssbench_{cls.TYPE}" for cls in (Claim, Assignment, Delta, Failure)}
 WELCOME = "ssbench_welcome"   # master -> worker once admitted: "send your Claim"

@@ -1,45 +1,39 @@
-"""Exact per-worker recording of SEND completions, in time buckets.
+"""A worker's exact record of its SENDs, sent to the master as deltas: the one source of a SEND's
+figures.
 
 Each SEND's completion time (epoch) and latency (integer microseconds) go into a bucket of
-``bucket_seconds``; the runner later keeps exactly the buckets inside the measured window. The
-data are mergeable (counts per microsecond value), unlike Locust's rounded response-time
-buckets.
+``bucket_seconds`` (counts per microsecond value: mergeable, unlike Locust's rounded buckets);
+the summary keeps exactly the buckets inside the measured window. The recorder holds only what
+it has not sent yet: every sample interval the worker sends a delta (:meth:`Recorder.take_delta`,
+:class:`harness.load.protocol.Delta`), which the master merges once (:mod:`harness.load.merge`).
+A bucket goes once it ended :data:`DELTA_LAG_S` ago; a SEND that comes later into it goes in the
+next delta. The last delta (``final``) takes every bucket left and the per-user table (first and
+last completion, completions), so a user that never got going is counted, not missing.
 
-Per user, the first and last completion time and the number of completions are kept too, so
-a user that never got going (or stopped) is counted and reported, not silently missing.
-
-In open loop (:mod:`harness.load.pacing`) each SEND also has an intended time; its latency from
-that time (corrected for coordinated omission) goes into a second exact histogram,
-``corrected``, bucketed by completion time like the first.
-
-A SEND that took at least :data:`SLOW_SEND_S` is also kept with its exact start time
-(``slow``): one that started inside the measured window and completed after it (a server
-frozen across the window's end) counts in the window's SEND latency too
-(:func:`harness.load.window.merge_workers`), so a freeze is not hidden by bucketing on
-completion.
+In open loop (:mod:`harness.load.pacing`) each SEND's latency from its intended time (corrected
+for coordinated omission) goes into a second exact histogram, ``corrected``. A SEND of at least
+:data:`SLOW_SEND_S` is also kept with its start time (``slow``): one in flight across the
+window's end counts in the window's latency too (:func:`harness.load.window.merge_workers`), so
+a server frozen across the end is not hidden by bucketing on completion.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import time
 from collections import Counter, defaultdict
-from pathlib import Path
 
-from harness.results.store import write_atomic
 from harness.runsettings import BUCKET_SECONDS
 
-MAX_ERROR_SAMPLES = 20
+#: distinct error texts kept per worker (each with its count); the rest are counted together
+MAX_ERROR_KINDS = 20
+OTHER_ERRORS = "(other errors)"
 #: a SEND at least this slow is also kept with its start time (``slow``)
 SLOW_SEND_S = 1.0
 #: at most this many slow SENDs are kept per worker (a worker has at most one in flight per user)
 MAX_SLOW_SENDS = 100_000
-#: live progress: a bucket is sent whole once it ended this long ago (a user's greenlet reports
-#: its finished SENDs every report interval, 0.2 s by default); a SEND later than that into it
-#: is sent on its own
-PROGRESS_LAG_S = 1.0
+#: a bucket goes in a delta once it ended this long ago
+DELTA_LAG_S = 1.0
 
 
 class Recorder:
@@ -50,28 +44,22 @@ class Recorder:
         self.reset()
 
     def reset(self) -> None:
+        # not sent yet: bucket -> Counter(latency us -> SENDs), bucket -> failed SENDs
         self.buckets: dict[int, Counter] = defaultdict(Counter)
         self.errors: Counter = Counter()
-        self.error_samples: list[str] = []
-        self.users: dict[int, list] = {}   # user -> [first completion, last completion, count]
-        self._next_user = itertools.count(0)
         self.corrected: dict[int, Counter] = defaultdict(Counter)   # open loop only
-        self.schedule = None      # the worker's harness.load.pacing.Schedule (open loop)
         #: a ``priority`` axis: SEND latency per dialog priority ("high", "normal"), bucketed
         self.by_priority: dict[str, dict[int, Counter]] = {}
+        self.slow: list[list] = []      # SENDs of at least SLOW_SEND_S: [start epoch, latency us]
+        self.error_kinds: Counter = Counter()   # error text -> failures
+        self._kinds: set[str] = set()           # every error text seen (at most MAX_ERROR_KINDS)
+        self._slow_kept = 0
+        self.users: dict[int, list] = {}   # user -> [first completion, last completion, count]
+        self._next_user = itertools.count(0)
+        self.schedule = None      # the worker's harness.load.pacing.Schedule (open loop)
         #: SENDs still running when the worker's users were stopped after waiting for them: each
         #: may have reached the database uncounted here (0 unless a SEND hung at the end)
         self.cut_at_stop = 0
-        #: SENDs of at least SLOW_SEND_S: [start epoch, latency us] (successful ones)
-        self.slow: list[list] = []
-        #: live progress (the metrics endpoint; None: off): buckets below ``shipped_below`` were
-        #: sent whole in a Progress; a late SEND into one of them is kept apart here too
-        #: ({bucket: Counter}), so that the next Progress carries exactly what it added
-        self.shipped_below: int | None = None
-        self.late: dict[int, Counter] = {}
-        self.late_errors: Counter = Counter()
-        self.late_corrected: dict[int, Counter] = defaultdict(Counter)
-        self.pending_slow: list[list] = []
 
     def number_users_from(self, first: int) -> None:
         """Worker W of an initiator's N numbers its users from (W-1) x threads/N: each user of
@@ -103,100 +91,60 @@ class Recorder:
                 u[0] = results[0][0]
             u[1] = results[-1][0]
             u[2] += len(results)
-        bs, buckets, corrected, shipped = self.bucket_seconds, self.buckets, self.corrected, self.shipped_below
+        bs, buckets, corrected = self.bucket_seconds, self.buckets, self.corrected
         by_prio = self.by_priority.setdefault(priority, defaultdict(Counter)) if priority is not None else None
-        b_prev = c = p = None
-        late = False
+        b_prev = c = None
         for end_epoch, elapsed_s, exc, intended_epoch in results:
             b = int(end_epoch / bs)
             if exc is None:
                 if b != b_prev:            # a batch spans one or two buckets
                     b_prev, c = b, buckets[b]
-                    late = shipped is not None and b < shipped   # into a bucket a Progress has sent
-                    p = self.late.setdefault(b, Counter()) if late else None
                 us = round(elapsed_s * 1e6)
                 if us < 0:                 # pragma: no cover - perf_counter is monotonic
                     us = 0
                 c[us] = c.get(us, 0) + 1   # (not c[us] += 1: Counter's __missing__ is Python)
-                if p is not None:          # a late SEND: for the next Progress too
-                    p[us] = p.get(us, 0) + 1
-                if elapsed_s >= SLOW_SEND_S and len(self.slow) < MAX_SLOW_SENDS:
+                if elapsed_s >= SLOW_SEND_S and self._slow_kept < MAX_SLOW_SENDS:
+                    self._slow_kept += 1
                     self.slow.append([round(end_epoch - elapsed_s, 6), us])
-                    if shipped is not None:
-                        self.pending_slow.append(self.slow[-1])
                 if by_prio is not None:
                     by_prio[b][us] += 1
                 if intended_epoch is not None:
-                    behind = max(0, round((end_epoch - intended_epoch) * 1e6))
-                    corrected[b][behind] += 1
-                    if late:
-                        self.late_corrected[b][behind] += 1
+                    corrected[b][max(0, round((end_epoch - intended_epoch) * 1e6))] += 1
             else:
                 self.errors[b] += 1
-                if shipped is not None and b < shipped:
-                    self.late_errors[b] += 1
-                if len(self.error_samples) < MAX_ERROR_SAMPLES:
-                    self.error_samples.append(f"{type(exc).__name__}: {exc}"[:500])
+                self._error_kind(exc)
 
-    def track_progress(self) -> None:
-        """From now on, :meth:`take_progress` gives the SENDs recorded since its last call."""
-        self.shipped_below = -1
-        self.late, self.late_errors, self.late_corrected, self.pending_slow = {}, Counter(), defaultdict(Counter), []
+    def _error_kind(self, exc: BaseException) -> None:
+        text = f"{type(exc).__name__}: {exc}"[:500]
+        if text not in self._kinds:
+            if len(self._kinds) >= MAX_ERROR_KINDS:
+                text = OTHER_ERRORS
+            else:
+                self._kinds.add(text)
+        self.error_kinds[text] += 1
 
-    def take_progress(self, now: float | None = None, final: bool = False) -> dict:
-        """The SENDs recorded since the last call, exactly, as the fields of a
-        :class:`harness.load.protocol.Progress`: ``buckets`` and ``corrected`` (bucket ->
-        [latencies us, counts], two lists: packed by msgpack's C code, no string per latency),
-        ``errors`` (bucket -> count), bucket numbers as strings, and ``slow`` (the new slow SENDs,
-        [start epoch, latency us]).
-
-        It sends each bucket whole once it ended :data:`PROGRESS_LAG_S` ago (``final``: every
-        bucket), copied from the recording itself, and after that only the late SENDs into
-        it: so the endpoint costs the recording nothing per SEND, but a test per batch."""
-        if self.shipped_below is None:
-            return {"buckets": {}, "errors": {}, "corrected": {}, "slow": []}
-        bs, start = self.bucket_seconds, self.shipped_below
-        end = (max(self.buckets, default=-1) + 1 if final
-               else int(((time.time() if now is None else now) - PROGRESS_LAG_S) / bs))
-        if start < 0:                       # the first Progress: from the first bucket recorded
-            start = min(min(self.buckets, default=end), min(self.errors, default=end))
-        end = max(end, max(self.errors, default=-1) + 1) if final else end
-        if end - start <= len(self.buckets) + len(self.errors):
-            whole = range(start, end)
-        else:                               # a long gap (a clock far from the recording's): the buckets there
-            whole = sorted(b for b in {*self.buckets, *self.errors} if start <= b < end)
-        out = {"buckets": _lists(self.late), "errors": {str(b): n for b, n in self.late_errors.items()},
-               "corrected": _lists(self.late_corrected), "slow": self.pending_slow}
-        for b in whole:
-            for name, source in (("buckets", self.buckets), ("corrected", self.corrected)):
-                c = source.get(b)
-                if c:
-                    out[name][str(b)] = [list(c), list(c.values())]
-            if self.errors.get(b):
-                out["errors"][str(b)] = self.errors[b]
-        self.shipped_below = max(end, self.shipped_below)
-        self.late, self.late_errors, self.late_corrected, self.pending_slow = {}, Counter(), defaultdict(Counter), []
+    def take_delta(self, now: float | None = None, final: bool = False) -> dict:
+        """What was recorded and not sent yet, as the fields of a
+        :class:`harness.load.protocol.Delta`: ``buckets``, ``corrected`` (bucket -> {latency us:
+        SENDs}), ``errors`` (bucket -> failed SENDs), ``priority`` (priority -> buckets),
+        ``slow``, ``error_kinds`` (text -> failures), ``users`` (registered so far); the buckets
+        that ended :data:`DELTA_LAG_S` before ``now`` (``final``: all, with the per-user table
+        ``user_spans`` and ``sends_cut_at_stop``). Integer keys: Locust's msgpack carries them."""
+        end = None if final else int(((time.time() if now is None else now) - DELTA_LAG_S) / self.bucket_seconds)
+        out = {"buckets": _ready(self.buckets, end), "errors": _ready(self.errors, end),
+               "corrected": _ready(self.corrected, end),
+               "priority": {p: got for p, bs in self.by_priority.items() if (got := _ready(bs, end))},
+               "slow": self.slow, "error_kinds": dict(self.error_kinds), "users": len(self.users)}
+        self.slow, self.error_kinds = [], Counter()
+        if final:
+            out.update(user_spans=dict(self.users), sends_cut_at_stop=self.cut_at_stop)
         return out
 
-    def to_json(self, swarm_id: str = "") -> dict:
-        return {"initiator": self.initiator, "worker": self.worker, "pid": os.getpid(), "swarm_id": swarm_id,
-                "bucket_seconds": self.bucket_seconds,
-                "buckets": {str(b): {str(k): v for k, v in c.items()} for b, c in self.buckets.items()},
-                "errors": {str(b): n for b, n in self.errors.items()},
-                "error_samples": self.error_samples,
-                "users": {str(u): v for u, v in self.users.items()},
-                **({"sends_cut_at_stop": self.cut_at_stop} if self.cut_at_stop else {}),
-                **({"slow": self.slow} if self.slow else {}),
-                **({"corrected": {str(b): {str(k): v for k, v in c.items()} for b, c in self.corrected.items()}}
-                   if self.corrected else {}),
-                **({"priority": {p: {str(b): {str(k): v for k, v in c.items()} for b, c in bs.items()}
-                                 for p, bs in self.by_priority.items()}} if self.by_priority else {})}
 
-    def write(self, out_dir: str | os.PathLike, swarm_id: str = "") -> Path:
-        out = Path(out_dir)
-        return write_atomic(out / f"worker-i{self.initiator}-{os.getpid()}.json",
-                            json.dumps(self.to_json(swarm_id)))
-
-
-def _lists(buckets: dict[int, Counter]) -> dict[str, list]:
-    return {str(b): [list(c), list(c.values())] for b, c in buckets.items() if c}
+def _ready(pending: dict, end: int | None) -> dict:
+    """Take the buckets below ``end`` (None: every one) out of ``pending``."""
+    if end is None:
+        out = dict(pending)
+        pending.clear()
+        return out
+    return {b: pending.pop(b) for b in [b for b in pending if b < end]}

@@ -1,33 +1,33 @@
 """A run's swarms on one Locust master and one set of workers: :class:`SwarmSeries`.
 
-``ssbench run`` used to start a Locust master and its workers for every repetition
-(:meth:`harness.load.swarm.Swarm.run_one`): two or more Python processes, each paying Locust's
-import and its workers' connection and claim again, most of a second of the repetition and
-about 0.7 CPU-second per process. A series starts them at its first swarm and keeps them for
-the run, like the web UI's master keeps its own for its sessions: the first swarm is the
-headless master's own start, each next one the controller asks for at the master's heartbeat
+A master and its workers are two or more Python processes, each paying Locust's import and its
+workers' connection, token handshake and claim: most of a second of a repetition and about 0.7
+CPU-second per process. A series starts them at its first swarm and keeps them for the run,
+like the web UI's master keeps its own for its sessions: the first swarm is the headless
+master's own start, each next one the controller asks for at the master's heartbeat
 (``Command.start``), once the last one has ended. Each swarm is planned, placed and recorded
-exactly as a single one (:mod:`harness.load.master`), with ``single`` False so that workers
-without a slot in this swarm stay idle for the next one.
+exactly as the first (:mod:`harness.load.master`); workers without a slot in a swarm stay idle
+for the next one.
 
-A swarm that failed or was interrupted takes its master and workers with it (killed, as a
-single swarm's are); the next swarm starts a new set, as it does when a process of the set died
-between two swarms. So does one that needs a local worker the
-set does not have (another initiator, more workers per initiator): the new set is started with
-every claim seen so far. The processes' logs are the series' (``logs_dir``, for the run's
-lifetime); each swarm gets its part of them in its own directory.
+Workers on client hosts (``RemoteWorkers``: ``ssbench worker``) are served the same way, each
+connected from the run's first swarm to its end. A swarm that failed or was interrupted takes
+its master and workers with it (killed); the next swarm starts a new set, as it does when a
+process of the set died between two swarms (a client host's ``ssbench worker`` connects its next
+Locust worker to the new master). So does one that needs a local worker the set does not have
+(another initiator, more workers per initiator): the new set is started with every claim seen so
+far. The processes' logs are the series' (``logs_dir``, for the run's lifetime); each swarm gets
+its part of them in its own directory.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from .placement import slots
-from .protocol import Progress, SwarmPlan, SwarmRequest
-from .swarm import Swarm, SwarmResult
+from .protocol import SwarmPlan, SwarmRequest
+from .swarm import RemoteWorkers, Swarm, SwarmResult, remote_token
 
 #: where a run keeps its series' Locust process logs, in its results directory (each repetition
 #: gets its part of them in its own directory)
@@ -35,13 +35,12 @@ LOGS_DIR = ".locust"
 
 
 class SwarmSeries:
-    """One master and its local workers for a run's swarms; :meth:`run` is
-    :meth:`Swarm.run_one`'s equivalent, :meth:`close` ends the series. Local workers only: with
-    workers on client hosts each repetition keeps a master of its own (``ssbench worker`` starts
-    a worker per swarm)."""
+    """One master and its workers (local, or on client hosts: ``remote``) for a run's swarms;
+    :meth:`run` runs one swarm, :meth:`close` ends the series."""
 
-    def __init__(self, logs_dir: Path):
+    def __init__(self, logs_dir: Path, remote: RemoteWorkers | None = None):
         self.logs_dir = Path(logs_dir)
+        self.remote = remote
         self.swarm: Swarm | None = None
         self.spawn_rate: float | None = None
         self.claims: set[tuple[int, int]] = set()     # every local slot a swarm of the run needed
@@ -54,13 +53,12 @@ class SwarmSeries:
 
     def run(self, plan: SwarmPlan, out_dir: Path, spawn_rate: float, *,
             stop_event: threading.Event | None = None, on_started: Callable[[Swarm], None] | None = None,
-            until: Callable[[], bool] | None = None,
-            on_progress: Callable[[Progress], None] | None = None) -> SwarmResult:
-        """One swarm to its end on the series' processes (started, or started again, as needed);
-        raises :class:`harness.load.swarm.SwarmFailed` as :meth:`Swarm.run_one` does."""
-        plan = replace(plan, single=False)     # the master stays, workers without a slot wait
+            until: Callable[[], bool] | None = None, on_live: Callable[[dict], None] | None = None) -> SwarmResult:
+        """One swarm to its end on the series' processes (started, or started again, as needed):
+        ``until()`` true stops it early (the backlog fill); raises
+        :class:`harness.load.swarm.SwarmFailed` when it cannot be trusted; ``interrupted`` when
+        ``stop_event`` was set."""
         wanted = slots(plan.users, plan.workers_per_initiator)
-        need = {(s.initiator, s.worker) for s in wanted}
         users = sum(s.users for s in wanted)
         self._plan, self._out = plan, Path(out_dir)
         sw = self.swarm
@@ -68,23 +66,13 @@ class SwarmSeries:
             # a process of the set died between two swarms: the set goes, a new one serves this swarm
             self.swarm = None
             sw.close(grace=0)
-        elif sw is not None and (spawn_rate != self.spawn_rate or not need <= set(sw.local_claims)):
+        elif sw is not None and (spawn_rate != self.spawn_rate or not self._has_workers(sw, wanted)):
             self.close()
         if self.swarm is None:
-            self.claims |= need
-            Swarm.wait_closed()   # the last set gone, its logs whole
-            claims = sorted(self.claims)
-            sw = self.swarm = Swarm(self.logs_dir, self._plan_for, users=users, spawn_rate=spawn_rate,
-                                    local_claims=claims, expected_workers=len(claims),
-                                    worker_wait=plan.worker_wait_seconds, on_progress=on_progress)
-            self.spawn_rate = spawn_rate
-            sw.start()
-            offsets = sw.log_offsets()   # the logs are the run's: a set started again appends
-            self.started += 1
+            sw = self._start(wanted, users, spawn_rate, plan.worker_wait_seconds, on_live)
         else:
-            sw = self.swarm
-            offsets = sw.log_offsets()
-            sw.next_swarm(self._plan_for, users, spawn_rate, on_progress)
+            sw.next_swarm(self._plan_for, users, spawn_rate, on_live)
+        offsets = sw.log_offsets()   # the logs are the run's: a set started again appends
         try:
             if on_started is not None:
                 on_started(sw)
@@ -95,16 +83,40 @@ class SwarmSeries:
         if res.interrupted:
             self._discard(offsets)
             return res
-        sw.copy_logs(offsets, self._out)
+        self._copy_logs(sw, offsets)
         return res
 
+    def _has_workers(self, sw: Swarm, wanted) -> bool:
+        """Local workers: the set has every slot the swarm needs (client hosts' are placed as
+        they come)."""
+        return self.remote is not None or {(s.initiator, s.worker) for s in wanted} <= set(sw.local_claims)
+
+    def _start(self, wanted, users: int, spawn_rate: float, worker_wait: float, on_live) -> Swarm:
+        """A new master (and its local workers, with every claim seen so far)."""
+        if self.remote is None:
+            self.claims |= {(s.initiator, s.worker) for s in wanted}
+        Swarm.wait_closed()   # the last set gone (a client hosts' master: its port free), its logs whole
+        claims = sorted(self.claims)
+        sw = self.swarm = Swarm(self.logs_dir, self._plan_for, users=users, spawn_rate=spawn_rate,
+                                remote=self.remote, local_claims=claims, expected_workers=len(claims or wanted),
+                                token=remote_token() if self.remote else None, worker_wait=worker_wait,
+                                on_live=on_live)
+        self.spawn_rate = spawn_rate
+        sw.start()
+        self.started += 1
+        return sw
+
+    def _copy_logs(self, sw: Swarm, offsets: dict[str, int]) -> None:
+        if self._out is not None and self._out.resolve() != self.logs_dir.resolve():
+            sw.copy_logs(offsets, self._out)
+
     def _discard(self, offsets: dict[str, int]) -> None:
-        """A failed or interrupted swarm: its processes go (killed, as a single swarm's), its
-        part of their logs goes with its directory."""
+        """A failed or interrupted swarm: its processes go (killed), its part of their logs goes
+        with its directory."""
         sw, self.swarm = self.swarm, None
         if sw is not None:
             sw.close()
-            sw.copy_logs(offsets, self._out)
+            self._copy_logs(sw, offsets)
 
     def close(self) -> None:
         """End the series: the master quits (its workers with it) in the background; the run's

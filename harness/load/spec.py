@@ -26,7 +26,8 @@ class SwarmSpec:
     rate: float = 0.0
     #: users per initiator (initiator number as a string): the open-loop schedule is split over them
     users: dict[str, int] = field(default_factory=dict)
-    #: a worker samples its process and its host (CPU, memory) this often
+    #: a worker sends its recorder's delta, with a sample of its process and its host (CPU,
+    #: memory), this often (protocol.Delta)
     sample_interval_seconds: float = 1.0
     #: a ``priority`` axis: the share of dialog slots begun at high priority
     #: (harness.matrix.high_priority_slot); the recorder keeps their SEND latency apart
@@ -36,13 +37,10 @@ class SwarmSpec:
     messages_per_dialog: int = 0
     fire_and_forget: bool = False
     #: the SEND path (SEND_MODES) and how often a user hands its finished SENDs to the recorder
-    #: and Locust's statistics (each hand-over costs about as much as a dozen SENDs; the
-    #: recording is exact whenever it is taken)
+    #: (each hand-over costs about as much as a dozen SENDs; the recording is exact whenever it
+    #: is taken)
     send_mode: str = "auto"
     report_interval_seconds: float = 0.2
-    #: the live metrics endpoint (harness.metrics): each worker sends a Progress this often
-    #: (protocol.Progress); 0: none (the endpoint is off, and the workers send nothing extra)
-    progress_interval_seconds: float = 0.0
     #: an alternated window (run.alternate, harness.alternation): each member strategy's usable
     #: dialogs per initiator, in the order they were begun (empty: one strategy), and the slice
     #: each SEND's dialog is chosen by: member ``int(time.time() / slice_seconds) % k``

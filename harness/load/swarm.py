@@ -7,18 +7,19 @@ Locust worker per slot. It answers the master's messages (:mod:`harness.load.pro
 
 * ``POST /swarm``: a SwarmRequest, answered with the plan ``plan_for(request)`` returns (a
   headless run's fixed plan; the web UI's session, prepared on the spot);
-* ``POST /status``: the swarm's phase and facts, answered with a Command (stop now, quit);
-* ``POST /recording``: a worker's recording, written into the swarm's directory, atomically,
-  by this process (the only writer of result files);
-* ``POST /progress``: a worker's Progress (the live metrics endpoint), handed to
-  ``on_progress`` (a failing callback is logged, never fails the swarm);
+* ``POST /status``: the swarm's phase and facts, answered with a Command (stop now, quit, the
+  next swarm); its live figures (the master's merge, when the plan asks) go to ``on_live`` (a
+  failing callback is logged, never fails the swarm);
+* ``POST /recording``: a worker slot's recording (merged by the master from its deltas),
+  written into the swarm's directory, atomically, by this process (the only writer of result
+  files);
 * ``POST /failure``, ``POST /notice``: what makes the swarm untrustworthy; a line to print.
 
-The same class serves ``ssbench run`` (one master for the run's swarms:
-:class:`harness.load.series.SwarmSeries`; with workers on client hosts a master per repetition:
-:meth:`run_one`), ``saturate`` likewise, the backlog fill, and ``ssbench web`` (one master for
-the web UI's lifetime, a swarm per session: ``on_ended``). Every worker command line is built
-by :func:`worker_cmd`; ``ssbench worker`` uses it too.
+The same class serves ``ssbench run``, ``saturate`` and the backlog fill (one master and its
+workers, local or on client hosts, for all of a run's swarms:
+:class:`harness.load.series.SwarmSeries`), and ``ssbench web`` (one master for the web UI's
+lifetime, a swarm per session: ``on_ended``). Every worker command line is built by
+:func:`worker_cmd`; ``ssbench worker`` uses it too.
 
 The controller watches its processes itself: a master that exits before its swarm ended, or a
 local worker that exits while its users run, fails the swarm at once, naming it (exit 3,
@@ -46,9 +47,8 @@ from .auth import TOKEN_ENV, new_token
 from .control import ControlServer
 from .hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS
 from .master import CONTROL_ENV
-from .placement import slots
-from .protocol import (Command, Failure, Notice, Progress, ProtocolError, Recording, Status, SwarmPlan,
-                       SwarmRequest, recording_file)
+from .protocol import (Command, Failure, Notice, ProtocolError, Recording, Status, SwarmPlan, SwarmRequest,
+                       recording_file)
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 INTERRUPT_GRACE_S = 20.0      # Ctrl-C: how long the swarm may take to stop as at its end
 
 
-#: the threads closing the swarms run_one ended (Swarm.wait_closed)
+#: the threads closing the masters a series ended (Swarm.wait_closed)
 _CLOSING: list[threading.Thread] = []
 _CLOSING_LOCK = threading.Lock()
 
@@ -151,7 +151,7 @@ class Swarm:
                  on_notice: Callable[[str], None] | None = None, routes: dict | None = None,
                  bind: tuple[str, int] | None = None, master_files: list[str] = (),
                  expected_workers: int = 0, worker_wait: float = 60.0,
-                 on_progress: Callable[[Progress], None] | None = None):
+                 on_live: Callable[[dict], None] | None = None):
         self.logs_dir = Path(logs_dir)
         self.plan_for = plan_for
         self.users, self.spawn_rate = users, spawn_rate
@@ -160,7 +160,7 @@ class Swarm:
         self.token = token or new_token()
         self.master_extra, self.master_env = list(master_extra), dict(master_env or {})
         self.headless = headless
-        self.on_ended, self.on_notice, self.on_progress = on_ended, on_notice, on_progress
+        self.on_ended, self.on_notice, self.on_live = on_ended, on_notice, on_live
         self.extra_routes = dict(routes or {})
         self.bind = bind or ((remote.bind_host, remote.port) if remote else ("127.0.0.1", free_port()))
         self.master_files = [str(LOCUSTFILE), *master_files]
@@ -184,8 +184,7 @@ class Swarm:
     def start(self) -> "Swarm":
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         self.control = ControlServer({"POST /swarm": self._on_swarm, "POST /status": self._on_status,
-                                      "POST /recording": self._on_recording, "POST /progress": self._on_progress,
-                                      "POST /failure": self._on_failure,
+                                      "POST /recording": self._on_recording, "POST /failure": self._on_failure,
                                       "POST /notice": self._on_notice, **self.extra_routes}).start()
         host, port = self.bind
         cmd = [sys.executable, "-m", "locust", "-f", ",".join(self.master_files), "--master",
@@ -250,12 +249,12 @@ class Swarm:
             f.close()
 
     def next_swarm(self, plan_for: Callable[[SwarmRequest], tuple[SwarmPlan, Path]], users: int, spawn_rate: float,
-                   on_progress: Callable[[Progress], None] | None = None) -> None:
+                   on_live: Callable[[dict], None] | None = None) -> None:
         """A series' next swarm on this master and its workers (:mod:`harness.load.series`): the
         master asks for the plan at its next heartbeat (Command.start), once its last swarm ended."""
         with self._lock:
             self.current = None
-            self.plan_for, self.on_progress = plan_for, on_progress
+            self.plan_for, self.on_live = plan_for, on_live
             self._stop = False
             self._start = Command(start=self._start.start + 1, users=int(users), spawn_rate=float(spawn_rate))
 
@@ -279,7 +278,7 @@ class Swarm:
 
     def close_in_background(self) -> None:
         """:meth:`close` on a thread of its own (the master's quit and Locust's shutdown take
-        about 1.3 s): the next swarm's start or the run's end waits for it (:meth:`wait_closed`)."""
+        about 1.3 s): the next master's start or the run's end waits for it (:meth:`wait_closed`)."""
         closing = threading.Thread(target=self.close, name="ssbench-swarm-close")
         with _CLOSING_LOCK:
             _CLOSING.append(closing)
@@ -322,6 +321,8 @@ class Swarm:
             cur = self.current
             # after "ended" the master's heartbeat may still post an earlier phase: not kept
             if cur is not None and st.swarm_id == cur.plan.swarm_id and not cur.ended.is_set():
+                if st.live is not None and self.on_live is not None:
+                    self._live(st.live)
                 cur.phase = st.phase
                 cur.facts.update(st.facts)
                 if st.phase == "ended":
@@ -356,16 +357,11 @@ class Swarm:
             cur.files[rec.slot] = path
         return {"ok": True}
 
-    def _on_progress(self, body: dict) -> dict:
-        p = Progress.from_wire(body)
-        if self._current_for(p.swarm_id) is None:
-            return {"ok": False, "error": "not this swarm's progress"}
-        if self.on_progress is not None:
-            try:
-                self.on_progress(p)
-            except Exception:  # live metrics never fail a swarm
-                log.exception("live metrics: a worker's progress")
-        return {"ok": True}
+    def _live(self, figures: dict) -> None:
+        try:
+            self.on_live(figures)
+        except Exception:  # live figures never fail a swarm
+            log.exception("live figures")
 
     def _on_failure(self, body: dict) -> dict:
         f = Failure.from_wire(body)
@@ -407,47 +403,11 @@ class Swarm:
                            stop_requested=f.get("stop_requested"), missing=list(f.get("missing") or []),
                            workers=dict(f.get("workers") or {}))
 
-    # ------------------------------------------------------------------ one headless swarm
-    @classmethod
-    def run_one(cls, plan: SwarmPlan, out_dir: Path, spawn_rate: float, *, remote: RemoteWorkers | None = None,
-                stop_event: threading.Event | None = None, on_started: Callable[["Swarm"], None] | None = None,
-                until: Callable[[], bool] | None = None,
-                on_progress: Callable[[Progress], None] | None = None) -> SwarmResult:
-        """Run one headless swarm to its end (``until()`` true stops it early: the backlog fill);
-        :class:`SwarmFailed` when it cannot be trusted, ``interrupted`` when ``stop_event`` was set."""
-        if remote is not None:
-            cls.wait_closed()       # the master's port is fixed: the last master must be gone
-        wanted = slots(plan.users, plan.workers_per_initiator)
-        sw = cls(out_dir, lambda _req: (plan, out_dir), users=sum(s.users for s in wanted), spawn_rate=spawn_rate,
-                 remote=remote, local_claims=[] if remote else [(s.initiator, s.worker) for s in wanted],
-                 token=_remote_token() if remote else None, expected_workers=len(wanted),
-                 worker_wait=plan.worker_wait_seconds, on_progress=on_progress)
-        sw.start()
-        try:
-            # the last swarm's processes exit while this one's start (about 1.3 s each way), and
-            # are gone before this one's warm-up begins
-            cls.wait_closed()
-            if on_started is not None:
-                on_started(sw)
-            res = sw.wait(plan, stop_event or threading.Event(), until)
-        except BaseException:
-            sw.close()
-            raise
-        if res.interrupted:
-            sw.close()
-            return res
-        # ended with every recording in: the master quits in its own time (Locust's quit and
-        # shutdown take about 1.3 s) while the caller drains, summarizes, commits and starts the
-        # next swarm. Only the logs of its processes are still written (Locust's own summary,
-        # a copy of locust_stats.csv, at the master's exit): the next run_one, or the run's end
-        # (wait_closed), waits for them.
-        sw.close_in_background()
-        return res
-
+    # ------------------------------------------------------------------ a headless swarm
     @staticmethod
     def wait_closed() -> None:
-        """Wait until every swarm :meth:`run_one` ended has its processes gone and their logs
-        whole (the next swarm's start, the end of a run)."""
+        """Wait until every master :meth:`close_in_background` closes has its processes gone and
+        their logs whole (the next master's start, the end of a run)."""
         while True:
             with _CLOSING_LOCK:
                 if not _CLOSING:
@@ -456,6 +416,8 @@ class Swarm:
             t.join()
 
     def wait(self, plan: SwarmPlan, stop_event: threading.Event, until: Callable[[], bool] | None) -> SwarmResult:
+        """Until the swarm of ``plan`` ended (``until()`` true stops it early: the backlog fill);
+        :class:`SwarmFailed` when it cannot be trusted, ``interrupted`` when ``stop_event`` was set."""
         spawn_budget = sum(plan.users.values()) / max(self.spawn_rate, 0.1) + 60
         deadline = time.monotonic() + self.worker_wait + spawn_budget + plan.warmup_seconds \
             + plan.measure_seconds + 90
@@ -519,7 +481,8 @@ def _how(rc: int) -> str:
     return f"signal {-rc}" if rc < 0 else f"exit code {rc}"
 
 
-def _remote_token() -> str:
+def remote_token() -> str:
+    """The run token of workers on client hosts: the operator's ``$SSBENCH_WORKER_TOKEN``."""
     from .auth import token_from_env
 
     return token_from_env() or ""

@@ -7,15 +7,14 @@ as ``environment.ssbench`` (:class:`WorkerSide`), from Locust's ``init`` event:
 2. once admitted, the master says welcome and the worker answers with its ``Claim`` (host, pid,
    and the slot asked for: ``--ssbench-initiator`` / ``--ssbench-worker``, None: any);
 3. before its users spawn, the ``Assignment`` arrives (Locust delivers the master's messages in
-   order): the spec, the worker's slot, its users and its first user's index; the recorder and
-   the host probe start afresh;
-4. while its users run, when the spec asks for it (``progress_interval_seconds``: the live
-   metrics endpoint is on), a ``Progress`` every interval: the SENDs its recorder took since
-   the last one, and its probe's new samples;
+   order): the spec, the worker's slot, its users and its first user's index; the recorder
+   starts afresh;
+4. while its users run, every ``spec.sample_interval_seconds``, a ``Delta``: what its recorder
+   took since the last one (:meth:`harness.load.recorder.Recorder.take_delta`) and a sample of
+   its process's and host's CPU and memory;
 5. at ``test_stop`` (its users stopped, each after finishing its SEND in flight: see
-   :class:`harness.load.locustfile.ServiceBrokerUser`) it sends its last ``Progress`` (if any),
-   then its ``Recording``: Locust delivers them in this order, so the live totals are complete
-   when the recording arrives.
+   :class:`harness.load.locustfile.ServiceBrokerUser`) it sends its last ``Delta``
+   (``final``), which completes its recording in the master's merge (:mod:`harness.load.merge`).
 
 If the master stops sending heartbeats for :data:`MASTER_SILENT_S` while users run (the master
 died, or its host is unreachable), the worker stops its users and quits, instead of SENDing on
@@ -34,7 +33,7 @@ from gevent.event import Event
 
 from .auth import WorkerAuth, token_from_env
 from .offload import Offload
-from .protocol import LOCUST_TYPES, WELCOME, Assignment, Claim, Failure, Progress, Recording
+from .protocol import LOCUST_TYPES, WELCOME, Assignment, Claim, Delta, Failure
 from .recorder import Recorder
 from .spec import SwarmSpec
 
@@ -54,37 +53,24 @@ def add_arguments(parser) -> None:
 
 
 class HostProbe:
-    """Samples this worker process's CPU (percent of one core) and its host's CPU (percent of
-    the machine) and memory, every ``interval`` seconds, in a greenlet."""
+    """This worker process's CPU (percent of one core) and its host's CPU (percent of the
+    machine) and memory, since the last sample: ``[ts, process CPU, host CPU, host memory
+    percent, host memory used]``."""
 
-    def __init__(self, interval: float = 1.0):
-        self.interval = max(0.05, float(interval))
-        self.samples: list[list[float]] = []   # [ts, proc_cpu, host_cpu, host_mem_percent, host_mem_used]
-        self._g = None
-
-    def start(self) -> None:
+    def __init__(self):
         import psutil
 
-        self.stop()
-        self.samples = []
-        me = psutil.Process()
-        me.cpu_percent(None)
-        psutil.cpu_percent(None)
+        self._psutil, self._me = psutil, psutil.Process()
+        self.start()
 
-        def loop():
-            while True:
-                gevent.sleep(self.interval)
-                vm = psutil.virtual_memory()
-                self.samples.append([round(time.time(), 4), round(me.cpu_percent(None), 2),
-                                     round(psutil.cpu_percent(None), 2), round(vm.percent, 2),
-                                     float(vm.total - vm.available)])
+    def start(self) -> None:
+        self._me.cpu_percent(None)
+        self._psutil.cpu_percent(None)
 
-        self._g = gevent.spawn(loop)
-
-    def stop(self) -> None:
-        if self._g is not None:
-            self._g.kill(block=False)
-            self._g = None
+    def sample(self) -> list[float]:
+        vm = self._psutil.virtual_memory()
+        return [round(time.time(), 4), round(self._me.cpu_percent(None), 2), round(self._psutil.cpu_percent(None), 2),
+                round(vm.percent, 2), float(vm.total - vm.available)]
 
 
 class WorkerSide:
@@ -101,9 +87,8 @@ class WorkerSide:
         self.recorder = Recorder(initiator=self.claim.initiator or 1)
         self.probe = HostProbe()
         self.assignment: Assignment | None = None
-        self._progress = None                   # (greenlet, stop event) sending Progress messages
-        self._progress_seq = 0
-        self._probe_sent = 0                    # probe samples already sent in a Progress
+        self._deltas = None                     # (greenlet, stop event) sending the deltas
+        self._seq = 0
         self.runner.register_message(WELCOME, self._on_welcome)
         self.runner.register_message(LOCUST_TYPES["assignment"], self._on_assignment)
         environment.events.test_stop.add_listener(self._on_test_stop)
@@ -123,57 +108,44 @@ class WorkerSide:
             log.error("the master's assignment: %s", e)
             self.runner.send_message(LOCUST_TYPES["failure"], Failure(what="worker", text=str(e)).to_wire())
             return
+        self._stop_deltas()
         self.assignment = a
         rec = self.recorder
         rec.reset()
         rec.initiator, rec.worker = a.initiator, a.worker
         rec.number_users_from(a.first_user)
         self.offload.ensure_capacity(a.users + 8)
-        self.probe.interval = max(0.05, float(a.spec.sample_interval_seconds))
         self.probe.start()
-        self._stop_progress()
-        self._progress_seq = self._probe_sent = 0
-        if a.spec.progress_interval_seconds > 0:
-            rec.track_progress()
-            stop = Event()
-            self._progress = (gevent.spawn(self._progress_loop, a, max(0.05, float(a.spec.progress_interval_seconds)),
-                                           stop), stop)
+        self._seq = 0
+        stop = Event()
+        self._deltas = (gevent.spawn(self._delta_loop, a, max(0.05, float(a.spec.sample_interval_seconds)), stop),
+                        stop)
 
-    def _progress_loop(self, a: Assignment, interval: float, stop) -> None:
+    def _delta_loop(self, a: Assignment, interval: float, stop) -> None:
         while not stop.wait(interval):        # never killed mid-send: a delta taken is a delta sent
-            self._send_progress(a, final=False)
+            self._send_delta(a, final=False)
 
-    def _send_progress(self, a: Assignment, final: bool) -> None:
+    def _send_delta(self, a: Assignment, final: bool) -> None:
         rec = self.recorder
-        samples = self.probe.samples[self._probe_sent:]
-        self._probe_sent += len(samples)
-        self._progress_seq += 1
-        self.runner.send_message(LOCUST_TYPES["progress"], Progress(
-            swarm_id=a.spec.swarm_id, initiator=a.initiator, worker=a.worker, seq=self._progress_seq, final=final,
-            bucket_seconds=rec.bucket_seconds, users=len(rec.users), host=self.claim.host, samples=samples,
-            **rec.take_progress(final=final)).to_wire())
+        self._seq += 1
+        self.runner.send_message(LOCUST_TYPES["delta"], Delta(
+            swarm_id=a.spec.swarm_id, initiator=a.initiator, worker=a.worker, seq=self._seq, final=final,
+            bucket_seconds=rec.bucket_seconds, host=self.claim.host, pid=self.claim.pid,
+            samples=[self.probe.sample()], **rec.take_delta(final=final)).to_wire())
 
-    def _stop_progress(self) -> bool:
-        """Stop the Progress greenlet; True if there was one."""
-        running, self._progress = self._progress, None
-        if running is None:
-            return False
-        g, stop = running
-        stop.set()
-        g.join()
-        return True
+    def _stop_deltas(self) -> None:
+        running, self._deltas = self._deltas, None
+        if running is not None:
+            g, stop = running
+            stop.set()
+            g.join()
 
     def _on_test_stop(self, **_kw) -> None:
         a = self.assignment
         if a is None:
             return
-        self.probe.stop()
-        if self._stop_progress():
-            self._send_progress(a, final=True)   # before the Recording: the live totals complete
-        data = self.recorder.to_json(a.spec.swarm_id)
-        data.update(host=self.claim.host, samples=self.probe.samples)
-        self.runner.send_message(LOCUST_TYPES["recording"], Recording(
-            swarm_id=a.spec.swarm_id, initiator=a.initiator, worker=a.worker, data=data).to_wire())
+        self._stop_deltas()
+        self._send_delta(a, final=True)      # the last delta: the recording is complete
         self.assignment = None
 
     def _watch_master(self) -> None:

@@ -5,7 +5,8 @@
 
 * :mod:`.live`: the state behind the endpoint, fed by the repetition
   (:class:`harness.repetition.Repetition`) from the results' own sources: the sampler's ticks,
-  the workers' recorders (the swarm protocol's ``Progress``) and the committed summary;
+  the Locust master's merge of the workers' recorders (its live figures) and the committed
+  summary;
 * :mod:`.families`: that state as Prometheus metric families (``prometheus_client``);
   :data:`~.families.METRICS` lists every metric;
 * :mod:`.server`: the HTTP endpoint (token or login off loopback, TLS); :mod:`.settings` its

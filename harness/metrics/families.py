@@ -17,7 +17,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ..redact import redact_string
-from .live import PHASES, Buckets, LiveState, RepetitionState
+from ..load.merge import PHASES, Buckets
+from .live import LiveState, RepetitionState
 
 REP = ("run_id", "permutation", "repetition")
 
@@ -166,7 +167,7 @@ def _run(f: _Families, run) -> None:
 def _repetition(f: _Families, rep: RepetitionState) -> None:
     base = [rep.run_id, rep.permutation, str(rep.repetition)]
     f.add("ssbench_repetition_state", base + [rep.state], 1)
-    f.add("ssbench_repetition_phase", base + [rep.phase_at(rep.tick_ts)], 1)
+    f.add("ssbench_repetition_phase", base + [rep.window.phase_at(rep.tick_ts)], 1)
     _client(f, base, rep)
     _sampled(f, base, rep)
     s = rep.summary
@@ -184,21 +185,24 @@ def _repetition(f: _Families, rep: RepetitionState) -> None:
 
 
 def _client(f: _Families, base: list[str], rep: RepetitionState) -> None:
+    c = rep.client
     # every known worker's counters from 0 in every phase (Prometheus's advice for label values
     # known in advance): rate() and increase() see a series' first SENDs only as a rise from a
     # scraped value, and a short phase may reach the endpoint in a single step
-    known = {(i, w, ph) for i, w in rep.workers for ph in PHASES} | set(rep.sends) | set(rep.errors)
+    sends = {(i, w, ph): n for i, w, ph, n in c.get("sends", ())}
+    errors = {(i, w, ph): n for i, w, ph, n in c.get("errors", ())}
+    known = {(i, w, ph) for i, w, *_ in c.get("workers", ()) for ph in PHASES} | set(sends) | set(errors)
     for initiator, worker, phase in sorted(known):
-        f.add("ssbench_sends", base + [phase, initiator, worker], rep.sends.get((initiator, worker, phase), 0))
-        f.add("ssbench_send_errors", base + [phase, initiator, worker], rep.errors.get((initiator, worker, phase), 0))
-    for name, hists in (("ssbench_send_latency_seconds", rep.latency),
-                        ("ssbench_send_latency_corrected_seconds", rep.corrected)):
-        for (initiator, phase), b in sorted(hists.items()):
-            f.histogram(name, base + [phase, initiator], b)
-    for phase in PHASES:
-        f.quantiles("ssbench_send_latency_quantile_seconds", base + [phase], rep.quantiles(phase))
+        f.add("ssbench_sends", base + [phase, initiator, worker], sends.get((initiator, worker, phase), 0))
+        f.add("ssbench_send_errors", base + [phase, initiator, worker], errors.get((initiator, worker, phase), 0))
+    for name, key in (("ssbench_send_latency_seconds", "latency"), ("ssbench_send_latency_corrected_seconds",
+                                                                    "corrected")):
+        for initiator, phase, counts, sum_us in c.get(key, ()):
+            f.histogram(name, base + [phase, initiator], Buckets(counts, sum_us))
+    for phase, q in c.get("quantiles", {}).items():
+        f.quantiles("ssbench_send_latency_quantile_seconds", base + [phase], q)
     hosts: dict[str, list] = {}
-    for (initiator, worker), (host, users, sample) in sorted(rep.workers.items()):
+    for initiator, worker, host, users, sample in c.get("workers", ()):
         f.add("ssbench_worker_users", base + [initiator, worker], users)
         if sample:
             f.add("ssbench_worker_cpu_percent", base + [initiator, worker], sample[1])

@@ -200,7 +200,7 @@ class WebApp:
                            local_claims=[(i, None) for i in range(1, local + 1)], token=self.token,
                            master_extra=extra, master_env=env, headless=False, on_ended=self.sessions.finish,
                            on_notice=self._notice, routes={"GET /metrics": lambda _b: metrics.snapshot()},
-                           on_progress=self.sessions.on_progress,
+                           on_live=self.sessions.on_live,
                            bind=(o.master_bind_host, self.master_port), master_files=[str(PLUGIN)]).start()
         self._wait_ready(local)
         self._print_ready(local)

@@ -128,7 +128,7 @@ class WebSessions:
                        users_expected=users, metrics=self.live)
         try:
             r.setup()
-            plan = r.swarm_plan(warmup_seconds=0.0, measure_seconds=0.0, users=per_init, single=False)
+            plan = r.swarm_plan(warmup_seconds=0.0, measure_seconds=0.0, users=per_init)
             plan.worker_wait_seconds = WORKER_WAIT_S
         except BaseException as e:
             r.abort()
@@ -143,11 +143,11 @@ class WebSessions:
         self.metrics.set_state("running", run_id=rd.run_id, description=description)
         return plan, r.partial
 
-    def on_progress(self, p) -> None:
-        """A worker's Progress (the swarm's ``on_progress``): to the session's repetition."""
+    def on_live(self, figures: dict) -> None:
+        """The master's live figures (the swarm's ``on_live``): to the session's repetition."""
         s = self.current
         if s is not None:
-            s.repetition.on_progress(p)
+            s.repetition.on_live(figures)
 
     # ------------------------------------------------------------------ end
     def finish(self, res: SwarmResult) -> dict:

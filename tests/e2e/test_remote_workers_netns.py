@@ -48,7 +48,7 @@ axes:
 run:
   warmup_seconds: 3             # every user connected before the window, even on a loaded machine
   measure_seconds: 2
-  repetitions: 1
+  repetitions: {reps}
   drain_timeout_seconds: 30
   sample_interval_seconds: 0.25
   workers_per_initiator: {wpi}
@@ -128,7 +128,7 @@ def _worker_in(ns: str, hostname: str, master: str, *args: str, log: Path) -> su
     """``ssbench worker`` in a namespace, with a host name of its own (a UTS namespace)."""
     cmd = ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
            f'hostname {hostname} && exec "$0" "$@"', sys.executable, "-m", "harness.cli", "worker",
-           "--master", master, "--swarms", "1", "--retry-seconds", "0.5", *args]
+           "--master", master, "--runs", "1", "--retry-seconds", "0.5", *args]
     return subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 
@@ -146,16 +146,18 @@ def _stop(procs) -> None:
 def test_remote_workers_from_two_hosts_named_unassigned_and_a_stray(pg_server, net, tmp_path):
     """Two client namespaces, two workers each: the first host's name their initiator (1), the
     second's name none and the master places them (initiator 2); a stray worker for an initiator
-    the permutation does not use (3), from the controller's own host and connected first, is told
-    to quit and gets no users. Every user active, sent = received, the run exact."""
+    the permutation does not use (3), from the controller's own host and connected first, gets no
+    users and waits, connected, to the run's end. Two repetitions on one master: each ``ssbench
+    worker --runs 1`` starts one Locust worker, which serves both. Every user active, sent =
+    received, the run exact."""
     m = tmp_path / "netns.yaml"
-    m.write_text(MATRIX.format(wpi=2))
+    m.write_text(MATRIX.format(wpi=2, reps=2))
     port = net.free_port()
     master = f"{net.master_ip}:{port}"
     out = tmp_path / "run"
     # the stray worker first, so that it is among the first connected
     stray = subprocess.Popen([sys.executable, "-m", "harness.cli", "worker", "--master", master, "--initiator", "3",
-                              "--swarms", "1", "--retry-seconds", "30"], cwd=REPO, env=_env(),
+                              "--runs", "1", "--retry-seconds", "30"], cwd=REPO, env=_env(),
                              stdout=(tmp_path / "stray.log").open("wb"), stderr=subprocess.STDOUT,
                              start_new_session=True)
     run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(m), "--out", str(out),
@@ -166,22 +168,32 @@ def test_remote_workers_from_two_hosts_named_unassigned_and_a_stray(pg_server, n
     workers += [_worker_in(ns2, "client-2", master, log=tmp_path / f"worker2{j}.log") for j in (1, 2)]
     try:
         stdout, stderr = run.communicate(timeout=400)
-        for w in workers:
+        for w in [*workers, stray]:
             w.wait(timeout=60)
     finally:
         _stop([run, stray, *workers])
     logs = "\n".join(f"--- worker {p.name}\n" + p.read_text()[-1500:] for p in sorted(tmp_path.glob("worker*.log")))
     assert run.returncode == 0, stderr[-3000:] + logs
     assert [w.returncode for w in workers] == [0, 0, 0, 0], logs
-    [sp] = list(out.glob("*/rep-01/summary.json"))
-    d = read_summary(sp)
-    assert (d["users_expected"], d["users_spawned"], d["users_active"]) == (8, 8, 8), (d["status"], d["workers"])
-    assert d["messages_lost"] == 0 and d["messages_sent"] > 0 and d["messages_sent"] == d["messages_received"], d
-    assert all(p["sent"] > 0 and p["sent"] == p["received"] for p in d["per_initiator"])
-    # each client "host" drove its initiator, two processes of two users each, the stray none
-    assert sorted((w["initiator"], w["worker"]) for w in d["workers"]) == [(1, 1), (1, 2), (2, 1), (2, 2)]
-    assert {(w["initiator"], w["host"]) for w in d["workers"]} == {(1, "client-1"), (2, "client-2")}
-    assert all(w["users"] == w["users_active"] == 2 and w["sends"] > 0 for w in d["workers"]), d["workers"]
+    # one master for the run: each worker's one Locust worker process served both repetitions
+    # (a master per repetition would end it after the first, and --runs 1 would leave none)
+    for p in [*tmp_path.glob("worker*.log"), tmp_path / "stray.log"]:
+        text = p.read_text()
+        assert text.count("ssbench worker: master 1 ended") == 1 and "reconnecting" not in text, (p.name, text[-1500:])
+    reps = sorted(out.glob("*/rep-0*/summary.json"))
+    assert [sp.parent.name for sp in reps] == ["rep-01", "rep-02"], reps
+    for sp in reps:
+        d = read_summary(sp)
+        assert (d["users_expected"], d["users_spawned"], d["users_active"]) == (8, 8, 8), (d["status"], d["workers"])
+        assert d["messages_lost"] == 0 and d["messages_sent"] > 0 and d["messages_sent"] == d["messages_received"], d
+        assert all(p["sent"] > 0 and p["sent"] == p["received"] for p in d["per_initiator"])
+        # each client "host" drove its initiator, two processes of two users each, the stray none
+        assert sorted((w["initiator"], w["worker"]) for w in d["workers"]) == [(1, 1), (1, 2), (2, 1), (2, 2)]
+        assert {(w["initiator"], w["host"]) for w in d["workers"]} == {(1, "client-1"), (2, "client-2")}
+        assert all(w["users"] == w["users_active"] == 2 and w["sends"] > 0 for w in d["workers"]), d["workers"]
+    # the same Locust worker processes recorded both repetitions
+    pids = [{r.name: json.loads(r.read_text())["pid"] for r in sp.parent.glob("worker-i*.json")} for sp in reps]
+    assert pids[0] == pids[1] and len(set(pids[0].values())) == 4, pids
     # and reported its own CPU and memory
     hosts = {h["host"]: h for h in d["client_hosts"]}
     assert {h: v["workers"] for h, v in hosts.items()} == {"client-1": 2, "client-2": 2}
@@ -192,7 +204,6 @@ def test_remote_workers_from_two_hosts_named_unassigned_and_a_stray(pg_server, n
         "worker-i1-w1.json", "worker-i1-w2.json", "worker-i2-w1.json", "worker-i2-w2.json"]
     rec = json.loads((rep / "worker-i2-w1.json").read_text())
     assert rec["host"] == "client-2" and rec["samples"]
-    assert "has no slot in this swarm: told to quit" in (rep / "locust-master.log").read_text()
     print(f"\nnetns: send {d['send_rate']:.0f}/s, sent {d['messages_sent']} = received {d['messages_received']}, "
           + ", ".join(f"{h}: {v['cpu_percent']}% CPU" for h, v in hosts.items()))
 
@@ -203,7 +214,7 @@ def test_remote_workers_from_two_hosts_named_unassigned_and_a_stray(pg_server, n
 def test_remote_workers_missing_are_named(pg_server, tmp_path):
     """Only initiator 1's worker comes: the repetition fails after --worker-wait, naming initiator 2."""
     m = tmp_path / "netns.yaml"
-    m.write_text(MATRIX.format(wpi=1))
+    m.write_text(MATRIX.format(wpi=1, reps=1))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -213,7 +224,7 @@ def test_remote_workers_missing_are_named(pg_server, tmp_path):
                            cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log = tmp_path / "worker.log"
     w = subprocess.Popen([sys.executable, "-m", "harness.cli", "worker", "--master", master, "--initiator", "1",
-                          "--swarms", "1"], cwd=REPO, env=_env(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                          "--runs", "1"], cwd=REPO, env=_env(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
                          start_new_session=True)
     try:
         _stdout, stderr = run.communicate(timeout=300)
@@ -234,14 +245,14 @@ def test_remote_workers_killed_mid_window_fails_the_repetition(pg_server, tmp_pa
     import psutil
 
     m = tmp_path / "netns.yaml"
-    m.write_text(MATRIX.format(wpi=1).replace("measure_seconds: 2", "measure_seconds: 8"))
+    m.write_text(MATRIX.format(wpi=1, reps=1).replace("measure_seconds: 2", "measure_seconds: 8"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     master = f"127.0.0.1:{port}"
     out = tmp_path / "run"
     workers = {k: subprocess.Popen([sys.executable, "-m", "harness.cli", "worker", "--master", master, "--initiator",
-                                    str(k), "--swarms", "1"], cwd=REPO, env=_env(),
+                                    str(k), "--runs", "1"], cwd=REPO, env=_env(),
                                    stdout=(tmp_path / f"w{k}.log").open("wb"), stderr=subprocess.STDOUT,
                                    start_new_session=True) for k in (1, 2)}
     run = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(m), "--out", str(out),

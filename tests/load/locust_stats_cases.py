@@ -1,6 +1,7 @@
-"""harness.load.locust_stats.log_batch against Locust's own per-request path: a batch of SENDs
-logged at once leaves every StatsEntry field (and the per-second response-time snapshots of
-the web UI) as ``RequestStats.log_request`` leaves them one request at a time.
+"""harness.load.locust_stats.log_delta against Locust's own per-request path: the master's
+statistics fed from a worker's deltas hold what ``RequestStats.log_request`` leaves when every
+successful SEND is logged one by one at its completion (counted in the second its recording
+bucket is in), and the failures by error text.
 
 Run in a pytest of its own by test_locust_stats_batch.py: importing locust monkey-patches the
 whole process with gevent (threads become greenlets), which the other tests must not inherit."""
@@ -13,71 +14,64 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from locust.stats import RequestStats
 
-from harness.load.locust_stats import log_batch
+from harness.load.locust_stats import log_delta
+from harness.load.recorder import Recorder
+from support.recording import delta
 
-FIELDS = ("num_requests", "num_none_requests", "num_failures", "total_response_time", "max_response_time",
-          "min_response_time", "total_content_length", "response_times", "num_reqs_per_sec",
-          "last_request_timestamp")
+FIELDS = ("num_requests", "num_failures", "max_response_time", "min_response_time", "total_content_length",
+          "response_times", "num_reqs_per_sec", "num_fail_per_sec")
+BS = 0.1
+T0 = 1_700_000_000.0
 
 
 def _state(stats: RequestStats) -> dict:
     out = {}
     for key, entry in [("total", stats.total)] + sorted(stats.entries.items()):
         out[str(key)] = {f: (dict(v) if isinstance(v := getattr(entry, f), dict) else v) for f in FIELDS}
-        # added per second rather than per request: equal up to float rounding
-        out[str(key)]["total_response_time"] = pytest.approx(entry.total_response_time, rel=1e-12)
-        out[str(key)]["cache"] = {t: (dict(c.response_times), c.num_requests)
-                                  for t, c in (entry.response_times_cache or {}).items()}
+        # added per delta rather than per request: equal up to float rounding
+        out[str(key)]["total_response_time"] = pytest.approx(entry.total_response_time, rel=1e-9)
     return out
 
 
-def _fresh(epoch: float) -> RequestStats:
-    with mock.patch("locust.stats.time.time", return_value=epoch):    # its first snapshot's second
-        return RequestStats(use_response_times_cache=True)
-
-
-def _one_by_one(done, size) -> RequestStats:
-    stats = _fresh(done[0][0])
-    for epoch, rt in done:
-        with mock.patch("locust.stats.time.time", return_value=epoch):
-            stats.log_request("SSB", "SEND", rt, size)
-    return stats
-
-
-# completion times in order, a few seconds apart at most (second boundaries inside batches),
-# response times from sub-millisecond to seconds (every bucketing range of Locust)
-_times = st.lists(st.tuples(st.floats(0.0, 0.4), st.floats(0.01, 20_000.0)), min_size=1, max_size=60)
+# completion times (s after T0) in order, response times from sub-millisecond to seconds (every
+# bucketing range of Locust), some failed
+_sends = st.lists(st.tuples(st.floats(0.0, 0.4), st.integers(10, 20_000_000), st.booleans()), min_size=1, max_size=60)
 
 
 @settings(max_examples=200, deadline=None)
-@given(_times, st.lists(st.integers(1, 20), min_size=1, max_size=6), st.integers(0, 500))
-def test_a_batch_equals_locusts_one_by_one(steps, cuts, size):
-    t, done = 1_700_000_000.3, []
-    for gap, rt in steps:
+@given(_sends, st.lists(st.floats(0.0, 30.0), max_size=5), st.integers(0, 500))
+def test_deltas_equal_locusts_one_by_one(steps, cuts, size):
+    t, done = T0, []
+    for gap, us, failed in steps:
         t += gap
-        done.append((t, rt))
-    reference = _one_by_one(done, size)
-    batched = _fresh(done[0][0])
-    i = 0
-    with mock.patch("locust.stats.time.time", return_value=done[0][0]):
-        for n in cuts * 100:                      # the same requests, cut into batches
-            if i >= len(done):
-                break
-            log_batch(batched, "SSB", "SEND", done[i:i + n], size)
-            i += n
-    assert _state(batched) == _state(reference)
+        done.append((t, us, failed))
+    reference = RequestStats()
+    for end, us, failed in done:
+        second = int((int(end / BS) + 0.5) * BS)          # its recording bucket's second
+        with mock.patch("locust.stats.time.time", return_value=second + 0.5):
+            if failed:
+                reference.log_error("SSB", "SEND", "RuntimeError: no")
+                for e in (reference.total, reference.entries[("SEND", "SSB")]):
+                    e.num_requests += 1
+                    e.num_reqs_per_sec[second] += 1
+                    e.total_content_length += size
+            else:
+                reference.log_request("SSB", "SEND", us / 1000.0, size)
+    rec, merged = Recorder(1, bucket_seconds=BS), RequestStats()
+    for end, us, failed in done:
+        rec.record(end, us / 1e6, RuntimeError("no") if failed else None)
+    seq = 0
+    for cut in sorted(cuts) + [None]:                  # the deltas cut the SENDs anywhere
+        seq += 1
+        log_delta(merged, delta(rec, seq, now=None if cut is None else T0 + cut, final=cut is None), size)
+    assert _state(merged) == _state(reference)
+    errors = {e.error: e.occurrences for e in merged.errors.values()}
+    assert errors == ({"RuntimeError: no": sum(f for *_, f in done)} if any(f for *_, f in done) else {})
+    last = max(end for end, *_ in done)
+    assert merged.total.last_request_timestamp == pytest.approx((int(last / BS) + 1) * BS)
 
 
-def test_an_empty_batch_logs_nothing():
+def test_an_empty_delta_logs_nothing():
     stats = RequestStats()
-    log_batch(stats, "SSB", "SEND", [], 100)
+    log_delta(stats, delta(Recorder(1), 1, final=True), 100)
     assert stats.total.num_requests == 0 and not stats.entries
-
-
-def test_overlapping_batches_keep_the_latest_completion_and_count_each_second():
-    stats = RequestStats()
-    log_batch(stats, "SSB", "SEND", [(100.2, 1.0), (101.5, 2.0)], 10)
-    log_batch(stats, "SSB", "SEND", [(100.9, 3.0)], 10)     # another user's earlier SEND, reported later
-    e = stats.entries[("SEND", "SSB")]
-    assert e.last_request_timestamp == 101.5 and dict(e.num_reqs_per_sec) == {100: 2, 101: 1}
-    assert (e.num_requests, e.min_response_time, e.max_response_time, e.total_content_length) == (3, 1.0, 3.0, 30)

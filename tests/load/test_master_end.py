@@ -23,11 +23,11 @@ SCENARIOS = textwrap.dedent("""
     from harness.load.master import MasterSide
     from harness.load.placement import Slot
 
-    def master(single):
+    def master(headless):
         m = MasterSide.__new__(MasterSide)   # no Locust, no controller: the end's logic only
         m.runner = SimpleNamespace(user_count=3, clients={"c1": SimpleNamespace(state="stopping")})
-        m.plan, m.phase, m.facts = SimpleNamespace(single=single, swarm_id="s"), "stopping", {}
-        m.headless = single                      # a single swarm is headless; the web UI's is not
+        m.plan, m.merge, m.phase, m.facts = SimpleNamespace(swarm_id="s"), None, "stopping", {}
+        m.headless = headless                    # a run's master is headless; the web UI's is not
         m.placed = {"c1": Slot(initiator=1, worker=1, users=3, first_user=1)}
         m.recorded, m.forwarding, m._ending, m._timer = set(), set(), False, None
         ended = []
@@ -37,7 +37,7 @@ SCENARIOS = textwrap.dedent("""
 
     def scenarios():
         # headless: ends once the users are stopped and the recording is in, before test_stop
-        m, ended = master(single=True)
+        m, ended = master(headless=True)
         m._on_test_stopping()
         gevent.sleep(0.2)
         assert ended == [], "ended while users still ran"
@@ -52,20 +52,19 @@ SCENARIOS = textwrap.dedent("""
         assert ended == ["collected"], "ended twice"
 
         # the web UI's swarm: only Locust's test_stop ends it
-        m, ended = master(single=False)
+        m, ended = master(headless=False)
         m.runner.user_count = 0
         m.recorded.add(m.placed["c1"].name)
         m._on_test_stopping()
         gevent.sleep(0.2)
         assert ended == [], "a web swarm ended early"
+        assert m.facts["stop_requested"], "the web UI's Stop does not end its window"
         m._on_test_stop()
         gevent.sleep(0.1)
         assert ended == ["collected"], ended
 
-        # a run's series (a headless master kept for the run, its plans not single) ends each
-        # swarm as early as a single one ...
-        m, ended = master(single=False)
-        m.headless = True
+        # a run's master ends each swarm as early ...
+        m, ended = master(headless=True)
         m.runner.user_count = 0
         m.recorded.add(m.placed["c1"].name)
         m._on_test_stopping()
@@ -85,8 +84,8 @@ SCENARIOS = textwrap.dedent("""
         assert opened == [(4, 50.0), "spawned"] and m.opened, opened
         # the window's timer stops the swarm, and the swarm's end kills that timer: Locust's stop
         # (it waits for the workers' users, then fires test_stop) must go on all the same
-        m, ended = master(single=False)
-        m.headless, m.phase, fired = True, "running", []
+        m, ended = master(headless=True)
+        m.phase, fired = "running", []
         m.runner.stop = lambda: (gevent.sleep(0.3), fired.append("test_stop"))
         m._timer = gevent.spawn(m.stop_swarm)
         gevent.sleep(0.05)
@@ -98,7 +97,7 @@ SCENARIOS = textwrap.dedent("""
         # can delay a worker that still sends its recording, which is awaited MISSING_GRACE_S
         import time
         from harness.load.master import MISSING_GRACE_S
-        m, ended = master(single=True)
+        m, ended = master(headless=True)
         m.runner.clients["c1"].state, m.lost = "missing", set()
         m._on_test_stopping()                    # the stop: now
         m.runner.user_count = 0                  # Locust counts no users on a missing worker
@@ -107,7 +106,7 @@ SCENARIOS = textwrap.dedent("""
         m.recorded.add(m.placed["c1"].name)      # it came after all
         gevent.sleep(0.2)
         assert ended == ["collected"], ended
-        m, ended = master(single=True)
+        m, ended = master(headless=True)
         m.runner.clients["c1"].state, m.lost = "missing", set()
         m.facts["stop_requested"] = time.time() - MISSING_GRACE_S - 1
         assert not m._awaited(), "a missing worker awaited beyond the grace"
@@ -119,14 +118,16 @@ SCENARIOS = textwrap.dedent("""
         del m.runner.clients["c1"]
         assert not m._awaited(), "a worker Locust removed is not awaited"
 
-        # a worker that sent its recording and quit at once (Locust removes it from its
-        # clients) while the master still forwards that recording: awaited until it is in
-        m, ended = master(single=True)
+        # a worker that sent its last delta and quit at once (Locust removes it from its
+        # clients) while the master still forwards its recording: awaited until it is in
+        m, ended = master(headless=True)
         m.runner.user_count = 0
         posting = gevent.event.Event()
-        m._of_this_swarm = lambda cls, msg, dropped="": (msg, m.placed["c1"])
+        m.merge = SimpleNamespace(swarm_id="s", slots={"i1.w1": SimpleNamespace(initiator=1, worker=1)},
+                                  recording=lambda name: {}, live=None)
         m._post = lambda route, rec, timeout=30: (posting.wait(), {"ok": True})[1]
-        gevent.spawn(m._on_recording, None, "the recording")
+        m.forwarding.add("i1.w1")                # as the last delta's handler does, before it spawns
+        gevent.spawn(m._forward_recording, "i1.w1")
         gevent.sleep(0.05)
         del m.runner.clients["c1"]               # the worker quit
         m._on_test_stopping()
@@ -136,32 +137,22 @@ SCENARIOS = textwrap.dedent("""
         gevent.sleep(0.3)
         assert ended == ["collected"] and m.recorded == {m.placed["c1"].name}, (ended, m.recorded)
 
-        # a worker whose claim comes after its headless swarm was placed has no slot: it is
-        # told to quit, once
+        # a worker without a slot in this swarm is kept for the next one, never told to quit
         from harness.load.protocol import Claim
-        m, ended = master(single=True)
+        m, ended = master(headless=True)
         m.phase, m.claims, m.unslotted, sent = "running", {}, set(), []
         m.runner.send_message = lambda kind, data, client_id: sent.append((kind, client_id))
         late = SimpleNamespace(node_id="c9", data=Claim(initiator=3, host="h", pid=9).to_wire())
         m._on_claim(None, late)
-        m._on_claim(None, late)
-        assert sent == [("quit", "c9")], sent
-        m._on_claim(None, SimpleNamespace(node_id="c1", data=Claim(initiator=1, host="h", pid=1).to_wire()))
-        assert sent == [("quit", "c9")], "a placed worker's claim told it to quit"
-        # a series' master keeps a worker without a slot for its next swarm
-        m, ended = master(single=False)
-        m.phase, m.claims, m.unslotted, sent = "running", {}, set(), []
-        m.runner.send_message = lambda kind, data, client_id: sent.append((kind, client_id))
-        m._on_claim(None, late)
         m._no_slot("c9")
-        assert sent == [], f"a series' idle worker was told to quit: {sent}"
+        assert sent == [], f"an idle worker was told to quit: {sent}"
 
         # the "ended" status carries Locust's CSVs; a heartbeat posting while it is under way
         # must not post "ended" without them (the controller keeps the first "ended")
         import harness.load.master as master_module
         master_module._locust_csv = lambda env: {"stats_csv": "csv"}
-        m, ended = master(single=True)
-        m.env, m._progress, m._progress_busy = None, [], False
+        m, ended = master(headless=True)
+        m.env, m.merge = None, SimpleNamespace(live=None)
         m.runner.quit = lambda: None
         m.recorded.add(m.placed["c1"].name)
         posted = []
@@ -173,7 +164,7 @@ SCENARIOS = textwrap.dedent("""
             return {}
         m._post = post
         master_module.MasterSide._collect_and_end(m)
-        assert m.phase == "ended" and ("ended", True) in posted, posted
+        assert m.plan is None and ("ended", True) in posted, posted
         assert ("ended", False) not in posted, f"an ended status without Locust's CSVs: {posted}"
 
     # the interpreter's shutdown would wait on what importing the master started: exit at once

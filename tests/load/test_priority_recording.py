@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from harness.load.recorder import Recorder
+from support.recording import write_recording
 from harness.load.window import merge_workers
 from harness.matrix import high_priority_slot
 from harness.results import Histogram, build_repetition_summary
@@ -40,7 +41,7 @@ def test_priority_histograms_cut_to_the_window_and_merged(tmp_path):
                 rec.record(t, ms / 1000, None, priority=prio)
         rec.record(100.3, 0.001, RuntimeError("refused"), priority="high")   # an error: no latency
         rec.record(100.3, 0.004, None)              # a SEND without priority (no axis): overall only
-        files.append(rec.write(tmp_path))
+        files.append(write_recording(rec, tmp_path))
     assert set(json.loads(files[0].read_text())["priority"]) == {"high", "normal"}
     wd = merge_workers(files, 100.0, 102.0)
     high, normal = wd.latency_by_priority["high"], wd.latency_by_priority["normal"]

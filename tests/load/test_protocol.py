@@ -8,7 +8,7 @@ import json
 import msgpack
 import pytest
 
-from harness.load.protocol import (LOCUST_TYPES, VERSION, Assignment, Claim, Command, Failure, Notice, Progress,
+from harness.load.protocol import (LOCUST_TYPES, VERSION, Assignment, Claim, Command, Delta, Failure, Notice,
                                    ProtocolError, Recording, Status, SwarmPlan, SwarmRequest)
 from harness.load.spec import SwarmSpec
 
@@ -17,17 +17,15 @@ SPEC = SwarmSpec(sender_specs={"1": {"kind": "embedded", "conninfo": "host=/tmp"
 
 MESSAGES = [
     SwarmRequest(users=8, spawn_rate=2.5, form={"initiators": 2, "dialogs": "shared"}),
-    SwarmPlan(spec=SPEC, users={"1": 3}, workers_per_initiator=2, warmup_seconds=1, measure_seconds=2, single=False),
+    SwarmPlan(spec=SPEC, users={"1": 3}, workers_per_initiator=2, warmup_seconds=1, measure_seconds=2,
+              live_window=[1, 2]),
     SwarmPlan(error="the target is down"),
     Status(swarm_id="abc", phase="running", facts={"spawn_complete": 1.5, "workers": {"i1.w1": {"host": "h"}}}),
     Command(stop=True), Failure(swarm_id="abc", what="lost", text="gone", slot="i1.w2"), Notice(text="hi"),
     Claim(initiator=1, worker=None, host="h", pid=7),
     Assignment(spec=SPEC, initiator=1, worker=2, users=1, first_user=2),
     Recording(swarm_id="abc", initiator=1, worker=2, data={"buckets": {"1": {"5": 2}}}),
-    Progress(swarm_id="abc", initiator=2, worker=1, seq=3, final=True, bucket_seconds=0.1,
-             buckets={"17000000001": [[812, 1200], [3, 1]]}, errors={"17000000001": 1},
-             corrected={"17000000001": [[900], [4]]}, users=5, host="client-a",
-             samples=[[1.7e9, 12.5, 40.0, 21.5, 5.4e9]], spawn_complete=1.7e9, stop_requested=None),
+    Status(swarm_id="abc", phase="ended", live={"sends": [[1, 1, "measure", 5]], "quantiles": {}}),
 ]
 
 
@@ -62,6 +60,20 @@ def test_no_message_field_carries_a_password():
         assert "password" not in json.dumps(msg.to_wire()).lower()
 
 
-def test_progress_travels_on_its_own_locust_message_type():
-    assert LOCUST_TYPES["progress"] == "ssbench_progress"
+DELTA = Delta(swarm_id="abc", initiator=2, worker=1, seq=3, final=True, bucket_seconds=0.1, host="client-a", pid=7,
+              buckets={17000000001: {812: 3, 1200: 1}}, errors={17000000001: 1}, corrected={17000000001: {900: 4}},
+              priority={"high": {17000000001: {812: 3}}}, slow=[[1.7e9, 1_200_000]], error_kinds={"E: no": 1},
+              users=5, samples=[[1.7e9, 12.5, 40.0, 21.5, 5.4e9]], user_spans={0: [1.7e9, 1.7e9, 4]},
+              sends_cut_at_stop=1)
+
+
+def test_a_delta_travels_as_locust_carries_it_integer_keys_included():
+    """Locust's own wire form (its rpc Message: msgpack, ``strict_map_key=False``)."""
+    wire = msgpack.unpackb(msgpack.packb(DELTA.to_wire()), raw=False, strict_map_key=False)
+    assert Delta.from_wire(wire) == DELTA
+    assert "password" not in json.dumps(DELTA.to_wire(), default=str).lower()
+
+
+def test_every_worker_message_travels_on_its_own_locust_message_type():
+    assert LOCUST_TYPES["delta"] == "ssbench_delta" and "recording" not in LOCUST_TYPES
     assert len(set(LOCUST_TYPES.values())) == len(LOCUST_TYPES)

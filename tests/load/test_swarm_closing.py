@@ -1,7 +1,7 @@
-"""Swarm.wait_closed: the swarms Swarm.run_one ended exit in the background (their Locust
-master's quit and shutdown), and wait_closed joins every one of them: the next swarm's start
-before its warm-up, and a run's end, so no repetition is measured beside an exiting swarm and
-every log is whole when the run returns."""
+"""Swarm.wait_closed: the masters a series closed exit in the background (their Locust master's
+quit and shutdown), and wait_closed joins every one of them: the next master's start, and a
+run's end, so no repetition is measured beside an exiting swarm and every log is whole when the
+run returns."""
 
 from __future__ import annotations
 

@@ -22,7 +22,6 @@ import pytest
 
 from harness.collectors.base import Sample
 from harness.errors import UserError
-from harness.load.protocol import Progress
 from harness.metrics import EndpointSettings, LiveState, Metrics
 from harness.metrics.server import Endpoint
 from support import machine
@@ -257,8 +256,7 @@ def test_off_loopback_with_tls_needs_the_web_login_or_the_token_and_exposes_no_s
         feed.tick([Sample(ts=time.time(), family="broker", metric="sends_per_s",
                           key=f"Broker Statistics;password={secret}", value=1.0),
                    Sample(ts=time.time(), family="waits", metric="wait_ms_per_s", key=f"WAIT;pwd={secret}", value=3.0)])
-        feed.progress(Progress(swarm_id="s", initiator=1, worker=1, host=f"h;token={secret}", users=1,
-                               samples=[[time.time(), 1, 2, 3, 4]]))
+        feed.client({"workers": [[1, 1, f"h;token={secret}", 1, [time.time(), 1, 2, 3, 4]]]})
         port = endpoint.metrics.endpoint.port
         refused = [scrape(),
                    scrape({"Authorization": "Basic " + base64.b64encode(b"prom:not-the-password").decode()}),

@@ -1,10 +1,10 @@
-"""harness.metrics.live and .families without processes: real recorders, their real Progress
-deltas and recordings, the real window merge; the exposition written by prometheus_client and
-read back by its parser.
+"""harness.metrics.live and .families without processes: real recorders, their real deltas, the
+master's real merge (harness.load.merge) and its recordings, the real window merge; the
+exposition written by prometheus_client and read back by its parser.
 
-The central property: whatever the SENDs, however the worker's Progress messages cut them, and
-whenever the window becomes known, the live counts and latency of the measured window are the
-summary's (harness.load.window.merge_workers over the recordings), exactly."""
+The central property: whatever the SENDs, however the workers' deltas cut them, and whenever
+the window becomes known, the live counts and latency of the measured window are the summary's
+(harness.load.window.merge_workers over the recordings), exactly."""
 
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.collectors.base import Sample
-from harness.load.protocol import Progress
+from harness.load.merge import Buckets, SwarmMerge
+from harness.load.protocol import Delta, SwarmPlan
 from harness.load.recorder import Recorder
+from harness.load.spec import SwarmSpec
 from harness.load.window import merge_workers
 from harness.metrics import LiveState
 from harness.metrics.families import METRICS, SsbenchCollector, exposed_names
-from harness.metrics.live import Buckets
 from harness.results import Histogram
+from support.recording import delta
 
 T0 = 1_700_000_000.0     # epoch seconds, on a bucket boundary
 
@@ -46,21 +48,19 @@ def scrape(live: LiveState) -> dict[str, list]:
     return out
 
 
-def progress_of(rec: Recorder, seq: int, spawn: float | None, now: float | None = None, final: bool = False,
-                **kw) -> Progress:
-    """The worker's Progress at ``now`` (the last one: ``final``), through its wire form and
-    back (as the master forwards it)."""
-    p = Progress(swarm_id="s", initiator=rec.initiator, worker=rec.worker, seq=seq, bucket_seconds=rec.bucket_seconds,
-                 users=len(rec.users), host="client-a", spawn_complete=spawn, final=final,
-                 **rec.take_progress(now=now, final=final), **kw)
-    return Progress.from_wire(json.loads(json.dumps(p.to_wire())))
+def merge_of(warmup: float, measure: float, now) -> SwarmMerge:
+    """The master's merge of a swarm whose live window is ``warmup``, ``measure`` (0: until the
+    stop), on the clock ``now()``."""
+    plan = SwarmPlan(spec=SwarmSpec(sender_specs={"1": {}, "2": {}}), users={"1": 1, "2": 1},
+                     live_window=[warmup, measure])
+    return SwarmMerge(plan, clock=now)
 
 
 @settings(max_examples=80, deadline=None)
 @given(a=sends, b=sends, cuts=st.lists(st.floats(0.0, 6.0), max_size=4), known_at=st.floats(0.0, 6.0),
        warmup=st.floats(0.0, 2.0), measure=st.floats(0.5, 3.0), spawn=st.floats(0.0, 1.0),
        until_stopped=st.booleans())
-# a Progress between the window's last bucket boundary and the stop, before the stop is known
+# a delta between the window's last bucket boundary and the stop, before the stop is known
 @example(a=[(1.005, 1000, False)], b=[], cuts=[1.01], known_at=0.0, warmup=0.0, measure=1.02, spawn=0.0,
          until_stopped=True)
 # a slow SEND started inside the window, completed after it: in the window's percentiles
@@ -69,49 +69,47 @@ def progress_of(rec: Recorder, seq: int, spawn: float | None, now: float | None 
 def test_live_window_equals_the_summary_window(tmp_path_factory, a, b, cuts, known_at, warmup, measure, spawn,
                                                until_stopped):
     """``until_stopped``: a window that ends when the swarm is stopped (the web UI, the backlog
-    fill), at ``spawn + measure``: the Progress messages carry the stop once it happened, and
-    reach the controller at the time they cut the SENDs (its clock)."""
+    fill), at ``spawn + measure``: the master knows the stop once it happened; the deltas are
+    taken at the cuts (the workers' clock, the master's)."""
     tmp = tmp_path_factory.mktemp("rec")
     live = LiveState(command="run")
     feed = live.repetition("run", "perm", 1)
     spawn_complete = T0 + spawn
     if until_stopped:
         warmup, stop = 0.0, spawn_complete + measure
-        feed.window(0.0, 0.0)
     else:
         stop = None
-        feed.window(warmup, measure)
+    feed.window(warmup, 0.0 if until_stopped else measure)
     now = [T0]
-    live.current.clock = lambda: now[0]
+    merge = merge_of(warmup, 0.0 if until_stopped else measure, lambda: now[0])
     recs = {1: Recorder(1, bucket_seconds=0.1), 2: Recorder(2, bucket_seconds=0.1)}
-    for r in recs.values():
-        r.track_progress()
     events = sorted([(t, 1, us, err) for t, us, err in a] + [(t, 2, us, err) for t, us, err in b])
-    cut_times = sorted(cuts) + [7.0]   # the last one (the final Progress) knows the window
+    cut_times = sorted(cuts) + [7.0]   # the last one (the final delta) knows the window
     seq, i = 0, 0
-    for cut in cut_times:           # the Progress messages cut the SENDs anywhere
+    for cut in cut_times:           # the deltas cut the SENDs anywhere
         while i < len(events) and events[i][0] < cut:
             t, ini, us, err = events[i]
             recs[ini].record(T0 + t, us / 1e6, RuntimeError("x") if err else None)
             i += 1
         now[0] = T0 + cut
-        stopped = {"stop_requested": stop} if stop is not None and now[0] >= stop else {}
+        seq += 1
+        merge.live.window(spawn_complete if cut >= known_at else None,
+                          stop if stop is not None and now[0] >= stop else None)
         for r in recs.values():
-            seq += 1
-            feed.progress(progress_of(r, seq, spawn_complete if cut >= known_at else None, now=now[0],
-                                      final=cut == cut_times[-1], **stopped))
+            assert merge.add(delta(r, seq, now=now[0], final=cut == cut_times[-1])) is None
+        feed.client(json.loads(json.dumps(merge.live.snapshot(final=cut == cut_times[-1]))))
     files = []
-    for r in recs.values():
-        files.append(r.write(tmp))
+    for name in merge.slots:
+        files.append(tmp / f"{name}.json")
+        files[-1].write_text(json.dumps(merge.recording(name)))
     start = spawn_complete + warmup
     wd = merge_workers(files, start, start + measure)
-    rep = live.current
-    rep.settle()
-    assert rep.exact.get("measure", Histogram()).counts == wd.latency.counts
-    assert sum(n for (_, _, ph), n in rep.sends.items() if ph == "measure") == wd.count
-    assert sum(rep.sends.values()) == wd.sends_total
-    assert sum(rep.errors.values()) == wd.errors_total
-    assert sum(n for (_, _, ph), n in rep.errors.items() if ph == "measure") == wd.errors_window
+    fig = merge.live
+    assert fig.exact.get("measure", Histogram()).counts == wd.latency.counts
+    assert sum(n for (_, _, ph), n in fig.sends.items() if ph == "measure") == wd.count
+    assert sum(fig.sends.values()) == wd.sends_total
+    assert sum(fig.errors.values()) == wd.errors_total
+    assert sum(n for (_, _, ph), n in fig.errors.items() if ph == "measure") == wd.errors_window
     got = scrape(live)
     q = {s[0]["quantile"]: s[1] for s in got.get("ssbench_send_latency_quantile_seconds", [])
          if s[0]["phase"] == "measure"}
@@ -124,7 +122,8 @@ def test_live_window_equals_the_summary_window(tmp_path_factory, a, b, cuts, kno
         assert sum(counts) == wd.count
     else:
         assert q == {}
-
+    total = sum(v for _, v in got.get("ssbench_sends_total", []))
+    assert total == wd.sends_total
 
 
 def test_histogram_buckets_are_cumulative_and_a_bound_is_inside_its_bucket():
@@ -194,24 +193,25 @@ def test_sampler_ticks_become_gauges_with_bounded_labels():
 
 
 def test_a_workers_counters_start_at_zero_so_a_phase_reached_in_one_step_shows_a_rise():
-    """Seen once in CI: a 2 s measured phase reached the endpoint in one Progress step, its
-    series appeared at its total and Prometheus's rate() over it was 0 throughout. Every known
+    """Seen once in CI: a 2 s measured phase reached the endpoint in one step, its series
+    appeared at its total and Prometheus's rate() over it was 0 throughout. Every known
     worker's SEND and error counters are exposed from 0 in every phase before any SEND."""
     live = LiveState(command="run")
     feed = live.repetition("run", "perm", 1)
     feed.window(1.0, 2.0)
+    merge = merge_of(1.0, 2.0, lambda: T0 + 9.0)
     rec = Recorder(1, bucket_seconds=0.1)
-    rec.track_progress()
-    live.current.clock = lambda: T0 + 0.5
-    feed.progress(progress_of(rec, 1, None, now=T0 + 0.5))        # the worker is known, no SEND yet
+    merge.add(delta(rec, 1, now=T0 + 0.5))                      # the worker is known, no SEND yet
+    feed.client(merge.live.snapshot())
     first = scrape(live)
     for name in ("ssbench_sends_total", "ssbench_send_errors_total"):
         assert sorted((lab["phase"], v) for lab, v in first[name]) == \
             [("drain", 0.0), ("measure", 0.0), ("warmup", 0.0)], name
     for i in range(30):                                            # the whole measured phase at once
         rec.record(T0 + 1.05 + i * 0.05, 0.001, None)
-    live.current.clock = lambda: T0 + 9.0
-    feed.progress(progress_of(rec, 2, T0, now=T0 + 9.0, final=True, stop_requested=T0 + 3.0))
+    merge.live.window(T0, T0 + 3.0)
+    merge.add(delta(rec, 2, final=True))
+    feed.client(merge.live.snapshot(final=True))
     second = {lab["phase"]: v for lab, v in scrape(live)["ssbench_sends_total"]}
     assert second == {"warmup": 0.0, "measure": 30.0, "drain": 0.0}
 
@@ -248,8 +248,10 @@ def test_no_secret_reaches_a_label():
     feed = live.repetition("r", "p", 1)
     feed.tick(tick(T0, ("broker", "sends_per_s", f"Broker Statistics;password={secret}", 1),
                    ("waits", "wait_ms_per_s", f"WAIT;pwd={secret}", 3)))
-    feed.progress(Progress(swarm_id="s", initiator=1, worker=1, host=f"h;token={secret}", users=1,
-                           samples=[[T0, 1, 2, 3, 4]]))
+    merge = merge_of(0.0, 1.0, lambda: T0)
+    merge.add(Delta(swarm_id="s", initiator=1, worker=1, seq=1, host=f"h;token={secret}", users=1,
+                    samples=[[T0, 1, 2, 3, 4]]))
+    feed.client(merge.live.snapshot())
     text = generate_latest(_registry(live)).decode()
     assert secret not in text
     assert "PWD=***" in text and "password=***" in text and "token=***" in text

@@ -6,8 +6,9 @@ real Prometheus scrapes it every 0.5 s with the token. Then:
 
 * the endpoint-vs-summary equality test: at the end of each repetition the endpoint's totals
   (SENDs per phase and per worker, errors, the exact window percentiles, the histogram counts,
-  the accounting, the status) are the summary's, and its last gauges are samples.jsonl's last
-  rows (needs no Prometheus);
+  the accounting, the status) are the summary's and Locust's own statistics' (its
+  locust_stats.csv: one stream of figures, merged once in the master), and its last gauges are
+  samples.jsonl's last rows (needs no Prometheus);
 * Prometheus's HTTP API finds the SEND and receive rates, the queue depths and each
   repetition's message total;
 * every query of dashboards/ssbench.json returns data from that Prometheus (the one panel that
@@ -16,6 +17,7 @@ real Prometheus scrapes it every 0.5 s with the token. Then:
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -153,6 +155,12 @@ def test_endpoint_totals_equal_the_summaries(observed):
         assert total(rows, "ssbench_sends_total", phase="measure", **p) == d["send_latency_ms"]["count"] > 0
         assert total(rows, "ssbench_send_latency_seconds_count", phase="measure", **p) == d["send_latency_ms"]["count"]
         assert total(rows, "ssbench_send_errors_total", **p) == d["errors"]
+        # Locust's statistics (its web UI, console and CSV) count the same SENDs and failures
+        [locust] = [r for r in csv.DictReader((observed["out"] / perm / "rep-01" / "locust_stats.csv").open())
+                    if r["Name"] == "Aggregated"]
+        assert (int(locust["Request Count"]), int(locust["Failure Count"])) == (
+            total(rows, "ssbench_sends_total", **p) + total(rows, "ssbench_send_errors_total", **p),
+            total(rows, "ssbench_send_errors_total", **p)) == (d["messages_sent_client"] + d["errors"], d["errors"])
         for w in d["workers"]:
             assert total(rows, "ssbench_sends_total", phase="measure", initiator=str(w["initiator"]),
                          worker=str(w["worker"]), **p) == w["sends"]

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.load.recorder import Recorder
+from support.recording import write_recording
 from harness.load.window import merge_workers
 from harness.results.histogram import Histogram
 
@@ -55,7 +56,7 @@ def test_window_keeps_only_whole_buckets_inside(tmp_path):
     for i in range(100):             # one SEND every 0.05 s from t=1000.0 to 1004.95
         rec.record(1000.0 + i * 0.05, 0.002, None)
     rec.record(1002.0, 0.5, RuntimeError("boom"))
-    f = rec.write(tmp_path)
+    f = write_recording(rec, tmp_path)
     wd = merge_workers([f], 1001.0, 1003.0)
     assert (wd.start, wd.end) == (1001.0, 1003.0)
     assert wd.count == 40 and wd.rate == 20.0
@@ -75,6 +76,6 @@ def test_window_counts_users_that_were_sending(tmp_path):
         rec.record(1000.0 + i * 0.1, 0.001, None, u1)
     rec.record(1000.5, 0.001, None, u2)                   # u2: stopped before the window
     # u3: registered, never completed a SEND (stuck connecting)
-    wd = merge_workers([rec.write(tmp_path)], 1001.0, 1003.0)
+    wd = merge_workers([write_recording(rec, tmp_path)], 1001.0, 1003.0)
     assert wd.users_spawned == 4
     assert wd.users_active == 2

@@ -4,11 +4,13 @@ from a test, without a matrix: :func:`run_swarm`."""
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from pathlib import Path
 
 from harness.load.protocol import SwarmPlan
 from harness.load.spec import SwarmSpec
-from harness.load.swarm import Swarm, SwarmResult
+from harness.load.series import SwarmSeries
+from harness.load.swarm import SwarmResult
 
 from . import pythonpath_env
 
@@ -32,7 +34,8 @@ def run_swarm(sender_specs: dict[str, dict], out: Path, users: int | dict[str, i
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = pythonpath_env()["PYTHONPATH"]
     try:
-        res = Swarm.run_one(plan, Path(out), spawn_rate, on_started=on_started)
+        with closing(SwarmSeries(Path(out))) as series:
+            res = series.run(plan, Path(out), spawn_rate, on_started=on_started)
     finally:
         if old is None:
             os.environ.pop("PYTHONPATH", None)

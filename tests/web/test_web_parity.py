@@ -3,7 +3,7 @@ session does too: a ramp-down to fewer users stops the surplus users after their
 (the client's count equals the database's, nothing cut), the per-worker figures are in the
 summary, and the run lock keeps a headless run off the target while the web UI holds it.
 ``ssbench web --metrics-port``: the session's live metrics come from the same swarm and
-repetition as a headless run's (the workers' Progress through the web UI's long-lived master, the
+repetition as a headless run's (the live figures of the web UI's long-lived master's merge, the
 session's sampler), and once the session is saved its committed figures are its summary's.
 
 Real processes: one ``ssbench web`` session (a Locust master with the web UI and two local
