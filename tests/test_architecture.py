@@ -70,7 +70,7 @@ MAX_DOCSTRING_LINES = 20
 #: module docstrings still over the limit, to be trimmed (issue 53, item 4); do not add to it
 LONG_DOCSTRINGS_TO_TRIM = frozenset({
     "harness/gate/interleave.py", "harness/load/auth.py", "harness/load/hubloop.py",
-    "harness/load/locustfile.py", "harness/load/master.py", "harness/load/offload.py",
+    "harness/load/locustfile.py", "harness/load/master.py", "harness/load/blocking.py",
     "harness/load/protocol.py", "harness/load/swarm.py", "harness/load/worker.py",
     "harness/metrics/live.py", "harness/repetition.py", "harness/saturate.py",
     "harness/web/auth.py", "harness/web/launcher.py", "harness/web/locust_plugin.py",

@@ -8,7 +8,7 @@ callback finishes the SEND, times it and begins the next one (or arms a timer fo
 slot, open loop): per SEND, one callback and the driver's own calls, as pgbench does with its
 ``select`` loop over its clients. Each user is still one connection in a closed loop (or on its
 own slots of the schedule); the user's greenlet takes the finished SENDs in batches
-(:meth:`take`) and reports them, exactly like :class:`harness.load.offload.SendLoop`, whose
+(:meth:`take`) and reports them, exactly like :class:`harness.load.blocking.SendLoop`, whose
 interface this class shares (``start``, ``stop``, ``take``, ``done``, ``wait_done``,
 ``started``, ``gave_up``, ``crashed``).
 
@@ -29,7 +29,7 @@ import time
 
 import gevent
 
-from harness.load.offload import wait_until
+from harness.load.blocking import wait_until
 
 _perf, _time = time.perf_counter, time.time
 

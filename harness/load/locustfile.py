@@ -11,7 +11,7 @@ Each user's SENDs run in one of two loops, for the whole swarm:
   (``Sender.paths.pump``: the embedded target's libpq): gevent's hub watches
   the connection and its socket callback finishes one SEND and begins the next, with no greenlet
   switch per SEND, as pgbench's ``select`` loop does;
-* :class:`harness.load.offload.SendLoop`, for a blocking driver (pyodbc), a finite dialog
+* :class:`harness.load.blocking.SendLoop`, for a blocking driver (pyodbc), a finite dialog
   lifetime (each SEND depends on the previous one's result), or the spec's ``send_mode``
   ``thread``: a real OS thread per user loops over SENDs.
 
@@ -23,7 +23,7 @@ user (the swarm's end, the web UI's Stop or a ramp-down to fewer users), ``on_st
 loop after the SEND in flight and reports it, so a SEND the database committed is never left
 uncounted; one still running after :data:`QUIESCE_S` is counted as cut
 (``messages_sent_client_cut``). Connecting, the dialog lookup and closing run on gevent's hub
-threadpool (:class:`harness.load.offload.Offload`); a failed connect is recorded as an error
+threadpool (:class:`harness.load.blocking.Offload`); a failed connect is recorded as an error
 with its message and retried with back-off, like a failed SEND.
 
 With a ``rate`` in the spec the loop is open: each user SENDs at its slots of the initiator's
@@ -43,7 +43,7 @@ from locust.exception import StopUser
 from harness.alternation import member_at
 from harness.load import master, worker
 from harness.load.hubloop import HubLoop
-from harness.load.offload import SendLoop
+from harness.load.blocking import SendLoop
 from harness.load.pacing import Schedule
 from harness.matrix import high_priority_slot
 from harness.targets.base import sender_factory

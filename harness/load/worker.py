@@ -32,7 +32,7 @@ import gevent
 from gevent.event import Event
 
 from .auth import WorkerAuth, token_from_env
-from .offload import Offload
+from .blocking import Offload
 from .protocol import LOCUST_TYPES, WELCOME, Assignment, Claim, Delta, Failure
 from .recorder import Recorder
 from .spec import SwarmSpec

@@ -78,6 +78,7 @@ def test_tiny_matrix_end_to_end(tiny):
 
     s = summaries(out)
     assert set(s) == {"i2-t2-per_thread-p100-durable", "i2-t2-trick150-p100-durable"}
+    waited = []   # a short window on an idle moment may see no wait: the run as a whole does
     for p in out.glob("*/rep-*/summary.json"):
         d = read_summary(p)
         assert d["messages_lost"] == 0, d
@@ -88,7 +89,7 @@ def test_tiny_matrix_end_to_end(tiny):
         assert d["users_expected"] == d["users_spawned"] == d["users_active"] == 4, d
         assert d["send_latency_ms"]["p50"] > 0 and d["e2e_latency_ms"]["p99"] >= d["e2e_latency_ms"]["p50"]
         assert d["activation_tasks_started"] >= 1
-        assert d["top_waits"], "no waits sampled"
+        waited.append(bool(d["top_waits"]))
         rep = p.parent
         samples = [json.loads(line) for line in (rep / "samples.jsonl").read_text().splitlines()]
         fams = {x["family"] for x in samples}
@@ -106,6 +107,7 @@ def test_tiny_matrix_end_to_end(tiny):
         assert sum(lat["send"].values()) == d["send_latency_ms"]["count"]
         assert (rep / "locust_stats.csv").exists()
         assert (rep / "locust-master.log").exists() and (rep / "locust-worker-i1-w1.log").exists()
+    assert any(waited), "no waits sampled in any repetition"
     # one master and its workers served the run's swarms (harness.load.series): Locust's own
     # summary, printed as that master exits, is whole in the run's logs once the run has returned
     assert "Aggregated" in (out / ".locust" / "locust-master.log").read_text()

@@ -53,7 +53,7 @@ def senders(target):
 def _loops(senders, pacers=None, **kw):
     """One loop per sender; after an error the loop SENDs through the blocking ``send`` on the
     hub's threadpool, as a Locust user's loop does."""
-    from harness.load.offload import Offload
+    from harness.load.blocking import Offload
 
     off = Offload(maxsize=16)
     loops = []

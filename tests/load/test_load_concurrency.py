@@ -11,7 +11,7 @@ import time
 import gevent
 import pytest
 
-from harness.load.offload import Offload
+from harness.load.blocking import Offload
 from harness.load.window import merge_workers
 from support import sleep_sender
 from support.swarm import run_swarm

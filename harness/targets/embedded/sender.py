@@ -17,7 +17,7 @@ from psycopg import errors as pg_errors
 from psycopg.pq import ConnStatus, ExecStatus
 
 from ...errors import TargetError
-from ...native import allocate_lock
+from ...os_threads import allocate_lock
 from ..base import SendPaths, Sender
 from ._db import connect
 from .waits import SENDER_APP_PREFIX
@@ -42,7 +42,7 @@ class EmbeddedSender(Sender):
     A SEND that fails because the connection is lost raises; the next call reconnects (the SEND
     statement prepared again), backing off while the server is unreachable.
 
-    The lock that makes calls one at a time is the OS's own (:mod:`harness.native`): the OS
+    The lock that makes calls one at a time is the OS's own (:mod:`harness.os_threads`): the OS
     threads that call (the thread SEND loop, the hub's threadpool) block on it. While the hub
     drives the connection through :meth:`pump`, nothing else uses it."""
 

@@ -200,16 +200,16 @@ def drivers() -> list[str]:
 
 # --------------------------------------------------------------------------- watchdog
 
-# Native locks and threads (harness.native): SENDs run on real OS threads in a Locust worker, and
+# Native locks and threads (harness.os_threads): SENDs run on real OS threads in a Locust worker, and
 # a gevent lock or condition used from such a thread is a cross-thread wait (pyodbc through
 # psqlODBC, 4 users, null statement, one noisy 1 s window each: 389 SENDs/s before, 4,086 after).
-from ...native import allocate_lock as _allocate_lock, start_new_thread as _start_new_thread  # noqa: E402
+from ...os_threads import allocate_lock as _allocate_lock, start_new_thread as _start_new_thread  # noqa: E402
 
 
 class _Watchdog:
     """One OS thread running deadline callbacks (query timeouts) for the process.
 
-    Native locks only (:mod:`harness.native`). The thread is woken only when a new deadline comes
+    Native locks only (:mod:`harness.os_threads`). The thread is woken only when a new deadline comes
     before its own wake-up: with one query timeout for every call (the SEND path) that is
     almost never, so a call costs a lock and a heap push, no cross-thread wake-up. Cancelled
     entries are dropped lazily; the heap is rebuilt when they pile up, so its size stays
@@ -299,7 +299,7 @@ class Connection:
         self.query_timeout = query_timeout
         self.autocommit = autocommit
         self.driver_name = driver_name
-        self._lock = _allocate_lock()     # native (harness.native): callers are OS threads
+        self._lock = _allocate_lock()     # native (harness.os_threads): callers are OS threads
         self._guard = _allocate_lock()    # a call's end vs its timeout's cancel
         self._cursor: Any = None
         self._closed = False

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 
-from ...errors import TargetError
 from . import driver, ownership, tsql
 from .session import ServerSession
 from .topology import Instance

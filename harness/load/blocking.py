@@ -81,8 +81,8 @@ class Offload:
 # --------------------------------------------------------------------------- per-user send loop
 
 # Locust monkey-patches threading, so ``threading.Thread`` would be a greenlet: the loop's
-# thread and its locks are the OS's own (harness.native)
-from harness.native import allocate_lock as _allocate_lock, start_new_thread as _start_new_thread  # noqa: E402
+# thread and its locks are the OS's own (harness.os_threads)
+from harness.os_threads import allocate_lock as _allocate_lock, start_new_thread as _start_new_thread  # noqa: E402
 
 
 class SendLoop:
