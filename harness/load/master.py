@@ -154,6 +154,8 @@ class MasterSide:
                 first_user=s.first_user).to_wire(), client_id=cid)
         self.facts["workers"] = {s.name: {"host": self.claims[c].host, "pid": self.claims[c].pid, "client_id": c}
                                  for c, s in got.items()}
+        if self.merge is not None and self.merge.live is not None:
+            self.merge.live.place((s.initiator, s.worker, self.claims[c].host, s.users) for c, s in got.items())
         self._set_phase("spawning")
         return None
 

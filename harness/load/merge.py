@@ -189,6 +189,13 @@ class LiveFigures:
         if stop_requested is not None:
             self.w.stop_requested = float(stop_requested)
 
+    def place(self, slots) -> None:
+        """The swarm's placed slots, ``(initiator, worker, host, users)``: their counters are
+        exposed from zero before their first delta, so a scraper's rate sees the first SENDs."""
+        for i, w, host, users in slots:
+            self.workers.setdefault((int(i), int(w)), (host, int(users), None))
+        self.changed = True
+
     def add(self, d: Delta) -> None:
         self.w.bucket_seconds = float(d.bucket_seconds)
         slot = (int(d.initiator), int(d.worker))

@@ -216,6 +216,20 @@ def test_a_workers_counters_start_at_zero_so_a_phase_reached_in_one_step_shows_a
     assert second == {"warmup": 0.0, "measure": 30.0, "drain": 0.0}
 
 
+def test_a_placed_slots_counters_start_at_zero_before_its_first_delta():
+    """A slot is exposed from 0 once the master places it, not when its first delta (which may
+    carry a whole short window's SENDs under load) arrives."""
+    live = LiveState(command="run")
+    feed = live.repetition("run", "perm", 1)
+    feed.window(1.0, 2.0)
+    merge = merge_of(1.0, 2.0, lambda: T0 + 9.0)
+    merge.live.place([(1, 1, "host", 2)])
+    feed.client(merge.live.snapshot())
+    got = scrape(live)
+    assert sorted((lab["phase"], v) for lab, v in got["ssbench_sends_total"]) == \
+        [("drain", 0.0), ("measure", 0.0), ("warmup", 0.0)]
+
+
 def test_only_the_repetition_in_progress_and_the_last_committed_are_exposed():
     live = LiveState(command="run")
     live.begin_run("r", "m", "t")
