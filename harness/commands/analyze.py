@@ -107,21 +107,19 @@ def cmd_analyze(args) -> int:
         from ..analysis.job import find_runs
 
         print_runs([r for d in args.run_dirs for r in find_runs(d)], stream=sys.stderr)
-    print_answer(result.answer, args.json, path=result.index, diagnosis=result.diagnosis)
+    print_answer(result.answer, args.json, path=result.index)
     return 0
 
 
-def print_answer(answer, as_json: bool, path=None, stream=None, diagnosis=None) -> None:
+def print_answer(answer, as_json: bool, path=None, stream=None) -> None:
     """The end of ``ssbench analyze`` and ``ssbench bench``: the report's path and the key table
-    (harness.verdicts.answer), or the key table alone as JSON, with ``diagnosis`` (the
-    diagnosis table's rows, one per permutation) under ``"diagnosis"`` when given."""
+    (harness.verdicts.answer), or the answer as JSON (answer.json's document: the key table and
+    the diagnosis' rows)."""
     import json
 
     stream = stream or sys.stdout
     if as_json:
         doc = answer.to_json() if answer is not None else {"sections": []}
-        if diagnosis is not None:
-            doc["diagnosis"] = diagnosis                # the same rows answer.json holds
         print(json.dumps(doc, indent=2), file=stream)
         return
     if path is not None:

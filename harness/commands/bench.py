@@ -64,5 +64,7 @@ def cmd_bench(args) -> int:
     print(f"\nresults: {rd.path}", file=out)
     if result is not None:
         print(f"report:  {result.index}", file=out)
-    print_answer(result.answer if result is not None else run_answer(rd.path), args.json, diagnosis=rows(diags))
+    answer = result.answer if result is not None else run_answer(rd.path)
+    answer.diagnosis = rows(diags)       # the diagnosis the terminal printed, in --json too
+    print_answer(answer, args.json)
     return code
