@@ -129,14 +129,14 @@ VALUES: tuple[Metric, ...] = _unique(METRICS + tuple(m for ax in TECHNIQUE_AXES.
 VALUE_BY_NAME = {m.name: m for m in VALUES}
 
 
-def repetitions(row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The repetitions of a permutation row that count in verdicts, each as its values by name
-    (``<name>_values`` of the row; a name the row lacks is None)."""
+def repetitions(row: Mapping[str, Any], disturbed: bool = False) -> list[dict[str, Any]]:
+    """The repetitions of a permutation row that count in verdicts (``disturbed``: every measured
+    one), each as its values by name (``<name>_values`` of the row; a name it lacks is None)."""
     numbers = list(row.get("rep_numbers") or [])
     statuses = list(row.get("rep_statuses") or [None] * len(numbers))
     out = []
     for i, status in enumerate(statuses):
-        if not counts_in_verdicts(status):
+        if not (disturbed or counts_in_verdicts(status)):
             continue
         rep = {}
         for m in VALUES:
@@ -150,12 +150,13 @@ def engaged(axis: str, treatment: Mapping[str, Any], baseline: Mapping[str, Any]
             base_value: Any) -> tuple[bool | None, float | None, float | None]:
     """Did the axis' mechanism engage? (True / False / None: the axis has no such measure, or it
     was not recorded in every repetition), and the largest amount of it in a repetition of each
-    arm (technique, baseline): on the permutation rows' repetitions that count."""
+    arm (technique, baseline). Disturbed repetitions count here: a disturbance moves the timing,
+    not whether the mechanism engaged."""
     spec = TECHNIQUE_AXES[axis].engagement
     if spec is None:
         return None, None, None
-    t = [spec.amount(r, base_value) for r in repetitions(treatment)]
-    b = [spec.amount(r, base_value) for r in repetitions(baseline)]
+    t = [spec.amount(r, base_value) for r in repetitions(treatment, disturbed=True)]
+    b = [spec.amount(r, base_value) for r in repetitions(baseline, disturbed=True)]
     t_max = max(t) if t and None not in t else None
     b_max = max(b) if b and None not in b else None
     if t_max is None or (b_max is None and not spec.treatment_only):

@@ -113,6 +113,12 @@ def test_a_waitfor_comparison_where_no_task_started_or_ended_is_not_exercised():
     w50 = busy[1][1]
     w50[1]["activation_tasks_started_in_window"] = 1
     assert gains(*busy)[0]["verdict"] != NOT_EXERCISED
+    # a disturbed repetition is kept out of the verdict, not out of the engagement: the
+    # mechanism was at work in it all the same
+    w50[1]["status"] = "receive_stalled"
+    (g,) = gains(*busy)[:1]
+    assert g["exercised"] is True and g["engagement_value"] == 1 and g["n"] == 2
+    w50[1]["status"] = "ok"
     # a repetition without the record (an older summary): engagement unknown, never "not exercised"
     w50[1]["activation_tasks_started_in_window"] = None
     assert {r["exercised"] for r in gains(*busy)} == {None}
