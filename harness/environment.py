@@ -45,8 +45,6 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("SSBENCH_METRICS_PORT", "serve the live metrics endpoint on this port (run, bench, saturate, web; "
                                      "0: any free port; --metrics-port overrides; docs/monitoring.md)"),
     Variable("SSBENCH_METRICS_HOST", "the live metrics endpoint's address (--metrics-host overrides)", "127.0.0.1"),
-    Variable("SSBENCH_METRICS_TOKEN", "a bearer token (32+ characters) every scrape of the metrics endpoint must "
-                                      "carry once set; or the web UI's login off loopback", secret=True),
     Variable("SSBENCH_SPARK_DRIVER_MEMORY", "the Spark driver's memory for the analysis", "2g"),
     Variable("SSBENCH_SPARK_JAVA_OPTS", "the analysis JVM's options (replaces ssbench's own)"),
     Variable("SSBENCH_SPARK_CDS", "0: no class-data-sharing archive for the analysis JVM", "1"),

@@ -23,8 +23,8 @@ def add_metrics_arguments(p) -> None:
     (docs/monitoring.md)."""
     g = p.add_argument_group(
         "live metrics", "A Prometheus/OpenMetrics endpoint (GET /metrics), off by default; on loopback it is open, "
-                        "on any other address it needs $SSBENCH_METRICS_TOKEN (a bearer token) or the web UI's "
-                        "login ($SSBENCH_WEB_USER/$SSBENCH_WEB_PASSWORD). See docs/monitoring.md.")
+                        "on any other address it needs the web UI's login ($SSBENCH_WEB_USER/"
+                        "$SSBENCH_WEB_PASSWORD) as HTTP basic auth. See docs/monitoring.md.")
     g.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve live metrics on this port (0: any free port; default: $SSBENCH_METRICS_PORT, else off)")
     g.add_argument("--metrics-host", default=None, metavar="HOST",
@@ -39,12 +39,11 @@ def add_metrics_arguments(p) -> None:
 def metrics_settings(args, env=None):
     """The endpoint's settings from the flags and the environment, or None (off). Checked
     before anything starts: a bad value is a one-line UserError naming the flag or variable."""
-    import re
     from pathlib import Path
 
     from .. import environment as envvars
     from ..errors import UserError
-    from ..metrics.settings import HOST_ENV, PORT_ENV, TOKEN_ENV, EndpointSettings
+    from ..metrics.settings import HOST_ENV, PORT_ENV, EndpointSettings
     from ..web.auth import HOW_TO_SET, is_loopback, load_credentials
 
     port, where = getattr(args, "metrics_port", None), "--metrics-port"
@@ -70,18 +69,14 @@ def metrics_settings(args, env=None):
     for flag, path in (("--metrics-tls-cert", cert), ("--metrics-tls-key", key)):
         if path and not Path(path).is_file():
             raise UserError(f"{path}: no such file", field=flag)
-    token = (envvars.get(TOKEN_ENV, env) or "").strip() or None
-    if token is not None and (len(token) < 32 or not re.fullmatch(r"[A-Za-z0-9_-]+", token)):
-        raise UserError("must be at least 32 characters of A-Z a-z 0-9 _ -", field=f"${TOKEN_ENV}")
     login = None
     if not is_loopback(host):
         creds = load_credentials(env)
-        login = creds.check if creds is not None else None
-        if token is None and login is None:
-            raise UserError(f"the metrics endpoint on {host} (not loopback) needs a bearer token in ${TOKEN_ENV} "
-                            f"(32+ characters) or a login: {HOW_TO_SET}", field="--metrics-host")
-    return EndpointSettings(port=port, host=host, linger_seconds=linger, tls_cert=cert, tls_key=key,
-                            token=token, login=login)
+        if creds is None:
+            raise UserError(f"the metrics endpoint on {host} (not loopback) needs the web UI's login: {HOW_TO_SET}",
+                            field="--metrics-host")
+        login = creds.check
+    return EndpointSettings(port=port, host=host, linger_seconds=linger, tls_cert=cert, tls_key=key, login=login)
 
 
 class metrics_endpoint:   # noqa: N801 - a context manager used like a function

@@ -2,13 +2,12 @@
 scraper asks for it (``prometheus_client``'s WSGI app chooses), on its own thread.
 
 Off by default. On loopback (the default address) it is open, like the web UI. On any other
-address it needs a bearer token (``$SSBENCH_METRICS_TOKEN``: Prometheus's ``authorization``) or
-the web UI's login (``$SSBENCH_WEB_USER``/``$SSBENCH_WEB_PASSWORD``: Prometheus's
-``basic_auth``); the command refuses to start without one (:func:`harness.commands.common.
-metrics_settings`). A refused request is logged with the client's address, never what it sent,
+address it needs the web UI's login (``$SSBENCH_WEB_USER``/``$SSBENCH_WEB_PASSWORD``) as HTTP
+basic auth (Prometheus's ``basic_auth``): one scheme for one person's two views; the command
+refuses to start without it (:func:`harness.commands.common.metrics_settings`). A refused request is logged with the client's address, never what it sent,
 and answered after a second (slows down guessing). TLS with a certificate and key.
 
-The endpoint exposes figures only: no connection string, no password, no token (the families
+The endpoint exposes figures only: no connection string, no password (the families
 pass every label value through :func:`harness.redact.redact_string`).
 """
 
@@ -68,12 +67,12 @@ class Endpoint:
             start_response("404 Not Found", [("Content-Type", "text/plain")])
             return [b"ssbench: the metrics are at /metrics\n"]
         if self.settings.guarded and not self._authorized(environ.get("HTTP_AUTHORIZATION", "")):
-            log.warning("metrics endpoint: refused a scrape from %s (no valid token or login)",
+            log.warning("metrics endpoint: refused a scrape from %s (no valid login)",
                         environ.get("REMOTE_ADDR", "?"))
             time.sleep(REFUSED_DELAY_S)
             start_response("401 Unauthorized", [("Content-Type", "text/plain"),
                                                 ("WWW-Authenticate", 'Basic realm="ssbench metrics"')])
-            return [b"ssbench: a token (Authorization: Bearer) or the web UI's login is required\n"]
+            return [b"ssbench: the web UI's login is required (HTTP basic auth)\n"]
         out = self._metrics(environ, start_response)
         with self._cond:
             self.scrapes += 1
@@ -84,23 +83,21 @@ class Endpoint:
 
     def _authorized(self, header: str) -> bool:
         scheme, _, value = header.partition(" ")
-        value = value.strip()
-        if scheme.lower() == "bearer" and self.settings.token:
-            return hmac.compare_digest(value.encode(), self.settings.token.encode())
-        if scheme.lower() == "basic" and self.settings.login is not None:
-            try:
-                user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                return False
-            if not sep:
-                return False
-            # a password hash costs ~0.1 s of CPU: a login checked once is remembered (its digest)
-            digest = hashlib.sha256(f"{user}\0{password}".encode()).digest()
-            if any(hmac.compare_digest(digest, d) for d in self._logins):
-                return True
-            if self.settings.login(user, password):
-                self._logins.add(digest)
-                return True
+        if scheme.lower() != "basic" or self.settings.login is None:
+            return False
+        try:
+            user, sep, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        if not sep:
+            return False
+        # a password hash costs ~0.1 s of CPU: a login checked once is remembered (its digest)
+        digest = hashlib.sha256(f"{user}\0{password}".encode()).digest()
+        if any(hmac.compare_digest(digest, d) for d in self._logins):
+            return True
+        if self.settings.login(user, password):
+            self._logins.add(digest)
+            return True
         return False
 
     # ------------------------------------------------------------------ the server

@@ -1,5 +1,5 @@
-"""The endpoint's settings (what ``--metrics-*`` and the ``SSBENCH_METRICS_PORT``, ``_HOST`` and
-``_TOKEN`` variables give), without the server: a command reads them before anything starts, and
+"""The endpoint's settings (what ``--metrics-*``, ``SSBENCH_METRICS_PORT`` and ``_HOST`` and the
+web UI's login give), without the server: a command reads them before anything starts, and
 ``prometheus_client`` is imported only when the endpoint is on."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-TOKEN_ENV = "SSBENCH_METRICS_TOKEN"
 PORT_ENV = "SSBENCH_METRICS_PORT"
 HOST_ENV = "SSBENCH_METRICS_HOST"
 
@@ -21,9 +20,9 @@ class EndpointSettings:
     linger_seconds: float = 30.0
     tls_cert: str | None = None
     tls_key: str | None = None
-    token: str | None = None                    # bearer token
-    login: Callable[[str, str], bool] | None = None   # basic auth: user, password -> ok
+    #: off loopback, the web UI's login checked as HTTP basic auth: user, password -> ok
+    login: Callable[[str, str], bool] | None = None
 
     @property
     def guarded(self) -> bool:
-        return bool(self.token or self.login)
+        return self.login is not None

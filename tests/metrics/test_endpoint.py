@@ -1,5 +1,5 @@
 """The metrics endpoint's HTTP side, served for real on a free port: the exposition formats,
-who may scrape (loopback open; a token or the web UI's login off loopback), the settings from
+who may scrape (loopback open; the web UI's login off loopback), the settings from
 flags and environment (one-line errors, exit 2 through the CLI, nothing written), and the last
 scrape it waits for at the end."""
 
@@ -28,7 +28,13 @@ from support import machine
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny.yaml"
-TOKEN = "t" * 40
+
+def _login(user: str = "prom", password: str = "a-long-password"):
+    """The web UI's login as the endpoint checks it, and the basic-auth header that passes."""
+    from harness.web.auth import Credentials
+
+    creds = Credentials.from_password(user, password)
+    return creds.check, "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 def get(url: str, headers: dict | None = None) -> tuple[int, dict, str]:
@@ -70,35 +76,27 @@ def test_prometheus_text_and_openmetrics_on_request(endpoint):
 
 
 @pytest.mark.untimed("a lower bound: a slower host only lengthens the wait")
-def test_a_token_is_required_once_set_and_checked_in_constant_time(endpoint):
-    e = endpoint(token=TOKEN)
-    t0 = time.monotonic()
-    code, headers, body = get(e.url)
-    assert code == 401 and "Basic" in headers["WWW-Authenticate"] and "ssbench_" not in body
-    assert time.monotonic() - t0 >= 0.9          # a refusal is answered after a second
-    assert get(e.url, {"Authorization": "Bearer " + "u" * 40})[0] == 401
-    assert get(e.url, {"Authorization": f"Bearer {TOKEN}"})[0] == 200
-    assert e.scrapes == 1
-
-
 def test_the_web_login_as_basic_auth(endpoint):
-    from harness.web.auth import Credentials
-
-    creds = Credentials.from_password("prom", "a-long-password")
+    creds_check, basic = _login()
     calls = []
 
     def check(user, password):
         calls.append(user)
-        return creds.check(user, password)
+        return creds_check(user, password)
 
     e = endpoint(login=check)
-    basic = "Basic " + base64.b64encode(b"prom:a-long-password").decode()
+    t0 = time.monotonic()
+    code, headers, body = get(e.url)
+    assert code == 401 and "Basic" in headers["WWW-Authenticate"] and "ssbench_" not in body
+    assert time.monotonic() - t0 >= 0.9          # a refusal is answered after a second
+    assert get(e.url, {"Authorization": "Bearer " + "u" * 40})[0] == 401        # no other scheme
     assert get(e.url, {"Authorization": basic})[0] == 200
     assert get(e.url, {"Authorization": basic})[0] == 200
     assert calls == ["prom"]                     # the password hash is checked once, then remembered
     wrong = "Basic " + base64.b64encode(b"prom:not-the-password").decode()
     assert get(e.url, {"Authorization": wrong})[0] == 401
     assert get(e.url, {"Authorization": "Basic !!!"})[0] == 401
+    assert e.scrapes == 2
 
 
 def args(**kw) -> SimpleNamespace:
@@ -112,18 +110,15 @@ def test_settings_from_flags_and_environment():
     assert metrics_settings(args(), env={}) is None                              # off by default
     s = metrics_settings(args(), env={"SSBENCH_METRICS_PORT": "9464"})
     assert (s.port, s.host, s.guarded) == (9464, "127.0.0.1", False)
-    s = metrics_settings(args(metrics_port=0), env={"SSBENCH_METRICS_PORT": "9464", "SSBENCH_METRICS_TOKEN": TOKEN})
-    assert (s.port, s.token) == (0, TOKEN)                                       # the flag wins; a token binds
-    s = metrics_settings(args(metrics_port=1, metrics_host="0.0.0.0"), env={"SSBENCH_METRICS_TOKEN": TOKEN})
-    assert s.guarded and s.host == "0.0.0.0"
-    s = metrics_settings(args(metrics_port=1, metrics_host="0.0.0.0"),
-                         env={"SSBENCH_WEB_USER": "u", "SSBENCH_WEB_PASSWORD": "long-enough"})
-    assert s.login is not None and s.token is None
+    login = {"SSBENCH_WEB_USER": "u", "SSBENCH_WEB_PASSWORD": "long-enough"}
+    s = metrics_settings(args(metrics_port=0), env={"SSBENCH_METRICS_PORT": "9464", **login})
+    assert (s.port, s.guarded) == (0, False)                      # the flag wins; loopback stays open
+    s = metrics_settings(args(metrics_port=1, metrics_host="0.0.0.0"), env=login)
+    assert s.guarded and s.host == "0.0.0.0" and s.login("u", "long-enough") and not s.login("u", "wrong")
     for bad, env, where in (
             (args(metrics_port=70000), {}, "--metrics-port"),
             (args(), {"SSBENCH_METRICS_PORT": "http"}, "$SSBENCH_METRICS_PORT"),
             (args(metrics_port=1, metrics_host="0.0.0.0"), {}, "--metrics-host"),
-            (args(metrics_port=1), {"SSBENCH_METRICS_TOKEN": "short"}, "$SSBENCH_METRICS_TOKEN"),
             (args(metrics_port=1, metrics_tls_cert="c.pem"), {}, "--metrics-tls-key"),
             (args(metrics_port=1, metrics_linger=-1), {}, "--metrics-linger")):
         with pytest.raises(UserError) as e:
@@ -131,11 +126,12 @@ def test_settings_from_flags_and_environment():
         assert e.value.field == where, (bad, str(e.value))
 
 
-def test_off_loopback_it_serves_only_with_a_token(endpoint):
-    """Bound to every interface (reached here through loopback): a token is required."""
-    e = endpoint(host="0.0.0.0", token=TOKEN)
+def test_off_loopback_it_serves_only_with_the_login(endpoint):
+    """Bound to every interface (reached here through loopback): the login is required."""
+    check, basic = _login()
+    e = endpoint(host="0.0.0.0", login=check)
     url = f"http://127.0.0.1:{e.port}/metrics"
-    assert get(url)[0] == 401 and get(url, {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    assert get(url)[0] == 401 and get(url, {"Authorization": basic})[0] == 200
 
 
 @pytest.mark.untimed("lower bounds are the endpoint's own waits; its time bounds are stretched to this machine "
@@ -169,7 +165,8 @@ def test_bad_endpoint_settings_are_refused_before_anything_starts(tmp_path):
     port = busy.getsockname()[1]
     pg = tmp_path / "pg"
     base = dict(os.environ, PYTHONPATH=str(REPO), SSBENCH_PGDATA=str(pg))
-    base.pop("SSBENCH_METRICS_TOKEN", None)
+    for k in ("SSBENCH_WEB_USER", "SSBENCH_WEB_PASSWORD", "SSBENCH_WEB_CREDENTIALS_FILE"):
+        base.pop(k, None)
     cases = [
         (("run", str(TINY), "--metrics-port", "70000"), {}, "ssbench: error: --metrics-port: must be 0..65535"),
         (("run", str(TINY), "--metrics-port", "0", "--metrics-host", "0.0.0.0"), {},
@@ -210,22 +207,23 @@ def test_tls(endpoint, cert):
     """--metrics-tls-cert/--metrics-tls-key: HTTPS."""
     import ssl
 
-    e = endpoint(tls_cert=str(cert[0]), tls_key=str(cert[1]), token=TOKEN)
+    check, basic = _login()
+    e = endpoint(tls_cert=str(cert[0]), tls_key=str(cert[1]), login=check)
     assert e.url.startswith("https://")
     with pytest.raises(urllib.error.URLError):
         get(e.url)                                            # a client that checks the certificate says so
-    req = urllib.request.Request(e.url, headers={"Authorization": f"Bearer {TOKEN}"})
+    req = urllib.request.Request(e.url, headers={"Authorization": basic})
     with urllib.request.urlopen(req, timeout=10, context=ssl.create_default_context(cafile=str(cert[0]))) as r:
         assert r.status == 200 and b"ssbench_run_info" in r.read()
 
 
-def test_off_loopback_with_tls_needs_the_web_login_or_the_token_and_exposes_no_secret(cert, monkeypatch):
+def test_off_loopback_with_tls_needs_the_web_login_and_exposes_no_secret(cert, monkeypatch):
     """What ``--metrics-host 0.0.0.0 --metrics-tls-cert C --metrics-tls-key K`` starts (the
     commands' own ``metrics_endpoint``), with the web UI's credentials from the environment as
-    ``ssbench web`` reads them, and a token: HTTPS only; a scrape without credentials, with a
-    wrong password or token, or in plain HTTP is refused and shows no figure; the login and the
-    token are let in; and the exposition holds no password, token or connection string, though
-    one was planted in a target label, a host name, a counter's object and a wait type."""
+    ``ssbench web`` reads them: HTTPS only; a scrape without credentials, with a wrong password
+    or another scheme, or in plain HTTP is refused and shows no figure; the login is let in; and
+    the exposition holds no password or connection string, though one was planted in a target
+    label, a host name, a counter's object and a wait type."""
     import ssl
 
     from harness.commands.common import metrics_endpoint
@@ -235,7 +233,6 @@ def test_off_loopback_with_tls_needs_the_web_login_or_the_token_and_exposes_no_s
         monkeypatch.delenv(k)
     monkeypatch.setenv("SSBENCH_WEB_USER", "prom")
     monkeypatch.setenv("SSBENCH_WEB_PASSWORD", password)
-    monkeypatch.setenv("SSBENCH_METRICS_TOKEN", TOKEN)
     # no linger at the end: what it waits for is test_the_end_waits_for_a_last_scrape_only_when_someone_scrapes's
     a = args(metrics_port=0, metrics_host="0.0.0.0", metrics_linger=0, metrics_tls_cert=str(cert[0]),
              metrics_tls_key=str(cert[1]))
@@ -266,13 +263,13 @@ def test_off_loopback_with_tls_needs_the_web_login_or_the_token_and_exposes_no_s
         with pytest.raises((urllib.error.URLError, ConnectionError)):
             scrape(scheme="http")                                 # TLS only: plain HTTP gets no answer
         bodies = []
-        for auth in ("Basic " + base64.b64encode(f"prom:{password}".encode()).decode(), f"Bearer {TOKEN}"):
-            for accept in ("text/plain", "application/openmetrics-text; version=1.0.0"):
-                code, body = scrape({"Authorization": auth, "Accept": accept})
-                assert code == 200 and "ssbench_run_info" in body and "ssbench_worker_users" in body
-                bodies.append(body)
+        auth = "Basic " + base64.b64encode(f"prom:{password}".encode()).decode()
+        for accept in ("text/plain", "application/openmetrics-text; version=1.0.0"):
+            code, body = scrape({"Authorization": auth, "Accept": accept})
+            assert code == 200 and "ssbench_run_info" in body and "ssbench_worker_users" in body
+            bodies.append(body)
     for body in bodies:
-        for leak in (secret, password, TOKEN, "Server=db1;PWD=S"):
+        for leak in (secret, password, "Server=db1;PWD=S"):
             assert leak not in body
         assert "PWD=***" in body and "password=***" in body and "token=***" in body
 

@@ -1,8 +1,9 @@
 """The endpoint in a real run, scraped by a real Prometheus server (Debian's ``prometheus``).
 
-One ``ssbench run tests/data/tiny.yaml --metrics-port P`` (real PostgreSQL, real Locust master
-and workers) with a bearer token; while it runs, this test scrapes the endpoint itself and a
-real Prometheus scrapes it every 0.5 s with the token. Then:
+One ``ssbench run tests/data/tiny.yaml --metrics-port P --metrics-host 0.0.0.0`` (real
+PostgreSQL, real Locust master and workers; off loopback, so the web UI's login guards it);
+while it runs, this test scrapes the endpoint itself and a real Prometheus scrapes it every
+0.5 s with that login as basic auth. Then:
 
 * the endpoint-vs-summary equality test: at the end of each repetition the endpoint's totals
   (SENDs per phase and per worker, errors, the exact window percentiles, the histogram counts,
@@ -17,6 +18,7 @@ real Prometheus scrapes it every 0.5 s with the token. Then:
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import math
@@ -40,7 +42,8 @@ from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny.yaml"
-TOKEN = "prometheus-test-token-" + "x" * 20
+USER, PASSWORD = "prom", "prometheus-test-password"
+BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 
 pytestmark = [pytest.mark.slow, pytest.mark.swarm,
               pytest.mark.untimed("scraped totals against the summaries', and series that exist")]
@@ -54,7 +57,7 @@ class Scraper(threading.Thread):
         self.url, self.scrapes, self.stop = url, [], threading.Event()
 
     def run(self) -> None:
-        req = urllib.request.Request(self.url, headers={"Authorization": f"Bearer {TOKEN}"})
+        req = urllib.request.Request(self.url, headers={"Authorization": BASIC})
         while not self.stop.is_set():
             try:
                 with urllib.request.urlopen(req, timeout=5) as r:
@@ -73,7 +76,7 @@ def start_prometheus(tmp: Path, target_port: int) -> tuple[subprocess.Popen, str
     cfg.write_text(f"""global: {{scrape_interval: 500ms, scrape_timeout: 500ms}}
 scrape_configs:
   - job_name: ssbench
-    authorization: {{type: Bearer, credentials: {TOKEN}}}
+    basic_auth: {{username: {USER}, password: {PASSWORD}}}
     static_configs: [{{targets: ["127.0.0.1:{target_port}"]}}]
 """)
     log = open(tmp / "prometheus.log", "wb")
@@ -102,10 +105,10 @@ def observed(pg_server, tmp_path_factory):
     if shutil.which("prometheus"):
         prom, prom_url = start_prometheus(tmp, port)
     out = tmp / "run"
-    env = dict(os.environ, PYTHONPATH=str(REPO), SSBENCH_METRICS_TOKEN=TOKEN)
+    env = dict(os.environ, PYTHONPATH=str(REPO), SSBENCH_WEB_USER=USER, SSBENCH_WEB_PASSWORD=PASSWORD)
     t0 = time.time()
     p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(TINY), "--out", str(out), "--metrics-port",
-                          str(port), "--metrics-linger", "20"], cwd=REPO, env=env,
+                          str(port), "--metrics-host", "0.0.0.0", "--metrics-linger", "20"], cwd=REPO, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
     scraper.start()
@@ -117,7 +120,7 @@ def observed(pg_server, tmp_path_factory):
     t1 = time.time()
     try:
         assert p.returncode == 0, stderr[-3000:]
-        assert f"live metrics at http://127.0.0.1:{port}/metrics" in stderr
+        assert f"live metrics at http://0.0.0.0:{port}/metrics" in stderr
         yield {"out": out, "scrapes": scraper.scrapes, "prom": prom_url, "t0": t0, "t1": t1, "stderr": stderr,
                "run_id": json.loads((out / "run.json").read_text())["run_id"]}
     finally:
