@@ -198,17 +198,22 @@ def test_transport_deduplicates_by_dialog_and_sequence(target):
 
 # --------------------------------------------------------------------------- poison messages
 
-def test_poison_message_goes_to_error_table_and_batch_commits(target):
+def _one_dialog_delivered(target, payloads: list[bytes]) -> None:
+    """One initiator, one dialog: ``payloads`` sent on it and delivered to the target's queue."""
     target.prepare(1, "delayed", settings())
     target.create_dialogs(1, 1, 1)
     s = open_sender(target.sender_spec(1))
     try:
         h = s.dialog(1)
-        for i in range(1, 6):
-            s.send(h, b"POISON pill" if i == 3 else f"ok {i}".encode())
+        for payload in payloads:
+            s.send(h, payload)
     finally:
         s.close()
     deliver(target)
+
+
+def test_poison_message_goes_to_error_table_and_batch_commits(target):
+    _one_dialog_delivered(target, [b"POISON pill" if i == 3 else f"ok {i}".encode() for i in range(1, 6)])
     with db(target, target.target_db) as t:
         assert t.execute("SELECT ssb.activation_procedure(10000, 0)").fetchone()[0] == 5
         assert [r[0] for r in t.execute("SELECT msgseqnum FROM ssb.message_drop ORDER BY pos")] == [1, 2, 4, 5]
@@ -225,16 +230,7 @@ def test_a_duplicated_message_never_hides_a_lost_one(target):
     """The drop table holds one message twice and lacks another, and the error table logs a
     message that was also received (a retried batch): the counts see one loss, one duplicate and
     no poison, where counting rows would have read 'nothing lost'."""
-    target.prepare(1, "delayed", settings())
-    target.create_dialogs(1, 1, 1)
-    s = open_sender(target.sender_spec(1))
-    try:
-        h = s.dialog(1)
-        for i in range(1, 5):
-            s.send(h, f"ok {i}".encode())
-    finally:
-        s.close()
-    deliver(target)
+    _one_dialog_delivered(target, [f"ok {i}".encode() for i in range(1, 5)])
     with db(target, target.target_db) as t:
         assert t.execute("SELECT ssb.activation_procedure(10000, 0)").fetchone()[0] == 4
         t.execute("INSERT INTO ssb.message_drop SELECT * FROM ssb.message_drop WHERE msgseqnum = 1")
