@@ -164,7 +164,7 @@ def ssbench(target, sender_specs: dict[str, dict], threads: int, payload: int, s
                      send_mode=mode, sample_interval_seconds=metrics or 1.0,
                      **({"report_interval_seconds": report_interval} if report_interval else {}))
     plan = SwarmPlan(spec=spec, users=dict(users), workers_per_initiator=workers_per_initiator,
-                     warmup_seconds=warmup, measure_seconds=seconds,
+                     warmup_seconds=warmup, planned_seconds=seconds,
                      live_window=[warmup, seconds] if metrics else None)
     cpu: list[_CpuWindow] = []
 

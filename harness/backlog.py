@@ -60,7 +60,7 @@ class BacklogRepetition(Repetition):
             self.abort()
             raise
         self._add_drain_samples()
-        return self.finish(res, warmup_seconds=0.0, measure_seconds=fill_seconds)
+        return self.finish(res, warmup_seconds=0.0, span_seconds=fill_seconds)
 
     def _fill_end(self, end: float) -> float:
         """The fill's window ends at the latest when activation came on: the window is whole

@@ -179,7 +179,7 @@ class Repetition:
             pids.update(self.swarm.worker_pids())
         return pids
 
-    def swarm_plan(self, *, warmup_seconds: float, measure_seconds: float, users: dict[str, int] | None = None,
+    def swarm_plan(self, *, warmup_seconds: float, planned_seconds: float, users: dict[str, int] | None = None,
                    live_window: tuple[float, float] | None = None) -> SwarmPlan:
         """The swarm of this repetition: the spec every user gets, its users per initiator
         (default: the permutation's threads on each of its initiators) and windows; with the
@@ -194,22 +194,22 @@ class Repetition:
                          send_mode=s.send_mode)
         live = None
         if self.feed is not None:
-            live = list(live_window or (warmup_seconds, measure_seconds))
+            live = list(live_window or (warmup_seconds, planned_seconds))
             self.feed.window(*live)
             self.feed.status("running")   # the swarm is planned, so it starts (a web session says no more)
         return SwarmPlan(spec=spec, users=dict(users), workers_per_initiator=s.workers_per_initiator,
-                         warmup_seconds=warmup_seconds, measure_seconds=measure_seconds,
+                         warmup_seconds=warmup_seconds, planned_seconds=planned_seconds,
                          worker_wait_seconds=self.remote.wait_seconds if self.remote else LOCAL_WORKER_WAIT_S,
                          live_window=live)
 
     # ------------------------------------------------------------------ 2. the headless swarm
-    def run_swarm(self, *, measure_seconds: float | None = None, until=None) -> SwarmResult:
+    def run_swarm(self, *, planned_seconds: float | None = None, until=None) -> SwarmResult:
         """One headless swarm: warm-up and measured windows (or until ``until()``: the backlog
         fill), then its recordings in the partial directory."""
         s = self.settings
         # a fill's window ends when it is stopped (harness.backlog)
         plan = self.swarm_plan(warmup_seconds=s.warmup_seconds if until is None else 0.0,
-                               measure_seconds=s.measure_seconds if measure_seconds is None else measure_seconds,
+                               planned_seconds=s.measure_seconds if planned_seconds is None else planned_seconds,
                                live_window=None if until is None else (0.0, 0.0))
         self.on_status("running")
         try:
@@ -232,15 +232,16 @@ class Repetition:
 
     # ------------------------------------------------------------------ 3. finish
     def finish(self, res: SwarmResult, *, warmup_seconds: float | None = None,
-               measure_seconds: float | None = None, web: dict[str, Any] | None = None,
+               span_seconds: float | None = None, web: dict[str, Any] | None = None,
                error_samples: list[str] | None = None, require_sends: bool = True) -> RepetitionSummary:
-        """Drain, stop, verify, summarize, write and commit. ``warmup_seconds`` and
-        ``measure_seconds`` default to the run settings (the web UI passes its session's)."""
+        """Drain, stop, verify, summarize, write and commit. ``warmup_seconds`` and the measured
+        window's wall-clock ``span_seconds`` default to the run settings (the web UI passes its
+        session's, the backlog fill its fill's)."""
         try:
             final, restarts = self._drain_and_stop()
             warmup = self.settings.warmup_seconds if warmup_seconds is None else warmup_seconds
-            measure = self.settings.measure_seconds if measure_seconds is None else measure_seconds
-            summary, lat = self._summarize(res, final, warmup, measure, web, self._one())
+            span = self.settings.measure_seconds if span_seconds is None else span_seconds
+            summary, lat = self._summarize(res, final, warmup, span, web, self._one())
             samples = list(summary.error_samples or [])
             if require_sends and summary.send_latency_ms.count == 0:
                 first = f" (first error: {samples[0]})" if samples else ""
@@ -302,13 +303,13 @@ class Repetition:
         """This repetition's one member: its permutation, the whole window."""
         return Member(self.perm, self.partial, self.dialogs_created)
 
-    def _summarize(self, res: SwarmResult, final: Counts, warmup: float, measure: float,
+    def _summarize(self, res: SwarmResult, final: Counts, warmup: float, span: float,
                    web: dict[str, Any] | None, m: "Member") -> tuple[RepetitionSummary, dict[str, Histogram]]:
         """Member ``m``'s summary of the window: a function of the member, the swarm's result
         and the accounting (no state of the repetition changes)."""
         t, p = self.target, m.perm
         start = res.spawn_complete + warmup
-        wd = self._window_data(res.worker_files, start, start + measure, m)
+        wd = self._window_data(res.worker_files, start, start + span, m)
         with self.lock:
             e2e_us = self._e2e_latencies(wd, m)
             by_prio = (t.telemetry.e2e_latencies_by_priority_us(wd.start, wd.end)
@@ -424,7 +425,7 @@ class AlternatedRepetition(Repetition):
     def run(self) -> list[RepetitionSummary]:  # type: ignore[override]
         self.setup()
         try:
-            res = self.run_swarm(measure_seconds=self.settings.measure_seconds * len(self.members))
+            res = self.run_swarm(planned_seconds=self.settings.measure_seconds * len(self.members))
         except BaseException:
             self.abort()
             raise

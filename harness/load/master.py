@@ -251,8 +251,8 @@ class MasterSide:
         self.facts.update(spawn_complete=time.time(), user_count=user_count)
         self._live_window()
         self._set_phase("running")
-        if self.plan.measure_seconds > 0:
-            self._timer = gevent.spawn_later(self.plan.warmup_seconds + self.plan.measure_seconds + STOP_MARGIN_S,
+        if self.plan.planned_seconds > 0:
+            self._timer = gevent.spawn_later(self.plan.warmup_seconds + self.plan.planned_seconds + STOP_MARGIN_S,
                                              self.stop_swarm)
 
     def stop_swarm(self) -> None:

@@ -110,7 +110,8 @@ class SwarmRequest(Message):
 class SwarmPlan(Message):
     """The controller's answer: ``spec`` for the users; ``users`` per initiator in use (keys are
     initiator numbers as strings); up to ``workers_per_initiator`` workers per initiator (never
-    more than its users); ``measure_seconds`` 0: the swarm runs until it is stopped (web UI).
+    more than its users); ``planned_seconds``: its measured window, every alternated member's
+    slices together, 0: until it is stopped (web UI).
     ``live_window``: the master keeps the live figures of this window (``[warm-up, measured
     seconds]``, measured 0: until the stop; :mod:`harness.load.merge`), None: none.
     ``error``: the controller could not prepare the swarm (no swarm then)."""
@@ -120,7 +121,7 @@ class SwarmPlan(Message):
     users: dict = field(default_factory=dict)
     workers_per_initiator: int = 1
     warmup_seconds: float = 0.0
-    measure_seconds: float = 0.0
+    planned_seconds: float = 0.0
     worker_wait_seconds: float = 60.0
     live_window: list | None = None
     error: str | None = None

@@ -420,7 +420,7 @@ class Swarm:
         :class:`SwarmFailed` when it cannot be trusted, ``interrupted`` when ``stop_event`` was set."""
         spawn_budget = sum(plan.users.values()) / max(self.spawn_rate, 0.1) + 60
         deadline = time.monotonic() + self.worker_wait + spawn_budget + plan.warmup_seconds \
-            + plan.measure_seconds + 90
+            + plan.planned_seconds + 90
         interrupted_at = None
         no_plan_by = time.monotonic() + self.worker_wait + 30
         while True:

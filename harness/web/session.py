@@ -128,7 +128,7 @@ class WebSessions:
                        users_expected=users, metrics=self.live)
         try:
             r.setup()
-            plan = r.swarm_plan(warmup_seconds=0.0, measure_seconds=0.0, users=per_init)
+            plan = r.swarm_plan(warmup_seconds=0.0, planned_seconds=0.0, users=per_init)
             plan.worker_wait_seconds = WORKER_WAIT_S
         except BaseException as e:
             r.abort()
@@ -184,7 +184,7 @@ class WebSessions:
                 notes.append("no worker recording reached the master")
             web = {"users": s.users, "spawn_rate": s.spawn_rate, "spawn_completed": res.spawn_complete is not None,
                    "initiators_with_users": s.initiators, "ended_by": status}
-            summary = s.repetition.finish(res, warmup_seconds=0.0, measure_seconds=measure, web=web,
+            summary = s.repetition.finish(res, warmup_seconds=0.0, span_seconds=measure, web=web,
                                           error_samples=notes, require_sends=False)
             m = self._write(replace(s.matrix, run=replace(s.matrix.run, measure_seconds=round(max(measure, UNTIL_STOPPED), 1))))
             s.run_dir.update_run(matrix=m.to_dict(), permutations_done=1)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest

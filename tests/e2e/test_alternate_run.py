@@ -5,7 +5,6 @@ accounted for, and the verdicts judge the comparison window by window."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 

@@ -17,7 +17,7 @@ SPEC = SwarmSpec(sender_specs={"1": {"kind": "embedded", "conninfo": "host=/tmp"
 
 MESSAGES = [
     SwarmRequest(users=8, spawn_rate=2.5, form={"initiators": 2, "dialogs": "shared"}),
-    SwarmPlan(spec=SPEC, users={"1": 3}, workers_per_initiator=2, warmup_seconds=1, measure_seconds=2,
+    SwarmPlan(spec=SPEC, users={"1": 3}, workers_per_initiator=2, warmup_seconds=1, planned_seconds=2,
               live_window=[1, 2]),
     SwarmPlan(error="the target is down"),
     Status(swarm_id="abc", phase="running", facts={"spawn_complete": 1.5, "workers": {"i1.w1": {"host": "h"}}}),

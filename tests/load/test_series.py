@@ -21,7 +21,7 @@ WARMUP, MEASURE = 0.5, 1.0
 def _plan(spec: dict, users: dict[str, int]) -> SwarmPlan:
     s = SwarmSpec(sender_specs={k: spec for k in users}, payload_bytes=10, usable={k: 4 for k in users},
                   users=dict(users))
-    return SwarmPlan(spec=s, users=dict(users), warmup_seconds=WARMUP, measure_seconds=MEASURE,
+    return SwarmPlan(spec=s, users=dict(users), warmup_seconds=WARMUP, planned_seconds=MEASURE,
                      worker_wait_seconds=60)
 
 

@@ -24,7 +24,6 @@ keeps equal to the suite."""
 from __future__ import annotations
 
 import ast
-import inspect
 import os
 import threading
 import time

@@ -29,7 +29,7 @@ def run_swarm(sender_specs: dict[str, dict], out: Path, users: int | dict[str, i
                      usable={k: usable or max(per.values()) for k in sender_specs}, users=dict(per),
                      send_mode=send_mode, **spec_fields)
     plan = SwarmPlan(spec=spec, users=dict(per), workers_per_initiator=workers_per_initiator,
-                     warmup_seconds=warmup, measure_seconds=measure, worker_wait_seconds=60)
+                     warmup_seconds=warmup, planned_seconds=measure, worker_wait_seconds=60)
     Path(out).mkdir(parents=True, exist_ok=True)
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = pythonpath_env()["PYTHONPATH"]

@@ -3,7 +3,6 @@ stop), as a pure function of the repetitions so far: an interrupted run resumes 
 
 from __future__ import annotations
 
-import copy
 
 import pytest
 

@@ -174,8 +174,6 @@ class EmbeddedServer:
 
     def _prepare_root(self) -> None:
         """As root: make sure the unprivileged user exists and can reach binaries and data."""
-        import pwd
-
         pw = ensure_system_user(RUN_AS_USER)
         # traversal (o+x) on every parent of the binaries and the data directory; read on binaries
         for path in (bin_dir().parent, self.data_dir.parent):

@@ -81,7 +81,7 @@ def test_an_attention_rolls_the_send_procedures_back(fake, monkeypatch):
     """SET XACT_ABORT ON in every procedure a client calls that opens a transaction: the
     attention of a cancelled call rolls it back instead of leaving @@TRANCOUNT at 1."""
     odbc: FakePyodbc = install_raw_senders(monkeypatch, fake)
-    t = ready(fake, monkeypatch)
+    ready(fake, monkeypatch)
     handle = fake.db(S, "ssbench_init1").dialogs[1][0]
     for sec, args in (("call_send", (handle, bytes(100))),
                       ("call_send_retiring", (None, bytes(100), 0, 0, 0))):
