@@ -1,25 +1,14 @@
-"""One repetition, start to finish: the lifecycle both ``ssbench run`` and ``ssbench web`` use.
+"""One repetition, start to finish: the lifecycle ``ssbench run`` and ``ssbench web`` share.
 
-In order:
-
-1. :meth:`Repetition.setup`: a fresh ``.rep-NN.partial/`` directory; ``prepare`` the target
-   (every conversation and message cleared, the server profile and broker settings applied);
-   begin the permutation's dialogs on every initiator per its strategy; warm up (one message on
-   every dialog begun, as the paper does); start the broker side; wait for the warm-up to
-   drain; start the collectors.
-2. The swarm: :meth:`Repetition.run_swarm` for a headless run (on the run's Locust master and
-   its ``run.workers_per_initiator`` workers per initiator, local or on client hosts
-   (``remote``), one user per client thread, stopped by the master after the warm-up and
-   measured windows), or the Locust web UI's own swarm for ``ssbench web``.
-3. :meth:`Repetition.finish`: drain (transmission and target queues empty, with a timeout),
-   stop the collectors and the broker side, verify (sent = received per initiator), build the
-   summary (:func:`harness.results.build_repetition_summary`), write samples, latency and
-   summary, and commit the directory (renamed to ``rep-NN/``) and the permutation summary.
-
-The caller keeps only its own bookkeeping: the matrix runner its loop, progress and resume;
-the web UI its sessions. With ``metrics`` (the live endpoint's state, :mod:`harness.metrics`)
-the repetition feeds it the same collector ticks, the live figures of the master's merge of the
-workers' recorders (only then does the master keep any) and, once committed, its summary.
+:meth:`Repetition.setup` makes a fresh ``.rep-NN.partial/`` directory, prepares the target (every
+conversation and message cleared, the server profile and broker settings applied), begins the
+permutation's dialogs, warms them up (one message each, as the paper does), starts the broker
+side and the collectors. Then the swarm: :meth:`Repetition.run_swarm` for a headless run (one
+user per client thread, stopped by the master after the warm-up and measured windows), or the
+web UI's own swarm. :meth:`Repetition.finish` drains, stops, verifies (sent = received per
+initiator), builds the summary (:func:`harness.results.build_repetition_summary`), writes it
+and commits the directory. An alternated window's members each get their summary from their
+own slices. With ``metrics`` the repetition also feeds the live endpoint.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """Saturation search: the highest offered rate each permutation sustains (``ssbench saturate``).
 
-For every permutation of a matrix (its ``rate`` axis, if any, aside) the search runs open-loop
-probes, one :class:`harness.repetition.Repetition` each, at rising offered rates: steps
-(``start_rate``, times ``factor``, ...) until a probe is not sustained, then bisection between
-the last sustained and the first unsustained rate until they are within ``precision`` of each
-other (or the probe budget is spent). A probe is **sustained** when
-
-* the achieved SEND rate is within ``run.rate_tolerance`` of the offered one (the summary's
-  ``behind`` flag is unset, whatever its status) and no SEND failed, nothing was lost and the queue stayed enabled;
-* no queue grew through the measured window: messages sent in the window minus messages the
-  target processed in it (both exact: the client's recording and the target's receive times),
-  per second, stay under ``growth_tolerance`` times the offered rate (a backlog building up in
-  the transmission or the target queue means the broker side falls behind, even if the SENDs
-  themselves keep up). The slope of the sampled queue depths is reported next to it, as
-  evidence only: those are approximate counts, too coarse for a window of a few seconds;
-* the drain finished (nothing left undelivered);
-* with an SLO, the end-to-end p99 is at or under ``slo_p99_ms``.
-
-Rates are per initiator, as on the ``rate`` axis; the results give the total too. The probes
-are ordinary repetitions in an ordinary run directory (``<perm id>-rate<r>/rep-01/``), so
-``ssbench analyze`` and :mod:`harness.analysis.saturation` read them like any run; the search
-itself is written to ``saturation.json`` in that directory.
+For every permutation of a matrix (its ``rate`` axis aside) the search runs open-loop probes,
+one :class:`harness.repetition.Repetition` each, at rising offered rates (``start_rate`` times
+``factor`` until a probe is not sustained), then bisects between the last sustained and the
+first unsustained rate until they are within ``precision`` (or the probe budget is spent). A
+probe is sustained when the SENDs kept up with the offered rate within ``run.rate_tolerance``
+with no failure, loss or disabled queue; no queue grew through the window (messages sent minus
+processed in it, both exact, under ``growth_tolerance`` times the offered rate; the sampled
+depths' slope is evidence only); the drain finished; and, with an SLO, the end-to-end p99 is at
+or under ``slo_p99_ms`` (docs/saturate.md). Rates are per initiator. The probes are ordinary
+repetitions of an ordinary run directory (``<perm id>-rate<r>/rep-01/``), and the search is
+written to ``saturation.json`` beside them.
 """
 
 from __future__ import annotations

@@ -67,14 +67,6 @@ def test_module_size():
 
 
 MAX_DOCSTRING_LINES = 20
-#: module docstrings still over the limit, to be trimmed (issue 53, item 4); do not add to it
-LONG_DOCSTRINGS_TO_TRIM = frozenset({
-    "harness/gate/interleave.py", "harness/load/auth.py", "harness/load/hubloop.py",
-    "harness/load/locustfile.py", "harness/load/master.py", "harness/load/blocking.py",
-    "harness/load/protocol.py", "harness/load/swarm.py", "harness/load/worker.py",
-    "harness/metrics/live.py", "harness/repetition.py", "harness/saturate.py",
-    "harness/web/auth.py", "harness/web/launcher.py", "harness/web/locust_plugin.py",
-})
 
 
 def test_module_docstrings_are_short():
@@ -86,7 +78,7 @@ def test_module_docstrings_are_short():
         doc = ast.get_docstring(ast.parse(p.read_text()), clean=False)
         if doc is None:
             missing.append(name)
-        elif (n := doc.count("\n") + 1) > MAX_DOCSTRING_LINES and name not in LONG_DOCSTRINGS_TO_TRIM:
+        elif (n := doc.count("\n") + 1) > MAX_DOCSTRING_LINES:
             long.append(f"{name} has {n}")
     assert not missing, "modules without a docstring: " + ", ".join(missing)
     assert not long, f"module docstrings over {MAX_DOCSTRING_LINES} lines: " + "; ".join(long)

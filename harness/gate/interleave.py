@@ -1,36 +1,16 @@
-"""Interleaved gating: run the baseline revision and the candidate alternately on one machine.
+"""Interleaved gating: the baseline revision and the candidate run alternately on one machine,
+so slow drift (thermal state, neighbours, updates) falls on both sides alike.
 
-A stored baseline from another day or machine drifts (thermal state, noisy neighbours, kernel
-and package updates), and that drift is indistinguishable from a regression. Interleaving
-runs both sides in the same time window, so slow drift hits both alike:
-
-1. ``git worktree add --detach <tmp>/src <BASELINE_REF>``: the baseline's code, checked out
-   into a temporary directory (removed again at the end, also on errors and Ctrl-C).
-2. The matrix is copied with ``run.repetitions: 1`` (``<out>/matrix-1rep.yaml``).
-3. For each round ``1..N`` (N = the matrix's repetitions unless ``--rounds``): both sides run
-   once, in an order counterbalanced over pairs of rounds, drawn from ``random.Random(seed)``
-   (:func:`~harness.verdicts.auto.side_orders`; the seed and the orders are recorded in
-   ``interleave.json``). One side is one invocation of
-   ``python -m harness.cli run <matrix-1rep.yaml> --target <target> --out <out>/rounds/round-NN-<side>``
-   with ``cwd``, ``PYTHONPATH`` and ``SSBENCH_HOME`` set to that side's checkout, so the
-   baseline imports its own ``harness`` package and reads its own ``workloads/`` (checked
-   before the first round: every ``harness`` module must load from the side's checkout).
-   A side whose round left a repetition out of the comparison (a disturbed window:
-   ``harness.results.counts_in_verdicts``) gets a replacement round (both sides) after the
-   planned rounds, up to :data:`MAX_REPLACEMENTS` in all, so a frozen server or a slow disk in
-   one round does not leave that side short of the repetitions the significance test needs
-   (recorded in ``interleave.json``'s ``replacements``).
-4. Each single-repetition run is added to its side's run directory as it ends, in the
-   documented layout (``<out>/baseline/`` and ``<out>/candidate/``, round i becoming
-   ``rep-i``), and those two are compared (:mod:`harness.gate.compare`); ``gate.json`` is
-   written next to the candidate run, ``<out>/candidate/gate.json``.
-
-The candidate is the checkout this ssbench runs from, working-tree changes included (that is
-what ``make gate`` compares against ``HEAD``). Both sides use the same Python interpreter and
-installed dependencies.
-
-The command that runs one side is injectable (``runner=``): tests pass a fake that writes
-synthetic runs.
+The baseline's code is checked out with ``git worktree add --detach`` into a temporary
+directory (removed at the end, also on errors and Ctrl-C); the matrix is copied with one
+repetition; each round runs both sides once, in an order counterbalanced over pairs of rounds
+(:func:`~harness.verdicts.auto.side_orders`, seeded), each side as ``python -m harness.cli run``
+with that side's checkout on ``PYTHONPATH`` and as ``SSBENCH_HOME``. A round that left a
+repetition out of the comparison gets a replacement round, up to :data:`MAX_REPLACEMENTS`.
+Each run is added to its side's run directory as it ends (``<out>/baseline``,
+``<out>/candidate``, round i as ``rep-i``), and the two are compared (:mod:`harness.gate.compare`).
+docs/gate.md ("The interleaved mode") has the layout and ``interleave.json``. The command that
+runs one side is injectable (``runner=``) for tests.
 """
 
 from __future__ import annotations

@@ -1,31 +1,16 @@
 """The master/worker channel's guard: only workers that hold the run's token get users.
 
-A run (``ssbench web``; later ``ssbench run --remote-workers``) makes a random token
-(:func:`new_token`) and gives it to its Locust master and to every worker through the
-environment variable :data:`TOKEN_ENV` (never on a command line, where ``ps`` would show it).
-The token itself never crosses the wire: both sides prove they hold it with an HMAC over
-fresh nonces, and each side checks the other.
+A run makes a random token (:func:`new_token`) and gives it to its Locust master and workers
+through :data:`TOKEN_ENV` (never on a command line). The token never crosses the wire: on
+Locust's own messages, after the worker's ``client_ready`` (acknowledged, but the worker stays
+pending: no users, its messages dropped), the worker says hello with a nonce, the master
+answers with a challenge and its proof (an HMAC over the worker's nonce), and the worker, if
+the master's proof holds, proves itself over the master's nonce; the master then admits it.
+A wrong proof on either side, or none within :data:`HANDSHAKE_TIMEOUT`, ends the handshake:
+a worker quits, a refused worker is told why and reported through ``on_refused``.
+Authenticated, not encrypted (docs/web.md, "The master/worker channel").
 
-The handshake rides on Locust's own messages (msgpack over ZeroMQ, port ``--master-port``):
-
-1. worker -> master: Locust's ``client_ready``. The master acknowledges it (so the worker's
-   start-up goes on) but keeps the worker *pending*: not in ``runner.clients``, so it gets no
-   users, and every other message from it (stats, heartbeats, recordings) is dropped.
-2. worker -> master ``ssbench_auth_hello`` ``{nonce_w}`` (sent from the worker's ``init`` hook).
-3. master -> worker ``ssbench_auth_challenge`` ``{nonce_m, proof = HMAC(token, master|id|nonce_w)}``.
-   The worker checks the master's proof: a master that does not hold the token is not the
-   master the worker was told to use, and the worker quits without taking any spawn message.
-4. worker -> master ``ssbench_auth_proof`` ``{HMAC(token, worker|id|nonce_m)}``. Right: the master
-   replays the worker's ``client_ready`` into Locust and the worker joins. Wrong, missing, or
-   no proof within :data:`HANDSHAKE_TIMEOUT` seconds (a plain Locust worker): the master sends
-   ``ssbench_auth_refused`` ``{reason}`` and ``quit``, logs the refusal and reports it through
-   ``on_refused``.
-
-The channel is authenticated, not encrypted: specs and recordings cross it in clear (specs
-never hold passwords: each worker reads its password variable on its own host). Use it on a
-network you trust, or through a VPN or SSH tunnel (docs/web.md).
-
-Use, from a locustfile's ``init`` listener (Locust imports only; nothing of harness.web)::
+From a locustfile's ``init`` listener (Locust imports only)::
 
     if isinstance(runner, MasterRunner): MasterGuard(runner, token, on_refused=...).install()
     if isinstance(runner, WorkerRunner): WorkerAuth(runner, token, master="host:port").install()

@@ -1,23 +1,15 @@
 """Run blocking driver calls on real threads so a gevent worker keeps all its users busy.
 
-A blocking call (psycopg, pyodbc) inside a greenlet blocks the whole Locust worker process:
-with 50 users the worker would make one call at a time. :class:`Offload` runs each call on
-gevent's hub threadpool (real OS threads; the drivers release the GIL while they wait) and
-the calling greenlet yields until the result is ready. The pool is sized for the users
-(``maxsize`` at least the user count); per user, the in-flight call is remembered so a
-connection is never closed under a running call.
+A blocking call (psycopg, pyodbc) in a greenlet blocks the whole Locust worker process.
+:class:`Offload` runs each call on gevent's hub threadpool (real OS threads; the drivers
+release the GIL while they wait), sized for the users, and remembers each user's call in flight
+so a connection is never closed under it. The first call of each function runs alone: under
+gevent's monkey-patching the import locks are gevent locks, and two pool threads importing at
+once (a driver's lazy import) deadlocked 6 of 20 users in their first connect.
 
-The first call of each function runs alone. Under gevent's monkey-patching, Python's import
-locks are gevent locks; two pool threads importing at once (a driver's lazy import on its
-first connect, a codec on its first decode) can deadlock each other for good: observed as
-6 of 20 Locust users stuck forever in their first connect. Once a function has completed one
-call in this process, its lazy imports are done and calls run concurrently.
-
-:class:`SendLoop` is the SEND path of blocking drivers: one real OS thread per user for the
-whole window, results handed to the user's greenlet in batches. One hop per SEND through the
-hub's threadpool (greenlet -> queue -> pool thread -> async wake-up -> greenlet) cost about
-185 us of client CPU per SEND; the loop costs a GIL hand-over and a queue append
-(benchmarks/harness_ceiling.py measures both).
+:class:`SendLoop` is the SEND path of blocking drivers: one OS thread per user for the whole
+window, results handed to the user's greenlet in batches: a GIL hand-over and a queue append
+per SEND where a threadpool hop cost about 185 µs of client CPU (benchmarks/harness_ceiling.py).
 """
 
 from __future__ import annotations

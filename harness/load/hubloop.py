@@ -1,26 +1,17 @@
 """One user's SEND loop driven by gevent's hub: the cheapest path, for senders that can SEND
 without blocking (:meth:`harness.targets.base.Sender.pump`: the embedded target's libpq).
 
-On the green path each SEND costs the user's greenlet two switches (to the hub while the
-server works, back when the answer is in) and a hub iteration; on the thread path, a GIL
-hand-over. Here the user's connection is watched by the hub itself and the socket-readable
-callback finishes the SEND, times it and begins the next one (or arms a timer for the next
-slot, open loop): per SEND, one callback and the driver's own calls, as pgbench does with its
-``select`` loop over its clients. Each user is still one connection in a closed loop (or on its
-own slots of the schedule); the user's greenlet takes the finished SENDs in batches
-(:meth:`take`) and reports them, exactly like :class:`harness.load.blocking.SendLoop`, whose
-interface this class shares (``start``, ``stop``, ``take``, ``done``, ``wait_done``,
-``started``, ``gave_up``, ``crashed``).
+The hub watches the user's connection and its socket-readable callback finishes the SEND,
+times it and begins the next one (or arms a timer for the next slot, open loop): per SEND one
+callback and the driver's own calls, as pgbench's ``select`` loop, where the green path costs
+two greenlet switches and the thread path a GIL hand-over. The user's greenlet takes the
+finished SENDs in batches (:meth:`take`), with the interface of
+:class:`harness.load.blocking.SendLoop`.
 
-A failed SEND is recorded; then a greenlet takes over: it backs off (``backoff``: first and
-maximum seconds, doubling) and SENDs through ``send`` (the sender's blocking SEND, run on the
-hub's threadpool by the caller), which reconnects a lost connection; after a success the hub
-drives the (new) connection again. After ``give_up_after`` seconds of nothing but errors the
-loop gives up (:attr:`gave_up`).
-
-An alternated window (``choose``: harness.load.spec.SwarmSpec.alternation) gives the loop one
-dialog per member strategy, ``dialog`` being a list: each SEND takes the one ``choose()`` names
-(the slice the wall clock is in), through a pump of its own on the same connection.
+A failed SEND is recorded; a greenlet then backs off (``backoff``, doubling) and SENDs through
+the blocking ``send``, which reconnects; after ``give_up_after`` seconds of nothing but errors
+the loop gives up (:attr:`gave_up`). In an alternated window (``choose``) each SEND takes the
+dialog of the member whose slice the wall clock is in, through a pump of its own.
 """
 
 from __future__ import annotations

@@ -1,34 +1,16 @@
 """The Locust user of ssbench: one user per client thread, each on its own connection and dialog.
 
-Loaded by every ssbench Locust process (``locust -f harness/load/locustfile.py``); ``init``
-installs the swarm protocol's side of the process on its ``Environment``
-(:mod:`harness.load.master`, :mod:`harness.load.worker`). The web UI's master loads
-:mod:`harness.web.locust_plugin` next to it for its pages.
-
-Each user's SENDs run in one of two loops, for the whole swarm:
-
-* :class:`harness.load.hubloop.HubLoop`, for a sender that can SEND in non-blocking steps
-  (``Sender.paths.pump``: the embedded target's libpq): gevent's hub watches
-  the connection and its socket callback finishes one SEND and begins the next, with no greenlet
-  switch per SEND, as pgbench's ``select`` loop does;
-* :class:`harness.load.blocking.SendLoop`, for a blocking driver (pyodbc), a finite dialog
-  lifetime (each SEND depends on the previous one's result), or the spec's ``send_mode``
-  ``thread``: a real OS thread per user loops over SENDs.
-
-The user's greenlet only takes the finished SENDs every ``report_interval_seconds`` and hands
-them to the recorder (:mod:`harness.load.recorder`), the one source of a SEND's figures: its
-deltas go to the master, which merges them once for the recordings, Locust's statistics and
-the live figures (:mod:`harness.load.merge`). When Locust stops a
-user (the swarm's end, the web UI's Stop or a ramp-down to fewer users), ``on_stop`` ends its
-loop after the SEND in flight and reports it, so a SEND the database committed is never left
-uncounted; one still running after :data:`QUIESCE_S` is counted as cut
-(``messages_sent_client_cut``). Connecting, the dialog lookup and closing run on gevent's hub
-threadpool (:class:`harness.load.blocking.Offload`); a failed connect is recorded as an error
-with its message and retried with back-off, like a failed SEND.
-
-With a ``rate`` in the spec the loop is open: each user SENDs at its slots of the initiator's
-schedule (:mod:`harness.load.pacing`) and the recorder keeps the latency from the intended time
-too.
+Loaded by every ssbench Locust process; ``init`` installs the swarm protocol's side of the
+process on its ``Environment`` (:mod:`harness.load.master`, :mod:`harness.load.worker`). Each
+user SENDs in one loop for the whole swarm: the hub loop (:class:`harness.load.hubloop.HubLoop`)
+for a sender that can SEND in non-blocking steps (the embedded target's libpq), otherwise an OS
+thread per user (:class:`harness.load.blocking.SendLoop`: pyodbc, a finite dialog lifetime, or
+``send_mode: thread``). The user's greenlet hands the finished SENDs to the recorder
+(:mod:`harness.load.recorder`), the one source of a SEND's figures. When Locust stops a user,
+``on_stop`` ends its loop after the SEND in flight, so a committed SEND is never uncounted; one
+still running after :data:`QUIESCE_S` is counted as cut (``messages_sent_client_cut``). With a
+``rate`` the loop is open (:mod:`harness.load.pacing`) and the recorder keeps the latency from
+the intended time too.
 """
 
 from __future__ import annotations

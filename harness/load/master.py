@@ -1,38 +1,18 @@
 """The Locust master's side of the swarm protocol (:mod:`harness.load.protocol`).
 
-Installed on every ssbench Locust master, headless (``ssbench run``, ``saturate``) or with the
-web UI (``ssbench web``), as ``environment.ssbench`` (:class:`MasterSide`), from Locust's
-``init`` event. It uses Locust's documented extension points only (events, ``register_message``,
-``dispatcher_class``), except the token guard (:class:`harness.load.auth.MasterGuard`), which
-must see a worker's ``client_ready`` before Locust admits it and so wraps the runner's message
-handler: Locust has no authentication hook.
+Installed on every ssbench Locust master, headless or with the web UI, as ``environment.ssbench``
+(:class:`MasterSide`) from Locust's ``init`` event. For each swarm it asks the controller for a
+plan, places the connected workers on the plan's slots by their claims (missing workers fail
+the swarm), sends each its ``Assignment`` before the spawn, times a headless plan's windows from
+the end of spawning, merges the workers' deltas once (:class:`harness.load.merge.SwarmMerge`),
+posts each slot's recording to the controller (it writes no file) and reports ``ended`` with
+Locust's statistics once every recording is in; then it waits for the next swarm or a quit.
 
-A swarm, the same way in both modes:
-
-1. Locust starts a swarm (headless: once every expected worker is connected; web UI: the start
-   form). ``test_start``: the master asks the controller for a plan (``SwarmRequest`` ->
-   ``SwarmPlan``; the controller prepares the target for the web UI's sessions meanwhile).
-2. It places the connected workers on the plan's slots by their claims (harness.load.placement),
-   waiting up to the plan's worker wait; missing workers fail the swarm, naming them. Extra
-   workers get no users (headless: they are told to quit).
-3. It sends each placed worker its ``Assignment`` (the spec and its slot) before the spawn
-   message; the dispatcher gives each exactly its users.
-4. Windows: a headless plan has a warm-up and a measured window timed from the end of spawning;
-   the master stops the swarm a little after them. The web UI's swarm runs until Stop.
-5. All along, each worker's deltas are merged once (:class:`harness.load.merge.SwarmMerge`):
-   its recording, Locust's statistics (:func:`harness.load.locust_stats.log_delta`) and, when
-   the plan asks, the live figures, posted to the controller with the heartbeat. A worker's
-   last delta completes its recording, which the master posts to the controller, which writes
-   it (the master writes no file). The master reports ``ended`` with Locust's own statistics as
-   CSV text and the final live figures as soon as every worker has stopped its users and its
-   recording is in (Locust's own ``test_stop`` comes up to a second later: its master polls the
-   workers' user count once a second). The master then waits for its next swarm (a run's next
-   repetition, the web UI's next start) or the controller's quit.
-
-All along, a heartbeat greenlet posts the swarm's ``Status`` to the controller every
-:data:`HEARTBEAT_S`; the reply (``Command``) may ask to stop the swarm now or to quit. A placed
-worker that Locust marks missing is reported at once (``Failure`` "lost"), and a controller that
-stops answering for :data:`CONTROLLER_SILENT_S` makes the master quit.
+A heartbeat posts ``Status`` every :data:`HEARTBEAT_S`; the reply may stop the swarm or quit.
+A placed worker Locust marks missing is reported at once, and a controller silent for
+:data:`CONTROLLER_SILENT_S` makes the master quit. Locust's documented extension points only,
+except the token guard (:class:`harness.load.auth.MasterGuard`), which must see a worker's
+``client_ready`` before Locust admits it (docs/architecture.md, "The swarm protocol").
 """
 
 from __future__ import annotations

@@ -1,50 +1,11 @@
-"""The swarm protocol: typed, versioned messages between the three parties of a swarm.
+"""The swarm protocol: typed, versioned messages between the controller (the ssbench process
+that owns the target and the results), the Locust master and the Locust workers.
 
-* the **controller**: the process that owns the target and the results (``ssbench run``,
-  ``saturate``, ``web``; :class:`harness.load.swarm.Swarm`);
-* the **Locust master** (:mod:`harness.load.master`), always on the controller's host;
-* the **Locust workers** (:mod:`harness.load.worker`), on this host or on client hosts
-  (``ssbench worker``), one or more per initiator.
-
-Two links, one set of messages:
-
-* controller <-> master: loopback HTTP (:mod:`harness.load.control`); the master is the client,
-  each message is a POST of :meth:`Message.to_wire` and the reply is the controller's answer;
-* master <-> worker: Locust's own messages (``runner.register_message``; msgpack over ZeroMQ),
-  after the token handshake of :mod:`harness.load.auth`.
-
-=============  ===========================  ===========================================
-message        direction                    when
-=============  ===========================  ===========================================
-SwarmRequest   master -> controller         Locust starts a swarm (headless start, or the
-                                            web UI's form): answered by a SwarmPlan
-SwarmPlan      controller -> master         what to run: the spec, users per initiator,
-                                            workers per initiator, windows, worker wait
-Claim          worker -> master             who the worker is (host, pid) and which slot
-                                            it asks for (``--initiator``, ``--worker``)
-Assignment     master -> worker             the spec and the worker's slot, before its
-                                            users spawn (Locust delivers in order)
-Delta          worker -> master             what the worker's recorder took since its last
-                                            Delta (exact histogram deltas, errors, slow
-                                            SENDs) and its probe's new samples, every
-                                            ``spec.sample_interval_seconds``; the last one
-                                            (``final``) completes its recording
-Recording      master -> controller         a worker slot's recording, merged from its
-                                            deltas (the controller writes it)
-Status         master -> controller         the swarm's phase and facts (placed workers,
-                                            spawn complete, ended), and the merge's live
-                                            figures when they changed; also the heartbeat,
-                                            every 0.25 s; answered by a Command
-Command        controller -> master         stop the swarm now; quit; start the next one
-Failure        worker -> master,            something that makes the swarm untrustworthy
-               master -> controller         (workers missing, a worker lost, no spec)
-Notice         master -> controller         a line for the terminal (a refused worker)
-=============  ===========================  ===========================================
-
-No message carries a password (sender specs name the variable a password is read from, on the
-worker's own host). Every message carries ``type`` and ``v``; a message of another major
-version is refused with :class:`ProtocolError` naming both versions (a worker of an older
-ssbench against a newer controller), and fields a receiver does not know are ignored.
+The controller and the master talk over loopback HTTP (:mod:`harness.load.control`), the master
+and its workers over Locust's own channel after the token handshake (:mod:`harness.load.auth`).
+docs/architecture.md ("The swarm protocol") has the sequence and a table of every message. No
+message carries a password; every message carries ``type`` and ``v``, another major version is
+refused with :class:`ProtocolError` naming both, and unknown fields are ignored.
 """
 
 from __future__ import annotations

@@ -1,29 +1,17 @@
 """The controller's side of a swarm: the Locust master, local workers, and the protocol's state.
 
-One :class:`Swarm` runs one Locust master on this host (always: it talks to this process over
-a loopback link, :mod:`harness.load.control`) and, unless the workers are remote
-(:class:`RemoteWorkers`: ``ssbench worker`` on client hosts connects to the master), one local
-Locust worker per slot. It answers the master's messages (:mod:`harness.load.protocol`):
+One :class:`Swarm` runs one Locust master on this host and, unless the workers are remote
+(:class:`RemoteWorkers`: ``ssbench worker`` on client hosts), one local Locust worker per slot.
+It answers the master's messages (:mod:`harness.load.protocol`) on a loopback link
+(:mod:`harness.load.control`): ``/swarm`` with the plan, ``/status`` with a Command (its live
+figures go to ``on_live``), ``/recording`` by writing the slot's recording atomically (this
+process is the only writer of result files), ``/failure`` and ``/notice``.
 
-* ``POST /swarm``: a SwarmRequest, answered with the plan ``plan_for(request)`` returns (a
-  headless run's fixed plan; the web UI's session, prepared on the spot);
-* ``POST /status``: the swarm's phase and facts, answered with a Command (stop now, quit, the
-  next swarm); its live figures (the master's merge, when the plan asks) go to ``on_live`` (a
-  failing callback is logged, never fails the swarm);
-* ``POST /recording``: a worker slot's recording (merged by the master from its deltas),
-  written into the swarm's directory, atomically, by this process (the only writer of result
-  files);
-* ``POST /failure``, ``POST /notice``: what makes the swarm untrustworthy; a line to print.
-
-The same class serves ``ssbench run``, ``saturate`` and the backlog fill (one master and its
-workers, local or on client hosts, for all of a run's swarms:
-:class:`harness.load.series.SwarmSeries`), and ``ssbench web`` (one master for the web UI's
-lifetime, a swarm per session: ``on_ended``). Every worker command line is built by
-:func:`worker_cmd`; ``ssbench worker`` uses it too.
-
-The controller watches its processes itself: a master that exits before its swarm ended, or a
-local worker that exits while its users run, fails the swarm at once, naming it (exit 3,
-resumable), and the rest of the swarm is stopped.
+It serves ``ssbench run``, ``saturate`` and the backlog fill (one master for all of a run's
+swarms: :class:`harness.load.series.SwarmSeries`) and ``ssbench web`` (a swarm per session).
+Every worker command line is built by :func:`worker_cmd`. A master that exits before its swarm
+ended, or a local worker that exits while its users run, fails the swarm at once, naming it
+(exit 3, resumable).
 """
 
 from __future__ import annotations

@@ -1,24 +1,15 @@
 """The Locust worker's side of the swarm protocol (:mod:`harness.load.protocol`).
 
 Installed on every ssbench Locust worker (local, or on a client host through ``ssbench worker``)
-as ``environment.ssbench`` (:class:`WorkerSide`), from Locust's ``init`` event:
+as ``environment.ssbench`` (:class:`WorkerSide`): it proves the run's token
+(:class:`harness.load.auth.WorkerAuth`), answers the master's welcome with its ``Claim`` (host,
+pid, the slot it asks for), takes its ``Assignment`` before its users spawn (the recorder
+starts afresh), sends a ``Delta`` every sample interval while its users run (what its recorder
+took, :meth:`harness.load.recorder.Recorder.take_delta`, and its CPU and memory) and, at
+``test_stop``, its last one (``final``), which completes its recording in the master's merge.
 
-1. it proves the run's token (:class:`harness.load.auth.WorkerAuth`, ``$SSBENCH_WORKER_TOKEN``);
-2. once admitted, the master says welcome and the worker answers with its ``Claim`` (host, pid,
-   and the slot asked for: ``--ssbench-initiator`` / ``--ssbench-worker``, None: any);
-3. before its users spawn, the ``Assignment`` arrives (Locust delivers the master's messages in
-   order): the spec, the worker's slot, its users and its first user's index; the recorder
-   starts afresh;
-4. while its users run, every ``spec.sample_interval_seconds``, a ``Delta``: what its recorder
-   took since the last one (:meth:`harness.load.recorder.Recorder.take_delta`) and a sample of
-   its process's and host's CPU and memory;
-5. at ``test_stop`` (its users stopped, each after finishing its SEND in flight: see
-   :class:`harness.load.locustfile.ServiceBrokerUser`) it sends its last ``Delta``
-   (``final``), which completes its recording in the master's merge (:mod:`harness.load.merge`).
-
-If the master stops sending heartbeats for :data:`MASTER_SILENT_S` while users run (the master
-died, or its host is unreachable), the worker stops its users and quits, instead of SENDing on
-for Locust's own 60 s timeout.
+If the master's heartbeats stop for :data:`MASTER_SILENT_S` while users run, the worker stops
+its users and quits rather than SEND on for Locust's own 60 s timeout.
 """
 
 from __future__ import annotations

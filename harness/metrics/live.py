@@ -1,24 +1,14 @@
 """What the metrics endpoint knows, fed by the repetition: the state behind every exposed series.
 
-The feeds are the results' own (docs/monitoring.md, "Same numbers as the results"):
+Its feeds are the results' own (docs/monitoring.md, "Same numbers as the results"): the
+sampler's ticks (the samples of samples.jsonl) give the gauges; the live figures of the Locust
+master's merge (:class:`harness.load.merge.LiveFigures`, placed in phases as the summary places
+them) give the SEND counters, histograms and percentiles and the workers' gauges; the committed
+summary gives the status, the accounting and the end-to-end latency (read from the target after
+the drain; querying it every tick would load the server under test).
 
-* the **sampler**'s ticks (:class:`harness.collectors.Sampler`'s ``on_tick``: the very samples
-  that go to samples.jsonl) give the gauges: queue depths, the receive rate, activation, waits,
-  this host's CPU and memory;
-* the **live figures** of the Locust master's merge of the workers' recorders
-  (:class:`harness.load.merge.LiveFigures`: the SENDs of each phase, placed as the summary
-  places them, so at the end the measured window's count and percentiles are the summary's),
-  posted with the master's heartbeat, give the SEND counters, latency histograms and
-  percentiles and the workers' gauges;
-* the **summary**, when the repetition is committed, gives its status, its accounting (sent,
-  received, lost, undelivered) and the end-to-end latency (read from the target after the
-  drain: there is no earlier exact source, and querying it every tick would load the server
-  under test).
-
-One :class:`LiveState` per process. It keeps the repetition in progress and the last one
-committed (so a scrape after the end still finds its final figures), nothing older: the series
-of every other repetition are in Prometheus already. All methods are thread-safe (the sampler
-thread, the controller's HTTP threads, the endpoint's scrapes).
+One :class:`LiveState` per process keeps the repetition in progress and the last one committed
+(a scrape after the end still finds its final figures), nothing older. Thread-safe.
 """
 
 from __future__ import annotations

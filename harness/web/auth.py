@@ -1,24 +1,16 @@
-"""Who may use the web UI: Locust's ``--web-login`` page, checked here with flask-login.
+"""Who may use the web UI (and, off loopback, the metrics endpoint): Locust's ``--web-login``
+page, checked here with flask-login.
 
-``ssbench web`` (:mod:`harness.web.launcher`) reads the credentials on its own host, from
-:data:`USER_ENV` and :data:`PASSWORD_ENV`, or from the file :data:`FILE_ENV` names (one line
-``USER:PASSWORD``, readable by its owner only), never from the command line. It hands the
-Locust master only the user name and a salted scrypt hash of the password
-(:func:`Credentials.encoded`, in :data:`MASTER_ENV`). In the master,
-:func:`install_login`:
-
-* sets Locust's login form to post to ``/ssbench/login``, which checks the password
-  (werkzeug's ``check_password_hash``, constant time) and logs the user in for
-  ``session_minutes`` (then the session expires and the user logs in again);
-* logs a failed login with the user name and the client address, never the password, and
-  waits a second before answering (slows down guessing);
-* guards every route, Locust's and ssbench's alike (``/stats/requests``, ``/swarm``,
-  ``/ssbench/metrics``...): only ``/login``, the login post and the page's assets are open.
-  Requests from ``ssbench web`` itself (loopback, with the private control token in
-  :data:`INTERNAL_HEADER`) pass.
-
-A loopback-only UI needs no login unless ``--require-login``; any other interface needs one
-(``ssbench web`` refuses to start without credentials).
+``ssbench web`` reads the credentials on its own host from :data:`USER_ENV` and
+:data:`PASSWORD_ENV`, or the file :data:`FILE_ENV` names (one line ``USER:PASSWORD``, owner
+only), never from the command line, and hands the Locust master only the user name and a
+salted scrypt hash (:func:`Credentials.encoded`, in :data:`MASTER_ENV`). In the master,
+:func:`install_login` checks the login form's password in constant time and logs the user in
+for ``session_minutes``; logs a failed login with the user and the client address, never the
+password, and answers it after a second; and guards every route, Locust's and ssbench's,
+except the login page and its assets (``ssbench web``'s own loopback requests carry the private
+token in :data:`INTERNAL_HEADER`). A loopback-only UI needs no login unless
+``--require-login`` (docs/web.md, "Exposing ssbench safely").
 """
 
 from __future__ import annotations

@@ -1,24 +1,17 @@
 """The ``ssbench web`` process: target, sessions, and a Locust master with the web UI.
 
-``ssbench web`` is a controller like ``ssbench run``: it owns the target (provisioning,
-dialogs, the embedded broker's transport and queue monitor), the collectors and the results
-(:mod:`harness.web.session`), and drives one :class:`harness.load.swarm.Swarm` for its whole
-lifetime through the same swarm protocol (:mod:`harness.load.protocol`): a Locust master serving
-the web UI (``--web-host``/``--port``, with the pages of :mod:`harness.web.locust_plugin`) and a
-local Locust worker per initiator, unless ``--local-workers`` says fewer (the others run on other
-hosts: ``ssbench worker``, docs/web.md). Each swarm the web UI starts is a session: the master
-asks for a plan, :class:`WebSessions` prepares it; when it ends, the session is saved.
+A controller like ``ssbench run``: it owns the target, the collectors and the results
+(:mod:`harness.web.session`) and drives one :class:`harness.load.swarm.Swarm` for its whole
+lifetime through the swarm protocol: a Locust master serving the web UI (with the pages of
+:mod:`harness.web.locust_plugin`) and a local worker per initiator unless ``--local-workers``
+says fewer (the others: ``ssbench worker`` on other hosts). Each swarm the UI starts is a
+session (:class:`WebSessions`), saved when it ends. The master admits only workers holding the
+run's token (:mod:`harness.load.auth`); off loopback the UI asks for a login
+(:mod:`harness.web.auth`); TLS with ``--tls-cert``/``--tls-key``.
 
-Security: the master admits only workers that prove the run's token (``SSBENCH_WORKER_TOKEN``:
-taken from the environment or made here, given to local workers through their environment and
-printed once for remote ones; :mod:`harness.load.auth`). A web UI on any interface but loopback
-(or with ``--require-login``) asks for a login (:mod:`harness.web.auth`): the master gets the
-user name and a password hash, never the password; TLS with ``--tls-cert``/``--tls-key``.
-
-Ctrl-C: a session in progress is stopped as the web UI's Stop would (so it is saved like any
-other), then the master quits (taking its workers with it), stragglers are killed, and the
-target's broker side is stopped. The embedded PostgreSQL server is left running: it is shared
-and reused by every ssbench command (``ssbench server stop`` stops it).
+Ctrl-C stops a session in progress as the UI's Stop would (it is saved), then the master and
+its workers quit and the target's broker side stops; the shared embedded PostgreSQL server is
+left running (``ssbench server stop`` stops it).
 """
 
 from __future__ import annotations

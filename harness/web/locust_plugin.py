@@ -1,23 +1,14 @@
 """The web UI's pages on the Locust master of ``ssbench web``: a second locustfile loaded next to
-:mod:`harness.load.locustfile` by that master only (workers never load it).
+:mod:`harness.load.locustfile` by that master only.
 
-The swarm itself is the swarm protocol's, the same as a headless run's
-(:class:`harness.load.master.MasterSide`, ``environment.ssbench``): a start asks ``ssbench web``
-for a plan, places the workers, sends their assignments, and the end forwards the recordings.
-This module adds only what a browser sees:
-
-* ssbench's fields in the start form (custom arguments with ``include_in_web_ui=True``):
-  initiators in use, payload bytes, dialog strategy; the user count is the total number of
-  client threads, spread evenly over the initiators in use;
-* the swarm is opened inside the form's start request (a Flask ``before_request`` hook), so a
-  failure to prepare the target is the start request's error message and the UI sees the swarm
-  spawning as soon as its request returns;
-* with ``--web-login``, the login of :mod:`harness.web.auth`;
-* a "Broker metrics" tab (Locust's extended tabs: its rows ride on the ``/stats/requests`` poll
-  the UI makes every 2 s), a ``/ssbench/metrics`` JSON endpoint, a ``/ssbench/status`` endpoint
-  and a standalone page at ``/ssbench/``;
-* a ``/stats/requests`` asked while the master is stopping is answered once it has stopped
-  (:mod:`harness.web.polls`: Locust's page would poll no more after an answer saying "stopping").
+The swarm is the swarm protocol's (:class:`harness.load.master.MasterSide`), as a headless
+run's. This module adds what a browser sees: ssbench's fields in the start form (initiators,
+payload bytes, dialog strategy; the user count is the total of client threads, spread evenly);
+the swarm opened inside the start request (a failure to prepare the target is that request's
+error); the login of :mod:`harness.web.auth`; a "Broker metrics" tab riding on the UI's
+``/stats/requests`` poll, ``/ssbench/metrics``, ``/ssbench/status`` and a page at
+``/ssbench/``; and a ``/stats/requests`` asked while the master stops answered once it has
+stopped (:mod:`harness.web.polls`).
 """
 
 from __future__ import annotations
