@@ -88,8 +88,8 @@ class StallCollector(Collector):
         if processed and sending:
             stall, span = longest_receive_stall(processed, sending, readers, window.start, window.end)
             out["receive_stall_seconds"] = stall
-            if span is not None:
-                out["stall_chains"] = _chains(window, *span)
+            # measured: an empty list when nothing stalled (absent means not measured)
+            out["stall_chains"] = _chains(window, *span) if span is not None else []
         depth = {}
         for fam, met, key in (("queues", "depth", "queue"), ("queues", "xmitq_total", "")):
             for ts, v in _series(window, fam, met, key):

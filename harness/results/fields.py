@@ -283,7 +283,7 @@ FIELDS: tuple[Field, ...] = tuple([
               ("queue_growth", float, "the queues' depth, last tick of the window minus first", _N),
               ("receive_stalled", bool, "a receive stall of 1.5 s, or (closed loop) receive below half of send "
                                         "while the queues grew"),
-              ("stall_chains", list[str], "blocking chains seen during the longest stall (lock sampler)",
+              ("stall_chains", list[str], "blocking chains seen during the longest stall (lock sampler; [] when none)",
                {"column": False}),
               ("commit_latency_ms", float, "the server's mean log flush (median over the ticks)", _MS),
               ("storage_probe_ms", float, "a 4 KiB overwrite + fdatasync beside the data: window median", _MS),

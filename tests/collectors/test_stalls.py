@@ -131,3 +131,14 @@ def test_the_issue_30_stall_from_its_samples():
     assert out["queue_growth"] == pytest.approx(5 * 1_780.0)
     assert out["freeze_seconds"] == pytest.approx(0.0)
     assert out["stall_chains"] == ["ssbench-reader [active] [xact > 1 s] (7.2 s)"]
+
+
+def test_a_window_without_a_stall_says_so_with_no_chains():
+    """stall_chains is measured whenever the receive stall is: [] when nothing stalled, so a
+    summary's fields are the same whether or not a stall happened (absent: not measured)."""
+    samples = [s for sec in range(0, 10) for s in (
+        Sample(sec, "throughput", "processed_total", "", sec * 1_000.0),
+        Sample(sec, "broker", "sql_sends_per_s", "Broker Statistics", 1_000.0),
+        Sample(sec, "activation", "tasks_running", "", 2.0))]
+    out = StallCollector().summary_fields(None, WindowView(2.0, 8.0, tuple(samples)))
+    assert out["receive_stall_seconds"] == 0.0 and out["stall_chains"] == []
