@@ -5,11 +5,11 @@ A blocking call (psycopg, pyodbc) in a greenlet blocks the whole Locust worker p
 release the GIL while they wait), sized for the users, and remembers each user's call in flight
 so a connection is never closed under it. The first call of each function runs alone: under
 gevent's monkey-patching the import locks are gevent locks, and two pool threads importing at
-once (a driver's lazy import) deadlocked 6 of 20 users in their first connect.
+once (a driver's lazy import on its first connect) can deadlock each other for good.
 
 :class:`SendLoop` is the SEND path of blocking drivers: one OS thread per user for the whole
 window, results handed to the user's greenlet in batches: a GIL hand-over and a queue append
-per SEND where a threadpool hop cost about 185 µs of client CPU (benchmarks/harness_ceiling.py).
+per SEND instead of a threadpool hop (docs/findings/harness-ceiling.md measures both).
 """
 
 from __future__ import annotations
