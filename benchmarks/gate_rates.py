@@ -44,6 +44,20 @@ SCENARIOS = [
     ("noise only, 5 reps, 2 perms, 10 % noise, half shared by the round", 56, 5, 2, 0.10, "normal", 0.0, 0.0, HALF),
     ("noise only, 5 reps, 2 perms, 10 % noise, unpaired (stored runs)", 57, 5, 2, 0.10, "normal", 0.0, 0.0,
      UNPAIRED),
+    # noise levels that differ between the permutations or the metrics, and rates that move
+    # together: the moderated variances' prior (fitted by permutation and family, a cell
+    # counted once) holds the gate's level in each
+    ("noise only, 5 reps, 2 perms, 10 % noise, one perm twice as noisy", 81, 5, 2, 0.10, "normal", 0.0, 0.0,
+     {"perm_noise": (1.0, 2.0)}),
+    ("noise only, 5 reps, 2 perms, 10 % noise, latencies 3x as noisy", 82, 5, 2, 0.10, "normal", 0.0, 0.0,
+     {"latency_noise": 3.0}),
+    ("noise only, 5 reps, 2 perms, 10 % noise, rates 3x as noisy", 88, 5, 2, 0.10, "normal", 0.0, 0.0,
+     {"latency_noise": 1 / 3}),
+    ("noise only, 5 reps, 18 perms, 10 % noise", 85, 5, 18, 0.10, "normal", 0.0, 0.0),
+    ("noise only, 5 reps, 18 perms, 10 % log-normal, every 2nd perm 3x, latencies 3x as noisy", 86, 5, 18, 0.10,
+     "lognormal", 0.0, 0.0, {"perm_noise": (1.0, 3.0), "latency_noise": 3.0}),
+    ("noise only, 5 reps, 2 perms, 10 % noise, the send rate the receive rate's twin", 101, 5, 2, 0.10, "normal",
+     0.0, 0.0, {"rates_together": True}),
     ("10 % rate drop, 1 rep, 2 perms, 3 % noise", 61, 1, 2, 0.03, "normal", 0.10, 0.0),
     ("10 % rate drop, 3 reps, 2 perms, 3 % noise", 63, 3, 2, 0.03, "normal", 0.10, 0.0),
     ("10 % rate drop, 4 reps, 1 perm, 3 % noise", 64, 4, 1, 0.03, "normal", 0.10, 0.0),
@@ -53,6 +67,8 @@ SCENARIOS = [
     ("10 % rate drop, 5 reps, 1 perm, 3 % noise, unpaired (stored runs)", 65, 5, 1, 0.03, "normal", 0.10, 0.0,
      UNPAIRED),
     ("10 % rate drop, 5 reps, 2 perms (gate.yaml), 3 % noise", 66, 5, 2, 0.03, "normal", 0.10, 0.0),
+    ("10 % rate drop, 5 reps, 2 perms (gate.yaml), 3 % noise, the rates twins", 66, 5, 2, 0.03, "normal", 0.10, 0.0,
+     {"rates_together": True}),
     ("10 % rate drop, 5 reps, 2 perms (gate.yaml), 3 % noise, half shared by the round", 66, 5, 2, 0.03, "normal",
      0.10, 0.0, HALF),
     ("10 % rate drop, 5 reps, 2 perms (gate.yaml), 10 % noise, half shared by the round", 67, 5, 2, 0.10, "normal",
@@ -95,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{label:<80} {cells[0]:>14} {cells[1]:>8} {cells[2]:>8} {cells[3]:>13} {cells[4]:>9}")
     print(f"\n{args.trials} trials per scenario, {time.monotonic() - t0:.1f} s; default settings "
-          "(k=2, min effect 5 %, min reps 4, BH FDR 0.01); paired by round unless said")
+          "(k=2, min effect 5 %, min reps 4, BH FDR 0.01, moderated variances); paired by round unless said")
     return 0
 
 

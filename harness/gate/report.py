@@ -99,7 +99,9 @@ class GateReport:
             "candidate": side(self.candidate),
             "settings": {**asdict(self.settings), "correction": CORRECTION,
                          "significance": "one-sided t test of the log ratio of the geometric means, paired "
-                                         "by round where the rounds interleave (rows: paired), else Welch",
+                                         "by round where the rounds interleave (rows: paired), its variance "
+                                         "moderated by the run's paired rows (rows: estimate.prior_df), "
+                                         "else Welch",
                          "effect": "r = median(candidate)/median(baseline), inverted for latencies; r < 1 is worse",
                          "threshold": "min(max_effect, max(min_effect, k x baseline robust spread / baseline median))",
                          "regression": "effect beyond the threshold AND significant (BH q <= alpha)",

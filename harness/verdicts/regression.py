@@ -1,7 +1,8 @@
 """The regression rule: a candidate against a baseline, one row per permutation and metric.
 
 An effect beyond a threshold scaled by the baseline's robust spread, and a one-sided t test of
-the log ratio (paired by round where rounds interleave) with Benjamini-Hochberg in two families,
+the log ratio (paired by round where rounds interleave, its variance moderated by the run's
+other rows) with Benjamini-Hochberg in two families,
 the rates first (most of alpha) and the latencies: ``regression`` needs both, ``warning`` one,
 ``improved`` the mirror; too few repetitions are ``inconclusive``, never a failure.
 docs/gate.md has the method and the defaults.
@@ -10,12 +11,12 @@ docs/gate.md has the method and the defaults.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..errors import UserError
 from ..results import median
-from .estimate import SPREAD_METHODS, benjamini_hochberg, estimate, relative_spread
+from .estimate import SPREAD_METHODS, Estimate, benjamini_hochberg, estimate, moderate, relative_spread
 from .comparison_metrics import METRIC_BY_NAME, METRICS
 from .rule import INCONCLUSIVE   # too few repetitions to judge significance
 
@@ -79,8 +80,9 @@ class GateSettings:
         spread = "MAD x 1.4826" if self.spread == "mad" else "IQR / 1.349"
         return (f"threshold = max({self.min_effect:.0%}, k={self.k:g} x baseline spread ({spread}) / median), "
                 f"at most {self.max_effect:.0%}; "
-                f"significance = one-sided t test of the log ratio, paired by round where the rounds "
-                f"interleave (>= {self.min_reps} reps a side), "
+                f"significance = one-sided t test of the log ratio (>= {self.min_reps} reps a side), paired "
+                f"by round where the rounds interleave, its variance moderated towards a prior fitted "
+                f"from the run's rows by permutation and family (empirical Bayes), "
                 f"Benjamini-Hochberg over the permutation x metric tests at FDR {self.alpha:g}, in two "
                 f"families: the rates at {self.rate_share:g} of it, the latencies at the rest; "
                 f"regression = beyond the threshold AND significant; fewer reps: inconclusive")
@@ -112,6 +114,7 @@ class MetricResult:
     paired: bool = False               # judged round by round
     verdict: str = PASS
     reason: str = ""
+    estimate: Estimate | None = field(default=None, repr=False, compare=False)
 
 
 def _ratio(num: float, den: float) -> float:
@@ -145,6 +148,7 @@ def compare_samples(baseline: Mapping[str, Mapping[str, Sample]], candidate: Map
         for name in settings.metrics:
             rows.append(_row(perm, name, _numbered(baseline[perm].get(name, ())),
                              _numbered(candidate[perm].get(name, ())), settings, paired))
+    _moderate(rows)
     qs = family_q(rows, [r.p for r in rows], settings)
     qs_better = family_q(rows, [r.p_better for r in rows], settings)
     for row, q, q_better in zip(rows, qs, qs_better):
@@ -152,6 +156,18 @@ def compare_samples(baseline: Mapping[str, Mapping[str, Sample]], candidate: Map
         if row.verdict != NO_DATA:
             _verdict(row, settings)
     return rows
+
+
+def _moderate(rows: Sequence[MetricResult]) -> None:
+    """Each judged row's p-values, from its variance moderated towards a prior fitted from the
+    run's paired rows, its log level additive in the permutation and the family
+    (:func:`~.estimate.moderate`): 4 degrees of freedom at 5 rounds borrow from the other
+    permutations' rows as far as their variances agree."""
+    judged = [r for r in rows if r.estimate is not None]
+    labels = [(r.permutation, r.higher_is_better) for r in judged]
+    for r, e in zip(judged, moderate([r.estimate for r in judged], labels)):   # type: ignore[misc]
+        r.estimate = e
+        r.p, r.p_better = e.p_worse(), e.p_better()
 
 
 def family_q(rows: Sequence[MetricResult], ps: Sequence[float | None],
@@ -191,9 +207,8 @@ def _row(perm: str, name: str, b: dict[int, float], c: dict[int, float], setting
     row.threshold = min(settings.max_effect, max(settings.min_effect, settings.k * row.baseline_spread))
     row.effect_beyond = row.r < 1.0 - row.threshold
     if settings.can_judge(len(b), len(c)):
-        e = estimate(cv, bv, higher, paired)
+        row.estimate = estimate(cv, bv, higher, paired)    # its p-values: after _moderate
         row.significance_judged = True
-        row.p, row.p_better = e.p_worse(), e.p_better()
     return row
 
 

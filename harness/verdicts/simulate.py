@@ -225,18 +225,31 @@ def noise(rng: random.Random, cv: float, kind: str) -> float:
 
 def side(rng: random.Random, reps: int, perms: int, cv: float, kind: str = "normal",
          rate_drop: float = 0.0, latency_rise: float = 0.0, second: list[bool] | None = None,
-         position_effect: float = 0.0, levels: list[list[float]] | None = None) -> dict[str, dict[str, list[float]]]:
+         position_effect: float = 0.0, levels: list[list[float]] | None = None,
+         scales: tuple[tuple[float, ...], float] = ((1.0,), 1.0),
+         rates_together: bool = False) -> dict[str, dict[str, list[float]]]:
     """One side's samples, ``{permutation: {metric: [value per repetition]}}``; ``second[i]``:
     this side ran second in round i, slower by ``position_effect``; ``levels[p][i]``: the level
-    round i of permutation p shares with the other side."""
+    round i of permutation p shares with the other side; ``scales``: the noise's multipliers per
+    permutation (cycled) and for the latencies; ``rates_together``: the send rate moves with the
+    receive rate, repetition by repetition (as in a steady run), not on noise of its own."""
     out = {}
     for p in range(perms):
         out[f"perm{p}"] = {
-            m: [v * ((1 - rate_drop) if m.endswith("rate") else (1 + latency_rise)) * noise(rng, cv, kind)
+            m: [v * ((1 - rate_drop) if m.endswith("rate") else (1 + latency_rise))
+                * noise(rng, cv * _scale(scales, p, m), kind)
                 * _slower(m, position_effect if second and second[i] else 0.0) * (levels[p][i] if levels else 1.0)
                 for i in range(reps)]
             for m, v in BASE.items()}
+        if rates_together:
+            rates = out[f"perm{p}"]
+            rates["send_rate"] = [x * BASE["send_rate"] / BASE["receive_rate"] for x in rates["receive_rate"]]
     return out
+
+
+def _scale(scales: tuple[tuple[float, ...], float], perm: int, metric: str) -> float:
+    per_perm, latency = scales
+    return per_perm[perm % len(per_perm)] * (1.0 if metric.endswith("rate") else latency)
 
 
 def _slower(metric: str, by: float) -> float:
@@ -273,24 +286,29 @@ class GateRates:
 def simulate_gate(seed: int, reps: int, perms: int, cv: float, kind: str = "normal", rate_drop: float = 0.0,
                   latency_rise: float = 0.0, trials: int = 400, settings: GateSettings = GateSettings(),
                   position_effect: float = 0.0, balanced: bool = True, shared: float = 0.0,
-                  paired: bool = True) -> GateRates:
+                  paired: bool = True, perm_noise: tuple[float, ...] = (1.0,),
+                  latency_noise: float = 1.0, rates_together: bool = False) -> GateRates:
     """Run ``trials`` seeded gates of ``reps`` rounds and count the verdicts. The noise's
     relative spread ``cv`` is split: a share ``shared`` of its variance is the round's level,
     common to both sides (what interleaving is for: the machine's speed in those minutes), the
     rest independent per run. Each trial draws its rounds' orders (``balanced``: counterbalanced,
     as the gate does) and judges paired by round (``paired``, the interleaved gate) or not
-    (stored runs)."""
+    (stored runs). ``perm_noise`` multiplies the noise per permutation (cycled: ``(1, 2)``, every
+    second one twice as noisy), ``latency_noise`` the latencies' own; ``rates_together``: the
+    send rate is the receive rate's twin (:func:`side`)."""
     rng = random.Random(seed)
     out = GateRates(trials=trials)
     own = cv * math.sqrt(1.0 - shared)
     for _ in range(trials):
         orders = side_orders(rng, reps, balanced)
         base, cand = ([o[1] == s for o in orders] for s in SIDES)
-        levels = [[math.exp(rng.gauss(0, cv * math.sqrt(shared))) for _ in range(reps)] for _ in range(perms)]
+        levels = [[math.exp(rng.gauss(0, cv * perm_noise[p % len(perm_noise)] * math.sqrt(shared)))
+                   for _ in range(reps)] for p in range(perms)]
+        scales = (perm_noise, latency_noise)
         rows = compare_samples(side(rng, reps, perms, own, kind, second=base, position_effect=position_effect,
-                                    levels=levels),
-                               side(rng, reps, perms, own, kind, rate_drop, latency_rise, cand, position_effect, levels),
-                               settings, paired)
+                                    levels=levels, scales=scales, rates_together=rates_together),
+                               side(rng, reps, perms, own, kind, rate_drop, latency_rise, cand, position_effect, levels,
+                                    scales, rates_together), settings, paired)
         v = PASS
         for r in rows:
             v = worst(v, r.verdict)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness.verdicts.estimate import benjamini_hochberg, estimate, mean_interval, relative_spread
+from harness.verdicts.estimate import (Estimate, _trigamma_inverse, benjamini_hochberg, estimate, mean_interval,
+                                       moderate, relative_spread)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -71,3 +72,58 @@ def test_relative_spread_is_robust_and_estimates_sigma():
     assert math.isnan(relative_spread([])) and relative_spread([5.0]) == 0.0
     with pytest.raises(ValueError):
         relative_spread(xs, "stdev")
+
+
+def _paired(var: float, n: int = 5) -> Estimate:
+    """A paired estimate of ``n`` units whose log ratios have sample variance ``var``."""
+    return Estimate(0.0, var, n, 0.0, n, paired=True)
+
+
+def test_trigamma_inverse_inverts_trigamma():
+    from scipy.special import polygamma
+
+    for x in (1e-4, 0.05, 0.6, 3.0, 50.0):
+        assert float(polygamma(1, _trigamma_inverse(x))) == pytest.approx(x, rel=1e-6)
+
+
+def test_moderate_recovers_the_prior_of_inverse_chi_square_variances():
+    """Smyth (2004)'s model: sigma^2 = d0 s0^2 / chi2(d0), s^2 = sigma^2 chi2(d) / d. From 4,000
+    rows of 4 degrees of freedom, the fitted d0 and s0^2 are near the true 10 and 0.01, and
+    each moderated variance lies between the row's own and the prior's."""
+    rng = np.random.default_rng(3)
+    own = 10 * 0.01 / rng.chisquare(10, 4000) * rng.chisquare(4, 4000) / 4
+    rows = moderate([_paired(v) for v in own])
+    d0 = rows[0].prior_df
+    assert 7 < d0 < 14 and all(r.df == pytest.approx(4 + d0) for r in rows)
+    s0 = (rows[0].var_t * (4 + d0) - 4 * own[0]) / d0
+    assert 0.008 < s0 < 0.012
+    assert all(min(v, s0) - 1e-12 <= r.var_t <= max(v, s0) + 1e-12 for v, r in zip(own, rows))
+    # like rows: no excess beyond sampling, the prior weighs the other rows' df, and the
+    # moderated variances are all near the rows' common level
+    like = [r.var_t for r in moderate([_paired(v) for v in 0.01 * rng.chisquare(4, 50) / 4])]
+    assert max(like) / min(like) < 1.1 and 0.008 < np.mean(like) < 0.012
+
+
+def test_moderate_fits_the_prior_by_label_and_counts_a_cell_once():
+    """Two families whose variances differ 9-fold: each row is pulled towards its own family's
+    level, not the run's. Rows of one label count once in the prior's degrees of freedom: one
+    permutation's rows borrow nothing (its rates may be twins), two permutations' a little."""
+    rng = np.random.default_rng(5)
+    labels = [(p, f) for p in range(9) for f in (True, False, False)]
+    var = [0.01 if f else 0.09 for _, f in labels]
+    rows = moderate([_paired(v * rng.chisquare(4) / 4) for v in var], labels)
+    rate = np.exp(np.mean([math.log(r.var_t) for r, (_, f) in zip(rows, labels) if f]))
+    lat = np.exp(np.mean([math.log(r.var_t) for r, (_, f) in zip(rows, labels) if not f]))
+    assert 0.005 < rate < 0.02 and 0.045 < lat < 0.18
+    one = [(0, True), (0, True), (0, False), (0, False), (0, False)]
+    assert [r.prior_df for r in moderate([_paired(v) for v in (1, 2, 3, 4, 5)], one)] == [0.0] * 5
+    two = [(p, f) for p in range(2) for f in (True, True, False, False, False)]
+    rows = moderate([_paired(1.0 + 0.01 * i) for i in range(10)], two)
+    assert all(0 < r.prior_df <= 4 / 3 + 1e-9 for r in rows)      # 4 cells, 3 parameters
+
+
+def test_moderate_leaves_unpaired_zero_and_too_few_rows_alone():
+    unpaired = [Estimate(0.0, 1.0, 5, 1.0, 5) for _ in range(5)]
+    assert moderate(unpaired) == unpaired
+    assert moderate([_paired(1.0), _paired(0.0), _paired(2.0)]) == [_paired(1.0), _paired(0.0), _paired(2.0)]
+    assert moderate([_paired(1.0), _paired(2.0)]) == [_paired(1.0), _paired(2.0)]
