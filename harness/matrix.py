@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator
 
 from .results.fields import AXES
 from .brokersettings import BROKER_FIELDS, OPTIONAL_BROKER, BrokerSettings, broker_values  # noqa: F401
-from . import alternation
+from . import plan
 from .dialogstrategy import DialogStrategy
 from .errors import UserError, show
 from .runsettings import AUTO, AUTO_FIELDS, AUTO_MAX, AUTO_MIN, RUN_FIELDS, RUN_ORDERS, RunSettings  # noqa: F401
@@ -405,7 +405,7 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
             profiles[key] = loc.value
             lines[f"embedded_profiles.{key}"] = loc.line
     _check_blocks_distinct(m, doc.get("blocks"), err)
-    alternation.check(m.run, list(m.permutations()), m.lines, path)
+    plan.check(m.run, list(m.permutations()), m.lines, path)
     return m
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import alternation
+from .plan import alternation_record, member_at
 from .collectors import SampleContext, Sampler, default_collectors
 from .collectors.host import CLIENT_BOUND_WORKER_CPU
 from .errors import TargetError
@@ -351,7 +351,7 @@ class Repetition:
         return None
 
     def _alternation(self, m: "Member") -> dict[str, Any] | None:
-        """The summary's ``alternation`` record (harness.alternation); None: not alternated."""
+        """The summary's ``alternation`` record (harness.plan); None: not alternated."""
         return None
 
     def _phases(self, summary: RepetitionSummary) -> tuple[float, float]:
@@ -451,14 +451,14 @@ class AlternatedRepetition(Repetition):
             k = len(self.members)
             self._sent = [[] for _ in range(k)]
             for sent, us in self.target.telemetry.e2e_sent_latencies_us(wd.start, wd.end):
-                self._sent[alternation.member_at(sent / 1e6, self.slice_seconds, k)].append(us)
+                self._sent[member_at(sent / 1e6, self.slice_seconds, k)].append(us)
         return self._sent[m.index]
 
     def _member_slices(self, m: "Member") -> tuple[float, int, int] | None:
         return (self.slice_seconds, len(self.members), m.index)
 
     def _alternation(self, m: "Member") -> dict[str, Any] | None:
-        return alternation.record([q.id for q in self.members], self.slice_seconds, m.index)
+        return alternation_record([q.id for q in self.members], self.slice_seconds, m.index)
 
 
 @dataclass(frozen=True)

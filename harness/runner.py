@@ -13,12 +13,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import alternation
 from .cpuawake import CpusAwake
 from .errors import UserError
 from .load.series import LOGS_DIR, SwarmSeries
 from .load.swarm import Swarm
 from .matrix import Matrix, Permutation
+from .plan import Window, group_windows
 from .progress import Progress
 from .backlog import BacklogRepetition
 from .repetition import AlternatedRepetition, Interrupted, Repetition
@@ -76,38 +76,38 @@ class Runner:
             resolve_profile(m, self.target, perm.server)  # fail early, before any load
         if m.run.auto:
             return self.run_auto()
+        todo = self._todo(m.schedule())
+        if self.progress.skipped:
+            self.progress.line(f"resuming: {self.progress.skipped} repetition(s) already complete, "
+                               f"{len(todo)} to run")
+        self._execute(todo)
+        return self.lost_total
+
+    def _todo(self, pairs) -> list[tuple[Permutation, int]]:
+        """The (permutation, repetition) pairs not complete (a damaged one set aside: to run
+        again); the others counted as skipped."""
         todo = []
-        for perm, rep in m.schedule():
+        for perm, rep in pairs:
             if self.run_dir.is_complete(perm.id, rep) and not self._damaged(perm, rep):
                 self.progress.skip()
             else:
                 todo.append((perm, rep))
-        if self.progress.skipped:
-            self.progress.line(f"resuming: {self.progress.skipped} repetition(s) already complete, "
-                               f"{len(todo)} to run")
+        return todo
+
+    def _execute(self, todo: list[tuple[Permutation, int]], record=lambda window, seconds: {}) -> None:
+        """Run ``todo``'s windows (:func:`harness.plan.group_windows`) in order; after each,
+        run.json gets the progress and what ``record(window, seconds)`` returns."""
         self.progress.mark_start()
-        for perm, rep in todo:
+        for w in group_windows(todo, self.matrix.permutations(), self.matrix.run.alternate):
             if self.stop_event.is_set():
                 raise Interrupted()
-            if self.run_dir.is_complete(perm.id, rep):    # its group's alternated window ran it
-                continue
-            for q, summary in self._run_window(perm, rep):
+            t0 = time.monotonic()
+            summaries = self.run_window(w)
+            extra = record(w, time.monotonic() - t0)
+            for q, summary in zip(w.members, summaries):
                 self.progress.advance()
-                self.run_dir.update_run(permutations_done=self.progress.done)
-                self._report(q, rep, summary)
-        return self.lost_total
-
-    def _run_window(self, perm: Permutation, rep: int,
-                    wanted: set[str] | None = None) -> list[tuple[Permutation, RepetitionSummary]]:
-        """Repetition ``rep`` of ``perm``; with ``run.alternate`` (harness.alternation) one window
-        for every member of its group that is ``wanted`` (None: all) and not complete yet."""
-        if self.matrix.run.alternate:
-            group = [q for q in alternation.members(self.matrix.permutations(), perm)
-                     if q.id == perm.id or ((wanted is None or q.id in wanted)
-                                            and not self.run_dir.is_complete(q.id, rep))]
-            if len(group) > 1:
-                return list(zip(group, self.run_repetition(group[0], rep, group=group)))
-        return [(perm, self.run_repetition(perm, rep))]
+                self.run_dir.update_run(permutations_done=self.progress.done, **extra)
+                self._report(q, w.rep, summary)
 
     def _damaged(self, perm: Permutation, rep: int) -> bool:
         """A committed repetition whose summary does not read back is set aside and run again."""
@@ -159,26 +159,17 @@ class Runner:
                 left = f", {len(plan.left_out)} left out (time budget)" if plan.left_out else ""
                 self.progress.line(f"round {rnd}: {len(plan.undecided)} comparison(s) undecided, "
                                    f"{len(plan.perm_ids)} permutation(s){left}")
-            todo = [pid for pid in plan.perm_ids
-                    if not (rd.is_complete(pid, rnd) and not self._damaged(perms[pid], rnd))]
-            self.progress.skip(len(plan.perm_ids) - len(todo))
-            self.progress.mark_start()
-            for pid in todo:
-                if self.stop_event.is_set():
-                    raise Interrupted()
-                if rd.is_complete(pid, rnd):              # its group's alternated window ran it
-                    continue
-                t0 = time.monotonic()
-                ran = self._run_window(perms[pid], rnd, wanted=set(todo))
-                spent, timed = spent + time.monotonic() - t0, timed + len(ran)
+
+            def record(w: Window, seconds: float) -> dict:
+                nonlocal spent, timed, windows
+                spent, timed = spent + seconds, timed + len(w.members)
                 if windows is not None:    # one warm-up, each member's measured time
-                    windows += self._window(perms[pid]) + sum(self.matrix.run_for(q).measure_seconds
-                                                              for q, _ in ran[1:])
-                for q, summary in ran:
-                    self.progress.advance()
-                    rd.update_run(permutations_done=self.progress.done, permutations_total=self.progress.total,
-                                  auto=self._clock(rnd, spent, timed, windows, budget, begun))
-                    self._report(q, rnd, summary)
+                    windows += self._window(w.members[0]) + sum(self.matrix.run_for(q).measure_seconds
+                                                                for q in w.members[1:])
+                return {"permutations_total": self.progress.total,
+                        "auto": self._clock(rnd, spent, timed, windows, budget, begun)}
+
+            self._execute(self._todo((perms[pid], rnd) for pid in plan.perm_ids), record)
         assert plan is not None
         self._conclude(plan, self._clock(plan.number - 1, spent, timed, windows, budget, begun))
         return self.lost_total
@@ -275,9 +266,10 @@ class Runner:
                            f"lost {lost}, ETA {self.progress.eta()}{flag}")
 
     # ------------------------------------------------------------------ one repetition
-    def run_repetition(self, perm: Permutation, rep: int, group: list[Permutation] | None = None):
-        """One repetition (a RepetitionSummary); with ``group`` (``perm`` its first) one
-        alternated window of them all (their summaries, in order)."""
+    def run_window(self, window: Window) -> list[RepetitionSummary]:
+        """One window: its members' summaries, in order (an alternated window's accounting is
+        the window's, the same in each member's summary)."""
+        perm, rep = window.members[0], window.rep
         phase = {"now": "preparing"}
 
         def status(text: str) -> None:
@@ -296,19 +288,18 @@ class Runner:
         # else the load repetition
         cls = BacklogRepetition if self.matrix.run.backlog_messages else Repetition
         extra = {}
-        if group:
-            cls, extra = AlternatedRepetition, dict(members=group, slice_seconds=self.matrix.run.slice_seconds)
+        if len(window.members) > 1:
+            cls, extra = AlternatedRepetition, dict(members=list(window.members), slice_seconds=self.matrix.run.slice_seconds)
         r = cls(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
                        profile=resolve_profile(self.matrix, self.target, perm.server),
                        settings=self.matrix.run_for(perm), lock=self.lock, stop_event=self.stop_event,
                        on_status=status, on_tick=live, remote=self.remote, metrics=self.metrics,
                        swarms=self.swarms, **extra)
-        summary = r.run()
-        # an alternated window's accounting is the window's, the same in each member's summary
-        first = summary[0] if group else summary
-        self.lost_total += first.messages_lost
-        self.duplicated_total += first.messages_duplicated or 0
-        return summary
+        out = r.run()
+        summaries = out if len(window.members) > 1 else [out]
+        self.lost_total += summaries[0].messages_lost
+        self.duplicated_total += summaries[0].messages_duplicated or 0
+        return summaries
 
 
 def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | None, resume: bool) -> RunDir:

@@ -13,7 +13,7 @@ from .errors import show
 from .yamlsrc import Located
 
 #: the width of the time buckets a worker records its SENDs in (harness.load.recorder); an
-#: alternated window's slice is a whole number of them (harness.alternation)
+#: alternated window's slice is a whole number of them (harness.plan)
 BUCKET_SECONDS = 0.1
 
 
@@ -55,7 +55,7 @@ class RunSettings:
     send_mode: str = "auto"
     #: the permutations that differ only in their dialog strategy share each window, every
     #: client thread switching between their dialogs every ``slice_seconds`` on the wall clock
-    #: (harness.alternation; docs/matrices.md): their comparisons are judged window by window
+    #: (harness.plan; docs/matrices.md): their comparisons are judged window by window
     alternate: bool = False
     slice_seconds: float = 0.5
 

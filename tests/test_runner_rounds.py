@@ -56,7 +56,8 @@ class FakeRunner(Runner):
                          stop_event=threading.Event())
         self.clock, self.stop_after, self.ran = clock, stop_after, []
 
-    def run_repetition(self, perm, rep):
+    def run_window(self, window):
+        (perm,), rep = window.members, window.rep
         values = next(v for v in synth.iter_permutations(SPEC) if v["id"].startswith(f"i1-t{perm.threads}-"
                                                                                      f"{perm.dialogs.token}-"))
         summary = synth.write_repetition(self.run_dir.path / perm.id, dict(values, id=perm.id), rep, SPEC,
@@ -65,7 +66,7 @@ class FakeRunner(Runner):
         self.ran.append((perm.id, rep))
         if self.stop_after is not None and len(self.ran) >= self.stop_after:
             self.stop_event.set()
-        return summary
+        return [summary]
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from ..alternation import member_at
+from ..plan import member_at
 from .base import Collector
 
 #: seconds between two samples

@@ -4,7 +4,7 @@ so slow drift (thermal state, neighbours, updates) falls on both sides alike.
 The baseline's code is checked out with ``git worktree add --detach`` into a temporary
 directory (removed at the end, also on errors and Ctrl-C); the matrix is copied with one
 repetition; each round runs both sides once, in an order counterbalanced over pairs of rounds
-(:func:`~harness.verdicts.auto.side_orders`, seeded), each side as ``python -m harness.cli run``
+(:func:`~harness.plan.side_orders`, seeded), each side as ``python -m harness.cli run``
 with that side's checkout on ``PYTHONPATH`` and as ``SSBENCH_HOME``. A round that left a
 repetition out of the comparison gets a replacement round, up to :data:`MAX_REPLACEMENTS`.
 Each run is added to its side's run directory as it ends (``<out>/baseline``,
@@ -34,7 +34,7 @@ import yaml
 from ..errors import TargetError, UserError
 from ..results import RunDir, RunReader, counts_in_verdicts, find_runs, read_json, write_atomic, write_json
 from .compare import compare_runs
-from ..verdicts.auto import SIDES, side_orders
+from ..plan import SIDES, side_orders, side_windows
 from ..verdicts.regression import GateSettings
 from .report import GateReport, write_report
 from .rundata import load_run
@@ -306,7 +306,7 @@ class InterleaveResult:
 
 def round_orders(seed: int, rounds: int) -> list[tuple[str, str]]:
     """The order of the two sides in each round: counterbalanced in pairs of rounds
-    (:func:`~harness.verdicts.auto.side_orders`), reproducible from the seed."""
+    (:func:`~harness.plan.side_orders`), reproducible from the seed."""
     return side_orders(random.Random(seed), rounds)
 
 
@@ -419,16 +419,15 @@ def _run_rounds(wt: "Worktree", runner, orders, record: dict[str, Any], out: Pat
                                        "seconds": round(time.monotonic() - t0, 3)})
                 write_json(out / "interleave.json", record)
 
-            for i, order in enumerate(orders, start=1):
-                for name in order:
-                    one(i, name, f"{i}/{len(orders)}")
+            for w in side_windows(orders):
+                one(w.rep, w.members[0], f"{w.rep}/{len(orders)}")
             record["replacements"] = []
             i = len(orders)
             while len(record["replacements"]) < MAX_REPLACEMENTS and _short_rounds(runs, len(orders)):
                 i += 1
                 record["replacements"].append({"round": i})
-                for name in (SIDES if i % 2 else SIDES[::-1]):
-                    one(i, name, f"{i} (a replacement: a round kept out of the comparison)")
+                for w in side_windows([SIDES if i % 2 else SIDES[::-1]], first_round=i):
+                    one(w.rep, w.members[0], f"{i} (a replacement: a round kept out of the comparison)")
     except BaseException as e:
         record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         record["error"] = str(e)

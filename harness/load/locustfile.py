@@ -22,7 +22,7 @@ import gevent
 from locust import User, constant, events, task
 from locust.exception import StopUser
 
-from harness.alternation import member_at
+from harness.plan import member_at
 from harness.load import master, worker
 from harness.load.hubloop import HubLoop
 from harness.load.blocking import SendLoop
@@ -108,7 +108,7 @@ class ServiceBrokerUser(User):
             sender = None
             try:
                 sender = offload.call(self, factory, sender_spec)
-                if spec.alternation:   # one dialog per member strategy (harness.alternation)
+                if spec.alternation:   # one dialog per member strategy (harness.plan)
                     dialog = [offload.call(self, sender.dialog, slot) for slot in spec.alternation_slots(self._user)]
                 else:
                     dialog = offload.call(self, sender.dialog, self._slot)
@@ -165,7 +165,7 @@ class ServiceBrokerUser(User):
 
 def _slice_chooser(slice_seconds: float, k: int):
     """Which member's dialog a SEND beginning now takes: the slice of the wall clock, the same
-    on every worker and host (harness.alternation.member_at)."""
+    on every worker and host (harness.plan.member_at)."""
     clock = time.time
 
     def choose() -> int:

@@ -41,7 +41,7 @@ class SwarmSpec:
     #: is taken)
     send_mode: str = "auto"
     report_interval_seconds: float = 0.2
-    #: an alternated window (run.alternate, harness.alternation): each member strategy's usable
+    #: an alternated window (run.alternate, harness.plan): each member strategy's usable
     #: dialogs per initiator, in the order they were begun (empty: one strategy), and the slice
     #: each SEND's dialog is chosen by: member ``int(time.time() / slice_seconds) % k``
     alternation: list[int] = field(default_factory=list)

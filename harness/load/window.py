@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.alternation import member_at
+from harness.plan import member_at
 from harness.results.histogram import Histogram
 
 

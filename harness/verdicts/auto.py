@@ -133,24 +133,3 @@ def fit_round(plan: RoundPlan, spent_s: float, cost: Mapping[str, float] | None,
     if not plan.perm_ids:
         plan.stop = STOP_BUDGET
     return plan
-
-
-#: the two sides of an interleaved gate
-SIDES = ("baseline", "candidate")
-
-
-def side_orders(rng, rounds: int, balanced: bool = True) -> list[tuple[str, str]]:
-    """The order of the two sides in each of ``rounds`` rounds, drawn from ``rng`` (a
-    ``random.Random``). ``balanced``: counterbalanced in pairs of rounds, one A B and one B A
-    (which comes first drawn at random), the last of an odd number random, so each side runs
-    first in half the rounds (one more at most) and a position effect (a round's second run
-    slower, or faster) cannot favour one side; without it each round is drawn on its own,
-    and 5 rounds put the same side first every time once in 16 gates. Simulated in
-    :func:`harness.verdicts.simulate.simulate_gate` (``position_effect``; docs/gate.md)."""
-    orders: list[tuple[str, str]] = []
-    while len(orders) < rounds:
-        first = list(SIDES)
-        rng.shuffle(first)
-        pair = [(first[0], first[1]), (first[1], first[0])] if balanced else [(first[0], first[1])]
-        orders.extend(pair[: rounds - len(orders)])
-    return orders

@@ -15,7 +15,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .auto import SIDES, fit_round, plan_round, side_orders
+from ..plan import SIDES, side_orders
+from .auto import fit_round, plan_round
 from .pairs import judge_all
 from .regression import FAILING, IMPROVED, PASS, REGRESSION, WARNING, GateSettings, compare_samples, worst
 from .rule import GAIN, INCONCLUSIVE, LOSS, NO_DIFFERENCE, Rule, judge

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness.alternation import member_at
+from harness.plan import member_at
 from harness.collectors.base import SampleContext, Sampler, WindowView
 from harness.collectors.sessionwaits import INTERVAL_S, SessionWaitCollector, mean_waits
 

@@ -10,7 +10,7 @@ This measures, on the same recording, what the slice length does to that noise: 
 thread sends on one dialog (the harness's EmbeddedSender, durable commits, the broker running)
 for ``--seconds``; every SEND's completion time is kept. The recording is then cut into windows
 of ``--members`` x ``--window`` seconds, and each window's SENDs are dealt to ``--members``
-virtual strategies by slices of S seconds, exactly as `harness.alternation.member_at` deals
+virtual strategies by slices of S seconds, exactly as `harness.plan.member_at` deals
 them. With one strategy on every side the true ratio is 1 (an A/A comparison), so the s.d. of
 the windows' log ratio (member 1 against member 0) is the noise a paired comparison of that
 window length would see, for every S side by side on the same SENDs.
@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from alternating_slices import prepared  # noqa: E402
-from harness.alternation import member_at  # noqa: E402
+from harness.plan import member_at  # noqa: E402
 from harness.dialogstrategy import DialogStrategy  # noqa: E402
 from harness.targets.embedded.sender import EmbeddedSender  # noqa: E402
 from harness.targets.embedded.server import EmbeddedServer  # noqa: E402

@@ -1,6 +1,7 @@
-"""harness.alternation: which permutations share an alternated window, which slice an instant
-is in, the checks of ``run.alternate``, and the pieces that split a window by slice (the
-users' dialog slots, the recorded buckets, the pairing of the verdicts). Fast: no server."""
+"""harness.plan: which windows a run executes, which permutations share an alternated window,
+which slice an instant is in, the checks of ``run.alternate``, and the pieces that split a
+window by slice (the users' dialog slots, the recorded buckets, the pairing of the verdicts).
+Fast: no server."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import textwrap
 
 import pytest
 
-from harness import alternation
+from harness import plan as alternation
 from harness.errors import UserError
 from harness.load.spec import SwarmSpec
 from harness.load.window import merge_workers
@@ -112,3 +113,23 @@ def test_verdicts_pair_the_repetitions_of_shared_windows():
     assert not shared_windows(a, {"rep_numbers": [1, 2], "rep_windows": [None, None]})   # not alternated
     assert not shared_windows({"rep_numbers": [1]}, {"rep_numbers": [1]})
     assert not shared_windows(a, {"rep_numbers": [4], "rep_windows": [40.0]})            # nothing in common
+
+
+def test_windows_group_each_repetitions_members_once_at_the_first_of_them(tmp_path):
+    """group_windows: without run.alternate each (permutation, repetition) is its own window;
+    with it, a group's members still to run share one window at the first of them, in the
+    matrix's order, and a member already complete (not in todo) is not run again."""
+    m = load_matrix(write(tmp_path, MATRIX))
+    perms = list(m.permutations())
+    todo = [(p, r) for r in (1, 2) for p in perms]
+    alone = alternation.group_windows(todo, perms, alternate=False)
+    assert [(w.rep, [q.id for q in w.members]) for w in alone] == [(r, [p.id]) for p, r in todo]
+    shared = alternation.group_windows(todo, perms, alternate=True)
+    groups = {alternation.group_key(p) for p in perms}
+    assert len(shared) == 2 * len(groups)
+    assert sorted((q.id, w.rep) for w in shared for q in w.members) == sorted((p.id, r) for p, r in todo)
+    for w in shared:
+        assert [q.id for q in w.members] == [q.id for q in alternation.members(perms, w.members[0])]
+    later = [pair for pair in todo if pair != (perms[0], 1)]      # perms[0] rep 1 complete
+    first = alternation.group_windows(later, perms, alternate=True)[0]
+    assert first.rep == 1 and perms[0] not in first.members and len(first.members) >= 1
