@@ -84,11 +84,11 @@ class Window:
     members: tuple
 
 
-def group_windows(todo: Iterable[tuple[Any, int]], perms: Sequence, alternate: bool) -> list[Window]:
+def group_windows(todo: Iterable[tuple[Any, int]], perms: Iterable, alternate: bool) -> list[Window]:
     """The windows that run ``todo`` ((permutation, repetition) pairs, in the run's order):
     each pair alone; with ``alternate``, at the first pair of a group, one window for its
     members (matrix order) that ``todo`` has for that repetition."""
-    todo = list(todo)
+    todo, perms = list(todo), list(perms)
     wanted = {(p.id, rep) for p, rep in todo}
     placed: set[tuple[str, int]] = set()
     out = []

@@ -124,7 +124,7 @@ def test_windows_group_each_repetitions_members_once_at_the_first_of_them(tmp_pa
     todo = [(p, r) for r in (1, 2) for p in perms]
     alone = alternation.group_windows(todo, perms, alternate=False)
     assert [(w.rep, [q.id for q in w.members]) for w in alone] == [(r, [p.id]) for p, r in todo]
-    shared = alternation.group_windows(todo, perms, alternate=True)
+    shared = alternation.group_windows(todo, m.permutations(), alternate=True)     # an iterator too
     groups = {alternation.group_key(p) for p in perms}
     assert len(shared) == 2 * len(groups)
     assert sorted((q.id, w.rep) for w in shared for q in w.members) == sorted((p.id, r) for p, r in todo)
