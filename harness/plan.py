@@ -76,7 +76,7 @@ def alternation_record(member_ids: list[str], slice_seconds: float, member: int)
 
 
 @dataclass(frozen=True)
-class Window:
+class PlannedWindow:
     """One measured window: repetition (round) ``rep`` of its ``members``: permutations (the
     first leads; more than one: alternated), or one revision side of the gate."""
 
@@ -84,7 +84,7 @@ class Window:
     members: tuple
 
 
-def group_windows(todo: Iterable[tuple[Any, int]], perms: Iterable, alternate: bool) -> list[Window]:
+def group_windows(todo: Iterable[tuple[Any, int]], perms: Iterable, alternate: bool) -> list[PlannedWindow]:
     """The windows that run ``todo`` ((permutation, repetition) pairs, in the run's order):
     each pair alone; with ``alternate``, at the first pair of a group, one window for its
     members (matrix order) that ``todo`` has for that repetition."""
@@ -97,7 +97,7 @@ def group_windows(todo: Iterable[tuple[Any, int]], perms: Iterable, alternate: b
             continue
         group = [q for q in members(perms, perm) if (q.id, rep) in wanted] if alternate else [perm]
         placed.update((q.id, rep) for q in group)
-        out.append(Window(rep, tuple(group)))
+        out.append(PlannedWindow(rep, tuple(group)))
     return out
 
 
@@ -122,7 +122,7 @@ def side_orders(rng, rounds: int, balanced: bool = True) -> list[tuple[str, str]
     return orders
 
 
-def side_windows(orders: Sequence[Sequence[str]], first_round: int = 1) -> list[Window]:
+def side_windows(orders: Sequence[Sequence[str]], first_round: int = 1) -> list[PlannedWindow]:
     """The gate's interleaved rounds (``orders``: :func:`side_orders`) as windows: each side of
     each round alone, in the round's order."""
-    return [Window(i, (side,)) for i, order in enumerate(orders, first_round) for side in order]
+    return [PlannedWindow(i, (side,)) for i, order in enumerate(orders, first_round) for side in order]

@@ -18,7 +18,7 @@ from .errors import UserError
 from .load.series import LOGS_DIR, SwarmSeries
 from .load.swarm import Swarm
 from .matrix import Matrix, Permutation
-from .plan import Window, group_windows
+from .plan import PlannedWindow, group_windows
 from .progress import Progress
 from .backlog import BacklogRepetition
 from .repetition import AlternatedRepetition, Interrupted, Repetition
@@ -160,7 +160,7 @@ class Runner:
                 self.progress.line(f"round {rnd}: {len(plan.undecided)} comparison(s) undecided, "
                                    f"{len(plan.perm_ids)} permutation(s){left}")
 
-            def record(w: Window, seconds: float) -> dict:
+            def record(w: PlannedWindow, seconds: float) -> dict:
                 nonlocal spent, timed, windows
                 spent, timed = spent + seconds, timed + len(w.members)
                 if windows is not None:    # one warm-up, each member's measured time
@@ -266,7 +266,7 @@ class Runner:
                            f"lost {lost}, ETA {self.progress.eta()}{flag}")
 
     # ------------------------------------------------------------------ one repetition
-    def run_window(self, window: Window) -> list[RepetitionSummary]:
+    def run_window(self, window: PlannedWindow) -> list[RepetitionSummary]:
         """One window: its members' summaries, in order (an alternated window's accounting is
         the window's, the same in each member's summary)."""
         perm, rep = window.members[0], window.rep
