@@ -242,9 +242,10 @@ class Runner:
         flag = ""
         shortfall = f"behind: {r['achieved_rate'] or 0:,.0f} of {r['offered_rate'] or 0:,.0f} SENDs/s offered"
         why = disturbance(r)
-        if lost or r["messages_duplicated"]:
+        if lost or r["messages_duplicated"] or r["messages_phantom"]:
             flag = "  !!! " + ", ".join(f"{n} MESSAGES {what}" for n, what in
-                                        ((lost, "LOST"), (r["messages_duplicated"], "DUPLICATED")) if n) + " !!!"
+                                        ((lost, "LOST"), (r["messages_duplicated"], "DUPLICATED"),
+                                         (r["messages_phantom"], "NEVER SENT")) if n) + " !!!"
         elif status == "undelivered":
             flag = (f"  !!! {r['messages_undelivered']} messages still queued when the drain timed out "
                     "(undelivered, not lost) !!!")
@@ -298,7 +299,8 @@ class Runner:
         out = r.run()
         summaries = out if len(window.members) > 1 else [out]
         self.lost_total += summaries[0].messages_lost
-        self.duplicated_total += summaries[0].messages_duplicated or 0
+        # exactly-once broken: a message processed twice, or one processed that was never sent
+        self.duplicated_total += (summaries[0].messages_duplicated or 0) + (summaries[0].messages_phantom or 0)
         return summaries
 
 

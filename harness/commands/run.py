@@ -16,7 +16,7 @@ from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
 
 
 #: exit code of a run stopped by a full disk (resumable); the others: 0 ok, 2 bad input,
-#: 3 target error or failed repetition, 4 messages lost or duplicated, 130 interrupted
+#: 3 target error or failed repetition, 4 messages lost, duplicated or never sent, 130 interrupted
 NO_SPACE_EXIT = 5
 
 
@@ -202,8 +202,8 @@ def execute(args, metrics=None) -> tuple[int, "object"]:
         print_runs([rd.path], stream=out)
     print(f"ssbench: analyze with: ssbench analyze {shlex.quote(str(rd.path))}", file=sys.stderr)
     if lost or runner.duplicated_total:
-        print(f"ssbench: !!! {lost} MESSAGES LOST, {runner.duplicated_total} DUPLICATED in this run: see "
-              "messages_lost and messages_duplicated in the summaries !!!", file=sys.stderr)
+        print(f"ssbench: !!! {lost} MESSAGES LOST, {runner.duplicated_total} DUPLICATED or never sent in this run: "
+              "see messages_lost, messages_duplicated and messages_phantom in the summaries !!!", file=sys.stderr)
         return 4, rd
     return 0, rd
 

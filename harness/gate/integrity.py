@@ -1,5 +1,5 @@
-"""The gate's integrity check: messages lost, errors and disabled queues fail a comparison
-whatever the throughput and however few the repetitions."""
+"""The gate's integrity check: messages lost or duplicated, errors and disabled queues fail a
+comparison whatever the throughput and however few the repetitions."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ class IntegrityResult:
 
 
 def check_integrity(perm: str, baseline: PermData, candidate: PermData) -> IntegrityResult:
-    """Messages lost, errors and disabled queues: a failure whatever the throughput."""
+    """Messages lost or duplicated (or never sent), errors and disabled queues: a failure
+    whatever the throughput."""
     c_lost = sum(r.messages_lost for r in candidate.reps)
     b_lost = sum(r.messages_lost for r in baseline.reps)
     c_err = sum(r.errors for r in candidate.reps) / len(candidate.reps)
@@ -34,6 +35,10 @@ def check_integrity(perm: str, baseline: PermData, candidate: PermData) -> Integ
     if c_lost > 0:
         reps = [r.repetition for r in candidate.reps if r.messages_lost > 0]
         res.reasons.append(f"candidate lost {c_lost} message(s) (rep {', '.join(map(str, reps))})")
+    duplicated = [r for r in candidate.reps if r.messages_duplicated > 0]
+    if duplicated:
+        res.reasons.append(f"candidate received {sum(r.messages_duplicated for r in duplicated)} message(s) twice "
+                           f"or never sent (rep {', '.join(str(r.repetition) for r in duplicated)})")
     if c_err > b_err:
         res.reasons.append(f"errors rose: {c_err:g} per repetition (baseline {b_err:g})")
     if disabled:

@@ -31,6 +31,11 @@ class Rep:
         return self.summary.get("messages_lost", 0)
 
     @property
+    def messages_duplicated(self) -> int:
+        """Exactly-once broken: tallies beyond a message's first and messages never sent."""
+        return (self.summary.get("messages_duplicated") or 0) + (self.summary.get("messages_phantom") or 0)
+
+    @property
     def errors(self) -> int:
         return self.summary.get("errors", 0)
 

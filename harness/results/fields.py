@@ -190,8 +190,11 @@ FIELDS: tuple[Field, ...] = tuple([
                                                 "messages_sent_client may be short by this many", _N),
               ("messages_received", int, "distinct messages processed by the target after the drain",
                {**_N, "required": True}),
-              ("messages_lost", int, "sent, and neither received, poison nor still queued", {**_N, "required": True}),
+              ("messages_lost", int, "sent, and neither received, poison nor still queued: per dialog, sequence "
+                                     "numbers sent and found nowhere", {**_N, "required": True}),
               ("messages_duplicated", int, "tallies of a message beyond its first (exactly-once broken)", _N),
+              ("messages_phantom", int, "messages received, poison or queued under a (dialog, sequence number) "
+                                        "never sent (exactly-once broken; they count in no received message)", _N),
               ("messages_undelivered", int, "still queued when the drain timed out: there, not lost", _N),
               ("poison_messages", int, "data messages in the error table and never received", _N),
               ("drained", bool, "every queue empty after the drain"),

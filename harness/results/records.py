@@ -149,6 +149,7 @@ class InitiatorResult(Document):
     queued: int = 0
     poison: int = 0
     duplicates: int = 0
+    phantoms: int = 0
 
 
 @dataclass(frozen=True)

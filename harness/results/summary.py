@@ -134,7 +134,9 @@ def repetition_status(*, lost: int, queue_disabled: bool, duplicated: int = 0, e
 class InitiatorAccount:
     """One initiator's data messages after the drain, as the target counts them. A message
     counts once however often it was tallied: ``received`` is distinct messages, and the tallies
-    beyond a message's first are ``duplicates``, so a duplicate never stands in for a loss."""
+    beyond a message's first are ``duplicates``, so a duplicate never stands in for a loss.
+    ``phantoms``: messages the target holds under a (dialog, sequence number) their dialog never
+    sent, so a phantom never stands in for a loss either (a gap with the totals matching)."""
 
     initiator: int
     sent: int
@@ -143,20 +145,28 @@ class InitiatorAccount:
     queued: int = 0               # delivered to the target queue, not yet received
     poison: int = 0               # in the target's error table and never received
     duplicates: int = 0           # tallies beyond a message's first
+    phantoms: int = 0             # received, poison or queued, and never sent
 
     @property
     def in_flight(self) -> int:
         return self.xmitq + self.queued
 
     @property
+    def accounted(self) -> int:
+        """Messages sent that are received, poison or still queued: every message the target
+        holds, less those never sent."""
+        return self.received + self.poison + self.in_flight - self.phantoms
+
+    @property
     def lost(self) -> int:
         """Sent and neither received, nor poison (received into the error table), nor still
-        queued (undelivered: it is there and will be delivered)."""
-        return max(0, self.sent - self.received - self.poison - self.in_flight)
+        queued (undelivered: it is there and will be delivered): per dialog, the sequence
+        numbers sent that are found nowhere."""
+        return max(0, self.sent - self.accounted)
 
     @property
     def undelivered(self) -> int:
-        return min(self.in_flight, max(0, self.sent - self.received - self.poison))
+        return min(self.in_flight, max(0, self.sent - self.accounted + self.in_flight))
 
 
 @dataclass
@@ -174,6 +184,7 @@ class Accounting:
     received = property(lambda self: self._sum("received"))
     poison = property(lambda self: self._sum("poison"))
     duplicates = property(lambda self: self._sum("duplicates"))
+    phantoms = property(lambda self: self._sum("phantoms"))
     in_flight = property(lambda self: self._sum("in_flight"))
     lost = property(lambda self: self._sum("lost"))
     undelivered = property(lambda self: self._sum("undelivered"))
@@ -183,7 +194,7 @@ class Accounting:
     def settled(self) -> bool:
         """Queues empty and every message sent accounted for: processed, or in the error table
         (a poison message is received and logged, not lost)."""
-        return self.in_flight == 0 and self.received + self.poison >= self.sent
+        return self.in_flight == 0 and self._sum("accounted") >= self.sent
 
 
 @dataclass
@@ -286,7 +297,8 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     c, a = d.client, d.accounting
     seconds = max(c.member_seconds if c.member_seconds is not None else c.window_end - c.window_start, 1e-9)
     per_init = [InitiatorResult(initiator=i.initiator, sent=i.sent, received=i.received, lost=i.lost,
-                                xmitq_left=i.xmitq, queued=i.queued, poison=i.poison, duplicates=i.duplicates)
+                                xmitq_left=i.xmitq, queued=i.queued, poison=i.poison, duplicates=i.duplicates,
+                                phantoms=i.phantoms)
                 for i in a.initiators]
     lost, undelivered = a.lost, a.undelivered
     col = dict(d.collected)
@@ -322,7 +334,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     # open loop: a user has slots in the window only if the schedule reaches it (at a low rate
     # and many users, some users have none: idle by design, not stuck)
     users_due = min(d.users_expected, int(d.offered_rate * seconds)) if d.offered_rate else d.users_expected
-    status = repetition_status(lost=lost, duplicated=a.duplicates, queue_disabled=a.queue_disabled, errors=c.errors_total,
+    status = repetition_status(lost=lost, duplicated=a.duplicates + a.phantoms, queue_disabled=a.queue_disabled, errors=c.errors_total,
                                users_active=c.users_active, users_expected=users_due,
                                client_bound=client_bound, noisy_host=noisy_host, undelivered=undelivered,
                                behind=bool(col.get("behind")),
@@ -336,7 +348,8 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         spawn_complete=d.spawn_complete,
         dialogs_created=d.dialogs_created, usable_dialogs=d.usable_dialogs,
         messages_sent=a.sent, messages_sent_client=c.sends_total, messages_received=a.received,
-        messages_lost=lost, messages_duplicated=a.duplicates, drained=a.in_flight == 0, per_initiator=per_init,
+        messages_lost=lost, messages_duplicated=a.duplicates,
+        messages_phantom=a.phantoms, drained=a.in_flight == 0, per_initiator=per_init,
         messages_sent_client_cut=c.sends_cut_at_stop or None,
         send_rate=send_rate,
         receive_rate=receive_rate,

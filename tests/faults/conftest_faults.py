@@ -120,70 +120,88 @@ def locust_processes(marker: str) -> list[psutil.Process]:
 
 @dataclass
 class Audit:
-    """What the databases hold, counted without ssbench's accounting code."""
+    """What the databases hold, counted without ssbench's accounting code. A message is its
+    (dialog, sequence number); the fault tests' dialogs are never ended, so every sequence
+    number from 1 to a dialog's last was a data message (its first, the warm-up)."""
 
     expected: int = 0          # user messages whose SEND committed (sequence numbers per dialog)
     warmup: int = 0
-    delivered: int = 0         # in the drop table exactly once
+    delivered: int = 0         # in the drop table (at least once)
     queued: int = 0            # still in a transmission queue or the target queue
     poison: int = 0
-    missing: int = 0
-    duplicates: int = 0
+    missing: int = 0           # sent, found nowhere
+    duplicates: int = 0        # copies beyond a message's first
+    phantoms: int = 0          # measured messages the target holds that no dialog sent
+    #: initiator -> {"missing", "duplicates", "phantoms"}
     per_initiator: dict = field(default_factory=dict)
 
     @property
     def delivered_not_warmup(self) -> int:
         return self.delivered - self.warmup
 
+    def of(self, initiator: int, what: str) -> int:
+        return self.per_initiator.get(initiator, {}).get(what, 0)
+
 
 def audit(initiators: int) -> Audit:
     """Every (dialog, sequence number) a SEND committed on each initiator must be found exactly
-    once: processed (drop table), poison (error table) or still queued."""
+    once: processed (drop table), poison (error table) or still queued; and nothing else found."""
     import psycopg
 
     from harness.targets.embedded.target import EmbeddedTarget
 
     t = EmbeddedTarget.default()
     a = Audit()
+    found: dict = {}     # (dialog, seq) -> [copies, initiator, warm-up]
     try:
         with psycopg.connect(t.conninfo(t.target_db), autocommit=True) as tc:
             drop = Counter()
             warm = set()
-            for diag, seq, n, w in tc.execute("SELECT diag_id, msgseqnum, count(*), bool_or(warmup) "
-                                              "FROM ssb.message_drop GROUP BY 1, 2"):
+            for diag, seq, n, w, i in tc.execute("SELECT diag_id, msgseqnum, count(*), bool_or(warmup), "
+                                                 "min(initiator) FROM ssb.message_drop GROUP BY 1, 2"):
                 drop[(diag, seq)] = n
+                found[(diag, seq)] = [n, i, w]
                 if w:
                     warm.add((diag, seq))
-            queued = Counter((d, s) for d, s in tc.execute(
-                "SELECT diag_id, msgseqnum FROM ssb.service_queue WHERE msgtype = 1"))
+            queued = Counter()
+            for d, s, i in tc.execute("SELECT diag_id, msgseqnum, initiator FROM ssb.service_queue WHERE msgtype = 1"):
+                queued[(d, s)] += 1
+                found.setdefault((d, s), [0, i, False])[0] += 1
             poison = Counter()
             try:
-                for d, s in tc.execute("SELECT diag_id, msgseqnum FROM ssb.message_errors"):
+                for d, s, i in tc.execute("SELECT diag_id, msgseqnum, initiator FROM ssb.message_errors"):
                     poison[(d, s)] += 1
+                    found.setdefault((d, s), [0, i, False])[0] += 1
             except psycopg.Error:
                 pass
+        sent = set()
         for i in range(1, initiators + 1):
+            mine = a.per_initiator.setdefault(i, {"missing": 0, "duplicates": 0, "phantoms": 0})
             with psycopg.connect(t.conninfo(t.initiator_db(i)), autocommit=True) as ic:
                 dialogs = ic.execute("SELECT diag_id, send_seq FROM ssb.sysdesend").fetchall()
                 for d, s in ic.execute("SELECT dlgid, msgseqnum FROM ssb.sysxmitqueue WHERE msgtype = 1"):
                     queued[(d, s)] += 1
-            n_i = 0
             for diag, last in dialogs:
                 for seq in range(1, last + 1):
                     key = (diag, seq)
-                    n_i += 1
-                    found = drop.get(key, 0) + queued.get(key, 0) + poison.get(key, 0)
-                    if found == 0:
+                    sent.add(key)
+                    a.expected += 1
+                    n = drop.get(key, 0) + queued.get(key, 0) + poison.get(key, 0)
+                    if n == 0:
                         a.missing += 1
-                    elif found > 1:
-                        a.duplicates += 1
-                    if drop.get(key, 0) == 1:
+                        mine["missing"] += 1
+                    elif n > 1:
+                        a.duplicates += n - 1
+                        mine["duplicates"] += n - 1
+                    if drop.get(key, 0):
                         a.delivered += 1
                         a.warmup += key in warm
                     a.queued += queued.get(key, 0)
                     a.poison += poison.get(key, 0)
-            a.expected += n_i
-            a.per_initiator[i] = n_i
+        for key, (n, i, w) in found.items():
+            if key not in sent and not w:
+                a.phantoms += 1
+                a.per_initiator.setdefault(i, {"missing": 0, "duplicates": 0, "phantoms": 0})["phantoms"] += 1
     finally:
         t.close()
     return a
@@ -197,13 +215,27 @@ def rep_summary(run: Path) -> dict:
     return read(files[0])
 
 
+def count_figures(a: Audit, s: dict, figures, injected: Audit | None = None) -> None:
+    """The fault suite's figures: messages lost, duplicated and never sent beyond what the test
+    did to the databases itself (``injected``), and, per initiator, the losses the run reported
+    that the audit found (false) and those the audit found missing that the run did not report
+    (hidden)."""
+    inj = injected or Audit()
+    figures["messages lost"] += a.missing - inj.missing
+    figures["duplicates"] += a.duplicates - inj.duplicates
+    figures["phantoms"] += a.phantoms - inj.phantoms
+    reported = {p["initiator"]: p["lost"] for p in s["per_initiator"]}
+    for i in set(reported) | set(a.per_initiator):
+        figures["false losses"] += max(0, reported.get(i, 0) - a.of(i, "missing"))
+        figures["hidden losses"] += max(0, a.of(i, "missing") - reported.get(i, 0))
+
+
 def check_account(run: Path, initiators: int, figures) -> Audit:
     """The committed repetition's account equals the databases' (no loss, no duplicate)."""
     a = audit(initiators)
     s = rep_summary(run)
-    figures["messages lost"] += a.missing
-    figures["duplicates"] += a.duplicates
-    assert a.missing == 0 and a.duplicates == 0, a
+    count_figures(a, s, figures)
+    assert a.missing == 0 and a.duplicates == 0 and a.phantoms == 0, a
     assert a.queued == 0, f"the drain ended with {a.queued} messages still queued"
     assert s["messages_sent"] == a.expected - a.warmup, (s["messages_sent"], a)
     assert s["messages_received"] == a.delivered_not_warmup, (s["messages_received"], a)
@@ -251,5 +283,5 @@ def broker_pids(parent_pid: int) -> list[int]:
     return out
 
 
-__all__ = ["REPO", "Audit", "audit", "broker_pids", "can_mount_tmpfs", "check_account", "finish", "locust_processes", "rep_summary",
-           "ssbench", "ssbench_popen", "start_run", "wait_for", "write_matrix"]
+__all__ = ["REPO", "Audit", "audit", "broker_pids", "can_mount_tmpfs", "check_account", "count_figures", "finish",
+           "locust_processes", "rep_summary", "ssbench", "ssbench_popen", "start_run", "wait_for", "write_matrix"]

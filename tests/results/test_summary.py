@@ -99,6 +99,23 @@ def test_a_duplicate_never_hides_a_loss_and_the_initiators_sum_to_the_totals():
     assert dup.messages_lost == 0 and dup.messages_duplicated == 2 and dup.status == "duplicated"
 
 
+def test_a_phantom_never_hides_a_gap():
+    """Initiator 1 sent 5; the target holds 5 distinct messages, one under a sequence number its
+    dialog never sent: one message sent is found nowhere. Lost is that gap, per initiator and in
+    total, the drain is not settled, and a phantom alone breaks exactly-once like a duplicate."""
+    a = Accounting([InitiatorAccount(1, 5, 5, phantoms=1), InitiatorAccount(2, 5, 4, poison=1)])
+    assert not a.settled and a.lost == 1 and a.phantoms == 1
+    s = build_repetition_summary(data(accounting=a))
+    assert (s.messages_lost, s.messages_phantom, s.messages_duplicated, s.status) == (1, 1, 0, "lost")
+    assert [(i.lost, i.phantoms) for i in s.per_initiator] == [(1, 1), (0, 0)]
+    extra = Accounting([InitiatorAccount(1, 5, 6, phantoms=1)])         # received one never sent, lost none
+    assert extra.settled and extra.lost == 0
+    only = build_repetition_summary(data(accounting=extra))
+    assert (only.messages_lost, only.messages_phantom, only.status) == (0, 1, "duplicated")
+    queued = Accounting([InitiatorAccount(1, 5, 3, queued=2, phantoms=1)])   # drain timed out
+    assert (queued.lost, queued.undelivered) == (1, 2)
+
+
 def test_the_summary_is_valid_json_for_its_own_reader():
     from harness.results.model import RepetitionSummary
 

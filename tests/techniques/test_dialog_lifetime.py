@@ -62,6 +62,8 @@ def test_every_message_and_dialog_accounted_for(target, per_dialog, ff):
     _process(target)
     counts = target.counts()
     assert counts.sent == messages and counts.received == messages and counts.in_flight == 0
+    # the per-dialog check: a retired dialog's EndDialog is not a data message it sent
+    assert counts.phantoms == 0 and counts.lost == 0 and counts.settled, counts
     stats = target.dialog_stats()
     # counted by the sender and, independently, by the database (config counters and rows)
     assert begun == stats["dialogs_begun"] == messages // per_dialog
@@ -82,7 +84,9 @@ def test_every_message_and_dialog_accounted_for(target, per_dialog, ff):
 def test_unlimited_keeps_the_slot_dialog(target):
     begun, _ = _run(target, None, False, 10)
     _process(target)
-    assert target.counts().received == 10 and begun == 0
+    c = target.counts()
+    assert c.received == 10 and begun == 0
+    assert c.phantoms == 0 and c.lost == 0, c      # a conversing dialog's last message is data
     stats = target.dialog_stats()
     assert stats["dialogs_begun"] == stats["dialogs_ended"] == 0
     assert stats["endpoints"] == {"initiator.CO": 2, "target.CO": 2}   # both slots used
@@ -107,6 +111,7 @@ def test_fire_and_forget_loses_the_targets_error(target, ff):
     _process(target)
     counts = target.counts()
     assert counts.sent == 3 and counts.received == 2 and counts.poison == 1 and counts.in_flight == 0
+    assert counts.phantoms == 0 and counts.lost == 0, counts
     stats = target.dialog_stats()
     assert (stats["errors_lost"], stats["errors_received"]) == ((1, 0) if ff else (0, 1)), stats
     assert stats["dialogs_begun"] == stats["dialogs_ended"] == 3

@@ -304,6 +304,27 @@ FROM (SELECT initiator, [dialog], seq, COUNT_BIG(*) AS n
       GROUP BY initiator, [dialog], seq) AS d
 GROUP BY d.initiator;
 
+-- @@ gaps_by_initiator
+-- Per initiator, the sequence numbers missing inside each conversation's received sequence:
+-- every number from the first to the last the target holds (messageDrop, warm-up included, and
+-- every messageErrors row that names its message) must be there, since a dialog's messages are
+-- numbered without a gap. A message lost there is a gap even when the totals match; a dialog's
+-- lost first or last message is not seen here (the totals see it), and a message recorded under
+-- a number past its dialog's last reads as gaps too. Read whole once the queues hold none of
+-- the test's messages, like distinct_by_initiator.
+SELECT g.initiator, SUM(g.hi - g.lo + 1 - g.n)
+FROM (SELECT MIN(k.initiator) AS initiator, MIN(k.seq) AS lo, MAX(k.seq) AS hi, COUNT_BIG(DISTINCT k.seq) AS n
+      FROM (SELECT d.initiator, d.[dialog], d.seq
+            FROM [dbo].[messageDrop] AS d
+            WHERE d.[dialog] IS NOT NULL AND d.seq IS NOT NULL
+            UNION ALL
+            SELECT TRY_CONVERT(smallint, CONVERT(varchar(3), SUBSTRING(e.messageVal, 5, 3))), e.[dialog], e.seq
+            FROM [dbo].[messageErrors] AS e
+            WHERE e.[dialog] IS NOT NULL AND e.seq IS NOT NULL) AS k
+      GROUP BY k.[dialog]) AS g
+WHERE g.initiator IS NOT NULL
+GROUP BY g.initiator;
+
 -- @@ poison_by_initiator
 -- Measured data messages in the error table that never reached the drop table, per initiator
 -- (from the message header). Left out: Service Broker Error and EndDialog messages, rows of an

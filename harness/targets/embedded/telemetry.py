@@ -37,6 +37,24 @@ SELECT i, coalesce(d.received, 0), coalesce(q.queued, 0), coalesce(e.poison, 0),
 """
 
 
+#: an initiator's dialogs and the last sequence number of a data message each sent (warm-up
+#: included): an EndDialog, the last message of a dialog this side ended (DO, CD), is not one
+DIALOGS_SENT = ("SELECT coalesce(array_agg(diag_id), '{}'), "
+                "coalesce(array_agg(send_seq - (state IN ('DO', 'CD'))::int), '{}') FROM ssb.sysdesend")
+#: data messages the target holds (processed, poison, queued; warm-up excluded) from one
+#: initiator under a (dialog, sequence number) it never sent: each counted once
+PHANTOMS = """
+WITH f AS (SELECT diag_id, msgseqnum FROM ssb.message_drop WHERE initiator = %(i)s AND NOT warmup
+           UNION SELECT diag_id, msgseqnum FROM ssb.message_errors
+                  WHERE initiator = %(i)s AND NOT ssb.is_warmup(message_val)
+           UNION SELECT diag_id, msgseqnum FROM ssb.service_queue
+                  WHERE initiator = %(i)s AND msgtype = 1 AND NOT ssb.is_warmup(msgbody))
+SELECT count(*) FROM f LEFT JOIN unnest(%(dialogs)s::uuid[], %(last)s::bigint[]) AS s(diag_id, last)
+    ON s.diag_id = f.diag_id
+ WHERE s.diag_id IS NULL OR f.msgseqnum < 1 OR f.msgseqnum > s.last
+"""
+
+
 def _target_side(row) -> dict[str, int]:
     received, queued, poison, duplicates = (int(v) for v in (row or (0, 0, 0, 0)))
     return {"received": received, "queued": queued, "poison": poison, "duplicates": duplicates}
@@ -60,8 +78,21 @@ class EmbeddedTelemetry(Telemetry):
         side = {int(r[0]): r[1:] for r in self._query(self.target_db, TARGET_COUNTS)}
         disabled = self._one(self.target_db, "SELECT NOT is_receive_enabled FROM ssb.queues WHERE name = %s",
                              (QUEUE,))
-        return Counts(initiators=[InitiatorCounts(i, sent[i], xmitq=xmitq[i], **_target_side(side.get(i)))
-                                  for i in range(1, n + 1)], queue_disabled=bool(disabled))
+        c = Counts(initiators=[InitiatorCounts(i, sent[i], xmitq=xmitq[i], **_target_side(side.get(i)))
+                               for i in range(1, n + 1)], queue_disabled=bool(disabled))
+        if c.in_flight == 0:
+            for i in c.initiators:
+                i.phantoms = self._phantoms(i.initiator)
+        return c
+
+    def _phantoms(self, initiator: int) -> int:
+        """The per-dialog check (:data:`PHANTOMS`): the target's messages from ``initiator``
+        whose (dialog, sequence number) it never sent. With those taken out, what the target
+        holds is a subset of what was sent, so ``lost`` (sent less what the target holds) counts
+        exactly the sequence numbers sent and found nowhere: a gap is a loss even when the totals
+        match. Read once nothing is in flight: the drain's last readings, the senders stopped."""
+        dialogs, last = self._query(self.initiator_db(initiator), DIALOGS_SENT)[0]
+        return int(self._one(self.target_db, PHANTOMS, {"i": initiator, "dialogs": dialogs, "last": last}))
 
     def dialog_stats(self) -> dict:
         """Dialog lifetime accounting since the last prepare, summed over the initiators, and

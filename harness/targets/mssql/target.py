@@ -29,6 +29,15 @@ log = logging.getLogger(__name__)
 MISSING_OBJECT_ERRORS = (208, 2812)
 
 
+def _phantoms(c: InitiatorCounts, gaps: int) -> int:
+    """Messages the target holds that were never sent, as far as SQL Server's tally tells: it has
+    no sequence number sent per dialog, so the more received than sent (a phantom for certain),
+    or the gaps inside the dialogs' received sequences (target.sql gaps_by_initiator) that the
+    totals do not explain: each was sent and is found nowhere, so as many messages held stand in
+    for none sent. With them, ``lost`` counts the gaps even when the totals match."""
+    return max(0, gaps - (c.sent - c.received - c.poison - c.in_flight))
+
+
 class MssqlTarget(ServerSession, Target, Telemetry):
     """A topology of real SQL Server databases (see :mod:`harness.targets.mssql.topology`)."""
 
@@ -291,7 +300,8 @@ class MssqlTarget(ServerSession, Target, Telemetry):
         tallies beyond a message's first are duplicates) and poison (in the error table, never
         in the drop table). Read upstream first, so a message moving meanwhile is counted twice
         rather than missed. The drop table is read whole only once the queues hold none of the
-        test's messages (the drain's last reading); before, received is the tally."""
+        test's messages (the drain's last reading); before, received is the tally. Then the gaps
+        inside each dialog's received sequence are losses too (:func:`_phantoms`)."""
         target, inits = self._active()
         names = self._names()
         per = []
@@ -302,13 +312,17 @@ class MssqlTarget(ServerSession, Target, Telemetry):
         queued = self._by_initiator(target, "queued_by_initiator")
         tallied = self._by_initiator(target, "received_by_initiator")
         poison = self._by_initiator(target, "poison_by_initiator")
-        rows = {} if any(c.xmitq for c in per) or any(queued.values()) else {
+        whole = not (any(c.xmitq for c in per) or any(queued.values()))
+        rows = {} if not whole else {
             int(r[0]): (int(r[1] or 0), int(r[2] or 0))
             for r in self._query(target, "target", "distinct_by_initiator", purpose="admin")}
+        gaps = self._by_initiator(target, "gaps_by_initiator") if whole else {}
         for c in per:
             c.queued, c.poison = queued.get(c.initiator, 0), poison.get(c.initiator, 0)
             n, distinct = rows.get(c.initiator, (tallied.get(c.initiator, 0),) * 2)
             c.received, c.duplicates = distinct, n - distinct
+            if whole:
+                c.phantoms = _phantoms(c, gaps.get(c.initiator, 0))
         state = self._query(target, "collectors", "queue_state", [self.topology.broker.queue])
         return Counts(initiators=per, queue_disabled=bool(state) and not state[0][0])
 

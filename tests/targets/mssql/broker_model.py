@@ -492,6 +492,25 @@ class BrokerModel:
             out.setdefault(i, [0, 0])[1 if warm else 0] += 1
         return out
 
+    def gaps(self, db: Db) -> list[tuple[int, int]]:
+        """(initiator, numbers missing inside its dialogs' received sequences): messageDrop's rows
+        and messageErrors' that name their message, per conversation from its first to its last."""
+        seqs: dict[str, set] = {}
+        owner: dict[str, int] = {}
+        for i, conv, seq, _ in db.drop:
+            seqs.setdefault(conv, set()).add(seq)
+            owner[conv] = min(owner.get(conv, i), i)
+        for e in db.errors:
+            if e.conv is not None and e.seq is not None:
+                seqs.setdefault(e.conv, set()).add(e.seq)
+                if e.initiator:
+                    owner[e.conv] = min(owner.get(e.conv, e.initiator), e.initiator)
+        out: dict[int, int] = {}
+        for conv, found in seqs.items():
+            if conv in owner:
+                out[owner[conv]] = out.get(owner[conv], 0) + max(found) - min(found) + 1 - len(found)
+        return sorted(out.items())
+
     def poison(self, db: Db) -> set[tuple[int, str, int]]:
         """(initiator, conv, seq) of measured data messages in messageErrors never in messageDrop."""
         dropped = {(c, q) for _, c, q, _ in db.drop}

@@ -411,6 +411,8 @@ class FakeServer:
                 if not warm:
                     rows.setdefault(i, []).append((conv, seq))
             return [(i, len(v), len(set(v))) for i, v in sorted(rows.items())]
+        if sec == "target.gaps_by_initiator":
+            return [] if s in f.tally else m.gaps(m.db(s, d))
         if sec == "target.poison_by_initiator":
             return sorted(Counter(i for i, _, _ in m.poison(m.db(s, d))).items())
         if sec == "target.queued_by_initiator":

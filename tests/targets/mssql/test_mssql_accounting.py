@@ -222,6 +222,33 @@ def test_a_duplicate_never_stands_in_for_a_loss(fake, monkeypatch):
         "target", "poison_by_initiator", {"message_type": "m"})
 
 
+def test_a_gap_in_a_dialog_is_a_loss_when_the_totals_match(fake, monkeypatch):
+    """A message recorded under the number after its dialog's last (one sent is found nowhere,
+    one held was never sent): as many distinct messages received as sent, yet the gap inside the
+    dialog's received sequence is one lost and one never sent. A gap in another dialog whose
+    totals do not match is the loss the totals already say, not a phantom."""
+    install_senders(monkeypatch, fake)
+    t = ready(fake, monkeypatch)
+    for slot in (1, 2):
+        s = MssqlSender(t.sender_spec(1))
+        for _ in range(4):
+            s.send(s.dialog(slot), bytes(100))
+        s.close()
+    fake.model.pump()
+    target = fake.db(S, "ssbench_target")
+    init, conv, seq, warm = target.drop[3]
+    assert not warm and seq < (last := max(q for _, c, q, _ in target.drop if c == conv)), target.drop
+    target.drop[3] = (init, conv, last + 1, warm)          # the gap, the totals unchanged
+    c = t.drain(1, poll=0.01)
+    i = c.initiators[0]
+    assert (i.sent, i.received, i.duplicates, i.phantoms, i.lost) == (8, 8, 0, 1, 1), i
+    other = [k for k, (_, c2, _, w) in enumerate(target.drop) if c2 != conv and not w]
+    del target.drop[other[1]]                               # a plain loss, inside the other dialog
+    i = t.drain(1, poll=0.01).initiators[0]
+    assert (i.received, i.phantoms, i.lost) == (7, 1, 2), i
+    assert "GROUP BY g.initiator" in tsql.statement("target", "gaps_by_initiator", {})
+
+
 def whats_since(fake, n: int) -> list[str]:
     return [w for _, _, w, _, _ in fake.log[n:]]
 
