@@ -159,16 +159,20 @@ def main(argv=None) -> int:
             time.sleep(a.every)
         log.close()
         rc = proc.returncode
+        rates = {f.parent.parent.name: json.loads(f.read_text()).get("load", {}).get("send_rate")
+                 for f in (Path(tmp) / "out").glob("**/rep-*/summary.json")}
         if rc != 0:
             print((Path(tmp) / "run.log").read_text()[-3000:], file=sys.stderr)
     return report(samples, rc, a.settle, a.warmup + a.measure,
-                  {"threads": a.threads, "payload": a.payload, "warmup": a.warmup, "measure": a.measure}, a.json)
+                  {"threads": a.threads, "payload": a.payload, "warmup": a.warmup, "measure": a.measure,
+                   "send_rate": rates}, a.json)
 
 
 def report(samples: list[dict], rc: int, settle: float, span: float, run: dict, out: Path | None) -> int:
     """The table and the JSON line (and file) of a soak's samples."""
     slopes = summarize(samples, settle, span)
     lo, hi = window(samples, settle, span)
+    print(f"# SEND/s in the measured window: {run.get('send_rate')}")
     print(f"# slopes over {lo:.0f}..{hi:.0f} s of the run (least squares, 95 % CI, MB/min); peak: whole run")
     print(f"{'process':24} {'RSS MB first→last':>20} {'RSS MB/min [95% CI]':>28} {'USS MB/min [95% CI]':>28} {'peak MB':>8}")
     for k, v in slopes.items():
