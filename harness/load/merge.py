@@ -22,6 +22,7 @@ Locust's own model: workers report, the master merges once, every view reads the
 from __future__ import annotations
 
 import math
+import tempfile
 import time
 from bisect import bisect_left
 from collections import Counter
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import mul
 from typing import Callable
+
+import msgpack
 
 from harness.results.histogram import Histogram
 
@@ -102,35 +105,58 @@ def add_buckets(into: dict, part: dict) -> None:
 
 
 class SlotRecording:
-    """A worker slot's recording, merged from its deltas (in order: :attr:`seq` is the last)."""
+    """A worker slot's recording, merged from its deltas (in order: :attr:`seq` is the last).
+
+    Its per-bucket parts (``buckets``, ``errors``, ``corrected``, ``priority``) and the probe's
+    ``samples`` grow with the window (a bucket every 0.1 s): each delta's go to a spill file as
+    it comes, so the master's memory stays the same however long the window (docs/findings/
+    memory-soak.md); :meth:`to_json` reads them back, merged."""
 
     def __init__(self, initiator: int, worker: int):
         self.initiator, self.worker, self.seq, self.final = initiator, worker, 0, False
         self.bucket_seconds, self.host, self.pid, self.cut_at_stop = 0.1, "", 0, 0
-        self.buckets, self.corrected, self.priority, self.user_spans = {}, {}, {}, {}   # as Delta's
-        self.errors, self.error_kinds, self.slow, self.samples = Counter(), Counter(), [], []
+        self.user_spans: dict = {}
+        self.error_kinds, self.slow = Counter(), []     # bounded by the recorder (MAX_ERROR_KINDS, MAX_SLOW_SENDS)
+        self._spill = tempfile.TemporaryFile(prefix="ssbench-recording-")   # deleted when closed
+        self.spilled = 0      # bytes in it
 
     def add(self, d: Delta) -> None:
         self.seq, self.final = d.seq, d.final
         self.bucket_seconds, self.host, self.pid = float(d.bucket_seconds), d.host, d.pid
-        add_buckets(self.buckets, d.buckets)
-        self.errors.update(d.errors)
-        add_buckets(self.corrected, d.corrected)
-        for p, part in d.priority.items():
-            add_buckets(self.priority.setdefault(p, {}), part)
+        part = msgpack.packb([d.buckets, d.errors, d.corrected, d.priority, d.samples])
+        self._spill.write(part)
+        self.spilled += len(part)
         self.slow += d.slow
         self.error_kinds.update(d.error_kinds)
-        self.samples += d.samples
         if d.final:
             self.user_spans, self.cut_at_stop = d.user_spans, d.sends_cut_at_stop
 
+    def parts(self) -> tuple[dict, Counter, dict, dict, list]:
+        """The spilled parts merged: buckets, errors, corrected, priority (as Delta's), samples."""
+        buckets, errors, corrected, priority, samples = {}, Counter(), {}, {}, []
+        self._spill.flush()
+        self._spill.seek(0)
+        for b, e, c, p, s in msgpack.Unpacker(self._spill, raw=False, strict_map_key=False):
+            add_buckets(buckets, b)
+            errors.update(e)
+            add_buckets(corrected, c)
+            for name, part in p.items():
+                add_buckets(priority.setdefault(name, {}), part)
+            samples += s
+        self._spill.seek(0, 2)
+        return buckets, errors, corrected, priority, samples
+
+    def close(self) -> None:
+        self._spill.close()
+
     def to_json(self, swarm_id: str) -> dict:
         """The recording file (``worker-i<K>-w<W>.json``): what merge_workers reads."""
+        buckets, errors, corrected, priority, samples = self.parts()
         return {"initiator": self.initiator, "worker": self.worker, "pid": self.pid, "host": self.host,
-                "swarm_id": swarm_id, "bucket_seconds": self.bucket_seconds, "buckets": self.buckets,
-                "errors": self.errors, "error_samples": list(self.error_kinds), "users": self.user_spans,
-                "samples": self.samples, **{k: v for k, v in (("sends_cut_at_stop", self.cut_at_stop), ("slow", self.slow),
-                                                              ("corrected", self.corrected), ("priority", self.priority)) if v}}
+                "swarm_id": swarm_id, "bucket_seconds": self.bucket_seconds, "buckets": buckets,
+                "errors": errors, "error_samples": list(self.error_kinds), "users": self.user_spans,
+                "samples": samples, **{k: v for k, v in (("sends_cut_at_stop", self.cut_at_stop), ("slow", self.slow),
+                                                         ("corrected", corrected), ("priority", priority)) if v}}
 
 
 @dataclass

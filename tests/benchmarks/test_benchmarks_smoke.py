@@ -95,6 +95,19 @@ def test_ab_ceiling_of_one_checkout_against_itself(pg_server):
     assert last["hub_send_per_s"]["a"] > 0 and last["hub_send_per_s"]["b"] > 0, last
 
 
+@pytest.mark.swarm
+@pytest.mark.untimed("the processes it follows and their slopes")
+def test_memory_soak(pg_server, tmp_path):
+    """A real ssbench run of a few seconds: every process followed, a slope for each."""
+    out = run("memory_soak.py", "--threads", "2", "--payload", "100", "--warmup", "1", "--measure", "12",
+              "--every", "1", "--settle", "0", "--json", str(tmp_path / "soak.json"))
+    last = json.loads(out.strip().splitlines()[-1])
+    roles = {k.rsplit(" ", 1)[0] for k in last["slopes"]}
+    assert last["exit"] == 0 and roles == {"ssbench run", "locust master", "locust worker", "broker"}, last
+    assert all(v["rss"] is not None and v["peak_rss_mb"] > 0 for v in last["slopes"].values()), last
+    assert json.loads((tmp_path / "soak.json").read_text())["samples"]
+
+
 @pytest.mark.spark
 def test_analysis_time(tmp_path):
     """One round, this checkout only, on a small synthetic run: a real ssbench analyze."""

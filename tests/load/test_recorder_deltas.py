@@ -83,3 +83,33 @@ def test_a_missing_delta_or_one_after_the_last_fails_the_merge():
     merge = SwarmMerge(plan)
     assert merge.add(delta(rec, 1, final=True)) is None and merge.slots["i1.w1"].final
     assert "after its last one" in merge.add(delta(rec, 2))
+
+
+def test_the_masters_recording_stays_the_same_size_however_long_the_window():
+    """A long window's deltas (here 50 s: 500 buckets of 40 latencies each) leave the master's
+    memory as it was: the recording is on disk until it is sent, and comes back whole."""
+    import tracemalloc
+
+    from harness.load.protocol import Delta
+
+    merged = SlotRecording(1, 1)
+
+    def feed(first: int, n: int) -> None:
+        for k in range(first, first + n):
+            merged.add(Delta(swarm_id="s", initiator=1, worker=1, seq=k + 1, buckets={
+                b: {us: 1 + us % 3 for us in range(1000, 1040)} for b in range(10 * k, 10 * k + 10)},
+                errors={10 * k: 1}, samples=[[T0 + k, 1.0, 2.0, 3.0, 4.0]]))
+
+    feed(0, 5)                          # the first deltas: what a window of any length has
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        feed(5, 50)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 20_000, f"the master's recording grew {grown} bytes in 50 s of deltas"
+    got = merged.to_json("s")
+    assert sorted(got["buckets"]) == list(range(550)) and len(got["samples"]) == 55
+    assert all(got["buckets"][b] == {us: 1 + us % 3 for us in range(1000, 1040)} for b in got["buckets"])
+    assert dict(got["errors"]) == {10 * k: 1 for k in range(55)}
