@@ -49,7 +49,9 @@ class Document:
                     raise UserError("missing field", file=file, field=name)
                 continue
             kwargs[f.name] = load(hints[f.name], data[f.name], file, name)
-            low, v = f.metadata.get("minimum"), kwargs[f.name]
+            # the registry's range (harness.results.fields.Field.minimum); a nested record's
+            # integer is a count, like the registry's
+            low, v = f.metadata.get("minimum", 0 if _integer(hints[f.name]) else None), kwargs[f.name]
             if low is not None and isinstance(v, (int, float)) and v < low:
                 raise UserError(f"must be at least {low:g}, got {v!r}", file=file, field=name)
         if "extra" in _field_names(cls):
@@ -107,6 +109,11 @@ def load(tp: Any, v: Any, file: str | None, name: str) -> Any:
             raise UserError(f"expected {what}, got {v!r}", file=file, field=name)
         return int(v) if tp is int else v
     return v
+
+
+def _integer(tp: Any) -> bool:
+    """``int`` or ``int | None``."""
+    return tp is int or set(typing.get_args(tp)) == {int, type(None)}
 
 
 def _finite(x: Any) -> bool:

@@ -56,6 +56,8 @@ HOSTILE = {
     "rate-negative": (_set("load.send_rate", "-1.5"), "load.send_rate", "at least 0", None),
     "initiator-nan": (_set("accounting.per_initiator[0].lost", "NaN"), "accounting.per_initiator[0].lost",
                       "NaN is not a number", "NaN"),
+    "initiator-negative": (_set("accounting.per_initiator[0].sent", "-3"), "accounting.per_initiator[0].sent",
+                           "at least 0, got -3", None),
     "deep-arrays": (lambda doc: "[" * DEEP + "]" * DEEP, None, "nested deeper than 64 levels", "["),
     "deep-objects": (lambda doc: '{"a":' * DEEP + "1" + "}" * DEEP, None, "nested deeper than 64 levels", "{"),
 }
