@@ -168,21 +168,27 @@ def _tail_columns(F, file_col):
 def read_summaries(disc: Discovery) -> list[dict[str, Any]]:
     """One flat row per repetition (harness.results.fields.flat_row), each summary read once
     through the results model (its schema version and fields checked there). A summary that does
-    not read is an issue and its repetition is left out (also of ``disc.reps``, so its samples
-    are not read either)."""
-    rows, bad = [], set()
+    not read (not JSON, nested too deep, a value of the wrong type, out of its range or not
+    finite) is an issue naming its line and field, and its repetition is left out (also of
+    ``disc.reps``, so its samples are not read either); none left is a UserError naming the
+    first."""
+    rows, bad, first = [], set(), None
     for r in disc.reps:
         try:
             summary = RepRef(r.run_id, r.perm_id, r.rep, r.dir).summary()
         except UserError as e:
             bad.add((r.run_id, r.perm_id, r.rep))
-            problem = f"{e.field}: {e.detail}" if e.field else e.detail
+            first = first or e
+            problem = ": ".join(str(p) for p in (e.line and f"line {e.line}", e.field, e.detail) if p)
             disc.issues.append(Issue(str(r.summary), f"damaged ({problem}): repetition skipped"))
             continue
         row = summary.row()
         row.update(run_id=r.run_id, perm_id=r.perm_id, rep=r.rep)
         rows.append(row)
     disc.reps = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) not in bad]
+    if not rows and first is not None:
+        raise UserError(f"no readable repetition summary; the first: {first.detail}", file=first.file,
+                        line=first.line, field=first.field)
     return rows
 
 

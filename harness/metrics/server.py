@@ -7,6 +7,11 @@ basic auth (Prometheus's ``basic_auth``): one scheme for one person's two views;
 refuses to start without it (:func:`harness.commands.common.metrics_settings`). A refused request is logged with the client's address, never what it sent,
 and answered after a second (slows down guessing). TLS with a certificate and key.
 
+The accepting thread only accepts TCP: the TLS handshake runs in the connection's own thread,
+bounded by :data:`HANDSHAKE_S`, and every read by :data:`IDLE_S`, so a health check or port
+scanner that opens a socket and waits holds one thread for a few seconds, never the scrapes
+or the exit (:meth:`Endpoint.close` returns within ``SHUTDOWN_POLL_S`` plus a scrape in flight).
+
 The endpoint exposes figures only: no connection string, no password (the families
 pass every label value through :func:`harness.redact.redact_string`).
 """
@@ -36,11 +41,34 @@ log = logging.getLogger("ssbench.metrics")
 PATH = "/metrics"
 REFUSED_DELAY_S = 1.0
 SCRAPERS_RECENT_S = 600.0     # at the end, the scrapers seen this recently are waited for
+HANDSHAKE_S = 5.0             # a connection's TLS handshake, in its own thread
+IDLE_S = 30.0                 # a connection silent this long is closed (a read's timeout)
+SHUTDOWN_POLL_S = 0.2         # how often the accepting thread looks for close()
 
 
 class _Quiet(WSGIRequestHandler):
+    timeout = IDLE_S
+
     def log_message(self, *_a):
         pass
+
+
+class _Server(ThreadingWSGIServer):
+    """Accepts plain TCP; with a TLS context, each connection's handshake runs in its handler
+    thread with a timeout (a silent client holds that thread only), and a failed one is closed
+    quietly."""
+
+    tls: ssl.SSLContext | None = None
+
+    def process_request_thread(self, request, client_address):
+        if self.tls is not None:
+            try:
+                request.settimeout(HANDSHAKE_S)
+                request = self.tls.wrap_socket(request, server_side=True)
+            except (OSError, ValueError):      # ssl.SSLError, a timeout, a reset: not a scrape
+                self.shutdown_request(request)
+                return
+        super().process_request_thread(request, client_address)
 
 
 class Endpoint:
@@ -104,15 +132,15 @@ class Endpoint:
     def start(self) -> "Endpoint":
         s = self.settings
 
-        class Server(ThreadingWSGIServer):
+        class Server(_Server):
             address_family = socket.AF_INET6 if ":" in s.host else socket.AF_INET
 
         self._httpd = make_server(s.host, s.port, self.app, Server, handler_class=_Quiet)
         if s.tls_cert:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(s.tls_cert, s.tls_key)
-            self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="ssbench-metrics", daemon=True)
+            self._httpd.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self._httpd.tls.load_cert_chain(s.tls_cert, s.tls_key)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(SHUTDOWN_POLL_S,),
+                                        name="ssbench-metrics", daemon=True)
         self._thread.start()
         return self
 

@@ -53,6 +53,13 @@ class Field:
     path: tuple[str, ...] = ()
     column: bool = True
     summarized: bool = False    # summarized across repetitions (permutation summary.json, permutations table)
+    #: the least value a summary may hold (its reader refuses less); an integer field is a
+    #: count, at least 0, unless it says otherwise
+    minimum: float | None = None
+
+    def __post_init__(self):
+        if self.minimum is None and self.type is int:
+            object.__setattr__(self, "minimum", 0)
 
     @property
     def higher_is_better(self) -> bool | None:
@@ -159,12 +166,13 @@ def _lat(name: str, stat: str, what: str) -> Field:
                  path=(f"{name}_latency_ms", stat), summarized=True)
 
 
-_N, _MS, _PCT, _RATE = {"unit": "messages"}, {"unit": "ms"}, {"unit": "% of one core"}, {"unit": "msg/s"}
+_N, _MS, _PCT, _RATE = ({"unit": "messages"}, {"unit": "ms", "minimum": 0}, {"unit": "% of one core", "minimum": 0},
+                        {"unit": "msg/s", "minimum": 0})
 
 FIELDS: tuple[Field, ...] = tuple([
     *_section("", ("run_id", str, "the run's id (its directory's name)", {"required": True}),
               ("permutation_id", str, "the permutation's id", {"required": True}),
-              ("repetition", int, "the repetition's number, from 1", {"required": True}),
+              ("repetition", int, "the repetition's number, from 1", {"required": True, "minimum": 1}),
               ("permutation", dict, "the permutation's axes (AXES)", {"required": True, "column": False}),
               ("target", TargetRef, "the target's kind, label and server profile", {"required": True, "column": False}),
               ("status", str, "the first that applies of STATUSES", {"required": True}),

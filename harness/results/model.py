@@ -71,7 +71,7 @@ def target_capabilities(target: dict[str, Any] | None) -> dict[str, Any]:
 
 def _section_class(section: str) -> type:
     """A frozen record of a section's fields (None where absent), from the registry."""
-    specs = [(f.name, f.type | None, field(default=None, metadata={"required": f.required}))
+    specs = [(f.name, f.type | None, field(default=None, metadata={"required": f.required, "minimum": f.minimum}))
              for f in STORED[section]]
     return dataclasses.make_dataclass(f"{section.title()}SummarySection", specs, bases=(SummarySection,), frozen=True)
 
@@ -168,10 +168,10 @@ class _Summary(Document):
 
 def _summary_class() -> type:
     top = [f for f in STORED[""]]
-    specs = [(f.name, f.type if f.required else f.type | None, field(default=None) if not f.required else None)
-             for f in top]
-    specs = [(n, t) if d is None else (n, t, d) for n, t, d in specs]
-    specs.sort(key=lambda spec: len(spec) == 3)   # required first
+    specs = [(f.name, f.type if f.required else f.type | None,
+              field(metadata={"minimum": f.minimum}) if f.required else
+              field(default=None, metadata={"minimum": f.minimum})) for f in top]
+    specs.sort(key=lambda spec: spec[2].default is None)   # required first
     specs += [(s, t, field(default_factory=t)) for s, t in SECTION_TYPES.items()]
     specs.append(("extra", dict[str, Any], field(default_factory=dict, repr=False, compare=False)))
     return dataclasses.make_dataclass("RepetitionSummary", specs, bases=(_Summary,), frozen=True,

@@ -27,14 +27,87 @@ def rep_name(rep: int) -> str:
     return f"rep-{rep:02d}"
 
 
+#: the deepest nesting of arrays and objects a results file may have (a summary has 4 levels)
+MAX_DEPTH = 64
+#: a JSON string (skipped whole), a bracket, or one of the constants Python's json accepts
+_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]|NaN|-?Infinity')
+
+
+class _Constant(ValueError):
+    """NaN, Infinity or -Infinity met while parsing: not JSON, and no number a result can be."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _Constant(name)
+
+
 def read_json(path: Path) -> Any:
-    """Parse a JSON file; a missing or corrupt file is a one-line UserError naming it."""
+    """Parse a JSON file; a missing or corrupt file is a one-line UserError naming it
+    (:func:`parse_json`)."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError("no such file", file=str(path)) from None
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+    except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"not valid JSON ({e})", file=str(path)) from None
+    return parse_json(text, str(path))
+
+
+def parse_json(text: str, file: str) -> Any:
+    """A results file's JSON, or a one-line UserError naming the file (and the line and field
+    where they are known): not JSON, nested deeper than :data:`MAX_DEPTH` (refused by a scan of
+    its brackets before the parser recurses), or holding ``NaN``/``Infinity`` (which Python's
+    json would otherwise accept)."""
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(text, file)
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except _Constant as e:
+        raise UserError(f"{e.args[0]} is not a number (a finite number is required)", file=file,
+                        line=_line_of(text, e.args[0]), field=_path_of_constant(text)) from None
+    except RecursionError:
+        raise UserError(f"nested deeper than {MAX_DEPTH} levels", file=file) from None
+    except ValueError as e:
+        raise UserError(f"not valid JSON ({e})", file=file) from None
+
+
+def _check_depth(text: str, file: str) -> None:
+    depth = 0
+    for m in _TOKEN_RE.finditer(text):
+        c = m.group(0)
+        if c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise UserError(f"nested deeper than {MAX_DEPTH} levels", file=file,
+                                line=text.count("\n", 0, m.start()) + 1)
+        elif c in "]}":
+            depth -= 1
+
+
+def _line_of(text: str, constant: str) -> int | None:
+    """The line of the first ``constant`` outside a string."""
+    for m in _TOKEN_RE.finditer(text):
+        if m.group(0) == constant:
+            return text.count("\n", 0, m.start()) + 1
+    return None
+
+
+_MARK = object()
+
+
+def _path_of_constant(text: str) -> str | None:
+    """The dotted path (``accounting.messages_lost``, ``per_initiator[2].lost``) of the first
+    non-finite constant of a document no deeper than :data:`MAX_DEPTH`."""
+    def find(v: Any, path: str) -> str | None:
+        if v is _MARK:
+            return path or None
+        items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()
+        for k, x in items:
+            if (hit := find(x, f"{path}[{k}]" if isinstance(k, int) else f"{path}.{k}" if path else str(k))):
+                return hit
+        return None
+
+    return find(json.loads(text, parse_constant=lambda _name: _MARK), "")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -48,6 +49,11 @@ class Document:
                     raise UserError("missing field", file=file, field=name)
                 continue
             kwargs[f.name] = load(hints[f.name], data[f.name], file, name)
+            # the registry's range (harness.results.fields.Field.minimum); a nested record's
+            # integer is a count, like the registry's
+            low, v = f.metadata.get("minimum", 0 if _integer(hints[f.name]) else None), kwargs[f.name]
+            if low is not None and isinstance(v, (int, float)) and v < low:
+                raise UserError(f"must be at least {low:g}, got {v!r}", file=file, field=name)
         if "extra" in _field_names(cls):
             kwargs["extra"] = {k: v for k, v in data.items() if k not in known}
         return cls(**kwargs)
@@ -94,8 +100,8 @@ def load(tp: Any, v: Any, file: str | None, name: str) -> Any:
             raise UserError(f"expected an object, got {type(v).__name__}", file=file, field=name)
         return dict(v)
     checks = {bool: (lambda x: isinstance(x, bool), "true/false"),
-              int: (lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and x == int(x), "an integer"),
-              float: (lambda x: isinstance(x, (int, float)) and not isinstance(x, bool), "a number"),
+              int: (lambda x: _finite(x) and x == int(x), "an integer"),
+              float: (_finite, "a number"),
               str: (lambda x: isinstance(x, str), "a string")}
     if tp in checks:
         ok, what = checks[tp]
@@ -103,6 +109,19 @@ def load(tp: Any, v: Any, file: str | None, name: str) -> Any:
             raise UserError(f"expected {what}, got {v!r}", file=file, field=name)
         return int(v) if tp is int else v
     return v
+
+
+def _integer(tp: Any) -> bool:
+    """``int`` or ``int | None``."""
+    return tp is int or set(typing.get_args(tp)) == {int, type(None)}
+
+
+def _finite(x: Any) -> bool:
+    """A JSON number that is one: a float finite (1e999 parses to inf; NaN is refused when
+    parsing), an integer within 64 bits (what Spark's long holds)."""
+    if isinstance(x, bool):
+        return False
+    return abs(x) < 2**63 if isinstance(x, int) else isinstance(x, float) and math.isfinite(x)
 
 
 # --------------------------------------------------------------------------- nested records

@@ -427,7 +427,7 @@ def test_cli_input_errors_exit_2_and_name_the_file(tmp_path, capsys, case):
         doc = make_summary(PERM, 2)
         doc["send_latency_ms"]["p99"] = float("inf")
         (base / PERM / "rep-02" / "summary.json").write_text(json.dumps(doc))       # Infinity
-        expect = "rep-02/summary.json: send_latency_ms.p99: must be a finite number"
+        expect = "rep-02/summary.json:1: send_latency_ms.p99: Infinity is not a number (a finite number is required)"
     elif case == "schema_version":
         doc = make_summary(PERM, 4) | {"schema": "ssbench.summary/3"}
         (cand / PERM / "rep-04" / "summary.json").write_text(json.dumps(doc))

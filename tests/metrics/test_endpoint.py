@@ -286,3 +286,33 @@ def test_every_recent_scraper_gets_its_last_scrape():
     t0 = time.monotonic()
     m.close()
     assert 1.4 <= time.monotonic() - t0 < machine.allowance(5)
+
+
+@pytest.mark.untimed("a scrape takes milliseconds and close() a fraction of a second; the bounds are seconds, "
+                     "stretched to this machine (support.machine.allowance)")
+@pytest.mark.parametrize("idle", [1, 5])
+def test_idle_connections_hold_neither_the_scrapes_nor_the_exit(endpoint, cert, idle):
+    """A health check or port scanner opens TCP to the HTTPS endpoint and sends nothing: the
+    scrapes are still answered at once, and close() (the run's exit) returns at once, with the
+    silent sockets still open."""
+    import ssl
+
+    e = endpoint(tls_cert=str(cert[0]), tls_key=str(cert[1]))
+    tls = ssl.create_default_context(cafile=str(cert[0]))
+    silent = [socket.create_connection(("127.0.0.1", e.port), timeout=5) for _ in range(idle)]
+    try:
+        time.sleep(0.3)                                   # the accepting thread has taken them
+        bound = machine.allowance(5.0)
+        for _ in range(3):
+            t0 = time.monotonic()
+            with urllib.request.urlopen(e.url, timeout=bound, context=tls) as r:
+                assert r.status == 200 and b"ssbench_run_info" in r.read()
+            assert time.monotonic() - t0 < bound
+        closing = threading.Thread(target=e.close, daemon=True)
+        t0 = time.monotonic()
+        closing.start()
+        closing.join(machine.allowance(3.0))
+        assert not closing.is_alive(), f"close() still waiting after {time.monotonic() - t0:.1f} s"
+    finally:
+        for s in silent:
+            s.close()
