@@ -65,3 +65,15 @@ class TargetError(Exception):
     """The system under test failed or is unreachable. Exit code 3 from the CLI."""
 
     exit_code = 3
+
+
+class TargetDiskFull(OSError):
+    """The target's own disk is full (its data, log or filegroup): an ENOSPC like the results
+    directory's, so ``ssbench run`` exits 5 and leaves the repetition to be redone by
+    ``--resume``; its text is the one line naming what is full and what to do."""
+
+    def __init__(self, message: str):
+        super().__init__(28, escape_controls(message))   # errno.ENOSPC
+
+    def __str__(self) -> str:
+        return self.strerror

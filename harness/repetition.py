@@ -22,7 +22,7 @@ from typing import Any, Callable
 from .plan import alternation_record, member_at
 from .collectors import SampleContext, Sampler, default_collectors
 from .collectors.host import CLIENT_BOUND_WORKER_CPU
-from .errors import TargetError
+from .errors import TargetDiskFull, TargetError
 from .load.protocol import SwarmPlan
 from .load.spec import SwarmSpec
 from .load.series import SwarmSeries
@@ -232,6 +232,7 @@ class Repetition:
             span = self.settings.measure_seconds if span_seconds is None else span_seconds
             summary, lat = self._summarize(res, final, warmup, span, web, self._one())
             samples = list(summary.error_samples or [])
+            self._check_disk(samples + list(error_samples or []))
             if require_sends and summary.send_latency_ms.count == 0:
                 first = f" (first error: {samples[0]})" if samples else ""
                 raise RepetitionFailed(f"{self.perm.id} rep {self.rep}: no SEND completed in the measured window, "
@@ -284,6 +285,14 @@ class Repetition:
     def _server_pids(self) -> list[int]:
         with self.lock:
             return self.target.telemetry.server_pids()
+
+    def _check_disk(self, errors: list[str]) -> None:
+        """A target whose disk filled stops the run as a full disk (exit 5, the repetition left
+        to ``--resume``), never a summary of a window it could not record."""
+        with self.lock:
+            full = self.target.disk_full(errors)
+        if full:
+            raise TargetDiskFull(full)
 
     def _drain(self) -> Counts:
         return self.target.drain(self.settings.drain_timeout_seconds, lock=self.lock, stop=self.stop_event)
@@ -431,6 +440,7 @@ class AlternatedRepetition(Repetition):
                 summary, lat = self._summarize(res, final, self.settings.warmup_seconds,
                                                self.settings.measure_seconds * k, None, m)
                 summary = summary.replace(broker_restarts=restarts)
+                self._check_disk(summary.error_samples or [])
                 if summary.send_latency_ms.count == 0:
                     raise RepetitionFailed(f"{m.perm.id} rep {self.rep}: no SEND completed in its slices of the "
                                            "alternated window: the repetition measured nothing")

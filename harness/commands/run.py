@@ -224,6 +224,7 @@ def _announce_remote(remote, matrix, config) -> None:
 def _run(runner, rd, progress, resume: str, undo) -> int | None:
     """The runner's loop; the exit code of a run that did not complete (None: it did). Every way
     out leaves run.json closed: interrupted (resumable), failed, or (the caller) complete."""
+    from ..errors import TargetDiskFull
     from ..runner import Interrupted
 
     try:
@@ -245,8 +246,12 @@ def _run(runner, rd, progress, resume: str, undo) -> int | None:
             rd.finish("interrupted", runner.lost_total)
         except OSError:
             pass  # run.json keeps "running": --resume treats it as unfinished all the same
-        print(f"ssbench: error: no space left on the device of {e.filename or rd.path}; the repetition "
-              f"in progress was not kept. Free some space, then resume with: {resume}", file=sys.stderr)
+        if isinstance(e, TargetDiskFull):
+            print(f"ssbench: error: {e}; the repetition in progress was not kept, resume with: {resume}",
+                  file=sys.stderr)
+        else:
+            print(f"ssbench: error: no space left on the device of {e.filename or rd.path}; the repetition "
+                  f"in progress was not kept. Free some space, then resume with: {resume}", file=sys.stderr)
         return NO_SPACE_EXIT
     except Exception:
         progress.close()

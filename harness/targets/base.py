@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -256,16 +257,26 @@ class Target(abc.ABC):
         (0 where the server runs its broker itself, as SQL Server does)."""
         return 0
 
+    def disk_full(self, errors: Iterable[str] = ()) -> str | None:
+        """One line naming the target's full disk and what to do, when ``errors`` (the words of
+        errors its clients saw) or the target's own record say its disk is full; else None."""
+        from .diskfull import disk_full_evidence
+
+        hit = disk_full_evidence(errors)
+        return None if hit is None else f"the target's disk is full ({hit}): free space on it"
+
     def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:
         """Wait until every transmission queue and the target queue are empty and everything
-        sent was received, the queue is disabled, ``stop`` (an Event) is set, or timeout.
+        sent was received, the queue is disabled, the target's disk is full
+        (:meth:`disk_full`), ``stop`` (an Event) is set, or timeout.
         ``lock`` (the runner's target lock) is taken per poll only, so collectors sharing the
         target keep sampling during the drain. Returns the final counts either way."""
         deadline = time.monotonic() + timeout
         while True:
             with lock if lock is not None else contextlib.nullcontext():
                 c = self.counts()
-            if c.settled or c.queue_disabled or time.monotonic() >= deadline \
+                full = not (c.settled or c.queue_disabled) and self.disk_full() is not None
+            if c.settled or c.queue_disabled or full or time.monotonic() >= deadline \
                     or (stop is not None and stop.is_set()):
                 return c
             time.sleep(poll)

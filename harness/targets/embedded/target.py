@@ -86,6 +86,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         self._broker = BrokerSupervisor(self.broker_log, self._broker_is_up, self._reap)
         self._closed = False
         self._provisioned = self._existing_initiators()
+        self._log_pos, self._log_hit = self._log_size(), None
         atexit.register(self._atexit)
 
     @classmethod
@@ -200,6 +201,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         _ms_from_env(LOCK_SAMPLE_ENV, 60_000)     # a bad value is refused before anything changes
         self.stop()
         self._broker.reset_restarts()
+        self._log_pos, self._log_hit = self._log_size(), None    # a full disk is this permutation's news
         with self._lock:
             all_dbs = [self.target_db] + [self.initiator_db(i) for i in range(1, self._provisioned + 1)]
             pg = self._conn("postgres")
@@ -330,6 +332,40 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         log.info("settled in %.2f s", time.monotonic() - t0)
 
     # ------------------------------------------------------------------ the broker process
+    def disk_full(self, errors=()) -> str | None:
+        """The data directory's full disk, from the clients' errors or the server's log since
+        :meth:`prepare` (the log is off the data directory's file system when it is a mount
+        of its own; on the same one its lines may be lost, the errors still say it)."""
+        from ..diskfull import disk_full_evidence, pg_disk_full_line
+
+        hit = disk_full_evidence(errors) or self._log_disk_full()
+        return None if hit is None else pg_disk_full_line(self.server.data_dir, hit)
+
+    def _log_size(self) -> int:
+        try:
+            return self.server.log_file.stat().st_size
+        except OSError:
+            return 0
+
+    def _log_disk_full(self) -> str | None:
+        """The first disk-full line of the server log since :meth:`prepare`, read on from
+        where the last call stopped (whole lines, at most 8 MiB a call)."""
+        from ..diskfull import disk_full_evidence
+
+        if self._log_hit is None:
+            if self._log_size() < self._log_pos:    # a new log (the server's files recreated)
+                self._log_pos = 0
+            try:
+                with open(self.server.log_file, "rb") as f:
+                    f.seek(self._log_pos)
+                    chunk = f.read(8 << 20)
+            except OSError:
+                return None
+            end = chunk.rfind(b"\n") + 1
+            self._log_pos += end
+            self._log_hit = disk_full_evidence(chunk[:end].decode(errors="replace").splitlines())
+        return self._log_hit
+
     def broker_running(self) -> bool:
         return self._broker.running()
 

@@ -338,6 +338,13 @@ class MssqlTarget(ServerSession, Target, Telemetry):
         return {int(r[0]): int(r[1] or 0) for r in self._query(inst, "target", section, params=self._names())
                 if r[0] is not None}
 
+    def disk_full(self, errors=()) -> str | None:
+        """A full transaction log (9002) or filegroup (1105), named from its error's words."""
+        from ..diskfull import disk_full_evidence, mssql_disk_full_line
+
+        hit = disk_full_evidence(errors)
+        return None if hit is None else mssql_disk_full_line(hit)
+
     def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:
         """Poll the cheap partition row counts; read exact counts once they reach zero.
         ``lock`` and ``stop`` as in :meth:`Target.drain`."""
