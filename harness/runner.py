@@ -247,7 +247,9 @@ class Runner:
                                         ((lost, "LOST"), (r["messages_duplicated"], "DUPLICATED"),
                                          (r["messages_phantom"], "NEVER SENT")) if n) + " !!!"
         elif status == "undelivered":
-            flag = (f"  !!! {r['messages_undelivered']} messages still queued when the drain timed out "
+            why_stopped = ("the target queue was disabled (five rollbacks in a row)" if r["queue_disabled"]
+                           else "the drain timed out")
+            flag = (f"  !!! {r['messages_undelivered']} messages still queued when {why_stopped} "
                     "(undelivered, not lost) !!!")
         elif status == "users_idle":
             flag = (f"  !!! only {r['users_active']} of {r['users_expected']} users were sending "

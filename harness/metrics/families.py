@@ -42,7 +42,7 @@ METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "ssbench_repetition_messages_received": ("gauge", (), "Messages received at the target after the drain."),
     "ssbench_repetition_messages_sent_client": ("gauge", (), "SENDs the client recorded (every phase)."),
     "ssbench_repetition_messages_lost": ("gauge", (), "Messages lost (sent, never received nor queued)."),
-    "ssbench_repetition_messages_undelivered": ("gauge", (), "Messages still queued when the drain timed out."),
+    "ssbench_repetition_messages_undelivered": ("gauge", (), "Messages still queued when the drain stopped (timed out, or the queue disabled)."),
     "ssbench_repetition_send_rate": ("gauge", (), "SENDs per second over the measured window (the summary's)."),
     "ssbench_repetition_receive_rate": ("gauge", (), "Messages received per second over the measured window."),
     # the client: the workers' recorders

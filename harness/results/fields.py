@@ -203,7 +203,8 @@ FIELDS: tuple[Field, ...] = tuple([
               ("messages_duplicated", int, "tallies of a message beyond its first (exactly-once broken)", _N),
               ("messages_phantom", int, "messages received, poison or queued under a (dialog, sequence number) "
                                         "never sent (exactly-once broken; they count in no received message)", _N),
-              ("messages_undelivered", int, "still queued when the drain timed out: there, not lost", _N),
+              ("messages_undelivered", int, "still queued when the drain stopped (timed out, or the queue "
+                                            "disabled): there, not lost", _N),
               ("poison_messages", int, "data messages in the error table and never received", _N),
               ("drained", bool, "every queue empty after the drain"),
               ("queue_disabled", bool, "five rollbacks in a row disabled the target queue"),

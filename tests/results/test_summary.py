@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import types
 
 
 from harness.results import Histogram, build_repetition_summary, median, repetition_status, summarize_permutation
@@ -195,3 +196,30 @@ def test_open_loop_users_without_a_slot_in_the_window_are_not_idle():
     assert build_repetition_summary(d).status == "ok"
     d.client.users_active = 1
     assert build_repetition_summary(d).status == "users_idle"
+
+
+def test_messages_still_in_the_target_queue_are_undelivered_per_initiator_too():
+    """Issue 55's figures: the drain stopped with 144 and 126 messages in the target queue.
+    They are undelivered, not lost, in each initiator's account as in the total."""
+    a = Accounting([InitiatorAccount(1, 1000, 856, queued=144), InitiatorAccount(2, 900, 774, queued=126)],
+                   queue_disabled=True)
+    s = build_repetition_summary(data(accounting=a))
+    assert [(i.lost, i.queued) for i in s.per_initiator] == [(0, 144), (0, 126)]
+    assert s.messages_lost == 0 and s.messages_undelivered == 270 and s.status == "undelivered"
+
+
+def test_the_runners_line_says_why_the_drain_stopped(capsys):
+    """A drain that ended because the target queue was disabled never reads as a timeout."""
+    from harness.progress import Progress
+    from harness.runner import Runner
+
+    def line(disabled: bool) -> str:
+        a = Accounting([InitiatorAccount(1, 10, 8, queued=2)], queue_disabled=disabled)
+        s = build_repetition_summary(data(accounting=a))
+        r = Runner.__new__(Runner)
+        r.progress = Progress(total=1, force_plain=True)
+        Runner._report(r, types.SimpleNamespace(id="p"), 1, s)
+        return capsys.readouterr().err
+
+    assert "2 messages still queued when the target queue was disabled" in line(True)
+    assert "2 messages still queued when the drain timed out" in line(False)
