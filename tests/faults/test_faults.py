@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -111,6 +112,13 @@ def test_a_postgresql_crash_is_one_clear_line_and_users_stop(pg_server, tmp_path
     assert "Traceback" not in err, err[-3000:]
     assert err.count("collector") < 20, "a warning storm:\n" + err[-4000:]
     assert not list(out.glob("*/rep-*/summary.json"))
+    # the last line says why and how to go on; run.json records why (docs/results.md)
+    last = err.strip().splitlines()[-1]
+    assert "resume with: " in last, err[-3000:]
+    assert shlex.split(last.split("resume with: ", 1)[1]) == ["ssbench", "run", str(m), "--resume", "--out", str(out)]
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == ("failed" if p.returncode == 3 else "interrupted"), record
+    assert record["error"] and "\n" not in record["error"], record
     r = ssbench("run", str(m), "--out", str(out), "--resume")
     assert r.returncode == 0, r.stderr[-3000:]
     check_account(out, 1, figures)
