@@ -15,3 +15,13 @@ def test_redacts_secret_keys_and_connection_strings():
     assert out["target"]["password"] == REDACTED
     assert out["target"]["password_env"] == "MSSQL_PW"   # naming the variable is fine
     assert out["target"]["host"] == "db1"
+
+
+def test_an_error_line_is_one_line_without_its_secrets():
+    from harness.errors import TargetError
+    from harness.redact import error_line
+
+    e = TargetError("cannot connect: Server=db1;PWD=hunter2;\nlogin failed")
+    assert error_line(e) == "TargetError: cannot connect: Server=db1;PWD=***;\\nlogin failed"
+    assert error_line(KeyboardInterrupt()) == "KeyboardInterrupt"
+    assert len(error_line(TargetError("x" * 2000))) < 520
