@@ -77,3 +77,28 @@ class TargetDiskFull(OSError):
 
     def __str__(self) -> str:
         return self.strerror
+
+
+class DiskFull(UserError):
+    """A full disk (or quota) where ssbench writes: one line naming the place, exit code 5."""
+
+    exit_code = 5
+
+
+#: how a full disk reads where only its text crosses over (the JVM's, pyarrow's, a helper process's)
+_NO_SPACE_TEXT = ("no space left on device", "disk quota exceeded")
+
+
+def no_space(e: BaseException | None) -> bool:
+    """Whether ``e`` (or an exception it came from) is a full disk: ENOSPC or EDQUOT, or their
+    message from Java or Arrow, whose errors do not carry the errno."""
+    import errno
+
+    seen = 0
+    while e is not None and seen < 20:
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(t in str(e).lower() for t in _NO_SPACE_TEXT):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False

@@ -39,3 +39,12 @@ def redact(obj: Any) -> Any:
     if isinstance(obj, str):
         return redact_string(obj)
     return obj
+
+
+def error_line(e: BaseException, limit: int = 500) -> str:
+    """Why something failed, for a record (run.json's ``error``): ``Type: message``, one line
+    (controls escaped), secrets redacted, cut to about ``limit`` characters."""
+    from .errors import escape_controls
+
+    text = escape_controls(redact_string(f"{type(e).__name__}: {e}".rstrip(": ")))
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -20,6 +20,7 @@ from .load.swarm import Swarm
 from .matrix import Matrix, Permutation
 from .plan import PlannedWindow, group_windows
 from .progress import Progress
+from .redact import error_line
 from .backlog import BacklogRepetition
 from .repetition import AlternatedRepetition, Interrupted, Repetition
 from .results import RepetitionSummary, RunDir, disturbance, host_cpu_speed, host_cross_cpu, utc_now_iso, write_atomic
@@ -314,22 +315,37 @@ def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | No
         if rd is None or not rd.run_json.exists():
             raise UserError(f"nothing to resume: no unfinished run of matrix {matrix.name!r} under {results_root}"
                             if not out else "no run.json to resume", file=str(out) if out else None)
-        old = rd.read_run()
-        if old.get("matrix", {}).get("sha256") != matrix.sha256:
-            raise UserError("the matrix file changed since this run started; resume needs the same matrix",
-                            file=str(matrix.path))
+        rd.hold()   # before anything is written: another run writing it is named, exit 2
         try:
-            target.provision(max(matrix.axes["initiators"]))
-        except BaseException as e:
-            # the run exists and stays resumable; its record says how this attempt ended
-            # (messages_lost is left as the earlier attempts counted it)
-            stopped = isinstance(e, (KeyboardInterrupt, Interrupted))
-            rd.update_run(status="interrupted" if stopped else "failed", ended=utc_now_iso())
+            _resume_record(rd, matrix, target)
+        except BaseException:
+            rd.release()
             raise
-        rd.update_run(status="running", resumed=utc_now_iso())
         return rd
     target.provision(max(matrix.axes["initiators"]))
-    rd = RunDir.create(results_root, matrix.name, out)
-    write_atomic(rd.path / "matrix.yaml", matrix.path.read_bytes())
-    rd.begin_record(matrix.to_dict(), target.describe(), total=len(matrix) * matrix.run.planned_repetitions)
+    rd = RunDir.create(results_root, matrix.name, out).hold()   # claimed, and held by this process
+    try:
+        write_atomic(rd.path / "matrix.yaml", matrix.path.read_bytes())
+        rd.begin_record(matrix.to_dict(), target.describe(), total=len(matrix) * matrix.run.planned_repetitions)
+    except BaseException:
+        rd.release()
+        raise
     return rd
+
+
+def _resume_record(rd: RunDir, matrix: Matrix, target: Target) -> None:
+    """Check that the run being resumed is this matrix's, provision, and mark its record running."""
+    old = rd.read_run()
+    if old.get("matrix", {}).get("sha256") != matrix.sha256:
+        raise UserError("the matrix file changed since this run started; resume needs the same matrix",
+                        file=str(matrix.path))
+    try:
+        target.provision(max(matrix.axes["initiators"]))
+    except BaseException as e:
+        # the run exists and stays resumable; its record says how this attempt ended
+        # (messages_lost is left as the earlier attempts counted it)
+        stopped = isinstance(e, (KeyboardInterrupt, Interrupted))
+        rd.update_run(status="interrupted" if stopped else "failed", ended=utc_now_iso(),
+                      error=None if stopped else error_line(e))
+        raise
+    rd.update_run(status="running", resumed=utc_now_iso(), error=None)

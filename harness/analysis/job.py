@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as _dt
+import os
 import shutil
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `har
 
 from harness.analysis import diagnosis, diagnosis_view, discovery, plots, report, scaling, techniques  # noqa: E402
 from harness.analysis.writer import write_arrow, write_table  # noqa: E402
-from harness.errors import UserError  # noqa: E402
+from harness.errors import DiskFull, UserError, no_space  # noqa: E402
 from harness.results import fields, write_atomic, write_json  # noqa: E402
 from harness.results.model import target_capabilities  # noqa: E402
 from harness import environment  # noqa: E402
@@ -39,9 +41,10 @@ def default_out(run_dirs: list[str | Path]) -> Path:
     return first.parent / f"report-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%d-%H%M%S')}"
 
 
-def prepare_out(out: Path) -> Path:
-    """Create ``out`` or reuse a previous report there (its plots/ and tables/ are replaced);
-    refuse a non-empty directory that is not an ssbench report."""
+def prepare_out(out: Path) -> tuple[Path, Path]:
+    """Check the report location ``out`` (new, or a previous report: replaced whole when the new
+    one is complete; a non-empty directory that is not an ssbench report is refused) and make
+    the temporary directory beside it the report is built in: (``out`` resolved, staging)."""
     out = out.expanduser().resolve()
     if out.exists():
         if not out.is_dir():
@@ -50,12 +53,29 @@ def prepare_out(out: Path) -> Path:
         if not ours and any((out / d).exists() for d in ("plots", "tables", "index.html")):
             raise UserError("not an ssbench report directory (no .ssbench-report marker) but it has "
                             "plots/, tables/ or index.html: choose another --out", file=str(out))
-        for d in ("plots", "tables"):
-            if (out / d).exists():
-                shutil.rmtree(out / d)
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / MARKER, "written by ssbench analyze; plots/ and tables/ are replaced on each run\n")
-    return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        write_atomic(staging / MARKER, "written by ssbench analyze; replaced whole on each run\n")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out, staging
+
+
+def put_in_place(staging: Path, out: Path) -> None:
+    """Rename the complete report ``staging`` to ``out``. A previous report there is replaced
+    (what it holds that the new one does not, someone's own files, is carried over)."""
+    if not out.exists():
+        os.rename(staging, out)
+        return
+    for entry in out.iterdir():
+        if not (staging / entry.name).exists() and entry.name not in ("plots", "tables"):
+            os.rename(entry, staging / entry.name)
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    os.rename(out, old / out.name)
+    os.rename(staging, out)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 @dataclass
@@ -123,7 +143,26 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
     say = log or (lambda _msg: None)
     t0 = time.monotonic()
     disc = discovery.discover(run_dirs)
-    out_dir = prepare_out(Path(out) if out else default_out(run_dirs))
+    out_dir = Path(out) if out else default_out(run_dirs)
+    staging = None
+    try:
+        out_dir, staging = prepare_out(out_dir)
+        result = _analyze(disc, staging, out_dir, master, spark, threshold_pct, top_waits, say, t0, remote)
+        put_in_place(staging, out_dir)
+    except BaseException as e:
+        if staging is not None:    # nothing half-written: the previous report, if any, stays
+            shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(e, Exception) and no_space(e):
+            raise DiskFull("no space left on the device of the report directory: nothing written (a previous "
+                           "report there is kept); free some space and analyze again", file=str(out_dir)) from None
+        raise
+    result.index = out_dir / result.index.name
+    return result
+
+
+def _analyze(disc: discovery.Discovery, staging: Path, out_dir: Path, master, spark, threshold_pct, top_waits: int,
+             say: Callable[[str], None], t0: float, remote: str | None) -> AnalysisResult:
+    """The analysis proper, its report written in ``staging`` (to become ``out_dir``)."""
     # (the issues are counted at the end: reading the summaries and samples finds more)
     say(f"found {len(disc.reps)} repetitions in {len(disc.runs)} run(s)")
     helper = start_plot_helper()
@@ -143,7 +182,7 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
             spark = get_spark(master, input_bytes=disc.samples_bytes, remote=remote)
             where = remote or spark.conf.get("spark.master", None) or "?"
             say(f"Spark {spark.version} on {where} ready after {time.monotonic() - t0:.1f} s")
-        return _run(spark, disc, reps.result(), out_dir, threshold_pct, top_waits, say, t0, helper)
+        return _run(spark, disc, reps.result(), staging, threshold_pct, top_waits, say, t0, helper, out_dir)
     finally:
         if helper is not None:
             helper.shutdown(wait=True, cancel_futures=True)
@@ -154,9 +193,10 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
 
 
 def _run(spark, disc: discovery.Discovery, reps: list[dict[str, Any]], out_dir: Path, threshold_pct: float | None,
-         n_top: int, say: Callable[[str], None], t0: float, helper=None) -> AnalysisResult:
+         n_top: int, say: Callable[[str], None], t0: float, helper=None, final: Path | None = None) -> AnalysisResult:
     """Summaries read once (Python, the results model), samples reduced once (Spark), the small
-    tables judged and written here: one way through."""
+    tables judged and written here (``out_dir``; ``final``: where it will be, for the answer's
+    link): one way through."""
     from harness.analysis import comparisons as C
     from harness.analysis import tables as T
 
@@ -171,7 +211,7 @@ def _run(spark, disc: discovery.Discovery, reps: list[dict[str, Any]], out_dir: 
     synthetic_runs = {r.run_id for r in disc.runs if is_synthetic(r, perms)}
     C.rate_intervals(perms, synthetic_runs)
     diags, diag_rows, moves = _diagnose(disc, perms, reps)
-    rules, gains, cross, tech, answer = judge_runs(disc, perms, threshold_pct, out_dir / "index.html")
+    rules, gains, cross, tech, answer = judge_runs(disc, perms, threshold_pct, (final or out_dir) / "index.html")
     sweeps, scaling_rows = scaling.attach(perms, answer)     # and the answer's scalability sections
     say(f"aggregated {len(perms)} permutations after {time.monotonic() - t0:.1f} s")
     chosen, series = _timeseries(spark, disc, perms)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import shlex
@@ -156,7 +155,7 @@ def execute(args, metrics=None) -> tuple[int, "object"]:
     repetition began leaves nothing behind."""
     from ..matrix import load_matrix
     from ..paths import RESULTS
-    from ..runner import Progress, Runner, start_run
+    from ..runner import start_run
     from ..targets.factory import make_target, target_config
 
     config = target_config(args.target)   # a topology file is loaded, nothing connects
@@ -172,28 +171,22 @@ def execute(args, metrics=None) -> tuple[int, "object"]:
     undo = None if args.resume else _Undo(args.out, results_root, matrix.name)
     # one run (or web session) at a time per target: a second one would reset its databases
     with target.run_lock(f"ssbench run {args.matrix} (pid {os.getpid()})"):
-        try:
+        try:   # the run directory is held (locked) by this process from here to the end
             rd = start_run(matrix, target, results_root, args.out, args.resume)
         except BaseException:
             target.close()
             if undo:
                 undo.remove_unstarted(None)
             raise
-        print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.describe_repetitions()} "
-              f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
-        _announce_remote(remote, matrix, config)
-        progress = Progress(total=len(matrix) * matrix.run.planned_repetitions)
-        if metrics is not None:
-            metrics.begin_run(rd.run_id, matrix.name, target.label, progress)
-        runner = Runner(matrix, target, rd, progress=progress, stop_event=stop, remote=remote, metrics=metrics)
         try:
-            code = _run(runner, rd, progress, resume_command(args.matrix, rd.path), undo)
+            code, runner = _execute_run(args, matrix, config, remote, target, rd, stop, undo, metrics)
+            if code is None:
+                rd.finish("complete", runner.lost_total)
         finally:
-            target.close()
+            rd.release()
     if code is not None:
         return code, rd
     lost = runner.lost_total
-    rd.finish("complete", lost)
     out = sys.stderr if getattr(args, "json", False) else None
     print_run_table(rd.path, out)
     if getattr(args, "diagnose", True):   # what limits throughput (ssbench bench prints it at its end)
@@ -206,6 +199,23 @@ def execute(args, metrics=None) -> tuple[int, "object"]:
               "see messages_lost, messages_duplicated and messages_phantom in the summaries !!!", file=sys.stderr)
         return 4, rd
     return 0, rd
+
+
+def _execute_run(args, matrix, config, remote, target, rd, stop, undo, metrics):
+    """The run proper, in its held directory: (exit code or None when it completed, Runner)."""
+    from ..runner import Progress, Runner
+
+    print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.describe_repetitions()} "
+          f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
+    _announce_remote(remote, matrix, config)
+    progress = Progress(total=len(matrix) * matrix.run.planned_repetitions)
+    if metrics is not None:
+        metrics.begin_run(rd.run_id, matrix.name, target.label, progress)
+    runner = Runner(matrix, target, rd, progress=progress, stop_event=stop, remote=remote, metrics=metrics)
+    try:
+        return _run(runner, rd, progress, resume_command(args.matrix, rd.path), undo), runner
+    finally:
+        target.close()
 
 
 def _announce_remote(remote, matrix, config) -> None:
@@ -224,7 +234,8 @@ def _announce_remote(remote, matrix, config) -> None:
 def _run(runner, rd, progress, resume: str, undo) -> int | None:
     """The runner's loop; the exit code of a run that did not complete (None: it did). Every way
     out leaves run.json closed: interrupted (resumable), failed, or (the caller) complete."""
-    from ..errors import TargetDiskFull
+    from ..errors import TargetDiskFull, TargetError, UserError, no_space
+    from ..redact import error_line
     from ..runner import Interrupted
 
     try:
@@ -234,16 +245,17 @@ def _run(runner, rd, progress, resume: str, undo) -> int | None:
     except (Interrupted, KeyboardInterrupt):   # Ctrl-C once (clean stop), or twice (abort)
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # nothing may cut the record short now
         progress.close()
-        rd.finish("interrupted", runner.lost_total)
+        rd.finish("interrupted", runner.lost_total, error="interrupted (Ctrl-C or SIGTERM)")
         print(f"ssbench: interrupted; resume with: {resume}", file=sys.stderr)
         return 130
     except OSError as e:
         progress.close()
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-            rd.finish("failed", runner.lost_total)
+        if not no_space(e):
+            _failed(rd, runner, error_line(e), resume)
             raise
         try:
-            rd.finish("interrupted", runner.lost_total)
+            rd.finish("interrupted", runner.lost_total,
+                      error=error_line(OSError(f"no space left on the device of {e.filename or rd.path}")))
         except OSError:
             pass  # run.json keeps "running": --resume treats it as unfinished all the same
         if isinstance(e, TargetDiskFull):
@@ -253,11 +265,23 @@ def _run(runner, rd, progress, resume: str, undo) -> int | None:
             print(f"ssbench: error: no space left on the device of {e.filename or rd.path}; the repetition "
                   f"in progress was not kept. Free some space, then resume with: {resume}", file=sys.stderr)
         return NO_SPACE_EXIT
-    except Exception:
+    except Exception as e:
         progress.close()
-        if not (undo and undo.remove_unstarted(rd.path)):
-            rd.finish("failed", runner.lost_total)
+        if undo and undo.remove_unstarted(rd.path):
+            raise
+        if isinstance(e, (TargetError, UserError)):   # one line, the way to go on, no traceback
+            rd.finish("failed", runner.lost_total, error=error_line(e))
+            what = "target error" if isinstance(e, TargetError) else "error"
+            print(f"ssbench: {what}: {e}; resume with: {resume}", file=sys.stderr)
+            return e.exit_code
+        _failed(rd, runner, error_line(e), resume)
         raise
+
+
+def _failed(rd, runner, error: str, resume: str) -> None:
+    """Close the record of a run stopped by an unexpected error, and say how to go on."""
+    rd.finish("failed", runner.lost_total, error=error)
+    print(f"ssbench: the run failed ({error}); once mended, resume with: {resume}", file=sys.stderr)
 
 
 def check_dir_arg(path: Path | None, flag: str, resume: bool | None = None) -> None:
@@ -265,6 +289,7 @@ def check_dir_arg(path: Path | None, flag: str, resume: bool | None = None) -> N
     anything is created). For --out (``resume`` given): a new run needs it new or empty, a
     resumed one needs its run.json."""
     from ..errors import UserError
+    from ..results.lock import in_use, run_dir_holder
 
     if path is None:
         return
@@ -282,6 +307,9 @@ def check_dir_arg(path: Path | None, flag: str, resume: bool | None = None) -> N
         raise UserError(f"cannot create it in {anc}: {e.strerror or e}", file=str(p), field=flag) from None
     if resume is True and not (p / "run.json").is_file():
         raise UserError("no run.json to resume", file=str(p), field=flag)
+    holder = run_dir_holder(p) if resume is not None and p.is_dir() else None
+    if holder:
+        raise in_use(p, holder, flag)
     if resume is False and p.is_dir() and any(p.iterdir()):
         raise UserError("exists and is not empty (use --resume to continue that run)",
                         file=str(p), field=flag)

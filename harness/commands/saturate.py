@@ -64,6 +64,7 @@ def saturate(args, metrics=None) -> int:
     from ..matrix import load_matrix
     from ..paths import RESULTS
     from ..repetition import Interrupted
+    from ..redact import error_line
     from ..runner import resolve_profile, start_run
     from ..saturate import Saturation, SearchSettings, format_table
     from ..targets.factory import make_target, target_config
@@ -100,16 +101,17 @@ def saturate(args, metrics=None) -> int:
                          metrics=metrics)
         try:
             sat.run()
+            rd.finish("complete")
         except Interrupted:
-            rd.finish("interrupted")
+            rd.finish("interrupted", error="interrupted (Ctrl-C or SIGTERM)")
             print("ssbench: interrupted (saturation.json holds the permutations finished)", file=sys.stderr)
             return 130
-        except Exception:
-            rd.finish("failed")
+        except Exception as e:
+            rd.finish("failed", error=error_line(e))
             raise
         finally:
             target.close()
-        rd.finish("complete")
+            rd.release()
     print(f"{target.label}: SENDs per second sustained (per initiator and in total), this machine")
     print(format_table(sat.results))
     print(f"ssbench: saturation.json in {rd.path}", file=sys.stderr)

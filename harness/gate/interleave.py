@@ -33,6 +33,7 @@ import yaml
 
 from ..errors import TargetError, UserError
 from ..results import RunDir, RunReader, counts_in_verdicts, find_runs, read_json, write_atomic, write_json
+from ..results.lock import hold_run_dir
 from .compare import compare_runs
 from ..plan import SIDES, side_orders, side_windows
 from ..verdicts.regression import GateSettings
@@ -260,7 +261,15 @@ def add_round(dest: Path, round_no: int, run_dir: Path, *, side: str, matrix_fil
     a valid run of the rounds so far, and the sides' repetition numbers are their rounds), its
     summary gains ``"interleave": {"round": i, "side": ..., "source": ...}``; run.json is the
     first round's with a ``gate_interleave`` section listing the rounds."""
-    out = RunDir(dest) if dest.exists() else RunDir.create(dest.parent, dest.name, dest)
+    out = (RunDir(dest) if dest.exists() else RunDir.create(dest.parent, dest.name, dest)).hold()
+    try:
+        _add_reps(out, dest, round_no, run_dir, side, matrix_file)
+    finally:
+        out.release()
+    return dest
+
+
+def _add_reps(out: RunDir, dest: Path, round_no: int, run_dir: Path, side: str, matrix_file: Path | None) -> None:
     src = RunReader(run_dir)
     run = src.record().to_json()
     for ref in src.reps():
@@ -280,7 +289,6 @@ def add_round(dest: Path, round_no: int, run_dir: Path, *, side: str, matrix_fil
     write_json(out.run_json, combined)
     if matrix_file is not None and not (dest / "matrix.yaml").exists():
         write_atomic(dest / "matrix.yaml", Path(matrix_file).read_bytes())
-    return dest
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -357,6 +365,16 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     if out.exists() and any(out.iterdir()):
         raise UserError("output directory exists and is not empty", file=str(out))
     out.mkdir(parents=True, exist_ok=True)
+    lock = hold_run_dir(out)    # this gate writes it (and its sides' run directories) to the end
+    try:
+        return _interleave(out, baseline_ref, baseline_commit, cand_commit, cand_dirty, git_root, matrix_file, m,
+                           n_rounds, seed, settings, runner, target, keep_worktree, echo)
+    finally:
+        lock.release()
+
+
+def _interleave(out, baseline_ref, baseline_commit, cand_commit, cand_dirty, git_root, matrix_file, m, n_rounds,
+                seed, settings, runner, target, keep_worktree, echo) -> "InterleaveResult":
     matrix_copy = out / "matrix-1rep.yaml"
     single_rep_matrix(matrix_file, matrix_copy)
     orders = round_orders(seed, n_rounds)

@@ -16,7 +16,6 @@ ended, or a local worker that exits while its users run, fails the swarm at once
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -474,10 +473,6 @@ def remote_token() -> str:
     from .auth import token_from_env
 
     return token_from_env() or ""
-
-
-def is_no_space(e: BaseException) -> bool:
-    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 __all__ = ["LOCUSTFILE", "ProtocolError", "RemoteWorkers", "Swarm", "SwarmFailed", "SwarmResult",

@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import UserError
+from .lock import CLAIM, HeldLock, hold_run_dir
 from .model import RUN_SCHEMA, RunRecord
 from .reader import RepRef, RunReader, latest_unfinished, read_json, rep_name
 from .summary import summarize_permutation
-
-#: a run directory's claim: created exclusively by the run that owns it (RunDir.create)
-CLAIM = ".claimed"
 
 __all__ = ["RunDir", "read_json", "rep_name", "utc_now_iso", "write_atomic", "write_json", "write_jsonl"]
 
@@ -83,7 +81,22 @@ def write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict]) -> Path:
 
 
 class RunDir(RunReader):
-    """One run's directory, for writing (reading is :class:`RunReader`'s)."""
+    """One run's directory, for writing (reading is :class:`RunReader`'s). The process that
+    writes it holds its lock (:meth:`hold`) until :meth:`release` or
+    its exit: a second writer is refused (UserError, exit 2) naming the first."""
+
+    _lock: HeldLock | None = None
+
+    def hold(self) -> "RunDir":
+        """Take this directory's lock for this process (UserError naming the holder if taken)."""
+        if self._lock is None:
+            self._lock = hold_run_dir(self.path)
+        return self
+
+    def release(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
     # ------------------------------------------------------------------ creation / lookup
     @staticmethod
@@ -95,7 +108,7 @@ class RunDir(RunReader):
         """A new run's directory, claimed by this process alone: ``out``, or
         ``<results_root>/<UTC time>-<matrix>[-N]``. The claim is an exclusive create (mkdir, or the
         claim file in an ``out`` that exists empty), so two runs started in the same second never
-        share a directory."""
+        share a directory. The writer then takes the directory's lock (:meth:`hold`)."""
         if out is not None:
             path = Path(out)
             if path.exists() and not path.is_dir():
@@ -162,9 +175,11 @@ class RunDir(RunReader):
                                software=prov["software"], host=prov["host"], argv=redact(prov["argv"]),
                                permutations_done=0, permutations_total=total, **extra)
 
-    def finish(self, status: str, lost: int = 0) -> dict:
-        """Close the run's record: its final status, end time and messages lost."""
-        return self.update_run(status=status, ended=utc_now_iso(), messages_lost=lost)
+    def finish(self, status: str, lost: int = 0, error: str | None = None) -> dict:
+        """Close the run's record: its final status, end time, messages lost and (``error``)
+        why it failed or stopped."""
+        why = {"error": error} if error is not None else {}
+        return self.update_run(status=status, ended=utc_now_iso(), messages_lost=lost, **why)
 
     # ------------------------------------------------------------------ repetitions
     def perm_dir(self, perm_id: str) -> Path:
@@ -204,7 +219,12 @@ class RunDir(RunReader):
         return partial
 
     def commit_rep(self, perm_id: str, rep: int, partial: Path) -> Path:
+        """Rename the assembled ``partial`` into place. A complete repetition there is never
+        replaced (--resume sets a damaged one aside first): UserError, the partial kept."""
         final = self.rep_dir(perm_id, rep)
+        if self.is_complete(perm_id, rep):
+            raise UserError(f"a complete repetition is already there; not replaced (this one is left in "
+                            f"{partial.name})", file=str(final))
         if final.exists():  # an earlier incomplete directory (no summary.json)
             shutil.rmtree(final)
         os.replace(partial, final)

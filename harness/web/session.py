@@ -30,6 +30,7 @@ from typing import Callable
 import yaml
 
 from ..errors import UserError
+from ..redact import error_line
 from ..load.placement import split
 from ..load.protocol import SwarmPlan, SwarmRequest
 from ..load.swarm import SwarmResult
@@ -110,7 +111,7 @@ class WebSessions:
         if not 0 <= payload <= MAX_PAYLOAD_BYTES:
             raise UserError(f"payload bytes must be 0..{MAX_PAYLOAD_BYTES}, got {payload}", field="payload_bytes")
         per_init = {str(i): n for i, n in enumerate(split(users, k), start=1) if n > 0}
-        rd = RunDir.create(self.results_root, MATRIX_NAME)
+        rd = RunDir.create(self.results_root, MATRIX_NAME).hold()
         m = self._write(self._matrix(rd, k, max(per_init.values()), strategy, payload, spawn_rate))
         perm = next(m.permutations())
         description = (f"{users} client thread(s) on {k} initiator(s), {strategy.token} dialogs, "
@@ -132,8 +133,8 @@ class WebSessions:
             plan.worker_wait_seconds = WORKER_WAIT_S
         except BaseException as e:
             r.abort()
-            rd.update_run(error=f"{type(e).__name__}: {e}")
-            rd.finish("failed")
+            rd.finish("failed", error=error_line(e))
+            rd.release()
             self.metrics.set_state("idle", run_id=rd.run_id, description=f"failed: {e}")
             raise
         self.metrics.reset()
@@ -190,11 +191,12 @@ class WebSessions:
             s.run_dir.update_run(matrix=m.to_dict(), permutations_done=1)
             s.run_dir.finish(status, summary.messages_lost)
         except BaseException as e:
-            s.run_dir.update_run(error=f"{type(e).__name__}: {e}")
-            s.run_dir.finish("failed")
+            s.run_dir.finish("failed", error=error_line(e))
             self.metrics.set_state("idle", run_id=s.run_dir.run_id, description=f"saving failed: {e}")
             self.idle.set()
             raise
+        finally:
+            s.run_dir.release()   # the session's run directory is no longer being written
         self.saved.append(s.run_dir.path)
         lost = summary.messages_lost
         self.metrics.set_state("idle", run_id=s.run_dir.run_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -111,6 +112,13 @@ def test_a_postgresql_crash_is_one_clear_line_and_users_stop(pg_server, tmp_path
     assert "Traceback" not in err, err[-3000:]
     assert err.count("collector") < 20, "a warning storm:\n" + err[-4000:]
     assert not list(out.glob("*/rep-*/summary.json"))
+    # the last line says why and how to go on; run.json records why (docs/results.md)
+    last = err.strip().splitlines()[-1]
+    assert "resume with: " in last, err[-3000:]
+    assert shlex.split(last.split("resume with: ", 1)[1]) == ["ssbench", "run", str(m), "--resume", "--out", str(out)]
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == ("failed" if p.returncode == 3 else "interrupted"), record
+    assert record["error"] and "\n" not in record["error"], record
     r = ssbench("run", str(m), "--out", str(out), "--resume")
     assert r.returncode == 0, r.stderr[-3000:]
     check_account(out, 1, figures)
@@ -183,5 +191,33 @@ def test_a_second_run_is_refused_and_a_killed_broker_is_restarted_nothing_lost(p
     assert p.returncode == 0, err[-3000:]
     s = read_summary(next(out.glob("*/rep-01/summary.json")))
     assert s["broker_restarts"] >= 1, s
+    check_account(out, 1, figures)
+    fault()
+
+
+def test_a_second_run_on_a_results_directory_in_use_is_refused_naming_the_first(pg_server, tmp_path, fault, figures):
+    """8. Run A writes ``--out X``; in its window run B, on a server of its own (so the server's
+    run lock cannot stop it), asks to ``--resume`` X, then to start a new run there: both are
+    refused at once (exit 2, one line naming A's pid, host and start), nothing of X is touched,
+    and A completes intact (every message once, its rep-01 its own, run.json never "resumed")."""
+    import socket
+
+    from support.embedded import private_server
+
+    m = write_matrix(tmp_path, measure=6)
+    out = tmp_path / "run"
+    with private_server("lock") as srv:
+        srv.start()
+        env = dict(os.environ, SSBENCH_PGDATA=str(srv.data_dir))
+        p, lines = start_run(m, out, settle=1)
+        for extra in (("--resume",), ()):
+            b = ssbench("run", str(m), "--out", str(out), *extra, env=env, timeout=300)
+            assert b.returncode == 2, b.stderr[-3000:]
+            assert len(b.stderr.strip().splitlines()) == 1 and "Traceback" not in b.stderr, b.stderr
+            assert f"pid {p.pid} on {socket.gethostname()}" in b.stderr and "started 20" in b.stderr, b.stderr
+        err = finish(p, lines)
+    assert p.returncode == 0, err[-3000:]
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "complete" and "resumed" not in record, record
     check_account(out, 1, figures)
     fault()

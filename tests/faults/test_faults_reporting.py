@@ -202,3 +202,45 @@ def test_a_damaged_summary_is_reported_alike_and_redone_on_resume(pg_server, tmp
     assert list(rep.parent.glob("rep-01.damaged-*/summary.json"))
     check_account(out, 1, figures)
     fault()
+
+
+def test_a_full_disk_under_analyze_is_exit_5_one_line_and_the_report_as_it_was(spark, tmp_path, capfd, fault):
+    """9. ``ssbench analyze --out`` on a small tmpfs (a real Spark analysis of a small stored
+    run, the session's Spark): with room, a report; then the disk filled to 16 KiB free, the
+    same analysis again and one into a new directory: exit 5 (never 1, the gate's regression),
+    one line naming the report directory, no traceback, the first report byte for byte as it
+    was, the new one not there, no temporary directory left."""
+    import shutil
+
+    from harness.cli import main
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if not can_mount_tmpfs(mnt):
+        pytest.skip("needs root and tmpfs mounts to fill a filesystem for real (mount -t tmpfs)")
+    run = tmp_path / "run-2aae5f3"
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "..", "gate", "data", "run-2aae5f3"), run)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "ssbench-full-report", str(mnt)], check=True)
+    try:
+        report = mnt / "report"
+        assert main(["analyze", "-q", str(run), "--out", str(report)]) == 0, capfd.readouterr().err[-3000:]
+        capfd.readouterr()
+        before = {p.relative_to(report): p.read_bytes() for p in report.rglob("*") if p.is_file()}
+        assert (report / "index.html") in [report / p for p in before], sorted(before)
+        _fill(mnt, 16 * 1024)
+        for out in (report, mnt / "new"):
+            for quiet in ((), ("-q",)):
+                code = main(["analyze", *quiet, str(run), "--out", str(out)])
+                err = capfd.readouterr().err
+                assert code == 5, err[-3000:]
+                mine = [x for x in err.splitlines() if x.startswith("ssbench: error")]
+                assert mine == [f"ssbench: error: {out}: no space left on the device of the report directory: "
+                                "nothing written (a previous report there is kept); free some space and analyze "
+                                "again"], err[-3000:]
+                assert "Traceback" not in err and "Exception" not in err, err[-3000:]
+        assert {p.relative_to(report): p.read_bytes() for p in report.rglob("*") if p.is_file()} == before
+        assert not (mnt / "new").exists()
+        assert sorted(p.name for p in mnt.iterdir()) == ["filler", "report"]
+        fault()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

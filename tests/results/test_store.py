@@ -101,3 +101,25 @@ def test_runs_started_in_the_same_second_never_share_a_directory(tmp_path, monke
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == [
         "20260101-000000-m", "20260101-000000-m-2", "20260101-000000-m-3", "20260101-000000-m-4"]
     assert len(refused) == 3 and all("not empty" in str(e) for e in refused)
+
+
+def test_a_complete_repetition_is_never_replaced_and_an_incomplete_one_is(tmp_path):
+    rd = make_run(tmp_path, reps=((("p1", 1), True), (("p1", 2), False)))
+    partial = rd.begin_rep("p1", 1)
+    with pytest.raises(UserError, match="a complete repetition is already there"):
+        rd.commit_rep("p1", 1, partial)
+    assert (rd.rep_dir("p1", 1) / "summary.json").read_text() == "{}" and partial.is_dir()
+    partial = rd.begin_rep("p1", 2)
+    (partial / "summary.json").write_text('{"new": 1}')
+    rd.commit_rep("p1", 2, partial)
+    assert (rd.rep_dir("p1", 2) / "summary.json").read_text() == '{"new": 1}'
+
+
+def test_the_run_directory_lock_is_one_writer_at_a_time_and_names_it(tmp_path):
+    """A second hold (another open file description, as another process would have) is refused
+    naming this pid; released, the directory can be held again."""
+    rd = make_run(tmp_path).hold()
+    with pytest.raises(UserError, match=rf"another run is writing this results directory: .*pid {os.getpid()} on "):
+        RunDir(rd.path).hold()
+    rd.release()
+    RunDir(rd.path).hold().release()
