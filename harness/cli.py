@@ -2,7 +2,8 @@
 
 Each command module defines ``register(subparsers)`` (arguments only: cheap imports) and a
 ``cmd_<name>(args) -> int`` function. User errors exit 2 with a one-line message, no traceback;
-target (server) errors exit 3.
+target (server) errors exit 3; anything else is a bug: its traceback (redacted) and exit 70,
+never the gate's 1 (docs/results.md, "Exit codes").
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import sys
 
 from . import __version__
 from .errors import TargetError, UserError
+
+#: an unexpected exception (a bug), sysexits.h's EX_SOFTWARE: never 1, the gate's "regression"
+INTERNAL_ERROR_EXIT = 70
 
 COMMANDS = ("matrix", "run", "bench", "worker", "analyze", "gate", "web", "server", "mssql", "saturate")
 
@@ -61,6 +65,15 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception:   # a bug: the traceback to report it with, its secrets redacted
+        import traceback
+
+        from .redact import redact_string
+
+        print(redact_string(traceback.format_exc()).rstrip(), file=sys.stderr)
+        print(f"ssbench: internal error (a bug; the traceback above says where): exit {INTERNAL_ERROR_EXIT}",
+              file=sys.stderr)
+        return INTERNAL_ERROR_EXIT
 
 
 if __name__ == "__main__":  # pragma: no cover

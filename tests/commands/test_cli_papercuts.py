@@ -170,3 +170,20 @@ def test_bench_table_top_wait_is_the_users_where_sampled(tmp_path, capsys):
     top = {ln.split()[0].split("-")[2]: ln.split()[-1] for ln in capsys.readouterr().out.splitlines()
            if ln.startswith("i1-")}
     assert top == {"per_thread": "WRITELOG", "shared": "LCK_M_X"}
+
+
+# --------------------------------------------------------------------------- a bug
+
+def test_a_crash_is_exit_70_with_its_traceback_redacted_never_the_gates_1(monkeypatch, capsys):
+    """An unexpected exception in any command (a bug) exits 70, not 1 (the gate's
+    "regression"): its traceback to report it with, a connection string's password redacted."""
+    import harness.commands.matrix as matrix_cmd
+
+    def crash(args):
+        raise RuntimeError("cannot parse Server=db1;UID=sa;PWD=hunter2;")
+
+    monkeypatch.setattr(matrix_cmd, "cmd_matrix", crash)
+    assert main(["matrix", "matrices/bench.yaml"]) == 70
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError" in err and "hunter2" not in err
+    assert err.rstrip().splitlines()[-1].startswith("ssbench: internal error")
