@@ -117,7 +117,7 @@ class SlotRecording:
         self.bucket_seconds, self.host, self.pid, self.cut_at_stop = 0.1, "", 0, 0
         self.user_spans: dict = {}
         self.error_kinds, self.slow = Counter(), []     # bounded by the recorder (MAX_ERROR_KINDS, MAX_SLOW_SENDS)
-        self._spill = tempfile.TemporaryFile(prefix="ssbench-recording-")   # deleted when closed
+        self._spill = tempfile.TemporaryFile(prefix="ssbench-recording-")   # gone with this object
         self.spilled = 0      # bytes in it
 
     def add(self, d: Delta) -> None:
@@ -145,9 +145,6 @@ class SlotRecording:
             samples += s
         self._spill.seek(0, 2)
         return buckets, errors, corrected, priority, samples
-
-    def close(self) -> None:
-        self._spill.close()
 
     def to_json(self, swarm_id: str) -> dict:
         """The recording file (``worker-i<K>-w<W>.json``): what merge_workers reads."""
@@ -308,7 +305,9 @@ class SwarmMerge:
         """Merge a placed worker's delta (its slot stamped by the master); why it cannot be,
         or None."""
         name = slot_name(d.initiator, d.worker)
-        rec = self.slots.setdefault(name, SlotRecording(int(d.initiator), int(d.worker)))
+        rec = self.slots.get(name)
+        if rec is None:     # its spill file opened once, with its first delta
+            rec = self.slots[name] = SlotRecording(int(d.initiator), int(d.worker))
         if rec.final or d.seq != rec.seq + 1:
             return (f"worker {name}: delta {d.seq} after its last one" if rec.final else
                     f"worker {name}: its deltas {rec.seq + 1}..{d.seq - 1} never came (its recording is incomplete)")

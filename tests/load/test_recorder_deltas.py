@@ -113,3 +113,18 @@ def test_the_masters_recording_stays_the_same_size_however_long_the_window():
     assert sorted(got["buckets"]) == list(range(550)) and len(got["samples"]) == 55
     assert all(got["buckets"][b] == {us: 1 + us % 3 for us in range(1000, 1040)} for b in got["buckets"])
     assert dict(got["errors"]) == {10 * k: 1 for k in range(55)}
+
+
+def test_a_slot_opens_its_spill_file_once_not_with_every_delta(monkeypatch):
+    """The master merges a delta per worker slot every second: the slot's spill file is opened
+    with its first delta only (one temporary file per slot, not one per delta)."""
+    import harness.load.merge as merge_mod
+
+    opened = []
+    real = merge_mod.tempfile.TemporaryFile
+    monkeypatch.setattr(merge_mod.tempfile, "TemporaryFile", lambda *a, **k: opened.append(1) or real(*a, **k))
+    merge = SwarmMerge(SwarmPlan(spec=SwarmSpec(sender_specs={"1": {}}), users={"1": 1}))
+    rec = Recorder(1)
+    for seq in range(1, 6):
+        assert merge.add(delta(rec, seq)) is None
+    assert len(opened) == 1
