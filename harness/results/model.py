@@ -232,7 +232,8 @@ class PermutationSummary(Document):
     median: dict[str, float]
     messages_lost: int = 0
     errors: int = 0
-    #: open loop: repetitions whose achieved rate fell short of the offered one (status behind)
+    #: open loop: repetitions whose achieved rate fell short of the offered one (their behind
+    #: flag, whatever status a disturbance gave them)
     behind: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 

@@ -376,4 +376,4 @@ def summarize_permutation(permutation: dict[str, Any],
         permutation=permutation, repetitions=[r.repetition for r in reps],
         median={k: v for k, v in medians.items() if v is not None},
         messages_lost=sum(r.messages_lost for r in reps), errors=sum(r.errors or 0 for r in reps),
-        behind=sum(r.status == "behind" for r in reps) if any(r.offered_rate for r in reps) else None)
+        behind=sum(bool(r["behind"]) for r in reps) if any(r.offered_rate for r in reps) else None)

@@ -122,14 +122,15 @@ def test_open_loop_runs_hit_the_offered_rate_and_are_flagged_behind(pg_server, t
     assert r.returncode == 0, r.stderr[-3000:]
     s = {p.parent.parent.name: read_summary(p) for p in out.glob("*/rep-*/summary.json")}
     ok = s["i1-t2-per_thread-p100-durable-rate40"]
-    # not behind (on a shared machine the status may be noisy_host, which comes after behind)
-    assert ok["offered_rate"] == 40.0 and ok["status"] in ("ok", "noisy_host", "client_bound"), ok
+    # not behind: the flag itself, since a disturbance (noisy_storage, a shared disk's stall)
+    # outranks it in the status
+    assert ok["offered_rate"] == 40.0 and ok["behind"] is False and ok["status"] != "behind", ok
     assert abs(ok["achieved_rate"] - 40.0) <= 40.0 * 0.05, ok
     # kept up: the corrected latency is close to the service time (>= 20 ms each)
     svc, cor = ok["send_latency_ms"], ok["send_latency_corrected_ms"]
     assert svc["p50"] >= 20 and cor["count"] == svc["count"] and cor["p50"] < svc["p50"] + machine.allowance(15), ok
     slow = s["i1-t2-per_thread-p100-durable-rate400"]
-    assert slow["offered_rate"] == 400.0 and slow["status"] == "behind", slow
+    assert slow["offered_rate"] == 400.0 and slow["behind"] is True, slow
     assert 40 < slow["achieved_rate"] < 200, slow
     # behind: the SENDs queue behind their schedule, seconds late by the window's end; the
     # service time does not show it

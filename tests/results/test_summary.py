@@ -166,6 +166,8 @@ def test_a_disturbed_window_that_fell_behind_is_disturbed_and_says_it_fell_behin
     s = build_repetition_summary(d)
     assert s.status == "noisy_storage" and not counts_in_verdicts(s.status)
     assert s.behind and RepetitionSummary.from_json(s.to_json()).behind
+    # the permutation's count of repetitions behind reads the flag, not the status
+    assert summarize_permutation({"id": "x"}, [s]).behind == 1
 
 
 def test_every_disturbed_status_precedes_every_status_that_counts():
