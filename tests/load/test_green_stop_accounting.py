@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 
 from harness.load.window import merge_workers
-from harness.targets.embedded.target import EmbeddedTarget
-from support.embedded import settings
+from support.embedded import provisioned, settings
 from support.swarm import run_swarm
 
 pytestmark = [pytest.mark.slow, pytest.mark.swarm,
@@ -21,12 +20,8 @@ USERS, WARMUP, MEASURE, SWARMS = 20, 0.5, 1.5, 2
 
 @pytest.fixture(scope="module")
 def target(pg_server):
-    t = EmbeddedTarget(pg_server, prefix="ssbgstop")
-    t.provision(1)
-    try:
+    with provisioned(pg_server, "ssbgstop", 1) as t:
         yield t
-    finally:
-        t.close()
 
 
 @pytest.mark.parametrize("mode", ["auto", "thread"])   # the hub loop (the default), the OS-thread loop

@@ -11,9 +11,8 @@ import json
 import pytest
 
 from harness.load.window import merge_workers
-from harness.targets.embedded.target import EmbeddedTarget
 from support import flaky_sender
-from support.embedded import settings
+from support.embedded import provisioned, settings
 from support.swarm import run_swarm
 
 pytestmark = pytest.mark.slow
@@ -24,12 +23,8 @@ EVERY = 50          # the flaky sender refuses every 50th SEND of each connectio
 
 @pytest.fixture(scope="module")
 def target(pg_server):
-    t = EmbeddedTarget(pg_server, prefix="ssbloop")
-    t.provision(1)
-    try:
+    with provisioned(pg_server, "ssbloop", 1) as t:
         yield t
-    finally:
-        t.close()
 
 
 def _prepare(target):

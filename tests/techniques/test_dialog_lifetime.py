@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 
 from harness.targets.base import open_sender
-from harness.targets.embedded.target import EmbeddedTarget
-from support.embedded import db, deliver, settings
+from support.embedded import db, deliver, provisioned, settings
 
 pytestmark = pytest.mark.slow
 
@@ -18,12 +17,8 @@ PREFIX = "ssbdl"
 
 @pytest.fixture(scope="module")
 def target(pg_server):
-    t = EmbeddedTarget(pg_server, prefix=PREFIX)
-    t.provision(1)
-    try:
+    with provisioned(pg_server, PREFIX, 1) as t:
         yield t
-    finally:
-        t.close()
 
 
 def _process(target):

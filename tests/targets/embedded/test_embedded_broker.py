@@ -17,10 +17,9 @@ import psycopg
 import pytest
 
 from harness.targets.base import open_sender
-from harness.targets.embedded.target import EmbeddedTarget
 from harness.targets.embedded.waits import BENIGN, MAPPING, map_wait
 from support import machine
-from support.embedded import REPO, counter, db, deliver, send_many, settings, wait_for
+from support.embedded import counter, db, deliver, provisioned, REPO, send_many, settings, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -29,12 +28,8 @@ PREFIX = "ssbt"
 
 @pytest.fixture(scope="module")
 def target(pg_server):
-    t = EmbeddedTarget(pg_server, prefix=PREFIX)
-    t.provision(2)
-    try:
+    with provisioned(pg_server, PREFIX, 2) as t:
         yield t
-    finally:
-        t.close()
 
 
 # --------------------------------------------------------------------------- unit: the wait mapping

@@ -20,7 +20,7 @@ from harness.errors import UserError
 from harness.targets.base import open_sender
 from harness.targets.embedded.runlock import RunLock
 from harness.targets.embedded.target import EmbeddedTarget
-from support.embedded import REPO, db, private_server, send_many, settings, wait_for
+from support.embedded import db, private_server, provisioned, REPO, send_many, settings, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -29,12 +29,8 @@ PREFIX = "ssbf"
 
 @pytest.fixture(scope="module")
 def target(pg_server):
-    t = EmbeddedTarget(pg_server, prefix=PREFIX)
-    t.provision(2)
-    try:
+    with provisioned(pg_server, PREFIX, 2) as t:
         yield t
-    finally:
-        t.close()
 
 
 # --------------------------------------------------------------------------- the broker killed
