@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.parts import starts
 from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,14 +51,35 @@ def write_matrix(tmp_path: Path, extra: str = "") -> Path:
     return p
 
 
-@pytest.mark.slow
-@pytest.mark.swarm
-@pytest.mark.untimed("users, processes and counts")
-def test_workers_per_initiator_two_processes_every_user_active(pg_server, tmp_path):
+#: the even split and the uneven one, as cases of one run (one master, one warm-up of each set)
+CASES = """cases:
+  - name: even
+    axes: {initiators: [2], threads: [4]}
+  - name: uneven
+    axes: {initiators: [1], threads: [1, 3]}
+"""
+EVEN = "i2-t4-per_thread-p100-durable-rate200-even"
+
+
+@pytest.fixture(scope="module")
+@starts("swarm")
+def wpi_run(pg_server, tmp_path_factory):
+    """One ``ssbench run --workers-per-initiator 2`` of both cases, shared by the module's tests:
+    2 initiators x 4 threads, then 1 initiator with 1 and 3 threads. The matrix's own
+    ``run.workers_per_initiator`` sets the same field (the paper matrix's count below reads it)."""
+    tmp_path = tmp_path_factory.mktemp("wpi")
     out = tmp_path / "run"
-    r = ssbench("run", str(write_matrix(tmp_path)), "--workers-per-initiator", "2", "--out", str(out))
+    (tmp_path / "wpi.yaml").write_text(MATRIX.format(extra="") + CASES)
+    r = ssbench("run", str(tmp_path / "wpi.yaml"), "--workers-per-initiator", "2", "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
-    [summary_path] = list(out.glob("*/rep-01/summary.json"))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.untimed("users, processes and counts")
+def test_workers_per_initiator_two_processes_every_user_active(wpi_run):
+    out = wpi_run
+    [summary_path] = list(out.glob(f"{EVEN}/rep-01/summary.json"))
     d = read_summary(summary_path)
     rep = summary_path.parent
     # 2 initiators x 2 processes, each process 4 / 2 = 2 users, each recording written by the master
@@ -94,20 +116,14 @@ def test_workers_per_initiator_two_processes_every_user_active(pg_server, tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.swarm
 @pytest.mark.untimed("users, processes and counts")
-def test_three_threads_over_two_processes_split_three_and_none_is_lost(pg_server, tmp_path):
+def test_three_threads_over_two_processes_split_three_and_none_is_lost(wpi_run):
     """Threads split as evenly as possible (3 over 2: 2 + 1), each user on its own dialog slot;
     an initiator with 1 thread gets one process, not two."""
-    m = tmp_path / "uneven.yaml"
-    m.write_text(MATRIX.format(extra="  workers_per_initiator: 2").replace("threads: [4]", "threads: [1, 3]")
-                 .replace("initiators: [2]", "initiators: [1]"))
-    out = tmp_path / "run"
-    r = ssbench("run", str(m), "--out", str(out))
-    assert r.returncode == 0, r.stderr[-3000:]
+    out = wpi_run
     for perm, want in (("i1-t1-", {"worker-i1-w1.json": ["0"]}),
                        ("i1-t3-", {"worker-i1-w1.json": ["0", "1"], "worker-i1-w2.json": ["2"]})):
-        [summary_path] = list(out.glob(f"{perm}*/rep-01/summary.json"))
+        [summary_path] = list(out.glob(f"{perm}*-uneven/rep-01/summary.json"))
         d = read_summary(summary_path)
         users = {p.name: sorted(json.loads(p.read_text())["users"]) for p in summary_path.parent.glob("worker-i*.json")}
         assert users == want, users
