@@ -5,6 +5,7 @@ summary, and the run lock keeps a headless run off the target while the web UI h
 ``ssbench web --metrics-port``: the session's live metrics come from the same swarm and
 repetition as a headless run's (the live figures of the web UI's long-lived master's merge, the
 session's sampler), and once the session is saved its committed figures are its summary's.
+On loopback without ``--require-login`` the session needs no login, even with credentials set.
 
 Real processes: one ``ssbench web`` session (a Locust master with the web UI and two local
 workers) on the embedded target, driven through the web UI's own HTTP endpoints, its metrics
@@ -13,6 +14,7 @@ endpoint scraped."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -55,12 +57,20 @@ def test_a_session_ramps_down_has_per_worker_figures_and_serves_its_metrics_live
     results = tmp_path / "results"
     port = free_port()
     metrics = f"http://127.0.0.1:{port}/metrics"
+    # on 127.0.0.1 without --require-login: no login, even with credentials set, and no token line
+    # (all workers are local, the master port is on loopback); every request below is anonymous
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SSBENCH_WEB") and k != "SSBENCH_WORKER_TOKEN"}
+    env.update(SSBENCH_WEB_USER="benchadmin", SSBENCH_WEB_PASSWORD="Pw-7q2xZ-loopback")
     web = WebProcess(results, cmd=[sys.executable, "-m", "harness.cli", "web", "--target", "embedded", "--port", "0",
                                    "--master-port", "0", "--initiators", "2", "--results", str(results),
-                                   "--metrics-port", str(port), "--metrics-linger", "0"])
+                                   "--metrics-port", str(port), "--metrics-linger", "0"], env=env)
     try:
         url = web.wait_ready(120)
         assert f"live metrics at {metrics}" in web.output
+        assert "login required" not in web.output and "SSBENCH_WORKER_TOKEN=" not in web.output
+        assert requests.get(url, timeout=5, allow_redirects=False).status_code == 200
+        st = requests.get(url + "ssbench/status", timeout=5, allow_redirects=False)
+        assert st.status_code == 200 and len(st.json()["workers"]) == 2, st.text
         s = requests.Session()
         form = {"user_count": 8, "spawn_rate": 100, "host": "ssbench:embedded", "ssbench_initiators": 2,
                 "ssbench_payload_bytes": 64, "ssbench_dialogs": "per_thread"}

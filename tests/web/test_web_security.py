@@ -4,7 +4,7 @@ Real processes throughout: ``ssbench web`` on the embedded target (a Locust mast
 local worker), and "remote" workers started with ``ssbench web --worker`` as on another host
 (same machine, own environment, own temporary directory). The remote worker of the session
 test reaches the master through a TCP relay that records every byte both ways: the recording
-is what crossed the wire.
+is what crossed the wire. (On the loopback a session needs no login: tests/web/test_web_parity.py.)
 """
 
 from __future__ import annotations
@@ -169,26 +169,6 @@ def test_exposed_ui_without_credentials_is_refused(tmp_path):
                        cwd=REPO, env={k: v for k, v in env.items() if k != "SSBENCH_WORKER_TOKEN"},
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "SSBENCH_WORKER_TOKEN" in p.stderr, p.stderr
-
-
-@web_session
-def test_loopback_stays_login_free(pg_server, tmp_path):
-    """On 127.0.0.1 without --require-login: no login page, even with credentials set, and no
-    token line printed (all workers are local, the master port is on loopback)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SSBENCH_WEB") and k != "SSBENCH_WORKER_TOKEN"}
-    env.update(SSBENCH_WEB_USER=USER, SSBENCH_WEB_PASSWORD=PASSWORD)
-    web = _web(tmp_path, env=env)
-    try:
-        url = web.wait_ready(120)
-        r = requests.get(url + "ssbench/status", timeout=5, allow_redirects=False)
-        assert r.status_code == 200 and len(r.json()["workers"]) == 1, r.text
-        assert requests.get(url, timeout=5, allow_redirects=False).status_code == 200
-        assert "login required" not in web.output and "SSBENCH_WORKER_TOKEN=" not in web.output
-    except BaseException:
-        print("---- ssbench web\n" + web.output)
-        raise
-    finally:
-        web.kill()
 
 
 # --------------------------------------------------------------------------- login, wrong tokens
