@@ -13,6 +13,7 @@ about 60 lines printed before the key table (the diagnosis grouped by limit at t
 
     .venv/bin/python benchmarks/analyze_bench.py                 # both sizes, data in /var/tmp
     .venv/bin/python benchmarks/analyze_bench.py --scales 1 --keep --json bench.json
+    .venv/bin/python benchmarks/analyze_bench.py --scales 1 --measure-seconds 10 --interval 5   # quick
 
 The machine's load average is printed with each timing: other processes on the same cores
 make the wall time meaningless, so run it at a quiet moment.
@@ -62,7 +63,8 @@ def _ssbench() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "harness.cli"]
 
 
-def make_data(root: Path, scale: int, workers: int, reuse: bool, measure_seconds: int = 60) -> Path:
+def make_data(root: Path, scale: int, workers: int, reuse: bool, measure_seconds: int = 60,
+              interval: float = 1.0) -> Path:
     run_id = f"bench-paper-x{scale}"
     run = root / run_id
     if reuse and (run / "run.json").is_file():
@@ -71,7 +73,7 @@ def make_data(root: Path, scale: int, workers: int, reuse: bool, measure_seconds
     if run.exists():
         shutil.rmtree(run)
     spec = synth.paper_spec(name=f"paper-x{scale}", repetitions=3 * scale, warmup_seconds=10,
-                            measure_seconds=measure_seconds, drain_seconds=5, interval=1.0)
+                            measure_seconds=measure_seconds, drain_seconds=5, interval=interval)
     t = time.monotonic()
     print(f"synthesizing {spec.permutations} permutations x {spec.repetitions} repetitions into {run} ...",
           flush=True)
@@ -117,13 +119,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--measure-seconds", type=int, default=60,
                     help="each repetition's measured window (60: the paper's; less for a quick check)")
+    ap.add_argument("--interval", type=float, default=1.0,
+                    help="seconds between synthesized samples (1: ssbench's; coarser writes fewer sample rows "
+                         "per file, the same permutations and files, for a quick check of the report's layout)")
     args = ap.parse_args(argv)
 
     root = Path(args.data_dir)
     root.mkdir(parents=True, exist_ok=True)
     results = []
     for scale in [int(s) for s in args.scales.split(",") if s.strip()]:
-        run = make_data(root, scale, args.workers, args.reuse, args.measure_seconds)
+        run = make_data(root, scale, args.workers, args.reuse, args.measure_seconds, args.interval)
         files, nbytes, rows = _dir_stats(run)
         print(f"x{scale}: {files} samples files, {nbytes / 1e9:.2f} GB, {rows / 1e6:.1f} M sample rows", flush=True)
         timings = []
