@@ -1,6 +1,6 @@
 """`ssbench analyze` shows the open-loop and backlog-drain figures of real runs (embedded
-target, real Locust swarm, real Spark session) and nothing of them for a run without either;
-the permutation summaries carry the open-loop and drain medians the report reads back."""
+target, real Locust swarm, real Spark session); the permutation summaries carry the open-loop
+and drain medians the report reads back. (A run without either shows neither: test_analysis.py.)"""
 
 from __future__ import annotations
 
@@ -48,7 +48,6 @@ def _run(tmp_path, name, text):
 
 
 def test_open_loop_and_backlog_figures_in_the_report(pg_server, spark, tmp_path):
-    from support import synth
     from harness.analysis.job import analyze_result
 
     ol, bl = _run(tmp_path, "ol", OPEN_LOOP), _run(tmp_path, "bl", BACKLOG)
@@ -70,13 +69,5 @@ def test_open_loop_and_backlog_figures_in_the_report(pg_server, spark, tmp_path)
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
         assert f in html
     assert "Open loop: offered rate, achieved rate and latency" in html and "Backlog drain" in html
-
-    # a closed-loop run without a drain: neither section, no empty figure
-    closed = synth.synthesize(tmp_path / "synth", synth.SynthSpec(
-        name="closed", initiators=(1,), threads=(2,), dialogs=("per_thread",), payloads=(100,),
-        servers=("durable",), repetitions=1, warmup_seconds=1, measure_seconds=2, drain_seconds=1),
-        run_id="20261122-000001-closed")
-    result = analyze_result([closed], out=tmp_path / "report2", spark=spark)
-    html = result.index.read_text()
-    assert "Open loop" not in html and "Backlog drain" not in html
-    assert not [p for p in result.plots if "open_loop" in (p.file or "") or "backlog" in (p.file or "")]
+    # a closed-loop run without either shows neither section: test_analysis.py's
+    # test_plots_are_pngs_referenced_by_index
