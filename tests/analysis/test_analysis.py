@@ -381,19 +381,6 @@ def test_unknown_or_empty_dir_is_a_user_error(spark, tmp_path):
         analyze([tmp_path / "empty"], spark=spark)
 
 
-def test_missing_run_json_takes_the_target_from_the_summaries(spark, tiny_run, tmp_path):
-    from harness.analysis.job import analyze_result
-
-    run = tmp_path / tiny_run.name
-    shutil.copytree(tiny_run, run)
-    (run / "run.json").unlink()
-    result = analyze_result([run], spark=spark)
-    assert [i.problem for i in result.issues if i.path == str(run / "run.json")][0].startswith("missing")
-    html = result.index.read_text()
-    assert "SQL Server 16.0" in html and str(run / "run.json") in html
-    assert result.index == run / "report" / "index.html"
-
-
 # --------------------------------------------------------------------------- plots and HTML
 
 def _png_info(path: Path) -> tuple[int, int, dict[str, str]]:
@@ -505,25 +492,30 @@ def test_cli_analyze_prints_the_diagnosis_and_the_issues_on_stderr(spark, tiny_r
     """Without -q: what limits throughput on stderr (with Spark's log), and the issues, each
     damaged file named (a second repetition whose summary.json was cut in half, as a full disk
     or a crash would leave it); stdout stays the path and the key table. (With -q, stdout is the
-    same and stderr empty: tests/analysis/test_spark_archive.py, a fresh process.)"""
+    same and stderr empty: tests/analysis/test_spark_archive.py, a fresh process.) The run has
+    no run.json: the target is taken from the summaries, and the report goes in the run."""
     from harness.cli import main
 
     run = tmp_path / tiny_run.name
     shutil.copytree(tiny_run, run)
+    (run / "run.json").unlink()
     [rep] = list(run.glob("*/rep-01"))
     damaged = rep.parent / "rep-02" / "summary.json"
     shutil.copytree(rep, damaged.parent)
     text = damaged.read_text()
     damaged.write_text(text[: len(text) // 2])
-    assert main(["analyze", str(run), "--out", str(tmp_path / "cli2")]) == 0
+    assert main(["analyze", str(run)]) == 0
     cap = capsys.readouterr()
     out = cap.out.strip().splitlines()
-    assert out[0] == str((tmp_path / "cli2" / "index.html").resolve())
+    assert out[0] == str((run / "report" / "index.html").resolve())
     assert out[-1] == "Key results: no comparison (no permutation has a baseline with everything else equal)"
     assert "What limits throughput" not in cap.out
     assert "What limits throughput, and what to try (docs/diagnosis.md)" in cap.err
     assert "i1-t8-per_thread-p100" in cap.err.split("What limits throughput")[1]
-    assert "1 issue(s)" in cap.err and f"warning: {damaged}: damaged" in cap.err, cap.err[-3000:]
+    assert "2 issue(s)" in cap.err and f"warning: {damaged}: damaged" in cap.err, cap.err[-3000:]
+    assert f"warning: {run / 'run.json'}: missing" in cap.err, cap.err[-3000:]
+    html = (run / "report" / "index.html").read_text()
+    assert "SQL Server 16.0" in html and str(run / "run.json") in html
 
 
 def test_cli_without_java_says_how_to_get_it(tiny_run, monkeypatch, capsys):
