@@ -115,7 +115,8 @@ def _cds_options(gc_opts: str) -> list[str]:
     and installs it; later starts use ``-XX:SharedArchiveFile``. The key covers java, pyspark
     and the GC options, so a changed installation makes a new archive; the JVM ignores an
     unusable one (-Xshare:auto). The part is claimed when the JVM starts, so JVMs started
-    meanwhile run without an archive instead of each writing one. Off with SSBENCH_SPARK_CDS=0
+    meanwhile run without an archive instead of each writing one; a part whose writer died
+    before installing it is discarded, never installed. Off with SSBENCH_SPARK_CDS=0
     or a Spark or Hadoop configuration directory (the JDK refuses directories on the class path).
     """
     global _ARCHIVING
@@ -151,9 +152,9 @@ def _cds_options(gc_opts: str) -> list[str]:
             age = time.time() - part.stat().st_mtime
             if _alive(pid) or age < 120:   # its JVM may still be running or writing it
                 return []
-            if part.stat().st_size > 0:
-                os.replace(part, final)
-                return [f"-XX:SharedArchiveFile={final}", quiet]
+            # its writer died before installing it: its JVM may have ended early (a killed or
+            # failed job) and archived only the classes loaded by then, a valid archive that
+            # would leave every later JVM loading the rest (about 3 CPU-s each): written again
             part.unlink(missing_ok=True)
         _prune_archives(d, key)
         part = d / f"spark-cds-{key}.{os.getpid()}.part"
