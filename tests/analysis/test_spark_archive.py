@@ -17,19 +17,12 @@ import time
 
 import pytest
 
-from support import synth
+from support import cds, synth
 from support.embedded import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 WRITE = "from harness.analysis import spark; print(spark.archive_missing()); print(spark.write_archive())"
-
-
-def _options(env) -> str:
-    """The CDS options a local analysis started now would get."""
-    code = "from harness.analysis import spark; print(' '.join(spark._cds_options(spark.LOCAL_JAVA_OPTS)))"
-    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=60, check=True).stdout.strip()
 
 
 def _java_writing(part: str) -> list[int]:
@@ -46,10 +39,7 @@ def _java_writing(part: str) -> list[int]:
 
 def test_one_jvm_writes_the_archive_and_the_analysis_returns_once_it_is_written(tmp_path):
     cache, results = tmp_path / "cache", tmp_path / "results"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("SSBENCH_SPARK_CDS", "SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR",
-                        "SPARK_DIST_CLASSPATH")}
-    env["SSBENCH_CACHE"] = str(cache)
+    env = cds.env(cache)
     spec = synth.SynthSpec(name="cds", initiators=(1,), threads=(1, 10), dialogs=("per_thread", "trick150"),
                            payloads=(100,), servers=("durable",), repetitions=1, warmup_seconds=1, measure_seconds=3,
                            drain_seconds=1)
@@ -67,7 +57,7 @@ def test_one_jvm_writes_the_archive_and_the_analysis_returns_once_it_is_written(
         assert len(claims) == 1, (claims, writer.poll())
         # claimed when its JVM starts: a JVM started meanwhile runs without an archive and
         # writes none of its own
-        assert _options(env) == ""
+        assert cds.options(env) == ""
         assert list(cache.glob("spark-cds-*")) == claims
         writer.wait(timeout=900)
         # when the command returns, its JVM has written the archive and is gone, and the
@@ -92,6 +82,6 @@ def test_one_jvm_writes_the_archive_and_the_analysis_returns_once_it_is_written(
     (path,) = [str(p) for p in cache.glob("spark-cds-*")]
     assert path.endswith(".jsa") and os.path.getsize(path) > 0, err[-3000:]
     # the next JVM uses it at once (not 120 s later, as when its writer is not waited for)
-    assert _options(env).startswith(f"-XX:SharedArchiveFile={path}")
+    assert cds.options(env).startswith(f"-XX:SharedArchiveFile={path}")
     r = subprocess.run([sys.executable, "-c", WRITE], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert r.stdout.split() == ["False", path], r.stderr[-2000:]   # there already: nothing to write

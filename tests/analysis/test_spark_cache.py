@@ -14,6 +14,7 @@ import time
 import pytest
 
 from harness.analysis import spark
+from support import cds
 
 
 def _file(path, age: float, now: float):
@@ -53,10 +54,7 @@ def test_abandoned_parts_go_and_live_or_recent_ones_stay(tmp_path):
 def test_a_part_whose_writer_died_is_written_again_not_installed(tmp_path):
     """A job killed on a loaded machine left its JVM to archive only the classes loaded so far
     (14.6 MB against 185 MB): installing that part would cost every later JVM the rest."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("SSBENCH_SPARK_CDS", "SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR",
-                        "SPARK_DIST_CLASSPATH")}
-    env["SSBENCH_CACHE"] = str(tmp_path)
+    env = cds.env(tmp_path)
     code = ("import json; from harness.analysis import spark; p = spark._archive(spark.LOCAL_JAVA_OPTS); "
             "print(json.dumps([p and str(p[2])]))")
     (final,) = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
@@ -67,7 +65,6 @@ def test_a_part_whose_writer_died_is_written_again_not_installed(tmp_path):
                           text=True, check=True).stdout.strip()
     key = final.rsplit("spark-cds-", 1)[1].removesuffix(".jsa")
     orphan = _file(tmp_path / f"spark-cds-{key}.{dead}.part", 600, time.time())
-    code = "from harness.analysis import spark; print(' '.join(spark._cds_options(spark.LOCAL_JAVA_OPTS)))"
-    opts = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    opts = cds.options(env)
     assert opts.startswith(f"-XX:ArchiveClassesAtExit={tmp_path}/spark-cds-{key}.") and str(orphan) not in opts
     assert not orphan.exists() and not os.path.exists(final)
