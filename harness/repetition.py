@@ -132,7 +132,7 @@ class Repetition:
             if warm.in_flight:
                 raise TargetError(f"warm-up did not drain within {self.settings.drain_timeout_seconds:g}s "
                                   f"({warm.in_flight} messages in flight)")
-            ctx = SampleContext(target=t, lock=self.lock, client_pids=self._client_pids)
+            ctx = SampleContext(target=t, lock=self.lock, client_pids=self._client_pids, run=str(self.run_dir.path))
             self.sampler = Sampler(ctx, default_collectors(t.telemetry), interval=self.settings.sample_interval_seconds,
                                    on_tick=self._on_tick if self.feed is not None else self.on_tick)
             self.sampler.start()

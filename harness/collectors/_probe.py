@@ -3,7 +3,8 @@
 It runs from the collectors' start: densely during its first :attr:`ProbeThread.reference_s`
 (the idle reference, which the swarm's first SEND waits for), then every
 :attr:`ProbeThread.interval`. The run's typical is the median of its repetitions' references
-(:class:`RunReferences`), the figure a window is judged against.
+(:class:`RunReferences`), the figure a window is judged against. A run takes references in its
+first repetitions and then in every tenth: the others need no idle time before their swarm.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class ProbeThread(threading.Thread):
 
     def reference_taken(self) -> bool:
         """Are the idle reference's probes all in (or did the probe end: it takes no more)?"""
-        if self.error is not None or (self.ident is not None and not self.is_alive()):
+        if self.reference_s <= 0 or self.error is not None or (self.ident is not None and not self.is_alive()):
             return True
         with self._lock:
             t0 = self.samples[0][0] if self.samples else None
@@ -75,7 +76,7 @@ class ProbeThread(threading.Thread):
         """The median of the probes of the first ``reference_s`` once they are all in (None
         before, or without probes)."""
         with self._lock:
-            if not self.samples:
+            if not self.samples or self.reference_s <= 0:
                 return None
             t0 = self.samples[0][0]
         if now - t0 < self.reference_s:
@@ -89,12 +90,27 @@ class ProbeThread(threading.Thread):
 
 
 class RunReferences:
-    """The idle references of this process's repetitions (a run's repetitions share its
-    process); the run's typical is the median of the last :attr:`keep`."""
+    """The idle references of the run whose repetitions this process measures; the run's
+    typical is the median of the last :attr:`keep`. A run takes one in each of its repetitions
+    until it has :attr:`initial`, then in every :attr:`every`-th (a long run's machine may
+    drift): the others start their swarm without the probes' idle seconds."""
 
-    def __init__(self, keep: int = 50):
-        self.keep = keep
+    def __init__(self, initial: int = 3, every: int = 10, keep: int = 50):
+        self.initial, self.every, self.keep = initial, every, keep
+        self.run: str | None = None
         self.values: list[float] = []
+        self._since = 0     # repetitions since the last one that took a reference
+
+    def reference_s(self, run: str, full: float) -> float:
+        """The idle reference's seconds for a repetition of ``run`` starting its probe: ``full``
+        when it takes one, else 0. A new run starts with no references."""
+        if run != self.run:
+            self.run, self.values, self._since = run, [], 0
+        if len(self.values) < self.initial or self._since + 1 >= self.every:
+            self._since = 0
+            return full
+        self._since += 1
+        return 0.0
 
     def add(self, value: float) -> None:
         self.values.append(value)

@@ -95,6 +95,7 @@ class SampleContext:
     target: object                     # harness.targets.base.Target
     lock: threading.Lock               # serializes calls to the target with the runner's
     client_pids: Callable[[], dict[str, int]] = lambda: {}   # name -> pid (load generators)
+    run: str = ""                      # the run's directory: the probes' idle references are per run
 
     @property
     def telemetry(self) -> Telemetry:

@@ -52,7 +52,7 @@ def cpu_speed(probe_ms: float | None, reference_ms: float | None) -> float | Non
 class CpuSpeedCollector(Collector):
     family = "cpu_speed"
 
-    #: the idle references of this process's repetitions (a run's repetitions share its process)
+    #: the idle references of the run this process measures (a run's repetitions share its process)
     references = RunReferences()
 
     def __init__(self):
@@ -62,7 +62,7 @@ class CpuSpeedCollector(Collector):
 
     def sample(self, ctx, now):
         if self.probe is None:
-            self.probe = CpuProbe()
+            self.probe = CpuProbe(reference_s=CpuSpeedCollector.references.reference_s(ctx.run, REFERENCE_S))
             self.probe.start()
         probes = self.probe.between(self.last_probe_ts, now)
         self.last_probe_ts = now

@@ -80,7 +80,7 @@ def noisy_storage(probe_ms: float | None, reference_ms: float | None) -> bool:
 class StorageCollector(Collector):
     family = "storage"
 
-    #: the idle references of this process's repetitions (a run's repetitions share its process)
+    #: the idle references of the run this process measures (a run's repetitions share its process)
     references = RunReferences()
 
     def __init__(self):
@@ -94,7 +94,7 @@ class StorageCollector(Collector):
         self.started = True
         d = ctx.call(ctx.telemetry.storage_probe_dir)
         if d is not None:
-            self.probe = FsyncProbe(Path(d))
+            self.probe = FsyncProbe(Path(d), reference_s=StorageCollector.references.reference_s(ctx.run, REFERENCE_S))
             self.probe.start()
 
     def sample(self, ctx, now):
