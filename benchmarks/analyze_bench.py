@@ -67,17 +67,25 @@ def make_data(root: Path, scale: int, workers: int, reuse: bool, measure_seconds
               interval: float = 1.0) -> Path:
     run_id = f"bench-paper-x{scale}"
     run = root / run_id
+    # what the data was synthesized with: --reuse takes it only when this run asks for the same
+    made_with = {"measure_seconds": measure_seconds, "interval": interval, "repetitions": 3 * scale}
+    stamp = root / f"{run_id}.json"
     if reuse and (run / "run.json").is_file():
-        print(f"reusing {run}", flush=True)
-        return run
+        before = json.loads(stamp.read_text()) if stamp.is_file() else None
+        if before == made_with:
+            print(f"reusing {run}", flush=True)
+            return run
+        print(f"not reusing {run}: synthesized with {before or 'unknown settings'}, asked for {made_with}", flush=True)
     if run.exists():
         shutil.rmtree(run)
+    stamp.unlink(missing_ok=True)
     spec = synth.paper_spec(name=f"paper-x{scale}", repetitions=3 * scale, warmup_seconds=10,
                             measure_seconds=measure_seconds, drain_seconds=5, interval=interval)
     t = time.monotonic()
     print(f"synthesizing {spec.permutations} permutations x {spec.repetitions} repetitions into {run} ...",
           flush=True)
     synth.synthesize(root, spec, run_id=run_id, workers=workers)
+    stamp.write_text(json.dumps(made_with))
     print(f"  done in {time.monotonic() - t:.0f} s", flush=True)
     return run
 
