@@ -1,8 +1,10 @@
-"""User-facing errors: the CLI prints them without a traceback and exits 2."""
+"""User-facing errors: the CLI prints them without a traceback and exits 2 (5 for a full disk);
+and the one recognizer of a full disk's words."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 # C0 and C1 controls, DEL and the Unicode line/paragraph separators: never printed raw, so
@@ -67,38 +69,45 @@ class TargetError(Exception):
     exit_code = 3
 
 
-class TargetDiskFull(OSError):
-    """The target's own disk is full (its data, log or filegroup): an ENOSPC like the results
-    directory's, so ``ssbench run`` exits 5 and leaves the repetition to be redone by
-    ``--resume``; its text is the one line naming what is full and what to do."""
-
-    def __init__(self, message: str):
-        super().__init__(28, escape_controls(message))   # errno.ENOSPC
-
-    def __str__(self) -> str:
-        return self.strerror
-
-
 class DiskFull(UserError):
-    """A full disk (or quota) where ssbench writes: one line naming the place, exit code 5."""
+    """A full disk (or quota): where ssbench writes (the results' or the report's directory) or
+    the target's own (its data directory, transaction log or filegroup). One line naming what
+    is full and what to do; exit code 5, and a run leaves the repetition to ``--resume``."""
 
     exit_code = 5
 
 
-#: how a full disk reads where only its text crosses over (the JVM's, pyarrow's, a helper process's)
-_NO_SPACE_TEXT = ("no space left on device", "disk quota exceeded")
+#: the words of a full disk, wherever only its text crosses over: the OS's (Python's, the JVM's,
+#: Arrow's, a helper process's, PostgreSQL's), PostgreSQL's SQLSTATE 53100 and its names, SQL
+#: Server's 9002 (transaction log full) and 1105 (filegroup full), naming the database and filegroup
+FULL_DISK = re.compile(
+    r"(?i:no space left on device|disk quota exceeded)|\b53100\b|\bdisk_full\b|\bDiskFull\b"
+    r"|(?P<log>transaction log for database '(?P<log_db>[^']*)' is full|\(9002\))"
+    r"|(?P<filegroup>in database '(?P<fg_db>[^']*)' because the '(?P<fg>[^']*)' filegroup is full|\(1105\))")
 
 
-def no_space(e: BaseException | None) -> bool:
-    """Whether ``e`` (or an exception it came from) is a full disk: ENOSPC or EDQUOT, or their
-    message from Java or Arrow, whose errors do not carry the errno."""
+def full_disk(evidence: BaseException | Iterable[str] | None) -> str | None:
+    """The words saying a disk is full, from an exception (or one it came from: ENOSPC, EDQUOT,
+    or the words above where the errno did not cross over) or from texts (errors, log lines):
+    the first line that says it, cut to 200 characters; None when nothing does."""
+    texts = _said(evidence) if isinstance(evidence, BaseException) else evidence or ()
+    for t in texts:
+        if t and FULL_DISK.search(t):
+            line = next((x for x in str(t).splitlines() if FULL_DISK.search(x)), str(t)).strip()
+            return line if len(line) <= 200 else line[:200] + "..."
+    return None
+
+
+def _said(e: BaseException | None) -> Iterator[str]:
+    """What an exception and those it came from say, the errno of a full disk in words."""
     import errno
+    import os
 
-    seen = 0
-    while e is not None and seen < 20:
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if any(t in str(e).lower() for t in _NO_SPACE_TEXT):
-            return True
-        e, seen = e.__cause__ or e.__context__, seen + 1
-    return False
+    for _ in range(20):
+        if e is None:
+            return
+        text = str(e)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) and not FULL_DISK.search(text):
+            text = f"{os.strerror(e.errno)}: {text}"
+        yield text
+        e = e.__cause__ or e.__context__

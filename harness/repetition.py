@@ -22,7 +22,7 @@ from typing import Any, Callable
 from .plan import alternation_record, member_at
 from .collectors import SampleContext, Sampler, default_collectors
 from .collectors.host import CLIENT_BOUND_WORKER_CPU
-from .errors import TargetDiskFull, TargetError
+from .errors import DiskFull, TargetError
 from .load.protocol import SwarmPlan
 from .load.spec import SwarmSpec
 from .load.series import SwarmSeries
@@ -292,7 +292,7 @@ class Repetition:
         with self.lock:
             full = self.target.disk_full(errors)
         if full:
-            raise TargetDiskFull(full)
+            raise DiskFull(full)
 
     def _drain(self) -> Counts:
         return self.target.drain(self.settings.drain_timeout_seconds, lock=self.lock, stop=self.stop_event)

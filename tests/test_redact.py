@@ -25,22 +25,3 @@ def test_an_error_line_is_one_line_without_its_secrets():
     assert error_line(e) == "TargetError: cannot connect: Server=db1;PWD=***;\\nlogin failed"
     assert error_line(KeyboardInterrupt()) == "KeyboardInterrupt"
     assert len(error_line(TargetError("x" * 2000))) < 520
-
-
-def test_a_full_disk_is_known_by_its_errno_or_by_its_text_from_java_or_arrow():
-    import errno
-
-    from harness.errors import no_space
-
-    assert no_space(OSError(errno.ENOSPC, "No space left on device"))
-    assert no_space(OSError(errno.EDQUOT, "Disk quota exceeded"))
-    try:
-        try:
-            raise OSError(errno.ENOSPC, "full")
-        except OSError as inner:
-            raise RuntimeError("plot failed") from inner
-    except RuntimeError as outer:
-        assert no_space(outer)
-    assert no_space(Exception("py4j: java.io.IOException: No space left on device"))
-    assert not no_space(OSError(errno.EACCES, "Permission denied"))
-    assert not no_space(ValueError("space"))

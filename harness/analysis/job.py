@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `har
 
 from harness.analysis import diagnosis, diagnosis_view, discovery, plots, report, scaling, techniques  # noqa: E402
 from harness.analysis.writer import write_arrow, write_table  # noqa: E402
-from harness.errors import DiskFull, UserError, no_space  # noqa: E402
+from harness.errors import DiskFull, UserError, full_disk  # noqa: E402
 from harness.results import fields, write_atomic, write_json  # noqa: E402
 from harness.results.model import target_capabilities  # noqa: E402
 from harness import environment  # noqa: E402
@@ -152,7 +152,7 @@ def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, ma
     except BaseException as e:
         if staging is not None:    # nothing half-written: the previous report, if any, stays
             shutil.rmtree(staging, ignore_errors=True)
-        if isinstance(e, Exception) and no_space(e):
+        if isinstance(e, Exception) and full_disk(e):
             raise DiskFull("no space left on the device of the report directory: nothing written (a previous "
                            "report there is kept); free some space and analyze again", file=str(out_dir)) from None
         raise

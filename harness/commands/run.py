@@ -14,10 +14,6 @@ from pathlib import Path
 from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
 
 
-#: exit code of a run stopped by a full disk (resumable); the others: 0 ok, 2 bad input,
-#: 3 target error or failed repetition, 4 messages lost, duplicated or never sent, 130 interrupted
-NO_SPACE_EXIT = 5
-
 
 def register(sub) -> None:
     p = sub.add_parser("run", help="run a test matrix against a target and write results/",
@@ -234,7 +230,7 @@ def _announce_remote(remote, matrix, config) -> None:
 def _run(runner, rd, progress, resume: str, undo) -> int | None:
     """The runner's loop; the exit code of a run that did not complete (None: it did). Every way
     out leaves run.json closed: interrupted (resumable), failed, or (the caller) complete."""
-    from ..errors import TargetDiskFull, TargetError, UserError, no_space
+    from ..errors import DiskFull, TargetError, UserError, full_disk
     from ..redact import error_line
     from ..runner import Interrupted
 
@@ -248,23 +244,20 @@ def _run(runner, rd, progress, resume: str, undo) -> int | None:
         rd.finish("interrupted", runner.lost_total, error="interrupted (Ctrl-C or SIGTERM)")
         print(f"ssbench: interrupted; resume with: {resume}", file=sys.stderr)
         return 130
-    except OSError as e:
+    except (OSError, DiskFull) as e:
         progress.close()
-        if not no_space(e):
+        if isinstance(e, OSError) and not full_disk(e):
             _failed(rd, runner, error_line(e), resume)
             raise
+        full = e if isinstance(e, DiskFull) else \
+            DiskFull(f"no space left on the device of {e.filename or rd.path}: free some space")
         try:
-            rd.finish("interrupted", runner.lost_total,
-                      error=error_line(OSError(f"no space left on the device of {e.filename or rd.path}")))
+            rd.finish("interrupted", runner.lost_total, error=error_line(full))
         except OSError:
             pass  # run.json keeps "running": --resume treats it as unfinished all the same
-        if isinstance(e, TargetDiskFull):
-            print(f"ssbench: error: {e}; the repetition in progress was not kept, resume with: {resume}",
-                  file=sys.stderr)
-        else:
-            print(f"ssbench: error: no space left on the device of {e.filename or rd.path}; the repetition "
-                  f"in progress was not kept. Free some space, then resume with: {resume}", file=sys.stderr)
-        return NO_SPACE_EXIT
+        print(f"ssbench: error: {full}; the repetition in progress was not kept, resume with: {resume}",
+              file=sys.stderr)
+        return full.exit_code
     except Exception as e:
         progress.close()
         if undo and undo.remove_unstarted(rd.path):

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import UserError
+from ..errors import UserError, full_disk
 from ..matrix import BrokerSettings
 from .accounting import Counts, InitiatorCounts
 from .sender import SendPaths, SendPump, Sender, open_sender, sender_factory
@@ -260,9 +260,7 @@ class Target(abc.ABC):
     def disk_full(self, errors: Iterable[str] = ()) -> str | None:
         """One line naming the target's full disk and what to do, when ``errors`` (the words of
         errors its clients saw) or the target's own record say its disk is full; else None."""
-        from .diskfull import disk_full_evidence
-
-        hit = disk_full_evidence(errors)
+        hit = full_disk(errors)
         return None if hit is None else f"the target's disk is full ({hit}): free space on it"
 
     def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from ...errors import TargetError, UserError
+from ...errors import TargetError, UserError, full_disk
 from ...matrix import BrokerSettings
 from ..base import Capabilities, Target, TargetConfig
 from . import server as server_mod, waits
@@ -336,9 +336,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         """The data directory's full disk, from the clients' errors or the server's log since
         :meth:`prepare` (the log is off the data directory's file system when it is a mount
         of its own; on the same one its lines may be lost, the errors still say it)."""
-        from ..diskfull import disk_full_evidence, pg_disk_full_line
-
-        hit = disk_full_evidence(errors) or self._log_disk_full()
+        hit = full_disk(errors) or self._log_disk_full()
         return None if hit is None else pg_disk_full_line(self.server.data_dir, hit)
 
     def _log_size(self) -> int:
@@ -350,8 +348,6 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
     def _log_disk_full(self) -> str | None:
         """The first disk-full line of the server log since :meth:`prepare`, read on from
         where the last call stopped (whole lines, at most 8 MiB a call)."""
-        from ..diskfull import disk_full_evidence
-
         if self._log_hit is None:
             if self._log_size() < self._log_pos:    # a new log (the server's files recreated)
                 self._log_pos = 0
@@ -363,7 +359,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
                 return None
             end = chunk.rfind(b"\n") + 1
             self._log_pos += end
-            self._log_hit = disk_full_evidence(chunk[:end].decode(errors="replace").splitlines())
+            self._log_hit = full_disk(chunk[:end].decode(errors="replace").splitlines())
         return self._log_hit
 
     def broker_running(self) -> bool:
@@ -517,3 +513,9 @@ def _ms_from_env(name: str, limit: float) -> str | None:
     if not 0 <= v <= limit:
         raise UserError(f"{name} must be between 0 and {limit:g} ms, got {raw!r}")
     return f"{v:g}"
+
+
+def pg_disk_full_line(data_dir, evidence: str) -> str:
+    """What is full on the embedded PostgreSQL server and what to do."""
+    return (f"the embedded PostgreSQL server's data directory {data_dir} is full ({evidence}): "
+            f"free space on its file system (df {data_dir})")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...errors import TargetError, UserError
+from ...errors import FULL_DISK, TargetError, UserError, full_disk
 from ...matrix import BrokerSettings, high_priority_permille
 from ..base import Capabilities, Counts, InitiatorCounts, PerfCounter, Target, TargetConfig, Telemetry, WaitStat
 from . import check as _check, db_options, driver, exclusive, provision as _provision, telemetry
@@ -340,9 +340,7 @@ class MssqlTarget(ServerSession, Target, Telemetry):
 
     def disk_full(self, errors=()) -> str | None:
         """A full transaction log (9002) or filegroup (1105), named from its error's words."""
-        from ..diskfull import disk_full_evidence, mssql_disk_full_line
-
-        hit = disk_full_evidence(errors)
+        hit = full_disk(errors)
         return None if hit is None else mssql_disk_full_line(hit)
 
     def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:
@@ -470,3 +468,20 @@ class MssqlTarget(ServerSession, Target, Telemetry):
 
 __all__ = ["MssqlTarget", "BENIGN_WAITS", "is_benign_wait", "parse_perf_counters",
            "counter_object", "message_prefix"]
+
+
+def mssql_disk_full_line(evidence: str) -> str:
+    """What is full on a SQL Server and what to do, from an error's words (9002, 1105)."""
+    found = list(FULL_DISK.finditer(evidence))
+    log = next((m for m in found if m.group("log")), None)
+    if log:
+        db = f" of database '{log.group('log_db')}'" if log.group("log_db") else ""
+        return (f"the SQL Server transaction log{db} is full (error 9002): back up the log or give "
+                f"it room (log_reuse_wait_desc in sys.databases says why it cannot be reused)")
+    fg = next((m for m in found if m.group("filegroup")), None)
+    if fg and fg.group("fg_db"):
+        return (f"the '{fg.group('fg')}' filegroup of SQL Server database '{fg.group('fg_db')}' is full (error 1105): "
+                "free space on its disk, grow its files or add one")
+    if fg:
+        return "a SQL Server filegroup is full (error 1105): free space on its disk, grow its files or add one"
+    return f"the SQL Server's disk is full ({evidence}): free space on it"
