@@ -22,7 +22,6 @@ Locust's own model: workers report, the master merges once, every view reads the
 from __future__ import annotations
 
 import math
-import tempfile
 import time
 from bisect import bisect_left
 from collections import Counter
@@ -31,9 +30,8 @@ from itertools import chain, repeat
 from operator import mul
 from typing import Callable
 
-import msgpack
-
 from harness.results.histogram import Histogram
+from harness.spill import Spill
 
 from .protocol import Delta, SwarmPlan, slot_name
 from .window import in_flight_at_end, window_buckets
@@ -117,15 +115,12 @@ class SlotRecording:
         self.bucket_seconds, self.host, self.pid, self.cut_at_stop = 0.1, "", 0, 0
         self.user_spans: dict = {}
         self.error_kinds, self.slow = Counter(), []     # bounded by the recorder (MAX_ERROR_KINDS, MAX_SLOW_SENDS)
-        self._spill = tempfile.TemporaryFile(prefix="ssbench-recording-")   # gone with this object
-        self.spilled = 0      # bytes in it
+        self._spill = Spill("ssbench-recording-")   # gone with this object
 
     def add(self, d: Delta) -> None:
         self.seq, self.final = d.seq, d.final
         self.bucket_seconds, self.host, self.pid = float(d.bucket_seconds), d.host, d.pid
-        part = msgpack.packb([d.buckets, d.errors, d.corrected, d.priority, d.samples])
-        self._spill.write(part)
-        self.spilled += len(part)
+        self._spill.append([d.buckets, d.errors, d.corrected, d.priority, d.samples])
         self.slow += d.slow
         self.error_kinds.update(d.error_kinds)
         if d.final:
@@ -134,16 +129,13 @@ class SlotRecording:
     def parts(self) -> tuple[dict, Counter, dict, dict, list]:
         """The spilled parts merged: buckets, errors, corrected, priority (as Delta's), samples."""
         buckets, errors, corrected, priority, samples = {}, Counter(), {}, {}, []
-        self._spill.flush()
-        self._spill.seek(0)
-        for b, e, c, p, s in msgpack.Unpacker(self._spill, raw=False, strict_map_key=False):
+        for b, e, c, p, s in self._spill:
             add_buckets(buckets, b)
             errors.update(e)
             add_buckets(corrected, c)
             for name, part in p.items():
                 add_buckets(priority.setdefault(name, {}), part)
             samples += s
-        self._spill.seek(0, 2)
         return buckets, errors, corrected, priority, samples
 
     def to_json(self, swarm_id: str) -> dict:

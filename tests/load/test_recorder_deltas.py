@@ -118,11 +118,11 @@ def test_the_masters_recording_stays_the_same_size_however_long_the_window():
 def test_a_slot_opens_its_spill_file_once_not_with_every_delta(monkeypatch):
     """The master merges a delta per worker slot every second: the slot's spill file is opened
     with its first delta only (one temporary file per slot, not one per delta)."""
-    import harness.load.merge as merge_mod
+    import harness.spill as spill_mod
 
     opened = []
-    real = merge_mod.tempfile.TemporaryFile
-    monkeypatch.setattr(merge_mod.tempfile, "TemporaryFile", lambda *a, **k: opened.append(1) or real(*a, **k))
+    real = spill_mod.tempfile.TemporaryFile
+    monkeypatch.setattr(spill_mod.tempfile, "TemporaryFile", lambda *a, **k: opened.append(1) or real(*a, **k))
     merge = SwarmMerge(SwarmPlan(spec=SwarmSpec(sender_specs={"1": {}}), users={"1": 1}))
     rec = Recorder(1)
     for seq in range(1, 6):
