@@ -13,9 +13,12 @@ own slices. With ``metrics`` the repetition also feeds the live endpoint.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, Callable
 
@@ -134,7 +137,8 @@ class Repetition:
                                   f"({warm.in_flight} messages in flight)")
             ctx = SampleContext(target=t, lock=self.lock, client_pids=self._client_pids, run=str(self.run_dir.path))
             self.sampler = Sampler(ctx, default_collectors(t.telemetry), interval=self.settings.sample_interval_seconds,
-                                   on_tick=self._on_tick if self.feed is not None else self.on_tick)
+                                   on_tick=self._on_tick if self.feed is not None else self.on_tick,
+                                   spill_dir=str(self.partial))
             self.sampler.start()
             self.sampler.wait_for_references(self.stop_event)   # the probes' idle references, before any SEND
             if self.stop_event.is_set():
@@ -367,6 +371,17 @@ class Repetition:
         """The measured window's start and end, for each sample's phase in samples.jsonl."""
         return summary.window.measure_start, summary.window.measure_end
 
+    def _sample_rows(self) -> Iterator[tuple[float, str, str, str, float]]:
+        """The collectors' samples and the workers', in time order (those of one time in the
+        order they were taken, the collectors' first): streamed from the sampler's file when
+        its samples came in time order, as they do but for a backlog fill's drain."""
+        taken = self.sampler.samples
+        mine = ((s.ts, s.family, s.metric, s.key, s.value) for s in taken)
+        theirs = sorted(worker_samples(getattr(self, "_workers", [])), key=_ts)
+        if not taken.in_time_order:
+            return iter(sorted(chain(mine, theirs), key=_ts))
+        return heapq.merge(mine, theirs, key=_ts)
+
     def _write(self, summary: RepetitionSummary, lat: dict[str, Histogram], partial: Path) -> None:
         start, end = self._phases(summary)
         t0 = self.sampler.started
@@ -374,13 +389,10 @@ class Repetition:
         def phase(ts):
             return "warmup" if ts < start else ("measure" if ts < end else "drain")
 
-        rows = [(s.ts, s.family, s.metric, s.key, s.value) for s in self.sampler.samples]
-        rows += worker_samples(getattr(self, "_workers", []))
-        rows.sort(key=lambda r: r[0])
         write_jsonl(partial / "samples.jsonl",
                     ({"ts": round(ts, 4), "elapsed_s": round(ts - t0, 4), "phase": phase(ts),
                       "family": fam, "metric": met, "key": key, "value": val}
-                     for ts, fam, met, key, val in rows))
+                     for ts, fam, met, key, val in self._sample_rows()))
         write_json(partial / "latency.json", {"schema": LATENCY_SCHEMA, "unit": "us",
                                               "send": lat["send"].to_json(), "e2e": lat["e2e"].to_json(),
                                               **({"send_corrected": lat["send_corrected"].to_json()}
@@ -480,6 +492,10 @@ class Member:
     partial: Path
     dialogs_created: int
     index: int | None = None
+
+
+def _ts(row: tuple) -> float:
+    return row[0]
 
 
 def worker_samples(workers: list[dict]) -> list[tuple[float, str, str, str, float]]:

@@ -14,17 +14,9 @@ from typing import Any, Callable, ClassVar, Iterable
 
 from ..targets.base import Telemetry
 from ..targets.registry import COLLECTORS, load_all
+from .samplelog import Sample, SampleLog
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Sample:
-    ts: float          # epoch seconds
-    family: str
-    metric: str
-    key: str
-    value: float
 
 
 class Collector:
@@ -57,11 +49,12 @@ class Collector:
 
 @dataclass(frozen=True)
 class WindowView:
-    """The measured window and every sample taken, for :meth:`Collector.summary_fields`."""
+    """The measured window and every sample taken, for :meth:`Collector.summary_fields`
+    (``samples``: a sequence or a :class:`SampleLog`, iterated as often as needed)."""
 
     start: float
     end: float
-    samples: tuple[Sample, ...]
+    samples: Iterable[Sample]
     #: an alternated window's member (slice_seconds, members, this one's index), whose figures
     #: a collector that can split them by slice gives over its own slices; None: the whole window
     member: tuple[float, int, int] | None = None
@@ -108,15 +101,17 @@ class SampleContext:
 
 
 class Sampler:
-    """Samples every collector every ``interval`` seconds on a background thread."""
+    """Samples every collector every ``interval`` seconds on a background thread; the samples go
+    to a file in ``spill_dir`` (:class:`SampleLog`), whose write error :meth:`stop` raises."""
 
     def __init__(self, ctx: SampleContext, collectors: list[Collector], interval: float = 1.0,
-                 on_tick: Callable[[list[Sample]], None] | None = None):
+                 on_tick: Callable[[list[Sample]], None] | None = None, spill_dir: str | None = None):
         self.ctx = ctx
         self.collectors = collectors
         self.interval = interval
         self.on_tick = on_tick
-        self.samples: list[Sample] = []
+        self.samples = SampleLog(spill_dir)     # on disk: memory stays the same however long the window
+        self._lost: OSError | None = None
         self.errors: list[str] = []
         self._warned: dict[str, tuple[float | None, int]] = {}
         self.started = 0.0
@@ -136,7 +131,10 @@ class Sampler:
                     self.errors.append(f"{c.family}: {type(e).__name__}: {e}")
                 failed.append((c.family, e))
         self._warn(failed)
-        self.samples.extend(out)
+        try:
+            self.samples.extend(out)
+        except OSError as e:      # a full disk: the samples cannot be kept, the run must stop
+            self._lost = self._lost or e
         if self.on_tick:
             self.on_tick(out)
         return out
@@ -167,7 +165,7 @@ class Sampler:
         """Every collector's summary fields over [start, end) (``member``: an alternated
         window's member, :attr:`WindowView.member`); a failing collector is recorded in
         ``errors`` and contributes nothing."""
-        view = WindowView(start, end, tuple(self.samples), member)
+        view = WindowView(start, end, self.samples, member)
         out: dict[str, Any] = {}
         for c in self.collectors:
             try:
@@ -215,6 +213,8 @@ class Sampler:
         self.tick()  # a final sample at the end
         for c in self.collectors:
             c.close()
+        if self._lost is not None:
+            raise self._lost
 
 
 def default_collectors(telemetry: Telemetry | None = None) -> list[Collector]:

@@ -29,15 +29,20 @@ def utc_now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
-    """Write ``data`` to ``path`` all or nothing (temp file, fsync, rename, directory fsync)."""
+def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[str]) -> Path:
+    """Write ``data`` (or each of its strings, in turn) to ``path`` all or nothing (temp file,
+    fsync, rename, directory fsync)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
+            if isinstance(data, (bytes, str)):
+                f.write(data.encode() if isinstance(data, str) else data)
+            else:
+                for part in data:
+                    f.write(part.encode())
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -77,7 +82,7 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 
 def write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict]) -> Path:
-    return write_atomic(path, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+    return write_atomic(path, (json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
 
 
 class RunDir(RunReader):
