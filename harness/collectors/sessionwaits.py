@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..plan import member_at
+from ..spill import Spill
 from .base import Collector
 
 #: seconds between two samples
@@ -24,13 +26,16 @@ TOP_WAITS = 5
 
 class SessionWaitThread(threading.Thread):
     """Calls ``session_waits`` every ``interval`` seconds through the sampling context (its
-    lock); keeps (epoch, rows). A failed call sets :attr:`error` (the collector's next tick
-    reports it) and the sampling goes on: a restarted server is sampled again."""
+    lock); keeps (epoch, rows): on disk as they come (ten a second: memory stays the same
+    however long the window), those no tick has taken in memory too. A failed call sets
+    :attr:`error` (the collector's next tick reports it) and the sampling goes on: a restarted
+    server is sampled again."""
 
     def __init__(self, ctx, interval: float = INTERVAL_S):
         super().__init__(name="ssbench-session-waits", daemon=True)
         self.ctx, self.interval = ctx, interval
-        self.samples: list[tuple[float, list[tuple[str, str, int]]]] = []
+        self.samples = Spill("ssbench-session-waits-")
+        self._untaken: list[tuple[float, list[tuple[str, str, int]]]] = []
         self.supported = True
         self.error: str | None = None
         self._halt = threading.Event()
@@ -42,19 +47,28 @@ class SessionWaitThread(threading.Thread):
             ts = time.time()
             try:
                 rows = self.ctx.call(self.ctx.telemetry.session_waits)
-            except Exception as e:  # reported by the collector's next tick; the sampling goes on
-                self.error = f"{type(e).__name__}: {e}"
-            else:
                 if rows is None:    # the target cannot tell
                     self.supported = False
                     return
                 with self._lock:
-                    self.samples.append((ts, list(rows)))
+                    self.samples.append((ts, rows))
+                    self._untaken.append((ts, list(rows)))
+            except Exception as e:  # reported by the collector's next tick; the sampling goes on
+                self.error = f"{type(e).__name__}: {e}"
             self._halt.wait(max(0.0, self.interval - (time.perf_counter() - c0)))
 
-    def between(self, start: float, end: float) -> list[tuple[float, list[tuple[str, str, int]]]]:
+    def take(self, until: float) -> list[tuple[float, list[tuple[str, str, int]]]]:
+        """The samples taken before ``until`` that no earlier call has returned."""
         with self._lock:
-            return [s for s in self.samples if start <= s[0] < end]
+            out = [s for s in self._untaken if s[0] < until]
+            self._untaken = [s for s in self._untaken if s[0] >= until]
+        return out
+
+    def between(self, start: float, end: float) -> Iterator[tuple[float, list[list]]]:
+        """The samples taken in [start, end), read back in order."""
+        for ts, rows in self.samples:
+            if start <= ts < end:
+                yield ts, rows
 
     def stop(self) -> None:
         self._halt.set()
@@ -62,17 +76,24 @@ class SessionWaitThread(threading.Thread):
             self.join(timeout=10)
 
 
-def mean_waits(samples: list[tuple[float, list[tuple[str, str, int]]]]) -> dict[str, dict[str, float]]:
+def mean_waits(samples: Iterable[tuple[float, Sequence[Sequence]]]) -> dict[str, dict[str, float]]:
     """Mean sessions waiting per role and wait type over ``samples`` (a sample without a
     role's waits counts as none waiting), the top TOP_WAITS of each role."""
+    return _waits(samples)[0]
+
+
+def _waits(samples: Iterable[tuple[float, Sequence[Sequence]]]) -> tuple[dict[str, dict[str, float]], int]:
+    """:func:`mean_waits`, and how many samples it is the mean of (read once)."""
     sums: dict[str, dict[str, float]] = {}
+    k = 0
     for _, rows in samples:
+        k += 1
         for role, wait_type, n in rows:
             per = sums.setdefault(role, {})
             per[wait_type] = per.get(wait_type, 0.0) + n
-    k = len(samples) or 1
-    return {role: {wt: round(v / k, 3) for wt, v in sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_WAITS]}
-            for role, per in sorted(sums.items())}
+    means = {role: {wt: round(v / (k or 1), 3) for wt, v in sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_WAITS]}
+             for role, per in sorted(sums.items())}
+    return means, k
 
 
 class SessionWaitCollector(Collector):
@@ -80,7 +101,6 @@ class SessionWaitCollector(Collector):
 
     def __init__(self):
         self.thread: SessionWaitThread | None = None
-        self.last = 0.0
 
     def sample(self, ctx, now):
         """Each tick: the mean sessions waiting over the samples since the last tick, as
@@ -91,7 +111,7 @@ class SessionWaitCollector(Collector):
         error, self.thread.error = self.thread.error, None
         if error:
             raise RuntimeError(error)
-        samples, self.last = self.thread.between(self.last, now), now
+        samples = self.thread.take(now)
         return [("waiting", f"{role}/{wt}", n) for role, per in mean_waits(samples).items() for wt, n in per.items()]
 
     def summary_fields(self, ctx, window) -> dict[str, Any]:
@@ -101,10 +121,11 @@ class SessionWaitCollector(Collector):
         samples = t.between(window.start, window.end)
         if window.member is not None:
             slice_seconds, members, mine = window.member
-            samples = [s for s in samples if member_at(s[0], slice_seconds, members) == mine]
-        if not samples:
+            samples = (s for s in samples if member_at(s[0], slice_seconds, members) == mine)
+        means, n = _waits(samples)
+        if not n:
             return {}
-        return {"session_waits": mean_waits(samples), "session_wait_samples": len(samples)}
+        return {"session_waits": means, "session_wait_samples": n}
 
     def close(self) -> None:
         if self.thread is not None:
