@@ -31,6 +31,9 @@ def no_odbc_env(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([str(stub), str(REPO)] + (
         [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.pop("PYTEST_ADDOPTS", None)
+    # the nested pytest sessions run no Spark: they must not write the class-data archive
+    # (tests/conftest.py does where none is installed yet, as after another checkout's evicted it)
+    env["SSBENCH_SPARK_CDS"] = "0"
     return env
 
 
