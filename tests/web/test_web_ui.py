@@ -27,6 +27,7 @@ from pathlib import Path
 import psutil
 import pytest
 from harness.results.model import SUMMARY_SCHEMA
+from harness.saturate import NEUTRAL_STATUSES
 from support.summaries import read as read_summary
 
 from support.browser import chromium, require_chromium
@@ -36,7 +37,7 @@ from support import machine
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 
-USERS, PAYLOAD, DIALOGS = 4, 256, "trick150"
+USERS, PAYLOAD, DIALOGS = 3, 256, "trick150"
 WEB_USER, WEB_PASSWORD = "browser-admin", "Br0wser-Test-Pw"
 
 
@@ -318,7 +319,7 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
         assert summary["send_rate"] > 0 and summary["messages_sent"] > 0
         assert summary["messages_lost"] == 0 and summary["drained"], summary
         assert summary["errors"] == 0, summary["error_samples"]
-        assert summary["status"] in ("ok", "client_bound", "noisy_host"), summary
+        assert summary["status"] in NEUTRAL_STATUSES, summary   # a busy host's or disk's status included
         assert summary["window"]["measure_seconds"] > 1
         families = {json.loads(line)["family"] for line in (rep / "samples.jsonl").read_text().splitlines()}
         assert {"queues", "throughput", "waits", "activation"} <= families, families
@@ -342,7 +343,7 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
         _until(lambda: (lambda r: r.get("State", "").startswith("running") and "shared dialogs" in r.get("Session", "")
                         and _num(r.get("Messages received/s at the target", "-")) > 0)(_broker_table(driver)),
                60, "the second session's messages at the target")
-        time.sleep(2)
+        time.sleep(1)
         _stop_swarm(driver)
         runs = _until(lambda: (lambda r: r if len(r) == 2 else None)(_saved_runs(results)), 90, "the second run")
         s2 = read_summary(next(runs[1].glob("*/rep-01/summary.json")))
