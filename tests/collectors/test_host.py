@@ -86,7 +86,7 @@ def test_a_cpu_hog_outside_ssbench_flags_the_window():
     try:
         time.sleep(0.3)
         col = HostCollector()
-        ctx, view = sample_for(col, 3.0)
+        ctx, view = sample_for(col, 2.0)
         fields = col.summary_fields(ctx, view)
     finally:
         os.kill(pid, signal.SIGKILL)
@@ -103,7 +103,7 @@ def test_ssbench_own_children_are_not_other():
         proc = psutil.Process(hog.pid)
         t0, c0 = time.monotonic(), sum(proc.cpu_times()[:2])
         col = HostCollector()
-        ctx, view = sample_for(col, 3.0)
+        ctx, view = sample_for(col, 2.0)
         hog_pct = (sum(proc.cpu_times()[:2]) - c0) / (time.monotonic() - t0) * 100
         fields = col.summary_fields(ctx, view)
     finally:
