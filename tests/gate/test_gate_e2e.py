@@ -6,7 +6,7 @@
   package in a scratch git repository (proves each side imports its own code).
 * ``@pytest.mark.slow``: the real ``ssbench run`` on the embedded target, with the SEND delay
   (``SSBENCH_EMBEDDED_SEND_DELAY_MS``) making a slowed candidate (in the alone part: its
-  verdicts are judged on rates); skipped until the runner exists.
+  verdicts are judged on rates); skipped when HEAD has no runner for the baseline side.
 """
 
 from __future__ import annotations
@@ -367,22 +367,6 @@ def test_subprocess_runner_reports_a_failed_run(tmp_path):
 
 # --------------------------------------------------------------------------- the real runner (slow)
 
-def _runner_available() -> str | None:
-    """None when `ssbench run` can be used, else the reason to skip."""
-    res = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--help"], cwd=REPO,
-                         capture_output=True, text=True)
-    if res.returncode == 0 and "--out" in res.stdout:
-        imp = subprocess.run([sys.executable, "-c", "import harness.runner"], cwd=REPO, capture_output=True,
-                             text=True)
-        if imp.returncode == 0:
-            return None
-        last = (imp.stderr.strip().splitlines() or ["?"])[-1]
-        return f"`ssbench run` is registered but harness.runner does not import yet ({last})"
-    if (REPO / "harness" / "runner.py").exists():
-        return "harness/runner.py exists but `ssbench run --help` fails or has no --out (runner not wired up yet)"
-    return "`ssbench run` is not available yet (no harness/runner.py; `python -m harness.cli run --help` fails)"
-
-
 def _runner_at_head() -> str | None:
     """None when the runner is committed at HEAD (a baseline worktree of HEAD can run), else why not."""
     if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", "HEAD:harness/commands/run.py"],
@@ -403,7 +387,7 @@ def test_gate_on_the_embedded_target_catches_a_slowed_send(tmp_path, pg_server, 
     That the same code passes on real runs is ``.ci/run``'s step after ``make test`` (the
     interleaved self-comparison on ``matrices/gate.yaml``, 5 rounds) and its false-alarm rate
     the simulation's (docs/gate.md); the plumbing with fake runs is this module's other tests."""
-    reason = _runner_available() or _runner_at_head()
+    reason = _runner_at_head()
     if reason:
         pytest.skip(reason)
     matrix = tmp_path / "gatetest.yaml"
