@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.swarm, pytest.mark.timing]
 MATRIX = """
 name: sweep
 axes: {initiators: [1], threads: [1, 2, 3, 4], dialogs: [per_thread, shared], payload_bytes: [100], server: [durable]}
-run: {warmup_seconds: 0.5, measure_seconds: 1.5, repetitions: 2, alternate: true, slice_seconds: 0.5,
+run: {warmup_seconds: 0.5, measure_seconds: 1, repetitions: 2, alternate: true, slice_seconds: 0.5,
       drain_timeout_seconds: 30, sample_interval_seconds: 0.5}
 broker: {max_queue_readers: 2, waitfor_timeout_ms: 300, monitor_interval_seconds: 0.2}
 """

@@ -96,7 +96,7 @@ axes:
   rate: [40, 400]
 run:
   warmup_seconds: 1
-  measure_seconds: 3
+  measure_seconds: 2
   drain_timeout_seconds: 30
   sample_interval_seconds: 0.25
   order: sequential
