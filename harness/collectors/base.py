@@ -206,14 +206,17 @@ class Sampler:
             stop.wait(0.01)
         return time.monotonic() - t0
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=30)
-        self.tick()  # a final sample at the end
-        for c in self.collectors:
-            c.close()
-        if self._lost is not None:
+    def stop(self, check: bool = True) -> None:
+        """Stop sampling after a final tick (once: a second call only checks), and with
+        ``check`` raise the error that lost samples (a full results disk)."""
+        if not self._stop.is_set():
+            self._stop.set()
+            if self._thread:
+                self._thread.join(timeout=30)
+            self.tick()  # a final sample at the end
+            for c in self.collectors:
+                c.close()
+        if check and self._lost is not None:
             raise self._lost
 
 

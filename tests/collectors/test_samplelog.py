@@ -151,3 +151,37 @@ def test_the_samplers_memory_stays_the_same_however_long_the_window():
     assert len(sampler.samples) == 1_320 * len(SERIES)
     grown = at_twenty_two - at_two
     assert grown < 32_000, f"the sampler kept {grown:,} more bytes over 20 minutes of ticks"
+
+
+def test_a_full_disk_stops_the_sampler_once_and_an_abort_does_not_raise_it_again(monkeypatch):
+    """A tick whose samples cannot be written (ENOSPC) keeps the error; stop() raises it once the
+    sampler has stopped. A second stop (the repetition's abort after a failed write) neither
+    ticks again nor, with ``check=False``, raises: the run's one line says the disk is full, with
+    no traceback of the abort (what tests/faults/test_faults_reporting.py's full disk inside the
+    window caught)."""
+    import errno
+
+    import pytest
+
+    class One(Collector):
+        family = "one"
+        ticks = 0
+
+        def sample(self, ctx, now):
+            One.ticks += 1
+            return [("m", "", 1.0)]
+
+    sampler = Sampler(SampleContext(target=None, lock=threading.Lock()), [One()])
+
+    def full(obj):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sampler.samples._spill, "append", full)
+    sampler.tick()
+    with pytest.raises(OSError) as lost:
+        sampler.stop()
+    assert lost.value.errno == errno.ENOSPC and One.ticks == 2        # the tick, and stop's final one
+    sampler.stop(check=False)
+    assert One.ticks == 2
+    with pytest.raises(OSError):
+        sampler.stop()                                                  # still said to a caller who checks
