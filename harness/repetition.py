@@ -135,10 +135,10 @@ class Repetition:
             if warm.in_flight:
                 raise TargetError(f"warm-up did not drain within {self.settings.drain_timeout_seconds:g}s "
                                   f"({warm.in_flight} messages in flight)")
-            ctx = SampleContext(target=t, lock=self.lock, client_pids=self._client_pids, run=str(self.run_dir.path))
+            ctx = SampleContext(target=t, lock=self.lock, client_pids=self._client_pids, run=str(self.run_dir.path),
+                                spill_dir=str(self.partial))
             self.sampler = Sampler(ctx, default_collectors(t.telemetry), interval=self.settings.sample_interval_seconds,
-                                   on_tick=self._on_tick if self.feed is not None else self.on_tick,
-                                   spill_dir=str(self.partial))
+                                   on_tick=self._on_tick if self.feed is not None else self.on_tick)
             self.sampler.start()
             self.sampler.wait_for_references(self.stop_event)   # the probes' idle references, before any SEND
             if self.stop_event.is_set():

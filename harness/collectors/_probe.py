@@ -101,9 +101,9 @@ class RunReferences:
         self.values: list[float] = []
         self._since = 0     # repetitions since the last one that took a reference
 
-    def reference_s(self, run: str, full: float) -> float:
-        """The idle reference's seconds for a repetition of ``run`` starting its probe: ``full``
-        when it takes one, else 0. A new run starts with no references."""
+    def begin(self, run: str, full: float) -> float:
+        """Counts a repetition of ``run`` starting its probe, and returns its idle reference's
+        seconds: ``full`` when it takes one, else 0. A new run starts with no references."""
         if run != self.run:
             self.run, self.values, self._since = run, [], 0
         if len(self.values) < self.initial or self._since + 1 >= self.every:

@@ -89,6 +89,7 @@ class SampleContext:
     lock: threading.Lock               # serializes calls to the target with the runner's
     client_pids: Callable[[], dict[str, int]] = lambda: {}   # name -> pid (load generators)
     run: str = ""                      # the run's directory: the probes' idle references are per run
+    spill_dir: str | None = None       # where collectors spill what they keep (the repetition's directory)
 
     @property
     def telemetry(self) -> Telemetry:
@@ -102,15 +103,16 @@ class SampleContext:
 
 class Sampler:
     """Samples every collector every ``interval`` seconds on a background thread; the samples go
-    to a file in ``spill_dir`` (:class:`SampleLog`), whose write error :meth:`stop` raises."""
+    to a file in the context's ``spill_dir`` (:class:`SampleLog`), whose write error :meth:`stop`
+    raises."""
 
     def __init__(self, ctx: SampleContext, collectors: list[Collector], interval: float = 1.0,
-                 on_tick: Callable[[list[Sample]], None] | None = None, spill_dir: str | None = None):
+                 on_tick: Callable[[list[Sample]], None] | None = None):
         self.ctx = ctx
         self.collectors = collectors
         self.interval = interval
         self.on_tick = on_tick
-        self.samples = SampleLog(spill_dir)     # on disk: memory stays the same however long the window
+        self.samples = SampleLog(ctx.spill_dir)     # on disk: memory stays the same however long the window
         self._lost: OSError | None = None
         self.errors: list[str] = []
         self._warned: dict[str, tuple[float | None, int]] = {}

@@ -62,7 +62,7 @@ class CpuSpeedCollector(Collector):
 
     def sample(self, ctx, now):
         if self.probe is None:
-            self.probe = CpuProbe(reference_s=CpuSpeedCollector.references.reference_s(ctx.run, REFERENCE_S))
+            self.probe = CpuProbe(reference_s=CpuSpeedCollector.references.begin(ctx.run, REFERENCE_S))
             self.probe.start()
         probes = self.probe.between(self.last_probe_ts, now)
         self.last_probe_ts = now

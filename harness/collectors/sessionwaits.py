@@ -26,15 +26,15 @@ TOP_WAITS = 5
 
 class SessionWaitThread(threading.Thread):
     """Calls ``session_waits`` every ``interval`` seconds through the sampling context (its
-    lock); keeps (epoch, rows): on disk as they come (ten a second: memory stays the same
-    however long the window), those no tick has taken in memory too. A failed call sets
+    lock); keeps (epoch, rows): on disk as they come, in the context's ``spill_dir`` (ten a
+    second: memory stays the same however long the window), those no tick has taken in memory too. A failed call sets
     :attr:`error` (the collector's next tick reports it) and the sampling goes on: a restarted
     server is sampled again."""
 
     def __init__(self, ctx, interval: float = INTERVAL_S):
         super().__init__(name="ssbench-session-waits", daemon=True)
         self.ctx, self.interval = ctx, interval
-        self.samples = Spill("ssbench-session-waits-")
+        self.samples = Spill("ssbench-session-waits-", ctx.spill_dir)
         self._untaken: list[tuple[float, list[tuple[str, str, int]]]] = []
         self.supported = True
         self.error: str | None = None
@@ -76,14 +76,10 @@ class SessionWaitThread(threading.Thread):
             self.join(timeout=10)
 
 
-def mean_waits(samples: Iterable[tuple[float, Sequence[Sequence]]]) -> dict[str, dict[str, float]]:
+def mean_waits(samples: Iterable[tuple[float, Sequence[Sequence]]]) -> tuple[dict[str, dict[str, float]], int]:
     """Mean sessions waiting per role and wait type over ``samples`` (a sample without a
-    role's waits counts as none waiting), the top TOP_WAITS of each role."""
-    return _waits(samples)[0]
-
-
-def _waits(samples: Iterable[tuple[float, Sequence[Sequence]]]) -> tuple[dict[str, dict[str, float]], int]:
-    """:func:`mean_waits`, and how many samples it is the mean of (read once)."""
+    role's waits counts as none waiting), the top TOP_WAITS of each role; and how many samples
+    it is the mean of (``samples`` is read once)."""
     sums: dict[str, dict[str, float]] = {}
     k = 0
     for _, rows in samples:
@@ -112,7 +108,7 @@ class SessionWaitCollector(Collector):
         if error:
             raise RuntimeError(error)
         samples = self.thread.take(now)
-        return [("waiting", f"{role}/{wt}", n) for role, per in mean_waits(samples).items() for wt, n in per.items()]
+        return [("waiting", f"{role}/{wt}", n) for role, per in mean_waits(samples)[0].items() for wt, n in per.items()]
 
     def summary_fields(self, ctx, window) -> dict[str, Any]:
         t = self.thread
@@ -122,7 +118,7 @@ class SessionWaitCollector(Collector):
         if window.member is not None:
             slice_seconds, members, mine = window.member
             samples = (s for s in samples if member_at(s[0], slice_seconds, members) == mine)
-        means, n = _waits(samples)
+        means, n = mean_waits(samples)
         if not n:
             return {}
         return {"session_waits": means, "session_wait_samples": n}

@@ -94,7 +94,7 @@ class StorageCollector(Collector):
         self.started = True
         d = ctx.call(ctx.telemetry.storage_probe_dir)
         if d is not None:
-            self.probe = FsyncProbe(Path(d), reference_s=StorageCollector.references.reference_s(ctx.run, REFERENCE_S))
+            self.probe = FsyncProbe(Path(d), reference_s=StorageCollector.references.begin(ctx.run, REFERENCE_S))
             self.probe.start()
 
     def sample(self, ctx, now):

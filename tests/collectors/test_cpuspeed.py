@@ -55,12 +55,12 @@ def test_a_run_takes_idle_references_in_its_first_repetitions_then_every_tenth(m
     refs = RunReferences()
     took = []
     for rep in range(1, 25):
-        s = refs.reference_s("run-a", 1.5)
+        s = refs.begin("run-a", 1.5)
         took.append(rep) if s else None
         if s and rep != 2:                  # rep 2's probe failed: no reference came in
             refs.add(0.5)
     assert took == [1, 2, 3, 4, 14, 24] and len(refs.values) == 5
-    assert refs.reference_s("run-b", 1.5) == 1.5 and refs.values == []
+    assert refs.begin("run-b", 1.5) == 1.5 and refs.values == []
     monkeypatch.setattr(CpuSpeedCollector, "references", RunReferences(initial=1))
     ctx = SampleContext(target=None, lock=threading.Lock(), run="run-c")
     first, second = CpuSpeedCollector(), CpuSpeedCollector()

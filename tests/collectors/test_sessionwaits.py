@@ -6,6 +6,7 @@ tests/analysis/test_bottlenecks.py."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -52,7 +53,16 @@ def run_for(telemetry, seconds: float) -> tuple[SessionWaitCollector, float, flo
 def test_mean_sessions_waiting_per_role_a_sample_without_waits_counting_none():
     samples = [(0.0, [("sender", "WRITELOG", 4), ("reader", "WRITELOG", 1)]), (0.1, [("sender", "WRITELOG", 2)]),
                (0.2, [])]
-    assert mean_waits(samples) == {"reader": {"WRITELOG": 0.333}, "sender": {"WRITELOG": 2.0}}
+    assert mean_waits(samples) == ({"reader": {"WRITELOG": 0.333}, "sender": {"WRITELOG": 2.0}}, 3)
+
+
+def test_the_samples_spill_into_the_contexts_directory(tmp_path):
+    """The repetition's directory (on the results disk, whose filling is exit 5), not the
+    system's temporary directory."""
+    from harness.collectors.sessionwaits import SessionWaitThread
+
+    t = SessionWaitThread(SampleContext(FakeTarget(SlicedTelemetry()), threading.Lock(), spill_dir=str(tmp_path)))
+    assert os.readlink(f"/proc/self/fd/{t.samples._file.fileno()}").startswith(f"{tmp_path}/")
 
 
 def test_each_member_gets_the_samples_of_its_own_slices():
@@ -126,7 +136,7 @@ def test_memory_stays_the_same_however_long_the_window_and_the_summary_is_the_ti
     import gc
     import tracemalloc
 
-    from harness.collectors.sessionwaits import SessionWaitThread, _waits
+    from harness.collectors.sessionwaits import SessionWaitThread
 
     def kept_after(n: int, seen: list | None = None) -> tuple[int, SessionWaitThread]:
         tracemalloc.start()
@@ -157,4 +167,4 @@ def test_memory_stays_the_same_however_long_the_window_and_the_summary_is_the_ti
     _, t = kept_after(300, seen)
     everything = list(t.between(0.0, float("inf")))
     assert [(ts, [tuple(r) for r in rows]) for ts, rows in everything] == seen and len(seen) == len(t.samples)
-    assert _waits(everything) == (mean_waits(seen), len(seen))
+    assert mean_waits(everything) == mean_waits(seen) and mean_waits(seen)[1] == len(seen)
