@@ -81,7 +81,7 @@ class DiskFull(UserError):
 #: Arrow's, a helper process's, PostgreSQL's), PostgreSQL's SQLSTATE 53100 and its names, SQL
 #: Server's 9002 (transaction log full) and 1105 (filegroup full), naming the database and filegroup
 FULL_DISK = re.compile(
-    r"(?i:no space left on device|disk quota exceeded)|\b53100\b|\bdisk_full\b|\bDiskFull\b"
+    r"(?i:no space left on device|disk quota exceeded)|(?:ERROR:\s+|SQLSTATE\W*|\()53100\b|\bdisk_full\b|\bDiskFull\b"
     r"|(?P<log>transaction log for database '(?P<log_db>[^']*)' is full|\(9002\))"
     r"|(?P<filegroup>in database '(?P<fg_db>[^']*)' because the '(?P<fg>[^']*)' filegroup is full|\(1105\))")
 

@@ -37,7 +37,8 @@ def test_a_full_disk_is_known_by_its_errno_or_by_its_text_from_java_or_arrow():
 def test_postgresql_words_for_a_full_disk_are_recognized_and_named():
     assert full_disk(["deadlock detected", PG]) == 'could not extend file "base/16384/16390": No space left on device'
     assert full_disk(["ERROR:  53100 disk full"]) and full_disk(["psycopg.errors.DiskFull: x"])
-    assert full_disk(["deadlock detected", "port 9002 refused", "timeout (1105 ms)", ""]) is None
+    assert full_disk(["SQLSTATE 53100", "is full (53100): free space"]) and full_disk(["x"]) is None
+    assert full_disk(["deadlock detected", "port 9002 refused", "timeout (1105 ms)", "port 53100", "53100 rows", ""]) is None
     line = pg_disk_full_line("/data/pg", full_disk([PG]))
     assert line.startswith("the embedded PostgreSQL server's data directory /data/pg is full (could not extend")
     assert "\n" not in line
