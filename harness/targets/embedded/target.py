@@ -204,18 +204,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         self._log_pos, self._log_hit = self._log_size(), None    # a full disk is this permutation's news
         with self._lock:
             all_dbs = [self.target_db] + [self.initiator_db(i) for i in range(1, self._provisioned + 1)]
-            pg = self._conn("postgres")
-            for db in all_dbs:
-                for name, value in EMBEDDED_PROFILES[profile].items():
-                    pg.execute(sql.SQL("ALTER DATABASE {} SET {} = {}").format(
-                        sql.Identifier(db), sql.Identifier(*name.split(".")), sql.Literal(str(value))))
-            for db in all_dbs[1:]:
-                if delay is None:
-                    pg.execute(sql.SQL("ALTER DATABASE {} RESET {}").format(
-                        sql.Identifier(db), sql.Identifier(*SEND_DELAY_SETTING)))
-                else:
-                    pg.execute(sql.SQL("ALTER DATABASE {} SET {} = {}").format(
-                        sql.Identifier(db), sql.Identifier(*SEND_DELAY_SETTING), sql.Literal(delay)))
+            changed = self._apply_db_settings(all_dbs, profile, delay)
             for db in all_dbs:
                 self._reset_db(db)
             self._conn(self.target_db).execute(
@@ -224,14 +213,39 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
                 "processing_us_per_message = %s WHERE name = %s",
                 (broker.max_queue_readers, broker.receive_top, broker.waitfor_timeout_ms,
                  float(broker.monitor_interval_seconds), broker.processing_us_per_message, QUEUE))
-            # settings changed per database reach new sessions only: drop ours
-            for db in all_dbs:
+            # settings changed per database reach new sessions only: drop ours of those databases
+            for db in changed:
                 c = self._conns.pop(db, None)
                 if c is not None:
                     c.close()
         self._initiators = initiators
         self._profile = profile
         self._broker_settings = broker
+
+    def _apply_db_settings(self, all_dbs: list[str], profile: str, delay: str | None) -> list[str]:
+        """``ALTER DATABASE ... SET`` the profile's settings on every database and the send
+        delay on the initiators' (RESET when unset), where a database's stored settings differ
+        (a repetition of the same permutation changes none: no catalog write, no reconnection).
+        Returns the databases whose settings changed (the caller holds self._lock)."""
+        pg = self._conn("postgres")
+        stored = {db: dict(item.partition("=")[::2] for item in (config or ())) for db, config in pg.execute(
+            "SELECT d.datname, s.setconfig FROM pg_database d LEFT JOIN pg_db_role_setting s "
+            "ON s.setdatabase = d.oid AND s.setrole = 0 WHERE d.datname = ANY (%s)", (all_dbs,)).fetchall()}
+        changed = []
+        for db in all_dbs:
+            want: dict[str, str | None] = {name: str(value) for name, value in EMBEDDED_PROFILES[profile].items()}
+            if db != self.target_db:
+                want[".".join(SEND_DELAY_SETTING)] = delay
+            have = stored.get(db, {})
+            todo = {name: value for name, value in want.items() if have.get(name) != value}
+            for name, value in todo.items():
+                ident = sql.Identifier(*name.split("."))
+                pg.execute(sql.SQL("ALTER DATABASE {} RESET {}").format(sql.Identifier(db), ident) if value is None
+                           else sql.SQL("ALTER DATABASE {} SET {} = {}").format(sql.Identifier(db), ident,
+                                                                                 sql.Literal(value)))
+            if todo:
+                changed.append(db)
+        return changed
 
     def _reset_db(self, db: str) -> None:
         c = self._conn(db)

@@ -126,6 +126,34 @@ def test_send_delay_knob(target, monkeypatch):
         target.prepare(1, "delayed", settings())
 
 
+def test_prepare_alters_only_the_settings_that_change(target):
+    """A repetition of the same permutation writes no database setting and keeps the harness's
+    sessions (a catalog write and a reconnection per database saved); a profile that changes
+    reaches every new session, and the harness's own are renewed."""
+    def sync_commit(db):
+        with psycopg.connect(target.conninfo(db)) as c:
+            return c.execute("SHOW synchronous_commit").fetchone()[0]
+
+    def sessions():
+        return {db: c.info.backend_pid for db, c in target._conns.items() if db != "postgres"}
+
+    def rows():     # each database's settings row, with the transaction that last wrote it
+        return target._query("postgres", "SELECT setdatabase, xmin::text, setconfig FROM pg_db_role_setting "
+                                         "WHERE setrole = 0 ORDER BY 1")
+
+    target.prepare(1, "durable", settings())
+    target.prepare(1, "durable", settings())
+    before, written = sessions(), rows()
+    assert {target.target_db, target.initiator_db(1)} <= set(before)
+    target.prepare(1, "durable", settings())
+    assert sessions() == before and rows() == written
+    target.prepare(1, "delayed", settings())
+    assert [sync_commit(target.target_db), sync_commit(target.initiator_db(1))] == ["off", "off"]
+    assert not set(sessions().items()) & set(before.items())
+    target.prepare(1, "durable", settings())
+    assert [sync_commit(target.target_db), sync_commit(target.initiator_db(1))] == ["on", "on"]
+
+
 # --------------------------------------------------------------------------- RECEIVE and the transport
 
 @pytest.mark.untimed("a lower bound: a slower host only lengthens the wait")
