@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 Handler = Callable[[dict], dict]
 #: how often the serving loop looks for a stop request
 POLL_S = 0.05
+#: the environment variable that gives the Locust master the controller's URL
+CONTROL_ENV = "SSBENCH_CONTROL"
 
 
 class ControlServer:

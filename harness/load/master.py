@@ -24,7 +24,7 @@ import gevent
 from gevent.event import Event
 
 from .auth import MasterGuard
-from .control import ControlClient
+from .control import CONTROL_ENV, ControlClient
 from .merge import SwarmMerge
 from .placement import Slot, assign, make_dispatcher, rescale, slots
 from .. import environment as envvars
@@ -39,7 +39,6 @@ RECORDING_WAIT_S = 60.0      # after the stop, for every placed worker's recordi
 MISSING_GRACE_S = 15.0       # after the stop, for the recording of a worker Locust marked missing
 HEARTBEAT_S = 0.25
 CONTROLLER_SILENT_S = 10.0
-CONTROL_ENV = "SSBENCH_CONTROL"
 
 
 class MasterSide:

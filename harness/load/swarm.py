@@ -31,9 +31,8 @@ from typing import Callable
 
 from ..ports import free_port
 from .auth import TOKEN_ENV, new_token
-from .control import ControlServer
+from .control import CONTROL_ENV, ControlServer
 from .hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS
-from .master import CONTROL_ENV
 from .protocol import (Command, Failure, Notice, ProtocolError, Recording, Status, SwarmPlan, SwarmRequest,
                        recording_file)
 
