@@ -77,6 +77,10 @@ class Repetition:
     #: the run's master and workers, kept from one repetition to the next (a headless swarm
     #: runs there; None: a web UI session, whose swarm is the web UI's)
     swarms: SwarmSeries | None = None
+    #: the run's last swarm: its series closes (in the background) once the window's messages
+    #: are all processed, while the repetition stops and writes (not for a backlog drain, whose
+    #: drain is measured)
+    last_swarm: bool = False
 
     #: does the measured window receive (False: a backlog fill, activation off by design)
     receiving: bool = True
@@ -155,6 +159,8 @@ class Repetition:
         final = self._drain()
         if self.stop_event.is_set():
             raise Interrupted()
+        if self.last_swarm and self.swarms is not None:
+            self.swarms.close()
         self.sampler.stop()
         with self.lock:
             restarts = self.target.broker_restarts()

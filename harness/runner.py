@@ -56,6 +56,8 @@ class Runner:
         self.duplicated_total = 0
         # one Locust master and its workers (local, or on client hosts) for the whole run
         self.swarms = SwarmSeries(run_dir.path / LOGS_DIR, remote)
+        #: the window being run is the run's last: its series closes once its drain is over
+        self.last_window = False
 
     # ------------------------------------------------------------------ whole run
     def run(self) -> int:
@@ -95,14 +97,18 @@ class Runner:
                 todo.append((perm, rep))
         return todo
 
-    def _execute(self, todo: list[tuple[Permutation, int]], record=lambda window, seconds: {}) -> None:
+    def _execute(self, todo: list[tuple[Permutation, int]], record=lambda window, seconds: {},
+                 closes: bool = True) -> None:
         """Run ``todo``'s windows (:func:`harness.plan.group_windows`) in order; after each,
-        run.json gets the progress and what ``record(window, seconds)`` returns."""
+        run.json gets the progress and what ``record(window, seconds)`` returns. ``closes``:
+        ``todo`` ends the run, so its last window's swarm is the run's last (:attr:`last_window`)."""
         self.progress.mark_start()
-        for w in group_windows(todo, self.matrix.permutations(), self.matrix.run.alternate):
+        windows = list(group_windows(todo, self.matrix.permutations(), self.matrix.run.alternate))
+        for k, w in enumerate(windows):
             if self.stop_event.is_set():
                 raise Interrupted()
             t0 = time.monotonic()
+            self.last_window = closes and k == len(windows) - 1
             summaries = self.run_window(w)
             extra = record(w, time.monotonic() - t0)
             for q, summary in zip(w.members, summaries):
@@ -170,7 +176,7 @@ class Runner:
                 return {"permutations_total": self.progress.total,
                         "auto": self._clock(rnd, spent, timed, windows, budget, begun)}
 
-            self._execute(self._todo((perms[pid], rnd) for pid in plan.perm_ids), record)
+            self._execute(self._todo((perms[pid], rnd) for pid in plan.perm_ids), record, closes=False)
         assert plan is not None
         self._conclude(plan, self._clock(plan.number - 1, spent, timed, windows, budget, begun))
         return self.lost_total
@@ -298,7 +304,7 @@ class Runner:
                        profile=resolve_profile(self.matrix, self.target, perm.server),
                        settings=self.matrix.run_for(perm), lock=self.lock, stop_event=self.stop_event,
                        on_status=status, on_tick=live, remote=self.remote, metrics=self.metrics,
-                       swarms=self.swarms, **extra)
+                       swarms=self.swarms, last_swarm=self.last_window and cls is not BacklogRepetition, **extra)
         out = r.run()
         summaries = out if len(window.members) > 1 else [out]
         self.lost_total += summaries[0].messages_lost
