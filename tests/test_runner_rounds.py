@@ -54,7 +54,7 @@ class FakeRunner(Runner):
     def __init__(self, matrix, run_dir, clock, stop_after=None):
         super().__init__(matrix, target=None, run_dir=run_dir, progress=Progress(total=1, force_plain=True),
                          stop_event=threading.Event())
-        self.clock, self.stop_after, self.ran = clock, stop_after, []
+        self.clock, self.stop_after, self.ran, self.lasts = clock, stop_after, [], []
 
     def run_window(self, window):
         (perm,), rep = window.members, window.rep
@@ -64,6 +64,7 @@ class FakeRunner(Runner):
                                          self.run_dir.run_id)
         self.clock.now += REP_SECONDS
         self.ran.append((perm.id, rep))
+        self.lasts.append(self.last_window)
         if self.stop_after is not None and len(self.ran) >= self.stop_after:
             self.stop_event.set()
         return [summary]
@@ -111,6 +112,20 @@ def test_a_round_that_does_not_fit_runs_the_comparisons_that_do(setup):
                                                   default=Rule.of_run(rd.read_run()["matrix"]["run"])))}
     assert "left no room for it in round 4" in rows[("trick150", 8)]["reason"]
     assert "left no room for round 5" in rows[("trick150", 1)]["reason"] or rows[("trick150", 1)]["verdict"] != "inconclusive"
+
+
+def test_only_a_runs_last_window_closes_its_swarm_series_early(setup):
+    """A run of fixed repetitions knows its last window (its swarm series then closes once its
+    drain is over, harness.repetition); an auto run's rounds never do (its series closes at the
+    run's end)."""
+    clock, make = setup
+    matrix, rd = make(216 + 40)
+    runner = FakeRunner(matrix, rd, clock)
+    runner._execute([(p, 1) for p in matrix.permutations()][:3])
+    assert runner.lasts == [False, False, True]
+    runner = FakeRunner(matrix, rd, clock)
+    runner.run_auto()
+    assert len(runner.lasts) > 3 and not any(runner.lasts)
 
 
 def test_a_round_interrupted_is_finished_as_it_began(setup):
