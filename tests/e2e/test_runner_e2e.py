@@ -20,6 +20,11 @@ from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny.yaml"
+#: the tiny matrix's two permutations, as the cases of the module's run: one measured over the
+#: matrix's window (2 s), the other over its own (2.5 s)
+PER, TRICK = "i2-t2-per_thread-p100-durable-short", "i2-t2-trick150-p100-durable-long"
+CASES = ("cases:\n  - name: short\n    axes: {dialogs: [per_thread]}\n"
+         "  - name: long\n    axes: {dialogs: [trick150]}\n    run: {measure_seconds: 2.5}\n")
 
 pytestmark = pytest.mark.slow
 #: the tests that start a swarm (all but the refusal)
@@ -39,18 +44,19 @@ def summaries(run: Path) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 @starts("swarm")
 def tiny(pg_server, tmp_path_factory):
-    """tests/data/tiny.yaml with 2 repetitions and run.pin_cpus, run once for the module: started,
-    interrupted (Ctrl-C) while the second permutation's first repetition runs, then resumed to
-    the end. Returns the run directory, the interrupted run's record and exit code, the first
+    """tests/data/tiny.yaml with 2 repetitions, run.pin_cpus, run.keep_cpus_awake and its two
+    permutations as two cases (CASES), run once for the module: started, interrupted (Ctrl-C)
+    while the second permutation's first repetition runs, then resumed to the end. Returns the run directory, the interrupted run's record and exit code, the first
     repetition's summary as the interruption left it, and the resumed ``ssbench run``."""
     tmp_path = tmp_path_factory.mktemp("tiny")
     matrix = tmp_path / "tiny.yaml"
-    matrix.write_text(TINY.read_text().replace("  repetitions: 1\n", "  repetitions: 2\n  pin_cpus: true\n"))
+    matrix.write_text(TINY.read_text().replace("  repetitions: 1\n", "  repetitions: 2\n  pin_cpus: true\n"
+                                                "  keep_cpus_awake: true\n") + CASES)
     out = tmp_path / "run"
     env = dict(os.environ, SSBENCH_MSSQL_PASSWORD="not-a-real-password")
     p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(matrix), "--out", str(out)],
                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first = out / "i2-t2-per_thread-p100-durable" / "rep-01" / "summary.json"
+    first = out / PER / "rep-01" / "summary.json"
     deadline = time.monotonic() + 300
     while not first.exists() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.2)
@@ -59,7 +65,7 @@ def tiny(pg_server, tmp_path_factory):
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=180)
     interrupted = {"returncode": p.returncode, "stderr": err, "record": json.loads((out / "run.json").read_text()),
-                   "second_done": (out / "i2-t2-trick150-p100-durable" / "rep-01" / "summary.json").exists(),
+                   "second_done": (out / TRICK / "rep-01" / "summary.json").exists(),
                    "first": first.read_text()}
     resumed = ssbench("run", str(matrix), "--out", str(out), "--resume", env=env)
     return out, interrupted, resumed
@@ -77,7 +83,7 @@ def test_tiny_matrix_end_to_end(tiny):
     assert "not-a-real-password" not in (out / "run.json").read_text()
 
     s = summaries(out)
-    assert set(s) == {"i2-t2-per_thread-p100-durable", "i2-t2-trick150-p100-durable"}
+    assert set(s) == {PER, TRICK}
     waited = []   # a short window on an idle moment may see no wait: the run as a whole does
     for p in out.glob("*/rep-*/summary.json"):
         d = read_summary(p)
@@ -111,7 +117,7 @@ def test_tiny_matrix_end_to_end(tiny):
     # one master and its workers served the run's swarms (harness.load.series): Locust's own
     # summary, printed as that master exits, is whole in the run's logs once the run has returned
     assert "Aggregated" in (out / ".locust" / "locust-master.log").read_text()
-    assert s["i2-t2-trick150-p100-durable"]["dialogs_created"] == 2 * 2 * 150
+    assert s[TRICK]["dialogs_created"] == 2 * 2 * 150
     assert not list(out.glob("*/.rep-*.partial"))
 
 
@@ -122,10 +128,10 @@ def test_interrupt_then_resume_completes_only_missing(tiny):
     assert interrupted["record"]["status"] == "interrupted"
     assert not interrupted["second_done"]
     assert r.returncode == 0, r.stderr[-3000:]
-    first = out / "i2-t2-per_thread-p100-durable" / "rep-01" / "summary.json"
+    first = out / PER / "rep-01" / "summary.json"
     assert first.read_text() == interrupted["first"]  # the complete repetition was not redone
     s = summaries(out)
-    assert set(s) == {"i2-t2-per_thread-p100-durable", "i2-t2-trick150-p100-durable"}
+    assert set(s) == {PER, TRICK}
     assert json.loads((out / "run.json").read_text())["status"] == "complete"
     assert not list(out.glob("*/.rep-*.partial"))
 
@@ -156,7 +162,7 @@ def test_repetitions_are_interleaved_and_cpus_pinned(tiny, pg_server):
     order = [(dialogs, rep) for _, dialogs, rep in sorted(starts)]
     assert order == [("per_thread", 1), ("trick150", 1), ("per_thread", 2), ("trick150", 2)], order
     assert "analyze with: ssbench analyze" in r.stderr
-    assert "i2-t2-per_thread-p100-durable" in r.stdout.split("measured on this machine")[-1]
+    assert PER in r.stdout.split("measured on this machine")[-1]
     import psutil
 
     # the shared server got every CPU back
@@ -164,32 +170,22 @@ def test_repetitions_are_interleaved_and_cpus_pinned(tiny, pg_server):
     assert len(srv.cpu_affinity()) == len(os.sched_getaffinity(0))
 
 
-@pytest.mark.swarm
 @untimed
-def test_a_case_is_measured_over_its_own_window(pg_server, tmp_path):
+def test_a_case_is_measured_over_its_own_window(tiny):
     """A case's ``run:`` windows (docs/matrices.md): the runner measures its permutations over
-    them, the other case over the matrix's, and each summary records the window it had."""
-    matrix = tmp_path / "cases.yaml"
-    text = TINY.read_text().replace("initiators: [2]", "initiators: [1]").replace(
-        "dialogs: [per_thread, trick150]", "dialogs: [per_thread]")
-    # short windows (the matrix's 1.5 s, the case's 2.5 s): which window each got is checked, not
-    # a figure measured in it; 1.5 s, as a busy host's swarm still completes SENDs in it
-    text = text.replace("  repetitions: 1\n", "  repetitions: 1\n  keep_cpus_awake: true\n").replace(
-        "  measure_seconds: 2\n", "  measure_seconds: 1.5\n")
-    matrix.write_text(text + "cases:\n  - name: short\n    axes: {threads: [1]}\n"
-                             "  - name: long\n    axes: {threads: [2]}\n    run: {measure_seconds: 2.5}\n")
-    out = tmp_path / "run"
-    r = ssbench("run", str(matrix), "--out", str(out))
+    them, the other case over the matrix's, and each summary records the window it had;
+    run.keep_cpus_awake is held for the run where this process may (root), else says why not."""
+    out, _, r = tiny
     assert r.returncode == 0, r.stderr[-3000:]
-    # run.keep_cpus_awake: held for the run where this process may (root), else why not
     awake = json.loads((out / "run.json").read_text())["cpu_awake"]
     assert awake == {"held": True} if os.access("/dev/cpu_dma_latency", os.W_OK) else "reason" in awake, awake
-    s = summaries(out)
-    assert set(s) == {"i1-t1-per_thread-p100-durable-short", "i1-t2-per_thread-p100-durable-long"}
-    for pid, want in (("i1-t1-per_thread-p100-durable-short", 1.5), ("i1-t2-per_thread-p100-durable-long", 2.5)):
-        w = s[pid]["window"]
+    reps = list(out.glob("*/rep-*/summary.json"))
+    assert len(reps) == 4, reps
+    for p in reps:
+        d = read_summary(p)
+        want = {PER: 2.0, TRICK: 2.5}[p.parent.parent.name]
+        w = d["window"]
         assert w["measure_seconds"] == want and w["warmup_seconds"] == 1.0, w
         assert abs(w["measure_end"] - w["measure_start"] - want) < 0.01, w
-        assert s[pid]["messages_lost"] == 0 and s[pid]["receive_rate"] > 0
-    listing = ssbench("matrix", str(matrix))
+    listing = ssbench("matrix", str(out.parent / "tiny.yaml"))
     assert "# case long: warm-up 1s, measured 2.5s" in listing.stdout, listing.stdout
