@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from harness.ports import free_port
-from support import synth
+from support import cds, synth
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,15 +54,18 @@ TABLES = ("permutations", "dialog_gains", "crossover", "top_waits", "wait_profil
 SMALL_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
-def spark_env(conf_dir: Path) -> dict[str, str]:
-    conf_dir.mkdir(parents=True, exist_ok=True)
-    (conf_dir / "spark-defaults.conf").write_text(f"spark.executor.extraJavaOptions {SMALL_JVM}\n")
-    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_CONF_DIR=str(conf_dir), SPARK_DAEMON_MEMORY="512m", SPARK_DAEMON_JAVA_OPTS=SMALL_JVM,
+def spark_env() -> dict[str, str]:
+    """Every JVM of the module (daemons, executors, the driver, the Connect server) gets its
+    options from ``JAVA_TOOL_OPTIONS``, which the worker's executors inherit: the small JVM and
+    the suite's class-data archive (Spark's classes as a local analysis loads them; ~3 CPU-s a
+    JVM). So no configuration directory: on the class path, it would make the JDK refuse the
+    archive."""
+    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", SPARK_DAEMON_MEMORY="512m",
+               JAVA_TOOL_OPTIONS=f"{SMALL_JVM} {cds.installed_options()}".strip(),
                PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                # no REST submission server (it would take the fixed port 6066)
                SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
-    for k in ("PYSPARK_SUBMIT_ARGS", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):
+    for k in ("PYSPARK_SUBMIT_ARGS", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", *cds.OFF_VARS[1:]):
         env.pop(k, None)
     return env
 
@@ -111,8 +114,8 @@ class Daemon:
 class Cluster:
     def __init__(self, base: Path):
         self.base = base
-        self.conf_dir = base / "conf"
-        self.env = spark_env(self.conf_dir)
+        base.mkdir(parents=True)
+        self.env = spark_env()
         self.work_dir = base / "work"
         self.work_dir.mkdir()
         self.port = free_port()
@@ -140,7 +143,7 @@ class Cluster:
         server = Daemon("connect", [str(SPARK_SUBMIT), "--class",
                                     "org.apache.spark.sql.connect.service.SparkConnectServer",
                                     "--name", "ssbench-connect-test", "--master", "local[1]",
-                                    "--driver-memory", "1g", "--driver-java-options", SMALL_JVM,
+                                    "--driver-memory", "1g",
                                     "--conf", "spark.ui.enabled=false",
                                     "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                                     "--conf", f"spark.connect.grpc.binding.port={port}"],
@@ -249,11 +252,10 @@ def key_table(stdout: str) -> list[str]:
 
 def test_standalone_cluster_gives_the_local_report(cluster, run_dir, local_run, base):
     out = base / "report-cluster"
-    # the driver JVM with the daemons' options: a cluster's driver gets neither the local JVM's
-    # options nor its class-data archive (harness.analysis.spark), and on 2 cores its C2
-    # compilations would cost about as much CPU as the rest of the analysis
-    env = dict(cluster.env, JAVA_TOOL_OPTIONS=SMALL_JVM)
-    proc = run_analyze([str(run_dir), "--master", cluster.url, "--out", str(out)], base, env)
+    # the driver JVM with the daemons' options (cluster.env): a cluster's driver gets neither the
+    # local JVM's options nor its class-data archive (harness.analysis.spark), and on 2 cores its
+    # C2 compilations would cost about as much CPU as the rest of the analysis
+    proc = run_analyze([str(run_dir), "--master", cluster.url, "--out", str(out)], base, cluster.env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[0] == str((out / "index.html").resolve())
     assert key_table(proc.stdout) == key_table(local_run[1])
@@ -262,6 +264,7 @@ def test_standalone_cluster_gives_the_local_report(cluster, run_dir, local_run, 
     assert re.search(r"Registering app ssbench-analyze", cluster.daemons[0].text())
     assert re.search(r"Asked to launch executor", cluster.daemons[1].text())
     assert re.search(r"Running task|Finished task", cluster.executor_logs())
+    assert f"Picked up JAVA_TOOL_OPTIONS: {SMALL_JVM}" in cluster.executor_logs()   # the small JVM's options
     assert_same_report(local_run[0], out)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support import synth
+from support import cds, synth
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
@@ -33,7 +33,8 @@ def test_spark_submit_job(tmp_path):
                SPARK_LOCAL_IP="127.0.0.1")
     cmd = [str(SPARK_SUBMIT), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
-           "--driver-java-options", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+           # the suite's class-data archive (Spark's classes as a local analysis loads them)
+           "--driver-java-options", f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {cds.installed_options()}".strip(),
            str(REPO / "harness" / "analysis" / "job.py"), str(run), "--out", str(tmp_path / "report")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -24,3 +24,16 @@ def options(env: dict[str, str]) -> str:
     code = "from harness.analysis import spark; print(' '.join(spark._cds_options(spark.LOCAL_JAVA_OPTS)))"
     return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=60, check=True).stdout.strip()
+
+
+def installed_options() -> str:
+    """The JVM options that use the local analysis' installed archive (the suite writes it first,
+    tests/conftest.py), for a JVM the suite starts itself (spark-submit, a Connect server): the
+    same Spark classes, loaded without parsing and verifying them again (~3 CPU-s a JVM). Empty
+    when there is none: nothing is claimed or written here, unlike a local analysis' first start."""
+    from harness.analysis import spark
+
+    final = spark._local_archive()
+    if final is None or not spark._installed(final):
+        return ""
+    return f"-XX:SharedArchiveFile={final} -Xlog:cds*=off"
