@@ -1,7 +1,8 @@
 """The endpoint in a real run, scraped by a real Prometheus server (Debian's ``prometheus``).
 
-One ``ssbench run tests/data/tiny.yaml --metrics-port P --metrics-host 0.0.0.0`` (real
-PostgreSQL, real Locust master and workers; off loopback, so the web UI's login guards it);
+One ``ssbench run`` of tests/data/tiny.yaml in open loop, ``--metrics-port P --metrics-host
+0.0.0.0`` (real PostgreSQL, real Locust master and workers; off loopback, so the web UI's login
+guards it; open loop: every figure and series is there without the swarm taking both cores);
 while it runs, this test scrapes the endpoint itself and a real Prometheus scrapes it every
 0.5 s with that login as basic auth. Then:
 
@@ -42,6 +43,8 @@ from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny.yaml"
+#: the rate axis added to tiny.yaml: 100 SENDs/s per initiator
+RATE = "  rate: [100]\n"
 USER, PASSWORD = "prom", "prometheus-test-password"
 BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 
@@ -105,9 +108,12 @@ def observed(pg_server, tmp_path_factory):
     if shutil.which("prometheus"):
         prom, prom_url = start_prometheus(tmp, port)
     out = tmp / "run"
+    matrix = tmp / "tiny.yaml"
+    matrix.write_text(TINY.read_text().replace("\nrun:\n", "\n" + RATE + "run:\n", 1))
+    assert RATE in matrix.read_text()
     env = dict(os.environ, PYTHONPATH=str(REPO), SSBENCH_WEB_USER=USER, SSBENCH_WEB_PASSWORD=PASSWORD)
     t0 = time.time()
-    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(TINY), "--out", str(out), "--metrics-port",
+    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(matrix), "--out", str(out), "--metrics-port",
                           str(port), "--metrics-host", "0.0.0.0", "--metrics-linger", "20"], cwd=REPO, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     scraper = Scraper(f"http://127.0.0.1:{port}/metrics")
