@@ -2,12 +2,16 @@
 greenlets, and a SEND loop cut off with a SEND in flight would leave a SEND that the database
 commits and the client never counts. Each stopped user ends its loop after the SEND in flight
 and reports it, so the client's count equals the database's, counted independently, swarm after
-swarm, on both SEND loops (the hub's, the OS thread's)."""
+swarm on the same Locust master and worker (as a run's repetitions are), on both SEND loops (the
+hub's, the OS thread's)."""
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import pytest
 
+from harness.load.series import SwarmSeries
 from harness.load.window import merge_workers
 from support.embedded import provisioned, settings
 from support.swarm import run_swarm
@@ -30,22 +34,25 @@ def test_every_send_the_database_committed_is_counted_by_the_client(target, tmp_
     target.create_dialogs(1, USERS, 1)
     target.start()
     try:
-        for k in range(SWARMS):
-            res, _ = run_swarm({"1": target.sender_spec(1)}, tmp_path / f"s{k}", USERS, warmup=WARMUP,
-                               measure=MEASURE, send_mode=mode)
-            assert res.spawn_complete and res.worker_files
-            start = res.spawn_complete + WARMUP
-            wd = merge_workers(res.worker_files, start, start + MEASURE)
-            counts = target.drain(60)
-            assert wd.users_active == USERS and wd.errors_total == 0, (wd.users_active, wd.error_samples)
-            # every user was busy sending: 20 users had SENDs in flight when the swarm stopped
-            # (a count the host's speed cannot bring near: 50 a user was the floor on 2 cores)
-            assert wd.sends_total > 10 * USERS, wd.sends_total
-            # the database's own count of this swarm's SENDs against the client's
-            assert counts.settled and counts.sent == counts.received == wd.sends_total, \
-                (k, counts, wd.sends_total)
-            target.prepare(1, "durable", settings())   # counters back to zero (stops the broker)
-            target.create_dialogs(1, USERS, 1)
-            target.start()
+        with closing(SwarmSeries(tmp_path / ".locust")) as series:
+            for k in range(SWARMS):
+                res, _ = run_swarm({"1": target.sender_spec(1)}, tmp_path / f"s{k}", USERS, warmup=WARMUP,
+                                   measure=MEASURE, send_mode=mode, series=series)
+                assert res.spawn_complete and res.worker_files
+                start = res.spawn_complete + WARMUP
+                wd = merge_workers(res.worker_files, start, start + MEASURE)
+                counts = target.drain(60)
+                assert wd.users_active == USERS and wd.errors_total == 0, (wd.users_active, wd.error_samples)
+                # every user was busy sending: 20 users had SENDs in flight when the swarm stopped
+                # (a count the host's speed cannot bring near: 50 a user was the floor on 2 cores)
+                assert wd.sends_total > 10 * USERS, wd.sends_total
+                # the database's own count of this swarm's SENDs against the client's
+                assert counts.settled and counts.sent == counts.received == wd.sends_total, \
+                    (k, counts, wd.sends_total)
+                target.prepare(1, "durable", settings())   # counters back to zero (stops the broker)
+                target.create_dialogs(1, USERS, 1)
+                target.start()
+            # the swarms after the first ran on its processes: a worker's stop leaves it ready
+            assert series.started == 1, series.started
     finally:
         target.stop()

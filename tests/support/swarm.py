@@ -18,10 +18,12 @@ from . import pythonpath_env
 def run_swarm(sender_specs: dict[str, dict], out: Path, users: int | dict[str, int], *, warmup: float,
               measure: float, usable: int | None = None, send_mode: str = "auto", payload_bytes: int = 100,
               workers_per_initiator: int = 1, spawn_rate: float = 1000, on_started=None,
-              **spec_fields) -> tuple[SwarmResult, float]:
+              series: SwarmSeries | None = None, **spec_fields) -> tuple[SwarmResult, float]:
     """A swarm of ``users`` per initiator (one number for every initiator of ``sender_specs``, or
     a dict), its warm-up and measured windows; returns its result and the time it ended. The
-    Locust processes can import the test-only senders of ``support`` (PYTHONPATH)."""
+    Locust processes can import the test-only senders of ``support`` (PYTHONPATH). On
+    ``series`` (the caller closes it), the swarm runs on its processes, as a run's do; without
+    one, on processes of its own."""
     import os
 
     per = users if isinstance(users, dict) else {k: int(users) for k in sender_specs}
@@ -34,8 +36,11 @@ def run_swarm(sender_specs: dict[str, dict], out: Path, users: int | dict[str, i
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = pythonpath_env()["PYTHONPATH"]
     try:
-        with closing(SwarmSeries(Path(out))) as series:
+        if series is not None:
             res = series.run(plan, Path(out), spawn_rate, on_started=on_started)
+        else:
+            with closing(SwarmSeries(Path(out))) as own:
+                res = own.run(plan, Path(out), spawn_rate, on_started=on_started)
     finally:
         if old is None:
             os.environ.pop("PYTHONPATH", None)
