@@ -21,7 +21,7 @@ MATRIX = """
 name: dl
 axes: {initiators: [1], threads: [2], dialogs: [per_thread], payload_bytes: [100], server: [durable],
        messages_per_dialog: [1, 5, unlimited], fire_and_forget: [false, true], rate: [100]}
-run: {warmup_seconds: 1, measure_seconds: 2, repetitions: 1, drain_timeout_seconds: 60,
+run: {warmup_seconds: 1, measure_seconds: 1, repetitions: 1, drain_timeout_seconds: 60,
       sample_interval_seconds: 0.5}
 broker: {max_queue_readers: 2, waitfor_timeout_ms: 500, monitor_interval_seconds: 0.2}
 """
