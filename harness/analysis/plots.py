@@ -138,12 +138,56 @@ def _suptitle(fig, title: str, ctx: RunContext) -> None:
 
 
 def _save(fig, out_dir: Path, name: str) -> str:
-    """Write ``out_dir/name.png`` (title, run and target also in the PNG's text chunks)."""
+    """Write ``out_dir/name.png`` (title, run and target also in the PNG's text chunks).
+
+    The figure is drawn once by Agg and written as an RGB PNG at zlib level 1: every figure has
+    an opaque background, so its pixels are those savefig's RGBA PNG would hold, encoded in about
+    half the CPU and in fewer bytes (docs/findings/analysis-cost.md)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image, PngImagePlugin
+
     path = out_dir / f"{name}.png"
+    fig.set_dpi(DPI)
+    canvas = FigureCanvasAgg(fig)
+    fixed = _fix_titles(fig)
+    canvas.draw()
+    if any(ax.yaxis.offsetText.get_visible() and ax.yaxis.offsetText.get_text() for ax in fixed):
+        for ax in fixed:        # an offset text may push a title up: matplotlib places them
+            ax._autotitlepos = True
+        canvas.draw()
+    image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    info = PngImagePlugin.PngInfo()
+    meta = {"Software": f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/",
+            **(getattr(fig, "_ssbench_meta", None) or {})}
+    for k, v in meta.items():
+        info.add_text(k, v)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata=getattr(fig, "_ssbench_meta", None))
+    image.convert("RGB").save(buf, format="png", pnginfo=info, dpi=(DPI, DPI), compress_level=1)
     write_atomic(path, buf.getvalue())
     return f"{out_dir.name}/{path.name}"
+
+
+def _fix_titles(fig) -> list:
+    """Pin the titles of the panels where matplotlib's automatic placement would put them at the
+    top of the panel anyway (x ticks at the bottom, no twin or child axes), so drawing skips
+    measuring every y axis once more for it; the panels pinned. A y axis whose offset text (the
+    "1e6" above it) might collide is seen after the draw (:func:`_save` draws again unpinned).
+    Matplotlib's private attributes are used: without them nothing is pinned."""
+    pinned = []
+    try:
+        for ax in fig.axes:
+            if not ax.get_title() or ax._autotitlepos is False or ax.child_axes or \
+                    len(ax._twinned_axes.get_siblings(ax)) > 1 or \
+                    len(fig._align_label_groups["title"].get_siblings(ax)) > 1 or \
+                    ax.xaxis.get_ticks_position() in ("top", "unknown") or ax.xaxis.get_label_position() == "top":
+                continue
+            pinned.append(ax)
+    except (AttributeError, KeyError, TypeError):
+        return []
+    for ax in pinned:
+        ax.title.set_y(1.0)
+        ax._autotitlepos = False
+    return pinned
 
 
 def _grid(nrows: int, ncols: int, w: float = 4.6, h: float = 3.6, sharey: bool | str = False,
