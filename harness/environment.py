@@ -50,7 +50,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("SSBENCH_SPARK_CDS", "0: no class-data-sharing archive for the analysis JVM", "1"),
     Variable("SSBENCH_SPARK_CODEGEN", "1: Spark generates code for a local analysis of small inputs too "
                                       "(by default their expressions are interpreted)", "0"),
-    Variable("SSBENCH_PLOT_HELPER", "0: draw the report's plots in the analysis process itself", "1"),
+    Variable("SSBENCH_PLOT_HELPER", "0: draw the report's plots in the analysis process itself (by default a "
+                                    "helper process draws some of them when a CPU is idle)", "1"),
     Variable("SSBENCH_MSSQL_HOST", "the SQL Server integration tests' server (and _PORT, _USER, _PASSWORD, "
                                    "_DRIVER, _TRUST_CERT); a topology names its own password variables"),
 )}

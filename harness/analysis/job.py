@@ -337,12 +337,27 @@ def _warm_helper() -> bool:
     return True
 
 
+def idle_cpu() -> bool:
+    """Whether the last minute's load average leaves more than one of this process's CPUs idle
+    (one for this process, one for a helper)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:                  # not Linux
+        cpus = os.cpu_count() or 1
+    try:
+        return os.getloadavg()[0] < cpus - 1
+    except OSError:
+        return cpus > 1
+
+
 def start_plot_helper():
     """A one-process pool (spawned, so it inherits no JVM, thread or lock) that imports
     matplotlib right away and later draws :data:`HELPER_PLOTS` while this process draws the
-    others. None when disabled (SSBENCH_PLOT_HELPER=0) or it cannot start."""
+    others. None when disabled (SSBENCH_PLOT_HELPER=0), when no CPU is idle (:func:`idle_cpu`:
+    the helper's start, about 1.4 CPU-s, then only takes CPU from the JVM and the other
+    processes) or it cannot start."""
 
-    if not environment.flag("SSBENCH_PLOT_HELPER"):
+    if not environment.flag("SSBENCH_PLOT_HELPER") or not idle_cpu():
         return None
     try:
         import multiprocessing

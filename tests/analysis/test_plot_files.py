@@ -1,4 +1,5 @@
-"""How the report's PNGs are written (harness.analysis.plots._save). Fast: no Spark.
+"""How the report's PNGs are written (harness.analysis.plots._save) and when a helper process
+draws some of them (harness.analysis.job.start_plot_helper). Fast: no Spark.
 
 _save draws each figure once and writes an RGB PNG with pinned panel titles: these tests hold it
 to the pixels matplotlib's own savefig writes, including a panel whose y axis has an offset
@@ -14,7 +15,7 @@ import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from harness.analysis import plots
+from harness.analysis import job, plots
 
 
 def _figure(scale: float) -> Figure:
@@ -60,3 +61,12 @@ def test_titles_are_pinned_only_where_matplotlib_would_not_move_them():
     pinned = plots._fix_titles(fig)
     assert len(pinned) == 2 and top not in pinned
 
+
+def test_a_helper_draws_only_when_a_cpu_is_idle(monkeypatch):
+    monkeypatch.setattr(job.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setattr(job.os, "getloadavg", lambda: (2.5, 2.0, 1.0))
+    assert not job.idle_cpu() and job.start_plot_helper() is None
+    monkeypatch.setattr(job.os, "getloadavg", lambda: (0.3, 0.2, 0.1))
+    assert job.idle_cpu()
+    monkeypatch.setenv("SSBENCH_PLOT_HELPER", "0")
+    assert job.start_plot_helper() is None
