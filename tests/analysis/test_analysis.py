@@ -70,10 +70,27 @@ def faulty_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def report(spark, faulty_run):
-    from harness.analysis.job import analyze
+    """The report, its helper process drawing HELPER_PLOTS whatever the host's load (under the
+    suite's load it would not start): every plot it was given came back drawn, none redrawn here."""
+    from harness.analysis import job
 
     run, _ = faulty_run
-    index = analyze([run], spark=spark, threshold_pct=THRESHOLD)
+    drawn: list = []
+    start = job.start_plot_helper
+
+    def helper():
+        pool = start()
+        assert pool is not None, "the plot helper did not start with a CPU said idle"
+        submit = pool.submit
+        pool.submit = lambda fn, *a: drawn.append((a[0] if a else fn.__name__, submit(fn, *a))) or drawn[-1][1]
+        return pool
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(job, "idle_cpu", lambda: True)
+        mp.setattr(job, "start_plot_helper", helper)
+        index = job.analyze([run], spark=spark, threshold_pct=THRESHOLD)
+    names = [n for n, _ in drawn if n in job.HELPER_PLOTS]
+    assert names and all(f.exception() is None and f.result() for n, f in drawn if n in job.HELPER_PLOTS), drawn
     return index
 
 
