@@ -1,9 +1,12 @@
 """Wait statistics (sys.dm_os_wait_stats shape): per-second deltas per wait type.
 
 The collector keeps its cumulative snapshots so it can compute exact deltas over the measured
-window: the summary's ``top_waits``."""
+window (the summary's ``top_waits``): on disk as they come, in the context's ``spill_dir`` (a
+SQL Server has about a thousand wait types: memory stays the same however long the window)."""
 
 from __future__ import annotations
+
+from harness.spill import Spill
 
 from .base import Collector
 
@@ -16,15 +19,16 @@ class WaitCollector(Collector):
     source = "wait_stats"
 
     def __init__(self):
-        #: (when, wait type -> (waiting tasks, wait ms, signal wait ms or None)), cumulative
-        self.snapshots: list[tuple[float, dict[str, tuple[int, float, float | None]]]] = []
+        #: every (when, wait type -> (waiting tasks, wait ms, signal wait ms or None)), cumulative
+        self.snapshots: Spill | None = None
+        self._last: tuple[float, dict] | None = None     # the latest of them (the next tick's deltas)
 
     def sample(self, ctx, now):
         stats = {w.wait_type: (w.waiting_tasks, w.wait_time_ms, w.signal_wait_ms)
                  for w in ctx.call(getattr(ctx.telemetry, self.source))}
         out = []
-        if self.snapshots:
-            t0, prev = self.snapshots[-1]
+        if self._last is not None:
+            t0, prev = self._last
             dt = max(now - t0, 1e-6)
             for wt, (tasks, ms, sig) in stats.items():
                 ptasks, pms, psig = prev.get(wt, (0, 0.0, None))
@@ -34,7 +38,10 @@ class WaitCollector(Collector):
                     out.append(("waiting_tasks_per_s", wt, dtasks / dt))
                     if sig is not None and sig > (psig or 0.0):
                         out.append(("signal_wait_ms_per_s", wt, (sig - (psig or 0.0)) / dt))
+        if self.snapshots is None:
+            self.snapshots = Spill(f"ssbench-{self.family}-", ctx.spill_dir)
         self.snapshots.append((now, stats))
+        self._last = (now, stats)
         return out
 
     def summary_fields(self, ctx, window):
@@ -57,12 +64,16 @@ class WaitCollector(Collector):
     def window_delta(self, start: float, end: float) -> dict[str, tuple[int, float, float | None]]:
         """Cumulative wait deltas between the snapshots nearest the window's edges: (waiting
         tasks, wait ms, signal wait ms or None) per wait type whose wait grew."""
-        if not self.snapshots:
+        first = a = b = None
+        for t, stats in self.snapshots if self.snapshots is not None else ():
+            first = stats if first is None else first
+            if t <= start:
+                a = stats
+            if t <= end:
+                b = stats
+        if first is None:
             return {}
-        before = [s for s in self.snapshots if s[0] <= start] or self.snapshots[:1]
-        upto = [s for s in self.snapshots if s[0] <= end] or self.snapshots[:1]
-        a, b = before[-1][1], upto[-1][1]
-        out = {}
+        a, b, out = first if a is None else a, first if b is None else b, {}
         for wt, (tasks, ms, sig) in b.items():
             pt, pm, ps = a.get(wt, (0, 0.0, None))
             if ms - pm > 0:

@@ -120,3 +120,45 @@ def test_top_waits_keep_the_signal_wait_apart():
     top = {w["wait_type"]: w for w in got["top_waits"]}
     assert top["WRITELOG"]["wait_time_ms"] == 4000.0 and top["WRITELOG"]["signal_wait_ms"] == 3200.0
     assert got["signal_wait_ms_per_s"] == (3200.0 + 40.0) / 4
+
+
+def test_wait_snapshots_spill_into_the_contexts_directory_and_memory_stays_the_same(tmp_path):
+    """A SQL Server reports about a thousand wait types a tick: the cumulative snapshots go to a
+    file in the repetition's directory (on the results disk, whose filling is exit 5) as they
+    come, so a long window keeps no more in memory than a short one, and the window's deltas
+    are the same read back."""
+    import gc
+    import os
+    import tracemalloc
+
+    from harness.collectors.waits import WaitCollector
+    from harness.targets.telemetry import WaitStat
+
+    class Waits:
+        telemetry = property(lambda self: self)
+        k = -1
+
+        def wait_stats(self):
+            self.k += 1
+            return [WaitStat(f"WAIT_{i:04d}", self.k * i, 10.0 * self.k * i, float(self.k)) for i in range(1000)]
+
+    def kept_after(ticks: int) -> tuple[int, WaitCollector, SampleContext]:
+        tracemalloc.start()
+        try:
+            c = WaitCollector()
+            ctx = SampleContext(target=Waits(), lock=threading.Lock(), spill_dir=str(tmp_path))
+            for t in range(ticks):
+                c.sample(ctx, float(t))
+            gc.collect()
+            return tracemalloc.get_traced_memory()[0], c, ctx
+        finally:
+            tracemalloc.stop()
+
+    short, _, _ = kept_after(5)
+    long, c, ctx = kept_after(65)
+    assert long - short < 200_000, f"{long - short:,} bytes more kept after 60 more ticks"
+    assert os.readlink(f"/proc/self/fd/{c.snapshots._file.fileno()}").startswith(f"{tmp_path}/")
+    top = {w["wait_type"]: w for w in c.summary_fields(ctx, WindowView(10.5, 60.5, ()))["top_waits"]}
+    # the snapshots at 10 and 60 bound the window: 50 ticks of 10 ms x i for wait type i
+    assert top["WAIT_0999"]["wait_time_ms"] == 50 * 10.0 * 999 and top["WAIT_0999"]["waiting_tasks"] == 50 * 999
+    assert top["WAIT_0999"]["signal_wait_ms"] == 50.0
