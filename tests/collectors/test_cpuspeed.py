@@ -16,7 +16,7 @@ import time
 import pytest
 
 from harness.collectors import SampleContext
-from harness.collectors._probe import RunReferences
+from harness.collectors._probe import ProbeSamples, ProbeThread, RunReferences
 from harness.collectors.base import Sample, WindowView
 from harness.collectors.cpuspeed import REFERENCE_S, SLOW_CPU_SPEED, CpuProbe, CpuSpeedCollector, cpu_speed
 from harness.results.summary import disturbance, repetition_status
@@ -31,8 +31,8 @@ def test_window_speed_is_the_typical_reference_over_the_windows_probe(monkeypatc
     try:
         assert probe.is_alive()
         with probe._lock:                       # the probe's timeline, controlled
-            probe.samples[:] = [(1000.0 + i * 0.02, 0.7) for i in range(int(REFERENCE_S / 0.02))] + \
-                               [(1002.0 + i * 0.1, 1.0) for i in range(60)]
+            probe.samples = ProbeSamples([(1000.0 + i * 0.02, 0.7) for i in range(int(REFERENCE_S / 0.02))] +
+                                         [(1002.0 + i * 0.1, 1.0) for i in range(60)])
         out = c.sample(ctx, 1001.6)
         assert out == [("probe_ms", "", pytest.approx(0.7))] and c.reference_ms == pytest.approx(0.7)
         assert CpuSpeedCollector.references.values == [pytest.approx(0.7)]
@@ -173,3 +173,30 @@ def test_the_flags_error_rates_by_simulation():
     assert flagged(1.0) == 0.0
     assert flagged(1.1) < 0.01
     assert flagged(1.4) > 0.99
+
+
+def test_a_probe_keeps_its_samples_in_about_16_bytes_each():
+    """A probe takes ten samples a second for as long as the window lasts: kept as two arrays
+    of doubles, not a tuple each (about 100 bytes); read back in order, the same."""
+    import gc
+    import tracemalloc
+
+    class Counting(ProbeThread):
+        def measure(self):
+            if len(self.samples) >= 20_000:
+                self._halt.set()
+            return 0.5
+
+    tracemalloc.start()
+    try:
+        p = Counting(interval=0.0, reference_interval=0.0, reference_s=0.0)
+        p.start()
+        p.join(timeout=30)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    n = len(p.samples)
+    assert n > 20_000 and kept / n < 40, f"{kept / n:.0f} bytes a sample"
+    ts = [t for t, _ in p.samples]
+    assert ts == sorted(ts) and p.between(ts[0], ts[-1] + 1) == [0.5] * n and p.samples[0] == (ts[0], 0.5)

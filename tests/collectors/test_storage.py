@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.collectors.base import SampleContext, WindowView
-from harness.collectors._probe import RunReferences
+from harness.collectors._probe import ProbeSamples, RunReferences
 from harness.collectors.storage import (NOISY_STORAGE_MIN_MS, NOISY_STORAGE_RATIO, REFERENCE_INTERVAL_S,
                                         REFERENCE_S, FsyncProbe, StorageCollector, noisy_storage)
 
@@ -101,8 +101,8 @@ def test_collector_reports_commit_latency_probe_and_typical(tmp_path, monkeypatc
         assert probe.is_alive()
         # the probe's timeline, controlled: 75 idle probes of 1 ms, then the window's of 5 ms
         with probe._lock:
-            probe.samples[:] = [(1000.0 + i * 0.02, 1.0) for i in range(75)] + \
-                               [(1002.0 + i * 0.1, 5.0) for i in range(60)]
+            probe.samples = ProbeSamples([(1000.0 + i * 0.02, 1.0) for i in range(75)] +
+                                         [(1002.0 + i * 0.1, 5.0) for i in range(60)])
         out = dict(((m, k), v) for m, k, v in c.sample(ctx, 1001.6))
         assert out[("commit_latency_ms", "")] == pytest.approx(2.5)
         assert out[("probe_ms", "")] == pytest.approx(1.0)      # the probes since the previous tick
