@@ -57,7 +57,6 @@ class Runner:
         # one Locust master and its workers (local, or on client hosts) for the whole run
         self.swarms = SwarmSeries(run_dir.path / LOGS_DIR, remote)
         #: the window being run is the run's last: its series closes once its drain is over
-        self.last_window = False
 
     # ------------------------------------------------------------------ whole run
     def run(self) -> int:
@@ -101,15 +100,14 @@ class Runner:
                  closes: bool = True) -> None:
         """Run ``todo``'s windows (:func:`harness.plan.group_windows`) in order; after each,
         run.json gets the progress and what ``record(window, seconds)`` returns. ``closes``:
-        ``todo`` ends the run, so its last window's swarm is the run's last (:attr:`last_window`)."""
+        ``todo`` ends the run, so its last window's swarm is the run's last."""
         self.progress.mark_start()
         windows = list(group_windows(todo, self.matrix.permutations(), self.matrix.run.alternate))
         for k, w in enumerate(windows):
             if self.stop_event.is_set():
                 raise Interrupted()
             t0 = time.monotonic()
-            self.last_window = closes and k == len(windows) - 1
-            summaries = self.run_window(w)
+            summaries = self.run_window(w, last=closes and k == len(windows) - 1)
             extra = record(w, time.monotonic() - t0)
             for q, summary in zip(w.members, summaries):
                 self.progress.advance()
@@ -276,9 +274,10 @@ class Runner:
                            f"lost {lost}, ETA {self.progress.eta()}{flag}")
 
     # ------------------------------------------------------------------ one repetition
-    def run_window(self, window: PlannedWindow) -> list[RepetitionSummary]:
+    def run_window(self, window: PlannedWindow, last: bool = False) -> list[RepetitionSummary]:
         """One window: its members' summaries, in order (an alternated window's accounting is
-        the window's, the same in each member's summary)."""
+        the window's, the same in each member's summary). ``last``: its swarm is the run's last,
+        so the swarm series closes once the drain is over."""
         perm, rep = window.members[0], window.rep
         phase = {"now": "preparing"}
 
@@ -304,7 +303,7 @@ class Runner:
                        profile=resolve_profile(self.matrix, self.target, perm.server),
                        settings=self.matrix.run_for(perm), lock=self.lock, stop_event=self.stop_event,
                        on_status=status, on_tick=live, remote=self.remote, metrics=self.metrics,
-                       swarms=self.swarms, last_swarm=self.last_window and cls is not BacklogRepetition, **extra)
+                       swarms=self.swarms, last_swarm=last and cls is not BacklogRepetition, **extra)
         out = r.run()
         summaries = out if len(window.members) > 1 else [out]
         self.lost_total += summaries[0].messages_lost

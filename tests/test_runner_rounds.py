@@ -56,7 +56,7 @@ class FakeRunner(Runner):
                          stop_event=threading.Event())
         self.clock, self.stop_after, self.ran, self.lasts = clock, stop_after, [], []
 
-    def run_window(self, window):
+    def run_window(self, window, last=False):
         (perm,), rep = window.members, window.rep
         values = next(v for v in synth.iter_permutations(SPEC) if v["id"].startswith(f"i1-t{perm.threads}-"
                                                                                      f"{perm.dialogs.token}-"))
@@ -64,7 +64,7 @@ class FakeRunner(Runner):
                                          self.run_dir.run_id)
         self.clock.now += REP_SECONDS
         self.ran.append((perm.id, rep))
-        self.lasts.append(self.last_window)
+        self.lasts.append(last)
         if self.stop_after is not None and len(self.ran) >= self.stop_after:
             self.stop_event.set()
         return [summary]
