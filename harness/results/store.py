@@ -29,9 +29,10 @@ def utc_now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[str]) -> Path:
+def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[str], durable: bool = True) -> Path:
     """Write ``data`` (or each of its strings, in turn) to ``path`` all or nothing (temp file,
-    fsync, rename, directory fsync)."""
+    fsync, rename, directory fsync). ``durable=False`` leaves out the two fsyncs: still all or
+    nothing for a reader, not across a crash (data that can be made again: synthetic runs)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -44,7 +45,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[str]
                 for part in data:
                     f.write(part.encode())
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -52,7 +54,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[str]
         except FileNotFoundError:
             pass
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
     return path
 
 
@@ -75,10 +78,10 @@ def _umask() -> int:
     return mask
 
 
-def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
+def write_json(path: str | os.PathLike[str], obj: Any, durable: bool = True) -> Path:
     if hasattr(obj, "to_json"):
         obj = obj.to_json()
-    return write_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+    return write_atomic(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n", durable)
 
 
 def write_jsonl(path: str | os.PathLike[str], rows: Iterable[dict]) -> Path:

@@ -64,6 +64,9 @@ WAITS_MSSQL = ("PAGELATCH_EX", "PAGELATCH_SH", "WRITELOG", "LCK_M_X", "LCK_M_S",
 WAITS_EMBEDDED = ("PAGELATCH_EX", "PAGELATCH_SH", "WRITELOG", "LCK_M_X", "LCK_M_SCH_S",
                   "SPINLOCK_BACKOFF", "ASYNC_NETWORK_IO", "PAGEIOLATCH_SH", "LOGBUFFER", "LATCH_EX")
 
+#: synthetic files are written all or nothing but not fsynced: they can be made again, and 4
+#: fsyncs a repetition kept the paper-sized set's synthesis waiting on the disk for minutes
+DURABLE = False
 #: the start of every synthetic run's target label (run.json and the summaries)
 SYNTHETIC_PREFIX = "SYNTHETIC data: "
 LABELS = {"embedded": "PostgreSQL 18.6 emulation of Service Broker",
@@ -376,14 +379,14 @@ def write_repetition(perm_dir: Path, perm: dict[str, Any], rep: int, spec: Synth
         status="client_bound" if client_bound else "ok",
     )
     rep_dir = perm_dir / f"rep-{rep:02d}"
-    write_atomic(rep_dir / "samples.jsonl", "\n".join(lines) + "\n")
+    write_atomic(rep_dir / "samples.jsonl", "\n".join(lines) + "\n", DURABLE)
     write_json(rep_dir / "latency.json",
                {"schema": "ssbench.latency/1", "unit": "us", "send": _histogram(rng, send_lat, send_lat["count"]),
-                "e2e": _histogram(rng, e2e_lat, e2e_lat["count"])})
+                "e2e": _histogram(rng, e2e_lat, e2e_lat["count"])}, DURABLE)
     write_atomic(rep_dir / "locust_stats.csv",
                  "Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time\n"
-                 f"SEND,{perm['id']},{sent_total},0,{round(send_lat['p50'])},{round(send_lat['mean'])}\n")
-    write_json(rep_dir / "summary.json", summary)   # last: a repetition is complete when it has one
+                 f"SEND,{perm['id']},{sent_total},0,{round(send_lat['p50'])},{round(send_lat['mean'])}\n", DURABLE)
+    write_json(rep_dir / "summary.json", summary, DURABLE)   # last: a repetition is complete when it has one
     return summary
 
 
@@ -406,7 +409,7 @@ def _write_permutation(args: tuple) -> dict[str, Any]:
     perm_dir = Path(run_dir) / perm["id"]
     summaries = [write_repetition(perm_dir, perm, rep, spec, run_id)
                  for rep in range(1, spec.repetitions + 1)]
-    write_json(perm_dir / "summary.json", summarize_permutation(perm, summaries))
+    write_json(perm_dir / "summary.json", summarize_permutation(perm, summaries), DURABLE)
     return {"id": perm["id"], "reps": len(summaries)}
 
 
@@ -452,8 +455,8 @@ def synthesize(results_dir: str | Path, spec: SynthSpec | None = None, run_id: s
         permutations_done=len(perms), permutations_total=len(perms),
         extra={"synthetic": True},
     )
-    write_json(run_dir / "run.json", run)
-    write_atomic(run_dir / "matrix.yaml", _matrix_yaml(spec, axes, run_settings))
+    write_json(run_dir / "run.json", run, DURABLE)
+    write_atomic(run_dir / "matrix.yaml", _matrix_yaml(spec, axes, run_settings), DURABLE)
     return run_dir
 
 

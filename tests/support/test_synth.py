@@ -48,3 +48,19 @@ def test_same_as_and_effect_shape_the_rates(tmp_path):
     rate = {p: statistics.median(s.send_rate for s in reader.summaries(p)) for p in reader.permutation_ids()}
     ratio = rate["i1-t10-trick150-p100-durable"] / rate["i1-t10-per_thread-p100-durable"]
     assert 1.3 < ratio < 1.5, ratio
+
+
+def test_a_synthetic_run_is_not_fsynced_and_a_measured_one_is(tmp_path, monkeypatch):
+    """Synthetic files can be made again: no fsync (the paper-sized set's 6,000 files waited
+    minutes on a busy disk). A run's own files still are: temp file and directory."""
+    import os
+
+    from harness.results import write_json
+
+    synced = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    synth.synthesize(tmp_path, synth.small_spec(name="nf", initiators=(1,), threads=(1,), payloads=(100,)),
+                     run_id="nf")
+    assert synced == []
+    write_json(tmp_path / "nf" / "x.json", {"a": 1})
+    assert len(synced) == 2
