@@ -124,7 +124,7 @@ def test_analysis_time(tmp_path):
 def test_usl_coverage():
     """Every table, a few sweeps a cell: the profile / Wald / bootstrap coverage, the band, the
     comparisons and the lack-of-fit test."""
-    out = run("usl_coverage.py", "--trials", "4", "--boot-trials", "2", "--workers", "1", "--quick", timeout=600)
+    out = run("usl_coverage.py", "--trials", "2", "--boot-trials", "1", "--workers", "1", "--quick", timeout=600)
     for head in ("1. coverage of the 95 % intervals", "1b. the figure's band", "2. a technique against its baseline",
                  "3. said not to fit"):
         assert head in out, out
