@@ -81,9 +81,10 @@ BLOCK_AXES = OPTIONAL_AXES + LOAD_AXES + DIALOG_AXES
 #: with some replaced, its broker settings overridden and, in ``run:``, its own windows; its
 #: name ends the permutation ids
 CASE_KEYS = {"name", "description", "axes", "broker", "run"}
-#: the ``run:`` settings a case may give its own (its windows: a 1-thread permutation may need
-#: a longer one than a 32-thread one for the same precision)
-CASE_RUN_FIELDS = {k: RUN_FIELDS[k] for k in ("warmup_seconds", "measure_seconds")}
+#: the ``run:`` settings a case may give its own: its windows (a 1-thread permutation may need
+#: a longer one than a 32-thread one for the same precision) and its drain's bound (a case that
+#: builds a backlog on purpose need not wait for it)
+CASE_RUN_FIELDS = {k: RUN_FIELDS[k] for k in ("warmup_seconds", "measure_seconds", "drain_timeout_seconds")}
 CASE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
@@ -164,11 +165,11 @@ class Case:
     description: str
     axes: dict[str, list[Any]]
     broker: BrokerSettings
-    #: its own windows (:data:`CASE_RUN_FIELDS`), over the matrix's ``run:``
+    #: its own windows and drain bound (:data:`CASE_RUN_FIELDS`), over the matrix's ``run:``
     run: dict[str, float] = field(default_factory=dict)
 
     def run_settings(self, matrix_run: RunSettings) -> RunSettings:
-        """The matrix's run settings with this case's windows."""
+        """The matrix's run settings with this case's own."""
         return _replace(matrix_run, **self.run) if self.run else matrix_run
 
 

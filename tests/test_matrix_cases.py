@@ -164,7 +164,7 @@ def test_a_case_needing_more_connections_than_the_server_has_names_its_threads(t
      r"cases\[3\].broker.processing_us_per_message", "must be between 0 and 1000000"),
     ("  - just a string\n", 20, r"cases\[3\]", "a case is a mapping"),
     ("  - name: x\n    run: {repetitions: 5}\n", 21, r"cases\[3\].run.repetitions",
-     "unknown key \\(expected one of warmup_seconds, measure_seconds\\)"),
+     "unknown key \\(expected one of warmup_seconds, measure_seconds, drain_timeout_seconds\\)"),
     ("  - name: x\n    run: {measure_seconds: 0}\n", 21, r"cases\[3\].run.measure_seconds", "must be between"),
     ("  - name: x\n    run: [1]\n", 21, r"cases\[3\].run", "must be a mapping"),
 ])
@@ -186,18 +186,21 @@ def test_embedded_profiles_may_name_a_case_server(tmp_path):
 
 
 def test_a_case_may_give_its_own_windows(tmp_path):
-    """A case's ``run:`` sets its windows (a 1-thread permutation measured longer); the other
-    cases, and every other run setting, stay the matrix's."""
+    """A case's ``run:`` sets its windows (a 1-thread permutation measured longer) and its drain
+    bound (a backlog built on purpose); the other cases, and every other run setting, stay the
+    matrix's."""
     text = CASES.replace("broker:\n  max_queue_readers: 2\n",
                          "broker:\n  max_queue_readers: 2\nrun:\n  warmup_seconds: 2\n  measure_seconds: 6\n"
                          "  repetitions: 3\n")
     text = text.replace("    axes: {threads: [1, 4]}\n", "    axes: {threads: [1, 4]}\n    run: {measure_seconds: 16}\n")
+    text = text.replace("server: [durable]}\n", "server: [durable]}\n    run: {drain_timeout_seconds: 2}\n")
     m = load_matrix(write(tmp_path, text))
     lock, proc1, proc4, tx = m.permutations()
-    assert m.run_for(lock) is m.run and m.run_for(tx) is m.run
+    assert m.run_for(tx) is m.run and m.run.drain_timeout_seconds == 120
+    assert (m.run_for(lock).drain_timeout_seconds, m.run_for(lock).measure_seconds) == (2.0, 6.0)
     for p in (proc1, proc4):
         r = m.run_for(p)
-        assert (r.warmup_seconds, r.measure_seconds, r.repetitions) == (2.0, 16.0, 3)
-    assert m.lines["cases[1].run.measure_seconds"] == 20
+        assert (r.warmup_seconds, r.measure_seconds, r.repetitions, r.drain_timeout_seconds) == (2.0, 16.0, 3, 120)
+    assert m.lines["cases[1].run.measure_seconds"] == 21 and m.lines["cases[0].run.drain_timeout_seconds"] == 18
     cases = m.to_dict()["cases"]
-    assert cases[1]["run"] == {"measure_seconds": 16.0} and "run" not in cases[0]
+    assert cases[1]["run"] == {"measure_seconds": 16.0} and cases[0]["run"] == {"drain_timeout_seconds": 2.0}

@@ -42,7 +42,8 @@ def cmd_matrix(args) -> int:
     for case in m.cases:
         if case.run:
             r = case.run_settings(m.run)
-            print(f"# case {case.name}: warm-up {r.warmup_seconds:g}s, measured {r.measure_seconds:g}s")
+            drain = (f", drain at most {r.drain_timeout_seconds:g}s" if "drain_timeout_seconds" in case.run else "")
+            print(f"# case {case.name}: warm-up {r.warmup_seconds:g}s, measured {r.measure_seconds:g}s{drain}")
     perms = list(m.permutations())
     w = max(40, *(len(p.id) for p in perms))
     print(f"{'#':>4}  {'id':<{w}} {'initiators':>10} {'threads':>7} {'dialogs':>10} {'payload':>8}  server")
