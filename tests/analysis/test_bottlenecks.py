@@ -6,7 +6,8 @@ One run of all seven cases, in the alone part (a diagnosis from a real swarm: th
 tests running beside it would be the noise it diagnoses). The client and server-CPU cases
 measure CPU shares, with the matrix's windows; the five others (a lock, the log, the readers,
 RECEIVE TOP (1), the transport: each a limit built far below what the host can do) with windows
-of 1 s + 3 s of their own (a case's ``run:``). Otherwise the matrix is matrices/bottlenecks.yaml.
+of 1 s + 3 s of their own (a case's ``run:``), the receive case's backlog drained for 2 s at most.
+Otherwise the matrix is matrices/bottlenecks.yaml.
 
 The server-CPU case needs the host's CPUs to itself: on a host whose other processes take more
 CPU than the server (a repetition flagged noisy_host), the diagnosis rightly does not blame the
