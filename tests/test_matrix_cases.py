@@ -185,7 +185,7 @@ def test_embedded_profiles_may_name_a_case_server(tmp_path):
     m.check_servers("embedded", ["durable", "delayed"], **EMBEDDED)
 
 
-def test_a_case_may_give_its_own_windows(tmp_path):
+def test_a_case_may_give_its_own_windows(tmp_path, capsys):
     """A case's ``run:`` sets its windows (a 1-thread permutation measured longer) and its drain
     bound (a backlog built on purpose); the other cases, and every other run setting, stay the
     matrix's."""
@@ -204,3 +204,9 @@ def test_a_case_may_give_its_own_windows(tmp_path):
     assert m.lines["cases[1].run.measure_seconds"] == 21 and m.lines["cases[0].run.drain_timeout_seconds"] == 18
     cases = m.to_dict()["cases"]
     assert cases[1]["run"] == {"measure_seconds": 16.0} and cases[0]["run"] == {"drain_timeout_seconds": 2.0}
+    from harness.cli import main
+
+    assert main(["matrix", str(tmp_path / "m.yaml")]) == 0
+    listing = capsys.readouterr().out
+    assert "# case send_lock: warm-up 2s, measured 6s, drain at most 2s\n" in listing, listing
+    assert "# case processing: warm-up 2s, measured 16s\n" in listing, listing
