@@ -16,10 +16,10 @@ from typing import Any
 
 from ...errors import FULL_DISK, TargetError, UserError, full_disk
 from ...matrix import BrokerSettings, high_priority_permille
-from ..base import Capabilities, Counts, InitiatorCounts, PerfCounter, Target, TargetConfig, Telemetry, WaitStat
-from . import check as _check, db_options, driver, exclusive, provision as _provision, telemetry
+from ..base import Capabilities, Counts, InitiatorCounts, Target, TargetConfig
+from . import check as _check, db_options, driver, exclusive, provision as _provision
 from .session import EPOCH, ServerSession, as_datetime, message_prefix
-from .telemetry import BENIGN_WAITS, counter_object, is_benign_wait, parse_perf_counters
+from .telemetry import BENIGN_WAITS, MssqlTelemetry, counter_object, is_benign_wait, parse_perf_counters
 from .topology import Instance, Topology, load_topology
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ def _phantoms(c: InitiatorCounts, gaps: int) -> int:
     return max(0, gaps - (c.sent - c.received - c.poison - c.in_flight))
 
 
-class MssqlTarget(ServerSession, Target, Telemetry):
+class MssqlTarget(ServerSession, MssqlTelemetry, Target):
     """A topology of real SQL Server databases (see :mod:`harness.targets.mssql.topology`)."""
 
     kind = "mssql"
@@ -364,69 +364,6 @@ class MssqlTarget(ServerSession, Target, Telemetry):
         spec = driver.spec_for(inst, self.topology.driver, sender=True,
                                label=f"initiator {initiator} ({inst.name})")
         return {"sender": "mssql", "initiator": initiator, "connection": spec.to_dict()}
-
-    # ------------------------------------------------------------------ telemetry (telemetry.py)
-    def wait_stats_by_server(self) -> dict[str, list[WaitStat]]:
-        return telemetry.wait_stats_by_server(self)
-
-    def wait_stats(self) -> list[WaitStat]:
-        return telemetry.wait_stats(self)
-
-    def perf_counters_by_server(self) -> dict[str, list[PerfCounter]]:
-        return telemetry.perf_counters_by_server(self)
-
-    def perf_counters(self) -> list[PerfCounter]:
-        return telemetry.perf_counters(self)
-
-    def queue_depths(self, exact: bool = False) -> dict[str, int]:
-        return telemetry.queue_depths(self, exact)
-
-    def activation(self) -> dict[str, Any]:
-        return telemetry.activation(self)
-
-    def dialog_stats(self) -> dict[str, Any]:
-        return telemetry.dialog_stats(self)
-
-    def dialog_counts(self) -> dict[str, Any]:
-        return telemetry.dialog_counts(self)
-
-    def server_cpu_ms(self) -> dict[str, tuple[float, int]]:
-        return telemetry.server_cpu_ms(self)
-
-    def log_sizes_mb(self) -> dict[str, float]:
-        return telemetry.log_sizes_mb(self)
-
-    def log_events(self, start_epoch: float, end_epoch: float) -> list[str]:
-        return telemetry.log_events(self, start_epoch, end_epoch)
-
-    # the diagnosis' evidence (docs/diagnosis.md)
-    def activated_tasks(self) -> tuple[int, int] | None:
-        return telemetry.activated_tasks(self)
-
-    def procedure_time(self, start_epoch: float, end_epoch: float) -> dict[str, float]:
-        return telemetry.procedure_time(self, start_epoch, end_epoch)
-
-    def broker_waits(self) -> list[WaitStat]:
-        return telemetry.broker_waits(self)
-
-    def page_latch_waiters(self) -> list[tuple[str, str, int]]:
-        return telemetry.page_latch_waiters(self)
-
-    def session_waits(self) -> list[tuple[str, str, int]]:
-        return telemetry.session_waits(self)
-
-    def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
-        return telemetry.e2e_latencies_us(self, start_epoch, end_epoch)
-
-    def e2e_latencies_by_priority_us(self, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
-        return telemetry.e2e_latencies_by_priority_us(self, start_epoch, end_epoch)
-
-    def e2e_sent_latencies_us(self, start_epoch: float, end_epoch: float) -> list[tuple[int, int]]:
-        return telemetry.e2e_sent_latencies_us(self, start_epoch, end_epoch)
-
-    def messages_processed(self) -> int:
-        target, _ = self._active()
-        return int(self._scalar(target, "target", "processed_total") or 0)
 
     def errors(self) -> list[tuple]:
         target, _ = self._active()

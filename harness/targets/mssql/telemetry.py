@@ -2,8 +2,9 @@
 
 Wait stats (benign waits filtered here, the one list), Broker performance counters, queue
 depths, activated tasks and queue monitors, the scheduler-monitor ring buffer (CPU) and the
-end-to-end latency table. Functions of a :class:`~.session.ServerSession`; the SQL is in
-``workloads/mssql/collectors.sql`` and ``target.sql``.
+end-to-end latency table: :class:`MssqlTelemetry`, mixed into the target (a
+:class:`~.session.ServerSession`); the SQL is in ``workloads/mssql/collectors.sql`` and
+``target.sql``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any, Iterable
 
 from ..base import PerfCounter, WaitStat
 from .driver import SENDER_APP, OdbcError
-from .session import EPOCH, ServerSession, version_tuple
+from ..telemetry import Telemetry
+from .session import EPOCH, version_tuple
 
 #: Waits that say nothing about the workload (idle background tasks, timers, sleeping
 #: receivers). The one list the collectors use; the rest of sys.dm_os_wait_stats is reported.
@@ -98,304 +100,286 @@ def parse_perf_counters(rows: Iterable[tuple]) -> list[PerfCounter]:
     return out
 
 
-def wait_stats_by_server(s: ServerSession) -> dict[str, list[WaitStat]]:
-    out: dict[str, list[WaitStat]] = {}
-    for key, inst in s._active_servers().items():
-        rows = s._query(inst, "collectors", "wait_stats", database="master")
-        out[s._server_label(key)] = sorted(
-            (WaitStat(str(r[0]), int(r[1]), float(r[2]), float(r[3] or 0.0)) for r in rows
-             if not is_benign_wait(str(r[0]))),
-            key=lambda w: -w.wait_time_ms)
-    return out
-
-
-def wait_stats(s: ServerSession) -> list[WaitStat]:
-    """Summed over the active permutation's SQL Server instances (wait and signal wait)."""
-    acc: dict[str, list[float]] = {}
-    for stats in wait_stats_by_server(s).values():
-        for w in stats:
-            a = acc.setdefault(w.wait_type, [0, 0.0, 0.0])
-            a[0] += w.waiting_tasks
-            a[1] += w.wait_time_ms
-            a[2] += w.signal_wait_ms or 0.0
-    return sorted((WaitStat(k, int(v[0]), v[1], v[2]) for k, v in acc.items()),
-                  key=lambda w: -w.wait_time_ms)
-
-
-def perf_counters_by_server(s: ServerSession) -> dict[str, list[PerfCounter]]:
-    """The Broker objects per instance of the permutation. Broker Activation reports each
-    database and _Total (which counts every queue of the instance): only the target database's
-    instance is kept, so activation figures are the test queue's, counted once."""
-    target, _ = s._active()
-    out: dict[str, list[PerfCounter]] = {}
-    for key, inst in s._active_servers().items():
-        rows = s._query(inst, "collectors", "perf_counters", database="master")
-        out[s._server_label(key)] = [
-            c for c in parse_perf_counters(rows) if c.object_name != ACTIVATION_OBJECT
-            or (key == target.server_key and c.instance_name.lower() == target.database.lower())]
-    return out
-
-
-def perf_counters(s: ServerSession) -> list[PerfCounter]:
-    """Summed over instances (per-second counters and gauges both add up)."""
-    acc: dict[tuple[str, str, str], PerfCounter] = {}
-    for counters in perf_counters_by_server(s).values():
-        for c in counters:
-            k = (c.object_name, c.counter_name, c.instance_name)
-            prev = acc.get(k)
-            acc[k] = c if prev is None else PerfCounter(c.object_name, c.counter_name,
-                                                        c.instance_name, prev.value + c.value,
-                                                        c.kind)
-    return list(acc.values())
-
-
-def queue_depths(s: ServerSession, exact: bool = False) -> dict[str, int]:
-    target, inits = s._active()
-    out: dict[str, int] = {}
-    for idx, inst in enumerate(inits, start=1):
-        rows = [] if exact else s._query(inst, "collectors", "xmitq_fast")
-        if rows and rows[0][1]:
-            out[f"xmitq.i{idx}"] = int(rows[0][0] or 0)
-        else:
-            out[f"xmitq.i{idx}"] = int(s._scalar(inst, "collectors", "xmitq_exact") or 0)
-    if exact:
-        out["queue"] = int(s._scalar(target, "target", "queue_exact", params=s._names()) or 0)
-    else:
-        out["queue"] = int(s._scalar(target, "collectors", "queue_fast",
-                                     [s.topology.broker.queue]) or 0)
-    return out
-
-
 #: msdb.dbo.backupset.type
 BACKUP_TYPES = {"D": "full database", "I": "differential", "L": "log", "F": "file", "G": "differential file",
                 "P": "partial", "Q": "differential partial"}
 
 
-def log_sizes_mb(s: ServerSession) -> dict[str, float]:
-    """The permutation's databases' log sizes (MB) by instance name: sys.master_files per server."""
-    target, inits = s._active()
-    out: dict[str, float] = {}
-    for key, inst in s._active_servers().items():
-        sizes = {str(r[0]).lower(): float(r[1] or 0) for r in s._query(inst, "collectors", "log_sizes", database="master")
-                 if r[0] is not None}
-        for db in [target, *inits]:
-            if db.server_key == key and db.database.lower() in sizes:
-                out[db.name] = sizes[db.database.lower()]
-    return out
-
-
-def log_events(s: ServerSession, start_epoch: float, end_epoch: float) -> list[str]:
-    """Backups of the permutation's databases that overlapped [start, end) (msdb.dbo.backupset,
-    the window in each server's clock): a log backup reads and truncates the log the load writes."""
-    target, inits = s._active()
-    out = []
-    for inst in [target, *inits]:
-        off = s._offsets_s.get(inst.server_key, 0.0)
-        a = EPOCH + dt.timedelta(seconds=start_epoch + off)
-        b = EPOCH + dt.timedelta(seconds=end_epoch + off)
-        for kind, began, ended in s._query(inst, "collectors", "backups_between", [inst.database, b, a],
-                                           database="master"):
-            out.append(f"{inst.where()}: a {BACKUP_TYPES.get(str(kind).strip(), str(kind))} backup ran from "
-                       f"{began} to {ended} (server time), inside the measured window: it competed with the load")
-    return out
-
-
-def activation(s: ServerSession) -> dict[str, Any]:
-    """sys.dm_broker_activated_tasks, sys.dm_broker_queue_monitors and sys.service_queues
-    for the target queue."""
-    target, _ = s._active()
-    q = s.topology.broker.queue
-    tasks = int(s._scalar(target, "collectors", "activated_tasks", [q]) or 0)
-    mon = s._query(target, "collectors", "queue_monitor", [q])
-    state = s._query(target, "collectors", "queue_state", [q])
-    out: dict[str, Any] = {"tasks_running": tasks}
-    if mon:
-        out.update(monitor_state=mon[0][0], tasks_waiting=mon[0][1],
-                   last_activated_time=mon[0][2], last_empty_rowset_time=mon[0][3])
-    if state:
-        out.update(is_receive_enabled=bool(state[0][0]), is_enqueue_enabled=bool(state[0][1]),
-                   is_activation_enabled=bool(state[0][2]), max_readers=state[0][3])
-    return out
-
-
-def dialog_counts(s: ServerSession, live: bool = True) -> dict[str, Any]:
-    """Dialog lifetime accounting since the permutation's prepare: the dialogs the initiators'
-    SEND path began and ended and the Error messages their reader received, counted by ssbench
-    itself (dbo.ssbench_counts, dbo.ssbench_dialog_errors: once both sides have ended a dialog
-    its initiator endpoint is deleted, so sys.conversation_endpoints cannot count them). SQL
-    Server discards an Error that reaches an endpoint its side had ended (fire and forget)
-    without a trace a query can count: ``errors_lost`` is None. ``live`` (every tick): read
-    without waiting on the senders' transactions."""
-    _, inits = s._active()
-    begun = ended = errors = 0
-    baseline = getattr(s, "_baseline", {})
-    for idx, inst in enumerate(inits, start=1):
-        _, b, e = s._sent_counts(inst, live=live)
-        base = baseline.get(idx, (0, 0, 0))
-        begun += max(0, b - base[1])
-        ended += max(0, e - base[2])
-        errors += int(s._scalar(inst, "initiator", "dialog_errors_received") or 0)
-    return {"dialogs_begun": begun, "dialogs_ended": ended, "errors_received": errors,
-            "errors_lost": None}
-
-
-def dialog_stats(s: ServerSession) -> dict[str, Any]:
-    """:func:`dialog_counts` as committed, and the conversation endpoints left behind, by side
-    and state: a GROUP BY over sys.conversation_endpoints, which grows with the target's CLOSED
-    endpoints under a finite lifetime (about 30 minutes each), so the collectors ask for it after
-    the window only."""
-    target, inits = s._active()
-    svc = s.topology.broker.service
-    endpoints: dict[str, int] = {}
-    for side, insts in (("target", [target]), ("initiator", inits)):
-        for inst in insts:
-            for state, n, _ in s._query(inst, "collectors", "endpoint_states", [svc]):
-                key = f"{side}.{str(state).strip()}"   # SO, SI, CO, DI, DO, ER, CD as on SQL Server
-                endpoints[key] = endpoints.get(key, 0) + int(n)
-    return {**dialog_counts(s, live=False), "endpoints": endpoints}
-
-
-def server_cpu_ms(s: ServerSession) -> dict[str, tuple[float, int]]:
-    """Per SQL Server instance of the permutation: (CPU milliseconds SQL Server used so far,
-    every resource pool's total_cpu_usage_ms; its schedulers). Cumulative: the host collector
-    samples it every tick and takes the window's difference."""
-    out: dict[str, tuple[float, int]] = {}
-    for key, inst in s._active_servers().items():
-        rows = s._query(inst, "collectors", "server_cpu", database="master")
-        if rows and rows[0][0] is not None:
-            out[s._server_label(key)] = (float(rows[0][0]), int(rows[0][1] or 0))
-    return out
-
-
-def e2e_latencies_us(s: ServerSession, start_epoch: float, end_epoch: float) -> list[int]:
-    return [us for _, us, _ in _e2e_rows(s, start_epoch, end_epoch, "e2e_latencies")]
-
-
-def e2e_latencies_by_priority_us(s: ServerSession, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
-    """End-to-end latencies split by the dialog's priority (``high``: begun on the
-    high-priority contract; ``normal``: the others), for a ``priority`` axis."""
-    out: dict[str, list[int]] = {"high": [], "normal": []}
-    for _, us, row in _e2e_rows(s, start_epoch, end_epoch, "e2e_latencies_by_priority"):
-        out["high" if row[2] else "normal"].append(us)
-    return out
-
-
-def e2e_sent_latencies_us(s: ServerSession, start_epoch: float, end_epoch: float) -> list[tuple[int, int]]:
-    """(send time in this machine's clock, epoch microseconds; latency) of the same messages,
-    for an alternated window (run.alternate): the initiator stamped the send time in its own
-    clock, corrected here by its measured offset."""
-    _, inits = s._active()
-    off_us = {idx: round(s._offsets_s.get(inst.server_key, 0.0) * 1e6) for idx, inst in enumerate(inits, start=1)}
-    return [(int(row[2]) - off_us.get(init, 0), us)
-            for init, us, row in _e2e_rows(s, start_epoch, end_epoch, "e2e_sent_latencies")]
-
-
-def _e2e_rows(s: ServerSession, start_epoch: float, end_epoch: float, section: str) -> list[tuple[int, int, tuple]]:
-    """(initiator, latency in microseconds corrected for the clocks' offsets, the row) of every
-    measured message ``section`` returns for the window [start, end) of this machine's clock."""
-    target, inits = s._active()
-    off_t = s._offsets_s.get(target.server_key, 0.0)
-    # the window in the target's clock (received_at is SYSUTCDATETIME() there)
-    start = EPOCH + dt.timedelta(seconds=start_epoch + off_t)
-    end = EPOCH + dt.timedelta(seconds=end_epoch + off_t)
-    skew_us = {idx: round((off_t - s._offsets_s.get(inst.server_key, off_t)) * 1e6)
-               for idx, inst in enumerate(inits, start=1)}
-    rows = s._query(target, "target", section, [start, end], purpose="admin")
-    return [(int(r[0]), max(0, int(r[1]) - skew_us.get(int(r[0]), 0)), tuple(r)) for r in rows]
-
-
-# --------------------------------------------------------------------------- the diagnosis' evidence
-
 #: sys.dm_db_page_info: SQL Server 2019 (15.x) and later
 PAGE_INFO_MAJOR = 15
 
 
-def activated_tasks(s: ServerSession) -> tuple[int, int] | None:
-    """sys.dm_broker_activated_tasks for the test's queue against its MAX_QUEUE_READERS
-    (sys.service_queues.max_readers); None when the queue is not found."""
-    a = activation(s)
-    if a.get("max_readers") is None:
-        return None
-    return int(a["tasks_running"]), int(a["max_readers"])
+class MssqlTelemetry(Telemetry):
+    """What the runner and the collectors read from a SQL Server topology. Mixed into
+    :class:`~.target.MssqlTarget` (a :class:`~.session.ServerSession`)."""
 
+    def wait_stats_by_server(self) -> dict[str, list[WaitStat]]:
+        out: dict[str, list[WaitStat]] = {}
+        for key, inst in self._active_servers().items():
+            rows = self._query(inst, "collectors", "wait_stats", database="master")
+            out[self._server_label(key)] = sorted(
+                (WaitStat(str(r[0]), int(r[1]), float(r[2]), float(r[3] or 0.0)) for r in rows
+                 if not is_benign_wait(str(r[0]))),
+                key=lambda w: -w.wait_time_ms)
+        return out
 
-def procedure_time(s: ServerSession, start_epoch: float, end_epoch: float) -> dict[str, float]:
-    """The activation procedure's own time (the tally's received_at to finished_at) over [start,
-    end), the window in the target's clock (Target.procedure_time)."""
-    target, _ = s._active()
-    off = s._offsets_s.get(target.server_key, 0.0)
-    a = EPOCH + dt.timedelta(seconds=start_epoch + off)
-    b = EPOCH + dt.timedelta(seconds=end_epoch + off)
-    inside, batches, messages, receives = s._query(target, "target", "procedure_time",
-                                                   [a, a, b, b, a, a, a, b, a], purpose="admin")[0]
-    return {"seconds": float(inside or 0) / 1e6, "batch_seconds": float(batches or 0) / 1e6,
-            "messages": float(messages or 0), "receives": float(receives or 0)}
+    def wait_stats(self) -> list[WaitStat]:
+        """Summed over the active permutation's SQL Server instances (wait and signal wait)."""
+        acc: dict[str, list[float]] = {}
+        for stats in self.wait_stats_by_server().values():
+            for w in stats:
+                a = acc.setdefault(w.wait_type, [0, 0.0, 0.0])
+                a[0] += w.waiting_tasks
+                a[1] += w.wait_time_ms
+                a[2] += w.signal_wait_ms or 0.0
+        return sorted((WaitStat(k, int(v[0]), v[1], v[2]) for k, v in acc.items()),
+                      key=lambda w: -w.wait_time_ms)
 
+    def perf_counters_by_server(self) -> dict[str, list[PerfCounter]]:
+        """The Broker objects per instance of the permutation. Broker Activation reports each
+        database and _Total (which counts every queue of the instance): only the target database's
+        instance is kept, so activation figures are the test queue's, counted once."""
+        target, _ = self._active()
+        out: dict[str, list[PerfCounter]] = {}
+        for key, inst in self._active_servers().items():
+            rows = self._query(inst, "collectors", "perf_counters", database="master")
+            out[self._server_label(key)] = [
+                c for c in parse_perf_counters(rows) if c.object_name != ACTIVATION_OBJECT
+                or (key == target.server_key and c.instance_name.lower() == target.database.lower())]
+        return out
 
-def broker_waits(s: ServerSession) -> list[WaitStat]:
-    """Summed over the permutation's instances: Service Broker's own waits, idle ones included
-    (BROKER_*), and its latch classes (SERVICE_BROKER_*, sys.dm_os_latch_stats)."""
-    acc: dict[str, list[float]] = {}
-    for inst in s._active_servers().values():
-        for section in ("broker_waits", "broker_latches"):
-            for name, n, ms in s._query(inst, "collectors", section, database="master"):
-                a = acc.setdefault(str(name).strip(), [0, 0.0])
-                a[0] += int(n or 0)
-                a[1] += float(ms or 0.0)
-    return sorted((WaitStat(k, int(v[0]), v[1]) for k, v in acc.items()), key=lambda w: -w.wait_time_ms)
+    def perf_counters(self) -> list[PerfCounter]:
+        """Summed over instances (per-second counters and gauges both add up)."""
+        acc: dict[tuple[str, str, str], PerfCounter] = {}
+        for counters in self.perf_counters_by_server().values():
+            for c in counters:
+                k = (c.object_name, c.counter_name, c.instance_name)
+                prev = acc.get(k)
+                acc[k] = c if prev is None else PerfCounter(c.object_name, c.counter_name,
+                                                            c.instance_name, prev.value + c.value,
+                                                            c.kind)
+        return list(acc.values())
 
-
-def session_waits(s: ServerSession) -> list[tuple[str, str, int]]:
-    """The load's and the activated tasks' requests waiting now on the permutation's instances,
-    by role and wait type (benign waits left out), summed over the instances."""
-    counts: dict[tuple[str, str], int] = {}
-    for inst in s._active_servers().values():
-        for role, wait_type, n in s._query(inst, "collectors", "session_waits", [SENDER_APP], database="master"):
-            if not is_benign_wait(str(wait_type)):
-                key = (str(role), str(wait_type))
-                counts[key] = counts.get(key, 0) + int(n)
-    return [(role, wt, n) for (role, wt), n in sorted(counts.items())]
-
-
-def page_latch_waiters(s: ServerSession) -> list[tuple[str, str, int]]:
-    """Tasks waiting on a page latch now on the permutation's instances, each page named by its
-    object (:func:`page_object`)."""
-    out = []
-    for inst in s._active_servers().values():
-        for wait_type, resource, n in s._query(inst, "collectors", "page_latch_waiters", database="master"):
-            out.append((str(wait_type), page_object(s, inst, str(resource)), int(n)))
-    return out
-
-
-def page_object(s: ServerSession, inst, resource: str) -> str:
-    """``database.schema.object`` of the page ``database_id:file_id:page_id`` through
-    sys.dm_db_page_info (2019 and later; cached per page), else the raw page id, saying why."""
-    parts = resource.strip().split(":")
-    if len(parts) < 3 or not all(x.isdigit() for x in parts[:3]):
-        return f"page {resource.strip()}"
-    d, f, p = (int(x) for x in parts[:3])
-    cache: dict = s.__dict__.setdefault("_page_objects", {})
-    key = (inst.server_key, d, f, p)
-    if key not in cache:
-        version = s._versions.get(inst.server_key) or s._server_info(inst)[0]
-        raw = f"page {d}:{f}:{p}"
-        if version_tuple(str(version))[0] < PAGE_INFO_MAJOR:
-            cache[key] = f"{raw} (not mapped: sys.dm_db_page_info needs SQL Server 2019)"
-            return cache[key]
-        try:
-            rows = s._query(inst, "collectors", "page_info", [d, f, p], database="master")
-        except OdbcError as e:          # no permission (VIEW DATABASE STATE): keep the id, say why
-            return f"{raw} (not mapped: {str(e).splitlines()[0][:80]})"
-        if rows and rows[0][2]:
-            db, schema, obj = (str(v) for v in rows[0][:3])
-            cache[key] = f"{db}.{schema}.{obj}"
+    def queue_depths(self, exact: bool = False) -> dict[str, int]:
+        target, inits = self._active()
+        out: dict[str, int] = {}
+        for idx, inst in enumerate(inits, start=1):
+            rows = [] if exact else self._query(inst, "collectors", "xmitq_fast")
+            if rows and rows[0][1]:
+                out[f"xmitq.i{idx}"] = int(rows[0][0] or 0)
+            else:
+                out[f"xmitq.i{idx}"] = int(self._scalar(inst, "collectors", "xmitq_exact") or 0)
+        if exact:
+            out["queue"] = int(self._scalar(target, "target", "queue_exact", params=self._names()) or 0)
         else:
-            cache[key] = f"{raw} (sys.dm_db_page_info: no object)"
-    return cache[key]
+            out["queue"] = int(self._scalar(target, "collectors", "queue_fast",
+                                         [self.topology.broker.queue]) or 0)
+        return out
 
+    def log_sizes_mb(self) -> dict[str, float]:
+        """The permutation's databases' log sizes (MB) by instance name: sys.master_files per server."""
+        target, inits = self._active()
+        out: dict[str, float] = {}
+        for key, inst in self._active_servers().items():
+            rows = self._query(inst, "collectors", "log_sizes", database="master")
+            sizes = {str(r[0]).lower(): float(r[1] or 0) for r in rows if r[0] is not None}
+            for db in [target, *inits]:
+                if db.server_key == key and db.database.lower() in sizes:
+                    out[db.name] = sizes[db.database.lower()]
+        return out
 
-__all__ = ["BENIGN_WAITS", "is_benign_wait", "counter_object", "counter_kind", "parse_perf_counters",
-           "wait_stats", "wait_stats_by_server", "perf_counters", "perf_counters_by_server",
-           "queue_depths", "activation", "server_cpu_ms", "log_sizes_mb", "log_events", "e2e_latencies_us",
-           "e2e_latencies_by_priority_us", "e2e_sent_latencies_us", "dialog_counts", "dialog_stats", "activated_tasks", "procedure_time", "broker_waits",
-           "page_latch_waiters", "page_object", "session_waits"]
+    def log_events(self, start_epoch: float, end_epoch: float) -> list[str]:
+        """Backups of the permutation's databases that overlapped [start, end) (msdb.dbo.backupset,
+        the window in each server's clock): a log backup reads and truncates the log the load writes."""
+        target, inits = self._active()
+        out = []
+        for inst in [target, *inits]:
+            off = self._offsets_s.get(inst.server_key, 0.0)
+            a = EPOCH + dt.timedelta(seconds=start_epoch + off)
+            b = EPOCH + dt.timedelta(seconds=end_epoch + off)
+            for kind, began, ended in self._query(inst, "collectors", "backups_between", [inst.database, b, a],
+                                               database="master"):
+                out.append(f"{inst.where()}: a {BACKUP_TYPES.get(str(kind).strip(), str(kind))} backup ran from "
+                           f"{began} to {ended} (server time), inside the measured window: it competed with the load")
+        return out
+
+    def activation(self) -> dict[str, Any]:
+        """sys.dm_broker_activated_tasks, sys.dm_broker_queue_monitors and sys.service_queues
+        for the target queue."""
+        target, _ = self._active()
+        q = self.topology.broker.queue
+        tasks = int(self._scalar(target, "collectors", "activated_tasks", [q]) or 0)
+        mon = self._query(target, "collectors", "queue_monitor", [q])
+        state = self._query(target, "collectors", "queue_state", [q])
+        out: dict[str, Any] = {"tasks_running": tasks}
+        if mon:
+            out.update(monitor_state=mon[0][0], tasks_waiting=mon[0][1],
+                       last_activated_time=mon[0][2], last_empty_rowset_time=mon[0][3])
+        if state:
+            out.update(is_receive_enabled=bool(state[0][0]), is_enqueue_enabled=bool(state[0][1]),
+                       is_activation_enabled=bool(state[0][2]), max_readers=state[0][3])
+        return out
+
+    def dialog_counts(self, live: bool = True) -> dict[str, Any]:
+        """Dialog lifetime accounting since the permutation's prepare: the dialogs the initiators'
+        SEND path began and ended and the Error messages their reader received, counted by ssbench
+        itself (dbo.ssbench_counts, dbo.ssbench_dialog_errors: once both sides have ended a dialog
+        its initiator endpoint is deleted, so sys.conversation_endpoints cannot count them). SQL
+        Server discards an Error that reaches an endpoint its side had ended (fire and forget)
+        without a trace a query can count: ``errors_lost`` is None. ``live`` (every tick): read
+        without waiting on the senders' transactions."""
+        _, inits = self._active()
+        begun = ended = errors = 0
+        baseline = getattr(self, "_baseline", {})
+        for idx, inst in enumerate(inits, start=1):
+            _, b, e = self._sent_counts(inst, live=live)
+            base = baseline.get(idx, (0, 0, 0))
+            begun += max(0, b - base[1])
+            ended += max(0, e - base[2])
+            errors += int(self._scalar(inst, "initiator", "dialog_errors_received") or 0)
+        return {"dialogs_begun": begun, "dialogs_ended": ended, "errors_received": errors,
+                "errors_lost": None}
+
+    def dialog_stats(self) -> dict[str, Any]:
+        """:meth:`dialog_counts` as committed, and the conversation endpoints left behind, by side
+        and state: a GROUP BY over sys.conversation_endpoints, which grows with the target's CLOSED
+        endpoints under a finite lifetime (about 30 minutes each), so the collectors ask for it after
+        the window only."""
+        target, inits = self._active()
+        svc = self.topology.broker.service
+        endpoints: dict[str, int] = {}
+        for side, insts in (("target", [target]), ("initiator", inits)):
+            for inst in insts:
+                for state, n, _ in self._query(inst, "collectors", "endpoint_states", [svc]):
+                    key = f"{side}.{str(state).strip()}"   # SO, SI, CO, DI, DO, ER, CD as on SQL Server
+                    endpoints[key] = endpoints.get(key, 0) + int(n)
+        return {**self.dialog_counts(live=False), "endpoints": endpoints}
+
+    def server_cpu_ms(self) -> dict[str, tuple[float, int]]:
+        """Per SQL Server instance of the permutation: (CPU milliseconds SQL Server used so far,
+        every resource pool's total_cpu_usage_ms; its schedulers). Cumulative: the host collector
+        samples it every tick and takes the window's difference."""
+        out: dict[str, tuple[float, int]] = {}
+        for key, inst in self._active_servers().items():
+            rows = self._query(inst, "collectors", "server_cpu", database="master")
+            if rows and rows[0][0] is not None:
+                out[self._server_label(key)] = (float(rows[0][0]), int(rows[0][1] or 0))
+        return out
+
+    def messages_processed(self) -> int:
+        target, _ = self._active()
+        return int(self._scalar(target, "target", "processed_total") or 0)
+
+    def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
+        return [us for _, us, _ in self._e2e_rows(start_epoch, end_epoch, "e2e_latencies")]
+
+    def e2e_latencies_by_priority_us(self, start_epoch: float, end_epoch: float) -> dict[str, list[int]]:
+        """End-to-end latencies split by the dialog's priority (``high``: begun on the
+        high-priority contract; ``normal``: the others), for a ``priority`` axis."""
+        out: dict[str, list[int]] = {"high": [], "normal": []}
+        for _, us, row in self._e2e_rows(start_epoch, end_epoch, "e2e_latencies_by_priority"):
+            out["high" if row[2] else "normal"].append(us)
+        return out
+
+    def e2e_sent_latencies_us(self, start_epoch: float, end_epoch: float) -> list[tuple[int, int]]:
+        """(send time in this machine's clock, epoch microseconds; latency) of the same messages,
+        for an alternated window (run.alternate): the initiator stamped the send time in its own
+        clock, corrected here by its measured offset."""
+        _, inits = self._active()
+        off_us = {idx: round(self._offsets_s.get(inst.server_key, 0.0) * 1e6)
+                  for idx, inst in enumerate(inits, start=1)}
+        return [(int(row[2]) - off_us.get(init, 0), us)
+                for init, us, row in self._e2e_rows(start_epoch, end_epoch, "e2e_sent_latencies")]
+
+    def _e2e_rows(self, start_epoch: float, end_epoch: float, section: str) -> list[tuple[int, int, tuple]]:
+        """(initiator, latency in microseconds corrected for the clocks' offsets, the row) of every
+        measured message ``section`` returns for the window [start, end) of this machine's clock."""
+        target, inits = self._active()
+        off_t = self._offsets_s.get(target.server_key, 0.0)
+        # the window in the target's clock (received_at is SYSUTCDATETIME() there)
+        start = EPOCH + dt.timedelta(seconds=start_epoch + off_t)
+        end = EPOCH + dt.timedelta(seconds=end_epoch + off_t)
+        skew_us = {idx: round((off_t - self._offsets_s.get(inst.server_key, off_t)) * 1e6)
+                   for idx, inst in enumerate(inits, start=1)}
+        rows = self._query(target, "target", section, [start, end], purpose="admin")
+        return [(int(r[0]), max(0, int(r[1]) - skew_us.get(int(r[0]), 0)), tuple(r)) for r in rows]
+
+    # ---------------------------------------------------------------- the diagnosis' evidence (docs/diagnosis.md)
+    def activated_tasks(self) -> tuple[int, int] | None:
+        """sys.dm_broker_activated_tasks for the test's queue against its MAX_QUEUE_READERS
+        (sys.service_queues.max_readers); None when the queue is not found."""
+        a = self.activation()
+        if a.get("max_readers") is None:
+            return None
+        return int(a["tasks_running"]), int(a["max_readers"])
+
+    def procedure_time(self, start_epoch: float, end_epoch: float) -> dict[str, float]:
+        """The activation procedure's own time (the tally's received_at to finished_at) over [start,
+        end), the window in the target's clock (Target.procedure_time)."""
+        target, _ = self._active()
+        off = self._offsets_s.get(target.server_key, 0.0)
+        a = EPOCH + dt.timedelta(seconds=start_epoch + off)
+        b = EPOCH + dt.timedelta(seconds=end_epoch + off)
+        inside, batches, messages, receives = self._query(target, "target", "procedure_time",
+                                                          [a, a, b, b, a, a, a, b, a], purpose="admin")[0]
+        return {"seconds": float(inside or 0) / 1e6, "batch_seconds": float(batches or 0) / 1e6,
+                "messages": float(messages or 0), "receives": float(receives or 0)}
+
+    def broker_waits(self) -> list[WaitStat]:
+        """Summed over the permutation's instances: Service Broker's own waits, idle ones included
+        (BROKER_*), and its latch classes (SERVICE_BROKER_*, sys.dm_os_latch_stats)."""
+        acc: dict[str, list[float]] = {}
+        for inst in self._active_servers().values():
+            for section in ("broker_waits", "broker_latches"):
+                for name, n, ms in self._query(inst, "collectors", section, database="master"):
+                    a = acc.setdefault(str(name).strip(), [0, 0.0])
+                    a[0] += int(n or 0)
+                    a[1] += float(ms or 0.0)
+        return sorted((WaitStat(k, int(v[0]), v[1]) for k, v in acc.items()), key=lambda w: -w.wait_time_ms)
+
+    def session_waits(self) -> list[tuple[str, str, int]]:
+        """The load's and the activated tasks' requests waiting now on the permutation's instances,
+        by role and wait type (benign waits left out), summed over the instances."""
+        counts: dict[tuple[str, str], int] = {}
+        for inst in self._active_servers().values():
+            rows = self._query(inst, "collectors", "session_waits", [SENDER_APP], database="master")
+            for role, wait_type, n in rows:
+                if not is_benign_wait(str(wait_type)):
+                    key = (str(role), str(wait_type))
+                    counts[key] = counts.get(key, 0) + int(n)
+        return [(role, wt, n) for (role, wt), n in sorted(counts.items())]
+
+    def page_latch_waiters(self) -> list[tuple[str, str, int]]:
+        """Tasks waiting on a page latch now on the permutation's instances, each page named by its
+        object (:meth:`page_object`)."""
+        out = []
+        for inst in self._active_servers().values():
+            for wait_type, resource, n in self._query(inst, "collectors", "page_latch_waiters", database="master"):
+                out.append((str(wait_type), self.page_object(inst, str(resource)), int(n)))
+        return out
+
+    def page_object(self, inst, resource: str) -> str:
+        """``database.schema.object`` of the page ``database_id:file_id:page_id`` through
+        sys.dm_db_page_info (2019 and later; cached per page), else the raw page id, saying why."""
+        parts = resource.strip().split(":")
+        if len(parts) < 3 or not all(x.isdigit() for x in parts[:3]):
+            return f"page {resource.strip()}"
+        d, f, p = (int(x) for x in parts[:3])
+        cache: dict = self.__dict__.setdefault("_page_objects", {})
+        key = (inst.server_key, d, f, p)
+        if key not in cache:
+            version = self._versions.get(inst.server_key) or self._server_info(inst)[0]
+            raw = f"page {d}:{f}:{p}"
+            if version_tuple(str(version))[0] < PAGE_INFO_MAJOR:
+                cache[key] = f"{raw} (not mapped: sys.dm_db_page_info needs SQL Server 2019)"
+                return cache[key]
+            try:
+                rows = self._query(inst, "collectors", "page_info", [d, f, p], database="master")
+            except OdbcError as e:          # no permission (VIEW DATABASE STATE): keep the id, say why
+                return f"{raw} (not mapped: {str(e).splitlines()[0][:80]})"
+            if rows and rows[0][2]:
+                db, schema, obj = (str(v) for v in rows[0][:3])
+                cache[key] = f"{db}.{schema}.{obj}"
+            else:
+                cache[key] = f"{raw} (sys.dm_db_page_info: no object)"
+        return cache[key]
