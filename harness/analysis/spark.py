@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import psutil
+
 from ..errors import UserError
 from ..results import write_atomic
 from .. import environment
@@ -97,16 +99,6 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ssbench"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _cds_options(gc_opts: str) -> list[str]:
     """JVM options for an AppCDS archive of the classes Spark loads (JDK 13+ dynamic archive).
 
@@ -150,7 +142,7 @@ def _cds_options(gc_opts: str) -> list[str]:
                 part.unlink(missing_ok=True)
                 continue
             age = time.time() - part.stat().st_mtime
-            if _alive(pid) or age < 120:   # its JVM may still be running or writing it
+            if psutil.pid_exists(pid) or age < 120:   # its JVM may still be running or writing it
                 return []
             # its writer died before installing it: its JVM may have ended early (a killed or
             # failed job) and archived only the classes loaded by then, a valid archive that
@@ -213,7 +205,7 @@ def _prune_archives(d: Path, key: str, now: float | None = None) -> list[Path]:
             others.append((st.st_mtime, p))
         elif p.suffix == ".part":
             pid = int(name[1]) if len(name) == 3 and name[1].isdigit() else 0
-            if now - st.st_mtime > 3600 and not (pid and _alive(pid)):
+            if now - st.st_mtime > 3600 and not (pid and psutil.pid_exists(pid)):
                 gone.append(p)
     others.sort(reverse=True)
     gone += [p for _, p in others[KEEP_ARCHIVES:]]

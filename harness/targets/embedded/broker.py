@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import psutil
 import psycopg
 
 from ._db import connect
@@ -169,13 +170,7 @@ def _alive(pid: int) -> bool:
     """Is ``pid`` still there? For our own parent, re-parenting says it died (no pid reuse)."""
     if pid == _ORIGINAL_PPID:
         return os.getppid() == pid
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover
-        return True
-    return True
+    return psutil.pid_exists(pid)
 
 
 # --------------------------------------------------------------------------- CLI

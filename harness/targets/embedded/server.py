@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from ...errors import TargetError, UserError
 from ... import environment
 from ...ports import free_port
@@ -231,13 +233,7 @@ class EmbeddedServer:
             pid = int(pidfile.read_text().splitlines()[0])
         except (OSError, ValueError, IndexError):
             return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return pid
+        return pid if psutil.pid_exists(pid) else None
 
     def info(self) -> ServerInfo | None:
         """The running server, or None."""
