@@ -5,9 +5,8 @@ stdout)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
+from .common import add_metrics_arguments, add_run_dir_arguments, metrics_endpoint
 
 
 def register(sub) -> None:
@@ -19,14 +18,7 @@ def register(sub) -> None:
                                    "repetitions used.")
     p.add_argument("--matrix", default="matrices/bench.yaml", metavar="FILE",
                    help="matrix YAML file to run (default matrices/bench.yaml)")
-    p.add_argument("--target", default="embedded", help=TARGET_HELP)
-    p.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="run directory (default: results/<UTC time>-<matrix name>)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue an unfinished run (--out DIR, or the newest unfinished run of this "
-                        "matrix): complete repetitions are kept, partial ones redone")
-    p.add_argument("--results", type=Path, default=None, metavar="DIR",
-                   help="results root (default: ./results)")
+    add_run_dir_arguments(p)
     p.add_argument("--no-analysis", action="store_true",
                    help="skip the Spark analysis (the key table is computed from the summaries)")
     p.add_argument("--json", action="store_true",

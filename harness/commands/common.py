@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 TARGET_HELP = ("a registered target: 'embedded' (the PostgreSQL emulation, default), NAME:ARG, or a SQL "
                "Server topology YAML file (docs/targets.md)")
+
+
+def add_run_dir_arguments(p, resume: bool = True) -> None:
+    """``--target``, ``--out``, ``--resume`` (``resume``) and ``--results``: where a run of run,
+    bench and saturate goes."""
+    p.add_argument("--target", default="embedded", help=TARGET_HELP)
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="run directory (default: results/<UTC time>-<matrix name>)")
+    if resume:
+        p.add_argument("--resume", action="store_true",
+                       help="continue an unfinished run (--out DIR, or the newest unfinished run of this "
+                            "matrix): complete repetitions are kept, partial ones redone")
+    p.add_argument("--results", type=Path, default=None, metavar="DIR", help="results root (default: ./results)")
 
 
 def check_target(value: str) -> str:
@@ -36,11 +51,22 @@ def add_metrics_arguments(p) -> None:
     g.add_argument("--metrics-tls-key", default=None, metavar="PEM", help="the certificate's private key")
 
 
+def check_tls_pair(cert: str | None, key: str | None, prefix: str) -> None:
+    """A certificate and its key (``PREFIX-cert``, ``PREFIX-key``) go together, and each names a
+    file: a one-line UserError naming the flag otherwise (the web UI's and the metrics')."""
+    from ..errors import UserError
+
+    if bool(cert) != bool(key):
+        raise UserError(f"{prefix}-cert and {prefix}-key go together",
+                        field=f"{prefix}-key" if cert else f"{prefix}-cert")
+    for flag, path in ((f"{prefix}-cert", cert), (f"{prefix}-key", key)):
+        if path and not Path(path).is_file():
+            raise UserError(f"{path}: no such file", field=flag)
+
+
 def metrics_settings(args, env=None):
     """The endpoint's settings from the flags and the environment, or None (off). Checked
     before anything starts: a bad value is a one-line UserError naming the flag or variable."""
-    from pathlib import Path
-
     from .. import environment as envvars
     from ..errors import UserError
     from ..metrics.settings import HOST_ENV, PORT_ENV, EndpointSettings
@@ -63,12 +89,7 @@ def metrics_settings(args, env=None):
     if not 0 <= linger <= 3600:
         raise UserError(f"must be 0..3600 seconds, got {linger:g}", field="--metrics-linger")
     cert, key = getattr(args, "metrics_tls_cert", None), getattr(args, "metrics_tls_key", None)
-    if bool(cert) != bool(key):
-        raise UserError("--metrics-tls-cert and --metrics-tls-key go together",
-                        field="--metrics-tls-key" if cert else "--metrics-tls-cert")
-    for flag, path in (("--metrics-tls-cert", cert), ("--metrics-tls-key", key)):
-        if path and not Path(path).is_file():
-            raise UserError(f"{path}: no such file", field=flag)
+    check_tls_pair(cert, key, "--metrics-tls")
     login = None
     if not is_loopback(host):
         creds = load_credentials(env)

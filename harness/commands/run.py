@@ -11,8 +11,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
-
+from .common import add_metrics_arguments, add_run_dir_arguments, metrics_endpoint
 
 
 def register(sub) -> None:
@@ -32,13 +31,7 @@ def register(sub) -> None:
 
 def add_run_arguments(p) -> None:
     p.add_argument("matrix", help="matrix YAML file, e.g. matrices/bench.yaml")
-    p.add_argument("--target", default="embedded", help=TARGET_HELP)
-    p.add_argument("--out", type=Path, default=None,
-                   help="run directory (default: results/<UTC time>-<matrix name>)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue an unfinished run (--out DIR, or the newest unfinished run of this "
-                        "matrix): complete repetitions are kept, partial ones redone")
-    p.add_argument("--results", type=Path, default=None, help="results root (default: ./results)")
+    add_run_dir_arguments(p)
 
 
 def add_scale_arguments(p) -> None:

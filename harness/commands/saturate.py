@@ -8,7 +8,6 @@ import os
 import sys
 import threading
 from dataclasses import asdict
-from pathlib import Path
 
 
 def _positive(text: str) -> float:
@@ -21,7 +20,7 @@ def _positive(text: str) -> float:
     return v
 
 
-from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
+from .common import add_metrics_arguments, add_run_dir_arguments, metrics_endpoint
 from .run import add_scale_arguments
 
 
@@ -35,11 +34,7 @@ def register(sub) -> None:
                                    "every probe's repetition to the run directory. Rates are SENDs per "
                                    "second per initiator.")
     p.add_argument("matrix", help="matrix YAML file, e.g. matrices/saturate.yaml")
-    p.add_argument("--target", default="embedded",
-                   help=TARGET_HELP)
-    p.add_argument("--out", type=Path, default=None,
-                   help="run directory (default: results/<UTC time>-<matrix name>)")
-    p.add_argument("--results", type=Path, default=None, help="results root (default: ./results)")
+    add_run_dir_arguments(p, resume=False)
     p.add_argument("--slo-p99-ms", type=_positive, default=None,
                    help="end-to-end p99 limit in ms: a probe over it is not sustained")
     p.add_argument("--start-rate", type=_positive, default=None,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..load.hosts import MASTER_PORT
 from ..web.auth import DEFAULT_SESSION_MINUTES
-from .common import TARGET_HELP, add_metrics_arguments, metrics_endpoint
+from .common import TARGET_HELP, add_metrics_arguments, check_tls_pair, metrics_endpoint
 
 
 def register(sub) -> None:
@@ -127,11 +127,7 @@ def _web_credentials(args):
     token = token_from_env()
     if token is not None and token_problem(token):
         raise UserError(token_problem(token), field=TOKEN_ENV)
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise UserError("--tls-cert and --tls-key go together", field="--tls-key" if args.tls_cert else "--tls-cert")
-    for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
-        if path and not Path(path).is_file():
-            raise UserError(f"{path}: no such file", field=flag)
+    check_tls_pair(args.tls_cert, args.tls_key, "--tls")
     if args.login_minutes <= 0:
         raise UserError("must be above 0", field="--login-minutes")
     exposed = not is_loopback(args.web_host)
