@@ -135,7 +135,6 @@ AXES: tuple[Axis, ...] = (
          default=False, matrix="optional"),
     Axis("case", str, "setting", "the matrix case (cases:) it belongs to; null: a matrix without cases"),
 )
-AXIS_BY_NAME = {a.name: a for a in AXES}
 #: the axes held equal or compared within a run
 COMPARED_ROLES = ("scale", "strategy", "setting", "broker", "load", "technique")
 

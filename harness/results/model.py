@@ -210,14 +210,6 @@ def upgrade_v1(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def section_of(name: str) -> str:
-    """The section of ``summary.json`` that holds field ``name`` (UserError when undeclared)."""
-    f = BY_NAME.get(name)
-    if f is None or f.path:
-        raise UserError(f"'{name}' is not a declared summary field (harness/results/fields.py)")
-    return f.section
-
-
 # --------------------------------------------------------------------------- permutation summary
 
 @dataclass

@@ -214,9 +214,6 @@ class EmbeddedSender(Sender):
             pump.begin = costly_begin   # type: ignore[method-assign]
         return pump
 
-    def _raise_conn(self) -> None:
-        raise self._error(None)
-
     def _raise(self, res) -> None:
         raise self._error(res)
 
