@@ -137,6 +137,13 @@ def _suptitle(fig, title: str, ctx: RunContext) -> None:
                          "Software": "ssbench analyze (matplotlib)"}
 
 
+def _finish(fig, ctx: RunContext, out_dir: Path, section: str, title: str, *name: Any) -> Plot:
+    """The end of every figure: its title (:func:`_suptitle`), its PNG (named from ``name``'s
+    parts, at most 150 characters: :func:`_save`) and its :class:`Plot`."""
+    _suptitle(fig, title, ctx)
+    return Plot(section, title, _save(fig, out_dir, _slug(*name)[:150]), run_id=ctx.run_id)
+
+
 def _save(fig, out_dir: Path, name: str) -> str:
     """Write ``out_dir/name.png`` (title, run and target also in the PNG's text chunks).
 
@@ -313,9 +320,7 @@ def throughput(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
         axes[0][0].set_ylabel("messages/s processed by the target")
         _legend_right(fig, axes[0], title="median of repetitions,\n95 % interval bars", extra=[_hollow_note()])
         title = f"Messages/s processed by one target — {strategy_label(strategy)}, {ctx.server_label(server)}"
-        _suptitle(fig, title, ctx)
-        f = _save(fig, out_dir, _slug("throughput", ctx.run_id, server, strategy))
-        out.append(Plot(section, title, f, run_id=ctx.run_id))
+        out.append(_finish(fig, ctx, out_dir, section, title, "throughput", ctx.run_id, server, strategy))
     return out
 
 
@@ -385,9 +390,7 @@ def strategy_gain(perms: list[Row], gains: list[Row], cross: list[Row], ctx: Run
                              (Patch(color="white"), "by each gain: G gain, L loss,\n= no difference, ? inconclusive"),
                              (Patch(color="white"), "dotted line: pays from here on")])
         title = f"One dialog per thread vs {name} — {ctx.server_label(server)}"
-        _suptitle(fig, title, ctx)
-        f = _save(fig, out_dir, _slug("gain", ctx.run_id, strategy, server))
-        out.append(Plot(section, title, f, run_id=ctx.run_id))
+        out.append(_finish(fig, ctx, out_dir, section, title, "gain", ctx.run_id, strategy, server))
     return out
 
 
@@ -454,9 +457,7 @@ def wait_profile(perms: list[Row], waits: list[Row], ctx: RunContext, out_dir: P
                          "PR processing, CPU server\nCPU, OL offered load)",
                    title_fontsize=7)
         title = f"Top waits per thread count — {ctx.server_label(server)}, {_payload_label(payload)}"
-        _suptitle(fig, title, ctx)
-        f = _save(fig, out_dir, _slug("waits", ctx.run_id, server))
-        out.append(Plot(section, title, f, run_id=ctx.run_id))
+        out.append(_finish(fig, ctx, out_dir, section, title, "waits", ctx.run_id, server))
     return out
 
 
@@ -499,9 +500,7 @@ def queue_depth(series: list[Row], chosen: list[Row], ctx: RunContext, out_dir: 
         axes[k // ncols][k % ncols].set_visible(False)
     _legend_right(fig, [a for row in axes for a in row])
     title = "Queue depth over time — highest-load permutation of each dialog strategy"
-    _suptitle(fig, title, ctx)
-    f = _save(fig, out_dir, _slug("queues", ctx.run_id))
-    return [Plot(section, title, f, run_id=ctx.run_id)]
+    return [_finish(fig, ctx, out_dir, section, title, "queues", ctx.run_id)]
 
 
 # --------------------------------------------------------------------------- send vs receive
@@ -542,9 +541,7 @@ def send_vs_receive(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Pl
     _legend_right(fig, [ax, ax2], extra=[_hollow_note()])
     _x_ticks(ax2, [r["total_threads"] for r in rows])
     title = "Does the target keep up? Send vs receive rate (all payloads and servers)"
-    _suptitle(fig, title, ctx)
-    f = _save(fig, out_dir, _slug("send_vs_receive", ctx.run_id))
-    return [Plot(section, title, f, run_id=ctx.run_id)]
+    return [_finish(fig, ctx, out_dir, section, title, "send_vs_receive", ctx.run_id)]
 
 
 # --------------------------------------------------------------------------- latency
@@ -591,7 +588,5 @@ def latency(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
         _legend_right(fig, [a for row in axes for a in row], title="strategy, percentile\n(medians of repetitions)",
                       extra=[_hollow_note()])
         title = f"Latency percentiles vs threads — {ctx.server_label(server)}, {_payload_label(payload)}"
-        _suptitle(fig, title, ctx)
-        f = _save(fig, out_dir, _slug("latency", ctx.run_id, server))
-        out.append(Plot(section, title, f, run_id=ctx.run_id))
+        out.append(_finish(fig, ctx, out_dir, section, title, "latency", ctx.run_id, server))
     return out

@@ -4,6 +4,7 @@ are :mod:`.plots`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,8 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .plots import (LEGEND_IN, TITLE_TOP_IN, Plot, Row, RunContext, _hollow_note, _legend_right, _num, _points,
-                    _save, _slug, _suptitle)
+from .plots import (LEGEND_IN, TITLE_TOP_IN, Plot, Row, RunContext, _finish, _hollow_note, _legend_right, _num,
+                    _points)
 
 
 def runs_comparison(perms: list[Row], contexts: list[RunContext], out_dir: Path) -> list[Plot]:
@@ -58,9 +59,7 @@ def runs_comparison(perms: list[Row], contexts: list[RunContext], out_dir: Path)
     ctx = RunContext(run_id=", ".join(run_ids), target=targets, profile_aliases=False, server_profiles={},
                      synthetic=any(c.synthetic for c in contexts))
     title = f"{len(run_ids)} runs compared: receive and send rate per permutation"
-    _suptitle(fig, title, ctx)
-    f = _save(fig, out_dir, _slug("runs_compared", *run_ids)[:150])
-    return [Plot(section, title, f)]
+    return [replace(_finish(fig, ctx, out_dir, section, title, "runs_compared", *run_ids), run_id=None)]
 
 
 VERDICT_COLOURS = {"gain": "#2ca02c", "loss": "#d62728", "no difference": "#7f7f7f", "inconclusive": "#ff7f0e",
@@ -107,9 +106,7 @@ def technique_gains(rows: list[Row], ctx: RunContext, out_dir: Path, threshold_p
                       f"grey: ±{threshold_pct:g} %)")
         ax.grid(axis="x", alpha=0.3)
         title = f"Technique: {axis} against its baseline ({axis_note(axis)})"
-        _suptitle(fig, title, ctx)
-        f = _save(fig, out_dir, _slug("technique", axis, ctx.run_id)[:150])
-        out.append(Plot(section, title, f, run_id=ctx.run_id))
+        out.append(_finish(fig, ctx, out_dir, section, title, "technique", axis, ctx.run_id))
     return out
 
 
@@ -130,9 +127,7 @@ def open_loop(reps: list[dict[str, Any]], run_path: Path, ctx: RunContext, out_d
         fig.set_size_inches(12, 5.6)
         fig.subplots_adjust(top=1 - TITLE_TOP_IN / 5.6)
         title = "Latency against achieved throughput, one curve per dialog strategy (hollow: fell behind)"
-        _suptitle(fig, title, ctx)
-        out.append(Plot(section, title, _save(fig, out_dir, _slug("open_loop_latency", ctx.run_id)[:150]),
-                        run_id=ctx.run_id))
+        out.append(_finish(fig, ctx, out_dir, section, title, "open_loop_latency", ctx.run_id))
     fig = Figure(figsize=(7.5, 5.6))
     ax = fig.subplots()
     fig.subplots_adjust(top=1 - TITLE_TOP_IN / 5.6, left=0.12, right=0.97, bottom=0.11)
@@ -152,9 +147,7 @@ def open_loop(reps: list[dict[str, Any]], run_path: Path, ctx: RunContext, out_d
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, title="dialog strategy (hollow: behind)", title_fontsize=8)
     title = "Achieved against offered rate, one point per repetition"
-    _suptitle(fig, title, ctx)
-    out.append(Plot(section, title, _save(fig, out_dir, _slug("open_loop_rates", ctx.run_id)[:150]),
-                    run_id=ctx.run_id))
+    out.append(_finish(fig, ctx, out_dir, section, title, "open_loop_rates", ctx.run_id))
     return out
 
 
@@ -189,5 +182,4 @@ def backlog_drain(reps: list[dict[str, Any]], ctx: RunContext, out_dir: Path) ->
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, title="line: median; points: repetitions", title_fontsize=8)
     title = "Backlog drain rate against queue readers (the paper's batch scenario)"
-    _suptitle(fig, title, ctx)
-    return [Plot(section, title, _save(fig, out_dir, _slug("backlog_drain", ctx.run_id)[:150]), run_id=ctx.run_id)]
+    return [_finish(fig, ctx, out_dir, section, title, "backlog_drain", ctx.run_id)]

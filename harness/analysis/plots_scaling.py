@@ -4,12 +4,13 @@ repetitions, and the residuals under it (:mod:`harness.verdicts.scaling`)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from ..results.fields import axis_names
 from ..verdicts import scaling as S
-from .plots import (LEGEND_IN, STRATEGY_COLOR, STRATEGY_ORDER, Plot, RunContext, _grid, _legend_right, _save,
-                    _slug, _suptitle, strategy_label)
+from .plots import (LEGEND_IN, STRATEGY_COLOR, STRATEGY_ORDER, Plot, RunContext, _finish, _grid, _legend_right,
+                    strategy_label)
 
 SECTION = "How far it scales (Universal Scalability Law)"
 
@@ -64,14 +65,13 @@ def scaling_fits(sweeps: list[S.Sweep], ctx: RunContext, out_dir: Path) -> list[
     out = []
     for keys in _figures(panels).values():
         title = _title(keys[0], varying, ctx)
-        f = _figure(keys, panels, title, ctx, out_dir)
-        out.append(Plot(SECTION, title, f, run_id=ctx.run_id, note=(
+        out.append(replace(_figure(keys, panels, title, ctx, out_dir), note=(
             "Residuals: each repetition's rate against the fitted curve; a pattern (not a scatter about 0) says the "
             "law misses the sweep's shape. Dashed: the law does not fit (no coefficient is given).")))
     return out
 
 
-def _figure(keys: list[tuple], panels: dict[tuple, list[S.Sweep]], title: str, ctx: RunContext, out_dir: Path) -> str:
+def _figure(keys: list[tuple], panels: dict[tuple, list[S.Sweep]], title: str, ctx: RunContext, out_dir: Path) -> Plot:
     fig, axes = _grid(2, len(keys), w=5.4, h=3.4, right_in=LEGEND_IN)
     at = PANEL_KEYS.index("initiators")
     for col, key in enumerate(keys):
@@ -91,8 +91,7 @@ def _figure(keys: list[tuple], panels: dict[tuple, list[S.Sweep]], title: str, c
     axes[0][0].set_ylabel("messages/s processed by the target")
     axes[1][0].set_ylabel("residual, % off the curve")
     _legend_right(fig, axes[0], title="repetitions (points),\nfitted law (line), 95 % band")
-    _suptitle(fig, title, ctx)
-    return _save(fig, out_dir, _slug("scaling", ctx.run_id, *keys[0][1:at], *keys[0][at + 1:])[:150])
+    return _finish(fig, ctx, out_dir, SECTION, title, "scaling", ctx.run_id, *keys[0][1:at], *keys[0][at + 1:])
 
 
 def _sweep(top, bottom, s: S.Sweep) -> None:
