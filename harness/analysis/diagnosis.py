@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from ..results import number
 from ..results.fields import axis_names
 from .tables import category
 from ..results.model import target_capabilities
@@ -154,10 +155,6 @@ def _lat(s: Row, stat: str) -> float | None:
     return (s["send_latency_ms"] or {}).get(stat)
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
 def _rate(v: float | None) -> str:
     return "–" if v is None else f"{v:,.0f}"
 
@@ -179,7 +176,7 @@ def _growth_text(name: str, g: Any) -> str:
 
 
 def _readers(s: Row) -> tuple[float | None, int | None]:
-    running = _num(s["activation_tasks_running"])
+    running = number(s["activation_tasks_running"])
     limit = s["activation_max_readers"] or s["max_queue_readers"]
     return running, limit
 
@@ -213,7 +210,7 @@ def _receive_side(s: Row, send: float) -> list[Finding]:
     strength = g["per_s"] / (GROWTH_MIN_SHARE * send)
     base = f"{_growth_text('target queue', g)} while SEND ran {_rate(send)} msg/s"
     running, limit = _readers(s)
-    busy = _num(s["procedure_busy"])
+    busy = number(s["procedure_busy"])
     readers = max(running or 0.0, 1.0) if running is not None else float(limit or 1)
     share = busy / readers if busy is not None else None
     reader_text = (f"{running:.1f} of {limit} readers running" if running is not None and limit
@@ -241,11 +238,11 @@ def _receive_side(s: Row, send: float) -> list[Finding]:
 def _receive_reason(s: Row, running: float | None, limit: int | None) -> tuple[str, str, str]:
     """(detail, remedy key, evidence) of a receive-bound repetition, in the paper's order."""
     waitfor, monitor = s["waitfor_timeout_ms"], s["monitor_interval_seconds"]
-    started = _num(s["activation_tasks_started_per_s"]) or 0.0
+    started = number(s["activation_tasks_started_per_s"]) or 0.0
     latch = (s["broker_waits"] or {}).get(WAITFOR_LATCH, 0.0)
-    hits = _num(s["activation_task_limit_per_s"])
-    at_max = (_num(s["activation_at_max_share"]) or 0.0) >= 0.5 or (hits or 0.0) > 0
-    per_receive = _num(s["messages_per_receive"])
+    hits = number(s["activation_task_limit_per_s"])
+    at_max = (number(s["activation_at_max_share"]) or 0.0) >= 0.5 or (hits or 0.0) > 0
+    per_receive = number(s["messages_per_receive"])
     readers = f"{running:.1f} of {limit} readers running" if running is not None else f"MAX_QUEUE_READERS {limit}"
     if latch and running and latch / running >= WAITFOR_LATCH_MS_PER_READER:
         return ("readers queue on the WAITFOR manager latch", "fewer_readers",
@@ -276,7 +273,7 @@ def _receive_reason(s: Row, running: float | None, limit: int | None) -> tuple[s
 def _client(s: Row, send: float, closed: bool) -> Finding | None:
     cpu = max([w["cpu_percent"] for w in s["workers"] or () if w.get("cpu_percent") is not None]
               + [v for v in (s["worker_cpu_percent"] or {}).values() if v is not None], default=None)
-    demand = _num(s["client_cpu_demand"])
+    demand = number(s["client_cpu_demand"])
     duty = None
     if closed and s["users_active"] and _lat(s, "mean") is not None:
         duty = send * _lat(s, "mean") / 1000.0 / s["users_active"]
@@ -292,7 +289,7 @@ def _client(s: Row, send: float, closed: bool) -> Finding | None:
                      + (f" (on a CPU {cpu:.0f} % of a core)" if cpu is not None else ""))
         strength = max(strength, demand / CLIENT_DEMAND)
     workers = sum(v for v in (s["worker_cpu_percent"] or {}).values() if v is not None)
-    host = _num(s["host_cpu_utilization"])
+    host = number(s["host_cpu_utilization"])
     if (s["server_on_host"] and host is not None and host >= HOST_CPU and s["server_cpu_percent"]
             and workers >= s["server_cpu_percent"]):
         # the host's CPUs are the limit, and the load generator takes more of them than the server
@@ -380,7 +377,7 @@ def _send_waits(s: Row) -> Finding | None:
 
 def _server_cpu(s: Row) -> Finding | None:
     local = bool(s["server_on_host"]) and s["server_cpu_percent"] is not None
-    util = _num(s["host_cpu_utilization"]) if local else _num(s["server_cpu_utilization"])
+    util = number(s["host_cpu_utilization"]) if local else number(s["server_cpu_utilization"])
     limit = HOST_CPU if local else SERVER_CPU
     if util is None or util < limit:
         return None
@@ -402,7 +399,7 @@ def _server_cpu(s: Row) -> Finding | None:
 
 def diagnose_rep(s: Row) -> RepDiagnosis:
     """One repetition: every stage whose evidence fires, the strongest first, and the verdict."""
-    send = _num(s["send_rate"])
+    send = number(s["send_rate"])
     if not send or not s["measure_seconds"]:
         return RepDiagnosis(s["rep"], None, "", NO_DATA, reason="no SEND in the measured window")
     closed = not s["offered_rate"]

@@ -14,6 +14,7 @@ import statistics
 from collections import defaultdict
 from typing import Any, Iterable
 
+from ..results import median
 from ..results.fields import FIELDS
 from ..verdicts import permutation_rows
 from ..verdicts.pairs import GAIN_KEYS
@@ -74,11 +75,6 @@ def _sum(values: Iterable[Any]) -> float | None:
     return sum(v) if v else None
 
 
-def _median(values: Iterable[Any]) -> float | None:
-    v = [x for x in values if x is not None]
-    return statistics.median(v) if v else None
-
-
 def permutation_stats(reps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per permutation across its repetitions: its row of the verdicts (harness.verdicts.
     permutation_rows: the axes, the repetitions' numbers, statuses, windows and values); for
@@ -104,9 +100,9 @@ def permutation_stats(reps: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                 default=None),
             max_queue_depth=max((r["max_queue_depth"] for r in mine if r.get("max_queue_depth") is not None),
                                 default=None),
-            client_cpu_percent=_median(r.get("client_cpu_percent") for r in mine),
-            server_cpu_percent=_median(r.get("server_cpu_percent") for r in mine),
-            activation_tasks_started_per_s=_median(r.get("activation_tasks_started_per_s") for r in mine),
+            client_cpu_percent=median(r.get("client_cpu_percent") for r in mine),
+            server_cpu_percent=median(r.get("server_cpu_percent") for r in mine),
+            activation_tasks_started_per_s=median(r.get("activation_tasks_started_per_s") for r in mine),
             dialog_errors_lost=_sum(r.get("dialog_errors_lost") for r in mine),
             statuses=",".join(sorted({r["status"] for r in mine})),
             reps=",".join(str(r["rep"]) for r in mine))

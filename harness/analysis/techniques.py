@@ -11,22 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..results import median
+from ..results import median, number
 from ..verdicts import NOT_EXERCISED, TECHNIQUE_AXES, Judged, engaged, judge_metric  # noqa: F401  (re-exported)
 from ..verdicts.comparison_metrics import Metric
 from ..verdicts.pairs import kept_out, samples
 from ..verdicts.techniques import VALUE_BY_NAME, axis_note, how_to_exercise, repetitions  # noqa: F401
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
 
 def _median_of(row: dict[str, Any], metric: Metric) -> float | None:
     return median([v for _, v in samples(row, metric)])
 
 
 def _shown(row: dict[str, Any], name: str) -> float | None:
-    return median([v for v in (_num(r.get(name)) for r in repetitions(row)) if v is not None])
+    return median([v for v in (number(r.get(name)) for r in repetitions(row)) if v is not None])
 
 
 def _metric_rows(j: Judged) -> list[dict[str, Any]]:
@@ -70,7 +66,7 @@ def technique_gains(judged: list[Judged]) -> list[dict[str, Any]]:
         head = {"run_id": p["run_id"], "synthetic": bool(p.get("synthetic")), "axis": pair.axis,
                 "value": pair.value, "baseline_value": pair.baseline_value, "server": p.get("server"),
                 "initiators": p.get("initiators"), "threads": p.get("threads"), "dialogs": p.get("dialogs"),
-                "payload_bytes": p.get("payload_bytes"), "rate": _num(p.get("rate")), "context": pair.context,
+                "payload_bytes": p.get("payload_bytes"), "rate": number(p.get("rate")), "context": pair.context,
                 "perm_id": p["perm_id"], "baseline_perm_id": base["perm_id"]}
         rows += [{**head, **r} for r in _metric_rows(j)]
     return rows

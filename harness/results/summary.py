@@ -47,6 +47,11 @@ def host_cross_cpu(summaries: Iterable[Any]) -> dict[str, Any] | None:
     return {"windows": len(seen), "min_ns": round(min(seen.values()), 1), "max_ns": round(max(seen.values()), 1)}
 
 
+def number(v: Any) -> float | None:
+    """A row's value as a float when it is a number (not a bool), else None."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def median(values: Iterable[float | None]) -> float | None:
     """Median of the values that are not None (None when there are none)."""
     vals = [v for v in values if v is not None]

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..results import number
 from ..results.fields import BY_NAME, LOWER, Field
 
 
@@ -64,6 +65,5 @@ METRIC_BY_NAME = {m.name: m for m in METRICS}
 
 def metric_value(summary: Any, metric: Metric) -> float | None:
     """The metric's value in a summary or a flat row (None: absent, or not a finite number)."""
-    v = summary.get(metric.name)
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    return float(v) if ok else None
+    v = number(summary.get(metric.name))
+    return v if v is not None and math.isfinite(v) else None

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
-from ..results import counts_in_verdicts
+from ..results import counts_in_verdicts, number
 from ..results.fields import COMPARISON_KEYS, axis_names
 from .comparison_metrics import METRIC_BY_NAME, METRICS, RECEIVE_RATE, Metric, metric_value  # noqa: F401  (re-exported)
 from .rule import GAIN, Outcome, Rule, judge
@@ -75,14 +75,10 @@ def permutation_rows(reps: Iterable[Mapping[str, Any]], metrics: Iterable[Metric
         row.update(rep_numbers=[r.get("rep") for r in mine], rep_statuses=[r.get("status") for r in mine],
                    rep_windows=[r.get("alt_window") for r in mine])
         for m in metrics:
-            row[f"{m.name}_values"] = [_number(r.get(m.name)) for r in mine]
+            row[f"{m.name}_values"] = [number(r.get(m.name)) for r in mine]
         out.append(row)
     out.sort(key=lambda r: (r.get("run_id") or "", r.get("perm_index") or 0, r["perm_id"]))
     return out
-
-
-def _number(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def samples(row: Mapping[str, Any], metric: Metric) -> list[tuple[int, float]]:
