@@ -8,6 +8,7 @@ gives t intervals and one-sided p-values (:func:`benjamini_hochberg` for the gat
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Hashable, Iterable, Sequence
@@ -20,18 +21,21 @@ IQR_TO_SIGMA = 1.349     # IQR / 1.349 estimates sigma for normal data
 SPREAD_METHODS = ("mad", "iqr")
 
 
-def _t_quantile(df: float, q: float) -> float:
+@functools.cache
+def _special():
     # scipy.special is imported at the first use: about 0.3 CPU-s that every ssbench process
-    # importing the runner would pay without judging anything
-    from scipy.special import stdtrit
+    # importing the runner would pay without judging anything (once: a simulation asks often)
+    import scipy.special
 
-    return float(stdtrit(df, q))
+    return scipy.special
+
+
+def _t_quantile(df: float, q: float) -> float:
+    return float(_special().stdtrit(df, q))
 
 
 def _t_cdf(df: float, x: float) -> float:
-    from scipy.special import stdtr
-
-    return float(stdtr(df, x))
+    return float(_special().stdtr(df, x))
 
 
 @dataclass(frozen=True)

@@ -110,7 +110,7 @@ def simulate_comparisons(effect_pct: float, rule: Rule, *, model: str = "lognorm
         lb = lt if paired else _levels(rng, n, level)
         t = [(r, v * w) for (r, v), w in zip(_sample(rng, model, spread, effect_pct, n), lt)]
         b = [(r, v * w) for (r, v), w in zip(_sample(rng, model, spread, 0.0, n), lb)]
-        o = judge(t, b, rule, paired=paired)
+        o = judge(t, b, rule, paired=paired, explain=False)
         tally.trials += 1
         tally.verdicts[o.verdict] += 1
         tally.wrong += wrong(o.verdict, effect_pct, rule.threshold_pct)

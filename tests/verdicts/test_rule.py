@@ -168,6 +168,24 @@ def test_an_undecided_comparison_says_how_many_repetitions_would_decide():
     assert "more than 1000 repetitions a side would be needed" in o.reason
 
 
+@pytest.mark.parametrize("paired", [False, True])
+def test_a_verdict_without_its_explanation_is_the_same_verdict(paired):
+    """``explain=False`` (what the simulations ask): every look's verdict, interval, level and
+    counts as with it; only an inconclusive answer's reason and ``needed`` are left out."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(8)
+    rule = Rule(threshold_pct=5.0, min_reps=3, max_reps=8)
+    seen = set()
+    for effect in (0.0, 0.04, 0.2) * 30:
+        t = reps(*(1000 * np.exp(effect + rng.normal(0, 0.05, 8))))
+        b = reps(*(1000 * np.exp(rng.normal(0, 0.05, 8))))
+        full, bare = judge(t, b, rule, paired=paired), judge(t, b, rule, paired=paired, explain=False)
+        assert bare == replace(full, reason="", needed=None), (full, bare)
+        seen.add(full.verdict)
+    assert seen == {GAIN, NO_DIFFERENCE, INCONCLUSIVE}
+
+
 def test_a_threshold_override_replaces_the_runs():
     assert Rule.of_run({"threshold_pct": 12.0}).threshold_pct == 12.0
     assert Rule.of_run({"threshold_pct": 12.0}, 3.0).threshold_pct == 3.0
