@@ -535,9 +535,17 @@ ROUNDS = 0.4
     (5, 2, 0.03, "outliers"),
     (5, 2, 0.10, "normal"),       # a noisy machine: the threshold grows to ~20 %
 ])
-def test_noise_only_passes_at_least_95_percent(reps, perms, cv, kind):
+def test_noise_only_passes_at_least_95_percent_and_is_rarely_called_an_improvement(reps, perms, cv, kind):
+    """Noise alone passes at least 95 % of gates, and is called an improvement in under 5 %:
+    "improved" is a claim like "regression": beyond the threshold the other way AND
+    significant by the mirror test, adjusted as a family. On the threshold alone, noise was
+    called an improvement in 11.75 % of gate.yaml-shaped comparisons, 61.5 % with 18
+    permutations and 54.5 % at 10 % noise (docs/gate.md, "How well it works"). The same
+    gates answer both (400 a shape: a pass rate of 91 % or improvements in 9 % fail 99 % of
+    the time)."""
     rates = simulate(1000 + reps * 7 + perms, reps, perms, cv, kind, trials=TRIALS)
     assert rates.passed >= 0.95, f"noise-only pass rate {rates.passed:.3f} ({reps} reps, {perms} perms, {cv:.0%} {kind})"
+    assert rates.improved <= 0.05, f"false improvements in {rates.improved:.3f} ({reps} reps, {perms} perms, {cv:.0%})"
 
 
 @pytest.mark.parametrize("shared,paired", [(0.0, True), (ROUNDS, True), (0.0, False)])
@@ -620,19 +628,6 @@ def test_each_family_is_adjusted_on_its_own_at_its_share_of_alpha():
 def test_twenty_percent_latency_rise_is_caught():
     caught = simulate(2025, reps=5, perms=1, cv=0.03, latency_rise=0.20, trials=TRIALS).failed
     assert caught >= 0.95, f"detection rate {caught:.3f}"
-
-
-@pytest.mark.parametrize("reps,perms,cv,kind", [
-    (5, 2, 0.03, "normal"), (4, 2, 0.03, "normal"), (5, 18, 0.03, "normal"),
-    (5, 2, 0.03, "outliers"), (5, 2, 0.10, "normal"),
-])
-def test_noise_alone_is_called_an_improvement_in_under_5_percent_of_comparisons(reps, perms, cv, kind):
-    """"improved" is a claim like "regression": beyond the threshold the other way AND
-    significant by the mirror test, adjusted as a family. On the threshold alone, noise was
-    called an improvement in 11.75 % of gate.yaml-shaped comparisons, 61.5 % with 18
-    permutations and 54.5 % at 10 % noise (docs/gate.md, "How well it works")."""
-    rates = simulate(5000 + reps * 7 + perms, reps, perms, cv, kind, trials=TRIALS)
-    assert rates.improved <= 0.05, f"false improvements in {rates.improved:.3f} ({reps} reps, {perms} perms, {cv:.0%})"
 
 
 @pytest.mark.parametrize("reps", [5, 6])
