@@ -4,7 +4,7 @@ sets where the truth is known.
 * no effect: 5 repetitions per permutation, the 150 trick a relabelled copy of one dialog per
   thread, +-25 % independent noise per repetition: never reported as a gain or a crossover;
 * a real +40 % effect, 5 repetitions, +-10 % noise: reported as a gain at every thread count;
-* one repetition: every verdict inconclusive, said in words, never green.
+* two repetitions (one at a point): every verdict inconclusive, said in words, never green.
 
 Both sets are analysed together, which also draws the several-runs comparison plot. The target
 section of one run.json carries a wait mapping and notes (as the SQL Server target will): the
@@ -99,23 +99,15 @@ def test_the_report_shows_verdicts_notes_and_the_runs_compared(two_sets):
     assert "fewer than 3 repetitions" not in result.notes_html
 
 
-def test_one_repetition_is_inconclusive_in_words(spark, tmp_path):
+@pytest.fixture(scope="module")
+def few(spark, tmp_path_factory):
+    """Two repetitions a permutation, one summary and run.json of schema versions this code
+    does not read, analysed once: every comparison rests on fewer than 3 repetitions a side,
+    and one point's trick150 on a single one."""
     from harness.analysis.job import analyze_result
 
-    run = synth.synthesize(tmp_path, synth.small_spec(name="once", repetitions=1, **AXES), run_id="20261122-once")
-    result = analyze_result([run], spark=spark)
-    assert {g["verdict"] for g in result.gains} == {"inconclusive"}
-    assert all(g["gain_ci_low_pct"] is None for g in result.gains)
-    assert all(c["crossover_total_threads"] is None for c in result.crossover)
-    html = result.index.read_text()
-    assert "Every comparison rests on fewer than 3 repetitions on a side, so every verdict is inconclusive" in html
-    assert 'class="v-gain"' not in html
-
-
-def test_unsupported_schema_versions_are_named_and_skipped(spark, tmp_path):
-    from harness.analysis.job import analyze_result
-
-    run = synth.synthesize(tmp_path, synth.small_spec(name="v", repetitions=2, **AXES), run_id="20261122-v")
+    run = synth.synthesize(tmp_path_factory.mktemp("few"), synth.small_spec(name="v", repetitions=2, **AXES),
+                           run_id="20261122-v")
     summary = run / "i1-t5-trick150-p100-durable" / "rep-02" / "summary.json"
     doc = json.loads(summary.read_text())
     doc["schema"] = "ssbench.summary/3"
@@ -123,7 +115,22 @@ def test_unsupported_schema_versions_are_named_and_skipped(spark, tmp_path):
     record = json.loads((run / "run.json").read_text())
     record["schema"] = "ssbench.run/9"
     (run / "run.json").write_text(json.dumps(record))
-    result = analyze_result([run], spark=spark)
+    return run, summary, analyze_result([run], spark=spark)
+
+
+def test_fewer_than_three_repetitions_are_inconclusive_in_words(few):
+    _run, _summary, result = few
+    assert {g["verdict"] for g in result.gains} == {"inconclusive"}
+    assert len(result.gains) == 8 and any(g["n"] == 1 for g in result.gains)   # one repetition at (1, 5)
+    assert all(g["gain_ci_low_pct"] is None for g in result.gains)
+    assert all(c["crossover_total_threads"] is None for c in result.crossover)
+    html = result.index.read_text()
+    assert "Every comparison rests on fewer than 3 repetitions on a side, so every verdict is inconclusive" in html
+    assert 'class="v-gain"' not in html
+
+
+def test_unsupported_schema_versions_are_named_and_skipped(few):
+    run, summary, result = few
     problems = {i.path: i.problem for i in result.issues}
     assert "unsupported schema version 'ssbench.summary/3'" in problems[str(summary)]
     assert "unsupported schema version 'ssbench.run/9'" in problems[str(run / "run.json")]
