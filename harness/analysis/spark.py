@@ -278,6 +278,31 @@ def write_archive(timeout: float = 300.0) -> Path | None:
 _ARCHIVING: tuple[Path, Path] | None = None
 
 
+def _wait_while_working(proc: subprocess.Popen, stalled: float) -> bool:
+    """Wait for ``proc`` to end for as long as it works: False once its CPU time has not grown
+    for ``stalled`` seconds (a hung JVM). A loaded machine slows the archive's writing without
+    stopping it; a limit on the wall time left the JVM writing after the command returned."""
+    import time
+
+    import psutil
+
+    last, since = -1.0, time.monotonic()
+    while True:
+        try:
+            proc.wait(0.5)
+            return True
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            used = sum(psutil.Process(proc.pid).cpu_times()[:2])
+        except psutil.Error:
+            continue            # ended meanwhile: the next wait reaps it
+        if used > last:
+            last, since = used, time.monotonic()
+        elif time.monotonic() - since > stalled:
+            return False
+
+
 def stop_session(spark, timeout: float = 120.0) -> Path | None:
     """Stop ``spark``, a session this process started. When its JVM writes the AppCDS archive
     at its exit (:func:`_cds_options`: the first local analysis on a machine), end the JVM,
@@ -286,7 +311,8 @@ def stop_session(spark, timeout: float = 120.0) -> Path | None:
     for 10 to 15 s after the command returned loaded the machine while the next command
     measured (a `make bench` run right after the first one on a machine saw other processes
     take 90 % of a core through its first window). Returns the archive installed, or None (no
-    archive written by this process, or the JVM did not end within ``timeout``)."""
+    archive written by this process, or the JVM stopped working, ``timeout`` seconds without
+    using any CPU, before it ended)."""
     global _ARCHIVING
     spark.stop()
     if _ARCHIVING is None:
@@ -300,9 +326,7 @@ def stop_session(spark, timeout: float = 120.0) -> Path | None:
         return None
     gateway.shutdown()
     proc.stdin.close()          # the gateway JVM exits at the end of its standard input
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
+    if not _wait_while_working(proc, timeout):
         return None
     SparkContext._gateway = SparkContext._jvm = None
     _ARCHIVING = None
