@@ -509,7 +509,7 @@ def test_cli_analyze_prints_the_diagnosis_and_the_issues_on_stderr(spark, tiny_r
     """Without -q: what limits throughput on stderr (with Spark's log), and the issues, each
     damaged file named (a second repetition whose summary.json was cut in half, as a full disk
     or a crash would leave it); stdout stays the path and the key table. (With -q, stdout is the
-    same and stderr empty: tests/analysis/test_spark_archive.py, a fresh process.) The run has
+    same and stderr empty: tests/analysis/test_analysis_cluster.py, a fresh process.) The run has
     no run.json: the target is taken from the summaries, and the report goes in the run."""
     from harness.cli import main
 

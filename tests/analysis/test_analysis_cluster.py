@@ -1,9 +1,16 @@
 """The analysis beyond one machine: a real Spark standalone cluster (a Master and a Worker
 started from pyspark's own ``bin/spark-class`` on 127.0.0.1) and a real Spark Connect server
 (``spark-submit --class ...SparkConnectServer``, its tasks in its own JVM). ``ssbench analyze --master
-spark://...`` and ``--remote sc://...`` must give the same tables and plots as local mode (the
-suite's in-process session; that ``ssbench analyze -q`` in a process of its own prints the report
-path and the key table, nothing else, is tests/analysis/test_spark_archive.py's).
+spark://...`` and ``--remote sc://...`` must give the same tables and plots as local mode.
+
+The local reference is ``ssbench analyze -q`` in a process of its own, as a user runs it, on a
+machine without the Spark JVM's class-data-sharing archive (harness.analysis.spark): that first
+local analysis writes it. Its JVM claims the archive when it starts, so JVMs started meanwhile
+neither wait for it nor write their own, and the analysis waits for its JVM to write it and
+installs it before the command returns (stop_session), leaving no JVM of its own running to load
+the machine while the next command measures; it prints the report path and the key table,
+nothing else (nothing from Spark or the JVM, its archive's writing included). write_archive()
+(what the suite does first on a machine without one, tests/conftest.py) ends the same way.
 
 Sized for a 2-core machine: the worker offers 1 core and 1 GB, every daemon is stopped at the
 end of the module, also when a test fails."""
@@ -11,7 +18,6 @@ end of the module, also when a test fails."""
 from __future__ import annotations
 
 import csv
-import io
 import math
 import os
 import re
@@ -192,16 +198,47 @@ def cluster(base):
 
 
 @pytest.fixture(scope="module")
-def local_run(base, run_dir, spark):
-    """A local-mode analysis (the reference) in the suite's own Spark session: the report's
-    directory and its key table as the terminal shows it."""
-    from harness.analysis.job import analyze_result
+def local_run(base, run_dir):
+    """The local-mode analysis (the reference): ``ssbench analyze -q`` started in a cache without
+    an archive, what was seen while it ran and once it returned (its report's directory, its
+    output, the archive's claims, the options a JVM started meanwhile got, the processes still
+    writing the archive)."""
+    cache, out = base / "cache", base / "report-local"
+    env = cds.env(cache)
+    # output to files, not pipes: a JVM left running would hold a pipe open, and reading it to
+    # its end would wait for that JVM too
+    log, err_log = (base / "analyze.out").open("w"), (base / "analyze.err").open("w")
+    writer = subprocess.Popen([sys.executable, "-m", "harness.cli", "analyze", "-q", str(run_dir), "--out", str(out)],
+                              cwd=REPO, env=env, stdout=log, stderr=err_log)
+    seen = {"cache": cache, "env": env, "out": out}
+    try:
+        deadline = time.monotonic() + 60
+        while not list(cache.glob("spark-cds-*.part")) and writer.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen["claims"] = claims = list(cache.glob("spark-cds-*.part"))
+        seen["meanwhile"] = (cds.options(env), list(cache.glob("spark-cds-*"))) if claims else None
+        seen["poll"] = writer.poll()
+        writer.wait(timeout=900)
+        seen["left"] = _java_writing(str(claims[0])) if len(claims) == 1 else None
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+        log.close()
+        err_log.close()
+    seen.update(rc=writer.returncode, stdout=(base / "analyze.out").read_text(), stderr=(base / "analyze.err").read_text())
+    return seen
 
-    out = base / "report-local"
-    result = analyze_result([run_dir], out=out, spark=spark)
-    text = io.StringIO()
-    result.answer.render(text)
-    return out, text.getvalue()
+
+def _java_writing(part: str) -> list[int]:
+    """The processes whose command line names ``part`` (a JVM writing the archive there)."""
+    found = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and part.encode() in open(f"/proc/{d}/cmdline", "rb").read():
+                found.append(int(d))
+        except OSError:
+            pass
+    return found
 
 
 # --------------------------------------------------------------------------- helpers
@@ -250,6 +287,41 @@ def key_table(stdout: str) -> list[str]:
     return lines[lines.index(next(x for x in lines if x.startswith("Key results"))):]
 
 
+def _reference(local_run) -> str:
+    assert local_run["rc"] == 0, local_run["stderr"][-3000:]
+    return local_run["stdout"]
+
+
+WRITE = "from harness.analysis import spark; print(spark.archive_missing()); print(spark.write_archive())"
+
+
+def test_one_jvm_writes_the_archive_and_the_analysis_returns_once_it_is_written(local_run):
+    cache, env, out, err = local_run["cache"], local_run["env"], local_run["stdout"], local_run["stderr"]
+    claims = local_run["claims"]
+    assert len(claims) == 1, (claims, local_run["poll"])
+    # claimed when its JVM starts: a JVM started meanwhile runs without an archive and
+    # writes none of its own
+    assert local_run["meanwhile"] == ("", claims)
+    assert local_run["rc"] == 0, err[-3000:]
+    # -q: the report's path, then the key table, and nothing from Spark or the JVM: "WARNING:
+    # Using incubator modules", "Setting default log level", log4j lines, Python warnings
+    lines = out.splitlines()
+    assert lines[:2] == [str((local_run["out"] / "index.html").resolve()), ""], out
+    table = key_table(out)
+    assert table[0] == "Key results: 0 of 2 comparisons decided", out        # one repetition a side
+    assert sum(x.startswith("durable  trick150 vs per_thread") and "inconclusive" in x for x in table) == 2, out
+    assert err == "", err[-2000:]
+    # when the command returns, its JVM has written the archive and is gone, and the
+    # archive is installed: the part became it
+    assert local_run["left"] == [], f"a JVM of the analysis still runs after it returned: {local_run['left']}"
+    (path,) = [str(p) for p in cache.glob("spark-cds-*")]
+    assert path.endswith(".jsa") and os.path.getsize(path) > 0, err[-3000:]
+    # the next JVM uses it at once (not 120 s later, as when its writer is not waited for)
+    assert cds.options(env).startswith(f"-XX:SharedArchiveFile={path}")
+    r = subprocess.run([sys.executable, "-c", WRITE], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert r.stdout.split() == ["False", path], r.stderr[-2000:]   # there already: nothing to write
+
+
 def test_standalone_cluster_gives_the_local_report(cluster, run_dir, local_run, base):
     out = base / "report-cluster"
     # the driver JVM with the daemons' options (cluster.env): a cluster's driver gets neither the
@@ -258,14 +330,14 @@ def test_standalone_cluster_gives_the_local_report(cluster, run_dir, local_run, 
     proc = run_analyze([str(run_dir), "--master", cluster.url, "--out", str(out)], base, cluster.env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[0] == str((out / "index.html").resolve())
-    assert key_table(proc.stdout) == key_table(local_run[1])
+    assert key_table(proc.stdout) == key_table(_reference(local_run))
     assert f"on {cluster.url} ready" in proc.stderr
     # the work was done by the worker's executor, not in the driver
     assert re.search(r"Registering app ssbench-analyze", cluster.daemons[0].text())
     assert re.search(r"Asked to launch executor", cluster.daemons[1].text())
     assert re.search(r"Running task|Finished task", cluster.executor_logs())
     assert f"Picked up JAVA_TOOL_OPTIONS: {SMALL_JVM}" in cluster.executor_logs()   # the small JVM's options
-    assert_same_report(local_run[0], out)
+    assert_same_report(local_run["out"], out)
 
 
 def test_spark_connect_gives_the_local_report(cluster, run_dir, local_run, base):
@@ -276,9 +348,9 @@ def test_spark_connect_gives_the_local_report(cluster, run_dir, local_run, base)
     proc = run_analyze([str(run_dir), "--remote", remote, "--out", str(out)], base, cluster.env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[0] == str((out / "index.html").resolve())
-    assert key_table(proc.stdout) == key_table(local_run[1])
+    assert key_table(proc.stdout) == key_table(_reference(local_run))
     assert f"on {remote} ready" in proc.stderr
-    assert_same_report(local_run[0], out)
+    assert_same_report(local_run["out"], out)
 
 
 def test_no_class_data_archive_with_a_configuration_directory_on_the_class_path(tmp_path):

@@ -183,7 +183,7 @@ def test_cli_prints_the_answer_and_gives_it_to_scripts(spark, two_sets, tmp_path
     assert {r["pays_from"] for r in key["rows"]} == {1, 2}       # one row group per initiator count
     assert json.loads((tmp_path / "r" / "answer.json").read_text()) == doc
     # the same answer as text, as `analyze -q` prints it (the command's text mode itself: the -q
-    # subprocesses of test_spark_archive.py and test_analysis_cluster.py, and
+    # subprocesses of test_analysis_cluster.py, and
     # test_analysis.py::test_cli_analyze_prints_the_diagnosis_and_the_issues_on_stderr)
     from harness.commands.analyze import print_answer
     from harness.verdicts.answer import read_answer
