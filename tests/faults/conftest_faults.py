@@ -87,10 +87,11 @@ def wait_for(stream_lines: list[str], proc: subprocess.Popen, needle: str, timeo
     return False
 
 
-def start_run(matrix: Path, out: Path, needle: str = ": running", settle: float = 2.0):
-    """Start ``ssbench run`` and return (process, stderr lines so far) once it is ``needle``
-    and ``settle`` seconds more have passed (well inside the measured window)."""
-    p = ssbench_popen("run", str(matrix), "--out", str(out))
+def start_run(matrix: Path, out: Path, needle: str = ": running", settle: float = 2.0, resume: bool = False):
+    """Start ``ssbench run`` (``--resume``: of ``out``) and return (process, stderr lines so
+    far) once it is ``needle`` and ``settle`` seconds more have passed (well inside the
+    measured window)."""
+    p = ssbench_popen("run", str(matrix), "--out", str(out), *(("--resume",) if resume else ()))
     lines: list[str] = []
     assert wait_for(lines, p, needle, 120), "".join(lines)
     time.sleep(settle)

@@ -9,19 +9,41 @@ import signal
 import time
 
 import pytest
-from conftest_faults import (broker_pids, check_account, finish, locust_processes, ssbench, start_run,
-                             wait_for, write_matrix)
+from conftest_faults import (broker_pids, check_account, finish, locust_processes, ssbench, ssbench_popen,
+                             start_run, wait_for, write_matrix)
 from support.summaries import read as read_summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.swarm,
               pytest.mark.untimed("the account is counted in the databases; no figure depends on the host's speed")]
 
 
-def test_sigkill_of_the_runner_takes_its_swarm_with_it_and_resume_completes(pg_server, tmp_path, fault, figures):
-    """1. ``ssbench run`` killed (SIGKILL) mid-window: no Locust process lives on SENDing, and a
-    resume started at once completes with every message accounted for exactly once."""
-    m = write_matrix(tmp_path, measure=3)
+def test_a_killed_runner_worker_a_ctrl_c_in_the_drain_and_a_postgresql_crash_each_leave_it_resumable(
+        pg_server, tmp_path, fault, figures):
+    """Four faults, one after the other, each in the resume of the run the one before left (a
+    resume is a run like any other: one run for each fault, not two; each checked as it
+    happens): 1. the runner killed; 3. a Locust worker killed; 2. Ctrl-C while draining; 5.
+    PostgreSQL crashed (the helpers below say what each must leave). The last resume completes
+    with every message accounted for exactly once, every user spawned: nothing lost across
+    the four (durability held)."""
+    figures["faults injected"] += 3       # the four faults: one counted by the fixture
+    m = write_matrix(tmp_path, initiators=2, measure=3, drain=60)
     out = tmp_path / "run"
+    _kill_the_runner(m, out)
+    _kill_a_worker(m, out)
+    _ctrl_c_in_the_drain(m, out)
+    _crash_postgresql(pg_server, m, out)
+    r = ssbench("run", str(m), "--out", str(out), "--resume")
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = read_summary(next(out.glob("*/rep-01/summary.json")))
+    assert s["users_spawned"] == s["users_expected"] == 4, s
+    check_account(out, 2, figures)
+    for _ in range(4):
+        fault()
+
+
+def _kill_the_runner(m, out) -> None:
+    """1. ``ssbench run`` killed (SIGKILL) mid-window: no Locust process lives on SENDing (the
+    resume started at once runs: the next fault's)."""
     p, lines = start_run(m, out, settle=2)
     assert locust_processes(str(out)), "no swarm found to orphan"
     p.kill()
@@ -30,20 +52,28 @@ def test_sigkill_of_the_runner_takes_its_swarm_with_it_and_resume_completes(pg_s
     while locust_processes(str(out)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not locust_processes(str(out)), "the swarm outlived its runner"
-    r = ssbench("run", str(m), "--out", str(out), "--resume")
-    assert r.returncode == 0, r.stderr[-3000:]
-    s = read_summary(next(out.glob("*/rep-01/summary.json")))
-    assert s["users_spawned"] == s["users_expected"] == 2, s
-    check_account(out, 1, figures)
-    fault()
 
 
-def test_ctrl_c_during_the_drain_leaves_the_repetition_incomplete_never_lost(pg_server, tmp_path, fault, figures):
+def _kill_a_worker(m, out) -> None:
+    """3. A Locust worker killed mid-window: the repetition fails naming the worker and when,
+    is not committed (and is redone on resume)."""
+    p, lines = start_run(m, out, settle=2, resume=True)
+    workers = [w for w in locust_processes(str(out)) if "--worker" in " ".join(w.cmdline())]
+    assert len(workers) == 2, workers
+    victim = workers[0]
+    victim.kill()
+    err = finish(p, lines, timeout=180)
+    assert p.returncode == 3, err[-3000:]
+    assert f"pid {victim.pid}) died at" in err and "resume" in err, err[-2000:]
+    assert "Traceback" not in err
+    assert not list(out.glob("*/rep-*/summary.json"))
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+
+
+def _ctrl_c_in_the_drain(m, out) -> None:
     """2. Ctrl-C while draining: nothing is reported lost (the messages are queued, not lost),
-    the repetition is redone on resume, and run.json agrees with the summaries."""
-    m = write_matrix(tmp_path, measure=3, drain=60)
-    out = tmp_path / "run"
-    p, lines = start_run(m, out, settle=1)
+    the repetition is not committed (it is redone on resume), and run.json agrees."""
+    p, lines = start_run(m, out, settle=1, resume=True)
     brokers = broker_pids(p.pid)
     assert brokers, "no broker process found"
     for b in brokers:              # the broker freezes: messages pile up in the transmission queue
@@ -65,44 +95,16 @@ def test_ctrl_c_during_the_drain_leaves_the_repetition_incomplete_never_lost(pg_
     assert not list(out.glob("*/rep-*/summary.json")), "an interrupted drain was committed"
     record = json.loads((out / "run.json").read_text())
     assert record["status"] == "interrupted" and record["messages_lost"] == 0
-    r = ssbench("run", str(m), "--out", str(out), "--resume")
-    assert r.returncode == 0, r.stderr[-3000:]
-    check_account(out, 1, figures)
-    fault()
 
 
-def test_a_killed_worker_fails_the_repetition_and_resume_redoes_it(pg_server, tmp_path, fault, figures):
-    """3. A Locust worker killed mid-window: the repetition fails naming the worker and when,
-    is not committed, and is redone on resume."""
-    m = write_matrix(tmp_path, initiators=2, measure=3)
-    out = tmp_path / "run"
-    p, lines = start_run(m, out, settle=2)
-    workers = [w for w in locust_processes(str(out)) if "--worker" in " ".join(w.cmdline())]
-    assert len(workers) == 2, workers
-    victim = workers[0]
-    victim.kill()
-    err = finish(p, lines, timeout=180)
-    assert p.returncode == 3, err[-3000:]
-    assert f"pid {victim.pid}) died at" in err and "resume" in err, err[-2000:]
-    assert "Traceback" not in err
-    assert not list(out.glob("*/rep-*/summary.json"))
-    assert json.loads((out / "run.json").read_text())["status"] == "failed"
-    r = ssbench("run", str(m), "--out", str(out), "--resume")
-    assert r.returncode == 0, r.stderr[-3000:]
-    check_account(out, 2, figures)
-    fault()
-
-
-def test_a_postgresql_crash_is_one_clear_line_and_users_stop(pg_server, tmp_path, fault, figures):
-    """5. The server crashes (pg_ctl stop -m immediate) mid-window: one clear line, no traceback,
-    no storm of warnings, the users back off; after a restart, resume completes with nothing
-    lost (durability held). Runs in the parallel part: the server it takes down is this test
+def _crash_postgresql(pg_server, m, out) -> None:
+    """5. The server crashes (pg_ctl stop -m immediate) mid-window: one clear line, no
+    traceback, no storm of warnings, the users back off (after a restart, the resume completes
+    with nothing lost). Runs in the parallel part: the server it takes down is this test
     process's own (one per xdist worker, whose tests run one at a time), and it is started
     again whatever happens, so no later test of this process finds it down."""
-    m = write_matrix(tmp_path, measure=3, drain=20)
-    out = tmp_path / "run"
     try:
-        p, lines = start_run(m, out, settle=2)
+        p, lines = start_run(m, out, settle=2, resume=True)
         _immediate_stop(pg_server)
         err = finish(p, lines)
     finally:
@@ -118,10 +120,6 @@ def test_a_postgresql_crash_is_one_clear_line_and_users_stop(pg_server, tmp_path
     record = json.loads((out / "run.json").read_text())
     assert record["status"] == ("failed" if p.returncode == 3 else "interrupted"), record
     assert record["error"] and "\n" not in record["error"], record
-    r = ssbench("run", str(m), "--out", str(out), "--resume")
-    assert r.returncode == 0, r.stderr[-3000:]
-    check_account(out, 1, figures)
-    fault()
 
 
 def _immediate_stop(srv) -> None:
@@ -137,38 +135,16 @@ def _immediate_stop(srv) -> None:
         time.sleep(0.1)
 
 
-def test_a_second_run_is_refused_and_a_killed_broker_is_restarted_nothing_lost(pg_server, tmp_path, fault, figures):
-    """6. A second ``ssbench run`` on the same embedded server refuses (exit 2, naming the
-    holder) instead of resetting the databases under the first; 4. then the first run's embedded
-    broker process is killed mid-window: supervised and restarted (counted in the summary). The
-    first run completes intact: every message delivered exactly once, and the run says so."""
-    m = write_matrix(tmp_path, measure=5)
-    out = tmp_path / "run"
-    p, lines = start_run(m, out, settle=0)
-    second = ssbench("run", str(m), "--out", str(tmp_path / "second"))
-    assert second.returncode == 2, second.stderr[-2000:]
-    assert f"pid {p.pid}" in second.stderr and "Traceback" not in second.stderr, second.stderr
-    assert len(second.stderr.strip().splitlines()) == 1, second.stderr
-    assert not (tmp_path / "second").exists()
-    fault()
-    figures["faults injected"] += 1       # the broker's death, the second fault of this run
-    brokers = broker_pids(p.pid)
-    assert brokers
-    for b in brokers:
-        os.kill(b, signal.SIGKILL)
-    err = finish(p, lines)
-    assert p.returncode == 0, err[-3000:]
-    s = read_summary(next(out.glob("*/rep-01/summary.json")))
-    assert s["broker_restarts"] >= 1, s
-    check_account(out, 1, figures)
-    fault()
-
-
-def test_a_results_directory_in_use_is_refused_and_a_damaged_summary_is_redone(pg_server, tmp_path, fault, figures):
-    """8. Run A writes ``--out X``; in its window run B, on a server of its own (so the server's
-    run lock cannot stop it), asks to ``--resume`` X, then to start a new run there: both are
-    refused at once (exit 2, one line naming A's pid, host and start), nothing of X is touched,
-    and A completes intact (every message once, its rep-01 its own, run.json never "resumed").
+def test_runs_in_the_way_are_refused_a_killed_broker_restarts_and_a_damaged_summary_is_redone(
+        pg_server, tmp_path, fault, figures):
+    """8. Run A writes ``--out X``; 4. its embedded broker process is killed mid-window:
+    supervised and restarted (counted in the summary); 6. in its window a second ``ssbench run``
+    on the same embedded server refuses (exit 2, naming the holder) instead of resetting the
+    databases under A; 8. run B, on a server of its own (so the server's run lock cannot stop
+    it), asks to ``--resume`` X, then to start a new run there: both are refused at once (exit
+    2, one line naming A's pid, host and start), nothing of X is touched, and A completes intact
+    (every message once, its rep-01 its own, run.json never "resumed", the broker's restart
+    counted).
     A healthy run's master log has no warning about heartbeats before the token proof.
     9. Then A's committed summary.json truncated to half: ``run --resume`` sets the repetition
     aside, says so, and runs it again (``analyze`` counting it among its issues and naming it is
@@ -177,22 +153,38 @@ def test_a_results_directory_in_use_is_refused_and_a_damaged_summary_is_redone(p
 
     from support.embedded import private_server
 
+    figures["faults injected"] += 2       # the broker's death and the second run on the server
     m = write_matrix(tmp_path, measure=6)
     out = tmp_path / "run"
     with private_server("lock") as srv:
         srv.start()
         env = dict(os.environ, SSBENCH_PGDATA=str(srv.data_dir))
-        p, lines = start_run(m, out, settle=1)
+        p, lines = start_run(m, out, settle=0)
+        brokers = broker_pids(p.pid)
+        assert brokers
+        for b in brokers:
+            os.kill(b, signal.SIGKILL)
+        # the second run on A's server beside B's two on their own, all inside A's window
+        second = ssbench_popen("run", str(m), "--out", str(tmp_path / "second"))
         for extra in (("--resume",), ()):
             b = ssbench("run", str(m), "--out", str(out), *extra, env=env, timeout=300)
             assert b.returncode == 2, b.stderr[-3000:]
             assert len(b.stderr.strip().splitlines()) == 1 and "Traceback" not in b.stderr, b.stderr
             assert f"pid {p.pid} on {socket.gethostname()}" in b.stderr and "started 20" in b.stderr, b.stderr
+        _, second_err = second.communicate(timeout=300)
+        assert second.returncode == 2, second_err[-2000:]
+        assert f"pid {p.pid}" in second_err and "Traceback" not in second_err, second_err
+        assert len(second_err.strip().splitlines()) == 1, second_err
+        assert not (tmp_path / "second").exists()
         err = finish(p, lines)
     assert p.returncode == 0, err[-3000:]
     record = json.loads((out / "run.json").read_text())
     assert record["status"] == "complete" and "resumed" not in record, record
+    s = read_summary(next(out.glob("*/rep-01/summary.json")))
+    assert s["broker_restarts"] >= 1, s
     check_account(out, 1, figures)
+    fault()
+    fault()
     fault()
 
     figures["faults injected"] += 1       # the damaged summary, the second fault of this run

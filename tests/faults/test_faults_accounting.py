@@ -15,39 +15,33 @@ from conftest_faults import (Audit, audit, check_account, count_figures, finish,
 pytestmark = [pytest.mark.slow, pytest.mark.swarm,
               pytest.mark.untimed("the account is counted in the databases; no figure depends on the host's speed")]
 
-#: rows of initiator 1 the faults touch: the window (open loop, 50 SENDs/s) has them 3 s in
+#: rows of an initiator each fault touches: the window (open loop, 50 SENDs/s) has them 3 s in
 ROWS = 50
-MEASURED = "FROM ssb.message_drop WHERE initiator = 1 AND NOT warmup"
 
 
-def _tamper(*statements: str, rows_needed: int) -> None:
-    """Once initiator 1 has ``rows_needed`` measured messages processed, run ``statements`` in
-    one transaction on the target database (the run's own server: this test process's)."""
+def measured(initiator: int) -> str:
+    return f"FROM ssb.message_drop WHERE initiator = {initiator} AND NOT warmup"
+
+
+def _tamper(*statements: str, rows_needed: dict[int, int]) -> None:
+    """Once each initiator ``i`` of ``rows_needed`` has ``rows_needed[i]`` measured messages
+    processed, run ``statements`` in one transaction on the target database (the run's own
+    server: this test process's)."""
     from harness.targets.embedded.target import EmbeddedTarget
 
     t = EmbeddedTarget.default()
     try:
         with psycopg.connect(t.conninfo(t.target_db), autocommit=True) as c:
             deadline = time.monotonic() + 60
-            while c.execute(f"SELECT count(*) {MEASURED}").fetchone()[0] < rows_needed:
-                assert time.monotonic() < deadline, "the run processed too few messages to tamper with"
-                time.sleep(0.1)
+            for i, n in rows_needed.items():
+                while c.execute(f"SELECT count(*) {measured(i)}").fetchone()[0] < n:
+                    assert time.monotonic() < deadline, "the run processed too few messages to tamper with"
+                    time.sleep(0.1)
             with c.transaction():
                 for sql in statements:
                     assert c.execute(sql).rowcount == ROWS, sql
     finally:
         t.close()
-
-
-def _run_with(tmp_path, *statements: str, rows_needed: int):
-    m = write_matrix(tmp_path, initiators=2, measure=6, drain=5)
-    out = tmp_path / "run"
-    p, lines = start_run(m, out, settle=0)
-    try:
-        _tamper(*statements, rows_needed=rows_needed)
-    finally:
-        err = finish(p, lines)
-    return m, out, p.returncode, err
 
 
 def _reported_as_audited(out, injected: Audit, figures) -> tuple[dict, Audit]:
@@ -63,49 +57,53 @@ def _reported_as_audited(out, injected: Audit, figures) -> tuple[dict, Audit]:
     return s, a
 
 
-def test_a_duplicate_never_hides_a_loss_and_the_gate_fails(pg_server, tmp_path, fault, figures):
-    """Issue 55's fault: mid-window, in one transaction, 50 measured rows of initiator 1 deleted
-    from the drop table and 50 others of the same initiator duplicated (the received count
-    unchanged). The run reports 50 lost and 50 duplicated on initiator 1, exits 4, and the gate
-    of that run against a clean one fails on integrity."""
+def test_a_duplicate_never_hides_a_loss_nor_a_gap_and_the_gate_fails(pg_server, tmp_path, fault, figures):
+    """Two faults of issue 55 in one window, mid-window and in one transaction, each on an
+    initiator of its own (the run reports per initiator; two faults, one run):
+
+    - initiator 1: 50 measured rows deleted from the drop table and 50 others duplicated (its
+      received count unchanged): the run reports 50 lost and 50 duplicated on it;
+    - initiator 2: 50 measured rows moved to sequence numbers their dialogs never sent: as many
+      of its messages as were sent are received, yet 50 sequence numbers sent are found nowhere:
+      the run reports 50 lost and 50 never sent on it.
+
+    The run exits 4, and the gate of that run against a clean one fails on integrity."""
+    figures["faults injected"] += 1       # the gap, the second fault of this run
     base = tmp_path / "base"
     base.mkdir()
     # the clean run needs no time to tamper in: a shorter window (the gate notes that it differs)
     clean = ssbench("run", str(write_matrix(base, initiators=2, measure=2, drain=5)), "--out", str(base / "run"))
     assert clean.returncode == 0, clean.stderr[-3000:]
     check_account(base / "run", 2, figures)
-    keep = f"(SELECT diag_id, msgseqnum {MEASURED} ORDER BY received_us, msgseqnum LIMIT {ROWS})"
-    m, out, code, err = _run_with(
-        tmp_path,
-        f"DELETE FROM ssb.message_drop WHERE (diag_id, msgseqnum) IN {keep}",
-        f"INSERT INTO ssb.message_drop SELECT * {MEASURED} ORDER BY received_us, msgseqnum LIMIT {ROWS}",
-        rows_needed=3 * ROWS)
-    s, _ = _reported_as_audited(out, Audit(missing=ROWS, duplicates=ROWS), figures)
-    assert code == 4, err[-3000:]
-    assert f"{ROWS} MESSAGES LOST, {ROWS} MESSAGES DUPLICATED" in err, err[-3000:]
+    one, two = measured(1), measured(2)
+    keep = f"(SELECT diag_id, msgseqnum {one} ORDER BY received_us, msgseqnum LIMIT {ROWS})"
+    m = write_matrix(tmp_path, initiators=2, measure=6, drain=5)
+    out = tmp_path / "run"
+    p, lines = start_run(m, out, settle=0)
+    try:
+        _tamper(f"DELETE FROM ssb.message_drop WHERE (diag_id, msgseqnum) IN {keep}",
+                f"INSERT INTO ssb.message_drop SELECT * {one} ORDER BY received_us, msgseqnum LIMIT {ROWS}",
+                f"UPDATE ssb.message_drop SET msgseqnum = msgseqnum + 1000000 WHERE (diag_id, msgseqnum) IN "
+                f"(SELECT diag_id, msgseqnum {two} ORDER BY received_us, msgseqnum LIMIT {ROWS})",
+                rows_needed={1: 3 * ROWS, 2: 2 * ROWS})
+    finally:
+        err = finish(p, lines)
+    s, a = _reported_as_audited(out, Audit(missing=2 * ROWS, duplicates=ROWS, phantoms=ROWS), figures)
+    assert [(a.of(i, "missing"), a.of(i, "duplicates"), a.of(i, "phantoms")) for i in (1, 2)] == [
+        (ROWS, ROWS, 0), (ROWS, 0, ROWS)], a.per_initiator
+    assert p.returncode == 4, err[-3000:]
+    assert f"{2 * ROWS} MESSAGES LOST, {ROWS} MESSAGES DUPLICATED, {ROWS} MESSAGES NEVER SENT" in err, err[-3000:]
     assert (s["messages_lost"], s["messages_duplicated"], s["messages_phantom"], s["status"]) == (
-        ROWS, ROWS, 0, "lost"), s
+        2 * ROWS, ROWS, ROWS, "lost"), s
+    first, second = s["per_initiator"]
+    # a duplicate never hides a loss: initiator 1's received count is its sent count less the 50
+    assert first["received"] == first["sent"] - ROWS, first
+    # a gap is a loss when the totals match: initiator 2 received as many as it sent
+    assert second["received"] == second["sent"], second
     assert s["messages_received"] == s["messages_sent"] - ROWS, s
     gate = ssbench("gate", "--baseline", str(base / "run"), "--candidate", str(out), "--no-report")
     assert gate.returncode == 1, (gate.stdout + gate.stderr)[-3000:]
-    assert f"candidate lost {ROWS} message(s)" in gate.stdout + gate.stderr, gate.stdout[-3000:]
-    assert f"candidate received {ROWS} message(s) twice or never sent" in gate.stdout + gate.stderr
+    assert f"candidate lost {2 * ROWS} message(s)" in gate.stdout + gate.stderr, gate.stdout[-3000:]
+    assert f"candidate received {2 * ROWS} message(s) twice or never sent" in gate.stdout + gate.stderr
     fault()
-
-
-def test_a_gap_is_a_loss_when_the_totals_match(pg_server, tmp_path, fault, figures):
-    """50 measured rows of initiator 1 moved to sequence numbers their dialogs never sent, in one
-    transaction mid-window: as many messages as were sent are received, yet 50 sequence numbers
-    sent are found nowhere. The run reports 50 lost and 50 never sent, and exits 4."""
-    m, out, code, err = _run_with(
-        tmp_path,
-        f"UPDATE ssb.message_drop SET msgseqnum = msgseqnum + 1000000 WHERE (diag_id, msgseqnum) IN "
-        f"(SELECT diag_id, msgseqnum {MEASURED} ORDER BY received_us, msgseqnum LIMIT {ROWS})",
-        rows_needed=2 * ROWS)
-    s, _ = _reported_as_audited(out, Audit(missing=ROWS, phantoms=ROWS), figures)
-    assert code == 4, err[-3000:]
-    assert f"{ROWS} MESSAGES LOST, {ROWS} MESSAGES NEVER SENT" in err, err[-3000:]
-    assert s["messages_received"] == s["messages_sent"], s       # the totals match
-    assert (s["messages_lost"], s["messages_duplicated"], s["messages_phantom"], s["status"]) == (
-        ROWS, 0, ROWS, "lost"), s
     fault()
