@@ -274,6 +274,16 @@ def can_mount_tmpfs(path) -> bool:
     return True
 
 
+def fill(mount, leave: int) -> None:
+    """Fill the file system at ``mount`` up to ``leave`` bytes free (a real file of zeros)."""
+    st = os.statvfs(mount)
+    free = st.f_bavail * st.f_frsize
+    with open(os.path.join(mount, "filler"), "wb") as f:
+        f.write(b"\0" * max(0, free - leave))
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def broker_pids(parent_pid: int) -> list[int]:
     """The embedded broker process(es) started by the ssbench process ``parent_pid``."""
     out = []
@@ -284,5 +294,5 @@ def broker_pids(parent_pid: int) -> list[int]:
     return out
 
 
-__all__ = ["REPO", "Audit", "audit", "broker_pids", "can_mount_tmpfs", "check_account", "count_figures", "finish",
+__all__ = ["REPO", "Audit", "audit", "broker_pids", "can_mount_tmpfs", "check_account", "count_figures", "fill", "finish",
            "locust_processes", "rep_summary", "ssbench", "ssbench_popen", "start_run", "wait_for", "write_matrix"]

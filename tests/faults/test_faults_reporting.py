@@ -1,6 +1,7 @@
 """Faults, round 2 (issue 26): every fault named with the right exit code, promptly. Real
 processes, real signals, real file systems; the account is checked in the databases themselves
-(conftest_faults.audit) whenever a run is resumed to the end."""
+(conftest_faults.audit) whenever a run is resumed to the end. The results' disk filling inside
+the window (1.) is test_target_disk_full.py's, with the server's own data disk in the resume."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 
 import psycopg
 import pytest
-from conftest_faults import (can_mount_tmpfs, check_account, finish, locust_processes, ssbench, start_run,
+from conftest_faults import (can_mount_tmpfs, check_account, fill, finish, locust_processes, ssbench, start_run,
                              write_matrix)
 from support import machine
 from support.summaries import read as read_summary
@@ -23,59 +24,6 @@ from support.summaries import read as read_summary
 pytestmark = [pytest.mark.slow, pytest.mark.swarm,
               pytest.mark.untimed("exit codes, messages and the account counted in the databases; a time bound is "
                                   "stretched to this machine (support.machine.allowance)")]
-
-
-def _fill(mount, leave: int) -> None:
-    """Fill the file system at ``mount`` up to ``leave`` bytes free (a real file of zeros)."""
-    st = os.statvfs(mount)
-    free = st.f_bavail * st.f_frsize
-    with open(os.path.join(mount, "filler"), "wb") as f:
-        f.write(b"\0" * max(0, free - leave))
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def test_a_full_disk_inside_the_window_is_exit_5_at_once(pg_server, tmp_path, fault, figures):
-    """1. The results' file system fills up while the swarm runs (64 KiB left): the run stops
-    with the full disk's exit code (5) and one clear line soon after the window, never as a
-    missing recording (exit 3) after a minute's wait; nothing half written (no temporary file,
-    every JSON file whole, no summary); resumable once there is room. The tmpfs is this test's
-    own: it runs in the parallel part (the 45 s bound holds there too)."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    if not can_mount_tmpfs(mnt):
-        pytest.skip("needs root and tmpfs mounts to fill a filesystem for real (mount -t tmpfs)")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "ssbench-full2", str(mnt)], check=True)
-    try:
-        m = write_matrix(tmp_path, threads=8, measure=3, rate=200)
-        out = mnt / "run"
-        # as soon as the repetition's directory exists (the issue's reproduction): the recordings
-        # of 8 users' SENDs, written at the swarm's end, no longer fit
-        p, lines = start_run(m, out, needle=": preparing", settle=0)
-        deadline = time.monotonic() + 60
-        while not list(out.glob("*/.rep-01.partial")) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        _fill(mnt, 64 * 1024)
-        filled = time.monotonic()
-        err = finish(p, lines, timeout=180)
-        took = time.monotonic() - filled
-        assert p.returncode == 5, err[-3000:]
-        assert "no space left" in err and "--resume" in err and "Traceback" not in err, err[-3000:]
-        assert "no recording" not in err
-        # the window (3 s), the drain, the write that failed: not a minute
-        assert took < machine.allowance(45), took
-        tmp_files = [x for x in out.rglob("*") if x.name.endswith(".tmp")]
-        assert not tmp_files, tmp_files
-        for f in out.rglob("*.json"):
-            json.loads(f.read_text())   # every JSON file that exists is whole
-        assert not list(out.glob("*/rep-*/summary.json"))
-        os.unlink(mnt / "filler")
-        r = ssbench("run", str(m), "--out", str(out), "--resume")
-        assert r.returncode == 0, r.stderr[-3000:]
-        check_account(out, 1, figures)
-        fault()
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_a_matrix_beyond_the_servers_connections_is_refused_and_failed_connects_are_errors(
@@ -209,7 +157,7 @@ def test_a_full_disk_under_analyze_is_exit_5_one_line_and_the_report_as_it_was(s
         capfd.readouterr()
         before = {p.relative_to(report): p.read_bytes() for p in report.rglob("*") if p.is_file()}
         assert (report / "index.html") in [report / p for p in before], sorted(before)
-        _fill(mnt, 16 * 1024)
+        fill(mnt, 16 * 1024)
         for out in (report, mnt / "new"):
             for quiet in ((), ("-q",)):
                 code = main(["analyze", *quiet, str(run), "--out", str(out)])
