@@ -138,7 +138,8 @@ def _immediate_stop(srv) -> None:
 def test_runs_in_the_way_are_refused_a_killed_broker_restarts_and_a_damaged_summary_is_redone(
         pg_server, tmp_path, fault, figures):
     """8. Run A writes ``--out X``; 4. its embedded broker process is killed mid-window:
-    supervised and restarted (counted in the summary); 6. in its window a second ``ssbench run``
+    supervised and restarted (counted in the summary; the new one then frozen until the runs
+    below are refused, so that A is still running); 6. a second ``ssbench run``
     on the same embedded server refuses (exit 2, naming the holder) instead of resetting the
     databases under A; 8. run B, on a server of its own (so the server's run lock cannot stop
     it), asks to ``--resume`` X, then to start a new run there: both are refused at once (exit
@@ -154,24 +155,36 @@ def test_runs_in_the_way_are_refused_a_killed_broker_restarts_and_a_damaged_summ
     from support.embedded import private_server
 
     figures["faults injected"] += 2       # the broker's death and the second run on the server
-    m = write_matrix(tmp_path, measure=6)
+    m = write_matrix(tmp_path, measure=3, drain=120)
     out = tmp_path / "run"
     with private_server("lock") as srv:
         srv.start()
         env = dict(os.environ, SSBENCH_PGDATA=str(srv.data_dir))
         p, lines = start_run(m, out, settle=0)
-        brokers = broker_pids(p.pid)
-        assert brokers
-        for b in brokers:
+        killed = broker_pids(p.pid)
+        assert killed
+        for b in killed:
             os.kill(b, signal.SIGKILL)
-        # the second run on A's server beside B's two on their own, all inside A's window
-        second = ssbench_popen("run", str(m), "--out", str(tmp_path / "second"))
-        for extra in (("--resume",), ()):
-            b = ssbench("run", str(m), "--out", str(out), *extra, env=env, timeout=300)
-            assert b.returncode == 2, b.stderr[-3000:]
-            assert len(b.stderr.strip().splitlines()) == 1 and "Traceback" not in b.stderr, b.stderr
-            assert f"pid {p.pid} on {socket.gethostname()}" in b.stderr and "started 20" in b.stderr, b.stderr
-        _, second_err = second.communicate(timeout=300)
+        # the restarted broker frozen while the runs in the way are refused: A stays in its
+        # window or drain, however long a loaded machine takes to start them
+        deadline = time.monotonic() + 60
+        while not (frozen := [b for b in broker_pids(p.pid) if b not in killed]):
+            assert time.monotonic() < deadline, "the broker was not restarted"
+            time.sleep(0.1)
+        for b in frozen:
+            os.kill(b, signal.SIGSTOP)
+        try:
+            # the second run on A's server beside B's two on their own
+            second = ssbench_popen("run", str(m), "--out", str(tmp_path / "second"))
+            for extra in (("--resume",), ()):
+                b = ssbench("run", str(m), "--out", str(out), *extra, env=env, timeout=300)
+                assert b.returncode == 2, b.stderr[-3000:]
+                assert len(b.stderr.strip().splitlines()) == 1 and "Traceback" not in b.stderr, b.stderr
+                assert f"pid {p.pid} on {socket.gethostname()}" in b.stderr and "started 20" in b.stderr, b.stderr
+            _, second_err = second.communicate(timeout=300)
+        finally:
+            for b in frozen:
+                os.kill(b, signal.SIGCONT)
         assert second.returncode == 2, second_err[-2000:]
         assert f"pid {p.pid}" in second_err and "Traceback" not in second_err, second_err
         assert len(second_err.strip().splitlines()) == 1, second_err
