@@ -278,15 +278,18 @@ def write_archive(timeout: float = 300.0) -> Path | None:
 _ARCHIVING: tuple[Path, Path] | None = None
 
 
-def _wait_while_working(proc: subprocess.Popen, stalled: float) -> bool:
+def _wait_while_working(proc: subprocess.Popen, stalled: float, limit: float | None = None) -> bool:
     """Wait for ``proc`` to end for as long as it works: False once its CPU time has not grown
-    for ``stalled`` seconds (a hung JVM). A loaded machine slows the archive's writing without
-    stopping it; a limit on the wall time left the JVM writing after the command returned."""
+    for ``stalled`` seconds (a hung JVM), or after ``limit`` seconds in all (default 10 times
+    ``stalled``: a JVM that spins). A loaded machine slows the archive's writing without
+    stopping it; a limit on the wall time alone left the JVM writing after the command returned."""
     import time
 
     import psutil
 
+    limit = 10 * stalled if limit is None else limit
     last, since = -1.0, time.monotonic()
+    end = since + limit
     while True:
         try:
             proc.wait(0.5)
@@ -297,9 +300,12 @@ def _wait_while_working(proc: subprocess.Popen, stalled: float) -> bool:
             used = sum(psutil.Process(proc.pid).cpu_times()[:2])
         except psutil.Error:
             continue            # ended meanwhile: the next wait reaps it
+        now = time.monotonic()
         if used > last:
-            last, since = used, time.monotonic()
-        elif time.monotonic() - since > stalled:
+            last, since = used, now
+        elif now - since > stalled:
+            return False
+        if now > end:
             return False
 
 
@@ -312,7 +318,7 @@ def stop_session(spark, timeout: float = 120.0) -> Path | None:
     measured (a `make bench` run right after the first one on a machine saw other processes
     take 90 % of a core through its first window). Returns the archive installed, or None (no
     archive written by this process, or the JVM stopped working, ``timeout`` seconds without
-    using any CPU, before it ended)."""
+    using any CPU, or had not ended after ten times ``timeout``)."""
     global _ARCHIVING
     spark.stop()
     if _ARCHIVING is None:
