@@ -120,10 +120,12 @@ def test_a_killed_connection_is_one_failed_send_then_it_reconnects(target, sende
 
 @pytest.mark.timing   # sends counted over a window timed by the clock
 def test_open_loop_keeps_its_slots_and_a_stop_ends_a_slot_wait(target, senders):
+    t0 = time.monotonic()
     schedule = Schedule(rate=200.0, users=USERS)
     got = _run(_loops(senders, [schedule.pacer(u) for u in range(USERS)]), 1.0)
+    span = time.monotonic() - t0        # ~1 s, longer where the stop itself waits for a CPU
     n = sum(len(g) for g in got)
-    assert 150 <= n <= 230, n                    # 200/s over ~1 s, all users together
+    assert 150 <= n <= 200 * span + 30, (n, span)   # 200/s over the span, all users together
     # stamped with its slot, completed after it (two clocks: time.time and the schedule's perf_counter
     # plus an offset taken once, so a few ms of slack for the wall clock's own adjustments)
     assert all(r[3] is not None and r[0] >= r[3] - 0.005 for g in got for r in g), \
