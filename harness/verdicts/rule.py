@@ -181,7 +181,8 @@ def needed_reps(e: Estimate, rule: Rule, start: int) -> int | None:
         return None
 
     def decides(n: int) -> bool:
-        at_n = Estimate(e.d, e.var_t, n, e.var_b, n, e.paired, e.prior_df)    # not replace(): 4x the cost
+        at_n = Estimate(d=e.d, var_t=e.var_t, n_t=n, var_b=e.var_b, n_b=n, paired=e.paired,
+                        prior_df=e.prior_df)    # not replace(): 4x the cost
         return at_n.half_width(rule.confidence_at(n, equivalence)) < gap
 
     grid = _needed_grid(max(start, 2))
