@@ -103,7 +103,9 @@ def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
     assert res["evidence"]["achieved_rate"] <= 101, res
     assert res["first_unsustained_rate"] > rate and 2 <= len(res["probes"]) <= 5
     ev = res["evidence"]
-    assert ev["sustained"] and abs(ev["achieved_rate"] - rate) <= 0.05 * rate, ev
+    # at or above the offered rate: a loop that entered the 2 s window behind (its first SENDs
+    # open connections) catches up inside it, so up to the ceiling is kept up (CI: 83.5 at 75)
+    assert ev["sustained"] and ev["achieved_rate"] >= 0.95 * rate, ev
     assert res["limit"]["reasons"], res["limit"]
     # the table on stdout names the permutation and its rate; every probe is a repetition
     assert "i1-t2-per_thread-p100-durable" in r.stdout and f"{rate:g}" in r.stdout
