@@ -377,7 +377,9 @@ def _send_waits(s: Row) -> Finding | None:
 
 def _server_cpu(s: Row) -> Finding | None:
     local = bool(s["server_on_host"]) and s["server_cpu_percent"] is not None
-    util = number(s["host_cpu_utilization"]) if local else number(s["server_cpu_utilization"])
+    own = number(s["server_cpu_utilization"])
+    # a local server's CPUs: the host's, or fewer (its affinity, its cgroup's CPU quota)
+    util = max(number(s["host_cpu_utilization"]) or 0.0, own or 0.0) if local else own
     limit = HOST_CPU if local else SERVER_CPU
     if util is None or util < limit:
         return None
@@ -390,8 +392,14 @@ def _server_cpu(s: Row) -> Finding | None:
         parts = [f"server {s['server_cpu_percent']:.0f} %", f"Locust workers {workers:.0f} %"]
         if s["other_cpu_percent"] is not None:
             parts.append(f"other processes {s['other_cpu_percent']:.0f} %")
-        text = (f"the host's {s['host_cpus'] or '?'} CPUs {_pct(util)} busy, shared with the server "
-                f"({', '.join(parts)} of a core)")
+        quota, host = number(s["server_cpu_quota"]), number(s["host_cpu_utilization"])
+        if host is not None and util == host:
+            where = f"the host's {s['host_cpus'] or '?'} CPUs {_pct(util)} busy"
+        elif quota:
+            where = f"the server's cgroup CPU quota of {quota:g} CPUs {_pct(util)} used"
+        else:
+            where = f"the CPUs the server may run on (run.pin_cpus) {_pct(util)} busy"
+        text = f"{where}, shared with the server ({', '.join(parts)} of a core)"
     else:
         text = f"the busiest database server's CPUs {_pct(util)} busy"
     return Finding("server CPU", "the database server's CPUs", util / limit, text, "server CPU")

@@ -12,6 +12,7 @@ import statistics
 
 import psutil
 
+from .. import cgroups
 from .base import Collector
 
 #: a Locust worker is one Python process: near a full core, the client is the bottleneck
@@ -46,6 +47,9 @@ class HostCollector(Collector):
         #: remote servers (Telemetry.server_cpu_ms): name -> (when, cumulative CPU ms, CPUs)
         self._remote: dict[str, tuple[float, float, int]] = {}
         self._prev_times = psutil.cpu_times()
+        #: the local server's cgroup CPU quota (None: none), and its usage at the last tick
+        self._quota: cgroups.CpuQuota | None = None
+        self._quota_usage: tuple[float, float] | None = None
         psutil.cpu_percent(None)  # prime the system-wide counter
 
     def _proc(self, pid: int) -> psutil.Process | None:
@@ -105,6 +109,7 @@ class HostCollector(Collector):
         out = [("cpu_percent", "client", total(client, 0)), ("rss_bytes", "client", total(client, 1))]
         if server:       # a remote server's is _remote_cpu's (a 0 here read as a local server)
             out += [("cpu_percent", "server", total(server, 0)), ("rss_bytes", "server", total(server, 1))]
+            out += self._quota_cpu(min(server), now)
         for name, pid in sorted(workers.items()):
             out.append(("cpu_percent", name, total([pid], 0)))
             demand = self._cpu_demand(pid, now)
@@ -154,6 +159,18 @@ class HostCollector(Collector):
             return None
         return [max(0, ns - prev[1].get(tid, ns)) / ((now - prev[0]) * 1e9) for tid, ns in cur.items()]
 
+    def _quota_cpu(self, pid: int, now: float) -> list[tuple[str, str, float]]:
+        """Under a cgroup CPU quota over the server (a container's --cpus), the CPU its cgroup
+        used since the last tick, percent of one core (key ``server_quota``): everything in the
+        cgroup counts, since everything in it shares the quota."""
+        if self._quota_usage is None:
+            self._quota = cgroups.quota_of(pid)
+        used = self._quota.usage_seconds() if self._quota else None
+        prev, self._quota_usage = self._quota_usage, (now, used if used is not None else -1.0)
+        if used is None or prev is None or now <= prev[0] or not 0 <= prev[1] <= used:
+            return []
+        return [("cpu_percent", "server_quota", (used - prev[1]) / (now - prev[0]) * 100.0)]
+
     def _server_cpus(self, ctx) -> int:
         """CPUs the local database server may run on (its affinity: run.pin_cpus narrows it)."""
         for pid in ctx.call(ctx.telemetry.server_pids)[:1]:
@@ -181,8 +198,11 @@ class HostCollector(Collector):
                       for n, (_, _, cpus) in self._remote.items()
                       if cpus and window.series(self.family, "cpu_percent", f"server.{n}")]
             utilization = max(shares, default=None)
-        else:                # the diagnosis' server-CPU evidence: the share of the server's CPUs in use
+        else:                # the diagnosis' server-CPU evidence: the share of the server's CPUs in use,
             utilization = server_mean / (100.0 * self._server_cpus(ctx)) if server_mean is not None else None
+            used = mean(window.series(self.family, "cpu_percent", "server_quota"))
+            if utilization is not None and used is not None and self._quota:   # or of its quota
+                utilization = max(utilization, used / (100.0 * self._quota.cpus))
         other = mean(window.series(self.family, "other_cpu_percent"))
         steal = mean(window.series(self.family, "steal_percent"))
         host = mean(window.series(self.family, "system_cpu_percent"))
@@ -190,6 +210,7 @@ class HostCollector(Collector):
                 "server_cpu_utilization": round(utilization, 4) if utilization is not None else None,
                 "host_cpu_utilization": round(host / 100.0, 4) if host is not None else None,
                 "host_cpus": self._ncpu,
+                "server_cpu_quota": self._quota.cpus if self._quota and not self._remote else None,
                 "client_cpu_demand": max((d for d in demand if d is not None), default=None),
                 "server_cpu_demand": mean(window.series(self.family, "cpu_demand", "server")),
                 "client_cpu_percent": mean(window.series(self.family, "cpu_percent", "client")),

@@ -278,10 +278,13 @@ FIELDS: tuple[Field, ...] = tuple([
                {"unit": "ns"}),
               ("cpu_pinning", dict[str, list[int]], "run.pin_cpus: the CPU sets used", {"column": False}),
               ("server_on_host", bool, "the database server runs on this host"),
-              ("server_cpu_utilization", float, "share of the server's CPUs it used (SQL Server: the busiest "
-                                                "instance over its schedulers)"),
+              ("server_cpu_utilization", float, "share of the server's CPUs it used; under a cgroup CPU quota, "
+                                                "at least the share of the quota its cgroup used (SQL Server: the "
+                                                "busiest instance over its schedulers)"),
               ("host_cpu_utilization", float, "share of this host's CPUs busy"),
               ("host_cpus", int, "CPUs of this host"),
+              ("server_cpu_quota", float, "the local server's cgroup CPU quota in CPUs (a container's "
+                                          "--cpus), when one is set"),
               ("client_cpu_demand", float, "the busiest Locust worker thread on a CPU or waiting for one",
                {"unit": "%"}),
               ("server_cpu_demand", float, "the server's processes on a CPU or waiting for one", _PCT)),

@@ -203,6 +203,13 @@ def test_server_cpu_remote_and_local():
                host_cpu_utilization=1.0).stage != "server CPU"
     assert one(target=embedded, server_on_host=True, server_cpu_percent=150.0,
                host_cpu_utilization=0.85).stage != "server CPU"
+    # a local server in a container: its cgroup's CPU quota is its limit, however idle the host
+    boxed = one(target=embedded, server_on_host=True, server_cpu_percent=70.0, worker_cpu_percent={"worker.i1.w1": 25.0},
+                host_cpu_utilization=0.5, server_cpu_utilization=0.96, server_cpu_quota=1.0)
+    assert boxed.stage == "server CPU"
+    assert "the server's cgroup CPU quota of 1 CPUs 96 % used" in boxed.primary.evidence
+    assert one(target=embedded, server_on_host=True, server_cpu_percent=70.0, worker_cpu_percent={"worker.i1.w1": 25.0},
+               host_cpu_utilization=0.5, server_cpu_utilization=0.8, server_cpu_quota=1.0).stage != "server CPU"
     # a remote server's CPU is its own figure, whatever this host's
     assert one(server_cpu_percent=150.0, host_cpu_utilization=1.0, server_cpu_utilization=0.5).stage != "server CPU"
     # a SEND wait that explains the time outranks a busy CPU (not a rival)

@@ -9,12 +9,15 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
 from harness.collectors.base import Sample, SampleContext, WindowView
 from harness.collectors.host import NOISY_OTHER_CPU, HostCollector
+
+REPO = Path(__file__).resolve().parents[2]
 
 HOG = "import time\nend = time.time() + 60\nwhile time.time() < end: pass\n"
 
@@ -33,8 +36,8 @@ class LocalTarget:
         return {}
 
 
-def sample_for(collector, seconds, client_pids=dict):
-    ctx = SampleContext(target=LocalTarget(), lock=threading.Lock(), client_pids=client_pids)
+def sample_for(collector, seconds, client_pids=dict, ctx=None):
+    ctx = ctx or SampleContext(target=LocalTarget(), lock=threading.Lock(), client_pids=client_pids)
     samples = []
     t0 = time.time()
     collector.sample(ctx, t0)  # primes per-process counters
@@ -69,6 +72,50 @@ def test_a_remote_servers_cpu_covers_the_window_in_one_unit():
     fields = col.summary_fields(ctx, WindowView(1001.5, 1005.5, tuple(samples)))
     assert fields["server_cpu_percent"] == 200.0              # 1.5 + 0.5 cores
     assert fields["server_cpu_utilization"] == 0.375 and fields["server_on_host"] is False
+
+
+class BoxedServer(LocalTarget):
+    """A 'server' that is one busy process, in a cgroup of its own with a CPU quota."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def server_pids(self):
+        return [self.pid]
+
+
+@pytest.mark.timing   # shares of a core, measured
+def test_a_servers_cgroup_cpu_quota_is_its_cpus():
+    """A local server in a container (docker --cpus) may use its cgroup's quota, not the host's
+    CPUs: its utilization is the share of the quota its cgroup used (tools/slow-machine makes
+    the cgroup: a real cgroup v1 or v2 quota of half a CPU over a real busy process)."""
+    box = subprocess.Popen([sys.executable, str(REPO / "tools" / "slow-machine"), "--cpus", "0.5", "--",
+                            sys.executable, "-c", HOG], stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(100):
+            kids = psutil.Process(box.pid).children()
+            if kids or box.poll() is not None:
+                break
+            time.sleep(0.05)
+        if box.poll() == 2:
+            pytest.skip(f"no CPU quota can be set here: {box.stderr.read().strip()}")
+        hog = kids[0]
+        t0, c0 = time.monotonic(), sum(hog.cpu_times()[:2])
+        col = HostCollector()
+        ctx = SampleContext(target=BoxedServer(hog.pid), lock=threading.Lock(), client_pids=dict)
+        _, view = sample_for(col, 2.5, ctx=ctx)
+        hog_share = (sum(hog.cpu_times()[:2]) - c0) / (time.monotonic() - t0) / 0.5
+        fields = col.summary_fields(ctx, view)
+    finally:
+        box.terminate()
+        box.wait(10)
+        box.stderr.close()
+    assert fields["server_cpu_quota"] == 0.5, fields
+    # the quota's share in use: what the process in it was measured to use, not its share of
+    # the host's CPUs (at most a quarter here, whatever the quota let it have)
+    assert fields["server_cpu_utilization"] >= 0.8 * hog_share > 0, (fields, hog_share)
+    on_host = fields["server_cpu_percent"] / (100.0 * psutil.cpu_count())   # the host's CPUs' share
+    assert fields["server_cpu_utilization"] >= 0.8 * psutil.cpu_count() / 0.5 * on_host, (fields, on_host)
 
 
 def orphan_hog() -> int:

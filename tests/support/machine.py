@@ -16,6 +16,12 @@ import sys
 import time
 from pathlib import Path
 
+try:
+    from harness import cgroups
+except ImportError:     # run as a script before the venv: the repository's own (standard library only)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from harness import cgroups
+
 #: iterations of the probe's empty loop (about 2.5 ms of CPU on the 2-vCPU test VM)
 WORK = 200_000
 
@@ -47,77 +53,14 @@ def cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _mounts() -> list[tuple[Path, str, set[str]]]:
-    """(mount point, type, super options) of the cgroup file systems ([] where there are none)."""
-    out = []
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fstype, _, opts = (right.split() + ["", "", ""])[:3]
-        if fstype in ("cgroup", "cgroup2"):
-            out.append((Path(left.split()[4]), fstype, set(opts.split(","))))
-    return out
-
-
-def own_cgroup(controller: str) -> str:
-    """This process's cgroup path in the v1 hierarchy of ``controller`` ('': the v2 one)."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return "/"
-    for line in lines:
-        _, ctrls, path = line.split(":", 2)
-        if (controller == "" and ctrls == "") or (controller and controller in ctrls.split(",")):
-            return path
-    return "/"
-
-
 def cgroup_dirs(controller: str, fstype: str = "cgroup") -> list[tuple[Path, Path]]:
-    """(mount point, this process's own cgroup directory) in the hierarchies of ``controller``
-    (v1) or, with ``fstype`` 'cgroup2', in the unified one."""
-    out = []
-    for mnt, kind, opts in _mounts():
-        if kind == fstype == "cgroup2":
-            out.append((mnt, mnt / own_cgroup("").lstrip("/")))
-        elif kind == fstype == "cgroup" and controller in opts:
-            out.append((mnt, mnt / own_cgroup(controller).lstrip("/")))
-    return out
+    """(mount point, this process's own cgroup directory): harness.cgroups'."""
+    return cgroups.cgroup_dirs(controller, fstype)
 
 
 def quota() -> float | None:
-    """The CPUs' worth of time this process may use under a cgroup CPU quota (the smallest on
-    the way up from its own cgroup to the root, v2 or v1), or None when none is set."""
-    found = []
-    for fstype, read in (("cgroup2", _v2_quota), ("cgroup", _v1_quota)):
-        for mnt, path in cgroup_dirs("cpu", fstype):
-            while True:
-                q = read(path)
-                if q is not None:
-                    found.append(q)
-                if path == mnt or path == path.parent:
-                    break
-                path = path.parent
-    return min(found) if found else None
-
-
-def _v2_quota(path: Path) -> float | None:
-    try:
-        limit, period = (path / "cpu.max").read_text().split()
-    except (OSError, ValueError):
-        return None
-    return None if limit == "max" else int(limit) / int(period)
-
-
-def _v1_quota(path: Path) -> float | None:
-    try:
-        limit = int((path / "cpu.cfs_quota_us").read_text())
-        period = int((path / "cpu.cfs_period_us").read_text())
-    except (OSError, ValueError):
-        return None
-    return None if limit <= 0 else limit / period
+    """The CPUs' worth of time this process may use under a cgroup CPU quota, or None."""
+    return cgroups.cpu_quota()
 
 
 def effective_cpus() -> float:
