@@ -279,10 +279,11 @@ _ARCHIVING: tuple[Path, Path] | None = None
 
 
 def _wait_while_working(proc: subprocess.Popen, stalled: float, limit: float | None = None) -> bool:
-    """Wait for ``proc`` to end for as long as it works: False once its CPU time has not grown
-    for ``stalled`` seconds (a hung JVM), or after ``limit`` seconds in all (default 10 times
-    ``stalled``: a JVM that spins). A loaded machine slows the archive's writing without
-    stopping it; a limit on the wall time alone left the JVM writing after the command returned."""
+    """Wait for ``proc`` to end for as long as it works: False, with ``proc`` killed and
+    reaped, once its CPU time has not grown for ``stalled`` seconds (a hung JVM), or after
+    ``limit`` seconds in all (default 10 times ``stalled``: a JVM that spins). A loaded machine
+    slows the archive's writing without stopping it; a limit on the wall time alone left the
+    JVM writing after the command returned, and one given up on is not left running either."""
     import time
 
     import psutil
@@ -304,9 +305,12 @@ def _wait_while_working(proc: subprocess.Popen, stalled: float, limit: float | N
         if used > last:
             last, since = used, now
         elif now - since > stalled:
-            return False
+            break
         if now > end:
-            return False
+            break
+    proc.kill()
+    proc.wait()
+    return False
 
 
 def stop_session(spark, timeout: float = 120.0) -> Path | None:
@@ -332,10 +336,12 @@ def stop_session(spark, timeout: float = 120.0) -> Path | None:
         return None
     gateway.shutdown()
     proc.stdin.close()          # the gateway JVM exits at the end of its standard input
-    if not _wait_while_working(proc, timeout):
-        return None
+    working = _wait_while_working(proc, timeout)
     SparkContext._gateway = SparkContext._jvm = None
     _ARCHIVING = None
+    if not working:             # killed: its archive, if any, is not whole
+        part.unlink(missing_ok=True)
+        return None
     if not part.is_file() or part.stat().st_size == 0:
         return None
     os.replace(part, final)

@@ -74,7 +74,8 @@ def test_a_part_whose_writer_died_is_written_again_not_installed(tmp_path):
 def test_stopping_waits_for_a_jvm_that_works_however_long_and_not_for_one_that_hangs():
     """stop_session waits for the JVM writing the archive while it uses CPU (a loaded machine
     only slows it: a wall-clock limit once returned with the JVM still writing), gives up on
-    one that uses none for the stall limit, and on one that spins past the overall limit."""
+    one that uses none for the stall limit, and on one that spins past the overall limit: each
+    given up on is killed, never left running after the command returned."""
     busy = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
                              "while time.process_time() - t < 2.5: pass"], stdin=subprocess.PIPE)
     assert spark._wait_while_working(busy, stalled=5.0) and busy.returncode == 0
@@ -82,7 +83,7 @@ def test_stopping_waits_for_a_jvm_that_works_however_long_and_not_for_one_that_h
     try:
         started = time.monotonic()
         assert not spark._wait_while_working(hung, stalled=1.0)
-        assert hung.poll() is None and time.monotonic() - started < 60
+        assert hung.poll() is not None and time.monotonic() - started < 60
     finally:
         hung.kill()
         hung.wait()
@@ -90,7 +91,7 @@ def test_stopping_waits_for_a_jvm_that_works_however_long_and_not_for_one_that_h
     try:
         started = time.monotonic()
         assert not spark._wait_while_working(spinning, stalled=30.0, limit=1.0)
-        assert spinning.poll() is None and time.monotonic() - started < 20
+        assert spinning.poll() is not None and time.monotonic() - started < 20
     finally:
         spinning.kill()
         spinning.wait()
