@@ -47,6 +47,8 @@ class HostCollector(Collector):
         #: remote servers (Telemetry.server_cpu_ms): name -> (when, cumulative CPU ms, CPUs)
         self._remote: dict[str, tuple[float, float, int]] = {}
         self._prev_times = psutil.cpu_times()
+        #: the local server's processes' ns per thread at the last tick (_server_demand)
+        self._server_ns: tuple[float, dict[int, dict[int, int]]] | None = None
         #: the local server's cgroup CPU quota (None: none), and its usage at the last tick
         self._quota: cgroups.CpuQuota | None = None
         self._quota_usage: tuple[float, float] | None = None
@@ -115,9 +117,9 @@ class HostCollector(Collector):
             demand = self._cpu_demand(pid, now)
             if demand:
                 out.append(("cpu_demand", name, min(100.0, 100 * max(demand))))
-        wanted = [self._cpu_demand(pid, now) for pid in sorted(server)]
-        if server and all(w is not None for w in wanted):
-            out.append(("cpu_demand", "server", 100 * sum(sum(w) for w in wanted)))
+        demand = self._server_demand(server, now) if server else None
+        if demand is not None:
+            out.append(("cpu_demand", "server", demand))
         out.append(("system_cpu_percent", "", psutil.cpu_percent(None)))
         busy, steal = self._machine()
         if busy is not None:
@@ -170,6 +172,25 @@ class HostCollector(Collector):
         if used is None or prev is None or now <= prev[0] or not 0 <= prev[1] <= used:
             return []
         return [("cpu_percent", "server_quota", (used - prev[1]) / (now - prev[0]) * 100.0)]
+
+    def _server_demand(self, pids: set[int], now: float) -> float | None:
+        """The server's processes together since the last tick: percent of one core on a CPU
+        or waiting for one. A process (or thread) started since then counts from its start, all
+        of its time being in the interval: a server whose processes come and go (connections,
+        activation tasks, autovacuum) still has its figure. None on the first tick."""
+        prev, seen = self._server_ns, {}
+        total = 0
+        for pid in pids:
+            cur = thread_demand_ns(pid)
+            if cur is None:          # ended meanwhile: its last part goes with it
+                continue
+            seen[pid] = cur
+            before = prev[1].get(pid, {}) if prev else {}
+            total += sum(max(0, ns - before.get(tid, 0)) for tid, ns in cur.items())
+        self._server_ns = (now, seen)
+        if prev is None or now <= prev[0]:
+            return None
+        return 100.0 * total / ((now - prev[0]) * 1e9)
 
     def _server_cpus(self, ctx) -> int:
         """CPUs the local database server may run on (its affinity: run.pin_cpus narrows it)."""

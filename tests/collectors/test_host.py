@@ -118,6 +118,43 @@ def test_a_servers_cgroup_cpu_quota_is_its_cpus():
     assert fields["server_cpu_utilization"] >= 0.8 * psutil.cpu_count() / 0.5 * on_host, (fields, on_host)
 
 
+class ChurningServer(LocalTarget):
+    """A 'server' of one busy process and, at every tick, a new one (a connection's backend,
+    an activation task): its process set is never the same twice."""
+
+    def __init__(self, pid: int):
+        self.pid, self.spawned = pid, []
+
+    def server_pids(self):
+        self.spawned.append(subprocess.Popen(["sleep", "30"]))
+        return [self.pid, self.spawned[-1].pid]
+
+
+@pytest.mark.timing   # shares of a core, measured
+def test_a_server_whose_processes_come_and_go_has_its_cpu_demand():
+    """The server's demand (its processes on a CPU or waiting for one) is summed over whatever
+    processes it has at each tick, a new one counted from its start: the embedded server's
+    backends and activation tasks come and go, and a window's figure must not depend on
+    whether one started in it."""
+    hog = subprocess.Popen([sys.executable, "-c", HOG])
+    target = ChurningServer(hog.pid)
+    try:
+        time.sleep(0.3)
+        proc = psutil.Process(hog.pid)
+        t0, c0 = time.monotonic(), sum(proc.cpu_times()[:2])
+        col = HostCollector()
+        ctx = SampleContext(target=target, lock=threading.Lock(), client_pids=dict)
+        _, view = sample_for(col, 2.5, ctx=ctx)
+        hog_pct = (sum(proc.cpu_times()[:2]) - c0) / (time.monotonic() - t0) * 100
+        fields = col.summary_fields(ctx, view)
+    finally:
+        for p in [hog, *target.spawned]:
+            p.kill()
+            p.wait()
+    assert hog_pct > 10, hog_pct
+    assert fields["server_cpu_demand"] is not None and fields["server_cpu_demand"] >= 0.7 * hog_pct, (fields, hog_pct)
+
+
 def orphan_hog() -> int:
     """A busy process that is not a descendant of this one (its parent shell exits at once)."""
     out = subprocess.run(["sh", "-c", f"{sys.executable} -c '{HOG}' >/dev/null 2>&1 & echo $!"],
