@@ -40,6 +40,11 @@ def test_the_collector_records_a_window_figure_and_leaves_no_process_behind():
     t0 = time.time()
     s.start()
     time.sleep(1.6)
+    # a loaded machine may start the probe's processes late or leave its first probes unanswered
+    # (nan): wait for three ticks with a figure, bounded as a hang
+    deadline = time.time() + 60
+    while len(s.samples) < 3 and time.time() < deadline:     # its only samples: round_trip_ns
+        time.sleep(0.25)
     probe: CrossCpuProbe = s.collectors[0].probe
     helper = psutil.Process(probe.proc.pid)
     family = helper.children()
@@ -47,7 +52,8 @@ def test_the_collector_records_a_window_figure_and_leaves_no_process_behind():
     assert set(family[0].cpu_affinity()) == {probe_cpus()[1]}
     s.stop()
     fields = s.summary_fields(t0, time.time())
-    assert 10 < fields["cross_cpu_ns"] < 5_000, fields
+    # across two CPUs: nanoseconds to microseconds, where one CPU takes the scheduler's milliseconds
+    assert 10 < fields["cross_cpu_ns"] < 50_000, fields
     assert not s.errors
     assert not helper.is_running() or helper.status() == psutil.STATUS_ZOMBIE
     assert not any(p.pid == family[0].pid for p in me.children(recursive=True))
