@@ -36,7 +36,7 @@ def target(pg_server):
 
 @pytest.fixture
 def senders(target):
-    from harness.targets.embedded.sender import open_sender
+    from harness.targets.base import open_sender
 
     target.prepare(1, "durable", settings())
     target.create_dialogs(1, USERS, 1)

@@ -233,12 +233,6 @@ class EmbeddedSender(Sender):
         except Exception:  # pragma: no cover
             pass
 
-    def __enter__(self) -> "EmbeddedSender":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 def burn_cpu(us: int) -> None:
     """Spend ``us`` microseconds of this thread's CPU time (not wall time: on a busy machine it
@@ -251,8 +245,3 @@ def burn_cpu(us: int) -> None:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
-
-
-def open_sender(spec: dict[str, Any]) -> EmbeddedSender:
-    """Build a sender from :meth:`EmbeddedTarget.sender_spec`."""
-    return EmbeddedSender.from_spec(spec)

@@ -221,7 +221,7 @@ def smoke(s: "MssqlTarget", messages: int = 10, usable: int = 2, every_n: int = 
           profile: str | None = None) -> Counts:
     """Prepare, create dialogs, warm up, send ``messages`` per initiator through real
     senders, drain; raises TargetError unless every message arrived."""
-    from .sender import open_sender
+    from .sender import MssqlSender
 
     prof = s.topology.profile(profile)
     n = len(prof.initiators)
@@ -231,7 +231,7 @@ def smoke(s: "MssqlTarget", messages: int = 10, usable: int = 2, every_n: int = 
         s.create_dialogs(i, usable, every_n)
         s.warm_up(i)
     for i in range(1, n + 1):
-        sender = open_sender(s.sender_spec(i))
+        sender = MssqlSender(s.sender_spec(i))
         try:
             handles = [sender.dialog(k) for k in range(1, usable + 1)]
             for m in range(messages):

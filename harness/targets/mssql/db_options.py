@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 
-from . import tsql
 from .session import ServerSession
 from .topology import Instance
 
@@ -34,11 +33,8 @@ def remember(s: ServerSession, inst: Instance, before: dict[str, object] | None 
     """Record the options as they are now (``before``: values read before provision changed
     the broker's) unless a value is recorded already. Needs dbo.ssbench_config."""
     values = {**current(s, inst), **(before or {})}
-    sql = tsql.statement("objects", "config_keep")
     for name in (DURABILITY, HONOR, BROKER_ENABLED, BROKER_GUID):
-        value = str(values[name])
-        s._retrying(inst, None, "admin", lambda c, n=name, v=value: c.execute(
-            sql, (n, v, n), what="objects.sql config_keep"))
+        s._query(inst, "objects", "config_keep", (name, str(values[name]), name), purpose="admin")
 
 
 def recorded(s: ServerSession, inst: Instance) -> dict[str, str]:
@@ -75,6 +71,3 @@ def broker_changes(s: ServerSession, inst: Instance) -> tuple[bool, list[str]]:
         kept.append(f"{inst.where()}: broker GUID {cur[BROKER_GUID]} (NEW_BROKER replaced {guid.lower()}; "
                     "a broker identifier cannot be given back)")
     return rec.get(BROKER_ENABLED) == "0" and cur[BROKER_ENABLED] == 1, kept
-
-
-__all__ = ["current", "remember", "recorded", "restore", "broker_changes"]

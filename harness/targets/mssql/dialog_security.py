@@ -138,7 +138,3 @@ def dialog_security(s: ServerSession, pairs: list[Pair]) -> None:
         s._run(i, "objects", "grant_send", {**names, "user": iu})
         for inst in (t, i):
             s._run(inst, "objects", "revoke_send_public" if encrypted else "grant_send_public", names)
-
-
-__all__ = ["cert_dates", "usable_master_key", "competing_certificates", "own_certificate", "install_peer_certificate",
-           "dialog_cert", "peer_user", "binding_name", "dialog_security"]

@@ -79,7 +79,3 @@ def set_broker(s: "ServerSession", inst: "Instance", enable: bool) -> None:
             f"for {EXCLUSIVE_WAIT_SECONDS:g} s; ssbench rolls back nobody's transaction in a database "
             f"it did not create: run it again when the database is quiet, or run ALTER DATABASE "
             f"[{inst.database}] SET {option} yourself") from None
-
-
-__all__ = ["EXCLUSIVE_WAIT_SECONDS", "created", "mark_created", "new_broker_refusal", "new_broker",
-           "set_broker"]

@@ -8,7 +8,6 @@ message type or contract unlike its own (:func:`refuse_unusable`).
 from __future__ import annotations
 
 from ...errors import TargetError
-from . import tsql
 from .session import ServerSession
 from .topology import Instance
 
@@ -52,9 +51,7 @@ def owned(s: ServerSession, inst: Instance) -> set[tuple[str, str]]:
 
 
 def record(s: ServerSession, inst: Instance, cls: str, name: str) -> None:
-    sql = tsql.statement("objects", "owned_record")
-    s._retrying(inst, None, "admin", lambda c: c.execute(sql, (cls, name, cls, name),
-                                                        what="objects.sql owned_record"))
+    s._query(inst, "objects", "owned_record", (cls, name, cls, name), purpose="admin")
 
 
 def wanted(s: ServerSession, role: str) -> set[tuple[str, str]]:
@@ -99,7 +96,3 @@ def refuse_unusable(s: ServerSession, inst: Instance) -> None:
         raise TargetError(f"{inst.where()}: " + "; ".join(problems) + ": ssbench uses an existing "
                           "message type and contract as they are; fix or drop them, or give "
                           "ssbench other names under broker: in the topology")
-
-
-__all__ = ["STRICT", "ROLE_TABLES", "MASTER_KEY", "ownership", "owned_state", "owned", "record",
-           "wanted", "refuse_foreign", "refuse_unusable"]

@@ -50,7 +50,3 @@ def availability_group_refusal(s: "ServerSession", inst: "Instance", what: str) 
         return None
     return (f"{inst.where()}: the database is in an availability group, where {what} cannot run: set it "
             "before adding the database to the group (or remove it), or use another database")
-
-
-__all__ = ["AZURE_SQL_DATABASE", "MANAGED_INSTANCE", "server_refusals", "in_availability_group",
-           "availability_group_refusal"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from ...errors import TargetError
-from . import db_options, driver, exclusive, ownership, platforms, sender_login, tsql
+from . import db_options, driver, exclusive, ownership, platforms, sender_login
 from .dialog_security import (competing_certificates, dialog_cert, dialog_security, install_peer_certificate,
                               own_certificate, peer_user)
 from .session import MIN_VERSION, ServerSession, random_password, version_tuple
@@ -281,9 +281,7 @@ def routing(s: ServerSession, pairs: list[Pair]) -> None:
 
 
 def _config_set(s: ServerSession, inst: Instance, name: str, value: str) -> None:
-    sql = tsql.statement("objects", "config_set")
-    s._retrying(inst, None, "admin", lambda c: c.execute(sql, (value, name, name, value),
-                                        what="objects.sql config_set"))
+    s._query(inst, "objects", "config_set", (value, name, name, value), purpose="admin")
 
 
 def provision(s: ServerSession, max_initiators: int | None = None) -> None:

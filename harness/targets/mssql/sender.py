@@ -97,7 +97,3 @@ class MssqlSender(Sender):
 
     def close(self) -> None:
         self._conn.close()
-
-
-def open_sender(spec: dict[str, Any]) -> MssqlSender:
-    return MssqlSender(spec)

@@ -90,6 +90,3 @@ def check_lines(s: ServerSession, inst: Instance, label: str, dialog_lifetime: b
         return [("warn", label, f"the sender ({who}) may not EXECUTE dbo.ssbench_initiator_reader_on: "
                                 "a finite messages_per_dialog would fail")]
     return [("ok", label, f"the sender ({who}) SENDs (checked in a transaction rolled back)")]
-
-
-__all__ = ["USER", "separate", "script", "refusal", "grant", "drop", "check_lines"]

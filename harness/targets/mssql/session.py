@@ -243,7 +243,3 @@ class ServerSession:
 
     def close(self) -> None:
         self._pool.close_all()
-
-
-__all__ = ["ServerSession", "Pool", "MIN_VERSION", "EPOCH", "message_prefix", "random_password",
-           "as_datetime", "version_tuple"]

@@ -18,8 +18,8 @@ from ...errors import FULL_DISK, TargetError, UserError, full_disk
 from ...matrix import BrokerSettings, high_priority_permille
 from ..base import Capabilities, Counts, InitiatorCounts, Target, TargetConfig
 from . import check as _check, db_options, driver, exclusive, provision as _provision
-from .session import EPOCH, ServerSession, as_datetime, message_prefix
-from .telemetry import BENIGN_WAITS, MssqlTelemetry, counter_object, is_benign_wait, parse_perf_counters
+from .session import EPOCH, ServerSession, as_datetime
+from .telemetry import MssqlTelemetry
 from .topology import Instance, Topology, load_topology
 
 log = logging.getLogger(__name__)
@@ -401,10 +401,6 @@ class MssqlTarget(ServerSession, MssqlTelemetry, Target):
               profile: str | None = None) -> Counts:
         """A tiny end-to-end flow; see :func:`.check.smoke`."""
         return _check.smoke(self, messages, usable, every_n, timeout, profile)
-
-
-__all__ = ["MssqlTarget", "BENIGN_WAITS", "is_benign_wait", "parse_perf_counters",
-           "counter_object", "message_prefix"]
 
 
 def mssql_disk_full_line(evidence: str) -> str:

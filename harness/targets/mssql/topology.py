@@ -547,7 +547,3 @@ class _TopologyParser:
             raise r.err("names starting with ssbench_ are reserved for ssbench's own objects",
                         b.get("queue") or b.get("activation_procedure"), "broker")
         return broker
-
-
-__all__ = ["msodbc_major", "Auth", "DriverConfig", "Instance", "Profile", "BrokerConfig", "Topology",
-           "load_topology", "PAPER_NAMES"]

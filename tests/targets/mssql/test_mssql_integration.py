@@ -55,7 +55,7 @@ def test_check_after_provision(target):
 
 
 def test_tiny_flow(target):
-    from harness.targets.mssql.sender import open_sender
+    from harness.targets.base import open_sender
 
     target.prepare(2, "default", BrokerSettings(max_queue_readers=2, receive_top=100,
                                                 waitfor_timeout_ms=500))

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from harness.matrix import BrokerSettings
 from harness.targets.mssql import tsql
-from harness.targets.mssql.target import MssqlTarget, is_benign_wait, parse_perf_counters
+from harness.targets.mssql.target import MssqlTarget
+from harness.targets.mssql.telemetry import is_benign_wait, parse_perf_counters
 
 REPO = Path(__file__).resolve().parents[3]
 SINGLE = REPO / "topologies" / "example-single.yaml"

@@ -12,7 +12,8 @@ from mssql_fake import FakeConn, whats
 
 from harness.errors import TargetError
 from harness.matrix import BrokerSettings
-from harness.targets.mssql.target import MssqlTarget, is_benign_wait, parse_perf_counters
+from harness.targets.mssql.target import MssqlTarget
+from harness.targets.mssql.telemetry import is_benign_wait, parse_perf_counters
 from harness.targets.mssql.topology import load_topology
 
 REPO = Path(__file__).resolve().parents[3]

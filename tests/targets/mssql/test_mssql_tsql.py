@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.targets.mssql import tsql
-from harness.targets.mssql.target import message_prefix
+from harness.targets.mssql.session import message_prefix
 
 MALICIOUS = [
     "x]; DROP TABLE y--",
