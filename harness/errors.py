@@ -21,6 +21,12 @@ def escape_controls(text: str) -> str:
     return _CONTROL_RE.sub(esc, text)
 
 
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 def show(value: Any, limit: int = 60) -> str:
     """A value as an error message shows it: repr'd (YAML line wrappers show their plain value),
     control characters escaped, cut to about ``limit`` characters."""

@@ -6,6 +6,7 @@ in the server's binary form, never parsed into Python objects.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -14,7 +15,7 @@ import psycopg
 from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 
-from ...errors import TargetError
+from ...errors import TargetError, first_line
 
 #: client_connection_check_interval of the broker's sessions: backends of a killed broker
 #: notice (and roll back, releasing their locks) within this time.
@@ -63,12 +64,10 @@ def connect(conninfo: str, application_name: str, *, autocommit: bool = True,
 def connection_lost(conn, who: str, error: Exception, stop: threading.Event) -> None:
     """A broker thread's database call failed: log it, close the connection quietly and pause
     before the thread reconnects. Returns the new (absent) connection."""
-    logging.getLogger("ssbench.broker").warning("%s: %s", who, str(error).strip().splitlines()[0])
+    logging.getLogger("ssbench.broker").warning("%s: %s", who, first_line(error))
     if conn is not None:
-        try:
+        with contextlib.suppress(Exception):
             conn.close()
-        except Exception:  # pragma: no cover
-            pass
     stop.wait(0.5)
     return None
 

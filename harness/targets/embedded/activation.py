@@ -8,6 +8,7 @@ times out. Five rolled-back batches in a row disable the queue.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
+from ...errors import first_line
 from ._db import CHECK_CLIENT_MS, connect, connection_lost
 
 if TYPE_CHECKING:
@@ -41,10 +43,8 @@ class ActivatedReader(threading.Thread):
     def cancel(self) -> None:
         conn = self.conn
         if conn is not None:
-            try:
+            with contextlib.suppress(Exception):
                 conn.cancel_safe(timeout=2)
-            except Exception:
-                pass
 
     def run(self) -> None:
         stop = self.broker.stopping
@@ -66,17 +66,9 @@ class ActivatedReader(threading.Thread):
                     break
                 try:
                     n = conn.execute("SELECT ssb.activation_procedure()").fetchone()[0]
-                except psycopg.OperationalError as e:
-                    if stop.is_set() or conn.closed:
-                        self.exit_reason = "broker stopping" if stop.is_set() else "connection lost"
-                        break
-                    self._rolled_back(e)
-                    if self.exit_reason:
-                        break
-                    continue
                 except psycopg.Error as e:
-                    if stop.is_set():
-                        self.exit_reason = "broker stopping"
+                    if stop.is_set() or (isinstance(e, psycopg.OperationalError) and conn.closed):
+                        self.exit_reason = "broker stopping" if stop.is_set() else "connection lost"
                         break
                     self._rolled_back(e)
                     if self.exit_reason:
@@ -95,16 +87,14 @@ class ActivatedReader(threading.Thread):
             self.exit_reason = self.exit_reason or ("broker stopping" if stop.is_set() else f"error: {e}")
         finally:
             self.broker.task_ended(self)
-            try:
+            with contextlib.suppress(Exception):
                 conn.close()
-            except Exception:  # pragma: no cover
-                pass
             self.conn = None
 
     def _rolled_back(self, e: Exception) -> None:
         """The batch's transaction rolled back (autocommit: the failed statement was the whole
         transaction). Record it; the fifth in a row disables the queue."""
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        msg = first_line(e)
         log.warning("reader %d: activation procedure failed, rolled back: %s", self.task_id, msg)
         try:
             disabled = self.conn.execute("SELECT ssb.record_rollback(%s)", (msg[:1000],)).fetchone()[0]

@@ -7,6 +7,7 @@ stops it cleanly, SIGKILL is safe; an advisory lock allows one broker per target
 
 from __future__ import annotations
 
+import contextlib
 import argparse
 import logging
 import os
@@ -94,14 +95,12 @@ class Broker:
             self.readers.pop(reader.task_id, None)
 
     def task_aborted(self, task_id: int, reason: str, batches: int = 0, messages: int = 0) -> None:
-        try:
+        with contextlib.suppress(Exception):
             with connect(self.opts.target, "ssbench-broker") as c:
                 c.execute("UPDATE ssb.activation_tasks SET ended_at = clock_timestamp(), exit_reason = %s, "
                           "batches = %s, messages = %s WHERE task_id = %s",
                           (reason, batches, messages, task_id))
                 c.execute("UPDATE ssb.activation_counters SET tasks_aborted = tasks_aborted + 1")
-        except Exception:  # pragma: no cover - the database is gone
-            pass
 
     # -- lifecycle
     def run(self) -> int:
@@ -154,12 +153,10 @@ class Broker:
         deadline = time.monotonic() + 10
         for t in self.threads + readers:
             t.join(max(0.1, deadline - time.monotonic()))
-        try:
+        with contextlib.suppress(psycopg.Error):
             if self.control is not None and not self.control.closed:
                 self.control.execute("UPDATE ssb.broker_state SET pid = NULL, stopped_at = clock_timestamp()")
                 self.control.close()
-        except psycopg.Error:  # pragma: no cover
-            pass
         log.info("broker stopped")
 
 

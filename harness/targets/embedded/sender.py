@@ -9,6 +9,7 @@ same statement.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -16,7 +17,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.pq import ConnStatus, ExecStatus
 
-from ...errors import TargetError
+from ...errors import TargetError, first_line
 from ...os_threads import allocate_lock
 from ..base import SendPaths, Sender
 from ._db import connect
@@ -122,7 +123,7 @@ class EmbeddedSender(Sender):
         except (TargetError, psycopg.Error) as e:
             self._retry_at = time.monotonic() + self._backoff
             msg = (f"SEND failed: initiator {self.initiator} unreachable, reconnecting "
-                   f"(next try in {self._backoff:.1f} s): {_first_line(e)}")
+                   f"(next try in {self._backoff:.1f} s): {first_line(e)}")
             self._backoff = min(self._backoff * 2, RECONNECT_BACKOFF_S[1])
             raise psycopg.OperationalError(msg) from None
         self._lost = False
@@ -151,40 +152,36 @@ class EmbeddedSender(Sender):
         """SEND ON CONVERSATION ``dialog`` in its own transaction; raises on failure."""
         if self._cpu_us:
             burn_cpu(self._cpu_us)
-        with self._lock:
-            res = self._exec(dialog, payload)
-        if res.status != ExecStatus.TUPLES_OK:
-            self._raise(res)
+        self._exec(dialog, payload)
 
     def send_seq(self, dialog: str, payload: bytes) -> int:
         """Like :meth:`send`, returning the message's sequence number on its dialog."""
-        with self._lock:
-            res = self._exec(dialog, payload)
-        if res.status != ExecStatus.TUPLES_OK:
-            self._raise(res)
-        return int(res.get_value(0, 0))
+        return int(self._exec(dialog, payload).get_value(0, 0))
 
     def _exec(self, dialog: str, payload: bytes):
-        """One SEND round trip (callers hold the lock): reconnect first if the connection was
-        lost; a connection lost now is remembered for the next call."""
-        if self._lost:
-            self._reconnect()
-        try:
-            if self._per_dialog:
-                return self._exec_retiring(dialog, payload, self._pg.exec_prepared)
-            return self._pg.exec_prepared(_STMT, [dialog.encode(), payload], param_formats=_FORMATS)
-        except psycopg.OperationalError as e:   # libpq could not even run it: the connection is gone
-            self._lost = self._pg.status != ConnStatus.OK
-            raise psycopg.OperationalError(f"SEND failed: {_first_line(e)}") from None
+        """One SEND round trip under the lock, its result; raises on failure. Reconnects first
+        if the connection was lost; a connection lost now is remembered for the next call."""
+        with self._lock:
+            if self._lost:
+                self._reconnect()
+            try:
+                res = (self._exec_retiring(dialog, payload) if self._per_dialog else
+                       self._pg.exec_prepared(_STMT, [dialog.encode(), payload], param_formats=_FORMATS))
+            except psycopg.OperationalError as e:   # libpq could not even run it: the connection is gone
+                self._lost = self._pg.status != ConnStatus.OK
+                raise psycopg.OperationalError(f"SEND failed: {first_line(e)}") from None
+        if res.status != ExecStatus.TUPLES_OK:
+            raise self._error(res)
+        return res
 
-    def _exec_retiring(self, dialog: str, payload: bytes, execute):
+    def _exec_retiring(self, dialog: str, payload: bytes):
         """One SEND with a finite dialog lifetime (callers hold the lock): on the slot's current
         dialog (a new one when None), the last of ``messages_per_dialog`` retiring it."""
         live = self._live.setdefault(dialog, [None, 0])
         last = live[1] + 1 >= self._per_dialog
         params = [live[0].encode() if live[0] else None, payload, b"true" if last else b"false", self._ff]
-        res = execute(_STMT_RETIRING, params, param_formats=_FORMATS_RETIRING)
-        if res is not None and res.status == ExecStatus.TUPLES_OK:
+        res = self._pg.exec_prepared(_STMT_RETIRING, params, param_formats=_FORMATS_RETIRING)
+        if res.status == ExecStatus.TUPLES_OK:
             if live[0] is None:
                 self.dialogs_begun += 1
             if last:
@@ -214,9 +211,6 @@ class EmbeddedSender(Sender):
             pump.begin = costly_begin   # type: ignore[method-assign]
         return pump
 
-    def _raise(self, res) -> None:
-        raise self._error(res)
-
     def _error(self, res) -> BaseException:
         """The exception of a SEND whose last result is ``res`` (None: no result at all); a
         lost connection is remembered, so the next blocking call reconnects."""
@@ -228,10 +222,8 @@ class EmbeddedSender(Sender):
         return psycopg.OperationalError(f"SEND failed: {msg}")
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self._conn.close()
-        except Exception:  # pragma: no cover
-            pass
 
 
 def burn_cpu(us: int) -> None:
@@ -240,8 +232,3 @@ def burn_cpu(us: int) -> None:
     end = time.thread_time_ns() + us * 1000
     while time.thread_time_ns() < end:
         pass
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

@@ -8,6 +8,7 @@ socket; run as the system user ``ssbench`` when ssbench runs as root (PostgreSQL
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -89,11 +90,10 @@ def _deleted_program(pid: int) -> str | None:
     return exe[: -len(" (deleted)")] if exe.endswith(" (deleted)") else None
 
 
-def _major_version() -> str:
-    out = subprocess.run([str(bin_dir() / "postgres"), "--version"], capture_output=True, text=True,
-                         check=True).stdout
-    # "postgres (PostgreSQL) 18.1"
-    return out.strip().split()[-1].split(".")[0]
+def postgres_version() -> str:
+    """The embedded PostgreSQL's version (``postgres --version``: "postgres (PostgreSQL) 18.1")."""
+    return subprocess.run([str(bin_dir() / "postgres"), "--version"], capture_output=True, text=True,
+                          check=True).stdout.strip().split()[-1]
 
 
 def data_base_dir() -> Path:
@@ -108,7 +108,7 @@ def default_data_dir() -> Path:
     env = environment.get("SSBENCH_PGDATA")
     if env:
         return Path(env).expanduser().resolve()
-    return (data_base_dir() / f"pg{_major_version()}").resolve()
+    return (data_base_dir() / f"pg{postgres_version().split('.')[0]}").resolve()
 
 
 def ensure_system_user(name: str, wait_s: float = 30.0):
@@ -120,10 +120,8 @@ def ensure_system_user(name: str, wait_s: float = 30.0):
 
     deadline = time.monotonic() + wait_s
     while True:
-        try:
+        with contextlib.suppress(KeyError):
             return pwd.getpwnam(name)
-        except KeyError:
-            pass
         r = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
                            capture_output=True, text=True)
         try:
@@ -133,6 +131,15 @@ def ensure_system_user(name: str, wait_s: float = 30.0):
                 raise TargetError(f"could not create the system user {name!r} (useradd exit {r.returncode}: "
                                   f"{r.stderr.strip()})") from None
         time.sleep(0.05)
+
+
+def log_tail(path: Path) -> str:
+    """The last 15 lines of a log, for an error message (empty when it cannot be read)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()[-15:]
+    except OSError:
+        return ""
+    return f"\nlast lines of {path}:\n" + "\n".join(lines)
 
 
 @dataclass
@@ -175,14 +182,7 @@ class EmbeddedServer:
                                   **kwargs)
         except subprocess.CalledProcessError as e:
             raise TargetError(f"{Path(args[0]).name} failed ({e.returncode}): {e.stderr.strip() or e.stdout.strip()}"
-                              + self._log_tail()) from None
-
-    def _log_tail(self) -> str:
-        try:
-            lines = self.log_file.read_text(errors="replace").splitlines()[-15:]
-        except OSError:
-            return ""
-        return "\nlast lines of " + str(self.log_file) + ":\n" + "\n".join(lines)
+                              + log_tail(self.log_file)) from None
 
     def _prepare_root(self) -> None:
         """As root: make sure the unprivileged user exists and can reach binaries and data."""
@@ -304,7 +304,7 @@ class EmbeddedServer:
         self.state_file.write_text(json.dumps({"port": port, "socket_dir": str(sock)}))
         info = self.info()
         if info is None:
-            raise TargetError("embedded PostgreSQL did not start" + self._log_tail())
+            raise TargetError("embedded PostgreSQL did not start" + log_tail(self.log_file))
         log.info("started embedded PostgreSQL (pid %s, port %s, data %s)", info.pid, port, self.data_dir)
         return info
 
@@ -324,18 +324,7 @@ class EmbeddedServer:
         self.state_file.unlink(missing_ok=True)
 
     def version(self) -> str:
-        out = subprocess.run([str(bin_dir() / "postgres"), "--version"], capture_output=True,
-                             text=True, check=True).stdout.strip()
-        return out.split()[-1]
+        return postgres_version()
 
     def pgbench_path(self) -> Path:
         return bin_dir() / "pgbench"
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        info = self.info()
-        while info is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-            info = self.info()
-        if info is None:
-            raise TargetError("embedded PostgreSQL is not running" + self._log_tail())

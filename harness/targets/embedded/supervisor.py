@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Callable
 
 from ... import paths
-from ...errors import TargetError
+from ...errors import TargetError, first_line
+from .server import log_tail
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ class BrokerSupervisor:
         while True:
             if proc.poll() is not None:
                 self._proc = None
-                raise TargetError(f"the broker process exited ({proc.returncode}) at start" + self.log_tail())
+                raise TargetError(f"the broker process exited ({proc.returncode}) at start" + log_tail(self.log_path))
             try:
                 if self._is_up(proc.pid):
                     return
@@ -129,8 +130,8 @@ class BrokerSupervisor:
                 self._proc = None
                 proc.kill()
                 proc.wait(10)
-                why = f" ({str(last).strip().splitlines()[0]})" if last else ""
-                raise TargetError(f"the broker process did not come up in time{why}" + self.log_tail())
+                why = f" ({first_line(last)})" if last else ""
+                raise TargetError(f"the broker process did not come up in time{why}" + log_tail(self.log_path))
             time.sleep(0.05)
 
     def _watch(self) -> None:
@@ -149,7 +150,7 @@ class BrokerSupervisor:
                 try:
                     self._launch(self.start_timeout)
                 except Exception as e:
-                    failed = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                    failed = first_line(e)
                 else:
                     self.restarts += 1
                     log.warning("broker restarted (pid %d; %d restart(s) so far%s)", self._proc.pid, self.restarts,
@@ -165,10 +166,3 @@ class BrokerSupervisor:
                 RESTART_BACKOFF_S[1], failed)
             self._halt.wait(backoff)
             backoff = min(backoff * 2, RESTART_BACKOFF_S[1])
-
-    def log_tail(self) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()[-15:]
-        except OSError:
-            return ""
-        return f"\nlast lines of {self.log_path}:\n" + "\n".join(lines)

@@ -149,14 +149,12 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
     def describe(self) -> dict[str, Any]:
         info = self.info
         settings = {}
-        try:
+        with contextlib.suppress(psycopg.Error):
             rows = self._query(self.target_db if self._provisioned else "postgres",
                                "SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY (%s) ORDER BY 1",
                                (sorted(set(server_mod.SETTINGS) | {"fsync", "full_page_writes", "synchronous_commit",
                                                                      "wal_sync_method", "io_method"}),))
             settings = dict(rows)
-        except psycopg.Error:  # pragma: no cover - informational
-            pass
         return {
             **self.declared(),
             "versions": {"postgresql": self.version, "psycopg": psycopg.__version__,
@@ -500,19 +498,15 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         self.stop()
         with self._lock:
             for c in self._conns.values():
-                try:
+                with contextlib.suppress(Exception):
                     c.close()
-                except Exception:  # pragma: no cover
-                    pass
             self._conns.clear()
         self._closed = True
 
     def _atexit(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             if self._broker.running():
                 self.stop(timeout=5)
-        except Exception:  # pragma: no cover
-            pass
 
 
 def _ms_from_env(name: str, limit: float) -> str | None:

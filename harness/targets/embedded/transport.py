@@ -8,6 +8,7 @@ message. :class:`Transport` runs a link per initiator in the broker.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -15,6 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from ...errors import first_line
 from ._db import CHECK_CLIENT_MS, connect, use_raw_arrays
 
 if TYPE_CHECKING:
@@ -49,10 +51,8 @@ class TransportLink:
 
     def close(self) -> None:
         for c in (self.init, self.tgt):
-            try:
+            with contextlib.suppress(Exception):
                 c.close()
-            except Exception:  # pragma: no cover
-                pass
 
     def forward(self, limit: int | None = None) -> int:
         """Move one batch (of at most ``limit`` messages, default the batch size) initiator ->
@@ -165,7 +165,7 @@ class Transport(threading.Thread):
             except Exception as e:  # connection lost, server restart, ...
                 if stop.is_set():
                     break
-                log.warning("transport i%d: %s", self.initiator, str(e).strip().splitlines()[0])
+                log.warning("transport i%d: %s", self.initiator, first_line(e))
                 if self.link:
                     self.link.close()
                     self.link = None

@@ -7,6 +7,7 @@ waiting tasks per PostgreSQL wait event and mapped SQL Server wait type in ``ssb
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -60,10 +61,8 @@ class PeriodicSampler(threading.Thread):
                     break
                 conn = connection_lost(conn, self.name.replace("-", " "), e, stop)
         if conn is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.flush(conn)
-            except Exception:  # pragma: no cover
-                pass
             conn.close()
 
 

@@ -9,6 +9,7 @@ cancels and XACT_ABORT"). pyodbc is imported lazily, so ssbench runs without uni
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
@@ -243,10 +244,8 @@ class _Watchdog:
         return token
 
     def _wake(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):   # already released: a wake-up is pending
             self._wakeup.release()
-        except RuntimeError:   # already released: a wake-up is pending
-            pass
 
     def cancel(self, token: int) -> None:
         with self._mutex:
@@ -338,10 +337,8 @@ class Connection:
                 return fn(cursor)
             except Exception as e:  # noqa: BLE001
                 self._cursor = None          # a failed or cancelled cursor is not reused
-                try:
+                with contextlib.suppress(Exception):
                     cursor.close()
-                except Exception:  # noqa: BLE001
-                    pass
                 if state[1]:
                     self._discard()          # cancelled: roll back whatever it left open
                 pyodbc = pyodbc_module()
@@ -360,10 +357,8 @@ class Connection:
         """Close the raw connection after a cancel (the server rolls back a transaction the
         cancelled call left open); the next call opens a new one."""
         raw, self._raw = self._raw, None
-        try:
+        with contextlib.suppress(Exception):
             raw.close()
-        except Exception:  # noqa: BLE001
-            pass
         if self._reopen is None:
             self._closed = True
         log.info("%s: connection closed after a cancelled call (rolls back what it left open)", self.where)
@@ -393,11 +388,9 @@ class Connection:
         self._closed = True
         with self._lock:
             for obj in (self._cursor, self._raw):
-                try:
+                with contextlib.suppress(Exception):
                     if obj is not None:
                         obj.close()
-                except Exception:  # noqa: BLE001
-                    pass
             self._cursor = None
 
 
