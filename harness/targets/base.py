@@ -268,16 +268,29 @@ class Target(abc.ABC):
         sent was received, the queue is disabled, the target's disk is full
         (:meth:`disk_full`), ``stop`` (an Event) is set, or timeout.
         ``lock`` (the runner's target lock) is taken per poll only, so collectors sharing the
-        target keep sampling during the drain. Returns the final counts either way."""
+        target keep sampling during the drain. :meth:`counts` is read once :meth:`queues_busy`
+        says nothing is queued. Returns the final counts either way."""
+        guard = lock if lock is not None else contextlib.nullcontext()
         deadline = time.monotonic() + timeout
+
+        def over() -> bool:
+            return time.monotonic() >= deadline or (stop is not None and stop.is_set())
+
         while True:
-            with lock if lock is not None else contextlib.nullcontext():
-                c = self.counts()
-                full = not (c.settled or c.queue_disabled) and self.disk_full() is not None
-            if c.settled or c.queue_disabled or full or time.monotonic() >= deadline \
-                    or (stop is not None and stop.is_set()):
-                return c
+            with guard:
+                busy = self.queues_busy()
+            if not busy or over():
+                with guard:
+                    c = self.counts()
+                    full = not (c.settled or c.queue_disabled) and self.disk_full() is not None
+                if c.settled or c.queue_disabled or full or over():
+                    return c
             time.sleep(poll)
+
+    def queues_busy(self) -> bool:
+        """A cheap look, before :meth:`drain` reads the exact counts: messages are still queued.
+        False by default (the counts are read every poll)."""
+        return False
 
 
 __all__ = ["Capabilities", "ConnectionBudget", "Counts", "InitiatorCounts", "PerfCounter", "SendPaths", "SendPump", "Sender",

@@ -358,9 +358,6 @@ GROUP BY TRY_CONVERT(smallint, CONVERT(varchar(3), SUBSTRING(message_body, 5, 3)
 -- only inserted into, so what it skips is exactly what has not committed yet.
 SELECT ISNULL(SUM(CAST(messages - warmup_messages AS bigint)), 0) FROM [dbo].[receiveTally] WITH (READPAST);
 
--- @@ error_samples
-SELECT TOP (5) received_at, message_type, error FROM [dbo].[messageErrors] ORDER BY id;
-
 -- @@ e2e_latencies
 -- End-to-end latency of every measured message received in [start, end) (UTC), per initiator:
 -- the target's receive time minus the initiator's send time (clock offsets are corrected by

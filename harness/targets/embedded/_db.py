@@ -15,7 +15,7 @@ import psycopg
 from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 
-from ...errors import TargetError, first_line
+from ...errors import TargetError, UserError, first_line
 
 #: client_connection_check_interval of the broker's sessions: backends of a killed broker
 #: notice (and roll back, releasing their locks) within this time.
@@ -34,7 +34,7 @@ UUID_ARRAY, INT8_ARRAY, INT2_ARRAY, BYTEA_ARRAY = 2951, 1016, 1005, 1001
 def database_names(prefix: str, initiators: int) -> tuple[str, list[str]]:
     """(target database, [initiator databases]) for a validated prefix."""
     if not PREFIX_RE.fullmatch(prefix):
-        raise TargetError(f"invalid database prefix {prefix!r}: use 1-40 lowercase letters, digits or '_', "
+        raise UserError(f"invalid database prefix {prefix!r}: use 1-40 lowercase letters, digits or '_', "
                           "starting with a letter")
     return f"{prefix}_target", [f"{prefix}_init{i}" for i in range(1, initiators + 1)]
 

@@ -201,14 +201,11 @@ class EmbeddedServer:
                 p = Path(root, f)
                 p.chmod(p.stat().st_mode | stat.S_IROTH | (stat.S_IXOTH if p.stat().st_mode & stat.S_IXUSR else 0))
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        for p in (self.data_dir,):
-            os.chown(p, pw.pw_uid, pw.pw_gid)
         self.data_dir.chmod(0o700)
-        if self.log_file.exists():
-            os.chown(self.log_file, pw.pw_uid, pw.pw_gid)
-        else:
+        if not self.log_file.exists():
             self.log_file.touch()
-            os.chown(self.log_file, pw.pw_uid, pw.pw_gid)
+        for p in (self.data_dir, self.log_file):
+            os.chown(p, pw.pw_uid, pw.pw_gid)
 
     def _socket_dir(self) -> Path:
         # Unix socket paths are limited to ~107 bytes: keep the directory short.
@@ -263,8 +260,6 @@ class EmbeddedServer:
         if self.initialized():
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        if self._user:
-            self._prepare_root()
         self._run([str(bin_dir() / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
                    "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"])
         conf = self.data_dir / "postgresql.conf"
@@ -286,9 +281,7 @@ class EmbeddedServer:
         if running:
             log.info("reusing embedded PostgreSQL (pid %s, port %s)", running.pid, running.port)
             return running
-        self.init()
-        if self._user:
-            self._prepare_root()
+        self.init()        # as root, it gave the server's user its files
         st = self._read_state() or {}
         port = st.get("port") or free_port()
         sock = self._socket_dir()

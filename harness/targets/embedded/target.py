@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,13 @@ from ...matrix import BrokerSettings
 from ..base import Capabilities, Target, TargetConfig
 from . import server as server_mod, waits
 from .server import connection_budget
-from ._db import PREFIX_RE, QUEUE, connect, database_names
+from ._db import QUEUE, connect, database_names
 from .profiles import EMBEDDED_PROFILES
 from .provisioning import MAX_INITIATORS, Provisioning, sql_file
 from .runlock import RunLock
 from .server import EmbeddedServer, ServerInfo
 from .supervisor import BrokerSupervisor
-from .telemetry import EmbeddedTelemetry
+from .telemetry import READERS_RUNNING, EmbeddedTelemetry
 from ... import environment
 
 log = logging.getLogger(__name__)
@@ -66,14 +67,12 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
                                 transport_rate_limit=True, client_cpu_per_send=True)
 
     def __init__(self, server: EmbeddedServer | str | Path | None = None, *, prefix: str = "ssb"):
-        if not PREFIX_RE.fullmatch(prefix):
-            raise UserError(f"invalid database prefix {prefix!r} (lowercase letters, digits, '_')")
+        self.target_db = database_names(prefix, 0)[0]        # the prefix checked first
         if isinstance(server, EmbeddedServer):
             self.server = server
         else:
             self.server = EmbeddedServer(Path(server) if server is not None else None)
         self.prefix = prefix
-        self.target_db = database_names(prefix, 0)[0]
         self._info: ServerInfo = self.server.start()
         self.version = self.server.version()
         self.label = f"PostgreSQL {self.version} emulation of Service Broker"
@@ -297,22 +296,16 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
                 time.sleep(0.1)
         else:
             # the activation procedure in-line, on a few connections at once (one per core)
-            errors: list[BaseException] = []
-
             def work() -> None:
-                try:
-                    with connect(self.conninfo(self.target_db), "ssbench-warmup", synchronous_commit="off") as c:
-                        c.execute("CALL ssb.activated_task(NULL, 0)")
-                except BaseException as e:  # pragma: no cover - reported below
-                    errors.append(e)
+                with connect(self.conninfo(self.target_db), "ssbench-warmup", synchronous_commit="off") as c:
+                    c.execute("CALL ssb.activated_task(NULL, 0)")
 
-            workers = [threading.Thread(target=work) for _ in range(max(1, min(4, os.cpu_count() or 1)))]
-            for w in workers:
-                w.start()
-            for w in workers:
-                w.join()
-            if errors:
-                raise TargetError(f"warm-up of initiator {initiator}: processing failed: {errors[0]}")
+            workers = max(1, min(4, os.cpu_count() or 1))
+            with ThreadPoolExecutor(workers) as pool:
+                done = [pool.submit(work) for _ in range(workers)]
+            failed = next((e for e in (f.exception() for f in done) if e is not None), None)
+            if failed is not None:
+                raise TargetError(f"warm-up of initiator {initiator}: processing failed: {failed}")
         return n
 
     # ------------------------------------------------------------------ steady state
@@ -471,8 +464,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
             return
         wait = timeout if timeout is not None else self._broker_settings.waitfor_timeout_ms / 1000 + 30
         deadline = time.monotonic() + wait
-        while self._one(self.target_db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                                        "AND application_name LIKE %s", ("ssbench-reader-%",)):
+        while self._one(self.target_db, READERS_RUNNING, ()):
             if time.monotonic() > deadline:
                 raise TargetError(f"activation turned off, but readers still run after {wait:g} s")
             time.sleep(0.05)

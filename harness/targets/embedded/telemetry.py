@@ -13,6 +13,9 @@ from ._db import QUEUE
 from .waits import ACTIVE_SESSIONS_QUERY, READER_APP_PREFIX, SENDER_APP_PREFIX, map_wait
 
 
+#: the activation readers running now (their sessions), in the target database
+READERS_RUNNING = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                   "AND application_name LIKE 'ssbench-reader-%%'")
 #: an initiator's data messages (not warm-up: flag bit 0 of the header) still in its
 #: transmission queue
 XMITQ_DATA = ("SELECT count(*) FROM ssb.sysxmitqueue WHERE msgtype = 1 "
@@ -154,8 +157,7 @@ class EmbeddedTelemetry(Telemetry):
             SELECT a.tasks_started, a.task_limit_reached, a.procs_invoked, a.tasks_aborted, a.receives_empty,
                    (SELECT count(*) FROM ssb.receive_tally), (SELECT coalesce(sum(messages), 0) FROM ssb.receive_tally),
                    (SELECT coalesce(sum(rcv_seq), 0) FROM ssb.sysdercv), q.rollbacks_total, q.activation_errors,
-                   (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-                                                            AND application_name LIKE 'ssbench-reader-%%')
+                   (""" + READERS_RUNNING + """)
               FROM ssb.activation_counters a, ssb.queues q WHERE q.name = %s""", (QUEUE,))[0]
         db = self.target_db
         act = "Broker Activation"
@@ -204,10 +206,8 @@ class EmbeddedTelemetry(Telemetry):
 
     def activated_tasks(self) -> tuple[int, int]:
         """Readers running now (their sessions) against the queue's MAX_QUEUE_READERS."""
-        running, limit = self._query(self.target_db,
-                                     "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                                     "AND application_name LIKE 'ssbench-reader-%%'), max_readers "
-                                     "FROM ssb.queues WHERE name = %s", (QUEUE,))[0]
+        running, limit = self._query(self.target_db, f"SELECT ({READERS_RUNNING}), max_readers FROM ssb.queues "
+                                                     "WHERE name = %s", (QUEUE,))[0]
         return int(running), int(limit)
 
     def procedure_time(self, start_epoch: float, end_epoch: float) -> dict[str, float]:

@@ -49,13 +49,8 @@ def as_datetime(value: Any) -> dt.datetime:
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
-    out = []
-    for part in version.split(".")[:3]:
-        try:
-            out.append(int(part))
-        except ValueError:
-            out.append(0)
-    return tuple(out)
+    """'16.0.4135.4' -> (16, 0, 4135); a part that is not a number counts 0."""
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split(".")[:3])
 
 
 class Pool:
@@ -169,6 +164,10 @@ class ServerSession:
             if inst.server_key == server_key:
                 return inst.name
         raise KeyError(server_key)
+
+    def _server_time(self, inst: Instance, epoch: float) -> dt.datetime:
+        """``epoch`` (this machine's clock, seconds) in ``inst``'s server's clock (naive UTC)."""
+        return EPOCH + dt.timedelta(seconds=epoch + self._offsets_s.get(inst.server_key, 0.0))
 
     def _active(self) -> tuple[Instance, list[Instance]]:
         return self.topology.active(self._profile, self._n_initiators)

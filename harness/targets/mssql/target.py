@@ -8,7 +8,6 @@ templates from ``workloads/mssql/``; :mod:`.session`, :mod:`.provision`, :mod:`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from pathlib import Path
@@ -343,31 +342,15 @@ class MssqlTarget(ServerSession, MssqlTelemetry, Target):
         hit = full_disk(errors)
         return None if hit is None else mssql_disk_full_line(hit)
 
-    def drain(self, timeout: float, poll: float = 0.25, lock=None, stop=None) -> Counts:
-        """Poll the cheap partition row counts; read exact counts once they reach zero.
-        ``lock`` and ``stop`` as in :meth:`Target.drain`."""
-        guard = lock if lock is not None else contextlib.nullcontext()
-        deadline = time.monotonic() + timeout
-        while True:
-            with guard:
-                depths = self.queue_depths(exact=False)
-            over = time.monotonic() >= deadline or (stop is not None and stop.is_set())
-            if not any(depths.values()) or over:
-                with guard:
-                    c = self.counts()
-                if c.settled or c.queue_disabled or over:
-                    return c
-            time.sleep(poll)
+    def queues_busy(self) -> bool:
+        """The cheap partition row counts (:meth:`queue_depths`) say messages are queued."""
+        return any(self.queue_depths(exact=False).values())
 
     def sender_spec(self, initiator: int) -> dict[str, Any]:
         inst = self._initiator(initiator)
         spec = driver.spec_for(inst, self.topology.driver, sender=True,
                                label=f"initiator {initiator} ({inst.name})")
         return {"sender": "mssql", "initiator": initiator, "connection": spec.to_dict()}
-
-    def errors(self) -> list[tuple]:
-        target, _ = self._active()
-        return self._query(target, "target", "error_samples")
 
     # ------------------------------------------------------------------ provision.py, check.py
     def provision(self, max_initiators: int | None = None) -> None:

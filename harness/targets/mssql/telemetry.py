@@ -9,13 +9,13 @@ end-to-end latency table: :class:`MssqlTelemetry`, mixed into the target (a
 
 from __future__ import annotations
 
-import datetime as dt
+from dataclasses import replace
 from typing import Any, Iterable
 
 from ..base import PerfCounter, WaitStat
 from .driver import SENDER_APP, OdbcError
 from ..telemetry import Telemetry
-from .session import EPOCH, version_tuple
+from .session import version_tuple
 
 #: Waits that say nothing about the workload (idle background tasks, timers, sleeping
 #: receivers). The one list the collectors use; the rest of sys.dm_os_wait_stats is reported.
@@ -155,9 +155,7 @@ class MssqlTelemetry(Telemetry):
             for c in counters:
                 k = (c.object_name, c.counter_name, c.instance_name)
                 prev = acc.get(k)
-                acc[k] = c if prev is None else PerfCounter(c.object_name, c.counter_name,
-                                                            c.instance_name, prev.value + c.value,
-                                                            c.kind)
+                acc[k] = c if prev is None else replace(c, value=prev.value + c.value)
         return list(acc.values())
 
     def queue_depths(self, exact: bool = False) -> dict[str, int]:
@@ -194,9 +192,7 @@ class MssqlTelemetry(Telemetry):
         target, inits = self._active()
         out = []
         for inst in [target, *inits]:
-            off = self._offsets_s.get(inst.server_key, 0.0)
-            a = EPOCH + dt.timedelta(seconds=start_epoch + off)
-            b = EPOCH + dt.timedelta(seconds=end_epoch + off)
+            a, b = self._server_time(inst, start_epoch), self._server_time(inst, end_epoch)
             for kind, began, ended in self._query(inst, "collectors", "backups_between", [inst.database, b, a],
                                                database="master"):
                 out.append(f"{inst.where()}: a {BACKUP_TYPES.get(str(kind).strip(), str(kind))} backup ran from "
@@ -297,8 +293,7 @@ class MssqlTelemetry(Telemetry):
         target, inits = self._active()
         off_t = self._offsets_s.get(target.server_key, 0.0)
         # the window in the target's clock (received_at is SYSUTCDATETIME() there)
-        start = EPOCH + dt.timedelta(seconds=start_epoch + off_t)
-        end = EPOCH + dt.timedelta(seconds=end_epoch + off_t)
+        start, end = self._server_time(target, start_epoch), self._server_time(target, end_epoch)
         skew_us = {idx: round((off_t - self._offsets_s.get(inst.server_key, off_t)) * 1e6)
                    for idx, inst in enumerate(inits, start=1)}
         rows = self._query(target, "target", section, [start, end], purpose="admin")
@@ -317,9 +312,7 @@ class MssqlTelemetry(Telemetry):
         """The activation procedure's own time (the tally's received_at to finished_at) over [start,
         end), the window in the target's clock (Target.procedure_time)."""
         target, _ = self._active()
-        off = self._offsets_s.get(target.server_key, 0.0)
-        a = EPOCH + dt.timedelta(seconds=start_epoch + off)
-        b = EPOCH + dt.timedelta(seconds=end_epoch + off)
+        a, b = self._server_time(target, start_epoch), self._server_time(target, end_epoch)
         inside, batches, messages, receives = self._query(target, "target", "procedure_time",
                                                           [a, a, b, b, a, a, a, b, a], purpose="admin")[0]
         return {"seconds": float(inside or 0) / 1e6, "batch_seconds": float(batches or 0) / 1e6,

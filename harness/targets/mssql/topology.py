@@ -274,14 +274,10 @@ class Topology:
         tsql.validate_name(dbp + "x", f"{prefix}DATABASE_PREFIX")
         host, _, named = check_server(host, f"{prefix}HOST").partition("\\")
         port = int(env.get(prefix + "PORT") or (0 if named else 1433))
-        instances = {"target": Instance("target", host, port, f"{dbp}target", auth, auth, host,
-                                        instance_name=named)}
-        names = []
-        for i in range(1, initiators + 1):
-            n = f"init{i}"
-            names.append(n)
-            instances[n] = Instance(n, host, port, f"{dbp}init{i}", auth, auth, host, instance_name=named)
-        prof = Profile("default", "target", tuple(names))
+        names = tuple(f"init{i}" for i in range(1, initiators + 1))
+        instances = {n: Instance(n, host, port, f"{dbp}{n}", auth, auth, host, instance_name=named)
+                     for n in ("target", *names)}
+        prof = Profile("default", "target", names)
         return cls(path=None, name="env", description=f"from {prefix}* environment variables",
                    layout="single",
                    driver=DriverConfig(kind=kind, name=dname, encrypt=encrypt,

@@ -104,10 +104,10 @@ def validate_host(value: Any, what: str = "host") -> str:
 
 # --------------------------------------------------------------------------- quoting
 
-def quote_ident(name: str, what: str = "name") -> str:
+def quote_ident(name: str, what: str = "name", validate=validate_name) -> str:
     """``[name]`` for a validated plain object name (``]`` doubled regardless)."""
     try:
-        validate_name(name, what)
+        validate(name, what)
     except ValueError as e:
         raise TemplateError(str(e)) from None
     return "[" + name.replace("]", "]]") + "]"
@@ -115,11 +115,7 @@ def quote_ident(name: str, what: str = "name") -> str:
 
 def quote_broker_name(name: str, what: str = "Service Broker name") -> str:
     """``[//MySSB.com/Lab/S_Test]`` for a validated service, contract or message type name."""
-    try:
-        validate_broker_name(name, what)
-    except ValueError as e:
-        raise TemplateError(str(e)) from None
-    return "[" + name.replace("]", "]]") + "]"
+    return quote_ident(name, what, validate_broker_name)
 
 
 def quote_literal(text: str, what: str = "value") -> str:

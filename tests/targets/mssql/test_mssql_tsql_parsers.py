@@ -127,7 +127,6 @@ def _drive(path: Path, fake) -> None:
         t.broker_waits()
         t.page_latch_waiters()
         t.session_waits()
-        t.errors()
         t.describe()
     t.teardown()
     t.teardown(drop_databases=True)
