@@ -234,11 +234,7 @@ class EmbeddedTelemetry(Telemetry):
         return int(self._one(self.target_db, "SELECT coalesce(sum(messages), 0) FROM ssb.receive_tally"))
 
     def e2e_latencies_us(self, start_epoch: float, end_epoch: float) -> list[int]:
-        rows = self._query(self.target_db,
-                           "SELECT received_us - sent_us FROM ssb.message_drop WHERE NOT warmup "
-                           "AND received_us >= %s AND received_us < %s",
-                           (int(start_epoch * 1_000_000), int(end_epoch * 1_000_000)))
-        return [int(r[0]) for r in rows]
+        return [us for _, us in self.e2e_sent_latencies_us(start_epoch, end_epoch)]
 
     def e2e_sent_latencies_us(self, start_epoch: float, end_epoch: float) -> list[tuple[int, int]]:
         rows = self._query(self.target_db,

@@ -242,11 +242,9 @@ def smoke(s: "MssqlTarget", messages: int = 10, usable: int = 2, every_n: int = 
     if c.sent != n * messages or c.received != c.sent or c.in_flight:
         detail = [f"i{x.initiator}: sent {x.sent}, received {x.received}, xmitq {x.xmitq}"
                   for x in c.initiators]
-        stuck = []
-        for inst in [s._active()[0], *s._active()[1]]:
-            for row in s._query(inst, "objects", "transmission_status", purpose="admin"):
-                if row[2]:
-                    stuck.append(f"{inst.name}: {row[2]}")
+        target, inits = s._active()
+        stuck = [f"{inst.name}: {row[2]}" for inst in [target, *inits]
+                 for row in s._query(inst, "objects", "transmission_status", purpose="admin") if row[2]]
         raise TargetError("smoke test failed: " + "; ".join(detail)
                           + f"; target queue {c.target_queue}, errors {c.poison}"
                           + (f"; transmission_status: {' | '.join(stuck)}" if stuck else ""))

@@ -11,8 +11,8 @@ import logging
 
 from ...errors import TargetError
 from . import db_options, driver, exclusive, ownership, platforms, sender_login
-from .dialog_security import (competing_certificates, dialog_cert, dialog_security, install_peer_certificate,
-                              own_certificate, peer_user)
+from .dialog_security import (binding_name, competing_certificates, dialog_cert, dialog_security,
+                              install_peer_certificate, own_certificate, peer_user)
 from .session import MIN_VERSION, ServerSession, random_password, version_tuple
 from .topology import Instance
 
@@ -216,7 +216,7 @@ def _endpoint(s: ServerSession, inst: Instance, label: str) -> tuple[str, tuple[
                               "is not readable")
         return name, (bytes(rows2[0][0]), bytes(rows2[0][1]))
     rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
-    cert = f"ssbench_transport_{label}"
+    cert = transport_cert(label)
     public = own_certificate(s, inst, cert, f"ssbench transport {label}"[:64], "master")
     name = rows[0][0] if rows else b.endpoint_name
     params = {"endpoint": name, "port": inst.broker_port, "certificate": cert,
@@ -225,6 +225,11 @@ def _endpoint(s: ServerSession, inst: Instance, label: str) -> tuple[str, tuple[
            database="master")
     s._run(inst, "server", "endpoint_owner_set", {"endpoint": name}, database="master")
     return name, public
+
+
+def transport_cert(label: str) -> str:
+    """The certificate in master an instance's endpoint authenticates with (by its server label)."""
+    return f"ssbench_transport_{label}"
 
 
 def _transport(s: ServerSession, pairs: list[Pair]) -> None:
@@ -246,11 +251,10 @@ def _transport(s: ServerSession, pairs: list[Pair]) -> None:
     for a, peer in sorted(links):
         inst = servers[a]
         plabel = s._server_label(peer)
-        login = user = f"ssbench_peer_{plabel}"
+        login = user = peer_user(plabel)
         s._run(inst, "server", "peer_login",
                {"login": login, "user": user, "password": random_password()}, database="master")
-        install_peer_certificate(s, inst, "master", f"ssbench_transport_{plabel}", user,
-                                  publics[peer])
+        install_peer_certificate(s, inst, "master", transport_cert(plabel), user, publics[peer])
         s._run(inst, "server", "peer_grant_connect",
                {"endpoint": endpoints[a], "login": login}, database="master")
 
@@ -349,7 +353,7 @@ def _teardown_database(s: ServerSession, inst: Instance, partners: list[Instance
     for p in partners:
         s._run(inst, "teardown", "route_drop", {"route": f"ssbench_to_{p.name}"})
     if s.topology.role(inst) == "initiator":
-        s._run(inst, "teardown", "binding_drop", {"binding": f"ssbench_rsb_{partners[0].name}"})
+        s._run(inst, "teardown", "binding_drop", {"binding": binding_name(partners[0])})
     s._run(inst, "teardown", "priority_drop", {**names, "database": inst.database})
     for cls, sec in (("SERVICE", "service_drop"), ("QUEUE", "queue_drop"),
                      ("CONTRACT", "contract_drop"), ("MESSAGE TYPE", "message_type_drop")):
@@ -411,15 +415,10 @@ def teardown(s: ServerSession, drop_databases: bool = False) -> list[str]:
             elif rows:
                 kept.append(f"{inst.server}: endpoint {rows[0][0]} (not created by "
                             "ssbench; its CONNECT grants went with ssbench's peer logins)")
-            for peer in servers:
-                if peer != key:
-                    pl = s._server_label(peer)
-                    s._run(inst, "server", "peer_drop",
-                           {"certificate": f"ssbench_transport_{pl}",
-                            "user": f"ssbench_peer_{pl}", "login": f"ssbench_peer_{pl}"},
-                           database="master")
-            s._run(inst, "server", "drop_certificate",
-                   {"certificate": f"ssbench_transport_{s._server_label(key)}"},
+            for pl in (s._server_label(peer) for peer in servers if peer != key):
+                s._run(inst, "server", "peer_drop", {"certificate": transport_cert(pl), "user": peer_user(pl),
+                                                     "login": peer_user(pl)}, database="master")
+            s._run(inst, "server", "drop_certificate", {"certificate": transport_cert(s._server_label(key))},
                    database="master")
     if drop_databases:
         for inst in insts:
