@@ -158,7 +158,7 @@ def child(matrix: str, results: str, out: str) -> int:
 
 
 # ---------------------------------------------------------------------- the parent
-def run_once(checkout: Path, pgdata: Path, tmp: Path, whole: bool = False) -> dict:
+def run_once(checkout: Path, pgdata: Path, tmp: Path, whole: bool = False) -> dict | None:
     matrix = tmp / "m.yaml"
     matrix.write_text(matrix_text(checkout, whole))
     out = tmp / f"events-{time.monotonic_ns()}.json"
@@ -168,8 +168,9 @@ def run_once(checkout: Path, pgdata: Path, tmp: Path, whole: bool = False) -> di
     proc = subprocess.run([py, str(Path(__file__).resolve()), "--child", str(matrix), str(tmp / "results"), str(out)],
                           cwd=checkout, env={**env, "RUN_TIMELINE_T0": repr(t0)}, capture_output=True, text=True)
     t1 = time.time()
-    if proc.returncode != 0:
-        sys.exit(f"{checkout}: ssbench run exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    if proc.returncode != 0:   # said, and left out of the figures
+        print(f"{checkout}: ssbench run exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        return None
     return {"wall": t1 - t0, "events": json.loads(out.read_text())}
 
 
@@ -199,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         for rnd in range(a.rounds):
             for c in (a.checkouts if rnd % 2 == 0 else a.checkouts[::-1]):
                 r = run_once(c, dirs[c], Path(tmp), a.whole)
-                got[str(c)].append(r)
-                print(f"round {rnd + 1} {c}: wall {r['wall']:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)
+                if r is not None:
+                    got[str(c)].append(r)
+                    print(f"round {rnd + 1} {c}: wall {r['wall']:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)
     for c, runs in got.items():
         print(f"\n{c}: wall {median_spread([r['wall'] for r in runs])} s over {len(runs)} run(s)")
         names: dict[str, list[float]] = {}
