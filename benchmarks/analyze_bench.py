@@ -6,7 +6,8 @@ Synthesizes the paper-sized result set (528 permutations x 3 repetitions, 1 s sa
 dozen wait types with their waiting-task rates, queue depths, activation, broker, throughput
 and host metrics -- so ~5.3 M rows, ~0.75 GB of samples.jsonl) and the same with 10 times the
 repetitions (10x the data and the files), then times ``ssbench analyze RUN --master local[2]``
-on each as a fresh process.
+on each as a fresh process, through benchmarks/analysis_time.py (the CPU of everything it
+started, the JVM included; each report in DATA_DIR/report-xSCALE).
 
 Goal: <= 60 s for the paper-sized set on 2 cores; <= 5x that for 10x the data; and at most
 about 60 lines printed before the key table (the diagnosis grouped by limit at that scale).
@@ -25,15 +26,17 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests")]    # tests/support/synth.py: test data, not the package
+# tests/support/synth.py: test data, not the package; benchmarks/analysis_time.py: the timing
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
 from support import synth  # noqa: E402
+
+import analysis_time  # noqa: E402
 
 GOAL_PAPER_S = 60.0
 GOAL_FACTOR_10X = 5.0
@@ -56,11 +59,6 @@ def _dir_stats(run: Path) -> tuple[int, int, int]:
         rows += per_file * len(reps)
         nbytes += sum(r.stat().st_size for r in reps)
     return files, nbytes, rows
-
-
-def _ssbench() -> list[str]:
-    exe = Path(sys.executable).parent / "ssbench"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "harness.cli"]
 
 
 def make_data(root: Path, scale: int, workers: int, reuse: bool, measure_seconds: int = 60,
@@ -90,28 +88,18 @@ def make_data(root: Path, scale: int, workers: int, reuse: bool, measure_seconds
     return run
 
 
-def time_analyze(run: Path, master: str, out: Path) -> dict:
+def time_analyze(run: Path, master: str, out: Path, repeat: int) -> list[dict]:
+    """``repeat`` fresh ``ssbench analyze RUN --master MASTER``, timed by analysis_time.py (the
+    CPU of everything each started, the JVM included), each round's report in ``out``."""
+    figures = out / "analysis-time.json"
     if out.exists():
         shutil.rmtree(out)
-    cmd = _ssbench() + ["analyze", str(run), "--master", master, "--out", str(out)]
-    load_before = os.getloadavg()
-    ru0 = os.times()
-    t = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.monotonic() - t
-    ru1 = os.times()
-    if proc.returncode != 0:
-        print(proc.stderr[-4000:], file=sys.stderr)
-        raise SystemExit(f"ssbench analyze failed ({proc.returncode})")
-    steps = [ln.split("ssbench analyze: ", 1)[1] for ln in proc.stderr.splitlines() if "ssbench analyze: " in ln]
-    out = proc.stdout.splitlines()
-    key = next((i for i, ln in enumerate(out) if ln.startswith("Key results")), len(out))
-    return {"wall_s": round(wall, 1),
-            # what a person reads before the answer: the log, Spark's, the diagnosis (stderr), the report's path
-            "lines_before_key_table": len(proc.stderr.splitlines()) + key,
-            "child_cpu_s": round((ru1.children_user - ru0.children_user) + (ru1.children_system - ru0.children_system), 1),
-            "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-            "steps": steps, "report": proc.stdout.strip()}
+    out.mkdir(parents=True)
+    if analysis_time.main(["--rounds", str(repeat), "--loud", "--master", master, "--out", str(out),
+                           "--json", str(figures), str(run)]) != 0:
+        raise SystemExit("ssbench analyze gave different key tables from one round to the next")
+    (timed,) = json.loads(figures.read_text()).values()
+    return timed["this"]["rounds"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,12 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         run = make_data(root, scale, args.workers, args.reuse, args.measure_seconds, args.interval)
         files, nbytes, rows = _dir_stats(run)
         print(f"x{scale}: {files} samples files, {nbytes / 1e9:.2f} GB, {rows / 1e6:.1f} M sample rows", flush=True)
-        timings = []
-        for k in range(args.repeat):
-            r = time_analyze(run, args.master, root / f"report-x{scale}")
-            timings.append(r)
-            print(f"  run {k + 1}: {r['wall_s']} s wall, {r['child_cpu_s']} s CPU (load before "
-                  f"{r['loadavg_before'][0]}); {r['lines_before_key_table']} lines before the key table "
+        timings = time_analyze(run, args.master, root / f"report-x{scale}", args.repeat)
+        for k, r in enumerate(timings):
+            print(f"  run {k + 1}: {r['wall_s']} s wall, {r['cpu_s']} s CPU (load before "
+                  f"{r['load_before']}); {r['lines_before_key_table']} lines before the key table "
                   f"(goal: about {GOAL_LINES})", flush=True)
             for s in r["steps"]:
                 print(f"    {s}")

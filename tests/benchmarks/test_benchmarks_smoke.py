@@ -1,8 +1,8 @@
 """Every benchmark kept in benchmarks/ (benchmarks/README.md) runs end to end in a short, cheap
 invocation and prints what its README says it prints. Smoke tests: the figures are the
 benchmarks' business, run by hand. benchmarks/harness_ceiling.py's own are in
-tests/load/test_harness_ceiling_smoke.py, benchmarks/analyze_bench.py's in
-tests/benchmarks/test_analyze_bench_at_paper_scale.py."""
+tests/load/test_harness_ceiling_smoke.py, benchmarks/analyze_bench.py's and
+benchmarks/analysis_time.py's (which times it) in tests/benchmarks/test_analyze_bench_at_paper_scale.py."""
 
 from __future__ import annotations
 
@@ -107,18 +107,6 @@ def test_memory_soak(pg_server, tmp_path):
     assert last["exit"] == 0 and roles == {"ssbench run", "locust master", "locust worker", "broker"}, last
     assert all(v["rss"] is not None and v["peak_rss_mb"] > 0 for v in last["slopes"].values()), last
     assert json.loads((tmp_path / "soak.json").read_text())["samples"]
-
-
-@pytest.mark.spark
-def test_analysis_time(tmp_path):
-    """One round, this checkout only, on a small synthetic run: a real ssbench analyze."""
-    from support import synth
-
-    run_dir = synth.synthesize(tmp_path / "results",
-                               synth.small_spec(initiators=(1,), threads=(1, 5), measure_seconds=2))
-    run("analysis_time.py", "--rounds", "1", "--json", str(tmp_path / "t.json"), str(run_dir), timeout=900)
-    (figures,) = json.loads((tmp_path / "t.json").read_text()).values()
-    assert figures["this"]["wall_median_s"] > 0 and figures["same_key_table"] is True
 
 
 def test_usl_coverage():
