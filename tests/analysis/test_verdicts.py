@@ -140,55 +140,55 @@ def test_unsupported_schema_versions_are_named_and_skipped(few):
     assert "SYNTHETIC DATA" in result.index.read_text()
 
 
-def test_disturbed_repetitions_are_shown_and_left_out_of_verdicts(spark, tmp_path):
-    """A real +40 % effect with 5 repetitions is a gain; with 3 of the trick's repetitions at
-    one point disturbed (harness.results.counts_in_verdicts), that point has 2 left: its
-    verdict is inconclusive, the permutations table counts them, the report names them with
-    why."""
-    from harness.analysis.job import analyze_result
+def test_cli_prints_the_answer_and_leaves_disturbed_repetitions_out_of_verdicts(spark, two_sets, tmp_path, capsys):
+    """ssbench analyze ends with the key table; --json gives the same rows, alone on stdout. Its
+    run is the real +40 % effect's (the same data) with 3 of the trick's 5 repetitions at one
+    point disturbed (harness.results.counts_in_verdicts): that point has 2 left, its verdict is
+    inconclusive, every other a gain as in the undisturbed run; the permutations table counts
+    them, the report names them with why."""
+    from harness.cli import main
 
-    run = synth.synthesize(tmp_path, synth.small_spec(name="dist", repetitions=5, uniform_noise=0.10,
-                                                      same_as=(("trick150", "per_thread"),),
-                                                      effect=(("trick150", 1.4),), seed=12, **AXES),
-                           run_id="20261122-dist")
+    _none, real, result = two_sets
+    run = tmp_path / real.name          # a copy: the undisturbed run is two_sets' too
+    shutil.copytree(real, run)
     perm = "i1-t20-trick150-p100-durable"
     for rep in (1, 2, 3):
         edit(run / perm / f"rep-{rep:02d}" / "summary.json", status="receive_stalled", receive_stalled=True,
              receive_stall_seconds=4.0, receive_send_ratio=0.1, queue_growth=9000.0)
-    result = analyze_result([run], spark=spark, threshold_pct=5.0)
-    by_point = {(g["initiators"], g["threads"]): g for g in result.gains}
-    assert by_point[(1, 20)]["verdict"] == "inconclusive" and by_point[(1, 20)]["n"] == 2   # 5 less 3
-    assert all(g["verdict"] == "gain" for k, g in by_point.items() if k != (1, 20))
-    perms = {p["perm_id"]: p for p in _csv(result.out_dir / "tables" / "permutations.csv")}
-    assert perms[perm]["disturbed_reps"] == "3"
-    html = result.index.read_text()
-    assert "3 disturbed repetition(s)" in html and "receive stalled: nothing received for 4.0 s" in html
-
-
-def test_cli_prints_the_answer_and_gives_it_to_scripts(spark, two_sets, tmp_path, capsys):
-    """ssbench analyze ends with the key table; --json gives the same rows, alone on stdout."""
-    from harness.cli import main
-
-    _none, real, result = two_sets
-    assert main(["analyze", str(real), "--out", str(tmp_path / "r"), "--json", "-q"]) == 0
+    out = tmp_path / "r"
+    assert main(["analyze", str(run), "--out", str(out), "--json", "-q"]) == 0
     doc = json.loads(capsys.readouterr().out)
     key, *others = doc["sections"]      # then the scalability model's (each strategy's 4 thread counts)
     assert key["key"] == "key" and [s["key"] for s in others] == ["scaling", "scaling_moves"]
-    assert doc["schema"] == "ssbench.answer/1" and doc["runs"] == [real.name]
-    assert doc["report"] == str((tmp_path / "r" / "index.html").resolve())
-    assert [r["verdict"] for r in key["rows"]] == ["gain"] * 8
+    assert doc["schema"] == "ssbench.answer/1" and doc["runs"] == [run.name]
+    assert doc["report"] == str((out / "index.html").resolve())
+    disturbed = [r for r in key["rows"] if r["perm_id"] == perm]
+    assert [r["verdict"] for r in disturbed] == ["inconclusive"]
+    assert [r["verdict"] for r in key["rows"] if r not in disturbed] == ["gain"] * 7
     mine = [r for r in result.answer.section("key").rows if r["run_id"] == real.name]
-    assert [(r["comparison"], r["total_threads"], r["gain_text"], r["pays_from"]) for r in key["rows"]] == \
-        [(r["comparison"], r["total_threads"], r["gain_text"], r["pays_from"]) for r in mine]
-    assert {r["pays_from"] for r in key["rows"]} == {1, 2}       # one row group per initiator count
-    assert json.loads((tmp_path / "r" / "answer.json").read_text()) == doc
+
+    def same(rows):
+        return [(r["comparison"], r["total_threads"], r["gain_text"]) for r in rows if r["perm_id"] != perm]
+    assert same(key["rows"]) == same(mine) and len(same(mine)) == 7
+    assert {r["pays_from"] for r in mine} == {1, 2}       # one row group per initiator count
+    # "pays from": the total threads from which every verdict is a gain; 1 initiator's group
+    # ends on the disturbed point's inconclusive verdict, so it pays from nowhere
+    assert {(r["initiators"], r["pays_from"]) for r in key["rows"]} == {(1, None), (2, 2)}
+    assert json.loads((out / "answer.json").read_text()) == doc
+    gains = {(int(g["initiators"]), int(g["threads"])): g for g in _csv(out / "tables" / "dialog_gains.csv")}
+    assert gains[(1, 20)]["verdict"] == "inconclusive" and gains[(1, 20)]["n"] == "2"     # 5 less 3
+    assert all(g["verdict"] == "gain" for k, g in gains.items() if k != (1, 20)) and len(gains) == 8
+    perms = {p["perm_id"]: p for p in _csv(out / "tables" / "permutations.csv")}
+    assert perms[perm]["disturbed_reps"] == "3"
+    html = (out / "index.html").read_text()
+    assert "3 disturbed repetition(s)" in html and "receive stalled: nothing received for 4.0 s" in html
     # the same answer as text, as `analyze -q` prints it (the command's text mode itself: the -q
     # subprocesses of test_analysis_cluster.py, and
     # test_analysis.py::test_cli_analyze_prints_the_diagnosis_and_the_issues_on_stderr)
     from harness.commands.analyze import print_answer
     from harness.verdicts.answer import read_answer
 
-    print_answer(read_answer(tmp_path / "r"), False, path=tmp_path / "r" / "index.html")
+    print_answer(read_answer(out), False, path=out / "index.html")
     text = capsys.readouterr().out
     assert text.splitlines()[0].endswith("index.html")
-    assert "Key results: 8 of 8 comparisons decided" in text and "trick150 vs per_thread" in text
+    assert "Key results: 7 of 8 comparisons decided" in text and "trick150 vs per_thread" in text
