@@ -64,16 +64,12 @@ class ProbeThread(threading.Thread):
         raise NotImplementedError
 
     def cleanup(self) -> None:
-        """After the last probe, whatever happened."""
+        """After the last probe, whatever happened (a failed :meth:`prepare` included)."""
 
     def run(self) -> None:
         try:
             self.prepare()
-        except OSError as e:
-            self.error = f"{self.what}: {e.strerror or e}"
-            return
-        begun = time.perf_counter()
-        try:
+            begun = time.perf_counter()
             while not self._halt.is_set():
                 t0, c0 = time.time(), time.perf_counter()
                 ms = self.measure()

@@ -5,20 +5,13 @@ behind: docs/diagnosis.md)."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from statistics import NormalDist
 
 from .base import Collector
 
 #: confidence of the growth interval (as scipy.stats.theilslopes' alpha)
 GROWTH_CONFIDENCE = 0.95
-
-
-def _repeats(values: list[float]) -> list[int]:
-    """How many times each value that occurs more than once occurs."""
-    counts: dict[float, int] = {}
-    for v in values:
-        counts[v] = counts.get(v, 0) + 1
-    return [k for k in counts.values() if k > 1]
 
 
 def theil_sen(ys: list[float], ts: list[float], confidence: float = GROWTH_CONFIDENCE) -> tuple[float, float, float]:
@@ -33,8 +26,9 @@ def theil_sen(ys: list[float], ts: list[float], confidence: float = GROWTH_CONFI
     slope = (slopes[(m - 1) // 2] + slopes[m // 2]) / 2.0
     alpha = 1.0 - confidence if confidence > 0.5 else confidence
     z = NormalDist().inv_cdf(alpha / 2.0)
-    sigsq = (n * (n - 1) * (2 * n + 5) - sum(k * (k - 1) * (2 * k + 5) for k in _repeats(ts))
-             - sum(k * (k - 1) * (2 * k + 5) for k in _repeats(ys))) / 18.0
+    # a tie of k values takes k (k - 1) (2 k + 5) off: nothing for a value that occurs once
+    sigsq = (n * (n - 1) * (2 * n + 5)
+             - sum(k * (k - 1) * (2 * k + 5) for c in (Counter(ts), Counter(ys)) for k in c.values())) / 18.0
     if sigsq < 0:
         return slope, math.nan, math.nan
     sigma = math.sqrt(sigsq)

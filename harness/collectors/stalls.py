@@ -92,10 +92,8 @@ class StallCollector(Collector):
             out["stall_chains"] = _chains(window, *span) if span is not None else []
         depth = {}
         for fam, met, key in (("queues", "depth", "queue"), ("queues", "xmitq_total", "")):
-            for ts, v in _series(window, fam, met, key):
-                if window.start <= ts < window.end:
-                    depth.setdefault(ts, 0.0)
-                    depth[ts] += v
+            for ts, v in window.points(fam, met, key):
+                depth[ts] = depth.get(ts, 0.0) + v
         if len(depth) >= 2:
             first, last = min(depth), max(depth)
             out["queue_growth"] = depth[last] - depth[first]

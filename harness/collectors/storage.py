@@ -9,6 +9,7 @@ error rates: docs/findings/storage-noise.md). ``log_events`` reports log growth 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import statistics
@@ -64,10 +65,8 @@ class FsyncProbe(ProbeThread):
     def cleanup(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
-        try:
+        with contextlib.suppress(OSError):
             self.path.unlink()
-        except OSError:
-            pass
 
 
 def noisy_storage(probe_ms: float | None, reference_ms: float | None) -> bool:
@@ -118,13 +117,10 @@ class StorageCollector(Collector):
             if probes:
                 out.append(("probe_ms", "", statistics.median(probes)))
                 out.append(("probe_max_ms", "", max(probes)))
-            self._take_reference(now)
+            # the idle reference: the probes of the first REFERENCE_S after the probe started (the
+            # collectors start once the warm-up drained; the swarm's first SEND waits for it)
+            self.reference_ms = StorageCollector.references.take(self.probe, now, self.reference_ms)
         return out
-
-    def _take_reference(self, now: float) -> None:
-        """The idle reference: the probes of the first REFERENCE_S after the probe started (the
-        collectors start once the warm-up drained; the swarm's first SEND waits for it)."""
-        self.reference_ms = StorageCollector.references.take(self.probe, now, self.reference_ms)
 
     def reference_pending(self) -> bool:
         return not self.started or (self.probe is not None and not self.probe.reference_taken())
