@@ -9,7 +9,7 @@ pays, as the key table's "pays from").
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from ..verdicts import VERDICTS, Judged, pays_from
@@ -80,9 +80,7 @@ def crossover(gains: list[dict[str, Any]]) -> list[dict[str, Any]]:
         last = pts[-1]
         with_gain = [g for g in pts if g["gain_pct"] is not None]
         best = max(with_gain, key=lambda g: (g["gain_pct"], -g["total_threads"])) if with_gain else None
-        counts = defaultdict(int)
-        for g in pts:
-            counts[g["verdict"]] += 1
+        counts = Counter(g["verdict"] for g in pts)
         out.append({
             **dict(zip(CROSS_KEYS, key)), "synthetic": last["synthetic"], "verdict": last["verdict"],
             "crossover_total_threads": cross, "gain_at_max_threads_pct": last["gain_pct"],

@@ -72,7 +72,7 @@ def technique_gains(rows: list[Row], ctx: RunContext, out_dir: Path, threshold_p
     direction: for a latency a gain is a fall), everything else equal, with its interval (the
     stopping rule's); coloured by verdict (green only for a gain the interval supports); none
     when the run has no technique axis."""
-    from .techniques import axis_note
+    from ..verdicts.techniques import axis_note
 
     section = "Techniques against their baselines: figures"
     out = []

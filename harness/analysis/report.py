@@ -12,7 +12,7 @@ from ..results import disturbance, write_atomic
 from ..verdicts import MIN_REPS, Answer, Section
 from ..verdicts.answer import pct_interval as pct_ci
 from .discovery import Discovery
-from .markup import CSS, _e, fmt, run_label, table  # noqa: F401  (the report's building blocks)
+from .markup import CSS, _e, run_label, table
 from .plots import STRATEGY_ORDER, Plot, strategy_label
 from .techniques_report import section_html as technique_section_html
 

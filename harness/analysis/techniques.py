@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..results import median, number
-from ..verdicts import NOT_EXERCISED, TECHNIQUE_AXES, Judged, engaged, judge_metric  # noqa: F401  (re-exported)
+from ..verdicts import TECHNIQUE_AXES, Judged, engaged, judge_metric
 from ..verdicts.comparison_metrics import Metric
 from ..verdicts.pairs import kept_out, samples
-from ..verdicts.techniques import VALUE_BY_NAME, axis_note, how_to_exercise, repetitions  # noqa: F401
+from ..verdicts.techniques import VALUE_BY_NAME, repetitions
 
 def _median_of(row: dict[str, Any], metric: Metric) -> float | None:
     return median([v for _, v in samples(row, metric)])

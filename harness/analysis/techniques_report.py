@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .markup import run_label, table
-from .techniques import NOT_EXERCISED, TECHNIQUE_AXES
+from ..verdicts import NOT_EXERCISED, TECHNIQUE_AXES
 
 
 

@@ -39,19 +39,12 @@ def _column(values: list[Any]) -> pa.Array:
         return pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v)) for v in values])
 
 
-def arrow_table(rows: list[dict[str, Any]], columns: list[str]) -> pa.Table:
-    return pa.table({c: _column([r.get(c) for r in rows]) for c in columns})
-
-
 def write_table(tdir: Path, name: str, rows: list[dict[str, Any]], columns: list[str] | None = None,
                 csv_too: bool = True) -> list[str]:
     """``tables/<name>.parquet`` and (``csv_too``) ``tables/<name>.csv``, each written
     atomically; the relative paths written."""
     cols = columns or columns_of(rows)
-    buf = pa.BufferOutputStream()
-    pq.write_table(arrow_table(rows, cols), buf)
-    write_atomic(tdir / f"{name}.parquet", buf.getvalue().to_pybytes())
-    files = [f"tables/{name}.parquet"]
+    files = write_arrow(tdir, name, pa.table({c: _column([r.get(c) for r in rows]) for c in cols}))
     if csv_too:
         write_csv(tdir / f"{name}.csv", cols, rows)
         files.append(f"tables/{name}.csv")
@@ -59,7 +52,8 @@ def write_table(tdir: Path, name: str, rows: list[dict[str, Any]], columns: list
 
 
 def write_arrow(tdir: Path, name: str, table: pa.Table) -> list[str]:
-    """A table Spark handed over as Arrow (the samples' reduction), Parquet only."""
+    """``tables/<name>.parquet`` of an Arrow table (Spark's samples' reduction, or
+    :func:`write_table`'s rows), written atomically; the relative paths written."""
     buf = pa.BufferOutputStream()
     pq.write_table(table, buf)
     write_atomic(tdir / f"{name}.parquet", buf.getvalue().to_pybytes())
