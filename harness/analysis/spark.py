@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import psutil
@@ -120,8 +121,6 @@ def _cds_options(gc_opts: str) -> list[str]:
         if os.environ.get(var):
             return []
     try:
-        import time
-
         from pyspark import SparkContext
 
         if SparkContext._gateway is not None:   # this process's JVM runs: its options are set
@@ -188,8 +187,6 @@ def _prune_archives(d: Path, key: str, now: float | None = None) -> list[Path]:
     recently used, and other keys' parts whose writer is gone and that are over an hour old.
     A JVM using a removed archive keeps its mapping; one started with it later runs without
     (-Xshare:auto). Returns what it removed."""
-    import time
-
     now = time.time() if now is None else now
     gone: list[Path] = []
     others = []
@@ -284,10 +281,6 @@ def _wait_while_working(proc: subprocess.Popen, stalled: float, limit: float | N
     ``limit`` seconds in all (default 10 times ``stalled``: a JVM that spins). A loaded machine
     slows the archive's writing without stopping it; a limit on the wall time alone left the
     JVM writing after the command returned, and one given up on is not left running either."""
-    import time
-
-    import psutil
-
     limit = 10 * stalled if limit is None else limit
     last, since = -1.0, time.monotonic()
     end = since + limit
