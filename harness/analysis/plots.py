@@ -24,6 +24,7 @@ from ..results import write_atomic  # noqa: E402
 #: a point with fewer repetitions has no interval and is drawn hollow (harness.verdicts.rule)
 from ..verdicts import MIN_REPS  # noqa: E402
 from .diagnosis_view import STAGE_MARKS  # noqa: E402
+from .tables import group_by  # noqa: E402
 
 matplotlib.use("Agg")  # no display; figures are built with the object API (no pyplot state)
 
@@ -270,20 +271,6 @@ def _x_ticks(ax, xs: list[int]) -> None:
         ax.set_xlim(xs[0] - 1, xs[0] + 1)
 
 
-def _by(rows: Iterable[Row], *keys: str) -> dict[tuple, list[Row]]:
-    out: dict[tuple, list[Row]] = defaultdict(list)
-    for r in rows:
-        out[tuple(r.get(k) for k in keys)].append(r)
-    return out
-
-
-def _by1(rows: Iterable[Row], key: str) -> dict[Any, list[Row]]:
-    out: dict[Any, list[Row]] = defaultdict(list)
-    for r in rows:
-        out[r.get(key)].append(r)
-    return out
-
-
 def _num(v: Any) -> float:
     return float("nan") if v is None else float(v)
 
@@ -300,12 +287,12 @@ def throughput(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
         return [Plot(section, "Throughput", note="no permutation data", run_id=ctx.run_id)]
     out = []
     colors = _colors(r["payload_bytes"] for r in perms)
-    for (server, strategy), rows in sorted(_by(perms, "server", "dialogs").items()):
+    for (server, strategy), rows in sorted(group_by(perms, "server", "dialogs").items()):
         inits = sorted({r["initiators"] for r in rows})
         fig, axes = _grid(1, len(inits), sharey=True, right_in=LEGEND_IN)
         for ax, i in zip(axes[0], inits):
             sub = [r for r in rows if r["initiators"] == i]
-            for p, prow in sorted(_by(sub, "payload_bytes").items()):
+            for p, prow in sorted(group_by(sub, "payload_bytes").items()):
                 prow.sort(key=lambda r: r["total_threads"])
                 _points(ax, [r["total_threads"] for r in prow], [_num(r["receive_rate_mean"]) for r in prow],
                         [r["n"] for r in prow], colors[p[0]], lo=[r.get("receive_rate_ci_low") for r in prow],
@@ -345,13 +332,13 @@ def strategy_gain(perms: list[Row], gains: list[Row], cross: list[Row], ctx: Run
     out = []
     colors = _colors(r["payload_bytes"] for r in perms)
     n_of = {r["perm_id"]: r["n"] for r in perms}
-    for (server,), grows in sorted(_by(gsel, "server").items()):
+    for (server,), grows in sorted(group_by(gsel, "server").items()):
         inits = sorted({g["initiators"] for g in grows})
         fig, axes = _grid(2, len(inits), h=3.3, sharey="row", right_in=LEGEND_IN)
         for c, i in enumerate(inits):
             ax, axg = axes[0][c], axes[1][c]
             axg.axhspan(-threshold_pct, threshold_pct, color="#eeeeee", zorder=0)
-            for p, prow in sorted(_by([g for g in grows if g["initiators"] == i], "payload_bytes").items()):
+            for p, prow in sorted(group_by([g for g in grows if g["initiators"] == i], "payload_bytes").items()):
                 prow.sort(key=lambda r: r["total_threads"])
                 x = [r["total_threads"] for r in prow]
                 col = colors[p[0]]
@@ -404,9 +391,9 @@ def wait_profile(perms: list[Row], waits: list[Row], ctx: RunContext, out_dir: P
     if not waits:
         return [Plot(section, "Wait profile", note="skipped: no wait data (no samples, no top_waits)",
                      run_id=ctx.run_id)]
-    by_perm = _by1(waits, "perm_id")
+    by_perm = {p: rows for (p,), rows in group_by(waits, "perm_id").items()}
     out = []
-    for (server,), srows in sorted(_by(perms, "server").items()):
+    for (server,), srows in sorted(group_by(perms, "server").items()):
         payload = min(r["payload_bytes"] for r in srows)
         rows = [r for r in srows if r["payload_bytes"] == payload and r["perm_id"] in by_perm]
         if not rows:
@@ -470,7 +457,7 @@ def queue_depth(series: list[Row], chosen: list[Row], ctx: RunContext, out_dir: 
     if not series:
         return [Plot(section, "Queue depth over time", run_id=ctx.run_id,
                      note="skipped: no queue samples for the chosen permutations")]
-    by_perm = _by1(series, "perm_id")
+    by_perm = {p: rows for (p,), rows in group_by(series, "perm_id").items()}
     chosen = [c for c in chosen if c["perm_id"] in by_perm]
     n = len(chosen)
     if not n:
@@ -485,7 +472,7 @@ def queue_depth(series: list[Row], chosen: list[Row], ctx: RunContext, out_dir: 
         meas = [r["elapsed_s"] for r in rows if r["phase"] == "measure"]
         if meas:
             ax.axvspan(min(meas), max(meas), color="#f0f0f0", label="measured window")
-        for (key,), krows in sorted(_by(rows, "key").items()):
+        for (key,), krows in sorted(group_by(rows, "key").items()):
             krows.sort(key=lambda r: r["elapsed_s"])
             style = "-" if key.startswith("xmitq") else "--"
             lab = f"transmission queue {key.split('.', 1)[-1]}" if key.startswith("xmitq") else \
@@ -517,7 +504,7 @@ def send_vs_receive(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Pl
     markers = {i: m for i, m in zip(sorted({r["initiators"] for r in rows}), "os^Dv<>p*h")}
     top = max(max(r["send_rate_median"], r["receive_rate_median"]) for r in rows) * 1.05 or 1.0
     ax.plot([0, top], [0, top], color="grey", lw=1, ls="--", label="receive = send")
-    for (s, i), srows in sorted(_by(rows, "dialogs", "initiators").items()):
+    for (s, i), srows in sorted(group_by(rows, "dialogs", "initiators").items()):
         col = STRATEGY_COLOR.get(s)
         face = [col if (r["n"] or 0) >= MIN_REPS else "white" for r in srows]   # hollow: < 3 repetitions
         ax.scatter([r["send_rate_median"] for r in srows], [r["receive_rate_median"] for r in srows], s=18,
@@ -553,7 +540,7 @@ def latency(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
     section = "Latency percentiles vs threads"
     out = []
     styles = {"p50": "-", "p95": "--", "p99": ":"}
-    for (server,), srows in sorted(_by(perms, "server").items()):
+    for (server,), srows in sorted(group_by(perms, "server").items()):
         payload = min(r["payload_bytes"] for r in srows)
         rows = [r for r in srows if r["payload_bytes"] == payload]
         inits = sorted({r["initiators"] for r in rows})
@@ -562,7 +549,7 @@ def latency(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
         for c, i in enumerate(inits):
             for a, (kind, name) in enumerate((("send", "SEND"), ("e2e", "end-to-end"))):
                 ax = axes[a][c]
-                for (s,), drows in sorted(_by([r for r in rows if r["initiators"] == i], "dialogs").items()):
+                for (s,), drows in sorted(group_by([r for r in rows if r["initiators"] == i], "dialogs").items()):
                     drows.sort(key=lambda r: r["total_threads"])
                     for pct, ls in styles.items():
                         ys = [_num(r[f"{kind}_{pct}_ms_median"]) for r in drows]

@@ -142,12 +142,6 @@ def _thresholds(rows: list[dict]) -> str:
     return "/".join(f"{t:g}" for t in sorted({r.get("threshold_pct") for r in rows if r.get("threshold_pct") is not None}))
 
 
-def technique_section(rows: list[dict]) -> str:
-    """The techniques-against-baselines section (harness.analysis.techniques_report); empty when
-    the runs have no technique axis with two values."""
-    return technique_section_html(rows)
-
-
 def verdict_words(gains: list[dict]) -> str:
     """How to read the verdicts, and (in words) how many comparisons are inconclusive for
     lack of repetitions. An HTML fragment (the notebook displays it too)."""
@@ -307,7 +301,7 @@ def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: 
         parts.append("<p class='note'>No dialog-strategy comparison: the run(s) do not have one dialog per thread "
                      "and another strategy at the same settings.</p>")
     parts.append(diagnosis_html)   # harness.analysis.diagnosis_view.report_section
-    parts.append(technique_section(techniques or []))
+    parts.append(technique_section_html(techniques or []))   # empty without a technique axis
     parts.append(_plots_html(plots))
     parts.append("<h2>Permutations</h2>")
     parts.append(f"<details><summary>{len(perms)} permutations (click to expand)</summary>"

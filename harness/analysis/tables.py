@@ -63,10 +63,11 @@ def quartiles(values: list[float]) -> tuple[float, float, float] | tuple[None, N
     return q1, q2, q3
 
 
-def _by_perm(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+def group_by(rows: Iterable[dict[str, Any]], *keys: str) -> dict[tuple, list[dict[str, Any]]]:
+    """``rows`` grouped by their values of ``keys`` (a tuple, a missing key None), in first-seen order."""
+    out: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        out[(r["run_id"], r["perm_id"])].append(r)
+        out[tuple(r.get(k) for k in keys)].append(r)
     return out
 
 
@@ -81,7 +82,7 @@ def permutation_stats(reps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     each of :data:`METRICS` the median, Q1, Q3, IQR, min and max; n; lost messages, errors,
     client-bound and disturbed repetitions, the summaries' largest queue depths, median CPU,
     the statuses and repetitions."""
-    by = _by_perm(reps)
+    by = group_by(reps, "run_id", "perm_id")
     out = []
     for row in permutation_rows(reps):
         mine = sorted(by[(row["run_id"], row["perm_id"])], key=lambda r: r["rep"])
@@ -115,7 +116,7 @@ def sample_extras(rep_extras: list[dict[str, Any]]) -> dict[tuple[str, str], dic
     largest queue depths in the measured windows, mean client and server CPU, most activation
     tasks running, task-limit hits per second, the repetitions with samples."""
     out = {}
-    for key, mine in _by_perm(rep_extras).items():
+    for key, mine in group_by(rep_extras, "run_id", "perm_id").items():
         def mean(name):
             v = [r[name] for r in mine if r.get(name) is not None]
             return sum(v) / len(v) if v else None
@@ -167,7 +168,7 @@ def wait_profile(rep_waits: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (run_id, perm_id, wait_type): mean wait_ms_per_s over the repetitions with wait data,
     category, share of the permutation's wait time and rank (1 = top)."""
     out = []
-    for (run_id, perm_id), mine in _by_perm(rep_waits).items():
+    for (run_id, perm_id), mine in group_by(rep_waits, "run_id", "perm_id").items():
         n = len({w["rep"] for w in mine})
         per: dict[str, dict[str, Any]] = {}
         for w in mine:
@@ -192,7 +193,7 @@ def wait_shares(profile: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str
     top wait and its share, and the wait time per second. What limits throughput is the
     diagnosis' (these shares alone cannot say it; docs/diagnosis.md)."""
     out = {}
-    for key, mine in _by_perm(profile).items():
+    for key, mine in group_by(profile, "run_id", "perm_id").items():
         top = min(mine, key=lambda w: w["rank"])
         shares = {c.replace(" ", "_") + "_share": sum(w["share"] or 0.0 for w in mine if w["category"] == c)
                   for c in SHARE_CATEGORIES}
