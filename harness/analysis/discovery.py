@@ -156,15 +156,6 @@ def _read_run_json(reader: RunReader, issues: list[Issue]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- Spark readers
 
-def _tail_columns(F, file_col):
-    """run_id, perm_id, rep from a file path column (Spark gives URL-encoded URIs)."""
-    path = F.url_decode(file_col)
-    return (F.regexp_extract(path, TAIL_RE, 1).alias("run_id"),
-            F.regexp_extract(path, TAIL_RE, 2).alias("perm_id"),
-            F.regexp_extract(path, TAIL_RE, 3).cast("int").alias("rep"),
-            path.alias("file"))
-
-
 def read_summaries(disc: Discovery) -> list[dict[str, Any]]:
     """One flat row per repetition (harness.results.fields.flat_row), each summary read once
     through the results model (its schema version and fields checked there). A summary that does
@@ -201,12 +192,12 @@ def read_samples(spark, disc: Discovery, reps: list[RepFiles] | None = None):
     far more than the JSON parsing; :func:`with_rep_keys` does it after aggregation."""
     from pyspark.sql import functions as F
 
-    from .schemas import CORRUPT, SAMPLES, with_corrupt
+    from .schemas import CORRUPT, SAMPLES
 
     reps = [r for r in (disc.reps if reps is None else reps) if r.samples is not None]
     if not reps:
         return None
-    raw = (spark.read.schema(with_corrupt(SAMPLES)).option("mode", "PERMISSIVE")
+    raw = (spark.read.schema(SAMPLES).option("mode", "PERMISSIVE")
            .option("columnNameOfCorruptRecord", CORRUPT).json([str(r.samples) for r in reps]))
     # every field is referenced so that a line with any malformed field is caught (Spark only
     # converts the fields a query needs)
@@ -218,11 +209,15 @@ def read_samples(spark, disc: Discovery, reps: list[RepFiles] | None = None):
 
 
 def with_rep_keys(df):
-    """Replace the ``file`` column of an (aggregated) frame by run_id, perm_id, rep."""
+    """Replace the ``file`` column of an (aggregated) frame by run_id, perm_id, rep, parsed from
+    its path (Spark gives URL-encoded URIs)."""
     from pyspark.sql import functions as F
 
-    run_id, perm_id, rep, _path = _tail_columns(F, F.col("file"))
-    return df.select(run_id, perm_id, rep, *[c for c in df.columns if c != "file"])
+    path = F.url_decode(F.col("file"))
+    return df.select(F.regexp_extract(path, TAIL_RE, 1).alias("run_id"),
+                     F.regexp_extract(path, TAIL_RE, 2).alias("perm_id"),
+                     F.regexp_extract(path, TAIL_RE, 3).cast("int").alias("rep"),
+                     *[c for c in df.columns if c != "file"])
 
 
 def report_sample_issues(disc: Discovery, bad_counts: list[tuple[str, str, int, int]]) -> None:

@@ -11,12 +11,8 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 CORRUPT = "_corrupt_record"
 
-#: ``<perm>/rep-NN/samples.jsonl``: the collectors' long-format time series
+#: ``<perm>/rep-NN/samples.jsonl``: the collectors' long-format time series, and the column
+#: Spark fills for an unparseable record
 SAMPLES = StructType([StructField(name, typ, True) for name, typ in (
     ("ts", DoubleType()), ("elapsed_s", DoubleType()), ("phase", StringType()), ("family", StringType()),
-    ("metric", StringType()), ("key", StringType()), ("value", DoubleType()))])
-
-
-def with_corrupt(schema: StructType) -> StructType:
-    """``schema`` plus the ``_corrupt_record`` column Spark fills for unparseable records."""
-    return StructType(list(schema.fields) + [StructField(CORRUPT, StringType(), True)])
+    ("metric", StringType()), ("key", StringType()), ("value", DoubleType()), (CORRUPT, StringType()))])

@@ -10,14 +10,14 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from .discovery import with_rep_keys
+
 
 def measured_metrics(samples: DataFrame) -> DataFrame:
     """Per (run_id, perm_id, rep, family, metric, key) of the measured window (phase ==
     'measure'): n, sum, mean, max, min of value. Corrupt lines are counted in rows with ``_bad``
     true (family, metric, key null). Grouped by the file first; the file is parsed into run_id,
     perm_id, rep on the (small) result."""
-    from .discovery import with_rep_keys
-
     rows = samples.where(F.col("_bad") | (F.col("phase") == "measure"))
     keep = ~F.col("_bad")
     agg = (rows.select("file", "_bad",
@@ -61,8 +61,6 @@ def rep_extras(metrics: DataFrame) -> DataFrame:
 def queue_timeseries(samples: DataFrame) -> DataFrame:
     """Queue depths over time (all phases) of the given samples: run_id, perm_id, rep,
     elapsed_s, phase, key (xmitq.iN or queue), depth."""
-    from .discovery import with_rep_keys
-
     return with_rep_keys(
         samples.where(~F.col("_bad") & (F.col("family") == "queues") & (F.col("metric") == "depth"))
         .groupBy("file", "elapsed_s", "phase", "key")
