@@ -43,17 +43,12 @@ class LimitGroup:
         return ", ".join(ids[:n]) + (f" and {more} more" if more > 0 else "")
 
 
-def _key(d: Diagnosis) -> tuple:
-    r = d.remedy
-    return (d.limit, d.stage, (r.technique, r.axis, r.source) if r else None)
-
-
 def group_by_limit(diags: Iterable[Diagnosis]) -> list[LimitGroup]:
     """One group per (limit, remedy), the largest first (then by limit); members keep the
     order they came in."""
     groups: dict[tuple, list[Diagnosis]] = {}
     for d in diags:
-        groups.setdefault(_key(d), []).append(d)
+        groups.setdefault((d.limit, d.stage, d.remedy), []).append(d)    # a Remedy is a frozen dataclass
     out = [LimitGroup(members[0].limit, members[0].stage, members[0].remedy, tuple(members))
            for members in groups.values()]
     return sorted(out, key=lambda g: (-g.count, g.limit))

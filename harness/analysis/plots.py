@@ -419,13 +419,9 @@ def wait_profile(perms: list[Row], waits: list[Row], ctx: RunContext, out_dir: P
                 xs = list(range(len(sub)))
                 bottom = [0.0] * len(sub)
                 for wt in kept + ["other"]:
-                    vals = []
-                    for r in sub:
-                        ws = by_perm[r["perm_id"]]
-                        if wt == "other":
-                            vals.append(sum(_num(w["wait_ms_per_s"]) for w in ws if w["wait_type"] not in kept))
-                        else:
-                            vals.append(sum(_num(w["wait_ms_per_s"]) for w in ws if w["wait_type"] == wt))
+                    vals = [sum(_num(w["wait_ms_per_s"]) for w in by_perm[r["perm_id"]]
+                                if (w["wait_type"] not in kept if wt == "other" else w["wait_type"] == wt))
+                            for r in sub]
                     ax.bar(xs, vals, bottom=bottom, color=wcolor.get(wt, "#bbbbbb"), width=0.75,
                            label=wt if (a, c) == (0, 0) else None)
                     bottom = [b + v for b, v in zip(bottom, vals)]
@@ -454,9 +450,6 @@ def queue_depth(series: list[Row], chosen: list[Row], ctx: RunContext, out_dir: 
     """Transmission-queue (per initiator) and target-queue depth over time for the chosen
     (highest-load) permutations, one panel each; the measured window is shaded."""
     section = "Queue depth over time"
-    if not series:
-        return [Plot(section, "Queue depth over time", run_id=ctx.run_id,
-                     note="skipped: no queue samples for the chosen permutations")]
     by_perm = {p: rows for (p,), rows in group_by(series, "perm_id").items()}
     chosen = [c for c in chosen if c["perm_id"] in by_perm]
     n = len(chosen)

@@ -59,8 +59,7 @@ def quartiles(values: list[float]) -> tuple[float, float, float] | tuple[None, N
         return None, None, None
     if len(v) == 1:
         return v[0], v[0], v[0]
-    q1, q2, q3 = statistics.quantiles(v, n=4, method="inclusive")
-    return q1, q2, q3
+    return tuple(statistics.quantiles(v, n=4, method="inclusive"))
 
 
 def group_by(rows: Iterable[dict[str, Any]], *keys: str) -> dict[tuple, list[dict[str, Any]]]:
