@@ -24,6 +24,7 @@ if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `har
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from harness.analysis import diagnosis, diagnosis_view, discovery, plots, report, scaling, techniques  # noqa: E402
+from harness.analysis import comparisons as C, tables as T  # noqa: E402
 from harness.analysis.writer import write_arrow, write_table  # noqa: E402
 from harness.errors import DiskFull, UserError, full_disk  # noqa: E402
 from harness.results import fields, write_atomic, write_json  # noqa: E402
@@ -197,9 +198,6 @@ def _run(spark, disc: discovery.Discovery, reps: list[dict[str, Any]], out_dir: 
     """Summaries read once (Python, the results model), samples reduced once (Spark), the small
     tables judged and written here (``out_dir``; ``final``: where it will be, for the answer's
     link): one way through."""
-    from harness.analysis import comparisons as C
-    from harness.analysis import tables as T
-
     tdir = out_dir / "tables"
     tdir.mkdir(parents=True, exist_ok=True)
     reps = T.sort_rows(reps, "repetitions")
@@ -288,7 +286,6 @@ def _diagnose(disc: discovery.Discovery, perms: list[dict], reps: list[dict]):
 def _timeseries(spark, disc: discovery.Discovery, perms: list[dict[str, Any]]):
     """The time series of the highest-load permutation of each dialog strategy (per run): the
     chosen repetitions and their queue depths over time."""
-    from harness.analysis import tables as T
     from harness.analysis import transforms as S
 
     chosen = choose_timeseries(perms, disc)
@@ -306,9 +303,6 @@ def judge_runs(disc: discovery.Discovery, perms: list[dict[str, Any]], threshold
     """Every comparison of the runs judged under its run's rule (harness.verdicts) on the
     repetitions' values the permutation rows carry: the rules by run, the dialog_gains,
     crossover and technique_gains rows, and the key answer."""
-    from harness.analysis import comparisons as C
-    from harness.analysis import tables as T
-
     rules = {r.run_id: Rule.of_run((r.meta.get("matrix") or {}).get("run"), threshold_pct) for r in disc.runs}
     judged = judge_all(perms, rules, Rule().with_threshold(threshold_pct))
     gains = T.sort_rows(C.dialog_gains(judged), "dialog_gains")
@@ -324,11 +318,10 @@ HELPER_PLOTS = ("wait_profile", "latency", "queue_depth")
 
 def _plot_call(name: str, args: tuple) -> list[plots.Plot]:
     """Run one plotting function by name (what the helper process executes)."""
-    from harness.analysis import plots as P
     from harness.analysis import plots_compare as PC
     from harness.analysis import plots_scaling as PS
 
-    return (getattr(P, name, None) or getattr(PC, name, None) or getattr(PS, name))(*args)
+    return (getattr(plots, name, None) or getattr(PC, name, None) or getattr(PS, name))(*args)
 
 
 def _warm_helper() -> bool:
