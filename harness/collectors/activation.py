@@ -9,7 +9,7 @@ MAX_QUEUE_READERS.
 
 from __future__ import annotations
 
-from ._counters import CounterDeltas, window_ticks
+from ._counters import TOTAL, CounterDeltas, window_ticks
 from .base import Collector
 
 OBJECT = "Broker Activation"
@@ -30,8 +30,7 @@ class ActivationCollector(Collector):
         if started is not None:
             self.started_at.append((now, started, self._total(counters, "Tasks Running") or 0.0))
         # SQL Server reports per database (instance) plus a _Total row: keep the total when present
-        has_total = any(c.instance_name == "_Total" for c, _, _ in rows)
-        out = [(metric, "", value) for c, metric, value in rows if not has_total or c.instance_name == "_Total"]
+        out = [(m, "", v) for c, m, v in rows if c.instance_name == TOTAL] or [(m, "", v) for _, m, v in rows]
         tasks = ctx.call(ctx.telemetry.activated_tasks)   # the test's queue against its MAX_QUEUE_READERS
         if tasks is not None:
             out += [("activated_tasks", "", tasks[0]), ("max_queue_readers", "", tasks[1])]
