@@ -10,7 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
-from . import __version__
+from . import __version__, cgroups
 from .cpuawake import idle_states
 from .paths import REPO_ROOT
 
@@ -56,6 +56,7 @@ def host() -> dict[str, Any]:
     return {"hostname": socket.gethostname(), "platform": platform.platform(),
             "machine": platform.machine(), "cpu_model": _cpu_model(),
             "cpu_count": os.cpu_count(), "cpu_count_physical": psutil.cpu_count(logical=False),
+            "cpu_quota": cgroups.cpu_quota(),       # CPUs' worth of time under a cgroup quota, or None
             "memory_bytes": psutil.virtual_memory().total, "cpu_idle": idle_states()}
 
 

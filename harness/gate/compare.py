@@ -23,7 +23,7 @@ from .rundata import RunData
 # --------------------------------------------------------------------------- provenance
 
 PROVENANCE_FIELDS = (
-    ("host", ("hostname", "platform", "cpu_model", "cpu_count", "memory_bytes")),
+    ("host", ("hostname", "platform", "cpu_model", "cpu_count", "cpu_quota", "memory_bytes")),
     ("target", ("kind", "label", "versions")),
 )
 

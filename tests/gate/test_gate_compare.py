@@ -350,12 +350,13 @@ def test_provenance_differences_are_warned(tmp_path):
     base = write_run(tmp_path / "b", {PERM: reps_of([3000] * 4)}, commit="aaa")
     same = write_run(tmp_path / "s", {PERM: reps_of([3000] * 4)}, commit="bbb")
     other = write_run(tmp_path / "o", {PERM: reps_of([3000] * 4)},
-                      host={**HOST, "hostname": "laptop", "cpu_count": 8},
+                      host={**HOST, "hostname": "laptop", "cpu_count": 8, "cpu_quota": 1.0},
                       software={**SOFTWARE, "psycopg": "3.2.0"})
     assert compare_runs(load_run(base), load_run(same)).provenance_warnings == []   # commits may differ
     warns = compare_runs(load_run(base), load_run(other)).provenance_warnings
     assert any(w.startswith("host.hostname: 'ci-1'") for w in warns)
     assert any(w.startswith("host.cpu_count") for w in warns)
+    assert any(w.startswith("host.cpu_quota: None") for w in warns), warns   # a container's limit
     assert any(w.startswith("software.psycopg") for w in warns)
 
 
