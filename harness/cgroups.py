@@ -2,7 +2,7 @@
 
 A server in a container (``docker --cpus``, a Kubernetes CPU limit) or under a systemd
 ``CPUQuota`` may use fewer CPUs' worth of time than its affinity allows: the host collector
-divides the server's CPU by the smaller of the two, so that a server at its quota is diagnosed
+reads the share of the quota its cgroup used, so that a server at its quota is diagnosed
 CPU-bound. The smallest quota on the way up from the process's cgroup to the root counts.
 
 Only the standard library: tests/support/machine.py and tools/slow-machine read this process's

@@ -51,6 +51,7 @@ class HostCollector(Collector):
         self._server_ns: tuple[float, dict[int, dict[int, int]]] | None = None
         #: the local server's cgroup CPU quota (None: none), and its usage at the last tick
         self._quota: cgroups.CpuQuota | None = None
+        self._quota_read = False
         self._quota_usage: tuple[float, float] | None = None
         psutil.cpu_percent(None)  # prime the system-wide counter
 
@@ -165,11 +166,13 @@ class HostCollector(Collector):
         """Under a cgroup CPU quota over the server (a container's --cpus), the CPU its cgroup
         used since the last tick, percent of one core (key ``server_quota``): everything in the
         cgroup counts, since everything in it shares the quota."""
-        if self._quota_usage is None:
-            self._quota = cgroups.quota_of(pid)
+        if not self._quota_read:
+            self._quota, self._quota_read = cgroups.quota_of(pid), True
         used = self._quota.usage_seconds() if self._quota else None
-        prev, self._quota_usage = self._quota_usage, (now, used if used is not None else -1.0)
-        if used is None or prev is None or now <= prev[0] or not 0 <= prev[1] <= used:
+        if used is None:
+            return []
+        prev, self._quota_usage = self._quota_usage, (now, used)
+        if prev is None or now <= prev[0] or used < prev[1]:
             return []
         return [("cpu_percent", "server_quota", (used - prev[1]) / (now - prev[0]) * 100.0)]
 

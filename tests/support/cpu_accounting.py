@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import cgroups
+
 from . import machine
 
 SHOWN = 20
@@ -33,8 +35,8 @@ def roots() -> list[tuple[Path, str]]:
     """Where this process may count CPU: (its own cgroup in a hierarchy, the counter's file),
     v1's cpuacct first. Its own, not the hierarchy's root: a group made there stays under any
     CPU quota set above this process (tools/slow-machine)."""
-    return ([(d, "cpuacct.usage") for _, d in machine.cgroup_dirs("cpuacct")]
-            + [(d, "cpu.stat") for _, d in machine.cgroup_dirs("", "cgroup2")])
+    return ([(d, "cpuacct.usage") for _, d in cgroups.cgroup_dirs("cpuacct")]
+            + [(d, "cpu.stat") for _, d in cgroups.cgroup_dirs("", "cgroup2")])
 
 
 def available() -> bool:

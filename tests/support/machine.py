@@ -53,19 +53,9 @@ def cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def cgroup_dirs(controller: str, fstype: str = "cgroup") -> list[tuple[Path, Path]]:
-    """(mount point, this process's own cgroup directory): harness.cgroups'."""
-    return cgroups.cgroup_dirs(controller, fstype)
-
-
-def quota() -> float | None:
-    """The CPUs' worth of time this process may use under a cgroup CPU quota, or None."""
-    return cgroups.cpu_quota()
-
-
 def effective_cpus() -> float:
     """The CPUs' worth of time this process may have: its CPUs, or its quota when smaller."""
-    q = quota()
+    q = cgroups.cpu_quota()
     return min(cpus(), q) if q is not None else float(cpus())
 
 
@@ -92,7 +82,7 @@ def allowance(seconds: float) -> float:
 
 def describe(sorted_ms: list[float]) -> str:
     """The machine's line: the probe's median and spread, the CPUs and the quota."""
-    q = quota()
+    q = cgroups.cpu_quota()
     share = f"a quota of {q:g} CPU" if q is not None and q < cpus() else "no CPU quota"
     spread = (f"median of {len(sorted_ms)}; p10 {quantile(sorted_ms, 0.1):.2f}, p90 {quantile(sorted_ms, 0.9):.2f}"
               if sorted_ms else "no probe")
