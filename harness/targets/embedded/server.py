@@ -113,24 +113,29 @@ def default_data_dir() -> Path:
 
 def ensure_system_user(name: str, wait_s: float = 30.0):
     """The system user ``name`` (its ``pwd`` entry), created if missing. Several processes may
-    ask at once on a fresh machine (make test's workers, each starting its own server): useradd
-    then fails in all but one (exit 9, the name taken; exit 10, /etc/passwd locked), so a failure
-    is followed by another look, until ``wait_s``; only a user that never appears is an error."""
+    ask at once on a fresh machine (make test's workers, each starting its own server). Two
+    useradds that both find the name free both write the entry, the second with another uid, so
+    a process could chown its data to the first uid and run initdb as the second. The look and
+    the useradd therefore happen under an exclusive flock on /etc/passwd (a file only root
+    writes, always there); a useradd that fails is looked at again until ``wait_s``."""
+    import fcntl
     import pwd
 
     deadline = time.monotonic() + wait_s
-    while True:
-        with contextlib.suppress(KeyError):
-            return pwd.getpwnam(name)
-        r = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                           capture_output=True, text=True)
-        try:
-            return pwd.getpwnam(name)
-        except KeyError:
-            if time.monotonic() > deadline:
-                raise TargetError(f"could not create the system user {name!r} (useradd exit {r.returncode}: "
-                                  f"{r.stderr.strip()})") from None
-        time.sleep(0.05)
+    with open("/etc/passwd", "rb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)      # released when the file closes
+        while True:
+            with contextlib.suppress(KeyError):
+                return pwd.getpwnam(name)
+            r = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                                name], capture_output=True, text=True)
+            try:
+                return pwd.getpwnam(name)
+            except KeyError:
+                if time.monotonic() > deadline:
+                    raise TargetError(f"could not create the system user {name!r} (useradd exit "
+                                      f"{r.returncode}: {r.stderr.strip()})") from None
+            time.sleep(0.05)
 
 
 def log_tail(path: Path) -> str:

@@ -64,7 +64,10 @@ def test_server_cli(private_server):
 def test_the_system_user_is_created_once_by_concurrent_starts():
     """As root every server runs as a system user, which the first start creates. On a fresh
     machine make test's workers start their servers at once: each must get the user, none may
-    fail on another's useradd (seen: exit 9 'already exists' in all but one worker)."""
+    fail on another's useradd (seen: exit 9 'already exists' in all but one worker), and all
+    must get the same uid: two useradds that both found the name free each write the entry, so
+    a worker that chowned its data to the first uid ran initdb as the second (seen in CI: every
+    test of one worker failed with "could not access directory ...: Permission denied")."""
     import pwd
     import time as _time
 
@@ -73,14 +76,15 @@ def test_the_system_user_is_created_once_by_concurrent_starts():
     at = _time.time() + 1.5
     code = ("import sys, time; from harness.targets.embedded.server import ensure_system_user\n"
             f"time.sleep(max(0.0, {at!r} - time.time()))\n"
-            f"print(ensure_system_user({name!r}).pw_name)")
+            f"pw = ensure_system_user({name!r}); print(pw.pw_name, pw.pw_uid, pw.pw_gid)")
     try:
         procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True) for _ in range(6)]
         outs = [p.communicate(timeout=60) for p in procs]
         assert [p.returncode for p in procs] == [0] * 6, [err[-300:] for _, err in outs]
-        assert {out.strip() for out, _ in outs} == {name}
-        assert pwd.getpwnam(name).pw_shell == "/usr/sbin/nologin"
+        final = pwd.getpwnam(name)
+        assert {out.strip() for out, _ in outs} == {f"{name} {final.pw_uid} {final.pw_gid}"}
+        assert final.pw_shell == "/usr/sbin/nologin"
     finally:
         subprocess.run(["userdel", name], capture_output=True)
 
