@@ -39,7 +39,7 @@ SCENARIOS = [
     ("noise only, 5 reps, 2 perms (gate.yaml), 3 % noise", 51, 5, 2, 0.03, "normal", 0.0, 0.0),
     ("noise only, 5 reps, 18 perms, 3 % noise", 52, 5, 18, 0.03, "normal", 0.0, 0.0),
     ("noise only, 5 reps, 2 perms, 3 % log-normal", 53, 5, 2, 0.03, "lognormal", 0.0, 0.0),
-    ("noise only, 5 reps, 2 perms, 3 % + 1 rep in 10 at 12 %", 54, 5, 2, 0.03, "outliers", 0.0, 0.0),
+    ("noise only, 5 reps, 2 perms, 3 % + 1 rep in 10 at 12 %", 54, 5, 2, 0.03, "wide", 0.0, 0.0),
     ("noise only, 5 reps, 2 perms, 10 % noise", 55, 5, 2, 0.10, "normal", 0.0, 0.0),
     ("noise only, 5 reps, 2 perms, 10 % noise, half shared by the round", 56, 5, 2, 0.10, "normal", 0.0, 0.0, HALF),
     ("noise only, 5 reps, 2 perms, 10 % noise, unpaired (stored runs)", 57, 5, 2, 0.10, "normal", 0.0, 0.0,

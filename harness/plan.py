@@ -106,9 +106,10 @@ SIDES = ("baseline", "candidate")
 
 
 def side_orders(rng, rounds: int, balanced: bool = True) -> list[tuple[str, str]]:
-    """The order of the two sides in each of ``rounds`` rounds, drawn from ``rng`` (a
-    ``random.Random``). ``balanced``: counterbalanced in pairs of rounds, one A B and one B A
-    (which comes first drawn at random), the last of an odd number random, so each side runs
+    """The order of the two sides in each of ``rounds`` rounds, drawn from ``rng`` (anything
+    with ``shuffle``: the gate's ``random.Random``, a simulation's numpy Generator).
+    ``balanced``: counterbalanced in pairs of rounds, one A B and one B A (which comes first
+    drawn at random), the last of an odd number random, so each side runs
     first in half the rounds (one more at most) and a position effect (a round's second run
     slower, or faster) cannot favour one side; without it each round is drawn on its own,
     and 5 rounds put the same side first every time once in 16 gates. Simulated in

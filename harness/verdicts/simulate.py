@@ -1,17 +1,18 @@
 """Simulated runs with a known truth: the error rates and power of the stopping rule and gate.
 
-Rates are ``1000 x (1 + effect) x noise`` (:data:`NOISE_MODELS`). :func:`simulate_comparisons`,
-:func:`simulate_runs` (through the real auto loop) and :func:`simulate_gate`; the tests assert
-the documented levels, and benchmarks/ prints the tables of docs/statistics.md and docs/gate.md.
+Every value is a typical one times a noise factor of :data:`NOISE_MODELS` (one numpy Generator
+per simulation, drawn an array at a time): the stopping rule's rates ``1000 x (1 + effect) x
+noise`` (:func:`simulate_comparisons`, :func:`simulate_runs` through the real auto loop), the
+gate's five metrics (:func:`simulate_gate`). The tests assert the documented levels, and
+benchmarks/ prints the tables of docs/statistics.md and docs/gate.md.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -22,28 +23,40 @@ from .regression import FAILING, IMPROVED, PASS, REGRESSION, WARNING, GateSettin
 from .rule import GAIN, INCONCLUSIVE, LOSS, NO_DIFFERENCE, Rule, judge
 
 
-def _lognormal(rng: np.random.Generator, n: int, s: float) -> np.ndarray:
-    return np.exp(rng.normal(0.0, s, n))
+def _lognormal(rng: np.random.Generator, size, s) -> np.ndarray:
+    return np.exp(rng.normal(0.0, s, size))
 
 
-def _uniform(rng: np.random.Generator, n: int, s: float) -> np.ndarray:
-    return 1.0 + rng.uniform(-s, s, n)
+def _normal(rng: np.random.Generator, size, s) -> np.ndarray:
+    return 1.0 + rng.normal(0.0, s, size)
 
 
-def _outliers(rng: np.random.Generator, n: int, s: float) -> np.ndarray:
+def _uniform(rng: np.random.Generator, size, s) -> np.ndarray:
+    return 1.0 + rng.uniform(-s, s, size)
+
+
+def _outliers(rng: np.random.Generator, size, s) -> np.ndarray:
     """Log-normal, and one repetition in ten disturbed (40 % slower)."""
-    return _lognormal(rng, n, s) * np.where(rng.random(n) < 0.1, 0.6, 1.0)
+    return _lognormal(rng, size, s) * np.where(rng.random(size) < 0.1, 0.6, 1.0)
 
 
-def _drift(rng: np.random.Generator, n: int, s: float) -> np.ndarray:
+def _wide(rng: np.random.Generator, size, s) -> np.ndarray:
+    """Normal, and one repetition in ten four times as noisy."""
+    return 1.0 + rng.normal(0.0, s, size) * np.where(rng.random(size) < 0.1, 4.0, 1.0)
+
+
+def _drift(rng: np.random.Generator, size, s) -> np.ndarray:
     """Log-normal, and the first round 20 % slower on every permutation (a cold first pass)."""
-    x = _lognormal(rng, n, s)
-    x[:1] *= 0.8
+    x = _lognormal(rng, size, s)
+    x[..., :1] *= 0.8
     return x
 
 
-NOISE_MODELS: dict[str, Callable[[np.random.Generator, int, float], np.ndarray]] = {
-    "lognormal": _lognormal, "uniform": _uniform, "outliers": _outliers, "drift": _drift,
+#: the noise factors of every simulation: ``model(rng, size, s)``, an array of ``size`` (the
+#: rounds on the last axis) with relative spread ``s`` (a number, or an array broadcast to ``size``)
+NOISE_MODELS: dict[str, Callable[[np.random.Generator, Any, Any], np.ndarray]] = {
+    "lognormal": _lognormal, "normal": _normal, "uniform": _uniform, "outliers": _outliers, "wide": _wide,
+    "drift": _drift,
 }
 
 
@@ -210,51 +223,38 @@ def simulate_runs(effects: Effects, rule: Rule, *, model: str = "lognormal",
 
 #: typical values of the five metrics (a receive rate of 3000 msg/s and the latencies in ms)
 BASE = {"receive_rate": 3000.0, "send_rate": 3000.0, "send_p50_ms": 2.0, "send_p99_ms": 8.0, "e2e_p99_ms": 30.0}
-NOISE_KINDS = ("normal", "lognormal", "outliers")
+_RATE = np.array([m.endswith("rate") for m in BASE])[:, None]       # (metric, 1)
+_VALUES = np.array(list(BASE.values()))[:, None]
 
 
-def noise(rng: random.Random, cv: float, kind: str) -> float:
-    """A multiplicative noise factor with relative spread ``cv``."""
-    if kind == "normal":
-        return 1 + rng.gauss(0, cv)
-    if kind == "lognormal":
-        return math.exp(rng.gauss(0, cv))
-    if kind == "outliers":          # one repetition in ten is four times as noisy
-        return 1 + rng.gauss(0, cv * (4 if rng.random() < 0.1 else 1))
-    raise ValueError(f"unknown noise kind {kind!r} (expected one of {', '.join(NOISE_KINDS)})")
+def _sides(rng: np.random.Generator, trials: int, reps: int, perms: int, cv: float, kind: str,
+           shared: float, perm_noise: tuple[float, ...], latency_noise: float) -> np.ndarray:
+    """Both sides' noise factors of ``trials`` gates, ``(trials, side, permutation, metric,
+    round)``: relative spread ``cv`` (times ``perm_noise`` per permutation, cycled, and
+    ``latency_noise`` for the latencies), a share ``shared`` of its variance a level each round
+    of a permutation shares with both sides and all its metrics, the rest each value's own."""
+    per_perm = np.array([perm_noise[p % len(perm_noise)] for p in range(perms)])[:, None, None]
+    scale = cv * per_perm * np.where(_RATE, 1.0, latency_noise)               # (perm, metric, 1)
+    x = NOISE_MODELS[kind](rng, (trials, 2, perms, len(BASE), reps), scale * math.sqrt(1.0 - shared))
+    if shared > 0:
+        x = x * _lognormal(rng, (trials, 1, perms, 1, reps), cv * per_perm * math.sqrt(shared))
+    return x
 
 
-def side(rng: random.Random, reps: int, perms: int, cv: float, kind: str = "normal",
-         rate_drop: float = 0.0, latency_rise: float = 0.0, second: list[bool] | None = None,
-         position_effect: float = 0.0, levels: list[list[float]] | None = None,
-         scales: tuple[tuple[float, ...], float] = ((1.0,), 1.0),
-         rates_together: bool = False) -> dict[str, dict[str, list[float]]]:
-    """One side's samples, ``{permutation: {metric: [value per repetition]}}``; ``second[i]``:
-    this side ran second in round i, slower by ``position_effect``; ``levels[p][i]``: the level
-    round i of permutation p shares with the other side; ``scales``: the noise's multipliers per
-    permutation (cycled) and for the latencies; ``rates_together``: the send rate moves with the
-    receive rate, repetition by repetition (as in a steady run), not on noise of its own."""
-    out = {}
-    for p in range(perms):
-        out[f"perm{p}"] = {
-            m: [v * ((1 - rate_drop) if m.endswith("rate") else (1 + latency_rise))
-                * noise(rng, cv * _scale(scales, p, m), kind)
-                * _slower(m, position_effect if second and second[i] else 0.0) * (levels[p][i] if levels else 1.0)
-                for i in range(reps)]
-            for m, v in BASE.items()}
-        if rates_together:
-            rates = out[f"perm{p}"]
-            rates["send_rate"] = [x * BASE["send_rate"] / BASE["receive_rate"] for x in rates["receive_rate"]]
-    return out
-
-
-def _scale(scales: tuple[tuple[float, ...], float], perm: int, metric: str) -> float:
-    per_perm, latency = scales
-    return per_perm[perm % len(per_perm)] * (1.0 if metric.endswith("rate") else latency)
-
-
-def _slower(metric: str, by: float) -> float:
-    return (1 - by) if metric.endswith("rate") else (1 + by)
+def _gate_samples(x: np.ndarray, second: np.ndarray, rate_drop: float, latency_rise: float,
+                  position_effect: float, rates_together: bool) -> list[dict[str, dict[str, list[float]]]]:
+    """One gate's two sides, ``{permutation: {metric: [value per round]}}``, from its noise
+    ``x`` (side, permutation, metric, round): the candidate's rates ``rate_drop`` lower and its
+    latencies ``latency_rise`` higher; ``second[s, i]``: side s ran second in round i, slower by
+    ``position_effect``; ``rates_together``: the send rate is the receive rate, round by round
+    (as in a steady run), not on noise of its own."""
+    change = np.stack([np.ones_like(_VALUES), np.where(_RATE, 1 - rate_drop, 1 + latency_rise)])
+    slower = np.where(_RATE, 1 - position_effect, 1 + position_effect)                  # (metric, 1)
+    v = _VALUES * change[:, None] * x * np.where(second[:, None, None, :], slower, 1.0)
+    if rates_together:
+        v[:, :, 1] = v[:, :, 0] * BASE["send_rate"] / BASE["receive_rate"]
+    names = list(BASE)
+    return [{f"perm{p}": dict(zip(names, side[p].tolist())) for p in range(side.shape[0])} for side in v]
 
 
 @dataclass
@@ -289,27 +289,23 @@ def simulate_gate(seed: int, reps: int, perms: int, cv: float, kind: str = "norm
                   position_effect: float = 0.0, balanced: bool = True, shared: float = 0.0,
                   paired: bool = True, perm_noise: tuple[float, ...] = (1.0,),
                   latency_noise: float = 1.0, rates_together: bool = False) -> GateRates:
-    """Run ``trials`` seeded gates of ``reps`` rounds and count the verdicts. The noise's
-    relative spread ``cv`` is split: a share ``shared`` of its variance is the round's level,
-    common to both sides (what interleaving is for: the machine's speed in those minutes), the
-    rest independent per run. Each trial draws its rounds' orders (``balanced``: counterbalanced,
-    as the gate does) and judges paired by round (``paired``, the interleaved gate) or not
-    (stored runs). ``perm_noise`` multiplies the noise per permutation (cycled: ``(1, 2)``, every
-    second one twice as noisy), ``latency_noise`` the latencies' own; ``rates_together``: the
-    send rate is the receive rate's twin (:func:`side`)."""
-    rng = random.Random(seed)
+    """Run ``trials`` seeded gates of ``reps`` rounds and count the verdicts. Every metric of
+    every permutation: its typical value (:data:`BASE`) times a noise of :data:`NOISE_MODELS`
+    (``kind``) with relative spread ``cv``, split: a share ``shared`` of its variance is the
+    round's level, common to both sides (what interleaving is for: the machine's speed in those
+    minutes), the rest independent per run. Each trial draws its rounds' orders (``balanced``:
+    counterbalanced, as the gate does) and judges paired by round (``paired``, the interleaved
+    gate) or not (stored runs). ``perm_noise`` multiplies the noise per permutation (cycled:
+    ``(1, 2)``, every second one twice as noisy), ``latency_noise`` the latencies' own;
+    ``rates_together``: the send rate is the receive rate's twin (:func:`_gate_samples`)."""
+    rng = np.random.default_rng(seed)
     out = GateRates(trials=trials)
-    own = cv * math.sqrt(1.0 - shared)
-    for _ in range(trials):
+    x = _sides(rng, trials, reps, perms, cv, kind, shared, perm_noise, latency_noise)
+    for t in range(trials):
         orders = side_orders(rng, reps, balanced)
-        base, cand = ([o[1] == s for o in orders] for s in SIDES)
-        levels = [[math.exp(rng.gauss(0, cv * perm_noise[p % len(perm_noise)] * math.sqrt(shared)))
-                   for _ in range(reps)] for p in range(perms)]
-        scales = (perm_noise, latency_noise)
-        rows = compare_samples(side(rng, reps, perms, own, kind, second=base, position_effect=position_effect,
-                                    levels=levels, scales=scales, rates_together=rates_together),
-                               side(rng, reps, perms, own, kind, rate_drop, latency_rise, cand, position_effect, levels,
-                                    scales, rates_together), settings, paired)
+        second = np.array([[o[1] == s for o in orders] for s in SIDES])
+        base, cand = _gate_samples(x[t], second, rate_drop, latency_rise, position_effect, rates_together)
+        rows = compare_samples(base, cand, settings, paired)
         v = PASS
         for r in rows:
             v = worst(v, r.verdict)
