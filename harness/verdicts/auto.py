@@ -53,12 +53,14 @@ class RoundPlan:
         return [j for j in self.judged if j.outcome.settled and not j.outcome.decided]
 
 
-def plan_round(rnd: int, perm_ids: Sequence[str], rows: Sequence[Mapping[str, Any]], rule: Rule) -> RoundPlan:
+def plan_round(rnd: int, perm_ids: Sequence[str], rows: Sequence[Mapping[str, Any]], rule: Rule,
+               explain: bool = True) -> RoundPlan:
     """What round ``rnd`` runs, given every permutation's id (matrix order) and the rows of
     the repetitions so far (:func:`harness.verdicts.pairs.rows_from_summaries`; repetitions of
-    round ``rnd`` and later are ignored)."""
+    round ``rnd`` and later are ignored). ``explain`` False: the comparisons' verdicts without
+    the reasons of the undecided ones (a simulation's)."""
     max_reps = rule.max_reps or rule.min_reps
-    judged = judge_all(through(rows, rnd - 1), default=rule)
+    judged = judge_all(through(rows, rnd - 1), default=rule, explain=explain)
     plan = RoundPlan(rnd, list(perm_ids), judged)
     if rnd <= rule.min_reps:
         return plan

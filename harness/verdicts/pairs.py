@@ -196,24 +196,25 @@ def run_comparisons(rows: list[Mapping[str, Any]]) -> list[Pairing]:
     return strategy_pairings(rows) + technique_pairings(rows)
 
 
-def judge_metric(pairing: Pairing, metric: Metric, rule: Rule) -> Outcome:
+def judge_metric(pairing: Pairing, metric: Metric, rule: Rule, explain: bool = True) -> Outcome:
     """The pairing's verdict on ``metric`` under ``rule`` (:func:`harness.verdicts.rule.judge`
     on the repetitions that count; the baseline arm's values of ``metric.baseline`` when it has
     one). A technique whose mechanism never engaged is :data:`~.techniques.NOT_EXERCISED`
     whatever its values say (they are kept: gain and interval as measured), with why and how to
-    exercise it as its reason."""
+    exercise it as its reason. ``explain`` False: an inconclusive verdict without its reason
+    (:func:`~.rule.judge`; a simulation reads the verdicts only)."""
     base_metric = VALUE_BY_NAME.get(metric.baseline or "", metric)
     out = judge(samples(pairing.treatment, metric), samples(pairing.baseline, base_metric), rule,
-                metric.higher_is_better, paired=shared_windows(pairing.treatment, pairing.baseline))
+                metric.higher_is_better, paired=shared_windows(pairing.treatment, pairing.baseline), explain=explain)
     if pairing.family == "technique" and engaged(pairing.axis, pairing.treatment, pairing.baseline,
                                                pairing.base_raw)[0] is False:
         out = replace(out, verdict=NOT_EXERCISED, reason=not_exercised_words(pairing.axis), needed=None)
     return out
 
 
-def judge_pairing(pairing: Pairing, rule: Rule) -> Outcome:
+def judge_pairing(pairing: Pairing, rule: Rule, explain: bool = True) -> Outcome:
     """The pairing's verdict on its metric under ``rule`` (:func:`judge_metric`)."""
-    return judge_metric(pairing, pairing.metric, rule)
+    return judge_metric(pairing, pairing.metric, rule, explain)
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,14 +227,14 @@ class Judged:
 
 
 def judge_all(rows: list[Mapping[str, Any]], rules: Mapping[str, Rule] | None = None,
-              default: Rule = Rule()) -> list[Judged]:
+              default: Rule = Rule(), explain: bool = True) -> list[Judged]:
     """Every comparison of ``rows`` (:func:`run_comparisons`) judged under its run's rule
-    (``rules[run_id]``, else ``default``)."""
+    (``rules[run_id]``, else ``default``); ``explain``: as :func:`judge_metric`."""
     rules = rules or {}
     out = []
     for p in run_comparisons(rows):
         rule = rules.get(p.treatment.get("run_id") or "", default)
-        out.append(Judged(p, judge_pairing(p, rule), rule))
+        out.append(Judged(p, judge_pairing(p, rule, explain), rule))
     return out
 
 

@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 from ..errors import UserError
 from ..results import median
-from .estimate import SPREAD_METHODS, Estimate, benjamini_hochberg, estimate, moderate, relative_spread
+from .estimate import SPREAD_METHODS, Estimate, benjamini_hochberg, estimate, moderate, p_values, relative_spread
 from .comparison_metrics import METRIC_BY_NAME, METRICS
 from .rule import INCONCLUSIVE   # too few repetitions to judge significance
 
@@ -165,9 +165,9 @@ def _moderate(rows: Sequence[MetricResult]) -> None:
     permutations' rows as far as their variances agree."""
     judged = [r for r in rows if r.estimate is not None]
     labels = [(r.permutation, r.higher_is_better) for r in judged]
-    for r, e in zip(judged, moderate([r.estimate for r in judged], labels)):   # type: ignore[misc]
-        r.estimate = e
-        r.p, r.p_better = e.p_worse(), e.p_better()
+    estimates = moderate([r.estimate for r in judged], labels)   # type: ignore[misc]
+    for r, e, worse, better in zip(judged, estimates, *p_values(estimates)):
+        r.estimate, r.p, r.p_better = e, worse, better
 
 
 def family_q(rows: Sequence[MetricResult], ps: Sequence[float | None],

@@ -221,18 +221,19 @@ def _look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int, pa
           explain: bool = True) -> Outcome:
     """One look: the estimate of the two samples (paired: of the windows' log ratios, ``t[i]``
     and ``b[i]`` in one window) read by :func:`_read`."""
-    e = estimate(t, b, higher, paired)
-    if paired:
-        sd = f"s.d. {_pct(math.sqrt(e.var_t)):.1f} % of a window's ratio"
-    else:
-        sd = f"s.d. {_pct(math.sqrt(e.var_t)):.1f} % and {_pct(math.sqrt(e.var_b)):.1f} % per repetition"
-    return _read(e, rule, rnd, sd, "windows" if paired else "repetitions a side", explain)
+    return _read(estimate(t, b, higher, paired), rule, rnd, explain)
 
 
-def _read(e: Estimate, rule: Rule, rnd: int, sd: str, unit: str, explain: bool = True) -> Outcome:
+def _spread(e: Estimate) -> str:
+    if e.paired:
+        return f"s.d. {_pct(math.sqrt(e.var_t)):.1f} % of a window's ratio"
+    return f"s.d. {_pct(math.sqrt(e.var_t)):.1f} % and {_pct(math.sqrt(e.var_b)):.1f} % per repetition"
+
+
+def _read(e: Estimate, rule: Rule, rnd: int, explain: bool = True) -> Outcome:
     """A look's verdict: a gain or a loss read from the ``1 - alpha_r`` interval, else no
-    difference from the ``1 - 2 alpha_r`` one; an undecided look reports the wider (and says
-    why: ``sd`` the spread, ``unit`` what more of would decide)."""
+    difference from the ``1 - 2 alpha_r`` one; an undecided look reports the wider (and, when
+    ``explain``, says why: the spread, and how many more windows or repetitions would decide)."""
     d, nt, nb = e.d, e.n_t, e.n_b
     conf = rule.confidence_at(rnd)
     lo, hi = (_pct(x) for x in e.interval(conf))
@@ -248,6 +249,7 @@ def _read(e: Estimate, rule: Rule, rnd: int, sd: str, unit: str, explain: bool =
         return out
     # out is inconclusive here: had the wider interval lain within the margins, so would this one
     need = needed_reps(e, rule, max(nt, nb) + 1)
+    sd, unit = _spread(e), "windows" if e.paired else "repetitions a side"
     if need is None and _gap(d, rule.threshold_pct)[0] < ON_THRESHOLD:
         why = (f"the gain {_pct(d):+.1f} % sits on the +-{rule.threshold_pct:g} % threshold ({sd}): "
                "more repetitions would help little")

@@ -187,7 +187,7 @@ def simulate_runs(effects: Effects, rule: Rule, *, model: str = "lognormal",
                 for pid, r in rows.items()}
         rnd, spent = 1, 0.0
         while True:
-            plan = plan_round(rnd, list(rows), list(rows.values()), rule)
+            plan = plan_round(rnd, list(rows), list(rows.values()), rule, explain=False)
             if rnd > rule.min_reps:
                 plan = fit_round(plan, spent, cost, budget)
             if plan.stop or not plan.perm_ids or rnd > n_max:
@@ -203,7 +203,7 @@ def simulate_runs(effects: Effects, rule: Rule, *, model: str = "lognormal",
         out.runs += 1
         out.rounds.append(rnd - 1)
         any_wrong = any_false = False
-        judged = judge_all(list(rows.values()), default=rule)
+        judged = judge_all(list(rows.values()), default=rule, explain=False)
         out.decided.append(sum(j.outcome.verdict != INCONCLUSIVE for j in judged))
         for j in judged:
             effect = _effect(effects, j.pairing.value, j.pairing.treatment["threads"])

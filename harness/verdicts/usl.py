@@ -8,6 +8,7 @@ law fits at all. docs/statistics.md ("How far it scales") has the method, source
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
@@ -24,6 +25,8 @@ _KAPPA_GRID = np.concatenate(([0.0], np.logspace(-8, math.log10(KAPPA_MAX), 49))
 _ZOOMS = 4
 #: 1 − σ on the profile of N*
 _T_GRID = np.concatenate(([0.0], np.logspace(-12, 0, 61)))
+#: where each zoom of :func:`_rows_min` puts its points between two of the last
+_ZOOM_STEPS = np.linspace(0.0, 1.0, 15)
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ class SweepPoints:
     mean_z: np.ndarray
     pure_ss: float
 
-    @property
+    @functools.cached_property
     def n(self) -> int:
         return int(self.counts.sum())
 
@@ -165,6 +168,22 @@ def lack_of_fit(s: SweepPoints, f: Fit) -> tuple[float, int, int, float] | None:
 
 # --------------------------------------------------------------------------- profiles
 
+def _linspace(a: float, b: float, num: int) -> np.ndarray:
+    """``np.linspace(a, b, num)`` of two numbers: the same values, without its overhead (the
+    profiles call it thousands of times)."""
+    delta = float(b) - float(a)
+    step = delta / (num - 1)
+    y = np.arange(num, dtype=float)
+    if step == 0.0:     # denormal steps, as numpy handles them
+        y /= num - 1
+        y *= delta
+    else:
+        y *= step
+    y += a
+    y[-1] = b
+    return y
+
+
 def _min_over(grid: np.ndarray, ss_of: Callable[[np.ndarray], np.ndarray], lo: float, hi: float) -> float:
     """The least of ``ss_of`` over [lo, hi]: its best grid point, then zoomed in between the
     points beside it (21 points at a time, each zoom a tenth as wide: every evaluation is one
@@ -178,7 +197,7 @@ def _min_over(grid: np.ndarray, ss_of: Callable[[np.ndarray], np.ndarray], lo: f
         a, b = g[max(0, j - 1)], g[min(len(g) - 1, j + 1)]
         if not b > a:
             return best
-        g = np.linspace(a, b, 21)
+        g = _linspace(a, b, 21)
         vals = ss_of(g)
         best = min(best, float(vals.min()))
     j = int(np.argmin(vals))
@@ -223,7 +242,7 @@ def _rows_min(s: SweepPoints, sigmas: np.ndarray, a_of: Callable) -> np.ndarray:
     for _ in range(_ZOOMS - 1):
         j = np.argmin(vals, axis=1)
         lo, hi = k[rows, np.maximum(j - 1, 0)], k[rows, np.minimum(j + 1, k.shape[1] - 1)]
-        k = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, 15)[None, :]
+        k = lo[:, None] + (hi - lo)[:, None] * _ZOOM_STEPS[None, :]
         vals, _ = _ss(s, sg, k, a_of(sg, k))
         best = np.minimum(best, vals.min(axis=1))
     return best
@@ -254,7 +273,14 @@ def _peak_rate_v(sigma, kappa):
 def threshold(f: Fit, level: float) -> float:
     """How far above the least residual sum of squares a profile may rise inside the
     ``level`` interval: ``s² F(1, df; level)``."""
-    return f.s2 * float(stats.f.ppf(level, 1, f.df))
+    return f.s2 * _f_quantile(level, f.df)
+
+
+@functools.lru_cache(maxsize=256)
+def _f_quantile(level: float, df: int) -> float:
+    """F(1, df)'s ``level`` quantile (scipy's ppf costs about a millisecond; a simulation asks
+    for a few levels and degrees of freedom thousands of times)."""
+    return float(stats.f.ppf(level, 1, df))
 
 
 def interval(s: SweepPoints, f: Fit, what: str, level: float = 0.95) -> tuple[float, float]:

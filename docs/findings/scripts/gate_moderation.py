@@ -53,7 +53,7 @@ def _one_prior(rows):
 
 
 def _rows_leverage(factors, cells):
-    x = estimate._design(list(factors))
+    x = estimate._design(tuple(factors))
     return np.einsum("ij,ji->i", x, np.linalg.pinv(x))
 
 
