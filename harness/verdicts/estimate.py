@@ -179,8 +179,8 @@ def moderate(estimates: Sequence[Estimate], labels: Sequence[tuple[Hashable, ...
         s0 = math.exp(f + shift)
         weight = min(d0, c - d)                # the prior counts no more rows than it rests on
         weight = weight if weight > 1e-9 else 0.0
-        out.append(Estimate(e.d, (weight * s0 + d * e.var_t) / (weight + d), e.n_t, e.var_b, e.n_b, e.paired,
-                            weight))      # not replace(): several times the cost
+        out.append(Estimate(d=e.d, var_t=(weight * s0 + d * e.var_t) / (weight + d), n_t=e.n_t, var_b=e.var_b,
+                            n_b=e.n_b, paired=e.paired, prior_df=weight))   # not replace(): several times the cost
     return out
 
 
