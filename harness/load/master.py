@@ -18,6 +18,8 @@ except the token guard (:class:`harness.load.auth.MasterGuard`), which must see 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 
 import gevent
@@ -39,6 +41,7 @@ RECORDING_WAIT_S = 60.0      # after the stop, for every placed worker's recordi
 MISSING_GRACE_S = 15.0       # after the stop, for the recording of a worker Locust marked missing
 HEARTBEAT_S = 0.25
 CONTROLLER_SILENT_S = 10.0
+QUIT_WAIT_S = 2.0            # Locust's shutdown with no swarm running: at most, for the workers to leave
 
 
 class MasterSide:
@@ -85,6 +88,7 @@ class MasterSide:
         events.test_stop.add_listener(self._on_test_stop)
         # Locust's own test_stop only (_on_test_stop is also called early, by _end_when_stopped)
         events.test_stop.add_listener(lambda **_kw: self._locust_stopped.set())
+        events.quitting.add_listener(self._on_quitting)
         gevent.spawn(self._heartbeat)
 
     # ------------------------------------------------------------------ workers
@@ -418,12 +422,42 @@ class MasterSide:
                 self._start_seen = cmd.start
                 gevent.spawn(self._start_next, cmd.users, cmd.spawn_rate)
             if cmd is not None and cmd.quit and self.phase in ("idle", "ended", "placing"):
+                self._on_quitting()     # exits when no swarm is left to end
                 self.runner.quit()
                 return
             if time.monotonic() - self._last_answer > CONTROLLER_SILENT_S:
                 log.error("the controller has not answered for %.0f s: quitting", CONTROLLER_SILENT_S)
                 self.runner.quit()
                 return
+
+    def _on_quitting(self, **_kw) -> None:
+        """Locust's shutdown (SIGTERM: a series' close) of a headless master with no swarm left
+        to end: every recording is in, Locust's statistics went with the last "ended". Locust's
+        own pauses 0.5 s for the workers' last statistics report, twice (its quitting listener,
+        then its shutdown's quit), whatever they do: this tells them to quit, waits until they
+        have left (at most :data:`QUIT_WAIT_S`), prints Locust's summary as its shutdown does
+        and exits (docs/findings/run-cost.md). Otherwise Locust's own shutdown goes on."""
+        from locust import log as locust_log, stats
+        from locust.runners import STATE_MISSING
+
+        if not self.headless or self.phase not in ("idle", "ended") or self.forwarding:
+            return
+        runner = self.runner
+        runner.send_message("quit")
+        deadline = time.monotonic() + QUIT_WAIT_S
+        while any(c.state != STATE_MISSING for c in runner.clients.all) and time.monotonic() < deadline:
+            gevent.sleep(0.01)
+        stats.print_stats(runner.stats, current=False)
+        stats.print_percentile_stats(runner.stats)
+        stats.print_error_report(runner.stats)
+        code = self.env.process_exit_code
+        if code is None:   # as Locust's shutdown decides it
+            code = (self.env.parsed_options.exit_code_on_error if runner.errors or runner.exceptions
+                    else 2 if locust_log.unhandled_greenlet_exception else 0)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _locust_csv(environment) -> dict[str, str]:

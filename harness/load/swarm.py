@@ -220,8 +220,7 @@ class Swarm:
     def close(self, grace: float = 15, terminate: bool = False) -> None:
         """Quit the master (it tells its workers to quit), then make sure every process is gone:
         SIGTERM (Locust quits too), SIGKILL. ``terminate``: SIGTERM at once, for a master whose
-        swarms have all ended (Locust's SIGTERM shutdown is its quit without the heartbeat's
-        wait and a second pause for the workers' last statistics: about 0.7 s sooner)."""
+        swarms have all ended (its shutdown then ends at once: MasterSide._on_quitting)."""
         self._quit = True
         m = self.procs.get("master")
         if terminate and m is not None and m.poll() is None:
@@ -229,7 +228,7 @@ class Swarm:
         for sig in (None, signal.SIGTERM):
             deadline = time.monotonic() + grace / 2
             while self.alive() and time.monotonic() < deadline:
-                time.sleep(0.1)
+                time.sleep(0.02)
             if sig is not None and m is not None and m.poll() is None:
                 m.send_signal(sig)
         self.kill()
@@ -267,8 +266,8 @@ class Swarm:
                 log.warning("copying %s into %s: %s", path.name, into, e)
 
     def close_in_background(self) -> None:
-        """:meth:`close` (``terminate``) on a thread of its own (Locust's shutdown takes about
-        0.6 s): the next master's start or the run's end waits for it (:meth:`wait_closed`)."""
+        """:meth:`close` (``terminate``) on a thread of its own: the next master's start or the
+        run's end waits for it (:meth:`wait_closed`)."""
         closing = threading.Thread(target=self.close, kwargs={"terminate": True}, name="ssbench-swarm-close")
         with _CLOSING_LOCK:
             _CLOSING.append(closing)

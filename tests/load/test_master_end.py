@@ -182,3 +182,52 @@ def test_the_swarm_ends_once_users_are_stopped_and_recordings_are_in():
     r = subprocess.run([sys.executable, "-c", SCENARIOS], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
 
+
+
+QUITTING = textwrap.dedent("""
+    from types import SimpleNamespace
+
+    import gevent
+    from locust.log import setup_logging
+    from locust.stats import RequestStats
+
+    from harness.load.master import MasterSide
+
+    setup_logging("WARNING")                     # as Locust's main does: the summary's logger
+
+    m = MasterSide.__new__(MasterSide)           # no Locust process, no controller
+    sent, clients = [], {"c1": SimpleNamespace(id="c1", state="ready")}
+    stats = RequestStats()
+    stats.log_request("SEND", "broker", 2.0, 0)
+
+    def send_message(kind, data=None, client_id=None):
+        sent.append(kind)
+        gevent.spawn_later(0.05, clients.pop, "c1")     # the worker quits, Locust drops it
+    m.runner = SimpleNamespace(send_message=send_message, stats=stats, errors={}, exceptions={},
+                               clients=type("Clients", (), {"all": property(lambda _s: list(clients.values()))})())
+    m.env = SimpleNamespace(process_exit_code=None, parsed_options=SimpleNamespace(exit_code_on_error=0))
+    m.headless, m.forwarding = True, set()
+    for phase in ("running", "stopping", "placing"):   # a swarm left to end: Locust's own shutdown
+        m.phase = phase
+        m._on_quitting()
+    assert sent == [], sent
+    m.headless, m.phase = False, "idle"                 # the web UI's master: Locust's own too
+    m._on_quitting()
+    assert sent == [], sent
+    m.headless, m.phase = True, "ended"
+    print("quitting", flush=True)
+    m._on_quitting()                                    # exits
+    print("not exited", flush=True)
+""")
+
+
+def test_a_master_with_no_swarm_left_quits_its_workers_prints_the_summary_and_exits():
+    """Locust's shutdown of a series' master (SIGTERM, at a run's end) whose swarms have all
+    ended: the workers are told to quit and awaited, Locust's summary is printed as its own
+    shutdown prints it, and the process exits with Locust's code, without Locust's two 0.5 s
+    pauses for statistics nobody reads (docs/findings/run-cost.md); with a swarm left to end, or
+    on the web UI's master, Locust's own shutdown goes on."""
+    r = subprocess.run([sys.executable, "-c", QUITTING], cwd=REPO, capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "quitting" in r.stdout and "not exited" not in out, out[-3000:]
+    assert "Aggregated" in out, out[-3000:]
