@@ -18,7 +18,8 @@ import pytest
 from harness.collectors import SampleContext
 from harness.collectors._probe import ProbeSamples, ProbeThread, RunReferences
 from harness.collectors.base import Sample, WindowView
-from harness.collectors.cpuspeed import REFERENCE_S, SLOW_CPU_SPEED, CpuProbe, CpuSpeedCollector, cpu_speed
+from harness.collectors.cpuspeed import (REFERENCE_INTERVAL_S, REFERENCE_S, SLOW_CPU_SPEED, CpuProbe, CpuSpeedCollector,
+                                         cpu_speed)
 from harness.results.summary import disturbance, repetition_status
 
 
@@ -153,18 +154,20 @@ def test_the_flags_error_rates_by_simulation():
     """slow_cpu's error rates through the collector's own arithmetic (the reference, the ticks'
     medians, their mean, the threshold), 2,000 seeded windows each way. Probes scatter as
     measured on the 2-vCPU test VM within a 1 s tick (log-normal, s.d. 19 % a probe at the
-    median tick, 27 % at the 90th percentile: 27 % here); a 6 s window of 1 s ticks of 10 probes, a reference of 75 probes, the run's typical
-    the median of 3 repetitions' references (a run takes 3, then one every 10th repetition). An
+    median tick, 27 % at the 90th percentile: 27 % here); a 6 s window of 1 s ticks of 10 probes, a
+    reference of REFERENCE_S / REFERENCE_INTERVAL_S probes, the run's typical the median of 3
+    repetitions' references (a run takes 3, then one every 10th repetition). An
     unchanged host: flagged in none; a host 40 % slower (speed 0.71, the VM's slow state): in over
     99 %; 10 % slower: in under 1 %."""
     import numpy as np
 
     rng = np.random.default_rng(24)
+    n_ref = round(REFERENCE_S / REFERENCE_INTERVAL_S)
 
     def flagged(slowdown: float, n: int = 2000) -> float:
         hits = 0
         for _ in range(n):
-            refs = [float(np.median(rng.lognormal(0.0, 0.27, 75))) for _ in range(3)]
+            refs = [float(np.median(rng.lognormal(0.0, 0.27, n_ref))) for _ in range(3)]
             ticks = [float(np.median(rng.lognormal(np.log(slowdown), 0.27, 10))) for _ in range(6)]
             speed = cpu_speed(statistics.fmean(ticks), statistics.median(refs))
             hits += speed < SLOW_CPU_SPEED

@@ -30,7 +30,7 @@ def flag_rate(rng: np.random.Generator, reps_so_far: int, factor: float, *, medi
     median 3 to 4, sigma about 1); the window's figure is the mean over its 1 s ticks of each
     tick's median probe; the run's typical is the median of ``reps_so_far`` idle references of
     REFERENCE_S / REFERENCE_INTERVAL_S probes each. (numpy: ``trials`` windows at once.)"""
-    n_ref = int(REFERENCE_S / REFERENCE_INTERVAL_S)
+    n_ref = round(REFERENCE_S / REFERENCE_INTERVAL_S)
     typical = np.median(lognormal_medians(rng, median_ms, sigma, (trials, reps_so_far, n_ref)), axis=1)
     window = lognormal_medians(rng, median_ms * factor, sigma, (trials, int(WINDOW_S), PROBES_PER_S)).mean(axis=1)
     return sum(noisy_storage(float(w), float(t)) for w, t in zip(window, typical)) / trials
