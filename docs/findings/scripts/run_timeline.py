@@ -171,7 +171,25 @@ def run_once(checkout: Path, pgdata: Path, tmp: Path, whole: bool = False) -> di
     if proc.returncode != 0:   # said, and left out of the figures
         print(f"{checkout}: ssbench run exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
         return None
-    return {"wall": t1 - t0, "events": json.loads(out.read_text())}
+    return {"wall": t1 - t0, "events": json.loads(out.read_text()), "probes": probe_figures(tmp / "results", t0)}
+
+
+PROBE_FIELDS = ("cpu_speed", "cpu_reference_ms", "storage_probe_ms", "storage_reference_ms", "noisy_storage", "slow_cpu")
+
+
+def probe_figures(results: Path, since: float) -> list[dict]:
+    """The host probes' figures of each repetition summary the run wrote (its windows against
+    its idle references)."""
+    def find(node, out):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k in PROBE_FIELDS:
+                    out[k] = v
+                else:
+                    find(v, out)
+        return out
+    return [find(json.loads(p.read_text()), {}) for p in sorted(results.rglob("summary.json"))
+            if p.stat().st_mtime >= since]
 
 
 def median_spread(xs: list[float]) -> str:
@@ -205,6 +223,14 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"round {rnd + 1} {c}: wall {r['wall']:.2f} s (load {os.getloadavg()[0]:.1f})", flush=True)
     for c, runs in got.items():
         print(f"\n{c}: wall {median_spread([r['wall'] for r in runs])} s over {len(runs)} run(s)")
+        figs = [f for r in runs for f in r.get("probes", [])]
+        if figs:
+            speeds = [f["cpu_speed"] for f in figs if f.get("cpu_speed") is not None]
+            ratios = [f["storage_probe_ms"] / f["storage_reference_ms"] for f in figs
+                      if f.get("storage_probe_ms") and f.get("storage_reference_ms")]
+            print(f"  {len(figs)} windows: cpu_speed {median_spread(speeds) if speeds else '-'}, slow_cpu "
+                  f"{sum(bool(f.get('slow_cpu')) for f in figs)}; storage probe / reference "
+                  f"{median_spread(ratios) if ratios else '-'}, noisy_storage {sum(bool(f.get('noisy_storage')) for f in figs)}")
         names: dict[str, list[float]] = {}
         for r in runs:
             for name, t in r["events"]:
