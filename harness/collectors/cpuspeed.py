@@ -15,11 +15,11 @@ import time
 from ._probe import ProbeThread, RunReferences
 from .base import Collector
 
-#: seconds between two probes; the idle reference: 75 probes in its first 0.75 s (as the fsync
-#: probe's; 1.5 s before: error rates, docs/findings/run-cost.md)
+#: seconds between two probes, and during the idle reference: 75 probes in its first 1.5 s
+#: (0.75 s at 10 ms was measured and not kept: docs/findings/run-cost.md)
 PROBE_INTERVAL_S = 0.1
-REFERENCE_S = 0.75
-REFERENCE_INTERVAL_S = 0.01
+REFERENCE_INTERVAL_S = 0.02
+REFERENCE_S = 1.5
 #: iterations of the probe's loop: a fraction of a millisecond of CPU (docs/findings/cpu-speed.md)
 WORK = 20_000
 #: a window whose CPU ran below this share of the run's typical speed is slow_cpu (noisy_host)

@@ -27,10 +27,9 @@ PROBE_INTERVAL_S = 0.1
 PROBE_BYTES = 4096
 #: the idle reference: the probes of the first seconds of the collectors, taken every
 #: REFERENCE_INTERVAL_S; the swarm's first SEND waits for it (Sampler.wait_for_references: a
-#: swarm kept from the last repetition sent its first SEND 0.7 s after the collectors started).
-#: 75 probes in 0.75 s (1.5 s before: error rates, docs/findings/run-cost.md)
-REFERENCE_S = 0.75
-REFERENCE_INTERVAL_S = 0.01
+#: swarm kept from the last repetition sent its first SEND 0.7 s after the collectors started)
+REFERENCE_S = 1.5
+REFERENCE_INTERVAL_S = 0.02
 #: the probe's file in the directory the target names: this prefix, then the process and probe
 PROBE_FILE_PREFIX = ".ssbench-fsync-probe-"
 #: a window's probe median at least this many times the reference ...
