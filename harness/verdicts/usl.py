@@ -168,22 +168,6 @@ def lack_of_fit(s: SweepPoints, f: Fit) -> tuple[float, int, int, float] | None:
 
 # --------------------------------------------------------------------------- profiles
 
-def _linspace(a: float, b: float, num: int) -> np.ndarray:
-    """``np.linspace(a, b, num)`` of two numbers: the same values, without its overhead (the
-    profiles call it thousands of times)."""
-    delta = float(b) - float(a)
-    step = delta / (num - 1)
-    y = np.arange(num, dtype=float)
-    if step == 0.0:     # denormal steps, as numpy handles them
-        y /= num - 1
-        y *= delta
-    else:
-        y *= step
-    y += a
-    y[-1] = b
-    return y
-
-
 def _min_over(grid: np.ndarray, ss_of: Callable[[np.ndarray], np.ndarray], lo: float, hi: float) -> float:
     """The least of ``ss_of`` over [lo, hi]: its best grid point, then zoomed in between the
     points beside it (21 points at a time, each zoom a tenth as wide: every evaluation is one
@@ -197,7 +181,7 @@ def _min_over(grid: np.ndarray, ss_of: Callable[[np.ndarray], np.ndarray], lo: f
         a, b = g[max(0, j - 1)], g[min(len(g) - 1, j + 1)]
         if not b > a:
             return best
-        g = _linspace(a, b, 21)
+        g = np.linspace(a, b, 21)
         vals = ss_of(g)
         best = min(best, float(vals.min()))
     j = int(np.argmin(vals))
