@@ -7,7 +7,8 @@ variant alike), for a null SEND (``SELECT pg_sleep(0)``: the client's cost, not 
 and the real SEND (``ssb.send``):
 
 * ``hub``: one Locust worker, each user's connection driven by gevent's hub (a socket callback
-  finishes a SEND and begins the next: harness.load.hubloop; the embedded target's default);
+  finishes a SEND and begins the next: harness.load.sendloop.HubLoop; the embedded target's
+  default);
 * ``thread``: one worker, each user's SENDs on its own OS thread (send mode ``thread``: the
   path of blocking drivers, pyodbc for SQL Server, and of finite dialog lifetimes);
 * ``two``: two Locust worker processes for one initiator (``workers_per_initiator`` 2), each

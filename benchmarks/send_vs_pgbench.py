@@ -6,7 +6,7 @@ On the same embedded PostgreSQL server, with the same dialogs, the same SEND fun
 
 * A: ssbench's real Locust swarm (master + one worker, one user per client; the embedded
   target's default path: libpq in non-blocking mode, each user's connection driven by gevent's
-  hub, harness.load.hubloop), send rate over the measured window;
+  hub, harness.load.sendloop.HubLoop), send rate over the measured window;
 * A': the same swarm with each user's SENDs on its own OS thread (send mode ``thread``, the
   path any blocking driver such as pyodbc takes), for comparison;
 * B: pgbench (shipped with the PostgreSQL server) running ``SELECT ssb.send(...)`` with

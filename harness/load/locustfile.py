@@ -2,10 +2,9 @@
 
 Loaded by every ssbench Locust process; ``init`` installs the swarm protocol's side of the
 process on its ``Environment`` (:mod:`harness.load.master`, :mod:`harness.load.worker`). Each
-user SENDs in one loop for the whole swarm: the hub loop (:class:`harness.load.hubloop.HubLoop`)
-for a sender that can SEND in non-blocking steps (the embedded target's libpq), otherwise an OS
-thread per user (:class:`harness.load.blocking.SendLoop`: pyodbc, a finite dialog lifetime, or
-``send_mode: thread``). The user's greenlet hands the finished SENDs to the recorder
+user SENDs in one loop for the whole swarm (:mod:`harness.load.sendloop`): driven by gevent's hub
+for a sender that can SEND in non-blocking steps (the embedded target's libpq), otherwise from an
+OS thread per user (pyodbc, a finite dialog lifetime, or ``send_mode: thread``). The user's greenlet hands the finished SENDs to the recorder
 (:mod:`harness.load.recorder`), the one source of a SEND's figures. When Locust stops a user,
 ``on_stop`` ends its loop after the SEND in flight, so a committed SEND is never uncounted; one
 still running after :data:`QUIESCE_S` is counted as cut (``messages_sent_client_cut``). With a
@@ -24,8 +23,7 @@ from locust.exception import StopUser
 
 from harness.plan import member_at
 from harness.load import master, worker
-from harness.load.hubloop import HubLoop
-from harness.load.blocking import SendLoop
+from harness.load.sendloop import HubLoop, ThreadLoop
 from harness.load.pacing import Schedule
 from harness.matrix import high_priority_slot
 from harness.targets.base import sender_factory
@@ -90,10 +88,10 @@ class ServiceBrokerUser(User):
         if spec.alternation:    # an alternated window: the dialog of the slice the clock is in
             loop_kw["choose"] = _slice_chooser(spec.slice_seconds, len(spec.alternation))
         if spec.send_mode == "auto" and not spec.messages_per_dialog and self._sender.paths.pump:
-            self._loop = HubLoop(self._sender, self._dialog, self._payload, pacer,
-                                 send=self._blocking_send, **loop_kw)
+            self._loop = HubLoop(self._blocking_send, self._dialog, self._payload, pacer,
+                                 pump=self._sender.pump, **loop_kw)
         else:
-            self._loop = SendLoop(self._sender.send, self._dialog, self._payload, pacer, **loop_kw)
+            self._loop = ThreadLoop(self._sender.send, self._dialog, self._payload, pacer, **loop_kw)
         self._loop.start()
 
     def _connect(self, spec, initiator: int):

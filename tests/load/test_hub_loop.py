@@ -1,4 +1,4 @@
-"""harness.load.hubloop.HubLoop on the real embedded sender (real PostgreSQL, real broker),
+"""harness.load.sendloop.HubLoop on the real embedded sender (real PostgreSQL, real broker),
 driven by gevent's hub in this process: every SEND it reports is one the database counts
 (independently, after a drain); a connection killed under it is reported as a failed SEND,
 reconnected and driven again; open loop keeps the slots; a stop lets go of the connection."""
@@ -11,7 +11,7 @@ import gevent
 import psycopg
 import pytest
 
-from harness.load.hubloop import HubLoop
+from harness.load.sendloop import HubLoop
 from harness.load.pacing import Schedule
 from harness.targets.embedded.target import EmbeddedTarget
 from support.embedded import settings
@@ -59,8 +59,8 @@ def _loops(senders, pacers=None, **kw):
     loops = []
     for i, s in enumerate(senders):
         d = s.dialog(i + 1)
-        loops.append(HubLoop(s, d, b"x" * 100, pacers[i] if pacers else None,
-                             send=lambda dd, p, s=s: off.call(s, s.send, dd, p), **kw))
+        loops.append(HubLoop(lambda dd, p, s=s: off.call(s, s.send, dd, p), d, b"x" * 100,
+                             pacers[i] if pacers else None, pump=s.pump, **kw))
     return loops
 
 

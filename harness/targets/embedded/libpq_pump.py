@@ -1,5 +1,6 @@
 """The embedded SEND as non-blocking libpq steps for a loop driven by gevent's hub
-(:class:`LibpqPump`, the embedded sender's ``pump``; :mod:`harness.load.hubloop` drives it)."""
+(:class:`LibpqPump`, the embedded sender's ``pump``; :class:`harness.load.sendloop.HubLoop`
+drives it)."""
 
 from __future__ import annotations
 
