@@ -52,9 +52,6 @@ class ClientHosts:
     #: ``ssbench worker --initiator K`` there; printed when the run waits for its workers)
     hosts: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def host_of(self, instance: str) -> str | None:
-        return next((h for h, inits in self.hosts.items() if instance in inits), None)
-
 
 def parse_bind(value: str) -> tuple[str, int]:
     """``HOST``, ``HOST:PORT`` or ``[V6]:PORT``; ValueError with a one-line reason otherwise."""

@@ -30,7 +30,7 @@ from .control import CONTROL_ENV, ControlClient
 from .merge import SwarmMerge
 from .placement import Slot, assign, make_dispatcher, rescale, slots
 from .. import environment as envvars
-from .protocol import (LOCUST_TYPES, WELCOME, Assignment, Claim, Command, Delta, Failure, Notice, Recording, Status,
+from .protocol import (LOCUST_CSV, LOCUST_TYPES, WELCOME, Assignment, Claim, Command, Delta, Failure, Notice, Recording, Status,
                        SwarmPlan, SwarmRequest, slot_name)
 
 log = logging.getLogger("ssbench.master")
@@ -63,7 +63,6 @@ class MasterSide:
         self.lost: set[str] = set()              # slot names whose worker went missing while it ran
         self.phase = "idle"
         self.facts: dict = {}
-        self.failures: list[str] = []
         self.opened = False                      # the web UI prepared this start already
         self._preparing = None                   # headless: the greenlet placing from the start
         self._prepared: str | None = None
@@ -146,7 +145,7 @@ class MasterSide:
         """The plan (asked once per swarm) and every slot placed, waiting up to the plan's worker
         wait; a headless master does this from its start (:meth:`prepare_headless`), so missing
         workers are named even while Locust itself still waits for them."""
-        self.plan, self.merge, self.placed, self.recorded, self.failures, self.facts = None, None, {}, set(), [], {}
+        self.plan, self.merge, self.placed, self.recorded, self.facts = None, None, {}, set(), {}
         self.forwarding = set()
         self.unslotted, self.lost = set(), set()
         self._ending = False
@@ -375,7 +374,6 @@ class MasterSide:
     # ------------------------------------------------------------------ the link to the controller
     def _fail(self, what: str, text: str) -> str:
         log.error("%s", text)
-        self.failures.append(text)
         self._post("/failure", Failure(swarm_id=self.plan.swarm_id if self.plan else "", what=what, text=text))
         return text
 
@@ -469,8 +467,7 @@ def _locust_csv(environment) -> dict[str, str]:
 
     out = {}
     writer = stats.StatsCSV(environment, stats.PERCENTILES_TO_REPORT)
-    for key, fn in (("stats_csv", writer.requests_csv), ("failures_csv", writer.failures_csv),
-                    ("exceptions_csv", writer.exceptions_csv)):
+    for key, fn in zip(LOCUST_CSV, (writer.requests_csv, writer.failures_csv, writer.exceptions_csv)):
         buf = io.StringIO()
         try:
             fn(csv.writer(buf))

@@ -235,6 +235,10 @@ def recording_file(initiator: int, worker: int) -> str:
     return f"worker-i{int(initiator)}-w{int(worker)}.json"
 
 
+#: Locust's own statistics, sent as CSV text in the "ended" Status's facts -> the file the
+#: controller writes them to
+LOCUST_CSV = {"stats_csv": "locust_stats.csv", "failures_csv": "locust_failures.csv",
+              "exceptions_csv": "locust_exceptions.csv"}
 #: Locust message types of the master <-> worker link (the HTTP link uses the routes of
 #: harness.load.swarm.ROUTES)
 LOCUST_TYPES = {cls.TYPE: f"ssbench_{cls.TYPE}" for cls in (Claim, Assignment, Delta, Failure)}

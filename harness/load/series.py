@@ -27,7 +27,8 @@ from typing import Callable
 
 from .placement import slots
 from .protocol import SwarmPlan, SwarmRequest
-from .swarm import RemoteWorkers, Swarm, SwarmResult, remote_token
+from .auth import token_from_env
+from .swarm import RemoteWorkers, Swarm, SwarmResult
 
 #: where a run keeps its series' Locust process logs, in its results directory (each repetition
 #: gets its part of them in its own directory)
@@ -99,7 +100,7 @@ class SwarmSeries:
         claims = sorted(self.claims)
         sw = self.swarm = Swarm(self.logs_dir, self._plan_for, users=users, spawn_rate=spawn_rate,
                                 remote=self.remote, local_claims=claims, expected_workers=len(claims or wanted),
-                                token=remote_token() if self.remote else None, worker_wait=worker_wait,
+                                token=token_from_env() if self.remote else None, worker_wait=worker_wait,
                                 on_live=on_live)
         self.spawn_rate = spawn_rate
         sw.start()

@@ -33,8 +33,8 @@ from ..ports import free_port
 from .auth import TOKEN_ENV, new_token
 from .control import CONTROL_ENV, ControlServer
 from .hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS
-from .protocol import (Command, Failure, Notice, ProtocolError, Recording, Status, SwarmPlan, SwarmRequest,
-                       recording_file)
+from .protocol import (LOCUST_CSV, Command, Failure, Notice, ProtocolError, Recording, Status, SwarmPlan,
+                       SwarmRequest, recording_file)
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,6 @@ class Swarm:
         self._quit = False
         self._logs: list = []
         self._start = Command()   # the series' last start asked for (Command.start: its number)
-        self.deaths: dict[str, str] = {}   # process name -> how it ended, noticed while it mattered
 
     # ------------------------------------------------------------------ processes
     @property
@@ -315,7 +314,7 @@ class Swarm:
                 cur.phase = st.phase
                 cur.facts.update(st.facts)
                 if st.phase == "ended":
-                    self._write_locust_csv(cur, st.facts)
+                    self._write_locust_csv(cur)
                     cur.ended.set()
                     ended = cur
         if ended is not None and self.on_ended is not None:
@@ -364,18 +363,17 @@ class Swarm:
         (self.on_notice or (lambda t: log.warning("%s", t)))(text)
         return {"ok": True}
 
-    def _write_locust_csv(self, cur: _Current, facts: dict) -> None:
+    def _write_locust_csv(self, cur: _Current) -> None:
+        """Locust's statistics: out of the swarm's facts, into their files."""
         from harness.results.store import write_atomic
 
-        for key, name in (("stats_csv", "locust_stats.csv"), ("failures_csv", "locust_failures.csv"),
-                          ("exceptions_csv", "locust_exceptions.csv")):
-            if facts.get(key):
+        for key, name in LOCUST_CSV.items():
+            text = cur.facts.pop(key, None)
+            if text:
                 try:
-                    write_atomic(cur.out_dir / name, facts[key])
+                    write_atomic(cur.out_dir / name, text)
                 except OSError as e:
                     cur.write_error = cur.write_error or e
-        for key in ("stats_csv", "failures_csv", "exceptions_csv"):
-            cur.facts.pop(key, None)
 
     def _ended(self, cur: _Current) -> None:
         try:
@@ -386,7 +384,7 @@ class Swarm:
     def result(self, cur: _Current | None = None, interrupted: bool = False) -> SwarmResult:
         cur = cur or self.current
         f = cur.facts
-        csv = cur.out_dir / "locust_stats.csv"
+        csv = cur.out_dir / LOCUST_CSV["stats_csv"]
         return SwarmResult(spawn_complete=f.get("spawn_complete"), worker_files=sorted(cur.files.values()),
                            interrupted=interrupted, stats_csv=csv if csv.exists() else None,
                            stop_requested=f.get("stop_requested"), missing=list(f.get("missing") or []),
@@ -468,13 +466,6 @@ class Swarm:
 
 def _how(rc: int) -> str:
     return f"signal {-rc}" if rc < 0 else f"exit code {rc}"
-
-
-def remote_token() -> str:
-    """The run token of workers on client hosts: the operator's ``$SSBENCH_WORKER_TOKEN``."""
-    from .auth import token_from_env
-
-    return token_from_env() or ""
 
 
 __all__ = ["LOCUSTFILE", "ProtocolError", "RemoteWorkers", "Swarm", "SwarmFailed", "SwarmResult",

@@ -76,7 +76,7 @@ def test_the_section_loads_from_the_targets_file(tmp_path):
     assert config.file == topo and config.initiator_names == ("init1", "init2")
     ch = client_hosts(config)
     assert (ch.bind_host, ch.port, ch.worker_wait_seconds, ch.workers_per_initiator) == ("10.0.0.5", 6000, 45.0, 2)
-    assert ch.hosts == {"client1": ("init1",), "client2": ("init2",)} and ch.host_of("init2") == "client2"
+    assert ch.hosts == {"client1": ("init1",), "client2": ("init2",)}
     plain = tmp_path / "plain.yaml"
     plain.write_text(TOPOLOGY)
     assert client_hosts(target_config(str(plain))) is None
