@@ -110,18 +110,11 @@ def merge_workers(files: list[Path], start: float, end: float,
                     wd.latency.add(int(us), c)
                 wd.per_initiator_window[init] = wd.per_initiator_window.get(init, 0) + n
                 mine["sends"] += n
-        for b, counts in data.get("corrected", {}).items():
-            if wd.latency_corrected is None:
-                wd.latency_corrected = Histogram()
-            if in_window(int(b)):
-                for us, c in counts.items():
-                    wd.latency_corrected.add(int(us), c)
+        if data.get("corrected"):
+            wd.latency_corrected = wd.latency_corrected or Histogram()
+            _add_in_window(wd.latency_corrected, data["corrected"], in_window)
         for prio, buckets in data.get("priority", {}).items():
-            h = wd.latency_by_priority.setdefault(prio, Histogram())
-            for b, counts in buckets.items():
-                if in_window(int(b)):
-                    for us, c in counts.items():
-                        h.add(int(us), c)
+            _add_in_window(wd.latency_by_priority.setdefault(prio, Histogram()), buckets, in_window)
         for b, n in data["errors"].items():
             wd.errors_total += n
             if in_window(int(b)):
@@ -143,3 +136,11 @@ def merge_workers(files: list[Path], start: float, end: float,
     if wd is None:
         wd = WindowData(start=start, end=end)
     return wd
+
+
+def _add_in_window(h: Histogram, buckets: dict, in_window) -> None:
+    """Add the latencies of ``buckets`` (bucket -> {latency us: SENDs}) inside the window to ``h``."""
+    for b, counts in buckets.items():
+        if in_window(int(b)):
+            for us, c in counts.items():
+                h.add(int(us), c)

@@ -65,21 +65,6 @@ class RepetitionState:
     summary: Any = None                                    # the committed RepetitionSummary
     e2e: tuple[Buckets, dict[str, float]] | None = None    # the committed end-to-end latency
 
-    @property
-    def labels(self) -> dict[str, str]:
-        return {"run_id": self.run_id, "permutation": self.permutation, "repetition": str(self.repetition)}
-
-    def add_client(self, figures: dict) -> None:
-        self.client = figures
-        w = self.window
-        w.spawn_complete, w.stop_requested = figures.get("spawn_complete"), figures.get("stop_requested")
-        w.bucket_seconds = float(figures.get("bucket_seconds") or w.bucket_seconds)
-
-    def add_tick(self, samples) -> None:
-        self.samples = {(s.family, s.metric, s.key): s.value for s in samples}
-        self.tick_ts = max((s.ts for s in samples), default=time.time())
-        self.waits.add(samples)
-
 
 @dataclass
 class RunInfo:
@@ -141,12 +126,17 @@ class RepetitionFeed:
 
     def tick(self, samples) -> None:
         with self.live.lock:
-            self.rep.add_tick(samples)
+            rep = self.rep
+            rep.samples = {(s.family, s.metric, s.key): s.value for s in samples}
+            rep.tick_ts = max((s.ts for s in samples), default=time.time())
+            rep.waits.add(samples)
 
     def client(self, figures: dict) -> None:
         """The master's live figures of the swarm."""
         with self.live.lock:
-            self.rep.add_client(figures)
+            self.rep.client, w = figures, self.rep.window
+            w.spawn_complete, w.stop_requested = figures.get("spawn_complete"), figures.get("stop_requested")
+            w.bucket_seconds = float(figures.get("bucket_seconds") or w.bucket_seconds)
 
     def committed(self, summary, e2e: Histogram) -> None:
         """The repetition's summary is written: its final figures."""
