@@ -26,6 +26,7 @@ from harness.load import master, worker
 from harness.load.sendloop import HubLoop, ThreadLoop
 from harness.load.pacing import Schedule
 from harness.matrix import high_priority_slot
+from harness.redact import error_line
 from harness.targets.base import sender_factory
 
 log = logging.getLogger("ssbench")
@@ -116,7 +117,7 @@ class ServiceBrokerUser(User):
             except Exception as e:
                 if sender is not None:
                     offload.call(self, sender.close)
-                err = ConnectFailed(f"connecting to initiator {initiator}: {_first_line(e)}")
+                err = ConnectFailed(f"connecting to initiator {initiator}: {error_line(e)}")
                 self._recorder.record_many([(time.time(), time.perf_counter() - t0, err, None)])
             now = time.monotonic()
             failing_since = failing_since or now
@@ -170,8 +171,3 @@ def _slice_chooser(slice_seconds: float, k: int):
         return member_at(clock(), slice_seconds, k)
 
     return choose
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__

@@ -181,10 +181,9 @@ class MasterSide:
                 runner.quit()
 
         self._preparing = gevent.spawn(run)
-        # called from ``init``: Locust's headless start then looks for its expected workers once
-        # a second, the first look at once, before any worker's hello was read. Waiting here
-        # for the placement (it looks every 50 ms) lets that first look find them: the swarm
-        # starts about 0.7 s sooner. A failed placement has quit the runner already.
+        # called from ``init``: waiting here for the placement lets Locust's first look for its
+        # expected workers (at once, then once a second) find them. A failed placement has quit
+        # the runner already.
         self._preparing.join()
 
     def _missing_text(self, wanted: list[Slot], got: dict[str, Slot]) -> str:

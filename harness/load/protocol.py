@@ -138,7 +138,6 @@ class Failure(Message):
     swarm_id: str = ""
     what: str = ""
     text: str = ""
-    slot: str = ""
 
 
 @dataclass

@@ -43,7 +43,10 @@ class Recorder:
         self.bucket_seconds = bucket_seconds
         self.reset()
 
-    def reset(self) -> None:
+    def reset(self, first_user: int = 0) -> None:
+        """Start afresh, numbering users from ``first_user``: worker W of an initiator's N numbers
+        its users from (W-1) x threads/N, so each user of the initiator keeps its own dialog slot
+        and its own slots of the open-loop schedule."""
         # not sent yet: bucket -> Counter(latency us -> SENDs), bucket -> failed SENDs
         self.buckets: dict[int, Counter] = defaultdict(Counter)
         self.errors: Counter = Counter()
@@ -55,16 +58,11 @@ class Recorder:
         self._kinds: set[str] = set()           # every error text seen (at most MAX_ERROR_KINDS)
         self._slow_kept = 0
         self.users: dict[int, list] = {}   # user -> [first completion, last completion, count]
-        self._next_user = itertools.count(0)
+        self._next_user = itertools.count(max(0, int(first_user)))
         self.schedule = None      # the worker's harness.load.pacing.Schedule (open loop)
         #: SENDs still running when the worker's users were stopped after waiting for them: each
         #: may have reached the database uncounted here (0 unless a SEND hung at the end)
         self.cut_at_stop = 0
-
-    def number_users_from(self, first: int) -> None:
-        """Worker W of an initiator's N numbers its users from (W-1) x threads/N: each user of
-        the initiator keeps its own dialog slot and its own slots of the open-loop schedule."""
-        self._next_user = itertools.count(max(0, int(first)))
 
     def add_user(self, usable: int) -> tuple[int, int]:
         """Register the next user on this worker: (user index, dialog slot). User k sends on

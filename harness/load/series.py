@@ -1,9 +1,8 @@
 """A run's swarms on one Locust master and one set of workers: :class:`SwarmSeries`.
 
-A master and its workers are two or more Python processes, each paying Locust's import and its
-workers' connection, token handshake and claim: most of a second of a repetition and about 0.7
-CPU-second per process. A series starts them at its first swarm and keeps them for the run,
-like the web UI's master keeps its own for its sessions: the first swarm is the headless
+A master and its workers cost Locust's import and the workers' connection, token handshake and
+claim (docs/findings/swarm-series.md). A series starts them at its first swarm and keeps them for
+the run, like the web UI's master keeps its own for its sessions: the first swarm is the headless
 master's own start, each next one the controller asks for at the master's heartbeat
 (``Command.start``), once the last one has ended. Each swarm is planned, placed and recorded
 exactly as the first (:mod:`harness.load.master`); workers without a slot in a swarm stay idle

@@ -102,9 +102,8 @@ class WorkerSide:
         self._stop_deltas()
         self.assignment = a
         rec = self.recorder
-        rec.reset()
+        rec.reset(a.first_user)
         rec.initiator, rec.worker = a.initiator, a.worker
-        rec.number_users_from(a.first_user)
         self.offload.ensure_capacity(a.users + 8)
         self.probe.start()
         self._seq = 0

@@ -21,7 +21,7 @@ MESSAGES = [
               live_window=[1, 2]),
     SwarmPlan(error="the target is down"),
     Status(swarm_id="abc", phase="running", facts={"spawn_complete": 1.5, "workers": {"i1.w1": {"host": "h"}}}),
-    Command(stop=True), Failure(swarm_id="abc", what="lost", text="gone", slot="i1.w2"), Notice(text="hi"),
+    Command(stop=True), Failure(swarm_id="abc", what="lost", text="gone"), Notice(text="hi"),
     Claim(initiator=1, worker=None, host="h", pid=7),
     Assignment(spec=SPEC, initiator=1, worker=2, users=1, first_user=2),
     Recording(swarm_id="abc", initiator=1, worker=2, data={"buckets": {"1": {"5": 2}}}),
