@@ -75,7 +75,7 @@ class SendLoop:
         """SEND through ``send`` until the loop stops, gives up, or ``resumed()`` says, after a
         SEND that succeeded, that the hub drives the connection again. ``sleep(seconds)``: the
         strategy's wait; ``failing_since``: errors only since then (monotonic), so back off first."""
-        perf, now, put = _perf, _time, self.results.append
+        perf, now = _perf, _time
         send, payload, pacer = self._send, self._payload, self._pacer
         dialogs, choose = self._dialogs, self._choose
         backoff = self._backoff[0]
@@ -98,7 +98,8 @@ class SendLoop:
             except Exception as e:  # the broker refused the SEND: reported, counted, not raised
                 exc = e
             end = perf()
-            put((now(), end - start, exc, None if intended is None else pacer.to_epoch(intended)))
+            # (self.results looked up each time: the hub loop's take() replaces it)
+            self.results.append((now(), end - start, exc, None if intended is None else pacer.to_epoch(intended)))
             if exc is not None:
                 if failing_since is None:
                     failing_since, backoff = time.monotonic(), self._backoff[0]
@@ -158,6 +159,7 @@ class HubLoop(SendLoop):
         super().__init__(send, dialog, payload, pacer, **kw)
         self._make_pump = pump
         self._choose = self._choose or (lambda: 0)
+        self.results: list = []       # one thread (the hub's callbacks, the user's greenlet): take() swaps it
         self._pumps: list = []
         self._inflight = False        # a SEND begun and not complete
         self._recovering = None       # the greenlet that backs off and retries after an error
@@ -173,6 +175,10 @@ class HubLoop(SendLoop):
             self._next()
         else:                          # the sender cannot pump now (a lost connection): recover
             self._recover_later(None)
+
+    def take(self) -> list:
+        out, self.results = self.results, []
+        return out
 
     def _cut_waits(self) -> None:
         self._stop_timer()
