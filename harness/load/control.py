@@ -4,7 +4,7 @@ The controller (``ssbench run``, ``saturate``, ``web``) owns the target (databas
 the embedded broker, the collectors) and the results; the Locust master is a gevent process that
 must never block on a database driver and never writes a result file, so it talks to the
 controller over this link (the messages are :mod:`harness.load.protocol`'s; the routes are
-:data:`harness.load.swarm.ROUTES`). The URL carries a random token, the server listens on
+:meth:`harness.load.swarm.Swarm.start`'s). The URL carries a random token, the server listens on
 127.0.0.1 only, and the master learns the URL from ``$SSBENCH_CONTROL`` (an address, not a
 spec: nothing of the swarm travels through the environment).
 """

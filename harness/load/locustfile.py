@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 
 import gevent
 from locust import User, constant, events, task
@@ -86,11 +87,14 @@ class ServiceBrokerUser(User):
             pacer = self._recorder.schedule.pacer(self._user)
         loop_kw = dict(backoff=(BACKOFF_FIRST_S, BACKOFF_MAX_S), give_up_after=GIVE_UP_AFTER_S)
         # the SEND paths the sender's class declares (harness.targets.sender.SendPaths)
-        if spec.alternation:    # an alternated window: the dialog of the slice the clock is in
-            loop_kw["choose"] = _slice_chooser(spec.slice_seconds, len(spec.alternation))
+        if spec.alternation:    # an alternated window: each SEND takes the dialog of the member whose
+            # slice the wall clock is in, the same on every worker and host (harness.plan.member_at)
+            slice_seconds, k = spec.slice_seconds, len(spec.alternation)
+            loop_kw["choose"] = lambda: member_at(time.time(), slice_seconds, k)
         if spec.send_mode == "auto" and not spec.messages_per_dialog and self._sender.paths.pump:
-            self._loop = HubLoop(self._blocking_send, self._dialog, self._payload, pacer,
-                                 pump=self._sender.pump, **loop_kw)
+            # after an error the hub loop SENDs through the blocking send (it reconnects), on the pool
+            self._loop = HubLoop(partial(self._side.offload.call, self, self._sender.send), self._dialog,
+                                 self._payload, pacer, pump=self._sender.pump, **loop_kw)
         else:
             self._loop = ThreadLoop(self._sender.send, self._dialog, self._payload, pacer, **loop_kw)
         self._loop.start()
@@ -126,22 +130,14 @@ class ServiceBrokerUser(User):
             gevent.sleep(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    def _blocking_send(self, dialog, payload) -> None:
-        """The hub loop's SEND after an error (it reconnects a lost connection), on the pool."""
-        self._side.offload.call(self, self._sender.send, dialog, payload)
-
     @task
     def collect(self) -> None:
         gevent.sleep(self._interval)
         loop = self._loop
-        self._report(loop.take())
+        # finished SENDs, exactly: the recorder's deltas feed Locust's statistics too (harness.load.merge)
+        self._recorder.record_many(loop.take(), self._user, self._priority)
         if loop.gave_up or loop.crashed is not None:
             raise StopUser()
-
-    def _report(self, results) -> None:
-        """Record finished SENDs: (end epoch, elapsed s, exception, intended epoch), exactly; the
-        recorder's deltas feed Locust's statistics too (in the master, harness.load.merge)."""
-        self._recorder.record_many(results, self._user, self._priority)
 
     def on_stop(self) -> None:
         """The user is stopped (its greenlet killed between hand-overs): end its loop after the
@@ -153,21 +149,10 @@ class ServiceBrokerUser(User):
                 self._recorder.cut_at_stop += 1
                 log.warning("a SEND still running %.0f s after the stop: the user is stopped now, and the SEND "
                             "may reach the database uncounted by this worker", QUIESCE_S)
-            self._report(loop.take())
+            self._recorder.record_many(loop.take(), self._user, self._priority)
         sender = getattr(self, "_sender", None)
         side = getattr(self, "_side", None)
         if sender is not None and side is not None and side.offload.wait_idle(self, timeout=QUIESCE_S) \
                 and (loop is None or loop.done()):
             self._sender = None
             side.offload.call(self, sender.close)
-
-
-def _slice_chooser(slice_seconds: float, k: int):
-    """Which member's dialog a SEND beginning now takes: the slice of the wall clock, the same
-    on every worker and host (harness.plan.member_at)."""
-    clock = time.time
-
-    def choose() -> int:
-        return member_at(clock(), slice_seconds, k)
-
-    return choose

@@ -238,7 +238,6 @@ def recording_file(initiator: int, worker: int) -> str:
 #: controller writes them to
 LOCUST_CSV = {"stats_csv": "locust_stats.csv", "failures_csv": "locust_failures.csv",
               "exceptions_csv": "locust_exceptions.csv"}
-#: Locust message types of the master <-> worker link (the HTTP link uses the routes of
-#: harness.load.swarm.ROUTES)
+#: Locust message types of the master <-> worker link (the HTTP link's routes: Swarm.start's)
 LOCUST_TYPES = {cls.TYPE: f"ssbench_{cls.TYPE}" for cls in (Claim, Assignment, Delta, Failure)}
 WELCOME = "ssbench_welcome"   # master -> worker once admitted: "send your Claim"
