@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -310,7 +310,10 @@ class Swarm:
             # after "ended" the master's heartbeat may still post an earlier phase: not kept
             if cur is not None and st.swarm_id == cur.plan.swarm_id and not cur.ended.is_set():
                 if st.live is not None and self.on_live is not None:
-                    self._live(st.live)
+                    try:
+                        self.on_live(st.live)
+                    except Exception:  # live figures never fail a swarm
+                        log.exception("live figures")
                 cur.phase = st.phase
                 cur.facts.update(st.facts)
                 if st.phase == "ended":
@@ -319,22 +322,15 @@ class Swarm:
                     ended = cur
         if ended is not None and self.on_ended is not None:
             threading.Thread(target=self._ended, args=(ended,), name="ssbench-swarm-ended", daemon=True).start()
-        return Command(stop=self._stop, quit=self._quit, start=self._start.start, users=self._start.users,
-                       spawn_rate=self._start.spawn_rate).to_wire()
-
-    def _current_for(self, swarm_id: str) -> _Current | None:
-        with self._lock:
-            cur = self.current
-        return cur if cur is not None and swarm_id == cur.plan.swarm_id else None
+        return replace(self._start, stop=self._stop, quit=self._quit).to_wire()
 
     def _on_recording(self, body: dict) -> dict:
-        rec = Recording.from_wire(body)
-        cur = self._current_for(rec.swarm_id)
-        if cur is None:
-            return {"ok": False, "error": "not this swarm's recording"}
-        data = dict(rec.data, initiator=rec.initiator, worker=rec.worker, swarm_id=rec.swarm_id)
         from harness.results.store import write_atomic
 
+        rec, cur = Recording.from_wire(body), self.current
+        if cur is None or rec.swarm_id != cur.plan.swarm_id:
+            return {"ok": False, "error": "not this swarm's recording"}
+        data = dict(rec.data, initiator=rec.initiator, worker=rec.worker, swarm_id=rec.swarm_id)
         try:
             path = write_atomic(cur.out_dir / recording_file(rec.initiator, rec.worker), json.dumps(data))
         except OSError as e:
@@ -344,12 +340,6 @@ class Swarm:
         with self._lock:
             cur.files[rec.slot] = path
         return {"ok": True}
-
-    def _live(self, figures: dict) -> None:
-        try:
-            self.on_live(figures)
-        except Exception:  # live figures never fail a swarm
-            log.exception("live figures")
 
     def _on_failure(self, body: dict) -> dict:
         f = Failure.from_wire(body)
