@@ -63,9 +63,10 @@ VERDICT_CLASS = {"gain": "v-gain", "loss": "v-loss", "no difference": "v-nodiff"
                  "not exercised": "v-inconclusive"}
 
 
-def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], limit: int | None = None) -> str:
+def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], limit: int | None = None,
+          cls: str = "") -> str:
     """``columns``: (key, header, kind); kind 'l' left-aligns text, 'verdict' colours a
-    verdict (green only for ``gain``)."""
+    verdict (green only for ``gain``); ``cls``: the table's class (``meta``: its cells wrap)."""
     head = "".join(f'<th class="{"l" if k == "l" else ""}">{_e(h)}</th>' for _, h, k in columns)
     body = []
     for r in rows[:limit] if limit else rows:
@@ -79,8 +80,15 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], limit
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = f'<p class="note">{len(rows) - limit} more rows in the CSV.</p>' if limit and len(rows) > limit else ""
     # a wide table scrolls inside its own box: the page itself never scrolls sideways
-    return f"<div class='tw'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{more}"
+    return (f"<div class='tw'><table class='{cls}'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>{more}")
 
 
 def run_label(run_id: str, synthetic: bool) -> str:
     return f"{run_id} (SYNTHETIC)" if synthetic else run_id
+
+
+def thresholds(rows: list[dict[str, Any]]) -> str:
+    """The rows' verdict thresholds (``5``, ``5/10``): 5, the default, when none has one."""
+    given = {r["threshold_pct"] for r in rows if r.get("threshold_pct") is not None}
+    return "/".join(f"{t:g}" for t in sorted(given)) or "5"

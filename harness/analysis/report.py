@@ -12,28 +12,25 @@ from ..results import disturbance, write_atomic
 from ..verdicts import MIN_REPS, Answer, Section
 from ..verdicts.answer import pct_interval as pct_ci
 from .discovery import Discovery
-from .markup import CSS, _e, run_label, table
+from .markup import CSS, _e, run_label, table, thresholds
 from .plots import STRATEGY_ORDER, Plot, strategy_label
 from .techniques_report import section_html as technique_section_html
 
 def _provenance(disc: Discovery, targets: dict[str, str]) -> str:
+    cols = ("run", "target", "status", "matrix", "time (UTC)", "ssbench", "host")
     rows = []
     for run in disc.runs:
         m = run.meta
-        mx = m.get("matrix") or {}
-        sw = m.get("ssbench") or {}
-        host = m.get("host") or {}
-        rows.append(
-            f"<tr><td class='l'><b>{_e(run.run_id)}</b></td><td class='l'>{_e(targets.get(run.run_id))}</td>"
-            f"<td class='l'>{_e(m.get('status', 'unknown (no run.json)'))}</td>"
-            f"<td class='l'>{_e(mx.get('name'))} ({_e(m.get('permutations_done'))}/{_e(m.get('permutations_total'))}"
-            f" permutations)</td><td class='l'>{_e(m.get('started'))} → {_e(m.get('ended'))}</td>"
-            f"<td class='l'>{_e(sw.get('version'))} {_e((sw.get('git_commit') or '')[:10])}"
-            f"{' (dirty)' if sw.get('git_dirty') else ''}</td>"
-            f"<td class='l'>{_e(host.get('cpu_count'))} CPUs {_e(host.get('cpu_model') or '')}</td></tr>")
-    return ("<table class='meta'><thead><tr><th class='l'>run</th><th class='l'>target</th><th class='l'>status</th>"
-            "<th class='l'>matrix</th><th class='l'>time (UTC)</th><th class='l'>ssbench</th><th class='l'>host</th>"
-            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+        sw, host = m.get("ssbench") or {}, m.get("host") or {}
+        v = lambda d, k: "" if d.get(k) is None else d[k]  # noqa: E731
+        rows.append(dict(zip(cols, (
+            run.run_id, targets.get(run.run_id), m.get("status", "unknown (no run.json)"),
+            f"{v(m.get('matrix') or {}, 'name')} ({v(m, 'permutations_done')}/{v(m, 'permutations_total')} "
+            "permutations)",
+            f"{v(m, 'started')} → {v(m, 'ended')}",
+            f"{v(sw, 'version')} {(sw.get('git_commit') or '')[:10]}{' (dirty)' if sw.get('git_dirty') else ''}",
+            f"{v(host, 'cpu_count')} CPUs {v(host, 'cpu_model')}"))))
+    return table(rows, [(k, k, "l") for k in cols], cls="meta")
 
 
 def _plots_html(plots: Iterable[Plot]) -> str:
@@ -138,14 +135,10 @@ def key_table(rows: list[dict]) -> str:
     return table(rows, CROSS_COLUMNS)
 
 
-def _thresholds(rows: list[dict]) -> str:
-    return "/".join(f"{t:g}" for t in sorted({r.get("threshold_pct") for r in rows if r.get("threshold_pct") is not None}))
-
-
 def verdict_words(gains: list[dict]) -> str:
     """How to read the verdicts, and (in words) how many comparisons are inconclusive for
     lack of repetitions. An HTML fragment (the notebook displays it too)."""
-    thr = _thresholds(gains) or "5"
+    thr = thresholds(gains)
     parts = [f"<p>Each gain is the ratio of the geometric means of the strategy's receive rates and one dialog "
              f"per thread's, everything else equal, with a repeated confidence interval (Welch, on the log ratio): "
              f"over all the looks a run with <code>repetitions: auto</code> makes, the intervals cover the true "
@@ -236,10 +229,10 @@ def about_targets(disc: Discovery, targets: dict[str, str], synthetic_runs: set[
 
 def _emulation_items(engine: str, rows: list[tuple[str, str]], notes: list[str]) -> list[str]:
     """The caveats of a run on a target that emulates Service Broker on ``engine``."""
-    table_html = ("<details><summary>the wait mapping used by this run</summary><table><thead><tr>"
-                  f"<th class='l'>{_e(engine)} wait event</th><th class='l'>reported as</th></tr></thead><tbody>"
-                  + "".join(f"<tr><td class='l'>{_e(a)}</td><td class='l'>{_e(b)}</td></tr>" for a, b in rows)
-                  + "</tbody></table></details>") if rows else (
+    table_html = ("<details><summary>the wait mapping used by this run</summary>"
+                  + table([{"pg": a, "as": b} for a, b in rows], [("pg", f"{engine} wait event", "l"),
+                                                                    ("as", "reported as", "l")])
+                  + "</details>") if rows else (
         " The mapping is documented with the target (docs/targets.md lists each target's page).")
     items = [f"Its wait types are <b>mapped from {_e(engine)} wait events</b> to Service Broker's wait-type "
              "names; they are estimates, not the server's own wait statistics." + table_html]
@@ -255,13 +248,11 @@ def disturbed_section(reps: list[dict]) -> str:
     out of the intervals, gains and verdicts."""
     if not reps:
         return ""
-    rows = "".join(f"<tr><td class='l'>{_e(r['run_id'])}</td><td class='l'>{_e(r['perm_id'])}</td>"
-                   f"<td>{_e(r['rep'])}</td><td class='l'>{_e(r['status'])}</td>"
-                   f"<td class='l'>{_e(disturbance(r))}</td></tr>" for r in reps[:200])
+    cols = [("run_id", "run", "l"), ("perm_id", "permutation", "l"), ("rep", "rep", ""), ("status", "status", "l"),
+            ("why", "why", "l")]
     return (f"<div class='issues'><b>{len(reps)} disturbed repetition(s)</b>: shown in every table, left out of "
-            "the intervals, gains and verdicts (docs/results.md, \"Disturbed repetitions\").<table class='meta'>"
-            "<thead><tr><th class='l'>run</th><th class='l'>permutation</th><th>rep</th><th class='l'>status</th>"
-            f"<th class='l'>why</th></tr></thead><tbody>{rows}</tbody></table></div>")
+            "the intervals, gains and verdicts (docs/results.md, \"Disturbed repetitions\")."
+            + table([dict(r, why=disturbance(r)) for r in reps[:200]], cols, cls="meta") + "</div>")
 
 
 def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: list[dict], cross_rows: list[dict],

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .markup import run_label, table
+from .markup import run_label, table, thresholds
 from ..verdicts import NOT_EXERCISED, TECHNIQUE_AXES
 
 
@@ -106,14 +106,13 @@ def section_html(rows: list[dict[str, Any]]) -> str:
     shown = [dict(c, run_label=run_label(c["run_id"], bool(c.get("synthetic"))), where=where_text(c),
                   metric_text=metric_text(c), gain_text=gain_text(c), engagement_text=engagement_text(c),
                   others_text=others_text(c)) for c in cs]
-    thr = "/".join(f"{t:g}" for t in sorted({c["threshold_pct"] for c in cs if c.get("threshold_pct") is not None}))
     missing = not_exercised_notes(cs)
     return ("<h2>Techniques against their baselines</h2>"
             "<p>Each technique value against its axis' baseline with everything else equal, judged on the metric "
             "the technique moves exactly as the dialog strategies are (the stopping rule, docs/statistics.md): the "
             "gain of its geometric mean over the repetitions that count, in the metric's better direction (for a "
             "latency lower is better, so a fall is a gain), its repeated confidence interval and verdict (gain only "
-            f"where the whole interval is above +{thr or '5'} %; fewer than {MIN_REPS} repetitions on a side is "
+            f"where the whole interval is above +{thresholds(cs)} %; fewer than {MIN_REPS} repetitions on a side is "
             "inconclusive). The medians are the metric's own. <b>not exercised</b>: the technique's mechanism never "
             "engaged in the measured window, so the arms differ in a setting that did nothing and no verdict on the "
             "technique is possible. The key results above show each comparison on its primary metric.</p><ul>"
