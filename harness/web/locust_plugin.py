@@ -22,6 +22,7 @@ from locust import events
 from locust.runners import STATE_STOPPING
 
 from harness.web.form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DIALOG_CHOICES
+from harness.web.metrics import table_rows
 from harness.web.polls import until_stopped
 from harness import environment as envvars
 
@@ -109,8 +110,6 @@ def _install_pages(environment, side) -> None:
     @app.after_request
     def _extend_stats(response):
         if request.path.rstrip("/").endswith("/stats/requests") and response.is_json and response.status_code == 200:
-            from harness.web.metrics import table_rows
-
             data = response.get_json()
             data["extended_stats"] = [{"key": TAB_KEY, "data": table_rows(metrics())}]
             response.set_data(json.dumps(data))
@@ -118,7 +117,8 @@ def _install_pages(environment, side) -> None:
 
     @app.route("/ssbench/metrics")
     def _metrics_json():
-        return jsonify(metrics())
+        m = metrics()
+        return jsonify(dict(m, rows=table_rows(m)))   # the page shows the tab's rows
 
     @app.route("/ssbench/status")
     def _status():

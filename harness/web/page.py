@@ -1,5 +1,7 @@
 """The standalone live broker metrics page (``/ssbench/`` on the Locust web UI), polling
-``/ssbench/metrics`` every second. Self-contained: no external scripts or fonts."""
+``/ssbench/metrics`` every second: its table is the "Broker metrics" tab's rows
+(:func:`harness.web.metrics.table_rows`), its charts the history. Self-contained: no external
+scripts or fonts."""
 
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
@@ -34,26 +36,11 @@ function line(svg, series, colors){
     out+='<polyline fill="none" stroke-width="1.5" stroke="'+colors[i]+'" points="'+pts+'"/>'; });
   svg.innerHTML=out;
 }
-function hms(t){ return new Date(t*1000).toISOString().substr(11,8)+' UTC'; }
-function age(s){ s=Math.max(0,Math.floor(s)); return s<120? s+' s ago' : s<7200? Math.floor(s/60)+' min ago' : Math.floor(s/3600)+' h ago'; }
-function sampled(m){
-  const now=m.now||Date.now()/1000;
-  if(m.ts) return hms(m.ts)+(now-m.ts>5?' ('+age(now-m.ts)+')':'');
-  if(m.last_sample_ts) return '- (no session running; last sample '+hms(m.last_sample_ts)+', '+age(now-m.last_sample_ts)+')';
-  return '-';
-}
 async function tick(){
   try{
     const m=await (await fetch('metrics',{cache:'no-store'})).json();
-    const s=m.session||{};
-    document.getElementById('sub').textContent=(m.target||'')+' | state: '+m.state+(s.run_id?' | run '+s.run_id:'')+(s.description?' | '+s.description:'');
-    const rows=[['Messages received/s at the target',fmt(m.received_per_s,1)],
-      ['Transmission queue depth (all initiators)',fmt(m.xmitq_total)]];
-    Object.keys(m.xmitq||{}).sort().forEach(k=>rows.push(['Transmission queue depth '+k,fmt(m.xmitq[k])]));
-    rows.push(['Target queue depth',fmt(m.queue_depth)],['Activation tasks running',fmt(m.activation_tasks_running)]);
-    (m.top_waits||[]).forEach((w,i)=>rows.push(['Top wait '+(i+1)+': '+w.wait_type,fmt(w.wait_ms_per_s,1)+' ms/s']));
-    rows.push(['Sampled at',sampled(m)]);
-    document.querySelector('#t tbody').innerHTML=rows.map(r=>'<tr><td>'+esc(r[0])+'</td><td class="v">'+esc(r[1])+'</td></tr>').join('');
+    document.getElementById('sub').textContent='';
+    document.querySelector('#t tbody').innerHTML=m.rows.map(r=>'<tr><td>'+esc(r.metric)+'</td><td class="v">'+esc(r.value)+'</td></tr>').join('');
     const h=m.history||[];
     line(document.getElementById('c1'),[h.map(x=>x.received_per_s)],['#2e7d32']);
     line(document.getElementById('c2'),[h.map(x=>x.xmitq_total),h.map(x=>x.queue_depth)],['#1565c0','#ef6c00']);

@@ -54,10 +54,13 @@ def test_sampled_at_says_the_age_of_a_stale_sample():
     assert sampled_at({}) == "-"
 
 
-def test_page_shows_the_age_and_the_last_sample():
+def test_page_shows_the_tabs_rows_with_the_age_and_the_last_sample():
+    """The /ssbench/ page draws the rows /ssbench/metrics carries: the tab's (table_rows), whose
+    "Sampled at" says the age and the last sample (test_idle_clears_the_last_sample_and_keeps_its_time)."""
     from harness.web.page import PAGE
 
-    assert "last_sample_ts" in PAGE and "no session running" in PAGE and "ago" in PAGE
+    assert "m.rows.map" in PAGE and "r.metric" in PAGE and "r.value" in PAGE
+    assert "sampled" not in PAGE and "toISOString" not in PAGE   # no second rendering of the rows
 
 
 @pytest.mark.slow
