@@ -117,10 +117,10 @@ def find_runs(path: str | Path) -> list[Path]:
     return runs
 
 
-def analyze(run_dirs: list[str | Path], out: str | Path | None = None, master: str | None = None, *,
-            spark=None, threshold_pct: float | None = None, top_waits: int = 5,
-            log: Callable[[str], None] | None = None, remote: str | None = None) -> Path:
-    """Analyze ``run_dirs`` into a report directory and return the path of its index.html.
+def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, master: str | None = None, *,
+                   spark=None, threshold_pct: float | None = None, top_waits: int = 5,
+                   log: Callable[[str], None] | None = None, remote: str | None = None) -> AnalysisResult:
+    """Analyze ``run_dirs`` into a report directory; its ``index`` is the report's index.html.
 
     ``spark``: an existing SparkSession to use (kept running); otherwise one is started on
     ``master`` (default local[*]), or on the Spark Connect server ``remote`` (sc://host:port),
@@ -129,14 +129,6 @@ def analyze(run_dirs: list[str | Path], out: str | Path | None = None, master: s
     within +-it (docs/statistics.md); None: each run's own ``run.threshold_pct`` (5 when it has
     none). ``log``: progress messages (default: none).
     """
-    return analyze_result(run_dirs, out, master, spark=spark, threshold_pct=threshold_pct,
-                          top_waits=top_waits, log=log, remote=remote).index
-
-
-def analyze_result(run_dirs: list[str | Path], out: str | Path | None = None, master: str | None = None, *,
-                   spark=None, threshold_pct: float | None = None, top_waits: int = 5,
-                   log: Callable[[str], None] | None = None, remote: str | None = None) -> AnalysisResult:
-    """:func:`analyze`, returning everything it produced (:class:`AnalysisResult`)."""
     if isinstance(run_dirs, (str, Path)):
         run_dirs = [run_dirs]
     if not run_dirs:
@@ -498,8 +490,8 @@ def main(argv: list[str] | None = None) -> int:
                          "else 5)")
     args = ap.parse_args(argv)
     try:
-        path = analyze(args.run_dirs, out=args.out, master=args.master, threshold_pct=args.threshold,
-                       log=lambda m: print(f"ssbench analyze: {m}", file=sys.stderr))
+        path = analyze_result(args.run_dirs, out=args.out, master=args.master, threshold_pct=args.threshold,
+                              log=lambda m: print(f"ssbench analyze: {m}", file=sys.stderr)).index
     except UserError as e:
         print(f"ssbench: error: {e}", file=sys.stderr)
         return e.exit_code

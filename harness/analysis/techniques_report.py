@@ -1,13 +1,11 @@
 """The report's "Techniques against their baselines" section (:mod:`.techniques`).
 
 One line per comparison (primary metric's medians, gain, interval, verdict, what showed the
-mechanism at work), then how to exercise those not exercised; and the rows read back from
-``tables/technique_gains.parquet``. No Spark and no matplotlib here.
+mechanism at work), then how to exercise those not exercised. No Spark and no matplotlib here.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from .markup import run_label, table, thresholds
@@ -119,11 +117,3 @@ def section_html(rows: list[dict[str, Any]]) -> str:
             + notes + "</ul>" + table(shown, SECTION_COLUMNS)
             + ("<div class='issues'><b>Not exercised</b><ul>"
                + "".join(f"<li>{escape(n)}</li>" for n in missing) + "</ul></div>" if missing else ""))
-
-
-def load_rows(index: Path) -> list[dict[str, Any]]:
-    """The technique rows written next to a report (``tables/technique_gains.parquet``); [] when
-    the report has none."""
-    from .writer import read_table
-
-    return read_table(Path(index).parent / "tables", "technique_gains")

@@ -1,4 +1,4 @@
-"""The one writer of the analysis' tables (Parquet and CSV, from plain rows); :func:`read_table`.
+"""The one writer of the analysis' tables (Parquet and CSV, from plain rows).
 
 Columns are the rows' keys in first-seen order. Lists of scalars stay lists in Parquet;
 mappings are JSON text. In CSV a null is empty, a boolean ``true``/``false``, a nested value JSON.
@@ -77,9 +77,3 @@ def _csv_value(v: Any) -> Any:
     if isinstance(v, (list, dict)):
         return json.dumps(v)
     return v
-
-
-def read_table(tdir: Path, name: str) -> list[dict[str, Any]]:
-    """A written table's rows ([] when it was not written)."""
-    f = Path(tdir) / f"{name}.parquet"
-    return pq.read_table(f).to_pylist() if f.exists() else []

@@ -88,7 +88,7 @@ def report(spark, faulty_run):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(job, "idle_cpu", lambda: True)
         mp.setattr(job, "start_plot_helper", helper)
-        index = job.analyze([run], spark=spark, threshold_pct=THRESHOLD)
+        index = job.analyze_result([run], spark=spark, threshold_pct=THRESHOLD).index
     names = [n for n, _ in drawn if n in job.HELPER_PLOTS]
     assert names and all(f.exception() is None and f.result() for n, f in drawn if n in job.HELPER_PLOTS), drawn
     return index
@@ -388,14 +388,14 @@ def test_missing_and_corrupt_files_reported_by_name(report, faulty_run):
 
 
 def test_unknown_or_empty_dir_is_a_user_error(spark, tmp_path):
-    from harness.analysis.job import analyze
+    from harness.analysis.job import analyze_result
     from harness.errors import UserError
 
     with pytest.raises(UserError, match="not a run directory"):
-        analyze([tmp_path / "nope"], spark=spark)
+        analyze_result([tmp_path / "nope"], spark=spark)
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="no complete repetition"):
-        analyze([tmp_path / "empty"], spark=spark)
+        analyze_result([tmp_path / "empty"], spark=spark)
 
 
 # --------------------------------------------------------------------------- plots and HTML
@@ -459,9 +459,9 @@ def test_plots_are_pngs_referenced_by_index(report):
 
 
 def test_single_value_axes_and_absent_strategies(spark, tiny_run, tmp_path):
-    from harness.analysis.job import analyze
+    from harness.analysis.job import analyze_result
 
-    index = analyze([tiny_run], out=tmp_path / "rep", spark=spark)
+    index = analyze_result([tiny_run], out=tmp_path / "rep", spark=spark).index
     html = index.read_text()
     assert index.parent == (tmp_path / "rep").resolve()
     assert "skipped: the run has no 150 trick" in html
@@ -472,7 +472,7 @@ def test_single_value_axes_and_absent_strategies(spark, tiny_run, tmp_path):
     for s in srcs:
         assert (index.parent / s).read_bytes()[:8] == PNG_SIG
     # analyzing again replaces the previous report
-    again = analyze([tiny_run], out=tmp_path / "rep", spark=spark)
+    again = analyze_result([tiny_run], out=tmp_path / "rep", spark=spark).index
     assert again == index
 
 

@@ -18,7 +18,6 @@ import sys
 import pytest
 import yaml
 
-from harness.analysis.techniques_report import load_rows
 from support.embedded import REPO
 from support.summaries import read as read_summary
 
@@ -76,7 +75,7 @@ def test_the_short_waitfor_churns_tasks_inside_the_window_and_the_report_judges_
 
     # the Spark analysis reads the engagement and judges the block on latency, lower is better
     result = analyze_result([out], out=tmp_path / "report", spark=spark)
-    rows = [x for x in load_rows(result.index) if x["axis"] == "waitfor_timeout_ms"]
+    rows = [x for x in result.techniques if x["axis"] == "waitfor_timeout_ms"]
     primary = [x for x in rows if x["primary"]]
     assert len(primary) == 1, rows
     (g,) = primary
