@@ -199,17 +199,28 @@ def _fix_titles(fig) -> list:
 
 
 def _grid(nrows: int, ncols: int, w: float = 4.6, h: float = 3.6, sharey: bool | str = False,
-          right_in: float = 0.25):
+          right_in: float = 0.25, left_in: float = 0.85, bottom_in: float = 0.6, hspace: float = 0.5, **kw):
     """A figure of nrows x ncols panels of about w x h inches, with fixed margins in inches
-    (a layout engine would cost every figure an extra full draw when saved)."""
-    left_in, bottom_in, top_in = 0.85, 0.6, TITLE_TOP_IN     # y label, x label, two-line title
+    (room for the y label, the x label and a two-line title; a layout engine would cost every
+    figure an extra full draw when saved). ``kw``: subplots' other arguments (sharex)."""
     width = max(6.4, w * ncols) + right_in
     height = h * nrows + 0.5
     fig = Figure(figsize=(width, height))
-    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=sharey)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=sharey, **kw)
     fig.subplots_adjust(left=left_in / width, right=1 - right_in / width, bottom=bottom_in / height,
-                        top=1 - top_in / height, wspace=0.12 if sharey else 0.28, hspace=0.5)
+                        top=1 - TITLE_TOP_IN / height, wspace=0.12 if sharey else 0.28, hspace=hspace)
     return fig, axes
+
+
+def _from_zero(axes) -> None:
+    """The panels' y axes from 0 to one top, with room above the highest point's marker."""
+    top = max(ax.get_ylim()[1] for ax in axes) * 1.06
+    for ax in axes:
+        ax.set_ylim(0, top)
+
+
+def _initiators(i: int) -> str:
+    return f"{i} initiator{'s' if i != 1 else ''}"
 
 
 LEGEND_IN = 2.6              # width reserved right of the panels for a legend, inches
@@ -297,13 +308,11 @@ def throughput(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
                 _points(ax, [r["total_threads"] for r in prow], [_num(r["receive_rate_mean"]) for r in prow],
                         [r["n"] for r in prow], colors[p[0]], lo=[r.get("receive_rate_ci_low") for r in prow],
                         hi=[r.get("receive_rate_ci_high") for r in prow], label=_payload_label(p[0]))
-            ax.set_title(f"{i} initiator{'s' if i > 1 else ''}")
+            ax.set_title(_initiators(i))
             ax.set_xlabel("total client threads (initiators × threads)")
             ax.grid(alpha=0.3)
             _x_ticks(ax, [r["total_threads"] for r in sub])
-        top = max(ax.get_ylim()[1] for ax in axes[0]) * 1.06   # room above the highest point's marker
-        for ax in axes[0]:
-            ax.set_ylim(0, top)
+        _from_zero(axes[0])
         axes[0][0].set_ylabel("messages/s processed by the target")
         _legend_right(fig, axes[0], title="median of repetitions,\n95 % interval bars", extra=[_hollow_note()])
         title = f"Messages/s processed by one target — {strategy_label(strategy)}, {ctx.server_label(server)}"
@@ -358,15 +367,13 @@ def strategy_gain(perms: list[Row], gains: list[Row], cross: list[Row], ctx: Run
                             and cr["crossover_total_threads"] is not None:
                         axg.axvline(cr["crossover_total_threads"], color=col, ls=":", lw=1)
             axg.axhline(0, color="black", lw=0.6)
-            ax.set_title(f"{i} initiator{'s' if i > 1 else ''}")
+            ax.set_title(_initiators(i))
             for a in (ax, axg):
                 a.grid(alpha=0.3)
                 _x_ticks(a, [g["total_threads"] for g in grows if g["initiators"] == i])
             axg.set_xlabel("total client threads (initiators × threads)")
             axg.margins(y=0.15)
-        top = max(ax.get_ylim()[1] for ax in axes[0]) * 1.06   # room above the highest point's marker
-        for ax in axes[0]:
-            ax.set_ylim(0, top)
+        _from_zero(axes[0])
         axes[0][0].set_ylabel("messages/s processed by the target")
         axes[1][0].set_ylabel(f"gain of {strategy} over per_thread (%)")
         from matplotlib.patches import Patch
@@ -409,7 +416,7 @@ def wait_profile(perms: list[Row], waits: list[Row], ctx: RunContext, out_dir: P
         wcolor = {w: cmap(i) for i, w in enumerate(kept)}
         strategies = sorted({r["dialogs"] for r in rows}, key=lambda s: (STRATEGY_ORDER.get(s, 9), s))
         inits = sorted({r["initiators"] for r in rows})
-        fig, axes = _grid(len(strategies), len(inits), h=3.0, sharey=True, right_in=2.1)
+        fig, axes = _grid(len(strategies), len(inits), h=3.0, sharey=True, right_in=LEGEND_IN)
         for a, s in enumerate(strategies):
             for c, i in enumerate(inits):
                 ax = axes[a][c]
@@ -429,16 +436,13 @@ def wait_profile(perms: list[Row], waits: list[Row], ctx: RunContext, out_dir: P
                     ax.text(x, b, STAGE_MARKS.get(r.get("limit_stage"), "?"), ha="center",
                             va="bottom", fontsize=7)
                 ax.set_xticks(xs, labels)
-                ax.set_title(f"{strategy_label(s)}, {i} initiator{'s' if i > 1 else ''}", fontsize=9)
+                ax.set_title(f"{strategy_label(s)}, {_initiators(i)}", fontsize=9)
                 ax.set_xlabel("client threads per initiator")
                 ax.grid(axis="y", alpha=0.3)
                 ax.margins(y=0.12)
             axes[a][0].set_ylabel("wait time (ms per second)")
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="center right", fontsize=8,
-                   title="wait type\n(the limit above bars:\nCL client, SD SEND,\nTX transmission, RC receive,\n"
-                         "PR processing, CPU server\nCPU, OL offered load)",
-                   title_fontsize=7)
+        _legend_right(fig, [axes[0][0]], fontsize=8, title="wait type\n(the limit above bars:\nCL client, SD SEND,\n"
+                      "TX transmission, RC receive,\nPR processing, CPU server\nCPU, OL offered load)")
         title = f"Top waits per thread count — {ctx.server_label(server)}, {_payload_label(payload)}"
         out.append(_finish(fig, ctx, out_dir, section, title, "waits", ctx.run_id, server))
     return out
@@ -498,17 +502,13 @@ def send_vs_receive(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Pl
     top = max(max(r["send_rate_median"], r["receive_rate_median"]) for r in rows) * 1.05 or 1.0
     ax.plot([0, top], [0, top], color="grey", lw=1, ls="--", label="receive = send")
     for (s, i), srows in sorted(group_by(rows, "dialogs", "initiators").items()):
-        col = STRATEGY_COLOR.get(s)
-        face = [col if (r["n"] or 0) >= MIN_REPS else "white" for r in srows]   # hollow: < 3 repetitions
-        ax.scatter([r["send_rate_median"] for r in srows], [r["receive_rate_median"] for r in srows], s=18,
-                   marker=markers[i], c=face, edgecolors=col, alpha=0.8,
-                   label=f"{s}, {i} initiator{'s' if i > 1 else ''}")
         srows.sort(key=lambda r: r["total_threads"])
         ratio = [100.0 * r["receive_rate_median"] / r["send_rate_median"] if r["send_rate_median"] else float("nan")
                  for r in srows]
-        face = [col if (r["n"] or 0) >= MIN_REPS else "white" for r in srows]
-        ax2.scatter([r["total_threads"] for r in srows], ratio, s=18, marker=markers[i], c=face, edgecolors=col,
-                    alpha=0.8, label=f"{s}, {i} initiator{'s' if i > 1 else ''}")
+        for a, xs, ys in ((ax, [r["send_rate_median"] for r in srows], [r["receive_rate_median"] for r in srows]),
+                          (ax2, [r["total_threads"] for r in srows], ratio)):
+            _points(a, xs, ys, [r["n"] for r in srows], STRATEGY_COLOR.get(s), marker=markers[i], ls="none",
+                    alpha=0.8, label=f"{s}, {_initiators(i)}")
     ax2.axhline(100, color="grey", lw=1, ls="--")
     ax.set_xlabel("SENDs/s (median)")
     ax.set_ylabel("messages/s processed by the target (median)")
@@ -556,7 +556,7 @@ def latency(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
                 ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
                 ax.yaxis.set_minor_formatter(NullFormatter())
                 ax.grid(alpha=0.3, which="both")
-                ax.set_title(f"{name} latency, {i} initiator{'s' if i > 1 else ''}", fontsize=9)
+                ax.set_title(f"{name} latency, {_initiators(i)}", fontsize=9)
                 ax.set_xlabel("total client threads (initiators × threads)")
                 _x_ticks(ax, [r["total_threads"] for r in rows if r["initiators"] == i])
         if not any_data:

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
-from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .plots import (LEGEND_IN, TITLE_TOP_IN, Plot, Row, RunContext, _finish, _hollow_note, _legend_right, _num,
-                    _points)
+from .plots import (LEGEND_IN, STRATEGY_COLOR, TITLE_TOP_IN, Plot, Row, RunContext, _finish, _grid, _hollow_note,
+                    _legend_right, _num, _points)
 
 
 def runs_comparison(perms: list[Row], contexts: list[RunContext], out_dir: Path) -> list[Plot]:
@@ -29,11 +28,9 @@ def runs_comparison(perms: list[Row], contexts: list[RunContext], out_dir: Path)
         order.setdefault(r["perm_id"], (r.get("perm_index") or 0, r["perm_id"]))
     ids = sorted(order, key=lambda k: order[k])
     pos = {p: k for k, p in enumerate(ids)}
-    width = min(40.0, max(8.0, 0.24 * len(ids)))
-    fig = Figure(figsize=(width + LEGEND_IN, 8.2))
-    axes = fig.subplots(2, 1, sharex=True)
-    fig.subplots_adjust(left=0.85 / (width + LEGEND_IN), right=1 - LEGEND_IN / (width + LEGEND_IN),
-                        bottom=2.2 / 8.2, top=1 - TITLE_TOP_IN / 8.2, hspace=0.15)
+    fig, grid = _grid(2, 1, w=min(40.0, max(8.0, 0.24 * len(ids))), h=3.85, right_in=LEGEND_IN, bottom_in=2.2,
+                      hspace=0.15, sharex=True)
+    axes = [row[0] for row in grid]
     cmap = matplotlib.colormaps["tab10"]
     step = 0.6 / max(1, len(run_ids) - 1)
     for k, c in enumerate(contexts):
@@ -82,10 +79,8 @@ def technique_gains(rows: list[Row], ctx: RunContext, out_dir: Path, threshold_p
         labels = [f"{axis} = {r['value']} vs {r['baseline_value']}\n{r['threads']} thr, {r['dialogs']}, "
                   f"{r['payload_bytes']} B" + (f", rate {r['rate']:g}/s" if r.get("rate") else "")
                   + (f", {r['context']}" if r["context"] else "") for r in pts]
-        height = max(2.8, 0.55 * len(pts) + 1.8)
-        fig = Figure(figsize=(11.0, height))
-        ax = fig.subplots()
-        fig.subplots_adjust(left=0.42, right=0.97, bottom=0.9 / height, top=1 - TITLE_TOP_IN / height)
+        fig, ((ax,),) = _grid(1, 1, w=10.7, h=max(2.3, 0.55 * len(pts) + 1.3), left_in=4.6, right_in=0.3,
+                              bottom_in=0.9)
         ax.axvspan(-threshold_pct, threshold_pct, color="#eeeeee", zorder=0)
         ax.axvline(0, color="black", lw=0.6)
         for k, r in enumerate(pts):
@@ -128,18 +123,14 @@ def open_loop(reps: list[dict[str, Any]], run_path: Path, ctx: RunContext, out_d
         fig.subplots_adjust(top=1 - TITLE_TOP_IN / 5.6)
         title = "Latency against achieved throughput, one curve per dialog strategy (hollow: fell behind)"
         out.append(_finish(fig, ctx, out_dir, section, title, "open_loop_latency", ctx.run_id))
-    fig = Figure(figsize=(7.5, 5.6))
-    ax = fig.subplots()
-    fig.subplots_adjust(top=1 - TITLE_TOP_IN / 5.6, left=0.12, right=0.97, bottom=0.11)
+    fig, ((ax,),) = _grid(1, 1, w=7.25, h=5.1)
     top = max(max(r["offered_rate"], r["throughput"] or 0) for r in rows) * 1.08
     ax.plot([0, top], [0, top], color="black", lw=0.6, label="achieved = offered")
-    cmap = matplotlib.colormaps["tab10"]
-    for k, dialogs in enumerate(sorted({r["dialogs"] for r in rows})):
-        pts = sorted((r for r in rows if r["dialogs"] == dialogs), key=lambda r: r["offered_rate"])
-        for r in pts:
-            ax.plot([r["offered_rate"]], [r["throughput"]], "o", color=cmap(k % 10),
-                    markerfacecolor="none" if r["behind"] else cmap(k % 10))
-        ax.plot([], [], "o", color=cmap(k % 10), label=dialogs)
+    for dialogs in sorted({r["dialogs"] for r in rows}):
+        c = STRATEGY_COLOR.get(dialogs, "#555555")
+        for r in (r for r in rows if r["dialogs"] == dialogs):
+            ax.plot([r["offered_rate"]], [r["throughput"]], "o", color=c, markerfacecolor="none" if r["behind"] else c)
+        ax.plot([], [], "o", color=c, label=dialogs)
     ax.set_xlim(0, top)
     ax.set_ylim(0, top)
     ax.set_xlabel("offered SENDs per second (all initiators)")
@@ -162,9 +153,7 @@ def backlog_drain(reps: list[dict[str, Any]], ctx: RunContext, out_dir: Path) ->
             if r.get("drain_rate")]
     if not rows:
         return []
-    fig = Figure(figsize=(8.5, 5.4))
-    ax = fig.subplots()
-    fig.subplots_adjust(top=1 - TITLE_TOP_IN / 5.4, left=0.12, right=0.97, bottom=0.11)
+    fig, ((ax,),) = _grid(1, 1, w=8.25, h=4.9)
     cmap = matplotlib.colormaps["tab10"]
     series: dict[tuple, dict[int, list[float]]] = {}
     for top, readers, dialogs, rate in rows:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..results.fields import axis_names
 from ..verdicts import scaling as S
-from .plots import (LEGEND_IN, STRATEGY_COLOR, STRATEGY_ORDER, Plot, RunContext, _finish, _grid, _legend_right,
-                    strategy_label)
+from .plots import (LEGEND_IN, STRATEGY_COLOR, STRATEGY_ORDER, Plot, RunContext, _finish, _grid, _initiators,
+                    _legend_right, strategy_label)
 
 SECTION = "How far it scales (Universal Scalability Law)"
 
@@ -79,7 +79,7 @@ def _figure(keys: list[tuple], panels: dict[tuple, list[S.Sweep]], title: str, c
         top, bottom = axes[0][col], axes[1][col]
         for s in sorted(group, key=lambda s: (STRATEGY_ORDER.get(s.first.get("dialogs"), 9), str(s.first.get("dialogs")))):
             _sweep(top, bottom, s)
-        top.set_title(f"{key[at]} initiator{'s' if key[at] != 1 else ''}", fontsize=9)
+        top.set_title(_initiators(key[at]), fontsize=9)
         for ax in (top, bottom):
             ax.set_xscale("log", base=2)
             ticks = sorted({n for s in group for n in s.threads})

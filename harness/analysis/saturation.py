@@ -16,15 +16,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-import matplotlib
 from matplotlib.figure import Figure
 
 from ..results import RunReader
 from ..results.fields import axis_names
+from .plots import STRATEGY_COLOR
 
-matplotlib.use("Agg")
-
-STRATEGY_COLOR = {"per_thread": "#d62728", "trick150": "#1f77b4", "shared": "#2ca02c"}
 #: axes that do not make a new curve (the rate is the curve's x)
 NOT_A_CURVE = {"rate", "total_threads", *axis_names("strategy")}
 
