@@ -1,9 +1,11 @@
-"""Dialog-strategy comparisons with their uncertainty, on the driver (plain Python rows).
+"""The judged comparisons' tables, on the driver (plain Python rows).
 
 From the permutations table's repetitions and rates: :func:`rate_intervals` (each throughput
 point's geometric mean with its t interval), :func:`dialog_gains` (the judged dialog-strategy
-comparisons, docs/statistics.md) and :func:`crossover` (the thread count from which a strategy
-pays, as the key table's "pays from").
+comparisons, docs/statistics.md), :func:`crossover` (the thread count from which a strategy
+pays, as the key table's "pays from") and :func:`technique_gains` (each technique against its
+baseline on every metric its axis moves, or "not exercised": the axes are
+:data:`harness.verdicts.techniques.TECHNIQUE_AXES`, each metric judged by the stopping rule).
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ import math
 from collections import Counter, defaultdict
 from typing import Any
 
-from ..verdicts import VERDICTS, Judged, pays_from
-from ..verdicts.pairs import GAIN_KEYS
-from ..verdicts import MIN_REPS
+from ..results import median, number
+from ..verdicts import MIN_REPS, TECHNIQUE_AXES, VERDICTS, Judged, engaged, judge_metric, pays_from
+from ..verdicts.comparison_metrics import METRIC_BY_NAME, Metric
 from ..verdicts.estimate import mean_interval
-from ..verdicts.comparison_metrics import METRIC_BY_NAME
-from ..verdicts.pairs import samples
+from ..verdicts.pairs import GAIN_KEYS, kept_out, samples
+from ..verdicts.techniques import VALUE_BY_NAME, repetitions
 
 #: a strategy's crossover is found along the thread counts of everything else equal
 CROSS_KEYS = tuple(k for k in GAIN_KEYS if k != "threads") + ("strategy",)
@@ -36,28 +38,33 @@ def rate_intervals(perms: list[dict[str, Any]], synthetic_runs: set[str], confid
             p[f"{m}_ci_low"], p[f"{m}_ci_high"] = ci if ci else (None, None)
 
 
+def outcome_columns(j: Judged, o=None) -> dict[str, Any]:
+    """A judged comparison's columns: its outcome (``o``: another metric's, judged alike) with
+    ``n``/``baseline_n``, the repetitions the verdict rests on, and ``kept_out``, those left out
+    of it (both sides)."""
+    o = o or j.outcome
+    return {"n": o.n_treatment, "baseline_n": o.n_baseline, "gain_pct": o.gain_pct, "gain_ci_low_pct": o.ci_low_pct,
+            "gain_ci_high_pct": o.ci_high_pct, "verdict": o.verdict, "confidence": o.confidence, "look": o.look,
+            "kept_out": len(kept_out(j.pairing.treatment)) + len(kept_out(j.pairing.baseline)),
+            "reason": o.reason or None, "threshold_pct": j.rule.threshold_pct}
+
+
 def dialog_gains(judged: list[Judged]) -> list[dict[str, Any]]:
     """Rows of the ``dialog_gains`` table from the judged comparisons: the dialog strategies' (each
-    against one dialog per thread with everything else equal). ``n``/``baseline_n`` are the
-    repetitions the verdict rests on, ``kept_out`` those left out of it (both sides)."""
-    from ..verdicts.pairs import kept_out
-
+    against one dialog per thread with everything else equal)."""
     rows = []
     for j in judged:
         if j.pairing.family != "strategy":
             continue
-        p, b, c = j.pairing.treatment, j.pairing.baseline, j.outcome
+        p, b = j.pairing.treatment, j.pairing.baseline
         bs, s = b.get("send_rate_median"), p.get("send_rate_median")
         rows.append({
             **{k: p.get(k) for k in GAIN_KEYS}, "synthetic": bool(p.get("synthetic")),
             "strategy": p["dialogs"], "total_threads": p["total_threads"], "perm_id": p["perm_id"],
-            "baseline_perm_id": b["perm_id"], "n": c.n_treatment, "baseline_n": c.n_baseline,
+            "baseline_perm_id": b["perm_id"], **outcome_columns(j),
             "baseline_receive_rate": b.get("receive_rate_median"), "receive_rate": p.get("receive_rate_median"),
-            "gain_pct": c.gain_pct, "gain_ci_low_pct": c.ci_low_pct, "gain_ci_high_pct": c.ci_high_pct,
-            "verdict": c.verdict, "baseline_send_rate": bs, "send_rate": s,
+            "baseline_send_rate": bs, "send_rate": s,
             "send_gain_pct": 100.0 * (s / bs - 1.0) if s is not None and bs else None,
-            "confidence": c.confidence, "look": c.look, "kept_out": len(kept_out(p)) + len(kept_out(b)),
-            "reason": c.reason or None, "threshold_pct": j.rule.threshold_pct,
         })
     return rows
 
@@ -93,3 +100,54 @@ def crossover(gains: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "threshold_pct": last["threshold_pct"],
         })
     return out
+
+
+def _median_of(row: dict[str, Any], metric: Metric) -> float | None:
+    return median([v for _, v in samples(row, metric)])
+
+
+def _shown(row: dict[str, Any], name: str) -> float | None:
+    return median([v for v in (number(r.get(name)) for r in repetitions(row)) if v is not None])
+
+
+def _metric_rows(j: Judged) -> list[dict[str, Any]]:
+    """One row per metric of the comparison's axis: the primary's outcome is the judged one
+    (the key table's), the others judged alike."""
+    pair = j.pairing
+    ax = TECHNIQUE_AXES[pair.axis]
+    spec = ax.engagement
+    ok, t_amount, b_amount = engaged(pair.axis, pair.treatment, pair.baseline, pair.base_raw)
+    rows = []
+    for k, m in enumerate(ax.metrics):
+        rows.append({
+            "metric": m.name, "metric_label": m.text, "primary": k == 0, "lower_is_better": not m.higher_is_better,
+            **outcome_columns(j, j.outcome if k == 0 else judge_metric(pair, m, j.rule)),
+            "baseline_median": _median_of(pair.baseline, VALUE_BY_NAME.get(m.baseline or "", m)),
+            "median": _median_of(pair.treatment, m), "exercised": ok,
+            "engagement": spec.words if spec else None, "engagement_value": t_amount,
+            "baseline_engagement": b_amount, "how_to_exercise": spec.how if spec and ok is False else None,
+            "shown_metric": ax.shown, "baseline_shown": _shown(pair.baseline, ax.shown) if ax.shown else None,
+            "shown": _shown(pair.treatment, ax.shown) if ax.shown else None,
+        })
+    return rows
+
+
+def technique_gains(judged: list[Judged]) -> list[dict[str, Any]]:
+    """Rows of the ``technique_gains`` table from the judged technique comparisons (in the order of
+    :func:`~harness.verdicts.pairs.technique_pairings`), one per metric the axis moves, primary
+    first. ``judged``: :func:`harness.verdicts.judge_all` on permutation rows carrying their
+    repetitions' values (:func:`harness.verdicts.permutation_rows`). Axes absent from the runs
+    (or with one value) give no rows."""
+    rows: list[dict[str, Any]] = []
+    for j in judged:
+        if j.pairing.family != "technique":
+            continue
+        pair = j.pairing
+        p, base = pair.treatment, pair.baseline
+        head = {"run_id": p["run_id"], "synthetic": bool(p.get("synthetic")), "axis": pair.axis,
+                "value": pair.value, "baseline_value": pair.baseline_value, "server": p.get("server"),
+                "initiators": p.get("initiators"), "threads": p.get("threads"), "dialogs": p.get("dialogs"),
+                "payload_bytes": p.get("payload_bytes"), "rate": number(p.get("rate")), "context": pair.context,
+                "perm_id": p["perm_id"], "baseline_perm_id": base["perm_id"]}
+        rows += [{**head, **r} for r in _metric_rows(j)]
+    return rows

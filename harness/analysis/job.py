@@ -23,7 +23,7 @@ from typing import Any, Callable
 if __package__ in (None, ""):  # spark-submit harness/analysis/job.py: make `harness` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness.analysis import diagnosis, diagnosis_view, discovery, plots, report, scaling, techniques  # noqa: E402
+from harness.analysis import diagnosis, diagnosis_view, discovery, plots, report, scaling  # noqa: E402
 from harness.analysis import comparisons as C, tables as T  # noqa: E402
 from harness.analysis.writer import write_arrow, write_table  # noqa: E402
 from harness.errors import DiskFull, UserError, full_disk  # noqa: E402
@@ -301,7 +301,7 @@ def judge_runs(disc: discovery.Discovery, perms: list[dict[str, Any]], threshold
     cross = T.sort_rows(C.crossover(gains), "crossover")
     answer = key_answer(judged, [r.run_id for r in disc.runs], {r.run_id: r.meta.get("auto") for r in disc.runs},
                         report=str(index))
-    return rules, gains, cross, techniques.technique_gains(judged), answer
+    return rules, gains, cross, C.technique_gains(judged), answer
 
 
 #: Plots drawn by the helper process (about half the drawing time); the rest in this process.

@@ -64,7 +64,7 @@ VERDICT_COLOURS = {"gain": "#2ca02c", "loss": "#d62728", "no difference": "#7f7f
 
 
 def technique_gains(rows: list[Row], ctx: RunContext, out_dir: Path, threshold_pct: float) -> list[Plot]:
-    """One figure per technique axis of the run (harness.analysis.techniques): each technique
+    """One figure per technique axis of the run (harness.analysis.comparisons.technique_gains): each technique
     value's gain in the axis' primary metric over its baseline (in the metric's better
     direction: for a latency a gain is a fall), everything else equal, with its interval (the
     stopping rule's); coloured by verdict (green only for a gain the interval supports); none

@@ -1,4 +1,4 @@
-"""The report's "Techniques against their baselines" section (:mod:`.techniques`).
+"""The report's "Techniques against their baselines" section (:func:`.comparisons.technique_gains`).
 
 One line per comparison (primary metric's medians, gain, interval, verdict, what showed the
 mechanism at work), then how to exercise those not exercised. No Spark and no matplotlib here.

@@ -1,4 +1,4 @@
-"""Technique axes against their baselines (harness.analysis.techniques, judged by
+"""Technique axes against their baselines (harness.analysis.comparisons.technique_gains, judged by
 harness.verdicts): pure Python on permutation and repetition rows shaped as the Spark tables give
 them (every axis column present, null for the axis' default; one repetition row per summary,
 with its number and status)."""
@@ -10,7 +10,7 @@ import io
 import numpy as np
 import pytest
 
-from harness.analysis.techniques import technique_gains
+from harness.analysis.comparisons import technique_gains
 from harness.analysis.techniques_report import comparisons, section_html
 from harness.verdicts import (NOT_EXERCISED, TECHNIQUE_AXES, Rule, judge, judge_all, key_answer,
                               permutation_rows)
