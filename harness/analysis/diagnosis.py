@@ -175,10 +175,12 @@ def _growth_text(name: str, g: Any) -> str:
             f"({_rate(g['first'])} -> {_rate(g['last'])} messages)")
 
 
-def _readers(s: Row) -> tuple[float | None, int | None]:
+def _readers(s: Row) -> tuple[float | None, int | None, str]:
+    """The readers running, their limit, and the two in words."""
     running = number(s["activation_tasks_running"])
     limit = s["activation_max_readers"] or s["max_queue_readers"]
-    return running, limit
+    return running, limit, (f"{running:.1f} of {limit} readers running" if running is not None
+                            else f"MAX_QUEUE_READERS {limit}")
 
 
 def _downstream(s: Row, send: float) -> list[Finding]:
@@ -209,13 +211,11 @@ def _receive_side(s: Row, send: float) -> list[Finding]:
     g = s["queue_depth_growth"]
     strength = g["per_s"] / (GROWTH_MIN_SHARE * send)
     base = f"{_growth_text('target queue', g)} while SEND ran {_rate(send)} msg/s"
-    running, limit = _readers(s)
+    running, limit, reader_text = _readers(s)
     busy = number(s["procedure_busy"])
     readers = max(running or 0.0, 1.0) if running is not None else float(limit or 1)
     share = busy / readers if busy is not None else None
-    reader_text = (f"{running:.1f} of {limit} readers running" if running is not None and limit
-                   else f"MAX_QUEUE_READERS {limit}")
-    detail, remedy, why = _receive_reason(s, running, limit)
+    detail, remedy, why = _receive_reason(s)
     proc = f"; the procedure's own work only {_pct(share)} of their time" if share is not None else ""
     per = f"{s['procedure_us_per_message']:,.0f} µs per message" if s['procedure_us_per_message'] else "its work"
 
@@ -235,7 +235,7 @@ def _receive_side(s: Row, send: float) -> list[Finding]:
     return [processing(1.0), receive(0.99)] if share >= 0.5 else [receive(1.0), processing(0.99)]
 
 
-def _receive_reason(s: Row, running: float | None, limit: int | None) -> tuple[str, str, str]:
+def _receive_reason(s: Row) -> tuple[str, str, str]:
     """(detail, remedy key, evidence) of a receive-bound repetition, in the paper's order."""
     waitfor, monitor = s["waitfor_timeout_ms"], s["monitor_interval_seconds"]
     started = number(s["activation_tasks_started_per_s"]) or 0.0
@@ -243,7 +243,7 @@ def _receive_reason(s: Row, running: float | None, limit: int | None) -> tuple[s
     hits = number(s["activation_task_limit_per_s"])
     at_max = (number(s["activation_at_max_share"]) or 0.0) >= 0.5 or (hits or 0.0) > 0
     per_receive = number(s["messages_per_receive"])
-    readers = f"{running:.1f} of {limit} readers running" if running is not None else f"MAX_QUEUE_READERS {limit}"
+    running, limit, readers = _readers(s)
     if latch and running and latch / running >= WAITFOR_LATCH_MS_PER_READER:
         return ("readers queue on the WAITFOR manager latch", "fewer_readers",
                 f"{WAITFOR_LATCH} {latch:,.0f} ms/s over {readers}")
@@ -519,7 +519,7 @@ def remedy_for(f: Finding, s: Row) -> Remedy:
     """The finding's remedy; processing with readers already 2 per core asks for less work."""
     r = REMEDIES[f.remedy]
     if f.stage == "processing":
-        _, limit = _readers(s)
+        _, limit, _ = _readers(s)
         cores = s["host_cpus"] if s["server_on_host"] else None
         if limit and cores and limit >= 2 * cores:
             return Remedy("less work per message: set-based processing, or the work moved out of the "

@@ -36,10 +36,6 @@ class FoundRun:
     target_label: str | None = None
 
     @property
-    def status(self) -> str | None:
-        return self.meta.get("status")
-
-    @property
     def target(self) -> dict[str, Any]:
         t = self.meta.get("target")
         return t if isinstance(t, dict) else {}
@@ -77,9 +73,6 @@ class Discovery:
     @property
     def samples_bytes(self) -> int:
         return sum(r.samples_bytes for r in self.reps)
-
-    def run(self, run_id: str) -> FoundRun:
-        return next(r for r in self.runs if r.run_id == run_id)
 
 
 def is_run_dir(path: Path) -> bool:
