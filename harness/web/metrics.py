@@ -15,6 +15,11 @@ from collections import deque
 from ..metrics.live import RecentWaits
 
 HISTORY = 180          # ticks kept for the page's chart
+#: the snapshot's fields from one tick's samples: (family, metric, key)
+TICK_FIELDS = {"received_per_s": ("throughput", "received_per_s", ""),
+               "processed_total": ("throughput", "processed_total", ""), "xmitq_total": ("queues", "xmitq_total", ""),
+               "queue_depth": ("queues", "depth", "queue"), "activation_tasks_running": ("activation", "tasks_running", ""),
+               "server_cpu_percent": ("host", "cpu_percent", "server"), "client_cpu_percent": ("host", "cpu_percent", "client")}
 
 
 class LiveMetrics:
@@ -53,26 +58,10 @@ class LiveMetrics:
 
     def on_tick(self, samples) -> None:
         """Sampler callback (one tick's samples)."""
-        snap: dict = {"ts": time.time(), "received_per_s": None, "processed_total": None, "xmitq": {},
-                      "xmitq_total": None, "queue_depth": None, "activation_tasks_running": None,
-                      "top_waits": [], "server_cpu_percent": None, "client_cpu_percent": None}
-        for s in samples:
-            f, m, k, v = s.family, s.metric, s.key, s.value
-            if f == "throughput" and m == "received_per_s":
-                snap["received_per_s"] = v
-            elif f == "throughput" and m == "processed_total":
-                snap["processed_total"] = v
-            elif f == "queues" and m == "depth":
-                if k == "queue":
-                    snap["queue_depth"] = v
-                elif k.startswith("xmitq."):
-                    snap["xmitq"][k.split(".", 1)[1]] = v
-            elif f == "queues" and m == "xmitq_total":
-                snap["xmitq_total"] = v
-            elif f == "activation" and m == "tasks_running":
-                snap["activation_tasks_running"] = v
-            elif f == "host" and m == "cpu_percent" and k in ("server", "client"):
-                snap[f"{k}_cpu_percent"] = v
+        got = {(x.family, x.metric, x.key): x.value for x in samples}
+        snap: dict = {"ts": time.time(), **{name: got.get(key) for name, key in TICK_FIELDS.items()},
+                      "xmitq": {k.split(".", 1)[1]: v for (f, m, k), v in got.items()
+                                if (f, m) == ("queues", "depth") and k.startswith("xmitq.")}}
         with self._lock:
             self._waits.add(samples)
             snap["top_waits"] = [{"wait_type": k, "wait_ms_per_s": round(v, 2)} for k, v in self._waits.top()]
