@@ -84,14 +84,31 @@ def limit_moves(diags: list[Diagnosis]) -> list[dict[str, Any]]:
 def terminal_text(diags: list[Diagnosis], width: int = 100, group_above: int = GROUP_ABOVE) -> str:
     """The diagnosis as plain text: per permutation its limit, confidence, evidence and what to
     try, then where the limit moves with the thread count; above ``group_above`` permutations
-    the grouped summary instead (:func:`grouped_text`)."""
+    the grouped summary instead: each limit, how many permutations it holds (with a few of
+    their ids) and its remedy, once (the detail is in the report and ``--json``)."""
     if not diags:
         return ""
-    if len(diags) > group_above:
-        return grouped_text(diags, width)
     wrap = lambda head, text: textwrap.fill(text, width, initial_indent=head,  # noqa: E731
                                             subsequent_indent=" " * len(head))
-    lines = ["", "What limits throughput, and what to try (docs/diagnosis.md)", *_emulation_lines(diags)]
+    title = "What limits throughput, and what to try (docs/diagnosis.md)"
+    emulation = [f"  ({engine} emulation: the limits found are the emulation's, not SQL Server's)"
+                 for engine in sorted({d.emulation for d in diags if d.emulation})]
+    moves = limit_moves(diags)
+    if len(diags) > group_above:
+        groups = group_by_limit(diags)
+        lines = ["", f"{title}: {len(diags)} permutations, {len(groups)} limit{'s' if len(groups) != 1 else ''}",
+                 *emulation]
+        for g in groups:
+            lines.append(f"{g.limit}: {g.count} permutation{'s' if g.count != 1 else ''}  [{g.confidences()}]")
+            lines.append(wrap("    e.g. ", g.examples()))
+            if g.remedy:
+                lines.append(wrap("    try: ", remedy_text(g.remedy)))
+        lines.append(wrap("", "Each permutation's evidence and confidence"
+                              + (f", and where the limit moves with the thread count ({len(moves)} series)"
+                                 if moves else "")
+                              + ": the report, tables/diagnosis.csv and --json."))
+        return "\n".join(lines)
+    lines = ["", title, *emulation]
     for d in diags:
         reps = f"{d.reps} repetition{'s' if d.reps != 1 else ''}"
         lines.append(f"{d.perm_id}: {d.limit}  [{d.confidence}, {reps}]")
@@ -101,37 +118,10 @@ def terminal_text(diags: list[Diagnosis], width: int = 100, group_above: int = G
             lines.append(wrap("    also fired: ", d.also))
         if d.remedy:
             lines.append(wrap("    try: ", remedy_text(d.remedy)))
-    moves = limit_moves(diags)
     if moves:
         lines.append("Where the limit moves with the thread count:")
         for m in moves:
             lines.append(wrap("  ", f"{m['context']}: {m['moves']}"))
-    return "\n".join(lines)
-
-
-def _emulation_lines(diags: list[Diagnosis]) -> list[str]:
-    return [f"  ({engine} emulation: the limits found are the emulation's, not SQL Server's)"
-            for engine in sorted({d.emulation for d in diags if d.emulation})]
-
-
-def grouped_text(diags: list[Diagnosis], width: int = 100) -> str:
-    """The diagnosis of many permutations: each limit, how many permutations it holds (with a
-    few of their ids) and its remedy, once; the detail is in the report and ``--json``."""
-    wrap = lambda head, text: textwrap.fill(text, width, initial_indent=head,  # noqa: E731
-                                            subsequent_indent=" " * len(head))
-    groups = group_by_limit(diags)
-    lines = ["", f"What limits throughput, and what to try (docs/diagnosis.md): {len(diags)} permutations, "
-                 f"{len(groups)} limit{'s' if len(groups) != 1 else ''}", *_emulation_lines(diags)]
-    for g in groups:
-        lines.append(f"{g.limit}: {g.count} permutation{'s' if g.count != 1 else ''}  [{g.confidences()}]")
-        lines.append(wrap("    e.g. ", g.examples()))
-        if g.remedy:
-            lines.append(wrap("    try: ", remedy_text(g.remedy)))
-    moves = limit_moves(diags)
-    lines.append(wrap("", "Each permutation's evidence and confidence"
-                          + (f", and where the limit moves with the thread count ({len(moves)} series)"
-                             if moves else "")
-                          + ": the report, tables/diagnosis.csv and --json."))
     return "\n".join(lines)
 
 
