@@ -96,13 +96,10 @@ def permutation_stats(reps: list[dict[str, Any]]) -> list[dict[str, Any]]:
             messages_lost=sum(r.get("messages_lost") or 0 for r in mine), errors=sum(r.get("errors") or 0 for r in mine),
             client_bound_reps=sum(bool(r.get("client_bound")) for r in mine),
             disturbed_reps=sum(bool(r.get("disturbed")) for r in mine),
-            max_xmitq_depth=max((r["max_xmitq_depth"] for r in mine if r.get("max_xmitq_depth") is not None),
-                                default=None),
-            max_queue_depth=max((r["max_queue_depth"] for r in mine if r.get("max_queue_depth") is not None),
-                                default=None),
-            client_cpu_percent=median(r.get("client_cpu_percent") for r in mine),
-            server_cpu_percent=median(r.get("server_cpu_percent") for r in mine),
-            activation_tasks_started_per_s=median(r.get("activation_tasks_started_per_s") for r in mine),
+            **{k: max((r[k] for r in mine if r.get(k) is not None), default=None)
+               for k in ("max_xmitq_depth", "max_queue_depth")},
+            **{k: median(r.get(k) for r in mine)
+               for k in ("client_cpu_percent", "server_cpu_percent", "activation_tasks_started_per_s")},
             dialog_errors_lost=_sum(r.get("dialog_errors_lost") for r in mine),
             statuses=",".join(sorted({r["status"] for r in mine})),
             reps=",".join(str(r["rep"]) for r in mine))
