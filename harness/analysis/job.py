@@ -365,9 +365,9 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
     by_run = lambda rows, run_id: [r for r in rows if r["run_id"] == run_id]  # noqa: E731
     jobs: list[tuple[str, tuple]] = []
     skipped: list[plots.Plot] = []
-    for run in disc.runs:
+    contexts = [run_context(run, by_run(perms, run.run_id)) for run in disc.runs]
+    for run, ctx in zip(disc.runs, contexts):
         prow = by_run(perms, run.run_id)
-        ctx = run_context(run, prow)
         targets[run.run_id] = ctx.target
         for s in {p["server"] for p in prow}:
             server_labels[(run.run_id, s)] = ctx.server_label(s)
@@ -398,7 +398,6 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
         if any(t["run_id"] == run.run_id for t in tech):
             jobs.append(("technique_gains", (by_run(list(tech), run.run_id), ctx, plot_dir, threshold_pct)))
     if len(disc.runs) > 1 and perms:
-        contexts = [run_context(run, by_run(perms, run.run_id)) for run in disc.runs]
         jobs.insert(0, ("runs_comparison", (perms, contexts, plot_dir)))
     futures = {}
     if helper is not None:

@@ -26,15 +26,10 @@ from .plots import STRATEGY_COLOR
 NOT_A_CURVE = {"rate", "total_threads", *axis_names("strategy")}
 
 
-def rows_from_runs(run_dirs: Iterable[str | Path], skip_unreadable: bool = False) -> list[dict[str, Any]]:
-    """:func:`curve_rows` of every complete repetition of the runs; with ``skip_unreadable`` a
-    corrupt summary is left out instead of raising."""
-    rows = []
-    for run in run_dirs:
-        reader = RunReader(run)
-        reps = [s.row() for s in (reader.readable_summaries() if skip_unreadable else reader.summaries())]
-        rows += curve_rows(reps, Path(run))
-    return rows
+def rows_from_runs(run_dirs: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """:func:`curve_rows` of every complete repetition of the runs."""
+    return [row for run in run_dirs
+            for row in curve_rows((s.row() for s in RunReader(run).summaries()), Path(run))]
 
 
 def curve_rows(reps: Iterable[dict[str, Any]], run: Path | None = None) -> list[dict[str, Any]]:
@@ -70,9 +65,9 @@ def _curve_label(dialogs: str, curve: tuple, varying: set[str]) -> str:
     return dialogs + (f" ({', '.join(extra)})" if extra else "")
 
 
-def plot_latency_vs_throughput(rows: list[dict[str, Any]], out: str | Path, title: str | None = None) -> Path | None:
+def plot_latency_vs_throughput(rows: list[dict[str, Any]], out: str | Path) -> Path | None:
     """Write the PNG; None (nothing written) when there is no row with a throughput."""
-    fig = latency_vs_throughput_figure(rows, title)
+    fig = latency_vs_throughput_figure(rows)
     if fig is None:
         return None
     out = Path(out)
@@ -81,7 +76,7 @@ def plot_latency_vs_throughput(rows: list[dict[str, Any]], out: str | Path, titl
     return out
 
 
-def latency_vs_throughput_figure(rows: list[dict[str, Any]], title: str | None = None) -> Figure | None:
+def latency_vs_throughput_figure(rows: list[dict[str, Any]]) -> Figure | None:
     """The figure (what the report of ``ssbench analyze`` draws too); None without a row that
     has a throughput."""
     rows = [r for r in rows if r["throughput"]]
@@ -128,8 +123,8 @@ def latency_vs_throughput_figure(rows: list[dict[str, Any]], title: str | None =
         ax.legend(fontsize=8, title="dialog strategy", title_fontsize=8)
     runs = sorted({r["run_id"] for r in rows})
     labels = sorted({r["label"] for r in rows})
-    fig.suptitle(title or f"Latency against throughput: {', '.join(runs)}\n{'; '.join(labels)} "
-                          "(hollow: fell behind the offered rate)", fontsize=10)
+    fig.suptitle(f"Latency against throughput: {', '.join(runs)}\n{'; '.join(labels)} "
+                 "(hollow: fell behind the offered rate)", fontsize=10)
     fig.tight_layout()
     return fig
 
