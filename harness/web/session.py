@@ -34,7 +34,7 @@ from ..redact import error_line
 from ..load.placement import split
 from ..load.protocol import SwarmPlan, SwarmRequest
 from ..load.swarm import SwarmResult
-from ..matrix import MAX_PAYLOAD_BYTES, RUN_FIELDS, BrokerSettings, DialogStrategy, Matrix, Permutation, RunSettings
+from ..matrix import MAX_PAYLOAD_BYTES, RUN_FIELDS, BrokerSettings, DialogStrategy, Matrix, RunSettings
 from ..repetition import Repetition
 from ..results import RunDir, write_atomic
 from ..targets.base import Target
@@ -60,10 +60,6 @@ class Session:
     description: str
     initiators: list[int]
     matrix: Matrix
-
-    @property
-    def perm(self) -> Permutation:
-        return self.repetition.perm
 
 
 class WebSessions:
