@@ -393,26 +393,22 @@ def check_remote(remote: str) -> None:
                         "pip install 'ssbench[connect]' (or 'pyspark[connect]')", field="--remote")
 
 
-def get_connect(remote: str, *, shuffle_partitions: int = 32, extra_conf: dict[str, str] | None = None):
+def get_connect(remote: str, *, shuffle_partitions: int = 32):
     """A Spark Connect session on ``remote`` (``sc://host:port``). The server reads and writes
     the files: the run directories and the report directory must be at the same paths there."""
     check_remote(remote)
     from pyspark.sql import SparkSession
 
-    settings = {**SQL_SETTINGS, "spark.sql.shuffle.partitions": str(shuffle_partitions),
-                **(extra_conf or {})}
-    # only spark.sql.* settings can be changed on a running server (the others are ignored)
+    # only spark.sql.* settings can be changed on a running server
     b = SparkSession.builder.remote(remote)
-    for k, v in settings.items():
-        if k.startswith("spark.sql."):
-            b = b.config(k, v)
+    for k, v in {**SQL_SETTINGS, "spark.sql.shuffle.partitions": str(shuffle_partitions)}.items():
+        b = b.config(k, v)
     return b.getOrCreate()
 
 
 def get_spark(master: str | None = None, app_name: str = "ssbench-analyze", *,
               shuffle_partitions: int | None = None, driver_memory: str | None = None,
-              extra_conf: dict[str, str] | None = None, input_bytes: int | None = None,
-              remote: str | None = None):
+              input_bytes: int | None = None, remote: str | None = None):
     """Build (or return the already running) SparkSession.
 
     ``master``: None keeps a master set by spark-submit (or PYSPARK_SUBMIT_ARGS) and otherwise
@@ -424,7 +420,7 @@ def get_spark(master: str | None = None, app_name: str = "ssbench-analyze", *,
     if remote:
         if master:
             raise UserError("give either --master or --remote, not both", field="--remote")
-        return get_connect(remote, shuffle_partitions=shuffle_partitions or 32, extra_conf=extra_conf)
+        return get_connect(remote, shuffle_partitions=shuffle_partitions or 32)
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
@@ -467,7 +463,6 @@ def get_spark(master: str | None = None, app_name: str = "ssbench-analyze", *,
         if local:
             opts += " " + local_java_options(input_bytes)
         settings["spark.driver.extraJavaOptions"] = opts
-    settings.update(extra_conf or {})
     for k, v in settings.items():
         b = b.config(k, v)
     spark = b.getOrCreate()
