@@ -39,16 +39,13 @@ def _column(values: list[Any]) -> pa.Array:
         return pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v)) for v in values])
 
 
-def write_table(tdir: Path, name: str, rows: list[dict[str, Any]], columns: list[str] | None = None,
-                csv_too: bool = True) -> list[str]:
-    """``tables/<name>.parquet`` and (``csv_too``) ``tables/<name>.csv``, each written
-    atomically; the relative paths written."""
+def write_table(tdir: Path, name: str, rows: list[dict[str, Any]], columns: list[str] | None = None) -> list[str]:
+    """``tables/<name>.parquet`` and ``tables/<name>.csv``, each written atomically; the
+    relative paths written."""
     cols = columns or columns_of(rows)
     files = write_arrow(tdir, name, pa.table({c: _column([r.get(c) for r in rows]) for c in cols}))
-    if csv_too:
-        write_csv(tdir / f"{name}.csv", cols, rows)
-        files.append(f"tables/{name}.csv")
-    return files
+    write_csv(tdir / f"{name}.csv", cols, rows)
+    return files + [f"tables/{name}.csv"]
 
 
 def write_arrow(tdir: Path, name: str, table: pa.Table) -> list[str]:

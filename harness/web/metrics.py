@@ -72,14 +72,12 @@ class LiveMetrics:
                                  "xmitq_total": snap["xmitq_total"], "queue_depth": snap["queue_depth"],
                                  "activation_tasks_running": snap["activation_tasks_running"]})
 
-    def snapshot(self, history: bool = True) -> dict:
+    def snapshot(self) -> dict:
         with self._lock:
             out = {"state": self.state, "target": self.target_label, "session": dict(self.session),
-                   "now": time.time(), **self.last}
+                   "now": time.time(), **self.last, "history": list(self.history)}
             if not self.last and self.last_sample_ts:
                 out["last_sample_ts"] = self.last_sample_ts
-            if history:
-                out["history"] = list(self.history)
             return out
 
 
