@@ -84,6 +84,9 @@ def test_a_session_ramps_down_has_per_worker_figures_and_serves_its_metrics_live
         assert s.post(url + "swarm", data=form, timeout=300).json().get("success")
         _until(lambda: s.get(url + "stats/requests", timeout=5).json().get("user_count") == 4, 60, "4 users")
         _until(lambda: s.get(url + "stats/requests", timeout=5).json().get("total_rps", 0) > 0, 60, "RPS above 0")
+        page = _until(lambda: (lambda p: p if p.get("state") == "running" else None)(   # what the /ssbench/
+            s.get(url + "ssbench/metrics", timeout=5).json()), 30, "the running session's metrics")   # page draws
+        assert [r["metric"] for r in page["rows"]][:3] == ["State", "Target", "Session"], page
         live = _until(lambda: (lambda r: r if total(r, "ssbench_sends_total", phase="measure") > 0 else None)(
             scrape(metrics)), 60, "live SENDs in the measured window")
         assert total(live, "ssbench_repetition_state", state="running") == 1
