@@ -64,9 +64,9 @@ VERDICT_CLASS = {"gain": "v-gain", "loss": "v-loss", "no difference": "v-nodiff"
 
 
 def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], limit: int | None = None,
-          cls: str = "") -> str:
+          table_class: str = "") -> str:
     """``columns``: (key, header, kind); kind 'l' left-aligns text, 'verdict' colours a
-    verdict (green only for ``gain``); ``cls``: the table's class (``meta``: its cells wrap)."""
+    verdict (green only for ``gain``); ``table_class``: ``meta`` makes its cells wrap."""
     head = "".join(f'<th class="{"l" if k == "l" else ""}">{_e(h)}</th>' for _, h, k in columns)
     body = []
     for r in rows[:limit] if limit else rows:
@@ -80,7 +80,7 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]], limit
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = f'<p class="note">{len(rows) - limit} more rows in the CSV.</p>' if limit and len(rows) > limit else ""
     # a wide table scrolls inside its own box: the page itself never scrolls sideways
-    return (f"<div class='tw'><table class='{cls}'><thead><tr>{head}</tr></thead>"
+    return (f"<div class='tw'><table class='{table_class}'><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(body)}</tbody></table></div>{more}")
 
 

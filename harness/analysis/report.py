@@ -30,7 +30,7 @@ def _provenance(disc: Discovery, targets: dict[str, str]) -> str:
             f"{v(m, 'started')} → {v(m, 'ended')}",
             f"{v(sw, 'version')} {(sw.get('git_commit') or '')[:10]}{' (dirty)' if sw.get('git_dirty') else ''}",
             f"{v(host, 'cpu_count')} CPUs {v(host, 'cpu_model')}"))))
-    return table(rows, [(k, k, "l") for k in cols], cls="meta")
+    return table(rows, [(k, k, "l") for k in cols], table_class="meta")
 
 
 def _plots_html(plots: Iterable[Plot]) -> str:
@@ -252,7 +252,7 @@ def disturbed_section(reps: list[dict]) -> str:
             ("why", "why", "l")]
     return (f"<div class='issues'><b>{len(reps)} disturbed repetition(s)</b>: shown in every table, left out of "
             "the intervals, gains and verdicts (docs/results.md, \"Disturbed repetitions\")."
-            + table([dict(r, why=disturbance(r)) for r in reps[:200]], cols, cls="meta") + "</div>")
+            + table([dict(r, why=disturbance(r)) for r in reps[:200]], cols, table_class="meta") + "</div>")
 
 
 def write_index(out_dir: Path, disc: Discovery, targets: dict[str, str], perms: list[dict], cross_rows: list[dict],

@@ -101,3 +101,17 @@ def test_verdict_words_count_the_comparisons_with_too_few_repetitions():
     # fewer because a noisy host's repetitions were kept out: said so
     noisy = [dict(g, kept_out=3) for g in gains[1:]]
     assert "6 of their repetitions were kept out of verdicts" in verdict_words(noisy)
+
+
+def test_the_reports_tables_are_one_function_and_the_meta_ones_wrap():
+    """The provenance and the disturbed repetitions go through markup.table with the wrapping
+    'meta' class; a table's cells keep their own classes."""
+    from harness.analysis.markup import table
+    from harness.analysis.report import disturbed_section
+
+    html = table([{"a": "x", "v": "gain"}], [("a", "A", "l"), ("v", "verdict", "verdict")], table_class="meta")
+    assert "<table class='meta'>" in html and '<td class="l">x</td>' in html and 'class="v-gain"' in html
+    assert "<table class=''>" in table([{"a": 1}], [("a", "A", "l")])
+    rep = {"run_id": "r1", "perm_id": "p1", "rep": 2, "status": "noisy host"}
+    html = disturbed_section([rep])
+    assert "1 disturbed repetition(s)" in html and "<table class='meta'>" in html and "<td class=\"l\">p1</td>" in html
