@@ -48,7 +48,7 @@ class BacklogRepetition(Repetition):
 
     drain: DrainRecord | None = None
 
-    def run(self) -> RepetitionSummary:
+    def run(self) -> list[RepetitionSummary]:
         self.setup()
         try:
             with self.lock:

@@ -7,7 +7,7 @@ strategies of an alternated group (``run.alternate``: :func:`members`), each SEN
 member of its wall-clock slice (:func:`member_at`), so the window's level cancels in the paired
 rule (docs/statistics.md; docs/findings/alternating-slices.md). :func:`side_orders` orders the
 two revision sides of the gate's interleaved rounds. :class:`harness.runner.Runner` executes the
-windows; :class:`harness.repetition.AlternatedRepetition` runs an alternated one.
+windows; :class:`harness.repetition.Repetition` runs each, alternated or not.
 """
 
 from __future__ import annotations

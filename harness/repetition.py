@@ -7,8 +7,9 @@ side and the collectors. Then the swarm: :meth:`Repetition.run_swarm` for a head
 user per client thread, stopped by the master after the warm-up and measured windows), or the
 web UI's own swarm. :meth:`Repetition.finish` drains, stops, verifies (sent = received per
 initiator), builds the summary (:func:`harness.results.build_repetition_summary`), writes it
-and commits the directory. An alternated window's members each get their summary from their
-own slices. With ``metrics`` the repetition also feeds the live endpoint.
+and commits the directory. A repetition is one window of its ``members`` (harness.plan): the
+permutation alone, or an alternated group, each member getting its summary from its own slices.
+With ``metrics`` the repetition also feeds the live endpoint.
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ class RepetitionFailed(TargetError):
 
 @dataclass
 class Repetition:
+    """Repetition ``rep`` of ``members`` in one window (``perm`` is the first; empty:
+    ``perm`` alone). :meth:`run` and :meth:`finish` return their summaries, in order."""
+
     target: Target
     run_dir: RunDir
     perm: Permutation
@@ -81,17 +85,24 @@ class Repetition:
     #: are all processed, while the repetition stops and writes (not for a backlog drain, whose
     #: drain is measured)
     last_swarm: bool = False
+    #: an alternated window's permutations, ``perm`` first (harness.plan); empty: ``perm`` alone
+    members: list[Permutation] = field(default_factory=list)
+    slice_seconds: float = 0.5
 
     #: does the measured window receive (False: a backlog fill, activation off by design)
     receiving: bool = True
     partial: Path | None = None
+    #: each member's partial directory and the dialogs it began
+    partials: dict[str, Path] = field(default_factory=dict)
+    created: dict[str, int] = field(default_factory=dict)
     pinning: dict[str, list[int]] | None = None
     sampler: Sampler | None = None
-    dialogs_created: int = 0
     swarm: Swarm | None = None
     feed: RepetitionFeed | None = None
+    _sent: list[list[int]] | None = None
 
     def __post_init__(self) -> None:
+        self.members = list(self.members) or [self.perm]
         if self.metrics is not None:
             self.feed = self.metrics.repetition(self.run_dir.run_id, self.perm.id, self.rep)
             shown = self.on_status
@@ -114,22 +125,23 @@ class Repetition:
             self.feed.client(figures)
 
     @property
-    def usable(self) -> int:
-        return self.perm.dialogs.usable_dialogs(self.perm.threads)
+    def alternated(self) -> bool:
+        return len(self.members) > 1
 
     # ------------------------------------------------------------------ 1. setup
     def setup(self) -> Path:
         """Prepare the target and start the collectors, and return once their idle references
         are in (no SEND may touch them); returns the partial directory."""
         t, p = self.target, self.perm
-        self.partial = self.run_dir.begin_rep(p.id, self.rep)
+        self.partials = {q.id: self.run_dir.begin_rep(q.id, self.rep) for q in self.members}
+        self.partial = self.partials[p.id]
         self.on_status(f"preparing ({p.initiators} x {p.dialogs.dialogs_created(p.threads)} dialogs)")
         try:
             with self.lock:
                 t.prepare(p.initiators, self.profile, p.broker)
-                self.dialogs_created = 0
+                self.created = {}
                 for i in range(1, p.initiators + 1):
-                    self.dialogs_created += self._begin_dialogs(i)
+                    self._begin_dialogs(i)
                     t.warm_up(i)
                 t.settle()      # a steady state before the window (embedded: vacuum, WAL, checkpoint)
                 t.start()
@@ -168,9 +180,12 @@ class Repetition:
         self._unpin()
         return final, restarts
 
-    def _begin_dialogs(self, initiator: int) -> int:
-        """Begin the permutation's dialogs on ``initiator`` (the caller holds the lock)."""
-        return self.target.create_dialogs(initiator, self.usable, self.perm.dialogs.every_n)
+    def _begin_dialogs(self, initiator: int) -> None:
+        """Begin the members' dialogs on ``initiator`` (the caller holds the lock), in order:
+        member j's slots follow the earlier members'."""
+        for q in self.members:
+            made = self.target.create_dialogs(initiator, _usable(q), q.dialogs.every_n)
+            self.created[q.id] = self.created.get(q.id, 0) + made
 
     def _client_pids(self) -> dict[str, int]:
         pids = dict(self.client_pids()) if self.client_pids else {}
@@ -186,11 +201,14 @@ class Repetition:
         s, p = self.settings, self.perm
         users = users or {str(i): p.threads for i in range(1, p.initiators + 1)}
         spec = SwarmSpec(sender_specs={k: self.target.sender_spec(int(k)) for k in users},
-                         payload_bytes=p.payload_bytes, usable={k: self.usable for k in users},
+                         payload_bytes=p.payload_bytes, usable={k: _usable(p) for k in users},
                          rate=p.rate or 0.0, users=dict(users), sample_interval_seconds=s.sample_interval_seconds,
                          high_priority_share=p.broker.high_priority_share,
                          messages_per_dialog=p.messages_per_dialog or 0, fire_and_forget=p.fire_and_forget,
                          send_mode=s.send_mode)
+        if self.alternated:
+            spec.alternation = [_usable(q) for q in self.members]
+            spec.slice_seconds = self.slice_seconds
         live = None
         if self.feed is not None:
             live = list(live_window or (warmup_seconds, planned_seconds))
@@ -202,13 +220,13 @@ class Repetition:
                          live_window=live)
 
     # ------------------------------------------------------------------ 2. the headless swarm
-    def run_swarm(self, *, planned_seconds: float | None = None, until=None) -> SwarmResult:
-        """One headless swarm: warm-up and measured windows (or until ``until()``: the backlog
-        fill), then its recordings in the partial directory."""
+    def run_swarm(self, *, until=None) -> SwarmResult:
+        """One headless swarm: warm-up and measured windows, one a member (or until
+        ``until()``: the backlog fill), then its recordings in the partial directory."""
         s = self.settings
         # a fill's window ends when it is stopped (harness.backlog)
         plan = self.swarm_plan(warmup_seconds=s.warmup_seconds if until is None else 0.0,
-                               planned_seconds=s.measure_seconds if planned_seconds is None else planned_seconds,
+                               planned_seconds=self._span(),
                                live_window=None if until is None else (0.0, 0.0))
         self.on_status("running")
         try:
@@ -232,34 +250,40 @@ class Repetition:
     # ------------------------------------------------------------------ 3. finish
     def finish(self, res: SwarmResult, *, warmup_seconds: float | None = None,
                span_seconds: float | None = None, web: dict[str, Any] | None = None,
-               error_samples: list[str] | None = None, require_sends: bool = True) -> RepetitionSummary:
-        """Drain, stop, verify, summarize, write and commit. ``warmup_seconds`` and the measured
-        window's wall-clock ``span_seconds`` default to the run settings (the web UI passes its
-        session's, the backlog fill its fill's)."""
+               error_samples: list[str] | None = None, require_sends: bool = True) -> list[RepetitionSummary]:
+        """Drain and stop once, then each member's summary (from its slices), verified, written
+        into its own partial directory; every member is committed once all are written.
+        ``warmup_seconds`` and the measured window's wall-clock ``span_seconds`` default to the
+        run settings (the web UI passes its session's, the backlog fill its fill's)."""
+        out = []
         try:
             final, restarts = self._drain_and_stop()
             warmup = self.settings.warmup_seconds if warmup_seconds is None else warmup_seconds
-            span = self.settings.measure_seconds if span_seconds is None else span_seconds
-            summary, lat = self._summarize(res, final, warmup, span, web, self._one())
-            samples = list(summary.error_samples or [])
-            self._check_disk(samples + list(error_samples or []))
-            if require_sends and summary.send_latency_ms.count == 0:
-                first = f" (first error: {samples[0]})" if samples else ""
-                raise RepetitionFailed(f"{self.perm.id} rep {self.rep}: no SEND completed in the measured window, "
-                                       f"{summary.errors} failed{first}: the repetition measured nothing")
-            samples += (error_samples or []) + (["Locust wrote no stats CSV"] if res.stats_csv is None else [])
-            summary = summary.replace(broker_restarts=restarts, error_samples=samples)
-            self._write(summary, lat, self.partial)
+            span = self._span() if span_seconds is None else span_seconds
+            for m in self._members():
+                summary, lat = self._summarize(res, final, warmup, span, web, m)
+                samples = list(summary.error_samples or [])
+                self._check_disk(samples + list(error_samples or []))
+                if require_sends and summary.send_latency_ms.count == 0:
+                    first = f" (first error: {samples[0]})" if samples else ""
+                    where = "its slices of the alternated window" if self.alternated else "the measured window"
+                    raise RepetitionFailed(f"{m.perm.id} rep {self.rep}: no SEND completed in {where}, "
+                                           f"{summary.errors} failed{first}: the repetition measured nothing")
+                samples += (error_samples or []) + (["Locust wrote no stats CSV"] if res.stats_csv is None else [])
+                summary = summary.replace(broker_restarts=restarts, error_samples=samples)
+                self._write(summary, lat, m.partial)
+                out.append((summary, lat["e2e"]))
         except BaseException:
             self.abort()
             raise
-        self.run_dir.commit_rep(self.perm.id, self.rep, self.partial)
-        self.run_dir.write_permutation_summary(self.perm.id, self.perm.values())
-        if self.feed is not None:
-            self.feed.committed(summary, lat["e2e"])
-        return summary
+        for q in self.members:
+            self.run_dir.commit_rep(q.id, self.rep, self.partials[q.id])
+            self.run_dir.write_permutation_summary(q.id, q.values())
+        if self.feed is not None:   # the live endpoint shows the window under its first member
+            self.feed.committed(*out[0])
+        return [summary for summary, _ in out]
 
-    def run(self) -> RepetitionSummary:
+    def run(self) -> list[RepetitionSummary]:
         """The headless repetition: setup, swarm, finish."""
         self.setup()
         try:
@@ -307,9 +331,13 @@ class Repetition:
     def _drain(self) -> Counts:
         return self.target.drain(self.settings.drain_timeout_seconds, lock=self.lock, stop=self.stop_event)
 
-    def _one(self) -> "Member":
-        """This repetition's one member: its permutation, the whole window."""
-        return Member(self.perm, self.partial, self.dialogs_created)
+    def _span(self) -> float:
+        """The measured window's planned seconds: one measured window a member."""
+        return self.settings.measure_seconds * len(self.members)
+
+    def _members(self) -> list["Member"]:
+        return [Member(q, self.partials[q.id], self.created.get(q.id, 0), j if self.alternated else None)
+                for j, q in enumerate(self.members)]
 
     def _summarize(self, res: SwarmResult, final: Counts, warmup: float, span: float,
                    web: dict[str, Any] | None, m: "Member") -> tuple[RepetitionSummary, dict[str, Histogram]]:
@@ -332,7 +360,7 @@ class Repetition:
             run_id=self.run_dir.run_id, permutation=permutation, repetition=self.rep,
             target=TargetRef(kind=t.kind, label=t.label, profile=self.profile),
             warmup_seconds=warmup, spawn_complete=res.spawn_complete,
-            dialogs_created=m.dialogs_created, usable_dialogs=self.usable * p.initiators,
+            dialogs_created=m.dialogs_created, usable_dialogs=_usable(p) * p.initiators,
             users_expected=users_expected,
             accounting=final,
             client=ClientRecord(window_start=wd.start, window_end=wd.end, send_latency=wd.latency,
@@ -361,17 +389,26 @@ class Repetition:
         return merge_workers(files, start, end, member=self._member_slices(m))
 
     def _e2e_latencies(self, wd, m: "Member") -> list[int]:
-        """The end-to-end latencies of the window's messages (the caller holds the lock)."""
-        return self.target.telemetry.e2e_latencies_us(wd.start, wd.end)
+        """The end-to-end latencies of member ``m``'s messages (the caller holds the lock): an
+        alternated window's are read once for all its members and split by their send slices."""
+        if m.index is None:
+            return self.target.telemetry.e2e_latencies_us(wd.start, wd.end)
+        if self._sent is None:
+            k = len(self.members)
+            self._sent = [[] for _ in range(k)]
+            for sent, us in self.target.telemetry.e2e_sent_latencies_us(wd.start, wd.end):
+                self._sent[member_at(sent / 1e6, self.slice_seconds, k)].append(us)
+        return self._sent[m.index]
 
     def _member_slices(self, m: "Member") -> tuple[float, int, int] | None:
         """An alternated member's slices (slice_seconds, members, index) for the collectors
         that split the window's figures by slice; None: not alternated."""
-        return None
+        return None if m.index is None else (self.slice_seconds, len(self.members), m.index)
 
     def _alternation(self, m: "Member") -> dict[str, Any] | None:
         """The summary's ``alternation`` record (harness.plan); None: not alternated."""
-        return None
+        return None if m.index is None else alternation_record([q.id for q in self.members], self.slice_seconds,
+                                                               m.index)
 
     def _phases(self, summary: RepetitionSummary) -> tuple[float, float]:
         """The measured window's start and end, for each sample's phase in samples.jsonl."""
@@ -404,89 +441,6 @@ class Repetition:
                                               **({"send_corrected": lat["send_corrected"].to_json()}
                                                  if "send_corrected" in lat else {})})
         write_json(partial / "summary.json", summary)
-
-
-@dataclass
-class AlternatedRepetition(Repetition):
-    """Repetition ``rep`` of ``members`` (``perm`` is the first) in one alternated window.
-    :meth:`run` returns their summaries, in the members' order."""
-
-    members: list[Permutation] = field(default_factory=list)
-    slice_seconds: float = 0.5
-    partials: dict[str, Path] = field(default_factory=dict)
-    created: dict[str, int] = field(default_factory=dict)
-    _sent: list[list[int]] | None = None
-
-    def setup(self) -> Path:
-        for q in self.members[1:]:
-            self.partials[q.id] = self.run_dir.begin_rep(q.id, self.rep)
-        partial = super().setup()
-        self.partials[self.perm.id] = partial
-        return partial
-
-    def _begin_dialogs(self, initiator: int) -> int:
-        n = 0
-        for q in self.members:    # in order: member j's slots follow the earlier members'
-            made = self.target.create_dialogs(initiator, q.dialogs.usable_dialogs(q.threads), q.dialogs.every_n)
-            self.created[q.id] = self.created.get(q.id, 0) + made
-            n += made
-        return n
-
-    def swarm_plan(self, **kw):
-        plan = super().swarm_plan(**kw)
-        plan.spec.alternation = [q.dialogs.usable_dialogs(q.threads) for q in self.members]
-        plan.spec.slice_seconds = self.slice_seconds
-        return plan
-
-    def run(self) -> list[RepetitionSummary]:  # type: ignore[override]
-        self.setup()
-        try:
-            res = self.run_swarm(planned_seconds=self.settings.measure_seconds * len(self.members))
-        except BaseException:
-            self.abort()
-            raise
-        return self.finish_members(res)
-
-    def finish_members(self, res) -> list[RepetitionSummary]:
-        """Drain and stop once, then each member's summary from its slices, written into its
-        own partial directory; every member is committed once all are written."""
-        k, out = len(self.members), []
-        members = [Member(q, self.partials[q.id], self.created.get(q.id, 0), j) for j, q in enumerate(self.members)]
-        try:
-            final, restarts = self._drain_and_stop()
-            for m in members:
-                summary, lat = self._summarize(res, final, self.settings.warmup_seconds,
-                                               self.settings.measure_seconds * k, None, m)
-                summary = summary.replace(broker_restarts=restarts)
-                self._check_disk(summary.error_samples or [])
-                if summary.send_latency_ms.count == 0:
-                    raise RepetitionFailed(f"{m.perm.id} rep {self.rep}: no SEND completed in its slices of the "
-                                           "alternated window: the repetition measured nothing")
-                self._write(summary, lat, m.partial)
-                out.append((summary, lat["e2e"]))
-        except BaseException:
-            self.abort()
-            raise
-        for q in self.members:
-            self.run_dir.commit_rep(q.id, self.rep, self.partials[q.id])
-            self.run_dir.write_permutation_summary(q.id, q.values())
-        if self.feed is not None:   # the live endpoint shows the window under its first member
-            self.feed.committed(*out[0])
-        return [summary for summary, _ in out]
-
-    def _e2e_latencies(self, wd, m: "Member") -> list[int]:
-        if self._sent is None:   # the window's messages, read once for all its members
-            k = len(self.members)
-            self._sent = [[] for _ in range(k)]
-            for sent, us in self.target.telemetry.e2e_sent_latencies_us(wd.start, wd.end):
-                self._sent[member_at(sent / 1e6, self.slice_seconds, k)].append(us)
-        return self._sent[m.index]
-
-    def _member_slices(self, m: "Member") -> tuple[float, int, int] | None:
-        return (self.slice_seconds, len(self.members), m.index)
-
-    def _alternation(self, m: "Member") -> dict[str, Any] | None:
-        return alternation_record([q.id for q in self.members], self.slice_seconds, m.index)
 
 
 @dataclass(frozen=True)
@@ -549,6 +503,11 @@ def pin_cpus(server_pids: list[int], client_pids: list[int], restore: bool = Fal
                 log.warning("cannot pin pid %s: %s", pid, e)
                 return None
     return sets
+
+
+def _usable(perm: Permutation) -> int:
+    """The dialogs ``perm``'s client threads send on, on one initiator."""
+    return perm.dialogs.usable_dialogs(perm.threads)
 
 
 def _histogram(values_us: list[int]) -> Histogram:

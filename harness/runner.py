@@ -22,7 +22,7 @@ from .plan import PlannedWindow, group_windows
 from .progress import Progress
 from .redact import error_line
 from .backlog import BacklogRepetition
-from .repetition import AlternatedRepetition, Interrupted, Repetition
+from .repetition import Interrupted, Repetition
 from .results import RepetitionSummary, RunDir, disturbance, host_cpu_speed, host_cross_cpu, utc_now_iso, write_atomic
 from .targets.base import Target
 from .verdicts import Rule, permutation_rows
@@ -293,19 +293,15 @@ class Runner:
                 self.progress.status(f"{perm.id} rep {rep}: {what}: {rate:,.0f} msg/s received, "
                                      f"xmitq {xq or 0:,.0f}")
 
-        # run.backlog_messages: the backlog drain (harness.backlog); an alternated group's window;
-        # else the load repetition
+        # run.backlog_messages: the backlog drain (harness.backlog); else the load repetition
         cls = BacklogRepetition if self.matrix.run.backlog_messages else Repetition
-        extra = {}
-        if len(window.members) > 1:
-            cls, extra = AlternatedRepetition, dict(members=list(window.members), slice_seconds=self.matrix.run.slice_seconds)
         r = cls(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
-                       profile=resolve_profile(self.matrix, self.target, perm.server),
-                       settings=self.matrix.run_for(perm), lock=self.lock, stop_event=self.stop_event,
-                       on_status=status, on_tick=live, remote=self.remote, metrics=self.metrics,
-                       swarms=self.swarms, last_swarm=last and cls is not BacklogRepetition, **extra)
-        out = r.run()
-        summaries = out if len(window.members) > 1 else [out]
+                profile=resolve_profile(self.matrix, self.target, perm.server),
+                settings=self.matrix.run_for(perm), lock=self.lock, stop_event=self.stop_event,
+                on_status=status, on_tick=live, remote=self.remote, metrics=self.metrics,
+                swarms=self.swarms, last_swarm=last and cls is not BacklogRepetition,
+                members=list(window.members), slice_seconds=self.matrix.run.slice_seconds)
+        summaries = r.run()
         self.lost_total += summaries[0].messages_lost
         # exactly-once broken: a message processed twice, or one processed that was never sent
         self.duplicated_total += (summaries[0].messages_duplicated or 0) + (summaries[0].messages_phantom or 0)

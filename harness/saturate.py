@@ -210,7 +210,7 @@ class Saturation:
                          stop_event=self.stop_event, remote=self.remote, metrics=self.metrics,
                          swarms=self.swarms)
         try:
-            summary = rep.run()
+            [summary] = rep.run()
         except RepetitionFailed as e:
             p = Probe(rate=rate, offered_rate=rate * perm.initiators, sustained=False,
                       reasons=[f"repetition failed: {str(e).splitlines()[0]}"], permutation_id=perm.id)

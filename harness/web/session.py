@@ -181,8 +181,8 @@ class WebSessions:
                 notes.append("no worker recording reached the master")
             web = {"users": s.users, "spawn_rate": s.spawn_rate, "spawn_completed": res.spawn_complete is not None,
                    "initiators_with_users": s.initiators, "ended_by": status}
-            summary = s.repetition.finish(res, warmup_seconds=0.0, span_seconds=measure, web=web,
-                                          error_samples=notes, require_sends=False)
+            [summary] = s.repetition.finish(res, warmup_seconds=0.0, span_seconds=measure, web=web,
+                                            error_samples=notes, require_sends=False)
             m = self._write(replace(s.matrix, run=replace(s.matrix.run, measure_seconds=round(max(measure, UNTIL_STOPPED), 1))))
             s.run_dir.update_run(matrix=m.to_dict(), permutations_done=1)
             s.run_dir.finish(status, summary.messages_lost)
