@@ -67,6 +67,22 @@ def target_capabilities(target: dict[str, Any] | None) -> dict[str, Any]:
     return dict(CAPABILITIES_BEFORE_RECORDED.get(target.get("kind"), {}))
 
 
+class Stamped(Document):
+    """A document that is a file of its own: its ``schema`` written first and checked on reading."""
+
+    SCHEMA: ClassVar[str]
+    #: the major versions read (default: ``SCHEMA``'s own)
+    VERSIONS: ClassVar[tuple[str, ...]] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": self.SCHEMA, **super().to_json()}
+
+    @classmethod
+    def from_json(cls, data: Any, file: str | None = None, where: str = ""):
+        check_schema(data, cls.SCHEMA, file, cls.VERSIONS)
+        return super().from_json({k: v for k, v in data.items() if k != "schema"}, file, where)
+
+
 # --------------------------------------------------------------------------- repetition summary
 
 def _section_class(section: str) -> type:
@@ -91,11 +107,12 @@ class SummarySection(Document):
 SECTION_TYPES: dict[str, type] = {s: _section_class(s) for s in SECTIONS if s}
 
 
-class _Summary(Document):
+class _Summary(Stamped):
     """What every repetition summary does: a value by its field name, the flat row, a copy
     with fields replaced, JSON of this version (and of version 1, upgraded)."""
 
     SCHEMA: ClassVar[str] = SUMMARY_SCHEMA
+    VERSIONS: ClassVar[tuple[str, ...]] = SUMMARY_VERSIONS
 
     def __getitem__(self, name: str) -> Any:
         f = BY_NAME[name]
@@ -145,13 +162,13 @@ class _Summary(Document):
         for s in SECTION_TYPES:
             if not doc.get(s):
                 doc.pop(s, None)
-        return {"schema": self.SCHEMA, **doc}
+        return doc
 
     @classmethod
     def from_json(cls, data: Any, file: str | None = None, where: str = "") -> "RepetitionSummary":
-        check_schema(data, cls.SCHEMA, file, SUMMARY_VERSIONS)
+        check_schema(data, cls.SCHEMA, file, cls.VERSIONS)
         v1 = str(data["schema"]).partition("/")[2].split(".")[0] == "1"
-        body = {k: v for k, v in (upgrade_v1(data) if v1 else data).items() if k != "schema"}
+        body = dict(upgrade_v1(data) if v1 else data)
         for s in SECTION_TYPES:    # a section with nothing in it is not written
             body.setdefault(s, {})
         try:
@@ -213,7 +230,7 @@ def upgrade_v1(doc: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- permutation summary
 
 @dataclass
-class PermutationSummary(Document):
+class PermutationSummary(Stamped):
     """One permutation across its repetitions (``<perm>/summary.json``)."""
 
     SCHEMA: ClassVar[str] = PERMUTATION_SCHEMA
@@ -229,19 +246,11 @@ class PermutationSummary(Document):
     behind: int | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": self.SCHEMA, **super().to_json()}
-
-    @classmethod
-    def from_json(cls, data: Any, file: str | None = None, where: str = "") -> "PermutationSummary":
-        check_schema(data, cls.SCHEMA, file)
-        return super().from_json({k: v for k, v in data.items() if k != "schema"}, file, where)
-
 
 # --------------------------------------------------------------------------- run.json
 
 @dataclass
-class RunRecord(Document):
+class RunRecord(Stamped):
     """A run's provenance and status (``run.json``); rewritten as the run progresses."""
 
     SCHEMA: ClassVar[str] = RUN_SCHEMA
@@ -266,11 +275,3 @@ class RunRecord(Document):
     #: comparisons left undecided (harness.runner.Runner.run_auto)
     auto: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": self.SCHEMA, **super().to_json()}
-
-    @classmethod
-    def from_json(cls, data: Any, file: str | None = None, where: str = "") -> "RunRecord":
-        check_schema(data, cls.SCHEMA, file)
-        return super().from_json({k: v for k, v in data.items() if k != "schema"}, file, where)
