@@ -9,7 +9,7 @@ from .comparison_metrics import METRIC_BY_NAME, METRICS, RECEIVE_RATE, Metric
 from .pairs import (Judged, Pairing, judge_all, judge_metric, judge_pairing, pays_from, permutation_rows,
                     run_comparisons, samples)
 from .rule import (ALPHA, GAIN, INCONCLUSIVE, LOSS, MIN_REPS, NO_DIFFERENCE, NOT_EXERCISED, VERDICTS, Outcome, Rule,
-                   decide, judge, welch_interval)
+                   decide, judge)
 from .techniques import TECHNIQUE_AXES, TechniqueAxis, engaged
 
 __all__ = ["Answer", "Column", "Section", "key_answer", "key_row", "key_section", "read_answer",
@@ -17,5 +17,5 @@ __all__ = ["Answer", "Column", "Section", "key_answer", "key_row", "key_section"
            "Judged", "Pairing", "judge_all", "judge_metric", "judge_pairing", "pays_from", "permutation_rows",
            "run_comparisons", "samples",
            "ALPHA", "GAIN", "INCONCLUSIVE", "LOSS", "MIN_REPS", "NO_DIFFERENCE", "NOT_EXERCISED", "VERDICTS",
-           "Outcome", "Rule", "decide", "judge", "welch_interval",
+           "Outcome", "Rule", "decide", "judge",
            "TECHNIQUE_AXES", "TechniqueAxis", "engaged"]

@@ -150,16 +150,6 @@ def _pct(x: float) -> float:
     return 100.0 * math.expm1(x)
 
 
-def welch_interval(treatment: Sequence[float], baseline: Sequence[float], confidence: float,
-                   higher_is_better: bool = True) -> tuple[float, float, float]:
-    """``(d, low, high)`` on the log scale: the Welch t interval at ``confidence`` of
-    ``mean(log treatment) - mean(log baseline)`` (negated when lower is better). Values must be
-    positive, at least two a side. Identical repetitions give a zero-width interval."""
-    e = estimate(treatment, baseline, higher_is_better)
-    lo, hi = e.interval(confidence)
-    return e.d, lo, hi
-
-
 def _gap(d: float, threshold_pct: float) -> tuple[float, bool]:
     """How narrow (half-width, log scale) an interval centred on ``d`` must be to decide, and
     whether that decision is no difference (``d`` within the margins: the equivalence level)."""

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from harness.verdicts.rule import (GAIN, INCONCLUSIVE, LOSS, NO_DIFFERENCE, Rule, decide, judge, needed_reps,
-                                   welch_interval)
+from harness.verdicts.estimate import estimate
+from harness.verdicts.rule import GAIN, INCONCLUSIVE, LOSS, NO_DIFFERENCE, Rule, decide, judge, needed_reps
 
 
 def reps(*values, start=1):
@@ -26,12 +26,12 @@ def test_the_interval_is_scipys_welch_interval_of_the_log_ratio(n_t, n_b, conf, 
     t = 1200 * rng.lognormal(0, 0.1, n_t)
     b = 1000 * rng.lognormal(0, 0.2, n_b)
     ref = stats.ttest_ind(np.log(t), np.log(b), equal_var=False).confidence_interval(conf)
-    d, lo, hi = welch_interval(t, b, conf)
-    assert d == pytest.approx(np.log(t).mean() - np.log(b).mean(), rel=1e-12)
-    assert (lo, hi) == pytest.approx((ref.low, ref.high), rel=1e-10)
+    e = estimate(t, b)
+    assert e.d == pytest.approx(np.log(t).mean() - np.log(b).mean(), rel=1e-12)
+    assert e.interval(conf) == pytest.approx((ref.low, ref.high), rel=1e-10)
     # lower is better: the same interval, negated
-    d2, lo2, hi2 = welch_interval(t, b, conf, higher_is_better=False)
-    assert (d2, lo2, hi2) == pytest.approx((-d, -hi, -lo), rel=1e-12)
+    lower = estimate(t, b, higher_is_better=False)
+    assert (lower.d, *lower.interval(conf)) == pytest.approx((-e.d, -ref.high, -ref.low), rel=1e-10)
 
 
 @pytest.mark.parametrize("lo,hi,expected", [
