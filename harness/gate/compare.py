@@ -78,7 +78,7 @@ def _kept_out_is_inconclusive(rows, baseline: RunData, candidate: RunData) -> No
         if out:
             row.verdict = INCONCLUSIVE
             row.reason = "; ".join(f"every {side} repetition kept out of verdicts "
-                                   f"({', '.join(sorted({r.status for r in reps}))})" for side, reps in out)
+                                   f"({', '.join(sorted({r.summary.status for r in reps}))})" for side, reps in out)
 
 
 def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings = GateSettings(),
@@ -107,24 +107,24 @@ def compare_runs(baseline: RunData, candidate: RunData, settings: GateSettings =
             notes.append(f"{p}: the baseline lost messages too ({sum(r.messages_lost for r in b.reps)}): "
                          "its numbers are suspect")
         for side, data in (("baseline", b), ("candidate", c)):
-            cb = [r.repetition for r in data.reps if r.client_bound]
+            cb = [r.repetition for r in data.reps if r.summary.client_bound]
             if cb:
                 notes.append(f"{p}: {side} repetition(s) {', '.join(map(str, cb))} were client-bound: "
                              "the load generator, not the broker, limited throughput")
             for r in data.kept_out():
                 why = disturbance(r.summary)
-                notes.append(f"{p}: {side} repetition {r.repetition} kept out of the comparison ({r.status})"
+                notes.append(f"{p}: {side} repetition {r.repetition} kept out of the comparison ({r.summary.status})"
                              + (f": {why}" if why else ""))
-            idle = [r.repetition for r in data.reps if r.status == "users_idle"]
+            idle = [r.repetition for r in data.reps if r.summary.status == "users_idle"]
             if idle:
                 notes.append(f"{p}: {side} repetition(s) {', '.join(map(str, idle))} had Locust users "
                              "that were not sending through the window: fewer clients than configured")
-        bp = {k: v for k, v in (b.reps[0].permutation or {}).items() if k != "index"}
-        cp = {k: v for k, v in (c.reps[0].permutation or {}).items() if k != "index"}
+        bp = {k: v for k, v in (b.reps[0].summary.permutation or {}).items() if k != "index"}
+        cp = {k: v for k, v in (c.reps[0].summary.permutation or {}).items() if k != "index"}
         if bp and cp and bp != cp:
             notes.append(f"{p}: the permutation's settings differ between baseline and candidate")
-        bm = {r.measure_seconds for r in b.reps if r.measure_seconds is not None}
-        cm = {r.measure_seconds for r in c.reps if r.measure_seconds is not None}
+        bm = {r.summary.window.measure_seconds for r in b.reps} - {None}
+        cm = {r.summary.window.measure_seconds for r in c.reps} - {None}
         if bm and cm and bm != cm:
             notes.append(f"{p}: measured window differs: baseline {sorted(bm)} s, candidate {sorted(cm)} s")
     prov = provenance_differences(baseline.run, candidate.run) if check_provenance else []

@@ -26,9 +26,9 @@ def check_integrity(perm: str, baseline: PermData, candidate: PermData) -> Integ
     whatever the throughput."""
     c_lost = sum(r.messages_lost for r in candidate.reps)
     b_lost = sum(r.messages_lost for r in baseline.reps)
-    c_err = sum(r.errors for r in candidate.reps) / len(candidate.reps)
-    b_err = sum(r.errors for r in baseline.reps) / len(baseline.reps)
-    disabled = any(r.queue_disabled for r in candidate.reps)
+    c_err = sum(r.summary.get("errors", 0) for r in candidate.reps) / len(candidate.reps)
+    b_err = sum(r.summary.get("errors", 0) for r in baseline.reps) / len(baseline.reps)
+    disabled = any(r.summary.queue_disabled for r in candidate.reps)
     res = IntegrityResult(permutation=perm, candidate_lost=c_lost, baseline_lost=b_lost,
                           candidate_errors_per_rep=c_err, baseline_errors_per_rep=b_err,
                           candidate_queue_disabled=disabled)

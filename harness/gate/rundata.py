@@ -19,7 +19,8 @@ from ..verdicts.comparison_metrics import METRICS, Metric
 
 @dataclass
 class Rep:
-    """One complete repetition: the compared metrics and its summary."""
+    """One complete repetition: the compared metrics and its summary (every other field:
+    ``summary``)."""
 
     repetition: int
     path: Path
@@ -36,34 +37,10 @@ class Rep:
         return (self.summary.get("messages_duplicated") or 0) + (self.summary.get("messages_phantom") or 0)
 
     @property
-    def errors(self) -> int:
-        return self.summary.get("errors", 0)
-
-    @property
-    def queue_disabled(self) -> bool:
-        return bool(self.summary.get("queue_disabled"))
-
-    @property
-    def client_bound(self) -> bool:
-        return bool(self.summary.get("client_bound"))
-
-    @property
     def round(self) -> int:
         """The round an interleaved gate ran it in (its side's runs combined: ``interleave``),
         else its repetition: what pairs the two sides."""
         return int((self.summary.extra.get("interleave") or {}).get("round", self.repetition))
-
-    @property
-    def status(self) -> str:
-        return self.summary.status
-
-    @property
-    def permutation(self) -> dict[str, Any]:
-        return self.summary.permutation
-
-    @property
-    def measure_seconds(self) -> float:
-        return self.summary.window.measure_seconds
 
 
 @dataclass
@@ -75,10 +52,10 @@ class PermData:
         """(round, value) of the repetitions that count in verdicts
         (:func:`harness.results.counts_in_verdicts`); a permutation may have any number."""
         return [(r.round, r.values[metric]) for r in self.reps  # type: ignore[misc]
-                if r.values.get(metric) is not None and counts_in_verdicts(r.status)]
+                if r.values.get(metric) is not None and counts_in_verdicts(r.summary.status)]
 
     def kept_out(self) -> list[Rep]:
-        return [r for r in self.reps if not counts_in_verdicts(r.status)]
+        return [r for r in self.reps if not counts_in_verdicts(r.summary.status)]
 
 
 @dataclass
