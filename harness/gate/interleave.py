@@ -32,7 +32,8 @@ from typing import Any, Callable, Protocol
 import yaml
 
 from ..errors import TargetError, UserError
-from ..results import RunDir, RunReader, counts_in_verdicts, find_runs, read_json, write_atomic, write_json
+from ..results import (RunDir, RunReader, counts_in_verdicts, find_runs, read_json, utc_now_iso, write_atomic,
+                       write_json)
 from ..results.lock import hold_run_dir
 from .compare import compare_runs
 from ..plan import SIDES, side_orders, side_windows
@@ -137,10 +138,6 @@ def find_run_dir(out: Path) -> Path | None:
     return found[-1].path if found else None
 
 
-def _has_complete_rep(run_dir: Path) -> bool:
-    return RunReader(run_dir).has_complete_rep()
-
-
 class SubprocessRunner:
     """Runs ``python -m harness.cli run MATRIX --target T --out OUT`` in a side's checkout.
 
@@ -217,7 +214,7 @@ class SubprocessRunner:
         if rc == 130:
             raise KeyboardInterrupt
         run_dir = find_run_dir(out)
-        if run_dir is None or not _has_complete_rep(run_dir):
+        if run_dir is None or not RunReader(run_dir).reps():
             # one line: the log's last words (the run's own error line), and where the rest is
             said = [ln.strip() for ln in logfile.read_text(encoding="utf-8", errors="replace").splitlines()
                     if ln.strip() and not ln.startswith("# ")]
@@ -382,7 +379,7 @@ def _interleave(out, baseline_ref, baseline_commit, cand_commit, cand_dirty, git
         "schema": INTERLEAVE_SCHEMA, "baseline_ref": baseline_ref, "baseline_commit": baseline_commit,
         "candidate_commit": cand_commit, "candidate_dirty": cand_dirty, "candidate_root": str(git_root),
         "matrix": str(matrix_file), "matrix_sha256": m.sha256, "rounds": n_rounds, "seed": seed,
-        "orders": [list(o) for o in orders], "target": target, "started": _now(), "runs": [],
+        "orders": [list(o) for o in orders], "target": target, "started": utc_now_iso(), "runs": [],
         "status": "running"}
     write_json(out / "interleave.json", record)
     if runner is None:
@@ -400,7 +397,7 @@ def _interleave(out, baseline_ref, baseline_commit, cand_commit, cand_dirty, git
                           paired=True)
     report.mode = "interleaved"
     record["status"] = "complete"
-    record["ended"] = _now()
+    record["ended"] = utc_now_iso()
     report.interleave = {k: v for k, v in record.items() if k != "schema"}
     gate_json = write_report(report)
     record["verdict"] = report.verdict
@@ -449,7 +446,7 @@ def _run_rounds(wt: "Worktree", runner, orders, record: dict[str, Any], out: Pat
     except BaseException as e:
         record["status"] = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         record["error"] = str(e)
-        record["ended"] = _now()
+        record["ended"] = utc_now_iso()
         write_json(out / "interleave.json", record)
         raise
 
@@ -467,7 +464,3 @@ def _short_rounds(runs: dict[str, list[tuple[int, Path]]], planned: int) -> bool
                 if any(counts_in_verdicts(s.status) for s in reader.readable_summaries(perm)):
                     counted[name].setdefault(perm, set()).add(rnd)
     return any(len(counted["baseline"].get(p, set()) & counted["candidate"].get(p, set())) < planned for p in perms)
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

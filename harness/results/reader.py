@@ -10,7 +10,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import UserError
 from .model import PermutationSummary, RepetitionSummary, RunRecord
@@ -179,15 +179,6 @@ class RunReader:
         """``rep-NN`` directories without a summary.json (left by an older writer)."""
         return [d for p in self.permutation_ids() for _, d in self.rep_dirs(p)
                 if not (d / "summary.json").is_file()]
-
-    def has_complete_rep(self) -> bool:
-        return any(True for _ in self._iter_complete())
-
-    def _iter_complete(self) -> Iterator[Path]:
-        for p in self.permutation_ids():
-            for _, d in self.rep_dirs(p):
-                if (d / "summary.json").is_file():
-                    yield d
 
     def summaries(self, perm_id: str | None = None) -> list[RepetitionSummary]:
         return [r.summary() for r in self.reps(perm_id)]

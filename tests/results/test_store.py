@@ -45,7 +45,6 @@ def test_reader_lists_only_complete_repetitions(tmp_path):
     assert r.permutation_ids() == ["p1", "p2"]
     assert [(x.perm_id, x.rep) for x in r.reps()] == [("p1", 1), ("p1", 2)]
     assert [d.name for d in r.incomplete_rep_dirs()] == ["rep-01"]
-    assert r.has_complete_rep()
 
 
 def test_resume_finds_the_newest_unfinished_run_of_a_matrix(tmp_path):
