@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..results import write_json
+from ..verdicts.answer import Column, Section
 from ..verdicts.regression import (FAIL, FAILING, INCONCLUSIVE, NO_DATA, PASS, REGRESSION, SEVERITY, WARNING,
                                    GateSettings, MetricResult, why_inconclusive, worst)
 from .integrity import IntegrityResult
@@ -19,6 +21,10 @@ CORRECTION = "benjamini-hochberg"
 
 #: effects beyond the threshold listed by name in the inconclusive warning (the rest counted)
 LIST_AT_MOST = 8
+#: the table's columns: (key and header, alignment)
+COLUMNS = [Column(h, h, a, always=True) for h, a in (
+    ("permutation", "<"), ("metric", "<"), ("n b/c", ">"), ("baseline", ">"), ("candidate", ">"), ("r", ">"),
+    ("threshold", ">"), ("p", ">"), ("q", ">"), ("verdict", "<"))]
 
 
 @dataclass
@@ -120,30 +126,20 @@ class GateReport:
         })
 
     def format_table(self) -> str:
-        headers = ("permutation", "metric", "n b/c", "baseline", "candidate", "r", "threshold", "p", "q", "verdict")
-        lines: list[list[str]] = []
+        rows = []
         for r in self.rows:
             verdict = r.verdict.upper() if r.verdict in FAILING else r.verdict
             if r.verdict == INCONCLUSIVE and r.effect_beyond:
                 verdict += " (worse, unproven)"
-            lines.append([r.permutation, r.metric, f"{r.n_baseline}/{r.n_candidate}",
-                          _fmt(r.baseline_median), _fmt(r.candidate_median), _fmt_r(r.r),
-                          "-" if r.threshold is None else ("inf" if not math.isfinite(r.threshold) else f"{r.threshold:.1%}"),
-                          "n/a" if r.p is None else f"{r.p:.4f}", "n/a" if r.q is None else f"{r.q:.4f}",
-                          verdict])
-        widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h) for i, h in enumerate(headers)]
-        right = {2, 3, 4, 5, 6, 7, 8}
-
-        def fmt_line(cells: Sequence[str]) -> str:
-            return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                             for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-        out = [fmt_line(headers), fmt_line(["-" * w for w in widths])]
-        out += [fmt_line(l) for l in lines]
-        for r in self.rows:
-            if r.reason and r.verdict in (REGRESSION, WARNING, NO_DATA):
-                out.append(f"  {r.verdict}: {r.permutation} {r.metric}: {r.reason}")
-        out.append("")
+            cells = [r.permutation, r.metric, f"{r.n_baseline}/{r.n_candidate}",
+                     _fmt(r.baseline_median), _fmt(r.candidate_median), _fmt_r(r.r),
+                     "-" if r.threshold is None else ("inf" if not math.isfinite(r.threshold) else f"{r.threshold:.1%}"),
+                     "n/a" if r.p is None else f"{r.p:.4f}", "n/a" if r.q is None else f"{r.q:.4f}", verdict]
+            rows.append({c.key: v for c, v in zip(COLUMNS, cells)})
+        table = io.StringIO()   # untitled: the header is the first line
+        Section("gate", "", COLUMNS, rows, [f"{r.verdict}: {r.permutation} {r.metric}: {r.reason}" for r in self.rows
+                                            if r.reason and r.verdict in (REGRESSION, WARNING, NO_DATA)]).text(table)
+        out = [table.getvalue().strip("\n"), ""]
         if all(i.verdict == PASS for i in self.integrity):
             out.append("integrity (candidate): ok: no messages lost, no rise in errors, no disabled queue")
         else:
