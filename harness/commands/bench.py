@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import add_metrics_arguments, add_run_dir_arguments, metrics_endpoint
+from .common import add_run_options, metrics_endpoint
 
 
 def register(sub) -> None:
@@ -18,16 +18,12 @@ def register(sub) -> None:
                                    "repetitions used.")
     p.add_argument("--matrix", default="matrices/bench.yaml", metavar="FILE",
                    help="matrix YAML file to run (default matrices/bench.yaml)")
-    add_run_dir_arguments(p)
+    add_run_options(p)
     p.add_argument("--no-analysis", action="store_true",
                    help="skip the Spark analysis (the key table is computed from the summaries)")
     p.add_argument("--json", action="store_true",
                    help="print the key table as JSON, alone on stdout, with each permutation's diagnosis under "
                         "\"diagnosis\" (the repetitions' table goes to stderr)")
-    from .run import add_scale_arguments
-
-    add_scale_arguments(p)
-    add_metrics_arguments(p)
     p.set_defaults(func=cmd_bench)
 
 

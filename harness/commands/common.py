@@ -8,9 +8,9 @@ TARGET_HELP = ("a registered target: 'embedded' (the PostgreSQL emulation, defau
                "Server topology YAML file (docs/targets.md)")
 
 
-def add_run_dir_arguments(p, resume: bool = True) -> None:
-    """``--target``, ``--out``, ``--resume`` (``resume``) and ``--results``: where a run of run,
-    bench and saturate goes."""
+def add_run_options(p, resume: bool = True) -> None:
+    """What run, bench and saturate share: where the run goes (``--target``, ``--out``,
+    ``--resume`` (``resume``), ``--results``), the scale-out flags and the live metrics."""
     p.add_argument("--target", default="embedded", help=TARGET_HELP)
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="run directory (default: results/<UTC time>-<matrix name>)")
@@ -19,6 +19,25 @@ def add_run_dir_arguments(p, resume: bool = True) -> None:
                        help="continue an unfinished run (--out DIR, or the newest unfinished run of this "
                             "matrix): complete repetitions are kept, partial ones redone")
     p.add_argument("--results", type=Path, default=None, metavar="DIR", help="results root (default: ./results)")
+    g = p.add_argument_group("scale-out", "Several Locust worker processes per initiator, and workers on client "
+                                          "hosts of their own (docs/scale-out.md).")
+    g.add_argument("--workers-per-initiator", type=int, default=None, metavar="N",
+                   help="Locust worker processes per initiator (default: the matrix's run.workers_per_initiator, "
+                        "else 1); each takes threads/N of its initiator's users, so every threads value must be a "
+                        "multiple of N")
+    g.add_argument("--remote-workers", action="store_true",
+                   help="start no Locust worker on this host: the master listens on --master-bind and waits for "
+                        "'ssbench worker' on the client hosts (initiators x workers-per-initiator of them, for "
+                        "every repetition); needs the same $SSBENCH_WORKER_TOKEN on every host. Implied by a "
+                        "topology file with a client_hosts: section, whose values these flags override")
+    g.add_argument("--master-bind", default=None, metavar="HOST[:PORT]",
+                   help="with remote workers: the address the master listens on (default: the topology's "
+                        "client_hosts.master_bind, else 0.0.0.0:5557)")
+    g.add_argument("--worker-wait", type=float, default=None, metavar="SECONDS",
+                   help="with remote workers: how long each repetition's master waits for every expected "
+                        "worker before it fails naming the missing ones (default: the topology's "
+                        "client_hosts.worker_wait_seconds, else 120)")
+    add_metrics_arguments(p)
 
 
 def check_target(value: str) -> str:

@@ -11,7 +11,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .common import add_metrics_arguments, add_run_dir_arguments, metrics_endpoint
+from .common import add_run_options, metrics_endpoint
 
 
 def register(sub) -> None:
@@ -23,36 +23,9 @@ def register(sub) -> None:
                                    "drain and verify, results written atomically under results/<run-id>/; at the "
                                    "end, what limits throughput in each permutation and what to try "
                                    "(docs/diagnosis.md). Ctrl-C stops cleanly and leaves the run resumable.")
-    add_run_arguments(p)
-    add_scale_arguments(p)
-    add_metrics_arguments(p)
-    p.set_defaults(func=cmd_run)
-
-
-def add_run_arguments(p) -> None:
     p.add_argument("matrix", help="matrix YAML file, e.g. matrices/bench.yaml")
-    add_run_dir_arguments(p)
-
-
-def add_scale_arguments(p) -> None:
-    g = p.add_argument_group("scale-out", "Several Locust worker processes per initiator, and workers on client "
-                                          "hosts of their own (docs/scale-out.md).")
-    g.add_argument("--workers-per-initiator", type=int, default=None, metavar="N",
-                   help="Locust worker processes per initiator (default: the matrix's run.workers_per_initiator, "
-                        "else 1); each takes threads/N of its initiator's users, so every threads value must be a "
-                        "multiple of N")
-    g.add_argument("--remote-workers", action="store_true",
-                   help="start no Locust worker on this host: the master listens on --master-bind and waits for "
-                        "'ssbench worker' on the client hosts (initiators x workers-per-initiator of them, for "
-                        "every repetition); needs the same $SSBENCH_WORKER_TOKEN on every host. Implied by a "
-                        "topology file with a client_hosts: section, whose values these flags override")
-    g.add_argument("--master-bind", default=None, metavar="HOST[:PORT]",
-                   help="with remote workers: the address the master listens on (default: the topology's "
-                        "client_hosts.master_bind, else 0.0.0.0:5557)")
-    g.add_argument("--worker-wait", type=float, default=None, metavar="SECONDS",
-                   help="with remote workers: how long each repetition's master waits for every expected "
-                        "worker before it fails naming the missing ones (default: the topology's "
-                        "client_hosts.worker_wait_seconds, else 120)")
+    add_run_options(p)
+    p.set_defaults(func=cmd_run)
 
 
 def parse_host_port(value: str, flag: str) -> tuple[str, int]:

@@ -20,8 +20,7 @@ def _positive(text: str) -> float:
     return v
 
 
-from .common import add_metrics_arguments, add_run_dir_arguments, metrics_endpoint
-from .run import add_scale_arguments
+from .common import add_run_options, metrics_endpoint
 
 
 def register(sub) -> None:
@@ -34,7 +33,7 @@ def register(sub) -> None:
                                    "every probe's repetition to the run directory. Rates are SENDs per "
                                    "second per initiator.")
     p.add_argument("matrix", help="matrix YAML file, e.g. matrices/saturate.yaml")
-    add_run_dir_arguments(p, resume=False)
+    add_run_options(p, resume=False)
     p.add_argument("--slo-p99-ms", type=_positive, default=None,
                    help="end-to-end p99 limit in ms: a probe over it is not sustained")
     p.add_argument("--start-rate", type=_positive, default=None,
@@ -44,8 +43,6 @@ def register(sub) -> None:
     p.add_argument("--precision", type=_positive, default=0.1,
                    help="stop bisecting when the bounds are within this fraction (default 0.1)")
     p.add_argument("--max-probes", type=int, default=12, help="probes per permutation at most (default 12)")
-    add_scale_arguments(p)
-    add_metrics_arguments(p)
     p.set_defaults(func=cmd_saturate)
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.run import add_scale_arguments, scale_settings
+from harness.commands.common import add_run_options
+from harness.commands.run import scale_settings
 from harness.errors import UserError
 from harness.load.hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS, client_hosts
 from harness.load.swarm import RemoteWorkers
@@ -65,8 +66,7 @@ def _files(tmp_path, section: str = SECTION):
 
 def _args(*argv):
     p = argparse.ArgumentParser()
-    p.add_argument("--target")
-    add_scale_arguments(p)
+    add_run_options(p)
     return p.parse_args(list(argv))
 
 
