@@ -48,19 +48,15 @@ class BacklogRepetition(Repetition):
 
     drain: DrainRecord | None = None
 
-    def run(self) -> list[RepetitionSummary]:
-        self.setup()
-        try:
-            with self.lock:
-                self.on_status("activation off")
-                self.target.set_activation(False)
-            res, fill_seconds = self._fill()
-            self.drain = self._measure_drain(self._wait_delivered())
-        except BaseException:
-            self.abort()
-            raise
+    def measure(self) -> tuple[SwarmResult, dict[str, float]]:
+        """The fill (its window: no warm-up, the fill's seconds), then the drain."""
+        with self.lock:
+            self.on_status("activation off")
+            self.target.set_activation(False)
+        res, fill_seconds = self._fill()
+        self.drain = self._measure_drain(self._wait_delivered())
         self._add_drain_samples()
-        return self.finish(res, warmup_seconds=0.0, span_seconds=fill_seconds)
+        return res, {"warmup_seconds": 0.0, "span_seconds": fill_seconds}
 
     def _fill_end(self, end: float) -> float:
         """The fill's window ends at the latest when activation came on: the window is whole

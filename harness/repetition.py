@@ -26,13 +26,13 @@ from typing import Any, Callable
 from .plan import alternation_record, member_at
 from .collectors import SampleContext, Sampler, default_collectors
 from .collectors.host import CLIENT_BOUND_WORKER_CPU
-from .errors import DiskFull, TargetError
+from .errors import DiskFull, TargetError, UserError
 from .load.protocol import SwarmPlan
 from .load.spec import SwarmSpec
-from .load.series import SwarmSeries
+from .load.series import LOGS_DIR, SwarmSeries
 from .load.swarm import RemoteWorkers, Swarm, SwarmFailed, SwarmResult
 from .load.window import merge_workers
-from .matrix import Permutation, RunSettings
+from .matrix import Matrix, Permutation, RunSettings
 from .metrics.live import LiveState, RepetitionFeed
 from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
 from .results.model import LATENCY_SCHEMA, RepetitionSummary, TargetRef
@@ -284,14 +284,19 @@ class Repetition:
         return [summary for summary, _ in out]
 
     def run(self) -> list[RepetitionSummary]:
-        """The headless repetition: setup, swarm, finish."""
+        """The headless repetition: setup, the measured window (:meth:`measure`), finish."""
         self.setup()
         try:
-            res = self.run_swarm()
+            res, window = self.measure()
         except BaseException:
             self.abort()
             raise
-        return self.finish(res)
+        return self.finish(res, **window)
+
+    def measure(self) -> tuple[SwarmResult, dict[str, float]]:
+        """The measured window: the swarm's result and :meth:`finish`'s window arguments
+        (none: the run settings')."""
+        return self.run_swarm(), {}
 
     def abort(self) -> None:
         """Best effort: stop the collectors and the broker side (nothing committed); a headless
@@ -441,6 +446,45 @@ class Repetition:
                                               **({"send_corrected": lat["send_corrected"].to_json()}
                                                  if "send_corrected" in lat else {})})
         write_json(partial / "summary.json", summary)
+
+
+def resolve_profile(matrix: Matrix, target: Target, server: str) -> str:
+    """The target's profile a permutation's ``server`` names (UserError if it has none)."""
+    profile = matrix.profile_aliases(applies=target.capabilities.profile_aliases).get(server, server)
+    if profile not in target.profiles():
+        raise UserError(f"server profile {server!r} is not defined for the {target.kind} target "
+                        f"(known: {', '.join(target.profiles())})", file=str(matrix.path), field="axes.server")
+    return profile
+
+
+class Repetitions:
+    """What the repetitions of one run (``ssbench run``, ``saturate``) share: the target, the
+    run directory, one lock, the stop, the live endpoint, and one Locust master and its
+    workers (local, or on client hosts) for them all, until :meth:`close`."""
+
+    def __init__(self, matrix: Matrix, target: Target, run_dir: RunDir, *,
+                 stop_event: threading.Event | None = None, remote: RemoteWorkers | None = None,
+                 metrics: LiveState | None = None):
+        self.matrix = matrix
+        self.target = target
+        self.run_dir = run_dir
+        self.stop_event = stop_event or threading.Event()
+        self.lock = threading.Lock()
+        self.remote = remote
+        self.metrics = metrics
+        self.swarms = SwarmSeries(run_dir.path / LOGS_DIR, remote)
+
+    def repetition(self, perm: Permutation, rep: int, cls: type[Repetition] = Repetition, **kw: Any) -> Repetition:
+        """Repetition ``rep`` of ``perm`` (``kw``: more of its fields)."""
+        return cls(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
+                   profile=resolve_profile(self.matrix, self.target, perm.server), settings=self.matrix.run_for(perm),
+                   lock=self.lock, stop_event=self.stop_event, remote=self.remote, metrics=self.metrics,
+                   swarms=self.swarms, **kw)
+
+    def close(self) -> None:
+        """The swarm series ended, its processes gone and their logs whole."""
+        self.swarms.close()
+        Swarm.wait_closed()
 
 
 @dataclass(frozen=True)

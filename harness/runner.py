@@ -15,48 +15,29 @@ from pathlib import Path
 
 from .cpuawake import CpusAwake
 from .errors import UserError
-from .load.series import LOGS_DIR, SwarmSeries
-from .load.swarm import Swarm
 from .matrix import Matrix, Permutation
 from .plan import PlannedWindow, group_windows
 from .progress import Progress
 from .redact import error_line
 from .backlog import BacklogRepetition
-from .repetition import Interrupted, Repetition
+from .repetition import Interrupted, Repetition, Repetitions, resolve_profile
 from .results import RepetitionSummary, RunDir, disturbance, host_cpu_speed, host_cross_cpu, utc_now_iso, write_atomic
 from .targets.base import Target
 from .verdicts import Rule, permutation_rows
 from .verdicts.answer import comparison_words, host_note, key_row, stop_words, threads_text
 from .verdicts.auto import STOP_DECIDED, STOP_NONE, RoundPlan, fit_round, plan_round
 
-__all__ = ["Interrupted", "Progress", "Runner", "resolve_profile", "start_run"]
+__all__ = ["Interrupted", "Progress", "Runner", "start_run"]
 
 log = logging.getLogger(__name__)
 
-def resolve_profile(matrix: Matrix, target: Target, server: str) -> str:
-    profile = matrix.profile_aliases(applies=target.capabilities.profile_aliases).get(server, server)
-    if profile not in target.profiles():
-        raise UserError(f"server profile {server!r} is not defined for the {target.kind} target "
-                        f"(known: {', '.join(target.profiles())})", file=str(matrix.path), field="axes.server")
-    return profile
-
-
-class Runner:
+class Runner(Repetitions):
     def __init__(self, matrix: Matrix, target: Target, run_dir: RunDir, *, progress: Progress | None = None,
                  stop_event: threading.Event | None = None, remote=None, metrics=None):
-        self.matrix = matrix
-        self.remote = remote   # harness.load.swarm.RemoteWorkers: workers on client hosts
-        self.metrics = metrics   # harness.metrics.LiveState: the live endpoint (None: off)
-        self.target = target
-        self.run_dir = run_dir
+        super().__init__(matrix, target, run_dir, stop_event=stop_event, remote=remote, metrics=metrics)
         self.progress = progress or Progress(total=len(matrix) * matrix.run.planned_repetitions, force_plain=True)
-        self.stop_event = stop_event or threading.Event()
-        self.lock = threading.Lock()
         self.lost_total = 0
         self.duplicated_total = 0
-        # one Locust master and its workers (local, or on client hosts) for the whole run
-        self.swarms = SwarmSeries(run_dir.path / LOGS_DIR, remote)
-        #: the window being run is the run's last: its series closes once its drain is over
 
     # ------------------------------------------------------------------ whole run
     def run(self) -> int:
@@ -69,8 +50,7 @@ class Runner:
                 self.run_dir.update_run(cpu_awake=awake.record())
                 return self._run()
         finally:
-            self.swarms.close()
-            Swarm.wait_closed()     # the last swarm's processes gone, their logs whole
+            self.close()
 
     def _run(self) -> int:
         m = self.matrix
@@ -295,13 +275,9 @@ class Runner:
 
         # run.backlog_messages: the backlog drain (harness.backlog); else the load repetition
         cls = BacklogRepetition if self.matrix.run.backlog_messages else Repetition
-        r = cls(target=self.target, run_dir=self.run_dir, perm=perm, rep=rep,
-                profile=resolve_profile(self.matrix, self.target, perm.server),
-                settings=self.matrix.run_for(perm), lock=self.lock, stop_event=self.stop_event,
-                on_status=status, on_tick=live, remote=self.remote, metrics=self.metrics,
-                swarms=self.swarms, last_swarm=last and cls is not BacklogRepetition,
-                members=list(window.members), slice_seconds=self.matrix.run.slice_seconds)
-        summaries = r.run()
+        summaries = self.repetition(perm, rep, cls, on_status=status, on_tick=live,
+                                    last_swarm=last and cls is not BacklogRepetition, members=list(window.members),
+                                    slice_seconds=self.matrix.run.slice_seconds).run()
         self.lost_total += summaries[0].messages_lost
         # exactly-once broken: a message processed twice, or one processed that was never sent
         self.duplicated_total += (summaries[0].messages_duplicated or 0) + (summaries[0].messages_phantom or 0)

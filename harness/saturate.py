@@ -23,10 +23,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from .load.series import LOGS_DIR, SwarmSeries
-from .load.swarm import Swarm
 from .matrix import MAX_RATE, Matrix, Permutation
-from .repetition import Interrupted, Repetition, RepetitionFailed
+from .repetition import Interrupted, RepetitionFailed, Repetitions
 from .results import RepetitionSummary, RunDir, write_json
 
 log = logging.getLogger(__name__)
@@ -181,36 +179,23 @@ def base_permutations(matrix: Matrix) -> list[Permutation]:
     return list(seen.values())
 
 
-class Saturation:
+class Saturation(Repetitions):
     """Run the search for every permutation of ``matrix`` on ``target`` into ``run_dir``."""
 
     def __init__(self, matrix: Matrix, target, run_dir: RunDir, settings: SearchSettings, *,
-                 profile_for: Callable[[str], str], stop_event: threading.Event | None = None,
-                 say: Callable[[str], None] = lambda text: None, remote=None, metrics=None):
-        self.matrix = matrix
-        self.target = target
-        self.run_dir = run_dir
+                 stop_event: threading.Event | None = None, say: Callable[[str], None] = lambda text: None,
+                 remote=None, metrics=None):
+        super().__init__(matrix, target, run_dir, stop_event=stop_event, remote=remote, metrics=metrics)
         self.settings = settings
-        self.profile_for = profile_for
-        self.stop_event = stop_event or threading.Event()
-        self.lock = threading.Lock()
         self.say = say
-        self.remote = remote     # harness.load.swarm.RemoteWorkers: workers on client hosts
-        self.metrics = metrics   # harness.metrics.LiveState: the live endpoint (None: off)
         self.results: list[dict[str, Any]] = []
-        # one Locust master and its workers (local, or on client hosts) for every probe
-        self.swarms = SwarmSeries(run_dir.path / LOGS_DIR, remote)
 
     def probe(self, base: Permutation, rate: float) -> Probe:
         if self.stop_event.is_set():
             raise Interrupted()
         perm = replace(base, rate=rate)
-        rep = Repetition(target=self.target, run_dir=self.run_dir, perm=perm, rep=1,
-                         profile=self.profile_for(perm.server), settings=self.matrix.run_for(perm), lock=self.lock,
-                         stop_event=self.stop_event, remote=self.remote, metrics=self.metrics,
-                         swarms=self.swarms)
         try:
-            [summary] = rep.run()
+            [summary] = self.repetition(perm, 1).run()
         except RepetitionFailed as e:
             p = Probe(rate=rate, offered_rate=rate * perm.initiators, sustained=False,
                       reasons=[f"repetition failed: {str(e).splitlines()[0]}"], permutation_id=perm.id)
@@ -231,8 +216,7 @@ class Saturation:
                 self.results.append(permutation_result(base, res))
                 self.write()
         finally:
-            self.swarms.close()
-            Swarm.wait_closed()     # the last swarm's processes gone, their logs whole
+            self.close()
         return self.results
 
     def document(self) -> dict[str, Any]:

@@ -55,9 +55,9 @@ def saturate(args, metrics=None) -> int:
     from ..errors import UserError
     from ..matrix import load_matrix
     from ..paths import RESULTS
-    from ..repetition import Interrupted
     from ..redact import error_line
-    from ..runner import resolve_profile, start_run
+    from ..repetition import Interrupted, resolve_profile
+    from ..runner import start_run
     from ..saturate import Saturation, SearchSettings, format_table
     from ..targets.factory import make_target, target_config
     from .run import install_sigint, scale_settings
@@ -88,7 +88,6 @@ def saturate(args, metrics=None) -> int:
         if metrics is not None:
             metrics.begin_run(rd.run_id, matrix.name, target.label)
         sat = Saturation(matrix, target, rd, settings, stop_event=stop,
-                         profile_for=lambda server: resolve_profile(matrix, target, server),
                          say=lambda text: print(f"ssbench: {text}", file=sys.stderr, flush=True), remote=remote,
                          metrics=metrics)
         try:
