@@ -70,11 +70,6 @@ def check(run, perms: list, lines: Mapping[str, int], path: Path | str) -> None:
             refuse(f"{p.id}: no other dialog strategy to alternate with (give axes.dialogs two or more)")
 
 
-def alternation_record(member_ids: list[str], slice_seconds: float, member: int) -> dict[str, Any]:
-    """A member's summary's ``alternation`` record."""
-    return {"members": list(member_ids), "slice_seconds": slice_seconds, "member": member}
-
-
 @dataclass(frozen=True)
 class PlannedWindow:
     """One measured window: repetition (round) ``rep`` of its ``members``: permutations (the

@@ -23,7 +23,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Callable
 
-from .plan import alternation_record, member_at
+from .plan import member_at
 from .collectors import SampleContext, Sampler, default_collectors
 from .collectors.host import CLIENT_BOUND_WORKER_CPU
 from .errors import DiskFull, TargetError, UserError
@@ -35,7 +35,7 @@ from .load.window import merge_workers
 from .matrix import Matrix, Permutation, RunSettings
 from .metrics.live import LiveState, RepetitionFeed
 from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
-from .results.model import LATENCY_SCHEMA, RepetitionSummary, TargetRef
+from .results.model import LATENCY_SCHEMA, Alternation, RepetitionSummary, TargetRef
 from .results.summary import ClientRecord, RepetitionData
 from .targets.base import Counts, Target
 
@@ -410,10 +410,9 @@ class Repetition:
         that split the window's figures by slice; None: not alternated."""
         return None if m.index is None else (self.slice_seconds, len(self.members), m.index)
 
-    def _alternation(self, m: "Member") -> dict[str, Any] | None:
+    def _alternation(self, m: "Member") -> Alternation | None:
         """The summary's ``alternation`` record (harness.plan); None: not alternated."""
-        return None if m.index is None else alternation_record([q.id for q in self.members], self.slice_seconds,
-                                                               m.index)
+        return None if m.index is None else Alternation([q.id for q in self.members], self.slice_seconds, m.index)
 
     def _phases(self, summary: RepetitionSummary) -> tuple[float, float]:
         """The measured window's start and end, for each sample's phase in samples.jsonl."""

@@ -259,7 +259,7 @@ class RepetitionData:
     #: False where the window receives nothing by design (a backlog fill, activation off)
     receiving: bool = True
     #: an alternated window (run.alternate): its members, slice and this member's index
-    alternation: dict[str, Any] | None = None
+    alternation: Alternation | None = None
 
 
 def _mean(values: list[float]) -> float | None:
@@ -366,7 +366,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         collector_errors=list(d.collector_errors[:10]),
         poison_messages=a.poison, queue_disabled=a.queue_disabled,
         messages_undelivered=undelivered, status=status,
-        web=d.web, alternation=Alternation(**d.alternation) if d.alternation else None, **col)
+        web=d.web, alternation=d.alternation, **col)
 
 
 #: the fields whose median across repetitions a permutation's summary.json holds
