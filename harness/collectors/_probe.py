@@ -14,6 +14,9 @@ import threading
 import time
 from array import array
 from collections.abc import Iterable, Iterator
+from typing import ClassVar
+
+from .base import Collector
 
 
 class ProbeSamples:
@@ -150,3 +153,45 @@ class RunReferences:
         if ref is not None:
             self.add(ref)
         return ref
+
+
+class ProbeCollector(Collector):
+    """A collector whose probe (:meth:`make_probe`) starts at its first tick; each tick reads the
+    probes since the last (:meth:`probes`), and a probe that ended on an error fails the tick."""
+
+    #: the run's idle references, for a probe that takes one (None: it takes none)
+    references: ClassVar[RunReferences | None] = None
+
+    def __init__(self):
+        self.started = False
+        self.probe: ProbeThread | None = None
+        self.last_probe_ts = 0.0
+        self.reference_ms: float | None = None
+
+    def make_probe(self, ctx) -> ProbeThread | None:
+        """The probe of this repetition (None: nothing to probe here)."""
+        raise NotImplementedError
+
+    def probes(self, ctx, now: float) -> list[float]:
+        """The probes taken since the last tick; the idle reference once it is in."""
+        if not self.started:
+            self.started = True
+            self.probe = self.make_probe(ctx)
+            if self.probe is not None:
+                self.probe.start()
+        if self.probe is None:
+            return []
+        if self.probe.error:
+            raise RuntimeError(self.probe.error)
+        out = self.probe.between(self.last_probe_ts, now)
+        self.last_probe_ts = now
+        if self.references is not None:
+            self.reference_ms = self.references.take(self.probe, now, self.reference_ms)
+        return out
+
+    def reference_pending(self) -> bool:
+        return not self.started or (self.probe is not None and not self.probe.reference_taken())
+
+    def close(self) -> None:
+        if self.probe is not None:
+            self.probe.stop()

@@ -12,8 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from ._probe import ProbeThread, RunReferences
-from .base import Collector
+from ._probe import ProbeCollector, ProbeThread, RunReferences
 
 #: seconds between two probes, and during the idle reference: 75 probes in its first 1.5 s
 #: (0.75 s at 10 ms was measured and not kept: docs/findings/run-cost.md)
@@ -50,28 +49,17 @@ def cpu_speed(probe_ms: float | None, reference_ms: float | None) -> float | Non
     return reference_ms / probe_ms
 
 
-class CpuSpeedCollector(Collector):
+class CpuSpeedCollector(ProbeCollector):
     family = "cpu_speed"
-
     #: the idle references of the run this process measures (a run's repetitions share its process)
     references = RunReferences()
 
-    def __init__(self):
-        self.probe: CpuProbe | None = None
-        self.last_probe_ts = 0.0
-        self.reference_ms: float | None = None
+    def make_probe(self, ctx) -> CpuProbe:
+        return CpuProbe(reference_s=CpuSpeedCollector.references.begin(ctx.run, REFERENCE_S))
 
     def sample(self, ctx, now):
-        if self.probe is None:
-            self.probe = CpuProbe(reference_s=CpuSpeedCollector.references.begin(ctx.run, REFERENCE_S))
-            self.probe.start()
-        probes = self.probe.between(self.last_probe_ts, now)
-        self.last_probe_ts = now
-        self.reference_ms = CpuSpeedCollector.references.take(self.probe, now, self.reference_ms)
+        probes = self.probes(ctx, now)
         return [("probe_ms", "", statistics.median(probes))] if probes else []
-
-    def reference_pending(self) -> bool:
-        return self.probe is None or not self.probe.reference_taken()
 
     def summary_fields(self, ctx, window):
         ticks = window.series(self.family, "probe_ms")
@@ -82,7 +70,3 @@ class CpuSpeedCollector(Collector):
         speed = cpu_speed(probe, typical)
         return {"cpu_probe_ms": round(probe, 4), "cpu_reference_ms": round(typical, 4),
                 "cpu_speed": round(speed, 3), "slow_cpu": speed < SLOW_CPU_SPEED}
-
-    def close(self) -> None:
-        if self.probe is not None:
-            self.probe.stop()

@@ -26,8 +26,7 @@ import statistics
 import subprocess
 import sys
 
-from ._probe import ProbeThread
-from .base import Collector
+from ._probe import ProbeCollector, ProbeThread
 
 #: seconds between two probes
 PROBE_INTERVAL_S = 0.2
@@ -83,33 +82,17 @@ class CrossCpuProbe(ProbeThread):
             self.proc.wait()
 
 
-class CrossCpuCollector(Collector):
+class CrossCpuCollector(ProbeCollector):
     family = "cross_cpu"
 
-    def __init__(self):
-        self.started = False
-        self.probe: CrossCpuProbe | None = None
-        self.last_probe_ts = 0.0
+    def make_probe(self, ctx) -> CrossCpuProbe | None:
+        cpus = probe_cpus()
+        return None if cpus is None else CrossCpuProbe(cpus)
 
     def sample(self, ctx, now):
-        if not self.started:
-            self.started = True
-            cpus = probe_cpus()
-            if cpus is not None:
-                self.probe = CrossCpuProbe(cpus)
-                self.probe.start()
-        if self.probe is None:
-            return []
-        if self.probe.error:
-            raise RuntimeError(self.probe.error)
-        probes = [x for x in self.probe.between(self.last_probe_ts, now) if x == x]   # nan: no answer
-        self.last_probe_ts = now
+        probes = [x for x in self.probes(ctx, now) if x == x]   # nan: no answer
         return [("round_trip_ns", "", statistics.median(probes))] if probes else []
 
     def summary_fields(self, ctx, window):
         ticks = window.series(self.family, "round_trip_ns")
         return {"cross_cpu_ns": round(statistics.fmean(ticks), 1)} if ticks else {}
-
-    def close(self) -> None:
-        if self.probe is not None:
-            self.probe.stop()

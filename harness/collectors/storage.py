@@ -16,8 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
-from ._probe import ProbeThread, RunReferences
-from .base import Collector
+from ._probe import ProbeCollector, ProbeThread, RunReferences
 
 log = logging.getLogger(__name__)
 
@@ -76,29 +75,22 @@ def noisy_storage(probe_ms: float | None, reference_ms: float | None) -> bool:
     return probe_ms >= NOISY_STORAGE_RATIO * reference_ms and probe_ms - reference_ms >= NOISY_STORAGE_MIN_MS
 
 
-class StorageCollector(Collector):
+class StorageCollector(ProbeCollector):
     family = "storage"
-
     #: the idle references of the run this process measures (a run's repetitions share its process)
     references = RunReferences()
 
     def __init__(self):
-        self.probe: FsyncProbe | None = None
-        self.started = False
+        super().__init__()
         self.prev: tuple[float, tuple[float, float]] | None = None
-        self.last_probe_ts = 0.0
-        self.reference_ms: float | None = None
 
-    def _start_probe(self, ctx) -> None:
-        self.started = True
+    def make_probe(self, ctx) -> FsyncProbe | None:
         d = ctx.call(ctx.telemetry.storage_probe_dir)
-        if d is not None:
-            self.probe = FsyncProbe(Path(d), reference_s=StorageCollector.references.begin(ctx.run, REFERENCE_S))
-            self.probe.start()
+        return None if d is None else FsyncProbe(Path(d), reference_s=StorageCollector.references.begin(ctx.run,
+                                                                                                        REFERENCE_S))
 
     def sample(self, ctx, now):
-        if not self.started:
-            self._start_probe(ctx)
+        probes = self.probes(ctx, now)
         out = []
         stats = ctx.call(ctx.telemetry.log_flush_stats)
         if stats is not None:
@@ -109,21 +101,10 @@ class StorageCollector(Collector):
                 out.append(("log_flushes_per_s", "", max(0.0, flushes) / max(now - self.prev[0], 1e-6)))
             self.prev = (now, stats)
         out += [("log_size_mb", name, mb) for name, mb in sorted(ctx.call(ctx.telemetry.log_sizes_mb).items())]
-        if self.probe is not None:
-            if self.probe.error:
-                raise RuntimeError(self.probe.error)
-            probes = self.probe.between(self.last_probe_ts, now)
-            self.last_probe_ts = now
-            if probes:
-                out.append(("probe_ms", "", statistics.median(probes)))
-                out.append(("probe_max_ms", "", max(probes)))
-            # the idle reference: the probes of the first REFERENCE_S after the probe started (the
-            # collectors start once the warm-up drained; the swarm's first SEND waits for it)
-            self.reference_ms = StorageCollector.references.take(self.probe, now, self.reference_ms)
+        if probes:
+            out.append(("probe_ms", "", statistics.median(probes)))
+            out.append(("probe_max_ms", "", max(probes)))
         return out
-
-    def reference_pending(self) -> bool:
-        return not self.started or (self.probe is not None and not self.probe.reference_taken())
 
     def summary_fields(self, ctx, window):
         out = {}
@@ -156,7 +137,3 @@ class StorageCollector(Collector):
                 out.append(f"{name}: its log grew from {sizes[0]:,.0f} MB to {sizes[-1]:,.0f} MB inside the measured "
                            "window (autogrowth: the load waited on it, as WRITELOG; size the log beforehand)")
         return out
-
-    def close(self) -> None:
-        if self.probe is not None:
-            self.probe.stop()

@@ -52,14 +52,14 @@ def test_collectors_that_fail_alike_share_one_line_and_repeat_only_after_a_while
 def test_the_wait_for_references_ends_when_the_probes_idle_references_are_in():
     """A real CPU speed probe with a 0.3 s reference: the wait lasts until its first probe is
     0.3 s old (the swarm's first SEND comes after), and a stop ends it at once."""
+    from harness.collectors._probe import RunReferences
     from harness.collectors.cpuspeed import CpuProbe, CpuSpeedCollector
 
     class Short(CpuSpeedCollector):
-        def sample(self, ctx, now):
-            if self.probe is None:
-                self.probe = CpuProbe(interval=0.05, reference_interval=0.01, reference_s=0.3)
-                self.probe.start()
-            return []
+        references = RunReferences()
+
+        def make_probe(self, ctx):
+            return CpuProbe(interval=0.05, reference_interval=0.01, reference_s=0.3)
 
     s = Sampler(SampleContext(target=None, lock=threading.Lock()), [Counting(), Short()], interval=0.05)
     s.start()
