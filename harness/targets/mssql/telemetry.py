@@ -109,31 +109,33 @@ BACKUP_TYPES = {"D": "full database", "I": "differential", "L": "log", "F": "fil
 PAGE_INFO_MAJOR = 15
 
 
+def sum_waits(rows: Iterable[tuple]) -> list[WaitStat]:
+    """(wait type, waiting tasks, wait ms, signal wait ms or None) rows, summed by wait type
+    (a name's padding stripped), longest wait first."""
+    acc: dict[str, list] = {}
+    for name, n, ms, signal in rows:
+        a = acc.setdefault(str(name).strip(), [0, 0.0, None])
+        a[0] += int(n or 0)
+        a[1] += float(ms or 0.0)
+        a[2] = a[2] if signal is None else (a[2] or 0.0) + float(signal)
+    return sorted((WaitStat(k, *v) for k, v in acc.items()), key=lambda w: -w.wait_time_ms)
+
+
 class MssqlTelemetry(Telemetry):
     """What the runner and the collectors read from a SQL Server topology. Mixed into
     :class:`~.target.MssqlTarget` (a :class:`~.session.ServerSession`)."""
 
     def wait_stats_by_server(self) -> dict[str, list[WaitStat]]:
-        out: dict[str, list[WaitStat]] = {}
-        for key, inst in self._active_servers().items():
-            rows = self._query(inst, "collectors", "wait_stats", database="master")
-            out[self._server_label(key)] = sorted(
-                (WaitStat(str(r[0]), int(r[1]), float(r[2]), float(r[3] or 0.0)) for r in rows
-                 if not is_benign_wait(str(r[0]))),
-                key=lambda w: -w.wait_time_ms)
-        return out
+        return {self._server_label(key): sum_waits(
+                    (r[0], r[1], r[2], r[3] or 0.0) for r in self._query(inst, "collectors", "wait_stats",
+                                                                         database="master")
+                    if not is_benign_wait(str(r[0])))
+                for key, inst in self._active_servers().items()}
 
     def wait_stats(self) -> list[WaitStat]:
         """Summed over the active permutation's SQL Server instances (wait and signal wait)."""
-        acc: dict[str, list[float]] = {}
-        for stats in self.wait_stats_by_server().values():
-            for w in stats:
-                a = acc.setdefault(w.wait_type, [0, 0.0, 0.0])
-                a[0] += w.waiting_tasks
-                a[1] += w.wait_time_ms
-                a[2] += w.signal_wait_ms or 0.0
-        return sorted((WaitStat(k, int(v[0]), v[1], v[2]) for k, v in acc.items()),
-                      key=lambda w: -w.wait_time_ms)
+        return sum_waits((w.wait_type, w.waiting_tasks, w.wait_time_ms, w.signal_wait_ms)
+                         for stats in self.wait_stats_by_server().values() for w in stats)
 
     def perf_counters_by_server(self) -> dict[str, list[PerfCounter]]:
         """The Broker objects per instance of the permutation. Broker Activation reports each
@@ -321,14 +323,9 @@ class MssqlTelemetry(Telemetry):
     def broker_waits(self) -> list[WaitStat]:
         """Summed over the permutation's instances: Service Broker's own waits, idle ones included
         (BROKER_*), and its latch classes (SERVICE_BROKER_*, sys.dm_os_latch_stats)."""
-        acc: dict[str, list[float]] = {}
-        for inst in self._active_servers().values():
-            for section in ("broker_waits", "broker_latches"):
-                for name, n, ms in self._query(inst, "collectors", section, database="master"):
-                    a = acc.setdefault(str(name).strip(), [0, 0.0])
-                    a[0] += int(n or 0)
-                    a[1] += float(ms or 0.0)
-        return sorted((WaitStat(k, int(v[0]), v[1]) for k, v in acc.items()), key=lambda w: -w.wait_time_ms)
+        return sum_waits((*row, None) for inst in self._active_servers().values()
+                         for section in ("broker_waits", "broker_latches")
+                         for row in self._query(inst, "collectors", section, database="master"))
 
     def session_waits(self) -> list[tuple[str, str, int]]:
         """The load's and the activated tasks' requests waiting now on the permutation's instances,
