@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from ...errors import first_line
-from ._db import CHECK_CLIENT_MS, connect, connection_lost
+from ._db import CHECK_CLIENT_MS, connect
+from .wait_sampler import PeriodicSampler
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -106,49 +107,36 @@ class ActivatedReader(threading.Thread):
             self.exit_reason = "queue disabled"
 
 
-class QueueMonitor(threading.Thread):
+class QueueMonitor(PeriodicSampler):
     """Starts readers while messages wait: at most one per monitor interval, up to the queue's
     MAX_QUEUE_READERS."""
 
-    def __init__(self, broker: "Broker"):
-        super().__init__(name="queue-monitor", daemon=True)
-        self.broker = broker
+    app = "ssbench-queue-monitor"
+    check_client_ms = CHECK_CLIENT_MS
 
-    def run(self) -> None:
-        b = self.broker
-        stop = b.stopping
-        conn = None
-        last_start = last_limit = float("-inf")
-        while not stop.is_set():
-            try:
-                if conn is None:
-                    conn = connect(b.opts.target, "ssbench-queue-monitor", check_client_ms=CHECK_CLIENT_MS)
-                    next_id = conn.execute("SELECT coalesce(max(task_id), 0) FROM ssb.activation_tasks").fetchone()[0]
-                    b.next_task_id = max(b.next_task_id, next_id)
-                enabled, activation, max_readers, interval = conn.execute(
-                    "SELECT is_receive_enabled, is_activation_enabled, max_readers, monitor_interval_s "
-                    "FROM ssb.queues WHERE name = 'MySSBLabTestQueue'").fetchone()
-                tick = min(MONITOR_TICK_S, interval / 4)
-                if enabled and activation:
-                    now = time.monotonic()
-                    if now - last_start >= interval and now - last_limit >= interval:
-                        waiting = conn.execute(
-                            "SELECT EXISTS (SELECT 1 FROM ssb.service_queue ORDER BY queuing_order LIMIT 1)"
-                        ).fetchone()[0]
-                        if waiting:
-                            if b.running_readers() < max_readers:
-                                # the start instant, after the check: a reader seen as ended has
-                                # recorded its end before this
-                                last_start, wall = time.monotonic(), time.time()
-                                b.start_reader(conn, wall)
-                            else:
-                                conn.execute("UPDATE ssb.activation_counters "
-                                             "SET task_limit_reached = task_limit_reached + 1")
-                                last_limit = now
-                stop.wait(tick)
-            except Exception as e:
-                if stop.is_set():
-                    break
-                conn = connection_lost(conn, "queue monitor", e, stop)
-        if conn is not None:
-            conn.close()
+    def __init__(self, broker: "Broker"):
+        super().__init__(broker, "queue-monitor", MONITOR_TICK_S)
+        self.last_start = self.last_limit = float("-inf")
+
+    def opened(self, conn: psycopg.Connection) -> None:
+        next_id = conn.execute("SELECT coalesce(max(task_id), 0) FROM ssb.activation_tasks").fetchone()[0]
+        self.broker.next_task_id = max(self.broker.next_task_id, next_id)
+
+    def sample(self, conn: psycopg.Connection, now: float) -> None:
+        enabled, activation, max_readers, interval = conn.execute(
+            "SELECT is_receive_enabled, is_activation_enabled, max_readers, monitor_interval_s "
+            "FROM ssb.queues WHERE name = 'MySSBLabTestQueue'").fetchone()
+        self.interval = min(MONITOR_TICK_S, interval / 4)
+        now = time.monotonic()
+        if not (enabled and activation) or now - self.last_start < interval or now - self.last_limit < interval:
+            return
+        if not conn.execute("SELECT EXISTS (SELECT 1 FROM ssb.service_queue ORDER BY queuing_order LIMIT 1)"
+                            ).fetchone()[0]:
+            return
+        if self.broker.running_readers() < max_readers:
+            # the start instant, after the check: a reader seen as ended has recorded its end before this
+            self.last_start, wall = time.monotonic(), time.time()
+            self.broker.start_reader(conn, wall)
+        else:
+            conn.execute("UPDATE ssb.activation_counters SET task_limit_reached = task_limit_reached + 1")
+            self.last_limit = now

@@ -24,9 +24,12 @@ if TYPE_CHECKING:
 class PeriodicSampler(threading.Thread):
     """A broker thread that samples the server every ``interval`` seconds on a connection of
     its own (reconnecting after a failure) and writes what it gathered every
-    ``flush_interval_s`` and when the broker stops. Subclasses: :meth:`sample`, :meth:`flush`."""
+    ``flush_interval_s`` and when the broker stops. Subclasses: :meth:`sample`, :meth:`flush`
+    (:meth:`opened`: on each new connection)."""
 
     app = "ssbench-sampler"
+    #: the connection's client_connection_check_interval (_db.connect), if any
+    check_client_ms: int | None = None
 
     def __init__(self, broker: "Broker", name: str, interval: float):
         super().__init__(name=name, daemon=True)
@@ -38,7 +41,10 @@ class PeriodicSampler(threading.Thread):
         raise NotImplementedError
 
     def flush(self, conn: psycopg.Connection) -> None:
-        raise NotImplementedError
+        """Write what the samples gathered (nothing by default)."""
+
+    def opened(self, conn: psycopg.Connection) -> None:
+        """A new connection, before its first sample."""
 
     def run(self) -> None:
         b = self.broker
@@ -48,7 +54,8 @@ class PeriodicSampler(threading.Thread):
         while not stop.is_set():
             try:
                 if conn is None:
-                    conn = connect(b.opts.target, self.app)
+                    conn = connect(b.opts.target, self.app, check_client_ms=self.check_client_ms)
+                    self.opened(conn)
                 now = time.monotonic()
                 self.sample(conn, now)
                 self.samples += 1
