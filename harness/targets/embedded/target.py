@@ -161,7 +161,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
                                        "target_sql": sql_file("target")[1]}},
             "topology": {"server": "embedded", "data_dir": str(info.data_dir), "host": info.host,
                          "port": info.port, "target_database": self.target_db,
-                         "initiator_databases": [self.initiator_db(i) for i in range(1, self._provisioned + 1)],
+                         "initiator_databases": list(self._initiator_dbs(self._provisioned).values()),
                          "queue": QUEUE},
             # the profile and the broker settings (MAX_QUEUE_READERS, RECEIVE TOP, WAITFOR) are
             # per permutation: run.json's matrix section and every summary's permutation say them
@@ -200,7 +200,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         self._broker.reset_restarts()
         self._log_pos, self._log_hit = self._log_size(), None    # a full disk is this permutation's news
         with self._lock:
-            all_dbs = [self.target_db] + [self.initiator_db(i) for i in range(1, self._provisioned + 1)]
+            all_dbs = [self.target_db, *self._initiator_dbs(self._provisioned).values()]
             changed = self._apply_db_settings(all_dbs, profile, delay)
             for db in all_dbs:
                 self._reset_db(db)
@@ -321,7 +321,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
             raise TargetError("settle() before start(): the broker holds the queue tables")
         t0 = time.monotonic()
         with self._lock:
-            for db in [self.target_db] + [self.initiator_db(i) for i in range(1, self._initiators + 1)]:
+            for db in [self.target_db, *self._initiator_dbs(self._initiators).values()]:
                 self._conn(db).execute("VACUUM (ANALYZE) " + ", ".join(SETTLE_TABLES[db == self.target_db]))
             pg = self._conn("postgres")
             have = pg.execute("SELECT count(*) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$'").fetchone()[0]
@@ -381,11 +381,10 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         return d.parent / f"{d.name}.{self.prefix}.broker.log"
 
     def broker_command(self, initiators: int | None = None, extra: list[str] | None = None) -> list[str]:
-        n = initiators or self._initiators or self._provisioned
         cmd = [sys.executable, "-m", "harness.targets.embedded.broker",
                "--target", self.conninfo(self.target_db), "--parent-pid", str(os.getpid())]
-        for i in range(1, n + 1):
-            cmd += ["--initiator", f"{i}={self.conninfo(self.initiator_db(i))}"]
+        for i, db in self._initiator_dbs(initiators or None).items():
+            cmd += ["--initiator", f"{i}={self.conninfo(db)}"]
         return cmd + list(extra or [])
 
     def start(self, extra_args: list[str] | None = None, timeout: float = 30.0) -> None:
@@ -416,7 +415,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         of losing their client): their open transactions must not overlap a new broker's."""
         deadline = time.monotonic() + timeout
         pattern = "^ssbench-(reader|transport|queue-monitor|wait-sampler|lock-sampler|broker)"
-        dbs = [self.target_db] + [self.initiator_db(i) for i in range(1, self._provisioned + 1)]
+        dbs = [self.target_db, *self._initiator_dbs(self._provisioned).values()]
         while self._one("postgres", "SELECT count(*) FROM pg_stat_activity WHERE datname = ANY (%s) "
                                     "AND application_name ~ %s", (dbs, pattern)):
             if time.monotonic() > deadline:

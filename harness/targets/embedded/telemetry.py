@@ -69,20 +69,26 @@ class EmbeddedTelemetry(Telemetry):
     _initiators: int
     _provisioned: int
 
+    def _initiator_dbs(self, n: int | None = None) -> dict[int, str]:
+        """Initiator number -> database: the first ``n``, by default the permutation's (every
+        one provisioned before a prepare)."""
+        n = n if n is not None else (self._initiators or self._provisioned)
+        return {i: self.initiator_db(i) for i in range(1, n + 1)}
+
     def counts(self) -> Counts:
         """Exact counts of data messages since the last prepare, warm-up excluded. Read upstream
         first (sent, then transmission queues, then the target side), so a message moving while
         we count is counted twice rather than missed: a drain never ends early. A message counts
         once however often the drop table has it (the rest are duplicates), and as poison only
         when it is in the error table and was never received."""
-        n = self._initiators or self._provisioned
-        sent = {i: int(self._one(self.initiator_db(i), "SELECT ssb.sent_count()")) for i in range(1, n + 1)}
-        xmitq = {i: int(self._one(self.initiator_db(i), XMITQ_DATA)) for i in range(1, n + 1)}
+        inits = self._initiator_dbs()
+        sent = {i: int(self._one(db, "SELECT ssb.sent_count()")) for i, db in inits.items()}
+        xmitq = {i: int(self._one(db, XMITQ_DATA)) for i, db in inits.items()}
         side = {int(r[0]): r[1:] for r in self._query(self.target_db, TARGET_COUNTS)}
         disabled = self._one(self.target_db, "SELECT NOT is_receive_enabled FROM ssb.queues WHERE name = %s",
                              (QUEUE,))
         c = Counts(initiators=[InitiatorCounts(i, sent[i], xmitq=xmitq[i], **_target_side(side.get(i)))
-                               for i in range(1, n + 1)], queue_disabled=bool(disabled))
+                               for i in inits], queue_disabled=bool(disabled))
         if c.in_flight == 0:
             for i in c.initiators:
                 i.phantoms = self._phantoms(i.initiator)
@@ -100,12 +106,10 @@ class EmbeddedTelemetry(Telemetry):
     def dialog_stats(self) -> dict:
         """Dialog lifetime accounting since the last prepare, summed over the initiators, and
         the conversation endpoints left behind per side and state (sys.conversation_endpoints)."""
-        n = self._initiators or self._provisioned
         out = {"dialogs_begun": 0, "dialogs_ended": 0, "errors_received": 0, "errors_lost": 0}
         endpoints: dict[str, int] = {}
-        for i in range(1, n + 1):
-            begun, ended, received, lost, states, counts = self._query(
-                self.initiator_db(i), "SELECT * FROM ssb.dialog_stats()")[0]
+        for db in self._initiator_dbs().values():
+            begun, ended, received, lost, states, counts = self._query(db, "SELECT * FROM ssb.dialog_stats()")[0]
             for k, v in zip(out, (begun, ended, received, lost)):
                 out[k] += int(v)
             for state, count in zip(states, counts):
@@ -117,9 +121,11 @@ class EmbeddedTelemetry(Telemetry):
 
     # ------------------------------------------------------------------ telemetry
     def wait_stats(self) -> list[WaitStat]:
-        rows = self._query(self.target_db,
-                           "SELECT wait_type, sum(waiting_tasks)::bigint, sum(wait_time_ms) FROM ssb.wait_stats "
-                           "WHERE NOT benign GROUP BY wait_type ORDER BY 3 DESC, 1")
+        return self._waits("NOT benign", "3 DESC, 1")
+
+    def _waits(self, where: str, order: str) -> list[WaitStat]:
+        rows = self._query(self.target_db, "SELECT wait_type, sum(waiting_tasks)::bigint, sum(wait_time_ms) "
+                                           f"FROM ssb.wait_stats WHERE {where} GROUP BY wait_type ORDER BY {order}")
         return [WaitStat(w, int(n), float(ms)) for w, n, ms in rows]
 
     #: the roles of session_waits, by application_name (the load's senders, the activation readers)
@@ -128,8 +134,7 @@ class EmbeddedTelemetry(Telemetry):
     def session_waits(self) -> list[tuple[str, str, int]]:
         """pg_stat_activity now: the senders' and readers' sessions, their wait events mapped as
         the broker's wait sampler maps them (harness.targets.embedded.waits.map_wait)."""
-        n = self._initiators or self._provisioned
-        dbs = [self.target_db] + [self.initiator_db(i) for i in range(1, n + 1)]
+        dbs = [self.target_db, *self._initiator_dbs().values()]
         counts: dict[tuple[str, str], int] = {}
         for _, _, wtype, wevent, app in self._query(self.target_db, ACTIVE_SESSIONS_QUERY, (dbs,)):
             role = next((r for prefix, r in self.SESSION_ROLES if (app or "").startswith(prefix)), None)
@@ -141,11 +146,10 @@ class EmbeddedTelemetry(Telemetry):
     def perf_counters(self) -> list[PerfCounter]:
         """Broker Activation (instance: the target database) and Broker Statistics, named as in
         SQL Server's sys.dm_os_performance_counters; */sec counters are cumulative raw values."""
-        n = self._initiators or self._provisioned
         sends = system = dequeued = 0
-        for i in range(1, n + 1):
+        for db in self._initiator_dbs().values():
             # one statement, one snapshot: sent and still queued are consistent with each other
-            s, sysm, xq = self._query(self.initiator_db(i),
+            s, sysm, xq = self._query(db,
                                       "SELECT coalesce((SELECT sum(send_seq) FROM ssb.sysdesend), 0), "
                                       "(SELECT system_sent FROM ssb.config), "
                                       "(SELECT count(*) FROM ssb.sysxmitqueue)")[0]
@@ -193,14 +197,13 @@ class EmbeddedTelemetry(Telemetry):
         the diagnosis' growth figure) and the target queue as messages enqueued minus received
         (the receive endpoints' sequence numbers and the tally: cheap), or counted when
         ``exact``."""
-        n = self._initiators or self._provisioned
         q_x = "SELECT count(*) FROM ssb.sysxmitqueue"
         if exact:
             q_q = "SELECT count(*) FROM ssb.service_queue"
         else:
             q_q = ("SELECT greatest((SELECT coalesce(sum(rcv_seq), 0) FROM ssb.sysdercv) "
                    "- (SELECT coalesce(sum(messages), 0) FROM ssb.receive_tally), 0)")
-        out = {f"xmitq.i{i}": int(self._one(self.initiator_db(i), q_x)) for i in range(1, n + 1)}
+        out = {f"xmitq.i{i}": int(self._one(db, q_x)) for i, db in self._initiator_dbs().items()}
         out["queue"] = int(self._one(self.target_db, q_q))
         return out
 
@@ -225,10 +228,7 @@ class EmbeddedTelemetry(Telemetry):
 
     def broker_waits(self) -> list[WaitStat]:
         """BROKER_* waits, idle ones included (the readers' RECEIVE WAITFOR)."""
-        rows = self._query(self.target_db,
-                           "SELECT wait_type, sum(waiting_tasks)::bigint, sum(wait_time_ms) FROM ssb.wait_stats "
-                           "WHERE wait_type LIKE 'BROKER%%' GROUP BY wait_type ORDER BY 1")
-        return [WaitStat(w, int(n), float(ms)) for w, n, ms in rows]
+        return self._waits("wait_type LIKE 'BROKER%%'", "1")
 
     def messages_processed(self) -> int:
         return int(self._one(self.target_db, "SELECT coalesce(sum(messages), 0) FROM ssb.receive_tally"))
