@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from ..errors import UserError, full_disk
 from ..matrix import BrokerSettings
-from .accounting import Counts, InitiatorCounts
+from ..results.summary import Accounting as Counts, InitiatorAccount as InitiatorCounts  # what counts() returns
 from .sender import SendPaths, SendPump, Sender, open_sender, sender_factory
 from .telemetry import PerfCounter, Telemetry, WaitStat
 
