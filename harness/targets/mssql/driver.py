@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Sequence
 
 from ...errors import TargetError, UserError
+from .topology import msodbc_major, server_address
 
 log = logging.getLogger(__name__)
 
@@ -482,9 +483,8 @@ class ConnSpec:
         return cls(**d)
 
     @property
-    def server(self) -> str:          # host:port, or host\INSTANCE[,port] (named instances)
-        return self.host + (f"\\{self.instance}" + (f",{self.port}" if self.port else "") if self.instance
-                            else f":{self.port}")
+    def server(self) -> str:
+        return server_address(self.host, self.instance, self.port)
 
     @property
     def where(self) -> str:
@@ -504,8 +504,6 @@ class ConnSpec:
     def encrypt_value(self) -> str:
         """``Encrypt=``: Mandatory / Optional / Strict for ODBC Driver 18 and later; ODBC Driver
         17 and older take yes / no (Strict does not exist there)."""
-        from .topology import msodbc_major  # noqa: PLC0415 - topology imports nothing from here
-
         major = msodbc_major(self.driver)
         if major is not None and major < 18:
             if self.encrypt == "strict":

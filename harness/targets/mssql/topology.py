@@ -74,6 +74,11 @@ def check_server(value: str, what: str = "host") -> str:
     return value
 
 
+def server_address(host: str, instance: str, port: int) -> str:
+    """``host:port``, or ``host\\INSTANCE`` (``,port`` when given) for a named instance."""
+    return host + (f"\\{instance}" + (f",{port}" if port else "") if instance else f":{port}")
+
+
 def msodbc_major(driver_name: str) -> int | None:
     """17 for 'ODBC Driver 17 for SQL Server'; None for a name that does not say."""
     m = re.search(r"ODBC Driver (\d+) for SQL Server", driver_name, re.IGNORECASE)
@@ -124,10 +129,7 @@ class Instance:
 
     @property
     def server(self) -> str:
-        """``host:port``, or ``host\\INSTANCE`` (``,port`` when given) for a named instance."""
-        if self.instance_name:
-            return f"{self.host}\\{self.instance_name}" + (f",{self.port}" if self.port else "")
-        return f"{self.host}:{self.port}"
+        return server_address(self.host, self.instance_name, self.port)
 
     @property
     def server_key(self) -> str:

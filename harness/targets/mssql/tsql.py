@@ -67,24 +67,23 @@ def _common_checks(value: Any, what: str) -> str:
 def validate_name(value: Any, what: str = "name") -> str:
     """A plain SQL Server object name: letters, digits, ``_ $ # @ -``, not starting with a
     digit, 1-128 characters. Raises ValueError saying why not."""
-    value = _common_checks(value, what)
-    if not _SQL_NAME_RE.match(value):
-        odd = sorted({c for c in value if not re.match(r"[A-Za-z0-9_$#@-]", c)})
-        if odd:
-            raise ValueError(f"{what} {value!r} contains {', '.join(repr(c) for c in odd)}; "
-                             "use letters, digits and _ $ # @ - only")
-        raise ValueError(f"{what} {value!r} must start with a letter or '_'")
-    return value
+    return _only(value, what, _SQL_NAME_RE, "[A-Za-z0-9_$#@-]", "_ $ # @ -")
 
 
 def validate_broker_name(value: Any, what: str = "Service Broker name") -> str:
     """A service, contract or message type name (``//MySSB.com/Lab/S_Test``): letters,
     digits and ``_ / : . -``, 1-128 characters."""
+    return _only(value, what, _BROKER_NAME_RE, "[A-Za-z0-9_/:.-]", "_ / : . -")
+
+
+def _only(value: Any, what: str, name_re: re.Pattern, char: str, others: str) -> str:
     value = _common_checks(value, what)
-    if not _BROKER_NAME_RE.match(value):
-        odd = sorted({c for c in value if not re.match(r"[A-Za-z0-9_/:.-]", c)})
-        raise ValueError(f"{what} {value!r} contains {', '.join(repr(c) for c in odd)}; "
-                         "use letters, digits and _ / : . - only")
+    if not name_re.match(value):
+        odd = sorted({c for c in value if not re.match(char, c)})
+        if odd:
+            raise ValueError(f"{what} {value!r} contains {', '.join(repr(c) for c in odd)}; "
+                             f"use letters, digits and {others} only")
+        raise ValueError(f"{what} {value!r} must start with a letter or '_'")
     return value
 
 
