@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 
 def slug(name: str) -> str:
@@ -42,23 +43,25 @@ class CounterDeltas:
         return out
 
     def total(self, object_name: str, counter_name: str) -> float:
-        """Increase of a cumulative counter since the first sample: its ``_Total`` instance where
-        there is one (SQL Server reports each database and _Total, which already sums them),
-        else the sum over its instances."""
-        keys = [k for k in self.last if k[0] == object_name and k[1] == counter_name]
-        keys = [k for k in keys if k[2] == TOTAL] or keys
-        return sum(self.last[k] - self.first[k] for k in keys)
+        """Increase of a cumulative counter since the first sample (:func:`over_instances`)."""
+        return over_instances([(k[2], self.last[k] - self.first[k]) for k in self.last
+                               if k[0] == object_name and k[1] == counter_name])
 
 
-def window_ticks(ticks: list[tuple], start: float, end: float) -> tuple[tuple, tuple] | None:
+def over_instances(values: list[tuple[str, float]]) -> float:
+    """A counter's (instance, value) pairs as one value: its ``_Total`` instance's where there is
+    one (SQL Server reports each database and _Total, which already sums them), else the sum."""
+    return sum(v for _, v in [x for x in values if x[0] == TOTAL] or values)
+
+
+def window_ticks(ticks: Iterable[tuple], start: float, end: float) -> tuple[tuple, tuple] | None:
     """The two ticks that bound the measured window [start, end] in ``ticks`` (tuples whose
-    first item is the tick's epoch seconds, in time order): the last at or before ``start``
-    (else the first after it) and the last at or before ``end``. None without two such ticks.
-    The increase of a cumulative counter inside the window is its value at the second minus
-    its value at the first."""
-    before = [t for t in ticks if t[0] <= start]
-    first = before[-1] if before else next((t for t in ticks if t[0] > start), None)
-    inside = [t for t in ticks if t[0] <= end]
-    if first is None or not inside or inside[-1][0] <= first[0]:
-        return None
-    return first, inside[-1]
+    first item is the tick's epoch seconds, in time order; read once): the last at or before
+    ``start`` (else the first after it) and the last at or before ``end``. None without two such
+    ticks. The increase of a cumulative counter inside the window is its value at the second
+    minus its value at the first."""
+    first = last = None
+    for t in ticks:
+        first = t if first is None or t[0] <= start else first
+        last = t if t[0] <= end else last
+    return None if first is None or last is None or last[0] <= first[0] else (first, last)

@@ -9,7 +9,7 @@ MAX_QUEUE_READERS.
 
 from __future__ import annotations
 
-from ._counters import TOTAL, CounterDeltas, window_ticks
+from ._counters import TOTAL, CounterDeltas, over_instances, window_ticks
 from .base import Collector
 
 OBJECT = "Broker Activation"
@@ -38,11 +38,8 @@ class ActivationCollector(Collector):
 
     @staticmethod
     def _total(counters, prefix: str) -> float | None:
-        """A counter summed over its instances (the _Total row where SQL Server has one)."""
-        found = [c for c in counters if c.counter_name.startswith(prefix)]
-        if not found:
-            return None
-        return sum(c.value for c in [c for c in found if c.instance_name == "_Total"] or found)
+        found = [(c.instance_name, c.value) for c in counters if c.counter_name.startswith(prefix)]
+        return over_instances(found) if found else None
 
     def tasks_started(self) -> float:
         return self.deltas.total(OBJECT, "Tasks Started/sec") or self.deltas.total(OBJECT, "Tasks Started")

@@ -59,16 +59,17 @@ class WindowView:
     #: a collector that can split them by slice gives over its own slices; None: the whole window
     member: tuple[float, int, int] | None = None
 
-    def series(self, family: str, metric: str, key: str | None = None, *, from_start_on: bool = False,
-               key_prefix: str | None = None) -> list[float]:
-        """Values of one metric inside [start, end) (or from start on, the drain included)."""
-        return [v for _, v in self.points(family, metric, key, from_start_on=from_start_on, key_prefix=key_prefix)]
+    def series(self, family: str, metric: str, key: str | None = None, **kw) -> list[float]:
+        """Values of one metric inside [start, end) (:meth:`points`)."""
+        return [v for _, v in self.points(family, metric, key, **kw)]
 
     def points(self, family: str, metric: str, key: str | None = None, *, from_start_on: bool = False,
-               key_prefix: str | None = None) -> list[tuple[float, float]]:
-        """(ts, value) of one metric inside [start, end) (or from start on), in time order."""
+               key_prefix: str | None = None, metric_prefix: str | None = None) -> list[tuple[float, float]]:
+        """(ts, value) of one metric (or of every metric starting with ``metric_prefix``) inside
+        [start, end) (or from start on, the drain included), in time order."""
         return [(s.ts, s.value) for s in self.samples
-                if s.family == family and s.metric == metric
+                if s.family == family and (s.metric == metric if metric_prefix is None
+                                           else s.metric.startswith(metric_prefix))
                 and (key is None or s.key == key) and (key_prefix is None or s.key.startswith(key_prefix))
                 and s.ts >= self.start and (from_start_on or s.ts < self.end)]
 
@@ -76,10 +77,7 @@ class WindowView:
              metric_prefix: str | None = None) -> float | None:
         """Mean of one metric (or of every metric starting with ``metric_prefix``) inside the
         window; None without samples."""
-        vals = [s.value for s in self.samples
-                if s.family == family and (s.metric == metric if metric_prefix is None
-                                           else s.metric.startswith(metric_prefix))
-                and (key is None or s.key == key) and self.start <= s.ts < self.end]
+        vals = self.series(family, metric, key, metric_prefix=metric_prefix)
         return sum(vals) / len(vals) if vals else None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from harness.spill import Spill
 
+from ._counters import window_ticks
 from .base import Collector
 
 TOP_WAITS = 5
@@ -62,18 +63,13 @@ class WaitCollector(Collector):
         return out
 
     def window_delta(self, start: float, end: float) -> dict[str, tuple[int, float, float | None]]:
-        """Cumulative wait deltas between the snapshots nearest the window's edges: (waiting
-        tasks, wait ms, signal wait ms or None) per wait type whose wait grew."""
-        first = a = b = None
-        for t, stats in self.snapshots if self.snapshots is not None else ():
-            first = stats if first is None else first
-            if t <= start:
-                a = stats
-            if t <= end:
-                b = stats
-        if first is None:
+        """Cumulative wait deltas between the snapshots that bound the window (window_ticks):
+        (waiting tasks, wait ms, signal wait ms or None) per wait type whose wait grew."""
+        got = window_ticks(self.snapshots if self.snapshots is not None else (), start, end)
+        if got is None:
             return {}
-        a, b, out = first if a is None else a, first if b is None else b, {}
+        (_, a), (_, b) = got
+        out = {}
         for wt, (tasks, ms, sig) in b.items():
             pt, pm, ps = a.get(wt, (0, 0.0, None))
             if ms - pm > 0:
