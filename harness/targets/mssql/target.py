@@ -261,16 +261,14 @@ class MssqlTarget(ServerSession, MssqlTelemetry, Target):
     def create_dialogs(self, initiator: int, usable: int, every_n: int) -> int:
         inst = self._initiator(initiator)
         share = self._broker.high_priority_share if self._broker else 0.0
-        rows = self._query(inst, "initiator", "call_create_dialogs",
-                           [int(usable), int(every_n), high_priority_permille(share)], purpose="admin")
-        begun = int(rows[0][0]) if rows else 0
+        begun = int(self._scalar(inst, "initiator", "call_create_dialogs",
+                                 [int(usable), int(every_n), high_priority_permille(share)], purpose="admin") or 0)
         self._baseline[initiator] = self._sent_counts(inst)
         return begun
 
     def warm_up(self, initiator: int) -> int:
         inst = self._initiator(initiator)
-        rows = self._query(inst, "initiator", "call_warm_up", purpose="admin")
-        sent = int(rows[0][0]) if rows else 0
+        sent = int(self._scalar(inst, "initiator", "call_warm_up", purpose="admin") or 0)
         self._baseline[initiator] = self._sent_counts(inst)
         return sent
 

@@ -125,39 +125,25 @@ class MssqlTelemetry(Telemetry):
     """What the runner and the collectors read from a SQL Server topology. Mixed into
     :class:`~.target.MssqlTarget` (a :class:`~.session.ServerSession`)."""
 
-    def wait_stats_by_server(self) -> dict[str, list[WaitStat]]:
-        return {self._server_label(key): sum_waits(
-                    (r[0], r[1], r[2], r[3] or 0.0) for r in self._query(inst, "collectors", "wait_stats",
-                                                                         database="master")
-                    if not is_benign_wait(str(r[0])))
-                for key, inst in self._active_servers().items()}
-
     def wait_stats(self) -> list[WaitStat]:
         """Summed over the active permutation's SQL Server instances (wait and signal wait)."""
-        return sum_waits((w.wait_type, w.waiting_tasks, w.wait_time_ms, w.signal_wait_ms)
-                         for stats in self.wait_stats_by_server().values() for w in stats)
-
-    def perf_counters_by_server(self) -> dict[str, list[PerfCounter]]:
-        """The Broker objects per instance of the permutation. Broker Activation reports each
-        database and _Total (which counts every queue of the instance): only the target database's
-        instance is kept, so activation figures are the test queue's, counted once."""
-        target, _ = self._active()
-        out: dict[str, list[PerfCounter]] = {}
-        for key, inst in self._active_servers().items():
-            rows = self._query(inst, "collectors", "perf_counters", database="master")
-            out[self._server_label(key)] = [
-                c for c in parse_perf_counters(rows) if c.object_name != ACTIVATION_OBJECT
-                or (key == target.server_key and c.instance_name.lower() == target.database.lower())]
-        return out
+        return sum_waits(r for inst in self._active_servers().values()
+                         for r in self._query(inst, "collectors", "wait_stats", database="master")
+                         if not is_benign_wait(str(r[0])))
 
     def perf_counters(self) -> list[PerfCounter]:
-        """Summed over instances (per-second counters and gauges both add up)."""
+        """The Broker objects, summed over the permutation's instances (per-second counters and
+        gauges both add up). Broker Activation reports each database and _Total (which counts
+        every queue of the instance): only the target database's instance is kept, so activation
+        figures are the test queue's, counted once."""
+        target, _ = self._active()
         acc: dict[tuple[str, str, str], PerfCounter] = {}
-        for counters in self.perf_counters_by_server().values():
-            for c in counters:
-                k = (c.object_name, c.counter_name, c.instance_name)
-                prev = acc.get(k)
-                acc[k] = c if prev is None else replace(c, value=prev.value + c.value)
+        for key, inst in self._active_servers().items():
+            for c in parse_perf_counters(self._query(inst, "collectors", "perf_counters", database="master")):
+                if c.object_name != ACTIVATION_OBJECT or (key == target.server_key
+                                                          and c.instance_name.lower() == target.database.lower()):
+                    k = (c.object_name, c.counter_name, c.instance_name)
+                    acc[k] = c if k not in acc else replace(c, value=acc[k].value + c.value)
         return list(acc.values())
 
     def queue_depths(self, exact: bool = False) -> dict[str, int]:
