@@ -26,12 +26,6 @@ FROM sys.dm_broker_activated_tasks AS t
 JOIN sys.service_queues AS q ON q.object_id = t.queue_id
 WHERE t.database_id = DB_ID() AND q.name = ? AND q.schema_id = SCHEMA_ID(N'dbo');
 
--- @@ queue_monitor
-SELECT m.state, m.tasks_waiting, m.last_activated_time, m.last_empty_rowset_time
-FROM sys.dm_broker_queue_monitors AS m
-JOIN sys.service_queues AS q ON q.object_id = m.queue_id
-WHERE m.database_id = DB_ID() AND q.name = ? AND q.schema_id = SCHEMA_ID(N'dbo');
-
 -- @@ queue_state
 SELECT q.is_receive_enabled, q.is_enqueue_enabled, q.is_activation_enabled, q.max_readers,
        q.activation_procedure

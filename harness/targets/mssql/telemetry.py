@@ -187,23 +187,6 @@ class MssqlTelemetry(Telemetry):
                            f"{began} to {ended} (server time), inside the measured window: it competed with the load")
         return out
 
-    def activation(self) -> dict[str, Any]:
-        """sys.dm_broker_activated_tasks, sys.dm_broker_queue_monitors and sys.service_queues
-        for the target queue."""
-        target, _ = self._active()
-        q = self.topology.broker.queue
-        tasks = int(self._scalar(target, "collectors", "activated_tasks", [q]) or 0)
-        mon = self._query(target, "collectors", "queue_monitor", [q])
-        state = self._query(target, "collectors", "queue_state", [q])
-        out: dict[str, Any] = {"tasks_running": tasks}
-        if mon:
-            out.update(monitor_state=mon[0][0], tasks_waiting=mon[0][1],
-                       last_activated_time=mon[0][2], last_empty_rowset_time=mon[0][3])
-        if state:
-            out.update(is_receive_enabled=bool(state[0][0]), is_enqueue_enabled=bool(state[0][1]),
-                       is_activation_enabled=bool(state[0][2]), max_readers=state[0][3])
-        return out
-
     def dialog_counts(self, live: bool = True) -> dict[str, Any]:
         """Dialog lifetime accounting since the permutation's prepare: the dialogs the initiators'
         SEND path began and ended and the Error messages their reader received, counted by ssbench
@@ -291,10 +274,12 @@ class MssqlTelemetry(Telemetry):
     def activated_tasks(self) -> tuple[int, int] | None:
         """sys.dm_broker_activated_tasks for the test's queue against its MAX_QUEUE_READERS
         (sys.service_queues.max_readers); None when the queue is not found."""
-        a = self.activation()
-        if a.get("max_readers") is None:
+        target, _ = self._active()
+        q = self.topology.broker.queue
+        state = self._query(target, "collectors", "queue_state", [q])
+        if not state or state[0][3] is None:
             return None
-        return int(a["tasks_running"]), int(a["max_readers"])
+        return int(self._scalar(target, "collectors", "activated_tasks", [q]) or 0), int(state[0][3])
 
     def procedure_time(self, start_epoch: float, end_epoch: float) -> dict[str, float]:
         """The activation procedure's own time (the tally's received_at to finished_at) over [start,

@@ -389,8 +389,8 @@ def test_depths_activation_cpu(fake):
     assert t.queue_depths() == {"xmitq.i1": 0, "xmitq.i2": 0, "xmitq.i3": 0, "queue": 0}
     assert t.queue_depths(exact=True) == {"xmitq.i1": 0, "xmitq.i2": 0, "xmitq.i3": 0, "queue": 0}
     assert "xmitq_fast" in " ".join(whats(fake)) and "xmitq_exact" in " ".join(whats(fake))
-    a = t.activation()
-    assert a["tasks_running"] == 0 and a["is_activation_enabled"] and a["max_readers"] == 16
+    assert t.activated_tasks() == (0, 16)
+    assert t._query(t._active()[0], "collectors", "queue_state", [t.topology.broker.queue])[0][2]   # activation on
     assert t.server_cpu_ms() == {n: (45000.0, 4) for n in ("target", "init1", "init2", "init3")}
     assert "total_cpu_usage_ms" in fake.sql(what="collectors.sql server_cpu")
 

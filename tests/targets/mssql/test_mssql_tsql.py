@@ -230,7 +230,7 @@ EXPECTED_MARKERS = {
     ("target", "e2e_sent_latencies"): 2,
     ("initiator", "call_create_dialogs"): 3, ("initiator", "call_send"): 2,
     ("initiator", "dialog_handle"): 1,
-    ("collectors", "activated_tasks"): 1, ("collectors", "queue_monitor"): 1,
+    ("collectors", "activated_tasks"): 1,
     ("collectors", "queue_state"): 1, ("collectors", "queue_fast"): 1,
     # the diagnosis' evidence (harness.targets.mssql.telemetry: a page's database, file, page id;
     # the window's start and end in the order the query uses them)

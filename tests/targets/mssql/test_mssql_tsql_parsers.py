@@ -112,7 +112,7 @@ def _drive(path: Path, fake) -> None:
         t.queue_depths(exact=True)
         t.wait_stats()
         t.perf_counters()
-        t.activation()
+        t.activated_tasks()
         t.dialog_stats()
         t.dialog_counts()                 # every tick (the dialog collector)
         t.server_cpu_ms()
