@@ -227,15 +227,6 @@ def _sections(path: str) -> dict[str, str]:
     return {k: "\n".join(v) for k, v in sections.items()}
 
 
-def template_files() -> list[Path]:
-    return sorted(TEMPLATE_DIR.glob("*.sql"))
-
-
-def sections(file: str) -> list[str]:
-    """Section names of ``workloads/mssql/<file>.sql``."""
-    return list(_sections(str(TEMPLATE_DIR / f"{file}.sql")))
-
-
 def section(file: str, name: str) -> str:
     """The raw (unrendered) text of one section."""
     path = TEMPLATE_DIR / f"{file}.sql"
@@ -246,11 +237,6 @@ def section(file: str, name: str) -> str:
     if name not in secs:
         raise TemplateError(f"{path}: no section {name!r} (have: {', '.join(secs)})")
     return secs[name]
-
-
-def placeholders(file: str, name: str) -> set[tuple[str, str]]:
-    """``{(kind, param), ...}`` used by a section."""
-    return set(_PLACEHOLDER_RE.findall(section(file, name)))
 
 
 def batches(file: str, name: str, params: Mapping[str, Any] | None = None) -> list[str]:
@@ -265,29 +251,3 @@ def statement(file: str, name: str, params: Mapping[str, Any] | None = None) -> 
     if len(out) != 1:
         raise TemplateError(f"{file}.sql section {name!r} has {len(out)} batches, expected 1")
     return "\n".join(line for line in out[0].splitlines() if not line.lstrip().startswith("--"))
-
-
-#: a string literal ('' inside is a quote; an unterminated one runs to the end), a ``--``
-#: comment to the end of its line, or a ``?`` marker: scanned left to right, so a ``?`` or
-#: ``--`` inside a literal, or a quote inside a comment, is part of that token
-_MARKER_TOKENS = re.compile(r"'(?:[^']|'')*'?|--[^\n]*|\?")
-
-
-def _marker_positions(sql: str) -> list[int]:
-    """Offsets of the ODBC ``?`` markers outside string literals and ``--`` comments."""
-    return [m.start() for m in _MARKER_TOKENS.finditer(sql) if m.group() == "?"]
-
-
-def parameter_markers(sql: str) -> int:
-    """ODBC ``?`` markers outside string literals and comments."""
-    return len(_marker_positions(sql))
-
-
-def named_markers(sql: str) -> str:
-    """The statement as SQL Server receives it from its ODBC driver: ``?`` markers become
-    ``@P1``, ``@P2``, ... (the driver sends them with sp_prepexec / sp_executesql)."""
-    out, last = [], 0
-    for n, pos in enumerate(_marker_positions(sql), start=1):
-        out.append(sql[last:pos] + f"@P{n}")
-        last = pos + 1
-    return "".join(out) + sql[last:]

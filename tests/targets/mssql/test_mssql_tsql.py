@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from harness.targets.mssql import tsql
 from harness.targets.mssql.session import message_prefix
+import tsql_support
 
 MALICIOUS = [
     "x]; DROP TABLE y--",
@@ -126,11 +127,11 @@ def test_split_batches():
 
 
 def test_parameter_markers():
-    assert tsql.parameter_markers("SELECT ? , N'?' -- ?\n, '''?'''") == 1
+    assert tsql_support.parameter_markers("SELECT ? , N'?' -- ?\n, '''?'''") == 1
 
 
 def _markers_char_by_char(sql: str) -> list[int]:
-    """The reference: the scanner tsql._marker_positions was before its regular expression."""
+    """The reference: the scanner tsql_support.marker_positions was before its regular expression."""
     out, in_str, i = [], False, 0
     while i < len(sql):
         c = sql[i]
@@ -155,7 +156,7 @@ def _markers_char_by_char(sql: str) -> list[int]:
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet="'?-\nN a", max_size=40))
 def test_marker_positions_match_a_char_by_char_scan(sql):
-    assert tsql._marker_positions(sql) == _markers_char_by_char(sql)
+    assert tsql_support.marker_positions(sql) == _markers_char_by_char(sql)
 
 
 # --------------------------------------------------------------------------- every section
@@ -184,11 +185,11 @@ def params(layout: str, every_n: int, initiator: int = 1) -> dict:
     }
 
 
-ALL_SECTIONS = [(f.stem, s) for f in tsql.template_files() for s in tsql.sections(f.stem)]
+ALL_SECTIONS = [(f.stem, s) for f in tsql_support.template_files() for s in tsql_support.sections(f.stem)]
 
 
 def test_templates_exist():
-    files = {f.stem for f in tsql.template_files()}
+    files = {f.stem for f in tsql_support.template_files()}
     assert {"server", "objects", "target", "initiator", "collectors", "teardown"} <= files
     assert len(ALL_SECTIONS) > 50
 
@@ -204,7 +205,7 @@ def test_every_section_renders(layout, every_n, file, section):
     assert "{{" not in text and "}}" not in text
     assert not re.search(r"^\s*GO\s*$", text, re.M | re.I)
     # every identifier placeholder came out bracket-quoted, every literal N'...'
-    for kind, name in tsql.placeholders(file, section):
+    for kind, name in tsql_support.placeholders(file, section):
         if kind in ("ident", "sbname"):
             assert f"[{p[name]}]" in text
         elif kind == "lit":
@@ -212,7 +213,7 @@ def test_every_section_renders(layout, every_n, file, section):
         elif kind == "int":
             assert str(p[name]) in text
     # '?' markers only where the code binds parameters
-    markers = sum(tsql.parameter_markers(b) for b in out)
+    markers = sum(tsql_support.parameter_markers(b) for b in out)
     assert markers == EXPECTED_MARKERS.get((file, section), 0), (file, section, markers)
 
 
@@ -326,7 +327,7 @@ def test_warm_up_is_the_papers_cursor():
 def test_injection_through_every_identifier_is_refused():
     base = params("distributed", 1)
     for file, section in ALL_SECTIONS:
-        for kind, name in tsql.placeholders(file, section):
+        for kind, name in tsql_support.placeholders(file, section):
             if kind not in ("ident", "sbname"):
                 continue
             bad = dict(base, **{name: "x]; DROP TABLE y--"})

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from mssql_fake import SENDER_CALLS, install, install_senders
+import tsql_support
 
 from harness.matrix import BrokerSettings
 from harness.targets.mssql import tsql
@@ -139,7 +140,7 @@ def _capture(monkeypatch, tmp_path) -> tuple[list[tuple[str, str]], set[tuple[st
     f.created_broker_enabled = False      # ENABLE_BROKER at provision, DISABLE_BROKER at teardown
     for path in _variants(tmp_path):
         _drive(path, f)
-    sent = [(SENDER_CALLS.get(w, w), tsql.named_markers(q)) for _, _, w, q, _ in f.log]
+    sent = [(SENDER_CALLS.get(w, w), tsql_support.named_markers(q)) for _, _, w, q, _ in f.log]
     sections = {tuple(w.split(".sql ")) for w, _ in sent if ".sql " in w}
     return sent, sections
 
@@ -153,7 +154,7 @@ def _gap(parser: str, batch: str, message: str) -> bool:
 def test_every_template_section_is_sent(monkeypatch, tmp_path):
     """A section no operation sends is dead code: it must not linger in workloads/mssql/."""
     _, used = _capture(monkeypatch, tmp_path)
-    every = {(f.stem, s) for f in tsql.template_files() for s in tsql.sections(f.stem)}
+    every = {(f.stem, s) for f in tsql_support.template_files() for s in tsql_support.sections(f.stem)}
     assert every - used == set(), f"template sections never sent: {sorted(every - used)}"
 
 
