@@ -84,18 +84,13 @@ class EmbeddedSender(Sender):
 
     def _open(self) -> None:
         conn = connect(self._conninfo, self._app)
-        res = conn.pgconn.prepare(_STMT, self.send_sql)
-        if res.status != ExecStatus.COMMAND_OK:
-            err = pg_errors.error_from_result(res, encoding=conn.info.encoding)
+        try:
+            _prepare(conn, _STMT, self.send_sql, " (was the target provisioned?)")
+            if self._per_dialog:
+                _prepare(conn, _STMT_RETIRING, RETIRING_SQL)
+        except TargetError:
             conn.close()
-            raise TargetError(f"cannot prepare SEND on the initiator database: {err} "
-                              "(was the target provisioned?)")
-        if self._per_dialog:
-            res = conn.pgconn.prepare(_STMT_RETIRING, RETIRING_SQL)
-            if res.status != ExecStatus.COMMAND_OK:
-                err = pg_errors.error_from_result(res, encoding=conn.info.encoding)
-                conn.close()
-                raise TargetError(f"cannot prepare SEND on the initiator database: {err}")
+            raise
         self._conn, self._pg = conn, conn.pgconn
 
     def set_dialog_lifetime(self, messages_per_dialog: int | None, fire_and_forget: bool = False) -> None:
@@ -107,10 +102,7 @@ class EmbeddedSender(Sender):
             self._ff = b"true" if fire_and_forget else b"false"
             self._live.clear()
             if self._per_dialog and not self._lost:
-                res = self._pg.prepare(_STMT_RETIRING, RETIRING_SQL)
-                if res.status != ExecStatus.COMMAND_OK:
-                    raise TargetError("cannot prepare SEND: "
-                                      f"{pg_errors.error_from_result(res, encoding=self._conn.info.encoding)}")
+                _prepare(self._conn, _STMT_RETIRING, RETIRING_SQL)
 
     def _reconnect(self) -> None:
         """Reopen a lost connection (callers hold the lock); wait out the back-off first."""
@@ -224,6 +216,14 @@ class EmbeddedSender(Sender):
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._conn.close()
+
+
+def _prepare(conn: psycopg.Connection, name: bytes, statement: bytes, hint: str = "") -> None:
+    """Prepare a SEND statement on ``conn`` (TargetError saying why it cannot)."""
+    res = conn.pgconn.prepare(name, statement)
+    if res.status != ExecStatus.COMMAND_OK:
+        raise TargetError("cannot prepare SEND on the initiator database: "
+                          f"{pg_errors.error_from_result(res, encoding=conn.info.encoding)}{hint}")
 
 
 def burn_cpu(us: int) -> None:

@@ -159,9 +159,6 @@ class ServerInfo:
         """libpq conninfo over the Unix socket (fastest); no password (trust on loopback)."""
         return f"host={self.socket_dir} port={self.port} user={SUPERUSER} dbname={dbname}"
 
-    def tcp_conninfo(self, dbname: str = "postgres") -> str:
-        return f"host={self.host} port={self.port} user={SUPERUSER} dbname={dbname}"
-
 
 class EmbeddedServer:
     """Start, reuse and stop the private PostgreSQL server of one data directory."""

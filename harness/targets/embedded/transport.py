@@ -16,8 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ...errors import first_line
-from ._db import CHECK_CLIENT_MS, connect, use_raw_arrays
+from ._db import CHECK_CLIENT_MS, connect, connection_lost, use_raw_arrays
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -165,10 +164,6 @@ class Transport(threading.Thread):
             except Exception as e:  # connection lost, server restart, ...
                 if stop.is_set():
                     break
-                log.warning("transport i%d: %s", self.initiator, first_line(e))
-                if self.link:
-                    self.link.close()
-                    self.link = None
-                stop.wait(0.5)
+                self.link = connection_lost(self.link, f"transport i{self.initiator}", e, stop)
         if self.link:
             self.link.close()

@@ -33,7 +33,7 @@ def test_start_reuse_stop(private_server):
         assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "on"
         assert conn.execute("SHOW fsync").fetchone()[0] == "on"
     # TCP on loopback works too
-    with psycopg.connect(info.tcp_conninfo()) as conn:
+    with psycopg.connect(f"host={info.host} port={info.port} user=postgres dbname=postgres") as conn:
         assert conn.execute("SELECT 1").fetchone()[0] == 1
     assert srv.stop() is True
     assert srv.info() is None
