@@ -11,15 +11,13 @@ class ThroughputCollector(Collector):
 
     def __init__(self):
         self.prev: tuple[float, int] | None = None
-        self.last_rate = 0.0
 
     def sample(self, ctx, now):
         n = ctx.call(ctx.telemetry.messages_processed)
         out = [("processed_total", "", n)]
         if self.prev is not None:
             t0, n0 = self.prev
-            self.last_rate = max(0, n - n0) / max(now - t0, 1e-6)
-            out.append(("received_per_s", "", self.last_rate))
+            out.append(("received_per_s", "", max(0, n - n0) / max(now - t0, 1e-6)))
         self.prev = (now, n)
         return out
 
