@@ -93,18 +93,31 @@ def pytest_configure(config):
 
 def _warm_spark_archive(config) -> None:
     """Before any test starts a JVM, the class-data-sharing archive of Spark's classes is
-    written (harness.analysis.spark.write_archive: about 25 s, once per machine). Otherwise the
-    first JVM of the run writes it when it exits: the in-process Spark session's, at the end of
-    the parallel part, so every other JVM of the run would start without it (about 3.5
-    CPU-seconds more each)."""
+    written. Otherwise the first JVM of the run writes it when it exits: the in-process Spark
+    session's, at the end of the parallel part, so every other JVM of the run would start
+    without it (about 3.5 CPU-seconds more each). It is written by the first local analysis that
+    tests/analysis/test_analysis_cluster.py checks (support.cds.share_first_analysis, kept in a
+    directory of this run for its tests): a JVM that writes it takes about 50 CPU-seconds more
+    than one that uses it, paid once a run instead of twice. When that analysis wrote none, harness.analysis.spark.write_archive's
+    short job does."""
     if config.getoption("--ssbench-part") in ("fast", "fast-alone") or hasattr(config, "workerinput"):
         return
     from harness.analysis import spark
 
     if not spark.archive_missing():
         return
+    from support import cds
+
     t0 = time.monotonic()
-    path = spark.write_archive()
+    base = Path(tempfile.mkdtemp(prefix="ssbench-test-first-analysis-", dir="/var/tmp" if os.geteuid() == 0 else None))
+    config._ssbench_first_analysis = base
+    os.environ[cds.SHARED_VAR] = str(base)      # the xdist workers inherit it
+    try:
+        path = cds.share_first_analysis(base)
+    except Exception as e:          # the test that reads it says what went wrong
+        print(f"the suite's first analysis failed: {e!r}", file=sys.stderr)
+        path = None
+    path = path or spark.write_archive()
     print(f"Spark class-data archive: {path or 'not written'} ({time.monotonic() - t0:.1f} s)", file=sys.stderr)
 
 
@@ -119,6 +132,9 @@ def pytest_unconfigure(config):
     if getattr(config, "_ssbench_groups", None) is not None:
         shutil.rmtree(config._ssbench_groups, ignore_errors=True)
         os.environ.pop("SSBENCH_TEST_GROUPS", None)
+    if getattr(config, "_ssbench_first_analysis", None) is not None:
+        shutil.rmtree(config._ssbench_first_analysis, ignore_errors=True)
+        os.environ.pop("SSBENCH_TEST_FIRST_ANALYSIS", None)
     base = getattr(config, "_ssbench_pg_base", None)
     if base is None:
         return

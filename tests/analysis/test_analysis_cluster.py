@@ -5,12 +5,14 @@ spark://...`` and ``--remote sc://...`` must give the same tables and plots as l
 
 The local reference is ``ssbench analyze -q`` in a process of its own, as a user runs it, on a
 machine without the Spark JVM's class-data-sharing archive (harness.analysis.spark): that first
-local analysis writes it. Its JVM claims the archive when it starts, so JVMs started meanwhile
-neither wait for it nor write their own, and the analysis waits for its JVM to write it and
-installs it before the command returns (stop_session), leaving no JVM of its own running to load
-the machine while the next command measures; it prints the report path and the key table,
-nothing else (nothing from Spark or the JVM, its archive's writing included). write_archive()
-(what the suite does first on a machine without one, tests/conftest.py) ends the same way.
+local analysis writes it (support.cds.first_analysis: on a machine without the suite's archive,
+the suite runs it first and installs the archive it wrote as the suite's, tests/conftest.py).
+Its JVM claims the archive when it starts, so JVMs started meanwhile neither wait for it nor
+write their own, and the analysis waits for its JVM to write it and installs it before the
+command returns (stop_session), leaving no JVM of its own running to load the machine while the
+next command measures; it prints the report path and the key table, nothing else (nothing from
+Spark or the JVM, its archive's writing included). write_archive() (the suite's fallback when
+that analysis wrote none) ends the same way.
 
 Sized for a 2-core machine: the worker offers 1 core and 1 GB, every daemon is stopped at the
 end of the module, also when a test fails."""
@@ -31,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from harness.ports import free_port
-from support import cds, synth
+from support import cds
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -180,11 +182,20 @@ def base(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def run_dir(base) -> Path:
-    spec = synth.SynthSpec(name="cluster", initiators=(1,), threads=(1, 10), dialogs=("per_thread", "trick150"),
-                           payloads=(100,), servers=("durable",), repetitions=1, warmup_seconds=1,
-                           measure_seconds=3, drain_seconds=1)
-    return synth.synthesize(base / "results", spec, run_id="20261122-000000-cluster")
+def local_run(base):
+    """The local-mode analysis (the reference): ``ssbench analyze -q`` started in a cache without
+    an archive, what was seen while it ran and once it returned (its run and report directories,
+    its output, the archive's claims, the options a JVM started meanwhile got, the processes still
+    writing the archive). The suite's own when it made one (a machine without the suite's
+    archive: tests/conftest.py), else one of this module's."""
+    seen = cds.shared_first_analysis() or cds.first_analysis(base / "first")
+    seen["env"] = cds.env(seen["cache"])
+    return seen
+
+
+@pytest.fixture(scope="module")
+def run_dir(local_run) -> Path:
+    return local_run["run_dir"]
 
 
 @pytest.fixture(scope="module")
@@ -195,50 +206,6 @@ def cluster(base):
         yield c
     finally:
         c.stop()
-
-
-@pytest.fixture(scope="module")
-def local_run(base, run_dir):
-    """The local-mode analysis (the reference): ``ssbench analyze -q`` started in a cache without
-    an archive, what was seen while it ran and once it returned (its report's directory, its
-    output, the archive's claims, the options a JVM started meanwhile got, the processes still
-    writing the archive)."""
-    cache, out = base / "cache", base / "report-local"
-    env = cds.env(cache)
-    # output to files, not pipes: a JVM left running would hold a pipe open, and reading it to
-    # its end would wait for that JVM too
-    log, err_log = (base / "analyze.out").open("w"), (base / "analyze.err").open("w")
-    writer = subprocess.Popen([sys.executable, "-m", "harness.cli", "analyze", "-q", str(run_dir), "--out", str(out)],
-                              cwd=REPO, env=env, stdout=log, stderr=err_log)
-    seen = {"cache": cache, "env": env, "out": out}
-    try:
-        deadline = time.monotonic() + 60
-        while not list(cache.glob("spark-cds-*.part")) and writer.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        seen["claims"] = claims = list(cache.glob("spark-cds-*.part"))
-        seen["meanwhile"] = (cds.options(env), list(cache.glob("spark-cds-*"))) if claims else None
-        seen["poll"] = writer.poll()
-        writer.wait(timeout=900)
-        seen["left"] = _java_writing(str(claims[0])) if len(claims) == 1 else None
-    finally:
-        if writer.poll() is None:
-            writer.kill()
-        log.close()
-        err_log.close()
-    seen.update(rc=writer.returncode, stdout=(base / "analyze.out").read_text(), stderr=(base / "analyze.err").read_text())
-    return seen
-
-
-def _java_writing(part: str) -> list[int]:
-    """The processes whose command line names ``part`` (a JVM writing the archive there)."""
-    found = []
-    for d in os.listdir("/proc"):
-        try:
-            if d.isdigit() and part.encode() in open(f"/proc/{d}/cmdline", "rb").read():
-                found.append(int(d))
-        except OSError:
-            pass
-    return found
 
 
 # --------------------------------------------------------------------------- helpers
