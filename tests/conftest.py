@@ -98,8 +98,8 @@ def _warm_spark_archive(config) -> None:
     without it (about 3.5 CPU-seconds more each). It is written by the first local analysis that
     tests/analysis/test_analysis_cluster.py checks (support.cds.share_first_analysis, kept in a
     directory of this run for its tests): a JVM that writes it takes about 50 CPU-seconds more
-    than one that uses it, paid once a run instead of twice. When that analysis wrote none, harness.analysis.spark.write_archive's
-    short job does."""
+    than one that uses it, paid once a run instead of twice. When that analysis wrote none,
+    harness.analysis.spark.write_archive's short job does."""
     if config.getoption("--ssbench-part") in ("fast", "fast-alone") or hasattr(config, "workerinput"):
         return
     from harness.analysis import spark
