@@ -428,6 +428,8 @@ class Swarm:
             return self.result(cur, interrupted=True) if cur is not None else SwarmResult(None, interrupted=True)
         if cur.write_error is not None:
             raise cur.write_error
+        if cur.failures:    # reported as the swarm ended: the cause of the recording it lacks
+            raise SwarmFailed("; ".join(cur.failures))
         if cur.facts.get("missing"):
             raise SwarmFailed("no recording from the Locust worker(s) " + ", ".join(cur.facts["missing"])
                               + ":\n" + self.log_tail())

@@ -280,8 +280,9 @@ def test_remote_workers_killed_mid_window_fails_the_repetition(pg_server, tmp_pa
     finally:
         _stop([run, *workers.values()])
     assert run.returncode == 3, stderr[-3000:]
-    assert re.search(r"Locust worker i2\.w1 \(\S+, pid \d+\) stopped answering while the swarm was running", stderr), \
-        stderr[-3000:]
+    # the master's heartbeat names the lost worker; when the window ends first, its missing recording
+    assert re.search(r"Locust worker i2\.w1 \(\S+, pid \d+\) stopped answering while the swarm was running"
+                     r"|no recording from the Locust worker\(s\) i2\.w1\b", stderr), stderr[-3000:]
     assert "Traceback" not in stderr
     assert not list(out.glob("*/rep-*/summary.json"))
     assert took < machine.allowance(20), took   # Locust's missing-worker beat (3 s), not the window nor the recording timeout
