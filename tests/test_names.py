@@ -25,7 +25,7 @@ EXPLAINED = {
     # the report of each of two commands (the analysis' index.html, the gate's table)
     "report.py": "report",
     # harness/verdicts/<topic>.py decides, harness/analysis/<topic>.py tabulates and draws it
-    "techniques.py": "verdicts and analysis", "scaling.py": "verdicts and analysis",
+    "scaling.py": "verdicts and analysis",
     # the web UI's login and the Locust channel's handshake: one scheme each, docs/web.md
     "auth.py": "auth",
 }

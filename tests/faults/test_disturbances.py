@@ -59,7 +59,7 @@ def server_processes(pg_server) -> list[psutil.Process]:
     return [main] + main.children(recursive=True)
 
 
-@untimed
+@pytest.mark.timing   # beside other tests its freeze missed the window (noisy_host, noisy_storage)
 def test_a_frozen_server_is_flagged_with_its_length_and_the_sends_in_flight(pg_server, tmp_path, fault, figures):
     """issue 26, 4: PostgreSQL's processes SIGSTOPped inside the window and resumed after it
     ended. The repetition is ``server_frozen`` with the freeze's length, and its SEND latency
