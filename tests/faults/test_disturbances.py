@@ -22,10 +22,6 @@ from harness.results import counts_in_verdicts
 from support.summaries import read as read_summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.swarm]
-#: the frozen server's and the held group's: a disturbance the test makes itself, a sleep of its
-#: own, is measured back to within seconds
-untimed = pytest.mark.untimed("the disturbance is the test's own sleep (8 s, 5 s), read back to within a few seconds, "
-                              "and the account is counted in the databases")
 
 RECEIVING = re.compile(r"running: [1-9][\d,]* msg/s received")
 
@@ -92,7 +88,7 @@ def test_a_frozen_server_is_flagged_with_its_length_and_the_sends_in_flight(pg_s
     fault()
 
 
-@untimed
+@pytest.mark.timing   # beside other tests its stall read 2.6 s of the 3 s asked for (c6)
 def test_a_held_conversation_group_is_a_receive_stall_with_its_blocking_chain(pg_server, tmp_path, fault, figures):
     """issue 30: one shared dialog, its conversation group locked from a test session for 5 s
     inside the window (the readers skip it, receive nothing, the senders go on). The
