@@ -9,6 +9,7 @@ naming the file instead of stopping the analysis.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,13 +150,13 @@ def _read_run_json(reader: RunReader, issues: list[Issue]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- Spark readers
 
-def read_summaries(disc: Discovery) -> list[dict[str, Any]]:
+def read_summaries(disc: Discovery, readable: threading.Event | None = None) -> list[dict[str, Any]]:
     """One flat row per repetition (harness.results.fields.flat_row), each summary read once
     through the results model (its schema version and fields checked there). A summary that does
     not read (not JSON, nested too deep, a value of the wrong type, out of its range or not
     finite) is an issue naming its line and field, and its repetition is left out (also of
     ``disc.reps``, so its samples are not read either); none left is a UserError naming the
-    first."""
+    first. ``readable`` is set at the first summary that reads."""
     rows, bad, first = [], set(), None
     for r in disc.reps:
         try:
@@ -169,6 +170,8 @@ def read_summaries(disc: Discovery) -> list[dict[str, Any]]:
         row = summary.row()
         row.update(run_id=r.run_id, perm_id=r.perm_id, rep=r.rep)
         rows.append(row)
+        if readable is not None:
+            readable.set()
     disc.reps = [r for r in disc.reps if (r.run_id, r.perm_id, r.rep) not in bad]
     if not rows and first is not None:
         raise UserError(f"no readable repetition summary; the first: {first.detail}", file=first.file,

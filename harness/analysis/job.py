@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -158,11 +159,17 @@ def _analyze(disc: discovery.Discovery, staging: Path, out_dir: Path, master, sp
     """The analysis proper, its report written in ``staging`` (to become ``out_dir``)."""
     # (the issues are counted at the end: reading the summaries and samples finds more)
     say(f"found {len(disc.reps)} repetitions in {len(disc.runs)} run(s)")
-    helper = start_plot_helper()
-    # the summaries are read (Python) while the JVM starts
+    # the summaries are read (Python) while the JVM starts, once one has read: runs with no
+    # readable summary fail at once, with no JVM started
+    readable = threading.Event()
     reading = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssbench-summaries")
-    reps = reading.submit(discovery.read_summaries, disc)
+    reps = reading.submit(discovery.read_summaries, disc, readable)
+    reps.add_done_callback(lambda _f: readable.set())
     reading.shutdown(wait=False)
+    readable.wait()
+    if reps.done() and reps.exception() is not None:
+        raise reps.exception()
+    helper = start_plot_helper()
     own = False
     try:
         if spark is None:
