@@ -9,8 +9,8 @@ MATRIX ?= matrices/bench.yaml
 TARGET ?= embedded
 PYTEST_ARGS ?=
 # make test's parallel part: pytest-xdist worker processes, each with its own embedded server;
-# two per CPU's worth of time this process may have (4 on 2 cores, 2 under a 1-CPU quota)
-TEST_WORKERS ?= $(shell $(PYTHON) tests/support/machine.py --workers 2>/dev/null || echo 4)
+# one and a half per CPU's worth of time this process may have (3 on 2 cores, 2 under a 1-CPU quota)
+TEST_WORKERS ?= $(shell $(PYTHON) tests/support/machine.py --workers 2>/dev/null || echo 3)
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: bench test test-fast test-slow web gate server-stop clean check-python check-java help bytecode
