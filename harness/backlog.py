@@ -161,9 +161,7 @@ class BacklogRepetition(Repetition):
         d = self.drain
         with self.lock:
             e2e_us = self.target.telemetry.e2e_latencies_us(d.t_on, time.time() + 1.0)
-        e2e = Histogram()
-        e2e.extend_us(e2e_us)
-        lat["e2e"] = e2e
+        e2e = lat["e2e"] = Histogram().extend_us(e2e_us)
         summary = summary.replace(e2e_latency_ms=latency_summary(e2e), backlog_messages=d.backlog,
                                   drain_seconds=None if d.seconds is None else round(d.seconds, 4),
                                   drain_rate=None if d.rate is None else round(d.rate, 3))

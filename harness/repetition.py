@@ -36,7 +36,7 @@ from .matrix import Matrix, Permutation, RunSettings
 from .metrics.live import LiveState, RepetitionFeed
 from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
 from .results.model import LATENCY_SCHEMA, Alternation, RepetitionSummary, TargetRef
-from .results.summary import ClientRecord, RepetitionData
+from .results.summary import RepetitionData
 from .targets.base import Counts, Target
 
 log = logging.getLogger(__name__)
@@ -350,13 +350,13 @@ class Repetition:
         and the accounting (no state of the repetition changes)."""
         t, p = self.target, m.perm
         start = res.spawn_complete + warmup
-        wd = self._window_data(res.worker_files, start, start + span, m)
+        # the workers' SENDs in the measured window (an alternated member: in its slices)
+        wd = merge_workers(res.worker_files, start, start + span, member=self._member_slices(m))
         with self.lock:
             e2e_us = self._e2e_latencies(wd, m)
             by_prio = (t.telemetry.e2e_latencies_by_priority_us(wd.start, wd.end)
                        if p.broker.high_priority_share else {})
-        e2e = Histogram()
-        e2e.extend_us(e2e_us)
+        e2e = Histogram().extend_us(e2e_us)
         permutation = p.values()
         users_expected = self.users_expected if self.users_expected is not None else p.total_threads
         if self.users_expected is not None:
@@ -368,14 +368,8 @@ class Repetition:
             dialogs_created=m.dialogs_created, usable_dialogs=_usable(p) * p.initiators,
             users_expected=users_expected,
             accounting=final,
-            client=ClientRecord(window_start=wd.start, window_end=wd.end, send_latency=wd.latency,
-                                sends_total=wd.sends_total, errors_total=wd.errors_total,
-                                error_samples=wd.error_samples, users_spawned=wd.users_spawned,
-                                users_active=wd.users_active, send_latency_corrected=wd.latency_corrected,
-                                workers=wd.workers, send_latency_by_priority=wd.latency_by_priority,
-                                sends_cut_at_stop=wd.sends_cut_at_stop, send_latency_in_flight=wd.latency_in_flight,
-                                member_seconds=wd.member_seconds),
-            e2e_latency=e2e, e2e_latency_by_priority={k: _histogram(v) for k, v in by_prio.items()},
+            client=wd,
+            e2e_latency=e2e, e2e_latency_by_priority={k: Histogram().extend_us(v) for k, v in by_prio.items()},
             collected={**self.sampler.summary_fields(wd.start, wd.end, self._member_slices(m)),
                                         **({"cpu_pinning": self.pinning} if self.pinning else {})},
             collector_errors=self.sampler.errors, web=web,
@@ -384,14 +378,10 @@ class Repetition:
         self._workers = wd.workers
         # latency.json's SEND histogram is the summary's: completed in the window, plus any in
         # flight across its end (a frozen server)
-        lat = {"send": Histogram().merge(wd.latency).merge(wd.latency_in_flight), "e2e": e2e}
+        lat = {"send": wd.send_latency, "e2e": e2e}
         if wd.latency_corrected is not None:
             lat["send_corrected"] = wd.latency_corrected
         return build_repetition_summary(data), lat
-
-    def _window_data(self, files: list[Path], start: float, end: float, m: "Member"):
-        """The workers' SENDs in the measured window (an alternated member: in its slices)."""
-        return merge_workers(files, start, end, member=self._member_slices(m))
 
     def _e2e_latencies(self, wd, m: "Member") -> list[int]:
         """The end-to-end latencies of member ``m``'s messages (the caller holds the lock): an
@@ -552,8 +542,3 @@ def _usable(perm: Permutation) -> int:
     """The dialogs ``perm``'s client threads send on, on one initiator."""
     return perm.dialogs.usable_dialogs(perm.threads)
 
-
-def _histogram(values_us: list[int]) -> Histogram:
-    h = Histogram()
-    h.extend_us(values_us)
-    return h

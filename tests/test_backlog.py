@@ -49,16 +49,16 @@ def test_the_fill_counts_no_receipt_after_activation_came_on():
     receipts stop at that moment (seen once in CI: the drain's first receipts gave a fill with
     activation off a receive rate of 272.7 msg/s)."""
     from harness.backlog import BacklogRepetition, DrainRecord
-    from harness.load.window import WindowData
+    from harness.results.summary import ClientRecord
 
     asked = []
     telemetry = type("Tm", (), {"e2e_latencies_us": lambda self, a, b: asked.append((a, b)) or []})()
     rep = BacklogRepetition.__new__(BacklogRepetition)
     rep.target = type("T", (), {"telemetry": telemetry})()
     rep.drain = DrainRecord(backlog=10, t_on=1000.4)
-    rep._e2e_latencies(WindowData(start=990.0, end=1001.0), None)
+    rep._e2e_latencies(ClientRecord(start=990.0, end=1001.0), None)
     rep.drain = None
-    rep._e2e_latencies(WindowData(start=990.0, end=1001.0), None)
+    rep._e2e_latencies(ClientRecord(start=990.0, end=1001.0), None)
     assert asked == [(990.0, 1000.4), (990.0, 1001.0)]
 
 

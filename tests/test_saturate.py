@@ -137,7 +137,7 @@ def test_saturation_judges_a_probe_on_exact_rates_and_the_slo():
             target=TargetRef("embedded", "x", "durable"), warmup_seconds=1, spawn_complete=1,
             dialogs_created=1, usable_dialogs=1, users_expected=1,
             accounting=Accounting([InitiatorAccount(1, sends, sends)]),
-            client=ClientRecord(window_start=0, window_end=10, send_latency=Histogram({1000: sends}),
+            client=ClientRecord(start=0, end=10, latency=Histogram({1000: sends}),
                                 users_spawned=1, users_active=1),
             e2e_latency=Histogram({50_000: received}), offered_rate=offered)
         return build_repetition_summary(d)

@@ -4,57 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.plan import member_at
 from harness.results.histogram import Histogram
-
-
-@dataclass
-class WindowData:
-    start: float                 # window actually covered (bucket-aligned), epoch seconds
-    end: float
-    latency: Histogram = field(default_factory=Histogram)   # measured-window SENDs
-    sends_total: int = 0         # successful SENDs over the whole swarm (warm-up included)
-    errors_window: int = 0
-    errors_total: int = 0
-    error_samples: list[str] = field(default_factory=list)
-    per_initiator_window: dict[int, int] = field(default_factory=dict)
-    users_spawned: int = 0       # Locust users that registered (ran on_start)
-    users_active: int = 0        # users that completed SENDs before and up to the window's end
-    #: open loop: measured-window SENDs' latency from their intended time (None: closed loop)
-    latency_corrected: Histogram | None = None
-    #: one entry per worker process: initiator, worker, host, users, users_active, sends and
-    #: errors in the window, and its probe's samples [ts, process CPU, host CPU, host memory
-    #: percent, host memory used] (harness.load.worker.HostProbe)
-    workers: list[dict] = field(default_factory=list)
-    #: a ``priority`` axis: measured-window SENDs' latency per dialog priority
-    latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
-    #: SENDs still running when a worker stopped its users (harness.load.recorder.cut_at_stop)
-    sends_cut_at_stop: int = 0
-    #: SENDs that started inside the window and completed after it, slower than the recorder's
-    #: SLOW_SEND_S (in flight across the window's end: a frozen server); not in ``latency``
-    #: (which keeps the SENDs completed in the window: the send rate), added to the reported
-    #: SEND latency by the summary
-    latency_in_flight: Histogram = field(default_factory=Histogram)
-    #: an alternated window's member (``merge_workers(member=...)``): the seconds of its own
-    #: slices inside the window (None: the whole window is this permutation's)
-    member_seconds: float | None = None
-
-    @property
-    def seconds(self) -> float:
-        if self.member_seconds is not None:
-            return self.member_seconds
-        return max(self.end - self.start, 0.0)
-
-    @property
-    def count(self) -> int:
-        return self.latency.count
-
-    @property
-    def rate(self) -> float:
-        return self.count / self.seconds if self.seconds > 0 else 0.0
+from harness.results.summary import ClientRecord
 
 
 def window_buckets(start: float, end: float, bucket_seconds: float) -> tuple[int, int]:
@@ -77,7 +31,7 @@ def in_flight_at_end(slow, b0: int, b1: int, bucket_seconds: float):
 
 
 def merge_workers(files: list[Path], start: float, end: float,
-                  member: tuple[float, int, int] | None = None) -> WindowData:
+                  member: tuple[float, int, int] | None = None) -> ClientRecord:
     """SENDs completed within the measured window, which starts at the first bucket boundary at
     or after ``start`` and lasts ``end - start`` (rounded to whole buckets); the window reported
     is exactly the span of those buckets. ``member`` (slice seconds, members, j): an alternated
@@ -96,7 +50,7 @@ def merge_workers(files: list[Path], start: float, end: float,
             def in_window(b: int, b0=b0, b1=b1) -> bool:
                 return b0 <= b < b1
         if wd is None:
-            wd = WindowData(start=b0 * bs, end=b1 * bs)
+            wd = ClientRecord(start=b0 * bs, end=b1 * bs)
             if member is not None:
                 wd.member_seconds = len(mine_only) * bs
         init = int(data["initiator"])
@@ -134,7 +88,7 @@ def merge_workers(files: list[Path], start: float, end: float,
         mine.update(users=len(users), users_active=active)
         wd.workers.append(mine)
     if wd is None:
-        wd = WindowData(start=start, end=end)
+        wd = ClientRecord(start=start, end=end)
     return wd
 
 

@@ -26,8 +26,9 @@ class Histogram:
     def add(self, us: int, n: int = 1) -> None:
         self.counts[int(us)] += n
 
-    def extend_us(self, values: Iterable[int]) -> None:
+    def extend_us(self, values: Iterable[int]) -> "Histogram":
         self.counts.update(int(v) for v in values)
+        return self
 
     def merge(self, other: "Histogram") -> "Histogram":
         self.counts.update(other.counts)

@@ -204,29 +204,54 @@ class Accounting:
 
 @dataclass
 class ClientRecord:
-    """What the Locust users recorded, cut to the measured window (harness.load.window)."""
+    """What the Locust users recorded, cut to the measured window
+    (:func:`harness.load.window.merge_workers` builds it)."""
 
-    window_start: float            # bucket-aligned window actually measured, epoch seconds
-    window_end: float
-    send_latency: Histogram        # SENDs completed in the window
-    sends_total: int = 0           # successful SENDs over the whole swarm
+    start: float                 # the window actually covered (bucket-aligned), epoch seconds
+    end: float
+    latency: Histogram = field(default_factory=Histogram)   # SENDs completed in the window
+    sends_total: int = 0         # successful SENDs over the whole swarm (warm-up included)
+    errors_window: int = 0
     errors_total: int = 0
     error_samples: list[str] = field(default_factory=list)
-    users_spawned: int = 0
-    users_active: int = 0
-    #: open loop: SENDs completed in the window, latency from their intended time
-    send_latency_corrected: Histogram | None = None
-    #: per worker process (harness.load.window.WindowData.workers)
+    per_initiator_window: dict[int, int] = field(default_factory=dict)
+    users_spawned: int = 0       # Locust users that registered (ran on_start)
+    users_active: int = 0        # users that completed SENDs before and up to the window's end
+    #: open loop: the window's SENDs' latency from their intended time (None: closed loop)
+    latency_corrected: Histogram | None = None
+    #: one entry per worker process: initiator, worker, host, users, users_active, sends and
+    #: errors in the window, and its probe's samples [ts, process CPU, host CPU, host memory
+    #: percent, host memory used] (harness.load.worker.HostProbe)
     workers: list[dict] = field(default_factory=list)
-    #: SENDs that started in the window and completed after it (a frozen server): reported in
-    #: the SEND latency, not in the send rate
-    send_latency_in_flight: Histogram | None = None
-    #: a ``priority`` axis: SENDs completed in the window per dialog priority (high, normal)
-    send_latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
-    #: SENDs still running when the users were stopped (see RepetitionSummary)
+    #: a ``priority`` axis: the window's SENDs' latency per dialog priority (high, normal)
+    latency_by_priority: dict[str, Histogram] = field(default_factory=dict)
+    #: SENDs still running when a worker stopped its users (harness.load.recorder.cut_at_stop)
     sends_cut_at_stop: int = 0
+    #: SENDs that started inside the window and completed after it, slower than the recorder's
+    #: SLOW_SEND_S (a frozen server): in the reported SEND latency, not in the send rate
+    latency_in_flight: Histogram = field(default_factory=Histogram)
     #: an alternated window's member: the seconds of its own slices (None: the whole window)
     member_seconds: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        if self.member_seconds is not None:
+            return self.member_seconds
+        return max(self.end - self.start, 0.0)
+
+    @property
+    def count(self) -> int:
+        return self.latency.count
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def send_latency(self) -> Histogram:
+        """The reported SEND latency: the SENDs completed in the window and those in flight
+        across its end."""
+        return Histogram().merge(self.latency).merge(self.latency_in_flight)
 
 
 @dataclass
@@ -300,7 +325,7 @@ def latency_summary(h: Histogram) -> LatencySummary:
 
 def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     c, a = d.client, d.accounting
-    seconds = max(c.member_seconds if c.member_seconds is not None else c.window_end - c.window_start, 1e-9)
+    seconds = max(c.seconds, 1e-9)
     per_init = [InitiatorResult(initiator=i.initiator, sent=i.sent, received=i.received, lost=i.lost,
                                 xmitq_left=i.xmitq, queued=i.queued, poison=i.poison, duplicates=i.duplicates,
                                 phantoms=i.phantoms)
@@ -308,13 +333,13 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     lost, undelivered = a.lost, a.undelivered
     col = dict(d.collected)
     top_waits = [w if isinstance(w, TopWait) else TopWait(**w) for w in col.pop("top_waits", [])]
-    workers, client_hosts = worker_results(c.workers, c.window_start, c.window_end, d.client_bound_cpu)
+    workers, client_hosts = worker_results(c.workers, c.start, c.end, d.client_bound_cpu)
     # judged per process: the host collector's view of local workers, or a worker's own probe
     client_bound = bool(col.pop("client_bound", False)) or any(w.client_bound for w in workers)
     # the host's CPU slower than the run's typical (harness.collectors.cpuspeed) is host noise too
     noisy_host = bool(col.pop("noisy_host", False)) or bool(col.get("slow_cpu"))
     noisy_storage = bool(col.pop("noisy_storage", False))
-    send_rate = round(c.send_latency.count / seconds, 3)
+    send_rate = round(c.count / seconds, 3)
     receive_rate = round(d.e2e_latency.count / seconds, 3)
     progress = progress_flags(freeze_seconds=col.get("freeze_seconds"),
                               receive_stall_seconds=col.get("receive_stall_seconds"),
@@ -322,18 +347,16 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
                               queue_growth=col.get("queue_growth"), offered_rate=d.offered_rate,
                               receiving=d.receiving)
     col.update(progress)
-    send_latency = Histogram().merge(c.send_latency)
-    if c.send_latency_in_flight is not None and c.send_latency_in_flight.count:
-        send_latency.merge(c.send_latency_in_flight)
-        col["sends_in_flight_at_end"] = c.send_latency_in_flight.count
+    if c.latency_in_flight.count:
+        col["sends_in_flight_at_end"] = c.latency_in_flight.count
     if d.offered_rate:
         behind = is_behind(d.offered_rate, send_rate, d.rate_tolerance)
         col.update(offered_rate=round(d.offered_rate, 3), achieved_rate=send_rate, behind=behind)
-        if c.send_latency_corrected is not None:
-            col["send_latency_corrected_ms"] = latency_summary(c.send_latency_corrected)
+        if c.latency_corrected is not None:
+            col["send_latency_corrected_ms"] = latency_summary(c.latency_corrected)
     for prio in ("high", "normal"):
-        if prio in c.send_latency_by_priority:
-            col[f"send_latency_{prio}_ms"] = latency_summary(c.send_latency_by_priority[prio])
+        if prio in c.latency_by_priority:
+            col[f"send_latency_{prio}_ms"] = latency_summary(c.latency_by_priority[prio])
         if prio in d.e2e_latency_by_priority:
             col[f"e2e_latency_{prio}_ms"] = latency_summary(d.e2e_latency_by_priority[prio])
     # open loop: a user has slots in the window only if the schedule reaches it (at a low rate
@@ -348,8 +371,8 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     return RepetitionSummary.of(
         run_id=d.run_id, permutation_id=d.permutation["id"], repetition=d.repetition,
         permutation=d.permutation, target=d.target,
-        warmup_seconds=d.warmup_seconds, measure_seconds=round(seconds, 3), measure_start=c.window_start,
-        measure_end=c.window_end, span_seconds=round(c.window_end - c.window_start, 3),
+        warmup_seconds=d.warmup_seconds, measure_seconds=round(seconds, 3), measure_start=c.start,
+        measure_end=c.end, span_seconds=round(c.end - c.start, 3),
         spawn_complete=d.spawn_complete,
         dialogs_created=d.dialogs_created, usable_dialogs=d.usable_dialogs,
         messages_sent=a.sent, messages_sent_client=c.sends_total, messages_received=a.received,
@@ -358,7 +381,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
         messages_sent_client_cut=c.sends_cut_at_stop or None,
         send_rate=send_rate,
         receive_rate=receive_rate,
-        send_latency_ms=latency_summary(send_latency), e2e_latency_ms=latency_summary(d.e2e_latency),
+        send_latency_ms=latency_summary(c.send_latency), e2e_latency_ms=latency_summary(d.e2e_latency),
         top_waits=top_waits, client_bound=client_bound, noisy_host=noisy_host, noisy_storage=noisy_storage,
         workers=workers, client_hosts=client_hosts,
         users_expected=d.users_expected, users_spawned=c.users_spawned, users_active=c.users_active,

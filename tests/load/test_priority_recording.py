@@ -25,7 +25,7 @@ def data() -> RepetitionData:
         target=TargetRef("mssql", "SQL Server", "sql"), warmup_seconds=1.0, spawn_complete=99.0,
         dialogs_created=2, usable_dialogs=2, users_expected=2,
         accounting=Accounting([InitiatorAccount(1, 8, 8, 0)]),
-        client=ClientRecord(window_start=100.0, window_end=102.0, send_latency=Histogram({1000: 3, 8000: 5}),
+        client=ClientRecord(start=100.0, end=102.0, latency=Histogram({1000: 3, 8000: 5}),
                             sends_total=8, users_spawned=2, users_active=2),
         e2e_latency=Histogram({5000: 8}))
 
@@ -52,7 +52,7 @@ def test_priority_histograms_cut_to_the_window_and_merged(tmp_path):
 
 def test_summary_carries_per_priority_send_latency(tmp_path):
     d = data()
-    d.client.send_latency_by_priority = {"high": Histogram({1000: 3}), "normal": Histogram({8000: 5})}
+    d.client.latency_by_priority = {"high": Histogram({1000: 3}), "normal": Histogram({8000: 5})}
     s = build_repetition_summary(d)
     assert s.send_latency_high_ms.count == 3 and s.send_latency_normal_ms.count == 5
     assert s.send_latency_high_ms.p50 < s.send_latency_normal_ms.p50

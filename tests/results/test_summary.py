@@ -54,7 +54,7 @@ def data(**over) -> RepetitionData:
         target=TargetRef("embedded", "PostgreSQL emulation", "durable"), warmup_seconds=1.0,
         spawn_complete=99.0, dialogs_created=4, usable_dialogs=4, users_expected=4,
         accounting=Accounting([InitiatorAccount(1, 6, 6, 0), InitiatorAccount(2, 5, 4, 1)]),
-        client=ClientRecord(window_start=100.0, window_end=102.0, send_latency=lat, sends_total=11,
+        client=ClientRecord(start=100.0, end=102.0, latency=lat, sends_total=11,
                             users_spawned=4, users_active=4),
         e2e_latency=Histogram({5000: 9}),
         collected={"top_waits": [{"wait_type": "WRITELOG", "wait_time_ms": 1.0, "waiting_tasks": 1, "share": 1.0}],
@@ -138,7 +138,7 @@ def test_open_loop_offered_and_achieved_rates_and_behind():
     from harness.results.model import RepetitionSummary
 
     ok = data(accounting=Accounting([InitiatorAccount(1, 10, 10)]), offered_rate=5.0)
-    ok.client.send_latency_corrected = Histogram({1500: 8, 9000: 2})
+    ok.client.latency_corrected = Histogram({1500: 8, 9000: 2})
     s = build_repetition_summary(ok)
     # 10 SENDs in 2 s: the offered 5/s achieved; the corrected latency is reported next to it
     assert s.offered_rate == 5.0 and s.achieved_rate == 5.0 and s.status == "ok"
@@ -193,7 +193,7 @@ def test_a_summary_written_before_the_behind_flag_reads_its_status():
 def test_open_loop_users_without_a_slot_in_the_window_are_not_idle():
     # 1 SEND/s offered over 2 s to 4 users: only 2 of them have a slot in the window
     d = data(accounting=Accounting([InitiatorAccount(1, 2, 2)]), offered_rate=1.0,
-             client=ClientRecord(window_start=100.0, window_end=102.0, send_latency=Histogram({1000: 2}),
+             client=ClientRecord(start=100.0, end=102.0, latency=Histogram({1000: 2}),
                                  users_spawned=4, users_active=2))
     assert build_repetition_summary(d).status == "ok"
     d.client.users_active = 1
