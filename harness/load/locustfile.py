@@ -24,7 +24,7 @@ from locust.exception import StopUser
 
 from harness.plan import member_at
 from harness.load import master, worker
-from harness.load.sendloop import HubLoop, ThreadLoop
+from harness.load.sendloop import HubLoop, ThreadLoop, backoff_waits
 from harness.load.pacing import Schedule
 from harness.matrix import high_priority_slot
 from harness.redact import error_line
@@ -32,10 +32,6 @@ from harness.targets.base import sender_factory
 
 log = logging.getLogger("ssbench")
 
-#: consecutive failures (SENDs or connects): first back-off, its ceiling, and when a user gives up
-BACKOFF_FIRST_S = 0.01
-BACKOFF_MAX_S = 1.0
-GIVE_UP_AFTER_S = 10.0
 #: how long a stopped user waits for its SEND in flight before it lets go of it (counted as cut)
 QUIESCE_S = 30.0
 
@@ -85,7 +81,7 @@ class ServiceBrokerUser(User):
             if self._recorder.schedule is None:
                 self._recorder.schedule = Schedule(spec.rate, spec.users_of(initiator) or 1)
             pacer = self._recorder.schedule.pacer(self._user)
-        loop_kw = dict(backoff=(BACKOFF_FIRST_S, BACKOFF_MAX_S), give_up_after=GIVE_UP_AFTER_S)
+        loop_kw = {}
         # the SEND paths the sender's class declares (harness.targets.sender.SendPaths)
         if spec.alternation:    # an alternated window: each SEND takes the dialog of the member whose
             # slice the wall clock is in, the same on every worker and host (harness.plan.member_at)
@@ -101,11 +97,12 @@ class ServiceBrokerUser(User):
 
     def _connect(self, spec, initiator: int):
         """Open the sender and find the dialog on the hub's threadpool; a failure is recorded
-        as an error (with its message) and retried with back-off, for up to GIVE_UP_AFTER_S."""
+        as an error (with its message) and retried with back-off (:func:`backoff_waits`) until
+        it gives up."""
         offload = self._side.offload
         sender_spec = spec.sender_specs[str(initiator)]
         factory = sender_factory(sender_spec)   # imports here, in the greenlet; the pool thread connects
-        failing_since, backoff = None, BACKOFF_FIRST_S
+        waits = backoff_waits()
         while True:
             t0 = time.perf_counter()
             sender = None
@@ -123,12 +120,10 @@ class ServiceBrokerUser(User):
                     offload.call(self, sender.close)
                 err = ConnectFailed(f"connecting to initiator {initiator}: {error_line(e)}")
                 self._recorder.record_many([(time.time(), time.perf_counter() - t0, err, None)])
-            now = time.monotonic()
-            failing_since = failing_since or now
-            if now - failing_since > GIVE_UP_AFTER_S:
+            wait = next(waits, None)
+            if wait is None:
                 raise StopUser()
-            gevent.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX_S)
+            gevent.sleep(wait)
 
     @task
     def collect(self) -> None:

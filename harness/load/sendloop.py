@@ -7,16 +7,17 @@ cheapest path (docs/findings/harness-ceiling.md measures both).
 Both share :class:`SendLoop`: the finished SENDs ``(end epoch, elapsed s, exception or None,
 intended epoch or None)`` handed to the user's greenlet in batches (:meth:`SendLoop.take`),
 open-loop pacing (:mod:`harness.load.pacing`), the dialog of an alternated window's member
-(``choose``), and the blocking SENDs with back-off after an error (``backoff``: first and
-maximum seconds, doubling), which give up (:attr:`SendLoop.gave_up`) after ``give_up_after``
-seconds of nothing but errors: the thread loop's whole life, the hub loop's recovery (the
-blocking ``send`` reconnects a lost connection; then the hub drives it again).
+(``choose``), and the blocking SENDs with back-off after an error (``waits``:
+:func:`backoff_waits`, the user's connect's too), which give up (:attr:`SendLoop.gave_up`)
+when the waits end: the thread loop's whole life, the hub loop's recovery (the blocking
+``send`` reconnects a lost connection; then the hub drives it again).
 """
 
 from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Iterator
 
 import gevent
 
@@ -27,19 +28,28 @@ from harness.os_threads import allocate_lock, start_new_thread
 _perf, _time = time.perf_counter, time.time
 
 
+def backoff_waits(first: float = 0.01, ceiling: float = 1.0, give_up_after: float = 10.0) -> Iterator[float]:
+    """The waits after consecutive failures (a user's connect, its SENDs): doubling from
+    ``first`` up to ``ceiling`` seconds; they end (give up) ``give_up_after`` seconds after
+    the first."""
+    since, wait = time.monotonic(), first
+    while time.monotonic() - since <= give_up_after:
+        yield wait
+        wait = min(wait * 2, ceiling)
+
+
 class SendLoop:
     """The part of a SEND loop that does not depend on how it waits (the module's docstring).
     :meth:`stop` ends the loop after the SEND in flight (a slot or back-off wait ends now);
     :meth:`done` says it has let go of the connection, which may then close."""
 
-    def __init__(self, send, dialog, payload, pacer=None, *, backoff=(0.01, 1.0),
-                 give_up_after: float = 10.0, choose=None):
+    def __init__(self, send, dialog, payload, pacer=None, *, waits=backoff_waits, choose=None):
         # an alternated window: ``dialog`` is one dialog per member and each SEND takes the one
         # ``choose()`` names (harness.load.spec.SwarmSpec.alternation)
         self._send, self._payload, self._pacer = send, payload, pacer
         self._dialogs = list(dialog) if choose is not None else [dialog]
         self._choose = choose
-        self._backoff, self._give_up_after = backoff, give_up_after
+        self._waits = waits
         self.results: collections.deque = collections.deque()
         self.started = self.gave_up = self._stopping = False
         self.crashed: BaseException | None = None
@@ -71,21 +81,21 @@ class SendLoop:
             gevent.sleep(poll)
         return True
 
-    def _blocking_sends(self, sleep, failing_since: float | None = None, resumed=None) -> None:
+    def _blocking_sends(self, sleep, failing: bool = False, resumed=None) -> None:
         """SEND through ``send`` until the loop stops, gives up, or ``resumed()`` says, after a
         SEND that succeeded, that the hub drives the connection again. ``sleep(seconds)``: the
-        strategy's wait; ``failing_since``: errors only since then (monotonic), so back off first."""
+        strategy's wait; ``failing``: after an error, so back off first."""
         perf, now = _perf, _time
         send, payload, pacer = self._send, self._payload, self._pacer
         dialogs, choose = self._dialogs, self._choose
-        backoff = self._backoff[0]
+        waits = self._waits() if failing else None
         while not self._stopping:
-            if failing_since is not None:
-                if time.monotonic() - failing_since > self._give_up_after:
+            if waits is not None:
+                wait = next(waits, None)
+                if wait is None:
                     self.gave_up = True
                     return
-                sleep(backoff)
-                backoff = min(backoff * 2, self._backoff[1])
+                sleep(wait)
                 if self._stopping:
                     return
             intended = pacer.wait(sleep) if pacer is not None else None
@@ -101,12 +111,11 @@ class SendLoop:
             # (self.results looked up each time: the hub loop's take() replaces it)
             self.results.append((now(), end - start, exc, None if intended is None else pacer.to_epoch(intended)))
             if exc is not None:
-                if failing_since is None:
-                    failing_since, backoff = time.monotonic(), self._backoff[0]
+                waits = waits or self._waits()
             elif resumed is not None and resumed():
                 return
             else:
-                failing_since = None
+                waits = None
 
 
 class ThreadLoop(SendLoop):
@@ -174,7 +183,7 @@ class HubLoop(SendLoop):
         if self._attach():
             self._next()
         else:                          # the sender cannot pump now (a lost connection): recover
-            self._recover_later(None)
+            self._recover_later(False)
 
     def take(self) -> list:
         out, self.results = self.results, []
@@ -283,7 +292,7 @@ class HubLoop(SendLoop):
                 if exc is not None:
                     self._stop_timer()
                     self._detach()
-                    self._recover_later(time.monotonic())
+                    self._recover_later(True)
                 return
             if not complete:
                 return
@@ -312,7 +321,7 @@ class HubLoop(SendLoop):
             self._next()
             return
         self._detach()
-        self._recover_later(time.monotonic())
+        self._recover_later(True)
 
     def _crash(self, e: BaseException) -> None:
         self.crashed = e
@@ -320,10 +329,10 @@ class HubLoop(SendLoop):
         self._detach()
 
     # ------------------------------------------------------------------ after an error
-    def _recover_later(self, failing_since: float | None) -> None:
+    def _recover_later(self, failing: bool) -> None:
         """Back off and SEND through the blocking ``send`` until one succeeds and the hub can
         drive the connection again (or the loop gives up), on a greenlet of its own."""
-        self._recovering = gevent.spawn(self._blocking_sends, gevent.sleep, failing_since, self._resumed)
+        self._recovering = gevent.spawn(self._blocking_sends, gevent.sleep, failing, self._resumed)
 
     def _resumed(self) -> bool:
         """After a blocking SEND that succeeded: is the hub driving the connection again? (Not

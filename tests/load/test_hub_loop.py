@@ -11,7 +11,7 @@ import gevent
 import psycopg
 import pytest
 
-from harness.load.sendloop import HubLoop
+from harness.load.sendloop import HubLoop, backoff_waits
 from harness.load.pacing import Schedule
 from harness.targets.embedded.target import EmbeddedTarget
 from support.embedded import settings
@@ -95,7 +95,7 @@ def test_every_send_it_reports_is_one_the_database_counts(target, senders):
 
 
 def test_a_killed_connection_is_one_failed_send_then_it_reconnects(target, senders):
-    loops = _loops(senders[:1], backoff=(0.01, 0.05))
+    loops = _loops(senders[:1], waits=lambda: backoff_waits(0.01, 0.05))
     victim = senders[0]
     pid = victim._pg.backend_pid
     loops[0].start()
