@@ -20,7 +20,7 @@ from .plan import PlannedWindow, group_windows
 from .progress import Progress
 from .redact import error_line
 from .backlog import BacklogRepetition
-from .repetition import Interrupted, Repetition, Repetitions, resolve_profile
+from .repetition import Interrupted, Repetition, Repetitions
 from .results import RepetitionSummary, RunDir, disturbance, host_cpu_speed, host_cross_cpu, utc_now_iso, write_atomic
 from .targets.base import Target
 from .verdicts import Rule, permutation_rows
@@ -54,8 +54,6 @@ class Runner(Repetitions):
 
     def _run(self) -> int:
         m = self.matrix
-        for perm in m.permutations():
-            resolve_profile(m, self.target, perm.server)  # fail early, before any load
         if m.run.auto:
             return self.run_auto()
         todo = self._todo(m.schedule())

@@ -9,7 +9,10 @@ import signal
 import sys
 import tempfile
 import threading
+from collections import namedtuple
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from .common import add_run_options, metrics_endpoint
 
@@ -107,45 +110,64 @@ def resume_command(matrix: Path | str, run_dir: Path) -> str:
     return shlex.join(["ssbench", "run", str(matrix), "--resume", "--out", str(run_dir)])
 
 
-def execute(args, metrics=None) -> tuple[int, "object"]:
-    """Run the matrix; returns (exit code, RunDir). ``metrics``: the live endpoint's state
-    (harness.metrics.LiveState), or None.
+#: a run begun by :func:`open_run` (``rd``: its RunDir, ``stop``: set by Ctrl-C, ``undo``: None
+#: when resumed)
+OpenRun = namedtuple("OpenRun", "matrix config remote target rd stop undo")
 
-    Everything the user gave is checked before anything is created or started: the matrix, the
-    --out/--results directories, the target (a topology file is loaded, nothing connects) and
-    the matrix's server profiles against the target's. A run that fails before its first
-    repetition began leaves nothing behind."""
+
+@contextmanager
+def open_run(args, command: str, check=lambda matrix: None) -> Iterator[OpenRun]:
+    """The set-up of ``ssbench run`` and ``saturate``. Everything the user gave is checked
+    before anything is created or started: the matrix (and ``check(matrix)``, the command's
+    own), the --out/--results directories, the target (a topology file is loaded, nothing
+    connects) and the matrix against it, the scale-out flags. Then the target is made, Ctrl-C
+    handled and, under the target's run lock (one run at a time per target: a second one would
+    reset its databases), the run directory begun; at the end the target is closed and the
+    directory released. A new run that fails before its first repetition began leaves nothing
+    behind (``undo``)."""
     from ..matrix import load_matrix
     from ..paths import RESULTS
     from ..runner import start_run
     from ..targets.factory import make_target, target_config
 
-    config = target_config(args.target)   # a topology file is loaded, nothing connects
+    resume = getattr(args, "resume", False)
+    config = target_config(args.target)
     matrix = load_matrix(args.matrix, embedded_profiles=config.alias_profiles())
+    check(matrix)
     results_root = Path(args.results or RESULTS)
-    check_dir_arg(args.out, "--out", resume=args.resume)
+    check_dir_arg(args.out, "--out", resume=resume)
     check_dir_arg(results_root, "--results")
-    config.check_matrix(matrix)  # without connecting or starting anything
+    config.check_matrix(matrix)  # its server profiles among the target's, without connecting
     remote = scale_settings(args, matrix, config)
     target = make_target(config)
     stop = threading.Event()
     install_sigint(stop)
-    undo = None if args.resume else _Undo(args.out, results_root, matrix.name)
-    # one run (or web session) at a time per target: a second one would reset its databases
-    with target.run_lock(f"ssbench run {args.matrix} (pid {os.getpid()})"):
+    undo = None if resume else _Undo(args.out, results_root, matrix.name)
+    with target.run_lock(f"ssbench {command} {args.matrix} (pid {os.getpid()})"):
         try:   # the run directory is held (locked) by this process from here to the end
-            rd = start_run(matrix, target, results_root, args.out, args.resume)
+            rd = start_run(matrix, target, results_root, args.out, resume)
         except BaseException:
             target.close()
             if undo:
                 undo.remove_unstarted(None)
             raise
         try:
-            code, runner = _execute_run(args, matrix, config, remote, target, rd, stop, undo, metrics)
-            if code is None:
-                rd.finish("complete", runner.lost_total)
+            yield OpenRun(matrix, config, remote, target, rd, stop, undo)
         finally:
-            rd.release()
+            try:
+                target.close()
+            finally:
+                rd.release()
+
+
+def execute(args, metrics=None) -> tuple[int, "object"]:
+    """Run the matrix (:func:`open_run`); returns (exit code, RunDir). ``metrics``: the live
+    endpoint's state (harness.metrics.LiveState), or None."""
+    with open_run(args, "run") as run:
+        code, runner = _execute_run(args, run, metrics)
+        if code is None:
+            run.rd.finish("complete", runner.lost_total)
+    rd = run.rd
     if code is not None:
         return code, rd
     lost = runner.lost_total
@@ -163,21 +185,19 @@ def execute(args, metrics=None) -> tuple[int, "object"]:
     return 0, rd
 
 
-def _execute_run(args, matrix, config, remote, target, rd, stop, undo, metrics):
+def _execute_run(args, run: OpenRun, metrics):
     """The run proper, in its held directory: (exit code or None when it completed, Runner)."""
     from ..runner import Progress, Runner
 
+    matrix, target, rd = run.matrix, run.target, run.rd
     print(f"ssbench: run {rd.run_id}: {len(matrix)} permutations x {matrix.run.describe_repetitions()} "
           f"on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
-    _announce_remote(remote, matrix, config)
+    _announce_remote(run.remote, matrix, run.config)
     progress = Progress(total=len(matrix) * matrix.run.planned_repetitions)
     if metrics is not None:
         metrics.begin_run(rd.run_id, matrix.name, target.label, progress)
-    runner = Runner(matrix, target, rd, progress=progress, stop_event=stop, remote=remote, metrics=metrics)
-    try:
-        return _run(runner, rd, progress, resume_command(args.matrix, rd.path), undo), runner
-    finally:
-        target.close()
+    runner = Runner(matrix, target, rd, progress=progress, stop_event=run.stop, remote=run.remote, metrics=metrics)
+    return _run(runner, rd, progress, resume_command(args.matrix, rd.path), run.undo), runner
 
 
 def _announce_remote(remote, matrix, config) -> None:

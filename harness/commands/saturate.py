@@ -4,9 +4,7 @@ rate each permutation sustains (open-loop probes, steps then bisection; :mod:`ha
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import threading
 from dataclasses import asdict
 
 
@@ -53,42 +51,32 @@ def cmd_saturate(args) -> int:
 
 def saturate(args, metrics=None) -> int:
     from ..errors import UserError
-    from ..matrix import load_matrix
-    from ..paths import RESULTS
     from ..redact import error_line
-    from ..repetition import Interrupted, resolve_profile
-    from ..runner import start_run
+    from ..repetition import Interrupted
     from ..saturate import Saturation, SearchSettings, format_table
-    from ..targets.factory import make_target, target_config
-    from .run import install_sigint, scale_settings
+    from .run import open_run
 
-    config = target_config(args.target)   # a topology file is loaded, nothing connects
-    matrix = load_matrix(args.matrix, embedded_profiles=config.alias_profiles())
     if args.factor <= 1:
         raise UserError(f"--factor must be above 1, got {args.factor:g}")
     if args.max_probes < 1:
         raise UserError(f"--max-probes must be at least 1, got {args.max_probes}")
-    if matrix.run.backlog_messages:
-        raise UserError("saturate measures offered rates: a backlog matrix cannot be saturated",
-                        file=str(matrix.path), field="run.backlog_messages")
-    config.check_matrix(matrix)
-    remote = scale_settings(args, matrix, config)   # --workers-per-initiator, --remote-workers (docs/scale-out.md)
-    start = args.start_rate or min(matrix.axes.get("rate", [50.0]))
-    settings = SearchSettings(start_rate=start, factor=args.factor, precision=args.precision,
-                              max_probes=args.max_probes, slo_p99_ms=args.slo_p99_ms)
-    target = make_target(config)
-    for perm in matrix.permutations():
-        resolve_profile(matrix, target, perm.server)  # fail early, before any load
-    stop = threading.Event()
-    install_sigint(stop)
-    with target.run_lock(f"ssbench saturate {args.matrix} (pid {os.getpid()})"):
-        rd = start_run(matrix, target, args.results or RESULTS, args.out, resume=False)
+
+    def check(matrix) -> None:
+        if matrix.run.backlog_messages:
+            raise UserError("saturate measures offered rates: a backlog matrix cannot be saturated",
+                            file=str(matrix.path), field="run.backlog_messages")
+
+    with open_run(args, "saturate", check) as run:
+        matrix, target, rd = run.matrix, run.target, run.rd
+        settings = SearchSettings(start_rate=args.start_rate or min(matrix.axes.get("rate", [50.0])),
+                                  factor=args.factor, precision=args.precision, max_probes=args.max_probes,
+                                  slo_p99_ms=args.slo_p99_ms)
         rd.update_run(saturation=asdict(settings))
         print(f"ssbench: saturate {rd.run_id} on {target.label}\nssbench: results in {rd.path}", file=sys.stderr)
         if metrics is not None:
             metrics.begin_run(rd.run_id, matrix.name, target.label)
-        sat = Saturation(matrix, target, rd, settings, stop_event=stop,
-                         say=lambda text: print(f"ssbench: {text}", file=sys.stderr, flush=True), remote=remote,
+        sat = Saturation(matrix, target, rd, settings, stop_event=run.stop,
+                         say=lambda text: print(f"ssbench: {text}", file=sys.stderr, flush=True), remote=run.remote,
                          metrics=metrics)
         try:
             sat.run()
@@ -100,9 +88,6 @@ def saturate(args, metrics=None) -> int:
         except Exception as e:
             rd.finish("failed", error=error_line(e))
             raise
-        finally:
-            target.close()
-            rd.release()
     print(f"{target.label}: SENDs per second sustained (per initiator and in total), this machine")
     print(format_table(sat.results))
     print(f"ssbench: saturation.json in {rd.path}", file=sys.stderr)
