@@ -33,8 +33,13 @@ code{background:#f4f4f4;padding:0 3px}
 """
 
 
+def blank(v: Any) -> Any:
+    """``v``, or "" where it is missing (None)."""
+    return "" if v is None else v
+
+
 def _e(v: Any) -> str:
-    return html.escape("" if v is None else str(v))
+    return html.escape(str(blank(v)))
 
 
 def fmt(v: Any, kind: str = "") -> str:

@@ -12,7 +12,7 @@ from ..results import disturbance, write_atomic
 from ..verdicts import MIN_REPS, Answer, Section
 from ..verdicts.answer import pct_interval as pct_ci
 from .discovery import Discovery
-from .markup import CSS, _e, run_label, table, thresholds
+from .markup import CSS, _e, blank, run_label, table, thresholds
 from .plots import STRATEGY_ORDER, Plot, strategy_label
 from .techniques_report import section_html as technique_section_html
 
@@ -21,15 +21,14 @@ def _provenance(disc: Discovery, targets: dict[str, str]) -> str:
     rows = []
     for run in disc.runs:
         m = run.meta
-        sw, host = m.get("ssbench") or {}, m.get("host") or {}
-        v = lambda d, k: "" if d.get(k) is None else d[k]  # noqa: E731
+        sw, host, matrix = m.get("ssbench") or {}, m.get("host") or {}, m.get("matrix") or {}
         rows.append(dict(zip(cols, (
             run.run_id, targets.get(run.run_id), m.get("status", "unknown (no run.json)"),
-            f"{v(m.get('matrix') or {}, 'name')} ({v(m, 'permutations_done')}/{v(m, 'permutations_total')} "
-            "permutations)",
-            f"{v(m, 'started')} → {v(m, 'ended')}",
-            f"{v(sw, 'version')} {(sw.get('git_commit') or '')[:10]}{' (dirty)' if sw.get('git_dirty') else ''}",
-            f"{v(host, 'cpu_count')} CPUs {v(host, 'cpu_model')}"))))
+            f"{blank(matrix.get('name'))} ({blank(m.get('permutations_done'))}/{blank(m.get('permutations_total'))}"
+            " permutations)",
+            f"{blank(m.get('started'))} → {blank(m.get('ended'))}",
+            f"{blank(sw.get('version'))} {(sw.get('git_commit') or '')[:10]}{' (dirty)' if sw.get('git_dirty') else ''}",
+            f"{blank(host.get('cpu_count'))} CPUs {blank(host.get('cpu_model'))}"))))
     return table(rows, [(k, k, "l") for k in cols], table_class="meta")
 
 
