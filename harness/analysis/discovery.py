@@ -55,13 +55,10 @@ class FoundRun:
 
 
 @dataclass(frozen=True)
-class RepFiles:
-    run_id: str
-    perm_id: str
-    rep: int
-    dir: Path
-    summary: Path
-    samples: Path | None         # None when missing
+class RepFiles(RepRef):
+    """A complete repetition's files, its samples None when missing or empty."""
+
+    samples: Path | None = None
     samples_bytes: int = 0
 
 
@@ -122,8 +119,7 @@ def discover(run_dirs: list[str | Path]) -> Discovery:
                 if size == 0:
                     issues.append(Issue(str(samples), "empty"))
                     samples = None
-            reps.append(RepFiles(run_id=run_id, perm_id=ref.perm_id, rep=ref.rep, dir=ref.dir,
-                                 summary=ref.summary_path, samples=samples, samples_bytes=size))
+            reps.append(RepFiles(ref.run_id, ref.perm_id, ref.rep, ref.dir, samples, size))
             found += 1
         if not found:
             issues.append(Issue(str(path), "no complete repetition found"))
@@ -160,12 +156,12 @@ def read_summaries(disc: Discovery, readable: threading.Event | None = None) -> 
     rows, bad, first = [], set(), None
     for r in disc.reps:
         try:
-            summary = RepRef(r.run_id, r.perm_id, r.rep, r.dir).summary()
+            summary = r.summary()
         except UserError as e:
             bad.add((r.run_id, r.perm_id, r.rep))
             first = first or e
             problem = ": ".join(str(p) for p in (e.line and f"line {e.line}", e.field, e.detail) if p)
-            disc.issues.append(Issue(str(r.summary), f"damaged ({problem}): repetition skipped"))
+            disc.issues.append(Issue(str(r.summary_path), f"damaged ({problem}): repetition skipped"))
             continue
         row = summary.row()
         row.update(run_id=r.run_id, perm_id=r.perm_id, rep=r.rep)
