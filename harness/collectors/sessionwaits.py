@@ -17,11 +17,10 @@ from typing import Any
 from ..plan import member_at
 from ..spill import Spill
 from .base import Collector
+from .waits import TOP_WAITS
 
 #: seconds between two samples
 INTERVAL_S = 0.1
-#: wait types kept per role in the summary
-TOP_WAITS = 5
 
 
 class SessionWaitThread(threading.Thread):

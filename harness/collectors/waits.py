@@ -11,6 +11,7 @@ from harness.spill import Spill
 from ._counters import window_ticks
 from .base import Collector
 
+#: wait types a summary keeps: its top_waits, and its session_waits per role (harness.collectors.sessionwaits)
 TOP_WAITS = 5
 
 

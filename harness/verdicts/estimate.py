@@ -36,10 +36,6 @@ def _t_quantile(df: float, q: float) -> float:
     return float(_special().stdtrit(df, q))
 
 
-def _t_cdf(df: float, x: float) -> float:
-    return float(_special().stdtr(df, x))
-
-
 @dataclass(frozen=True)
 class Estimate:
     """``d`` (log scale, positive = the treatment better) with what its standard error is made
