@@ -139,6 +139,23 @@ def _login(url: str, password: str = PASSWORD, user: str = USER) -> requests.Ses
     return s
 
 
+class Login:
+    """A login to the UI at ``url`` for a series of requests (a poll's), made anew once it is
+    :attr:`FRESH_S` old: a login lasts 6 s here (--login-minutes 0.1), and each one costs the
+    master a scrypt check (about 0.16 CPU-s on the 2-vCPU test VM), which a login per poll paid
+    every 0.3 s."""
+
+    FRESH_S = 2.0
+
+    def __init__(self, url: str):
+        self.url, self._s, self._at = url, None, 0.0
+
+    def __call__(self) -> requests.Session:
+        if self._s is None or time.monotonic() - self._at > self.FRESH_S:
+            self._s, self._at = _login(self.url), time.monotonic()
+        return self._s
+
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -294,7 +311,8 @@ def _logins_and_tokens(web: WebProcess, url: str, tmp_path: Path, env: dict, wor
     wout = (tmp_path / "wrong-token.out").read_text()
     assert "refused this worker: wrong token" in wout, wout
     _until(lambda: re.search(r"refused worker \S+: wrong token", web.output), 15, "the refusal in ssbench web")
-    st = _status(url, _login(url))
+    login = Login(url)
+    st = _status(url, login())
     assert [r["reason"] for r in st["refused"]] == ["wrong token (its $SSBENCH_WORKER_TOKEN is not this run's)"]
     assert len(st["workers"]) == 1, st
 
@@ -315,9 +333,9 @@ def _logins_and_tokens(web: WebProcess, url: str, tmp_path: Path, env: dict, wor
     relay = Relay(port)
     good = _worker(tmp_path, relay.port, 2, _token(web), "remote")
     workers.append(good)
-    _until(lambda: len(_status(url, _login(url))["workers"]) == 2, 40, "the right-token worker")
+    _until(lambda: len(_status(url, login())["workers"]) == 2, 40, "the right-token worker")
     assert good.poll() is None
-    st = _status(url, _login(url))
+    st = _status(url, login())
     assert len(st["refused"]) == 2 and sorted(st["workers"].values()) == [1, 2], st
 
     # ---- the login expires (--login-minutes 0.1)
@@ -327,16 +345,17 @@ def _logins_and_tokens(web: WebProcess, url: str, tmp_path: Path, env: dict, wor
 
 def _remote_worker_session(web: WebProcess, url: str, tmp_path: Path, relay: Relay) -> None:
     """A session on the local and the remote worker; nothing secret crosses the wire or is written.
-    Each step logs in anew: a login lasts 6 s here (--login-minutes 0.1)."""
+    A login lasts 6 s here (--login-minutes 0.1): each step asks with a fresh enough one (:class:`Login`)."""
     token = _token(web)
-    r = _login(url).post(url + "swarm", data={"user_count": 4, "spawn_rate": 4, "host": "ssbench:embedded",
+    login = Login(url)
+    r = login().post(url + "swarm", data={"user_count": 4, "spawn_rate": 4, "host": "ssbench:embedded",
                                               "ssbench_initiators": 2, "ssbench_payload_bytes": 64,
                                               "ssbench_dialogs": "per_thread"}, timeout=300)
     assert r.json().get("success"), r.text
-    _until(lambda: _login(url).get(url + "stats/requests", timeout=5).json().get("total_rps", 0) > 0, 60,
+    _until(lambda: login().get(url + "stats/requests", timeout=5).json().get("total_rps", 0) > 0, 60,
            "RPS above 0")
     time.sleep(1)
-    _login(url).post(url + "stop", timeout=300)
+    login().post(url + "stop", timeout=300)
     results = tmp_path / "results"
     run = _until(lambda: [p.parent for p in results.glob("*-web*/run.json")
                           if json.loads(p.read_text()).get("status") == "complete"], 120, "the saved run")[0]
