@@ -87,15 +87,37 @@ def wait_for(stream_lines: list[str], proc: subprocess.Popen, needle: str, timeo
     return False
 
 
-def start_run(matrix: Path, out: Path, needle: str = ": running", settle: float = 2.0, resume: bool = False):
+def start_run(matrix: Path, out: Path, needle: str = ": running", sending: int = 1, resume: bool = False):
     """Start ``ssbench run`` (``--resume``: of ``out``) and return (process, stderr lines so
-    far) once it is ``needle`` and ``settle`` seconds more have passed (well inside the
-    measured window)."""
+    far) once it is ``needle`` and ``sending`` SENDs of the window have committed (0: at once):
+    the users SEND, well inside the measured window (a condition, not a time: a slow host waits
+    longer, a fast one no longer than it needs)."""
     p = ssbench_popen("run", str(matrix), "--out", str(out), *(("--resume",) if resume else ()))
     lines: list[str] = []
     assert wait_for(lines, p, needle, 120), "".join(lines)
-    time.sleep(settle)
+    if sending:
+        sent(sending, p)
     return p, lines
+
+
+def sent(n: int, run: subprocess.Popen | None = None, timeout: float = 120) -> None:
+    """Return once ``n`` SENDs beyond the dialogs' warm-up (each dialog's first message) have
+    committed on initiator 1 of this process's embedded server (the databases the repetition
+    reset before it said it is running); fails when ``run`` ends first."""
+    import psycopg
+
+    from harness.targets.embedded.target import EmbeddedTarget
+
+    t = EmbeddedTarget.default()
+    try:
+        with psycopg.connect(t.conninfo(t.initiator_db(1)), autocommit=True) as c:
+            deadline = time.monotonic() + timeout
+            while c.execute("SELECT coalesce(sum(send_seq) - count(*), 0) FROM ssb.sysdesend").fetchone()[0] < n:
+                assert run is None or run.poll() is None, f"the run ended before {n} SENDs:\n" + run.stderr.read()
+                assert time.monotonic() < deadline, f"fewer than {n} SENDs in {timeout} s"
+                time.sleep(0.1)
+    finally:
+        t.close()
 
 
 def finish(p: subprocess.Popen, lines: list[str], timeout: float = 300) -> str:
@@ -295,4 +317,5 @@ def broker_pids(parent_pid: int) -> list[int]:
 
 
 __all__ = ["REPO", "Audit", "audit", "broker_pids", "can_mount_tmpfs", "check_account", "count_figures", "fill", "finish",
-           "locust_processes", "rep_summary", "ssbench", "ssbench_popen", "start_run", "wait_for", "write_matrix"]
+           "locust_processes", "rep_summary", "ssbench", "ssbench_popen", "sent", "start_run",
+           "wait_for", "write_matrix"]

@@ -79,7 +79,7 @@ def test_a_duplicate_never_hides_a_loss_nor_a_gap_and_the_gate_fails(pg_server, 
     keep = f"(SELECT diag_id, msgseqnum {one} ORDER BY received_us, msgseqnum LIMIT {ROWS})"
     m = write_matrix(tmp_path, initiators=2, measure=6, drain=5)
     out = tmp_path / "run"
-    p, lines = start_run(m, out, settle=0)
+    p, lines = start_run(m, out, sending=0)
     try:
         _tamper(f"DELETE FROM ssb.message_drop WHERE (diag_id, msgseqnum) IN {keep}",
                 f"INSERT INTO ssb.message_drop SELECT * {one} ORDER BY received_us, msgseqnum LIMIT {ROWS}",

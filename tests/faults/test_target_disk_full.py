@@ -85,7 +85,7 @@ def test_the_results_disk_then_the_targets_data_disk_filling_mid_window_is_exit_
 def _results_disk_full(m, out, mnt) -> None:
     """1. As soon as the repetition's directory exists (the issue's reproduction), the results'
     disk filled: the recordings of 8 users' SENDs, written at the swarm's end, no longer fit."""
-    p, lines = start_run(m, out, needle=": preparing", settle=0)
+    p, lines = start_run(m, out, needle=": preparing", sending=0)
     deadline = time.monotonic() + 60
     while not list(out.glob("*/.rep-01.partial")) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -108,7 +108,7 @@ def _results_disk_full(m, out, mnt) -> None:
 
 def _data_disk_full(m, out, srv) -> None:
     """2. The server's data disk filled to the last block a moment into the resume's window."""
-    p, lines = start_run(m, out, settle=2.5, resume=True)   # some SENDs in the window, then none
+    p, lines = start_run(m, out, sending=50, resume=True)   # some SENDs in the window, then none
     _fill_up(srv.data_dir)
     err = finish(p, lines, timeout=240)
     assert p.returncode == 5, err[-3000:]
