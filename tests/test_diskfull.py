@@ -9,7 +9,7 @@ import errno
 import pytest
 
 from harness.commands.run import _run
-from harness.errors import DiskFull, UserError, full_disk
+from harness.errors import DiskFull, TargetError, UserError, full_disk
 from harness.targets.embedded.target import pg_disk_full_line
 from harness.targets.mssql.target import mssql_disk_full_line
 
@@ -88,3 +88,20 @@ def test_a_run_stopped_by_either_full_disk_is_exit_5_one_line_and_resumable(caps
     err = capsys.readouterr().err.splitlines()
     assert err == [said + "the repetition in progress was not kept, resume with: ssbench run m.yaml --resume"], err
     assert rd.finished == [("interrupted", "DiskFull: " + said[len("ssbench: error: "):-2])]
+
+
+class _FullRd(_Rd):
+    def finish(self, status, lost=None, error=None):
+        raise OSError(errno.ENOSPC, "No space left on device", f"{self.path}/.run.json.tmp")
+
+
+@pytest.mark.parametrize("fault, code, said", [
+    (TargetError("no SEND completed: the repetition measured nothing"), 3,
+     "ssbench: target error: no SEND completed: the repetition measured nothing; resume with: r"),
+    (KeyboardInterrupt(), 130, "ssbench: interrupted; resume with: r"),
+])
+def test_a_run_stopped_while_its_disk_is_full_still_says_its_one_line(capsys, fault, code, said):
+    """The results disk fills as the run stops for another reason: run.json cannot be closed,
+    and the run still ends with that reason's line and exit code (no traceback)."""
+    assert _run(_Runner(fault), _FullRd(), _Progress(), "r", None) == code
+    assert capsys.readouterr().err.splitlines() == [said]

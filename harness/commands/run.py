@@ -227,7 +227,7 @@ def _run(runner, rd, progress, resume: str, undo) -> int | None:
     except (Interrupted, KeyboardInterrupt):   # Ctrl-C once (clean stop), or twice (abort)
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # nothing may cut the record short now
         progress.close()
-        rd.finish("interrupted", runner.lost_total, error="interrupted (Ctrl-C or SIGTERM)")
+        _close_record(rd, "interrupted", runner.lost_total, "interrupted (Ctrl-C or SIGTERM)")
         print(f"ssbench: interrupted; resume with: {resume}", file=sys.stderr)
         return 130
     except (OSError, DiskFull) as e:
@@ -249,7 +249,7 @@ def _run(runner, rd, progress, resume: str, undo) -> int | None:
         if undo and undo.remove_unstarted(rd.path):
             raise
         if isinstance(e, (TargetError, UserError)):   # one line, the way to go on, no traceback
-            rd.finish("failed", runner.lost_total, error=error_line(e))
+            _close_record(rd, "failed", runner.lost_total, error_line(e))
             what = "target error" if isinstance(e, TargetError) else "error"
             print(f"ssbench: {what}: {e}; resume with: {resume}", file=sys.stderr)
             return e.exit_code
@@ -259,8 +259,20 @@ def _run(runner, rd, progress, resume: str, undo) -> int | None:
 
 def _failed(rd, runner, error: str, resume: str) -> None:
     """Close the record of a run stopped by an unexpected error, and say how to go on."""
-    rd.finish("failed", runner.lost_total, error=error)
+    _close_record(rd, "failed", runner.lost_total, error)
     print(f"ssbench: the run failed ({error}); once mended, resume with: {resume}", file=sys.stderr)
+
+
+def _close_record(rd, status: str, lost: int, error: str) -> None:
+    """``rd.finish``, but a full disk leaves run.json as it was ("running", which --resume
+    treats as unfinished all the same): the error that stopped the run is still the one said."""
+    from ..errors import full_disk
+
+    try:
+        rd.finish(status, lost, error=error)
+    except OSError as e:
+        if not full_disk(e):
+            raise
 
 
 def check_dir_arg(path: Path | None, flag: str, resume: bool | None = None) -> None:
