@@ -13,6 +13,7 @@ import pytest
 
 from harness.saturate import Probe, SearchSettings, depth_slope_per_s, search
 from support import machine
+from support.cli import ssbench_here
 from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,29 +159,27 @@ def test_saturation_judges_a_probe_on_exact_rates_and_the_slo():
     (["--max-probes", "0"], "--max-probes must be at least 1"),
     (["--slo-p99-ms", "-3"], "must be positive"),
 ])
-def test_saturate_bad_input_is_one_line_exit_2(args, message, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(REPO / "matrices" / "saturate.yaml"),
-                        "--out", str(tmp_path / "x"), *args], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+def test_saturate_bad_input_is_one_line_exit_2(args, message, tmp_path, capsys):
+    code, _, err = ssbench_here(capsys, "saturate", str(REPO / "matrices" / "saturate.yaml"), "--out", str(tmp_path / "x"),
+                             *args)
+    assert code == 2 and message in err and "Traceback" not in err, err
     assert not (tmp_path / "x").exists()
 
 
-def test_saturate_refuses_a_backlog_matrix(tmp_path):
+def test_saturate_refuses_a_backlog_matrix(tmp_path, capsys):
     m = tmp_path / "b.yaml"
     m.write_text(MATRIX.replace("run:\n", "run:\n  backlog_messages: 100\n"))
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(m)], cwd=REPO, capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 2 and "run.backlog_messages" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    code, _, err = ssbench_here(capsys, "saturate", str(m))
+    assert code == 2 and "run.backlog_messages" in err and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("args, message", [
     (["--workers-per-initiator", "0"], "--workers-per-initiator"),
     (["--master-bind", "0.0.0.0:6000"], "only with --remote-workers"),
 ])
-def test_saturate_scale_flags_are_checked_before_anything_starts(args, message, tmp_path):
+def test_saturate_scale_flags_are_checked_before_anything_starts(args, message, tmp_path, capsys):
     m = tmp_path / "sat.yaml"
     m.write_text(MATRIX)
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "saturate", str(m), "--out", str(tmp_path / "x"), *args],
-                       cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
+    code, _, err = ssbench_here(capsys, "saturate", str(m), "--out", str(tmp_path / "x"), *args)
+    assert code == 2 and message in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.collectors.storage import REFERENCE_S
+from support.cli import ssbench_here
 from support.parts import starts
 from support.summaries import read as read_summary
 
@@ -137,6 +138,8 @@ def test_interrupt_then_resume_completes_only_missing(tiny):
 
 
 def test_resume_refuses_a_changed_matrix(pg_server, tmp_path):
+    """In a process of its own: ``ssbench run`` has installed its SIGINT and SIGTERM handlers
+    by the time it reads the run's record (they would stay in the test's process)."""
     out = tmp_path / "run"
     out.mkdir()
     (out / "run.json").write_text(json.dumps({"schema": "ssbench.run/1", "status": "interrupted",
@@ -171,7 +174,7 @@ def test_repetitions_are_interleaved_and_cpus_pinned(tiny, pg_server):
 
 
 @untimed
-def test_a_case_is_measured_over_its_own_window(tiny):
+def test_a_case_is_measured_over_its_own_window(tiny, capsys):
     """A case's ``run:`` windows (docs/matrices.md): the runner measures its permutations over
     them, the other case over the matrix's, and each summary records the window it had;
     run.keep_cpus_awake is held for the run where this process may (root), else says why not."""
@@ -187,5 +190,5 @@ def test_a_case_is_measured_over_its_own_window(tiny):
         w = d["window"]
         assert w["measure_seconds"] == want and w["warmup_seconds"] == 1.0, w
         assert abs(w["measure_end"] - w["measure_start"] - want) < 0.01, w
-    listing = ssbench("matrix", str(out.parent / "tiny.yaml"))
-    assert "# case long: warm-up 1s, measured 2.5s" in listing.stdout, listing.stdout
+    _, listing, _ = ssbench_here(capsys, "matrix", str(out.parent / "tiny.yaml"))
+    assert "# case long: warm-up 1s, measured 2.5s" in listing, listing

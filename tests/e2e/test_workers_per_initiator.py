@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import ssbench_here
 from support.parts import starts
 from support.summaries import read as read_summary
 
@@ -133,13 +134,13 @@ def test_three_threads_over_two_processes_split_three_and_none_is_lost(wpi_run):
         assert sorted(w["users"] for w in d["workers"]) == sorted(len(v) for v in want.values())
 
 
-def test_the_papers_matrix_with_two_processes_per_initiator_is_528(tmp_path):
+def test_the_papers_matrix_with_two_processes_per_initiator_is_528(tmp_path, capsys):
     m = tmp_path / "paper2.yaml"
     text = (REPO / "matrices" / "paper.yaml").read_text()
     assert "workers_per_initiator" not in text
     m.write_text(text.replace("\nrun:\n", "\nrun:\n  workers_per_initiator: 2\n", 1))
-    r = ssbench("matrix", str(m), "--count")
-    assert r.returncode == 0 and r.stdout.strip() == "528", r.stderr
+    code, out, err = ssbench_here(capsys, "matrix", str(m), "--count")
+    assert code == 0 and out.strip() == "528", err
 
 
 @pytest.mark.parametrize("extra, args, where", [
@@ -148,12 +149,12 @@ def test_the_papers_matrix_with_two_processes_per_initiator_is_528(tmp_path):
     ("", ["--workers-per-initiator", "0"], "--workers-per-initiator: must be an integer between 1 and 64"),
     ("", ["--master-bind", "0.0.0.0:5557"], "--master-bind: only with --remote-workers"),
 ])
-def test_workers_per_initiator_bad_values_are_one_line_errors(tmp_path, extra, args, where):
+def test_workers_per_initiator_bad_values_are_one_line_errors(tmp_path, extra, args, where, capsys):
     m = write_matrix(tmp_path, extra)
-    r = ssbench("run", str(m), "--out", str(tmp_path / "out"), *args)
-    assert r.returncode == 2, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    code, _, err = ssbench_here(capsys, "run", str(m), "--out", str(tmp_path / "out"), *args)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
     assert where in lines[0], lines[0]
     assert not (tmp_path / "out").exists()
 
