@@ -4,9 +4,10 @@ Installed on every ssbench Locust master, headless or with the web UI, as ``envi
 (:class:`MasterSide`) from Locust's ``init`` event. For each swarm it asks the controller for a
 plan, places the connected workers on the plan's slots by their claims (missing workers fail
 the swarm), sends each its ``Assignment`` before the spawn, times a headless plan's windows from
-the end of spawning, merges the workers' deltas once (:class:`harness.load.merge.SwarmMerge`),
-posts each slot's recording to the controller (it writes no file) and reports ``ended`` with
-Locust's statistics once every recording is in; then it waits for the next swarm or a quit.
+the end of spawning (every user spawned and past its first connect), merges the workers' deltas
+once (:class:`harness.load.merge.SwarmMerge`), posts each slot's recording to the controller (it
+writes no file) and reports ``ended`` with Locust's statistics once every recording is in; then it
+waits for the next swarm or a quit.
 
 A heartbeat posts ``Status`` every :data:`HEARTBEAT_S`; the reply may stop the swarm or quit.
 A placed worker Locust marks missing is reported at once, and a controller silent for
@@ -35,6 +36,8 @@ from .protocol import (LOCUST_CSV, LOCUST_TYPES, WELCOME, Assignment, Claim, Com
 
 log = logging.getLogger("ssbench.master")
 
+#: after Locust's end of spawning, at most, for every user's first connect (:meth:`MasterSide._open_window`)
+READY_WAIT_S = 30.0
 STOP_MARGIN_S = 0.5          # past the windows: the window starts at a recording-bucket boundary
 STOPPED_POLL_S = 0.05        # after the stop: how often to look whether every worker has stopped
 RECORDING_WAIT_S = 60.0      # after the stop, for every placed worker's recording
@@ -67,6 +70,8 @@ class MasterSide:
         self._preparing = None                   # headless: the greenlet placing from the start
         self._prepared: str | None = None
         self._timer = None
+        self._ready: dict[str, float] = {}
+        self._spawned: tuple[float, int] | None = None
         self._ending = False                     # the swarm's end is being collected
         self._last_answer = time.monotonic()
         #: headless: every swarm is started by the controller (the first by Locust's headless
@@ -148,6 +153,8 @@ class MasterSide:
         self.plan, self.merge, self.placed, self.recorded, self.facts = None, None, {}, set(), {}
         self.forwarding = set()
         self.unslotted, self.lost = set(), set()
+        self._ready: dict[str, float] = {}      # slot name -> its Delta.ready_at
+        self._spawned: tuple[float, int] | None = None   # Locust's spawning_complete: (epoch, users)
         self._ending = False
         self._set_phase("placing")
         reply = self._post("/swarm", SwarmRequest(users=users, spawn_rate=spawn_rate, form=form or {}),
@@ -227,14 +234,31 @@ class MasterSide:
 
     # ------------------------------------------------------------------ 4. windows
     def _on_spawned(self, user_count, **_kw) -> None:
-        if self.plan is None or "spawn_complete" in self.facts:
+        if self.plan is None or self._spawned is not None or "spawn_complete" in self.facts:
             return
-        self.facts.update(spawn_complete=time.time(), user_count=user_count)
+        self._spawned = (time.time(), user_count)
+        plan = self.plan
+        gevent.spawn_later(READY_WAIT_S, lambda: self.plan is plan and self._open_window(time.time()))
+        self._open_window()
+
+    def _open_window(self, forced: float | None = None) -> None:
+        """The window's origin (the fact ``spawn_complete``, the warm-up counted from it): once
+        Locust has spawned every user and each user has tried its first connect (each worker's
+        ``Delta.ready_at``), so a slow connect on a loaded host is warm-up, not measured idle
+        time; ``forced``: at most :data:`READY_WAIT_S` after the spawn (a worker that never
+        says: its idle users flag the window, as before)."""
+        if self._spawned is None or "spawn_complete" in self.facts:
+            return
+        ready = [self._ready.get(s.name) for s in self.placed.values()]
+        if forced is None and (None in ready or not ready):
+            return
+        origin = forced if forced is not None else max([self._spawned[0], *ready])
+        self.facts.update(spawn_complete=origin, user_count=self._spawned[1])
         self._live_window()
         self._set_phase("running")
         if self.plan.planned_seconds > 0:
-            self._timer = gevent.spawn_later(self.plan.warmup_seconds + self.plan.planned_seconds + STOP_MARGIN_S,
-                                             self.stop_swarm)
+            self._timer = gevent.spawn_later(max(0.0, origin + self.plan.warmup_seconds + self.plan.planned_seconds
+                                                 + STOP_MARGIN_S - time.time()), self.stop_swarm)
 
     def stop_swarm(self) -> None:
         if self.phase in ("spawning", "running"):
@@ -272,6 +296,9 @@ class MasterSide:
             self._fail("worker", problem)
             return
         self._log_delta(self.env.stats, d, self.plan.spec.payload_bytes)
+        if d.ready_at is not None and slot.name not in self._ready:
+            self._ready[slot.name] = float(d.ready_at)
+            self._open_window()
         if d.final:
             self.forwarding.add(slot.name)
             gevent.spawn(self._forward_recording, slot.name)

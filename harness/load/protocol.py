@@ -197,7 +197,8 @@ class Delta(Message):
     (completion bucket -> {latency us: SENDs}; ``corrected``: open loop, from the intended
     time), ``errors`` (bucket -> failed SENDs), ``priority`` (priority -> buckets), ``slow``
     (the new SENDs of at least the recorder's ``SLOW_SEND_S``: [start epoch, latency us]),
-    ``error_kinds`` (error text -> failures), ``users`` registered so far, and its probe's
+    ``error_kinds`` (error text -> failures), ``users`` registered so far, ``ready_at`` (epoch:
+    when the last of its assigned users had tried its first connect; None before), its probe's
     ``samples`` taken since (``[ts, process CPU, host CPU, host memory percent, host memory
     used]``). ``seq`` numbers them from 1: the master refuses a gap (the recording would be
     incomplete). ``final``: the last one, with every bucket left, ``user_spans`` (user ->
@@ -220,6 +221,7 @@ class Delta(Message):
     slow: list = field(default_factory=list)
     error_kinds: dict = field(default_factory=dict)
     users: int = 0
+    ready_at: float | None = None
     samples: list = field(default_factory=list)
     user_spans: dict = field(default_factory=dict)
     sends_cut_at_stop: int = 0

@@ -58,6 +58,7 @@ class Recorder:
         self._kinds: set[str] = set()           # every error text seen (at most MAX_ERROR_KINDS)
         self._slow_kept = 0
         self.users: dict[int, list] = {}   # user -> [first completion, last completion, count]
+        self.settled: dict[int, float] = {}    # user -> when its first connect ended (either way)
         self._next_user = itertools.count(max(0, int(first_user)))
         self.schedule = None      # the worker's harness.load.pacing.Schedule (open loop)
         #: SENDs still running when the worker's users were stopped after waiting for them: each
@@ -70,6 +71,17 @@ class Recorder:
         user = next(self._next_user)
         self.users[user] = [None, None, 0]
         return user, user % max(1, usable) + 1
+
+    def settle(self, user: int) -> None:
+        """The user's first connect attempt has ended, with its connection and dialog or with an
+        error: from then on it SENDs or retries, and the swarm's window may start."""
+        self.settled.setdefault(user, time.time())
+
+    def ready_at(self, users: int) -> float | None:
+        """When the last of this worker's ``users`` settled (:meth:`settle`), 0 for none; None before."""
+        if users <= 0:
+            return 0.0
+        return max(self.settled.values()) if len(self.settled) >= users else None
 
     def record(self, end_epoch: float, elapsed_s: float, exc: BaseException | None,
                user: int | None = None, intended_epoch: float | None = None,

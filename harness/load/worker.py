@@ -120,7 +120,7 @@ class WorkerSide:
         self._seq += 1
         self.runner.send_message(LOCUST_TYPES["delta"], Delta(
             swarm_id=a.spec.swarm_id, initiator=a.initiator, worker=a.worker, seq=self._seq, final=final,
-            bucket_seconds=rec.bucket_seconds, host=self.claim.host, pid=self.claim.pid,
+            bucket_seconds=rec.bucket_seconds, host=self.claim.host, pid=self.claim.pid, ready_at=rec.ready_at(a.users),
             samples=[self.probe.sample()], **rec.take_delta(final=final)).to_wire())
 
     def _stop_deltas(self) -> None:

@@ -189,7 +189,7 @@ FIELDS: tuple[Field, ...] = tuple([
               ("measure_end", float, "the window's end, epoch seconds", {"unit": "s", "required": True}),
               ("span_seconds", float, "the window's wall-clock length (its shared figures are over it)",
                {"unit": "s"}),
-              ("spawn_complete", float, "when the last Locust user had started, epoch seconds", {"unit": "s"})),
+              ("spawn_complete", float, "when the last Locust user had started and tried its first connect: the warm-up's start, epoch seconds", {"unit": "s"})),
     *_section("accounting",
               ("messages_sent", int, "SENDs committed (the target's count), warm-up excluded", {**_N, "required": True}),
               ("messages_sent_client", int, "SENDs the Locust users saw succeed", _N),
