@@ -93,16 +93,25 @@ def test_a_target_that_cannot_tell_gives_no_fields_and_a_failure_is_reported():
         c.sample(ctx, time.time())      # starts the thread (which may have failed already)
     except RuntimeError:
         pass
-    time.sleep(0.25)
+    until(lambda: c.thread.error is not None)       # the thread's next failed call
     with pytest.raises(RuntimeError, match="ConnectionError: server gone"):
         c.sample(ctx, time.time())
     # it keeps asking (a restarted server is sampled again), and a recovered target is sampled
     calls = bad.calls
     bad.fail = False
-    time.sleep(0.35)
+    until(lambda: bad.calls > calls + 1 and c.thread.samples)
+    c.thread.error = None      # a call that failed before the recovery: reported above already
     c.sample(ctx, time.time())
     assert bad.calls > calls and c.thread.samples
     c.close()
+
+
+def until(condition, seconds: float = 60.0) -> None:
+    """Wait for the sampling thread (a loaded host runs it late), bounded as a hang."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the sampling thread did not get there"
+        time.sleep(0.02)
 
 
 def test_each_tick_records_the_mean_of_its_own_samples():
