@@ -104,6 +104,20 @@ def tiny_run(tmp_path_factory):
     return synth.synthesize(root, spec, run_id="20261121-000001-tiny")
 
 
+@pytest.fixture(scope="module")
+def tiny_report(spark, tiny_run, tmp_path_factory):
+    """A copy of the tiny run analysed into its ``report`` (the CLI's default, where the CLI test
+    analyses it again): the copy, the index, the HTML and its images' first bytes then."""
+    from harness.analysis.job import analyze_result
+
+    run = tmp_path_factory.mktemp("tiny-report") / tiny_run.name
+    shutil.copytree(tiny_run, run)
+    index = analyze_result([run], out=run / "report", spark=spark).index
+    html = index.read_text()
+    images = {s: (index.parent / s).read_bytes()[:8] for s in re.findall(r"<img src='([^']+)'", html)}
+    return run, index, html, images
+
+
 # --------------------------------------------------------------------------- plain-Python reference
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
@@ -458,22 +472,15 @@ def test_plots_are_pngs_referenced_by_index(report):
         assert (report.parent / "tables" / f"{t}.parquet").is_file(), t
 
 
-def test_single_value_axes_and_absent_strategies(spark, tiny_run, tmp_path):
-    from harness.analysis.job import analyze_result
-
-    index = analyze_result([tiny_run], out=tmp_path / "rep", spark=spark).index
-    html = index.read_text()
-    assert index.parent == (tmp_path / "rep").resolve()
+def test_single_value_axes_and_absent_strategies(tiny_report):
+    run, index, html, images = tiny_report
+    assert index.parent == (run / "report").resolve()
     assert "skipped: the run has no 150 trick" in html
     assert "skipped: the run has no one shared dialog" in html
     assert "SQL Server 16.0" in html  # a real SQL Server target is named as such
-    srcs = re.findall(r"<img src='([^']+)'", html)
-    assert any("throughput" in s for s in srcs) and any("latency" in s for s in srcs)
-    for s in srcs:
-        assert (index.parent / s).read_bytes()[:8] == PNG_SIG
-    # analyzing again replaces the previous report
-    again = analyze_result([tiny_run], out=tmp_path / "rep", spark=spark).index
-    assert again == index
+    assert any("throughput" in s for s in images) and any("latency" in s for s in images)
+    assert set(images.values()) == {PNG_SIG}
+    # analyzing again replaces the previous report: the CLI test's analysis of this copy
 
 
 def test_wait_categories():
@@ -505,16 +512,17 @@ def test_target_text_never_says_sql_server_for_an_emulation():
 
 # --------------------------------------------------------------------------- CLI
 
-def test_cli_analyze_prints_the_diagnosis_and_the_issues_on_stderr(spark, tiny_run, tmp_path, capsys):
+def test_cli_analyze_prints_the_diagnosis_and_the_issues_on_stderr(spark, tiny_report, capsys):
     """Without -q: what limits throughput on stderr (with Spark's log), and the issues, each
     damaged file named (a second repetition whose summary.json was cut in half, as a full disk
     or a crash would leave it); stdout stays the path and the key table. (With -q, stdout is the
     same and stderr empty: tests/analysis/test_analysis_cluster.py, a fresh process.) The run has
-    no run.json: the target is taken from the summaries, and the report goes in the run."""
+    no run.json: the target is taken from the summaries, and the report goes in the run, where
+    it replaces the one tiny_report wrote there."""
     from harness.cli import main
 
-    run = tmp_path / tiny_run.name
-    shutil.copytree(tiny_run, run)
+    run, index, before, _images = tiny_report
+    assert index == (run / "report" / "index.html").resolve() and str(run / "run.json") not in before
     (run / "run.json").unlink()
     [rep] = list(run.glob("*/rep-01"))
     damaged = rep.parent / "rep-02" / "summary.json"
@@ -531,8 +539,8 @@ def test_cli_analyze_prints_the_diagnosis_and_the_issues_on_stderr(spark, tiny_r
     assert "i1-t8-per_thread-p100" in cap.err.split("What limits throughput")[1]
     assert "2 issue(s)" in cap.err and f"warning: {damaged}: damaged" in cap.err, cap.err[-3000:]
     assert f"warning: {run / 'run.json'}: missing" in cap.err, cap.err[-3000:]
-    html = (run / "report" / "index.html").read_text()
-    assert "SQL Server 16.0" in html and str(run / "run.json") in html
+    html = (run / "report" / "index.html").read_text()     # the new report, where the previous one was
+    assert "SQL Server 16.0" in html and str(run / "run.json") in html and str(damaged) in html
 
 
 def test_cli_without_java_says_how_to_get_it(tiny_run, monkeypatch, capsys):
