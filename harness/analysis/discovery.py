@@ -200,15 +200,21 @@ def read_samples(spark, disc: Discovery, reps: list[RepFiles] | None = None):
                       F.coalesce(F.col("key"), F.lit("")).alias("key"), "value", bad.alias("_bad"))
 
 
+#: TAIL_RE anchored at the path's start: one attempt that backtracks from the end, where the
+#: unanchored pattern is tried at every character of the path (a sixth of the executor's time
+#: in a paper-sized run's reduction, docs/findings/analysis-time.md); the same groups
+PATH_KEYS_RE = "^(?:.*/)?" + TAIL_RE
+
+
 def with_rep_keys(df):
     """Replace the ``file`` column of an (aggregated) frame by run_id, perm_id, rep, parsed from
     its path (Spark gives URL-encoded URIs)."""
     from pyspark.sql import functions as F
 
     path = F.url_decode(F.col("file"))
-    return df.select(F.regexp_extract(path, TAIL_RE, 1).alias("run_id"),
-                     F.regexp_extract(path, TAIL_RE, 2).alias("perm_id"),
-                     F.regexp_extract(path, TAIL_RE, 3).cast("int").alias("rep"),
+    return df.select(F.regexp_extract(path, PATH_KEYS_RE, 1).alias("run_id"),
+                     F.regexp_extract(path, PATH_KEYS_RE, 2).alias("perm_id"),
+                     F.regexp_extract(path, PATH_KEYS_RE, 3).cast("int").alias("rep"),
                      *[c for c in df.columns if c != "file"])
 
 
