@@ -254,10 +254,18 @@ def _reduce_samples(spark, disc: discovery.Discovery, tdir: Path, written: dict[
     # localCheckpoint (not cache): materialized once, and later queries start from it with a
     # short plan (with cache() every query still carries, and matches, the whole lineage)
     metrics = S.measured_metrics(samples).localCheckpoint()
-    bad = metrics.where(F.col("_bad")).groupBy("run_id", "perm_id", "rep").agg(F.sum("n").alias("n")).collect()
-    discovery.report_sample_issues(disc, [(r.run_id, r.perm_id, r.rep, r.n) for r in bad])
+    # one collect: its good rows are tables/sample_metrics, its bad ones counted here (a Spark
+    # job less than counting them on Spark)
+    table = _arrow(metrics)
+    if "_bad" in table.column_names:        # (none without rows, before Spark 4)
+        import pyarrow.compute as pc
+
+        bad = (table.filter(table["_bad"]).group_by(["run_id", "perm_id", "rep"]).aggregate([("n", "sum")])
+               .to_pylist())
+        discovery.report_sample_issues(disc, [(r["run_id"], r["perm_id"], r["rep"], r["n_sum"]) for r in bad])
+        table = table.filter(pc.invert(table["_bad"])).drop_columns(["_bad"])
     metrics = metrics.where(~F.col("_bad")).drop("_bad")
-    written["sample_metrics"] = write_arrow(tdir, "sample_metrics", _arrow(metrics))
+    written["sample_metrics"] = write_arrow(tdir, "sample_metrics", table)
     return _dicts(S.rep_waits(metrics)), _dicts(S.rep_extras(metrics))
 
 
