@@ -114,14 +114,14 @@ class ServiceBrokerUser(User):
                     dialog = offload.call(self, sender.dialog, self._slot)
                 if spec.messages_per_dialog:    # a finite dialog lifetime (docs/matrices.md)
                     offload.call(self, sender.set_dialog_lifetime, spec.messages_per_dialog, spec.fire_and_forget)
-                self._recorder.settle(self._user)
                 return sender, dialog
             except Exception as e:
                 if sender is not None:
                     offload.call(self, sender.close)
                 err = ConnectFailed(f"connecting to initiator {initiator}: {error_line(e)}")
                 self._recorder.record_many([(time.time(), time.perf_counter() - t0, err, None)])
-                self._recorder.settle(self._user)     # it tried: the window need not wait for it
+            finally:
+                self._recorder.settle(self._user)     # it tried, either way: the window need not wait
             wait = next(waits, None)
             if wait is None:
                 raise StopUser()

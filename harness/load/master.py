@@ -234,7 +234,7 @@ class MasterSide:
 
     # ------------------------------------------------------------------ 4. windows
     def _on_spawned(self, user_count, **_kw) -> None:
-        if self.plan is None or self._spawned is not None or "spawn_complete" in self.facts:
+        if self.plan is None or self._spawned is not None:
             return
         self._spawned = (time.time(), user_count)
         plan = self.plan
