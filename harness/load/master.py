@@ -80,6 +80,8 @@ class MasterSide:
         self._start_seen = 0                     # the last Command.start taken
         self._locust_stopped = Event()           # Locust fired test_stop for the last swarm started
         self._locust_stopped.set()
+        #: workers Locust told to stop that have not said they are ready again (_on_test_stopping)
+        self._restarting: set[str] = set()
         runner, events = self.runner, environment.events
         environment.dispatcher_class = make_dispatcher(self._quotas)
         runner.register_message(LOCUST_TYPES["claim"], self._on_claim)
@@ -97,6 +99,7 @@ class MasterSide:
 
     # ------------------------------------------------------------------ workers
     def _on_connect(self, client_id, **_kw) -> None:
+        self._restarting.discard(client_id)
         self.runner.send_message(WELCOME, None, client_id=client_id)
 
     def _on_claim(self, environment, msg, **_kw) -> None:
@@ -119,7 +122,13 @@ class MasterSide:
         self._post("/notice", Notice(text=f"refused worker {worker}: {reason}"))
 
     def _connected_claims(self) -> dict[str, Claim]:
-        return {cid: c for cid, c in self.claims.items() if cid in self.runner.clients}
+        """The workers a swarm may be placed on: connected, and not still stopping the last
+        swarm (a worker that went missing meanwhile is not waited for)."""
+        from locust.runners import STATE_MISSING
+
+        clients = self.runner.clients
+        self._restarting = {c for c in self._restarting if c not in clients or clients[c].state != STATE_MISSING}
+        return {cid: c for cid, c in self.claims.items() if cid in clients and cid not in self._restarting}
 
     # ------------------------------------------------------------------ 1-3. open a swarm
     def open_swarm(self, users: int, spawn_rate: float, form: dict | None = None) -> str | None:
@@ -325,6 +334,10 @@ class MasterSide:
         self._fail("worker", f"{slot.name if slot else msg.node_id}: {f.text}")
 
     def _on_test_stopping(self, **_kw) -> None:
+        # Locust now tells every worker to stop. A worker's statistics may report its users
+        # stopped before it says so: Locust then forgets it, and adds it again once it says it is
+        # ready, redistributing a swarm placed on it meanwhile. Until then it is not placed.
+        self._restarting = set(self.runner.clients.keys())
         if self.plan is None or self.phase in ("idle", "ended"):
             return
         self._stop_requested()      # the web UI's Stop: its window ends now

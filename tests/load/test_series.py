@@ -13,7 +13,7 @@ from harness.load.series import SwarmSeries
 from harness.load.spec import SwarmSpec
 from harness.load.swarm import Swarm
 from harness.load.window import merge_workers
-from support import pythonpath_env, sleep_sender
+from support import pythonpath_env, sleep_sender, slow_stop
 
 WARMUP, MEASURE = 0.5, 1.0
 
@@ -75,3 +75,26 @@ def test_one_master_serves_the_runs_swarms_and_a_new_set_starts_when_needed(pg_s
         Swarm.wait_closed()
     # each swarm has its own part of the run's logs; the run's logs hold them all
     assert "Aggregated" in (tmp_path / ".locust" / "locust-master.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.swarm
+@pytest.mark.untimed("which users ran, and counts")
+def test_a_worker_slow_to_stop_gets_the_next_swarm_once_it_is_ready(pg_server, tmp_path, monkeypatch):
+    """Locust's master takes a worker's users as stopped from its statistics, but forgets the
+    worker only when it says it has stopped, and adds it again when it says it is ready: a swarm
+    placed on it in between was redistributed by Locust when it left and came back."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(slow_stop.SITECUSTOMIZE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), pythonpath_env()["PYTHONPATH"]]))
+    monkeypatch.setenv(slow_stop.DELAY_VAR, "6")
+    spec = sleep_sender.spec(pg_server.info().conninfo(), 0.01)
+    series = SwarmSeries(tmp_path / ".locust")
+    try:
+        a, pa = _swarm(series, spec, {"1": 2}, tmp_path / "a")
+        b, pb = _swarm(series, spec, {"1": 2}, tmp_path / "b")
+        assert pb["master"] == pa["master"] and b.workers["i1.w1"]["pid"] == a.workers["i1.w1"]["pid"]
+    finally:
+        series.close()
+        Swarm.wait_closed()
