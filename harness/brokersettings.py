@@ -7,26 +7,28 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .runsettings import bounded, spec
+
 
 @dataclass(frozen=True)
 class BrokerSettings:
-    max_queue_readers: int = 16          # ALTER QUEUE ... ACTIVATION (MAX_QUEUE_READERS = n)
-    receive_top: int = 10000             # RECEIVE TOP (n) in the activation procedure
-    waitfor_timeout_ms: int = 3000       # WAITFOR (RECEIVE ...), TIMEOUT n
-    monitor_interval_seconds: float = 5.0  # queue monitor period (fixed at 5 s on SQL Server)
+    max_queue_readers: int = bounded(16, 1, 32_767)  # ALTER QUEUE ... ACTIVATION (MAX_QUEUE_READERS = n)
+    receive_top: int = bounded(10000, 1, 1_000_000)  # RECEIVE TOP (n) in the activation procedure
+    waitfor_timeout_ms: int = bounded(3000, 0, 3_600_000)  # WAITFOR (RECEIVE ...), TIMEOUT n
+    monitor_interval_seconds: float = bounded(5.0, 0.05, 3600)  # queue monitor period (fixed at 5 s on SQL Server)
     #: share of dialogs begun at high priority (a ``priority`` axis, SQL Server target only):
     #: 0 = none; 0.5 = every other dialog on the high-priority contract/service pair that
     #: CREATE BROKER PRIORITY ... PRIORITY_LEVEL = 10 matches (docs/matrices.md)
-    high_priority_share: float = 0.0
+    high_priority_share: float = bounded(0.0, 0.0, 1.0)
     #: the activation procedure's own work per message (both targets): after each RECEIVE it
     #: waits rows x this many microseconds inside its transaction, as a procedure doing I/O or
     #: a remote call per message would (docs/diagnosis.md, docs/matrices.md)
-    processing_us_per_message: int = 0
+    processing_us_per_message: int = bounded(0, 0, 1_000_000)  # 1 s: a RECEIVE of 10,000 waits < 24 h
     #: emulation knobs, for targets with the capability (docs/embedded.md, "Building a
     #: bottleneck"): the transport moves at most this many messages per second per initiator
     #: (0: no limit), and every SEND first costs its Locust worker process this much CPU (0: none)
-    transport_rate_limit: float = 0.0
-    client_cpu_us_per_send: int = 0
+    transport_rate_limit: float = bounded(0.0, 0.0, 10_000_000.0)
+    client_cpu_us_per_send: int = bounded(0, 0, 1_000_000)
 
 
 #: broker settings written only when not their default, so the values of every permutation and
@@ -39,13 +41,4 @@ def broker_values(b: BrokerSettings) -> dict[str, Any]:
     return {k: v for k, v in asdict(b).items() if k not in OPTIONAL_BROKER or v != OPTIONAL_BROKER[k]}
 
 
-BROKER_FIELDS = {
-    "max_queue_readers": (int, 1, 32_767),
-    "receive_top": (int, 1, 1_000_000),
-    "waitfor_timeout_ms": (int, 0, 3_600_000),
-    "monitor_interval_seconds": (float, 0.05, 3600),
-    "high_priority_share": (float, 0.0, 1.0),
-    "processing_us_per_message": (int, 0, 1_000_000),    # 1 s per message: a RECEIVE of 10,000 waits < 24 h
-    "transport_rate_limit": (float, 0.0, 10_000_000.0),
-    "client_cpu_us_per_send": (int, 0, 1_000_000),
-}
+BROKER_FIELDS = spec(BrokerSettings)

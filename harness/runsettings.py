@@ -6,7 +6,7 @@ checks any settings section against its spec, naming the file, line and field of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import show
@@ -16,26 +16,44 @@ from .yamlsrc import Located
 #: alternated window's slice is a whole number of them (harness.plan)
 BUCKET_SECONDS = 0.1
 
+AUTO, AUTO_MIN, AUTO_MAX = "auto", 3, 10    # harness.verdicts.rule.MIN_REPS, DEFAULT_MAX_REPS
+AUTO_FIELDS = ("min_repetitions", "max_repetitions", "budget_minutes")   # only with repetitions: auto
+RUN_ORDERS = ("interleaved", "sequential")
+SEND_MODES = ("auto", "thread")   # harness.load.locustfile
+KINDS = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def bounded(default, low, high=None):
+    """A settings field with its default and the bounds :func:`settings` checks (a ``str``
+    field: its choices as ``low``), read back by :func:`spec`."""
+    return field(default=default, metadata={"bounds": (low, high)})
+
+
+def spec(cls) -> dict[str, tuple]:
+    """A settings dataclass's fields as :func:`settings` checks them: name -> (type, low,
+    high), the type its annotation's first (``int | None``: int)."""
+    return {f.name: (KINDS[f.type.split(" |")[0]], *f.metadata.get("bounds", (None, None))) for f in fields(cls)}
+
 
 @dataclass(frozen=True)
 class RunSettings:
-    warmup_seconds: float = 10.0
-    measure_seconds: float = 60.0
+    warmup_seconds: float = bounded(10.0, 0, 86_400)
+    measure_seconds: float = bounded(60.0, 0.5, 86_400)
     #: an integer, or ``auto``: interleaved rounds until every comparison is decided
     #: (harness.verdicts.auto), from ``min_repetitions`` to ``max_repetitions`` within ``budget_minutes``
-    repetitions: int | str = 1
-    min_repetitions: int | None = None
-    max_repetitions: int | None = None
-    budget_minutes: float | None = None
+    repetitions: int | str = bounded(1, 1, 1000)
+    min_repetitions: int | None = bounded(None, AUTO_MIN, 1000)
+    max_repetitions: int | None = bounded(None, AUTO_MIN, 1000)
+    budget_minutes: float | None = bounded(None, 0.1, 10_080)
     #: a comparison is a gain or a loss beyond +-this percent, no difference within it
-    threshold_pct: float = 5.0
-    drain_timeout_seconds: float = 120.0
-    sample_interval_seconds: float = 1.0
-    spawn_rate: float = 50.0  # Locust users started per second per run
+    threshold_pct: float = bounded(5.0, 0.0, 99.0)
+    drain_timeout_seconds: float = bounded(120.0, 1, 86_400)
+    sample_interval_seconds: float = bounded(1.0, 0.05, 3600)
+    spawn_rate: float = bounded(50.0, 0.1, 100_000)  # Locust users started per second per run
     #: ``interleaved``: repetition 1 of every permutation, then repetition 2 of every
     #: permutation, ... (A B A B: drift hits every permutation alike); ``sequential``: every
     #: repetition of a permutation before the next (A A B B)
-    order: str = "interleaved"
+    order: str = bounded("interleaved", RUN_ORDERS)
     #: pin the database server and the load generator to separate CPUs (where the host allows)
     pin_cpus: bool = False
     #: while the run lasts, ask Linux (PM QoS) to keep idle CPUs awake: they poll instead of
@@ -43,21 +61,22 @@ class RunSettings:
     keep_cpus_awake: bool = False
     #: open loop (a ``rate`` axis): a repetition whose achieved SEND rate falls short of the
     #: offered one by more than this fraction is flagged ``behind``
-    rate_tolerance: float = 0.05
+    rate_tolerance: float = bounded(0.05, 0.0, 1.0)
     #: backlog drain (docs/matrices.md): > 0 fills the target queue with this many messages
     #: with activation off, then turns activation on and measures the drain
-    backlog_messages: int = 0
+    backlog_messages: int = bounded(0, 0, 100_000_000)
     #: Locust worker processes per initiator; its threads split over them as evenly as possible
     #: (5 over 2: 3 + 2), and an initiator gets no more processes than threads
-    workers_per_initiator: int = 1
-    #: the SEND path (harness.load.spec.SEND_MODES): ``auto`` (gevent's hub for a sender that
-    #: can pump, an OS thread per user otherwise) or ``thread`` (an OS thread per user always)
-    send_mode: str = "auto"
+    workers_per_initiator: int = bounded(1, 1, 64)
+    #: the SEND path: ``auto`` (gevent's hub for a sender that can pump, an OS thread per user
+    #: otherwise) or ``thread`` (an OS thread per user always: how the SQL Server path is
+    #: exercised on the embedded target)
+    send_mode: str = bounded("auto", SEND_MODES)
     #: the permutations that differ only in their dialog strategy share each window, every
     #: client thread switching between their dialogs every ``slice_seconds`` on the wall clock
     #: (harness.plan; docs/matrices.md): their comparisons are judged window by window
     alternate: bool = False
-    slice_seconds: float = 0.5
+    slice_seconds: float = bounded(0.5, 0.1, 60)
 
     @property
     def auto(self) -> bool:
@@ -78,30 +97,7 @@ class RunSettings:
                 else f"{self.repetitions} repetition(s)")
 
 
-AUTO, AUTO_MIN, AUTO_MAX = "auto", 3, 10    # harness.verdicts.rule.MIN_REPS, DEFAULT_MAX_REPS
-AUTO_FIELDS = ("min_repetitions", "max_repetitions", "budget_minutes")   # only with repetitions: auto
-RUN_ORDERS = ("interleaved", "sequential")
-RUN_FIELDS = {
-    "warmup_seconds": (float, 0, 86_400),
-    "measure_seconds": (float, 0.5, 86_400),
-    "repetitions": (int, 1, 1000),       # or "auto" (_run_settings)
-    "min_repetitions": (int, AUTO_MIN, 1000),
-    "max_repetitions": (int, AUTO_MIN, 1000),
-    "budget_minutes": (float, 0.1, 10_080),
-    "threshold_pct": (float, 0.0, 99.0),
-    "drain_timeout_seconds": (float, 1, 86_400),
-    "sample_interval_seconds": (float, 0.05, 3600),
-    "spawn_rate": (float, 0.1, 100_000),
-    "order": (str, RUN_ORDERS, None),
-    "pin_cpus": (bool, None, None),
-    "keep_cpus_awake": (bool, None, None),
-    "rate_tolerance": (float, 0.0, 1.0),
-    "backlog_messages": (int, 0, 100_000_000),
-    "workers_per_initiator": (int, 1, 64),
-    "send_mode": (str, ("auto", "thread"), None),
-    "alternate": (bool, None, None),
-    "slice_seconds": (float, 0.1, 60),
-}
+RUN_FIELDS = spec(RunSettings)
 
 
 def run_settings(doc, err) -> RunSettings:

@@ -7,11 +7,6 @@ from __future__ import annotations
 import secrets
 from dataclasses import asdict, dataclass, field
 
-#: the SEND paths (harness.load.locustfile): ``auto`` drives a sender that can pump from gevent's
-#: hub and any other from an OS thread per user; ``thread`` uses the OS-thread loop for every
-#: sender (how the SQL Server path is exercised on the embedded target)
-SEND_MODES = ("auto", "thread")
-
 
 @dataclass
 class SwarmSpec:
@@ -36,9 +31,9 @@ class SwarmSpec:
     #: one (0: unlimited, the slot's dialog for the whole run) and fire and forget
     messages_per_dialog: int = 0
     fire_and_forget: bool = False
-    #: the SEND path (SEND_MODES) and how often a user hands its finished SENDs to the recorder
-    #: (each hand-over costs about as much as a dozen SENDs; the recording is exact whenever it
-    #: is taken)
+    #: the SEND path (harness.runsettings.SEND_MODES) and how often a user hands its finished
+    #: SENDs to the recorder (each hand-over costs about as much as a dozen SENDs; the recording
+    #: is exact whenever it is taken)
     send_mode: str = "auto"
     report_interval_seconds: float = 0.2
     #: an alternated window (run.alternate, harness.plan): each member strategy's usable
