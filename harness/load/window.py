@@ -62,7 +62,6 @@ def merge_workers(files: list[Path], start: float, end: float,
             if in_window(int(b)):
                 for us, c in counts.items():
                     wd.latency.add(int(us), c)
-                wd.per_initiator_window[init] = wd.per_initiator_window.get(init, 0) + n
                 mine["sends"] += n
         if data.get("corrected"):
             wd.latency_corrected = wd.latency_corrected or Histogram()
@@ -72,7 +71,6 @@ def merge_workers(files: list[Path], start: float, end: float,
         for b, n in data["errors"].items():
             wd.errors_total += n
             if in_window(int(b)):
-                wd.errors_window += n
                 mine["errors"] += n
         wd.error_samples.extend(data.get("error_samples", [])[:10])
         wd.sends_cut_at_stop += int(data.get("sends_cut_at_stop", 0))

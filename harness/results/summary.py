@@ -211,10 +211,8 @@ class ClientRecord:
     end: float
     latency: Histogram = field(default_factory=Histogram)   # SENDs completed in the window
     sends_total: int = 0         # successful SENDs over the whole swarm (warm-up included)
-    errors_window: int = 0
     errors_total: int = 0
     error_samples: list[str] = field(default_factory=list)
-    per_initiator_window: dict[int, int] = field(default_factory=dict)
     users_spawned: int = 0       # Locust users that registered (ran on_start)
     users_active: int = 0        # users that completed SENDs before and up to the window's end
     #: open loop: the window's SENDs' latency from their intended time (None: closed loop)

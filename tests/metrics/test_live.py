@@ -109,7 +109,7 @@ def test_live_window_equals_the_summary_window(tmp_path_factory, a, b, cuts, kno
     assert sum(n for (_, _, ph), n in fig.sends.items() if ph == "measure") == wd.count
     assert sum(fig.sends.values()) == wd.sends_total
     assert sum(fig.errors.values()) == wd.errors_total
-    assert sum(n for (_, _, ph), n in fig.errors.items() if ph == "measure") == wd.errors_window
+    assert sum(n for (_, _, ph), n in fig.errors.items() if ph == "measure") == sum(w["errors"] for w in wd.workers)
     got = scrape(live)
     q = {s[0]["quantile"]: s[1] for s in got.get("ssbench_send_latency_quantile_seconds", [])
          if s[0]["phase"] == "measure"}

@@ -60,8 +60,9 @@ def test_window_keeps_only_whole_buckets_inside(tmp_path):
     wd = merge_workers([f], 1001.0, 1003.0)
     assert (wd.start, wd.end) == (1001.0, 1003.0)
     assert wd.count == 40 and wd.rate == 20.0
-    assert wd.sends_total == 100 and wd.errors_window == 1 and wd.errors_total == 1
-    assert wd.per_initiator_window == {2: 40}
+    assert wd.sends_total == 100 and wd.errors_total == 1
+    # the window's SENDs and errors as the summary's workers read them
+    assert [(w["initiator"], w["sends"], w["errors"]) for w in wd.workers] == [(2, 40, 1)]
     assert wd.latency.percentile_us(50) == 2000
     assert "boom" in wd.error_samples[0]
 
