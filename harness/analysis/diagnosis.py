@@ -134,7 +134,6 @@ class Finding:
     strength: float              # the figure over its threshold (>= 1)
     evidence: str                # the figures, with units
     remedy: str                  # a key of REMEDIES
-    downstream: bool = False     # a stage after SEND (a queue grew)
 
 
 @dataclass
@@ -190,7 +189,7 @@ def _downstream(s: Row, send: float) -> list[Finding]:
         tr = f"; the transport moved {_rate(s['transport_rate'])} msg/s" if s['transport_rate'] is not None else ""
         out.append(Finding("transmission", "the transmission queue grows", g["per_s"] / (GROWTH_MIN_SHARE * send),
                            f"{_growth_text('transmission queue', g)} while SEND ran {_rate(send)} msg/s{tr}",
-                           "transmission", downstream=True))
+                           "transmission"))
     if _growing(s["queue_depth_growth"], send):
         out += _receive_side(s, send)
     if s["xmitq_depth_growth"] is None and s["queue_depth_growth"] is None:   # an older summary: the rates only
@@ -201,7 +200,7 @@ def _downstream(s: Row, send: float) -> list[Finding]:
                                f"SEND {_rate(send)} msg/s but receive {_rate(s['receive_rate'])} msg/s "
                                f"({_pct(backlog)} behind); deepest queue: the "
                                f"{'transmission' if where == 'transmission' else 'target'} queue",
-                               "transmission" if where == "transmission" else "readers", downstream=True))
+                               "transmission" if where == "transmission" else "readers"))
     return out
 
 
@@ -222,10 +221,10 @@ def _receive_side(s: Row, send: float) -> list[Finding]:
     def processing(k: float) -> Finding:
         return Finding("processing", "the activation procedure's own work per message", strength * k,
                        f"{base}; the activation procedure's own work ({per}) kept {busy:.2f} readers busy: "
-                       f"{_pct(share)} of the readers' time ({reader_text})", "processing", downstream=True)
+                       f"{_pct(share)} of the readers' time ({reader_text})", "processing")
 
     def receive(k: float) -> Finding:
-        return Finding("receive", detail, strength * k, f"{base}; {why}{proc}", remedy, downstream=True)
+        return Finding("receive", detail, strength * k, f"{base}; {why}{proc}", remedy)
 
     if share is not None and share >= PROCESSING_SHARE[1]:
         return [processing(1.0)]

@@ -73,7 +73,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         else:
             self.server = EmbeddedServer(Path(server) if server is not None else None)
         self.prefix = prefix
-        self._info: ServerInfo = self.server.start()
+        self.server.start()
         self.version = self.server.version()
         self.label = f"PostgreSQL {self.version} emulation of Service Broker"
         self._lock = threading.RLock()
@@ -117,7 +117,6 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         info = self.server.info()
         if info is None:
             raise TargetError("the embedded PostgreSQL server is not running (ssbench server start)")
-        self._info = info
         return info
 
     def _conn(self, dbname: str) -> psycopg.Connection:
