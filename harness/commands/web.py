@@ -11,6 +11,7 @@ A web UI on any interface but loopback needs a login: credentials in ``$SSBENCH_
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 from ..load.hosts import MASTER_PORT
@@ -66,7 +67,8 @@ def register(sub) -> None:
                     "when workers from other hosts are expected).")
     a.add_argument("--require-login", action="store_true",
                    help="ask for a login on loopback too (always on for any other interface)")
-    a.add_argument("--login-minutes", type=float, default=DEFAULT_SESSION_MINUTES,
+    a.add_argument("--login-minutes", type=float, default=DEFAULT_SESSION_MINUTES, dest="session_minutes",
+                   metavar="MINUTES",
                    help=f"a login expires after this many minutes (default {DEFAULT_SESSION_MINUTES})")
     a.add_argument("--tls-cert", default=None, help="serve the web UI over HTTPS with this certificate (PEM)")
     a.add_argument("--tls-key", default=None, help="the certificate's private key (PEM; mode 0600)")
@@ -105,15 +107,11 @@ def cmd_web(args) -> int:
 
     endpoint = metrics_endpoint(args, "web")   # checked before anything starts
     target = make_target(check_target(args.target))
-    opts = WebOptions(initiators=args.initiators, local_workers=args.local_workers, web_host=args.web_host,
-                      port=args.port, master_bind_host=args.master_bind_host, master_port=args.master_port,
-                      users=args.users, spawn_rate=args.spawn_rate, payload_bytes=args.payload_bytes,
-                      dialogs=args.dialogs, profile=args.profile, max_queue_readers=args.max_queue_readers,
-                      results=args.results, credentials=creds, session_minutes=args.login_minutes,
-                      tls_cert=args.tls_cert, tls_key=args.tls_key)
+    # each option is its flag's value but those set here (a new option without a flag fails here)
+    flags = {f.name: getattr(args, f.name) for f in fields(WebOptions)
+             if f.name not in ("ready_timeout", "credentials", "metrics")}
     with endpoint as live:
-        opts.metrics = live
-        return serve(target, opts)
+        return serve(target, WebOptions(**flags, credentials=creds, metrics=live))
 
 
 def _web_credentials(args):
@@ -128,7 +126,7 @@ def _web_credentials(args):
     if token is not None and token_problem(token):
         raise UserError(token_problem(token), field=TOKEN_ENV)
     check_tls_pair(args.tls_cert, args.tls_key, "--tls")
-    if args.login_minutes <= 0:
+    if args.session_minutes <= 0:
         raise UserError("must be above 0", field="--login-minutes")
     exposed = not is_loopback(args.web_host)
     creds = load_credentials()
