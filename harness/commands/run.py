@@ -230,22 +230,16 @@ def _run(runner, rd, progress, resume: str, undo) -> int | None:
         _close_record(rd, "interrupted", runner.lost_total, "interrupted (Ctrl-C or SIGTERM)")
         print(f"ssbench: interrupted; resume with: {resume}", file=sys.stderr)
         return 130
-    except (OSError, DiskFull) as e:
-        progress.close()
-        if isinstance(e, OSError) and not full_disk(e):
-            _failed(rd, runner, error_line(e), resume)
-            raise
-        full = e if isinstance(e, DiskFull) else \
-            DiskFull(f"no space left on the device of {e.filename or rd.path}: free some space")
-        try:
-            rd.finish("interrupted", runner.lost_total, error=error_line(full))
-        except OSError:
-            pass  # run.json keeps "running": --resume treats it as unfinished all the same
-        print(f"ssbench: error: {full}; the repetition in progress was not kept, resume with: {resume}",
-              file=sys.stderr)
-        return full.exit_code
     except Exception as e:
         progress.close()
+        full = e if isinstance(e, DiskFull) else None
+        if isinstance(e, OSError) and full_disk(e):
+            full = DiskFull(f"no space left on the device of {e.filename or rd.path}: free some space")
+        if full is not None:   # resumable: run.json says interrupted (or, when it cannot, still running)
+            _close_record(rd, "interrupted", runner.lost_total, error_line(full))
+            print(f"ssbench: error: {full}; the repetition in progress was not kept, resume with: {resume}",
+                  file=sys.stderr)
+            return full.exit_code
         if undo and undo.remove_unstarted(rd.path):
             raise
         if isinstance(e, (TargetError, UserError)):   # one line, the way to go on, no traceback
