@@ -16,6 +16,7 @@ from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 
 from ...errors import TargetError, UserError, first_line
+from ...redact import redact_string
 
 #: client_connection_check_interval of the broker's sessions: backends of a killed broker
 #: notice (and roll back, releasing their locks) within this time.
@@ -57,7 +58,7 @@ def connect(conninfo: str, application_name: str, *, autocommit: bool = True,
         return psycopg.connect(conninfo, autocommit=autocommit, application_name=application_name,
                                connect_timeout=10, **kwargs)
     except psycopg.OperationalError as e:
-        raise TargetError(f"cannot connect to the embedded PostgreSQL ({_redact(conninfo)}): "
+        raise TargetError(f"cannot connect to the embedded PostgreSQL ({redact_string(conninfo)}): "
                           f"{str(e).strip()}") from None
 
 
@@ -70,10 +71,6 @@ def connection_lost(conn, who: str, error: Exception, stop: threading.Event) -> 
             conn.close()
     stop.wait(0.5)
     return None
-
-
-def _redact(conninfo: str) -> str:
-    return re.sub(r"password=\S+", "password=***", conninfo)
 
 
 class RawArray:
