@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -50,19 +50,14 @@ PAPER_NAMES = {
 #: checked by harness.load.hosts, not here
 TOP_KEYS = {"name", "description", "layout", "driver", "auth", "sender_auth", "instances",
             "target", "initiators", "profiles", "broker", "client_hosts"}
-DRIVER_KEYS = {"kind", "name", "encrypt", "trust_server_certificate", "host_name_in_certificate",
-               "tds_version", "encryption", "login_timeout_seconds", "query_timeout_seconds",
-               "admin_timeout_seconds"}
-AUTH_KEYS = {"kind", "user", "password_env"}
-INSTANCE_KEYS = {"host", "port", "database", "auth", "sender_auth", "broker_host", "broker_port",
-                 "description"}
-PROFILE_KEYS = {"target", "initiators", "delayed_durability", "description"}
-BROKER_KEYS = set(PAPER_NAMES) | {"dialog_encryption", "endpoint_name", "endpoint_encryption",
-                                  "use_existing_endpoint", "reset", "create_databases",
-                                  "certificate_years", "log_size_mb"}
 
 
 # --------------------------------------------------------------------------- model
+
+def _keys(cls, *but: str) -> set[str]:
+    """A section's YAML keys: its dataclass's fields, ``but`` those the file does not give."""
+    return {f.name for f in fields(cls)} - set(but)
+
 
 def check_server(value: str, what: str = "host") -> str:
     """A host name or IPv4 address, or ``HOST\\INSTANCE`` for a named instance."""
@@ -322,7 +317,7 @@ class _TopologyParser:
 
     def driver(self) -> DriverConfig:
         r = self.r
-        d = r.mapping(self.doc.get("driver"), "driver", DRIVER_KEYS)
+        d = r.mapping(self.doc.get("driver"), "driver", _keys(DriverConfig))
         kind = r.choice(d, "kind", "driver.kind", DRIVER_KINDS, "msodbc")
         driver = DriverConfig(
             kind=kind,
@@ -371,7 +366,7 @@ class _TopologyParser:
         r = self.r
         if loc is None:
             return default
-        a = r.mapping(loc, fld, AUTH_KEYS)
+        a = r.mapping(loc, fld, _keys(Auth))
         akind = r.choice(a, "kind", f"{fld}.kind", AUTH_KINDS, "sql")
         if akind == "integrated":
             for k in ("user", "password_env"):
@@ -404,7 +399,7 @@ class _TopologyParser:
             fld = f"instances.{key}"
             if not INSTANCE_NAME_RE.match(key):
                 raise r.err("instance names are a letter then up to 31 letters, digits or '_'", loc, fld)
-            m = r.mapping(loc, fld, INSTANCE_KEYS)
+            m = r.mapping(loc, fld, _keys(Instance, "name", "instance_name"))
             host, _, named = r.string(m, "host", f"{fld}.host", required=True, parent=loc,
                                       check=check_server).partition("\\")
             # a named instance's port comes from SQL Browser (UDP 1434) unless given
@@ -468,7 +463,7 @@ class _TopologyParser:
             if not PROFILE_NAME_RE.match(pname):
                 raise r.err("a profile name is a letter then up to 39 letters, digits or '_' "
                             "(the matrix's server-axis rule)", loc, fld)
-            m = r.mapping(loc, fld, PROFILE_KEYS)
+            m = r.mapping(loc, fld, _keys(Profile, "name"))
             tgt = self.ref(m["target"], f"{fld}.target") if "target" in m else top_target
             ins = self.ref_list(m["initiators"], f"{fld}.initiators") if "initiators" in m else top_inits
             if tgt is None:
@@ -521,7 +516,7 @@ class _TopologyParser:
 
     def broker(self) -> BrokerConfig:
         r = self.r
-        b = r.mapping(self.doc.get("broker"), "broker", BROKER_KEYS)
+        b = r.mapping(self.doc.get("broker"), "broker", _keys(BrokerConfig))
         names = {k: r.string(b, k, f"broker.{k}", PAPER_NAMES[k], check=check)
                  for k, check in (("message_type", tsql.validate_broker_name), ("contract", tsql.validate_broker_name),
                                   ("service", tsql.validate_broker_name), ("queue", tsql.validate_name),
