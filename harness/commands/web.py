@@ -20,7 +20,8 @@ from .common import TARGET_HELP, add_metrics_arguments, check_tls_pair, metrics_
 
 
 def register(sub) -> None:
-    from ..web.form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DEFAULT_SPAWN_RATE, DEFAULT_USERS, DIALOG_CHOICES
+    from ..web.form import (DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DEFAULT_SPAWN_RATE, DEFAULT_USERS, DEFAULT_WEB_PORT,
+                            DIALOG_CHOICES)
 
     p = sub.add_parser(
         "web", help="Locust web UI for interactive runs, with live broker metrics",
@@ -32,8 +33,8 @@ def register(sub) -> None:
                     "everything. See docs/web.md.")
     p.add_argument("--target", default="embedded",
                    help=TARGET_HELP)
-    p.add_argument("--port", type=int, default=8089,
-                   help="web UI port (default 8089; another free port if busy; 0 = any free port)")
+    p.add_argument("--port", type=int, default=DEFAULT_WEB_PORT,
+                   help=f"web UI port (default {DEFAULT_WEB_PORT}; another free port if busy; 0 = any free port)")
     p.add_argument("--initiators", type=int, default=1,
                    help="initiators to provision, one Locust worker each (default 1); the form picks how many to use")
     p.add_argument("--web-host", default="127.0.0.1",

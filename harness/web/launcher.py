@@ -35,39 +35,38 @@ from ..load.swarm import Swarm
 from ..ports import free_port
 from ..matrix import BrokerSettings
 from ..targets.base import Target
-from .auth import DEFAULT_SESSION_MINUTES, MASTER_ENV, Credentials, is_loopback
-from .form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DEFAULT_SPAWN_RATE, DEFAULT_USERS
+from .auth import MASTER_ENV, Credentials, is_loopback
+from .form import DEFAULT_WEB_PORT
 from .metrics import LiveMetrics
 from .session import WebSessions
 
 #: the web UI's master loads the web pages next to ssbench's locustfile (workers do not)
 PLUGIN = Path(__file__).with_name("locust_plugin.py")
 
-DEFAULT_WEB_PORT = 8089
-DEFAULT_MASTER_PORT = MASTER_PORT
-
 
 @dataclass
 class WebOptions:
-    initiators: int = 1
-    local_workers: int | None = None      # None: one per initiator
-    web_host: str = "127.0.0.1"
-    port: int | None = DEFAULT_WEB_PORT   # 0: any free port
-    master_bind_host: str = "127.0.0.1"
-    master_port: int | None = DEFAULT_MASTER_PORT
-    users: int = DEFAULT_USERS
-    spawn_rate: float = DEFAULT_SPAWN_RATE
-    payload_bytes: int = DEFAULT_PAYLOAD_BYTES
-    dialogs: str = DEFAULT_DIALOGS
-    profile: str | None = None
-    max_queue_readers: int | None = None
-    results: Path | None = None
+    """``ssbench web``'s options: its flags' values (their defaults are the flags')."""
+
+    initiators: int
+    local_workers: int | None             # None: one per initiator
+    web_host: str
+    port: int | None                      # 0: any free port
+    master_bind_host: str
+    master_port: int | None
+    users: int
+    spawn_rate: float
+    payload_bytes: int
+    dialogs: str
+    profile: str | None
+    max_queue_readers: int | None
+    results: Path | None
+    credentials: Credentials | None       # the web UI asks for a login when set
+    session_minutes: float                # a login lasts this long
+    tls_cert: str | None
+    tls_key: str | None
+    metrics: object                       # the live metrics endpoint's state (harness.metrics.LiveState)
     ready_timeout: float = 120.0
-    credentials: Credentials | None = None   # the web UI asks for a login when set
-    session_minutes: float = DEFAULT_SESSION_MINUTES   # a login lasts this long
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    metrics: object = None                   # the live metrics endpoint's state (harness.metrics.LiveState)
 
     @property
     def scheme(self) -> str:
@@ -179,7 +178,7 @@ class WebApp:
         o = self.opts
         local = o.initiators if o.local_workers is None else max(0, min(o.local_workers, o.initiators))
         self.web_port = _pick_port(o.web_host, o.port, DEFAULT_WEB_PORT, "web UI", may_move=True)
-        self.master_port = _pick_port(o.master_bind_host, o.master_port, DEFAULT_MASTER_PORT, "Locust master",
+        self.master_port = _pick_port(o.master_bind_host, o.master_port, MASTER_PORT, "Locust master",
                                       may_move=local == o.initiators)
         print(f"ssbench web: provisioning {self.target.label} for {o.initiators} initiator(s)...",
               file=sys.stderr, flush=True)
