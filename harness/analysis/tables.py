@@ -15,7 +15,7 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 from ..results import median
-from ..results.fields import FIELDS
+from ..results.summary import MEDIAN_FIELDS
 from ..verdicts import permutation_rows
 from ..verdicts.pairs import GAIN_KEYS
 from .comparisons import CROSS_KEYS
@@ -30,8 +30,6 @@ SORT_KEYS = {
     "top_waits": ("run_id", "perm_id", "rank"),
     "queue_timeseries": ("run_id", "perm_id", "rep", "key", "elapsed_s"),
 }
-#: per-repetition metrics summarized across repetitions (median, quartiles, min, max)
-METRICS = tuple(f.name for f in FIELDS if f.summarized)
 #: wait categories (first match wins): SQL Server wait types (what both targets report; the
 #: embedded one maps PostgreSQL's wait events to them) and raw PostgreSQL events
 WAIT_CATEGORIES = tuple((name, re.compile(p, re.I)) for name, p in (
@@ -78,7 +76,7 @@ def _sum(values: Iterable[Any]) -> float | None:
 def permutation_stats(reps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per permutation across its repetitions: its row of the verdicts (harness.verdicts.
     permutation_rows: the axes, the repetitions' numbers, statuses, windows and values); for
-    each of :data:`METRICS` the median, Q1, Q3, IQR, min and max; n; lost messages, errors,
+    each of :data:`MEDIAN_FIELDS` the median, Q1, Q3, IQR, min and max; n; lost messages, errors,
     client-bound and disturbed repetitions, the summaries' largest queue depths, median CPU,
     the statuses and repetitions."""
     by = group_by(reps, "run_id", "perm_id")
@@ -86,7 +84,7 @@ def permutation_stats(reps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in permutation_rows(reps):
         mine = sorted(by[(row["run_id"], row["perm_id"])], key=lambda r: r["rep"])
         row.update(n=len(mine), **{k: mine[0].get(k) for k in ("target_kind", "target_label", "target_profile")})
-        for m in METRICS:
+        for m in MEDIAN_FIELDS:
             vals = [r[m] for r in mine if r.get(m) is not None]
             q1, med, q3 = quartiles(vals)
             row.update({f"{m}_median": med, f"{m}_q1": q1, f"{m}_q3": q3,
