@@ -25,7 +25,6 @@ from typing import Any, Callable
 
 from .plan import member_at
 from .collectors import SampleContext, Sampler, default_collectors
-from .collectors.host import CLIENT_BOUND_WORKER_CPU
 from .errors import DiskFull, TargetError, UserError
 from .load.protocol import SwarmPlan
 from .load.spec import SwarmSpec
@@ -374,7 +373,7 @@ class Repetition:
                                         **({"cpu_pinning": self.pinning} if self.pinning else {})},
             collector_errors=self.sampler.errors, web=web,
             offered_rate=p.rate * p.initiators if p.rate else None, rate_tolerance=self.settings.rate_tolerance,
-            client_bound_cpu=CLIENT_BOUND_WORKER_CPU, receiving=self.receiving, alternation=self._alternation(m))
+            receiving=self.receiving, alternation=self._alternation(m))
         self._workers = wd.workers
         # latency.json's SEND histogram is the summary's: completed in the window, plus any in
         # flight across its end (a frozen server)

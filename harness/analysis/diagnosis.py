@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..results import number
+from ..results.summary import CLIENT_BOUND_CPU as CLIENT_CPU
 from ..results.fields import axis_names
 from .tables import category
 from ..results.model import target_capabilities
@@ -31,9 +32,8 @@ GROWTH_MIN_SHARE = 0.10
 GROWTH_CI_MIN_SHARE = 0.03
 #: summaries without growth figures: (send - receive) / send at least this much is a backlog
 BACKLOG_MIN_SHARE = 0.10
-#: client: a Locust worker at this CPU (percent of one core; harness.collectors.host's
-#: client-bound threshold), or its busiest thread on a CPU or waiting for one this much
-CLIENT_CPU = 90.0
+#: client: a Locust worker at the client-bound CPU (CLIENT_CPU, percent of one core), or its
+#: busiest thread on a CPU or waiting for one this much
 CLIENT_DEMAND = 90.0
 #: client: users inside a SEND less than this share of the time (send rate x mean SEND latency
 #: / users; closed loop) spend the rest in the load generator

@@ -13,10 +13,9 @@ import statistics
 import psutil
 
 from .. import cgroups
+from ..results.summary import CLIENT_BOUND_CPU
 from .base import Collector
 
-#: a Locust worker is one Python process: near a full core, the client is the bottleneck
-CLIENT_BOUND_WORKER_CPU = 90.0
 #: mean CPU (percent of one core) taken by other processes over the window that flags it noisy
 NOISY_OTHER_CPU = 25.0
 #: mean CPU steal (percent of the machine) over the window that flags it noisy
@@ -242,4 +241,4 @@ class HostCollector(Collector):
                 "noisy_host": (other or 0.0) > NOISY_OTHER_CPU or (steal or 0.0) > NOISY_STEAL,
                 "server_cpu_percent": server_mean,
                 "worker_cpu_percent": {k: round(v, 1) for k, v in worker_mean.items()},
-                "client_bound": any(v >= CLIENT_BOUND_WORKER_CPU for v in worker_mean.values())}
+                "client_bound": any(v >= CLIENT_BOUND_CPU for v in worker_mean.values())}

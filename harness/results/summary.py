@@ -58,6 +58,9 @@ def median(values: Iterable[float | None]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+#: a Locust worker is one Python process: at or above this CPU (percent of one core), the
+#: client is the bottleneck (client-bound: the host collector, the summary, the diagnosis)
+CLIENT_BOUND_CPU = 90.0
 #: a frozen target: no collector tick for this many seconds beyond the usual interval
 FREEZE_S = 2.0
 #: a receive stall: nothing received for this many seconds (certain: from the first tick that
@@ -277,8 +280,6 @@ class RepetitionData:
     #: shortfall of the achieved rate beyond which the repetition is ``behind``
     offered_rate: float | None = None
     rate_tolerance: float = 0.05
-    #: a worker process at or above this CPU (percent of one core) is client-bound
-    client_bound_cpu: float = 90.0
     #: False where the window receives nothing by design (a backlog fill, activation off)
     receiving: bool = True
     #: an alternated window (run.alternate): its members, slice and this member's index
@@ -331,7 +332,7 @@ def build_repetition_summary(d: RepetitionData) -> RepetitionSummary:
     lost, undelivered = a.lost, a.undelivered
     col = dict(d.collected)
     top_waits = [w if isinstance(w, TopWait) else TopWait(**w) for w in col.pop("top_waits", [])]
-    workers, client_hosts = worker_results(c.workers, c.start, c.end, d.client_bound_cpu)
+    workers, client_hosts = worker_results(c.workers, c.start, c.end, CLIENT_BOUND_CPU)
     # judged per process: the host collector's view of local workers, or a worker's own probe
     client_bound = bool(col.pop("client_bound", False)) or any(w.client_bound for w in workers)
     # the host's CPU slower than the run's typical (harness.collectors.cpuspeed) is host noise too
