@@ -34,6 +34,7 @@ __all__ = ["BrokerSettings", "Case", "DialogStrategy", "Matrix", "Permutation", 
            "RUN_ORDERS", "broker_values", "high_priority_permille", "high_priority_slot", "load_matrix"]
 
 MAX_PAYLOAD_BYTES = 2 ** 31 - 1  # SQL Server's varbinary(max) limit: 2 GB - 1
+MAX_INITIATORS = 64             # the initiators axis' and both targets' limit
 SERVER_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 
 
@@ -581,8 +582,8 @@ def _axis_value(axis: str, item: Located, err) -> Any:
     if axis == "payload_bytes" and v > MAX_PAYLOAD_BYTES:
         raise err(f"payload over 2 GB - 1 ({v} > {MAX_PAYLOAD_BYTES} bytes): Service Broker "
                   "messages are varbinary(max)")
-    if axis == "initiators" and v > 64:
-        raise err(f"at most 64 initiators, got {v}")
+    if axis == "initiators" and v > MAX_INITIATORS:
+        raise err(f"at most {MAX_INITIATORS} initiators, got {v}")
     if axis == "threads" and v > 10_000:
         raise err(f"at most 10000 threads per initiator, got {v}")
     if axis in BROKER_FIELDS:

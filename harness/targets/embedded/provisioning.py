@@ -14,10 +14,10 @@ from psycopg import sql
 
 from ... import paths
 from ...errors import TargetError, UserError
+from ...matrix import MAX_INITIATORS
 
 log = logging.getLogger(__name__)
 
-MAX_INITIATORS = 64
 SCHEMA_TABLE = "ssbench_schema"  # public.ssbench_schema: which workload file version is loaded
 
 

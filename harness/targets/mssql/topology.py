@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UserError
+from ...matrix import MAX_INITIATORS
 from ...yamlsrc import Located, load_located
 from . import tsql
 from .topology_reader import (NOT_ENV_NAME, Reader as _Reader, check_driver_name as _check_driver_name,
@@ -35,7 +36,6 @@ INSTANCE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,31}$")
 #: a SQL Server named instance (host: HOST\\INSTANCE): at most 16 characters, a letter, '_' or '#'
 #: first, then letters, digits, '_', '$' or '#'
 NAMED_INSTANCE_RE = re.compile(r"^[A-Za-z_#][A-Za-z0-9_$#]{0,15}$")
-MAX_INITIATORS = 64
 
 # The paper's names (its configuration script): every one may be overridden under `broker:`.
 PAPER_NAMES = {
