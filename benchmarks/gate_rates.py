@@ -1,6 +1,6 @@
 """The regression gate's false-alarm and detection rates, measured by simulation.
 
-    PYTHONPATH=. python benchmarks/gate_rates.py [--trials 400] [--markdown]
+    PYTHONPATH=. python benchmarks/gate_rates.py [--trials 400] [--markdown] [--only TEXT]
 
 Each scenario runs ``--trials`` seeded gates through the gate's own rule
 (:func:`harness.verdicts.simulate.simulate_gate`: every metric of every permutation with
@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=400)
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="only the scenarios whose label contains TEXT (repeatable: any of them)")
     args = ap.parse_args(argv)
     head = ("scenario", "fails (exit 1)", "pass", "warning", "inconclusive", "improved")
     if args.markdown:
@@ -102,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{head[0]:<80} {head[1]:>14} {head[2]:>8} {head[3]:>8} {head[4]:>13} {head[5]:>9}")
     t0 = time.monotonic()
     for label, seed, reps, perms, cv, kind, drop, rise, *more in SCENARIOS:
+        if args.only and not any(t in label for t in args.only):
+            continue
         r = simulate(seed, reps, perms, cv, kind, rate_drop=drop, latency_rise=rise, trials=args.trials,
                      **(more[0] if more else {}))
         cells = [f"{r.failed:.2%}", f"{r.rate(PASS):.2%}", f"{r.rate(WARNING):.2%}", f"{r.rate(INCONCLUSIVE):.2%}",

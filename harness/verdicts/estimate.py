@@ -146,13 +146,14 @@ def _trigamma_inverse(x: float) -> float:
 
 def moderate(estimates: Sequence[Estimate], labels: Sequence[tuple[Hashable, ...]] = ()) -> list[Estimate]:
     """Paired estimates with moderated variances (empirical Bayes: Smyth 2004, limma's
-    squeezeVar): each becomes ``(w s0^2 + d s^2) / (w + d)`` and its t test gains ``w`` degrees
-    of freedom. The prior ``s0^2`` is fitted on the log variances, additive in the factors of
-    ``labels`` (the gate: permutation and family); ``w`` is the prior's ``d0`` (small when the
-    rows differ beyond sampling and the fit: then nearly the ordinary t), at most the degrees of
-    freedom the prior rests on with each distinct label counted once (a permutation's two rates
-    may move together; without labels each row counts). Too few rows, a zero variance or an
-    unpaired estimate: unchanged."""
+    squeezeVar): each becomes ``(d0 s0^2 + d s^2) / (d0 + d)`` and its t test gains ``d0``
+    degrees of freedom. The log variances are additive in the factors of ``labels`` (the gate:
+    permutation and family; none: one level). A row's prior ``s0^2`` is predicted from the
+    OTHER cells (a cell: the rows of one label, counted as one row, since a permutation's two
+    rates may be twins), so it is independent of the row's own variance; ``d0`` matches the log
+    variance of that prediction plus the rows' spread beyond the fit (Smyth's excess). A cell
+    the others cannot predict (one permutation), an unpaired estimate, a zero variance or too
+    few rows: unchanged."""
     import numpy as np
     from scipy.special import digamma, zeta
 
@@ -165,47 +166,45 @@ def moderate(estimates: Sequence[Estimate], labels: Sequence[tuple[Hashable, ...
         return list(estimates)
     dfs = np.array([e.n_t - 1.0 for e in estimates])
     z = np.log([e.var_t for e in estimates]) - digamma(dfs / 2.0) + np.log(dfs / 2.0)
-    fit = _hat(factors) @ z
-    excess = float(np.sum((z - fit) ** 2) / (n - k) - np.mean(zeta(2.0, dfs / 2.0)))
-    cap = dfs / _leverage(factors, factors if labels else tuple(range(n)))
-    d0 = 2.0 * _trigamma_inverse(excess) if excess > 0 else math.inf
-    shift = float(digamma(d0 / 2.0)) - math.log(d0 / 2.0) if math.isfinite(d0) else 0.0
+    tri = zeta(2.0, dfs / 2.0)                             # each z's sampling variance
+    excess = max(0.0, float(np.sum((z - x @ np.linalg.pinv(x) @ z) ** 2) / (n - k) - np.mean(tri)))
+    first = {f: i for i, f in reversed(list(enumerate(factors)))} if labels else {}
+    cell = [first[f] for f in factors] if labels else list(range(n))      # a row's cell: its label's first row
+    cells = sorted(set(cell))
+    member = np.array([[c == j for c in cell] for j in cells], dtype=float)
+    level, level_var = (member @ z) / member.sum(1), (member @ tri) / member.sum(1)
+    others = _others(tuple(factors[j] for j in cells))
     out = []
-    for e, d, f, c in zip(estimates, dfs.tolist(), fit.tolist(), cap.tolist()):
-        s0 = math.exp(f + shift)
-        weight = min(d0, c - d)                # the prior counts no more rows than it rests on
-        weight = weight if weight > 1e-9 else 0.0
-        out.append(Estimate(d=e.d, var_t=(weight * s0 + d * e.var_t) / (weight + d), n_t=e.n_t, var_b=e.var_b,
-                            n_b=e.n_b, paired=e.paired, prior_df=weight))   # not replace(): several times the cost
+    for e, d, a in zip(estimates, dfs.tolist(), (others[cells.index(c)] for c in cell)):
+        if a is None:
+            out.append(e)
+            continue
+        d0 = 2.0 * _trigamma_inverse(float(a ** 2 @ level_var) + excess)
+        s0 = math.exp(float(a @ level) + float(digamma(d0 / 2.0)) - math.log(d0 / 2.0))
+        out.append(Estimate(d=e.d, var_t=(d0 * s0 + d * e.var_t) / (d0 + d), n_t=e.n_t, var_b=e.var_b,
+                            n_b=e.n_b, paired=e.paired, prior_df=d0))   # not replace(): several times the cost
     return out
 
 
 @functools.lru_cache(maxsize=64)
-def _hat(factors: tuple[tuple[Hashable, ...], ...]) -> "np.ndarray":
-    """The least-squares fit's hat matrix of :func:`_design` (the fitted values are it times
-    the data). Cached, read-only."""
+def _others(cells: tuple[tuple[Hashable, ...], ...]) -> tuple["np.ndarray | None", ...]:
+    """Per cell, the weights over the cells' levels that predict it from the other cells by
+    least squares (its own weight 0); None where they cannot (a factor level it alone has).
+    Cached: a run's labels, and a simulation's, repeat."""
     import numpy as np
 
-    x = _design(factors)
-    out = x @ np.linalg.pinv(x)
-    out.flags.writeable = False
-    return out
-
-
-@functools.lru_cache(maxsize=64)
-def _leverage(factors: tuple[tuple[Hashable, ...], ...], cells: tuple[Hashable, ...]) -> "np.ndarray":
-    """Each row's leverage in the fit of the cells' levels (a cell, with its factors, counted
-    once however many rows it has). Cached: a run's labels, and a simulation's, repeat."""
-    import numpy as np
-
-    first: dict[Hashable, tuple[Hashable, ...]] = {}
-    for f, c in zip(factors, cells):
-        first.setdefault(c, f)
-    x = _design(tuple(first.values()))
-    h = dict(zip(first, np.einsum("ij,ji->i", x, np.linalg.pinv(x))))
-    out = np.array([h[c] for c in cells])
-    out.flags.writeable = False
-    return out
+    x = _design(cells)
+    rank = np.linalg.matrix_rank(x)
+    out: list[np.ndarray | None] = []
+    for i in range(len(cells)):
+        rest = np.arange(len(cells)) != i
+        if np.linalg.matrix_rank(x[rest]) < rank:
+            out.append(None)
+            continue
+        a = np.zeros(len(cells))
+        a[rest] = x[i] @ np.linalg.pinv(x[rest])
+        out.append(a)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=64)

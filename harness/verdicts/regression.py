@@ -81,8 +81,8 @@ class GateSettings:
         return (f"threshold = max({self.min_effect:.0%}, k={self.k:g} x baseline spread ({spread}) / median), "
                 f"at most {self.max_effect:.0%}; "
                 f"significance = one-sided t test of the log ratio (>= {self.min_reps} reps a side), paired "
-                f"by round where the rounds interleave, its variance moderated towards a prior fitted "
-                f"from the run's rows by permutation and family (empirical Bayes), "
+                f"by round where the rounds interleave, its variance moderated towards a prior predicted "
+                f"from the run's other permutation x family cells (empirical Bayes), "
                 f"Benjamini-Hochberg over the permutation x metric tests at FDR {self.alpha:g}, in two "
                 f"families: the rates at {self.rate_share:g} of it, the latencies at the rest; "
                 f"regression = beyond the threshold AND significant; fewer reps: inconclusive")
@@ -159,10 +159,10 @@ def compare_samples(baseline: Mapping[str, Mapping[str, Sample]], candidate: Map
 
 
 def _moderate(rows: Sequence[MetricResult]) -> None:
-    """Each judged row's p-values, from its variance moderated towards a prior fitted from the
-    run's paired rows, its log level additive in the permutation and the family
-    (:func:`~.estimate.moderate`): 4 degrees of freedom at 5 rounds borrow from the other
-    permutations' rows as far as their variances agree."""
+    """Each judged row's p-values, from its variance moderated towards a prior predicted from
+    the run's other paired rows' cells, the log level additive in the permutation and the
+    family (:func:`~.estimate.moderate`): 4 degrees of freedom at 5 rounds borrow from the
+    other permutations' rows as far as their variances agree."""
     judged = [r for r in rows if r.estimate is not None]
     labels = [(r.permutation, r.higher_is_better) for r in judged]
     estimates = moderate([r.estimate for r in judged], labels)   # type: ignore[misc]

@@ -1,9 +1,10 @@
 """The gate's false alarms and power at 5 rounds, for the variance priors weighed against each
-other: none (the ordinary paired t), one prior for the run's rows (limma's squeezeVar as is),
-a prior fitted by permutation and family with each row counted, and the gate's rule (the same
-fit, each permutation x family cell counted once). docs/findings/gate-moderation.md quotes it.
+other: none (the ordinary paired t), one prior for the run's rows (no labels: each row's from
+the other rows), and the gate's rule (``others``: each permutation x family cell's prior
+predicted from the other cells). docs/findings/gate-moderation.md quotes it; its ``rows`` and
+``cells`` columns are this script at 27cef0d, whose gate's rule was ``cells``.
 
-    PYTHONPATH=. python docs/findings/scripts/gate_moderation.py --trials 4000 [none run rows cells]
+    PYTHONPATH=. python docs/findings/scripts/gate_moderation.py --trials 4000 [none run others]
 
 Each figure: the share of ``--trials`` seeded gates exiting 1 (harness.verdicts.simulate_gate).
 """
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-
-import numpy as np
 
 from harness.verdicts import estimate, regression
 from harness.verdicts.simulate import simulate_gate
@@ -52,25 +51,18 @@ def _one_prior(rows):
         r.estimate, r.p, r.p_better = e, e.p_worse(), e.p_better()
 
 
-def _rows_leverage(factors, cells):
-    x = estimate._design(tuple(factors))
-    return np.einsum("ij,ji->i", x, np.linalg.pinv(x))
-
-
 def use(candidate: str) -> None:
-    """Patch the rule to the candidate's prior (``cells``: the gate's own, unpatched)."""
+    """Patch the rule to the candidate's prior (``others``: the gate's own, unpatched)."""
     if candidate == "none":
         regression._moderate = _ordinary
     elif candidate == "run":
         regression._moderate = _one_prior
-    elif candidate == "rows":
-        estimate._leverage = _rows_leverage
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=4000)
-    ap.add_argument("candidate", nargs="?", default="cells", choices=("none", "run", "rows", "cells"))
+    ap.add_argument("candidate", nargs="?", default="others", choices=("none", "run", "others"))
     a = ap.parse_args()
     use(a.candidate)
     for label, seed, perms, cv, more in SCENARIOS:
