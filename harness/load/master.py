@@ -219,6 +219,10 @@ class MasterSide:
                     for cid, c in self._connected_claims().items() if cid not in got]
         if unplaced:
             text += "; claims that fit no free slot: " + ", ".join(unplaced)
+        stopping = [f"{self.claims[c].host} (pid {self.claims[c].pid})" for c in sorted(self._restarting)
+                    if c in self.claims and c in self.runner.clients]
+        if stopping:
+            text += "; still stopping the last swarm: " + ", ".join(stopping)
         if self.guard.refused:
             text += "; refused: " + ", ".join(f"{r['worker']} ({r['reason']})" for r in self.guard.refused[-5:])
         return text

@@ -82,6 +82,18 @@ SCENARIOS = textwrap.dedent("""
         m._locust_stopped.set()
         gevent.sleep(0.1)
         assert opened == [(4, 50.0), "spawned"] and m.opened, opened
+        # a worker Locust told to stop is placed only once it says it is ready again (its
+        # statistics may count no user before): until then it is named as still stopping
+        m.claims = {"c1": SimpleNamespace(host="h1", pid=7, initiator=1, worker=None)}
+        m.runner.clients["c1"].state = "running"
+        m._on_test_stopping()
+        assert m._connected_claims() == {}, "a worker still stopping was placed"
+        m.plan = SimpleNamespace(workers_per_initiator=1, worker_wait_seconds=60, users_of=lambda i: 3)
+        m.guard = SimpleNamespace(refused=[])
+        assert "still stopping the last swarm: h1 (pid 7)" in m._missing_text([m.placed["c1"]], {})
+        m.runner.send_message = lambda *a, **kw: None
+        m._on_connect("c1")                      # Locust's worker_connect: its client_ready
+        assert list(m._connected_claims()) == ["c1"]
         # the window's timer stops the swarm, and the swarm's end kills that timer: Locust's stop
         # (it waits for the workers' users, then fires test_stop) must go on all the same
         m, ended = master(headless=True)
