@@ -167,15 +167,14 @@ def moderate(estimates: Sequence[Estimate], labels: Sequence[tuple[Hashable, ...
     dfs = np.array([e.n_t - 1.0 for e in estimates])
     z = np.log([e.var_t for e in estimates]) - digamma(dfs / 2.0) + np.log(dfs / 2.0)
     tri = zeta(2.0, dfs / 2.0)                             # each z's sampling variance
-    excess = max(0.0, float(np.sum((z - x @ np.linalg.pinv(x) @ z) ** 2) / (n - k) - np.mean(tri)))
-    first = {f: i for i, f in reversed(list(enumerate(factors)))} if labels else {}
-    cell = [first[f] for f in factors] if labels else list(range(n))      # a row's cell: its label's first row
-    cells = sorted(set(cell))
-    member = np.array([[c == j for c in cell] for j in cells], dtype=float)
-    level, level_var = (member @ z) / member.sum(1), (member @ tri) / member.sum(1)
-    others = _others(tuple(factors[j] for j in cells))
+    excess = max(0.0, float(np.sum((z - x @ (np.linalg.pinv(x) @ z)) ** 2) / (n - k) - np.mean(tri)))
+    ids = {f: i for i, f in enumerate(dict.fromkeys(factors))}
+    cell = np.array([ids[f] for f in factors]) if labels else np.arange(n)   # each row its own cell without labels
+    count = np.bincount(cell)
+    level, level_var = np.bincount(cell, weights=z) / count, np.bincount(cell, weights=tri) / count
+    others = _others(tuple(ids) if labels else factors)
     out = []
-    for e, d, a in zip(estimates, dfs.tolist(), (others[cells.index(c)] for c in cell)):
+    for e, d, a in zip(estimates, dfs.tolist(), (others[c] for c in cell.tolist())):
         if a is None:
             out.append(e)
             continue
@@ -188,22 +187,22 @@ def moderate(estimates: Sequence[Estimate], labels: Sequence[tuple[Hashable, ...
 
 @functools.lru_cache(maxsize=64)
 def _others(cells: tuple[tuple[Hashable, ...], ...]) -> tuple["np.ndarray | None", ...]:
-    """Per cell, the weights over the cells' levels that predict it from the other cells by
-    least squares (its own weight 0); None where they cannot (a factor level it alone has).
-    Cached: a run's labels, and a simulation's, repeat."""
+    """Per cell, the weights over the cells' levels that predict it by least squares from the
+    other cells (its own weight 0: the leave-one-out prediction, from the hat matrix ``h``:
+    ``(h[i] - h[i, i] e_i) / (1 - h[i, i])``); None where they cannot (``h[i, i]`` 1: a
+    factor level it alone has). Cached: a run's labels, and a simulation's, repeat."""
     import numpy as np
 
     x = _design(cells)
-    rank = np.linalg.matrix_rank(x)
+    h = x @ np.linalg.pinv(x)
     out: list[np.ndarray | None] = []
     for i in range(len(cells)):
-        rest = np.arange(len(cells)) != i
-        if np.linalg.matrix_rank(x[rest]) < rank:
+        if h[i, i] > 1.0 - 1e-9:
             out.append(None)
             continue
-        a = np.zeros(len(cells))
-        a[rest] = x[i] @ np.linalg.pinv(x[rest])
-        out.append(a)
+        a = h[i].copy()
+        a[i] = 0.0
+        out.append(a / (1.0 - h[i, i]))
     return tuple(out)
 
 
