@@ -89,6 +89,8 @@ def test_a_worker_slow_to_stop_gets_the_next_swarm_once_it_is_ready(pg_server, t
     (site / "sitecustomize.py").write_text(slow_stop.SITECUSTOMIZE)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), pythonpath_env()["PYTHONPATH"]]))
     monkeypatch.setenv(slow_stop.DELAY_VAR, "6")
+    mark = tmp_path / "slow-stops"
+    monkeypatch.setenv(slow_stop.MARK_VAR, str(mark))
     spec = sleep_sender.spec(pg_server.info().conninfo(), 0.01)
     series = SwarmSeries(tmp_path / ".locust")
     try:
@@ -98,3 +100,5 @@ def test_a_worker_slow_to_stop_gets_the_next_swarm_once_it_is_ready(pg_server, t
     finally:
         series.close()
         Swarm.wait_closed()
+    # the worker was slow to stop after the first swarm (the hook loaded), and served the second
+    assert mark.read_text().split()[0] == str(pa["workers"]["worker.i1.w1"]), mark.read_text()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 
 DELAY_VAR = "SSBENCH_TEST_SLOW_STOP_S"
+#: a file each slowed stop appends a line to: the test knows the hook ran
+MARK_VAR = "SSBENCH_TEST_SLOW_STOP_MARK"
 
 SITECUSTOMIZE = "import support.slow_stop as _s\n_s.install()\n"
 
@@ -25,6 +27,8 @@ def install() -> None:
         if msg.type == "stop":
             self.stop()                 # the users stop and the last delta goes; Locust's stop
             gevent.sleep(delay)         # handling (a no-op stop, client_stopped, client_ready) waits
+            with open(os.environ[MARK_VAR], "a") as f:
+                f.write(f"{os.getpid()}\n")
         return handle(self, msg)
 
     WorkerRunner.handle_message = slow
