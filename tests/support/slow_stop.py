@@ -27,8 +27,9 @@ def install() -> None:
         if msg.type == "stop":
             self.stop()                 # the users stop and the last delta goes; Locust's stop
             gevent.sleep(delay)         # handling (a no-op stop, client_stopped, client_ready) waits
-            with open(os.environ[MARK_VAR], "a") as f:
-                f.write(f"{os.getpid()}\n")
+            if os.environ.get(MARK_VAR):
+                with open(os.environ[MARK_VAR], "a") as f:
+                    f.write(f"{os.getpid()}\n")
         return handle(self, msg)
 
     WorkerRunner.handle_message = slow
