@@ -2,9 +2,12 @@
 
 ``commit_latency_ms`` is the target's own log flush time (reported, not judged: it follows the
 load). The probe (:mod:`._probe`) ``fdatasync``s one 4 KiB block beside the server's data every
-:data:`PROBE_INTERVAL_S`; a window whose figure is at least :data:`NOISY_STORAGE_RATIO` times the
-run's typical and :data:`NOISY_STORAGE_MIN_MS` above it is ``noisy_storage`` (calibration and
-error rates: docs/findings/storage-noise.md). ``log_events`` reports log growth and backups.
+:data:`PROBE_INTERVAL_S`; :class:`OtherWriters` counts what the machine's other processes wrote. A
+window is ``noisy_storage`` when its probe is at least :data:`NOISY_STORAGE_RATIO` times the run's
+typical and :data:`NOISY_STORAGE_MIN_MS` above it while other processes wrote at least
+:data:`OTHER_WRITES_MIN_MIB_S`: the server's own writes slow the probe too, and are no disturbance
+(calibration and error rates: docs/findings/storage-noise.md). ``log_events`` reports log growth
+and backups.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import os
 import statistics
 import time
 from pathlib import Path
+
+import psutil
 
 from ._probe import ProbeCollector, ProbeThread, RunReferences
 
@@ -33,8 +38,11 @@ REFERENCE_INTERVAL_S = 0.02
 PROBE_FILE_PREFIX = ".ssbench-fsync-probe-"
 #: a window's probe median at least this many times the reference ...
 NOISY_STORAGE_RATIO = 3.0
-#: ... and at least this many milliseconds above it is flagged noisy_storage
+#: ... and at least this many milliseconds above it ...
 NOISY_STORAGE_MIN_MS = 2.0
+#: ... while processes other than the server's and ssbench's wrote at least this much is flagged
+#: noisy_storage
+OTHER_WRITES_MIN_MIB_S = 1.0
 
 
 class FsyncProbe(ProbeThread):
@@ -68,11 +76,53 @@ class FsyncProbe(ProbeThread):
             self.path.unlink()
 
 
-def noisy_storage(probe_ms: float | None, reference_ms: float | None) -> bool:
-    """Was the window's disk far slower than its reference (both medians, milliseconds)?"""
+class OtherWriters:
+    """Bytes written by the processes outside ``ours`` since the last :meth:`take`, from each
+    process's ``write_bytes`` (/proc/PID/io: what it sent, or dirtied, for storage). A process
+    ssbench may not read (another user's, unless ssbench runs as root) is not seen."""
+
+    def __init__(self, proc: Path = Path("/proc")):
+        self.proc = proc
+        self._last: dict[int, int] | None = None
+
+    def _scan(self) -> dict[int, int]:
+        out = {}
+        for entry in os.scandir(self.proc):
+            if entry.name.isdigit():
+                try:
+                    with open(os.path.join(entry.path, "io"), "rb") as f:
+                        text = f.read()
+                except OSError:
+                    continue
+                at = text.find(b"\nwrite_bytes:")
+                if at >= 0:
+                    out[int(entry.name)] = int(text[at + 14:text.index(b"\n", at + 1)])
+        return out
+
+    def take(self, ours: set[int]) -> int | None:
+        """Bytes the others wrote since the last call (None at the first, or without /proc)."""
+        try:
+            now = self._scan()
+        except OSError:
+            return None
+        last, self._last = self._last, now
+        if last is None:
+            return None
+        grew = 0
+        for pid, written in now.items():
+            if pid not in ours:     # a process new since the last scan (or a reused pid) from zero
+                before = last.get(pid, 0)
+                grew += written - before if before <= written else written
+        return grew
+
+
+def noisy_storage(probe_ms: float | None, reference_ms: float | None, other_mib_s: float | None = None) -> bool:
+    """Was the window's disk far slower than its reference (both medians, milliseconds) while
+    other processes wrote (MiB/s; None: unknown, the probe decides alone)?"""
     if probe_ms is None or reference_ms is None:
         return False
-    return probe_ms >= NOISY_STORAGE_RATIO * reference_ms and probe_ms - reference_ms >= NOISY_STORAGE_MIN_MS
+    slow = probe_ms >= NOISY_STORAGE_RATIO * reference_ms and probe_ms - reference_ms >= NOISY_STORAGE_MIN_MS
+    return slow and (other_mib_s is None or other_mib_s >= OTHER_WRITES_MIN_MIB_S)
 
 
 class StorageCollector(ProbeCollector):
@@ -83,6 +133,8 @@ class StorageCollector(ProbeCollector):
     def __init__(self):
         super().__init__()
         self.prev: tuple[float, tuple[float, float]] | None = None
+        self.others = OtherWriters()
+        self.others_at: float | None = None
 
     def make_probe(self, ctx) -> FsyncProbe | None:
         d = ctx.call(ctx.telemetry.storage_probe_dir)
@@ -104,7 +156,20 @@ class StorageCollector(ProbeCollector):
         if probes:
             out.append(("probe_ms", "", statistics.median(probes)))
             out.append(("probe_max_ms", "", max(probes)))
+        if self.probe is not None:      # a local server: whose writes are the others'
+            other, last = self.others.take(self._ours(ctx)), self.others_at
+            self.others_at = now
+            if other is not None and last is not None and now > last:
+                out.append(("other_write_mib_s", "", other / 1048576 / (now - last)))
         return out
+
+    @staticmethod
+    def _ours(ctx) -> set[int]:
+        """The server's processes, this one and its children, the load generators."""
+        ours = {os.getpid(), *ctx.call(ctx.telemetry.server_pids), *ctx.client_pids().values()}
+        with contextlib.suppress(psutil.Error):
+            ours |= {c.pid for c in psutil.Process().children(recursive=True)}
+        return ours
 
     def summary_fields(self, ctx, window):
         out = {}
@@ -120,7 +185,10 @@ class StorageCollector(ProbeCollector):
                 out["storage_probe_ms"] = round(statistics.fmean(ticks), 3)
             if typical is not None:
                 out["storage_reference_ms"] = round(typical, 3)
-            out["noisy_storage"] = noisy_storage(out.get("storage_probe_ms"), typical)
+            other = window.series(self.family, "other_write_mib_s")
+            if other:
+                out["other_write_mib_s"] = round(statistics.fmean(other), 3)
+            out["noisy_storage"] = noisy_storage(out.get("storage_probe_ms"), typical, out.get("other_write_mib_s"))
         events = self.log_growth(window) + ctx.call(ctx.telemetry.log_events, window.start, window.end)
         for line in events:
             log.warning("%s", line)

@@ -302,7 +302,10 @@ FIELDS: tuple[Field, ...] = tuple([
               ("commit_latency_ms", float, "the server's mean log flush (median over the ticks)", _MS),
               ("storage_probe_ms", float, "a 4 KiB overwrite + fdatasync beside the data: window median", _MS),
               ("storage_reference_ms", float, "the run's typical storage probe (idle references)", _MS),
-              ("noisy_storage", bool, "probe >= 3 x typical and >= typical + 2 ms: another writer"),
+              ("other_write_mib_s", float, "what processes other than the server's and ssbench's wrote "
+                                           "(their /proc/PID/io write_bytes)", {"unit": "MiB/s"}),
+              ("noisy_storage", bool, "probe >= 3 x typical and >= typical + 2 ms while other processes "
+                                      "wrote >= 1 MiB/s: another writer"),
               ("log_events", list[str], "what ran on the test's databases' logs inside the window: a log that "
                                         "autogrew, a backup (SQL Server's msdb.dbo.backupset); a warning each",
                {"column": False})),

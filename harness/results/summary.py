@@ -115,7 +115,9 @@ def disturbance(s: Any) -> str | None:
                 f"steal {num('steal_percent')}%")
     if status == "noisy_storage":
         return (f"noisy storage: fsync probe {num('storage_probe_ms', '{:.2f}')} ms against a typical "
-                f"{num('storage_reference_ms', '{:.2f}')} ms")
+                f"{num('storage_reference_ms', '{:.2f}')} ms"
+                + (f", other processes wrote {get('other_write_mib_s'):,.1f} MiB/s"
+                   if get("other_write_mib_s") is not None else ""))
     return None
 
 
