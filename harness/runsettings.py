@@ -16,7 +16,9 @@ from .yamlsrc import Located
 #: alternated window's slice is a whole number of them (harness.plan)
 BUCKET_SECONDS = 0.1
 
-AUTO, AUTO_MIN, AUTO_MAX = "auto", 3, 10    # harness.verdicts.rule.MIN_REPS, DEFAULT_MAX_REPS
+#: repetitions: auto's default bounds; the stopping rule's (harness.verdicts.rule.MIN_REPS: fewer
+#: kept repetitions than this on either side, no look and the verdict inconclusive)
+AUTO, AUTO_MIN, AUTO_MAX = "auto", 3, 10
 AUTO_FIELDS = ("min_repetitions", "max_repetitions", "budget_minutes")   # only with repetitions: auto
 RUN_ORDERS = ("interleaved", "sequential")
 SEND_MODES = ("auto", "thread")   # harness.load.locustfile

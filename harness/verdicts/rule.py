@@ -14,13 +14,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..runsettings import AUTO_MAX as DEFAULT_MAX_REPS, AUTO_MIN as MIN_REPS  # noqa: F401 (the matrix's bounds)
 from .estimate import Estimate, estimate
 
 
 ALPHA = 0.05
-#: fewer kept repetitions than this on either side: no look, verdict inconclusive
-MIN_REPS = 3
-DEFAULT_MAX_REPS = 10
 DEFAULT_THRESHOLD_PCT = 5.0
 #: the largest repetition count a side the "needs about N" estimate looks for
 NEEDED_LIMIT = 1000
