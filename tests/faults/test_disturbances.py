@@ -166,7 +166,8 @@ def test_a_disk_written_by_another_process_is_noisy_storage(pg_server, tmp_path,
     # the disturbed status wins over behind (the CI run of 2026-11-28 fell behind at 11.7 ms
     # commits and was counted as merely behind); the progress line says both
     assert s["status"] == "noisy_storage" and not counts_in_verdicts(s["status"]), s["status"]
-    assert "rep 1: send" in err and "[noisy storage: fsync probe" in err, err[-3000:]
+    assert "rep 1: send" in err and "[noisy storage: fsync probe" in err and "other processes wrote" in err, \
+        err[-3000:]
     assert ("; behind: " in err) == bool(s.get("behind")), err[-3000:]
     assert s["commit_latency_ms"] > 0
     check_account(out, 1, figures)
