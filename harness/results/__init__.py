@@ -14,10 +14,3 @@ from .reader import REP_RE, TAIL_RE, RepRef, RunReader, find_runs, latest_unfini
 from .store import RunDir, utc_now_iso, write_atomic, write_json, write_jsonl
 from .summary import (build_repetition_summary, disturbance, host_cpu_speed, host_cross_cpu, median,
                       number, repetition_status, summarize_permutation)
-
-__all__ = ["DISTURBED_STATUSES", "KEPT_OUT_OF_VERDICTS", "counts_in_verdicts", "disturbance", "Histogram",
-           "LATENCY_SCHEMA", "PERMUTATION_SCHEMA", "RUN_SCHEMA", "STATUSES", "SUMMARY_SCHEMA",
-           "PermutationSummary", "RepetitionSummary", "RunRecord", "check_schema", "REP_RE", "TAIL_RE",
-           "RepRef", "RunReader", "find_runs", "latest_unfinished", "read_json", "rep_name", "RunDir",
-           "utc_now_iso", "write_atomic", "write_json", "write_jsonl", "build_repetition_summary", "median", "number",
-           "repetition_status", "summarize_permutation", "host_cpu_speed", "host_cross_cpu"]

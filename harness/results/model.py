@@ -25,9 +25,6 @@ LATENCY_SCHEMA = "ssbench.latency/1"
 #: the summary versions this ssbench reads (1: one flat object, upgraded on reading)
 SUMMARY_VERSIONS = ("1", "2")
 
-__all__ = ["STATUSES", "DISTURBED_STATUSES", "counts_in_verdicts", "RepetitionSummary", "PermutationSummary",
-           "RunRecord", "check_schema", "upgrade_v1"]
-
 
 def check_schema(doc: Any, expected: str, file: str | None = None, versions: tuple[str, ...] = ()) -> dict[str, Any]:
     """``doc`` must be a JSON object whose ``schema`` has ``expected``'s family and major version

@@ -22,8 +22,6 @@ from .model import RUN_SCHEMA, RunRecord
 from .reader import RepRef, RunReader, latest_unfinished, read_json, rep_name
 from .summary import summarize_permutation
 
-__all__ = ["RunDir", "read_json", "rep_name", "utc_now_iso", "write_atomic", "write_json", "write_jsonl"]
-
 
 def utc_now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -291,7 +291,3 @@ class Target(abc.ABC):
         """A cheap look, before :meth:`drain` reads the exact counts: messages are still queued.
         False by default (the counts are read every poll)."""
         return False
-
-
-__all__ = ["Capabilities", "ConnectionBudget", "Counts", "InitiatorCounts", "PerfCounter", "SendPaths", "SendPump", "Sender",
-           "Target", "TargetConfig", "Telemetry", "WaitStat", "open_sender", "sender_factory"]
