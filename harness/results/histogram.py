@@ -42,13 +42,9 @@ class Histogram:
         n = self.count
         return sum(k * v for k, v in self.counts.items()) / n if n else math.nan
 
-    def percentile_us(self, q: float) -> float:
-        """Nearest-rank percentile (q in 0..100): the smallest value with at least q% of the
-        observations at or below it."""
-        return self.percentiles_us((q,))[0]
-
     def percentiles_us(self, qs) -> list[float]:
-        """:meth:`percentile_us` of each of ``qs`` (ascending), in one pass over the sorted values."""
+        """Nearest-rank percentiles of ``qs`` (ascending, in 0..100: the smallest value with at
+        least q% of the observations at or below it), in one pass over the sorted values."""
         n = self.count
         if n == 0:
             return [math.nan] * len(qs)

@@ -22,9 +22,8 @@ def test_percentiles_match_sorted_data():
     h.extend_us(values)
     s = sorted(values)
     assert h.count == 5001
-    assert h.percentile_us(50) == s[2500]          # nearest rank: ceil(0.5 * 5001) = 2501st
-    assert h.percentile_us(99) == s[4950]          # ceil(0.99 * 5001) = 4951st
-    assert h.percentile_us(100) == s[-1]
+    # nearest rank: ceil(0.5 * 5001) = 2501st, ceil(0.99 * 5001) = 4951st
+    assert h.percentiles_us([50, 99, 100]) == [s[2500], s[4950], s[-1]]
     assert abs(h.mean_us() - statistics.fmean(values)) < 1e-6
 
 
@@ -32,8 +31,8 @@ def test_percentiles_match_sorted_data():
 @given(values=st.lists(st.integers(0, 10**6), min_size=1, max_size=300),
        qs=st.lists(st.floats(0, 100), min_size=1, max_size=5))
 def test_percentiles_in_one_pass_are_the_nearest_ranks(values, qs):
-    """percentiles_us (one sort, for the summaries and the live metrics) is percentile_us's
-    definition: the ceil(q% x n)-th smallest observation (at least the first)."""
+    """percentiles_us (one sort, for the summaries and the live metrics) is the nearest rank:
+    the ceil(q% x n)-th smallest observation (at least the first)."""
     import math
 
     h = Histogram()
@@ -63,7 +62,7 @@ def test_window_keeps_only_whole_buckets_inside(tmp_path):
     assert wd.sends_total == 100 and wd.errors_total == 1
     # the window's SENDs and errors as the summary's workers read them
     assert [(w["initiator"], w["sends"], w["errors"]) for w in wd.workers] == [(2, 40, 1)]
-    assert wd.latency.percentile_us(50) == 2000
+    assert wd.latency.percentiles_us([50]) == [2000]
     assert "boom" in wd.error_samples[0]
 
 
