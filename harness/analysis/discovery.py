@@ -33,8 +33,6 @@ class FoundRun:
     run_id: str                  # the directory's name (docs/results.md: run-id = directory name)
     path: Path
     meta: dict[str, Any]         # run.json, {} when missing or corrupt
-    target_kind: str | None = None
-    target_label: str | None = None
 
     @property
     def target(self) -> dict[str, Any]:
@@ -44,9 +42,8 @@ class FoundRun:
     @property
     def capabilities(self) -> dict[str, Any]:
         """What the run's target declared (run.json ``target.capabilities``,
-        :func:`harness.results.model.target_capabilities`); from the summaries' kind when the run
-        has no run.json."""
-        return target_capabilities(self.target or {"kind": self.target_kind})
+        :func:`harness.results.model.target_capabilities`); empty without run.json."""
+        return target_capabilities(self.target)
 
     @property
     def synthetic(self) -> bool:
@@ -97,9 +94,7 @@ def discover(run_dirs: list[str | Path]) -> Discovery:
                             "analyze them separately or rename one", file=str(raw))
         seen[run_id] = path
         meta = _read_run_json(reader, issues)
-        target = meta.get("target") if isinstance(meta.get("target"), dict) else {}
-        info = FoundRun(run_id=run_id, path=path, meta=meta, target_kind=target.get("kind"),
-                       target_label=target.get("label"))
+        info = FoundRun(run_id=run_id, path=path, meta=meta)
         if meta.get("status") not in (None, "complete"):
             issues.append(Issue(str(reader.run_json),
                                 f"run status is {meta.get('status')!r}: analyzing the repetitions completed so far"))

@@ -440,7 +440,7 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
 def run_context(run: discovery.FoundRun, perms: list[dict[str, Any]]) -> plots.RunContext:
     """Title context of a run: the target's label and capabilities from run.json, else from the
     summaries (their label, and the capabilities of their kind's target)."""
-    kind, label = run.target_kind, run.target_label
+    kind, label = run.target.get("kind"), run.target.get("label")
     if (not kind or not label) and perms:
         kind = kind or next((p["target_kind"] for p in perms if p.get("target_kind")), None)
         label = label or next((p["target_label"] for p in perms if p.get("target_label")), None)

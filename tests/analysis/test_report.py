@@ -19,8 +19,7 @@ EMBEDDED = {"kind": "embedded", "label": "PostgreSQL 18.6 emulation of Service B
 
 
 def _disc(target: dict, run_id: str = "r1") -> Discovery:
-    run = FoundRun(run_id=run_id, path=Path("/nonexistent") / run_id, meta={"target": target},
-                  target_kind=target.get("kind"), target_label=target.get("label"))
+    run = FoundRun(run_id=run_id, path=Path("/nonexistent") / run_id, meta={"target": target})
     return Discovery(runs=[run], reps=[])
 
 
