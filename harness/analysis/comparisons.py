@@ -11,7 +11,7 @@ baseline on every metric its axis moves, or "not exercised": the axes are
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import Any
 
 from ..results import median, number
@@ -20,9 +20,7 @@ from ..verdicts.comparison_metrics import METRIC_BY_NAME, Metric
 from ..verdicts.estimate import mean_interval
 from ..verdicts.pairs import GAIN_KEYS, kept_out, samples
 from ..verdicts.techniques import VALUE_BY_NAME, repetitions
-
-#: a strategy's crossover is found along the thread counts of everything else equal
-CROSS_KEYS = tuple(k for k in GAIN_KEYS if k != "threads") + ("strategy",)
+from .tables import CROSS_KEYS, group_by
 
 
 def rate_intervals(perms: list[dict[str, Any]], synthetic_runs: set[str], confidence: float = 0.95) -> None:
@@ -77,11 +75,8 @@ def crossover(gains: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ``gain`` at that and every larger thread count measured (None: never). ``verdict``: the
     verdict at the most threads measured. ``max_gain_*``: the largest median gain, with its
     interval and verdict (a large median gain can still be inconclusive)."""
-    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for g in gains:
-        groups[tuple(g.get(k) for k in CROSS_KEYS)].append(g)
     out = []
-    for key, pts in groups.items():
+    for key, pts in group_by(gains, *CROSS_KEYS).items():
         pts.sort(key=lambda g: g["total_threads"])
         cross = pays_from((g["total_threads"], g["verdict"]) for g in pts)
         last = pts[-1]

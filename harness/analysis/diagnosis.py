@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from ..results import number
 from ..results.summary import CLIENT_BOUND_CPU as CLIENT_CPU
 from ..results.fields import axis_names
-from .tables import category
+from .tables import category, group_by
 from ..results.model import target_capabilities
 
 #: a repetition's flat row (harness.results.fields.flat_row: a summary's row(), or a row of the
@@ -529,10 +529,8 @@ def remedy_for(f: Finding, s: Row) -> Remedy:
 def diagnose(rows: Iterable[Row], capabilities: dict[str, dict[str, Any]] | None = None) -> list[Diagnosis]:
     """Every permutation of the given repetitions' flat rows (any number of runs), in the
     matrix's order; ``capabilities``: what each run's target declared, by run id."""
-    groups: dict[tuple[str, str], list[Row]] = {}
-    for s in rows:
-        groups.setdefault((s["run_id"], s["perm_id"]), []).append(s)
-    out = [diagnose_permutation(g, (capabilities or {}).get(run_id)) for (run_id, _), g in groups.items()]
+    out = [diagnose_permutation(g, (capabilities or {}).get(run_id))
+           for (run_id, _), g in group_by(rows, "run_id", "perm_id").items()]
     return sorted(out, key=lambda d: (d.run_id, d.permutation.get("index") or 0, d.perm_id))
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from .diagnosis import Diagnosis, Remedy
+from .tables import group_by
 
 #: above this many permutations the terminal prints the grouped summary instead of the detail
 GROUP_ABOVE = 24
@@ -46,9 +47,7 @@ class LimitGroup:
 def group_by_limit(diags: Iterable[Diagnosis]) -> list[LimitGroup]:
     """One group per (limit, remedy), the largest first (then by limit); members keep the
     order they came in."""
-    groups: dict[tuple, list[Diagnosis]] = {}
-    for d in diags:
-        groups.setdefault((d.limit, d.stage, d.remedy), []).append(d)    # a Remedy is a frozen dataclass
+    groups = group_by(diags, key=lambda d: (d.limit, d.stage, d.remedy))     # a Remedy is a frozen dataclass
     out = [LimitGroup(members[0].limit, members[0].stage, members[0].remedy, tuple(members))
            for members in groups.values()]
     return sorted(out, key=lambda g: (-g.count, g.limit))

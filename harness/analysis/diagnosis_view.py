@@ -16,6 +16,7 @@ from ..results.fields import COMPARED_ROLES, axis_names
 from .diagnosis import Diagnosis, diagnose_run
 from .diagnosis_groups import GROUP_ABOVE, group_by_limit, remedy_text
 from .markup import run_label, table
+from .tables import group_by
 
 #: one-or-two-letter marks of the stages (the wait-profile plot writes them above its bars)
 STAGE_MARKS = {"client": "CL", "SEND": "SD", "transmission": "TX", "receive": "RC", "processing": "PR",
@@ -61,14 +62,11 @@ def limit_moves(diags: list[Diagnosis]) -> list[dict[str, Any]]:
     """Where the limit moves with the thread count: per run and everything else equal, the
     stage at each thread count (only where there are two or more): run_id, context, moves."""
     out = []
-    for run_id in sorted({d.run_id for d in diags}):
-        mine = [d for d in diags if d.run_id == run_id]
+    for run_id, mine in sorted(group_by(diags, key=lambda d: d.run_id).items()):
         keys = set(_CONTEXT)
         varying = {k for k in keys if len({json.dumps(d.permutation.get(k), sort_keys=True) for d in mine}) > 1}
-        groups: dict[str, list[Diagnosis]] = {}
-        for d in mine:
-            key = json.dumps({k: d.permutation.get(k) for k in sorted(keys)}, sort_keys=True, default=str)
-            groups.setdefault(key, []).append(d)
+        groups = group_by(mine, key=lambda d: json.dumps({k: d.permutation.get(k) for k in sorted(keys)},
+                                                          sort_keys=True, default=str))
         for members in groups.values():
             if len({d.permutation.get("threads") for d in members}) < 2:
                 continue

@@ -431,9 +431,7 @@ def draw_plots(disc: discovery.Discovery, perms, gains, cross, waits, series, ch
             results[i] = fut.result()
         except Exception:
             results[i] = _plot_call(*jobs[i])
-    sections: dict[str, list[plots.Plot]] = {}
-    for p in skipped + [p for i in sorted(results) for p in results[i]]:
-        sections.setdefault(p.section, []).append(p)
+    sections = T.group_by(skipped + [p for i in sorted(results) for p in results[i]], key=lambda p: p.section)
     return [p for group in sections.values() for p in group], targets, server_labels
 
 

@@ -11,6 +11,7 @@ from ..results.fields import axis_names
 from ..verdicts import scaling as S
 from .plots import (LEGEND_IN, STRATEGY_COLOR, STRATEGY_ORDER, Plot, RunContext, _finish, _grid, _initiators,
                     _legend_right, strategy_label)
+from .tables import group_by
 
 SECTION = "How far it scales (Universal Scalability Law)"
 
@@ -21,20 +22,14 @@ PANEL_KEYS = tuple(k for k in S.SWEEP_KEYS if k not in axis_names("strategy"))
 
 def _panels(sweeps: list[S.Sweep]) -> dict[tuple, list[S.Sweep]]:
     """The sweeps drawn together: everything but the dialog strategy equal."""
-    out: dict[tuple, list[S.Sweep]] = {}
-    for s in sweeps:
-        out.setdefault(tuple(s.first.get(k) for k in PANEL_KEYS), []).append(s)
-    return out
+    return group_by(sweeps, key=lambda s: tuple(s.first.get(k) for k in PANEL_KEYS))
 
 
 def _figures(panels: dict[tuple, list[S.Sweep]]) -> dict[tuple, list[tuple]]:
     """The panels by figure: everything but the initiator count equal (a column per initiator
     count, as the throughput figures have them)."""
     at = PANEL_KEYS.index("initiators")
-    out: dict[tuple, list[tuple]] = {}
-    for key in sorted(panels, key=str):
-        out.setdefault(key[:at] + key[at + 1:], []).append(key)
-    return out
+    return group_by(sorted(panels, key=str), key=lambda k: k[:at] + k[at + 1:])
 
 
 def _title(key: tuple, varying: list[str], ctx: RunContext) -> str:

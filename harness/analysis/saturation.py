@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from ..results import RunReader
 from ..results.fields import axis_names
 from .plots import STRATEGY_COLOR
+from .tables import group_by
 
 #: axes that do not make a new curve (the rate is the curve's x)
 NOT_A_CURVE = {"rate", "total_threads", *axis_names("strategy")}
@@ -87,9 +88,7 @@ def latency_vs_throughput_figure(rows: list[dict[str, Any]]) -> Figure | None:
         for k, v in r["curve"]:
             values[k].add(v)
     varying = {k for k, vs in values.items() if len(vs) > 1}
-    curves: dict[tuple, list[dict]] = defaultdict(list)
-    for r in rows:
-        curves[(r["dialogs"], r["curve"])].append(r)
+    curves = group_by(rows, "dialogs", "curve")
     fig = Figure(figsize=(12, 5), dpi=100)
     axes = fig.subplots(1, 2)
     corrected = any(r["corrected"] for r in rows)

@@ -12,14 +12,15 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..results import median
 from ..results.summary import MEDIAN_FIELDS
 from ..verdicts import permutation_rows
 from ..verdicts.pairs import GAIN_KEYS
-from .comparisons import CROSS_KEYS
 
+#: a strategy's crossover is found along the thread counts of everything else equal
+CROSS_KEYS = tuple(k for k in GAIN_KEYS if k != "threads") + ("strategy",)
 #: how each output table is sorted when written
 SORT_KEYS = {
     "permutations": ("run_id", "perm_index", "perm_id"),
@@ -60,11 +61,12 @@ def quartiles(values: list[float]) -> tuple[float, float, float] | tuple[None, N
     return tuple(statistics.quantiles(v, n=4, method="inclusive"))
 
 
-def group_by(rows: Iterable[dict[str, Any]], *keys: str) -> dict[tuple, list[dict[str, Any]]]:
-    """``rows`` grouped by their values of ``keys`` (a tuple, a missing key None), in first-seen order."""
-    out: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+def group_by(rows: Iterable[Any], *keys: str, key: Callable[[Any], Any] | None = None) -> dict[Any, list[Any]]:
+    """``rows`` grouped in first-seen order: by their values of ``keys`` (a tuple, a missing key
+    None), or by ``key(row)``."""
+    out: dict[Any, list[Any]] = defaultdict(list)
     for r in rows:
-        out[tuple(r.get(k) for k in keys)].append(r)
+        out[key(r) if key else tuple(r.get(k) for k in keys)].append(r)
     return out
 
 
