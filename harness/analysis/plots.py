@@ -274,8 +274,13 @@ def _points(ax, x, y, n, color, *, lo=None, hi=None, marker="o", ms=4, ls="-", l
         ax.plot(*zip(*few), ls="none", marker=marker, ms=ms + 1, mfc="white", mec=color, mew=1.3, alpha=alpha)
 
 
-def _x_ticks(ax, xs: list[int]) -> None:
-    xs = sorted(set(xs))
+def _threads_axis(ax, rows: Iterable[Row], label: bool = True, **grid) -> None:
+    """A panel over the rows' total client threads: its grid (``grid``: its other arguments),
+    its x label unless ``label`` is false, a tick per thread count (12 at most)."""
+    xs = sorted({r["total_threads"] for r in rows})
+    ax.grid(alpha=0.3, **grid)
+    if label:
+        ax.set_xlabel("total client threads (initiators × threads)")
     if len(xs) <= 12:
         ax.set_xticks(xs)
     if len(xs) == 1:
@@ -309,9 +314,7 @@ def throughput(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
                         [r["n"] for r in prow], colors[p[0]], lo=[r.get("receive_rate_ci_low") for r in prow],
                         hi=[r.get("receive_rate_ci_high") for r in prow], label=_payload_label(p[0]))
             ax.set_title(_initiators(i))
-            ax.set_xlabel("total client threads (initiators × threads)")
-            ax.grid(alpha=0.3)
-            _x_ticks(ax, [r["total_threads"] for r in sub])
+            _threads_axis(ax, sub)
         _from_zero(axes[0])
         axes[0][0].set_ylabel("messages/s processed by the target")
         _legend_right(fig, axes[0], title="median of repetitions,\n95 % interval bars", extra=[_hollow_note()])
@@ -347,7 +350,8 @@ def strategy_gain(perms: list[Row], gains: list[Row], cross: list[Row], ctx: Run
         for c, i in enumerate(inits):
             ax, axg = axes[0][c], axes[1][c]
             axg.axhspan(-threshold_pct, threshold_pct, color="#eeeeee", zorder=0)
-            for p, prow in sorted(group_by([g for g in grows if g["initiators"] == i], "payload_bytes").items()):
+            mine = [g for g in grows if g["initiators"] == i]
+            for p, prow in sorted(group_by(mine, "payload_bytes").items()):
                 prow.sort(key=lambda r: r["total_threads"])
                 x = [r["total_threads"] for r in prow]
                 col = colors[p[0]]
@@ -368,10 +372,8 @@ def strategy_gain(perms: list[Row], gains: list[Row], cross: list[Row], ctx: Run
                         axg.axvline(cr["crossover_total_threads"], color=col, ls=":", lw=1)
             axg.axhline(0, color="black", lw=0.6)
             ax.set_title(_initiators(i))
-            for a in (ax, axg):
-                a.grid(alpha=0.3)
-                _x_ticks(a, [g["total_threads"] for g in grows if g["initiators"] == i])
-            axg.set_xlabel("total client threads (initiators × threads)")
+            _threads_axis(ax, mine, label=False)
+            _threads_axis(axg, mine)
             axg.margins(y=0.15)
         _from_zero(axes[0])
         axes[0][0].set_ylabel("messages/s processed by the target")
@@ -515,11 +517,9 @@ def send_vs_receive(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Pl
     ax.set_xlim(0, top)
     ax.set_ylim(0, top)
     ax.grid(alpha=0.3)
-    ax2.set_xlabel("total client threads (initiators × threads)")
     ax2.set_ylabel("received / sent in the measured window (%)")
-    ax2.grid(alpha=0.3)
+    _threads_axis(ax2, rows)
     _legend_right(fig, [ax, ax2], extra=[_hollow_note()])
-    _x_ticks(ax2, [r["total_threads"] for r in rows])
     title = "Does the target keep up? Send vs receive rate (all payloads and servers)"
     return [_finish(fig, ctx, out_dir, section, title, "send_vs_receive", ctx.run_id)]
 
@@ -555,10 +555,8 @@ def latency(perms: list[Row], ctx: RunContext, out_dir: Path) -> list[Plot]:
                 ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
                 ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
                 ax.yaxis.set_minor_formatter(NullFormatter())
-                ax.grid(alpha=0.3, which="both")
                 ax.set_title(f"{name} latency, {_initiators(i)}", fontsize=9)
-                ax.set_xlabel("total client threads (initiators × threads)")
-                _x_ticks(ax, [r["total_threads"] for r in rows if r["initiators"] == i])
+                _threads_axis(ax, [r for r in rows if r["initiators"] == i], which="both")
         if not any_data:
             out.append(Plot(section, f"Latency — {ctx.server_label(server)}", run_id=ctx.run_id,
                             note="skipped: no latency percentiles in the summaries"))
