@@ -92,26 +92,25 @@ class Axis:
 
 # --------------------------------------------------------------------------- axes
 
-_BROKER_MEANING = {
-    "max_queue_readers": "MAX_QUEUE_READERS of the target queue's activation",
-    "receive_top": "RECEIVE TOP (n) in the activation procedure",
-    "waitfor_timeout_ms": "WAITFOR (RECEIVE ...), TIMEOUT of the activation procedure",
-    "monitor_interval_seconds": "the queue monitor's period",
-    "high_priority_share": "share of dialogs begun at high priority (a priority axis)",
-    "processing_us_per_message": "the activation procedure's own work per message",
-    "transport_rate_limit": "the emulated transport's limit, messages per second per initiator",
-    "client_cpu_us_per_send": "CPU each SEND costs its Locust worker (emulation knob)",
+#: each broker setting: its meaning, its role, and where a matrix may make an axis of it, its
+#: id's token (and the matrix's name for it)
+_BROKER = {
+    "max_queue_readers": ("MAX_QUEUE_READERS of the target queue's activation", "technique", "r", ""),
+    "receive_top": ("RECEIVE TOP (n) in the activation procedure", "technique", "top", ""),
+    "waitfor_timeout_ms": ("WAITFOR (RECEIVE ...), TIMEOUT of the activation procedure", "technique", "wf", ""),
+    "monitor_interval_seconds": ("the queue monitor's period", "broker", "", ""),
+    "high_priority_share": ("share of dialogs begun at high priority (a priority axis)", "technique", "hp",
+                            "priority"),
+    "processing_us_per_message": ("the activation procedure's own work per message", "broker", "proc", ""),
+    "transport_rate_limit": ("the emulated transport's limit, messages per second per initiator", "broker", "", ""),
+    "client_cpu_us_per_send": ("CPU each SEND costs its Locust worker (emulation knob)", "broker", "", ""),
 }
-_TECHNIQUE_BROKER = ("waitfor_timeout_ms", "high_priority_share", "max_queue_readers", "receive_top")
-#: the broker settings a matrix may make axes of: their ids' tokens (and the matrix's name)
-_BROKER_AXES = {"max_queue_readers": ("r", ""), "receive_top": ("top", ""), "waitfor_timeout_ms": ("wf", ""),
-                "high_priority_share": ("hp", "priority"), "processing_us_per_message": ("proc", "")}
 
 
 def _broker_axis(f: dataclasses.Field) -> Axis:
-    token, alias = _BROKER_AXES.get(f.name, ("", ""))
-    return Axis(f.name, f.type, "technique" if f.name in _TECHNIQUE_BROKER else "broker", _BROKER_MEANING[f.name],
-                default=f.default, broker=True, matrix="optional" if token else "", token=token, alias=alias)
+    meaning, role, token, alias = _BROKER[f.name]
+    return Axis(f.name, f.type, role, meaning, default=f.default, broker=True, matrix="optional" if token else "",
+                token=token, alias=alias)
 
 
 AXES: tuple[Axis, ...] = (
