@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from .histogram import Histogram
-from .fields import FIELDS
+from .fields import FIELDS, STATUSES
 from .model import PermutationSummary, RepetitionSummary
 from .records import Alternation, ClientHost, InitiatorResult, LatencySummary, TargetRef, TopWait, WorkerResult
 
@@ -125,19 +125,15 @@ def repetition_status(*, lost: int, queue_disabled: bool, duplicated: int = 0, e
                       users_expected: int, client_bound: bool, noisy_host: bool = False,
                       undelivered: int = 0, behind: bool = False, server_frozen: bool = False,
                       receive_stalled: bool = False, noisy_storage: bool = False) -> str:
-    """The first that applies: lost > duplicated > undelivered > queue_disabled > server_frozen > errors >
-    users_idle > receive_stalled > noisy_storage > behind > noisy_host > client_bound > ok
-    (:data:`~harness.results.model.STATUSES`; the disturbed ones come before behind, noisy_host
-    and client_bound, which count in verdicts, so a disturbed window is never counted as merely
-    behind, noisy or client-bound; its ``behind`` flag still says whether it fell behind)."""
-    for status, applies in (("lost", lost), ("duplicated", duplicated), ("undelivered", undelivered), ("queue_disabled", queue_disabled),
-                            ("server_frozen", server_frozen), ("errors", errors),
-                            ("users_idle", users_active < users_expected), ("receive_stalled", receive_stalled),
-                            ("noisy_storage", noisy_storage), ("behind", behind), ("noisy_host", noisy_host),
-                            ("client_bound", client_bound)):
-        if applies:
-            return status
-    return "ok"
+    """The first of :data:`~harness.results.fields.STATUSES` that applies, in its order (the
+    disturbed ones come before behind, noisy_host and client_bound, which count in verdicts, so a
+    disturbed window is never counted as merely behind, noisy or client-bound; its ``behind`` flag
+    still says whether it fell behind)."""
+    applies = dict(lost=lost, duplicated=duplicated, undelivered=undelivered, queue_disabled=queue_disabled,
+                   server_frozen=server_frozen, errors=errors, users_idle=users_active < users_expected,
+                   receive_stalled=receive_stalled, noisy_storage=noisy_storage, behind=behind,
+                   noisy_host=noisy_host, client_bound=client_bound)
+    return next(s for s in STATUSES if s == "ok" or applies[s])
 
 
 @dataclass
