@@ -52,7 +52,7 @@ class Measured:
 def embedded_target(clients: int, profile: str = "durable", initiators: int = 1):
     """The default embedded target ($SSBENCH_PGDATA picks its server), its run lock held,
     provisioned, prepared, ``clients`` dialogs per initiator, warmed up, broker running."""
-    target = EmbeddedTarget.default()
+    target = EmbeddedTarget()
     lock = target.run_lock(f"benchmark {Path(sys.argv[0]).name}")
     lock.__enter__()
     target.provision(initiators)

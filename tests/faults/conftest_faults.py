@@ -108,7 +108,7 @@ def sent(n: int, run: subprocess.Popen | None = None, timeout: float = 120) -> N
 
     from harness.targets.embedded.target import EmbeddedTarget
 
-    t = EmbeddedTarget.default()
+    t = EmbeddedTarget()
     try:
         with psycopg.connect(t.conninfo(t.initiator_db(1)), autocommit=True) as c:
             deadline = time.monotonic() + timeout
@@ -173,7 +173,7 @@ def audit(initiators: int) -> Audit:
 
     from harness.targets.embedded.target import EmbeddedTarget
 
-    t = EmbeddedTarget.default()
+    t = EmbeddedTarget()
     a = Audit()
     found: dict = {}     # (dialog, seq) -> [copies, initiator, warm-up]
     try:

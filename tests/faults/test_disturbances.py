@@ -104,7 +104,7 @@ def test_a_held_conversation_group_is_a_receive_stall_with_its_blocking_chain(pg
     # both cores for the 9 s window
     p, lines = start_in_window(matrix(tmp_path, dialogs="shared", server="delayed", waitfor_ms=20000,
                                       rate=FAULT_RATE, measure=9), out, env)
-    t = EmbeddedTarget.default()
+    t = EmbeddedTarget()
     try:
         with psycopg.connect(t.conninfo(t.target_db), application_name="pytest-group-holder") as c:
             n = len(c.execute("SELECT group_id FROM ssb.conversation_groups FOR UPDATE").fetchall())

@@ -29,7 +29,7 @@ def _tamper(*statements: str, rows_needed: dict[int, int]) -> None:
     server: this test process's)."""
     from harness.targets.embedded.target import EmbeddedTarget
 
-    t = EmbeddedTarget.default()
+    t = EmbeddedTarget()
     try:
         with psycopg.connect(t.conninfo(t.target_db), autocommit=True) as c:
             deadline = time.monotonic() + 60

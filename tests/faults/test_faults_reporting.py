@@ -44,7 +44,7 @@ def test_a_matrix_beyond_the_servers_connections_is_refused_and_failed_connects_
     from harness.targets.embedded.server import connection_budget
     from harness.targets.embedded.target import EmbeddedTarget
 
-    info = EmbeddedTarget.default().info
+    info = EmbeddedTarget().info
     with psycopg.connect(info.conninfo("postgres"), autocommit=True) as c:
         used = c.execute("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").fetchone()[0]
     b = connection_budget()

@@ -89,18 +89,13 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         atexit.register(self._atexit)
 
     @classmethod
-    def default(cls) -> "EmbeddedTarget":
-        """The default embedded target: the default data directory, databases ``ssb_*``."""
-        return cls()
-
-    @classmethod
     def read_config(cls, arg: str | None) -> TargetConfig:
         return TargetConfig(name=cls.kind, profiles=tuple(EMBEDDED_PROFILES), capabilities=cls.capabilities,
                             connections=connection_budget())
 
     @classmethod
     def from_config(cls, config: TargetConfig) -> "EmbeddedTarget":
-        return cls.default()
+        return cls()
 
     # ------------------------------------------------------------------ names and connections
     def initiator_db(self, initiator: int) -> str:
