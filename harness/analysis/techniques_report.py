@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .markup import run_label, table, thresholds
+from .tables import group_by
 from ..verdicts import NOT_EXERCISED, TECHNIQUE_AXES
 
 
@@ -16,14 +17,12 @@ from ..verdicts import NOT_EXERCISED, TECHNIQUE_AXES
 def comparisons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows grouped per comparison (technique permutation against its baseline): the primary
     metric's row, with ``others`` (the other metrics' rows) attached, in the rows' order."""
-    out: dict[tuple, dict[str, Any]] = {}
-    for r in rows:
-        key = (r["run_id"], r["axis"], r["perm_id"], r["baseline_perm_id"])
-        if r.get("primary"):
-            out[key] = {**r, "others": out.get(key, {}).get("others", [])}
-        else:
-            out.setdefault(key, {"others": []})["others"].append(r)
-    return [c for c in out.values() if "axis" in c]
+    out = []
+    for group in group_by(rows, "run_id", "axis", "perm_id", "baseline_perm_id").values():
+        primary = [r for r in group if r.get("primary")]
+        if primary:
+            out.append({**primary[0], "others": [r for r in group if not r.get("primary")]})
+    return out
 
 
 def _num(v: Any) -> str:
