@@ -96,12 +96,13 @@ def test_mssql_spec_pushed_to_workers_names_the_password_variable_only(monkeypat
 
     from harness.load.spec import SwarmSpec
     from harness.targets.mssql.target import MssqlTarget
+    from harness.targets.mssql.topology import Topology
 
     secret = "Sentinel-Mssql-Pw-9931"
     monkeypatch.setenv("SSBENCH_TEST_HOST", "sql1.lab.example")
     monkeypatch.setenv("SSBENCH_TEST_USER", "ssbench")
     monkeypatch.setenv("SSBENCH_TEST_PASSWORD", secret)
-    t = MssqlTarget.from_env("SSBENCH_TEST_", initiators=2)
+    t = MssqlTarget(Topology.from_env("SSBENCH_TEST_", initiators=2))
     inits = [t.topology.instances["init1"], t.topology.instances["init2"]]
     # what prepare() leaves behind: two active initiators (no SQL Server here to prepare)
     monkeypatch.setattr(t, "_active", lambda: (t.topology.instances["target"], inits))

@@ -70,10 +70,6 @@ class MssqlTarget(ServerSession, MssqlTelemetry, Target):
     def from_config(cls, config: TargetConfig) -> "MssqlTarget":
         return cls(config.detail)
 
-    @classmethod
-    def from_env(cls, prefix: str = "SSBENCH_MSSQL_", initiators: int = 1) -> "MssqlTarget":
-        return cls(Topology.from_env(prefix, initiators=initiators))
-
     # ------------------------------------------------------------------ provenance
     def describe(self) -> dict[str, Any]:
         target, inits = self._active()
