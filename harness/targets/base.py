@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,6 +21,17 @@ from ..matrix import BrokerSettings
 from ..results.summary import Accounting as Counts, InitiatorAccount as InitiatorCounts  # what counts() returns
 from .sender import SendPaths, SendPump, Sender, open_sender, sender_factory
 from .telemetry import PerfCounter, Telemetry, WaitStat
+
+
+def wait_until(done: Callable[[], Any], timeout: float, poll: float) -> bool:
+    """Ask ``done()`` every ``poll`` seconds until it is true (True) or ``timeout`` seconds have
+    passed (False): the targets' waits for their server to settle."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
+    return True
 
 
 @dataclass(frozen=True)

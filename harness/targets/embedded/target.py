@@ -25,7 +25,7 @@ from psycopg import sql
 
 from ...errors import TargetError, UserError, full_disk
 from ...matrix import BrokerSettings
-from ..base import Capabilities, Target, TargetConfig
+from ..base import Capabilities, Target, TargetConfig, wait_until
 from . import server as server_mod, waits
 from .server import connection_budget
 from ._db import QUEUE, connect, database_names
@@ -282,12 +282,10 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
             link.close()
         if self.broker_running():
             # the broker's readers process them; wait until they did
-            while self._one(self.target_db, "SELECT EXISTS (SELECT 1 FROM ssb.service_queue "
-                                            "WHERE initiator = %s)", (initiator,)):
-                if time.monotonic() > deadline:
-                    raise TargetError(f"warm-up of initiator {initiator}: messages still queued after "
-                                      f"{timeout:.0f} s")
-                time.sleep(0.1)
+            if not wait_until(lambda: not self._one(self.target_db, "SELECT EXISTS (SELECT 1 FROM ssb.service_queue "
+                                                                    "WHERE initiator = %s)", (initiator,)),
+                              deadline - time.monotonic(), 0.1):
+                raise TargetError(f"warm-up of initiator {initiator}: messages still queued after {timeout:.0f} s")
         else:
             # the activation procedure in-line, on a few connections at once (one per core)
             def work() -> None:
@@ -407,16 +405,11 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
     def _reap(self, timeout: float = 10.0) -> None:
         """Wait until no backend of a dead broker is left (they exit within about half a second
         of losing their client): their open transactions must not overlap a new broker's."""
-        deadline = time.monotonic() + timeout
-        pattern = "^ssbench-(reader|transport|queue-monitor|wait-sampler|lock-sampler|broker)"
-        dbs = [self.target_db, *self._initiator_dbs(self._provisioned).values()]
-        while self._one("postgres", "SELECT count(*) FROM pg_stat_activity WHERE datname = ANY (%s) "
-                                    "AND application_name ~ %s", (dbs, pattern)):
-            if time.monotonic() > deadline:
-                self._query("postgres", "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                        "WHERE datname = ANY (%s) AND application_name ~ %s", (dbs, pattern))
-                break
-            time.sleep(0.05)
+        brokers = "FROM pg_stat_activity WHERE datname = ANY (%s) AND application_name ~ %s"
+        args = ([self.target_db, *self._initiator_dbs(self._provisioned).values()],
+                "^ssbench-(reader|transport|queue-monitor|wait-sampler|lock-sampler|broker)")
+        if not wait_until(lambda: not self._one("postgres", f"SELECT count(*) {brokers}", args), timeout, 0.05):
+            self._query("postgres", f"SELECT pg_terminate_backend(pid) {brokers}", args)
 
     # ------------------------------------------------------------------ one run at a time
     def run_lock(self, owner: str) -> contextlib.AbstractContextManager:
@@ -456,11 +449,8 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         if enabled:
             return
         wait = timeout if timeout is not None else self._broker_settings.waitfor_timeout_ms / 1000 + 30
-        deadline = time.monotonic() + wait
-        while self._one(self.target_db, READERS_RUNNING, ()):
-            if time.monotonic() > deadline:
-                raise TargetError(f"activation turned off, but readers still run after {wait:g} s")
-            time.sleep(0.05)
+        if not wait_until(lambda: not self._one(self.target_db, READERS_RUNNING, ()), wait, 0.05):
+            raise TargetError(f"activation turned off, but readers still run after {wait:g} s")
 
     def sender_spec(self, initiator: int) -> dict[str, Any]:
         self._require(initiator)

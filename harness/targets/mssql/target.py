@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import FULL_DISK, TargetError, UserError, full_disk
 from ...matrix import BrokerSettings, high_priority_permille
-from ..base import Capabilities, Counts, InitiatorCounts, Target, TargetConfig
+from ..base import Capabilities, Counts, InitiatorCounts, Target, TargetConfig, wait_until
 from . import check as _check, db_options, driver, exclusive, provision as _provision
 from .session import EPOCH, ServerSession, as_datetime
 from .telemetry import MssqlTelemetry
@@ -165,15 +165,11 @@ class MssqlTarget(ServerSession, MssqlTelemetry, Target):
 
     # ------------------------------------------------------------------ permutations
     def _wait_activation_idle(self, target: Instance, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            n = self._scalar(target, "collectors", "activated_tasks", [self.topology.broker.queue])
-            if not n:
-                return
-            if time.monotonic() >= deadline:
-                log.warning("%d activated task(s) still running on %s", n, target.name)
-                return
-            time.sleep(0.25)
+        def running() -> int:
+            return int(self._scalar(target, "collectors", "activated_tasks", [self.topology.broker.queue]) or 0)
+
+        if not wait_until(lambda: not running(), timeout, 0.25):
+            log.warning("%d activated task(s) still running on %s", running(), target.name)
 
     def prepare(self, initiators: int, profile: str, broker: BrokerSettings) -> None:
         try:
