@@ -9,6 +9,7 @@ claim file (:func:`run_dir_lock`), held by the run that writes it for the run's 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -66,11 +67,9 @@ class HeldLock:
                   "command": redact_string(shlex.join(sys.argv)),
                   "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   "host": socket.gethostname()}
-        try:
+        with contextlib.suppress(OSError):   # a full disk: the lock holds all the same, unnamed
             os.ftruncate(fd, 0)
             os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
-        except OSError:   # a full disk: the lock holds all the same, unnamed
-            pass
         self._fd = fd
         return self
 
@@ -79,9 +78,8 @@ class HeldLock:
         if fd is None:
             return
         try:
-            os.ftruncate(fd, 0)   # no holder any more (the lock itself goes with the close)
-        except OSError:  # pragma: no cover
-            pass
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)   # no holder any more (the lock itself goes with the close)
         finally:
             os.close(fd)
 

@@ -7,6 +7,7 @@ when it is whole.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -47,10 +48,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[str]
                 os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     if durable:
         fsync_dir(path.parent)
@@ -63,9 +62,8 @@ def fsync_dir(path: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover - some filesystems refuse directory fsync
-        pass
+        with contextlib.suppress(OSError):  # some filesystems refuse directory fsync
+            os.fsync(fd)
     finally:
         os.close(fd)
 
