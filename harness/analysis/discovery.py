@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..results import TAIL_RE, RepRef, RunReader, RunRecord, read_json
+from ..results import TAIL_RE, RepRef, RunReader
 from ..results.model import target_capabilities
 
 
@@ -132,7 +132,7 @@ def _read_run_json(reader: RunReader, issues: list[Issue]) -> dict[str, Any]:
         issues.append(Issue(str(path), "missing: run provenance unknown (target taken from the summaries)"))
         return {}
     try:
-        return RunRecord.from_json(read_json(path), file=str(path)).to_json()
+        return reader.record().to_json()
     except UserError as e:
         problem = f"{e.field}: {e.detail}" if e.field else e.detail
         issues.append(Issue(str(path), f"{problem}; target taken from the summaries"))
