@@ -67,9 +67,6 @@ class Capabilities:
     def features(self) -> frozenset[str]:
         return frozenset(f for f in self.FEATURES if getattr(self, f))
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class ConnectionBudget:
@@ -175,7 +172,7 @@ class Target(abc.ABC):
 
     def declared(self) -> dict[str, Any]:
         """The part of :meth:`describe` every target has: kind, label, capabilities."""
-        return {"kind": self.kind, "label": self.label, "capabilities": self.capabilities.to_dict()}
+        return {"kind": self.kind, "label": self.label, "capabilities": asdict(self.capabilities)}
 
     @abc.abstractmethod
     def profiles(self) -> list[str]:
