@@ -79,17 +79,11 @@ class Pool:
             conn.close()
         return existing
 
-    def discard(self, server_key: str, database: str) -> None:
+    def discard(self, server_key: str | None = None, database: str = "") -> None:
+        """Close the connections to ``database`` on ``server_key`` (every one: None)."""
         with self._lock:
-            keys = [k for k in self._conns if k[0] == server_key and k[1] == database.lower()]
+            keys = [k for k in self._conns if server_key is None or k[:2] == (server_key, database.lower())]
             conns = [self._conns.pop(k) for k in keys]
-        for c in conns:
-            c.close()
-
-    def close_all(self) -> None:
-        with self._lock:
-            conns = list(self._conns.values())
-            self._conns.clear()
         for c in conns:
             c.close()
 
@@ -241,4 +235,4 @@ class ServerSession:
         self._run(target, "target", "activation_on", p)
 
     def close(self) -> None:
-        self._pool.close_all()
+        self._pool.discard()
