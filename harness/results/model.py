@@ -92,14 +92,6 @@ def _section_class(section: str) -> type:
 class SummarySection(Document):
     """One section of a repetition summary (``window``, ``accounting``, ``load``, ...)."""
 
-    @classmethod
-    def from_json(cls, data: Any, file: str | None = None, where: str = ""):
-        obj = super().from_json(data, file, where)
-        for f in dataclasses.fields(cls):
-            if f.metadata.get("required") and getattr(obj, f.name) is None:
-                raise UserError("missing field", file=file, field=f"{where}.{f.name}")
-        return obj
-
 
 SECTION_TYPES: dict[str, type] = {s: _section_class(s) for s in SECTIONS if s}
 

@@ -20,7 +20,8 @@ from ..errors import UserError
 
 class Document:
     """to_json/from_json for a dataclass of JSON-able fields and nested Documents. None values
-    are not written; a field absent from the JSON takes its default."""
+    are not written; a field absent from the JSON takes its default, unless it has none or its
+    metadata says ``required``."""
 
     #: fields added by a newer writer that this version does not know (round-tripped)
     extra: dict[str, Any]
@@ -45,7 +46,8 @@ class Document:
             known.add(f.name)
             name = f"{where}.{f.name}" if where else f.name
             if data.get(f.name) is None:
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                if f.metadata.get("required") or (f.default is dataclasses.MISSING
+                                                  and f.default_factory is dataclasses.MISSING):
                     raise UserError("missing field", file=file, field=name)
                 continue
             kwargs[f.name] = load(hints[f.name], data[f.name], file, name)
