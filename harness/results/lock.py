@@ -18,6 +18,7 @@ import socket
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from ..errors import UserError
 from ..redact import redact_string
@@ -26,21 +27,16 @@ from ..redact import redact_string
 CLAIM = ".claimed"
 
 
-class Busy(Exception):
-    """The lock is held by another process (or another open of it); ``holder`` describes it."""
-
-    def __init__(self, holder: str):
-        super().__init__(holder)
-        self.holder = holder
-
-
 class HeldLock:
     """An exclusive flock on ``path`` for ``owner`` (e.g. "ssbench run m.yaml"): :meth:`acquire`
-    raises :class:`Busy` naming the holder, or UserError when the file cannot be opened."""
+    raises ``refuse(holder)`` when another process (or another open of it) holds it, the
+    holder described in a few words (:func:`describe`), or UserError when the file cannot be
+    opened."""
 
-    def __init__(self, path: Path, owner: str):
+    def __init__(self, path: Path, owner: str, refuse: Callable[[str], Exception]):
         self.path = Path(path)
         self.owner = owner
+        self.refuse = refuse
         self._fd: int | None = None
 
     @property
@@ -59,7 +55,7 @@ class HeldLock:
         except BlockingIOError:
             holder = describe(read_record(fd))
             os.close(fd)
-            raise Busy(holder) from None
+            raise self.refuse(holder) from None
         except OSError as e:  # pragma: no cover - a file system without flock
             os.close(fd)
             raise UserError(f"cannot lock {self.path}: {e.strerror}") from None
@@ -123,17 +119,14 @@ def describe(rec: dict | None) -> str:
 
 
 def run_dir_lock(path: Path, owner: str | None = None) -> HeldLock:
-    """The lock of the run directory ``path`` (its claim file), not yet acquired."""
-    return HeldLock(Path(path) / CLAIM, owner or "ssbench")
+    """The lock of the run directory ``path`` (its claim file), not yet acquired: refused with
+    :func:`in_use`."""
+    return HeldLock(Path(path) / CLAIM, owner or "ssbench", lambda holder: in_use(path, holder))
 
 
 def hold_run_dir(path: Path, owner: str | None = None) -> HeldLock:
     """Acquire the run directory's lock, or UserError (exit 2) naming the process writing it."""
-    lock = run_dir_lock(path, owner)
-    try:
-        return lock.acquire()
-    except Busy as e:
-        raise in_use(path, e.holder) from None
+    return run_dir_lock(path, owner).acquire()
 
 
 def in_use(path: Path, holder: str, field: str | None = None) -> UserError:

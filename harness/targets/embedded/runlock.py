@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...errors import UserError
-from ...results.lock import Busy, HeldLock
+from ...results.lock import HeldLock
 
 LOCK_FILE = "ssbench-run.lock"
 
@@ -20,12 +20,6 @@ class RunLock(HeldLock):
     or raise :class:`UserError` (exit 2) naming the process that holds it."""
 
     def __init__(self, data_dir: Path, owner: str):
-        super().__init__(Path(data_dir) / LOCK_FILE, owner)
-
-    def acquire(self) -> "RunLock":
-        try:
-            super().acquire()
-        except Busy as e:
-            raise UserError(f"the embedded server {self.path.parent} is in use by {e.holder}; wait for it to "
-                            "end, or give this run its own server (SSBENCH_PGDATA=another directory)") from None
-        return self
+        super().__init__(Path(data_dir) / LOCK_FILE, owner, lambda holder: UserError(
+            f"the embedded server {Path(data_dir)} is in use by {holder}; wait for it to end, or give this run "
+            "its own server (SSBENCH_PGDATA=another directory)"))
