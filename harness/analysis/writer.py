@@ -18,14 +18,6 @@ import pyarrow.parquet as pq
 from ..results import write_atomic
 
 
-def columns_of(rows: list[dict[str, Any]], first: tuple[str, ...] = ()) -> list[str]:
-    """``first``, then every other key of the rows in first-seen order."""
-    seen = dict.fromkeys(first)
-    for r in rows:
-        seen.update(dict.fromkeys(r))
-    return list(seen)
-
-
 def _nested(v: Any) -> bool:
     return isinstance(v, dict) or (isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v))
 
@@ -40,9 +32,9 @@ def _column(values: list[Any]) -> pa.Array:
 
 
 def write_table(tdir: Path, name: str, rows: list[dict[str, Any]], columns: list[str] | None = None) -> list[str]:
-    """``tables/<name>.parquet`` and ``tables/<name>.csv``, each written atomically; the
-    relative paths written."""
-    cols = columns or columns_of(rows)
+    """``tables/<name>.parquet`` and ``tables/<name>.csv`` of ``columns`` (default: the rows' keys
+    in first-seen order), each written atomically; the relative paths written."""
+    cols = columns or list(dict.fromkeys(k for r in rows for k in r))
     files = write_arrow(tdir, name, pa.table({c: _column([r.get(c) for r in rows]) for c in cols}))
     write_csv(tdir / f"{name}.csv", cols, rows)
     return files + [f"tables/{name}.csv"]
