@@ -4,9 +4,10 @@ cache or far apart, and move them; PostgreSQL's backends hand locks, buffer head
 WAL's insert position from CPU to CPU on every commit, so a window's rate can follow that level
 while the CPU speed probe and the steal time do not move (measured: docs/findings/cross-cpu.md).
 
-* **Probe** (``round_trip_ns``): a process of this collector (harness.collectors.crosscpu_probe)
-  pinned to the first CPU this process may use, with a partner pinned to the last, bounces a
-  counter in shared memory: every :data:`PROBE_INTERVAL_S`, :data:`BURSTS` bursts of
+* **Probe** (``round_trip_ns``): a process of this collector (harness/collectors/crosscpu_probe.py,
+  a script of the standard library alone: :func:`probe_cmd`), one per repetition, pinned to
+  the first CPU this process may use, with a partner pinned to the last, bounces a counter in
+  shared memory: every :data:`PROBE_INTERVAL_S`, :data:`BURSTS` bursts of
   :data:`ROUNDS` round trips, the fastest burst's nanoseconds per round trip (so a burst in
   which the load preempted either side does not count). A tick's figure is the median of its
   probes. It includes the interpreter's own work (the same in every probe): 190 ns on that VM
@@ -25,6 +26,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 from ._probe import ProbeCollector, ProbeThread
 
@@ -33,6 +35,15 @@ PROBE_INTERVAL_S = 0.2
 #: round trips per burst, and bursts per probe (the fastest counts)
 ROUNDS = 100
 BURSTS = 5
+#: the probe process's program (probe_cmd)
+PROBE_SCRIPT = Path(__file__).with_name("crosscpu_probe.py")
+
+
+def probe_cmd(a: int, b: int, rounds: int = ROUNDS, bursts: int = BURSTS) -> list[str]:
+    """The probe process's command line: its file as a script of the standard library alone
+    (``-I -S``: no site-packages, no ssbench package to import), so it starts in about 0.03
+    CPU-s where ``python -m harness.collectors.crosscpu_probe`` took 0.3 (the package's imports)."""
+    return [sys.executable, "-I", "-S", str(PROBE_SCRIPT), *(str(int(x)) for x in (a, b, rounds, bursts))]
 
 
 def probe_cpus() -> tuple[int, int] | None:
@@ -55,10 +66,8 @@ class CrossCpuProbe(ProbeThread):
         self.proc: subprocess.Popen | None = None
 
     def prepare(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.collectors.crosscpu_probe", *(str(x) for x in (*self.cpus, self.rounds,
-                                                                                          self.bursts))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self.proc = subprocess.Popen(probe_cmd(*self.cpus, self.rounds, self.bursts), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
 
     def measure(self) -> float:
         try:

@@ -1,4 +1,6 @@
-"""The cross-CPU probe's process: ``python -m harness.collectors.crosscpu_probe A B ROUNDS BURSTS``.
+"""The cross-CPU probe's process: ``python -I -S crosscpu_probe.py A B ROUNDS BURSTS``
+(harness.collectors.crosscpu.probe_cmd). It imports the standard library only, and nothing may
+be added that is not in it: the script runs without site-packages and without ssbench's package.
 
 Pinned to CPU A, it forks a partner pinned to CPU B; the two bounce a counter in one cache line
 of an anonymous shared mapping. For every line read on standard input it times BURSTS bursts

@@ -39,6 +39,8 @@ from .protocol import (LOCUST_CSV, Command, Failure, Notice, ProtocolError, Reco
 log = logging.getLogger(__name__)
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+#: how a Locust process is started: Locust's own main, its start cheaper (harness.load.launch)
+LOCUST_CMD = [sys.executable, "-m", "harness.load.launch"]
 INTERRUPT_GRACE_S = 20.0      # Ctrl-C: how long the swarm may take to stop as at its end
 
 
@@ -80,7 +82,7 @@ def worker_cmd(master_host: str, master_port: int, initiator: int | None = None,
                loglevel: str = "WARNING") -> list[str]:
     """A Locust worker's command line: the one place it is built (local workers, ``ssbench
     worker``). The token travels in ``$SSBENCH_WORKER_TOKEN``, never on a command line."""
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker", "--master-host", master_host,
+    cmd = [*LOCUST_CMD, "-f", str(LOCUSTFILE), "--worker", "--master-host", master_host,
            "--master-port", str(master_port), "--loglevel", loglevel]
     if initiator:
         cmd += ["--ssbench-initiator", str(int(initiator))]
@@ -172,7 +174,7 @@ class Swarm:
                                       "POST /recording": self._on_recording, "POST /failure": self._on_failure,
                                       "POST /notice": self._on_notice, **self.extra_routes}).start()
         host, port = self.bind
-        cmd = [sys.executable, "-m", "locust", "-f", ",".join(self.master_files), "--master",
+        cmd = [*LOCUST_CMD, "-f", ",".join(self.master_files), "--master",
                "--master-bind-host", host, "--master-bind-port", str(port),
                "--users", str(self.users), "--spawn-rate", str(self.spawn_rate), "--loglevel", "WARNING"]
         if self.headless:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import statistics
 import subprocess
-import sys
 import threading
 import time
 
@@ -14,7 +13,7 @@ import psutil
 import pytest
 
 from harness.collectors.base import SampleContext, Sampler
-from harness.collectors.crosscpu import CrossCpuCollector, CrossCpuProbe, probe_cpus
+from harness.collectors.crosscpu import CrossCpuCollector, CrossCpuProbe, probe_cmd, probe_cpus
 from support.embedded import REPO
 
 pytestmark = pytest.mark.skipif(probe_cpus() is None, reason="needs Linux and at least two CPUs for this process")
@@ -23,11 +22,10 @@ pytestmark = pytest.mark.skipif(probe_cpus() is None, reason="needs Linux and at
 @pytest.mark.timing   # a latency: on a loaded host the partner misses the probe's 50 ms (nan)
 def test_two_cpus_answer_in_under_a_microsecond_and_one_cpu_takes_the_scheduler():
     cpus = probe_cpus()
-    probe = [sys.executable, "-m", "harness.collectors.crosscpu_probe"]
-    cross = subprocess.run(probe + [str(cpus[0]), str(cpus[1]), "100", "5"], input="\n" * 5, capture_output=True,
-                           text=True, timeout=60, cwd=REPO)
-    same = subprocess.run(probe + [str(cpus[0]), str(cpus[0]), "3", "1"], input="\n", capture_output=True, text=True,
-                          timeout=60, cwd=REPO)
+    cross = subprocess.run(probe_cmd(cpus[0], cpus[1], 100, 5), input="\n" * 5, capture_output=True, text=True,
+                           timeout=60, cwd=REPO)
+    same = subprocess.run(probe_cmd(cpus[0], cpus[0], 3, 1), input="\n", capture_output=True, text=True, timeout=60,
+                          cwd=REPO)
     assert cross.returncode == 0 and same.returncode == 0, cross.stderr + same.stderr
     across = statistics.median(float(x) for x in cross.stdout.split())
     alone = float(same.stdout.split()[0])
@@ -74,8 +72,8 @@ def test_a_stopped_partner_gives_nan_not_a_hang_and_a_killed_probe_takes_its_par
     from harness.collectors.crosscpu_probe import PROBE_LIMIT_S
 
     cpus = probe_cpus()
-    p = subprocess.Popen([sys.executable, "-m", "harness.collectors.crosscpu_probe", str(cpus[0]), str(cpus[1]), "100", "5"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, cwd=REPO)
+    p = subprocess.Popen(probe_cmd(cpus[0], cpus[1], 100, 5), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         bufsize=1, cwd=REPO)
     try:
         for _ in range(100):    # a loaded host may leave the first probes unanswered (nan)
             p.stdin.write("\n")

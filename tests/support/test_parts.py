@@ -161,6 +161,7 @@ def test_a_process_started_without_saying_so_fails_the_test(tmp_path):
 def test_what_a_process_is():
     for cmdline, kind in [
             ("/venv/bin/python -m locust -f harness/load/locustfile.py --worker", "swarm"),
+            ("/venv/bin/python -m harness.load.launch -f /r/harness/load/locustfile.py --master", "swarm"),
             ("/usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp /x/pyspark/jars/* org.apache.spark.deploy.SparkSubmit",
              "spark"),
             ("/usr/lib/chromium/chromium --headless --type=renderer", "browser"),
