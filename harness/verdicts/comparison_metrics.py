@@ -8,11 +8,8 @@ is the gate's catalog (docs/gate.md); the technique axes add theirs (:mod:`.tech
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
 
-from ..results import number
 from ..results.fields import BY_NAME, LOWER, Field
 
 
@@ -35,16 +32,6 @@ class Metric:
         return self.field.direction != LOWER
 
     @property
-    def unit(self) -> str:
-        return self.field.unit
-
-    @property
-    def path(self) -> tuple[str, ...]:
-        """Where it is in ``summary.json``."""
-        f = self.field
-        return tuple(p for p in (f.section, *(f.path or (f.name,))) if p)
-
-    @property
     def text(self) -> str:
         """How a reader names it: its label, else its name."""
         return self.label or self.name
@@ -61,9 +48,3 @@ METRICS: tuple[Metric, ...] = (
     E2E_P99,
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
-
-
-def metric_value(summary: Any, metric: Metric) -> float | None:
-    """The metric's value in a summary or a flat row (None: absent, or not a finite number)."""
-    v = number(summary.get(metric.name))
-    return v if v is not None and math.isfinite(v) else None

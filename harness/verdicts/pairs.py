@@ -15,9 +15,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..results import counts_in_verdicts, number
 from ..results.fields import COMPARISON_KEYS, axis_names
-from .comparison_metrics import METRIC_BY_NAME, METRICS, RECEIVE_RATE, Metric, metric_value  # noqa: F401  (re-exported)
-from .rule import GAIN, Outcome, Rule, judge
-from .techniques import NOT_EXERCISED, TECHNIQUE_AXES, VALUE_BY_NAME, VALUES, engaged, not_exercised_words
+from .comparison_metrics import RECEIVE_RATE, Metric
+from .rule import GAIN, NOT_EXERCISED, Outcome, Rule, judge
+from .techniques import TECHNIQUE_AXES, VALUE_BY_NAME, VALUES, engaged, not_exercised_words
 
 
 BASELINE_STRATEGY = "per_thread"
@@ -199,7 +199,7 @@ def run_comparisons(rows: list[Mapping[str, Any]]) -> list[Pairing]:
 def judge_metric(pairing: Pairing, metric: Metric, rule: Rule, explain: bool = True) -> Outcome:
     """The pairing's verdict on ``metric`` under ``rule`` (:func:`harness.verdicts.rule.judge`
     on the repetitions that count; the baseline arm's values of ``metric.baseline`` when it has
-    one). A technique whose mechanism never engaged is :data:`~.techniques.NOT_EXERCISED`
+    one). A technique whose mechanism never engaged is :data:`~.rule.NOT_EXERCISED`
     whatever its values say (they are kept: gain and interval as measured), with why and how to
     exercise it as its reason. ``explain`` False: an inconclusive verdict without its reason
     (:func:`~.rule.judge`; a simulation reads the verdicts only)."""
@@ -210,11 +210,6 @@ def judge_metric(pairing: Pairing, metric: Metric, rule: Rule, explain: bool = T
                                                pairing.base_raw)[0] is False:
         out = replace(out, verdict=NOT_EXERCISED, reason=not_exercised_words(pairing.axis), needed=None)
     return out
-
-
-def judge_pairing(pairing: Pairing, rule: Rule, explain: bool = True) -> Outcome:
-    """The pairing's verdict on its metric under ``rule`` (:func:`judge_metric`)."""
-    return judge_metric(pairing, pairing.metric, rule, explain)
 
 
 @dataclass(frozen=True, eq=False)
@@ -234,7 +229,7 @@ def judge_all(rows: list[Mapping[str, Any]], rules: Mapping[str, Rule] | None = 
     out = []
     for p in run_comparisons(rows):
         rule = rules.get(p.treatment.get("run_id") or "", default)
-        out.append(Judged(p, judge_pairing(p, rule, explain), rule))
+        out.append(Judged(p, judge_metric(p, p.metric, rule, explain), rule))
     return out
 
 

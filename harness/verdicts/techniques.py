@@ -2,7 +2,7 @@
 
 :data:`TECHNIQUE_AXES`: per axis its baseline, the metrics it moves (primary first), what shows
 its mechanism engaged (:class:`Engagement`) and how to make it engage. Where it engaged in no
-repetition that counts, the verdict is :data:`NOT_EXERCISED`, settled: more repetitions at the
+repetition that counts, the verdict is :data:`~.rule.NOT_EXERCISED`, settled: more repetitions at the
 same settings would not engage it (docs/statistics.md).
 """
 
@@ -13,7 +13,6 @@ from typing import Any, Callable, Mapping
 
 from ..results import counts_in_verdicts
 from .comparison_metrics import E2E_P99, METRICS, RECEIVE_RATE, Metric
-from .rule import NOT_EXERCISED  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)

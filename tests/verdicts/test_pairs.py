@@ -12,7 +12,8 @@ from harness.matrix import load_matrix
 from harness.results import KEPT_OUT_OF_VERDICTS, RepetitionSummary, counts_in_verdicts
 from harness.results.fields import flat_axes
 from harness.verdicts import RECEIVE_RATE, Rule, judge_all, permutation_rows, run_comparisons, samples
-from harness.verdicts.pairs import METRIC_BY_NAME, kept_out, pays_from
+from harness.verdicts.comparison_metrics import METRIC_BY_NAME
+from harness.verdicts.pairs import kept_out, pays_from
 
 REPO = Path(__file__).resolve().parents[2]
 GATE_RUN = REPO / "tests" / "gate" / "data" / "run-2aae5f3"
