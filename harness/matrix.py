@@ -20,18 +20,14 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .results.fields import AXES
-from .brokersettings import BROKER_FIELDS, OPTIONAL_BROKER, BrokerSettings, broker_values  # noqa: F401
+from .brokersettings import BROKER_FIELDS, BrokerSettings, broker_values
 from . import plan
 from .dialogstrategy import DialogStrategy
 from .errors import UserError, show
-from .runsettings import AUTO, AUTO_FIELDS, AUTO_MAX, AUTO_MIN, RUN_FIELDS, RUN_ORDERS, RunSettings  # noqa: F401
-from .runsettings import run_settings, settings as _settings
+from .runsettings import RUN_FIELDS, RunSettings, run_settings, settings as _settings
 from .yamlsrc import Located, load_located, unwrap
 
 DEFAULT_RUN = RunSettings()
-
-__all__ = ["BrokerSettings", "Case", "DialogStrategy", "Matrix", "Permutation", "RunSettings", "RUN_FIELDS",
-           "RUN_ORDERS", "broker_values", "high_priority_permille", "high_priority_slot", "load_matrix"]
 
 MAX_PAYLOAD_BYTES = 2 ** 31 - 1  # SQL Server's varbinary(max) limit: 2 GB - 1
 MAX_INITIATORS = 64             # the initiators axis' and both targets' limit

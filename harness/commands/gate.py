@@ -70,8 +70,8 @@ def cmd_gate(args) -> int:
     from ..errors import UserError
     import sys
 
-    from ..gate import INCONCLUSIVE, GateSettings, compare_runs, load_run, write_report
-    from ..verdicts.regression import WARNING
+    from ..gate import compare_runs, load_run, write_report
+    from ..verdicts.regression import INCONCLUSIVE, WARNING, GateSettings
 
     metrics = None
     if args.metrics is not None:

@@ -7,17 +7,6 @@ code). :mod:`.compare` pairs repetitions, :mod:`.integrity` checks them, the rul
 
 from __future__ import annotations
 
-from .compare import compare_runs, provenance_differences
-from ..verdicts.comparison_metrics import METRICS
-from ..verdicts.regression import INCONCLUSIVE, GateSettings, MetricResult, compare_samples
-from .integrity import IntegrityResult
-from .report import GateReport, write_report
-from .rundata import RunData, load_run
-from .interleave import (InterleaveResult, Side, SubprocessRunner, add_round, round_orders,
-                         run_interleaved)
-
-__all__ = [
-    "INCONCLUSIVE", "METRICS", "GateReport", "GateSettings", "IntegrityResult", "MetricResult", "RunData",
-    "compare_runs", "compare_samples", "load_run", "provenance_differences", "write_report",
-    "InterleaveResult", "Side", "SubprocessRunner", "add_round", "round_orders", "run_interleaved",
-]
+from .compare import compare_runs
+from .report import write_report
+from .rundata import load_run

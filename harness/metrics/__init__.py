@@ -54,5 +54,3 @@ class Metrics:
             self.endpoint.wait_for_scrape(end, self.settings.linger_seconds)
         self.endpoint.close()
 
-
-__all__ = ["EndpointSettings", "LiveState", "Metrics", "RepetitionFeed"]

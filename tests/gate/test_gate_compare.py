@@ -12,8 +12,9 @@ import pytest
 
 from harness.cli import main
 from harness.errors import UserError
-from harness.gate import GateSettings, compare_runs, compare_samples, load_run, write_report
-from harness.verdicts.regression import FAIL, IMPROVED, INCONCLUSIVE, NO_DATA, PASS, REGRESSION, WARNING
+from harness.gate import compare_runs, load_run, write_report
+from harness.verdicts.regression import (FAIL, IMPROVED, INCONCLUSIVE, NO_DATA, PASS, REGRESSION, WARNING, GateSettings,
+                                        compare_samples)
 from harness.verdicts.simulate import BASE, NOISE_MODELS, simulate_gate as simulate
 from harness.results import RepetitionSummary
 
