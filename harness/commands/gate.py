@@ -112,14 +112,8 @@ def cmd_gate(args) -> int:
                 print(f"gate.json: {path}")
             except OSError as e:
                 print(f"ssbench: warning: cannot write gate.json: {e}", file=sys.stderr)
-    if report.inconclusive_rows:
-        rows = report.inconclusive_rows
-        print(f"ssbench: warning: inconclusive: {len(rows)} of {len(report.rows)} row(s) could not be judged "
-              f"({rows[0].n_baseline}/{rows[0].n_candidate} repetitions"
-              f"{' and others' if len({(r.n_baseline, r.n_candidate) for r in rows}) > 1 else ''}; "
-              f"at least {settings.min_reps} a side are needed for a regression), "
-              f"{sum(r.effect_beyond for r in rows)} look worse without statistical evidence: "
-              "see the table", file=sys.stderr)
+    for w in report.warnings():   # the table says them too: the terminal's stderr must not miss them
+        print(f"ssbench: warning: {w}", file=sys.stderr)
     if args.strict and report.verdict in (WARNING, INCONCLUSIVE):
         return 1
     return report.exit_code

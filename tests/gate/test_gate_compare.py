@@ -175,8 +175,8 @@ def test_one_repetition_never_fails_on_effect_alone(tmp_path, capsys):
     assert run_gate("--baseline", str(base), "--candidate", str(cand)) == 0
     cap = capsys.readouterr()
     assert "gate: INCONCLUSIVE" in cap.out
-    assert "ssbench: warning: inconclusive: 10 of 10 row(s) could not be judged (1/1 repetitions" in cap.err
-    assert "2 look worse without statistical evidence" in cap.err
+    assert "ssbench: warning: inconclusive: 10 of 10 permutation x metric row(s) could not be judged: 1/1 " in cap.err
+    assert "ssbench: warning: inconclusive: 2 of them look worse beyond the threshold, without statistical" in cap.err
     assert "warning: inconclusive: 10 of 10 permutation x metric row(s)" in cap.out
     assert "1/1 repetitions, fewer than 4 a side" in cap.out
     assert f"{PERM} receive_rate r=0.700" in cap.out           # the visible effect is named
