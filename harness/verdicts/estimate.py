@@ -96,8 +96,8 @@ def p_values(estimates: Sequence[Estimate]) -> tuple[list[float], list[float]]:
     return worse.tolist(), better.tolist()
 
 
-def _logs(values: Sequence[float]) -> tuple[float, float, int]:
-    logs = [math.log(v) for v in values]
+def _mean_var(logs: Sequence[float]) -> tuple[float, float, int]:
+    """The mean, variance and count of log values (of a side, or of the units' log ratios)."""
     n = len(logs)
     mean = math.fsum(logs) / n
     var = math.fsum((x - mean) ** 2 for x in logs) / (n - 1) if n > 1 else 0.0
@@ -110,18 +110,11 @@ def estimate(treatment: Sequence[float], baseline: Sequence[float], higher_is_be
     ``treatment[i]`` and ``baseline[i]`` were measured in the same unit (window or round)."""
     sign = 1.0 if higher_is_better else -1.0
     if paired:
-        mean, var, n = _logs_of_ratios(treatment, baseline)
+        mean, var, n = _mean_var([math.log(x) - math.log(y) for x, y in zip(treatment, baseline)])
         return Estimate(sign * mean, var, n, 0.0, n, paired=True)
-    mt, vt, nt = _logs(treatment)
-    mb, vb, nb = _logs(baseline)
+    mt, vt, nt = _mean_var([math.log(v) for v in treatment])
+    mb, vb, nb = _mean_var([math.log(v) for v in baseline])
     return Estimate(sign * (mt - mb), vt, nt, vb, nb)
-
-
-def _logs_of_ratios(t: Sequence[float], b: Sequence[float]) -> tuple[float, float, int]:
-    diffs = [math.log(x) - math.log(y) for x, y in zip(t, b)]
-    n = len(diffs)
-    mean = math.fsum(diffs) / n
-    return mean, math.fsum((x - mean) ** 2 for x in diffs) / (n - 1), n
 
 
 def _trigamma_inverse(x: float) -> float:
@@ -227,7 +220,7 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     v = [x for x in values if x is not None and x > 0 and math.isfinite(x)]
     if len(v) < 2:
         return None
-    mean, var, n = _logs(v)
+    mean, var, n = _mean_var([math.log(x) for x in v])
     h = _t_quantile(n - 1, 0.5 + confidence / 2.0) * math.sqrt(var / n)
     return math.exp(mean - h), math.exp(mean + h)
 

@@ -289,12 +289,7 @@ def _judge(treatment: Iterable[tuple[int, float | None]], baseline: Iterable[tup
             return last
     if last is not None:
         return last
-    gain = _pct(_log_ratio([v for _, v in t], [v for _, v in b], higher_is_better)) if t and b else None
+    gain = _pct(estimate([v for _, v in t], [v for _, v in b], higher_is_better).d) if t and b else None
     what = "windows both sides count" if paired else "repetitions on a side"
     return Outcome(INCONCLUSIVE, gain, None, None, len(t), len(b),
                    reason=f"fewer than {rule.min_reps} {what} ({len(t)} and {len(b)} counted)")
-
-
-def _log_ratio(t: Sequence[float], b: Sequence[float], higher: bool) -> float:
-    d = math.fsum(map(math.log, t)) / len(t) - math.fsum(map(math.log, b)) / len(b)
-    return d if higher else -d
