@@ -40,16 +40,6 @@ def add_run_options(p, resume: bool = True) -> None:
     add_metrics_arguments(p)
 
 
-def check_target(value: str) -> str:
-    """Validate a ``--target`` value before anything starts: a registered target's name,
-    ``NAME:ARG``, or a file a registered target opens. A near miss gets a suggestion. Raises
-    UserError (one line, exit 2)."""
-    from ..targets.factory import choose
-
-    choose(value)
-    return value
-
-
 # --------------------------------------------------------------------------- the live metrics endpoint
 
 def add_metrics_arguments(p) -> None:
