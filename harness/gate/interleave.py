@@ -114,12 +114,8 @@ class Worktree:
         return self.path
 
     def __exit__(self, *exc: Any) -> None:
-        if self.keep or self.path is None:
+        if self.keep or self.path is None or self.tmp is None:
             return
-        self.remove()
-
-    def remove(self) -> None:
-        assert self.path is not None and self.tmp is not None
         res = _git(self.repo, "worktree", "remove", "--force", str(self.path), check=False)
         if res.returncode != 0:
             log.warning("git worktree remove %s failed: %s", self.path, res.stderr.strip())
@@ -309,17 +305,6 @@ class InterleaveResult:
     record: dict[str, Any] = field(default_factory=dict)
 
 
-def round_orders(seed: int, rounds: int) -> list[tuple[str, str]]:
-    """The order of the two sides in each round: counterbalanced in pairs of rounds
-    (:func:`~harness.plan.side_orders`), reproducible from the seed."""
-    return side_orders(random.Random(seed), rounds)
-
-
-def default_code_root() -> Path:
-    """The checkout the running ssbench comes from (the candidate)."""
-    return Path(__file__).resolve().parent.parent.parent
-
-
 def _absolute_target(target: str) -> str:
     """``--target`` with its file (a topology file, or NAME:FILE) made absolute: each side runs
     in its own checkout."""
@@ -343,7 +328,7 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     matrix_file = Path(matrix).absolute()
     target = _absolute_target(target)
     m = load_matrix(matrix_file)  # validates (UserError names file, line, field)
-    code_root = Path(repo) if repo is not None else default_code_root()
+    code_root = Path(repo) if repo is not None else Path(__file__).resolve().parents[2]   # the candidate
     git_root = repo_root(code_root)
     baseline_commit = resolve_revision(git_root, baseline_ref)
     cand_commit, cand_dirty = candidate_state(git_root)
@@ -374,7 +359,7 @@ def _interleave(out, baseline_ref, baseline_commit, cand_commit, cand_dirty, git
                 seed, settings, runner, target, keep_worktree, echo) -> "InterleaveResult":
     matrix_copy = out / "matrix-1rep.yaml"
     single_rep_matrix(matrix_file, matrix_copy)
-    orders = round_orders(seed, n_rounds)
+    orders = side_orders(random.Random(seed), n_rounds)   # reproducible from the seed
     record: dict[str, Any] = {
         "schema": INTERLEAVE_SCHEMA, "baseline_ref": baseline_ref, "baseline_commit": baseline_commit,
         "candidate_commit": cand_commit, "candidate_dirty": cand_dirty, "candidate_root": str(git_root),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,8 @@ from harness.cli import main
 from harness.errors import TargetError
 from harness.gate import compare_runs, load_run
 from harness.gate.interleave import (MAX_REPLACEMENTS, GateRunError, Side, SubprocessRunner, find_run_dir,
-                                     round_orders, run_interleaved)
+                                     run_interleaved)
+from harness.plan import side_orders
 from test_gate_compare import PERM, make_summary, write_run
 from support.summaries import read as read_summary
 
@@ -109,21 +111,21 @@ class FakeRunner:
         return run_dir
 
 
-def test_round_orders_are_seeded_and_mixed():
-    orders = round_orders(12345, 8)
-    assert orders == round_orders(12345, 8)
+def test_side_orders_are_seeded_and_mixed():
+    orders = side_orders(random.Random(12345), 8)
+    assert orders == side_orders(random.Random(12345), 8)
     assert all(sorted(o) == ["baseline", "candidate"] for o in orders)
     assert {o[0] for o in orders} == {"baseline", "candidate"}     # not always the same side first
-    assert round_orders(1, 8) != round_orders(2, 8)
+    assert side_orders(random.Random(1), 8) != side_orders(random.Random(2), 8)
 
 
 @pytest.mark.parametrize("rounds", [1, 2, 5, 6, 9])
-def test_round_orders_are_counterbalanced(rounds):
+def test_side_orders_are_counterbalanced(rounds):
     """Each pair of rounds runs both orders, so each side is first in half the rounds (one
     more at most, the odd last round): a position effect cannot favour one side. Drawn one
     round at a time, 5 rounds put one side first in all of them in about 1 seed in 16."""
     for seed in range(200):
-        orders = round_orders(seed, rounds)
+        orders = side_orders(random.Random(seed), rounds)
         assert len(orders) == rounds
         for i in range(0, rounds - 1, 2):
             assert orders[i] == tuple(reversed(orders[i + 1])), (seed, orders)
@@ -139,11 +141,11 @@ def test_interleave_plumbing_with_a_fake_runner(scratch_repo, tmp_path):
     res = run_interleaved("HEAD", scratch_repo / "matrix.yaml", rounds=6, seed=7, out_dir=out,
                           repo=scratch_repo, runner=runner, echo=lambda s: None)
     # A B A B ...: every round runs both sides once, in the seeded order
-    expected = [side for order in round_orders(7, 6) for side in order]
+    expected = [side for order in side_orders(random.Random(7), 6) for side in order]
     assert [c["side"] for c in runner.calls] == expected
     assert [c["round"] for c in runner.calls] == [r for r in range(1, 7) for _ in (0, 1)]
     record = json.loads((out / "interleave.json").read_text())
-    assert record["seed"] == 7 and record["orders"] == [list(o) for o in round_orders(7, 6)]
+    assert record["seed"] == 7 and record["orders"] == [list(o) for o in side_orders(random.Random(7), 6)]
     assert record["baseline_commit"] == base_commit and record["candidate_dirty"] is True
     assert record["status"] == "complete" and record["verdict"] == "regression"
     # the baseline ran from a git worktree of the baseline commit, the candidate from the working tree
