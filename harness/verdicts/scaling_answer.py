@@ -65,20 +65,14 @@ def _with_ci(v: float, ci: tuple[float, float], kind: str) -> str:
 
 
 def sweep_label(s: S.Sweep, varying: Iterable[str] = ()) -> str:
-    """The sweep's dialog strategy, and the other axes that differ between the sweeps."""
-    extra = [f"{a}={s.first.get(a)}" for a in varying if a != "dialogs"]
-    return ", ".join([str(s.first.get("dialogs"))] + extra)
+    """The sweep's dialog strategy, and its values of the axes ``varying`` (:func:`_varying`)."""
+    return ", ".join([str(s.first.get("dialogs"))] + [f"{a}={s.first.get(a)}" for a in varying])
 
 
-def _varying(modelled: list[S.Sweep]) -> list[str]:
-    return [a for a in S.OTHER_AXES if len({s.first.get(a) for s in modelled}) > 1]
-
-
-def _note_labels(modelled: list[S.Sweep]) -> list[str]:
-    """Each sweep as the notes name it: its strategy and whatever else differs between the
-    sweeps (server, initiators, payload, the other axes)."""
-    keys = [k for k in S.SWEEP_KEYS if k not in axis_names("strategy") and len({s.first.get(k) for s in modelled}) > 1]
-    return [", ".join([str(s.first.get("dialogs"))] + [f"{k}={s.first.get(k)}" for k in keys]) for s in modelled]
+def _varying(modelled: list[S.Sweep], keys: Iterable[str] = S.OTHER_AXES) -> list[str]:
+    """The axes of ``keys`` but the strategy whose values differ between the sweeps (the rows
+    name the other axes; the notes, with ``SWEEP_KEYS``, the server, initiators and payload too)."""
+    return [k for k in keys if k not in axis_names("strategy") and len({s.first.get(k) for s in modelled}) > 1]
 
 
 def _threads_text(threads: tuple[int, ...]) -> str:
@@ -127,7 +121,7 @@ def sweep_section(modelled: list[S.Sweep]) -> Section:
              "docs/statistics.md, \"How far it scales\"."]
     said: dict[tuple[str, str], list[str]] = {}
     beyond = []
-    names = _note_labels(modelled)
+    names = [sweep_label(s, _varying(modelled, S.SWEEP_KEYS)) for s in modelled]
     for r, s, name in zip(rows, modelled, names):
         if s.status == S.FITTED and r.get("beyond"):
             beyond.append(f"{name} ({max(s.threads)})")
