@@ -11,8 +11,8 @@ from typing import Any
 
 from ..results import write_json
 from ..verdicts.answer import Column, Section
-from ..verdicts.regression import (FAIL, FAILING, INCONCLUSIVE, NO_DATA, PASS, REGRESSION, SEVERITY, WARNING,
-                                   GateSettings, MetricResult, why_inconclusive, worst)
+from ..verdicts.regression import (FAILING, INCONCLUSIVE, NO_DATA, PASS, REGRESSION, SEVERITY, WARNING, GateSettings,
+                                   MetricResult, overall, why_inconclusive, worst)
 from .integrity import IntegrityResult
 from .rundata import RunData
 
@@ -51,10 +51,7 @@ class GateReport:
     @property
     def verdict(self) -> str:
         """fail (integrity), regression, warning, inconclusive or pass for the whole comparison."""
-        w = PASS
-        for v in self.permutation_verdicts.values():
-            w = worst(w, v)
-        return w if w in (FAIL, REGRESSION, WARNING, INCONCLUSIVE) else PASS
+        return overall(self.permutation_verdicts.values())
 
     @property
     def exit_code(self) -> int:

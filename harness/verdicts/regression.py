@@ -10,9 +10,10 @@ docs/gate.md has the method and the defaults.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from ..errors import UserError
 from ..results import median
@@ -90,6 +91,13 @@ class GateSettings:
 
 def worst(a: str, b: str) -> str:
     return a if SEVERITY[a] >= SEVERITY[b] else b
+
+
+def overall(verdicts: Iterable[str]) -> str:
+    """A whole comparison's verdict: the worst of ``verdicts`` if it is fail, regression, warning
+    or inconclusive, else pass."""
+    w = functools.reduce(worst, verdicts, PASS)
+    return w if w in (FAIL, REGRESSION, WARNING, INCONCLUSIVE) else PASS
 
 
 @dataclass

@@ -19,7 +19,7 @@ import numpy as np
 from ..plan import SIDES, side_orders
 from .auto import fit_round, plan_round
 from .pairs import judge_all
-from .regression import FAILING, IMPROVED, PASS, REGRESSION, WARNING, GateSettings, compare_samples, worst
+from .regression import FAILING, IMPROVED, GateSettings, compare_samples, overall
 from .rule import GAIN, INCONCLUSIVE, LOSS, NO_DIFFERENCE, Rule, judge
 
 
@@ -132,7 +132,6 @@ def simulate_comparisons(effect_pct: float, rule: Rule, *, model: str = "lognorm
 
 
 BENCH_THREADS = (1, 8, 32)
-STRATEGIES = ("per_thread", "trick150", "shared")
 
 
 def _row(threads: int, strategy: str) -> dict:
@@ -306,10 +305,7 @@ def simulate_gate(seed: int, reps: int, perms: int, cv: float, kind: str = "norm
         second = np.array([[o[1] == s for o in orders] for s in SIDES])
         base, cand = _gate_samples(x[t], second, rate_drop, latency_rise, position_effect, rates_together)
         rows = compare_samples(base, cand, settings, paired)
-        v = PASS
-        for r in rows:
-            v = worst(v, r.verdict)
-        v = v if v in (REGRESSION, WARNING, INCONCLUSIVE) else PASS
+        v = overall(r.verdict for r in rows)
         out.counts[v] = out.counts.get(v, 0) + 1
         out.improved_trials += any(r.verdict == IMPROVED for r in rows)
     return out
