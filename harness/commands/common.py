@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+from ..errors import UserError
+from ..web.auth import HOW_TO_SET, is_loopback, load_credentials
 
 TARGET_HELP = ("a registered target: 'embedded' (the PostgreSQL emulation, default), NAME:ARG, or a SQL "
                "Server topology YAML file (docs/targets.md)")
@@ -63,8 +67,6 @@ def add_metrics_arguments(p) -> None:
 def check_tls_pair(cert: str | None, key: str | None, prefix: str) -> None:
     """A certificate and its key (``PREFIX-cert``, ``PREFIX-key``) go together, and each names a
     file: a one-line UserError naming the flag otherwise (the web UI's and the metrics')."""
-    from ..errors import UserError
-
     if bool(cert) != bool(key):
         raise UserError(f"{prefix}-cert and {prefix}-key go together",
                         field=f"{prefix}-key" if cert else f"{prefix}-cert")
@@ -77,9 +79,7 @@ def metrics_settings(args, env=None):
     """The endpoint's settings from the flags and the environment, or None (off). Checked
     before anything starts: a bad value is a one-line UserError naming the flag or variable."""
     from .. import environment as envvars
-    from ..errors import UserError
     from ..metrics.settings import HOST_ENV, PORT_ENV, EndpointSettings
-    from ..web.auth import HOW_TO_SET, is_loopback, load_credentials
 
     port, where = getattr(args, "metrics_port", None), "--metrics-port"
     text = (envvars.get(PORT_ENV, env) or "").strip()
@@ -120,13 +120,9 @@ class metrics_endpoint:   # noqa: N801 - a context manager used like a function
         self.metrics = None
 
     def __enter__(self):
-        import sys
-
         if self.settings is None:
             return None
-        from ..errors import UserError
         from ..metrics import Metrics
-        from ..web.auth import is_loopback
 
         s = self.settings
         try:
@@ -141,8 +137,6 @@ class metrics_endpoint:   # noqa: N801 - a context manager used like a function
         return self.metrics.live
 
     def __exit__(self, exc_type, exc, tb):
-        import sys
-
         if self.metrics is not None:
             self.metrics.close(lambda text: print(f"ssbench: {text}", file=sys.stderr, flush=True),
                                linger=exc_type is None)

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ..errors import DiskFull, TargetError, UserError, full_disk
+from ..load.hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS, client_hosts, parse_bind
 from .common import add_run_options, metrics_endpoint
 
 
@@ -33,9 +35,6 @@ def register(sub) -> None:
 
 def parse_host_port(value: str, flag: str) -> tuple[str, int]:
     """``HOST``, ``HOST:PORT`` or ``[V6]:PORT``; a one-line UserError naming ``flag`` otherwise."""
-    from ..errors import UserError
-    from ..load.hosts import parse_bind
-
     try:
         return parse_bind(value)
     except ValueError as e:
@@ -48,9 +47,7 @@ def scale_settings(args, matrix, config=None):
     the ``client_hosts:`` section of the target's file (``config``: the target's TargetConfig,
     read from --target when not given), the flags overriding the file. Checked before anything
     starts."""
-    from ..errors import UserError
     from ..load.auth import TOKEN_ENV, token_from_env, token_problem
-    from ..load.hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS, client_hosts
     from ..load.swarm import RemoteWorkers
     from ..targets.factory import target_config
 
@@ -203,8 +200,6 @@ def _execute_run(args, run: OpenRun, metrics):
 def _announce_remote(remote, matrix, config) -> None:
     if remote is None:
         return
-    from ..load.hosts import client_hosts
-
     print(f"ssbench: waiting for {matrix.run.workers_per_initiator} 'ssbench worker' per initiator at "
           f"{remote.bind_host}:{remote.port} (up to {remote.wait_seconds:g}s per repetition)", file=sys.stderr)
     hosts = client_hosts(config)
@@ -216,7 +211,6 @@ def _announce_remote(remote, matrix, config) -> None:
 def _run(runner, rd, progress, resume: str, undo) -> int | None:
     """The runner's loop; the exit code of a run that did not complete (None: it did). Every way
     out leaves run.json closed: interrupted (resumable), failed, or (the caller) complete."""
-    from ..errors import DiskFull, TargetError, UserError, full_disk
     from ..redact import error_line
     from ..runner import Interrupted
 
@@ -260,8 +254,6 @@ def _failed(rd, runner, error: str, resume: str) -> None:
 def _close_record(rd, status: str, lost: int, error: str) -> None:
     """``rd.finish``, but a full disk leaves run.json as it was ("running", which --resume
     treats as unfinished all the same): the error that stopped the run is still the one said."""
-    from ..errors import full_disk
-
     try:
         rd.finish(status, lost, error=error)
     except OSError as e:
@@ -273,7 +265,6 @@ def check_dir_arg(path: Path | None, flag: str, resume: bool | None = None) -> N
     """A directory argument that is, or can be created as, a directory (checked before
     anything is created). For --out (``resume`` given): a new run needs it new or empty, a
     resumed one needs its run.json."""
-    from ..errors import UserError
     from ..results.lock import in_use, run_dir_holder
 
     if path is None:

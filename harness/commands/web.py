@@ -11,11 +11,13 @@ A web UI on any interface but loopback needs a login: credentials in ``$SSBENCH_
 
 from __future__ import annotations
 
+import sys
 from dataclasses import fields
 from pathlib import Path
 
+from ..errors import UserError
 from ..load.hosts import MASTER_PORT
-from ..web.auth import DEFAULT_SESSION_MINUTES
+from ..web.auth import DEFAULT_SESSION_MINUTES, HOW_TO_SET, is_loopback, load_credentials
 from .common import TARGET_HELP, add_metrics_arguments, check_tls_pair, metrics_endpoint
 
 
@@ -85,8 +87,6 @@ def register(sub) -> None:
 
 
 def cmd_web(args) -> int:
-    from ..errors import UserError
-
     if args.worker:   # ssbench worker's own code: one worker command for every swarm
         from .worker import run_workers
 
@@ -116,11 +116,7 @@ def cmd_web(args) -> int:
 
 def _web_credentials(args):
     """The web UI's credentials, when it needs a login (checked before anything starts)."""
-    import sys
-
-    from ..errors import UserError
     from ..load.auth import TOKEN_ENV, token_from_env, token_problem
-    from ..web.auth import HOW_TO_SET, is_loopback, load_credentials
 
     token = token_from_env()
     if token is not None and token_problem(token):

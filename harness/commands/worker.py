@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+from ..errors import UserError
 from ..load.hosts import MASTER_PORT
 
 #: a worker refused by the master (wrong token) or that refused the master exits with this
@@ -49,7 +50,6 @@ def _sigterm(signum, frame) -> None:
 
 
 def cmd_worker(args) -> int:
-    from ..errors import UserError
     from .run import parse_host_port
 
     host, port = parse_host_port(args.master, "--master")
@@ -68,7 +68,6 @@ def run_workers(host: str, port: int, initiator: int | None, worker: int | None,
     """One Locust worker process after the other for the master at ``host:port`` (each built by
     harness.load.swarm.worker_cmd, each lasting as long as its master), until ``runs`` of them
     ended (0: until Ctrl-C)."""
-    from ..errors import UserError
     from ..load.auth import TOKEN_ENV, token_from_env, token_problem
     from ..load.swarm import child_env, die_with_parent, worker_cmd
 
