@@ -10,10 +10,6 @@ import time
 from typing import TextIO
 
 
-def fmt_duration(seconds: float) -> str:
-    return time.strftime("%H:%M:%S", time.gmtime(max(0.0, seconds)))
-
-
 class Progress:
     """``total`` repetitions; ``skip(n)`` those already complete; ``advance()`` after each one
     run; ``status(text)`` for what the current one is doing; ``line(text)`` for a result line."""
@@ -70,7 +66,7 @@ class Progress:
 
     def eta(self) -> str:
         e = self.eta_seconds()
-        return "?" if e is None else fmt_duration(e)
+        return "?" if e is None else time.strftime("%H:%M:%S", time.gmtime(max(0.0, e)))
 
     def mark_start(self) -> None:
         """The clock for the ETA starts with the first repetition actually run."""

@@ -131,13 +131,6 @@ def _ratio(num: float, den: float) -> float:
     return num / den
 
 
-def effect_ratio(baseline_median: float, candidate_median: float, higher_is_better: bool) -> float:
-    """``r``: candidate / baseline for rates, baseline / candidate for latencies (r < 1 = worse)."""
-    if higher_is_better:
-        return _ratio(candidate_median, baseline_median)
-    return _ratio(baseline_median, candidate_median)
-
-
 def _numbered(sample: Sample) -> dict[int, float]:
     """{repetition: value} of the finite positive values (plain values are numbered 1, 2, ...)."""
     pairs = [x if isinstance(x, tuple) else (i, x) for i, x in enumerate(sample, start=1)]
@@ -208,8 +201,8 @@ def _row(perm: str, name: str, b: dict[int, float], c: dict[int, float], setting
         row.reason = "no data on " + ("either side" if not b and not c else "the baseline" if not b else "the candidate")
         return row
     bv, cv = [b[r] for r in sorted(b)], [c[r] for r in sorted(c)]
-    row.baseline_median, row.candidate_median = median(bv), median(cv)
-    row.r = effect_ratio(row.baseline_median, row.candidate_median, higher)
+    bm, cm = row.baseline_median, row.candidate_median = median(bv), median(cv)
+    row.r = _ratio(cm, bm) if higher else _ratio(bm, cm)   # r < 1 is worse (a latency's: baseline / candidate)
     row.baseline_spread = (relative_spread([x / y for x, y in zip(cv, bv)], settings.spread) / math.sqrt(2)
                            if paired else relative_spread(bv, settings.spread))
     row.threshold = min(settings.max_effect, max(settings.min_effect, settings.k * row.baseline_spread))

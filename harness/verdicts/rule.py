@@ -205,13 +205,6 @@ def _valid(sample: Iterable[tuple[int, float | None]]) -> list[tuple[int, float]
                   if v is not None and math.isfinite(float(v)) and float(v) > 0.0)
 
 
-def _look(t: list[float], b: list[float], rule: Rule, higher: bool, rnd: int, paired: bool,
-          explain: bool = True) -> Outcome:
-    """One look: the estimate of the two samples (paired: of the windows' log ratios, ``t[i]``
-    and ``b[i]`` in one window) read by :func:`_read`."""
-    return _read(estimate(t, b, higher, paired), rule, rnd, explain)
-
-
 def _spread(e: Estimate) -> str:
     if e.paired:
         return f"s.d. {_pct(math.sqrt(e.var_t)):.1f} % of a window's ratio"
@@ -284,7 +277,8 @@ def _judge(treatment: Iterable[tuple[int, float | None]], baseline: Iterable[tup
         if len(tt) < rule.min_reps or len(bb) < rule.min_reps or (len(tt), len(bb)) == seen:
             continue
         seen = (len(tt), len(bb))
-        last = _look(tt, bb, rule, higher_is_better, rnd, paired, explain)
+        # paired: tt[i] and bb[i] were measured in one window, judged on their log ratios
+        last = _read(estimate(tt, bb, higher_is_better, paired), rule, rnd, explain)
         if last.decided:
             return last
     if last is not None:

@@ -33,7 +33,6 @@ from ..load.auth import TOKEN_ENV, new_token, token_from_env
 from ..load.hosts import MASTER_PORT
 from ..load.swarm import Swarm
 from ..ports import free_port
-from ..matrix import BrokerSettings
 from ..targets.base import Target
 from .auth import MASTER_ENV, Credentials, is_loopback
 from .form import DEFAULT_WEB_PORT
@@ -93,13 +92,6 @@ def _pick_port(host: str, wanted: int | None, default: int, what: str, may_move:
         print(f"ssbench web: {what} port {wanted} is busy, using {port}", file=sys.stderr)
         return port
     raise UserError(f"{what} port {wanted} on {host} is already in use")
-
-
-def default_broker(target: Target, max_queue_readers: int | None) -> BrokerSettings:
-    """Interactive defaults: 2 queue readers per core (the paper's rule), and the target's own
-    interactive settings (the embedded target: a 1 s queue monitor, so activation reacts within
-    a second in the UI)."""
-    return target.interactive_broker(max_queue_readers or max(2, 2 * (os.cpu_count() or 1)))
 
 
 class WebApp:
@@ -182,8 +174,9 @@ class WebApp:
               file=sys.stderr, flush=True)
         self.target.provision(o.initiators)
         metrics = LiveMetrics(self.target.label)
-        self.sessions = WebSessions(self.target, self.results, o.initiators, self._profile(),
-                                    default_broker(self.target, o.max_queue_readers), metrics,
+        # 2 queue readers per core (the paper's rule) and the target's interactive settings
+        broker = self.target.interactive_broker(o.max_queue_readers or max(2, 2 * (os.cpu_count() or 1)))
+        self.sessions = WebSessions(self.target, self.results, o.initiators, self._profile(), broker, metrics,
                                     client_pids=self.worker_pids, live=o.metrics)
         extra, env = self._master_args()
         self.swarm = Swarm(self.state_dir, self.sessions.plan, users=o.users, spawn_rate=o.spawn_rate,
