@@ -236,19 +236,13 @@ def _run(runner, rd, progress, resume: str, undo) -> int | None:
             return full.exit_code
         if undo and undo.remove_unstarted(rd.path):
             raise
+        _close_record(rd, "failed", runner.lost_total, error_line(e))
         if isinstance(e, (TargetError, UserError)):   # one line, the way to go on, no traceback
-            _close_record(rd, "failed", runner.lost_total, error_line(e))
             what = "target error" if isinstance(e, TargetError) else "error"
             print(f"ssbench: {what}: {e}; resume with: {resume}", file=sys.stderr)
             return e.exit_code
-        _failed(rd, runner, error_line(e), resume)
+        print(f"ssbench: the run failed ({error_line(e)}); once mended, resume with: {resume}", file=sys.stderr)
         raise
-
-
-def _failed(rd, runner, error: str, resume: str) -> None:
-    """Close the record of a run stopped by an unexpected error, and say how to go on."""
-    _close_record(rd, "failed", runner.lost_total, error)
-    print(f"ssbench: the run failed ({error}); once mended, resume with: {resume}", file=sys.stderr)
 
 
 def _close_record(rd, status: str, lost: int, error: str) -> None:
