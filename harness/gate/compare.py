@@ -22,9 +22,11 @@ from .rundata import RunData
 
 # --------------------------------------------------------------------------- provenance
 
+#: run.json's sections compared, and their keys (None: every key either run has)
 PROVENANCE_FIELDS = (
     ("host", ("hostname", "platform", "cpu_model", "cpu_count", "cpu_quota", "memory_bytes")),
     ("target", ("kind", "label", "versions")),
+    ("software", None),
 )
 
 
@@ -42,17 +44,14 @@ def provenance_differences(baseline: Mapping[str, Any], candidate: Mapping[str, 
         if a != b:
             out.append(f"{label}: {a!r} (baseline) != {b!r} (candidate)")
 
+    def sections(name: str) -> tuple[dict, dict]:
+        return tuple(d.get(name) if isinstance(d.get(name), dict) else {} for d in (baseline, candidate))
+
     for section, keys in PROVENANCE_FIELDS:
-        a = baseline.get(section) if isinstance(baseline.get(section), dict) else {}
-        b = candidate.get(section) if isinstance(candidate.get(section), dict) else {}
-        for key in keys:
+        a, b = sections(section)
+        for key in keys or sorted(set(a) | set(b)):
             diff(f"{section}.{key}", a.get(key), b.get(key))
-    a = baseline.get("software") if isinstance(baseline.get("software"), dict) else {}
-    b = candidate.get("software") if isinstance(candidate.get("software"), dict) else {}
-    for key in sorted(set(a) | set(b)):
-        diff(f"software.{key}", a.get(key), b.get(key))
-    a = baseline.get("matrix") if isinstance(baseline.get("matrix"), dict) else {}
-    b = candidate.get("matrix") if isinstance(candidate.get("matrix"), dict) else {}
+    a, b = sections("matrix")
     for key in ("run", "broker", "embedded_profiles"):
         ra, rb = a.get(key), b.get(key)
         if isinstance(ra, dict) and isinstance(rb, dict):
