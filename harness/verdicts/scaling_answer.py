@@ -136,15 +136,6 @@ def sweep_section(modelled: list[S.Sweep]) -> Section:
     return Section(SCALING, title, columns, rows, notes)
 
 
-def _change_text(k: str, d: float, lo: float, hi: float) -> str:
-    if k == "log_lam":
-        pct = (lambda x: 100 * (math.exp(x) - 1))
-        return f"{pct(d):+.1f} % [{pct(lo):+.1f}, {pct(hi):+.1f}]"
-    if k == "kappa":
-        return f"{d:+.2e} [{lo:+.2e}, {hi:+.2e}]"
-    return f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-
-
 def move_row(sh: S.Shift) -> dict[str, Any]:
     """A shift's line (JSON-able)."""
     t = sh.treatment.first
@@ -154,11 +145,12 @@ def move_row(sh: S.Shift) -> dict[str, Any]:
                          "payload_bytes": t.get("payload_bytes"), "level": sh.level}
     for k, name in (("log_lam", "lambda"), ("sigma", "sigma"), ("kappa", "kappa")):
         d, lo, hi = sh.moves[k]
-        if k == "log_lam":
+        spec, unit, key = ("+.2e" if k == "kappa" else "+.3f"), "", name
+        if k == "log_lam":   # λ's change as a ratio, in percent
             d, lo, hi = (100 * (math.exp(x) - 1) for x in (d, lo, hi))
-            name = "lambda_pct"
-        r.update({f"{name}_change": d, f"{name}_change_low": lo, f"{name}_change_high": hi})
-        r[f"{'lambda' if k == 'log_lam' else k}_text"] = _change_text(k, *sh.moves[k])
+            spec, unit, key = "+.1f", " %", "lambda_pct"
+        r.update({f"{key}_change": d, f"{key}_change_low": lo, f"{key}_change_high": hi})
+        r[f"{name}_text"] = f"{d:{spec}}{unit} [{lo:{spec}}, {hi:{spec}}]"
     moved = sh.moved()
     r["moves"] = [{"log_lam": "lambda"}.get(k, k) for k in moved]
     r["moves_text"] = ", ".join(("raises " if sh.moves[k][0] > 0 else "lowers ") + SYMBOL[k] for k in moved) or (

@@ -117,15 +117,11 @@ TECHNIQUE_AXES: dict[str, TechniqueAxis] = {
 }
 
 
-def _unique(metrics: tuple[Metric, ...]) -> tuple[Metric, ...]:
-    return tuple({m.name: m for m in metrics}.values())
-
-
 #: every per-repetition value a permutation row carries (``<name>_values``): the gate's metrics,
-#: the technique axes' metrics and their measures
-VALUES: tuple[Metric, ...] = _unique(METRICS + tuple(m for ax in TECHNIQUE_AXES.values() for m in ax.metrics)
-                                     + MEASURES)
-VALUE_BY_NAME = {m.name: m for m in VALUES}
+#: the technique axes' metrics and their measures, by name and in that order
+VALUE_BY_NAME = {m.name: m for m in METRICS + tuple(m for ax in TECHNIQUE_AXES.values() for m in ax.metrics)
+                 + MEASURES}
+VALUES: tuple[Metric, ...] = tuple(VALUE_BY_NAME.values())
 
 
 def repetitions(row: Mapping[str, Any], disturbed: bool = False) -> list[dict[str, Any]]:
