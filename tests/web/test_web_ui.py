@@ -27,6 +27,7 @@ from pathlib import Path
 import psutil
 import pytest
 from harness.results.model import SUMMARY_SCHEMA
+from harness.results.fields import DISTURBED_STATUSES
 from harness.saturate import NEUTRAL_STATUSES
 from support.summaries import read as read_summary
 
@@ -319,7 +320,9 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
         assert summary["send_rate"] > 0 and summary["messages_sent"] > 0
         assert summary["messages_lost"] == 0 and summary["drained"], summary
         assert summary["errors"] == 0, summary["error_samples"]
-        assert summary["status"] in NEUTRAL_STATUSES, summary   # a busy host's or disk's status included
+        # a busy host's or disk's status included, and a disturbance: beside a loaded suite the
+        # collectors' ticks can stall for 2 s (server_frozen, as CI saw at a load average of 9)
+        assert summary["status"] in NEUTRAL_STATUSES + DISTURBED_STATUSES, summary
         assert summary["window"]["measure_seconds"] > 1
         families = {json.loads(line)["family"] for line in (rep / "samples.jsonl").read_text().splitlines()}
         assert {"queues", "throughput", "waits", "activation"} <= families, families
