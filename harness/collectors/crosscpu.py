@@ -41,8 +41,8 @@ PROBE_SCRIPT = Path(__file__).with_name("crosscpu_probe.py")
 
 def probe_cmd(a: int, b: int, rounds: int = ROUNDS, bursts: int = BURSTS) -> list[str]:
     """The probe process's command line: its file as a script of the standard library alone
-    (``-I -S``: no site-packages, no ssbench package to import), so it starts in about 0.03
-    CPU-s where ``python -m harness.collectors.crosscpu_probe`` took 0.3 (the package's imports)."""
+    (``-I -S``: no site-packages, no ssbench package to import), since every repetition starts
+    one (its cost: docs/findings/test-suite-slow-machine.md)."""
     return [sys.executable, "-I", "-S", str(PROBE_SCRIPT), *(str(int(x)) for x in (a, b, rounds, bursts))]
 
 
