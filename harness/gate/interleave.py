@@ -2,7 +2,7 @@
 so slow drift (thermal state, neighbours, updates) falls on both sides alike.
 
 The baseline's code is checked out with ``git worktree add --detach`` into a temporary
-directory (removed at the end, also on errors and Ctrl-C); the matrix is copied with one
+directory (removed at the end, also on errors, Ctrl-C and SIGTERM); the matrix is copied with one
 repetition; each round runs both sides once, in an order counterbalanced over pairs of rounds
 (:func:`~harness.plan.side_orders`, seeded), each side as ``python -m harness.cli run``
 with that side's checkout on ``PYTHONPATH`` and as ``SSBENCH_HOME``. A round that left a
@@ -21,10 +21,13 @@ import os
 import random
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -50,6 +53,29 @@ INTERLEAVE_SCHEMA = "ssbench.gate-interleave/1"
 
 class GateRunError(UserError):
     """One side's ``ssbench run`` failed (exit 2, naming its log)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C: the rounds end as interrupted and the worktree is removed."""
+
+
+@contextmanager
+def _sigterm_interrupts():
+    """While the rounds run, SIGTERM raises :class:`Terminated` (once: the clean-up that
+    follows is not cut short by a second one). Only the main thread can take signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 @dataclass(frozen=True)
@@ -199,8 +225,11 @@ class SubprocessRunner:
                                     stdout=f, stderr=subprocess.STDOUT)
             try:
                 rc = proc.wait()
-            except KeyboardInterrupt:
-                # Ctrl-C reached the child too (same process group): let it stop cleanly
+            except KeyboardInterrupt as e:
+                # Ctrl-C reached the child too (same process group); a SIGTERM did not: pass it
+                # on. Either way the child stops cleanly (its run ends "interrupted").
+                if isinstance(e, Terminated):
+                    proc.terminate()
                 try:
                     proc.wait(timeout=120)
                 except (subprocess.TimeoutExpired, KeyboardInterrupt):
@@ -349,8 +378,9 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     out.mkdir(parents=True, exist_ok=True)
     lock = hold_run_dir(out)    # this gate writes it (and its sides' run directories) to the end
     try:
-        return _interleave(out, baseline_ref, baseline_commit, cand_commit, cand_dirty, git_root, matrix_file, m,
-                           n_rounds, seed, settings, runner, target, keep_worktree, echo)
+        with _sigterm_interrupts():
+            return _interleave(out, baseline_ref, baseline_commit, cand_commit, cand_dirty, git_root, matrix_file,
+                               m, n_rounds, seed, settings, runner, target, keep_worktree, echo)
     finally:
         lock.release()
 

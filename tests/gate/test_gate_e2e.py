@@ -15,9 +15,11 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -341,6 +343,59 @@ def test_subprocess_runner_runs_each_side_with_its_own_code(fake_harness_repo, t
         assert (out / "rounds" / f"round-01-{side}.log").exists()
     assert res.report.verdict == "regression" and res.report.exit_code == 1
     assert worktrees(fake_harness_repo) == [str(fake_harness_repo)]
+
+
+SLOW_ROUND_2 = FAKE_CLI.replace('if __name__ == "__main__":', textwrap.dedent('''\
+    def fast(argv):       # the stand-in above; round 2 waits for a signal, as a long `ssbench run`
+        out = Path(argv[argv.index("--out") + 1])
+        if "round-02" in out.name:
+            def stop(signum, frame):      # SIGTERM ends the side as it ends `ssbench run`
+                (out.parent / "terminated").write_text(str(signum))
+                sys.exit(130)
+
+            signal.signal(signal.SIGTERM, stop)
+            (out.parent / "started").write_text("")
+            time.sleep(120)
+        return main(argv)
+
+
+    if __name__ == "__main__":
+        import signal, time
+        sys.exit(fast(sys.argv[1:]))
+    if False:'''))
+
+
+@needs_git
+def test_a_sigterm_to_the_gate_ends_its_side_and_removes_the_worktree(fake_harness_repo, tmp_path):
+    """SIGTERM (a CI timeout, `kill`) is handled as Ctrl-C: the running side gets it passed on,
+    interleave.json says interrupted, the baseline's worktree is removed, the exit is 130."""
+    (fake_harness_repo / "harness" / "cli.py").write_text(SLOW_ROUND_2)
+    git(fake_harness_repo, "commit", "-q", "-am", "a slow round 2")
+    script = ("import sys\nfrom harness.gate.interleave import SubprocessRunner, run_interleaved\n"
+              "try:\n    run_interleaved('HEAD', sys.argv[1], rounds=4, seed=11, out_dir=sys.argv[2], repo=sys.argv[3],"
+              " runner=SubprocessRunner(), echo=print)\nexcept KeyboardInterrupt:\n    sys.exit(130)\n")
+    out = tmp_path / "out"
+    gate = subprocess.Popen([sys.executable, "-c", script, str(fake_harness_repo / "matrix.yaml"), str(out),
+                             str(fake_harness_repo)], cwd=REPO, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(1200):
+            if (out / "rounds" / "started").exists() or gate.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert (out / "rounds" / "started").exists(), gate.communicate(timeout=60)[0]
+        record = json.loads((out / "interleave.json").read_text())
+        assert Path(record["worktree"]).is_dir()
+        gate.send_signal(signal.SIGTERM)         # to the gate alone: the side is not signalled by anyone else
+        said = gate.communicate(timeout=60)[0]
+    finally:
+        if gate.poll() is None:
+            os.killpg(gate.pid, signal.SIGKILL)
+    assert gate.returncode == 130, said
+    assert (out / "rounds" / "terminated").read_text() == str(int(signal.SIGTERM))
+    record = json.loads((out / "interleave.json").read_text())
+    assert record["status"] == "interrupted", record
+    assert worktrees(fake_harness_repo) == [str(fake_harness_repo)] and not Path(record["worktree"]).exists()
 
 
 def test_preflight_refuses_a_side_that_imports_foreign_code(tmp_path):
