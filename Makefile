@@ -18,7 +18,7 @@ PYTEST := $(BIN)/python -m pytest
 help:
 	@echo "make bench   run $(MATRIX) on the embedded target and build the report"
 	@echo "make test    run the test suite (what CI runs)"
-	@echo "make test-fast  the unit tests only: no server, no swarm, no Spark (under 2 minutes)"
+	@echo "make test-fast  the unit tests only: no server, swarm, Spark or simulation (under 2 minutes)"
 	@echo "make test-slow  make test as on a machine half as fast (a CPU quota: tools/slow-machine)"
 	@echo "make web     Locust web UI on the embedded target (127.0.0.1)"
 	@echo "make gate    regression gate: interleaved baseline (HEAD) vs working tree on matrices/gate.yaml"
@@ -63,11 +63,12 @@ test: $(STAMP) check-java bytecode
 	$(PYTEST) -p no:xdist --ssbench-part alone $(PYTEST_ARGS) || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	exit $$rc
 
-# The unit tests (no server, no swarm, no Spark) on 2 xdist workers, then those of them marked
-# `alone` (their figure is a share of CPU or a time), one at a time. Fails if either does.
+# The unit tests (no server, no swarm, no Spark, no error-rate simulation) on $(TEST_WORKERS) xdist
+# workers, then those of them marked `alone` (their figure is a share of CPU or a time), one at a
+# time. Fails if either does.
 test-fast: $(STAMP) bytecode
 	@rc=0; \
-	$(PYTEST) -n 2 --dist loadscope --ssbench-part fast $(PYTEST_ARGS) || rc=$$?; \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadscope --ssbench-part fast $(PYTEST_ARGS) || rc=$$?; \
 	$(PYTEST) -p no:xdist --ssbench-part fast-alone $(PYTEST_ARGS) || { s=$$?; [ $$rc -ne 0 ] || rc=$$s; }; \
 	exit $$rc
 

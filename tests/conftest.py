@@ -35,8 +35,8 @@ sys.dont_write_bytecode = False
 #: fixtures that start (or point at) this process's embedded server; a test using one is marked ``server``
 SERVER_FIXTURES = frozenset({"pg_server", "pg_data_dir", "private_server"})
 #: ``make test-fast`` (``--ssbench-part fast``) leaves out the tests with any of these marks: the
-#: unit tests are left (no server, no swarm, no Spark, no browser)
-NOT_FAST = ("slow", "server", "spark", "browser", "e2e", "swarm")
+#: unit tests are left (no server, no swarm, no Spark, no browser, no error-rate simulation)
+NOT_FAST = ("slow", "simulation", "server", "spark", "browser", "e2e", "swarm")
 #: fixture set-ups at least this long are listed in the terminal summary
 SLOW_FIXTURE_S = 0.5
 #: the xdist scope of every test that uses the in-process Spark session (the ``spark`` fixture):

@@ -150,6 +150,7 @@ def test_the_machines_load_does_not_move_the_probe():
     assert abs(math.log(cpu_ratio)) < 0.5 * math.log(wall_ratio), facts
 
 
+@pytest.mark.simulation
 def test_the_flags_error_rates_by_simulation():
     """slow_cpu's error rates through the collector's own arithmetic (the reference, the ticks'
     medians, their mean, the threshold), 2,000 seeded windows each way. Probes scatter as

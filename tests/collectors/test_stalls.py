@@ -35,6 +35,7 @@ def test_regular_ticks_are_no_freeze_and_a_hole_outside_the_window_is_not_counte
     assert longest_freeze(t, 0.0, 8.0) < 0.1                # the hole starts after the window's end
 
 
+@pytest.mark.simulation
 def test_freeze_false_alarm_rate_with_the_measured_tick_jitter():
     """Ticks under load 10 to 30 on the 2-vCPU VM (73 repetitions, 1,136 intervals): median
     1.000 s, p99 1.014 s, max 1.047 s. Simulated with a generous jitter (up to 0.5 s late, 5x
@@ -62,6 +63,7 @@ def simulate(rng: random.Random, batches_per_s: float, stall: tuple[float, float
     return longest_receive_stall(processed, sending, readers, start, end)[0]
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("rate, max_false", [(20.0, 0.0), (5.0, 0.001), (2.0, 0.10)])
 def test_receive_stall_false_alarm_rate(rate, max_false):
     """A target committing RECEIVE batches at random (Poisson) times. Real permutations commit
@@ -74,6 +76,7 @@ def test_receive_stall_false_alarm_rate(rate, max_false):
     assert flagged <= max_false, flagged
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("length, detected_min, detected_max", [(2.0, 0.0, 0.05), (3.0, 0.995, 1.0),
                                                                  (4.0, 1.0, 1.0), (8.0, 1.0, 1.0)])
 def test_receive_stalls_of_three_seconds_or_more_are_detected(length, detected_min, detected_max):

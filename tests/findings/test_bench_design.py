@@ -7,7 +7,11 @@ from __future__ import annotations
 import functools
 import importlib.util
 
+import pytest
+
 from support.embedded import REPO
+
+pytestmark = pytest.mark.simulation     # make test runs it; make test-fast leaves it out
 
 # loaded from its file: benchmarks/ is not a package
 _spec = importlib.util.spec_from_file_location("bench_design", REPO / "docs" / "findings" / "scripts" / "bench_design.py")

@@ -537,6 +537,7 @@ ROUNDS = 0.4
     (5, 2, 0.03, "wide"),         # one repetition in ten four times as noisy
     (5, 2, 0.10, "normal"),       # a noisy machine: the threshold grows to ~20 %
 ])
+@pytest.mark.simulation
 def test_noise_only_passes_at_least_95_percent_and_is_rarely_called_an_improvement(reps, perms, cv, kind):
     """Noise alone passes at least 95 % of gates, and is called an improvement in under 5 %:
     "improved" is a claim like "regression": beyond the threshold the other way AND
@@ -550,6 +551,7 @@ def test_noise_only_passes_at_least_95_percent_and_is_rarely_called_an_improveme
     assert rates.improved <= 0.05, f"false improvements in {rates.improved:.3f} ({reps} reps, {perms} perms, {cv:.0%})"
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("shared,paired", [(0.0, True), (ROUNDS, True), (0.0, False)])
 def test_noise_alone_fails_at_most_1_percent_of_gates_at_10_percent_noise(shared, paired):
     """gate.yaml's shape (2 permutations x 5 metrics, 5 rounds), 10 % noise: the one-sided test
@@ -561,6 +563,7 @@ def test_noise_alone_fails_at_most_1_percent_of_gates_at_10_percent_noise(shared
     assert rates.failed <= 0.0125, rates
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("reps,perms", [(1, 18), (1, 2), (3, 2), (3, 18)])
 def test_too_few_repetitions_never_fail_and_say_inconclusive(reps, perms):
     """bench.yaml (1 repetition, 18 permutations) and 3 repetitions: noise-only comparisons
@@ -572,18 +575,21 @@ def test_too_few_repetitions_never_fail_and_say_inconclusive(reps, perms):
     assert simulate(4000 + reps, reps, perms, 0.03, rate_drop=0.30, trials=50).failed == 0.0
 
 
+@pytest.mark.simulation
 def test_ten_percent_throughput_drop_is_caught_90_percent():
     """The acceptance criterion: 5 repetitions a side, 3 % noise, a 10 % drop of the rates."""
     caught = simulate(2024, reps=5, perms=1, cv=0.03, rate_drop=0.10, trials=TRIALS, shared=ROUNDS).failed
     assert caught >= 0.90, f"detection rate {caught:.3f}"
 
 
+@pytest.mark.simulation
 def test_ten_percent_drop_in_the_gate_matrix_is_caught():
     """The same in matrices/gate.yaml's shape: 2 permutations x 5 repetitions, both slowed."""
     caught = simulate(2026, reps=5, perms=2, cv=0.03, rate_drop=0.10, trials=TRIALS, shared=ROUNDS).failed
     assert caught >= 0.90, f"detection rate {caught:.3f}"
 
 
+@pytest.mark.simulation
 def test_a_rate_drop_is_caught_90_percent_when_the_rounds_share_no_noise():
     """The rates in a family of their own: with no round noise to pair away (the paired test's
     4 degrees of freedom at 5 rounds; one permutation's rows borrow none from a prior), a 10 %
@@ -593,6 +599,7 @@ def test_a_rate_drop_is_caught_90_percent_when_the_rounds_share_no_noise():
     assert caught >= 0.87, f"detection rate {caught:.3f}"
 
 
+@pytest.mark.simulation
 def test_a_rate_drop_in_the_gate_matrix_is_caught_98_percent_when_the_rounds_share_no_noise():
     """gate.yaml's two permutations, no round noise to pair away: the moderated variances (each
     cell's prior predicted from the other permutation x family cells) catch a 10 % drop about
@@ -601,6 +608,7 @@ def test_a_rate_drop_in_the_gate_matrix_is_caught_98_percent_when_the_rounds_sha
     assert caught >= 0.985, f"detection rate {caught:.3f}"
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("unlike", [{"perm_noise": (1.0, 2.0)}, {"latency_noise": 1 / 3}, {"latency_noise": 3.0},
                                     {"rates_together": True}])
 def test_moderated_variances_keep_false_alarms_at_1_percent_where_the_rows_differ(unlike):
@@ -628,11 +636,13 @@ def test_each_family_is_adjusted_on_its_own_at_its_share_of_alpha():
     assert family_q(rows, [None, None, 0.001, 0.5], GateSettings()) == pytest.approx([None, None, 0.002, 0.5])
 
 
+@pytest.mark.simulation
 def test_twenty_percent_latency_rise_is_caught():
     caught = simulate(2025, reps=5, perms=1, cv=0.03, latency_rise=0.20, trials=TRIALS).failed
     assert caught >= 0.95, f"detection rate {caught:.3f}"
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("reps", [5, 6])
 def test_counterbalanced_orders_keep_a_position_effect_from_failing_the_gate(reps):
     """A round's second run 5 % slower under 5 % noise, and no change: with the rounds' orders
@@ -645,6 +655,7 @@ def test_counterbalanced_orders_keep_a_position_effect_from_failing_the_gate(rep
     assert balanced.failed < drawn.failed, (balanced, drawn)
 
 
+@pytest.mark.simulation
 def test_a_ten_percent_gain_is_called_an_improvement():
     rates = simulate(2027, reps=5, perms=2, cv=0.03, rate_drop=-0.10, trials=TRIALS, shared=ROUNDS)
     # the latencies are unchanged: they fail on noise alone as rarely as in a noise-only gate

@@ -24,6 +24,8 @@ import pytest
 from harness.verdicts.rule import GAIN, LOSS, NO_DIFFERENCE, Rule
 from harness.verdicts.simulate import simulate_comparisons, simulate_runs
 
+pytestmark = pytest.mark.simulation     # make test runs it; make test-fast leaves it out
+
 AUTO = dict(min_reps=3, max_reps=8)          # 6 looks
 ALPHA = 0.05
 

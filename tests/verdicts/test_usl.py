@@ -86,6 +86,7 @@ def test_mover_combines_the_two_intervals_in_quadrature():
     assert lo == pytest.approx(0.4 - math.hypot(0.1, 0.02)) and hi == pytest.approx(0.4 + math.hypot(0.15, 0.03))
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("reps", [3, 5])
 def test_known_sigma_and_kappa_are_recovered_within_their_intervals_at_the_documented_rate(reps):
     """docs/statistics.md: the 95 % profile intervals of σ, κ and N* cover the truth in 93 to
@@ -106,6 +107,7 @@ def test_known_sigma_and_kappa_are_recovered_within_their_intervals_at_the_docum
     assert 0.3 <= half / 100 <= 0.7, half
 
 
+@pytest.mark.simulation
 def test_the_lack_of_fit_test_refuses_a_sweep_the_law_does_not_describe_and_rarely_one_it_does():
     """At 1 %: a sweep of the law said not to fit in at most 3 % of 200 (documented ~1 %), the
     ceiling-and-cliff sweep caught in at least 90 % (documented ~100 % at 3 % noise)."""
@@ -115,6 +117,7 @@ def test_the_lack_of_fit_test_refuses_a_sweep_the_law_does_not_describe_and_rare
     assert bad["bad"] / bad["trials"] >= 0.90, bad
 
 
+@pytest.mark.simulation
 def test_a_shift_that_moves_nothing_rarely_says_it_moves_something():
     """Two sweeps of one truth: a coefficient said to move in at most 8 % of 60 pairs
     (documented: under 5 %, Bonferroni over the three); shared against per_thread-like: σ's
