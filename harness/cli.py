@@ -11,10 +11,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from . import __version__
-from .errors import TargetError, UserError
+from .errors import TargetError, Terminated, UserError
 
 #: an unexpected exception (a bug), sysexits.h's EX_SOFTWARE: never 1, the gate's "regression"
 INTERNAL_ERROR_EXIT = 70
@@ -41,6 +45,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)     # once: the clean-up is not cut short
+    raise Terminated
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (kill, systemd, a CI timeout) stops what runs inside as Ctrl-C does: it raises
+    :class:`~harness.errors.Terminated`, a KeyboardInterrupt (``run`` and ``saturate`` install
+    their own pair). SIGINT's and SIGTERM's handlers are put back at the end: a caller of
+    :func:`main` in its own process keeps its own."""
+    if threading.current_thread() is not threading.main_thread():   # only it takes signals
+        yield
+        return
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -49,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    with sigterm_as_ctrl_c():
+        return _dispatch(args)
+
+
+def _dispatch(args) -> int:
+    """The command's exit code: its own, or that of what it raised (the module's docstring)."""
     try:
         return int(args.func(args) or 0)
     except UserError as e:

@@ -36,6 +36,11 @@ def show(value: Any, limit: int = 60) -> str:
     return text
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, systemd, a CI timeout): every command stops as on Ctrl-C (exit 130); one
+    that runs a child outside the terminal's process group passes the signal on."""
+
+
 class UserError(Exception):
     """Bad input from the user (a file, a flag, a setting). Exit code 2, no traceback.
 

@@ -10,7 +10,6 @@ over Locust's messages: nothing is shared on disk."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import time
@@ -45,10 +44,6 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_worker)
 
 
-def _sigterm(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def cmd_worker(args) -> int:
     from .run import parse_host_port
 
@@ -78,7 +73,6 @@ def run_workers(host: str, port: int, initiator: int | None, worker: int | None,
                         field=f"${TOKEN_ENV}")
     # the web UI's secrets are none of a worker's business
     env = child_env(token, drop=("SSBENCH_WEB_PASSWORD", "SSBENCH_WEB_CREDENTIALS_FILE", "SSBENCH_WEB_LOGIN"))
-    signal.signal(signal.SIGTERM, _sigterm)   # stop as on Ctrl-C (systemd, ssh, kill)
     who = f"initiator {initiator}" if initiator else "an initiator the master picks"
     done = 0
     print(f"ssbench worker: {who}; master {host}:{port}; Ctrl-C to stop", file=sys.stderr)

@@ -21,20 +21,17 @@ import os
 import random
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import yaml
 
-from ..errors import TargetError, UserError
+from ..errors import TargetError, Terminated, UserError
 from ..results import (RunDir, RunReader, counts_in_verdicts, find_runs, read_json, utc_now_iso, write_atomic,
                        write_json)
 from ..results.lock import hold_run_dir
@@ -53,29 +50,6 @@ INTERLEAVE_SCHEMA = "ssbench.gate-interleave/1"
 
 class GateRunError(UserError):
     """One side's ``ssbench run`` failed (exit 2, naming its log)."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, handled as Ctrl-C: the rounds end as interrupted and the worktree is removed."""
-
-
-@contextmanager
-def _sigterm_interrupts():
-    """While the rounds run, SIGTERM raises :class:`Terminated` (once: the clean-up that
-    follows is not cut short by a second one). Only the main thread can take signals."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Terminated
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 @dataclass(frozen=True)
@@ -378,9 +352,8 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     out.mkdir(parents=True, exist_ok=True)
     lock = hold_run_dir(out)    # this gate writes it (and its sides' run directories) to the end
     try:
-        with _sigterm_interrupts():
-            return _interleave(out, baseline_ref, baseline_commit, cand_commit, cand_dirty, git_root, matrix_file,
-                               m, n_rounds, seed, settings, runner, target, keep_worktree, echo)
+        return _interleave(out, baseline_ref, baseline_commit, cand_commit, cand_dirty, git_root, matrix_file, m,
+                           n_rounds, seed, settings, runner, target, keep_worktree, echo)
     finally:
         lock.release()
 

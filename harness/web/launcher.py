@@ -256,10 +256,6 @@ class WebApp:
 
 
 def serve(target: Target, opts: WebOptions) -> int:
-    def _term(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
     app = WebApp(target, opts)
     code = 0

@@ -371,8 +371,10 @@ def test_a_sigterm_to_the_gate_ends_its_side_and_removes_the_worktree(fake_harne
     interleave.json says interrupted, the baseline's worktree is removed, the exit is 130."""
     (fake_harness_repo / "harness" / "cli.py").write_text(SLOW_ROUND_2)
     git(fake_harness_repo, "commit", "-q", "-am", "a slow round 2")
-    script = ("import sys\nfrom harness.gate.interleave import SubprocessRunner, run_interleaved\n"
-              "try:\n    run_interleaved('HEAD', sys.argv[1], rounds=4, seed=11, out_dir=sys.argv[2], repo=sys.argv[3],"
+    script = ("import sys\nfrom harness.cli import sigterm_as_ctrl_c\n"
+              "from harness.gate.interleave import SubprocessRunner, run_interleaved\n"
+              "try:\n    with sigterm_as_ctrl_c():   # as harness.cli.main runs every command\n"
+              "        run_interleaved('HEAD', sys.argv[1], rounds=4, seed=11, out_dir=sys.argv[2], repo=sys.argv[3],"
               " runner=SubprocessRunner(), echo=print)\nexcept KeyboardInterrupt:\n    sys.exit(130)\n")
     out = tmp_path / "out"
     gate = subprocess.Popen([sys.executable, "-c", script, str(fake_harness_repo / "matrix.yaml"), str(out),
