@@ -465,6 +465,23 @@ def get_spark(master: str | None = None, app_name: str = "ssbench-analyze", *,
         settings["spark.driver.extraJavaOptions"] = opts
     for k, v in settings.items():
         b = b.config(k, v)
-    spark = b.getOrCreate()
+    since = time.time()
+    try:
+        spark = b.getOrCreate()
+    except BaseException:
+        _end_descendants(since)
+        raise
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _end_descendants(since: float) -> None:
+    """Kill what this process started from ``since`` on: the gateway JVM and its launcher.
+    Interrupted (Ctrl-C, SIGTERM) while the JVM starts, PySpark leaves it running for good (its
+    gateway thread outlives a main thread that failed on the connection file PySpark removed)."""
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.create_time() >= since - 0.5:    # the clock's and /proc's roundings
+                p.kill()
+        except psutil.Error:
+            pass

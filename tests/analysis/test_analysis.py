@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import statistics
 import struct
 import subprocess
@@ -20,6 +21,7 @@ import zlib
 from collections import defaultdict
 from pathlib import Path
 
+import psutil
 import pytest
 
 from support import synth
@@ -541,6 +543,55 @@ def test_cli_analyze_prints_the_diagnosis_and_the_issues_on_stderr(spark, tiny_r
     assert f"warning: {run / 'run.json'}: missing" in cap.err, cap.err[-3000:]
     html = (run / "report" / "index.html").read_text()     # the new report, where the previous one was
     assert "SQL Server 16.0" in html and str(run / "run.json") in html and str(damaged) in html
+
+
+@pytest.mark.spark
+def test_a_sigterm_stops_an_analysis_as_ctrl_c_does(tiny_run, tmp_path):
+    """kill (systemd, a CI timeout) during ``ssbench analyze`` as its gateway JVM starts: a
+    SIGTERM to the command alone stops it as Ctrl-C does (exit 130, "interrupted"), no process
+    it started is left and no report half-written. Before, the signal killed the command and
+    left its JVM running; and interrupted there (Ctrl-C too), PySpark left its gateway JVM
+    running for good."""
+    from support import machine
+
+    out, err = tmp_path / "report", tmp_path / "stderr"
+    with open(err, "w") as f:     # a file, not a pipe: a JVM left behind would hold a pipe open
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "analyze", str(tiny_run), "--out", str(out),
+                                 "-q"], start_new_session=True, stdout=subprocess.DEVNULL, stderr=f)
+    group = proc.pid              # the command's process group: everything it started is in it
+
+    def left() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter() if p.pid != group and _in_group(p, group)]
+
+    try:
+        for _ in range(int(machine.allowance(120) / 0.05)):
+            if any(_submitted(p) for p in left()) or proc.poll() is not None:   # the JVM has begun
+                break
+            subprocess.run(["sleep", "0.05"])
+        assert proc.poll() is None, err.read_text()[-2000:]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=machine.allowance(60))
+        _, alive = psutil.wait_procs(left(), timeout=machine.allowance(15))
+    finally:
+        subprocess.run(["pkill", "-KILL", "-g", str(group)])
+    assert proc.returncode == 130 and "ssbench: interrupted" in err.read_text(), (proc.returncode, err.read_text())
+    assert not alive, [(p.pid, p.cmdline()[:3]) for p in alive]
+    assert not (out / "index.html").exists()
+
+
+def _submitted(p) -> bool:
+    """The gateway JVM (spark-submit's), not the launcher JVM that builds its command line."""
+    try:
+        return p.name() == "java" and "org.apache.spark.deploy.SparkSubmit" in p.cmdline()
+    except psutil.Error:
+        return False
+
+
+def _in_group(p, group: int) -> bool:
+    try:
+        return os.getpgid(p.pid) == group
+    except OSError:
+        return False
 
 
 def test_cli_without_java_says_how_to_get_it(tiny_run, monkeypatch, capsys):
