@@ -87,7 +87,7 @@ def test_auth_module_has_no_web_imports():
     assert not [n for n in names if "web" in n or n.startswith("flask")], names
 
 
-def test_mssql_spec_pushed_to_workers_names_the_password_variable_only(monkeypatch):
+def test_mssql_spec_pushed_to_workers_names_the_password_variable_only(monkeypatch, tmp_path):
     """The swarm spec a web master sends its workers inline (Locust's spawn message) for a SQL
     Server topology: each sender spec carries the name of the password variable, which every
     worker reads on its own host, and never the password (SQL Server itself is faked: none
@@ -96,13 +96,16 @@ def test_mssql_spec_pushed_to_workers_names_the_password_variable_only(monkeypat
 
     from harness.load.spec import SwarmSpec
     from harness.targets.mssql.target import MssqlTarget
-    from harness.targets.mssql.topology import Topology
+    from harness.targets.mssql.topology import load_topology
 
     secret = "Sentinel-Mssql-Pw-9931"
-    monkeypatch.setenv("SSBENCH_TEST_HOST", "sql1.lab.example")
-    monkeypatch.setenv("SSBENCH_TEST_USER", "ssbench")
     monkeypatch.setenv("SSBENCH_TEST_PASSWORD", secret)
-    t = MssqlTarget(Topology.from_env("SSBENCH_TEST_", initiators=2))
+    (tmp_path / "t.yaml").write_text(
+        "layout: single\nauth: {kind: sql, user: ssbench, password_env: SSBENCH_TEST_PASSWORD}\n"
+        "instances:\n" + "".join(f"  {n}: {{host: sql1.lab.example, database: ssbench_{n}}}\n"
+                                  for n in ("target", "init1", "init2"))
+        + "target: target\ninitiators: [init1, init2]\n")
+    t = MssqlTarget(load_topology(tmp_path / "t.yaml"))
     inits = [t.topology.instances["init1"], t.topology.instances["init2"]]
     # what prepare() leaves behind: two active initiators (no SQL Server here to prepare)
     monkeypatch.setattr(t, "_active", lambda: (t.topology.instances["target"], inits))

@@ -7,7 +7,6 @@ and every key. Errors name the file, line and field (exit code 2).
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -244,43 +243,6 @@ class Topology:
                          for k, v in self.profiles.items()},
             "broker": asdict(self.broker),
         }
-
-    # ------------------------------------------------------------------ from the environment
-    @classmethod
-    def from_env(cls, prefix: str = "SSBENCH_MSSQL_", initiators: int = 1,
-                 database_prefix: str | None = None) -> "Topology":
-        """A single-instance topology from environment variables (integration tests, quick
-        trials): ``<prefix>HOST`` (required; ``HOST\\INSTANCE`` for a named instance), ``PORT`` (1433;
-        a named instance's from SQL Browser), ``USER``, ``PASSWORD`` (read from
-        the environment at connect time, never copied), ``DRIVER`` (an ODBC driver name;
-        ``FreeTDS`` selects the FreeTDS flavour), ``TRUST_CERT`` (1/yes), ``ENCRYPT``
-        (mandatory/optional/strict), ``DATABASE_PREFIX`` (``ssbench_``)."""
-        env = os.environ
-        host = env.get(prefix + "HOST")
-        if not host:
-            raise UserError(f"{prefix}HOST is not set")
-        user = env.get(prefix + "USER")
-        auth = Auth("sql", user, prefix + "PASSWORD") if user else Auth("integrated")
-        dname = env.get(prefix + "DRIVER") or DEFAULT_DRIVER_NAMES["msodbc"]
-        kind = "freetds" if "freetds" in dname.lower() else "msodbc"
-        trust = (env.get(prefix + "TRUST_CERT") or "").lower() in ("1", "yes", "true", "on")
-        encrypt = (env.get(prefix + "ENCRYPT") or "mandatory").lower()
-        if encrypt not in ENCRYPT_VALUES:
-            raise UserError(f"{prefix}ENCRYPT must be one of {', '.join(ENCRYPT_VALUES)}")
-        dbp = database_prefix or env.get(prefix + "DATABASE_PREFIX") or "ssbench_"
-        tsql.validate_name(dbp + "x", f"{prefix}DATABASE_PREFIX")
-        host, _, named = check_server(host, f"{prefix}HOST").partition("\\")
-        port = int(env.get(prefix + "PORT") or (0 if named else 1433))
-        names = tuple(f"init{i}" for i in range(1, initiators + 1))
-        instances = {n: Instance(n, host, port, f"{dbp}{n}", auth, auth, host, instance_name=named)
-                     for n in ("target", *names)}
-        prof = Profile("default", "target", names)
-        return cls(path=None, name="env", description=f"from {prefix}* environment variables",
-                   layout="single",
-                   driver=DriverConfig(kind=kind, name=dname, encrypt=encrypt,
-                                       trust_server_certificate=trust),
-                   instances=instances, profiles={"default": prof}, broker=BrokerConfig(),
-                   default_profile="default")
 
 
 def load_topology(path: str | Path) -> Topology:

@@ -34,12 +34,12 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def target():
+def target(tmp_path_factory):
+    from env_topology import env_topology
     from harness.targets.mssql.target import MssqlTarget
-    from harness.targets.mssql.topology import Topology
 
     prefix = os.environ.get("SSBENCH_MSSQL_DATABASE_PREFIX") or "ssbench_it_"
-    t = MssqlTarget(Topology.from_env(initiators=2, database_prefix=prefix))
+    t = MssqlTarget(env_topology(tmp_path_factory.mktemp("topology"), initiators=2, database_prefix=prefix))
     t.provision()
     yield t
     try:

@@ -7,7 +7,8 @@ import textwrap
 import pytest
 
 from harness.errors import UserError
-from harness.targets.mssql.topology import Topology, load_topology
+from harness.targets.mssql.topology import load_topology
+from env_topology import env_topology
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
@@ -225,19 +226,20 @@ def test_invalid_yaml_and_missing_file(tmp_path):
         load_topology(tmp_path / "nope.yaml")
 
 
-def test_from_env(monkeypatch):
+def test_env_topology(monkeypatch, tmp_path):
+    """The integration tests' topology from SSBENCH_MSSQL_* (env_topology.py), through the file's checks."""
     monkeypatch.setenv("SSBENCH_MSSQL_HOST", "sql.example")
     monkeypatch.setenv("SSBENCH_MSSQL_USER", "sa")
     monkeypatch.setenv("SSBENCH_MSSQL_PASSWORD", "x")
     monkeypatch.setenv("SSBENCH_MSSQL_DRIVER", "FreeTDS")
     monkeypatch.setenv("SSBENCH_MSSQL_TRUST_CERT", "yes")
-    t = Topology.from_env(initiators=2)
+    t = env_topology(tmp_path, initiators=2)
     assert t.layout == "single" and t.driver.kind == "freetds"
     assert [i.database for i in t.instances.values()] == ["ssbench_target", "ssbench_init1", "ssbench_init2"]
     assert t.instances["init1"].auth.password_env == "SSBENCH_MSSQL_PASSWORD"
     monkeypatch.setenv("SSBENCH_MSSQL_DATABASE_PREFIX", "x]; DROP--")
-    with pytest.raises(ValueError):
-        Topology.from_env()
+    with pytest.raises(UserError):
+        env_topology(tmp_path)
 
 
 def test_a_bad_value_is_never_echoed_with_a_secret_in_it(tmp_path):
