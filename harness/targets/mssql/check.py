@@ -202,14 +202,12 @@ def _permission_lines(s: ServerSession, inst, label: str, missing_dbs: list[str]
 
 def _endpoint_lines(s: ServerSession, inst, label: str) -> list[tuple]:
     """The Service Broker endpoint: absent, ssbench's, or another one; its state."""
-    from .provision import endpoint_owned, endpoint_problems  # noqa: PLC0415
+    from .provision import broker_endpoint, endpoint_problems  # noqa: PLC0415
 
-    eps = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
-    if not eps:
+    row, owned = broker_endpoint(s, inst)
+    if row is None:
         return [("warn", label, "no Service Broker endpoint yet (provision creates "
                                 f"[{s.topology.broker.endpoint_name}] on port {inst.broker_port})")]
-    row = eps[0]
-    owned = endpoint_owned(s, inst, row[0])
     out = [("fail", label, p) for p in endpoint_problems(s, inst, row, owned)]
     if not out:
         out.append(("ok", label, f"endpoint [{row[0]}] {'(ssbench) ' if owned else ''}port "

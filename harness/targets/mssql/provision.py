@@ -117,11 +117,15 @@ def _create_objects(s: ServerSession, inst: Instance, role: str, index: int,
             ownership.record(s, inst, *key)
 
 
-def endpoint_owned(s: ServerSession, inst: Instance, name: str) -> bool:
-    """ssbench created this endpoint: master's extended property names it, or (an ssbench from
-    before the record) its name has the reserved ssbench_ prefix."""
+def broker_endpoint(s: ServerSession, inst: Instance) -> tuple[tuple | None, bool]:
+    """The instance's Service Broker endpoint (its broker_endpoints row; None: it has none) and
+    whether ssbench created it: master's extended property names it, or (an ssbench from before
+    the record) its name has the reserved ssbench_ prefix."""
+    rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
+    if not rows:
+        return None, False
     owner = s._scalar(inst, "server", "endpoint_owner", database="master", purpose="admin")
-    return owner == name or name.lower().startswith("ssbench_")
+    return rows[0], owner == rows[0][0] or rows[0][0].lower().startswith("ssbench_")
 
 
 def endpoint_problems(s: ServerSession, inst: Instance, row: tuple, owned: bool) -> list[str]:
@@ -169,9 +173,9 @@ def encryption_problems(s: ServerSession, pairs: list[Pair]) -> list[str]:
     mine = (own, frozenset() if own == "DISABLED" else frozenset({"AES"}))
     setting: dict[str, tuple[str, str, frozenset[str]]] = {}
     for key, inst in s._servers(x for pair in pairs for x in pair[:2]).items():
-        rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
-        if rows and not endpoint_owned(s, inst, rows[0][0]):
-            setting[key] = (f"endpoint [{rows[0][0]}] on {inst.server}", *endpoint_encryption(rows[0][4]))
+        row, owned = broker_endpoint(s, inst)
+        if row and not owned:
+            setting[key] = (f"endpoint [{row[0]}] on {inst.server}", *endpoint_encryption(row[4]))
         else:
             setting[key] = (f"ssbench's endpoint on {inst.server}", *mine)
     out = []
@@ -188,16 +192,14 @@ def encryption_problems(s: ServerSession, pairs: list[Pair]) -> list[str]:
     return out
 
 
-def _foreign_endpoint(s: ServerSession, inst: Instance) -> tuple | None:
-    """The instance's Service Broker endpoint when ssbench did not create it (None when there
-    is none or it is ssbench's); raises unless it can be used as it is."""
-    rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
-    if rows and not endpoint_owned(s, inst, rows[0][0]):
-        problems = endpoint_problems(s, inst, rows[0], owned=False)
-        if problems:
-            raise TargetError(f"{inst.server}: " + "; ".join(problems))
-        return rows[0]
-    return None
+def _foreign_endpoint(s: ServerSession, inst: Instance) -> tuple[tuple | None, bool]:
+    """:func:`broker_endpoint`, raising when ssbench did not create it and it cannot be used as
+    it is."""
+    row, owned = broker_endpoint(s, inst)
+    problems = endpoint_problems(s, inst, row, owned=False) if row and not owned else []
+    if problems:
+        raise TargetError(f"{inst.server}: " + "; ".join(problems))
+    return row, owned
 
 
 def _endpoint(s: ServerSession, inst: Instance, label: str) -> tuple[str, tuple[bytes, bytes]]:
@@ -206,22 +208,21 @@ def _endpoint(s: ServerSession, inst: Instance, label: str) -> tuple[str, tuple[
     ``broker.use_existing_endpoint``. Returns its name and the public part of the certificate
     it authenticates with."""
     b = s.topology.broker
-    foreign = _foreign_endpoint(s, inst)
-    if foreign is not None:
-        name, cert = foreign[0], foreign[5]
+    row, owned = _foreign_endpoint(s, inst)
+    if row and not owned:
+        name, cert = row[0], row[5]
         rows2 = s._query(inst, "server", "certificate_public", [cert], database="master",
                          purpose="admin")
         if not rows2 or rows2[0][0] is None:
             raise TargetError(f"{inst.server}: certificate {cert} of endpoint [{name}] "
                               "is not readable")
         return name, (bytes(rows2[0][0]), bytes(rows2[0][1]))
-    rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
     cert = transport_cert(label)
     public = own_certificate(s, inst, cert, f"ssbench transport {label}"[:64], "master")
-    name = rows[0][0] if rows else b.endpoint_name
+    name = row[0] if row else b.endpoint_name
     params = {"endpoint": name, "port": inst.broker_port, "certificate": cert,
               "encryption": b.endpoint_encryption.upper()}
-    s._run(inst, "server", "endpoint_alter" if rows else "endpoint_create", params,
+    s._run(inst, "server", "endpoint_alter" if row else "endpoint_create", params,
            database="master")
     s._run(inst, "server", "endpoint_owner_set", {"endpoint": name}, database="master")
     return name, public
@@ -408,12 +409,12 @@ def teardown(s: ServerSession, drop_databases: bool = False) -> list[str]:
                 if other.server_key == key:
                     s._run(inst, "server", "msdb_route_drop",
                            {"route": f"ssbench_local_{other.name}"}, database="msdb")
-            rows = s._query(inst, "server", "broker_endpoints", database="master", purpose="admin")
-            if rows and endpoint_owned(s, inst, rows[0][0]):
-                s._run(inst, "server", "endpoint_drop", {"endpoint": rows[0][0]}, database="master")
+            row, owned = broker_endpoint(s, inst)
+            if row and owned:
+                s._run(inst, "server", "endpoint_drop", {"endpoint": row[0]}, database="master")
                 s._run(inst, "server", "endpoint_owner_drop", database="master")
-            elif rows:
-                kept.append(f"{inst.server}: endpoint {rows[0][0]} (not created by "
+            elif row:
+                kept.append(f"{inst.server}: endpoint {row[0]} (not created by "
                             "ssbench; its CONNECT grants went with ssbench's peer logins)")
             for pl in (s._server_label(peer) for peer in servers if peer != key):
                 s._run(inst, "server", "peer_drop", {"certificate": transport_cert(pl), "user": peer_user(pl),
