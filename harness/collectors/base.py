@@ -6,11 +6,14 @@ instance of each one whose ``reads`` the target's telemetry implements."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable
+
+import psutil
 
 from ..targets.base import Telemetry
 from ..targets.registry import COLLECTORS, load_all
@@ -81,6 +84,21 @@ class WindowView:
         return sum(vals) / len(vals) if vals else None
 
 
+@dataclass(frozen=True)
+class Processes:
+    """One tick's processes on this host: the database server's (a local one's), the client's
+    (this process and its descendants but the server's) and the load generators' by name."""
+
+    server: set[int]
+    client: set[int]
+    workers: dict[str, int]
+
+    @property
+    def ours(self) -> set[int]:
+        """Every one of them: what the machine's other processes are not."""
+        return self.server | self.client | set(self.workers.values())
+
+
 @dataclass
 class SampleContext:
     target: object                     # harness.targets.base.Target
@@ -88,6 +106,18 @@ class SampleContext:
     client_pids: Callable[[], dict[str, int]] = lambda: {}   # name -> pid (load generators)
     run: str = ""                      # the run's directory: the probes' idle references are per run
     spill_dir: str | None = None       # where collectors spill what they keep (the repetition's directory)
+    _processes: tuple[float, Processes] | None = field(default=None, init=False, repr=False)
+
+    def processes(self, now: float) -> Processes:
+        """The :class:`Processes` of the tick at ``now``, looked up once for every collector of
+        the tick that asks (each lookup walks /proc)."""
+        if self._processes is None or self._processes[0] != now:
+            server, me = set(self.call(self.telemetry.server_pids)), psutil.Process()
+            family = {me.pid}
+            with contextlib.suppress(psutil.Error):
+                family |= {c.pid for c in me.children(recursive=True)}
+            self._processes = (now, Processes(server, family - server, self.client_pids()))
+        return self._processes[1]
 
     @property
     def telemetry(self) -> Telemetry:

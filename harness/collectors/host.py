@@ -95,15 +95,9 @@ class HostCollector(Collector):
         return busy / total * 100.0 * self._ncpu, d("steal") / total * 100.0
 
     def sample(self, ctx, now):
-        server = set(ctx.call(ctx.telemetry.server_pids))
-        workers = ctx.client_pids()
-        me = psutil.Process(os.getpid())
-        try:
-            family = {me.pid} | {c.pid for c in me.children(recursive=True)}
-        except psutil.Error:
-            family = {me.pid}
-        client = family - server
-        m = self._measure(client | server | set(workers.values()))
+        procs = ctx.processes(now)
+        server, client, workers = procs.server, procs.client, procs.workers
+        m = self._measure(procs.ours)
 
         def total(pids, i):
             return sum(m[p][i] for p in pids if p in m)

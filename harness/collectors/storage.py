@@ -19,8 +19,6 @@ import statistics
 import time
 from pathlib import Path
 
-import psutil
-
 from ._probe import ProbeCollector, ProbeThread, RunReferences
 
 log = logging.getLogger(__name__)
@@ -157,19 +155,11 @@ class StorageCollector(ProbeCollector):
             out.append(("probe_ms", "", statistics.median(probes)))
             out.append(("probe_max_ms", "", max(probes)))
         if self.probe is not None:      # a local server: whose writes are the others'
-            other, last = self.others.take(self._ours(ctx)), self.others_at
+            other, last = self.others.take(ctx.processes(now).ours), self.others_at
             self.others_at = now
             if other is not None and last is not None and now > last:
                 out.append(("other_write_mib_s", "", other / 1048576 / (now - last)))
         return out
-
-    @staticmethod
-    def _ours(ctx) -> set[int]:
-        """The server's processes, this one and its children, the load generators."""
-        ours = {os.getpid(), *ctx.call(ctx.telemetry.server_pids), *ctx.client_pids().values()}
-        with contextlib.suppress(psutil.Error):
-            ours |= {c.pid for c in psutil.Process().children(recursive=True)}
-        return ours
 
     def summary_fields(self, ctx, window):
         out = {}
