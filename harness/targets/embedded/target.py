@@ -198,12 +198,10 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
             changed = self._apply_db_settings(all_dbs, profile, delay)
             for db in all_dbs:
                 self._reset_db(db)
-            self._conn(self.target_db).execute(
-                "UPDATE ssb.queues SET max_readers = %s, receive_top = %s, waitfor_timeout_ms = %s, "
-                "monitor_interval_s = %s, is_activation_enabled = true, try_catch = true, process_delay_ms = 0, "
-                "processing_us_per_message = %s WHERE name = %s",
-                (broker.max_queue_readers, broker.receive_top, broker.waitfor_timeout_ms,
-                 float(broker.monitor_interval_seconds), broker.processing_us_per_message, QUEUE))
+            self.set_queue_options(max_readers=broker.max_queue_readers, receive_top=broker.receive_top,
+                                   waitfor_timeout_ms=broker.waitfor_timeout_ms, activation=True, try_catch=True,
+                                   monitor_interval_s=float(broker.monitor_interval_seconds), process_delay_ms=0,
+                                   processing_us_per_message=broker.processing_us_per_message)
             # settings changed per database reach new sessions only: drop ours of those databases
             for db in changed:
                 c = self._conns.pop(db, None)
@@ -421,15 +419,17 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
     def set_queue_options(self, *, try_catch: bool | None = None, process_delay_ms: int | None = None,
                           enabled: bool | None = None, activation: bool | None = None,
                           max_readers: int | None = None, monitor_interval_s: float | None = None,
-                          waitfor_timeout_ms: int | None = None, receive_top: int | None = None) -> None:
-        """ALTER QUEUE for tests and experiments: the TRY/CATCH of the activation procedure, a
-        processing delay per batch, STATUS (re-enabling also clears the rollback count),
-        ACTIVATION STATUS, MAX_QUEUE_READERS, monitor interval, WAITFOR timeout, RECEIVE TOP."""
+                          waitfor_timeout_ms: int | None = None, receive_top: int | None = None,
+                          processing_us_per_message: int | None = None) -> None:
+        """ALTER QUEUE (prepare's, and for tests and experiments): the TRY/CATCH of the activation
+        procedure, a processing delay per batch, STATUS (re-enabling also clears the rollback
+        count), ACTIVATION STATUS, MAX_QUEUE_READERS, monitor interval, WAITFOR timeout, RECEIVE
+        TOP, the procedure's own work per message."""
         sets: list[sql.Composable] = []
         values = {"try_catch": try_catch, "process_delay_ms": process_delay_ms,
                   "is_activation_enabled": activation, "max_readers": max_readers,
                   "monitor_interval_s": monitor_interval_s, "waitfor_timeout_ms": waitfor_timeout_ms,
-                  "receive_top": receive_top}
+                  "receive_top": receive_top, "processing_us_per_message": processing_us_per_message}
         for col, v in values.items():
             if v is not None:
                 sets.append(sql.SQL("{} = {}").format(sql.Identifier(col), sql.Literal(v)))
