@@ -164,13 +164,6 @@ class MssqlTarget(ServerSession, MssqlTelemetry, Target):
         return out
 
     # ------------------------------------------------------------------ permutations
-    def _wait_activation_idle(self, target: Instance, timeout: float) -> None:
-        def running() -> int:
-            return int(self._scalar(target, "collectors", "activated_tasks", [self.topology.broker.queue]) or 0)
-
-        if not wait_until(lambda: not running(), timeout, 0.25):
-            log.warning("%d activated task(s) still running on %s", running(), target.name)
-
     def prepare(self, initiators: int, profile: str, broker: BrokerSettings) -> None:
         try:
             self._prepare(initiators, profile, broker)
@@ -193,10 +186,9 @@ class MssqlTarget(ServerSession, MssqlTelemetry, Target):
                     raise TargetError(refusal + ": use broker.reset: cleanup")
         # 1. no new receive tasks (the initiators' readers neither); let the running ones finish
         # their WAITFOR
-        self._run(target, "target", "activation_off", self._names())
         for inst in family:
             self._run(inst, "initiator", "initiator_end_off", self._names())
-        self._wait_activation_idle(target, self._broker.waitfor_timeout_ms / 1000 + 30)
+        self.set_activation(False)
         # 2. every conversation and message gone
         if topo.broker.reset == "new_broker":
             for inst in [target, *family]:
@@ -272,9 +264,14 @@ class MssqlTarget(ServerSession, MssqlTelemetry, Target):
         if enabled:
             self._run(target, "target", "activation_on",
                       self._names(max_queue_readers=self._broker.max_queue_readers))
-        else:
-            self._run(target, "target", "activation_off", self._names())
-            self._wait_activation_idle(target, self._broker.waitfor_timeout_ms / 1000 + 30)
+            return
+        self._run(target, "target", "activation_off", self._names())
+
+        def running() -> int:
+            return int(self._scalar(target, "collectors", "activated_tasks", [self.topology.broker.queue]) or 0)
+
+        if not wait_until(lambda: not running(), self._broker.waitfor_timeout_ms / 1000 + 30, 0.25):
+            log.warning("%d activated task(s) still running on %s", running(), target.name)
 
     def start(self) -> None:
         """Nothing to start: SQL Server transmits and activates by itself."""
