@@ -12,7 +12,7 @@ import datetime as dt
 import logging
 
 from ...errors import TargetError
-from . import db_options, ownership
+from . import db_options, exclusive, ownership
 from .session import ServerSession, random_password
 from .topology import Instance
 
@@ -37,8 +37,7 @@ def usable_master_key(s: ServerSession, inst: Instance, cert: str) -> None:
     opts = db_options.current(s, inst)
     if not opts["master_key"] or opts["master_key_by_server"]:
         return
-    mine = ownership.owned(s, inst)
-    if ownership.MASTER_KEY not in mine and ("DATABASE", inst.database) not in mine:
+    if ownership.MASTER_KEY not in ownership.owned(s, inst) and not exclusive.created(s, inst):
         raise TargetError(
             f"{inst.where()}: the database master key is not encrypted by this instance's service "
             "master key (is_master_key_encrypted_by_server = 0: restored or attached from another "

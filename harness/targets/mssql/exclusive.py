@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import TargetError
-from . import driver, platforms
+from . import driver, ownership, platforms
 
 if TYPE_CHECKING:
     from .session import ServerSession
@@ -26,9 +26,8 @@ def created(s: "ServerSession", inst: "Instance") -> bool:
     provision marks the databases it creates as it creates them)."""
     mine: dict[str, bool] = s.__dict__.setdefault("_created_dbs", {})
     if inst.name not in mine:
-        rows = s._query(inst, "objects", "owned_list", purpose="admin")
-        mine[inst.name] = any(str(c) == "DATABASE" and str(n).lower() == inst.database.lower()
-                              for c, n in rows)
+        mine[inst.name] = any(c == "DATABASE" and n.lower() == inst.database.lower()
+                              for c, n in ownership.owned(s, inst))
     return mine[inst.name]
 
 
