@@ -55,11 +55,6 @@ def longest_receive_stall(processed: list[tuple[float, float]], sending: list[tu
     return round(best, 3), best_span
 
 
-def _series(window: WindowView, family: str, metric: str, key: str | None = None) -> list[tuple[float, float]]:
-    return [(s.ts, s.value) for s in window.samples
-            if s.family == family and s.metric == metric and (key is None or s.key == key)]
-
-
 def _chains(window: WindowView, a: float, b: float, top: int = 5) -> list[str]:
     seen: dict[str, float] = {}
     for s in window.samples:
@@ -82,9 +77,9 @@ class StallCollector(Collector):
         freeze = longest_freeze(ticks, window.start, window.end)
         if freeze is not None:
             out["freeze_seconds"] = freeze
-        processed = _series(window, "throughput", "processed_total")
-        sending = _series(window, "broker", SENDS_METRIC)
-        readers = _series(window, "activation", "tasks_running") or None
+        processed = window.points("throughput", "processed_total", whole=True)
+        sending = window.points("broker", SENDS_METRIC, whole=True)
+        readers = window.points("activation", "tasks_running", whole=True) or None
         if processed and sending:
             stall, span = longest_receive_stall(processed, sending, readers, window.start, window.end)
             out["receive_stall_seconds"] = stall

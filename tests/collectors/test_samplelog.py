@@ -100,7 +100,7 @@ def test_the_summary_from_the_file_is_the_summary_from_memory_figure_for_figure(
     view = WindowView(start, end, sampler.samples, member)
     for fam, met, key in SERIES[::7]:
         assert view.points(fam, met, key) == old_view.points(fam, met, key)
-        assert view.series(fam, met, from_start_on=True) == old_view.series(fam, met, from_start_on=True)
+        assert view.series(fam, met, whole=True) == old_view.series(fam, met, whole=True)
         assert view.mean(fam, met, key) == old_view.mean(fam, met, key)
     assert view.mean("waits", "", metric_prefix="wait") == old_view.mean("waits", "", metric_prefix="wait")
 
