@@ -14,12 +14,10 @@ from typing import Any
 
 from ...errors import UserError
 from ...matrix import MAX_INITIATORS
-from ...yamlsrc import Located, load_located
+from ...yamlsrc import Located, Reader, load_located
 from . import tsql
-from .topology_reader import (NOT_ENV_NAME, Reader as _Reader, check_driver_name as _check_driver_name,
-                              check_env_name as _check_env_name,
-                              check_tds_version as _check_tds_version,
-                              refuse_literal_passwords as _refuse_literal_passwords)
+from .topology_reader import (NOT_ENV_NAME, check_driver_name, check_env_name, check_tds_version,
+                              refuse_literal_passwords)
 
 LAYOUTS = ("distributed", "single")
 DRIVER_KINDS = ("msodbc", "freetds")
@@ -250,8 +248,8 @@ def load_topology(path: str | Path) -> Topology:
     p = Path(path)
     file = str(path)
     top, sha256 = load_located(p, "topology")
-    _refuse_literal_passwords(top, file)
-    t = _TopologyParser(_Reader(file, top.line), top)
+    refuse_literal_passwords(top, file)
+    t = _TopologyParser(Reader(file, top.line), top)
     doc = t.doc
     name = t.r.string(doc, "name", "name", p.stem)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name or ""):
@@ -270,7 +268,7 @@ class _TopologyParser:
     """The sections of a topology document, each read and checked by one method (UserError at
     the offending field's line)."""
 
-    def __init__(self, r: _Reader, top: Located):
+    def __init__(self, r: Reader, top: Located):
         self.r = r
         self.doc = r.mapping(top, "", TOP_KEYS)
         self.instances_: dict[str, Instance] = {}
@@ -283,14 +281,14 @@ class _TopologyParser:
         kind = r.choice(d, "kind", "driver.kind", DRIVER_KINDS, "msodbc")
         driver = DriverConfig(
             kind=kind,
-            name=r.string(d, "name", "driver.name", DEFAULT_DRIVER_NAMES[kind], check=_check_driver_name),
+            name=r.string(d, "name", "driver.name", DEFAULT_DRIVER_NAMES[kind], check=check_driver_name),
             encrypt=r.choice(d, "encrypt", "driver.encrypt", ENCRYPT_VALUES, "mandatory"),
             trust_server_certificate=r.boolean(d, "trust_server_certificate",
                                                "driver.trust_server_certificate", False),
             host_name_in_certificate=r.string(d, "host_name_in_certificate",
                                               "driver.host_name_in_certificate", None,
                                               check=tsql.validate_host),
-            tds_version=r.string(d, "tds_version", "driver.tds_version", "7.4", check=_check_tds_version),
+            tds_version=r.string(d, "tds_version", "driver.tds_version", "7.4", check=check_tds_version),
             encryption=(r.choice(d, "encryption", "driver.encryption", FREETDS_ENCRYPTION, "request")
                         if "encryption" in d else None),
             login_timeout_seconds=r.number(d, "login_timeout_seconds", "driver.login_timeout_seconds",
@@ -342,7 +340,7 @@ class _TopologyParser:
         if not isinstance(getattr(a.get("password_env"), "value", ""), (str, type(None))):
             raise r.err(NOT_ENV_NAME, a["password_env"], f"{fld}.password_env")  # never echoed
         env = r.string(a, "password_env", f"{fld}.password_env", required=True, parent=loc,
-                       check=_check_env_name)
+                       check=check_env_name)
         return Auth("sql", user, env)
 
     def instances(self) -> dict[str, Instance]:

@@ -1,13 +1,12 @@
-"""Reading a topology file: typed field access with file/line/field errors
-(:class:`harness.yamlsrc.Reader`), and the value checks :func:`.topology.load_topology` applies
-(no literal passwords, driver names, TDS versions, environment variable names)."""
+"""The value checks :func:`.topology.load_topology` applies to a topology file (no literal
+passwords, driver names, TDS versions, environment variable names)."""
 
 from __future__ import annotations
 
 import re
 
 from ...errors import UserError
-from ...yamlsrc import Located, Reader  # noqa: F401  (Reader: the typed field access topology.py uses)
+from ...yamlsrc import Located
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
