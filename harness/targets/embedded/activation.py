@@ -53,9 +53,8 @@ class ActivatedReader(threading.Thread):
             self.conn = connect(self.broker.opts.target, self.app, check_client_ms=CHECK_CLIENT_MS)
         except Exception as e:
             log.error("reader %d cannot connect: %s", self.task_id, e)
-            self.broker.task_aborted(self.task_id, "connect failed")
-            with self.broker.lock:
-                self.broker.readers.pop(self.task_id, None)
+            self.exit_reason = "connect failed"
+            self.broker.task_ended(self)
             return
         conn = self.conn
         try:

@@ -81,26 +81,22 @@ class Broker:
         log.info("activation: started task %d", task_id)
 
     def task_ended(self, reader: ActivatedReader) -> None:
+        """Record a reader's end on its connection; when that is gone (or was never opened), on
+        one of its own, and count the task aborted."""
+        end = ("UPDATE ssb.activation_tasks SET ended_at = clock_timestamp(), batches = %s, messages = %s, "
+               "exit_reason = %s WHERE task_id = %s")
         try:
-            reader.conn.execute(
-                "UPDATE ssb.activation_tasks SET ended_at = clock_timestamp(), batches = %s, messages = %s, "
-                "exit_reason = %s WHERE task_id = %s",
-                (reader.batches, reader.messages, reader.exit_reason or "unknown", reader.task_id))
+            reader.conn.execute(end, (reader.batches, reader.messages, reader.exit_reason or "unknown", reader.task_id))
         except Exception:
-            self.task_aborted(reader.task_id, reader.exit_reason or "connection lost",
-                              reader.batches, reader.messages)
+            with contextlib.suppress(Exception):
+                with connect(self.opts.target, "ssbench-broker") as c:
+                    c.execute(end, (reader.batches, reader.messages, reader.exit_reason or "connection lost",
+                                    reader.task_id))
+                    c.execute("UPDATE ssb.activation_counters SET tasks_aborted = tasks_aborted + 1")
         log.info("activation: task %d ended (%s; %d batches, %d messages)", reader.task_id,
                  reader.exit_reason, reader.batches, reader.messages)
         with self.lock:
             self.readers.pop(reader.task_id, None)
-
-    def task_aborted(self, task_id: int, reason: str, batches: int = 0, messages: int = 0) -> None:
-        with contextlib.suppress(Exception):
-            with connect(self.opts.target, "ssbench-broker") as c:
-                c.execute("UPDATE ssb.activation_tasks SET ended_at = clock_timestamp(), exit_reason = %s, "
-                          "batches = %s, messages = %s WHERE task_id = %s",
-                          (reason, batches, messages, task_id))
-                c.execute("UPDATE ssb.activation_counters SET tasks_aborted = tasks_aborted + 1")
 
     # -- lifecycle
     def run(self) -> int:
