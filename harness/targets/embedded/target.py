@@ -78,12 +78,9 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         self.label = f"PostgreSQL {self.version} emulation of Service Broker"
         self._lock = threading.RLock()
         self._conns: dict[str, psycopg.Connection] = {}
-        self._provisioned = 0
         self._initiators = 0          # initiators of the current permutation (prepare)
-        self._profile: str | None = None
         self._broker_settings = BrokerSettings()
         self._broker = BrokerSupervisor(self.broker_log, self._broker_is_up, self._reap)
-        self._closed = False
         self._provisioned = self._existing_initiators()
         self._log_pos, self._log_hit = self._log_size(), None
         atexit.register(self._atexit)
@@ -208,7 +205,6 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
                 if c is not None:
                     c.close()
         self._initiators = initiators
-        self._profile = profile
         self._broker_settings = broker
 
     def _apply_db_settings(self, all_dbs: list[str], profile: str, delay: str | None) -> list[str]:
@@ -476,7 +472,6 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
                 with contextlib.suppress(Exception):
                     c.close()
             self._conns.clear()
-        self._closed = True
 
     def _atexit(self) -> None:
         with contextlib.suppress(Exception):
