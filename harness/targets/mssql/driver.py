@@ -30,12 +30,10 @@ log = logging.getLogger(__name__)
 class OdbcError(TargetError):
     """A database call failed. ``sqlstate`` and ``native`` come from the driver's diagnostics."""
 
-    def __init__(self, message: str, *, sqlstate: str = "", native: int | None = None,
-                 driver_message: str = ""):
+    def __init__(self, message: str, *, sqlstate: str = "", native: int | None = None):
         super().__init__(message)
         self.sqlstate = sqlstate
         self.native = native
-        self.driver_message = driver_message
 
 
 class DriverNotFoundError(OdbcError):
@@ -122,7 +120,7 @@ def map_error(exc: BaseException, *, phase: str, where: str, driver_name: str | 
     state, msg, native = _diag(exc)
     msg = _scrub(msg, secret)
     low = msg.lower()
-    kw = dict(sqlstate=state, native=native, driver_message=msg)
+    kw = dict(sqlstate=state, native=native)
 
     if timed_out or (phase == "query" and (state in ("HYT00", "HYT01") or "query timeout expired" in low)):
         t = f" of {timeout:g} s" if timeout else ""
@@ -290,15 +288,13 @@ class Connection:
     """One pyodbc connection: one call at a time (a lock), usable from any thread, with a
     query timeout on every call and errors mapped to :class:`OdbcError`."""
 
-    def __init__(self, raw: Any, *, where: str, query_timeout: float | None,
-                 autocommit: bool, driver_name: str | None = None,
+    def __init__(self, raw: Any, *, where: str, query_timeout: float | None, autocommit: bool,
                  reopen: Callable[[], Any] | None = None):
         self._raw = raw
         self._reopen = reopen             # a new raw connection, after a cancel discarded one
         self.where = where
         self.query_timeout = query_timeout
         self.autocommit = autocommit
-        self.driver_name = driver_name
         self._lock = _allocate_lock()     # native (harness.os_threads): callers are OS threads
         self._guard = _allocate_lock()    # a call's end vs its timeout's cancel
         self._cursor: Any = None
@@ -434,7 +430,7 @@ def connect(conn_str: str, *, autocommit: bool, login_timeout: float | None = 15
                             password_env=password_env, secret=secret) from None
 
     return Connection(opened(), where=where, query_timeout=query_timeout, autocommit=bool(autocommit),
-                      driver_name=driver_name, reopen=opened)
+                      reopen=opened)
 
 
 # --------------------------------------------------------------------------- SQL Server specs
