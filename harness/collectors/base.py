@@ -67,13 +67,13 @@ class WindowView:
         return [v for _, v in self.points(family, metric, key, **kw)]
 
     def points(self, family: str, metric: str, key: str | None = None, *, whole: bool = False,
-               key_prefix: str | None = None, metric_prefix: str | None = None) -> list[tuple[float, float]]:
+               metric_prefix: str | None = None) -> list[tuple[float, float]]:
         """(ts, value) of one metric (or of every metric starting with ``metric_prefix``) inside
         [start, end) (``whole``: before and after it too), in time order."""
         return [(s.ts, s.value) for s in self.samples
                 if s.family == family and (s.metric == metric if metric_prefix is None
                                            else s.metric.startswith(metric_prefix))
-                and (key is None or s.key == key) and (key_prefix is None or s.key.startswith(key_prefix))
+                and (key is None or s.key == key)
                 and (whole or self.start <= s.ts < self.end)]
 
     def mean(self, family: str, metric: str, key: str | None = None, *,
