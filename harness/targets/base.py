@@ -207,12 +207,10 @@ class Target(abc.ABC):
         before :meth:`start` (embedded: vacuum, checkpoint, WAL segments in reserve). The
         default does nothing."""
 
-    @abc.abstractmethod
     def start(self) -> None:
         """Start whatever moves and processes messages (embedded: the transport and the queue
-        monitor; SQL Server: nothing, the server does it)."""
+        monitor). The default starts nothing: the server does it (SQL Server)."""
 
-    @abc.abstractmethod
     def stop(self) -> None:
         """Stop what :meth:`start` started. Idempotent."""
 

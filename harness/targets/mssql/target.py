@@ -273,12 +273,6 @@ class MssqlTarget(ServerSession, MssqlTelemetry, Target):
         if not wait_until(lambda: not running(), self._broker.waitfor_timeout_ms / 1000 + 30, 0.25):
             log.warning("%d activated task(s) still running on %s", running(), target.name)
 
-    def start(self) -> None:
-        """Nothing to start: SQL Server transmits and activates by itself."""
-
-    def stop(self) -> None:
-        """Nothing to stop."""
-
     # ------------------------------------------------------------------ accounting
     def counts(self) -> Counts:
         """Each initiator's data messages, warm-up excluded: sent (its ssbench_counts), in its
