@@ -33,7 +33,8 @@ class Collector:
     reads: ClassVar[type] = Telemetry
 
     def sample(self, ctx: "SampleContext", now: float) -> Iterable[tuple[str, str, float]]:
-        raise NotImplementedError
+        """This tick's (metric, key, value) tuples; none by default (the stall collector's)."""
+        return []
 
     def summary_fields(self, ctx: "SampleContext", window: "WindowView") -> dict[str, Any]:
         """This family's fields of the repetition summary (harness.results.model), computed

@@ -68,9 +68,6 @@ class StallCollector(Collector):
 
     family = "stalls"
 
-    def sample(self, ctx, now):
-        return []
-
     def summary_fields(self, ctx, window):
         out: dict = {}
         ticks = tick_times(window.samples)
