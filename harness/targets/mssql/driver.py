@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Sequence
 
 from ...errors import TargetError, UserError
@@ -467,9 +467,6 @@ class ConnSpec:
     app: str = "ssbench"
     label: str = ""
     instance: str = ""                # a named instance: found through SQL Browser when port is 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ConnSpec":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -331,7 +332,7 @@ class MssqlTarget(ServerSession, MssqlTelemetry, Target):
         inst = self._initiator(initiator)
         spec = driver.spec_for(inst, self.topology.driver, sender=True,
                                label=f"initiator {initiator} ({inst.name})")
-        return {"sender": "mssql", "initiator": initiator, "connection": spec.to_dict()}
+        return {"sender": "mssql", "initiator": initiator, "connection": asdict(spec)}
 
     # ------------------------------------------------------------------ provision.py, check.py
     def provision(self, max_initiators: int | None = None) -> None:

@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 
 import pytest
 from odbc_support import require_pyodbc
@@ -77,7 +78,7 @@ def test_password_from_environment(monkeypatch):
         spec.password()
     monkeypatch.setenv("SSBENCH_TEST_PW", "s3cret")
     assert spec.password() == "s3cret"
-    d = spec.to_dict()
+    d = asdict(spec)
     assert "s3cret" not in repr(d) and d["password_env"] == "SSBENCH_TEST_PW"
     assert driver.ConnSpec.from_dict(d) == spec
     with pytest.raises(ValueError):

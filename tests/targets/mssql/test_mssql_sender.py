@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 
 import pytest
 from odbc_support import require_odbc_driver
@@ -40,10 +41,10 @@ def pg_tables(pg_server, monkeypatch):
                                         "SELECT CAST(? AS uuid), ? FROM pg_sleep(0.5)"}
     monkeypatch.setattr(tsql, "statement", lambda f, s, p=None: fake.get((f, s)) or real(f, s, p))
     monkeypatch.setenv("SSBENCH_TEST_PG_PW", "")
-    spec = {"sender": "mssql", "initiator": 1, "connection": driver.ConnSpec(
+    spec = {"sender": "mssql", "initiator": 1, "connection": asdict(driver.ConnSpec(
         flavor="freetds", driver="PostgreSQL Unicode", host=info.host, port=info.port,
         database="postgres", user="postgres", password_env="SSBENCH_TEST_PG_PW",
-        query_timeout=10, label="initiator 1").to_dict()}
+        query_timeout=10, label="initiator 1"))}
     yield spec, handles, admin, sent
     admin.execute(f"DROP TABLE {dialogs}")
     admin.execute(f"DROP TABLE {sent}")
