@@ -21,7 +21,8 @@ from .progress import Progress
 from .redact import error_line
 from .backlog import BacklogRepetition
 from .repetition import Interrupted, Repetition, Repetitions
-from .results import RepetitionSummary, RunDir, disturbance, host_cpu_speed, host_cross_cpu, utc_now_iso, write_atomic
+from .results import (RepetitionSummary, RunDir, disturbance, host_cpu_speed, host_cross_cpu, latest_unfinished,
+                      utc_now_iso, write_atomic)
 from .targets.base import Target
 from .verdicts import Rule, permutation_rows
 from .verdicts.answer import comparison_words, host_note, key_row, stop_words, threads_text
@@ -115,7 +116,7 @@ class Runner(Repetitions):
         perms = {p.id: p for p in m.permutations()}
         rule = Rule.of_run(asdict(m.run))
         budget = m.run.budget_minutes * 60.0 if m.run.budget_minutes else None
-        clock = dict(rd.read_run().get("auto") or {})
+        clock = dict(rd.record().auto or {})
         spent, timed = float(clock.get("spent_seconds") or 0.0), int(clock.get("timed_repetitions") or 0)
         # the repetitions' windows so far (None: a run begun before they were counted)
         windows = float(clock.get("window_seconds") or 0.0) if "window_seconds" in clock or not timed else None
@@ -286,7 +287,7 @@ def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | No
     """Provision the target, then create (or find, for --resume) the run directory and write
     its run.json (after provisioning, so it describes the databases the run uses)."""
     if resume:
-        rd = RunDir(out) if out else RunDir.latest_for(results_root, matrix.name)
+        rd = RunDir(out) if out else latest_unfinished(results_root, matrix.name)
         if rd is None or not rd.run_json.exists():
             raise UserError(f"nothing to resume: no unfinished run of matrix {matrix.name!r} under {results_root}"
                             if not out else "no run.json to resume", file=str(out) if out else None)
@@ -310,8 +311,7 @@ def start_run(matrix: Matrix, target: Target, results_root: Path, out: Path | No
 
 def _resume_record(rd: RunDir, matrix: Matrix, target: Target) -> None:
     """Check that the run being resumed is this matrix's, provision, and mark its record running."""
-    old = rd.read_run()
-    if old.get("matrix", {}).get("sha256") != matrix.sha256:
+    if rd.record().matrix.get("sha256") != matrix.sha256:
         raise UserError("the matrix file changed since this run started; resume needs the same matrix",
                         file=str(matrix.path))
     try:

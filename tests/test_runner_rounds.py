@@ -87,7 +87,7 @@ def setup(tmp_path, monkeypatch):
 
 def judged_through(rd, matrix, rnd):
     rows = permutation_rows(s.row() for s in rd.readable_summaries())
-    return plan_round(rnd, [p.id for p in matrix.permutations()], rows, Rule.of_run(rd.read_run()["matrix"]["run"]))
+    return plan_round(rnd, [p.id for p in matrix.permutations()], rows, Rule.of_run(rd.record().matrix["run"]))
 
 
 def test_a_round_that_does_not_fit_runs_the_comparisons_that_do(setup):
@@ -102,14 +102,14 @@ def test_a_round_that_does_not_fit_runs_the_comparisons_that_do(setup):
     assert len(plan4.undecided) == 4, [j.outcome for j in plan4.judged]
     round4 = [pid for pid, rep in runner.ran if rep == 4]
     assert round4 == [p for p in plan4.perm_ids if "-t1-" in p] and len(round4) == 3
-    auto = rd.read_run()["auto"]
+    auto = rd.record().auto
     assert auto["round_plan"]["round"] == 4 and auto["round_plan"]["perm_ids"] == round4
     assert auto["rounds"] == 4 and auto["stopped"] == "budget" and auto["window_seconds"] == 8.0 * 21
     left = {(x["perm_id"], x["baseline_perm_id"]) for x in auto["round_plan"]["left_out"]}
     assert left == {(j.pairing.perm_ids) for j in plan4.undecided if "-t8-" in j.pairing.perm_ids[0]}
     rows = {(r["comparison"], r["total_threads"]): r for r in
             (key_row(j, auto) for j in judge_all(permutation_rows(s.row() for s in rd.readable_summaries()),
-                                                  default=Rule.of_run(rd.read_run()["matrix"]["run"])))}
+                                                  default=Rule.of_run(rd.record().matrix["run"])))}
     assert "left no room for it in round 4" in rows[("trick150", 8)]["reason"]
     assert "left no room for round 5" in rows[("trick150", 1)]["reason"] or rows[("trick150", 1)]["verdict"] != "inconclusive"
 
@@ -136,10 +136,10 @@ def test_a_round_interrupted_is_finished_as_it_began(setup):
     matrix, rd = make(216 + 40)
     with pytest.raises(Interrupted):
         FakeRunner(matrix, rd, clock, stop_after=19).run_auto()
-    begun = rd.read_run()["auto"]["round_plan"]
+    begun = rd.record().auto["round_plan"]
     assert begun["round"] == 4 and len(begun["perm_ids"]) == 3
     clock.now += 3600.0                          # a long pause: the budget is spent
     again = FakeRunner(matrix, rd, clock)
     again.run_auto()
     assert again.ran == [(pid, 4) for pid in begun["perm_ids"][1:]]
-    assert rd.read_run()["auto"]["stopped"] == "budget"
+    assert rd.record().auto["stopped"] == "budget"

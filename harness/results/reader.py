@@ -215,15 +215,3 @@ def find_runs(results_root: str | Path, matrix_name: str | None = None) -> list[
             continue
         runs.append(RunReader(p))
     return runs
-
-
-def latest_unfinished(results_root: str | Path, matrix_name: str) -> RunReader | None:
-    """The newest run of ``matrix_name`` whose run.json does not say complete (for --resume)."""
-    for run in reversed(find_runs(results_root, matrix_name)):
-        try:
-            status = read_json(run.run_json).get("status")
-        except (UserError, AttributeError):
-            continue
-        if status != "complete":
-            return run
-    return None

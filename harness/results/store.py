@@ -20,7 +20,7 @@ from typing import Any, Iterable
 from ..errors import UserError
 from .lock import CLAIM, HeldLock, hold_run_dir
 from .model import RUN_SCHEMA, RunRecord
-from .reader import RepRef, RunReader, latest_unfinished, read_json, rep_name
+from .reader import RepRef, RunReader, find_runs, read_json, rep_name
 from .summary import summarize_permutation
 
 
@@ -147,16 +147,7 @@ class RunDir(RunReader):
             raise UserError(f"cannot create the run directory ({e.strerror or e})", file=str(path)) from None
         return True
 
-    @classmethod
-    def latest_for(cls, results_root: Path, matrix_name: str) -> "RunDir | None":
-        """The newest run of ``matrix_name`` that is not complete (for --resume)."""
-        run = latest_unfinished(results_root, matrix_name)
-        return cls(run.path) if run is not None else None
-
     # ------------------------------------------------------------------ run.json
-    def read_run(self) -> dict:
-        return self.record().to_json()
-
     def update_run(self, **fields: Any) -> dict:
         data = read_json(self.run_json) if self.run_json.exists() else {"schema": RUN_SCHEMA}
         data.update(fields)
@@ -239,3 +230,15 @@ class RunDir(RunReader):
         data = summarize_permutation(permutation, self.summaries(perm_id)).to_json()
         write_json(self.perm_dir(perm_id) / "summary.json", data)
         return data
+
+
+def latest_unfinished(results_root: str | Path, matrix_name: str) -> RunDir | None:
+    """The newest run of ``matrix_name`` whose run.json does not say complete (for --resume)."""
+    for run in reversed(find_runs(results_root, matrix_name)):
+        try:
+            status = read_json(run.run_json).get("status")
+        except (UserError, AttributeError):
+            continue
+        if status != "complete":
+            return RunDir(run.path)
+    return None

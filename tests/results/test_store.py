@@ -55,7 +55,7 @@ def test_resume_finds_the_newest_unfinished_run_of_a_matrix(tmp_path):
     assert [r.run_id for r in find_runs(tmp_path, "tiny")] == ["20260101-000000-tiny", "20260102-000000-tiny",
                                                               "20260103-000000-tiny-2"]
     assert latest_unfinished(tmp_path, "tiny").run_id == "20260103-000000-tiny-2"
-    assert RunDir.latest_for(tmp_path, "nothing") is None
+    assert latest_unfinished(tmp_path, "nothing") is None
 
 
 def test_run_record_stays_valid(tmp_path):
