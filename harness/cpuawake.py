@@ -79,5 +79,3 @@ class CpusAwake:
             os.close(self.fd)      # the request ends with the file's last close
             self.fd = None
 
-
-__all__ = ["CPUIDLE", "PM_QOS_CPU", "CpusAwake", "idle_states"]

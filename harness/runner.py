@@ -28,8 +28,6 @@ from .verdicts import Rule, permutation_rows
 from .verdicts.answer import comparison_words, host_note, key_row, stop_words, threads_text
 from .verdicts.auto import STOP_DECIDED, STOP_NONE, RoundPlan, fit_round, plan_round
 
-__all__ = ["Interrupted", "Progress", "Runner", "start_run"]
-
 log = logging.getLogger(__name__)
 
 class Runner(Repetitions):

@@ -32,7 +32,7 @@ from .merge import SwarmMerge
 from .placement import Slot, assign, make_dispatcher, rescale, slots
 from .. import environment as envvars
 from .protocol import (LOCUST_CSV, LOCUST_TYPES, WELCOME, Assignment, Claim, Command, Delta, Failure, Notice, Recording, Status,
-                       SwarmPlan, SwarmRequest, slot_name)
+                       SwarmPlan, SwarmRequest)
 
 log = logging.getLogger("ssbench.master")
 
@@ -538,5 +538,3 @@ def install(environment) -> MasterSide | None:
         side.prepare_headless()
     return side
 
-
-__all__ = ["MasterSide", "install", "slot_name"]

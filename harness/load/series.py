@@ -125,5 +125,3 @@ class SwarmSeries:
         if sw is not None:
             sw.close_in_background()
 
-
-__all__ = ["LOGS_DIR", "SwarmSeries"]

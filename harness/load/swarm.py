@@ -33,7 +33,7 @@ from ..ports import free_port
 from .auth import TOKEN_ENV, new_token
 from .control import CONTROL_ENV, ControlServer
 from .hosts import MASTER_HOST, MASTER_PORT, WORKER_WAIT_SECONDS
-from .protocol import (LOCUST_CSV, Command, Failure, Notice, ProtocolError, Recording, Status, SwarmPlan,
+from .protocol import (LOCUST_CSV, Command, Failure, Notice, Recording, Status, SwarmPlan,
                        SwarmRequest, recording_file)
 
 log = logging.getLogger(__name__)
@@ -461,6 +461,3 @@ class Swarm:
 def _how(rc: int) -> str:
     return f"signal {-rc}" if rc < 0 else f"exit code {rc}"
 
-
-__all__ = ["LOCUSTFILE", "ProtocolError", "RemoteWorkers", "Swarm", "SwarmFailed", "SwarmResult",
-           "child_env", "die_with_parent", "worker_cmd"]
