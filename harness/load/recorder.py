@@ -83,12 +83,6 @@ class Recorder:
             return 0.0
         return max(self.settled.values()) if len(self.settled) >= users else None
 
-    def record(self, end_epoch: float, elapsed_s: float, exc: BaseException | None,
-               user: int | None = None, intended_epoch: float | None = None,
-               priority: str | None = None) -> None:
-        """One finished SEND (see :meth:`record_many`)."""
-        self.record_many(((end_epoch, elapsed_s, exc, intended_epoch),), user, priority)
-
     def record_many(self, results, user: int | None = None, priority: str | None = None) -> None:
         """Finished SENDs of one user, in completion order: ``(completion epoch, elapsed s,
         exception or None, intended epoch or None)`` each. Called from the worker's greenlets

@@ -59,7 +59,7 @@ def test_deltas_equal_locusts_one_by_one(steps, cuts, size):
                 reference.log_request("SSB", "SEND", us / 1000.0, size)
     rec, merged = Recorder(1, bucket_seconds=BS), RequestStats()
     for end, us, failed in done:
-        rec.record(end, us / 1e6, RuntimeError("no") if failed else None)
+        rec.record_many([(end, us / 1e6, RuntimeError("no") if failed else None, None)])
     seq = 0
     for cut in sorted(cuts) + [None]:                  # the deltas cut the SENDs anywhere
         seq += 1

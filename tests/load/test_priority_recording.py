@@ -38,9 +38,9 @@ def test_priority_histograms_cut_to_the_window_and_merged(tmp_path):
             prio = "high" if high_priority_slot(slot, 0.5) else "normal"
             ms = 2 if prio == "high" else 9
             for t in (99.0, 100.05, 100.5, 101.2, 105.0):   # 99 and 105 outside [100, 102)
-                rec.record(t, ms / 1000, None, priority=prio)
-        rec.record(100.3, 0.001, RuntimeError("refused"), priority="high")   # an error: no latency
-        rec.record(100.3, 0.004, None)              # a SEND without priority (no axis): overall only
+                rec.record_many([(t, ms / 1000, None, None)], priority=prio)
+        rec.record_many([(100.3, 0.001, RuntimeError("refused"), None)], priority="high")   # an error: no latency
+        rec.record_many([(100.3, 0.004, None, None)])   # a SEND without priority (no axis): overall only
         files.append(write_recording(rec, tmp_path))
     assert set(json.loads(files[0].read_text())["priority"]) == {"high", "normal"}
     wd = merge_workers(files, 100.0, 102.0)

@@ -69,7 +69,7 @@ def test_deltas_merge_into_exactly_the_recording(batches, take_after):
 def test_error_texts_are_bounded():
     rec = Recorder(1)
     for k in range(MAX_ERROR_KINDS + 5):
-        rec.record(T0, 0.001, RuntimeError(f"e{k}"))
+        rec.record_many([(T0, 0.001, RuntimeError(f"e{k}"), None)])
     kinds = rec.take_delta(final=True)["error_kinds"]
     assert len(kinds) == MAX_ERROR_KINDS + 1 and kinds[OTHER_ERRORS] == 5
 

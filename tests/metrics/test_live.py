@@ -89,7 +89,7 @@ def test_live_window_equals_the_summary_window(tmp_path_factory, a, b, cuts, kno
     for cut in cut_times:           # the deltas cut the SENDs anywhere
         while i < len(events) and events[i][0] < cut:
             t, ini, us, err = events[i]
-            recs[ini].record(T0 + t, us / 1e6, RuntimeError("x") if err else None)
+            recs[ini].record_many([(T0 + t, us / 1e6, RuntimeError("x") if err else None, None)])
             i += 1
         now[0] = T0 + cut
         seq += 1
@@ -208,7 +208,7 @@ def test_a_workers_counters_start_at_zero_so_a_phase_reached_in_one_step_shows_a
         assert sorted((lab["phase"], v) for lab, v in first[name]) == \
             [("drain", 0.0), ("measure", 0.0), ("warmup", 0.0)], name
     for i in range(30):                                            # the whole measured phase at once
-        rec.record(T0 + 1.05 + i * 0.05, 0.001, None)
+        rec.record_many([(T0 + 1.05 + i * 0.05, 0.001, None, None)])
     merge.live.window(T0, T0 + 3.0)
     merge.add(delta(rec, 2, final=True))
     feed.client(merge.live.snapshot(final=True))

@@ -53,8 +53,8 @@ def test_merge_is_exact_and_roundtrips():
 def test_window_keeps_only_whole_buckets_inside(tmp_path):
     rec = Recorder(initiator=2, bucket_seconds=0.1)
     for i in range(100):             # one SEND every 0.05 s from t=1000.0 to 1004.95
-        rec.record(1000.0 + i * 0.05, 0.002, None)
-    rec.record(1002.0, 0.5, RuntimeError("boom"))
+        rec.record_many([(1000.0 + i * 0.05, 0.002, None, None)])
+    rec.record_many([(1002.0, 0.5, RuntimeError("boom"), None)])
     f = write_recording(rec, tmp_path)
     wd = merge_workers([f], 1001.0, 1003.0)
     assert (wd.start, wd.end) == (1001.0, 1003.0)
@@ -72,9 +72,9 @@ def test_window_counts_users_that_were_sending(tmp_path):
     assert [slot for _u, slot in users] == [1, 2, 1, 2]   # user k on dialog slot k, wrapping
     (u0, _), (u1, _), (u2, _), (u3, _) = users
     for i in range(40):                                   # u0, u1: sending throughout
-        rec.record(1000.0 + i * 0.1, 0.001, None, u0)
-        rec.record(1000.0 + i * 0.1, 0.001, None, u1)
-    rec.record(1000.5, 0.001, None, u2)                   # u2: stopped before the window
+        rec.record_many([(1000.0 + i * 0.1, 0.001, None, None)], u0)
+        rec.record_many([(1000.0 + i * 0.1, 0.001, None, None)], u1)
+    rec.record_many([(1000.5, 0.001, None, None)], u2)    # u2: stopped before the window
     # u3: registered, never completed a SEND (stuck connecting)
     wd = merge_workers([write_recording(rec, tmp_path)], 1001.0, 1003.0)
     assert wd.users_spawned == 4
