@@ -70,7 +70,3 @@ class Histogram:
 
     def to_json(self) -> dict[str, int]:
         return {str(k): v for k, v in sorted(self.counts.items())}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, int]) -> "Histogram":
-        return cls({int(k): int(v) for k, v in data.items()})
