@@ -7,10 +7,9 @@ and :mod:`harness.brokersettings`.
 """
 
 from .histogram import Histogram
-from .model import (DISTURBED_STATUSES, KEPT_OUT_OF_VERDICTS, LATENCY_SCHEMA, PERMUTATION_SCHEMA, RUN_SCHEMA,
-                    STATUSES, SUMMARY_SCHEMA, PermutationSummary, RepetitionSummary, RunRecord, check_schema,
+from .model import (DISTURBED_STATUSES, KEPT_OUT_OF_VERDICTS, PermutationSummary, RepetitionSummary, RunRecord,
                     counts_in_verdicts)
-from .reader import REP_RE, TAIL_RE, RepRef, RunReader, find_runs, read_json, rep_name
+from .reader import TAIL_RE, RepRef, RunReader, find_runs, read_json
 from .store import RunDir, latest_unfinished, utc_now_iso, write_atomic, write_json, write_jsonl
 from .summary import (build_repetition_summary, disturbance, host_cpu_speed, host_cross_cpu, median,
                       number, repetition_status, summarize_permutation)
