@@ -34,7 +34,8 @@ from .load.window import merge_workers
 from .matrix import Matrix, Permutation, RunSettings
 from .metrics.live import LiveState, RepetitionFeed
 from .results import Histogram, RunDir, build_repetition_summary, write_json, write_jsonl
-from .results.model import LATENCY_SCHEMA, Alternation, RepetitionSummary, TargetRef
+from .results.model import LATENCY_SCHEMA, RepetitionSummary
+from .results.records import Alternation, TargetRef
 from .results.summary import RepetitionData
 from .targets.base import Counts, Target
 

@@ -128,7 +128,7 @@ def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
 
 def test_saturation_judges_a_probe_on_exact_rates_and_the_slo():
     from harness.results import Histogram, build_repetition_summary
-    from harness.results.model import TargetRef
+    from harness.results.records import TargetRef
     from harness.results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
     from harness.saturate import judge
 

@@ -7,8 +7,8 @@ and :mod:`harness.brokersettings`.
 """
 
 from .histogram import Histogram
-from .model import (DISTURBED_STATUSES, KEPT_OUT_OF_VERDICTS, PermutationSummary, RepetitionSummary, RunRecord,
-                    counts_in_verdicts)
+from .fields import DISTURBED_STATUSES, KEPT_OUT_OF_VERDICTS, counts_in_verdicts
+from .model import PermutationSummary, RepetitionSummary, RunRecord
 from .reader import TAIL_RE, RepRef, RunReader, find_runs, read_json
 from .store import RunDir, latest_unfinished, utc_now_iso, write_atomic, write_json, write_jsonl
 from .summary import (build_repetition_summary, disturbance, host_cpu_speed, host_cross_cpu, median,

@@ -13,10 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import UserError
-from .fields import (BY_NAME, DISTURBED_STATUSES, FIELDS, KEPT_OUT_OF_VERDICTS, SECTIONS, STATUSES,  # noqa: F401
-                     STORED, counts_in_verdicts, flat_row, get_path)
-from .records import (Alternation, ClientHost, Document, Growth, InitiatorResult, LatencySummary, TargetRef,  # noqa: F401
-                      TopWait, WorkerResult, load)
+from .fields import BY_NAME, FIELDS, SECTIONS, STATUSES, STORED, flat_row, get_path
+from .records import Document, load
 
 RUN_SCHEMA = "ssbench.run/1"
 SUMMARY_SCHEMA = "ssbench.summary/2"

@@ -13,7 +13,7 @@ import pytest
 from harness.analysis import diagnosis as D
 from harness.analysis import diagnosis_view as V
 from harness.collectors.queues import growth
-from harness.results.model import LatencySummary, TargetRef, WorkerResult
+from harness.results.records import LatencySummary, TargetRef, WorkerResult
 from support.summaries import grows, summary
 
 def one(**kw) -> D.RepDiagnosis:
@@ -350,7 +350,7 @@ def test_signal_wait_is_cpu_pressure_not_the_resource_it_followed():
     CPU-bound server WRITELOG carries the time its tasks then spent runnable: 7,000 ms/s of
     which 6,400 signal. The SEND stage reads the resource wait (600 ms/s: no log flush stands
     out) and the signal wait as CPU pressure, not DELAYED_DURABILITY."""
-    from harness.results.model import TopWait
+    from harness.results.records import TopWait
     from support.summaries import T
     cpu = one(top_waits=[TopWait("WRITELOG", 7000.0 * T, 100, 1.0, signal_wait_ms=6400.0 * T)],
               signal_wait_ms_per_s=6400.0)

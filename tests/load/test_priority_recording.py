@@ -15,7 +15,8 @@ from support.recording import write_recording
 from harness.load.window import merge_workers
 from harness.matrix import high_priority_slot
 from harness.results import Histogram, build_repetition_summary
-from harness.results.model import RepetitionSummary, TargetRef
+from harness.results.model import RepetitionSummary
+from harness.results.records import TargetRef
 from harness.results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
 
 

@@ -7,7 +7,8 @@ import types
 
 
 from harness.results import Histogram, build_repetition_summary, median, repetition_status, summarize_permutation
-from harness.results.model import DISTURBED_STATUSES, STATUSES, TargetRef, counts_in_verdicts
+from harness.results.fields import DISTURBED_STATUSES, STATUSES, counts_in_verdicts
+from harness.results.records import TargetRef
 from harness.results.summary import Accounting, ClientRecord, InitiatorAccount, RepetitionData
 
 ORDER = [s for s in STATUSES if s != "ok"]
