@@ -201,10 +201,10 @@ def _run(spark, disc: discovery.Discovery, reps: list[dict[str, Any]], out_dir: 
     tdir.mkdir(parents=True, exist_ok=True)
     reps = T.sort_rows(reps, "repetitions")
     written = {"sample_metrics": []}
-    sampled, extras = _reduce_samples(spark, disc, tdir, written)
+    metrics = _reduce_samples(spark, disc, tdir, written)
     say(f"samples reduced after {time.monotonic() - t0:.1f} s")
-    profile = T.sort_rows(T.wait_profile(T.rep_wait_rates(reps, sampled)), "wait_profile")
-    perms = T.sort_rows(T.permutations_table(reps, extras, profile), "permutations")
+    profile = T.sort_rows(T.wait_profile(T.rep_wait_rates(reps, metrics)), "wait_profile")
+    perms = T.sort_rows(T.permutations_table(reps, metrics, profile), "permutations")
     synthetic_runs = {r.run_id for r in disc.runs if is_synthetic(r, perms)}
     C.rate_intervals(perms, synthetic_runs)
     diags, diag_rows, moves = _diagnose(disc, perms, reps)
@@ -241,32 +241,27 @@ def _run(spark, disc: discovery.Discovery, reps: list[dict[str, Any]], out_dir: 
 
 
 def _reduce_samples(spark, disc: discovery.Discovery, tdir: Path, written: dict[str, list[str]]):
-    """Every repetition's samples reduced on Spark to measured-window statistics per series
-    (written as ``tables/sample_metrics.parquet``), and further to the per-repetition waits and
-    extras the tables need, which come back here once; damaged lines are reported as issues."""
-    from pyspark.sql import functions as F
+    """Every repetition's samples reduced on Spark, in one job, to measured-window statistics
+    per series (written as ``tables/sample_metrics.parquet``), which come back here once as
+    rows (the tables' waits and extras are computed from them); damaged lines are reported as
+    issues."""
+    import pyarrow.compute as pc
 
     from harness.analysis import transforms as S
 
     samples = discovery.read_samples(spark, disc)
     if samples is None:
-        return [], []
-    # localCheckpoint (not cache): materialized once, and later queries start from it with a
-    # short plan (with cache() every query still carries, and matches, the whole lineage)
-    metrics = S.measured_metrics(samples).localCheckpoint()
+        return []
     # one collect: its good rows are tables/sample_metrics, its bad ones counted here (a Spark
     # job less than counting them on Spark)
-    table = _arrow(metrics)
+    table = _arrow(S.measured_metrics(samples))
     if "_bad" in table.column_names:        # (none without rows, before Spark 4)
-        import pyarrow.compute as pc
-
         bad = (table.filter(table["_bad"]).group_by(["run_id", "perm_id", "rep"]).aggregate([("n", "sum")])
                .to_pylist())
         discovery.report_sample_issues(disc, [(r["run_id"], r["perm_id"], r["rep"], r["n_sum"]) for r in bad])
         table = table.filter(pc.invert(table["_bad"])).drop_columns(["_bad"])
-    metrics = metrics.where(~F.col("_bad")).drop("_bad")
     written["sample_metrics"] = write_arrow(tdir, "sample_metrics", table)
-    return _dicts(S.rep_waits(metrics)), _dicts(S.rep_extras(metrics))
+    return table.to_pylist()
 
 
 def _dicts(df) -> list[dict[str, Any]]:

@@ -107,38 +107,47 @@ def permutation_stats(reps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def sample_extras(rep_extras: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per permutation from the samples' per-repetition aggregates (transforms.rep_extras): the
-    largest queue depths in the measured windows, mean client and server CPU, most activation
-    tasks running, task-limit hits per second, the repetitions with samples."""
+def sample_extras(metrics: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per permutation from the samples' measured-window statistics (``tables/sample_metrics``:
+    a row per repetition and series): the largest queue depths, mean client and server CPU
+    (percent of one core), most activation tasks running, task-limit hits per second, the
+    repetitions with samples. (Each of these series has one key a repetition but the
+    transmission queues: a mean over the rows is one over the repetitions.)"""
     out = {}
-    for key, mine in group_by(rep_extras, "run_id", "perm_id").items():
-        def mean(name):
-            v = [r[name] for r in mine if r.get(name) is not None]
+    for key, mine in group_by(metrics, "run_id", "perm_id").items():
+        def pick(stat, family, metric, keep=lambda _k: True):
+            return [m[stat] for m in mine if m["family"] == family and m["metric"] == metric and keep(m["key"])]
+
+        def mean(v):
             return sum(v) / len(v) if v else None
 
-        def most(name):
-            return max((r[name] for r in mine if r.get(name) is not None), default=None)
-
-        out[key] = {"xmitq_depth_max_measured": most("xmitq_depth_max"), "queue_depth_max_measured": most("queue_depth_max"),
-                    "client_cpu_mean": mean("client_cpu_mean"), "server_cpu_mean": mean("server_cpu_mean"),
-                    "activation_tasks_max": most("tasks_running_max"),
-                    "activation_limit_per_s": mean("task_limit_per_s"), "sample_reps": len(mine)}
+        out[key] = {"xmitq_depth_max_measured": max(pick("max", "queues", "depth", lambda k: k.startswith("xmitq")),
+                                                    default=None),
+                    "queue_depth_max_measured": max(pick("max", "queues", "depth", "queue".__eq__), default=None),
+                    "client_cpu_mean": mean(pick("mean", "host", "cpu_percent", "client".__eq__)),
+                    "server_cpu_mean": mean(pick("mean", "host", "cpu_percent", "server".__eq__)),
+                    "activation_tasks_max": max(pick("max", "activation", "tasks_running"), default=None),
+                    "activation_limit_per_s": mean(pick("mean", "activation", "task_limit_reached_per_s")),
+                    "sample_reps": len({m["rep"] for m in mine})}
     return out
 
 
-def rep_wait_rates(reps: list[dict[str, Any]], sampled: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def rep_wait_rates(reps: list[dict[str, Any]], metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (run_id, perm_id, rep, wait_type): wait_ms_per_s and waiting_tasks_per_s over the
     measured window with its ``source``: ``sessions`` (an alternated member's sampled sessions),
-    ``samples`` (the server's wait samples: transforms.rep_waits, sums over the ticks and the
-    ticks) or ``summary`` (its top_waits, where it has no wait samples)."""
-    from_samples: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for w in sampled:
-        ticks = w["ticks"] or 0
-        if ticks:
-            from_samples[(w["run_id"], w["perm_id"], w["rep"])].append(
-                {"wait_type": w["wait_type"], "wait_ms_per_s": (w["ms_sum"] or 0.0) / ticks,
-                 "waiting_tasks_per_s": (w["tasks_sum"] or 0.0) / ticks, "source": "samples"})
+    ``samples`` (the server's wait samples, ``metrics`` as :func:`sample_extras`: their sums
+    over the window's ticks, the most samples any one series of the repetition has there) or
+    ``summary`` (its top_waits, where it has no wait samples)."""
+    from_samples: dict[tuple, list[dict[str, Any]]] = {}
+    for key, mine in group_by(metrics, "run_id", "perm_id", "rep").items():
+        ticks, rates = max(m["n"] for m in mine), defaultdict(dict)
+        for m in mine:
+            if m["family"] == "waits" and m["metric"] in ("wait_ms_per_s", "waiting_tasks_per_s"):
+                rates[m["key"]][m["metric"]] = m["sum"] / ticks
+        if rates:
+            from_samples[key] = [{"wait_type": wt, "wait_ms_per_s": w.get("wait_ms_per_s", 0.0),
+                                  "waiting_tasks_per_s": w.get("waiting_tasks_per_s", 0.0), "source": "samples"}
+                                 for wt, w in rates.items()]
     out = []
     for r in reps:
         key = (r["run_id"], r["perm_id"], r["rep"])
@@ -198,11 +207,12 @@ def wait_shares(profile: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str
     return out
 
 
-def permutations_table(reps: list[dict[str, Any]], rep_extras: list[dict[str, Any]],
+def permutations_table(reps: list[dict[str, Any]], metrics: list[dict[str, Any]],
                        profile: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The permutations table: :func:`permutation_stats` with the samples' extras and the wait
-    shares (the job adds the intervals and the diagnosis' columns)."""
-    extras, shares = sample_extras(rep_extras), wait_shares(profile)
+    """The permutations table: :func:`permutation_stats` with the samples' extras
+    (:func:`sample_extras`) and the wait shares (the job adds the intervals and the diagnosis'
+    columns)."""
+    extras, shares = sample_extras(metrics), wait_shares(profile)
     blank_extras = dict.fromkeys(next(iter(extras.values()), {}), None)
     blank_shares = dict.fromkeys(("page_latch_share", "log_flush_share", "lock_share", "top_wait",
                                   "top_wait_share", "wait_ms_per_s_total"), None)
