@@ -455,7 +455,7 @@ def run_context(run: discovery.FoundRun, perms: list[dict[str, Any]]) -> plots.R
 def is_synthetic(run: discovery.FoundRun, perms: list[dict[str, Any]]) -> bool:
     """run.json says ``"synthetic": true``, or the summaries' target label starts with SYNTHETIC
     (a synthetic run without its run.json)."""
-    return run.synthetic or any(plots.is_synthetic_label(p.get("target_label")) for p in perms
+    return run.synthetic or any(plots.SYNTHETIC_RE.match(p.get("target_label") or "") for p in perms
                                 if p["run_id"] == run.run_id)
 
 

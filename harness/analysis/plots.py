@@ -73,10 +73,6 @@ class Plot:
 SYNTHETIC_RE = re.compile(r"^\s*SYNTHETIC\b[^:]*:\s*", re.I)
 
 
-def is_synthetic_label(label: str | None) -> bool:
-    return bool(label and SYNTHETIC_RE.match(label))
-
-
 def target_text(label: str | None, *, emulation: str | None = None, synthetic: bool = False,
                 kind: str | None = None) -> str:
     """How a target is named in titles: its label, except that a run whose target declared it
