@@ -25,7 +25,7 @@ from . import plan
 from .dialogstrategy import DialogStrategy
 from .errors import UserError, show
 from .runsettings import RUN_FIELDS, RunSettings, run_settings, settings as _settings
-from .yamlsrc import Located, load_located, unwrap
+from .yamlsrc import Located, Reader, load_located, unwrap
 
 DEFAULT_RUN = RunSettings()
 
@@ -348,12 +348,9 @@ def load_matrix(path: str | Path, embedded_profiles: Iterable[str] | None = None
     ``embedded_profiles`` mapping is checked (the commands pass them; this module knows no
     target)."""
     p = Path(path)
-    file = str(path)
     top, sha256 = load_located(p, "matrix")
     doc: dict[str, Located] = top.value
-
-    def err(msg: str, loc: Located | None, fld: str) -> UserError:
-        return UserError(msg, file=file, line=loc.line if loc else top.line, field=fld)
+    err = Reader(str(path), top.line).err    # file, line and field of a refusal (an echoed secret redacted)
 
     for key, loc in doc.items():
         if key not in TOP_KEYS:

@@ -224,7 +224,8 @@ def load_located(path: str | Path, what: str) -> tuple[Located, str]:
 
 class Reader:
     """Typed field access to a located YAML document, with file/line/field errors (topology
-    files, the load layer's ``client_hosts:`` section)."""
+    files, the load layer's ``client_hosts:`` section; matrices build their errors with
+    :meth:`err`)."""
 
     def __init__(self, file: str, top_line: int):
         self.file = file
