@@ -331,12 +331,8 @@ def _permutation(index: int, values: dict[str, Any], broker: BrokerSettings, cas
                        broker=broker, _broker_suffix=suffix, rate=values.get("rate"),
                        messages_per_dialog=values.get("messages_per_dialog"),
                        fire_and_forget=bool(values.get("fire_and_forget", False)),
-                       _dialog_suffix=_mpd_token(values["messages_per_dialog"]) if "messages_per_dialog" in values
-                       else "", case=case)
-
-
-def _mpd_token(n: int | None) -> str:
-    return f"-mpd{n}" if n else "-mpdunlimited"
+                       _dialog_suffix=f"-mpd{values['messages_per_dialog'] or 'unlimited'}"
+                       if "messages_per_dialog" in values else "", case=case)
 
 
 # --------------------------------------------------------------------------- loading
