@@ -180,6 +180,18 @@ def spark():
 
 # --------------------------------------------------------------------------- markers and the two parts
 
+def pytest_ignore_collect(collection_path, config):
+    """The alone parts import only the test files that mark a test ``timing`` or ``alone`` (a
+    sixth of them): collecting every file cost each about 5 s of its 20 on the 2-core VM.
+    tests/support/parts.py refuses a test that runs alone from a file that does not say so."""
+    from support.parts import ALONE_TEXT
+
+    if (config.getoption("--ssbench-part") in ("alone", "fast-alone") and collection_path.suffix == ".py"
+            and collection_path.name.startswith("test_") and not ALONE_TEXT.search(collection_path.read_text())):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark what a test needs from its fixtures and folder (``server``, ``spark``, ``e2e``; what it
     starts and the rules about it: tests/support/parts.py, first); keep one part. In an xdist worker the long tests come first: the scheduler hands out modules in

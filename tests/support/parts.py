@@ -39,6 +39,8 @@ NOUNS = {"swarm": "Locust swarm", "spark": "Spark JVM", "browser": "headless bro
 DECLARE = ("swarm", "browser")
 CLOCKS = frozenset({"monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "time", "time_ns",
                     "process_time", "thread_time"})
+#: what a file says when it holds a test of the alone part (the alone parts collect no other file)
+ALONE_TEXT = re.compile(r"\bmark\.(?:timing|alone)\b")
 #: how often the watcher looks at the test's processes (a swarm, a JVM or a browser lives for seconds)
 POLL_S = 0.5
 
@@ -84,10 +86,12 @@ def is_alone(item) -> bool:
 
 
 class _Clocks:
-    """The asserts of a module's test functions that compare a time read from a clock."""
+    """What a test file says: its test functions' asserts that compare a time read from a clock,
+    and whether it marks a test timing or alone."""
 
     def __init__(self):
         self._by_file: dict[str, dict[str, list[int]]] = {}
+        self._says_alone: dict[str, bool] = {}
 
     def lines(self, item) -> list[int]:
         fn = getattr(item, "function", None)
@@ -103,6 +107,16 @@ class _Clocks:
             self._by_file[path] = {n.name: _clock_asserts(n) for n in ast.walk(tree)
                                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")}
         return self._by_file[path].get(getattr(fn, "__name__", ""), [])
+
+
+    def says_alone(self, item) -> bool:
+        path = str(getattr(item, "path", ""))
+        if path not in self._says_alone:
+            try:
+                self._says_alone[path] = bool(ALONE_TEXT.search(Path(path).read_text()))
+            except OSError:
+                self._says_alone[path] = False
+        return self._says_alone[path]
 
 
 #: a clock's call is written with one of these words (a file without any is not parsed: most are not)
@@ -163,6 +177,9 @@ def check(config, items) -> None:
         for k in kinds - {k for k in KINDS if item.get_closest_marker(k)}:
             item.add_marker(getattr(pytest.mark, k))
         timing, untimed = item.get_closest_marker("timing"), item.get_closest_marker("untimed")
+        if is_alone(item) and not clocks.says_alone(item):
+            broken.append(f"{item.nodeid}: runs alone, but its file does not write pytest.mark.timing or "
+                          "pytest.mark.alone: the alone parts collect only the files that do")
         if timing and untimed:
             broken.append(f"{item.nodeid}: marked both timing and untimed")
         elif untimed and not (untimed.args and str(untimed.args[0]).strip()):

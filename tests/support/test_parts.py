@@ -143,6 +143,16 @@ def test_every_rule_refuses_the_suite_naming_each_test_that_breaks_it(tmp_path):
     assert "test_declared_fixture" not in text and "test_deadline_only" not in text, text
 
 
+def test_a_test_that_runs_alone_is_refused_from_a_file_that_does_not_say_so(tmp_path):
+    """The alone parts collect only the files that write ``mark.timing`` or ``mark.alone``
+    (tests/conftest.py): a test marked so another way would run in neither part."""
+    body = "import pytest\n\nhidden = getattr(pytest.mark, 'tim' + 'ing')\n\n\n@hidden\ndef test_hidden_alone():\n    pass\n"
+    r = _scratch(tmp_path, body)
+    text = r.stdout + r.stderr
+    assert r.returncode == 4, text
+    assert "test_scratch.py::test_hidden_alone: runs alone, but its file does not write pytest.mark.timing" in text
+
+
 def test_a_process_started_without_saying_so_fails_the_test(tmp_path):
     """The watcher sees a process the scratch suite counts as a swarm (a sleeping Python with
     the stand-in word on its command line) started by a test that declared none."""
