@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from .matrix import MAX_RATE, Matrix, Permutation
 from .repetition import Interrupted, RepetitionFailed, Repetitions
-from .results import RepetitionSummary, RunDir, write_json
+from .results import DISTURBED_STATUSES, RepetitionSummary, RunDir, write_json
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,9 @@ SATURATION_SCHEMA = "ssbench.saturation/1"
 MIN_GROWTH_MESSAGES = 20
 #: statuses that say nothing about the rate (the host, not the system, was the problem)
 NEUTRAL_STATUSES = ("ok", "client_bound", "noisy_host", "noisy_storage")
+#: a probe the host disturbed (DISTURBED_STATUSES: a frozen server, a receive stall, a noisy
+#: disk) is run again at its rate, this many times at most, before it is judged
+DISTURBED_RETRIES = 2
 
 
 @dataclass(frozen=True)
@@ -128,12 +131,16 @@ def _round(r: float) -> float:
 
 def search(probe: Callable[[float], Probe], s: SearchSettings) -> SearchResult:
     """Steps up from ``s.start_rate`` by ``s.factor`` until a probe is not sustained (stepping
-    down instead when the first one is not), then bisects. Pure: ``probe(rate)`` does the work."""
+    down instead when the first one is not), then bisects; a disturbed probe is run again
+    (:data:`DISTURBED_RETRIES`). Pure: ``probe(rate)`` does the work."""
     probes: list[Probe] = []
 
     def run(r: float) -> bool:
-        p = probe(r)
-        probes.append(p)
+        for _ in range(1 + DISTURBED_RETRIES):
+            p = probe(r)
+            probes.append(p)
+            if p.status not in DISTURBED_STATUSES or len(probes) >= s.max_probes:
+                break
         return p.sustained
 
     lo: float | None = None
