@@ -17,6 +17,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from collections import defaultdict
 from pathlib import Path
@@ -567,7 +568,7 @@ def test_a_sigterm_stops_an_analysis_as_ctrl_c_does(tiny_run, tmp_path):
         for _ in range(int(machine.allowance(120) / 0.05)):
             if any(_submitted(p) for p in left()) or proc.poll() is not None:   # the JVM has begun
                 break
-            subprocess.run(["sleep", "0.05"])
+            time.sleep(0.05)
         assert proc.poll() is None, err.read_text()[-2000:]
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=machine.allowance(60))

@@ -345,9 +345,16 @@ def test_subprocess_runner_runs_each_side_with_its_own_code(fake_harness_repo, t
     assert worktrees(fake_harness_repo) == [str(fake_harness_repo)]
 
 
-SLOW_ROUND_2 = FAKE_CLI.replace('if __name__ == "__main__":', textwrap.dedent('''\
-    def fast(argv):       # the stand-in above; round 2 waits for a signal, as a long `ssbench run`
-        out = Path(argv[argv.index("--out") + 1])
+#: a stand-in side whose round 2 waits for a signal, as a long `ssbench run` would; every round
+#: else is FAKE_CLI's (harness/fake_cli.py beside it)
+SLOW_ROUND_2 = textwrap.dedent('''\
+    import signal, sys, time
+    from pathlib import Path
+
+    from harness.fake_cli import main
+
+    if __name__ == "__main__":
+        out = Path(sys.argv[sys.argv.index("--out") + 1])
         if "round-02" in out.name:
             def stop(signum, frame):      # SIGTERM ends the side as it ends `ssbench run`
                 (out.parent / "terminated").write_text(str(signum))
@@ -356,21 +363,18 @@ SLOW_ROUND_2 = FAKE_CLI.replace('if __name__ == "__main__":', textwrap.dedent(''
             signal.signal(signal.SIGTERM, stop)
             (out.parent / "started").write_text("")
             time.sleep(120)
-        return main(argv)
-
-
-    if __name__ == "__main__":
-        import signal, time
-        sys.exit(fast(sys.argv[1:]))
-    if False:'''))
+        sys.exit(main(sys.argv[1:]))
+    ''')
 
 
 @needs_git
 def test_a_sigterm_to_the_gate_ends_its_side_and_removes_the_worktree(fake_harness_repo, tmp_path):
     """SIGTERM (a CI timeout, `kill`) is handled as Ctrl-C: the running side gets it passed on,
     interleave.json says interrupted, the baseline's worktree is removed, the exit is 130."""
+    (fake_harness_repo / "harness" / "fake_cli.py").write_text(FAKE_CLI)
     (fake_harness_repo / "harness" / "cli.py").write_text(SLOW_ROUND_2)
-    git(fake_harness_repo, "commit", "-q", "-am", "a slow round 2")
+    git(fake_harness_repo, "add", "harness")
+    git(fake_harness_repo, "commit", "-q", "-m", "a slow round 2")
     script = ("import sys\nfrom harness.cli import sigterm_as_ctrl_c\n"
               "from harness.gate.interleave import SubprocessRunner, run_interleaved\n"
               "try:\n    with sigterm_as_ctrl_c():   # as harness.cli.main runs every command\n"
