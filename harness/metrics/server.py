@@ -23,6 +23,7 @@ import binascii
 import hashlib
 import hmac
 import logging
+import math
 import socket
 import ssl
 import threading
@@ -44,6 +45,7 @@ SCRAPERS_RECENT_S = 600.0     # at the end, the scrapers seen this recently are 
 HANDSHAKE_S = 5.0             # a connection's TLS handshake, in its own thread
 IDLE_S = 30.0                 # a connection silent this long is closed (a read's timeout)
 SHUTDOWN_POLL_S = 0.2         # how often the accepting thread looks for close()
+LATE_SHARE = 0.8              # a scrape answered after this share of its timeout may have been dropped
 
 
 class _Quiet(WSGIRequestHandler):
@@ -71,6 +73,21 @@ class _Server(ThreadingWSGIServer):
         super().process_request_thread(request, client_address)
 
 
+class _Served:
+    """A response body that calls ``done`` once the server has written all of it: a run may exit
+    right after its last scrape counts, so it counts only once delivered."""
+
+    def __init__(self, body: list[bytes], done):
+        self.body, self.done = body, done
+
+    def __len__(self) -> int:           # wsgiref sets Content-Length for a body of one block
+        return len(self.body)
+
+    def __iter__(self):
+        yield from self.body
+        self.done()
+
+
 class Endpoint:
     """Serves a :class:`LiveState`; :meth:`start`, :attr:`url`, :meth:`close`."""
 
@@ -83,7 +100,7 @@ class Endpoint:
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
         self.scrapes = 0
-        self.last_scrape: float | None = None    # epoch seconds of the last scrape served
+        self.last_scrape: float | None = None    # epoch seconds: when the last counted scrape began
         #: each scraper (address and user agent: two Prometheus servers, or a test and Prometheus)
         #: -> its last scrape, epoch seconds
         self.scrapers: dict[tuple[str, str], float] = {}
@@ -101,13 +118,25 @@ class Endpoint:
             start_response("401 Unauthorized", [("Content-Type", "text/plain"),
                                                 ("WWW-Authenticate", 'Basic realm="ssbench metrics"')])
             return [b"ssbench: the web UI's login is required (HTTP basic auth)\n"]
-        out = self._metrics(environ, start_response)
+        began = time.time()
+        return _Served(self._metrics(environ, start_response), lambda: self._served(environ, began))
+
+    def _served(self, environ, began: float) -> None:
+        """A scrape's last byte is written: it counts, as of when it began collecting, unless it
+        took so long that Prometheus (which says its timeout in a header) had given it up."""
+        try:
+            timeout = float(environ.get("HTTP_X_PROMETHEUS_SCRAPE_TIMEOUT_SECONDS", "inf"))
+        except ValueError:
+            timeout = math.inf
+        if time.time() - began >= LATE_SHARE * timeout:
+            log.info("metrics endpoint: a scrape took longer than %.0f %% of its %g s timeout",
+                     100 * LATE_SHARE, timeout)
+            return
         with self._cond:
             self.scrapes += 1
-            self.last_scrape = time.time()
-            self.scrapers[(environ.get("REMOTE_ADDR", ""), environ.get("HTTP_USER_AGENT", ""))] = self.last_scrape
+            self.last_scrape = began
+            self.scrapers[(environ.get("REMOTE_ADDR", ""), environ.get("HTTP_USER_AGENT", ""))] = began
             self._cond.notify_all()
-        return out
 
     def _authorized(self, header: str) -> bool:
         scheme, _, value = header.partition(" ")
