@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -98,22 +99,41 @@ def test_workers_per_initiator_two_processes_every_user_active(wpi_run):
     assert set(workers) == {(1, 1), (1, 2), (2, 1), (2, 2)}
     for w in workers.values():
         assert w["users"] == w["users_active"] == 2, w
-        assert w["sends"] > 0 and w["errors"] == 0 and w["cpu_percent"] is not None, w
+        assert w["sends"] > 0 and w["errors"] == 0, w
     # the per-initiator figures are the per-process ones merged exactly
     assert sum(w["sends"] for w in workers.values()) == d["send_latency_ms"]["count"]
     assert len(d["client_hosts"]) == 1 and d["client_hosts"][0]["workers"] == 4
-    assert d["client_hosts"][0]["cpu_percent"] is not None
+    # each process's CPU as its own probe and the host collector saw it: every process has both
+    # series, and the summary holds each one's mean over the window's ticks (none where a loaded
+    # host ticked outside the 1 s window: seen once in CI), the client host's over the same ticks
     samples = [json.loads(line) for line in (rep / "samples.jsonl").read_text().splitlines()]
-    keys = {(s["family"], s["key"]) for s in samples if s["metric"] == "cpu_percent"}
-    assert {("worker", "i1.w1"), ("worker", "i2.w2"), ("client_host", d["client_hosts"][0]["host"])} <= keys
-    # the local processes are sampled by the host collector too, one key per process
-    assert {"worker.i1.w1", "worker.i1.w2", "worker.i2.w1", "worker.i2.w2"} <= set(d["worker_cpu_percent"])
+    own, host = _cpu_series(samples, "worker", ""), _cpu_series(samples, "host", "worker.")
+    assert set(own) == {"i1.w1", "i1.w2", "i2.w1", "i2.w2"} and set(host) == {f"worker.{k}" for k in own}
+    assert any(s["family"] == "client_host" and s["key"] == d["client_hosts"][0]["host"] for s in samples)
+    for (i, n), w in workers.items():
+        assert w["cpu_percent"] == _window_mean(own[f"i{i}.w{n}"], d, 2), w
+    assert (d["client_hosts"][0]["cpu_percent"] is None) == all(w["cpu_percent"] is None for w in workers.values())
+    assert d["worker_cpu_percent"] == {k: m for k, v in host.items() if (m := _window_mean(v, d, 1)) is not None}
     run = json.loads((out / "run.json").read_text())
     assert run["matrix"]["run"]["workers_per_initiator"] == 2
     print(f"\n2 processes per initiator: send {d['send_rate']:.0f}/s, sent {d['messages_sent']} = received "
           f"{d['messages_received']}, per process " + ", ".join(
               f"i{w['initiator']}.w{w['worker']}: {w['users']} users {w['sends']} SENDs {w['cpu_percent']}% CPU"
               for w in d["workers"]))
+
+
+def _cpu_series(samples: list[dict], family: str, prefix: str) -> dict[str, list[tuple[float, float]]]:
+    """Each key's (ts, value) of ``family``'s cpu_percent samples whose key starts with ``prefix``."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for s in samples:
+        if s["family"] == family and s["metric"] == "cpu_percent" and s["key"].startswith(prefix):
+            out.setdefault(s["key"], []).append((s["ts"], s["value"]))
+    return out
+
+
+def _window_mean(points: list[tuple[float, float]], d: dict, digits: int) -> float | None:
+    inside = [v for ts, v in points if d["measure_start"] <= ts < d["measure_end"]]
+    return round(statistics.fmean(inside), digits) if inside else None
 
 
 @pytest.mark.slow
