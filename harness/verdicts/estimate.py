@@ -72,18 +72,11 @@ class Estimate:
         h = self.half_width(confidence)
         return self.d - h, self.d + h
 
-    def p_worse(self) -> float:
-        """One-sided p-value of "the treatment is not worse" (small when ``d`` is well below 0)."""
-        return p_values([self])[0][0]
-
-    def p_better(self) -> float:
-        """One-sided p-value of "the treatment is not better"."""
-        return p_values([self])[1][0]
-
 
 def p_values(estimates: Sequence[Estimate]) -> tuple[list[float], list[float]]:
-    """Each estimate's one-sided p-values, :meth:`Estimate.p_worse` and :meth:`Estimate.p_better`,
-    in one call of the t distribution a side (a gate has a pair per row)."""
+    """Each estimate's one-sided p-values, of "the treatment is not worse" (small when ``d`` is
+    well below 0) and of "not better", in one call of the t distribution a side (a gate has a
+    pair per row)."""
     import numpy as np
 
     d = np.array([e.d for e in estimates], dtype=float)

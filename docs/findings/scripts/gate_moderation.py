@@ -42,13 +42,14 @@ SCENARIOS = [
 def _ordinary(rows):
     for r in rows:
         if r.estimate is not None:
-            r.p, r.p_better = r.estimate.p_worse(), r.estimate.p_better()
+            (r.p,), (r.p_better,) = estimate.p_values([r.estimate])
 
 
 def _one_prior(rows):
     judged = [r for r in rows if r.estimate is not None]
     for r, e in zip(judged, estimate.moderate([r.estimate for r in judged])):
-        r.estimate, r.p, r.p_better = e, e.p_worse(), e.p_better()
+        r.estimate = e
+        (r.p,), (r.p_better,) = estimate.p_values([e])
 
 
 def use(candidate: str) -> None:
