@@ -34,7 +34,6 @@ import yaml
 from ..errors import TargetError, Terminated, UserError
 from ..results import (RunDir, RunReader, counts_in_verdicts, find_runs, read_json, utc_now_iso, write_atomic,
                        write_json)
-from ..results.lock import hold_run_dir
 from .compare import compare_runs
 from ..plan import SIDES, side_orders, side_windows
 from ..verdicts.regression import GateSettings
@@ -350,7 +349,7 @@ def run_interleaved(baseline_ref: str, matrix: str | os.PathLike[str], *,
     if out.exists() and any(out.iterdir()):
         raise UserError("output directory exists and is not empty", file=str(out))
     out.mkdir(parents=True, exist_ok=True)
-    lock = hold_run_dir(out)    # this gate writes it (and its sides' run directories) to the end
+    lock = RunDir(out).hold()    # this gate writes it (and its sides' run directories) to the end
     try:
         return _interleave(out, baseline_ref, baseline_commit, cand_commit, cand_dirty, git_root, matrix_file, m,
                            n_rounds, seed, settings, runner, target, keep_worktree, echo)

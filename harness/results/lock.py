@@ -118,15 +118,10 @@ def describe(rec: dict | None) -> str:
             f"started {rec.get('started')}: {rec.get('command')})")
 
 
-def run_dir_lock(path: Path, owner: str | None = None) -> HeldLock:
+def run_dir_lock(path: Path) -> HeldLock:
     """The lock of the run directory ``path`` (its claim file), not yet acquired: refused with
     :func:`in_use`."""
-    return HeldLock(Path(path) / CLAIM, owner or "ssbench", lambda holder: in_use(path, holder))
-
-
-def hold_run_dir(path: Path, owner: str | None = None) -> HeldLock:
-    """Acquire the run directory's lock, or UserError (exit 2) naming the process writing it."""
-    return run_dir_lock(path, owner).acquire()
+    return HeldLock(Path(path) / CLAIM, "ssbench", lambda holder: in_use(path, holder))
 
 
 def in_use(path: Path, holder: str, field: str | None = None) -> UserError:

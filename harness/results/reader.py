@@ -152,6 +152,15 @@ class RunReader:
     def exists(self) -> bool:
         return self.run_json.is_file()
 
+    def perm_dir(self, perm_id: str) -> Path:
+        return self.path / perm_id
+
+    def rep_dir(self, perm_id: str, rep: int) -> Path:
+        return self.perm_dir(perm_id) / rep_name(rep)
+
+    def is_complete(self, perm_id: str, rep: int) -> bool:
+        return (self.rep_dir(perm_id, rep) / "summary.json").is_file()
+
     def record(self) -> RunRecord:
         return RunRecord.from_json(read_json(self.run_json), file=str(self.run_json))
 
@@ -163,7 +172,7 @@ class RunReader:
 
     def rep_dirs(self, perm_id: str) -> list[tuple[int, Path]]:
         """Every ``rep-NN`` directory of a permutation, complete or not, in repetition order."""
-        d = self.path / perm_id
+        d = self.perm_dir(perm_id)
         if not d.is_dir():
             return []
         out = [(int(m.group(1)), p) for p in d.iterdir() if p.is_dir() and (m := REP_RE.match(p.name))]
@@ -172,13 +181,11 @@ class RunReader:
     def reps(self, perm_id: str | None = None) -> list[RepRef]:
         """Complete repetitions (those with a summary.json), of one permutation or of all."""
         perms = [perm_id] if perm_id is not None else self.permutation_ids()
-        return [RepRef(self.run_id, p, n, d) for p in perms for n, d in self.rep_dirs(p)
-                if (d / "summary.json").is_file()]
+        return [RepRef(self.run_id, p, n, d) for p in perms for n, d in self.rep_dirs(p) if self.is_complete(p, n)]
 
     def incomplete_rep_dirs(self) -> list[Path]:
         """``rep-NN`` directories without a summary.json (left by an older writer)."""
-        return [d for p in self.permutation_ids() for _, d in self.rep_dirs(p)
-                if not (d / "summary.json").is_file()]
+        return [d for p in self.permutation_ids() for n, d in self.rep_dirs(p) if not self.is_complete(p, n)]
 
     def summaries(self, perm_id: str | None = None) -> list[RepetitionSummary]:
         return [r.summary() for r in self.reps(perm_id)]
@@ -195,7 +202,7 @@ class RunReader:
         return out
 
     def permutation_summary(self, perm_id: str) -> PermutationSummary | None:
-        p = self.path / perm_id / "summary.json"
+        p = self.perm_dir(perm_id) / "summary.json"
         if not p.is_file():
             return None
         return PermutationSummary.from_json(read_json(p), file=str(p))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import UserError
-from .lock import CLAIM, HeldLock, hold_run_dir
+from .lock import CLAIM, HeldLock, run_dir_lock
 from .model import RUN_SCHEMA, RunRecord
 from .reader import RepRef, RunReader, find_runs, read_json, rep_name
 from .summary import summarize_permutation
@@ -94,7 +94,7 @@ class RunDir(RunReader):
     def hold(self) -> "RunDir":
         """Take this directory's lock for this process (UserError naming the holder if taken)."""
         if self._lock is None:
-            self._lock = hold_run_dir(self.path)
+            self._lock = run_dir_lock(self.path).acquire()
         return self
 
     def release(self) -> None:
@@ -177,21 +177,11 @@ class RunDir(RunReader):
         return self.update_run(status=status, ended=utc_now_iso(), messages_lost=lost, **why)
 
     # ------------------------------------------------------------------ repetitions
-    def perm_dir(self, perm_id: str) -> Path:
-        return self.path / perm_id
-
-    def rep_dir(self, perm_id: str, rep: int) -> Path:
-        return self.perm_dir(perm_id) / rep_name(rep)
-
-    def is_complete(self, perm_id: str, rep: int) -> bool:
-        return (self.rep_dir(perm_id, rep) / "summary.json").is_file()
-
     def damage(self, perm_id: str, rep: int) -> str | None:
         """Why a committed repetition cannot be trusted as complete (its summary does not read
         back: the reader's own one-line error), or None."""
-        path = self.rep_dir(perm_id, rep) / "summary.json"
         try:
-            RepRef(self.run_id, perm_id, rep, path.parent).summary()
+            RepRef(self.run_id, perm_id, rep, self.rep_dir(perm_id, rep)).summary()
         except UserError as e:
             return str(e)
         return None
