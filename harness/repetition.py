@@ -26,7 +26,7 @@ from typing import Any, Callable
 from .plan import member_at
 from .collectors import SampleContext, Sampler, default_collectors
 from .errors import DiskFull, TargetError, UserError
-from .load.protocol import SwarmPlan
+from .load.protocol import SwarmPlan, slot_name
 from .load.spec import SwarmSpec
 from .load.series import LOGS_DIR, SwarmSeries
 from .load.swarm import RemoteWorkers, Swarm, SwarmFailed, SwarmResult
@@ -497,7 +497,7 @@ def worker_samples(workers: list[dict]) -> list[tuple[float, str, str, str, floa
     ``memory_percent``, ``memory_used_bytes``, key the host name; one row per host and tick)."""
     rows, seen = [], set()
     for w in workers:
-        key, host = f"i{w['initiator']}.w{w['worker']}", w.get("host", "")
+        key, host = slot_name(w["initiator"], w["worker"]), w.get("host", "")
         for ts, proc, cpu, mem, used in w.get("samples", []):
             rows.append((ts, "worker", "cpu_percent", key, proc))
             if (host, round(ts)) not in seen:

@@ -31,7 +31,7 @@ class Message:
         out = {"type": self.TYPE, "v": VERSION}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            out[f.name] = value.to_dict() if isinstance(value, SwarmSpec) else value
+            out[f.name] = dataclasses.asdict(value) if isinstance(value, SwarmSpec) else value
         return out
 
     @classmethod

@@ -5,7 +5,7 @@ the master's Assignment to each worker. No file, no environment variable."""
 from __future__ import annotations
 
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -68,6 +68,3 @@ class SwarmSpec:
         controller's spec pushed to an older worker)."""
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
