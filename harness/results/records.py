@@ -56,14 +56,9 @@ class Document:
             low, v = f.metadata.get("minimum", 0 if _integer(hints[f.name]) else None), kwargs[f.name]
             if low is not None and isinstance(v, (int, float)) and v < low:
                 raise UserError(f"must be at least {low:g}, got {v!r}", file=file, field=name)
-        if "extra" in _field_names(cls):
+        if "extra" in cls.__dataclass_fields__:
             kwargs["extra"] = {k: v for k, v in data.items() if k not in known}
         return cls(**kwargs)
-
-
-@functools.cache
-def _field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 @functools.cache

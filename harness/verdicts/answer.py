@@ -8,7 +8,7 @@ is so); it renders as text, JSON (``--json``) and HTML. Other parts add sections
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, TextIO
 
@@ -45,16 +45,12 @@ class Section:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "title": self.title,
-                "columns": [{"key": c.key, "header": c.header, "align": c.align, "always": c.always}
-                            for c in self.columns],
-                "rows": self.rows, "notes": self.notes}
+        return asdict(self)
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> "Section":
         return cls(str(doc.get("key")), str(doc.get("title")),
-                   [Column(c["key"], c["header"], c.get("align", "<"), bool(c.get("always")))
-                    for c in doc.get("columns") or []],
+                   [Column(**c) for c in doc.get("columns") or []],
                    list(doc.get("rows") or []), list(doc.get("notes") or []))
 
     def text(self, stream: TextIO) -> None:
