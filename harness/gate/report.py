@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 import os
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,7 @@ class GateReport:
         rows = self.inconclusive_rows
         if not rows:
             return []
-        why: dict[tuple[int, int], int] = {}
-        for r in rows:
-            why[(r.n_baseline, r.n_candidate)] = why.get((r.n_baseline, r.n_candidate), 0) + 1
+        why = Counter((r.n_baseline, r.n_candidate) for r in rows)
         reasons = "; ".join(f"{why_inconclusive(nb, nc, self.settings)} ({n} row(s))"
                             for (nb, nc), n in sorted(why.items()))
         out = [f"inconclusive: {len(rows)} of {len(self.rows)} permutation x metric row(s) could not be "
@@ -155,9 +154,7 @@ class GateReport:
             out.append(f"warning: provenance differs: {w}")
         for n in self.notes:
             out.append(f"note: {n}")
-        counts: dict[str, int] = {}
-        for v in self.permutation_verdicts.values():
-            counts[v] = counts.get(v, 0) + 1
+        counts = Counter(self.permutation_verdicts.values())
         summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -SEVERITY[kv[0]]))
         out.append(f"gate: {self.verdict.upper()} ({len(self.permutation_verdicts)} permutation(s): "
                    f"{summary}) -> exit {self.exit_code}")
