@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import UserError
 from ..results import TAIL_RE, RepRef, RunReader
 from ..results.model import target_capabilities
+from ..results.reader import rep_name
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def _read_run_json(reader: RunReader, issues: list[Issue]) -> dict[str, Any]:
     """run.json as a dict (through :class:`RunRecord`, so the schema version is checked; fields
     a newer writer added are kept); {} with an Issue when missing, corrupt or unsupported."""
     path = reader.run_json
-    if not path.is_file():
+    if not reader.exists():
         issues.append(Issue(str(path), "missing: run provenance unknown (target taken from the summaries)"))
         return {}
     try:
@@ -218,5 +219,5 @@ def report_sample_issues(disc: Discovery, bad_counts: list[tuple[str, str, int, 
     by_key = {(r.run_id, r.perm_id, r.rep): r for r in disc.reps}
     for run_id, perm_id, rep, n in sorted(bad_counts):
         r = by_key.get((run_id, perm_id, rep))
-        path = str(r.samples) if r and r.samples else f"{run_id}/{perm_id}/rep-{rep:02d}/samples.jsonl"
+        path = str(r.samples) if r and r.samples else f"{run_id}/{perm_id}/{rep_name(rep)}/samples.jsonl"
         disc.issues.append(Issue(path, f"{n} corrupt or incomplete line(s) skipped"))

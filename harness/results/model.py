@@ -171,10 +171,9 @@ class _Summary(Stamped):
 
 
 def _summary_class() -> type:
-    top = [f for f in STORED[""]]
     specs = [(f.name, f.type if f.required else f.type | None,
               field(metadata={"minimum": f.minimum}) if f.required else
-              field(default=None, metadata={"minimum": f.minimum})) for f in top]
+              field(default=None, metadata={"minimum": f.minimum})) for f in STORED[""]]
     specs.sort(key=lambda spec: spec[2].default is None)   # required first
     specs += [(s, t, field(default_factory=t)) for s, t in SECTION_TYPES.items()]
     specs.append(("extra", dict[str, Any], field(default_factory=dict, repr=False, compare=False)))
