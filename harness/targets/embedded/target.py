@@ -25,13 +25,13 @@ from psycopg import sql
 
 from ...errors import TargetError, UserError, full_disk
 from ...matrix import BrokerSettings
+from ...results.lock import HeldLock
 from ..base import Capabilities, Target, TargetConfig, wait_until
 from . import server as server_mod, waits
 from .server import connection_budget
 from ._db import QUEUE, connect, database_names
 from .profiles import EMBEDDED_PROFILES
 from .provisioning import MAX_INITIATORS, Provisioning, sql_file
-from .runlock import RunLock
 from .server import EmbeddedServer, ServerInfo
 from .supervisor import BrokerSupervisor
 from .telemetry import READERS_RUNNING, EmbeddedTelemetry
@@ -407,9 +407,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
 
     # ------------------------------------------------------------------ one run at a time
     def run_lock(self, owner: str) -> contextlib.AbstractContextManager:
-        """Hold this server's run lock for a run's (or a web session's) lifetime: a second run on
-        the same data directory gets UserError (exit 2) naming the holder (:mod:`.runlock`)."""
-        return RunLock(self.server.data_dir, owner)
+        return run_lock(self.server.data_dir, owner)
 
     # ------------------------------------------------------------------ test knobs
     def set_queue_options(self, *, try_catch: bool | None = None, process_delay_ms: int | None = None,
@@ -491,6 +489,15 @@ def _ms_from_env(name: str, limit: float) -> str | None:
     if not 0 <= v <= limit:
         raise UserError(f"{name} must be between 0 and {limit:g} ms, got {raw!r}")
     return f"{v:g}"
+
+
+def run_lock(data_dir, owner: str) -> HeldLock:
+    """One run (or web session) at a time per embedded server, as every run resets the
+    emulation's databases: a flock on ``ssbench-run.lock`` in its data directory; a second
+    holder gets UserError (exit 2) naming the first."""
+    return HeldLock(Path(data_dir) / "ssbench-run.lock", owner, lambda holder: UserError(
+        f"the embedded server {Path(data_dir)} is in use by {holder}; wait for it to end, or give this run "
+        "its own server (SSBENCH_PGDATA=another directory)"))
 
 
 def pg_disk_full_line(data_dir, evidence: str) -> str:

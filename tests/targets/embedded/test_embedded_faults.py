@@ -18,8 +18,7 @@ import pytest
 
 from harness.errors import UserError
 from harness.targets.base import open_sender
-from harness.targets.embedded.runlock import RunLock
-from harness.targets.embedded.target import EmbeddedTarget
+from harness.targets.embedded.target import EmbeddedTarget, run_lock
 from support.embedded import db, private_server, provisioned, REPO, send_many, settings, wait_for
 
 pytestmark = pytest.mark.slow
@@ -222,8 +221,8 @@ def test_postgres_crash_mid_send_senders_back_off_broker_restarts_nothing_lost(c
 HOLD = """
 import sys, time
 from harness.errors import UserError
-from harness.targets.embedded.runlock import RunLock
-lock = RunLock(sys.argv[1], sys.argv[2])
+from harness.targets.embedded.target import run_lock
+lock = run_lock(sys.argv[1], sys.argv[2])
 try:
     lock.acquire()
 except UserError as e:
@@ -261,11 +260,11 @@ def test_run_lock_refuses_a_second_run_on_the_same_server_naming_the_holder(targ
         # a run on another data directory is not affected, in this process and in another
         other = tmp_path / "pg-other"
         other.mkdir()
-        with RunLock(other, "run D"):
+        with run_lock(other, "run D"):
             p = other_process(tmp_path, "run E")
             assert p.communicate(timeout=60)[0].strip() == "held" and p.returncode == 0
     # released: the next run gets it
-    assert RunLock(data_dir, "probe").holder() is None
+    assert run_lock(data_dir, "probe").holder() is None
     p = other_process(data_dir, "run F")
     assert p.communicate(timeout=60)[0].strip() == "held" and p.returncode == 0
 
