@@ -134,9 +134,11 @@ class _Scraper(threading.Thread):
 def live_metrics(name: str):
     """The live metrics endpoint on a free loopback port, scraped every second: yields a
     repetition's feed of its real LiveState (its ``client`` is the swarm's ``on_live``)."""
-    from harness.metrics import EndpointSettings, Metrics
+    from harness.metrics.live import LiveState
+    from harness.metrics.server import Endpoint
+    from harness.metrics.settings import EndpointSettings
 
-    m = Metrics(EndpointSettings(port=0, linger_seconds=0), "benchmark").start()
+    m = Endpoint(LiveState(command="benchmark"), EndpointSettings(port=0, linger_seconds=0)).start()
     m.live.begin_run("benchmark", name)
     feed = m.live.repetition("benchmark", name, 1)
     scraper = _Scraper(m.url)
@@ -146,7 +148,7 @@ def live_metrics(name: str):
     finally:
         scraper.stop.set()
         scraper.join(10)
-        m.close(linger=False)
+        m.close()
 
 
 def ssbench(target, sender_specs: dict[str, dict], threads: int, payload: int, seconds: float,

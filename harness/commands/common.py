@@ -122,11 +122,12 @@ class metrics_endpoint:   # noqa: N801 - a context manager used like a function
     def __enter__(self):
         if self.settings is None:
             return None
-        from ..metrics import Metrics
+        from ..metrics.live import LiveState
+        from ..metrics.server import Endpoint
 
         s = self.settings
         try:
-            self.metrics = Metrics(s, self.command).start()
+            self.metrics = Endpoint(LiveState(command=self.command), s).start()
         except OSError as e:
             raise UserError(f"cannot serve the metrics endpoint on {s.host}:{s.port}: {e.strerror or e}",
                             field="--metrics-port") from None

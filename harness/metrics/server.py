@@ -28,6 +28,7 @@ import socket
 import ssl
 import threading
 import time
+from typing import Callable
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -89,7 +90,8 @@ class _Served:
 
 
 class Endpoint:
-    """Serves a :class:`LiveState`; :meth:`start`, :attr:`url`, :meth:`close`."""
+    """One command's endpoint: serves its :class:`LiveState` (``live``, what the runner and the
+    repetitions feed); :meth:`start`, :attr:`url`, :meth:`close`."""
 
     def __init__(self, live: LiveState, settings: EndpointSettings):
         self.live, self.settings = live, settings
@@ -198,7 +200,13 @@ class Endpoint:
                     return False
                 self._cond.wait(left)
 
-    def close(self) -> None:
+    def close(self, say: Callable[[str], None] = lambda text: None, linger: bool = False) -> None:
+        """Stop serving; first, with ``linger`` and if anything has scraped, wait up to the
+        linger time for one more scrape, so the last repetition's final figures are collected."""
+        end, wait = time.time(), self.settings.linger_seconds
+        if linger and wait > 0 and self.last_scrape is not None:
+            say(f"waiting up to {wait:g} s for a last scrape of {self.url}")
+            self.wait_for_scrape(end, wait)
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

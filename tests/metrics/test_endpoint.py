@@ -22,8 +22,9 @@ import pytest
 
 from harness.collectors.base import Sample
 from harness.errors import UserError
-from harness.metrics import EndpointSettings, LiveState, Metrics
+from harness.metrics.live import LiveState
 from harness.metrics.server import Endpoint
+from harness.metrics.settings import EndpointSettings
 from support import machine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -146,16 +147,16 @@ def test_off_loopback_it_serves_only_with_the_login(endpoint):
 @pytest.mark.untimed("lower bounds are the endpoint's own waits; its time bounds are stretched to this machine "
                      "(support.machine.allowance)")
 def test_the_end_waits_for_a_last_scrape_only_when_someone_scrapes():
-    m = Metrics(EndpointSettings(port=0, linger_seconds=5), "run").start()
+    m = Endpoint(LiveState(command="run"), EndpointSettings(port=0, linger_seconds=5)).start()
     t0 = time.monotonic()
-    m.close()                                    # never scraped: nobody to wait for
+    m.close(linger=True)                         # never scraped: nobody to wait for
     assert time.monotonic() - t0 < machine.allowance(1)
-    m = Metrics(EndpointSettings(port=0, linger_seconds=10), "run").start()
+    m = Endpoint(LiveState(command="run"), EndpointSettings(port=0, linger_seconds=10)).start()
     assert get(m.url)[0] == 200
     said = []
     threading.Timer(1.0, lambda: get(m.url)).start()
     t0 = time.monotonic()
-    m.close(said.append)
+    m.close(said.append, linger=True)
     waited = time.monotonic() - t0
     assert 0.9 <= waited < machine.allowance(5), waited             # returned at the next scrape, not after 10 s
     assert said and "last scrape" in said[0]
@@ -263,7 +264,7 @@ def test_off_loopback_with_tls_needs_the_web_login_and_exposes_no_secret(cert, m
                           key=f"Broker Statistics;password={secret}", value=1.0),
                    Sample(ts=time.time(), family="waits", metric="wait_ms_per_s", key=f"WAIT;pwd={secret}", value=3.0)])
         feed.client({"workers": [[1, 1, f"h;token={secret}", 1, [time.time(), 1, 2, 3, 4]]]})
-        port = endpoint.metrics.endpoint.port
+        port = endpoint.metrics.port
         refused = [scrape(),
                    scrape({"Authorization": "Basic " + base64.b64encode(b"prom:not-the-password").decode()}),
                    scrape({"Authorization": "Bearer " + "u" * 40})]
@@ -287,13 +288,13 @@ def test_off_loopback_with_tls_needs_the_web_login_and_exposes_no_secret(cert, m
                      "(support.machine.allowance)")
 def test_every_recent_scraper_gets_its_last_scrape():
     """Two scrapers (Prometheus and another, or two Prometheus servers): the end waits for both."""
-    m = Metrics(EndpointSettings(port=0, linger_seconds=10), "run").start()
+    m = Endpoint(LiveState(command="run"), EndpointSettings(port=0, linger_seconds=10)).start()
     assert get(m.url, {"User-Agent": "Prometheus/2.42"})[0] == 200
     assert get(m.url, {"User-Agent": "other"})[0] == 200
     threading.Timer(0.5, lambda: get(m.url, {"User-Agent": "other"})).start()
     threading.Timer(1.5, lambda: get(m.url, {"User-Agent": "Prometheus/2.42"})).start()
     t0 = time.monotonic()
-    m.close()
+    m.close(linger=True)
     assert 1.4 <= time.monotonic() - t0 < machine.allowance(5)
 
 
@@ -304,7 +305,7 @@ def test_a_last_scrape_counts_only_if_it_collected_after_the_end_within_its_time
     was not one that delivered them. Not counted: a scrape that began collecting before the end
     (here held on the state's lock), nor one answered after most of the timeout Prometheus
     sends in its header (Prometheus dropped it)."""
-    m = Metrics(EndpointSettings(port=0, linger_seconds=10), "run").start()
+    m = Endpoint(LiveState(command="run"), EndpointSettings(port=0, linger_seconds=10)).start()
     prom = {"User-Agent": "Prometheus/2.42", "X-Prometheus-Scrape-Timeout-Seconds": "10"}
     assert get(m.url, prom)[0] == 200
     held = threading.Event()
@@ -323,7 +324,7 @@ def test_a_last_scrape_counts_only_if_it_collected_after_the_end_within_its_time
     threading.Timer(0.9, lambda: get(m.url, given_up)).start()
     threading.Timer(1.6, lambda: get(m.url, prom)).start()
     t0 = time.monotonic()
-    m.close()
+    m.close(linger=True)
     assert 1.5 <= time.monotonic() - t0 < machine.allowance(5)
     before.join(5)
 

@@ -22,7 +22,7 @@ from harness.load.protocol import Delta, SwarmPlan
 from harness.load.recorder import Recorder
 from harness.load.spec import SwarmSpec
 from harness.load.window import merge_workers
-from harness.metrics import LiveState
+from harness.metrics.live import LiveState
 from harness.metrics.families import METRICS, SsbenchCollector, exposed_names
 from harness.results import Histogram
 from support.recording import delta
