@@ -22,30 +22,19 @@ class CounterDeltas:
     def __init__(self):
         self.prev: dict[tuple[str, str, str], float] = {}
         self.prev_ts: float | None = None
-        self.first: dict[tuple[str, str, str], float] = {}
-        self.last: dict[tuple[str, str, str], float] = {}
-        self.max_gauge: dict[tuple[str, str, str], float] = {}
 
     def update(self, counters, now: float):
         out = []
         dt = (now - self.prev_ts) if self.prev_ts is not None else None
         for c in counters:
             key = (c.object_name, c.counter_name, c.instance_name)
-            self.last[key] = c.value
-            self.first.setdefault(key, c.value)
             if c.is_gauge:
                 out.append((c, slug(c.counter_name), c.value))
-                self.max_gauge[key] = max(self.max_gauge.get(key, c.value), c.value)
             elif dt and key in self.prev:
                 out.append((c, slug(c.counter_name) + "_per_s", max(0.0, c.value - self.prev[key]) / max(dt, 1e-6)))
             self.prev[key] = c.value
         self.prev_ts = now
         return out
-
-    def total(self, object_name: str, counter_name: str) -> float:
-        """Increase of a cumulative counter since the first sample (:func:`over_instances`)."""
-        return over_instances([(k[2], self.last[k] - self.first[k]) for k in self.last
-                               if k[0] == object_name and k[1] == counter_name])
 
 
 def over_instances(values: list[tuple[str, float]]) -> float:

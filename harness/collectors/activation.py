@@ -20,7 +20,8 @@ class ActivationCollector(Collector):
 
     def __init__(self):
         self.deltas = CounterDeltas()
-        #: (epoch s, cumulative Tasks Started, Tasks Running; of all instances) per tick
+        #: (epoch s, cumulative Tasks Started, Tasks Running; of all instances) per tick: the
+        #: window's and the whole run's tasks started, and the most running at once
         self.started_at: list[tuple[float, float, float]] = []
 
     def sample(self, ctx, now):
@@ -41,13 +42,6 @@ class ActivationCollector(Collector):
         found = [(c.instance_name, c.value) for c in counters if c.counter_name.startswith(prefix)]
         return over_instances(found) if found else None
 
-    def tasks_started(self) -> float:
-        return self.deltas.total(OBJECT, "Tasks Started/sec") or self.deltas.total(OBJECT, "Tasks Started")
-
-    def max_running(self) -> float:
-        vals = [v for k, v in self.deltas.max_gauge.items() if k[1].startswith("Tasks Running")]
-        return max(vals) if vals else 0.0   # _Total, where there is one, is the largest
-
     def window_tasks(self, start: float, end: float) -> tuple[float, float, float] | None:
         """Activation tasks started and ended inside [start, end], and the seconds between the
         two ticks that bound it (:func:`~._counters.window_ticks`); None without two ticks."""
@@ -59,8 +53,9 @@ class ActivationCollector(Collector):
         return started, max(0.0, started - (r1 - r0)), t1 - t0
 
     def summary_fields(self, ctx, window):
-        out = {"activation_tasks_started": self.tasks_started(),
-               "activation_tasks_max_running": self.max_running()}
+        ticks = self.started_at
+        out = {"activation_tasks_started": ticks[-1][1] - ticks[0][1] if ticks else 0.0,
+               "activation_tasks_max_running": max((running for _, _, running in ticks), default=0.0)}
         got = self.window_tasks(window.start, window.end)
         if got is not None:
             started, ended, seconds = got
