@@ -48,21 +48,13 @@ class BrokerSupervisor:
         self._wanted = False
         self._halt = threading.Event()        # stop() in progress: the watcher leaves
         self._watcher: threading.Thread | None = None
-        #: restarts since :meth:`reset_restarts` (a death the supervisor repaired)
+        #: restarts (a death the supervisor repaired) since the owner last set it to 0
         self.restarts = 0
 
     # ------------------------------------------------------------------ state
     def running(self) -> bool:
         proc = self._proc
         return proc is not None and proc.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        proc = self._proc
-        return proc.pid if proc is not None and proc.poll() is None else None
-
-    def reset_restarts(self) -> None:
-        self.restarts = 0
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, cmd: list[str], timeout: float | None = None) -> None:

@@ -188,7 +188,7 @@ class EmbeddedTarget(Provisioning, EmbeddedTelemetry, Target):
         delay = _ms_from_env(SEND_DELAY_ENV, 60_000)
         _ms_from_env(LOCK_SAMPLE_ENV, 60_000)     # a bad value is refused before anything changes
         self.stop()
-        self._broker.reset_restarts()
+        self._broker.restarts = 0
         self._log_pos, self._log_hit = self._log_size(), None    # a full disk is this permutation's news
         with self._lock:
             all_dbs = [self.target_db, *self._initiator_dbs(self._provisioned).values()]
