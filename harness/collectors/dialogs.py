@@ -16,16 +16,10 @@ COUNTS = ("dialogs_begun", "dialogs_ended", "errors_received", "errors_lost")
 class DialogCollector(Collector):
     family = "dialogs"
 
-    def __init__(self):
-        #: (epoch s, cumulative dialogs ended) per tick
-        self.ended_at: list[tuple[float, float]] = []
-
     def sample(self, ctx, now):
         stats = ctx.call(ctx.telemetry.dialog_counts)     # every tick: cheap, never waits on a SEND
         if stats is None:
             return []
-        if stats.get("dialogs_ended") is not None:
-            self.ended_at.append((now, float(stats["dialogs_ended"])))
         out = [(k, "", float(stats[k])) for k in COUNTS if stats.get(k) is not None]
         out += [("endpoints", key, float(n)) for key, n in sorted(stats.get("endpoints", {}).items())]
         return out
@@ -41,7 +35,7 @@ class DialogCollector(Collector):
             ("dialogs_begun", "dialogs_begun"), ("dialogs_ended", "dialogs_ended"),
             ("dialog_errors_received", "errors_received"), ("dialog_errors_lost", "errors_lost"))
             if stats.get(key) is not None}
-        got = window_ticks(self.ended_at, window.start, window.end) if window is not None else None
+        got = window_ticks(window.points(self.family, "dialogs_ended", "", whole=True), window.start, window.end)
         if got:
             out["dialogs_ended_in_window"] = int(max(0.0, got[1][1] - got[0][1]))
         out["endpoints"] = {k: int(v) for k, v in sorted(stats.get("endpoints", {}).items())}

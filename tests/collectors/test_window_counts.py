@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 from harness.collectors.activation import ActivationCollector
-from harness.collectors.base import SampleContext, WindowView
+from harness.collectors.base import Sample, SampleContext, WindowView
 from harness.collectors.dialogs import DialogCollector
 from harness.targets.base import PerfCounter
 
@@ -41,10 +41,13 @@ class Scripted:
 
 
 def run(collector, target, ticks):
+    return sampled(collector, target, ticks)[0]
+
+
+def sampled(collector, target, ticks) -> tuple[SampleContext, list[Sample]]:
+    """The context and the samples of ``ticks`` (what the summary's window view holds)."""
     ctx = SampleContext(target=target, lock=threading.Lock())
-    for t in ticks:
-        collector.sample(ctx, t)
-    return ctx
+    return ctx, [Sample(t, collector.family, m, k, v) for t in ticks for m, k, v in collector.sample(ctx, t)]
 
 
 def test_tasks_started_and_ended_inside_the_window_only():
@@ -88,13 +91,13 @@ def test_no_window_counts_without_two_ticks():
 def test_dialogs_ended_inside_the_window():
     ended = [0, 40, 90, 150, 200, 260, 300]      # cumulative, one tick a second; the last read is the summary's
     c = DialogCollector()
-    ctx = run(c, Scripted(ended), range(6))
-    got = c.summary_fields(ctx, WindowView(1.5, 4.5, ()))
+    ctx, samples = sampled(c, Scripted(ended), range(6))
+    got = c.summary_fields(ctx, WindowView(1.5, 4.5, samples))
     assert got["dialogs_ended_in_window"] == 200 - 40 and got["dialogs_ended"] == 300
     # reuse: no dialog ever ends
     c = DialogCollector()
-    ctx = run(c, Scripted([0] * 7), range(6))
-    assert c.summary_fields(ctx, WindowView(1.5, 4.5, ()))["dialogs_ended_in_window"] == 0
+    ctx, samples = sampled(c, Scripted([0] * 7), range(6))
+    assert c.summary_fields(ctx, WindowView(1.5, 4.5, samples))["dialogs_ended_in_window"] == 0
 
 
 def test_top_waits_keep_the_signal_wait_apart():

@@ -92,13 +92,13 @@ def test_comments_and_docs_say_what_sql_server_does():
 def test_the_dialog_counts_reach_the_summary(fake):
     """SQL Server cannot count the Errors it discards (errors_lost is None): the dialogs
     family's summary fields still carry what it can count (int(None) dropped them all)."""
-    from harness.collectors.base import SampleContext
+    from harness.collectors.base import SampleContext, WindowView
     from harness.collectors.dialogs import DialogCollector
 
     t = MssqlTarget.from_file(str(SINGLE))
     t.provision()
     t.prepare(1, "durable", BrokerSettings())
     ctx = SampleContext(target=t, lock=threading.Lock())
-    out = DialogCollector().summary_fields(ctx, None)
+    out = DialogCollector().summary_fields(ctx, WindowView(0.0, 1.0, ()))   # no tick: no window count
     assert out["dialogs_begun"] == out["dialogs_ended"] == out["dialog_errors_received"] == 0
     assert "dialog_errors_lost" not in out and isinstance(out["endpoints"], dict)
