@@ -38,15 +38,11 @@ def server_refusals(s: "ServerSession", inst: "Instance") -> list[str]:
     return out
 
 
-def in_availability_group(s: "ServerSession", inst: "Instance") -> bool:
-    info = s._database_info(inst)
-    return bool(info and len(info) > 9 and info[9])
-
-
 def availability_group_refusal(s: "ServerSession", inst: "Instance", what: str) -> str | None:
     """Why ``what`` (SET ENABLE_BROKER, NEW_BROKER, ...) cannot run on this database: it is in an
     availability group (None: it is not)."""
-    if not in_availability_group(s, inst):
+    info = s._database_info(inst)
+    if not (info and len(info) > 9 and info[9]):
         return None
     return (f"{inst.where()}: the database is in an availability group, where {what} cannot run: set it "
             "before adding the database to the group (or remove it), or use another database")
