@@ -100,7 +100,4 @@ def run_workers(host: str, port: int, initiator: int | None, worker: int | None,
                 return 0
         else:
             print(f"ssbench worker: the Locust worker exited with code {rc}; reconnecting", file=sys.stderr)
-        try:
-            time.sleep(retry_seconds)
-        except KeyboardInterrupt:
-            return 130
+        time.sleep(retry_seconds)     # Ctrl-C here: ssbench's exit 130 (harness.cli)
