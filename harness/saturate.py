@@ -68,6 +68,7 @@ class Probe:
     max_xmitq_depth: float | None = None
     max_queue_depth: float | None = None
     permutation_id: str = ""
+    repetition: int = 1               # the probe's rep-NN (a disturbed probe's re-run is the next)
 
 
 @dataclass
@@ -196,20 +197,23 @@ class Saturation(Repetitions):
         self.settings = settings
         self.say = say
         self.results: list[dict[str, Any]] = []
+        self._reps: dict[str, int] = {}      # permutation id -> repetitions run (a re-run is the next)
 
     def probe(self, base: Permutation, rate: float) -> Probe:
         if self.stop_event.is_set():
             raise Interrupted()
         perm = replace(base, rate=rate)
+        rep = self._reps[perm.id] = self._reps.get(perm.id, 0) + 1
         try:
-            [summary] = self.repetition(perm, 1).run()
+            [summary] = self.repetition(perm, rep).run()
         except RepetitionFailed as e:
             p = Probe(rate=rate, offered_rate=rate * perm.initiators, sustained=False,
-                      reasons=[f"repetition failed: {str(e).splitlines()[0]}"], permutation_id=perm.id)
+                      reasons=[f"repetition failed: {str(e).splitlines()[0]}"], permutation_id=perm.id,
+                      repetition=rep)
         else:
-            samples_path = self.run_dir.rep_dir(perm.id, 1) / "samples.jsonl"
+            samples_path = self.run_dir.rep_dir(perm.id, rep) / "samples.jsonl"
             samples = [json.loads(line) for line in samples_path.read_text().splitlines() if line.strip()]
-            p = judge(summary, samples, self.settings, rate)
+            p = replace(judge(summary, samples, self.settings, rate), repetition=rep)
         verdict = "sustained" if p.sustained else "NOT sustained: " + "; ".join(p.reasons)
         self.say(f"{base.id}: {rate:g} SENDs/s per initiator: achieved "
                  f"{p.achieved_rate if p.achieved_rate is not None else float('nan'):g}/s, "
@@ -238,7 +242,8 @@ class Saturation(Repetitions):
 
 def permutation_result(base: Permutation, res: SearchResult) -> dict[str, Any]:
     best = next((p for p in reversed(res.probes) if p.sustained and p.rate == res.sustainable_rate), None)
-    first_bad = next((p for p in res.probes if not p.sustained and p.rate == res.first_unsustained_rate), None)
+    first_bad = next((p for p in reversed(res.probes) if not p.sustained and p.rate == res.first_unsustained_rate),
+                     None)
     n = base.initiators
     return {"permutation": base.values(),
             "sustainable_rate": res.sustainable_rate,

@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -67,6 +69,39 @@ def test_a_disturbed_probe_is_run_again_before_it_is_judged():
     frozen.update({50.0: 9})
     r = search(probe, SearchSettings(start_rate=50, factor=2, precision=0.05, max_probes=2))
     assert seen == [50, 50] and r.sustainable_rate is None             # the budget counts them
+
+
+def test_a_probe_run_again_is_its_permutations_next_repetition(tmp_path, monkeypatch):
+    """A re-run at a rate already probed is that permutation's next repetition (rep-02, ...),
+    not a second rep-01 (which a loaded CI run's re-run was refused as: exit 2); the probe
+    names its repetition, and the limit is the last run at the unsustained rate."""
+    import harness.saturate as sat
+    from harness.matrix import load_matrix
+
+    (tmp_path / "sat.yaml").write_text(MATRIX)
+    [base] = sat.base_permutations(load_matrix(tmp_path / "sat.yaml"))
+    run_dir = SimpleNamespace(path=tmp_path, rep_dir=lambda pid, rep: tmp_path / pid / f"rep-{rep:02d}")
+    s = sat.Saturation(load_matrix(tmp_path / "sat.yaml"), None, run_dir, SearchSettings())
+    ran: list[tuple[str, int]] = []
+
+    def repetition(perm, rep):
+        ran.append((perm.id, rep))
+        d = run_dir.rep_dir(perm.id, rep)
+        d.mkdir(parents=True)
+        (d / "samples.jsonl").write_text(json.dumps({"rep": rep}) + "\n")
+        return SimpleNamespace(run=lambda: [rep])
+
+    monkeypatch.setattr(s, "repetition", repetition)
+    monkeypatch.setattr(sat, "judge", lambda summary, samples, settings, rate: Probe(
+        rate=rate, offered_rate=rate, sustained=samples == [{"rep": summary}] and summary > 1, status="ok"))
+    probes = [s.probe(base, 25.0), s.probe(base, 25.0), s.probe(base, 50.0)]
+    assert ran == [(f"{base.id}-rate25", 1), (f"{base.id}-rate25", 2), (f"{base.id}-rate50", 1)]
+    assert [p.repetition for p in probes] == [1, 2, 1] and [p.sustained for p in probes] == [False, True, False]
+    res = sat.SearchResult(sustainable_rate=25.0, first_unsustained_rate=50.0, converged=True, probes=[
+        probes[0], probes[1], Probe(rate=50.0, offered_rate=50.0, sustained=False, status="server_frozen"),
+        replace(probes[2], reasons=["behind"])])
+    doc = sat.permutation_result(base, res)
+    assert doc["evidence"]["repetition"] == 2 and doc["limit"]["reasons"] == ["behind"]
 
 
 def test_saturation_queue_growth_is_the_slope_of_the_total_depth():
@@ -136,7 +171,7 @@ def test_saturate_finds_the_rate_a_tiny_matrix_sustains(pg_server, tmp_path):
     # the table on stdout names the permutation and its rate; every probe is a repetition
     assert "i1-t2-per_thread-p100-durable" in r.stdout and f"{rate:g}" in r.stdout
     for p in res["probes"]:
-        s = read_summary(out / p["permutation_id"] / "rep-01" / "summary.json")
+        s = read_summary(out / p["permutation_id"] / f"rep-{p['repetition']:02d}" / "summary.json")
         assert len(s["workers"]) == 2 and s["users_active"] == 2, (s["workers"], s["users_active"])
         assert s["messages_lost"] == 0
     assert json.loads((out / "run.json").read_text())["status"] == "complete"

@@ -40,7 +40,8 @@ def curve_rows(reps: Iterable[dict[str, Any]], run: Path | None = None) -> list[
     sat_path = Path(run) / "saturation.json" if run is not None else None
     if sat_path is not None and sat_path.is_file():
         for p in json.loads(sat_path.read_text()).get("permutations", []):
-            best[p["permutation"]["id"]] = p.get("sustainable_rate")
+            ev = p.get("evidence") or {}       # the probe judged sustained (a re-run's last repetition)
+            best[p["permutation"]["id"]] = (p.get("sustainable_rate"), ev.get("repetition", 1))
     rows = []
     for r in reps:
         base_id = r["perm_id"].rsplit("-rate", 1)[0] if r.get("rate") else r["perm_id"]
@@ -55,7 +56,8 @@ def curve_rows(reps: Iterable[dict[str, Any]], run: Path | None = None) -> list[
             "e2e_p99_ms": r.get("e2e_p99_ms"),
             "send_p99_ms": r["send_corrected_p99_ms"] if corrected else r.get("send_p99_ms"),
             "corrected": corrected, "behind": bool(r.get("behind")),
-            "sustainable": best.get(base_id) is not None and r.get("rate") == best.get(base_id),
+            "sustainable": base_id in best and best[base_id][0] is not None
+                           and (r.get("rate"), r.get("rep")) == best[base_id],
             "threads": r.get("total_threads"),
         })
     return rows
