@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.cli import ssbench_here
 from support.parts import starts
-from support.summaries import read as read_summary
+from support.summaries import read as read_summary, window
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,34 +106,27 @@ def test_workers_per_initiator_two_processes_every_user_active(wpi_run):
     # each process's CPU as its own probe and the host collector saw it: every process has both
     # series, and the summary holds each one's mean over the window's ticks (none where a loaded
     # host ticked outside the 1 s window: seen once in CI), the client host's over the same ticks
-    samples = [json.loads(line) for line in (rep / "samples.jsonl").read_text().splitlines()]
-    own, host = _cpu_series(samples, "worker", ""), _cpu_series(samples, "host", "worker.")
-    assert set(own) == {"i1.w1", "i1.w2", "i2.w1", "i2.w2"} and set(host) == {f"worker.{k}" for k in own}
-    assert any(s["family"] == "client_host" and s["key"] == d["client_hosts"][0]["host"] for s in samples)
-    for (i, n), w in workers.items():
-        assert w["cpu_percent"] == _window_mean(own[f"i{i}.w{n}"], d, 2), w
-    assert (d["client_hosts"][0]["cpu_percent"] is None) == all(w["cpu_percent"] is None for w in workers.values())
-    assert d["worker_cpu_percent"] == {k: m for k, v in host.items() if (m := _window_mean(v, d, 1)) is not None}
+    w = window(rep, d)
+    own = {s.key for s in w.samples if s.family == "worker" and s.metric == "cpu_percent"}
+    host = {s.key for s in w.samples
+            if s.family == "host" and s.metric == "cpu_percent" and s.key.startswith("worker.")}
+    assert own == {"i1.w1", "i1.w2", "i2.w1", "i2.w2"} and host == {f"worker.{k}" for k in own}
+    assert any(s.family == "client_host" and s.key == d["client_hosts"][0]["host"] for s in w.samples)
+
+    def mean(family: str, key: str, digits: int) -> float | None:
+        inside = w.series(family, "cpu_percent", key)
+        return round(statistics.fmean(inside), digits) if inside else None
+
+    for (i, n), wr in workers.items():
+        assert wr["cpu_percent"] == mean("worker", f"i{i}.w{n}", 2), wr
+    assert (d["client_hosts"][0]["cpu_percent"] is None) == all(wr["cpu_percent"] is None for wr in workers.values())
+    assert d["worker_cpu_percent"] == {k: m for k in host if (m := mean("host", k, 1)) is not None}
     run = json.loads((out / "run.json").read_text())
     assert run["matrix"]["run"]["workers_per_initiator"] == 2
     print(f"\n2 processes per initiator: send {d['send_rate']:.0f}/s, sent {d['messages_sent']} = received "
           f"{d['messages_received']}, per process " + ", ".join(
               f"i{w['initiator']}.w{w['worker']}: {w['users']} users {w['sends']} SENDs {w['cpu_percent']}% CPU"
               for w in d["workers"]))
-
-
-def _cpu_series(samples: list[dict], family: str, prefix: str) -> dict[str, list[tuple[float, float]]]:
-    """Each key's (ts, value) of ``family``'s cpu_percent samples whose key starts with ``prefix``."""
-    out: dict[str, list[tuple[float, float]]] = {}
-    for s in samples:
-        if s["family"] == family and s["metric"] == "cpu_percent" and s["key"].startswith(prefix):
-            out.setdefault(s["key"], []).append((s["ts"], s["value"]))
-    return out
-
-
-def _window_mean(points: list[tuple[float, float]], d: dict, digits: int) -> float | None:
-    inside = [v for ts, v in points if d["measure_start"] <= ts < d["measure_end"]]
-    return round(statistics.fmean(inside), digits) if inside else None
 
 
 @pytest.mark.slow

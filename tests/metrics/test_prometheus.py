@@ -206,27 +206,26 @@ def test_endpoint_totals_equal_the_summaries(observed):
     assert "waiting up to 20 s for a last scrape" in observed["stderr"]
 
 
-def prom_query(observed, expr: str, step: float = 0.5) -> list[dict]:
+def prom_api(observed, path: str, **params) -> list[dict]:
+    """The result of one query to Prometheus's HTTP API (``path``: query or query_range)."""
     if observed["prom"] is None:
         pytest.skip(f"prometheus not found: {APT}")
-    q = urllib.parse.urlencode({"query": expr, "start": observed["t0"] - 5, "end": observed["t1"] + 5, "step": step})
-    with urllib.request.urlopen(f"{observed['prom']}/api/v1/query_range?{q}", timeout=30) as r:
+    with urllib.request.urlopen(f"{observed['prom']}/api/v1/{path}?{urllib.parse.urlencode(params)}",
+                                timeout=30) as r:
         body = json.loads(r.read())
     assert body["status"] == "success", body
     return body["data"]["result"]
 
 
+def prom_query(observed, expr: str, step: float = 0.5) -> list[dict]:
+    return prom_api(observed, "query_range", query=expr, start=observed["t0"] - 5, end=observed["t1"] + 5, step=step)
+
+
 def stored(observed, selector: str) -> list[float]:
     """Every sample Prometheus stored for ``selector`` over the run (a range vector: raw samples,
     not a range query's steps, which can fall either side of a series seen in one scrape only)."""
-    if observed["prom"] is None:
-        pytest.skip(f"prometheus not found: {APT}")
     span = math.ceil(observed["t1"] - observed["t0"] + 10)
-    q = urllib.parse.urlencode({"query": f"{selector}[{span}s]", "time": observed["t1"] + 5})
-    with urllib.request.urlopen(f"{observed['prom']}/api/v1/query?{q}", timeout=30) as r:
-        body = json.loads(r.read())
-    assert body["status"] == "success", body
-    return series_values(body["data"]["result"])
+    return series_values(prom_api(observed, "query", query=f"{selector}[{span}s]", time=observed["t1"] + 5))
 
 
 def series_values(result) -> list[float]:

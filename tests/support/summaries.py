@@ -39,6 +39,20 @@ def grows(per_s: float, low: float | None = None) -> Growth:
     return Growth(per_s, per_s * 0.8 if low is None else low, per_s * 1.2, 100, 100 + per_s * T, 20)
 
 
+def window(rep_dir, doc: dict):
+    """The repetition's samples.jsonl in the window of its summary ``doc`` (:func:`read`), as
+    the collectors see it when they summarize (``points``, ``series``: inside the window)."""
+    import json
+    from pathlib import Path
+
+    from harness.collectors.base import WindowView
+    from harness.collectors.samplelog import Sample
+
+    rows = map(json.loads, (Path(rep_dir) / "samples.jsonl").read_text().splitlines())
+    return WindowView(doc["measure_start"], doc["measure_end"],
+                      [Sample(r["ts"], r["family"], r["metric"], r["key"], r["value"]) for r in rows])
+
+
 def read(path) -> dict:
     """A written summary.json as the tests read it: the document's top level (its permutation,
     target and window among them) with every field by its flat name (its row)."""

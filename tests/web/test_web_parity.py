@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.ports import free_port
 from support import machine
-from support.summaries import read as read_summary
+from support.summaries import read as read_summary, window
 from test_web_ui import REPO, WebProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400), pytest.mark.swarm]
@@ -140,9 +140,7 @@ def test_a_session_ramps_down_has_per_worker_figures_and_serves_its_metrics_live
     # side may have fewer (seen beside four other test processes), so each side is checked
     # against its own ticks
     for doc, rep in ((d, next(run.glob("*/rep-01"))), (h, hp.parent)):
-        ticks = {s["ts"] for s in map(json.loads, (rep / "samples.jsonl").read_text().splitlines())
-                 if s["family"] == "queues" and s["metric"] == "xmitq_total"
-                 and doc["measure_start"] <= s["ts"] < doc["measure_end"]}
+        ticks = {ts for ts, _ in window(rep, doc).points("queues", "xmitq_total")}
         assert {"xmitq_depth_growth", "queue_depth_growth"} <= present(doc) if len(ticks) >= 3 else \
             not {"xmitq_depth_growth", "queue_depth_growth"} & present(doc), (len(ticks), present(doc))
     growth = {"xmitq_depth_growth", "queue_depth_growth"}
