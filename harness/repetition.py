@@ -100,6 +100,7 @@ class Repetition:
     swarm: Swarm | None = None
     feed: RepetitionFeed | None = None
     _sent: list[list[int]] | None = None
+    _measuring: bool = False
 
     def __post_init__(self) -> None:
         self.members = list(self.members) or [self.perm]
@@ -114,6 +115,13 @@ class Repetition:
             self.on_status = on_status
 
     def _on_tick(self, samples) -> None:
+        cur = self.swarm.current if self.swarm is not None else None
+        if cur is not None and "spawn_complete" in cur.facts and not self._measuring:
+            # the window's origin is fixed: say when the measured part begins (a phase change)
+            self._measuring = True
+            s = self.settings
+            self.on_status(f"running: every user started; {s.warmup_seconds:g} s warm-up, "
+                           f"then the measured window")
         if self.feed is not None:
             self.feed.tick(samples)
         if self.on_tick is not None:
@@ -154,7 +162,7 @@ class Repetition:
             ctx = SampleContext(target=t, lock=self.lock, client_pids=self._client_pids, run=str(self.run_dir.path),
                                 spill_dir=str(self.partial))
             self.sampler = Sampler(ctx, default_collectors(t.telemetry), interval=self.settings.sample_interval_seconds,
-                                   on_tick=self._on_tick if self.feed is not None else self.on_tick)
+                                   on_tick=self._on_tick)
             self.sampler.start()
             self.sampler.wait_for_references(self.stop_event)   # the probes' idle references, before any SEND
             if self.stop_event.is_set():
