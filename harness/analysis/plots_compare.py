@@ -16,7 +16,7 @@ from .plots import (LEGEND_IN, STRATEGY_COLOR, TITLE_TOP_IN, Plot, Row, RunConte
 
 
 def runs_comparison(perms: list[Row], contexts: list[RunContext], out_dir: Path) -> list[Plot]:
-    """Several runs side by side: per permutation, each run's median receive and send rate with
+    """Several runs side by side: per permutation, each run's geometric-mean receive and send rate with
     its 95 % interval (hollow: fewer than 3 repetitions), one series per run."""
     section = "Runs compared"
     run_ids = [c.run_id for c in contexts]
@@ -51,7 +51,7 @@ def runs_comparison(perms: list[Row], contexts: list[RunContext], out_dir: Path)
     axes[1].set_xticks(range(len(ids)), ids, rotation=90, fontsize=6 if len(ids) > 40 else 8)
     axes[1].set_xlim(-0.7, len(ids) - 0.3)
     axes[1].set_xlabel("permutation")
-    _legend_right(fig, [axes[0]], title="run (median of repetitions,\n95 % interval bars)", extra=[_hollow_note()])
+    _legend_right(fig, [axes[0]], title="run (geometric mean of\nrepetitions, 95 % interval bars)", extra=[_hollow_note()])
     targets = "; ".join(dict.fromkeys(c.target for c in contexts))
     ctx = RunContext(run_id=", ".join(run_ids), target=targets, profile_aliases=False, server_profiles={},
                      synthetic=any(c.synthetic for c in contexts))
