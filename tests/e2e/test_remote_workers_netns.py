@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pytest
 
-from support import machine
+from harness.load.master import RECORDING_WAIT_S
 from support.summaries import read as read_summary
 
 REPO = Path(__file__).resolve().parents[2]
-untimed = pytest.mark.untimed("users, hosts, counts and exit codes; the one time bound is stretched to this machine")
+untimed = pytest.mark.untimed("users, hosts, counts and exit codes; the one time bound is the recording timeout")
 TOKEN = "netns-test-token-" + "x" * 32
 
 MATRIX = """\
@@ -285,4 +285,6 @@ def test_remote_workers_killed_mid_window_fails_the_repetition(pg_server, tmp_pa
                      r"|no recording from the Locust worker\(s\) i2\.w1\b", stderr), stderr[-3000:]
     assert "Traceback" not in stderr
     assert not list(out.glob("*/rep-*/summary.json"))
-    assert took < machine.allowance(20), took   # Locust's missing-worker beat (3 s), not the window nor the recording timeout
+    # Locust's missing-worker beat (3 s), not the recording timeout: waiting that out would take
+    # all of it after the 8 s window, whatever the machine's speed
+    assert took < RECORDING_WAIT_S, took
