@@ -100,7 +100,7 @@ class Repetition:
     swarm: Swarm | None = None
     feed: RepetitionFeed | None = None
     _sent: list[list[int]] | None = None
-    _measuring: bool = False
+    _start_announced: bool = False   # "every user started" said (once a repetition)
 
     def __post_init__(self) -> None:
         self.members = list(self.members) or [self.perm]
@@ -116,9 +116,9 @@ class Repetition:
 
     def _on_tick(self, samples) -> None:
         cur = self.swarm.current if self.swarm is not None else None
-        if cur is not None and "spawn_complete" in cur.facts and not self._measuring:
+        if cur is not None and "spawn_complete" in cur.facts and not self._start_announced:
             # the window's origin is fixed: say when the measured part begins (a phase change)
-            self._measuring = True
+            self._start_announced = True
             s = self.settings
             self.on_status(f"running: every user started; {s.warmup_seconds:g} s warm-up, "
                            f"then the measured window")
