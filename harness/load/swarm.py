@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 #: how a Locust process is started: Locust's own main, its start cheaper (harness.load.launch)
 LOCUST_CMD = [sys.executable, "-m", "harness.load.launch"]
+REBINDS = 2                   # a master that lost its own port to another listener: new ports tried
 INTERRUPT_GRACE_S = 20.0      # Ctrl-C: how long the swarm may take to stop as at its end
 
 
@@ -151,6 +152,7 @@ class Swarm:
         self.on_ended, self.on_notice, self.on_live = on_ended, on_notice, on_live
         self.extra_routes = dict(routes or {})
         self.bind = bind or ((remote.bind_host, remote.port) if remote else ("127.0.0.1", free_port()))
+        self._rebinds = 0 if bind is None and remote is None else REBINDS   # a port of its own choice
         self.master_files = [str(LOCUSTFILE), *master_files]
         self.expected_workers = expected_workers or len(self.local_claims)
         self.worker_wait = remote.wait_seconds if remote else worker_wait
@@ -183,13 +185,39 @@ class Swarm:
                     "--expect-workers-max-wait", str(int(self.worker_wait + 30)), "--exit-code-on-error", "0",
                     "--only-summary"]
         cmd += self.master_extra
+        self._spawn(cmd)
+        return self
+
+    def _spawn(self, cmd: list[str]) -> None:
+        log = self.logs_dir / "locust-master.log"
+        self._master_cmd, self._master_log_at = cmd, log.stat().st_size if log.exists() else 0
+        port = self.bind[1]
         env = child_env(self.token, {CONTROL_ENV: self.control.url, **self.master_env})
         self.procs["master"] = self._popen(cmd, env, "locust-master.log")
         for i, w in self.local_claims:
             name = "worker" + (f".i{i}" if i else "") + (f".w{w}" if w else "")
             self.procs[name] = self._popen(worker_cmd("127.0.0.1", port, i, w), child_env(self.token),
                                            f"locust-{name.replace('.', '-')}.log")
-        return self
+
+    def _rebound(self) -> bool:
+        """Whether the master died because another listener took the port this swarm chose
+        between the choice and the bind (harness.ports: rare, not impossible): then the set
+        starts again on a new port, before any swarm ran on it, at most REBINDS times."""
+        if self._rebinds >= REBINDS or self.current is not None:
+            return False
+        with (self.logs_dir / "locust-master.log").open("rb") as f:
+            f.seek(self._master_log_at)
+            if b"Address already in use" not in f.read():
+                return False
+        self._rebinds += 1
+        self.kill()
+        old, self.bind = self.bind[1], (self.bind[0], free_port())
+        cmd = self._master_cmd
+        cmd[cmd.index("--master-bind-port") + 1] = str(self.bind[1])
+        with (self.logs_dir / "locust-master.log").open("a") as f:
+            f.write(f"ssbench: port {old} was taken before the master bound it; starting again on {self.bind[1]}\n")
+        self._spawn(cmd)
+        return True
 
     def _popen(self, cmd, env, log_name) -> subprocess.Popen:
         f = open(self.logs_dir / log_name, "ab")
@@ -450,6 +478,8 @@ class Swarm:
             if rc is None:
                 continue
             if name == "master":
+                if self._rebound():
+                    return None
                 return (f"the Locust master (pid {p.pid}) died at {time.strftime('%H:%M:%S')} ({_how(rc)}) "
                         f"before its swarm ended:\n" + self.log_tail())
             # a local worker leaves when its master quits, after the swarm ended: before, a death

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 
 import pytest
 
 from harness.load.protocol import SwarmPlan
 from harness.load.series import SwarmSeries
 from harness.load.spec import SwarmSpec
+from harness.load import swarm as swarm_module
 from harness.load.swarm import Swarm
+from harness.ports import free_port
 from harness.load.window import merge_workers
 from support import pythonpath_env, sleep_sender, slow_stop
 
@@ -60,11 +63,19 @@ def test_one_master_serves_the_runs_swarms_and_a_new_set_starts_when_needed(pg_s
         d, pd = _swarm(series, spec, {"1": 2}, tmp_path / "d")
         assert series.started == 2 and d.workers["i1.w1"]["pid"] == c.workers["i1.w1"]["pid"]
         assert list(series.swarm.worker_pids()) == ["worker.i1.w1"], series.swarm.worker_pids()
-        # a set whose master died between two swarms is replaced, not reused
+        # a set whose master died between two swarms is replaced, not reused; and when another
+        # listener takes the new master's port before it binds it, the set starts again elsewhere
         os.kill(pd["master"], signal.SIGKILL)
         series.swarm.procs["master"].wait(timeout=10)
-        e, pe = _swarm(series, spec, {"1": 2}, tmp_path / "e")
-        assert series.started == 3 and pe["master"] != pd["master"]
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+            squatter.bind(("127.0.0.1", 0))
+            squatter.listen()
+            taken = squatter.getsockname()[1]
+            ports = iter([taken])
+            monkeypatch.setattr(swarm_module, "free_port", lambda: next(ports, None) or free_port())
+            e, pe = _swarm(series, spec, {"1": 2}, tmp_path / "e")
+        assert series.started == 3 and pe["master"] != pd["master"] and series.swarm.port != taken
+        assert f"port {taken} was taken" in (tmp_path / ".locust" / "locust-master.log").read_text()
         # so is one whose idle worker died (the swarm would otherwise fail on it)
         os.kill(series.swarm.procs["worker.i2.w1"].pid, signal.SIGKILL)
         series.swarm.procs["worker.i2.w1"].wait(timeout=10)
