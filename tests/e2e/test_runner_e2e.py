@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "data" / "tiny.yaml"
 #: the tiny matrix's two permutations, as the cases of the module's run: one measured over the
 #: matrix's window (2 s), the other over its own (2.5 s)
-PER, TRICK = "i2-t2-per_thread-p100-durable-short", "i2-t2-trick150-p100-durable-long"
+PER, TRICK = "i2-t2-per_thread-p100-durable-rate50-short", "i2-t2-trick150-p100-durable-rate50-long"
 CASES = ("cases:\n  - name: short\n    axes: {dialogs: [per_thread]}\n"
          "  - name: long\n    axes: {dialogs: [trick150]}\n    run: {measure_seconds: 2.5}\n")
 
@@ -46,13 +46,16 @@ def summaries(run: Path) -> dict[str, dict]:
 @starts("swarm")
 def tiny(pg_server, tmp_path_factory):
     """tests/data/tiny.yaml with 2 repetitions, run.pin_cpus, run.keep_cpus_awake and its two
-    permutations as two cases (CASES), run once for the module: started, interrupted (Ctrl-C)
-    while the second permutation's first repetition runs, then resumed to the end. Returns the run directory, the interrupted run's record and exit code, the first
+    permutations as two cases (CASES), open loop at 50 SENDs/s per initiator (nothing here
+    judges a rate: a closed loop's load cost 13 CPU-s more), run once for the module: started,
+    interrupted (Ctrl-C) while the second permutation's first repetition runs, then resumed to
+    the end. Returns the run directory, the interrupted run's record and exit code, the first
     repetition's summary as the interruption left it, and the resumed ``ssbench run``."""
     tmp_path = tmp_path_factory.mktemp("tiny")
     matrix = tmp_path / "tiny.yaml"
     matrix.write_text(TINY.read_text().replace("  repetitions: 1\n", "  repetitions: 2\n  pin_cpus: true\n"
-                                                "  keep_cpus_awake: true\n") + CASES)
+                                                "  keep_cpus_awake: true\n")
+                      .replace("  server: [durable]\n", "  server: [durable]\n  rate: [50]\n") + CASES)
     out = tmp_path / "run"
     env = dict(os.environ, SSBENCH_MSSQL_PASSWORD="not-a-real-password")
     p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(matrix), "--out", str(out)],
@@ -85,7 +88,6 @@ def test_tiny_matrix_end_to_end(tiny):
 
     s = summaries(out)
     assert set(s) == {PER, TRICK}
-    waited = []   # a short window on an idle moment may see no wait: the run as a whole does
     for p in out.glob("*/rep-*/summary.json"):
         d = read_summary(p)
         assert d["messages_lost"] == 0, d
@@ -96,7 +98,9 @@ def test_tiny_matrix_end_to_end(tiny):
         assert d["users_expected"] == d["users_spawned"] == d["users_active"] == 4, d
         assert d["send_latency_ms"]["p50"] > 0 and d["e2e_latency_ms"]["p99"] >= d["e2e_latency_ms"]["p50"]
         assert d["activation_tasks_started"] >= 1
-        waited.append(bool(d["top_waits"]))
+        # the wait sampler's figures reach the summary: the readers' WAITFOR in every window (a
+        # benign wait); an open loop's other waits (WRITELOG) are too rare to be sampled each time
+        assert d["waits"]["broker_waits"]["BROKER_RECEIVE_WAITFOR"] > 0 and d["waits"]["session_wait_samples"] > 0, d
         rep = p.parent
         samples = [json.loads(line) for line in (rep / "samples.jsonl").read_text().splitlines()]
         fams = {x["family"] for x in samples}
@@ -114,7 +118,6 @@ def test_tiny_matrix_end_to_end(tiny):
         assert sum(lat["send"].values()) == d["send_latency_ms"]["count"]
         assert (rep / "locust_stats.csv").exists()
         assert (rep / "locust-master.log").exists() and (rep / "locust-worker-i1-w1.log").exists()
-    assert any(waited), "no waits sampled in any repetition"
     # one master and its workers served the run's swarms (harness.load.series): Locust's own
     # summary, printed as that master exits, is whole in the run's logs once the run has returned
     assert "Aggregated" in (out / ".locust" / "locust-master.log").read_text()
