@@ -1,7 +1,7 @@
 """Memory over a long window: a real ``ssbench run`` of one permutation (16 threads, 8 KB SENDs
-by default, one repetition of ``--measure`` seconds), every process's memory sampled every
-``--every`` seconds: ``ssbench run`` itself, the Locust master, each Locust worker and the
-embedded broker (RSS, and USS and PSS from smaps). Per process, the slope of RSS (and USS) on
+by default, one repetition of ``--measure`` seconds, a closed loop or ``--rate`` SENDs/s), every
+process's memory sampled every ``--every`` seconds: ``ssbench run`` itself, the Locust master,
+each Locust worker and the embedded broker (RSS, and USS and PSS from smaps). Per process, the slope of RSS (and USS) on
 time after ``--settle`` seconds of the run, with its 95 % interval (least squares, t on n-2
 degrees of freedom; successive samples are autocorrelated, so read the interval as a lower bound
 of the real one), in MB/min. Prints a line per sample, a table, and the JSON (also written to
@@ -39,7 +39,7 @@ axes:
   dialogs: [per_thread]
   payload_bytes: [{payload}]
   server: [durable]
-run:
+{rate}run:
   warmup_seconds: {warmup}
   measure_seconds: {measure}
   repetitions: 1
@@ -129,6 +129,8 @@ def main(argv=None) -> int:
     ap.add_argument("--payload", type=int, default=8192)
     ap.add_argument("--warmup", type=float, default=10)
     ap.add_argument("--measure", type=float, default=600)
+    ap.add_argument("--rate", type=float, default=None,
+                    help="offered SENDs per second (open loop); default: a closed loop, as fast as it goes")
     ap.add_argument("--every", type=float, default=5.0, help="seconds between samples")
     ap.add_argument("--settle", type=float, default=60.0,
                     help="seconds after the Locust master's start left out of the slopes (warm-up)")
@@ -141,7 +143,8 @@ def main(argv=None) -> int:
         return report(old["samples"], old["exit"], a.settle, old["warmup"] + old["measure"], old, a.json)
     with tempfile.TemporaryDirectory(prefix="ssbench-soak-") as tmp:
         matrix = Path(tmp) / "soak.yaml"
-        matrix.write_text(MATRIX.format(threads=a.threads, payload=a.payload, warmup=a.warmup, measure=a.measure))
+        matrix.write_text(MATRIX.format(threads=a.threads, payload=a.payload, warmup=a.warmup, measure=a.measure,
+                                        rate=f"  rate: [{a.rate:g}]\n" if a.rate else ""))
         cmd = [sys.executable, "-m", "harness.cli", "run", str(matrix), "--out", str(Path(tmp) / "out")]
         print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} load {os.getloadavg()} "
               f"cpus {os.cpu_count()} pgdata {os.environ.get('SSBENCH_PGDATA', '(default)')}", flush=True)

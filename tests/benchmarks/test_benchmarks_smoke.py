@@ -99,9 +99,10 @@ def test_ab_ceiling_of_one_checkout_against_itself(pg_server):
 @pytest.mark.untimed("the processes it follows and their slopes")
 def test_memory_soak(pg_server, tmp_path):
     """A real ssbench run of a few seconds: every process followed, a slope for each (7 s from the
-    Locust master's start: about 7 samples a process, a slope needs 4)."""
+    Locust master's start: about 7 samples a process, a slope needs 4); open loop (``--rate``):
+    the processes and their slopes, not a saturated host."""
     out = run("memory_soak.py", "--threads", "2", "--payload", "100", "--warmup", "1", "--measure", "6",
-              "--every", "1", "--settle", "0", "--json", str(tmp_path / "soak.json"))
+              "--rate", "50", "--every", "1", "--settle", "0", "--json", str(tmp_path / "soak.json"))
     last = json.loads(out.strip().splitlines()[-1])
     roles = {k.rsplit(" ", 1)[0] for k in last["slopes"]}
     assert last["exit"] == 0 and roles == {"ssbench run", "locust master", "locust worker", "broker"}, last
