@@ -16,6 +16,7 @@ ended, or a local worker that exits while its users run, fails the swarm at once
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -210,6 +211,10 @@ class Swarm:
             if b"Address already in use" not in f.read():
                 return False
         self._rebinds += 1
+        cpus = {}       # the CPUs a worker was pinned to (run.pin_cpus), for its successor
+        for name, p in self.procs.items():
+            with contextlib.suppress(OSError):
+                cpus[name] = os.sched_getaffinity(p.pid)
         self.kill()
         old, self.bind = self.bind[1], (self.bind[0], free_port())
         cmd = self._master_cmd
@@ -217,6 +222,9 @@ class Swarm:
         with (self.logs_dir / "locust-master.log").open("a") as f:
             f.write(f"ssbench: port {old} was taken before the master bound it; starting again on {self.bind[1]}\n")
         self._spawn(cmd)
+        for name, p in self.procs.items():
+            with contextlib.suppress(OSError, KeyError):
+                os.sched_setaffinity(p.pid, cpus[name])
         return True
 
     def _popen(self, cmd, env, log_name) -> subprocess.Popen:

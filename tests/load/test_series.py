@@ -28,11 +28,18 @@ def _plan(spec: dict, users: dict[str, int]) -> SwarmPlan:
                      worker_wait_seconds=60)
 
 
-def _swarm(series: SwarmSeries, spec: dict, users: dict[str, int], out):
+def _swarm(series: SwarmSeries, spec: dict, users: dict[str, int], out, pin: set[int] | None = None):
+    """One swarm on the series; ``pin``: its workers pinned to these CPUs as it starts (as
+    run.pin_cpus does)."""
     out.mkdir(parents=True)
     pids = {}
-    res = series.run(_plan(spec, users), out, 1000,
-                     on_started=lambda sw: pids.update(master=sw.procs["master"].pid, workers=sw.worker_pids()))
+
+    def started(sw):
+        pids.update(master=sw.procs["master"].pid, workers=sw.worker_pids())
+        for pid in pids["workers"].values() if pin else ():
+            os.sched_setaffinity(pid, pin)
+
+    res = series.run(_plan(spec, users), out, 1000, on_started=started)
     # every user of this swarm sent on these workers: over the swarm's whole span, since on a
     # loaded machine a fresh worker's first connect can outlast a 0.5 s warm-up
     wd = merge_workers(res.worker_files, res.spawn_complete, res.spawn_complete + 3600)
@@ -73,9 +80,13 @@ def test_one_master_serves_the_runs_swarms_and_a_new_set_starts_when_needed(pg_s
             taken = squatter.getsockname()[1]
             ports = iter([taken])
             monkeypatch.setattr(swarm_module, "free_port", lambda: next(ports, None) or free_port())
-            e, pe = _swarm(series, spec, {"1": 2}, tmp_path / "e")
+            cpu = {min(os.sched_getaffinity(0))}
+            e, pe = _swarm(series, spec, {"1": 2}, tmp_path / "e", pin=cpu)
         assert series.started == 3 and pe["master"] != pd["master"] and series.swarm.port != taken
         assert f"port {taken} was taken" in (tmp_path / ".locust" / "locust-master.log").read_text()
+        # the set started again keeps the CPUs its workers were pinned to
+        assert e.workers["i1.w1"]["pid"] != pe["workers"]["worker.i1.w1"]
+        assert os.sched_getaffinity(e.workers["i1.w1"]["pid"]) == cpu
         # so is one whose idle worker died (the swarm would otherwise fail on it)
         os.kill(series.swarm.procs["worker.i2.w1"].pid, signal.SIGKILL)
         series.swarm.procs["worker.i2.w1"].wait(timeout=10)
