@@ -190,8 +190,8 @@ class Swarm:
         return self
 
     def _spawn(self, cmd: list[str]) -> None:
-        log = self.logs_dir / "locust-master.log"
-        self._master_cmd, self._master_log_at = cmd, log.stat().st_size if log.exists() else 0
+        master_log = self.logs_dir / "locust-master.log"     # where this master's lines begin
+        self._master_cmd, self._master_log_at = cmd, master_log.stat().st_size if master_log.exists() else 0
         port = self.bind[1]
         env = child_env(self.token, {CONTROL_ENV: self.control.url, **self.master_env})
         self.procs["master"] = self._popen(cmd, env, "locust-master.log")
