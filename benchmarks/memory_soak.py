@@ -1,10 +1,10 @@
 """Memory over a long window: a real ``ssbench run`` of one permutation (16 threads, 8 KB SENDs
 by default, one repetition of ``--measure`` seconds, a closed loop or ``--rate`` SENDs/s), every
 process's memory sampled every ``--every`` seconds: ``ssbench run`` itself, the Locust master,
-each Locust worker and the embedded broker (RSS, and USS and PSS from smaps). Per process, the slope of RSS (and USS) on
-time after ``--settle`` seconds of the run, with its 95 % interval (least squares, t on n-2
-degrees of freedom; successive samples are autocorrelated, so read the interval as a lower bound
-of the real one), in MB/min. Prints a line per sample, a table, and the JSON (also written to
+each Locust worker and the embedded broker (RSS, and USS and PSS from smaps). Per process, the
+slope of RSS (and USS) on time after ``--settle`` seconds of the run, with its 95 % interval
+(least squares, t on n-2 degrees of freedom; successive samples are autocorrelated, so read the
+interval as a lower bound of the real one), in MB/min. Prints a line per sample, a table, and the JSON (also written to
 ``--json``) as the last line.
 
 The embedded server is ``$SSBENCH_PGDATA``'s. These are PostgreSQL numbers from an emulation.

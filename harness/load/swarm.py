@@ -153,7 +153,7 @@ class Swarm:
         self.on_ended, self.on_notice, self.on_live = on_ended, on_notice, on_live
         self.extra_routes = dict(routes or {})
         self.bind = bind or ((remote.bind_host, remote.port) if remote else ("127.0.0.1", free_port()))
-        self._rebinds = 0 if bind is None and remote is None else REBINDS   # a port of its own choice
+        self._own_port, self._rebinds = bind is None and remote is None, 0   # a port it chose itself
         self.master_files = [str(LOCUSTFILE), *master_files]
         self.expected_workers = expected_workers or len(self.local_claims)
         self.worker_wait = remote.wait_seconds if remote else worker_wait
@@ -204,7 +204,7 @@ class Swarm:
         """Whether the master died because another listener took the port this swarm chose
         between the choice and the bind (harness.ports: rare, not impossible): then the set
         starts again on a new port, before any swarm ran on it, at most REBINDS times."""
-        if self._rebinds >= REBINDS or self.current is not None:
+        if not self._own_port or self._rebinds >= REBINDS or self.current is not None:
             return False
         with (self.logs_dir / "locust-master.log").open("rb") as f:
             f.seek(self._master_log_at)

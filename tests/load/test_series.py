@@ -9,13 +9,13 @@ import socket
 
 import pytest
 
+from harness.load import swarm as swarm_module
 from harness.load.protocol import SwarmPlan
 from harness.load.series import SwarmSeries
 from harness.load.spec import SwarmSpec
-from harness.load import swarm as swarm_module
 from harness.load.swarm import Swarm
-from harness.ports import free_port
 from harness.load.window import merge_workers
+from harness.ports import free_port
 from support import pythonpath_env, sleep_sender, slow_stop
 
 WARMUP, MEASURE = 0.5, 1.0
