@@ -22,15 +22,15 @@ from .common import TARGET_HELP, add_metrics_arguments, check_tls_pair, metrics_
 
 
 def register(sub) -> None:
-    from ..web.form import (DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DEFAULT_SPAWN_RATE, DEFAULT_USERS, DEFAULT_WEB_PORT,
-                            DIALOG_CHOICES)
+    from ..web.form import (DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DEFAULT_RATE, DEFAULT_SPAWN_RATE, DEFAULT_USERS,
+                            DEFAULT_WEB_PORT, DIALOG_CHOICES)
 
     p = sub.add_parser(
         "web", help="Locust web UI for interactive runs, with live broker metrics",
         description="Provision the target, start a Locust master with the ssbench users and one worker per "
                     "initiator, and serve Locust's web UI (127.0.0.1 by default; the URL is printed). The start "
-                    "form carries ssbench's parameters (initiators in use, payload bytes, dialog strategy; the "
-                    "user count is the total number of client threads); a 'Broker metrics' tab shows live "
+                    "form carries ssbench's parameters (initiators in use, payload bytes, dialog strategy, offered "
+                    "rate; the user count is the total number of client threads); a 'Broker metrics' tab shows live "
                     "broker metrics. Every swarm start..stop is saved as a run under results/. Ctrl-C stops "
                     "everything. See docs/web.md.")
     p.add_argument("--target", default="embedded",
@@ -57,6 +57,9 @@ def register(sub) -> None:
                    help=f"payload pre-filled in the form (default {DEFAULT_PAYLOAD_BYTES})")
     p.add_argument("--dialogs", default=DEFAULT_DIALOGS, choices=list(DIALOG_CHOICES),
                    help=f"dialog strategy pre-selected in the form (default {DEFAULT_DIALOGS})")
+    p.add_argument("--rate", type=float, default=DEFAULT_RATE,
+                   help="offered SENDs/s per initiator pre-filled in the form: an open loop on a fixed schedule "
+                        f"(default {DEFAULT_RATE:g}: a closed loop, each user SENDs as fast as it can)")
     p.add_argument("--profile", default=None,
                    help="server profile (embedded: durable or delayed; default durable)")
     p.add_argument("--max-queue-readers", type=int, default=None,
@@ -100,6 +103,11 @@ def cmd_web(args) -> int:
         raise UserError("must be at least 1", field="--initiators")
     if args.users < 1 or args.spawn_rate <= 0:
         raise UserError("--users must be at least 1 and --spawn-rate above 0")
+    from ..matrix import MAX_RATE
+
+    if not 0 <= args.rate <= MAX_RATE:
+        raise UserError(f"must be 0 (closed loop) to {MAX_RATE:g} SENDs/s per initiator, got {args.rate:g}",
+                        field="--rate")
     creds = _web_credentials(args)
 
     from ..targets.factory import make_target

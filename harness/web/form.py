@@ -4,6 +4,8 @@ Imported by the Locust master, so it imports nothing heavy."""
 
 DEFAULT_PAYLOAD_BYTES = 100
 DEFAULT_DIALOGS = "per_thread"
+#: offered SENDs per second per initiator; 0 is the closed loop (each user SENDs as fast as it can)
+DEFAULT_RATE = 0.0
 DIALOG_CHOICES = ("per_thread", "trick150", "shared")
 DEFAULT_USERS = 8
 DEFAULT_SPAWN_RATE = 8.0

@@ -57,6 +57,7 @@ class WebOptions:
     spawn_rate: float
     payload_bytes: int
     dialogs: str
+    rate: float                           # offered SENDs/s per initiator (0: closed loop)
     profile: str | None
     max_queue_readers: int | None
     results: Path | None
@@ -126,7 +127,7 @@ class WebApp:
         o = self.opts
         args = ["--web-host", o.web_host, "--web-port", str(self.web_port), "--host", f"ssbench:{self.target.kind}",
                 "--ssbench-initiators", str(o.initiators), "--ssbench-payload-bytes", str(o.payload_bytes),
-                "--ssbench-dialogs", o.dialogs]
+                "--ssbench-dialogs", o.dialogs, "--ssbench-rate", f"{o.rate:g}"]
         env: dict[str, str] = {}
         if o.credentials is not None:
             env[MASTER_ENV] = o.credentials.encoded()

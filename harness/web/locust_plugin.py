@@ -3,7 +3,7 @@
 
 The swarm is the swarm protocol's (:class:`harness.load.master.MasterSide`), as a headless
 run's. This module adds what a browser sees: ssbench's fields in the start form (initiators,
-payload bytes, dialog strategy; the user count is the total of client threads, spread evenly);
+payload bytes, dialog strategy, offered rate; the user count is the total of client threads, spread evenly);
 the swarm opened inside the start request (a failure to prepare the target is that request's
 error); the login of :mod:`harness.web.auth`; a "Broker metrics" tab riding on the UI's
 ``/stats/requests`` poll, ``/ssbench/metrics``, ``/ssbench/status`` and a page at
@@ -21,7 +21,7 @@ import os
 from locust import events
 from locust.runners import STATE_STOPPING
 
-from harness.web.form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DIALOG_CHOICES
+from harness.web.form import DEFAULT_DIALOGS, DEFAULT_PAYLOAD_BYTES, DEFAULT_RATE, DIALOG_CHOICES
 from harness.web.metrics import table_rows
 from harness.web.polls import until_stopped
 from harness import environment as envvars
@@ -42,6 +42,9 @@ def add_arguments(parser, **_kw) -> None:
                             include_in_web_ui=True, help="message body size in bytes")
         parser.add_argument("--ssbench-dialogs", type=str, default=DEFAULT_DIALOGS, choices=list(DIALOG_CHOICES),
                             include_in_web_ui=True, help="dialog strategy; a change re-provisions the dialogs at start")
+        parser.add_argument("--ssbench-rate", type=float, default=DEFAULT_RATE, include_in_web_ui=True,
+                            help="offered SENDs per second per initiator, an open loop on a fixed schedule "
+                                 "(0: a closed loop, each user SENDs as fast as it can)")
     except argparse.ArgumentError:   # the same parser again: the fields are there
         pass
 
@@ -155,7 +158,8 @@ def _open_from_form(environment, side):
         rate = float(val("spawn_rate", opts.spawn_rate or 1))
         asked = int(val("ssbench_initiators", opts.ssbench_initiators))
         fields = {"payload_bytes": int(val("ssbench_payload_bytes", opts.ssbench_payload_bytes)),
-                  "dialogs": str(val("ssbench_dialogs", opts.ssbench_dialogs))}
+                  "dialogs": str(val("ssbench_dialogs", opts.ssbench_dialogs)),
+                  "rate": float(val("ssbench_rate", opts.ssbench_rate))}
     except (TypeError, ValueError):
         return None  # Locust's own route reports the bad value
     if users < 1 or rate <= 0:

@@ -34,7 +34,7 @@ from ..redact import error_line
 from ..load.placement import split
 from ..load.protocol import SwarmPlan, SwarmRequest
 from ..load.swarm import SwarmResult
-from ..matrix import MAX_PAYLOAD_BYTES, RUN_FIELDS, BrokerSettings, DialogStrategy, Matrix, RunSettings
+from ..matrix import MAX_PAYLOAD_BYTES, MAX_RATE, RUN_FIELDS, BrokerSettings, DialogStrategy, Matrix, RunSettings
 from ..repetition import Repetition
 from ..results import RunDir, write_atomic
 from ..targets.base import Target
@@ -106,15 +106,20 @@ class WebSessions:
         payload = int(form.get("payload_bytes", DEFAULT_PAYLOAD_BYTES))
         if not 0 <= payload <= MAX_PAYLOAD_BYTES:
             raise UserError(f"payload bytes must be 0..{MAX_PAYLOAD_BYTES}, got {payload}", field="payload_bytes")
+        rate = float(form.get("rate", 0) or 0)
+        if not 0 <= rate <= MAX_RATE:
+            raise UserError(f"the offered rate must be 0 (closed loop) to {MAX_RATE:g} SENDs/s per initiator, "
+                            f"got {rate:g}", field="rate")
         per_init = {str(i): n for i, n in enumerate(split(users, k), start=1) if n > 0}
         rd = RunDir.create(self.results_root, MATRIX_NAME).hold()
-        m = self._write(self._matrix(rd, k, max(per_init.values()), strategy, payload, spawn_rate))
+        m = self._write(self._matrix(rd, k, max(per_init.values()), strategy, payload, spawn_rate, rate))
         perm = next(m.permutations())
+        loop = f"open loop at {rate:g} SENDs/s per initiator" if rate else "closed loop"
         description = (f"{users} client thread(s) on {k} initiator(s), {strategy.token} dialogs, "
-                       f"{payload}-byte messages, profile {self.profile}")
+                       f"{payload}-byte messages, {loop}, profile {self.profile}")
         rd.begin_record(m.to_dict(), self.target.describe(), total=1,
                         web={"users": users, "spawn_rate": spawn_rate, "initiators": k,
-                             "dialogs": strategy.token, "payload_bytes": payload})
+                             "dialogs": strategy.token, "payload_bytes": payload, "rate": rate})
         self.metrics.reset()
         self.metrics.set_state("preparing", run_id=rd.run_id, description=description)
         if self.live is not None:
@@ -206,14 +211,15 @@ class WebSessions:
 
     # ------------------------------------------------------------------ helpers
     def _matrix(self, rd: RunDir, initiators: int, threads: int, dialogs: DialogStrategy, payload: int,
-                spawn_rate: float) -> Matrix:
-        """The session as a one-permutation matrix (threads per initiator; measured until Stop)."""
+                spawn_rate: float, rate: float = 0.0) -> Matrix:
+        """The session as a one-permutation matrix (threads per initiator; measured until Stop;
+        with a ``rate``, open loop)."""
         run = RunSettings(warmup_seconds=0.0, measure_seconds=UNTIL_STOPPED, drain_timeout_seconds=self.drain_timeout,
                           sample_interval_seconds=self.sample_interval, spawn_rate=spawn_rate)
         return Matrix(path=rd.path / "matrix.yaml", name=MATRIX_NAME, sha256="", embedded_profiles={},
                       description=f"Interactive ssbench web session {rd.run_id}", run=run, broker=self.broker,
                       axes={"initiators": [initiators], "threads": [threads], "dialogs": [dialogs],
-                            "payload_bytes": [payload], "server": [self.profile]})
+                            "payload_bytes": [payload], "server": [self.profile], **({"rate": [rate]} if rate else {})})
 
     @staticmethod
     def _write(m: Matrix) -> Matrix:

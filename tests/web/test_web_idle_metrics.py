@@ -12,6 +12,7 @@ import time
 import pytest
 
 from harness.collectors.base import Sample
+from harness.errors import UserError
 from harness.web.metrics import LiveMetrics, sampled_at, table_rows
 
 LIVE_FIELDS = ("received_per_s", "queue_depth", "activation_tasks_running", "xmitq_total", "ts")
@@ -80,9 +81,12 @@ def test_metrics_endpoint_after_a_real_session_stops(pg_server, tmp_path):
     srv = ControlServer({"GET /metrics": lambda _b: metrics.snapshot()}).start()
     try:
         client = ControlClient(srv.url)
-        plan, _out = sessions.plan(SwarmRequest(users=2, spawn_rate=2, form={
-            "initiators": 1, "dialogs": "per_thread", "payload_bytes": 100}))
-        assert plan.users == {"1": 2}
+        form = {"initiators": 1, "dialogs": "per_thread", "payload_bytes": 100}
+        with pytest.raises(UserError) as bad:      # refused before a run directory is made
+            sessions.plan(SwarmRequest(users=2, spawn_rate=2, form=dict(form, rate=-5)))
+        assert bad.value.field == "rate" and not (tmp_path / "results").exists()
+        plan, _out = sessions.plan(SwarmRequest(users=2, spawn_rate=2, form=dict(form, rate=40)))
+        assert plan.users == {"1": 2} and plan.spec.rate == 40     # open loop: the form's offered rate
         deadline = time.monotonic() + 30
         live = client.get("/metrics")
         while not (live.get("ts") and live.get("queue_depth") is not None) and time.monotonic() < deadline:

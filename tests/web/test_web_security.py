@@ -200,6 +200,11 @@ def test_exposed_ui_without_credentials_is_refused(tmp_path):
                        cwd=REPO, env={k: v for k, v in env.items() if k != "SSBENCH_WORKER_TOKEN"},
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "SSBENCH_WORKER_TOKEN" in p.stderr, p.stderr
+    # an offered rate below 0 (0 is the closed loop) is refused before anything starts
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "web", "--port", "0", "--rate", "-5"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        "ssbench: error: --rate: must be 0 (closed loop) to 1e+06 SENDs/s per initiator, got -5"], p.stderr
 
 
 # --------------------------------------------------------------------------- TLS, login, tokens, the wire
@@ -350,7 +355,7 @@ def _remote_worker_session(web: WebProcess, url: str, tmp_path: Path, relay: Rel
     login = Login(url)
     r = login().post(url + "swarm", data={"user_count": 4, "spawn_rate": 4, "host": "ssbench:embedded",
                                               "ssbench_initiators": 2, "ssbench_payload_bytes": 64,
-                                              "ssbench_dialogs": "per_thread"}, timeout=300)
+                                              "ssbench_dialogs": "per_thread", "ssbench_rate": 100}, timeout=300)
     assert r.json().get("success"), r.text
     _until(lambda: login().get(url + "stats/requests", timeout=5).json().get("total_rps", 0) > 0, 60,
            "RPS above 0")
@@ -361,6 +366,7 @@ def _remote_worker_session(web: WebProcess, url: str, tmp_path: Path, relay: Rel
                           if json.loads(p.read_text()).get("status") == "complete"], 120, "the saved run")[0]
     summary = read_summary(next(run.glob("*/rep-01/summary.json")))
     assert summary["messages_sent"] > 0 and summary["web"]["initiators_with_users"] == [1, 2], summary["web"]
+    assert summary["permutation"]["offered_rate"] == 200, summary["permutation"]   # 100 a second on each
     recordings = sorted(p.name for p in run.glob("*/rep-01/**/*") if p.name.startswith("worker-i"))
     assert any(n.startswith("worker-i2") for n in recordings) or summary["messages_sent"] > 0
 

@@ -39,6 +39,9 @@ REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 
 USERS, PAYLOAD, DIALOGS = 3, 256, "trick150"
+#: the sessions' offered SENDs/s (open loop: nothing here judges a rate, and a closed loop's load
+#: took both cores for the length of the browser's steps); ``ssbench web --rate`` pre-fills the first
+RATE, RATE2 = 100, 60
 WEB_USER, WEB_PASSWORD = "browser-admin", "Br0wser-Test-Pw"
 
 
@@ -143,8 +146,9 @@ def _tab(driver, title: str):
     return found[0]
 
 
-def _start_swarm(driver, users: int, payload: int, dialogs: str) -> None:
-    """Fill Locust's start form (the page's, or the "New" dialog's) and start."""
+def _start_swarm(driver, users: int, payload: int, dialogs: str, rate: float | None = None) -> None:
+    """Fill Locust's start form (the page's, or the "New" dialog's) and start; the offered
+    rate as the form holds it unless ``rate`` is given."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -157,6 +161,8 @@ def _start_swarm(driver, users: int, payload: int, dialogs: str) -> None:
     _type(driver.find_element(By.NAME, "ssbenchInitiators"), 1)
     _type(driver.find_element(By.NAME, "ssbenchPayloadBytes"), payload)
     Select(driver.find_element(By.NAME, "ssbenchDialogs")).select_by_value(dialogs)
+    if rate is not None:
+        _type(driver.find_element(By.NAME, "ssbenchRate"), rate)
     driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
 
 
@@ -254,7 +260,7 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
     env.update(SSBENCH_WEB_USER=WEB_USER, SSBENCH_WEB_PASSWORD=WEB_PASSWORD)
     web = WebProcess(results, cmd=[sys.executable, "-m", "harness.cli", "web", "--target", "embedded", "--port", "0",
                                    "--master-port", "0", "--initiators", "1", "--results", str(results),
-                                   "--require-login"], env=env)
+                                   "--require-login", "--rate", str(RATE)], env=env)
     driver = None
     try:
         url = web.wait_ready(timeout=120)
@@ -278,7 +284,8 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
         driver.get(url)
         _log_in(driver, WEB_USER, WEB_PASSWORD)
 
-        # ---- the start form, with ssbench's own parameters
+        # ---- the start form, with ssbench's own parameters (the offered rate pre-filled by --rate)
+        assert driver.find_element(By.NAME, "ssbenchRate").get_attribute("value") in (str(RATE), f"{RATE:.1f}")
         _start_swarm(driver, USERS, PAYLOAD, DIALOGS)
 
         # ---- load: Locust's requests per second above zero
@@ -311,11 +318,12 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
         run = _until(lambda: _saved_runs(results)[0] if _saved_runs(results) else None, 90,
                      "the session's run directory")
         rep = next(run.glob("*/rep-01"))
-        assert rep.parent.name == f"i1-t{USERS}-{DIALOGS}-p{PAYLOAD}-durable"
+        assert rep.parent.name == f"i1-t{USERS}-{DIALOGS}-p{PAYLOAD}-durable-rate{RATE}"
         summary = read_summary(rep / "summary.json")
         assert summary["schema"] == SUMMARY_SCHEMA
         assert summary["permutation"]["dialogs"] == DIALOGS and summary["permutation"]["payload_bytes"] == PAYLOAD
         assert summary["permutation"]["total_threads"] == USERS
+        assert summary["permutation"]["rate"] == RATE and summary["permutation"]["offered_rate"] == RATE
         assert summary["dialogs_created"] == USERS * 150 and summary["usable_dialogs"] == USERS
         assert summary["send_rate"] > 0 and summary["messages_sent"] > 0
         assert summary["messages_lost"] == 0 and summary["drained"], summary
@@ -336,11 +344,12 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
         assert [p.id for p in m.permutations()] == [rep.parent.name]
         rj = json.loads((run / "run.json").read_text())
         assert rj["schema"] == "ssbench.run/1" and rj["permutations_done"] == 1 and rj["messages_lost"] == 0
+        assert rj["web"]["rate"] == RATE and rj["web"]["dialogs"] == DIALOGS, rj["web"]
         assert "SQL Server" not in rj["target"]["label"]
 
         # ---- a second session with another strategy: the dialogs are provisioned anew
         _button(driver, "new").click()
-        _start_swarm(driver, 2, 100, "shared")
+        _start_swarm(driver, 2, 100, "shared", rate=RATE2)
         _until(lambda: _header(driver, "Status").upper() == "RUNNING", 90, "status RUNNING (second session)")
         _tab(driver, "broker metrics").click()   # the header's RPS may still be the first session's
         _until(lambda: (lambda r: r.get("State", "").startswith("running") and "shared dialogs" in r.get("Session", "")
@@ -350,7 +359,7 @@ def test_web_ui_session_in_a_browser(pg_server, tmp_path):
         _stop_swarm(driver)
         runs = _until(lambda: (lambda r: r if len(r) == 2 else None)(_saved_runs(results)), 90, "the second run")
         s2 = read_summary(next(runs[1].glob("*/rep-01/summary.json")))
-        assert s2["permutation_id"] == "i1-t2-shared-p100-durable", s2["permutation_id"]
+        assert s2["permutation_id"] == f"i1-t2-shared-p100-durable-rate{RATE2}", s2["permutation_id"]
         assert s2["dialogs_created"] == 1 and s2["usable_dialogs"] == 1, s2
         assert s2["send_rate"] > 0 and s2["messages_lost"] == 0 and s2["drained"], s2
 
