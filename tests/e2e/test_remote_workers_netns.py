@@ -44,7 +44,7 @@ axes:
   dialogs: [per_thread]
   payload_bytes: [100]
   server: [durable]
-  rate: [200]                   # open loop: the same users, messages and recordings, not both cores
+  rate: [50]                    # open loop: the same users, messages and recordings, not both cores
 run:
   warmup_seconds: 3             # every user connected before the window, even on a loaded machine
   measure_seconds: 2

@@ -27,10 +27,10 @@ axes:
   dialogs: [per_thread]
   payload_bytes: [100]
   server: [durable]
-  rate: [200]                   # open loop: every user sends, without taking both cores
+  rate: [50]                    # open loop: every user sends, without taking both cores
 run:
   warmup_seconds: 3             # every user connected before the window, even on a loaded machine
-  measure_seconds: 1            # 100 SENDs per process and 4 CPU samples: more than the checks need
+  measure_seconds: 1            # 25 SENDs per process and 4 CPU samples: more than the checks need
   repetitions: 1
   drain_timeout_seconds: 30
   sample_interval_seconds: 0.25
@@ -60,7 +60,7 @@ CASES = """cases:
   - name: uneven
     axes: {initiators: [1], threads: [1, 3]}
 """
-EVEN = "i2-t4-per_thread-p100-durable-rate200-even"
+EVEN = "i2-t4-per_thread-p100-durable-rate50-even"
 
 
 @pytest.fixture(scope="module")
