@@ -103,11 +103,9 @@ def cmd_web(args) -> int:
         raise UserError("must be at least 1", field="--initiators")
     if args.users < 1 or args.spawn_rate <= 0:
         raise UserError("--users must be at least 1 and --spawn-rate above 0")
-    from ..matrix import MAX_RATE
+    from ..web.session import offered_rate
 
-    if not 0 <= args.rate <= MAX_RATE:
-        raise UserError(f"must be 0 (closed loop) to {MAX_RATE:g} SENDs/s per initiator, got {args.rate:g}",
-                        field="--rate")
+    offered_rate(args.rate, field="--rate")
     creds = _web_credentials(args)
 
     from ..targets.factory import make_target

@@ -50,6 +50,14 @@ UNTIL_STOPPED = RUN_FIELDS["measure_seconds"][1]
 WORKER_WAIT_S = 15.0
 
 
+def offered_rate(rate: float, field: str) -> float:
+    """A session's offered SENDs/s per initiator (0: closed loop), refused (UserError on
+    ``field``) outside the matrix's ``rate`` axis bounds; ``ssbench web --rate`` is checked here too."""
+    if not 0 <= rate <= MAX_RATE:
+        raise UserError(f"must be 0 (closed loop) to {MAX_RATE:g} SENDs/s per initiator, got {rate:g}", field=field)
+    return rate
+
+
 @dataclass
 class Session:
     run_dir: RunDir
@@ -106,10 +114,7 @@ class WebSessions:
         payload = int(form.get("payload_bytes", DEFAULT_PAYLOAD_BYTES))
         if not 0 <= payload <= MAX_PAYLOAD_BYTES:
             raise UserError(f"payload bytes must be 0..{MAX_PAYLOAD_BYTES}, got {payload}", field="payload_bytes")
-        rate = float(form.get("rate", 0) or 0)
-        if not 0 <= rate <= MAX_RATE:
-            raise UserError(f"the offered rate must be 0 (closed loop) to {MAX_RATE:g} SENDs/s per initiator, "
-                            f"got {rate:g}", field="rate")
+        rate = offered_rate(float(form.get("rate", 0) or 0), field="rate")
         per_init = {str(i): n for i, n in enumerate(split(users, k), start=1) if n > 0}
         rd = RunDir.create(self.results_root, MATRIX_NAME).hold()
         m = self._write(self._matrix(rd, k, max(per_init.values()), strategy, payload, spawn_rate, rate))
