@@ -75,11 +75,12 @@ class _Server(ThreadingWSGIServer):
 
 
 class _Served:
-    """A response body that calls ``done`` once the server has written all of it: a run may exit
-    right after its last scrape counts, so it counts only once delivered."""
+    """A response body that calls ``done`` once the server has written all of it (a run may exit
+    right after its last scrape counts, so it counts only once delivered), then ``finished``
+    when the server closes it, whether or not it was all written (WSGI's ``close``)."""
 
-    def __init__(self, body: list[bytes], done):
-        self.body, self.done = body, done
+    def __init__(self, body: list[bytes], done, finished):
+        self.body, self.done, self.finished = body, done, finished
 
     def __len__(self) -> int:           # wsgiref sets Content-Length for a body of one block
         return len(self.body)
@@ -87,6 +88,9 @@ class _Served:
     def __iter__(self):
         yield from self.body
         self.done()
+
+    def close(self) -> None:
+        self.finished()
 
 
 class Endpoint:
@@ -102,6 +106,9 @@ class Endpoint:
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
         self.scrapes = 0
+        #: scrapes whose response is being written: its scraper may have read its last byte
+        #: before the server counts it (close() waits for them)
+        self._in_flight = 0
         self.last_scrape: float | None = None    # epoch seconds: when the last counted scrape began
         #: each scraper (address and user agent: two Prometheus servers, or a test and Prometheus)
         #: -> its last scrape, epoch seconds
@@ -121,7 +128,15 @@ class Endpoint:
                                                 ("WWW-Authenticate", 'Basic realm="ssbench metrics"')])
             return [b"ssbench: the web UI's login is required (HTTP basic auth)\n"]
         began = time.time()
-        return _Served(self._metrics(environ, start_response), lambda: self._served(environ, began))
+        body = self._metrics(environ, start_response)
+        with self._cond:
+            self._in_flight += 1
+        return _Served(body, lambda: self._served(environ, began), self._finished)
+
+    def _finished(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            self._cond.notify_all()
 
     def _served(self, environ, began: float) -> None:
         """A scrape's last byte is written: it counts, as of when it began collecting, unless it
@@ -204,6 +219,9 @@ class Endpoint:
         """Stop serving; first, with ``linger`` and if anything has scraped, wait up to the
         linger time for one more scrape, so the last repetition's final figures are collected."""
         end, wait = time.time(), self.settings.linger_seconds
+        if linger and wait > 0:
+            with self._cond:        # a scrape being written counts once written
+                self._cond.wait_for(lambda: not self._in_flight, SHUTDOWN_POLL_S)
         if linger and wait > 0 and self.last_scrape is not None:
             say(f"waiting up to {wait:g} s for a last scrape of {self.url}")
             self.wait_for_scrape(end, wait)

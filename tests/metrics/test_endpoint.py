@@ -162,6 +162,22 @@ def test_the_end_waits_for_a_last_scrape_only_when_someone_scrapes():
     assert said and "last scrape" in said[0]
 
 
+@pytest.mark.untimed("the lower bound is the endpoint's own wait for the next scrape")
+def test_a_scrape_read_whole_before_the_server_counted_it_still_makes_the_end_wait():
+    """The scraper can read a response's last byte before the server's thread counts the scrape
+    (seen under a CPU quota: the end then waited for nobody). The count is held back here by
+    0.05 s; close() waits for the scrape being written, so it counts and the end waits."""
+    m = Endpoint(LiveState(command="run"), EndpointSettings(port=0, linger_seconds=10)).start()
+    served = m._served
+    m._served = lambda environ, began: (time.sleep(0.05), served(environ, began))
+    assert get(m.url)[0] == 200
+    url = m.url
+    threading.Timer(1.0, lambda: get(url)).start()
+    t0 = time.monotonic()
+    m.close(linger=True)
+    assert time.monotonic() - t0 >= 0.9 and m.scrapes == 2
+
+
 def _cli(*a, env=None, cwd=None):
     return subprocess.run([sys.executable, "-m", "harness.cli", *a], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=60)
