@@ -9,7 +9,7 @@ MATRIX ?= matrices/bench.yaml
 TARGET ?= embedded
 PYTEST_ARGS ?=
 # make test's parallel part: pytest-xdist worker processes, each with its own embedded server;
-# one and a half per CPU's worth of time this process may have (3 on 2 cores, 2 under a 1-CPU quota)
+# one and a half per CPU's worth of time this process may have, at least 3 (3 on 2 cores)
 TEST_WORKERS ?= $(shell $(PYTHON) tests/support/machine.py --workers 2>/dev/null || echo 3)
 PYTEST := $(BIN)/python -m pytest
 
