@@ -222,9 +222,9 @@ class Endpoint:
         if linger and wait > 0:
             with self._cond:        # a scrape being written counts once written
                 self._cond.wait_for(lambda: not self._in_flight, SHUTDOWN_POLL_S)
-        if linger and wait > 0 and self.last_scrape is not None:
-            say(f"waiting up to {wait:g} s for a last scrape of {self.url}")
-            self.wait_for_scrape(end, wait)
+            if self.last_scrape is not None:
+                say(f"waiting up to {wait:g} s for a last scrape of {self.url}")
+                self.wait_for_scrape(end, wait)
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

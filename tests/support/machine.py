@@ -94,7 +94,7 @@ def describe(sorted_ms: list[float]) -> str:
 def test_workers() -> int:
     """make test's xdist workers: one and a half per CPU's worth of time this process may have,
     at least 3 (on 2 cores, against 4 the same tests took 12 % fewer CPU-s, the time contention
-    costs; under a quota of 1 CPU, against 2 the parallel part ended 57 to 65 s sooner, its
+    costs; under a quota of 1 CPU, against 2 the parallel part ended 56 to 65 s sooner, its
     waits overlapped: docs/findings/test-suite-slow-machine.md)."""
     return max(3, round(1.5 * effective_cpus()))
 
